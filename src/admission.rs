@@ -1,0 +1,409 @@
+//! Admission: should a response be written to the disk cache?
+//!
+//! Most distinct URLs an edge cache sees are requested once and never again. Writing those
+//! "one-hit wonders" to disk wastes write bandwidth and pushes useful objects out, so
+//! `secondhit` stores an object only on its *second* request (Maggs & Sitaraman, "Algorithmic
+//! Nuggets in Content Delivery", SIGCOMM CCR 2015). First requests are remembered in a rotating
+//! pair of Bloom filters that forget old keys ([`AgingPair`], after Yoon, "Aging Bloom Filter
+//! with Two Active Buffers", IEEE TKDE 2010).
+//!
+//! This module never sees HTTP: the proxy hashes each cache key with a [`FilterHasher`] into a
+//! [`FilterHash`] and calls [`Admission::check_and_record`] on every request for a cacheable
+//! method (hits included, so a hot key stays known). The answer is a [`Decision`] with a reason,
+//! rendered by [`Decision::as_str`] into `Cache-Status` details and logs.
+//!
+//! The filter hash is keyed with a per-deployment secret seed ([`resolve_seed`]) so crafted URLs
+//! cannot aim at chosen filter bits; it is independent of the store's unkeyed hash, so changing
+//! the seed never orphans the disk cache.
+
+mod aging_pair;
+mod bloom;
+
+use std::fmt;
+use std::fs::{self, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use xxhash_rust::xxh3::{xxh3_64, xxh3_128_with_seed};
+
+use crate::config::{AdmissionConfig, AdmissionPolicy, FilterSizing};
+
+pub use aging_pair::{AgingPair, PairStats};
+pub use bloom::{BloomFilter, FilterParams};
+
+/// 128-bit keyed hash of a cache key, the only thing admission sees.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FilterHash(pub u128);
+
+/// Hashes cache keys for the filters with a per-deployment secret seed (xxh3-128 with seed), independent of the store's unkeyed hash.
+#[derive(Clone)]
+pub struct FilterHasher {
+    /// The secret seed; see [`resolve_seed`].
+    seed: u64,
+}
+
+impl FilterHasher {
+    /// A hasher keyed with `seed`.
+    pub fn new(seed: u64) -> Self {
+        FilterHasher { seed }
+    }
+
+    /// The filter hash of a cache key.
+    pub fn hash(&self, key: &[u8]) -> FilterHash {
+        FilterHash(xxh3_128_with_seed(key, self.seed))
+    }
+}
+
+// Hand-written so that a `{:?}` of a struct holding the hasher never logs the secret seed.
+impl fmt::Debug for FilterHasher {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FilterHasher").finish_non_exhaustive()
+    }
+}
+
+/// Name of the seed file inside the state directory.
+const SEED_FILE: &str = "filter-seed";
+
+/// Seed resolution: Some(text) from config → xxh3_64(text bytes); None → read `<state_dir>/filter-seed` (16 lowercase hex digits + optional newline); if absent, generate 64 random bits (getrandom), write it atomically (temp file in state_dir + fsync + rename), return it. A present but malformed seed file is an error naming the file (never silently replaced: replacing it would silently forget every recorded key).
+pub fn resolve_seed(configured: Option<&str>, state_dir: &Path) -> Result<u64, AdmissionError> {
+    if let Some(text) = configured {
+        return Ok(xxh3_64(text.as_bytes()));
+    }
+    let path = state_dir.join(SEED_FILE);
+    match fs::read(&path) {
+        Ok(bytes) => parse_seed(&bytes).map_err(|reason| AdmissionError::BadSeedFile {
+            path: path.clone(),
+            reason,
+        }),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            let seed = random_seed().map_err(|source| AdmissionError::SeedFile {
+                path: path.clone(),
+                source,
+            })?;
+            write_seed(state_dir, &path, seed).map_err(|source| AdmissionError::SeedFile {
+                path: path.clone(),
+                source,
+            })?;
+            tracing::info!(path = %path.display(), "generated a new filter seed");
+            Ok(seed)
+        }
+        Err(source) => Err(AdmissionError::SeedFile { path, source }),
+    }
+}
+
+/// Parses a seed file's bytes: exactly 16 lowercase hex digits, optionally followed by one newline.
+fn parse_seed(bytes: &[u8]) -> Result<u64, String> {
+    let digits = bytes.strip_suffix(b"\n").unwrap_or(bytes);
+    if digits.len() != 16 {
+        return Err(format!(
+            "expected 16 lowercase hex digits and an optional newline, found {} bytes",
+            bytes.len()
+        ));
+    }
+    // Lowercase only, as written: uppercase or other characters mean someone edited the file
+    // by hand, which is worth an error rather than a guess.
+    if !digits
+        .iter()
+        .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    {
+        return Err("expected only lowercase hex digits (0-9, a-f)".to_owned());
+    }
+    // All 16 bytes are ASCII hex digits here, so both conversions succeed; map rather than
+    // unwrap anyway.
+    let text = std::str::from_utf8(digits).map_err(|e| e.to_string())?;
+    u64::from_str_radix(text, 16).map_err(|e| e.to_string())
+}
+
+/// 64 bits from the operating system's random source.
+fn random_seed() -> io::Result<u64> {
+    getrandom::u64().map_err(|e| match e.raw_os_error() {
+        Some(code) => io::Error::from_raw_os_error(code),
+        None => io::Error::other(format!("random source: {e}")),
+    })
+}
+
+/// Writes the seed to `path` atomically: a temp file in the same directory (so the rename stays
+/// on one filesystem), fsynced, renamed over `path`, then the directory fsynced so the rename
+/// itself survives a crash. A reader never sees a half-written seed file.
+fn write_seed(state_dir: &Path, path: &Path, seed: u64) -> io::Result<()> {
+    fs::create_dir_all(state_dir)?;
+    // The process id keeps two processes from sharing a temp file; a leftover from a crash is
+    // simply truncated and reused.
+    let tmp = state_dir.join(format!(".{SEED_FILE}.{}.tmp", std::process::id()));
+    let result = (|| {
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)?;
+        file.write_all(format!("{seed:016x}\n").as_bytes())?;
+        file.sync_all()?;
+        fs::rename(&tmp, path)?;
+        sync_dir(state_dir)
+    })();
+    if result.is_err() {
+        // Best effort: the write already failed, and a stray temp file is harmless.
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// Makes a rename in `dir` durable (fsync of the directory, a Unix notion).
+#[cfg(unix)]
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    fs::File::open(dir)?.sync_all()
+}
+
+/// Directories cannot be opened for fsync off Unix; the rename is as durable as the platform makes it.
+#[cfg(not(unix))]
+fn sync_dir(_dir: &Path) -> io::Result<()> {
+    Ok(())
+}
+
+/// Errors of the admission module (all about the seed file; filters themselves cannot fail).
+#[derive(Debug, thiserror::Error)]
+pub enum AdmissionError {
+    /// The seed file could not be read or written.
+    #[error("filter seed file {}: {source}", path.display())]
+    SeedFile {
+        /// The seed file's path.
+        path: PathBuf,
+        /// The underlying I/O error.
+        source: io::Error,
+    },
+    /// The seed file exists but does not hold a seed.
+    #[error(
+        "malformed filter seed file {}: {reason} (fix it, or delete it to generate a new seed and forget every recorded key)",
+        path.display()
+    )]
+    BadSeedFile {
+        /// The seed file's path.
+        path: PathBuf,
+        /// What is wrong with its contents.
+        reason: String,
+    },
+}
+
+/// The outcome of an admission check: store the response or not, and why.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Write the response to the cache.
+    Admit(AdmitReason),
+    /// Do not write it.
+    Reject(RejectReason),
+}
+
+/// Why a response was admitted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AdmitReason {
+    /// The key was requested before, within the window the filters remember.
+    SeenBefore,
+    /// The policy admits everything ([`AlwaysAdmit`]).
+    Always,
+    /// The key already has a stored (stale) entry being refetched; produced by the proxy, which
+    /// re-admits such keys without consulting the filter.
+    AlreadyStored,
+}
+
+/// Why a response was rejected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RejectReason {
+    /// First request for this key in the remembered window; it is now recorded.
+    FirstSight,
+}
+
+impl Decision {
+    /// Whether the response should be stored.
+    pub fn is_admit(&self) -> bool {
+        matches!(self, Decision::Admit(_))
+    }
+
+    /// The reason as a short token for `Cache-Status` and logs:
+    /// "seen-before" | "always" | "already-stored" | "first-sight".
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Decision::Admit(AdmitReason::SeenBefore) => "seen-before",
+            Decision::Admit(AdmitReason::Always) => "always",
+            Decision::Admit(AdmitReason::AlreadyStored) => "already-stored",
+            Decision::Reject(RejectReason::FirstSight) => "first-sight",
+        }
+    }
+}
+
+/// An admission policy. Called on EVERY request for a cacheable method (hits included, so hot keys stay known), concurrently from many threads.
+pub trait Admission: Send + Sync {
+    /// Records `hash` as requested and says whether a response for it should be stored.
+    fn check_and_record(&self, hash: FilterHash) -> Decision;
+    /// Bytes of memory the policy holds (for metrics).
+    fn memory_bytes(&self) -> u64;
+    /// The policy's config name, for logs and metrics.
+    fn name(&self) -> &'static str;
+}
+
+/// The policy that admits every response (config `policy = "always"`), remembering nothing.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AlwaysAdmit;
+
+impl Admission for AlwaysAdmit {
+    fn check_and_record(&self, _hash: FilterHash) -> Decision {
+        Decision::Admit(AdmitReason::Always)
+    }
+
+    fn memory_bytes(&self) -> u64 {
+        0
+    }
+
+    fn name(&self) -> &'static str {
+        "always"
+    }
+}
+
+/// Builds the policy named by `[admission]` (config validation already checked its values).
+pub fn from_config(config: &AdmissionConfig) -> Arc<dyn Admission> {
+    match config.policy {
+        AdmissionPolicy::Always => Arc::new(AlwaysAdmit),
+        AdmissionPolicy::SecondHit => {
+            let params = match config.sizing {
+                FilterSizing::ExpectedUrls(keys) => {
+                    FilterParams::for_expected_keys(keys, config.false_positive_rate)
+                }
+                FilterSizing::Memory(bytes) => {
+                    FilterParams::for_memory(bytes, config.false_positive_rate)
+                }
+            };
+            Arc::new(AgingPair::new(params, config.max_age))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn configured_seed_wins_and_is_stable() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join(SEED_FILE), "0123456789abcdef\n").unwrap();
+        let a = resolve_seed(Some("edge-secret"), dir.path()).unwrap();
+        let b = resolve_seed(Some("edge-secret"), dir.path()).unwrap();
+        assert_eq!(a, b);
+        assert_eq!(a, xxh3_64(b"edge-secret"));
+        assert_ne!(a, resolve_seed(Some("other-secret"), dir.path()).unwrap());
+        // The seed file was neither used nor touched.
+        let kept = fs::read_to_string(dir.path().join(SEED_FILE)).unwrap();
+        assert_eq!(kept, "0123456789abcdef\n");
+    }
+
+    #[test]
+    fn generated_seed_persists() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        let first = resolve_seed(None, &state).unwrap();
+        let second = resolve_seed(None, &state).unwrap();
+        assert_eq!(first, second);
+        let text = fs::read_to_string(state.join(SEED_FILE)).unwrap();
+        assert_eq!(text, format!("{first:016x}\n"));
+        // Only the seed file is left behind, no temp file.
+        assert_eq!(fs::read_dir(&state).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn existing_seed_file_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join(SEED_FILE), "00000000000000ff").unwrap();
+        assert_eq!(resolve_seed(None, dir.path()).unwrap(), 0xff);
+        fs::write(dir.path().join(SEED_FILE), "fedcba9876543210\n").unwrap();
+        assert_eq!(
+            resolve_seed(None, dir.path()).unwrap(),
+            0xfedc_ba98_7654_3210
+        );
+    }
+
+    #[test]
+    fn malformed_seed_file_is_an_error_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(SEED_FILE);
+        for bad in [
+            "",
+            "xyz",
+            "0123456789ABCDEF\n",
+            "0123456789abcde\n",
+            "0123456789abcdef0\n",
+            "0123456789abcdef\n\n",
+            " 123456789abcdef\n",
+        ] {
+            fs::write(&path, bad).unwrap();
+            let err = resolve_seed(None, dir.path()).unwrap_err();
+            match &err {
+                AdmissionError::BadSeedFile { path: named, .. } => assert_eq!(named, &path),
+                other => panic!("{bad:?}: expected BadSeedFile, got {other:?}"),
+            }
+            assert!(err.to_string().contains(&path.display().to_string()));
+            // Never silently replaced.
+            assert_eq!(fs::read_to_string(&path).unwrap(), bad);
+        }
+    }
+
+    #[test]
+    fn unreadable_seed_path_is_an_io_error() {
+        let dir = tempfile::tempdir().unwrap();
+        // A directory where the file should be: reading it fails with something other than NotFound.
+        fs::create_dir(dir.path().join(SEED_FILE)).unwrap();
+        let err = resolve_seed(None, dir.path()).unwrap_err();
+        assert!(
+            matches!(&err, AdmissionError::SeedFile { path, .. } if path == &dir.path().join(SEED_FILE)),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn hasher_is_keyed() {
+        let a = FilterHasher::new(1);
+        let b = FilterHasher::new(2);
+        assert_eq!(a.hash(b"/index.html"), a.hash(b"/index.html"));
+        assert_ne!(a.hash(b"/index.html"), b.hash(b"/index.html"));
+        assert_ne!(a.hash(b"/index.html"), a.hash(b"/other.html"));
+        assert!(
+            !format!("{a:?}").contains('1'),
+            "Debug must not print the seed"
+        );
+    }
+
+    #[test]
+    fn always_admit_admits_everything() {
+        let policy = AlwaysAdmit;
+        for i in 0..1_000u64 {
+            let decision = policy.check_and_record(FilterHash(u128::from(i)));
+            assert_eq!(decision, Decision::Admit(AdmitReason::Always));
+        }
+        assert_eq!(policy.memory_bytes(), 0);
+        assert_eq!(policy.name(), "always");
+    }
+
+    #[test]
+    fn decision_tokens() {
+        let cases = [
+            (
+                Decision::Admit(AdmitReason::SeenBefore),
+                true,
+                "seen-before",
+            ),
+            (Decision::Admit(AdmitReason::Always), true, "always"),
+            (
+                Decision::Admit(AdmitReason::AlreadyStored),
+                true,
+                "already-stored",
+            ),
+            (
+                Decision::Reject(RejectReason::FirstSight),
+                false,
+                "first-sight",
+            ),
+        ];
+        for (decision, admit, token) in cases {
+            assert_eq!(decision.is_admit(), admit);
+            assert_eq!(decision.as_str(), token);
+        }
+    }
+}

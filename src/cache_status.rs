@@ -1,0 +1,147 @@
+//! `Cache-Status` response header values (RFC 9211).
+//!
+//! Every response secondhit sends carries one entry naming this cache:
+//! `secondhit; hit` for a response served from disk, `secondhit; fwd=uri-miss; stored`
+//! for a miss that is being written to disk, `secondhit; fwd=uri-miss; detail=first-sight`
+//! for a miss the admission filter kept off the disk, and so on. `detail` carries the
+//! short reason a response was not stored (the same words the access log uses).
+
+use http::{HeaderName, HeaderValue};
+
+/// The name of this cache in `Cache-Status` (RFC 9211 §2: a cache identifies itself).
+pub const CACHE_NAME: &str = "secondhit";
+
+/// The `Cache-Status` header name.
+pub const CACHE_STATUS: HeaderName = HeaderName::from_static("cache-status");
+
+/// Why a request went forward to the origin (RFC 9211 §2.2 `fwd`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Forward {
+    /// No stored response for the URI.
+    UriMiss,
+    /// A stored response was found but was stale.
+    Stale,
+    /// The method is not one this cache serves from storage.
+    Method,
+    /// The cache was configured not to handle this request (e.g. it carries credentials).
+    Bypass,
+}
+
+impl Forward {
+    /// The RFC 9211 token.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Forward::UriMiss => "uri-miss",
+            Forward::Stale => "stale",
+            Forward::Method => "method",
+            Forward::Bypass => "bypass",
+        }
+    }
+}
+
+/// One `Cache-Status` entry describing what this cache did with a request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CacheStatus {
+    /// Served from storage without contacting the origin.
+    hit: bool,
+    /// Why the request went to the origin, when it did.
+    forward: Option<Forward>,
+    /// The response is being written to storage.
+    stored: bool,
+    /// A short machine-readable reason (an RFC 9211 token), e.g. `first-sight`.
+    detail: Option<&'static str>,
+}
+
+impl CacheStatus {
+    /// A response served from storage.
+    pub fn hit() -> CacheStatus {
+        CacheStatus {
+            hit: true,
+            forward: None,
+            stored: false,
+            detail: None,
+        }
+    }
+
+    /// A request forwarded to the origin for `reason`.
+    pub fn forward(reason: Forward) -> CacheStatus {
+        CacheStatus {
+            hit: false,
+            forward: Some(reason),
+            stored: false,
+            detail: None,
+        }
+    }
+
+    /// A response the proxy made itself because the request failed (`detail` names why).
+    pub fn error(detail: &'static str) -> CacheStatus {
+        CacheStatus {
+            hit: false,
+            forward: None,
+            stored: false,
+            detail: Some(detail),
+        }
+    }
+
+    /// Marks the response as being written to storage.
+    #[must_use]
+    pub fn stored(mut self) -> CacheStatus {
+        self.stored = true;
+        self
+    }
+
+    /// Adds a `detail` token (must be an RFC 8941 token: letters, digits, `-`).
+    #[must_use]
+    pub fn detail(mut self, detail: &'static str) -> CacheStatus {
+        self.detail = Some(detail);
+        self
+    }
+
+    /// The header value, e.g. `secondhit; fwd=uri-miss; stored`.
+    pub fn to_header_value(&self) -> HeaderValue {
+        let mut text = String::with_capacity(48);
+        text.push_str(CACHE_NAME);
+        if self.hit {
+            text.push_str("; hit");
+        }
+        if let Some(forward) = self.forward {
+            text.push_str("; fwd=");
+            text.push_str(forward.as_str());
+        }
+        if self.stored {
+            text.push_str("; stored");
+        }
+        if let Some(detail) = self.detail {
+            text.push_str("; detail=");
+            text.push_str(detail);
+        }
+        // Only static tokens are ever appended, all visible ASCII.
+        HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static(CACHE_NAME))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_follow_rfc_9211_syntax() {
+        assert_eq!(CacheStatus::hit().to_header_value(), "secondhit; hit");
+        assert_eq!(
+            CacheStatus::forward(Forward::UriMiss)
+                .stored()
+                .to_header_value(),
+            "secondhit; fwd=uri-miss; stored"
+        );
+        assert_eq!(
+            CacheStatus::forward(Forward::UriMiss)
+                .detail("first-sight")
+                .to_header_value(),
+            "secondhit; fwd=uri-miss; detail=first-sight"
+        );
+        assert_eq!(
+            CacheStatus::forward(Forward::Method).to_header_value(),
+            "secondhit; fwd=method"
+        );
+    }
+}

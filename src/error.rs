@@ -1,0 +1,98 @@
+//! Errors, and the one place that turns a request's failure into a client response.
+//!
+//! Two kinds of failure exist. A failure of the *cache* (a disk error, a damaged
+//! entry) never fails a request: the proxy logs it and proxies uncached, so it never
+//! reaches this module's [`error_response`]. A failure of the *request* (the origin is
+//! down or slow, the request names no host) is answered here: 400, 502 or 504 with a
+//! short plain-text body and a `Cache-Status` detail naming the cause.
+
+use std::net::SocketAddr;
+
+use bytes::Bytes;
+use http::header::{CONTENT_TYPE, HeaderValue};
+use http::{Response, StatusCode};
+use http_body_util::{BodyExt, Full};
+
+use crate::admission::AdmissionError;
+use crate::cache_status::{CACHE_STATUS, CacheStatus};
+use crate::config::ConfigError;
+use crate::key::KeyError;
+use crate::origin::OriginError;
+use crate::store::StoreError;
+
+/// The boxed error type of response bodies.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The body type of every response the proxy sends.
+pub type ProxyBody = http_body_util::combinators::UnsyncBoxBody<Bytes, BoxError>;
+
+/// A failure that decides the response to one request.
+#[derive(Debug, thiserror::Error)]
+pub enum ProxyError {
+    /// The request cannot be mapped to a cache key or an origin request.
+    #[error("bad request: {0}")]
+    BadRequest(#[from] KeyError),
+    /// The origin failed before a response head arrived.
+    #[error(transparent)]
+    Origin(#[from] OriginError),
+}
+
+/// A failure that stops `secondhit serve` from starting.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The config file is missing or invalid.
+    #[error("{0}")]
+    Config(#[from] ConfigError),
+    /// The cache directory cannot be opened.
+    #[error("cache: {0}")]
+    Store(#[from] StoreError),
+    /// The admission filter cannot be set up (its seed file, usually).
+    #[error("admission: {0}")]
+    Admission(#[from] AdmissionError),
+    /// The origin client cannot be built.
+    #[error("{0}")]
+    Origin(#[from] OriginError),
+    /// The listen address cannot be bound.
+    #[error("server.listen: cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address from `server.listen`.
+        addr: SocketAddr,
+        /// Why binding failed.
+        source: std::io::Error,
+    },
+}
+
+/// Turns a request failure into the response the client receives.
+pub fn error_response(error: &ProxyError) -> Response<ProxyBody> {
+    let (status, detail) = match error {
+        ProxyError::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad-request"),
+        ProxyError::Origin(OriginError::Timeout(_)) => {
+            (StatusCode::GATEWAY_TIMEOUT, "origin-timeout")
+        }
+        ProxyError::Origin(OriginError::Connect(_)) => {
+            (StatusCode::BAD_GATEWAY, "origin-unreachable")
+        }
+        ProxyError::Origin(OriginError::Protocol(_) | OriginError::Client(_)) => {
+            (StatusCode::BAD_GATEWAY, "origin-error")
+        }
+    };
+    // The reason phrase, not the error text: internals (addresses, paths) stay in the log.
+    let text = format!(
+        "{} {}\n",
+        status.as_u16(),
+        status.canonical_reason().unwrap_or("error")
+    );
+    let mut response = Response::new(
+        Full::new(Bytes::from(text))
+            .map_err(|never| match never {})
+            .boxed_unsync(),
+    );
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    headers.insert(CACHE_STATUS, CacheStatus::error(detail).to_header_value());
+    response
+}

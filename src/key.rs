@@ -1,0 +1,295 @@
+//! Cache keys: which requests share a stored response.
+//!
+//! A key is the normalised effective request URI — `http://host[:port]/path?query` —
+//! built from the scheme, the authority (URI authority for HTTP/2 and absolute-form
+//! requests, the `Host` header otherwise), the path and the query. The host is
+//! always part of the key, so two virtual hosts behind one origin never share
+//! objects. GET and HEAD share a key; the proxy never builds keys for other
+//! methods.
+//!
+//! Normalisation follows RFC 3986 §6.2.2 (syntax-based): host lower-cased with a
+//! trailing dot and the default port removed, percent-escapes of unreserved
+//! characters decoded, remaining escapes upper-cased, dot segments removed, an
+//! empty path made `/`. The query keeps its order (origins may depend on it) but
+//! gets the same percent normalisation.
+//!
+//! The key string is hashed once, unkeyed, with xxh3-128 ([`Store::key_hash`]):
+//! that hash names the entry on disk forever. The admission filter hashes the
+//! same string with its own secret seed (see `admission`).
+
+use std::fmt;
+
+use http::request::Parts;
+use http::uri::Authority;
+
+use crate::store::Store;
+
+/// Why no cache key could be built for a request (the proxy answers 400).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeyError {
+    /// Neither the request URI nor a `Host` header names a host.
+    #[error("the request names no host (no Host header and no authority in the URI)")]
+    MissingHost,
+    /// The host named by the request is not a valid URI authority.
+    #[error("the request's host is not a valid authority: {0:?}")]
+    InvalidHost(String),
+}
+
+/// A normalised cache key and its stable store hash.
+#[derive(Clone, PartialEq, Eq)]
+pub struct CacheKey {
+    /// `http://authority/path?query`, normalised.
+    text: String,
+    /// Byte offset in `text` where the path starts (just after the authority).
+    path_start: usize,
+    /// Unkeyed xxh3-128 of `text`: the entry's name in the store.
+    store_hash: u128,
+}
+
+/// The scheme of every key: secondhit listens in cleartext only for now.
+const SCHEME_PREFIX: &str = "http://";
+
+impl CacheKey {
+    /// Builds the key of a request from its head.
+    pub fn from_request(parts: &Parts) -> Result<CacheKey, KeyError> {
+        let raw_authority = match parts.uri.authority() {
+            Some(authority) => authority.as_str().to_owned(),
+            None => {
+                let host = parts
+                    .headers
+                    .get(http::header::HOST)
+                    .ok_or(KeyError::MissingHost)?;
+                host.to_str()
+                    .map_err(|_| {
+                        KeyError::InvalidHost(String::from_utf8_lossy(host.as_bytes()).into_owned())
+                    })?
+                    .to_owned()
+            }
+        };
+        let authority = normalise_authority(&raw_authority)?;
+        let mut text = String::with_capacity(SCHEME_PREFIX.len() + authority.len() + 64);
+        text.push_str(SCHEME_PREFIX);
+        text.push_str(&authority);
+        let path_start = text.len();
+        push_normalised_path(&mut text, parts.uri.path());
+        if let Some(query) = parts.uri.query() {
+            text.push('?');
+            push_percent_normalised(&mut text, query);
+        }
+        let store_hash = Store::key_hash(&text);
+        Ok(CacheKey {
+            text,
+            path_start,
+            store_hash,
+        })
+    }
+
+    /// The whole key string.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// The normalised authority (`host` or `host:port`).
+    pub fn authority(&self) -> &str {
+        &self.text[SCHEME_PREFIX.len()..self.path_start]
+    }
+
+    /// The normalised path and query, starting with `/`.
+    pub fn path_and_query(&self) -> &str {
+        &self.text[self.path_start..]
+    }
+
+    /// The unkeyed xxh3-128 of the key string that names the entry in the store.
+    pub fn store_hash(&self) -> u128 {
+        self.store_hash
+    }
+}
+
+impl fmt::Debug for CacheKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("CacheKey").field(&self.text).finish()
+    }
+}
+
+impl fmt::Display for CacheKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+/// Lower-cases the host, drops a trailing dot and the default port 80.
+fn normalise_authority(raw: &str) -> Result<String, KeyError> {
+    let invalid = || KeyError::InvalidHost(raw.to_owned());
+    let authority: Authority = raw.parse().map_err(|_| invalid())?;
+    // Userinfo has no place in a Host header and would split one object into many keys.
+    if raw.contains('@') || authority.host().is_empty() {
+        return Err(invalid());
+    }
+    let host = authority.host().trim_end_matches('.').to_ascii_lowercase();
+    if host.is_empty() {
+        return Err(invalid());
+    }
+    Ok(match authority.port_u16() {
+        Some(80) | None => host,
+        Some(port) => format!("{host}:{port}"),
+    })
+}
+
+/// Appends `path` with percent normalisation and dot segments removed (RFC 3986 §5.2.4).
+fn push_normalised_path(out: &mut String, path: &str) {
+    let mut decoded = String::with_capacity(path.len() + 1);
+    push_percent_normalised(&mut decoded, path);
+    let mut segments: Vec<&str> = Vec::new();
+    let mut rest = decoded.strip_prefix('/').unwrap_or(&decoded);
+    // A trailing "." or ".." means the path ends in '/'; set by every pass of the loop.
+    let mut ends_with_slash;
+    loop {
+        let (segment, next) = match rest.find('/') {
+            Some(slash) => (&rest[..slash], Some(&rest[slash + 1..])),
+            None => (rest, None),
+        };
+        match segment {
+            "." => ends_with_slash = next.is_none(),
+            ".." => {
+                segments.pop();
+                ends_with_slash = next.is_none();
+            }
+            _ => {
+                segments.push(segment);
+                ends_with_slash = false;
+            }
+        }
+        match next {
+            Some(next) => rest = next,
+            None => break,
+        }
+    }
+    out.push('/');
+    out.push_str(&segments.join("/"));
+    if ends_with_slash && !segments.is_empty() {
+        out.push('/');
+    }
+}
+
+/// Appends `text`, decoding percent-escapes of unreserved characters and upper-casing the hex
+/// digits of the others. A malformed escape is kept as it is (the origin decides what it means).
+fn push_percent_normalised(out: &mut String, text: &str) {
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            if let (Some(high), Some(low)) = (hex_value(bytes[i + 1]), hex_value(bytes[i + 2])) {
+                let decoded = high << 4 | low;
+                if is_unreserved(decoded) {
+                    out.push(char::from(decoded));
+                } else {
+                    out.push('%');
+                    out.push(char::from(bytes[i + 1].to_ascii_uppercase()));
+                    out.push(char::from(bytes[i + 2].to_ascii_uppercase()));
+                }
+                i += 3;
+                continue;
+            }
+        }
+        // URIs that reached here passed http's parser, so every byte is ASCII.
+        out.push(char::from(bytes[i]));
+        i += 1;
+    }
+}
+
+fn hex_value(byte: u8) -> Option<u8> {
+    char::from(byte)
+        .to_digit(16)
+        .and_then(|d| u8::try_from(d).ok())
+}
+
+/// RFC 3986 §2.3 unreserved characters.
+fn is_unreserved(byte: u8) -> bool {
+    byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(uri: &str, host: Option<&str>) -> Result<CacheKey, KeyError> {
+        let mut builder = http::Request::builder().uri(uri);
+        if let Some(host) = host {
+            builder = builder.header("host", host);
+        }
+        let (parts, ()) = builder.body(()).expect("test request").into_parts();
+        CacheKey::from_request(&parts)
+    }
+
+    fn key_text(uri: &str, host: &str) -> String {
+        key(uri, Some(host)).expect("valid key").as_str().to_owned()
+    }
+
+    #[test]
+    fn host_is_lowercased_and_default_port_dropped() {
+        assert_eq!(key_text("/a", "Example.COM:80"), "http://example.com/a");
+        assert_eq!(key_text("/a", "example.com."), "http://example.com/a");
+        assert_eq!(
+            key_text("/a", "example.com:8080"),
+            "http://example.com:8080/a"
+        );
+    }
+
+    #[test]
+    fn uri_authority_wins_over_host_header() {
+        assert_eq!(
+            key_text("http://b.example/x", "a.example"),
+            "http://b.example/x"
+        );
+    }
+
+    #[test]
+    fn missing_or_bad_host_is_an_error() {
+        assert_eq!(key("/a", None), Err(KeyError::MissingHost));
+        assert!(matches!(
+            key("/a", Some("user@host")),
+            Err(KeyError::InvalidHost(_))
+        ));
+        assert!(matches!(
+            key("/a", Some("bad host")),
+            Err(KeyError::InvalidHost(_))
+        ));
+    }
+
+    #[test]
+    fn percent_escapes_are_normalised() {
+        assert_eq!(
+            key_text("/%7euser/%41%2f%2F", "h"),
+            "http://h/~user/A%2F%2F"
+        );
+        assert_eq!(key_text("/a?q=%7e%3a", "h"), "http://h/a?q=~%3A");
+        // Malformed escapes stay as they were.
+        assert_eq!(key_text("/a%zz%4", "h"), "http://h/a%zz%4");
+    }
+
+    #[test]
+    fn dot_segments_are_removed() {
+        assert_eq!(key_text("/a/./b/../c", "h"), "http://h/a/c");
+        assert_eq!(key_text("/a/b/..", "h"), "http://h/a/");
+        assert_eq!(key_text("/../a", "h"), "http://h/a");
+        assert_eq!(key_text("/", "h"), "http://h/");
+        assert_eq!(key_text("/a//b/", "h"), "http://h/a//b/");
+    }
+
+    #[test]
+    fn query_order_is_kept_and_distinguishes_keys() {
+        assert_eq!(key_text("/a?b=1&a=2", "h"), "http://h/a?b=1&a=2");
+        assert_ne!(key_text("/a?x=1", "h"), key_text("/a?x=2", "h"));
+        assert_ne!(key_text("/a?", "h"), key_text("/a", "h"));
+    }
+
+    #[test]
+    fn parts_and_hash_are_consistent() {
+        let k = key("/p/q?r=1", Some("Host.example:81")).expect("valid key");
+        assert_eq!(k.authority(), "host.example:81");
+        assert_eq!(k.path_and_query(), "/p/q?r=1");
+        assert_eq!(k.store_hash(), Store::key_hash(k.as_str()));
+        let same = key("/p/%71?r=1", Some("host.example:81")).expect("valid key");
+        assert_eq!(k, same);
+    }
+}

@@ -1,0 +1,43 @@
+//! secondhit: a reverse-proxy cache that writes an object to disk only on its second request.
+//!
+//! Most URLs a cache sees are requested once and never again ("one-hit wonders").
+//! Writing them to disk wastes disk bandwidth and pushes useful objects out.
+//! secondhit remembers every requested cache key in a rotating pair of aging Bloom
+//! filters and stores a response only when its key was seen before within the
+//! window the pair remembers (Maggs & Sitaraman, "Algorithmic Nuggets in Content
+//! Delivery", SIGCOMM CCR 2015).
+//!
+//! # The request path
+//!
+//! A request travels down this list of modules; data flows one way:
+//!
+//! - [`server`] accepts the connection (HTTP/1.1 or cleartext HTTP/2) and hands each
+//!   request to [`proxy`], which orchestrates the rest and does no parsing or file I/O.
+//! - [`key`] builds the normalised [`key::CacheKey`] (scheme, host, path, query) and
+//!   its stable, unkeyed xxh3-128 store hash.
+//! - [`admission`] checks the key's *keyed* hash against the filter pair and records
+//!   it — every GET/HEAD, hits included — and returns a [`admission::Decision`].
+//! - [`store`] looks the key up on disk: a fresh entry is streamed to the client
+//!   (`Cache-Status: secondhit; hit`); a stale one is refetched.
+//! - [`origin`] forwards a miss to the origin (pooled reqwest, no redirects, connect
+//!   and between-bytes timeouts) and strips hop-by-hop headers.
+//! - [`policy`] decides with RFC 9111 whether the response may be stored at all.
+//! - If it may, and admission said admit, [`tee`] streams the body to the client and,
+//!   through a bounded buffer, to a [`store::EntryWriter`]; the entry exists only
+//!   after the whole body arrived and `finish()` renamed it into place.
+//! - [`cache_status`] formats the RFC 9211 `Cache-Status` header every response carries;
+//!   [`error`] turns request failures into 400/502/504 responses, in one function.
+//!
+//! [`config`] turns the TOML file into a validated [`config::Config`] once, at start-up.
+
+pub mod admission;
+pub mod cache_status;
+pub mod config;
+pub mod error;
+pub mod key;
+pub mod origin;
+pub mod policy;
+pub mod proxy;
+pub mod server;
+pub mod store;
+pub mod tee;

@@ -1,0 +1,131 @@
+//! The `secondhit` command line: `serve` and `check-config`; the work happens in the library.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use secondhit::config::{AccessLog, Config, LogConfig, LogFormat};
+use secondhit::server::Server;
+use tracing_subscriber::EnvFilter;
+
+/// A reverse-proxy cache that writes an object to disk only on its second request.
+#[derive(Parser)]
+#[command(name = "secondhit", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the proxy in front of the origin named in the config.
+    Serve {
+        /// The TOML config file (every key optional; see config/secondhit.toml).
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+    },
+    /// Validate a config file: prints the verdict, exits 0 when valid and 1 when not.
+    CheckConfig {
+        /// The TOML config file to check.
+        config: PathBuf,
+    },
+}
+
+fn main() -> ExitCode {
+    match Cli::parse().command {
+        Command::Serve { config } => serve(config),
+        Command::CheckConfig { config } => match Config::load(&config) {
+            Ok(_) => {
+                println!("{}: OK", config.display());
+                ExitCode::SUCCESS
+            }
+            Err(error) => {
+                eprintln!("{}: {error}", config.display());
+                ExitCode::FAILURE
+            }
+        },
+    }
+}
+
+fn serve(path: Option<PathBuf>) -> ExitCode {
+    let config = match &path {
+        Some(path) => match Config::load(path) {
+            Ok(config) => config,
+            Err(error) => {
+                eprintln!("secondhit: {}: {error}", path.display());
+                return ExitCode::FAILURE;
+            }
+        },
+        None => Config::default(),
+    };
+    init_logging(&config.log);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("secondhit: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(async {
+        let server = match Server::bind(&config).await {
+            Ok(server) => server,
+            Err(error) => {
+                tracing::error!(%error, "cannot start");
+                eprintln!("secondhit: {error}");
+                return ExitCode::FAILURE;
+            }
+        };
+        match server.local_addr() {
+            Ok(addr) => tracing::info!(%addr, origin = %config.origin.url, cache_dir = %config.cache.dir.display(), "listening"),
+            Err(error) => tracing::warn!(%error, "listening, but the bound address is unknown"),
+        }
+        server.run(shutdown_signal()).await;
+        ExitCode::SUCCESS
+    })
+}
+
+/// Completes on Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(error) = tokio::signal::ctrl_c().await {
+            tracing::warn!(%error, "cannot listen for Ctrl-C");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(error) => {
+                tracing::warn!(%error, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = terminate => {},
+    }
+}
+
+/// Logs go to stdout; the level comes from `log.level` unless `RUST_LOG` is set.
+fn init_logging(log: &LogConfig) {
+    // Access lines are info events with target "access"; keep them even when the level is quieter.
+    let directives = match log.access_log {
+        AccessLog::Stdout => format!("{},access=info", log.level),
+        AccessLog::Off => log.level.clone(),
+    };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(directives));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    match log.format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}

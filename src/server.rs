@@ -1,0 +1,147 @@
+//! The listener: accepts connections, speaks HTTP/1.1 and cleartext HTTP/2, and shuts down gracefully.
+//!
+//! [`Server::bind`] sets everything up in order — cache directory, filter seed,
+//! admission policy, origin client, listening socket — so a bad setting fails before
+//! the first connection. [`Server::run`] then accepts until its shutdown future
+//! completes, stops accepting, and gives open connections `server.shutdown_timeout`
+//! to finish their requests.
+//!
+//! Limits: at most `server.max_connections` connections are open at once (the
+//! accept loop waits for a free slot, so excess clients queue in the kernel's
+//! backlog instead of being accepted and starved), and an HTTP/1 client has
+//! `server.header_read_timeout` to send a request head.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+use crate::admission;
+use crate::config::{AccessLog, Config, ServerConfig};
+use crate::error::StartError;
+use crate::origin::Origin;
+use crate::proxy::Proxy;
+use crate::store::{Store, StoreOptions};
+
+/// A bound, ready proxy server.
+pub struct Server {
+    listener: TcpListener,
+    proxy: Arc<Proxy>,
+    store: Arc<Store>,
+    config: ServerConfig,
+}
+
+impl Server {
+    /// Opens the cache, builds admission and the origin client, and binds `server.listen`.
+    pub async fn bind(config: &Config) -> Result<Server, StartError> {
+        let options = StoreOptions {
+            dir: config.cache.dir.clone(),
+            fsync: config.cache.fsync,
+            max_object_size: config.cache.max_object_size,
+        };
+        // Opening scans the cache directory synchronously; nothing is served yet, so
+        // blocking this thread delays only the start.
+        let store = Arc::new(Store::open(options)?);
+        let seed = admission::resolve_seed(config.admission.seed.as_deref(), &store.state_dir())?;
+        let hasher = admission::FilterHasher::new(seed);
+        let policy = admission::from_config(&config.admission);
+        let origin = Origin::new(&config.origin)?;
+        let listener = TcpListener::bind(config.server.listen)
+            .await
+            .map_err(|source| StartError::Bind {
+                addr: config.server.listen,
+                source,
+            })?;
+        let proxy = Proxy::new(
+            origin,
+            store.clone(),
+            policy,
+            hasher,
+            config.cache.max_object_size,
+            config.log.access_log == AccessLog::Stdout,
+        );
+        Ok(Server {
+            listener,
+            proxy: Arc::new(proxy),
+            store,
+            config: config.server.clone(),
+        })
+    }
+
+    /// The address actually bound (useful with port 0).
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// The store, for statistics (and for tests waiting on a commit).
+    pub fn store(&self) -> Arc<Store> {
+        self.store.clone()
+    }
+
+    /// Serves until `shutdown` completes, then drains connections for up to `shutdown_timeout`.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) {
+        let mut builder = auto::Builder::new(TokioExecutor::new());
+        builder
+            .http1()
+            .timer(TokioTimer::new())
+            .header_read_timeout(self.config.header_read_timeout);
+        let graceful = GracefulShutdown::new();
+        let slots = Arc::new(Semaphore::new(self.config.max_connections));
+        tokio::pin!(shutdown);
+        loop {
+            let slot = tokio::select! {
+                slot = slots.clone().acquire_owned() => slot,
+                () = &mut shutdown => break,
+            };
+            // The semaphore is never closed.
+            let Ok(slot) = slot else { break };
+            let accepted = tokio::select! {
+                accepted = self.listener.accept() => accepted,
+                () = &mut shutdown => break,
+            };
+            let (stream, peer) = match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    // Usually out of file descriptors: back off instead of spinning.
+                    tracing::warn!(%error, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            if let Err(error) = stream.set_nodelay(true) {
+                tracing::debug!(%peer, %error, "cannot set TCP_NODELAY");
+            }
+            let proxy = self.proxy.clone();
+            let service = service_fn(move |request| {
+                let proxy = proxy.clone();
+                async move { Ok::<_, Infallible>(proxy.handle(request).await) }
+            });
+            let connection = builder
+                .serve_connection(TokioIo::new(stream), service)
+                .into_owned();
+            let connection = graceful.watch(connection);
+            tokio::spawn(async move {
+                if let Err(error) = connection.await {
+                    tracing::debug!(%peer, %error, "connection ended with an error");
+                }
+                drop(slot);
+            });
+        }
+        drop(self.listener);
+        tracing::info!("shutting down: no new connections; waiting for open ones");
+        if tokio::time::timeout(self.config.shutdown_timeout, graceful.shutdown())
+            .await
+            .is_err()
+        {
+            tracing::warn!(timeout = ?self.config.shutdown_timeout, "connections still open at shutdown_timeout; closing them");
+        }
+    }
+}

@@ -1,0 +1,461 @@
+//! The on-disk entry format, version 1: a pure codec over byte slices (no I/O).
+//!
+//! One file holds one fill of one cache key. Three properties shape the layout:
+//!
+//! - **Metadata can be replaced without touching the body, atomically across a
+//!   crash.** The metadata lives in two fixed-capacity slots, A and B, each with
+//!   its own sequence number and checksum. A reader uses the valid slot with the
+//!   highest sequence; a revalidation writes the *other* slot with sequence + 1
+//!   and fsyncs. A torn write only ever damages the slot being written, whose
+//!   checksum then fails, so the reader falls back to the old slot. (This is the
+//!   double-buffered "ping-pong" commit used by many log and superblock formats.)
+//! - **Integrity.** The preamble carries an xxh3-64 checksum over its own fields
+//!   and the key bytes, verified before anything is served; the body's xxh3-64 is
+//!   stored in the preamble and can be verified while the body streams.
+//! - **A restart scan reads only the front of the file**: preamble, key and the
+//!   two slots are all at fixed, computable offsets before the body.
+//!
+//! The full key string is stored so that a 128-bit hash collision can never serve
+//! the wrong object. All integers are little-endian.
+//!
+//! | offset            | size      | field                                                    |
+//! |-------------------|-----------|----------------------------------------------------------|
+//! | 0                 | 8         | magic `b"SCNDHIT\0"`                                     |
+//! | 8                 | 2         | format version (u16) = 1                                 |
+//! | 10                | 2         | reserved, written as zero                                |
+//! | 12                | 4         | key length K (u32), at most 64 KiB                       |
+//! | 16                | 4         | slot capacity C (u32), a multiple of 512                 |
+//! | 20                | 4         | reserved, written as zero                                |
+//! | 24                | 8         | body length (u64)                                        |
+//! | 32                | 8         | body xxh3-64 (u64)                                       |
+//! | 40                | 8         | fill id (u64)                                            |
+//! | 48                | 8         | reserved, written as zero                                |
+//! | 56                | 8         | header checksum: xxh3-64 of bytes 0..56 followed by key  |
+//! | 64                | K         | key (UTF-8)                                              |
+//! | 64 + K            | pad       | zeros up to S = round_up(64 + K, 512), ignored           |
+//! | S                 | C         | metadata slot A                                          |
+//! | S + C             | C         | metadata slot B                                          |
+//! | S + 2C            | body len  | body                                                     |
+//!
+//! A metadata slot (C bytes; sequence 0 marks an empty slot):
+//!
+//! | offset | size | field                                              |
+//! |--------|------|----------------------------------------------------|
+//! | 0      | 8    | sequence (u64), 0 = empty                          |
+//! | 8      | 4    | payload length L (u32)                             |
+//! | 12     | 8    | xxh3-64 of bytes 0..12 followed by the payload     |
+//! | 20     | L    | payload ([`EntryMeta`], below)                     |
+//! | 20 + L | rest | zeros                                              |
+//!
+//! The payload: request time and response time as unix milliseconds (u64 each),
+//! status (u16), then the response headers and the stored request headers, each
+//! as a count (u32) of (name length u16, name, value length u32, value bytes).
+//! Request credentials (`Authorization`, `Cookie`, `Proxy-Authorization`) are
+//! refused by the encoder and never reach the disk.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use http::header::{AUTHORIZATION, COOKIE, PROXY_AUTHORIZATION};
+use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use xxhash_rust::xxh3::Xxh3Default;
+
+/// First eight bytes of every entry file.
+const MAGIC: [u8; 8] = *b"SCNDHIT\0";
+/// The format version this module writes and reads.
+const VERSION: u16 = 1;
+/// Size of the fixed preamble at the start of every entry file.
+pub(crate) const PREAMBLE_LEN: usize = 64;
+/// Longest key accepted; bounds what a reader allocates for garbage input.
+const MAX_KEY_LEN: usize = 64 * 1024;
+/// Largest slot capacity; bounds what a reader allocates for garbage input.
+const MAX_SLOT_CAPACITY: usize = 4 * 1024 * 1024;
+/// Smallest slot capacity: typical response headers fit, with room to grow.
+const MIN_SLOT_CAPACITY: usize = 4 * 1024;
+/// Slots start and end on 512-byte boundaries so that rewriting one slot never
+/// shares a disk sector with the other slot.
+const ALIGN: usize = 512;
+/// Sequence, payload length and checksum in front of each slot's payload.
+const SLOT_HEADER_LEN: usize = 20;
+
+/// What was cached about one response, besides its body.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EntryMeta {
+    /// When the request that produced the response was sent (millisecond precision on disk).
+    pub request_time: SystemTime,
+    /// When the response headers arrived (millisecond precision on disk).
+    pub response_time: SystemTime,
+    /// The response status.
+    pub status: StatusCode,
+    /// The response headers, in order, repeated names kept.
+    pub response_headers: HeaderMap,
+    /// Request headers kept for matching (e.g. `Vary`); never credentials.
+    pub request_headers: HeaderMap,
+}
+
+/// Why bytes could not be encoded or decoded as an entry.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub(crate) enum EntryError {
+    /// The input ends before a field it must contain.
+    #[error("truncated: need {need} bytes, have {have}")]
+    Truncated { need: usize, have: usize },
+    /// The file does not start with the entry magic.
+    #[error("bad magic")]
+    BadMagic,
+    /// A format version this code does not read.
+    #[error("unsupported format version {0}")]
+    Version(u16),
+    /// A structural field is out of range.
+    #[error("invalid {0}")]
+    Invalid(&'static str),
+    /// The preamble and key do not match their checksum.
+    #[error("header checksum mismatch")]
+    Checksum,
+    /// Neither metadata slot holds a valid, decodable payload.
+    #[error("no valid metadata slot: {0}")]
+    NoValidSlot(&'static str),
+    /// Request credentials were offered for storage.
+    #[error("refusing to store request credentials")]
+    Credentials,
+    /// A key or metadata too large for the format's limits.
+    #[error("{what} of {len} bytes exceeds the limit of {limit} bytes")]
+    TooLarge {
+        what: &'static str,
+        len: usize,
+        limit: usize,
+    },
+}
+
+/// The fixed fields at the start of an entry file (everything but the checksum).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Preamble {
+    /// Length of the key in bytes.
+    pub key_len: u32,
+    /// Capacity of each of the two metadata slots, in bytes.
+    pub slot_capacity: u32,
+    /// Length of the body; zero until the fill finishes.
+    pub body_len: u64,
+    /// xxh3-64 of the body; zero until the fill finishes.
+    pub body_hash: u64,
+    /// The fill that wrote this file (also in its name).
+    pub fill_id: u64,
+}
+
+impl Preamble {
+    /// Offset of the body, which is also the length of everything before it.
+    pub(crate) fn header_len(&self) -> u64 {
+        self.slot_a_offset() as u64 + 2 * u64::from(self.slot_capacity)
+    }
+
+    fn slot_a_offset(&self) -> usize {
+        (PREAMBLE_LEN + self.key_len as usize).next_multiple_of(ALIGN)
+    }
+}
+
+/// A verified entry header: preamble, key and the current metadata.
+#[derive(Debug)]
+pub(crate) struct DecodedHeader {
+    /// The preamble fields.
+    pub preamble: Preamble,
+    /// The full cache key the entry was stored under.
+    pub key: String,
+    /// Metadata from the valid slot with the highest sequence.
+    pub meta: EntryMeta,
+}
+
+/// Encodes the preamble for `p`, with its checksum over the fields and `key`.
+pub(crate) fn encode_preamble(p: &Preamble, key: &[u8]) -> [u8; PREAMBLE_LEN] {
+    let mut out = [0u8; PREAMBLE_LEN];
+    out[0..8].copy_from_slice(&MAGIC);
+    out[8..10].copy_from_slice(&VERSION.to_le_bytes());
+    out[12..16].copy_from_slice(&p.key_len.to_le_bytes());
+    out[16..20].copy_from_slice(&p.slot_capacity.to_le_bytes());
+    out[24..32].copy_from_slice(&p.body_len.to_le_bytes());
+    out[32..40].copy_from_slice(&p.body_hash.to_le_bytes());
+    out[40..48].copy_from_slice(&p.fill_id.to_le_bytes());
+    let sum = header_checksum(&out[..56], key);
+    out[56..64].copy_from_slice(&sum.to_le_bytes());
+    out
+}
+
+/// Encodes everything before the body of a new fill: preamble (body fields zero),
+/// key, slot A holding `meta` at sequence 1, and an empty slot B.
+pub(crate) fn encode_header(
+    key: &str,
+    meta: &EntryMeta,
+    fill_id: u64,
+) -> Result<(Preamble, Vec<u8>), EntryError> {
+    if key.len() > MAX_KEY_LEN {
+        return Err(EntryError::TooLarge {
+            what: "key",
+            len: key.len(),
+            limit: MAX_KEY_LEN,
+        });
+    }
+    let payload = encode_meta(meta)?;
+    let slot_len = SLOT_HEADER_LEN + payload.len();
+    // Twice the current size leaves room for a revalidation to add headers
+    // without rewriting the body.
+    let capacity = (2 * slot_len)
+        .max(MIN_SLOT_CAPACITY)
+        .next_multiple_of(ALIGN)
+        .min(MAX_SLOT_CAPACITY);
+    if slot_len > capacity {
+        return Err(EntryError::TooLarge {
+            what: "metadata",
+            len: slot_len,
+            limit: MAX_SLOT_CAPACITY,
+        });
+    }
+    // Both casts are lossless: the limits above are far below u32::MAX.
+    let preamble = Preamble {
+        key_len: key.len() as u32,
+        slot_capacity: capacity as u32,
+        body_len: 0,
+        body_hash: 0,
+        fill_id,
+    };
+    let slot_a = preamble.slot_a_offset();
+    let mut out = vec![0u8; slot_a + 2 * capacity];
+    out[..PREAMBLE_LEN].copy_from_slice(&encode_preamble(&preamble, key.as_bytes()));
+    out[PREAMBLE_LEN..PREAMBLE_LEN + key.len()].copy_from_slice(key.as_bytes());
+    let slot = &mut out[slot_a..slot_a + capacity];
+    slot[0..8].copy_from_slice(&1u64.to_le_bytes());
+    slot[8..12].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+    let sum = slot_checksum(&slot[0..12], &payload);
+    slot[12..20].copy_from_slice(&sum.to_le_bytes());
+    slot[SLOT_HEADER_LEN..slot_len].copy_from_slice(&payload);
+    Ok((preamble, out))
+}
+
+/// Decodes and range-checks the first [`PREAMBLE_LEN`] bytes. The checksum is
+/// not verified here (it covers the key too): use [`decode_header`] for that.
+pub(crate) fn decode_preamble(buf: &[u8]) -> Result<Preamble, EntryError> {
+    let mut r = Reader::new(buf);
+    if r.take(8)? != MAGIC {
+        return Err(EntryError::BadMagic);
+    }
+    let version = r.u16()?;
+    if version != VERSION {
+        return Err(EntryError::Version(version));
+    }
+    r.take(2)?;
+    let key_len = r.u32()?;
+    let slot_capacity = r.u32()?;
+    r.take(4)?;
+    let p = Preamble {
+        key_len,
+        slot_capacity,
+        body_len: r.u64()?,
+        body_hash: r.u64()?,
+        fill_id: r.u64()?,
+    };
+    if key_len as usize > MAX_KEY_LEN {
+        return Err(EntryError::Invalid("key length"));
+    }
+    let cap = slot_capacity as usize;
+    if !(SLOT_HEADER_LEN..=MAX_SLOT_CAPACITY).contains(&cap) || cap % ALIGN != 0 {
+        return Err(EntryError::Invalid("slot capacity"));
+    }
+    Ok(p)
+}
+
+/// Decodes and verifies everything before the body. `buf` starts at file offset
+/// 0 and holds at least [`Preamble::header_len`] bytes.
+pub(crate) fn decode_header(buf: &[u8]) -> Result<DecodedHeader, EntryError> {
+    let preamble = decode_preamble(buf)?;
+    let need = preamble.header_len() as usize;
+    if buf.len() < need {
+        return Err(EntryError::Truncated {
+            need,
+            have: buf.len(),
+        });
+    }
+    let key_bytes = &buf[PREAMBLE_LEN..PREAMBLE_LEN + preamble.key_len as usize];
+    let stored_sum = u64::from_le_bytes(read_array(&buf[56..64])?);
+    if header_checksum(&buf[..56], key_bytes) != stored_sum {
+        return Err(EntryError::Checksum);
+    }
+    let key = std::str::from_utf8(key_bytes)
+        .map_err(|_| EntryError::Invalid("key encoding"))?
+        .to_owned();
+    let cap = preamble.slot_capacity as usize;
+    let a = preamble.slot_a_offset();
+    let mut slots: Vec<(u64, &[u8])> = [&buf[a..a + cap], &buf[a + cap..a + 2 * cap]]
+        .into_iter()
+        .filter_map(valid_slot)
+        .collect();
+    // Highest sequence first; a valid payload that fails to decode (which only a
+    // bug could produce) falls back to the other slot rather than losing the entry.
+    slots.sort_by_key(|s| std::cmp::Reverse(s.0));
+    let mut why = "both slots empty or failing their checksum";
+    for (_, payload) in slots {
+        match decode_meta(payload) {
+            Ok(meta) => {
+                return Ok(DecodedHeader {
+                    preamble,
+                    key,
+                    meta,
+                });
+            }
+            Err(e) => why = e,
+        }
+    }
+    Err(EntryError::NoValidSlot(why))
+}
+
+fn header_checksum(fields: &[u8], key: &[u8]) -> u64 {
+    let mut h = Xxh3Default::new();
+    h.update(fields);
+    h.update(key);
+    h.digest()
+}
+
+fn slot_checksum(seq_and_len: &[u8], payload: &[u8]) -> u64 {
+    let mut h = Xxh3Default::new();
+    h.update(seq_and_len);
+    h.update(payload);
+    h.digest()
+}
+
+/// The sequence and payload of a non-empty slot whose checksum holds.
+fn valid_slot(slot: &[u8]) -> Option<(u64, &[u8])> {
+    let mut r = Reader::new(slot);
+    let seq = r.u64().ok()?;
+    let len = r.u32().ok()? as usize;
+    let sum = r.u64().ok()?;
+    let payload = r.take(len).ok()?;
+    (seq != 0 && slot_checksum(&slot[0..12], payload) == sum).then_some((seq, payload))
+}
+
+fn encode_meta(meta: &EntryMeta) -> Result<Vec<u8>, EntryError> {
+    for name in [AUTHORIZATION, COOKIE, PROXY_AUTHORIZATION] {
+        if meta.request_headers.contains_key(name) {
+            return Err(EntryError::Credentials);
+        }
+    }
+    let mut out = Vec::with_capacity(256);
+    out.extend_from_slice(&unix_millis(meta.request_time).to_le_bytes());
+    out.extend_from_slice(&unix_millis(meta.response_time).to_le_bytes());
+    out.extend_from_slice(&meta.status.as_u16().to_le_bytes());
+    encode_headers(&mut out, &meta.response_headers)?;
+    encode_headers(&mut out, &meta.request_headers)?;
+    Ok(out)
+}
+
+fn encode_headers(out: &mut Vec<u8>, map: &HeaderMap) -> Result<(), EntryError> {
+    let count = u32::try_from(map.len()).map_err(|_| EntryError::Invalid("header count"))?;
+    out.extend_from_slice(&count.to_le_bytes());
+    for (name, value) in map {
+        // http caps names below 64 KiB; values have no cap, hence the checks.
+        let name_len =
+            u16::try_from(name.as_str().len()).map_err(|_| EntryError::Invalid("header name"))?;
+        let value_len =
+            u32::try_from(value.len()).map_err(|_| EntryError::Invalid("header value"))?;
+        out.extend_from_slice(&name_len.to_le_bytes());
+        out.extend_from_slice(name.as_str().as_bytes());
+        out.extend_from_slice(&value_len.to_le_bytes());
+        out.extend_from_slice(value.as_bytes());
+    }
+    Ok(())
+}
+
+fn decode_meta(payload: &[u8]) -> Result<EntryMeta, &'static str> {
+    let mut r = Reader::new(payload);
+    let truncated = |_| "metadata truncated";
+    let request_time = from_unix_millis(r.u64().map_err(truncated)?)?;
+    let response_time = from_unix_millis(r.u64().map_err(truncated)?)?;
+    let status = StatusCode::from_u16(r.u16().map_err(truncated)?).map_err(|_| "status code")?;
+    let response_headers = decode_headers(&mut r)?;
+    let request_headers = decode_headers(&mut r)?;
+    if !r.is_empty() {
+        return Err("trailing bytes after metadata");
+    }
+    Ok(EntryMeta {
+        request_time,
+        response_time,
+        status,
+        response_headers,
+        request_headers,
+    })
+}
+
+fn decode_headers(r: &mut Reader<'_>) -> Result<HeaderMap, &'static str> {
+    let truncated = |_| "header list truncated";
+    let count = r.u32().map_err(truncated)?;
+    // Not preallocated from `count`: garbage could claim billions.
+    let mut map = HeaderMap::new();
+    for _ in 0..count {
+        let name_len = r.u16().map_err(truncated)? as usize;
+        let name = HeaderName::from_bytes(r.take(name_len).map_err(truncated)?)
+            .map_err(|_| "header name")?;
+        let value_len = r.u32().map_err(truncated)? as usize;
+        let value = HeaderValue::from_bytes(r.take(value_len).map_err(truncated)?)
+            .map_err(|_| "header value")?;
+        // `append` panics past http's size limit; `try_append` reports it.
+        map.try_append(name, value)
+            .map_err(|_| "too many headers")?;
+    }
+    Ok(map)
+}
+
+/// Times before the epoch are stored as the epoch (a proxy never sees them).
+fn unix_millis(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+fn from_unix_millis(ms: u64) -> Result<SystemTime, &'static str> {
+    UNIX_EPOCH
+        .checked_add(Duration::from_millis(ms))
+        .ok_or("time out of range")
+}
+
+fn read_array<const N: usize>(bytes: &[u8]) -> Result<[u8; N], EntryError> {
+    bytes.try_into().map_err(|_| EntryError::Truncated {
+        need: N,
+        have: bytes.len(),
+    })
+}
+
+/// A bounds-checked cursor: every read fails cleanly past the end.
+struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn new(buf: &'a [u8]) -> Self {
+        Reader { buf, pos: 0 }
+    }
+
+    fn take(&mut self, n: usize) -> Result<&'a [u8], EntryError> {
+        let end = self.pos.checked_add(n).filter(|&e| e <= self.buf.len());
+        let end = end.ok_or(EntryError::Truncated {
+            need: self.pos.saturating_add(n),
+            have: self.buf.len(),
+        })?;
+        let out = &self.buf[self.pos..end];
+        self.pos = end;
+        Ok(out)
+    }
+
+    fn u16(&mut self) -> Result<u16, EntryError> {
+        Ok(u16::from_le_bytes(read_array(self.take(2)?)?))
+    }
+
+    fn u32(&mut self) -> Result<u32, EntryError> {
+        Ok(u32::from_le_bytes(read_array(self.take(4)?)?))
+    }
+
+    fn u64(&mut self) -> Result<u64, EntryError> {
+        Ok(u64::from_le_bytes(read_array(self.take(8)?)?))
+    }
+
+    fn is_empty(&self) -> bool {
+        self.pos == self.buf.len()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,171 @@
+//! Tests of the entry codec: round trips, slot selection, corruption, garbage.
+
+use super::*;
+
+fn meta() -> EntryMeta {
+    let mut response_headers = HeaderMap::new();
+    response_headers.append("cache-control", HeaderValue::from_static("max-age=60"));
+    response_headers.append("set-cookie", HeaderValue::from_static("a=1"));
+    response_headers.append("set-cookie", HeaderValue::from_static("b=2"));
+    // obs-text: bytes that are not UTF-8 are legal in a header value.
+    let raw = HeaderValue::from_bytes(b"caf\xe9 \xff").unwrap();
+    response_headers.append("x-raw", raw);
+    let mut request_headers = HeaderMap::new();
+    request_headers.append("accept-encoding", HeaderValue::from_static("gzip"));
+    EntryMeta {
+        request_time: UNIX_EPOCH + Duration::from_millis(1_700_000_000_123),
+        response_time: UNIX_EPOCH + Duration::from_millis(1_700_000_000_456),
+        status: StatusCode::NON_AUTHORITATIVE_INFORMATION,
+        response_headers,
+        request_headers,
+    }
+}
+
+fn header(key: &str) -> (Preamble, Vec<u8>) {
+    encode_header(key, &meta(), 7).unwrap()
+}
+
+/// Writes a slot with `seq` and `payload` at `offset`, as a revalidation would.
+fn write_slot(buf: &mut [u8], offset: usize, seq: u64, payload: &[u8]) {
+    let slot = &mut buf[offset..];
+    slot[0..8].copy_from_slice(&seq.to_le_bytes());
+    slot[8..12].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+    let sum = slot_checksum(&slot[0..12], payload);
+    slot[12..20].copy_from_slice(&sum.to_le_bytes());
+    slot[20..20 + payload.len()].copy_from_slice(payload);
+}
+
+#[test]
+fn round_trip_keeps_order_repeats_and_raw_bytes() {
+    let key = "https://example.com/a?b=c";
+    let (p, buf) = header(key);
+    assert_eq!(buf.len() as u64, p.header_len());
+    assert_eq!(p.slot_capacity % 512, 0);
+    assert!(p.slot_capacity >= 4096);
+    let h = decode_header(&buf).unwrap();
+    assert_eq!(h.key, key);
+    assert_eq!(h.preamble, p);
+    assert_eq!(h.meta, meta());
+    let cookies: Vec<_> = h
+        .meta
+        .response_headers
+        .get_all("set-cookie")
+        .iter()
+        .collect();
+    assert_eq!(cookies, ["a=1", "b=2"]);
+    assert_eq!(h.meta.response_headers["x-raw"].as_bytes(), b"caf\xe9 \xff");
+}
+
+#[test]
+fn finished_preamble_carries_body_fields() {
+    let (mut p, mut buf) = header("k");
+    p.body_len = 12345;
+    p.body_hash = 0xdead_beef;
+    buf[..PREAMBLE_LEN].copy_from_slice(&encode_preamble(&p, b"k"));
+    let h = decode_header(&buf).unwrap();
+    assert_eq!(
+        (h.preamble.body_len, h.preamble.body_hash),
+        (12345, 0xdead_beef)
+    );
+}
+
+#[test]
+fn newest_valid_slot_wins_and_a_torn_one_falls_back() {
+    let (p, mut buf) = header("k");
+    let (a, b) = (
+        p.slot_a_offset(),
+        p.slot_a_offset() + p.slot_capacity as usize,
+    );
+    let mut newer = meta();
+    newer.status = StatusCode::OK;
+    let payload = encode_meta(&newer).unwrap();
+    write_slot(&mut buf, b, 2, &payload);
+    assert_eq!(decode_header(&buf).unwrap().meta, newer);
+    // A third revalidation goes back to slot A; then slot A is torn.
+    let mut newest = meta();
+    newest.status = StatusCode::NOT_FOUND;
+    write_slot(&mut buf, a, 3, &encode_meta(&newest).unwrap());
+    assert_eq!(decode_header(&buf).unwrap().meta, newest);
+    buf[a + 25] ^= 0x01;
+    assert_eq!(decode_header(&buf).unwrap().meta, newer);
+    // Both torn: the entry is unusable.
+    buf[b + 25] ^= 0x01;
+    assert!(matches!(
+        decode_header(&buf),
+        Err(EntryError::NoValidSlot(_))
+    ));
+}
+
+#[test]
+fn flipped_bits_in_preamble_or_key_are_detected() {
+    let (_, buf) = header("https://example.com/x");
+    // Every bit of the body-length, hash and fill-id fields, and of the key.
+    for byte in (24..48).chain(PREAMBLE_LEN..PREAMBLE_LEN + 21) {
+        for bit in 0..8 {
+            let mut bad = buf.clone();
+            bad[byte] ^= 1 << bit;
+            assert_eq!(decode_header(&bad).unwrap_err(), EntryError::Checksum);
+        }
+    }
+    let mut bad = buf.clone();
+    bad[0] ^= 1;
+    assert_eq!(decode_header(&bad).unwrap_err(), EntryError::BadMagic);
+    let mut bad = buf;
+    bad[8] = 2;
+    assert_eq!(decode_header(&bad).unwrap_err(), EntryError::Version(2));
+}
+
+#[test]
+fn garbage_and_truncations_are_errors_not_panics() {
+    let (_, buf) = header("https://example.com/x");
+    for len in 0..buf.len() {
+        assert!(decode_header(&buf[..len]).is_err(), "prefix of {len} bytes");
+    }
+    // Deterministic pseudo-random garbage, with and without a valid prefix.
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for round in 0..2000 {
+        let len = (next() % 9000) as usize;
+        let mut junk: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+        if round % 2 == 0 && len >= PREAMBLE_LEN {
+            junk[..16].copy_from_slice(&buf[..16]);
+        }
+        assert!(decode_header(&junk).is_err());
+        let _ = decode_preamble(&junk);
+    }
+    // Valid checksums around garbage payloads must still decode safely.
+    let (p, mut buf) = header("k");
+    for round in 0..500 {
+        let len = (next() % 300) as usize;
+        let junk: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+        write_slot(&mut buf, p.slot_a_offset(), 10 + round, &junk);
+        let _ = decode_header(&buf);
+    }
+}
+
+#[test]
+fn credentials_are_refused() {
+    for name in ["authorization", "cookie", "proxy-authorization"] {
+        let mut m = meta();
+        m.request_headers
+            .append(name, HeaderValue::from_static("secret"));
+        assert_eq!(
+            encode_header("k", &m, 1).unwrap_err(),
+            EntryError::Credentials
+        );
+    }
+}
+
+#[test]
+fn oversized_key_is_refused() {
+    let key = "k".repeat(MAX_KEY_LEN + 1);
+    assert!(matches!(
+        encode_header(&key, &meta(), 1),
+        Err(EntryError::TooLarge { what: "key", .. })
+    ));
+}

@@ -1,0 +1,171 @@
+//! The tee: one origin body streamed to the client and, at the same time, to disk.
+//!
+//! [`TeeBody`] forwards every frame to the client as it arrives; for an admitted
+//! fill it also hands a clone of each data frame (a `Bytes` clone is a reference
+//! count, not a copy) to a writer task that appends it to the [`EntryWriter`].
+//!
+//! The hand-off is bounded in *bytes* by a semaphore of [`FILL_BUFFER_BYTES`]
+//! permits: a frame takes permits for its length and gives them back once written.
+//! When the disk falls behind and the permits run out, the fill is dropped — the
+//! client is never slowed down to let the disk catch up (ARCHITECTURE.md, "Known
+//! traps"). The fill commits only if the origin body ended cleanly: the writer task
+//! calls [`EntryWriter::finish`] only after the tee signalled the end; an origin
+//! error, a dropped fill or a client that goes away drops the writer, which deletes
+//! its temp file.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
+
+use crate::store::EntryWriter;
+
+/// Bytes that may wait between the client stream and the disk writer of one fill.
+///
+/// On loopback an origin can outrun a page-cache write for a few milliseconds; 16 MiB
+/// lets a fill ride out such bursts (a 5 MiB body from a local origin is stored, not
+/// dropped) while bounding what one lagging fill can hold in memory.
+pub const FILL_BUFFER_BYTES: usize = 16 * 1024 * 1024;
+
+/// The sending half of a fill: data frames with their buffer permits, and the end signal.
+struct FillFeed {
+    frames: mpsc::UnboundedSender<(Bytes, OwnedSemaphorePermit)>,
+    /// Bounds the bytes queued in `frames` (an unbounded channel bounded by permits, so
+    /// the bound is in bytes rather than in frames of unknown size).
+    buffer: Arc<Semaphore>,
+    /// Sent once the origin body ended cleanly; dropping it unsent aborts the fill.
+    complete: oneshot::Sender<()>,
+    /// The cache key, for logs.
+    key: Arc<str>,
+}
+
+impl FillFeed {
+    /// Queues a copy of `data` for the writer; false when the fill must be dropped.
+    fn offer(&self, data: &Bytes) -> bool {
+        // A frame larger than the whole buffer takes all of it.
+        let wanted = u32::try_from(data.len().min(FILL_BUFFER_BYTES)).unwrap_or(u32::MAX);
+        match self.buffer.clone().try_acquire_many_owned(wanted) {
+            Ok(permit) => self.frames.send((data.clone(), permit)).is_ok(),
+            Err(_) => {
+                tracing::debug!(key = %self.key, "fill dropped: disk writer behind the client");
+                false
+            }
+        }
+    }
+}
+
+/// A response body that streams `inner` to the client and, when a fill is attached, to disk.
+pub struct TeeBody<B> {
+    inner: B,
+    fill: Option<FillFeed>,
+}
+
+impl<B> TeeBody<B> {
+    /// A body that only streams to the client.
+    pub fn passthrough(inner: B) -> TeeBody<B> {
+        TeeBody { inner, fill: None }
+    }
+
+    /// A body that also writes what it streams to `writer`, committing it when the body ends cleanly.
+    pub fn with_fill(inner: B, writer: EntryWriter, key: &str) -> TeeBody<B> {
+        let (frames, receiver) = mpsc::unbounded_channel();
+        let (complete, completed) = oneshot::channel();
+        let key: Arc<str> = Arc::from(key);
+        tokio::spawn(write_fill(writer, receiver, completed, key.clone()));
+        let buffer = Arc::new(Semaphore::new(FILL_BUFFER_BYTES));
+        TeeBody {
+            inner,
+            fill: Some(FillFeed {
+                frames,
+                buffer,
+                complete,
+                key,
+            }),
+        }
+    }
+
+    /// Signals the writer that the body is complete.
+    fn complete_fill(&mut self) {
+        if let Some(feed) = self.fill.take() {
+            // The writer may already have given up (disk error): nothing to signal then.
+            let _ = feed.complete.send(());
+        }
+    }
+}
+
+impl<B> Body for TeeBody<B>
+where
+    B: Body<Data = Bytes> + Unpin,
+{
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+        let this = &mut *self;
+        match Pin::new(&mut this.inner).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let (Some(data), Some(feed)) = (frame.data_ref(), this.fill.as_ref()) {
+                    if !feed.offer(data) {
+                        this.fill = None;
+                    }
+                }
+                // hyper stops polling once `is_end_stream` says so (e.g. Content-Length
+                // reached), so the end may be visible only here, never as `Ready(None)`.
+                if this.inner.is_end_stream() {
+                    this.complete_fill();
+                }
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Ready(Some(Err(error))) => {
+                // Dropping the feed without completing it aborts the fill.
+                this.fill = None;
+                Poll::Ready(Some(Err(error)))
+            }
+            Poll::Ready(None) => {
+                this.complete_fill();
+                Poll::Ready(None)
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// The writer task of one fill: appends frames, then commits if and only if the body completed.
+async fn write_fill(
+    mut writer: EntryWriter,
+    mut frames: mpsc::UnboundedReceiver<(Bytes, OwnedSemaphorePermit)>,
+    completed: oneshot::Receiver<()>,
+    key: Arc<str>,
+) {
+    while let Some((data, _permit)) = frames.recv().await {
+        if let Err(error) = writer.write(&data).await {
+            // Dropping the writer (and the receiver) deletes the temp file and tells the tee.
+            tracing::warn!(key = %key, %error, "fill abandoned: write failed");
+            return;
+        }
+    }
+    // The tee signals completion before it drops the frame sender, so by now the
+    // signal is either there or will never come.
+    if completed.await.is_err() {
+        tracing::debug!(key = %key, "fill abandoned: body incomplete or fill dropped");
+        return;
+    }
+    match writer.finish().await {
+        Ok(()) => tracing::debug!(key = %key, "fill committed"),
+        Err(error) => tracing::warn!(key = %key, %error, "fill not committed"),
+    }
+}

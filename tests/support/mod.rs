@@ -1,0 +1,379 @@
+//! Test harness: a scriptable origin and the real proxy, both on 127.0.0.1:0, with a
+//! temp cache directory, plus a plain HTTP client and a `Cache-Status` parser.
+#![allow(dead_code)] // each test binary uses a different part of the harness
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, Request, Response};
+use http_body_util::{BodyExt, StreamBody, combinators::BoxBody};
+use hyper::body::{Frame, Incoming};
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use secondhit::config::Config;
+use secondhit::server::Server;
+use secondhit::store::Store;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+
+/// How long a test waits for something that should happen promptly before failing.
+pub const PATIENCE: Duration = Duration::from_secs(10);
+
+/// What the test origin answers to one request.
+pub struct Reply {
+    pub status: u16,
+    pub headers: Vec<(&'static str, String)>,
+    pub body: ReplyBody,
+}
+
+/// How the test origin sends a body.
+pub enum ReplyBody {
+    /// With Content-Length.
+    Full(Vec<u8>),
+    /// Chunked, in pieces of `chunk` bytes.
+    Chunked { data: Vec<u8>, chunk: usize },
+    /// Declares `declared` bytes, sends `sent`, then resets the connection.
+    CutAfter { declared: usize, sent: Vec<u8> },
+}
+
+impl Reply {
+    /// A 200 with `Cache-Control: <cache_control>` and `body`.
+    pub fn ok(cache_control: &str, body: Vec<u8>) -> Reply {
+        Reply {
+            status: 200,
+            headers: vec![("cache-control", cache_control.to_owned())],
+            body: ReplyBody::Full(body),
+        }
+    }
+
+    /// Adds a header.
+    pub fn header(mut self, name: &'static str, value: &str) -> Reply {
+        self.headers.push((name, value.to_owned()));
+        self
+    }
+}
+
+/// A deterministic body of `len` bytes that differs by `seed`.
+pub fn body_bytes(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+type Script = Arc<dyn Fn(&http::request::Parts) -> Reply + Send + Sync>;
+
+/// A hyper origin on 127.0.0.1:0 that answers by script and counts requests per path and query.
+pub struct TestOrigin {
+    pub addr: SocketAddr,
+    counts: Arc<Mutex<HashMap<String, usize>>>,
+    /// Request headers as the origin received them, in arrival order.
+    received: Arc<Mutex<Vec<(String, HeaderMap)>>>,
+    _stop: oneshot::Sender<()>,
+}
+
+impl TestOrigin {
+    /// Starts an origin answering every request with `script`.
+    pub async fn start(
+        script: impl Fn(&http::request::Parts) -> Reply + Send + Sync + 'static,
+    ) -> TestOrigin {
+        let script: Script = Arc::new(script);
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind test origin");
+        let addr = listener.local_addr().expect("origin address");
+        let counts = Arc::new(Mutex::new(HashMap::new()));
+        let received = Arc::new(Mutex::new(Vec::new()));
+        let (stop, mut stopped) = oneshot::channel::<()>();
+        let (c, r) = (counts.clone(), received.clone());
+        tokio::spawn(async move {
+            loop {
+                let (stream, _) = tokio::select! {
+                    accepted = listener.accept() => match accepted { Ok(a) => a, Err(_) => continue },
+                    _ = &mut stopped => return,
+                };
+                let (script, counts, received) = (script.clone(), c.clone(), r.clone());
+                tokio::spawn(async move {
+                    let service = service_fn(move |request: Request<Incoming>| {
+                        let (script, counts, received) =
+                            (script.clone(), counts.clone(), received.clone());
+                        async move {
+                            let (head, body) = request.into_parts();
+                            let _ = body.collect().await;
+                            let target = head
+                                .uri
+                                .path_and_query()
+                                .map_or("/".to_owned(), |pq| pq.to_string());
+                            *counts
+                                .lock()
+                                .expect("counts")
+                                .entry(target.clone())
+                                .or_insert(0) += 1;
+                            received
+                                .lock()
+                                .expect("received")
+                                .push((target, head.headers.clone()));
+                            Ok::<_, Infallible>(build_reply(script(&head)))
+                        }
+                    });
+                    let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        TestOrigin {
+            addr,
+            counts,
+            received,
+            _stop: stop,
+        }
+    }
+
+    /// Requests the origin received for `path_and_query`.
+    pub fn count(&self, path_and_query: &str) -> usize {
+        self.counts
+            .lock()
+            .expect("counts")
+            .get(path_and_query)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// The headers of the last request for `path_and_query`.
+    pub fn last_headers(&self, path_and_query: &str) -> Option<HeaderMap> {
+        self.received
+            .lock()
+            .expect("received")
+            .iter()
+            .rev()
+            .find(|(target, _)| target == path_and_query)
+            .map(|(_, headers)| headers.clone())
+    }
+}
+
+fn build_reply(reply: Reply) -> Response<BoxBody<Bytes, std::io::Error>> {
+    let mut builder = Response::builder().status(reply.status);
+    for (name, value) in &reply.headers {
+        builder = builder.header(*name, value);
+    }
+    let body = match reply.body {
+        ReplyBody::Full(data) => {
+            builder = builder.header("content-length", data.len());
+            http_body_util::Full::new(Bytes::from(data))
+                .map_err(|never| match never {})
+                .boxed()
+        }
+        ReplyBody::Chunked { data, chunk } => {
+            let frames: Vec<Result<Frame<Bytes>, std::io::Error>> = data
+                .chunks(chunk.max(1))
+                .map(|piece| Ok(Frame::data(Bytes::copy_from_slice(piece))))
+                .collect();
+            StreamBody::new(futures_util::stream::iter(frames)).boxed()
+        }
+        ReplyBody::CutAfter { declared, sent } => {
+            builder = builder.header("content-length", declared);
+            let head_and_part = futures_util::stream::iter([Ok(Frame::data(Bytes::from(sent)))]);
+            // Fail only after the head and the first bytes are surely on the wire.
+            let reset = futures_util::stream::once(async {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                Err(std::io::Error::new(
+                    std::io::ErrorKind::ConnectionReset,
+                    "scripted reset",
+                ))
+            });
+            StreamBody::new(futures_util::StreamExt::chain(head_and_part, reset)).boxed()
+        }
+    };
+    builder.body(body).expect("scripted reply")
+}
+
+/// The proxy under test, serving on 127.0.0.1:0 with its own temp cache directory.
+pub struct TestProxy {
+    pub addr: SocketAddr,
+    pub store: Arc<Store>,
+    pub cache_dir: PathBuf,
+    _temp: tempfile::TempDir,
+    _stop: oneshot::Sender<()>,
+}
+
+/// Sends the proxy's logs to the test output when `RUST_LOG` is set (e.g. `RUST_LOG=secondhit=debug`).
+pub fn init_logs() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        if let Ok(filter) = tracing_subscriber::EnvFilter::try_from_default_env() {
+            tracing_subscriber::fmt()
+                .with_env_filter(filter)
+                .with_test_writer()
+                .init();
+        }
+    });
+}
+
+/// A config for tests: listen on port 0, the given origin, a temp cache dir, a fixed filter seed.
+pub fn test_config(origin: SocketAddr, cache_dir: &Path) -> Config {
+    let mut config = Config::default();
+    config.server.listen = "127.0.0.1:0".parse().expect("listen address");
+    config.origin.url = format!("http://{origin}").parse().expect("origin url");
+    config.origin.connect_timeout = Duration::from_secs(2);
+    config.origin.read_timeout = Duration::from_secs(5);
+    config.cache.dir = cache_dir.to_path_buf();
+    config.cache.fsync = false;
+    config.admission.seed = Some("secondhit tests".to_owned());
+    config
+}
+
+impl TestProxy {
+    /// Starts the proxy in front of `origin`, after `tweak` adjusts the test config.
+    pub async fn start(origin: SocketAddr, tweak: impl FnOnce(&mut Config)) -> TestProxy {
+        init_logs();
+        let temp = tempfile::tempdir().expect("temp cache dir");
+        let cache_dir = temp.path().join("cache");
+        let mut config = test_config(origin, &cache_dir);
+        tweak(&mut config);
+        let server = Server::bind(&config).await.expect("proxy starts");
+        let addr = server.local_addr().expect("proxy address");
+        let store = server.store();
+        let (stop, stopped) = oneshot::channel::<()>();
+        tokio::spawn(server.run(async move {
+            let _ = stopped.await;
+        }));
+        TestProxy {
+            addr,
+            store,
+            cache_dir,
+            _temp: temp,
+            _stop: stop,
+        }
+    }
+
+    /// `http://127.0.0.1:port{path}`.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+
+    /// Waits until `n` fills have been committed since start.
+    pub async fn wait_committed(&self, n: u64) {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        while self.store.committed_fills() < n {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "timed out waiting for {n} committed fills"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Entry files under objects/.
+    pub fn entry_files(&self) -> Vec<PathBuf> {
+        files_under(&self.cache_dir.join("objects"))
+    }
+
+    /// Files under tmp/ (fills in progress or leaked).
+    pub fn temp_files(&self) -> Vec<PathBuf> {
+        files_under(&self.cache_dir.join("tmp"))
+    }
+}
+
+/// Every regular file below `dir`, recursively.
+pub fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                pending.push(path);
+            } else {
+                found.push(path);
+            }
+        }
+    }
+    found
+}
+
+/// A client that talks straight to the proxy (no proxy variables, no redirects).
+pub fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(PATIENCE)
+        .build()
+        .expect("test client")
+}
+
+/// A response as the test sees it.
+pub struct Seen {
+    pub status: u16,
+    pub headers: HeaderMap,
+    pub body: Vec<u8>,
+    pub cache: ParsedCacheStatus,
+}
+
+/// Sends `request` and reads the whole response.
+pub async fn send(request: reqwest::RequestBuilder) -> Seen {
+    let response = request.send().await.expect("response head");
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let body = response.bytes().await.expect("whole body").to_vec();
+    let cache = ParsedCacheStatus::from_headers(&headers);
+    Seen {
+        status,
+        headers,
+        body,
+        cache,
+    }
+}
+
+/// GET `url`.
+pub async fn get(url: &str) -> Seen {
+    send(client().get(url)).await
+}
+
+/// The parameters of this cache's `Cache-Status` entry (RFC 9211), parsed rather than compared whole.
+#[derive(Debug, Default, PartialEq)]
+pub struct ParsedCacheStatus {
+    pub present: bool,
+    pub hit: bool,
+    pub fwd: Option<String>,
+    pub stored: bool,
+    pub detail: Option<String>,
+}
+
+impl ParsedCacheStatus {
+    /// Parses the `secondhit` entry of the `Cache-Status` header.
+    pub fn from_headers(headers: &HeaderMap) -> ParsedCacheStatus {
+        let mut parsed = ParsedCacheStatus::default();
+        let Some(value) = headers.get("cache-status").and_then(|v| v.to_str().ok()) else {
+            return parsed;
+        };
+        let Some(entry) = value
+            .split(',')
+            .map(str::trim)
+            .find(|e| e.split(';').next().map(str::trim) == Some("secondhit"))
+        else {
+            return parsed;
+        };
+        parsed.present = true;
+        for param in entry.split(';').skip(1).map(str::trim) {
+            let (name, value) = param
+                .split_once('=')
+                .map_or((param, None), |(n, v)| (n, Some(v.trim_matches('"'))));
+            match name {
+                "hit" => parsed.hit = true,
+                "stored" => parsed.stored = true,
+                "fwd" => parsed.fwd = value.map(str::to_owned),
+                "detail" => parsed.detail = value.map(str::to_owned),
+                _ => {}
+            }
+        }
+        parsed
+    }
+}
