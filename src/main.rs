@@ -123,7 +123,11 @@ fn init_logging(log: &LogConfig) {
         AccessLog::Off => log.level.clone(),
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(directives));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    // Colours only for a terminal: log files and collectors get plain text.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stdout());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(ansi);
     match log.format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),

@@ -191,6 +191,9 @@ impl Origin {
         let (mut head, body) = http::Response::from(response?).into_parts();
         let framing = body_framing(&head);
         strip_hop_by_hop(&mut head.headers);
+        // The protocol version is per connection: the client's connection has its own
+        // (an HTTP/1.0 origin must not turn the client's HTTP/1.1 response into 1.0).
+        head.version = Version::default();
         Ok(OriginResponse {
             head,
             body,

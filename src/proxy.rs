@@ -88,7 +88,7 @@ impl Proxy {
                 method = %head.method,
                 uri = %head.uri,
                 status = response.status().as_u16(),
-                cache_status = ?response.headers().get(CACHE_STATUS),
+                cache_status = response.headers().get(CACHE_STATUS).and_then(|v| v.to_str().ok()).unwrap_or(""),
                 micros = started.elapsed().as_micros() as u64,
             );
         }

@@ -227,14 +227,7 @@ async fn head_after_a_stored_get_is_a_hit_without_body() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn objects_over_max_object_size_are_served_but_not_stored() {
     let origin = TestOrigin::start(|head| match head.uri.path() {
-        "/big-chunked" => Reply {
-            status: 200,
-            headers: vec![("cache-control", "max-age=60".into())],
-            body: ReplyBody::Chunked {
-                data: body_bytes(300_000, 4),
-                chunk: 16_384,
-            },
-        },
+        "/big-chunked" => Reply::chunked("max-age=60", body_bytes(300_000, 4), 16_384),
         _ => Reply::ok("max-age=60", body_bytes(200_000, 3)),
     })
     .await;
@@ -261,15 +254,8 @@ async fn objects_over_max_object_size_are_served_but_not_stored() {
 async fn five_mib_chunked_body_arrives_intact_while_being_stored() {
     let data = body_bytes(5 * 1024 * 1024, 5);
     let served = data.clone();
-    let origin = TestOrigin::start(move |_| Reply {
-        status: 200,
-        headers: vec![("cache-control", "max-age=60".into())],
-        body: ReplyBody::Chunked {
-            data: served.clone(),
-            chunk: 65_536,
-        },
-    })
-    .await;
+    let origin =
+        TestOrigin::start(move |_| Reply::chunked("max-age=60", served.clone(), 65_536)).await;
     let proxy = TestProxy::start(origin.addr, |c| {
         c.admission.policy = AdmissionPolicy::Always
     })
@@ -290,12 +276,11 @@ async fn five_mib_chunked_body_arrives_intact_while_being_stored() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn origin_reset_mid_body_aborts_the_client_and_stores_nothing() {
     let origin = TestOrigin::start(|_| Reply {
-        status: 200,
-        headers: vec![("cache-control", "max-age=60".into())],
         body: ReplyBody::CutAfter {
             declared: 100_000,
             sent: body_bytes(30_000, 6),
         },
+        ..Reply::ok("max-age=60", Vec::new())
     })
     .await;
     let proxy = TestProxy::start(origin.addr, |c| {
@@ -384,4 +369,94 @@ async fn admitted_miss_does_not_forward_client_validators() {
         .last_headers("/cond")
         .expect("origin saw the request");
     assert!(!forwarded.contains_key("if-none-match"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn origin_slower_than_read_timeout_is_a_504() {
+    let origin = TestOrigin::start(|_| {
+        Reply::ok("max-age=60", b"late".to_vec()).delayed(Duration::from_secs(3))
+    })
+    .await;
+    let proxy = TestProxy::start(origin.addr, |c| {
+        c.origin.read_timeout = Duration::from_millis(300)
+    })
+    .await;
+    let seen = get(&proxy.url("/slow")).await;
+    assert_eq!(seen.status, 504);
+    assert_eq!(seen.cache.detail.as_deref(), Some("origin-timeout"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cleartext_http2_clients_share_entries_with_http1_clients() {
+    let origin = cacheable_origin().await;
+    let proxy = TestProxy::start(origin.addr, |c| {
+        c.admission.policy = AdmissionPolicy::Always
+    })
+    .await;
+    let h2 = reqwest::Client::builder()
+        .no_proxy()
+        .http2_prior_knowledge()
+        .timeout(support::PATIENCE)
+        .build()
+        .expect("h2c client");
+    let first = send(h2.get(proxy.url("/both"))).await;
+    assert!(first.cache.stored, "{:?}", first.cache);
+    proxy.wait_committed(1).await;
+    // HTTP/2 sends :authority, HTTP/1.1 a Host header: both must map to one key.
+    let over_h1 = get(&proxy.url("/both")).await;
+    assert!(over_h1.cache.hit, "{:?}", over_h1.cache);
+    let over_h2 = send(h2.get(proxy.url("/both"))).await;
+    assert!(over_h2.cache.hit);
+    assert_eq!(over_h2.body, first.body);
+    assert_eq!(origin.count("/both"), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_that_never_finishes_its_head_is_disconnected() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let origin = cacheable_origin().await;
+    let proxy = TestProxy::start(origin.addr, |c| {
+        c.server.header_read_timeout = Duration::from_millis(300)
+    })
+    .await;
+    let mut stream = tokio::net::TcpStream::connect(proxy.addr)
+        .await
+        .expect("connect");
+    stream
+        .write_all(b"GET /x HTTP/1.1\r\nHost: a\r\n")
+        .await
+        .expect("partial head");
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(support::PATIENCE, stream.read_to_end(&mut answer)).await;
+    assert!(
+        read.is_ok(),
+        "the proxy must close the connection after header_read_timeout"
+    );
+    assert_eq!(origin.count("/x"), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn body_delimited_by_connection_close_is_served_but_never_stored() {
+    let (origin, _stop) = support::start_raw_origin(
+        b"HTTP/1.0 200 OK\r\nCache-Control: max-age=60\r\n\r\nthis body ends when the connection closes",
+    )
+    .await;
+    let proxy = TestProxy::start(origin, |c| c.admission.policy = AdmissionPolicy::Always).await;
+    for _ in 0..2 {
+        let response = client()
+            .get(proxy.url("/close"))
+            .send()
+            .await
+            .expect("response");
+        assert_eq!(
+            response.version(),
+            reqwest::Version::HTTP_11,
+            "the client keeps its own protocol version"
+        );
+        let cache = support::ParsedCacheStatus::from_headers(response.headers());
+        assert_eq!(cache.detail.as_deref(), Some("no-length"));
+        let body = response.bytes().await.expect("body");
+        assert_eq!(&body[..], b"this body ends when the connection closes");
+    }
+    assert!(proxy.entry_files().is_empty());
 }

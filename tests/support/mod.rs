@@ -29,6 +29,8 @@ pub struct Reply {
     pub status: u16,
     pub headers: Vec<(&'static str, String)>,
     pub body: ReplyBody,
+    /// Wait this long before sending the head.
+    pub delay: Duration,
 }
 
 /// How the test origin sends a body.
@@ -48,7 +50,22 @@ impl Reply {
             status: 200,
             headers: vec![("cache-control", cache_control.to_owned())],
             body: ReplyBody::Full(body),
+            delay: Duration::ZERO,
         }
+    }
+
+    /// A 200 with `Cache-Control: <cache_control>` and a chunked body.
+    pub fn chunked(cache_control: &str, data: Vec<u8>, chunk: usize) -> Reply {
+        Reply {
+            body: ReplyBody::Chunked { data, chunk },
+            ..Reply::ok(cache_control, Vec::new())
+        }
+    }
+
+    /// Sends the head only after `delay`.
+    pub fn delayed(mut self, delay: Duration) -> Reply {
+        self.delay = delay;
+        self
     }
 
     /// Adds a header.
@@ -117,7 +134,9 @@ impl TestOrigin {
                                 .lock()
                                 .expect("received")
                                 .push((target, head.headers.clone()));
-                            Ok::<_, Infallible>(build_reply(script(&head)))
+                            let reply = script(&head);
+                            tokio::time::sleep(reply.delay).await;
+                            Ok::<_, Infallible>(build_reply(reply))
                         }
                     });
                     let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
@@ -376,4 +395,36 @@ impl ParsedCacheStatus {
         }
         parsed
     }
+}
+
+/// An origin that answers every connection with fixed raw bytes and then closes it:
+/// for framings hyper will not produce (HTTP/1.0, bodies delimited by close).
+pub async fn start_raw_origin(response: &'static [u8]) -> (SocketAddr, oneshot::Sender<()>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind raw origin");
+    let addr = listener.local_addr().expect("raw origin address");
+    let (stop, mut stopped) = oneshot::channel::<()>();
+    tokio::spawn(async move {
+        loop {
+            let (mut stream, _) = tokio::select! {
+                accepted = listener.accept() => match accepted { Ok(a) => a, Err(_) => continue },
+                _ = &mut stopped => return,
+            };
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let _ = stream.write_all(response).await;
+                let _ = stream.shutdown().await;
+            });
+        }
+    });
+    (addr, stop)
 }

@@ -1,0 +1,445 @@
+//! Unit tests of config loading and validation.
+
+use super::*;
+
+fn err(text: &str) -> ConfigError {
+    match Config::from_toml_str(text) {
+        Ok(config) => panic!("accepted {text:?} as {config:?}"),
+        Err(e) => e,
+    }
+}
+
+fn kind(e: &ConfigError) -> &'static str {
+    match e {
+        ConfigError::Read { .. } => "read",
+        ConfigError::Parse(_) => "parse",
+        ConfigError::Invalid { .. } => "invalid",
+        ConfigError::NotSupported { .. } => "not-supported",
+    }
+}
+
+#[test]
+fn empty_text_gives_the_defaults() {
+    let config = Config::from_toml_str("").unwrap();
+    assert_eq!(config, Config::default());
+    assert_eq!(config.server.listen, "127.0.0.1:8080".parse().unwrap());
+    assert_eq!(config.origin.url, "http://127.0.0.1:8081");
+    assert_eq!(config.cache.max_object_size, 268_435_456);
+    assert_eq!(
+        config.admission.sizing,
+        FilterSizing::ExpectedUrls(1_000_000)
+    );
+    assert_eq!(config.admission.max_age, Duration::from_secs(3600));
+    assert_eq!(config.admission.policy.as_str(), "second-hit");
+    // Empty sections are fine too.
+    let sections = "[server]\n[origin]\n[cache]\n[admission]\n[log]\n";
+    assert_eq!(Config::from_toml_str(sections).unwrap(), Config::default());
+}
+
+#[test]
+fn example_file_loads_and_matches_the_defaults() {
+    let config = Config::from_toml_str(include_str!("../../config/secondhit.toml")).unwrap();
+    let mut expected = Config::default();
+    expected.cache.dir = PathBuf::from("/tmp/secondhit-cache");
+    assert_eq!(config, expected);
+}
+
+const FULL: &str = r#"
+    [server]
+    listen = "0.0.0.0:3128"
+    max_connections = 50
+    header_read_timeout = "500ms"
+    shutdown_timeout = "0s"
+    [origin]
+    url = "http://origin.example:8000/"
+    host_header = "origin"
+    connect_timeout = "1s"
+    read_timeout = "2m"
+    max_in_flight = 7
+    [cache]
+    dir = "/srv/cache"
+    max_object_size = "4MiB"
+    fsync = false
+    [admission]
+    policy = "always"
+    expected_urls = 5000
+    false_positive_rate = 0.001
+    max_age = "10m"
+    rotate = "fill"
+    seed = "s3cret"
+    [log]
+    level = "WARN"
+    format = "json"
+    access_log = "off"
+"#;
+
+#[test]
+fn full_file_from_disk_gives_typed_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("secondhit.toml");
+    std::fs::write(&path, FULL).unwrap();
+    let c = Config::load(&path).unwrap();
+    assert_eq!(c.server.listen, SocketAddr::from(([0, 0, 0, 0], 3128)));
+    assert_eq!(c.server.max_connections, 50);
+    assert_eq!(c.server.header_read_timeout, Duration::from_millis(500));
+    assert_eq!(c.server.shutdown_timeout, Duration::ZERO);
+    assert_eq!(c.origin.url.host(), Some("origin.example"));
+    assert_eq!(c.origin.url.port_u16(), Some(8000));
+    assert_eq!(c.origin.host_header, HostHeader::Origin);
+    assert_eq!(c.origin.connect_timeout, Duration::from_secs(1));
+    assert_eq!(c.origin.read_timeout, Duration::from_secs(120));
+    assert_eq!(c.origin.max_in_flight, 7);
+    assert_eq!(c.cache.dir, PathBuf::from("/srv/cache"));
+    assert_eq!(c.cache.max_object_size, 4 * 1024 * 1024);
+    assert!(!c.cache.fsync);
+    assert_eq!(c.admission.policy, AdmissionPolicy::Always);
+    assert_eq!(c.admission.policy.as_str(), "always");
+    assert_eq!(c.admission.sizing, FilterSizing::ExpectedUrls(5000));
+    assert_eq!(c.admission.false_positive_rate, 0.001);
+    assert_eq!(c.admission.max_age, Duration::from_secs(600));
+    assert_eq!(c.admission.seed.as_deref(), Some("s3cret"));
+    assert_eq!(c.log.level, "warn");
+    assert_eq!(c.log.format, LogFormat::Json);
+    assert_eq!(c.log.access_log, AccessLog::Off);
+}
+
+#[test]
+fn sizes_accept_units_and_plain_integers() {
+    let c =
+        Config::from_toml_str("[cache]\nmax_object_size = 1000\n[admission]\nmemory = \"4MiB\"")
+            .unwrap();
+    assert_eq!(c.cache.max_object_size, 1000);
+    assert_eq!(c.admission.sizing, FilterSizing::Memory(4 * 1024 * 1024));
+    let c =
+        Config::from_toml_str("[cache]\nmax_object_size = \"512KiB\"\n[admission]\nmemory = 64")
+            .unwrap();
+    assert_eq!(c.cache.max_object_size, 512 * 1024);
+    assert_eq!(c.admission.sizing, FilterSizing::Memory(64));
+    let c = Config::from_toml_str("[admission]\nseed = \"\"").unwrap();
+    assert_eq!(c.admission.seed, None);
+}
+
+#[test]
+fn missing_file_names_the_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("absent.toml");
+    let e = Config::load(&path).unwrap_err();
+    assert_eq!(kind(&e), "read");
+    assert!(e.to_string().contains(&path.display().to_string()), "{e}");
+}
+
+#[test]
+fn syntax_error_names_the_line() {
+    let e = err("[server]\nlisten = \n");
+    assert_eq!(kind(&e), "parse");
+    assert!(e.to_string().contains("line 2"), "{e}");
+}
+
+#[test]
+fn exact_messages() {
+    let e = err("[cache]\nmax_object_size = \"12XB\"");
+    assert_eq!(
+        e.to_string(),
+        r#"cache.max_object_size: "12XB" is not a size (examples: "512KiB", "10GiB")"#
+    );
+    let e = err("[server]\nadmin_listen = \"127.0.0.1:9090\"");
+    assert_eq!(
+        e.to_string(),
+        "server.admin_listen: not supported yet (the admin listener is not built; remove the key)"
+    );
+    let e = err("[admission]\nexpected_urls = 10\nmemory = \"4MiB\"");
+    assert_eq!(
+        e.to_string(),
+        "admission.memory: set together with admission.expected_urls; set only one of the two (memory sizes the pair from a byte budget, expected_urls from a key count)"
+    );
+    let e = err("[cache]\nbogus = 1");
+    assert!(
+        e.to_string()
+            .starts_with("cache.bogus: unknown field `bogus`"),
+        "{e}"
+    );
+    assert!(e.to_string().ends_with("(line 2)"), "{e}");
+}
+
+/// Each case: (TOML, dotted key the message must name, error kind).
+#[rustfmt::skip]
+const REJECTED: &[(&str, &str, &str)] = &[
+    // Unknown keys, in each section and at the top.
+    ("[server]\nbogus = 1", "server.bogus", "parse"),
+    ("[origin]\nbogus = 1", "origin.bogus", "parse"),
+    ("[cache]\nbogus = 1", "cache.bogus", "parse"),
+    ("[admission]\nbogus = 1", "admission.bogus", "parse"),
+    ("[log]\nbogus = 1", "log.bogus", "parse"),
+    ("[bogus]\nx = 1", "bogus", "parse"),
+    ("bogus = 1", "bogus", "parse"),
+    // Wrong types and negative numbers.
+    (
+        "[server]\nmax_connections = -1",
+        "server.max_connections",
+        "parse",
+    ),
+    (
+        "[server]\nmax_connections = \"many\"",
+        "server.max_connections",
+        "parse",
+    ),
+    (
+        "[server]\nheader_read_timeout = 10",
+        "server.header_read_timeout",
+        "parse",
+    ),
+    (
+        "[cache]\nmax_object_size = -1",
+        "cache.max_object_size",
+        "parse",
+    ),
+    (
+        "[cache]\nmax_object_size = 1.5",
+        "cache.max_object_size",
+        "parse",
+    ),
+    ("[cache]\nfsync = \"yes\"", "cache.fsync", "parse"),
+    (
+        "[admission]\nexpected_urls = -5",
+        "admission.expected_urls",
+        "parse",
+    ),
+    ("server = 5", "server", "parse"),
+    ("[log]\nlevel = [\"info\"]", "log.level", "parse"),
+    // [server]
+    (
+        "[server]\nlisten = \"localhost\"",
+        "server.listen",
+        "invalid",
+    ),
+    (
+        "[server]\nmax_connections = 0",
+        "server.max_connections",
+        "invalid",
+    ),
+    (
+        "[server]\nheader_read_timeout = \"10 parsecs\"",
+        "server.header_read_timeout",
+        "invalid",
+    ),
+    (
+        "[server]\nheader_read_timeout = \"0s\"",
+        "server.header_read_timeout",
+        "invalid",
+    ),
+    (
+        "[server]\nshutdown_timeout = \"soon\"",
+        "server.shutdown_timeout",
+        "invalid",
+    ),
+    (
+        "[server]\nadmin_listen = \"127.0.0.1:9090\"",
+        "server.admin_listen",
+        "not-supported",
+    ),
+    (
+        "[server]\nidle_timeout = \"60s\"",
+        "server.idle_timeout",
+        "not-supported",
+    ),
+    // [origin]
+    (
+        "[origin]\nurl = \"http://exa mple\"",
+        "origin.url",
+        "invalid",
+    ),
+    (
+        "[origin]\nurl = \"ftp://example.com\"",
+        "origin.url",
+        "invalid",
+    ),
+    (
+        "[origin]\nurl = \"https://example.com\"",
+        "origin.url",
+        "not-supported",
+    ),
+    (
+        "[origin]\nurl = \"http://example.com/api\"",
+        "origin.url",
+        "invalid",
+    ),
+    (
+        "[origin]\nurl = \"http://example.com/?a=1\"",
+        "origin.url",
+        "invalid",
+    ),
+    (
+        "[origin]\nurl = \"example.com:80\"",
+        "origin.url",
+        "invalid",
+    ),
+    ("[origin]\nurl = \"/just/a/path\"", "origin.url", "invalid"),
+    (
+        "[origin]\nhost_header = \"proxy\"",
+        "origin.host_header",
+        "invalid",
+    ),
+    (
+        "[origin]\nconnect_timeout = \"0s\"",
+        "origin.connect_timeout",
+        "invalid",
+    ),
+    (
+        "[origin]\nread_timeout = \"0ms\"",
+        "origin.read_timeout",
+        "invalid",
+    ),
+    (
+        "[origin]\nmax_in_flight = 0",
+        "origin.max_in_flight",
+        "invalid",
+    ),
+    // [cache]
+    ("[cache]\ndir = \"\"", "cache.dir", "invalid"),
+    (
+        "[cache]\nmax_object_size = \"12XB\"",
+        "cache.max_object_size",
+        "invalid",
+    ),
+    (
+        "[cache]\nmax_object_size = \"0B\"",
+        "cache.max_object_size",
+        "invalid",
+    ),
+    (
+        "[cache]\nmax_object_size = 0",
+        "cache.max_object_size",
+        "invalid",
+    ),
+    (
+        "[cache]\nmax_size = \"10GiB\"",
+        "cache.max_size",
+        "not-supported",
+    ),
+    (
+        "[cache]\nmin_free = \"1GiB\"",
+        "cache.min_free",
+        "not-supported",
+    ),
+    (
+        "[cache]\nlock_timeout = \"5s\"",
+        "cache.lock_timeout",
+        "not-supported",
+    ),
+    // [admission]
+    (
+        "[admission]\npolicy = \"shadow\"",
+        "admission.policy",
+        "not-supported",
+    ),
+    (
+        "[admission]\npolicy = \"bogus\"",
+        "admission.policy",
+        "invalid",
+    ),
+    (
+        "[admission]\nexpected_urls = 0",
+        "admission.expected_urls",
+        "invalid",
+    ),
+    (
+        "[admission]\nexpected_urls = 10\nmemory = \"4MiB\"",
+        "admission.expected_urls",
+        "invalid",
+    ),
+    (
+        "[admission]\nmemory = \"0KiB\"",
+        "admission.memory",
+        "invalid",
+    ),
+    (
+        "[admission]\nmemory = \"lots\"",
+        "admission.memory",
+        "invalid",
+    ),
+    (
+        "[admission]\nfalse_positive_rate = 0",
+        "admission.false_positive_rate",
+        "invalid",
+    ),
+    (
+        "[admission]\nfalse_positive_rate = 0.0",
+        "admission.false_positive_rate",
+        "invalid",
+    ),
+    (
+        "[admission]\nfalse_positive_rate = 1",
+        "admission.false_positive_rate",
+        "invalid",
+    ),
+    (
+        "[admission]\nfalse_positive_rate = 1.5",
+        "admission.false_positive_rate",
+        "invalid",
+    ),
+    (
+        "[admission]\nfalse_positive_rate = -0.1",
+        "admission.false_positive_rate",
+        "invalid",
+    ),
+    (
+        "[admission]\nfalse_positive_rate = nan",
+        "admission.false_positive_rate",
+        "invalid",
+    ),
+    (
+        "[admission]\nfalse_positive_rate = inf",
+        "admission.false_positive_rate",
+        "invalid",
+    ),
+    (
+        "[admission]\nmax_age = \"0s\"",
+        "admission.max_age",
+        "invalid",
+    ),
+    (
+        "[admission]\nmax_age = \"an hour\"",
+        "admission.max_age",
+        "invalid",
+    ),
+    (
+        "[admission]\nrotate = \"auto\"",
+        "admission.rotate",
+        "not-supported",
+    ),
+    (
+        "[admission]\nrotate = \"daily\"",
+        "admission.rotate",
+        "invalid",
+    ),
+    (
+        "[admission]\nsnapshot_every = \"60s\"",
+        "admission.snapshot_every",
+        "not-supported",
+    ),
+    // [log]
+    ("[log]\nlevel = \"loud\"", "log.level", "invalid"),
+    ("[log]\nlevel = \"info,hyper=warn\"", "log.level", "invalid"),
+    ("[log]\nformat = \"xml\"", "log.format", "invalid"),
+    (
+        "[log]\naccess_log = \"/var/log/secondhit.log\"",
+        "log.access_log",
+        "not-supported",
+    ),
+];
+
+#[test]
+fn every_invalid_case_is_rejected_naming_its_key() {
+    for &(text, key, expected_kind) in REJECTED {
+        let e = err(text);
+        let shown = e.to_string();
+        assert!(
+            shown.contains(key),
+            "{text:?}: {shown:?} does not name {key}"
+        );
+        assert_eq!(kind(&e), expected_kind, "{text:?}: {shown}");
+        if expected_kind == "not-supported" {
+            assert!(shown.contains("not supported yet"), "{shown}");
+        }
+    }
+}

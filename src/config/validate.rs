@@ -1,0 +1,484 @@
+//! The raw layer of config loading and its validation into the public types.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use http::Uri;
+use serde::Deserialize;
+use serde::de::{self, IgnoredAny, Visitor};
+
+use super::{
+    AccessLog, AdmissionConfig, AdmissionPolicy, CacheConfig, Config, ConfigError, FilterSizing,
+    HostHeader, LogConfig, LogFormat, OriginConfig, ServerConfig,
+};
+
+/// Parses TOML text and validates it into a [`Config`].
+pub(super) fn parse(text: &str) -> Result<Config, ConfigError> {
+    let raw: RawConfig = toml::from_str(text).map_err(|e| parse_error(text, &e))?;
+    validate(raw)
+}
+
+// The raw layer: what serde reads. `Option` marks a key as absent so the
+// default comes from one place; `IgnoredAny` accepts any value of a key whose
+// feature is not built, so its presence alone can be reported.
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields, default, expecting = "a table of sections")]
+struct RawConfig {
+    server: RawServer,
+    origin: RawOrigin,
+    cache: RawCache,
+    admission: RawAdmission,
+    log: RawLog,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields, default, expecting = "a [server] table")]
+struct RawServer {
+    listen: Option<String>,
+    admin_listen: Option<IgnoredAny>,
+    max_connections: Option<usize>,
+    header_read_timeout: Option<String>,
+    idle_timeout: Option<IgnoredAny>,
+    shutdown_timeout: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields, default, expecting = "an [origin] table")]
+struct RawOrigin {
+    url: Option<String>,
+    host_header: Option<String>,
+    connect_timeout: Option<String>,
+    read_timeout: Option<String>,
+    max_in_flight: Option<usize>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields, default, expecting = "a [cache] table")]
+struct RawCache {
+    dir: Option<String>,
+    max_size: Option<IgnoredAny>,
+    max_object_size: Option<RawSize>,
+    min_free: Option<IgnoredAny>,
+    fsync: Option<bool>,
+    lock_timeout: Option<IgnoredAny>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields, default, expecting = "an [admission] table")]
+struct RawAdmission {
+    policy: Option<String>,
+    expected_urls: Option<u64>,
+    memory: Option<RawSize>,
+    false_positive_rate: Option<f64>,
+    max_age: Option<String>,
+    rotate: Option<String>,
+    seed: Option<String>,
+    snapshot_every: Option<IgnoredAny>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields, default, expecting = "a [log] table")]
+struct RawLog {
+    level: Option<String>,
+    format: Option<String>,
+    access_log: Option<String>,
+}
+
+/// A size as written: a TOML integer of bytes, or a string for `bytesize`.
+/// The string is parsed during validation, so its error can use our wording.
+enum RawSize {
+    Bytes(u64),
+    Text(String),
+}
+
+impl<'de> Deserialize<'de> for RawSize {
+    fn deserialize<D: de::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct SizeVisitor;
+        impl Visitor<'_> for SizeVisitor {
+            type Value = RawSize;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(r#"a size such as "512KiB" or a whole number of bytes"#)
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<RawSize, E> {
+                Ok(RawSize::Bytes(v))
+            }
+            // toml hands every integer over as i64; a negative one is refused here.
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<RawSize, E> {
+                u64::try_from(v)
+                    .map(RawSize::Bytes)
+                    .map_err(|_| E::invalid_value(de::Unexpected::Signed(v), &self))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<RawSize, E> {
+                Ok(RawSize::Text(v.to_owned()))
+            }
+        }
+        deserializer.deserialize_any(SizeVisitor)
+    }
+}
+
+/// Checks every key of `raw` once and builds the typed [`Config`].
+fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
+    let d = Config::default();
+    Ok(Config {
+        server: validate_server(raw.server, d.server)?,
+        origin: validate_origin(raw.origin, d.origin)?,
+        cache: validate_cache(raw.cache, d.cache)?,
+        admission: validate_admission(raw.admission, d.admission)?,
+        log: validate_log(raw.log, d.log)?,
+    })
+}
+
+fn validate_server(raw: RawServer, d: ServerConfig) -> Result<ServerConfig, ConfigError> {
+    not_built(
+        "server.admin_listen",
+        &raw.admin_listen,
+        "the admin listener",
+    )?;
+    not_built(
+        "server.idle_timeout",
+        &raw.idle_timeout,
+        "the keep-alive idle timeout",
+    )?;
+    let listen = match raw.listen {
+        None => d.listen,
+        Some(text) => text.parse().map_err(|_| {
+            let example = r#"(example: "127.0.0.1:8080")"#;
+            invalid(
+                "server.listen",
+                format!("{text:?} is not a socket address {example}"),
+            )
+        })?,
+    };
+    Ok(ServerConfig {
+        listen,
+        max_connections: positive(
+            "server.max_connections",
+            raw.max_connections,
+            d.max_connections,
+        )?,
+        header_read_timeout: positive_duration(
+            "server.header_read_timeout",
+            raw.header_read_timeout,
+            d.header_read_timeout,
+        )?,
+        // Zero is allowed: it means "stop at once" on shutdown.
+        shutdown_timeout: duration(
+            "server.shutdown_timeout",
+            raw.shutdown_timeout,
+            d.shutdown_timeout,
+        )?,
+    })
+}
+
+fn validate_origin(raw: RawOrigin, d: OriginConfig) -> Result<OriginConfig, ConfigError> {
+    let url = match raw.url {
+        None => d.url,
+        Some(text) => origin_url(&text)?,
+    };
+    let host_header = [
+        ("client", HostHeader::Client),
+        ("origin", HostHeader::Origin),
+    ];
+    Ok(OriginConfig {
+        url,
+        host_header: choice(
+            "origin.host_header",
+            raw.host_header,
+            d.host_header,
+            &host_header,
+        )?,
+        connect_timeout: positive_duration(
+            "origin.connect_timeout",
+            raw.connect_timeout,
+            d.connect_timeout,
+        )?,
+        read_timeout: positive_duration("origin.read_timeout", raw.read_timeout, d.read_timeout)?,
+        max_in_flight: positive("origin.max_in_flight", raw.max_in_flight, d.max_in_flight)?,
+    })
+}
+
+/// `origin.url` must be `http://host[:port]` with at most a "/" path, because
+/// the request path is appended to it unchanged.
+fn origin_url(text: &str) -> Result<Uri, ConfigError> {
+    const KEY: &str = "origin.url";
+    let bad = |rule: &str| invalid(KEY, format!("{text:?} {rule}"));
+    let uri: Uri = text
+        .parse()
+        .map_err(|e| bad(&format!("is not a URI ({e})")))?;
+    match uri.scheme_str() {
+        Some("http") => {}
+        Some("https") => {
+            return Err(ConfigError::NotSupported {
+                key: KEY,
+                what: "TLS to the origin is not built; use an http:// origin".to_owned(),
+            });
+        }
+        Some(other) => {
+            return Err(bad(&format!(
+                "has scheme {other:?}; only http:// is supported"
+            )));
+        }
+        None => {
+            return Err(bad(
+                r#"is not an absolute http:// URL (example: "http://127.0.0.1:8081")"#,
+            ));
+        }
+    }
+    if uri.host().is_none_or(str::is_empty) {
+        return Err(bad("has no host"));
+    }
+    if !matches!(uri.path(), "" | "/") {
+        return Err(bad("has a path; give only scheme, host and port"));
+    }
+    if uri.query().is_some() {
+        return Err(bad("has a query; give only scheme, host and port"));
+    }
+    Ok(uri)
+}
+
+fn validate_cache(raw: RawCache, d: CacheConfig) -> Result<CacheConfig, ConfigError> {
+    // The byte budget, free-space floor and lock file land with the disk store.
+    not_built("cache.max_size", &raw.max_size, "the byte budget")?;
+    not_built("cache.min_free", &raw.min_free, "the free-space floor")?;
+    not_built(
+        "cache.lock_timeout",
+        &raw.lock_timeout,
+        "the cache directory lock",
+    )?;
+    let dir = match raw.dir {
+        None => d.dir,
+        Some(text) if text.is_empty() => {
+            return Err(invalid("cache.dir", "must not be empty".to_owned()));
+        }
+        Some(text) => PathBuf::from(text),
+    };
+    let max_object_size = match raw.max_object_size {
+        None => d.max_object_size,
+        Some(size) => parse_size("cache.max_object_size", size)?,
+    };
+    Ok(CacheConfig {
+        dir,
+        max_object_size: positive("cache.max_object_size", None, max_object_size)?,
+        fsync: raw.fsync.unwrap_or(d.fsync),
+    })
+}
+
+fn validate_admission(
+    raw: RawAdmission,
+    d: AdmissionConfig,
+) -> Result<AdmissionConfig, ConfigError> {
+    not_built(
+        "admission.snapshot_every",
+        &raw.snapshot_every,
+        "filter persistence",
+    )?;
+    let shadow = r#"the "shadow" policy is not built; use "second-hit" or "always""#;
+    not_built_value("admission.policy", raw.policy.as_deref(), "shadow", shadow)?;
+    let policies = [
+        ("second-hit", AdmissionPolicy::SecondHit),
+        ("always", AdmissionPolicy::Always),
+    ];
+    let policy = choice("admission.policy", raw.policy, d.policy, &policies)?;
+    let auto = r#"rotation sized to the cached objects is not built; use "fill""#;
+    not_built_value("admission.rotate", raw.rotate.as_deref(), "auto", auto)?;
+    // "fill" is the only rotation built, so there is nothing to store.
+    choice("admission.rotate", raw.rotate, (), &[("fill", ())])?;
+    let sizing = match (raw.expected_urls, raw.memory) {
+        // Both keys size the same filters; silently preferring one would hide a mistake.
+        (Some(_), Some(_)) => {
+            let reason = "set together with admission.expected_urls; set only one of the two (memory sizes the pair from a byte budget, expected_urls from a key count)";
+            return Err(invalid("admission.memory", reason.to_owned()));
+        }
+        (Some(n), None) => {
+            FilterSizing::ExpectedUrls(positive("admission.expected_urls", None, n)?)
+        }
+        (None, Some(size)) => FilterSizing::Memory(positive(
+            "admission.memory",
+            None,
+            parse_size("admission.memory", size)?,
+        )?),
+        (None, None) => d.sizing,
+    };
+    let false_positive_rate = raw.false_positive_rate.unwrap_or(d.false_positive_rate);
+    // Written so that NaN fails too; infinities fall outside the range.
+    if !(false_positive_rate > 0.0 && false_positive_rate < 1.0) {
+        let reason =
+            format!("{false_positive_rate} must be strictly between 0 and 1 (example: 0.01)");
+        return Err(invalid("admission.false_positive_rate", reason));
+    }
+    Ok(AdmissionConfig {
+        policy,
+        sizing,
+        false_positive_rate,
+        max_age: positive_duration("admission.max_age", raw.max_age, d.max_age)?,
+        seed: raw.seed.filter(|s| !s.is_empty()).or(d.seed),
+    })
+}
+
+fn validate_log(raw: RawLog, d: LogConfig) -> Result<LogConfig, ConfigError> {
+    let levels = ["trace", "debug", "info", "warn", "error"].map(|l| (l, l.to_owned()));
+    let level = raw.level.map(|l| l.to_ascii_lowercase());
+    let formats = [("text", LogFormat::Text), ("json", LogFormat::Json)];
+    // Any other value would be a file path, which the schema plans for.
+    if let Some(path) = raw
+        .access_log
+        .as_deref()
+        .filter(|v| !matches!(*v, "stdout" | "off"))
+    {
+        return Err(ConfigError::NotSupported {
+            key: "log.access_log",
+            what: format!(
+                r#"writing the access log to {path:?} is not built; use "stdout" or "off""#
+            ),
+        });
+    }
+    let outputs = [("stdout", AccessLog::Stdout), ("off", AccessLog::Off)];
+    Ok(LogConfig {
+        level: choice("log.level", level, d.level, &levels)?,
+        format: choice("log.format", raw.format, d.format, &formats)?,
+        access_log: choice("log.access_log", raw.access_log, d.access_log, &outputs)?,
+    })
+}
+
+fn invalid(key: &'static str, reason: String) -> ConfigError {
+    ConfigError::Invalid { key, reason }
+}
+
+/// Rejects the presence of a schema key whose `feature` is not built yet.
+fn not_built(
+    key: &'static str,
+    value: &Option<IgnoredAny>,
+    feature: &str,
+) -> Result<(), ConfigError> {
+    match value {
+        Some(_) => Err(ConfigError::NotSupported {
+            key,
+            what: format!("{feature} is not built; remove the key"),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Rejects the one planned value `unbuilt` of `key` whose feature is not built yet.
+fn not_built_value(
+    key: &'static str,
+    value: Option<&str>,
+    unbuilt: &str,
+    what: &str,
+) -> Result<(), ConfigError> {
+    match value {
+        Some(v) if v == unbuilt => Err(ConfigError::NotSupported {
+            key,
+            what: what.to_owned(),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Maps the word given for `key` to its value, or the default when absent.
+fn choice<T: Clone>(
+    key: &'static str,
+    raw: Option<String>,
+    default: T,
+    choices: &[(&str, T)],
+) -> Result<T, ConfigError> {
+    let Some(word) = raw else { return Ok(default) };
+    match choices.iter().find(|(name, _)| *name == word) {
+        Some((_, value)) => Ok(value.clone()),
+        None => {
+            let names: Vec<String> = choices
+                .iter()
+                .map(|(name, _)| format!("{name:?}"))
+                .collect();
+            Err(invalid(
+                key,
+                format!("{word:?} is not one of {}", names.join(", ")),
+            ))
+        }
+    }
+}
+
+/// The value given (or the default), rejecting zero for keys that must be positive.
+fn positive<T: Default + PartialEq>(
+    key: &'static str,
+    raw: Option<T>,
+    default: T,
+) -> Result<T, ConfigError> {
+    let value = raw.unwrap_or(default);
+    if value == T::default() {
+        return Err(invalid(key, "must be greater than zero".to_owned()));
+    }
+    Ok(value)
+}
+
+fn duration(
+    key: &'static str,
+    raw: Option<String>,
+    default: Duration,
+) -> Result<Duration, ConfigError> {
+    let Some(text) = raw else { return Ok(default) };
+    humantime::parse_duration(&text).map_err(|_| {
+        invalid(
+            key,
+            format!(r#"{text:?} is not a duration (examples: "500ms", "10s", "1h")"#),
+        )
+    })
+}
+
+fn positive_duration(
+    key: &'static str,
+    raw: Option<String>,
+    default: Duration,
+) -> Result<Duration, ConfigError> {
+    positive(key, None, duration(key, raw, default)?)
+}
+
+fn parse_size(key: &'static str, size: RawSize) -> Result<u64, ConfigError> {
+    match size {
+        RawSize::Bytes(n) => Ok(n),
+        RawSize::Text(text) => text
+            .parse::<bytesize::ByteSize>()
+            .map(|b| b.as_u64())
+            .map_err(|_| {
+                invalid(
+                    key,
+                    format!(r#"{text:?} is not a size (examples: "512KiB", "10GiB")"#),
+                )
+            }),
+    }
+}
+
+/// Turns a toml error into [`ConfigError::Parse`], naming the dotted key the
+/// error's span falls in (toml's own message names only the last segment).
+fn parse_error(text: &str, err: &toml::de::Error) -> ConfigError {
+    let Some(pos) = err.span().map(|span| span.start) else {
+        return ConfigError::Parse(err.to_string().trim_end().to_owned());
+    };
+    let Some(key) = key_at(text, pos) else {
+        // A syntax error: toml's message already shows the line.
+        return ConfigError::Parse(err.to_string().trim_end().to_owned());
+    };
+    let line = text.bytes().take(pos).filter(|&b| b == b'\n').count() + 1;
+    ConfigError::Parse(format!("{key}: {} (line {line})", err.message().trim_end()))
+}
+
+/// The dotted key (`section.key`, or just `section`) whose key or value
+/// covers byte offset `pos`; `None` if the text does not parse as TOML.
+fn key_at(text: &str, pos: usize) -> Option<String> {
+    let doc = toml::de::DeTable::parse(text).ok()?;
+    for (section, value) in doc.get_ref() {
+        if let toml::de::DeValue::Table(table) = value.get_ref() {
+            for (key, inner) in table {
+                if key.span().contains(&pos) || inner.span().contains(&pos) {
+                    return Some(format!("{}.{}", section.get_ref(), key.get_ref()));
+                }
+            }
+        }
+        if section.span().contains(&pos) || value.span().contains(&pos) {
+            return Some(section.get_ref().to_string());
+        }
+    }
+    None
+}
