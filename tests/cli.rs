@@ -57,7 +57,7 @@ fn check_config_and_serve_reject_bad_files_naming_the_key() {
             "[server]\nheader_read_timeout = \"soon\"\n",
             "server.header_read_timeout",
         ),
-        ("[cache]\nmax_size = \"1GiB\"\n", "not supported yet"),
+        ("[cache]\nmin_free = \"1GiB\"\n", "not supported yet"),
     ];
     for (text, named) in cases {
         let path = write_config(dir.path(), text);

@@ -5,17 +5,36 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use http::{HeaderMap, HeaderValue, StatusCode};
 
+use super::read::BODY_CHUNK;
 use super::*;
 
 const MAX: u64 = 1 << 20;
 
-fn open(dir: &Path) -> Store {
-    Store::open(StoreOptions {
+fn options(dir: &Path) -> StoreOptions {
+    StoreOptions {
         dir: dir.to_owned(),
         fsync: true,
         max_object_size: MAX,
-    })
-    .unwrap()
+        max_size: 64 * MAX,
+        lock_timeout: Duration::from_secs(5),
+        verify_whole_below: 64 * 1024,
+    }
+}
+
+/// Opens a store and waits for its background scan to finish.
+async fn open_with(opts: StoreOptions) -> Store {
+    let store = Store::open(opts).unwrap();
+    for _ in 0..1000 {
+        if store.stats().scan_complete {
+            return store;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("the scan did not finish");
+}
+
+async fn open(dir: &Path) -> Store {
+    open_with(options(dir)).await
 }
 
 fn meta(status: u16) -> EntryMeta {
@@ -53,6 +72,13 @@ fn files(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// Entry and temp files: everything but the lock file and `state/`.
+fn cache_files(dir: &Path) -> Vec<PathBuf> {
+    let mut all = files(&dir.join("objects"));
+    all.extend(files(&dir.join("tmp")));
+    all
+}
+
 async fn fill(store: &Store, key: &str, status: u16, data: &[u8]) -> EntryWriter {
     let hash = Store::key_hash(key);
     let len = Some(data.len() as u64);
@@ -85,7 +111,7 @@ async fn read(store: &Store, key: &str) -> Option<(EntryMeta, Vec<u8>)> {
 #[tokio::test]
 async fn fill_finish_lookup_round_trip() {
     let dir = tempfile::tempdir().unwrap();
-    let store = open(dir.path());
+    let store = open(dir.path()).await;
     let data = body(200_000, 7);
     assert!(read(&store, "k").await.is_none());
     fill(&store, "k", 200, &data).await.finish().await.unwrap();
@@ -110,7 +136,7 @@ async fn fill_finish_lookup_round_trip() {
 #[tokio::test]
 async fn dropped_writer_leaves_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let store = open(dir.path());
+    let store = open(dir.path()).await;
     let w = fill(&store, "k", 200, &body(50_000, 1)).await;
     assert_eq!(files(&dir.path().join("tmp")).len(), 1);
     drop(w);
@@ -122,7 +148,7 @@ async fn dropped_writer_leaves_nothing() {
 #[tokio::test]
 async fn length_mismatch_stores_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let store = open(dir.path());
+    let store = open(dir.path()).await;
     let hash = Store::key_hash("k");
     let mut w = store
         .begin_fill("k", hash, &meta(200), Some(100))
@@ -137,7 +163,7 @@ async fn length_mismatch_stores_nothing() {
             received: 60
         }
     ));
-    assert!(files(dir.path()).is_empty());
+    assert!(cache_files(dir.path()).is_empty());
     assert!(store.lookup("k", hash).await.unwrap().is_none());
     assert_eq!(store.committed_fills(), 0);
 }
@@ -145,7 +171,7 @@ async fn length_mismatch_stores_nothing() {
 #[tokio::test]
 async fn too_large_declared_or_streamed() {
     let dir = tempfile::tempdir().unwrap();
-    let store = open(dir.path());
+    let store = open(dir.path()).await;
     let hash = Store::key_hash("k");
     let declared = store.begin_fill("k", hash, &meta(200), Some(MAX + 1)).await;
     assert!(matches!(declared, Err(StoreError::TooLarge { limit: MAX })));
@@ -163,25 +189,25 @@ async fn too_large_declared_or_streamed() {
     let over = w.write(&[0; 11]).await;
     assert!(matches!(over, Err(StoreError::TooLarge { limit: 10 })));
     drop(w);
-    assert!(files(dir.path()).is_empty());
+    assert!(cache_files(dir.path()).is_empty());
 }
 
 #[tokio::test]
 async fn credentials_are_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let store = open(dir.path());
+    let store = open(dir.path()).await;
     let mut m = meta(200);
     m.request_headers
         .append("cookie", HeaderValue::from_static("session=1"));
     let r = store.begin_fill("k", Store::key_hash("k"), &m, None).await;
     assert!(matches!(r, Err(StoreError::Credentials)));
-    assert!(files(dir.path()).is_empty());
+    assert!(cache_files(dir.path()).is_empty());
 }
 
 #[tokio::test]
 async fn different_key_on_the_same_hash_is_a_miss() {
     let dir = tempfile::tempdir().unwrap();
-    let store = open(dir.path());
+    let store = open(dir.path()).await;
     fill(&store, "a", 200, b"AAA").await.finish().await.unwrap();
     let hash = Store::key_hash("a");
     assert!(store.lookup("b", hash).await.unwrap().is_none());
@@ -194,15 +220,16 @@ async fn reopen_finds_entries_and_clears_tmp() {
     let dir = tempfile::tempdir().unwrap();
     let data = body(70_000, 3);
     {
-        let store = open(dir.path());
+        let store = open(dir.path()).await;
         fill(&store, "k", 200, &data).await.finish().await.unwrap();
-        // A fill cut short by a crash: its writer never ran Drop.
-        std::mem::forget(fill(&store, "cut", 200, b"partial").await);
     }
+    // A fill cut short by a crash: its writer never ran Drop.
+    let cut = disk::tmp_path(&dir.path().join("tmp"), Store::key_hash("cut"), 1);
+    std::fs::write(cut, b"partial").unwrap();
     std::fs::create_dir(dir.path().join("tmp/stray-dir")).unwrap();
     std::fs::write(dir.path().join("tmp/stray-dir/x"), b"x").unwrap();
     assert_eq!(files(&dir.path().join("tmp")).len(), 2);
-    let store = open(dir.path());
+    let store = open(dir.path()).await;
     assert!(
         std::fs::read_dir(dir.path().join("tmp"))
             .unwrap()
@@ -223,7 +250,7 @@ async fn reopen_finds_entries_and_clears_tmp() {
 #[tokio::test]
 async fn newer_fill_replaces_older() {
     let dir = tempfile::tempdir().unwrap();
-    let store = open(dir.path());
+    let store = open(dir.path()).await;
     let older = fill(&store, "k", 200, b"old").await;
     let newer = fill(&store, "k", 201, b"new").await;
     older.finish().await.unwrap();
@@ -242,7 +269,7 @@ async fn newer_fill_replaces_older() {
 #[tokio::test]
 async fn older_fill_finishing_late_loses() {
     let dir = tempfile::tempdir().unwrap();
-    let store = open(dir.path());
+    let store = open(dir.path()).await;
     let older = fill(&store, "k", 200, b"old").await;
     let newer = fill(&store, "k", 201, b"new").await;
     newer.finish().await.unwrap();
@@ -263,7 +290,7 @@ async fn open_removes_invalid_files_and_keeps_state() {
     let objects = dir.path().join("objects");
     let (good, truncated, garbage);
     {
-        let store = open(dir.path());
+        let store = open(dir.path()).await;
         fill(&store, "good", 200, b"fine")
             .await
             .finish()
@@ -302,7 +329,7 @@ async fn open_removes_invalid_files_and_keeps_state() {
     std::fs::write(dir.path().join("state/snap/0"), b"bits").unwrap();
     let state_before = files(&dir.path().join("state"));
 
-    let store = open(dir.path());
+    let store = open(dir.path()).await;
     assert_eq!(files(&objects), vec![good]);
     assert_eq!(read(&store, "good").await.unwrap().1, b"fine");
     assert!(!store.contains(Store::key_hash("short")));
@@ -320,7 +347,7 @@ async fn open_removes_invalid_files_and_keeps_state() {
 #[tokio::test]
 async fn corrupt_header_at_lookup_is_removed() {
     let dir = tempfile::tempdir().unwrap();
-    let store = open(dir.path());
+    let store = open(dir.path()).await;
     fill(&store, "k", 200, b"body")
         .await
         .finish()
@@ -344,40 +371,154 @@ async fn corrupt_header_at_lookup_is_removed() {
 #[tokio::test]
 async fn corrupt_or_cut_body_fails_the_stream() {
     let dir = tempfile::tempdir().unwrap();
-    let store = open(dir.path());
+    let store = open(dir.path()).await;
     let data = body(150_000, 9);
+    let hash = Store::key_hash("k");
     fill(&store, "k", 200, &data).await.finish().await.unwrap();
     let path = files(&dir.path().join("objects")).remove(0);
-
     let original = std::fs::read(&path).unwrap();
 
-    // Cut after lookup verified the length: an early EOF.
-    let entry = store
-        .lookup("k", Store::key_hash("k"))
-        .await
-        .unwrap()
-        .unwrap();
+    // Cut after lookup verified the length: an early EOF, and the entry is gone.
+    let entry = store.lookup("k", hash).await.unwrap().unwrap();
     std::fs::write(&path, &original[..original.len() - 10]).unwrap();
     let items: Vec<_> = entry.into_body_stream().collect().await;
     let err = items.last().unwrap().as_ref().unwrap_err();
     assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof);
+    assert!(!path.exists());
+    assert!(!store.contains(hash));
+    assert_eq!(store.stats().removed_invalid, 1);
 
-    // Full length again, with one body byte flipped: the checksum catches it.
-    let mut flipped = original;
+    // Stored again, with one body byte flipped: the checksum catches it.
+    fill(&store, "k", 200, &data).await.finish().await.unwrap();
+    let path = files(&dir.path().join("objects")).remove(0);
+    let mut flipped = std::fs::read(&path).unwrap();
     let last = flipped.len() - 1;
     flipped[last] ^= 0x01;
     std::fs::write(&path, &flipped).unwrap();
-    let entry = store
-        .lookup("k", Store::key_hash("k"))
-        .await
-        .unwrap()
-        .unwrap();
+    let entry = store.lookup("k", hash).await.unwrap().unwrap();
     let items: Vec<_> = entry.into_body_stream().collect().await;
     let err = items.last().unwrap().as_ref().unwrap_err();
     assert_eq!(err.kind(), io::ErrorKind::InvalidData);
     assert!(items[..items.len() - 1].iter().all(|c| c.is_ok()));
     assert!(!path.exists());
-    assert!(!store.contains(Store::key_hash("k")));
+    assert!(!store.contains(hash));
+    let stats = store.stats();
+    assert_eq!(
+        (stats.checksum_failures, stats.objects, stats.bytes),
+        (1, 0, 0)
+    );
+}
+
+#[tokio::test]
+async fn small_damaged_body_is_a_miss_before_any_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path()).await;
+    let data = body(10_000, 4);
+    fill(&store, "s", 200, &data).await.finish().await.unwrap();
+    let path = files(&dir.path().join("objects")).remove(0);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let middle = bytes.len() - data.len() / 2;
+    bytes[middle] ^= 0x40;
+    std::fs::write(&path, &bytes).unwrap();
+    assert!(
+        store
+            .lookup("s", Store::key_hash("s"))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(!path.exists());
+    let stats = store.stats();
+    assert_eq!((stats.checksum_failures, stats.objects), (1, 0));
+    // Undamaged, it is served whole: one piece, verified up front.
+    fill(&store, "s", 200, &data).await.finish().await.unwrap();
+    let entry = store
+        .lookup("s", Store::key_hash("s"))
+        .await
+        .unwrap()
+        .unwrap();
+    let items: Vec<_> = entry.into_body_stream().collect().await;
+    assert_eq!(items.len(), 1);
+    assert_eq!(items[0].as_ref().unwrap()[..], data[..]);
+}
+
+#[tokio::test]
+async fn fills_evict_least_recently_used_entries_to_stay_in_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_with(StoreOptions {
+        max_size: 100_000,
+        ..options(dir.path())
+    })
+    .await;
+    let sizes = || -> u64 {
+        files(&dir.path().join("objects"))
+            .iter()
+            .map(|p| std::fs::metadata(p).unwrap().len())
+            .sum()
+    };
+    // Each entry is about 21.7 KB with its 8.5 KiB header: four fit, not five.
+    for i in 0..4 {
+        let key = format!("k{i}");
+        fill(&store, &key, 200, &body(13_000, i))
+            .await
+            .finish()
+            .await
+            .unwrap();
+    }
+    assert_eq!(store.object_count(), 4);
+    assert!(
+        store
+            .lookup("k0", Store::key_hash("k0"))
+            .await
+            .unwrap()
+            .is_some()
+    );
+    fill(&store, "k4", 200, &body(13_000, 4))
+        .await
+        .finish()
+        .await
+        .unwrap();
+    // k1 was the least recently used: k0 was just looked up.
+    assert!(!store.contains(Store::key_hash("k1")));
+    for key in ["k0", "k2", "k3", "k4"] {
+        assert!(store.contains(Store::key_hash(key)), "{key}");
+    }
+    let stats = store.stats();
+    assert_eq!(
+        (stats.objects, stats.evictions, stats.reserved_bytes),
+        (4, 1, 0)
+    );
+    assert_eq!(stats.bytes, sizes());
+    assert!(stats.bytes <= 100_000);
+    // A chunked body grows its reservation as it goes, evicting as it grows.
+    let mut w = store
+        .begin_fill("big", Store::key_hash("big"), &meta(200), None)
+        .await
+        .unwrap();
+    for chunk in body(60_000, 5).chunks(7_000) {
+        w.write(chunk).await.unwrap();
+        assert!(store.stats().reserved_bytes + sizes() <= 100_000);
+    }
+    w.finish().await.unwrap();
+    assert!(sizes() <= 100_000);
+    assert_eq!(store.stats().reserved_bytes, 0);
+    // More than the whole budget cannot be reserved, declared or streamed.
+    let too_big = store
+        .begin_fill("x", Store::key_hash("x"), &meta(200), Some(100_000))
+        .await;
+    assert!(
+        matches!(too_big, Err(StoreError::NoSpace { .. })),
+        "{too_big:?}"
+    );
+    let mut w = store
+        .begin_fill("x", Store::key_hash("x"), &meta(200), None)
+        .await
+        .unwrap();
+    let over = w.write(&body(100_000, 6)).await;
+    assert!(matches!(over, Err(StoreError::NoSpace { .. })), "{over:?}");
+    drop(w);
+    assert_eq!(store.stats().reserved_bytes, 0);
+    assert!(files(&dir.path().join("tmp")).is_empty());
 }
 
 /// The proxy spawns these futures and streams onto a multi-threaded runtime.
@@ -385,7 +526,7 @@ async fn corrupt_or_cut_body_fails_the_stream() {
 async fn futures_and_streams_are_send() {
     fn assert_send<T: Send>(_: &T) {}
     let dir = tempfile::tempdir().unwrap();
-    let store = open(dir.path());
+    let store = open(dir.path()).await;
     assert_send(&store.lookup("k", 1));
     let m = meta(200);
     let begin = store.begin_fill("k", Store::key_hash("k"), &m, None);
@@ -401,4 +542,54 @@ async fn futures_and_streams_are_send() {
         .unwrap()
         .unwrap();
     assert_send(&entry.into_body_stream());
+}
+
+#[tokio::test]
+async fn reopen_keeps_the_budget_and_ranks_scanned_entries_oldest() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = open(dir.path()).await;
+        for i in 0..6 {
+            let key = format!("k{i}");
+            fill(&store, &key, 200, &body(13_000, i))
+                .await
+                .finish()
+                .await
+                .unwrap();
+        }
+    }
+    // Reopened with room for four of the six: two are removed by the scan.
+    let store = open_with(StoreOptions {
+        max_size: 100_000,
+        ..options(dir.path())
+    })
+    .await;
+    let stats = store.stats();
+    assert_eq!((stats.objects, stats.removed_invalid), (4, 0));
+    assert_eq!(files(&dir.path().join("objects")).len(), 4);
+    assert!(stats.bytes <= 100_000);
+    // A scanned entry that is hit outranks the other scanned ones.
+    let kept: Vec<String> = (0..6)
+        .map(|i| format!("k{i}"))
+        .filter(|k| store.contains(Store::key_hash(k)))
+        .collect();
+    assert!(read(&store, &kept[0]).await.is_some());
+    for i in 6..9 {
+        let key = format!("k{i}");
+        fill(&store, &key, 200, &body(13_000, i))
+            .await
+            .finish()
+            .await
+            .unwrap();
+    }
+    assert!(
+        store.contains(Store::key_hash(&kept[0])),
+        "the hit entry survives"
+    );
+    for key in &kept[1..] {
+        assert!(
+            !store.contains(Store::key_hash(key)),
+            "{key} is evicted first"
+        );
+    }
 }
