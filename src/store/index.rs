@@ -173,46 +173,40 @@ impl Index {
     pub(crate) fn place(&self, key_hash: u128, fill: Fill, origin: Origin) -> Placed {
         let scanned = origin == Origin::Scanned;
         let mut shard = self.shard(key_hash);
-        let Some(old) = shard.peek(&key_hash).copied() else {
-            let stamp = if scanned { 0 } else { self.tick() };
-            shard.push(
-                key_hash,
-                Slot {
-                    fill,
-                    stamp,
-                    scanned,
-                },
-            );
+        let old = shard.peek(&key_hash).copied();
+        if let Some(old) = old {
+            let wins = match (scanned, old.scanned) {
+                (false, true) => true,
+                (true, false) => false,
+                _ => fill.fill_id > old.fill.fill_id,
+            };
+            if !wins {
+                return Placed::Lost;
+            }
             if scanned {
-                shard.demote(&key_hash);
+                if let Some(slot) = shard.peek_mut(&key_hash) {
+                    slot.fill = fill;
+                }
+                return Placed::Replaced(old.fill);
             }
-            self.objects.fetch_add(1, Relaxed);
-            return Placed::New;
-        };
-        let wins = match (scanned, old.scanned) {
-            (false, true) => true,
-            (true, false) => false,
-            _ => fill.fill_id > old.fill.fill_id,
-        };
-        if !wins {
-            return Placed::Lost;
         }
-        if scanned {
-            if let Some(slot) = shard.peek_mut(&key_hash) {
-                slot.fill = fill;
+        let stamp = if scanned { 0 } else { self.tick() };
+        let slot = Slot {
+            fill,
+            stamp,
+            scanned,
+        };
+        shard.push(key_hash, slot);
+        match old {
+            Some(old) => Placed::Replaced(old.fill),
+            None => {
+                if scanned {
+                    shard.demote(&key_hash);
+                }
+                self.objects.fetch_add(1, Relaxed);
+                Placed::New
             }
-        } else {
-            let stamp = self.tick();
-            shard.push(
-                key_hash,
-                Slot {
-                    fill,
-                    stamp,
-                    scanned,
-                },
-            );
         }
-        Placed::Replaced(old.fill)
     }
 
     /// Removes the entry of `key_hash` if it is still `fill_id` (a newer fill

@@ -1,4 +1,9 @@
-//! Store tests on real files in temporary directories.
+//! Store tests on real files in temporary directories: fills, lookups, races
+//! between fills, the directory lock. The byte budget and damaged files have
+//! their own files beside this one.
+
+mod budget;
+mod damage;
 
 use std::time::Duration;
 
@@ -93,6 +98,11 @@ async fn fill(store: &Store, key: &str, status: u16, data: &[u8]) -> EntryWriter
     w
 }
 
+/// Stores `data` under `key` as a 200.
+async fn put(store: &Store, key: &str, data: &[u8]) {
+    fill(store, key, 200, data).await.finish().await.unwrap();
+}
+
 /// Looks `key` up and collects its body.
 async fn read(store: &Store, key: &str) -> Option<(EntryMeta, Vec<u8>)> {
     let entry = store.lookup(key, Store::key_hash(key)).await.unwrap()?;
@@ -114,7 +124,7 @@ async fn fill_finish_lookup_round_trip() {
     let store = open(dir.path()).await;
     let data = body(200_000, 7);
     assert!(read(&store, "k").await.is_none());
-    fill(&store, "k", 200, &data).await.finish().await.unwrap();
+    put(&store, "k", &data).await;
     assert_eq!(store.committed_fills(), 1);
     assert!(store.contains(Store::key_hash("k")));
     assert_eq!(read(&store, "k").await.unwrap(), (meta(200), data));
@@ -208,7 +218,7 @@ async fn credentials_are_refused() {
 async fn different_key_on_the_same_hash_is_a_miss() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path()).await;
-    fill(&store, "a", 200, b"AAA").await.finish().await.unwrap();
+    put(&store, "a", b"AAA").await;
     let hash = Store::key_hash("a");
     assert!(store.lookup("b", hash).await.unwrap().is_none());
     // The entry itself is untouched.
@@ -221,7 +231,7 @@ async fn reopen_finds_entries_and_clears_tmp() {
     let data = body(70_000, 3);
     {
         let store = open(dir.path()).await;
-        fill(&store, "k", 200, &data).await.finish().await.unwrap();
+        put(&store, "k", &data).await;
     }
     // A fill cut short by a crash: its writer never ran Drop.
     let cut = disk::tmp_path(&dir.path().join("tmp"), Store::key_hash("cut"), 1);
@@ -284,243 +294,6 @@ async fn older_fill_finishing_late_loses() {
     assert_eq!(store.committed_fills(), 1);
 }
 
-#[tokio::test]
-async fn open_removes_invalid_files_and_keeps_state() {
-    let dir = tempfile::tempdir().unwrap();
-    let objects = dir.path().join("objects");
-    let (good, truncated, garbage);
-    {
-        let store = open(dir.path()).await;
-        fill(&store, "good", 200, b"fine")
-            .await
-            .finish()
-            .await
-            .unwrap();
-        fill(&store, "short", 200, &body(1000, 2))
-            .await
-            .finish()
-            .await
-            .unwrap();
-        let all = files(&objects);
-        let hash = format!("{:032x}", Store::key_hash("good"));
-        good = all
-            .iter()
-            .find(|p| p.to_string_lossy().contains(&hash))
-            .unwrap()
-            .clone();
-        truncated = all.into_iter().find(|p| *p != good).unwrap();
-    }
-    let f = std::fs::OpenOptions::new()
-        .write(true)
-        .open(&truncated)
-        .unwrap();
-    f.set_len(f.metadata().unwrap().len() - 1).unwrap();
-    // Garbage under a well-formed name, and a file with a foreign name.
-    let hash = format!("{:032x}", 0xabcd_u128 << 112);
-    garbage = objects
-        .join("ab/cd")
-        .join(format!("{hash}-0000000000000001"));
-    std::fs::create_dir_all(garbage.parent().unwrap()).unwrap();
-    std::fs::write(&garbage, vec![0x5a; 9000]).unwrap();
-    std::fs::write(objects.join("ab/notes.txt"), b"hello").unwrap();
-    // state/ belongs to other modules.
-    std::fs::create_dir_all(dir.path().join("state/snap")).unwrap();
-    std::fs::write(dir.path().join("state/seed"), b"seed").unwrap();
-    std::fs::write(dir.path().join("state/snap/0"), b"bits").unwrap();
-    let state_before = files(&dir.path().join("state"));
-
-    let store = open(dir.path()).await;
-    assert_eq!(files(&objects), vec![good]);
-    assert_eq!(read(&store, "good").await.unwrap().1, b"fine");
-    assert!(!store.contains(Store::key_hash("short")));
-    assert_eq!(files(&store.state_dir()), state_before);
-    assert_eq!(
-        std::fs::read(dir.path().join("state/seed")).unwrap(),
-        b"seed"
-    );
-    assert_eq!(
-        std::fs::read(dir.path().join("state/snap/0")).unwrap(),
-        b"bits"
-    );
-}
-
-#[tokio::test]
-async fn corrupt_header_at_lookup_is_removed() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(dir.path()).await;
-    fill(&store, "k", 200, b"body")
-        .await
-        .finish()
-        .await
-        .unwrap();
-    let path = files(&dir.path().join("objects")).remove(0);
-    let mut bytes = std::fs::read(&path).unwrap();
-    bytes[64] ^= 0xff; // the key's first byte
-    std::fs::write(&path, bytes).unwrap();
-    assert!(
-        store
-            .lookup("k", Store::key_hash("k"))
-            .await
-            .unwrap()
-            .is_none()
-    );
-    assert!(!path.exists());
-    assert!(!store.contains(Store::key_hash("k")));
-}
-
-#[tokio::test]
-async fn corrupt_or_cut_body_fails_the_stream() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(dir.path()).await;
-    let data = body(150_000, 9);
-    let hash = Store::key_hash("k");
-    fill(&store, "k", 200, &data).await.finish().await.unwrap();
-    let path = files(&dir.path().join("objects")).remove(0);
-    let original = std::fs::read(&path).unwrap();
-
-    // Cut after lookup verified the length: an early EOF, and the entry is gone.
-    let entry = store.lookup("k", hash).await.unwrap().unwrap();
-    std::fs::write(&path, &original[..original.len() - 10]).unwrap();
-    let items: Vec<_> = entry.into_body_stream().collect().await;
-    let err = items.last().unwrap().as_ref().unwrap_err();
-    assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof);
-    assert!(!path.exists());
-    assert!(!store.contains(hash));
-    assert_eq!(store.stats().removed_invalid, 1);
-
-    // Stored again, with one body byte flipped: the checksum catches it.
-    fill(&store, "k", 200, &data).await.finish().await.unwrap();
-    let path = files(&dir.path().join("objects")).remove(0);
-    let mut flipped = std::fs::read(&path).unwrap();
-    let last = flipped.len() - 1;
-    flipped[last] ^= 0x01;
-    std::fs::write(&path, &flipped).unwrap();
-    let entry = store.lookup("k", hash).await.unwrap().unwrap();
-    let items: Vec<_> = entry.into_body_stream().collect().await;
-    let err = items.last().unwrap().as_ref().unwrap_err();
-    assert_eq!(err.kind(), io::ErrorKind::InvalidData);
-    assert!(items[..items.len() - 1].iter().all(|c| c.is_ok()));
-    assert!(!path.exists());
-    assert!(!store.contains(hash));
-    let stats = store.stats();
-    assert_eq!(
-        (stats.checksum_failures, stats.objects, stats.bytes),
-        (1, 0, 0)
-    );
-}
-
-#[tokio::test]
-async fn small_damaged_body_is_a_miss_before_any_byte() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(dir.path()).await;
-    let data = body(10_000, 4);
-    fill(&store, "s", 200, &data).await.finish().await.unwrap();
-    let path = files(&dir.path().join("objects")).remove(0);
-    let mut bytes = std::fs::read(&path).unwrap();
-    let middle = bytes.len() - data.len() / 2;
-    bytes[middle] ^= 0x40;
-    std::fs::write(&path, &bytes).unwrap();
-    assert!(
-        store
-            .lookup("s", Store::key_hash("s"))
-            .await
-            .unwrap()
-            .is_none()
-    );
-    assert!(!path.exists());
-    let stats = store.stats();
-    assert_eq!((stats.checksum_failures, stats.objects), (1, 0));
-    // Undamaged, it is served whole: one piece, verified up front.
-    fill(&store, "s", 200, &data).await.finish().await.unwrap();
-    let entry = store
-        .lookup("s", Store::key_hash("s"))
-        .await
-        .unwrap()
-        .unwrap();
-    let items: Vec<_> = entry.into_body_stream().collect().await;
-    assert_eq!(items.len(), 1);
-    assert_eq!(items[0].as_ref().unwrap()[..], data[..]);
-}
-
-#[tokio::test]
-async fn fills_evict_least_recently_used_entries_to_stay_in_budget() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open_with(StoreOptions {
-        max_size: 100_000,
-        ..options(dir.path())
-    })
-    .await;
-    let sizes = || -> u64 {
-        files(&dir.path().join("objects"))
-            .iter()
-            .map(|p| std::fs::metadata(p).unwrap().len())
-            .sum()
-    };
-    // Each entry is about 21.7 KB with its 8.5 KiB header: four fit, not five.
-    for i in 0..4 {
-        let key = format!("k{i}");
-        fill(&store, &key, 200, &body(13_000, i))
-            .await
-            .finish()
-            .await
-            .unwrap();
-    }
-    assert_eq!(store.object_count(), 4);
-    assert!(
-        store
-            .lookup("k0", Store::key_hash("k0"))
-            .await
-            .unwrap()
-            .is_some()
-    );
-    fill(&store, "k4", 200, &body(13_000, 4))
-        .await
-        .finish()
-        .await
-        .unwrap();
-    // k1 was the least recently used: k0 was just looked up.
-    assert!(!store.contains(Store::key_hash("k1")));
-    for key in ["k0", "k2", "k3", "k4"] {
-        assert!(store.contains(Store::key_hash(key)), "{key}");
-    }
-    let stats = store.stats();
-    assert_eq!(
-        (stats.objects, stats.evictions, stats.reserved_bytes),
-        (4, 1, 0)
-    );
-    assert_eq!(stats.bytes, sizes());
-    assert!(stats.bytes <= 100_000);
-    // A chunked body grows its reservation as it goes, evicting as it grows.
-    let mut w = store
-        .begin_fill("big", Store::key_hash("big"), &meta(200), None)
-        .await
-        .unwrap();
-    for chunk in body(60_000, 5).chunks(7_000) {
-        w.write(chunk).await.unwrap();
-        assert!(store.stats().reserved_bytes + sizes() <= 100_000);
-    }
-    w.finish().await.unwrap();
-    assert!(sizes() <= 100_000);
-    assert_eq!(store.stats().reserved_bytes, 0);
-    // More than the whole budget cannot be reserved, declared or streamed.
-    let too_big = store
-        .begin_fill("x", Store::key_hash("x"), &meta(200), Some(100_000))
-        .await;
-    assert!(
-        matches!(too_big, Err(StoreError::NoSpace { .. })),
-        "{too_big:?}"
-    );
-    let mut w = store
-        .begin_fill("x", Store::key_hash("x"), &meta(200), None)
-        .await
-        .unwrap();
-    let over = w.write(&body(100_000, 6)).await;
-    assert!(matches!(over, Err(StoreError::NoSpace { .. })), "{over:?}");
-    drop(w);
-    assert_eq!(store.stats().reserved_bytes, 0);
-    assert!(files(&dir.path().join("tmp")).is_empty());
-}
-
 /// The proxy spawns these futures and streams onto a multi-threaded runtime.
 #[tokio::test]
 async fn futures_and_streams_are_send() {
@@ -545,51 +318,40 @@ async fn futures_and_streams_are_send() {
 }
 
 #[tokio::test]
-async fn reopen_keeps_the_budget_and_ranks_scanned_entries_oldest() {
+async fn tmp_on_another_filesystem_is_refused() {
+    use std::os::unix::fs::MetadataExt;
     let dir = tempfile::tempdir().unwrap();
-    {
-        let store = open(dir.path()).await;
-        for i in 0..6 {
-            let key = format!("k{i}");
-            fill(&store, &key, 200, &body(13_000, i))
-                .await
-                .finish()
-                .await
-                .unwrap();
-        }
+    // /dev/shm is a tmpfs on most Linux systems: another filesystem than most temp dirs.
+    let Ok(elsewhere) = tempfile::tempdir_in("/dev/shm") else {
+        eprintln!("skipped: no /dev/shm to put tmp/ on another filesystem");
+        return;
+    };
+    let dev = |p: &Path| std::fs::metadata(p).unwrap().dev();
+    if dev(elsewhere.path()) == dev(dir.path()) {
+        eprintln!("skipped: /dev/shm and the temp dir share a filesystem");
+        return;
     }
-    // Reopened with room for four of the six: two are removed by the scan.
-    let store = open_with(StoreOptions {
-        max_size: 100_000,
+    std::os::unix::fs::symlink(elsewhere.path(), dir.path().join("tmp")).unwrap();
+    std::fs::write(elsewhere.path().join("keep"), b"x").unwrap();
+    let err = Store::open(options(dir.path())).unwrap_err();
+    assert!(matches!(err, StoreError::CrossDevice { .. }), "{err}");
+    let shown = err.to_string();
+    assert!(shown.contains("different filesystems"), "{shown}");
+    assert!(shown.contains(&dir.path().join("objects").display().to_string()));
+    // Refused before anything in tmp/ was touched.
+    assert!(elsewhere.path().join("keep").exists());
+}
+
+#[tokio::test]
+async fn a_second_open_of_the_directory_fails_while_the_first_holds_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = open(dir.path()).await;
+    let err = Store::open(StoreOptions {
+        lock_timeout: Duration::from_millis(100),
         ..options(dir.path())
     })
-    .await;
-    let stats = store.stats();
-    assert_eq!((stats.objects, stats.removed_invalid), (4, 0));
-    assert_eq!(files(&dir.path().join("objects")).len(), 4);
-    assert!(stats.bytes <= 100_000);
-    // A scanned entry that is hit outranks the other scanned ones.
-    let kept: Vec<String> = (0..6)
-        .map(|i| format!("k{i}"))
-        .filter(|k| store.contains(Store::key_hash(k)))
-        .collect();
-    assert!(read(&store, &kept[0]).await.is_some());
-    for i in 6..9 {
-        let key = format!("k{i}");
-        fill(&store, &key, 200, &body(13_000, i))
-            .await
-            .finish()
-            .await
-            .unwrap();
-    }
-    assert!(
-        store.contains(Store::key_hash(&kept[0])),
-        "the hit entry survives"
-    );
-    for key in &kept[1..] {
-        assert!(
-            !store.contains(Store::key_hash(key)),
-            "{key} is evicted first"
-        );
-    }
+    .unwrap_err();
+    assert!(matches!(err, StoreError::Locked { .. }), "{err}");
+    drop(first);
+    open(dir.path()).await;
 }
