@@ -221,9 +221,11 @@ impl Inner {
     }
 
     /// The next eviction victim when `bytes` do not fit, or `None` when
-    /// evicting cannot help (the index is empty or `bytes` exceed the budget).
+    /// evicting cannot help: the index is empty, or other fills' reservations
+    /// leave no room even in an empty cache (checked first, so a hopeless fill
+    /// does not empty the cache before it fails).
     fn victim_for(&self, bytes: u64) -> Option<(u128, Fill)> {
-        if bytes > self.index.max_bytes() {
+        if !self.index.could_fit(bytes) {
             return None;
         }
         let (key_hash, fill) = self.index.pop_lru()?;
@@ -269,16 +271,19 @@ impl Inner {
     }
 
     /// Forgets, deletes and counts an entry whose file failed verification.
-    /// If the index no longer names this fill, whoever took it out unlinks it
-    /// and releases its bytes; the unlink here is then a harmless repeat.
+    /// Only the caller that takes the fill out of the index does so: if the
+    /// index no longer names it, it was evicted, replaced or discarded already,
+    /// and whoever took it out unlinks it (so two readers of one damaged file
+    /// count it once).
     async fn discard(&self, key_hash: u128, fill_id: u64, damage: Damage, reason: &str) {
         let path = self.object_path(key_hash, fill_id);
+        let Some(fill) = self.index.remove(key_hash, fill_id) else {
+            debug!(path = %path.display(), reason, "damaged cache file already out of the index");
+            return;
+        };
         warn!(path = %path.display(), reason, "removing damaged cache entry");
         self.count_damage(damage);
-        match self.index.remove(key_hash, fill_id) {
-            Some(fill) => self.unlink(key_hash, fill).await,
-            None => disk::remove_quietly(&path).await,
-        }
+        self.unlink(key_hash, fill).await;
     }
 }
 

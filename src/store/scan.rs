@@ -211,8 +211,6 @@ fn scan_file(inner: &Inner, path: &Path, name: OsString, tally: &mut Tally) {
         }
         Verdict::Free => {}
     }
-    // Fill ids of this run stay above every id on disk, keeping names unique.
-    (inner.next_fill_id).fetch_max(fill_id.saturating_add(1), Ordering::Relaxed);
     let size = match disk::read_header_sync(path, key_hash, fill_id) {
         Ok(size) => size,
         Err(HeaderError::Damaged(damage, reason)) => {
@@ -232,6 +230,8 @@ fn scan_file(inner: &Inner, path: &Path, name: OsString, tally: &mut Tally) {
             return;
         }
     };
+    // Fill ids of this run stay above every valid id on disk, keeping names unique.
+    (inner.next_fill_id).fetch_max(fill_id.saturating_add(1), Ordering::Relaxed);
     if !inner.reserve_sync(size) {
         debug!(path = %path.display(), size, "removing cache file: beyond cache.max_size");
         tally.over_budget += 1;

@@ -110,10 +110,10 @@ pub(super) async fn begin(
     }
     let fill_id = inner.next_fill_id.fetch_add(1, Ordering::Relaxed);
     let (preamble, header) = entry::encode_header(key, meta, fill_id).map_err(map_entry_error)?;
-    // Before the file exists, so the scan can tell this run's files from old ones.
-    inner.scan.register_fill(key_hash, fill_id);
     let initial = preamble.header_len() + declared_len.unwrap_or(0);
     let reservation = Reservation::take(inner, initial).await?;
+    // Before the file exists, so the scan can tell this run's files from old ones.
+    inner.scan.register_fill(key_hash, fill_id);
     let tmp_path = disk::tmp_path(&inner.tmp, key_hash, fill_id);
     let file = tokio::fs::OpenOptions::new()
         .write(true)

@@ -16,6 +16,8 @@ fn reservations_stay_inside_the_budget() {
     let index = Index::new(1000);
     assert!(index.try_reserve(600));
     assert!(!index.try_reserve(401), "600 + 401 > 1000");
+    assert!(!index.could_fit(401), "evicting cannot free reserved bytes");
+    assert!(index.could_fit(400));
     assert!(index.try_reserve(400));
     assert!(!index.try_reserve(1));
     assert_eq!(index.counts().reserved_bytes, 1000);
