@@ -10,7 +10,7 @@
 //! and the rule broken.
 //!
 //! Keys from the schema whose feature is not built yet (`server.admin_listen`,
-//! `cache.max_size`, ...) are read, never ignored: their presence is a
+//! `cache.min_free`, ...) are read, never ignored: their presence is a
 //! [`ConfigError::NotSupported`], so nobody believes a setting took effect.
 //!
 //! Sizes are strings parsed by `bytesize` ("512KiB", "10GiB"; note "KB" is
@@ -106,18 +106,31 @@ pub enum HostHeader {
 pub struct CacheConfig {
     /// Directory holding objects, fills in progress and filter state (non-empty).
     pub dir: PathBuf,
+    /// Byte budget for entry files plus fills in progress (> 0).
+    pub max_size: u64,
     /// Largest body, in bytes, that is written to disk (> 0).
     pub max_object_size: u64,
     /// Whether a fill is fsynced before it is renamed into place.
     pub fsync: bool,
+    /// How long start-up waits for another process to release `dir` (zero: fail at once).
+    pub lock_timeout: Duration,
+    /// Bodies shorter than this are read and verified whole before a hit is
+    /// served (at most [`MAX_VERIFY_WHOLE_BELOW`]; zero: verify every body as it streams).
+    pub verify_whole_below: u64,
 }
+
+/// Upper limit of `cache.verify_whole_below`: such bodies are held in memory on every hit.
+pub const MAX_VERIFY_WHOLE_BELOW: u64 = 16 * 1024 * 1024;
 
 impl Default for CacheConfig {
     fn default() -> Self {
         Self {
             dir: PathBuf::from("/var/cache/secondhit"),
+            max_size: 10 * 1024 * 1024 * 1024,
             max_object_size: 256 * 1024 * 1024,
             fsync: true,
+            lock_timeout: Duration::from_secs(5),
+            verify_whole_below: 64 * 1024,
         }
     }
 }

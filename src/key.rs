@@ -177,19 +177,20 @@ fn push_percent_normalised(out: &mut String, text: &str) {
     let bytes = text.as_bytes();
     let mut i = 0;
     while i < bytes.len() {
-        if bytes[i] == b'%' && i + 2 < bytes.len() {
-            if let (Some(high), Some(low)) = (hex_value(bytes[i + 1]), hex_value(bytes[i + 2])) {
-                let decoded = high << 4 | low;
-                if is_unreserved(decoded) {
-                    out.push(char::from(decoded));
-                } else {
-                    out.push('%');
-                    out.push(char::from(bytes[i + 1].to_ascii_uppercase()));
-                    out.push(char::from(bytes[i + 2].to_ascii_uppercase()));
-                }
-                i += 3;
-                continue;
+        if bytes[i] == b'%'
+            && i + 2 < bytes.len()
+            && let (Some(high), Some(low)) = (hex_value(bytes[i + 1]), hex_value(bytes[i + 2]))
+        {
+            let decoded = high << 4 | low;
+            if is_unreserved(decoded) {
+                out.push(char::from(decoded));
+            } else {
+                out.push('%');
+                out.push(char::from(bytes[i + 1].to_ascii_uppercase()));
+                out.push(char::from(bytes[i + 2].to_ascii_uppercase()));
             }
+            i += 3;
+            continue;
         }
         // URIs that reached here passed http's parser, so every byte is ASCII.
         out.push(char::from(bytes[i]));

@@ -46,9 +46,13 @@ impl Server {
             dir: config.cache.dir.clone(),
             fsync: config.cache.fsync,
             max_object_size: config.cache.max_object_size,
+            max_size: config.cache.max_size,
+            lock_timeout: config.cache.lock_timeout,
+            verify_whole_below: config.cache.verify_whole_below,
         };
-        // Opening scans the cache directory synchronously; nothing is served yet, so
-        // blocking this thread delays only the start.
+        // Opening may wait up to `cache.lock_timeout` for the directory lock; nothing is
+        // served yet, so blocking this thread delays only the start. The index is built
+        // in the background while requests are served.
         let store = Arc::new(Store::open(options)?);
         let seed = admission::resolve_seed(config.admission.seed.as_deref(), &store.state_dir())?;
         let hasher = admission::FilterHasher::new(seed);

@@ -1,51 +1,75 @@
 //! The disk store: one file per fill under `objects/`, found through an
-//! in-memory index from key hash to the newest committed fill.
+//! in-memory LRU index, kept inside a byte budget.
 //!
-//! A fill is written to `tmp/` by an [`EntryWriter`] and exists only after
-//! [`EntryWriter::finish`] has renamed it into `objects/` and indexed it;
-//! dropping the writer aborts the fill. Entries are named by an unkeyed
-//! xxh3-128 of the key string ([`Store::key_hash`]), stable across restarts, and
-//! carry the full key so a hash collision is a miss, never a wrong object.
-//! Every fill has a unique, increasing fill id, so when two fills of one key
-//! race, the newer one wins wherever it finishes, and removing a loser's file
-//! can never touch the winner's. The file format is in [`entry`]; paths,
-//! scans and fsyncs are in `disk`.
+//! - **Fills.** A fill is written to `tmp/` by an [`EntryWriter`] and exists
+//!   only after [`EntryWriter::finish`] has renamed it into `objects/` and
+//!   indexed it; dropping the writer aborts the fill. Entries are named by an
+//!   unkeyed xxh3-128 of the key string ([`Store::key_hash`]), stable across
+//!   restarts, and carry the full key so a hash collision is a miss, never a
+//!   wrong object. Every fill has its own fill id, so when two fills of one key
+//!   race the newer wins wherever it finishes, and removing a loser's (or an
+//!   evicted) file can never touch the winner's.
+//! - **Budget.** Bytes of entry files in `objects/` plus bytes reserved by
+//!   fills in progress stay within `cache.max_size`. A fill reserves its
+//!   header and declared length before writing (a chunked body grows its
+//!   reservation as it goes), evicting least recently used entries to make
+//!   room; a fill that cannot reserve fails, and the proxy drops the fill, not
+//!   the client. The index is sharded so hits never take a global lock (see
+//!   `index`).
+//! - **Restart.** [`Store::open`] locks the directory (`lock`), checks that
+//!   `tmp/` and `objects/` share a filesystem, empties `tmp/` and returns; a
+//!   background thread then rebuilds the index from the entry headers (`scan`)
+//!   while the proxy serves (misses until a key is indexed).
+//! - **Integrity.** A hit's header is verified before its first byte is sent;
+//!   a body below `cache.verify_whole_below` is read and verified whole (a
+//!   damaged one is a plain miss); a larger body is verified as it streams and
+//!   a mismatch ends the stream with an error, so the client sees a truncated
+//!   transfer, never a complete wrong body. Every damaged file found is
+//!   removed, logged and counted ([`StoreStats`]).
 //!
-//! The index is, for now, a `Mutex<HashMap<u128, IndexedFill>>`; the LRU index
-//! with a byte budget replaces it in a later task. The lock is held only for
-//! map operations, never across I/O.
+//! The file format is in [`entry`]; paths, header reads and fsyncs in `disk`.
 
 mod disk;
 pub mod entry;
+mod index;
+mod lock;
+mod read;
+mod scan;
+mod writer;
 
-use std::collections::HashMap;
-use std::collections::hash_map::Entry;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use bytes::{Bytes, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tracing::{debug, info, warn};
-use xxhash_rust::xxh3::{Xxh3Default, xxh3_128};
+use xxhash_rust::xxh3::xxh3_128;
 
+use entry::EntryError;
 pub use entry::EntryMeta;
-use entry::{EntryError, Preamble};
+pub use read::StoredEntry;
+pub use writer::EntryWriter;
 
-/// Bodies are read from disk in chunks of this size.
-const BODY_CHUNK: u64 = 64 * 1024;
+use disk::{Damage, HeaderError};
+use index::{Fill, Index};
 
 /// How the store is set up.
 #[derive(Clone, Debug)]
 pub struct StoreOptions {
-    /// The cache directory (holds `objects/`, `tmp/`, `state/`).
+    /// The cache directory (holds `secondhit.lock`, `objects/`, `tmp/`, `state/`).
     pub dir: PathBuf,
     /// Fsync each committed file and its directory before it counts.
     pub fsync: bool,
     /// Largest body, in bytes, a fill may store.
     pub max_object_size: u64,
+    /// Budget in bytes for entry files plus reservations of fills in progress.
+    pub max_size: u64,
+    /// How long [`Store::open`] waits for another process to release the directory.
+    pub lock_timeout: Duration,
+    /// Bodies shorter than this many bytes are read and verified whole before a
+    /// hit is served; longer ones are verified as they stream.
+    pub verify_whole_below: u64,
 }
 
 /// Why a store operation failed.
@@ -84,6 +108,70 @@ pub enum StoreError {
     /// Refused to store request credentials.
     #[error("refused to store request credentials")]
     Credentials,
+    /// The budget has no room for a fill, even after evicting every entry
+    /// (the rest is reserved by other fills in progress, or it is too small).
+    #[error("no room for {needed} more bytes within cache.max_size ({max_size} bytes)")]
+    NoSpace {
+        /// The bytes the fill asked for.
+        needed: u64,
+        /// `cache.max_size`.
+        max_size: u64,
+    },
+    /// Another process holds the cache directory.
+    #[error(
+        "cache directory {} is in use by another secondhit process ({}, holding {}); gave up after {} (cache.lock_timeout)",
+        dir.display(),
+        lock::describe_holder(holder),
+        lock_file.display(),
+        humantime::format_duration(*waited)
+    )]
+    Locked {
+        /// The cache directory.
+        dir: PathBuf,
+        /// The lock file, `<dir>/secondhit.lock`.
+        lock_file: PathBuf,
+        /// The holder's PID, as written in the lock file.
+        holder: Option<u32>,
+        /// How long this process waited.
+        waited: Duration,
+    },
+    /// `tmp/` and `objects/` are on different filesystems, so committing a fill
+    /// by renaming it would not be atomic.
+    #[error(
+        "{} and {} are on different filesystems; a fill is committed by renaming it from one to the other, which must be atomic: keep both on one filesystem",
+        tmp.display(),
+        objects.display()
+    )]
+    CrossDevice {
+        /// `<dir>/tmp`.
+        tmp: PathBuf,
+        /// `<dir>/objects`.
+        objects: PathBuf,
+    },
+}
+
+/// The store's counters, for metrics. Each is read on its own, so a snapshot
+/// taken while fills run may be off by one operation between fields.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StoreStats {
+    /// Entries currently indexed.
+    pub objects: u64,
+    /// Bytes of entry files in `objects/` (headers included), including files
+    /// evicted but not yet unlinked.
+    pub bytes: u64,
+    /// Bytes reserved by fills in progress.
+    pub reserved_bytes: u64,
+    /// The budget, `cache.max_size`.
+    pub max_bytes: u64,
+    /// Entries evicted to make room, since open.
+    pub evictions: u64,
+    /// Files removed because they were not valid entries (wrong name, format
+    /// or length), found by the scan, a lookup or a body stream.
+    pub removed_invalid: u64,
+    /// Entries removed because a header, metadata or body checksum failed.
+    pub checksum_failures: u64,
+    /// True once the start-up scan has indexed everything it found.
+    pub scan_complete: bool,
 }
 
 /// The on-disk cache. Cheap to share: the proxy holds it in an `Arc`.
@@ -92,7 +180,7 @@ pub struct Store {
     inner: Arc<Inner>,
 }
 
-/// State shared by the store, its writers and its body streams.
+/// State shared by the store, its writers, its body streams and the scan.
 #[derive(Debug)]
 struct Inner {
     opts: StoreOptions,
@@ -100,8 +188,10 @@ struct Inner {
     objects: PathBuf,
     /// `<dir>/tmp`.
     tmp: PathBuf,
-    /// Key hash → newest committed fill. Held only for map operations.
-    index: Mutex<HashMap<u128, IndexedFill>>,
+    /// Key hash → newest committed fill, in LRU order, with the byte budget.
+    index: Index,
+    /// Keeps the background scan and fills of this run from stepping on each other.
+    scan: scan::ScanGate,
     /// The next fill id. Relaxed: only uniqueness matters, which the atomic
     /// read-modify-write gives by itself.
     next_fill_id: AtomicU64,
@@ -109,36 +199,91 @@ struct Inner {
     /// insert and read with Acquire, so a reader that sees the count also sees
     /// the entry in the index.
     committed: AtomicU64,
-}
-
-/// What the index knows about a committed fill.
-#[derive(Clone, Copy, Debug)]
-struct IndexedFill {
-    /// Names the file, with the key hash.
-    fill_id: u64,
+    /// See [`StoreStats::removed_invalid`]. Relaxed: a plain counter.
+    removed_invalid: AtomicU64,
+    /// See [`StoreStats::checksum_failures`]. Relaxed: a plain counter.
+    checksum_failures: AtomicU64,
+    /// Held for the store's lifetime; released when the last `Arc` drops.
+    _lock: lock::DirLock,
 }
 
 impl Inner {
-    fn index(&self) -> MutexGuard<'_, HashMap<u128, IndexedFill>> {
-        // Every critical section is a single map operation, so a panic while
-        // holding the lock cannot leave the map half-updated.
-        self.index.lock().unwrap_or_else(PoisonError::into_inner)
+    fn object_path(&self, key_hash: u128, fill_id: u64) -> PathBuf {
+        disk::object_path(&self.objects, key_hash, fill_id)
     }
 
-    /// Drops the index entry only if it still names `fill_id` (a newer fill
-    /// may have replaced it meanwhile).
-    fn unindex(&self, key_hash: u128, fill_id: u64) {
-        let mut index = self.index();
-        if index.get(&key_hash).is_some_and(|f| f.fill_id == fill_id) {
-            index.remove(&key_hash);
+    fn count_damage(&self, damage: Damage) {
+        let counter = match damage {
+            Damage::Invalid => &self.removed_invalid,
+            Damage::Checksum => &self.checksum_failures,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The next eviction victim when `bytes` do not fit, or `None` when
+    /// evicting cannot help: the index is empty, or other fills' reservations
+    /// leave no room even in an empty cache (checked first, so a hopeless fill
+    /// does not empty the cache before it fails).
+    fn victim_for(&self, bytes: u64) -> Option<(u128, Fill)> {
+        if !self.index.could_fit(bytes) {
+            return None;
         }
+        let (key_hash, fill) = self.index.pop_lru()?;
+        debug!(key_hash = %format_args!("{key_hash:032x}"), size = fill.size, "evicting");
+        Some((key_hash, fill))
     }
 
-    /// Forgets and deletes a fill whose file failed verification.
-    async fn discard_corrupt(&self, key_hash: u128, fill_id: u64, path: &Path, reason: &str) {
-        warn!(path = %path.display(), reason, "removing corrupt cache file");
-        self.unindex(key_hash, fill_id);
-        disk::remove_quietly(path).await;
+    /// Reserves `bytes` of the budget, evicting least recently used entries
+    /// (unlinking each before its bytes count as free) until they fit.
+    async fn reserve(&self, bytes: u64) -> Result<(), StoreError> {
+        while !self.index.try_reserve(bytes) {
+            let (key_hash, fill) = self.victim_for(bytes).ok_or(StoreError::NoSpace {
+                needed: bytes,
+                max_size: self.index.max_bytes(),
+            })?;
+            self.unlink(key_hash, fill).await;
+        }
+        Ok(())
+    }
+
+    /// The blocking twin of [`Inner::reserve`], for the scan thread.
+    fn reserve_sync(&self, bytes: u64) -> bool {
+        while !self.index.try_reserve(bytes) {
+            let Some((key_hash, fill)) = self.victim_for(bytes) else {
+                return false;
+            };
+            self.unlink_sync(key_hash, fill);
+        }
+        true
+    }
+
+    /// Unlinks an entry file already taken out of the index (or never put in)
+    /// and gives its bytes back to the budget.
+    async fn unlink(&self, key_hash: u128, fill: Fill) {
+        disk::remove_quietly(&self.object_path(key_hash, fill.fill_id)).await;
+        self.index.release_object(fill.size);
+    }
+
+    /// The blocking twin of [`Inner::unlink`], for the scan thread.
+    fn unlink_sync(&self, key_hash: u128, fill: Fill) {
+        disk::remove_quietly_sync(&self.object_path(key_hash, fill.fill_id));
+        self.index.release_object(fill.size);
+    }
+
+    /// Forgets, deletes and counts an entry whose file failed verification.
+    /// Only the caller that takes the fill out of the index does so: if the
+    /// index no longer names it, it was evicted, replaced or discarded already,
+    /// and whoever took it out unlinks it (so two readers of one damaged file
+    /// count it once).
+    async fn discard(&self, key_hash: u128, fill_id: u64, damage: Damage, reason: &str) {
+        let path = self.object_path(key_hash, fill_id);
+        let Some(fill) = self.index.remove(key_hash, fill_id) else {
+            debug!(path = %path.display(), reason, "damaged cache file already out of the index");
+            return;
+        };
+        warn!(path = %path.display(), reason, "removing damaged cache entry");
+        self.count_damage(damage);
+        self.unlink(key_hash, fill).await;
     }
 }
 
@@ -157,41 +302,47 @@ fn map_entry_error(e: EntryError) -> StoreError {
 }
 
 impl Store {
-    /// Creates `objects/`, `tmp/`, `state/` if missing; removes everything in
-    /// `tmp/`; scans `objects/` (reading only each file's preamble, key and
-    /// metadata slots) to build the in-memory index: keeps the newest fill per
-    /// key hash, removes older fills and files that are not valid entries
-    /// (each logged at warn with the path and the reason). Synchronous; call it
-    /// before the runtime serves.
+    /// Opens the cache directory: creates it and `objects/`, `tmp/`, `state/`
+    /// if missing; locks it (waiting up to `lock_timeout` for another process;
+    /// blocks the calling thread meanwhile); checks that `tmp/` and `objects/`
+    /// are on one filesystem; removes everything in `tmp/`. Then it starts the
+    /// background scan that indexes `objects/` and returns at once: until the
+    /// scan reaches a key, a lookup of it is a miss.
     pub fn open(opts: StoreOptions) -> Result<Store, StoreError> {
+        disk::create_dir(&opts.dir)?;
+        let lock = lock::DirLock::acquire(&opts.dir, opts.lock_timeout)?;
         let objects = opts.dir.join(disk::OBJECTS);
         let tmp = opts.dir.join(disk::TMP);
         for dir in [&objects, &tmp, &opts.dir.join(disk::STATE)] {
             disk::create_dir(dir)?;
         }
+        disk::check_same_filesystem(&tmp, &objects)?;
         let leftovers = disk::clear_dir(&tmp)?;
-        let (found, max_fill_id) = disk::scan_objects(&objects)?;
         let now_us = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
             .unwrap_or(0);
-        // Ids increase across restarts even if the clock went backwards.
-        let first_fill_id = now_us.max(max_fill_id.saturating_add(1));
-        let index: HashMap<_, _> = found
-            .into_iter()
-            .map(|f| (f.key_hash, IndexedFill { fill_id: f.fill_id }))
-            .collect();
-        info!(dir = %opts.dir.display(), entries = index.len(), leftovers, "cache store opened");
-        Ok(Store {
-            inner: Arc::new(Inner {
-                objects,
-                tmp,
-                index: Mutex::new(index),
-                next_fill_id: AtomicU64::new(first_fill_id),
-                committed: AtomicU64::new(0),
-                opts,
-            }),
-        })
+        info!(
+            dir = %opts.dir.display(),
+            max_size = opts.max_size,
+            leftovers,
+            "cache store opened; indexing objects/ in the background"
+        );
+        let inner = Arc::new(Inner {
+            objects,
+            tmp,
+            index: Index::new(opts.max_size),
+            scan: scan::ScanGate::new(),
+            // The scan raises this past every fill id it finds.
+            next_fill_id: AtomicU64::new(now_us),
+            committed: AtomicU64::new(0),
+            removed_invalid: AtomicU64::new(0),
+            checksum_failures: AtomicU64::new(0),
+            _lock: lock,
+            opts,
+        });
+        scan::spawn(&inner)?;
+        Ok(Store { inner })
     }
 
     /// The cache directory.
@@ -209,9 +360,14 @@ impl Store {
         xxh3_128(key.as_bytes())
     }
 
-    /// True if the index holds an entry for this key hash.
+    /// True if the index holds an entry for this key hash (recency unchanged).
     pub fn contains(&self, key_hash: u128) -> bool {
-        self.inner.index().contains_key(&key_hash)
+        self.inner.index.contains(key_hash)
+    }
+
+    /// Entries currently indexed.
+    pub fn object_count(&self) -> u64 {
+        self.inner.index.len()
     }
 
     /// Count of fills committed (renamed and indexed) since open; a fill that
@@ -220,38 +376,59 @@ impl Store {
         self.inner.committed.load(Ordering::Acquire)
     }
 
-    /// Opens the indexed entry: reads and verifies preamble, key and metadata
-    /// (checksums) and checks the stored key equals `key` (else `Ok(None)`).
-    /// A file that vanished is `Ok(None)`. A file that fails verification is
-    /// removed from the index and the disk, logged at warn, and `Ok(None)`.
+    /// The counters, for metrics.
+    pub fn stats(&self) -> StoreStats {
+        let inner = &self.inner;
+        let counts = inner.index.counts();
+        StoreStats {
+            objects: counts.objects,
+            bytes: counts.object_bytes,
+            reserved_bytes: counts.reserved_bytes,
+            max_bytes: inner.index.max_bytes(),
+            evictions: counts.evictions,
+            removed_invalid: inner.removed_invalid.load(Ordering::Relaxed),
+            checksum_failures: inner.checksum_failures.load(Ordering::Relaxed),
+            scan_complete: inner.scan.complete(),
+        }
+    }
+
+    /// Opens the indexed entry and marks it most recently used: reads and
+    /// verifies preamble, key and metadata (checksums) and checks the stored
+    /// key equals `key` (else `Ok(None)`). A body shorter than
+    /// `verify_whole_below` is read and verified too. A file that vanished is
+    /// `Ok(None)`; a damaged one is removed from the index and the disk,
+    /// logged at warn, counted, and `Ok(None)`.
     pub async fn lookup(
         &self,
         key: &str,
         key_hash: u128,
     ) -> Result<Option<StoredEntry>, StoreError> {
-        let Some(fill) = self.inner.index().get(&key_hash).copied() else {
+        let inner = &self.inner;
+        let Some(fill) = inner.index.touch(key_hash) else {
             return Ok(None);
         };
-        let path = disk::object_path(&self.inner.objects, key_hash, fill.fill_id);
+        let fill_id = fill.fill_id;
+        let path = inner.object_path(key_hash, fill_id);
         let mut file = match tokio::fs::File::open(&path).await {
             Ok(file) => file,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                // Replaced by a newer fill meanwhile, or removed behind our back.
+                // Evicted or replaced meanwhile (then the index no longer names
+                // it), or removed behind our back (then forget it here).
                 debug!(path = %path.display(), "indexed cache file vanished");
-                self.inner.unindex(key_hash, fill.fill_id);
+                if let Some(fill) = inner.index.remove(key_hash, fill_id) {
+                    inner.index.release_object(fill.size);
+                }
                 return Ok(None);
             }
             Err(e) => return Err(disk::io_err(&path)(e)),
         };
-        let header = match disk::read_header(&mut file, &path, key_hash, fill.fill_id).await {
+        let header = match disk::read_header(&mut file, &path, key_hash, fill_id).await {
             Ok(header) => header,
-            Err(StoreError::Corrupt { reason, .. }) => {
-                (self.inner)
-                    .discard_corrupt(key_hash, fill.fill_id, &path, &reason)
-                    .await;
+            Err(HeaderError::Damaged(damage, reason)) => {
+                inner.discard(key_hash, fill_id, damage, &reason).await;
                 return Ok(None);
             }
-            Err(e) => return Err(e),
+            Err(HeaderError::Io(e)) => return Err(e),
         };
         if header.key != key {
             debug!(
@@ -261,23 +438,24 @@ impl Store {
             );
             return Ok(None);
         }
-        Ok(Some(StoredEntry {
-            meta: header.meta,
-            body_len: header.preamble.body_len,
-            body_hash: header.preamble.body_hash,
-            file,
-            path,
-            key_hash,
-            fill_id: fill.fill_id,
-            inner: Arc::clone(&self.inner),
-        }))
+        let entry = StoredEntry::open(header, file, key_hash, fill_id, Arc::clone(inner)).await;
+        match entry {
+            Ok(entry) => Ok(Some(entry)),
+            Err(HeaderError::Damaged(damage, reason)) => {
+                inner.discard(key_hash, fill_id, damage, &reason).await;
+                Ok(None)
+            }
+            Err(HeaderError::Io(e)) => Err(e),
+        }
     }
 
-    /// Starts a fill: creates the temp file and writes preamble (body fields
-    /// zero for now), key and metadata. `declared_len` is the response's
-    /// `Content-Length` when it had one. Errors with `TooLarge` if
-    /// `declared_len` exceeds `max_object_size`, and with `Credentials` if the
-    /// metadata's request headers hold credentials.
+    /// Starts a fill: reserves room in the budget for the header and
+    /// `declared_len` (evicting as needed), creates the temp file and writes
+    /// preamble (body fields zero for now), key and metadata. `declared_len` is
+    /// the response's `Content-Length` when it had one. Errors with `TooLarge`
+    /// if `declared_len` exceeds `max_object_size`, with `Credentials` if the
+    /// metadata's request headers hold credentials, and with `NoSpace` if the
+    /// budget has no room.
     pub async fn begin_fill(
         &self,
         key: &str,
@@ -285,237 +463,7 @@ impl Store {
         meta: &EntryMeta,
         declared_len: Option<u64>,
     ) -> Result<EntryWriter, StoreError> {
-        let max = self.inner.opts.max_object_size;
-        if declared_len.is_some_and(|d| d > max) {
-            return Err(StoreError::TooLarge { limit: max });
-        }
-        let fill_id = self.inner.next_fill_id.fetch_add(1, Ordering::Relaxed);
-        let (preamble, header) =
-            entry::encode_header(key, meta, fill_id).map_err(map_entry_error)?;
-        let tmp_path = disk::tmp_path(&self.inner.tmp, key_hash, fill_id);
-        let file = tokio::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp_path)
-            .await
-            .map_err(disk::io_err(&tmp_path))?;
-        // From here on the writer's Drop removes the temp file on any error.
-        let mut writer = EntryWriter {
-            inner: Arc::clone(&self.inner),
-            key: key.to_owned(),
-            key_hash,
-            preamble,
-            tmp_path,
-            file,
-            hasher: Box::new(Xxh3Default::new()),
-            limit: declared_len.map_or(max, |d| d.min(max)),
-            declared_len,
-            renamed: false,
-        };
-        writer.write_raw(&header).await?;
-        Ok(writer)
-    }
-}
-
-/// A verified entry, ready to stream its body.
-pub struct StoredEntry {
-    /// The stored metadata.
-    pub meta: EntryMeta,
-    /// The body length in bytes.
-    pub body_len: u64,
-    /// Expected xxh3-64 of the body, checked as the body streams.
-    body_hash: u64,
-    /// Open, positioned at the start of the body.
-    file: tokio::fs::File,
-    path: PathBuf,
-    key_hash: u128,
-    fill_id: u64,
-    /// To discard the entry if its body fails the checksum.
-    inner: Arc<Inner>,
-}
-
-impl std::fmt::Debug for StoredEntry {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StoredEntry")
-            .field("meta", &self.meta)
-            .field("body_len", &self.body_len)
-            .field("path", &self.path)
-            .finish_non_exhaustive()
-    }
-}
-
-/// The state of a body stream between chunks.
-struct BodyState {
-    entry: StoredEntry,
-    remaining: u64,
-    /// Boxed: the hasher carries a large buffer that would bloat the future.
-    hasher: Box<Xxh3Default>,
-}
-
-impl StoredEntry {
-    /// The body, read from the file in chunks of 64 KiB, exactly `body_len`
-    /// bytes (an early EOF is an `io::Error` of kind `UnexpectedEof`). The body
-    /// checksum is verified before the last chunk is yielded: on a mismatch the
-    /// stream ends with an `InvalidData` error instead, and the entry is
-    /// discarded, so a corrupt body never reaches a client complete.
-    pub fn into_body_stream(
-        self,
-    ) -> impl futures_util::Stream<Item = io::Result<Bytes>> + Send + 'static {
-        let state = BodyState {
-            remaining: self.body_len,
-            entry: self,
-            hasher: Box::new(Xxh3Default::new()),
-        };
-        futures_util::stream::unfold(Some(state), |state| async move {
-            let mut st = state.filter(|st| st.remaining > 0)?;
-            match next_chunk(&mut st).await {
-                Ok(chunk) => Some((Ok(chunk), Some(st))),
-                // An error ends the stream.
-                Err(e) => Some((Err(e), None)),
-            }
-        })
-    }
-}
-
-async fn next_chunk(st: &mut BodyState) -> io::Result<Bytes> {
-    let want = st.remaining.min(BODY_CHUNK);
-    let mut buf = BytesMut::zeroed(want as usize);
-    st.entry.file.read_exact(&mut buf).await?;
-    st.hasher.update(&buf);
-    st.remaining -= want;
-    if st.remaining == 0 && st.hasher.digest() != st.entry.body_hash {
-        let e = &st.entry;
-        e.inner
-            .discard_corrupt(e.key_hash, e.fill_id, &e.path, "body checksum mismatch")
-            .await;
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            "cached body fails its checksum",
-        ));
-    }
-    Ok(buf.freeze())
-}
-
-/// A fill in progress. Only [`EntryWriter::finish`] makes it an entry;
-/// dropping the writer removes the temp file.
-pub struct EntryWriter {
-    inner: Arc<Inner>,
-    key: String,
-    key_hash: u128,
-    /// Body fields are filled in by `finish`.
-    preamble: Preamble,
-    tmp_path: PathBuf,
-    file: tokio::fs::File,
-    /// Running xxh3-64 of the body. Boxed: it carries a large buffer.
-    hasher: Box<Xxh3Default>,
-    /// The body may not exceed this: `max_object_size`, or the declared length.
-    limit: u64,
-    declared_len: Option<u64>,
-    /// Set once the temp file is renamed, so Drop leaves it alone.
-    renamed: bool,
-}
-
-impl std::fmt::Debug for EntryWriter {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EntryWriter")
-            .field("key", &self.key)
-            .field("fill_id", &self.preamble.fill_id)
-            .field("body_len", &self.preamble.body_len)
-            .finish_non_exhaustive()
-    }
-}
-
-impl EntryWriter {
-    /// Appends body bytes and updates the running body checksum. Errors with
-    /// `TooLarge` once the body would exceed `max_object_size` or the declared
-    /// length; the fill should then be dropped.
-    pub async fn write(&mut self, chunk: &[u8]) -> Result<(), StoreError> {
-        let new_len = self.preamble.body_len.saturating_add(chunk.len() as u64);
-        if new_len > self.limit {
-            return Err(StoreError::TooLarge { limit: self.limit });
-        }
-        self.write_raw(chunk).await?;
-        self.hasher.update(chunk);
-        self.preamble.body_len = new_len;
-        Ok(())
-    }
-
-    async fn write_raw(&mut self, bytes: &[u8]) -> Result<(), StoreError> {
-        self.file
-            .write_all(bytes)
-            .await
-            .map_err(disk::io_err(&self.tmp_path))
-    }
-
-    /// Commits the fill: checks the body length against the declared length,
-    /// writes body length and checksum into the preamble, fsyncs the file (if
-    /// configured), renames it into `objects/ab/cd/`, fsyncs that directory (if
-    /// configured) and indexes it. If the index already holds a fill of this
-    /// key, the higher fill id wins and the loser's file is removed, so an
-    /// older fill finishing late never replaces a newer one (it still returns
-    /// `Ok`: the key has an entry, the newer one). Only after this returns `Ok`
-    /// does the entry exist.
-    pub async fn finish(mut self) -> Result<(), StoreError> {
-        let received = self.preamble.body_len;
-        if let Some(declared) = self.declared_len.filter(|&d| d != received) {
-            return Err(StoreError::LengthMismatch { declared, received });
-        }
-        self.preamble.body_hash = self.hasher.digest();
-        let front = entry::encode_preamble(&self.preamble, self.key.as_bytes());
-        let (key_hash, fill_id) = (self.key_hash, self.preamble.fill_id);
-        let dest = disk::object_path(&self.inner.objects, key_hash, fill_id);
-        let expected_len = self.preamble.header_len() + received;
-        let fsync = self.inner.opts.fsync;
-        disk::commit(
-            &mut self.file,
-            &self.tmp_path,
-            &dest,
-            &front,
-            expected_len,
-            fsync,
-        )
-        .await?;
-        self.renamed = true;
-        self.index(dest).await;
-        Ok(())
-    }
-
-    /// Indexes the renamed file unless a newer fill of the key is indexed; the
-    /// losing fill's file is removed after the lock is released.
-    async fn index(&self, dest: PathBuf) {
-        let (key_hash, fill_id) = (self.key_hash, self.preamble.fill_id);
-        let loser = match self.inner.index().entry(key_hash) {
-            Entry::Vacant(slot) => {
-                slot.insert(IndexedFill { fill_id });
-                None
-            }
-            Entry::Occupied(mut slot) if slot.get().fill_id < fill_id => {
-                Some(slot.insert(IndexedFill { fill_id }).fill_id)
-            }
-            Entry::Occupied(_) => Some(fill_id),
-        };
-        let won = loser != Some(fill_id);
-        if won {
-            self.inner.committed.fetch_add(1, Ordering::Release);
-        }
-        if let Some(old) = loser {
-            disk::remove_quietly(&disk::object_path(&self.inner.objects, key_hash, old)).await;
-        }
-        debug!(path = %dest.display(), won, "fill finished");
-    }
-}
-
-impl Drop for EntryWriter {
-    fn drop(&mut self) {
-        if self.renamed {
-            return;
-        }
-        // Synchronous on purpose: one unlink, and Drop cannot await.
-        if let Err(e) = std::fs::remove_file(&self.tmp_path) {
-            if e.kind() != io::ErrorKind::NotFound {
-                warn!(path = %self.tmp_path.display(), error = %e, "could not remove temp file");
-            }
-        }
+        writer::begin(&self.inner, key, key_hash, meta, declared_len).await
     }
 }
 

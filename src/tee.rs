@@ -110,10 +110,10 @@ where
         let this = &mut *self;
         match Pin::new(&mut this.inner).poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => {
-                if let (Some(data), Some(feed)) = (frame.data_ref(), this.fill.as_ref()) {
-                    if !feed.offer(data) {
-                        this.fill = None;
-                    }
+                if let (Some(data), Some(feed)) = (frame.data_ref(), this.fill.as_ref())
+                    && !feed.offer(data)
+                {
+                    this.fill = None;
                 }
                 // hyper stops polling once `is_end_stream` says so (e.g. Content-Length
                 // reached), so the end may be visible only here, never as `Ready(None)`.

@@ -3,12 +3,9 @@
 mod support;
 
 use std::process::{Command, Stdio};
-use std::time::Duration;
 
-use support::{PATIENCE, Reply, TestOrigin, get};
-use tokio::io::{AsyncBufReadExt, BufReader};
-
-const BIN: &str = env!("CARGO_BIN_EXE_secondhit");
+use support::serve::{BIN, ServeProcess};
+use support::{PATIENCE, Reply, TestOrigin, client, get, send_until_hit};
 
 fn write_config(dir: &std::path::Path, text: &str) -> std::path::PathBuf {
     let path = dir.join("secondhit.toml");
@@ -57,7 +54,7 @@ fn check_config_and_serve_reject_bad_files_naming_the_key() {
             "[server]\nheader_read_timeout = \"soon\"\n",
             "server.header_read_timeout",
         ),
-        ("[cache]\nmax_size = \"1GiB\"\n", "not supported yet"),
+        ("[cache]\nmin_free = \"1GiB\"\n", "not supported yet"),
     ];
     for (text, named) in cases {
         let path = write_config(dir.path(), text);
@@ -100,54 +97,22 @@ async fn serve_proxies_and_caches_then_stops_on_sigterm() {
             dir.path().join("cache").display()
         ),
     );
-    let mut child = tokio::process::Command::new(BIN)
-        .args(["serve", "--config"])
-        .arg(&config)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start secondhit serve");
-    let stdout = child.stdout.take().expect("piped stdout");
-    let mut lines = BufReader::new(stdout).lines();
-    // The JSON start-up line carries the bound address: {"fields":{"message":"listening","addr":"127.0.0.1:port",...}}
-    let addr = tokio::time::timeout(PATIENCE, async {
-        while let Some(line) = lines.next_line().await.expect("read stdout") {
-            if line.contains("\"listening\"") {
-                let start = line.find("\"addr\":\"").expect("addr field") + "\"addr\":\"".len();
-                let end = line[start..].find('"').expect("addr end") + start;
-                return line[start..end].to_owned();
-            }
-        }
-        panic!("secondhit exited before listening");
-    })
-    .await
-    .expect("secondhit starts listening");
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    let mut serve = ServeProcess::start(&config).await;
+    let addr = serve.addr.clone();
 
     let first = get(&format!("http://{addr}/page")).await;
     assert_eq!(first.body, b"from the origin");
     assert!(first.cache.stored);
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
-        let again = get(&format!("http://{addr}/page")).await;
-        if again.cache.hit {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the stored page never became a hit"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let page = format!("http://{addr}/page");
+    send_until_hit(|| client().get(&page)).await;
 
-    let pid = child.id().expect("child pid").to_string();
+    let pid = serve.child.id().expect("child pid").to_string();
     let kill = Command::new("kill")
         .args(["-TERM", &pid])
         .status()
         .expect("run kill");
     assert!(kill.success());
-    let status = tokio::time::timeout(PATIENCE, child.wait())
+    let status = tokio::time::timeout(PATIENCE, serve.child.wait())
         .await
         .expect("exits after SIGTERM")
         .expect("wait");

@@ -25,6 +25,9 @@ fn empty_text_gives_the_defaults() {
     assert_eq!(config.server.listen, "127.0.0.1:8080".parse().unwrap());
     assert_eq!(config.origin.url, "http://127.0.0.1:8081");
     assert_eq!(config.cache.max_object_size, 268_435_456);
+    assert_eq!(config.cache.max_size, 10 * 1024 * 1024 * 1024);
+    assert_eq!(config.cache.lock_timeout, Duration::from_secs(5));
+    assert_eq!(config.cache.verify_whole_below, 64 * 1024);
     assert_eq!(
         config.admission.sizing,
         FilterSizing::ExpectedUrls(1_000_000)
@@ -58,8 +61,11 @@ const FULL: &str = r#"
     max_in_flight = 7
     [cache]
     dir = "/srv/cache"
+    max_size = "2GiB"
     max_object_size = "4MiB"
     fsync = false
+    lock_timeout = "250ms"
+    verify_whole_below = "4KiB"
     [admission]
     policy = "always"
     expected_urls = 5000
@@ -91,7 +97,10 @@ fn full_file_from_disk_gives_typed_values() {
     assert_eq!(c.origin.max_in_flight, 7);
     assert_eq!(c.cache.dir, PathBuf::from("/srv/cache"));
     assert_eq!(c.cache.max_object_size, 4 * 1024 * 1024);
+    assert_eq!(c.cache.max_size, 2 * 1024 * 1024 * 1024);
     assert!(!c.cache.fsync);
+    assert_eq!(c.cache.lock_timeout, Duration::from_millis(250));
+    assert_eq!(c.cache.verify_whole_below, 4096);
     assert_eq!(c.admission.policy, AdmissionPolicy::Always);
     assert_eq!(c.admission.policy.as_str(), "always");
     assert_eq!(c.admission.sizing, FilterSizing::ExpectedUrls(5000));
@@ -117,6 +126,16 @@ fn sizes_accept_units_and_plain_integers() {
     assert_eq!(c.admission.sizing, FilterSizing::Memory(64));
     let c = Config::from_toml_str("[admission]\nseed = \"\"").unwrap();
     assert_eq!(c.admission.seed, None);
+    // Zero means "fail at once" and "verify every body as it streams".
+    let c = Config::from_toml_str(
+        "[cache]\nlock_timeout = \"0s\"\nverify_whole_below = 0\nmax_size = 1000000",
+    )
+    .unwrap();
+    assert_eq!(c.cache.lock_timeout, Duration::ZERO);
+    assert_eq!(c.cache.verify_whole_below, 0);
+    assert_eq!(c.cache.max_size, 1_000_000);
+    let c = Config::from_toml_str("[cache]\nverify_whole_below = \"16MiB\"").unwrap();
+    assert_eq!(c.cache.verify_whole_below, 16 * 1024 * 1024);
 }
 
 #[test]
@@ -311,20 +330,25 @@ const REJECTED: &[(&str, &str, &str)] = &[
         "cache.max_object_size",
         "invalid",
     ),
-    (
-        "[cache]\nmax_size = \"10GiB\"",
-        "cache.max_size",
-        "not-supported",
-    ),
+    ("[cache]\nmax_size = \"0B\"", "cache.max_size", "invalid"),
+    ("[cache]\nmax_size = \"lots\"", "cache.max_size", "invalid"),
+    ("[cache]\nmax_size = -1", "cache.max_size", "parse"),
     (
         "[cache]\nmin_free = \"1GiB\"",
         "cache.min_free",
         "not-supported",
     ),
+    ("[cache]\nlock_timeout = \"soon\"", "cache.lock_timeout", "invalid"),
+    ("[cache]\nlock_timeout = 5", "cache.lock_timeout", "parse"),
     (
-        "[cache]\nlock_timeout = \"5s\"",
-        "cache.lock_timeout",
-        "not-supported",
+        "[cache]\nverify_whole_below = \"17MiB\"",
+        "cache.verify_whole_below",
+        "invalid",
+    ),
+    (
+        "[cache]\nverify_whole_below = \"small\"",
+        "cache.verify_whole_below",
+        "invalid",
     ),
     // [admission]
     (

@@ -10,7 +10,7 @@ use serde::de::{self, IgnoredAny, Visitor};
 
 use super::{
     AccessLog, AdmissionConfig, AdmissionPolicy, CacheConfig, Config, ConfigError, FilterSizing,
-    HostHeader, LogConfig, LogFormat, OriginConfig, ServerConfig,
+    HostHeader, LogConfig, LogFormat, MAX_VERIFY_WHOLE_BELOW, OriginConfig, ServerConfig,
 };
 
 /// Parses TOML text and validates it into a [`Config`].
@@ -58,11 +58,12 @@ struct RawOrigin {
 #[serde(deny_unknown_fields, default, expecting = "a [cache] table")]
 struct RawCache {
     dir: Option<String>,
-    max_size: Option<IgnoredAny>,
+    max_size: Option<RawSize>,
     max_object_size: Option<RawSize>,
     min_free: Option<IgnoredAny>,
     fsync: Option<bool>,
-    lock_timeout: Option<IgnoredAny>,
+    lock_timeout: Option<String>,
+    verify_whole_below: Option<RawSize>,
 }
 
 #[derive(Deserialize, Default)]
@@ -239,14 +240,7 @@ fn origin_url(text: &str) -> Result<Uri, ConfigError> {
 }
 
 fn validate_cache(raw: RawCache, d: CacheConfig) -> Result<CacheConfig, ConfigError> {
-    // The byte budget, free-space floor and lock file land with the disk store.
-    not_built("cache.max_size", &raw.max_size, "the byte budget")?;
     not_built("cache.min_free", &raw.min_free, "the free-space floor")?;
-    not_built(
-        "cache.lock_timeout",
-        &raw.lock_timeout,
-        "the cache directory lock",
-    )?;
     let dir = match raw.dir {
         None => d.dir,
         Some(text) if text.is_empty() => {
@@ -254,14 +248,35 @@ fn validate_cache(raw: RawCache, d: CacheConfig) -> Result<CacheConfig, ConfigEr
         }
         Some(text) => PathBuf::from(text),
     };
-    let max_object_size = match raw.max_object_size {
-        None => d.max_object_size,
-        Some(size) => parse_size("cache.max_object_size", size)?,
+    let size = |key, raw: Option<RawSize>, default| match raw {
+        None => Ok(default),
+        Some(size) => parse_size(key, size),
     };
+    let max_object_size = size(
+        "cache.max_object_size",
+        raw.max_object_size,
+        d.max_object_size,
+    )?;
+    let max_size = size("cache.max_size", raw.max_size, d.max_size)?;
+    let verify_whole_below = size(
+        "cache.verify_whole_below",
+        raw.verify_whole_below,
+        d.verify_whole_below,
+    )?;
+    if verify_whole_below > MAX_VERIFY_WHOLE_BELOW {
+        let reason = format!(
+            "{verify_whole_below} bytes is over the limit of 16MiB (bodies below it are held in memory whole on every hit)"
+        );
+        return Err(invalid("cache.verify_whole_below", reason));
+    }
     Ok(CacheConfig {
         dir,
+        max_size: positive("cache.max_size", None, max_size)?,
         max_object_size: positive("cache.max_object_size", None, max_object_size)?,
         fsync: raw.fsync.unwrap_or(d.fsync),
+        // Zero is allowed: fail at once if another process holds the directory.
+        lock_timeout: duration("cache.lock_timeout", raw.lock_timeout, d.lock_timeout)?,
+        verify_whole_below,
     })
 }
 

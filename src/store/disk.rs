@@ -1,7 +1,8 @@
-//! The cache directory on disk: names, paths, header reads, the start-up scan,
-//! directory fsyncs and removals.
+//! The cache directory on disk: names, paths, header reads, directory fsyncs,
+//! removals and the commit rename.
 //!
 //! ```text
+//! <dir>/secondhit.lock                                     held while a store is open (see `lock`)
 //! <dir>/objects/ab/cd/<32 hex key hash>-<16 hex fill id>   one file per fill
 //! <dir>/tmp/<same name>.tmp                                fills in progress
 //! <dir>/state/                                             other modules' files; never read here
@@ -10,19 +11,18 @@
 //! grows past a few hundred files even with tens of millions of entries. Every
 //! fill has its own name, so removing a file can never delete a newer fill of
 //! the same key. `tmp/` sits beside `objects/` so the commit is one `rename` on
-//! one filesystem.
+//! one filesystem, which [`check_same_filesystem`] makes sure of at start-up.
 //!
-//! The functions used by `Store::open` are synchronous (it runs before serving);
+//! Functions used at start-up and by the background scan are synchronous;
 //! those on the request path use `tokio::fs`, so no runtime thread blocks on I/O.
 
-use std::collections::HashMap;
 use std::io::{self, Read, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
 use tracing::{debug, warn};
 
-use super::entry::{self, DecodedHeader, PREAMBLE_LEN};
+use super::entry::{self, DecodedHeader, EntryError, PREAMBLE_LEN, Preamble};
 use super::{Store, StoreError};
 
 /// Sub-directory holding committed entries.
@@ -32,13 +32,22 @@ pub(crate) const TMP: &str = "tmp";
 /// Sub-directory owned by other modules.
 pub(crate) const STATE: &str = "state";
 
-/// A committed entry found by the start-up scan.
+/// How an entry file is damaged; counted separately in the store statistics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Damage {
+    /// Not a valid entry: wrong name, magic, version, structure or length.
+    Invalid,
+    /// The header, a metadata slot or the body fails its checksum.
+    Checksum,
+}
+
+/// Why an entry's header could not be read.
 #[derive(Debug)]
-pub(crate) struct Found {
-    /// Hash of the stored key.
-    pub key_hash: u128,
-    /// The newest valid fill of that key.
-    pub fill_id: u64,
+pub(crate) enum HeaderError {
+    /// The file is damaged (and should be removed), for this reason.
+    Damaged(Damage, String),
+    /// Reading failed; the file may be fine.
+    Io(StoreError),
 }
 
 /// The file name of one fill, without directory or `.tmp` suffix.
@@ -47,7 +56,7 @@ fn file_name(key_hash: u128, fill_id: u64) -> String {
 }
 
 /// Parses a name written by [`file_name`]; lower-case hex only, as written.
-fn parse_file_name(name: &str) -> Option<(u128, u64)> {
+pub(crate) fn parse_file_name(name: &str) -> Option<(u128, u64)> {
     let (hash, fill) = name.split_once('-')?;
     let is_hex =
         |s: &str, len| s.len() == len && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
@@ -86,35 +95,55 @@ fn corrupt(path: &Path, reason: impl ToString) -> StoreError {
     }
 }
 
+fn invalid(reason: impl ToString) -> HeaderError {
+    HeaderError::Damaged(Damage::Invalid, reason.to_string())
+}
+
+/// Classifies a codec error: checksum failures apart from structural ones.
+fn decode_err(e: EntryError) -> HeaderError {
+    let damage = match e {
+        EntryError::Checksum | EntryError::NoValidSlot(_) => Damage::Checksum,
+        _ => Damage::Invalid,
+    };
+    HeaderError::Damaged(damage, e.to_string())
+}
+
 /// Maps a read error: running out of bytes means the file is truncated.
-fn read_err(path: &Path, e: io::Error) -> StoreError {
-    if e.kind() == io::ErrorKind::UnexpectedEof {
-        corrupt(path, "file shorter than its header")
-    } else {
-        io_err(path)(e)
+fn read_err(path: &Path) -> impl FnOnce(io::Error) -> HeaderError + '_ {
+    move |e| {
+        if e.kind() == io::ErrorKind::UnexpectedEof {
+            invalid("file shorter than its header")
+        } else {
+            HeaderError::Io(io_err(path)(e))
+        }
     }
+}
+
+/// Decodes the preamble and says how many header bytes follow it. Bounded by
+/// the codec's limits (a few MiB), whatever the file claims.
+fn header_rest(buf: &[u8]) -> Result<(Preamble, usize), HeaderError> {
+    let preamble = entry::decode_preamble(buf).map_err(decode_err)?;
+    Ok((preamble, preamble.header_len() as usize - PREAMBLE_LEN))
 }
 
 /// Checks a decoded header against the file's name and length.
 fn check(
-    path: &Path,
     h: &DecodedHeader,
     key_hash: u128,
     fill_id: u64,
     file_len: u64,
-) -> Result<(), StoreError> {
+) -> Result<(), HeaderError> {
     if Store::key_hash(&h.key) != key_hash {
-        return Err(corrupt(path, "stored key does not hash to the file name"));
+        return Err(invalid("stored key does not hash to the file name"));
     }
     if h.preamble.fill_id != fill_id {
-        return Err(corrupt(path, "fill id differs from the file name"));
+        return Err(invalid("fill id differs from the file name"));
     }
     let expected = h.preamble.header_len().saturating_add(h.preamble.body_len);
     if file_len != expected {
-        return Err(corrupt(
-            path,
-            format!("file is {file_len} bytes, header says {expected}"),
-        ));
+        return Err(invalid(format!(
+            "file is {file_len} bytes, header says {expected}"
+        )));
     }
     Ok(())
 }
@@ -126,35 +155,59 @@ pub(crate) async fn read_header(
     path: &Path,
     key_hash: u128,
     fill_id: u64,
-) -> Result<DecodedHeader, StoreError> {
-    let file_len = file.metadata().await.map_err(io_err(path))?.len();
+) -> Result<DecodedHeader, HeaderError> {
+    let meta = file.metadata().await;
+    let file_len = meta.map_err(|e| HeaderError::Io(io_err(path)(e)))?.len();
     let mut buf = vec![0u8; PREAMBLE_LEN];
-    file.read_exact(&mut buf)
-        .await
-        .map_err(|e| read_err(path, e))?;
-    let preamble = entry::decode_preamble(&buf).map_err(|e| corrupt(path, e))?;
-    // Bounded by the codec's limits (a few MiB), whatever the file claims.
-    buf.resize(preamble.header_len() as usize, 0);
+    file.read_exact(&mut buf).await.map_err(read_err(path))?;
+    let (_, rest) = header_rest(&buf)?;
+    buf.resize(PREAMBLE_LEN + rest, 0);
     file.read_exact(&mut buf[PREAMBLE_LEN..])
         .await
-        .map_err(|e| read_err(path, e))?;
-    let header = entry::decode_header(&buf).map_err(|e| corrupt(path, e))?;
-    check(path, &header, key_hash, fill_id, file_len)?;
+        .map_err(read_err(path))?;
+    let header = entry::decode_header(&buf).map_err(decode_err)?;
+    check(&header, key_hash, fill_id, file_len)?;
     Ok(header)
 }
 
-/// The blocking twin of [`read_header`], for the start-up scan.
-fn read_header_sync(path: &Path, key_hash: u128, fill_id: u64) -> Result<(), StoreError> {
-    let mut file = std::fs::File::open(path).map_err(io_err(path))?;
-    let file_len = file.metadata().map_err(io_err(path))?.len();
+/// The blocking twin of [`read_header`], for the start-up scan: verifies the
+/// header of the entry file at `path` and returns the file's length.
+pub(crate) fn read_header_sync(
+    path: &Path,
+    key_hash: u128,
+    fill_id: u64,
+) -> Result<u64, HeaderError> {
+    let io = |e| HeaderError::Io(io_err(path)(e));
+    let mut file = std::fs::File::open(path).map_err(io)?;
+    let file_len = file.metadata().map_err(io)?.len();
     let mut buf = vec![0u8; PREAMBLE_LEN];
-    file.read_exact(&mut buf).map_err(|e| read_err(path, e))?;
-    let preamble = entry::decode_preamble(&buf).map_err(|e| corrupt(path, e))?;
-    buf.resize(preamble.header_len() as usize, 0);
+    file.read_exact(&mut buf).map_err(read_err(path))?;
+    let (_, rest) = header_rest(&buf)?;
+    buf.resize(PREAMBLE_LEN + rest, 0);
     file.read_exact(&mut buf[PREAMBLE_LEN..])
-        .map_err(|e| read_err(path, e))?;
-    let header = entry::decode_header(&buf).map_err(|e| corrupt(path, e))?;
-    check(path, &header, key_hash, fill_id, file_len)
+        .map_err(read_err(path))?;
+    let header = entry::decode_header(&buf).map_err(decode_err)?;
+    check(&header, key_hash, fill_id, file_len)?;
+    Ok(file_len)
+}
+
+/// Fails unless `tmp` and `objects` are on one filesystem: a fill is committed
+/// by renaming it from one to the other, which is atomic only within one.
+pub(crate) fn check_same_filesystem(tmp: &Path, objects: &Path) -> Result<(), StoreError> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let dev = |p: &Path| std::fs::metadata(p).map(|m| m.dev()).map_err(io_err(p));
+        if dev(tmp)? != dev(objects)? {
+            return Err(StoreError::CrossDevice {
+                tmp: tmp.to_owned(),
+                objects: objects.to_owned(),
+            });
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = (tmp, objects);
+    Ok(())
 }
 
 /// Creates a directory (and its parents) if missing.
@@ -183,96 +236,19 @@ pub(crate) fn clear_dir(dir: &Path) -> Result<usize, StoreError> {
     Ok(removed)
 }
 
-/// Walks `objects/ab/cd/`, verifies every entry's header and keeps the newest
-/// valid fill per key hash. Older fills and invalid files are removed, each
-/// logged at warn. Directories that do not belong are logged and left alone.
-/// Returns the entries and the highest fill id seen in any well-named file.
-pub(crate) fn scan_objects(objects: &Path) -> Result<(Vec<Found>, u64), StoreError> {
-    let mut newest: HashMap<u128, u64> = HashMap::new();
-    let mut max_fill_id = 0;
-    for (path, name) in list_files(objects)? {
-        let prefix_ok = |h: u128| {
-            let hex = format!("{h:032x}");
-            path.parent().and_then(Path::file_name) == Some(hex[2..4].as_ref())
-                && path
-                    .parent()
-                    .and_then(Path::parent)
-                    .and_then(Path::file_name)
-                    == Some(hex[0..2].as_ref())
-        };
-        let Some((key_hash, fill_id)) = parse_file_name(&name).filter(|(h, _)| prefix_ok(*h))
-        else {
-            remove_invalid_sync(&path, "not an entry file name in its place");
-            continue;
-        };
-        max_fill_id = max_fill_id.max(fill_id);
-        match read_header_sync(&path, key_hash, fill_id) {
-            Ok(()) => {}
-            Err(StoreError::Corrupt { reason, .. }) => {
-                remove_invalid_sync(&path, &reason);
-                continue;
-            }
-            Err(e) => return Err(e),
-        }
-        let older = match newest.get(&key_hash) {
-            Some(&kept) if kept > fill_id => fill_id,
-            Some(&kept) => {
-                newest.insert(key_hash, fill_id);
-                kept
-            }
-            None => {
-                newest.insert(key_hash, fill_id);
-                continue;
-            }
-        };
-        remove_invalid_sync(
-            &object_path(objects, key_hash, older),
-            "superseded by a newer fill of the same key",
-        );
-    }
-    let found = newest
-        .into_iter()
-        .map(|(key_hash, fill_id)| Found { key_hash, fill_id })
-        .collect();
-    Ok((found, max_fill_id))
-}
-
-/// Every regular file two directory levels below `objects`, with its name.
-fn list_files(objects: &Path) -> Result<Vec<(PathBuf, String)>, StoreError> {
-    let mut files = Vec::new();
-    let mut dirs = vec![(objects.to_owned(), 0)];
-    while let Some((dir, depth)) = dirs.pop() {
-        for item in std::fs::read_dir(&dir).map_err(io_err(&dir))? {
-            let item = item.map_err(io_err(&dir))?;
-            let path = item.path();
-            let is_dir = item.file_type().map_err(io_err(&path))?.is_dir();
-            match (is_dir, depth) {
-                (true, 0 | 1) => dirs.push((path, depth + 1)),
-                (false, 2) => match item.file_name().into_string() {
-                    Ok(name) => files.push((path, name)),
-                    Err(_) => remove_invalid_sync(&path, "file name is not UTF-8"),
-                },
-                (false, _) => remove_invalid_sync(&path, "file outside objects/ab/cd/"),
-                (true, _) => {
-                    warn!(path = %path.display(), "unexpected directory in objects/, left alone")
-                }
-            }
-        }
-    }
-    Ok(files)
-}
-
-fn remove_invalid_sync(path: &Path, reason: &str) {
-    warn!(path = %path.display(), reason, "removing cache file");
-    if let Err(e) = std::fs::remove_file(path) {
-        warn!(path = %path.display(), error = %e, "could not remove cache file");
-    }
-}
-
 /// Removes a file, treating "already gone" as success; other errors are logged
 /// (a file left behind is removed by the next start-up scan).
 pub(crate) async fn remove_quietly(path: &Path) {
     match tokio::fs::remove_file(path).await {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => warn!(path = %path.display(), error = %e, "could not remove cache file"),
+    }
+}
+
+/// The blocking twin of [`remove_quietly`], for the scan thread.
+pub(crate) fn remove_quietly_sync(path: &Path) {
+    match std::fs::remove_file(path) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
         Err(e) => warn!(path = %path.display(), error = %e, "could not remove cache file"),
@@ -310,12 +286,12 @@ pub(crate) async fn commit(
     }
     ensure_parent(dest, fsync).await?;
     tokio::fs::rename(tmp, dest).await.map_err(io_err(dest))?;
-    if let (true, Some(dir)) = (fsync, dest.parent()) {
-        if let Err(e) = fsync_dir(dir).await {
-            // Not durable, so not committed: take it back out.
-            remove_quietly(dest).await;
-            return Err(e);
-        }
+    if let (true, Some(dir)) = (fsync, dest.parent())
+        && let Err(e) = fsync_dir(dir).await
+    {
+        // Not durable, so not committed: take it back out.
+        remove_quietly(dest).await;
+        return Err(e);
     }
     Ok(())
 }

@@ -253,7 +253,7 @@ pub(crate) fn decode_preamble(buf: &[u8]) -> Result<Preamble, EntryError> {
         return Err(EntryError::Invalid("key length"));
     }
     let cap = slot_capacity as usize;
-    if !(SLOT_HEADER_LEN..=MAX_SLOT_CAPACITY).contains(&cap) || cap % ALIGN != 0 {
+    if !(SLOT_HEADER_LEN..=MAX_SLOT_CAPACITY).contains(&cap) || !cap.is_multiple_of(ALIGN) {
         return Err(EntryError::Invalid("slot capacity"));
     }
     Ok(p)

@@ -1,21 +1,45 @@
-//! Store tests on real files in temporary directories.
+//! Store tests on real files in temporary directories: fills, lookups, races
+//! between fills, the directory lock. The byte budget and damaged files have
+//! their own files beside this one.
+
+mod budget;
+mod damage;
 
 use std::time::Duration;
 
 use futures_util::StreamExt;
 use http::{HeaderMap, HeaderValue, StatusCode};
 
+use super::read::BODY_CHUNK;
 use super::*;
 
 const MAX: u64 = 1 << 20;
 
-fn open(dir: &Path) -> Store {
-    Store::open(StoreOptions {
+fn options(dir: &Path) -> StoreOptions {
+    StoreOptions {
         dir: dir.to_owned(),
         fsync: true,
         max_object_size: MAX,
-    })
-    .unwrap()
+        max_size: 64 * MAX,
+        lock_timeout: Duration::from_secs(5),
+        verify_whole_below: 64 * 1024,
+    }
+}
+
+/// Opens a store and waits for its background scan to finish.
+async fn open_with(opts: StoreOptions) -> Store {
+    let store = Store::open(opts).unwrap();
+    for _ in 0..1000 {
+        if store.stats().scan_complete {
+            return store;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("the scan did not finish");
+}
+
+async fn open(dir: &Path) -> Store {
+    open_with(options(dir)).await
 }
 
 fn meta(status: u16) -> EntryMeta {
@@ -53,6 +77,13 @@ fn files(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// Entry and temp files: everything but the lock file and `state/`.
+fn cache_files(dir: &Path) -> Vec<PathBuf> {
+    let mut all = files(&dir.join("objects"));
+    all.extend(files(&dir.join("tmp")));
+    all
+}
+
 async fn fill(store: &Store, key: &str, status: u16, data: &[u8]) -> EntryWriter {
     let hash = Store::key_hash(key);
     let len = Some(data.len() as u64);
@@ -65,6 +96,11 @@ async fn fill(store: &Store, key: &str, status: u16, data: &[u8]) -> EntryWriter
         w.write(chunk).await.unwrap();
     }
     w
+}
+
+/// Stores `data` under `key` as a 200.
+async fn put(store: &Store, key: &str, data: &[u8]) {
+    fill(store, key, 200, data).await.finish().await.unwrap();
 }
 
 /// Looks `key` up and collects its body.
@@ -85,10 +121,10 @@ async fn read(store: &Store, key: &str) -> Option<(EntryMeta, Vec<u8>)> {
 #[tokio::test]
 async fn fill_finish_lookup_round_trip() {
     let dir = tempfile::tempdir().unwrap();
-    let store = open(dir.path());
+    let store = open(dir.path()).await;
     let data = body(200_000, 7);
     assert!(read(&store, "k").await.is_none());
-    fill(&store, "k", 200, &data).await.finish().await.unwrap();
+    put(&store, "k", &data).await;
     assert_eq!(store.committed_fills(), 1);
     assert!(store.contains(Store::key_hash("k")));
     assert_eq!(read(&store, "k").await.unwrap(), (meta(200), data));
@@ -110,7 +146,7 @@ async fn fill_finish_lookup_round_trip() {
 #[tokio::test]
 async fn dropped_writer_leaves_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let store = open(dir.path());
+    let store = open(dir.path()).await;
     let w = fill(&store, "k", 200, &body(50_000, 1)).await;
     assert_eq!(files(&dir.path().join("tmp")).len(), 1);
     drop(w);
@@ -122,7 +158,7 @@ async fn dropped_writer_leaves_nothing() {
 #[tokio::test]
 async fn length_mismatch_stores_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let store = open(dir.path());
+    let store = open(dir.path()).await;
     let hash = Store::key_hash("k");
     let mut w = store
         .begin_fill("k", hash, &meta(200), Some(100))
@@ -137,7 +173,7 @@ async fn length_mismatch_stores_nothing() {
             received: 60
         }
     ));
-    assert!(files(dir.path()).is_empty());
+    assert!(cache_files(dir.path()).is_empty());
     assert!(store.lookup("k", hash).await.unwrap().is_none());
     assert_eq!(store.committed_fills(), 0);
 }
@@ -145,7 +181,7 @@ async fn length_mismatch_stores_nothing() {
 #[tokio::test]
 async fn too_large_declared_or_streamed() {
     let dir = tempfile::tempdir().unwrap();
-    let store = open(dir.path());
+    let store = open(dir.path()).await;
     let hash = Store::key_hash("k");
     let declared = store.begin_fill("k", hash, &meta(200), Some(MAX + 1)).await;
     assert!(matches!(declared, Err(StoreError::TooLarge { limit: MAX })));
@@ -163,26 +199,26 @@ async fn too_large_declared_or_streamed() {
     let over = w.write(&[0; 11]).await;
     assert!(matches!(over, Err(StoreError::TooLarge { limit: 10 })));
     drop(w);
-    assert!(files(dir.path()).is_empty());
+    assert!(cache_files(dir.path()).is_empty());
 }
 
 #[tokio::test]
 async fn credentials_are_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let store = open(dir.path());
+    let store = open(dir.path()).await;
     let mut m = meta(200);
     m.request_headers
         .append("cookie", HeaderValue::from_static("session=1"));
     let r = store.begin_fill("k", Store::key_hash("k"), &m, None).await;
     assert!(matches!(r, Err(StoreError::Credentials)));
-    assert!(files(dir.path()).is_empty());
+    assert!(cache_files(dir.path()).is_empty());
 }
 
 #[tokio::test]
 async fn different_key_on_the_same_hash_is_a_miss() {
     let dir = tempfile::tempdir().unwrap();
-    let store = open(dir.path());
-    fill(&store, "a", 200, b"AAA").await.finish().await.unwrap();
+    let store = open(dir.path()).await;
+    put(&store, "a", b"AAA").await;
     let hash = Store::key_hash("a");
     assert!(store.lookup("b", hash).await.unwrap().is_none());
     // The entry itself is untouched.
@@ -194,15 +230,16 @@ async fn reopen_finds_entries_and_clears_tmp() {
     let dir = tempfile::tempdir().unwrap();
     let data = body(70_000, 3);
     {
-        let store = open(dir.path());
-        fill(&store, "k", 200, &data).await.finish().await.unwrap();
-        // A fill cut short by a crash: its writer never ran Drop.
-        std::mem::forget(fill(&store, "cut", 200, b"partial").await);
+        let store = open(dir.path()).await;
+        put(&store, "k", &data).await;
     }
+    // A fill cut short by a crash: its writer never ran Drop.
+    let cut = disk::tmp_path(&dir.path().join("tmp"), Store::key_hash("cut"), 1);
+    std::fs::write(cut, b"partial").unwrap();
     std::fs::create_dir(dir.path().join("tmp/stray-dir")).unwrap();
     std::fs::write(dir.path().join("tmp/stray-dir/x"), b"x").unwrap();
     assert_eq!(files(&dir.path().join("tmp")).len(), 2);
-    let store = open(dir.path());
+    let store = open(dir.path()).await;
     assert!(
         std::fs::read_dir(dir.path().join("tmp"))
             .unwrap()
@@ -223,7 +260,7 @@ async fn reopen_finds_entries_and_clears_tmp() {
 #[tokio::test]
 async fn newer_fill_replaces_older() {
     let dir = tempfile::tempdir().unwrap();
-    let store = open(dir.path());
+    let store = open(dir.path()).await;
     let older = fill(&store, "k", 200, b"old").await;
     let newer = fill(&store, "k", 201, b"new").await;
     older.finish().await.unwrap();
@@ -242,7 +279,7 @@ async fn newer_fill_replaces_older() {
 #[tokio::test]
 async fn older_fill_finishing_late_loses() {
     let dir = tempfile::tempdir().unwrap();
-    let store = open(dir.path());
+    let store = open(dir.path()).await;
     let older = fill(&store, "k", 200, b"old").await;
     let newer = fill(&store, "k", 201, b"new").await;
     newer.finish().await.unwrap();
@@ -257,135 +294,12 @@ async fn older_fill_finishing_late_loses() {
     assert_eq!(store.committed_fills(), 1);
 }
 
-#[tokio::test]
-async fn open_removes_invalid_files_and_keeps_state() {
-    let dir = tempfile::tempdir().unwrap();
-    let objects = dir.path().join("objects");
-    let (good, truncated, garbage);
-    {
-        let store = open(dir.path());
-        fill(&store, "good", 200, b"fine")
-            .await
-            .finish()
-            .await
-            .unwrap();
-        fill(&store, "short", 200, &body(1000, 2))
-            .await
-            .finish()
-            .await
-            .unwrap();
-        let all = files(&objects);
-        let hash = format!("{:032x}", Store::key_hash("good"));
-        good = all
-            .iter()
-            .find(|p| p.to_string_lossy().contains(&hash))
-            .unwrap()
-            .clone();
-        truncated = all.into_iter().find(|p| *p != good).unwrap();
-    }
-    let f = std::fs::OpenOptions::new()
-        .write(true)
-        .open(&truncated)
-        .unwrap();
-    f.set_len(f.metadata().unwrap().len() - 1).unwrap();
-    // Garbage under a well-formed name, and a file with a foreign name.
-    let hash = format!("{:032x}", 0xabcd_u128 << 112);
-    garbage = objects
-        .join("ab/cd")
-        .join(format!("{hash}-0000000000000001"));
-    std::fs::create_dir_all(garbage.parent().unwrap()).unwrap();
-    std::fs::write(&garbage, vec![0x5a; 9000]).unwrap();
-    std::fs::write(objects.join("ab/notes.txt"), b"hello").unwrap();
-    // state/ belongs to other modules.
-    std::fs::create_dir_all(dir.path().join("state/snap")).unwrap();
-    std::fs::write(dir.path().join("state/seed"), b"seed").unwrap();
-    std::fs::write(dir.path().join("state/snap/0"), b"bits").unwrap();
-    let state_before = files(&dir.path().join("state"));
-
-    let store = open(dir.path());
-    assert_eq!(files(&objects), vec![good]);
-    assert_eq!(read(&store, "good").await.unwrap().1, b"fine");
-    assert!(!store.contains(Store::key_hash("short")));
-    assert_eq!(files(&store.state_dir()), state_before);
-    assert_eq!(
-        std::fs::read(dir.path().join("state/seed")).unwrap(),
-        b"seed"
-    );
-    assert_eq!(
-        std::fs::read(dir.path().join("state/snap/0")).unwrap(),
-        b"bits"
-    );
-}
-
-#[tokio::test]
-async fn corrupt_header_at_lookup_is_removed() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(dir.path());
-    fill(&store, "k", 200, b"body")
-        .await
-        .finish()
-        .await
-        .unwrap();
-    let path = files(&dir.path().join("objects")).remove(0);
-    let mut bytes = std::fs::read(&path).unwrap();
-    bytes[64] ^= 0xff; // the key's first byte
-    std::fs::write(&path, bytes).unwrap();
-    assert!(
-        store
-            .lookup("k", Store::key_hash("k"))
-            .await
-            .unwrap()
-            .is_none()
-    );
-    assert!(!path.exists());
-    assert!(!store.contains(Store::key_hash("k")));
-}
-
-#[tokio::test]
-async fn corrupt_or_cut_body_fails_the_stream() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(dir.path());
-    let data = body(150_000, 9);
-    fill(&store, "k", 200, &data).await.finish().await.unwrap();
-    let path = files(&dir.path().join("objects")).remove(0);
-
-    let original = std::fs::read(&path).unwrap();
-
-    // Cut after lookup verified the length: an early EOF.
-    let entry = store
-        .lookup("k", Store::key_hash("k"))
-        .await
-        .unwrap()
-        .unwrap();
-    std::fs::write(&path, &original[..original.len() - 10]).unwrap();
-    let items: Vec<_> = entry.into_body_stream().collect().await;
-    let err = items.last().unwrap().as_ref().unwrap_err();
-    assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof);
-
-    // Full length again, with one body byte flipped: the checksum catches it.
-    let mut flipped = original;
-    let last = flipped.len() - 1;
-    flipped[last] ^= 0x01;
-    std::fs::write(&path, &flipped).unwrap();
-    let entry = store
-        .lookup("k", Store::key_hash("k"))
-        .await
-        .unwrap()
-        .unwrap();
-    let items: Vec<_> = entry.into_body_stream().collect().await;
-    let err = items.last().unwrap().as_ref().unwrap_err();
-    assert_eq!(err.kind(), io::ErrorKind::InvalidData);
-    assert!(items[..items.len() - 1].iter().all(|c| c.is_ok()));
-    assert!(!path.exists());
-    assert!(!store.contains(Store::key_hash("k")));
-}
-
 /// The proxy spawns these futures and streams onto a multi-threaded runtime.
 #[tokio::test]
 async fn futures_and_streams_are_send() {
     fn assert_send<T: Send>(_: &T) {}
     let dir = tempfile::tempdir().unwrap();
-    let store = open(dir.path());
+    let store = open(dir.path()).await;
     assert_send(&store.lookup("k", 1));
     let m = meta(200);
     let begin = store.begin_fill("k", Store::key_hash("k"), &m, None);
@@ -401,4 +315,43 @@ async fn futures_and_streams_are_send() {
         .unwrap()
         .unwrap();
     assert_send(&entry.into_body_stream());
+}
+
+#[tokio::test]
+async fn tmp_on_another_filesystem_is_refused() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    // /dev/shm is a tmpfs on most Linux systems: another filesystem than most temp dirs.
+    let Ok(elsewhere) = tempfile::tempdir_in("/dev/shm") else {
+        eprintln!("skipped: no /dev/shm to put tmp/ on another filesystem");
+        return;
+    };
+    let dev = |p: &Path| std::fs::metadata(p).unwrap().dev();
+    if dev(elsewhere.path()) == dev(dir.path()) {
+        eprintln!("skipped: /dev/shm and the temp dir share a filesystem");
+        return;
+    }
+    std::os::unix::fs::symlink(elsewhere.path(), dir.path().join("tmp")).unwrap();
+    std::fs::write(elsewhere.path().join("keep"), b"x").unwrap();
+    let err = Store::open(options(dir.path())).unwrap_err();
+    assert!(matches!(err, StoreError::CrossDevice { .. }), "{err}");
+    let shown = err.to_string();
+    assert!(shown.contains("different filesystems"), "{shown}");
+    assert!(shown.contains(&dir.path().join("objects").display().to_string()));
+    // Refused before anything in tmp/ was touched.
+    assert!(elsewhere.path().join("keep").exists());
+}
+
+#[tokio::test]
+async fn a_second_open_of_the_directory_fails_while_the_first_holds_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = open(dir.path()).await;
+    let err = Store::open(StoreOptions {
+        lock_timeout: Duration::from_millis(100),
+        ..options(dir.path())
+    })
+    .unwrap_err();
+    assert!(matches!(err, StoreError::Locked { .. }), "{err}");
+    drop(first);
+    open(dir.path()).await;
 }

@@ -2,6 +2,8 @@
 //! temp cache directory, plus a plain HTTP client and a `Cache-Status` parser.
 #![allow(dead_code)] // each test binary uses a different part of the harness
 
+pub mod serve;
+
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -41,6 +43,8 @@ pub enum ReplyBody {
     Chunked { data: Vec<u8>, chunk: usize },
     /// Declares `declared` bytes, sends `sent`, then resets the connection.
     CutAfter { declared: usize, sent: Vec<u8> },
+    /// Declares `declared` bytes, sends `sent`, then sends nothing more, ever.
+    Stall { declared: usize, sent: Vec<u8> },
 }
 
 impl Reply {
@@ -207,6 +211,12 @@ fn build_reply(reply: Reply) -> Response<BoxBody<Bytes, std::io::Error>> {
             });
             StreamBody::new(futures_util::StreamExt::chain(head_and_part, reset)).boxed()
         }
+        ReplyBody::Stall { declared, sent } => {
+            builder = builder.header("content-length", declared);
+            let part = futures_util::stream::iter([Ok(Frame::data(Bytes::from(sent)))]);
+            let never = futures_util::stream::pending();
+            StreamBody::new(futures_util::StreamExt::chain(part, never)).boxed()
+        }
     };
     builder.body(body).expect("scripted reply")
 }
@@ -216,8 +226,10 @@ pub struct TestProxy {
     pub addr: SocketAddr,
     pub store: Arc<Store>,
     pub cache_dir: PathBuf,
-    _temp: tempfile::TempDir,
-    _stop: oneshot::Sender<()>,
+    /// The temp directory holding `cache_dir`, unless the test brought its own.
+    _temp: Option<tempfile::TempDir>,
+    stop: oneshot::Sender<()>,
+    server: tokio::task::JoinHandle<()>,
 }
 
 /// Sends the proxy's logs to the test output when `RUST_LOG` is set (e.g. `RUST_LOG=secondhit=debug`).
@@ -249,24 +261,65 @@ pub fn test_config(origin: SocketAddr, cache_dir: &Path) -> Config {
 impl TestProxy {
     /// Starts the proxy in front of `origin`, after `tweak` adjusts the test config.
     pub async fn start(origin: SocketAddr, tweak: impl FnOnce(&mut Config)) -> TestProxy {
-        init_logs();
         let temp = tempfile::tempdir().expect("temp cache dir");
-        let cache_dir = temp.path().join("cache");
-        let mut config = test_config(origin, &cache_dir);
+        let mut proxy = TestProxy::start_in(origin, &temp.path().join("cache"), tweak).await;
+        proxy._temp = Some(temp);
+        proxy
+    }
+
+    /// Starts the proxy on a cache directory the test owns (to restart on it).
+    pub async fn start_in(
+        origin: SocketAddr,
+        cache_dir: &Path,
+        tweak: impl FnOnce(&mut Config),
+    ) -> TestProxy {
+        init_logs();
+        let mut config = test_config(origin, cache_dir);
         tweak(&mut config);
         let server = Server::bind(&config).await.expect("proxy starts");
         let addr = server.local_addr().expect("proxy address");
         let store = server.store();
         let (stop, stopped) = oneshot::channel::<()>();
-        tokio::spawn(server.run(async move {
+        let server = tokio::spawn(server.run(async move {
             let _ = stopped.await;
         }));
         TestProxy {
             addr,
             store,
-            cache_dir,
-            _temp: temp,
-            _stop: stop,
+            cache_dir: cache_dir.to_path_buf(),
+            _temp: None,
+            stop,
+            server,
+        }
+    }
+
+    /// Shuts the proxy down and waits until it has let go of its store (and so of
+    /// the cache directory's lock).
+    pub async fn stop(self) {
+        let _ = self.stop.send(());
+        self.server.await.expect("server task");
+        let store = Arc::downgrade(&self.store);
+        drop(self.store);
+        // Fill writer tasks may hold the store a moment longer.
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        while store.strong_count() > 0 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the store stays open"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Waits until the store's start-up scan has indexed everything it found.
+    pub async fn wait_scanned(&self) {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        while !self.store.stats().scan_complete {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the scan never finished"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }
 
@@ -354,6 +407,23 @@ pub async fn send(request: reqwest::RequestBuilder) -> Seen {
 /// GET `url`.
 pub async fn get(url: &str) -> Seen {
     send(client().get(url)).await
+}
+
+/// Sends `request()` until the answer is a hit (the fill behind it committed), within PATIENCE.
+pub async fn send_until_hit(request: impl Fn() -> reqwest::RequestBuilder) -> Seen {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let seen = send(request()).await;
+        if seen.cache.hit {
+            return seen;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never became a hit: {:?}",
+            seen.cache
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// The parameters of this cache's `Cache-Status` entry (RFC 9211), parsed rather than compared whole.

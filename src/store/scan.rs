@@ -1,0 +1,280 @@
+//! The start-up scan: rebuilds the index from `objects/` in the background
+//! while the proxy already serves.
+//!
+//! A thread walks `objects/ab/cd/`, reads each entry's header (never its
+//! body), and indexes the valid ones as least recently used, inside the byte
+//! budget (evicting earlier scanned entries when the directory holds more than
+//! `cache.max_size`). Files that are not valid entries are removed, logged and
+//! counted; of two fills of one key the older is removed. `tmp/` was emptied
+//! before the scan started and `state/` is never read.
+//!
+//! Fills of this run commit while the scan runs, into the same directories, so
+//! two rules keep the scan from undoing them:
+//! - A fill registers its key and fill id with the [`ScanGate`] before its file
+//!   exists. The scan leaves registered files alone (they are this run's), and
+//!   removes any other file of a registered key: it is older than a fill of
+//!   this run, even if that fill has since been evicted or failed, so an older
+//!   object never reappears after a newer one was stored.
+//! - The index itself ranks any fill of this run above any scanned one
+//!   (`index::Origin`), whatever the fill ids say, so a clock that went back
+//!   between runs cannot make an old file win.
+//!
+//! The thread holds only a `Weak` reference to the store, so dropping the store
+//! stops the scan (and releases the directory lock) after the current file.
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::time::Instant;
+
+use tracing::{debug, info, warn};
+
+use super::disk::{self, HeaderError};
+use super::index::{Fill, Index, Origin, Placed};
+use super::{Inner, StoreError};
+
+/// Coordinates the scan with the fills that begin while it runs.
+#[derive(Debug)]
+pub(crate) struct ScanGate {
+    /// True until the scan has finished. A fast path only: `live` decides.
+    /// Release on finish, Acquire on read, pairing with the map's lock.
+    scanning: AtomicBool,
+    /// Key hash → fill ids begun by this run while the scan runs; `None` once
+    /// it has finished.
+    live: Mutex<Option<HashMap<u128, Vec<u64>>>>,
+}
+
+/// What the scan should do with one well-named file.
+enum Verdict {
+    /// A fill of this run: not the scan's business.
+    Ours,
+    /// Its key has a fill of this run, which is newer: remove it.
+    Superseded,
+    /// Index it if it is valid.
+    Free,
+}
+
+impl ScanGate {
+    /// A gate for a scan about to start.
+    pub(crate) fn new() -> ScanGate {
+        ScanGate {
+            scanning: AtomicBool::new(true),
+            live: Mutex::new(Some(HashMap::new())),
+        }
+    }
+
+    fn live(&self) -> MutexGuard<'_, Option<HashMap<u128, Vec<u64>>>> {
+        // Every critical section is one map operation (or a map lookup and an
+        // index insert, which cannot fail half-way): poison carries no meaning.
+        self.live.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Records a fill of this run; call before its temp file is created.
+    pub(crate) fn register_fill(&self, key_hash: u128, fill_id: u64) {
+        if !self.scanning.load(Ordering::Acquire) {
+            return;
+        }
+        if let Some(live) = self.live().as_mut() {
+            live.entry(key_hash).or_default().push(fill_id);
+        }
+    }
+
+    /// True once the scan has finished.
+    pub(crate) fn complete(&self) -> bool {
+        !self.scanning.load(Ordering::Acquire)
+    }
+
+    fn verdict(&self, key_hash: u128, fill_id: u64) -> Verdict {
+        match self.live().as_ref().and_then(|live| live.get(&key_hash)) {
+            None => Verdict::Free,
+            Some(ids) if ids.contains(&fill_id) => Verdict::Ours,
+            Some(_) => Verdict::Superseded,
+        }
+    }
+
+    /// Indexes a scanned fill unless its key got a fill of this run meanwhile.
+    /// The check and the insert happen under one lock, so no fill of the key
+    /// can begin, commit and be evicted in between.
+    fn place(&self, index: &Index, key_hash: u128, fill: Fill) -> Placed {
+        let live = self.live();
+        if live.as_ref().is_some_and(|l| l.contains_key(&key_hash)) {
+            return Placed::Lost;
+        }
+        index.place(key_hash, fill, Origin::Scanned)
+    }
+
+    fn finish(&self) {
+        *self.live() = None;
+        self.scanning.store(false, Ordering::Release);
+    }
+}
+
+/// What one scan did, for its closing log line.
+#[derive(Debug, Default)]
+struct Tally {
+    indexed: u64,
+    /// Invalid or failing a checksum; removed.
+    damaged: u64,
+    superseded: u64,
+    over_budget: u64,
+}
+
+/// Starts the scan thread for a freshly opened store.
+pub(crate) fn spawn(inner: &Arc<Inner>) -> Result<(), StoreError> {
+    let weak = Arc::downgrade(inner);
+    let objects = inner.objects.clone();
+    std::thread::Builder::new()
+        .name("secondhit-scan".to_owned())
+        .spawn(move || run(&weak, &objects))
+        .map(drop)
+        .map_err(disk::io_err(&inner.objects))
+}
+
+/// Walks `objects/ab/cd/` and indexes every valid entry.
+fn run(weak: &Weak<Inner>, objects: &Path) {
+    let started = Instant::now();
+    let mut tally = Tally::default();
+    let mut dirs: Vec<(PathBuf, u8)> = vec![(objects.to_owned(), 0)];
+    while let Some((dir, depth)) = dirs.pop() {
+        let items = match std::fs::read_dir(&dir) {
+            Ok(items) => items,
+            Err(error) => {
+                warn!(dir = %dir.display(), %error, "cannot list cache directory; skipped");
+                continue;
+            }
+        };
+        for item in items {
+            let Some(inner) = weak.upgrade() else {
+                debug!("store closed; scan stopped");
+                return;
+            };
+            let item = match item {
+                Ok(item) => item,
+                Err(error) => {
+                    warn!(dir = %dir.display(), %error, "cannot list cache directory entry");
+                    continue;
+                }
+            };
+            let path = item.path();
+            let is_dir = item.file_type().is_ok_and(|t| t.is_dir());
+            match (is_dir, depth) {
+                (true, 0 | 1) => dirs.push((path, depth + 1)),
+                (true, _) => {
+                    warn!(path = %path.display(), "unexpected directory in objects/, left alone")
+                }
+                (false, 2) => scan_file(&inner, &path, item.file_name(), &mut tally),
+                (false, _) => {
+                    remove_invalid(&inner, &path, "file outside objects/ab/cd/", &mut tally)
+                }
+            }
+        }
+    }
+    let Some(inner) = weak.upgrade() else { return };
+    inner.scan.finish();
+    info!(
+        indexed = tally.indexed,
+        damaged = tally.damaged,
+        superseded = tally.superseded,
+        over_budget = tally.over_budget,
+        objects = inner.index.len(),
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "cache scan finished"
+    );
+}
+
+fn remove_invalid(inner: &Inner, path: &Path, reason: &str, tally: &mut Tally) {
+    warn!(path = %path.display(), reason, "removing invalid cache file");
+    inner.count_damage(disk::Damage::Invalid);
+    tally.damaged += 1;
+    disk::remove_quietly_sync(path);
+}
+
+/// Verifies one file's header and indexes it, or removes it.
+fn scan_file(inner: &Inner, path: &Path, name: OsString, tally: &mut Tally) {
+    let parsed = name.to_str().and_then(disk::parse_file_name);
+    // The name must also sit in its own `ab/cd/` directory.
+    let Some((key_hash, fill_id)) =
+        parsed.filter(|&(h, f)| inner.object_path(h, f).as_path() == path)
+    else {
+        remove_invalid(inner, path, "not an entry file name in its place", tally);
+        return;
+    };
+    match inner.scan.verdict(key_hash, fill_id) {
+        Verdict::Ours => return,
+        Verdict::Superseded => {
+            debug!(path = %path.display(), "removing cache file superseded by a newer fill");
+            tally.superseded += 1;
+            disk::remove_quietly_sync(path);
+            return;
+        }
+        Verdict::Free => {}
+    }
+    let size = match disk::read_header_sync(path, key_hash, fill_id) {
+        Ok(size) => size,
+        Err(HeaderError::Damaged(damage, reason)) => {
+            warn!(path = %path.display(), reason, "removing damaged cache file");
+            inner.count_damage(damage);
+            tally.damaged += 1;
+            disk::remove_quietly_sync(path);
+            return;
+        }
+        Err(HeaderError::Io(StoreError::Io { source, .. }))
+            if source.kind() == std::io::ErrorKind::NotFound =>
+        {
+            return; // Removed since listed: a fill of this run replaced it.
+        }
+        Err(HeaderError::Io(error)) => {
+            warn!(%error, "cannot read cache file; left alone");
+            return;
+        }
+    };
+    // Fill ids of this run stay above every valid id on disk, keeping names unique.
+    (inner.next_fill_id).fetch_max(fill_id.saturating_add(1), Ordering::Relaxed);
+    if !inner.reserve_sync(size) {
+        debug!(path = %path.display(), size, "removing cache file: beyond cache.max_size");
+        tally.over_budget += 1;
+        disk::remove_quietly_sync(path);
+        return;
+    }
+    inner.index.commit_reservation(size, size);
+    let fill = Fill { fill_id, size };
+    match inner.scan.place(&inner.index, key_hash, fill) {
+        Placed::New => tally.indexed += 1,
+        Placed::Replaced(old) => {
+            tally.superseded += 1;
+            inner.unlink_sync(key_hash, old);
+        }
+        Placed::Lost => {
+            tally.superseded += 1;
+            inner.unlink_sync(key_hash, fill);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gate_keeps_the_scan_off_this_runs_fills() {
+        let gate = ScanGate::new();
+        let index = Index::new(u64::MAX);
+        let fill = |fill_id| Fill { fill_id, size: 1 };
+        gate.register_fill(1, 50);
+        assert!(matches!(gate.verdict(1, 50), Verdict::Ours));
+        // Any other file of a key this run has filled is older: removed, never indexed.
+        assert!(matches!(gate.verdict(1, 49), Verdict::Superseded));
+        assert!(matches!(gate.verdict(1, 51), Verdict::Superseded));
+        assert_eq!(gate.place(&index, 1, fill(49)), Placed::Lost);
+        assert!(matches!(gate.verdict(2, 7), Verdict::Free));
+        assert_eq!(gate.place(&index, 2, fill(7)), Placed::New);
+        assert!(!gate.complete());
+        gate.finish();
+        assert!(gate.complete());
+        // After the scan nothing is recorded.
+        gate.register_fill(3, 1);
+        assert!(gate.live().is_none());
+    }
+}

@@ -1,0 +1,117 @@
+//! The byte budget: eviction in LRU order, growing reservations, reopening
+//! a directory that holds more than the budget.
+
+use super::*;
+
+#[tokio::test]
+async fn fills_evict_least_recently_used_entries_to_stay_in_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_with(StoreOptions {
+        max_size: 100_000,
+        ..options(dir.path())
+    })
+    .await;
+    let sizes = || -> u64 {
+        files(&dir.path().join("objects"))
+            .iter()
+            .map(|p| std::fs::metadata(p).unwrap().len())
+            .sum()
+    };
+    // Each entry is about 21.7 KB with its 8.5 KiB header: four fit, not five.
+    for i in 0..4 {
+        let key = format!("k{i}");
+        put(&store, &key, &body(13_000, i)).await;
+    }
+    assert_eq!(store.object_count(), 4);
+    assert!(
+        store
+            .lookup("k0", Store::key_hash("k0"))
+            .await
+            .unwrap()
+            .is_some()
+    );
+    put(&store, "k4", &body(13_000, 4)).await;
+    // k1 was the least recently used: k0 was just looked up.
+    assert!(!store.contains(Store::key_hash("k1")));
+    for key in ["k0", "k2", "k3", "k4"] {
+        assert!(store.contains(Store::key_hash(key)), "{key}");
+    }
+    let stats = store.stats();
+    assert_eq!(
+        (stats.objects, stats.evictions, stats.reserved_bytes),
+        (4, 1, 0)
+    );
+    assert_eq!(stats.bytes, sizes());
+    assert!(stats.bytes <= 100_000);
+    // A chunked body grows its reservation as it goes, evicting as it grows.
+    let mut w = store
+        .begin_fill("big", Store::key_hash("big"), &meta(200), None)
+        .await
+        .unwrap();
+    for chunk in body(60_000, 5).chunks(7_000) {
+        w.write(chunk).await.unwrap();
+        assert!(store.stats().reserved_bytes + sizes() <= 100_000);
+    }
+    w.finish().await.unwrap();
+    assert!(sizes() <= 100_000);
+    assert_eq!(store.stats().reserved_bytes, 0);
+    // More than the whole budget cannot be reserved, declared or streamed.
+    let too_big = store
+        .begin_fill("x", Store::key_hash("x"), &meta(200), Some(100_000))
+        .await;
+    assert!(
+        matches!(too_big, Err(StoreError::NoSpace { .. })),
+        "{too_big:?}"
+    );
+    let mut w = store
+        .begin_fill("x", Store::key_hash("x"), &meta(200), None)
+        .await
+        .unwrap();
+    let over = w.write(&body(100_000, 6)).await;
+    assert!(matches!(over, Err(StoreError::NoSpace { .. })), "{over:?}");
+    drop(w);
+    assert_eq!(store.stats().reserved_bytes, 0);
+    assert!(files(&dir.path().join("tmp")).is_empty());
+}
+
+#[tokio::test]
+async fn reopen_keeps_the_budget_and_ranks_scanned_entries_oldest() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = open(dir.path()).await;
+        for i in 0..6 {
+            let key = format!("k{i}");
+            put(&store, &key, &body(13_000, i)).await;
+        }
+    }
+    // Reopened with room for four of the six: two are removed by the scan.
+    let store = open_with(StoreOptions {
+        max_size: 100_000,
+        ..options(dir.path())
+    })
+    .await;
+    let stats = store.stats();
+    assert_eq!((stats.objects, stats.removed_invalid), (4, 0));
+    assert_eq!(files(&dir.path().join("objects")).len(), 4);
+    assert!(stats.bytes <= 100_000);
+    // A scanned entry that is hit outranks the other scanned ones.
+    let kept: Vec<String> = (0..6)
+        .map(|i| format!("k{i}"))
+        .filter(|k| store.contains(Store::key_hash(k)))
+        .collect();
+    assert!(read(&store, &kept[0]).await.is_some());
+    for i in 6..9 {
+        let key = format!("k{i}");
+        put(&store, &key, &body(13_000, i)).await;
+    }
+    assert!(
+        store.contains(Store::key_hash(&kept[0])),
+        "the hit entry survives"
+    );
+    for key in &kept[1..] {
+        assert!(
+            !store.contains(Store::key_hash(key)),
+            "{key} is evicted first"
+        );
+    }
+}

@@ -1,0 +1,227 @@
+//! A fill in progress: its temp file, its running checksum and its share of
+//! the byte budget.
+
+use std::io;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use tokio::io::AsyncWriteExt;
+use tracing::{debug, warn};
+use xxhash_rust::xxh3::Xxh3Default;
+
+use super::entry::{self, EntryMeta, Preamble};
+use super::index::{Fill, Origin, Placed};
+use super::{Inner, StoreError, disk, map_entry_error};
+
+/// Bytes of the budget held by one fill; given back on drop unless committed.
+struct Reservation {
+    inner: Arc<Inner>,
+    bytes: u64,
+}
+
+impl Reservation {
+    /// Reserves `bytes`, evicting as needed.
+    async fn take(inner: &Arc<Inner>, bytes: u64) -> Result<Reservation, StoreError> {
+        inner.reserve(bytes).await?;
+        Ok(Reservation {
+            inner: Arc::clone(inner),
+            bytes,
+        })
+    }
+
+    /// Grows the reservation to at least `need` bytes (at most `cap`). It grows
+    /// geometrically, by up to a sixteenth of the budget at a time, so a long
+    /// chunked body reserves a few times rather than on every chunk; if the
+    /// larger step does not fit, exactly `need` is tried.
+    async fn grow(&mut self, need: u64, cap: u64) -> Result<(), StoreError> {
+        let step = self.bytes.min(self.inner.index.max_bytes() / 16);
+        let mut target = self.bytes.saturating_add(step).min(cap).max(need);
+        if let Err(e) = self.inner.reserve(target - self.bytes).await {
+            if target == need {
+                return Err(e);
+            }
+            target = need;
+            self.inner.reserve(target - self.bytes).await?;
+        }
+        self.bytes = target;
+        Ok(())
+    }
+
+    /// Turns the reservation into an entry file of `size` bytes; nothing is
+    /// left to give back on drop.
+    fn commit(&mut self, size: u64) {
+        self.inner.index.commit_reservation(self.bytes, size);
+        self.bytes = 0;
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        if self.bytes > 0 {
+            self.inner.index.release_reservation(self.bytes);
+        }
+    }
+}
+
+/// A fill in progress. Only [`EntryWriter::finish`] makes it an entry;
+/// dropping the writer removes the temp file and gives back its reservation.
+pub struct EntryWriter {
+    inner: Arc<Inner>,
+    key: String,
+    key_hash: u128,
+    /// Body fields are filled in by `finish`.
+    preamble: Preamble,
+    tmp_path: PathBuf,
+    file: tokio::fs::File,
+    /// Running xxh3-64 of the body. Boxed: it carries a large buffer.
+    hasher: Box<Xxh3Default>,
+    /// The body may not exceed this: `max_object_size`, or the declared length.
+    limit: u64,
+    declared_len: Option<u64>,
+    /// Covers at least the header and the body written so far.
+    reservation: Reservation,
+    /// Set once the temp file is renamed, so Drop leaves it alone.
+    renamed: bool,
+}
+
+impl std::fmt::Debug for EntryWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EntryWriter")
+            .field("key", &self.key)
+            .field("fill_id", &self.preamble.fill_id)
+            .field("body_len", &self.preamble.body_len)
+            .field("reserved", &self.reservation.bytes)
+            .finish_non_exhaustive()
+    }
+}
+
+/// See [`super::Store::begin_fill`].
+pub(super) async fn begin(
+    inner: &Arc<Inner>,
+    key: &str,
+    key_hash: u128,
+    meta: &EntryMeta,
+    declared_len: Option<u64>,
+) -> Result<EntryWriter, StoreError> {
+    let max = inner.opts.max_object_size;
+    if declared_len.is_some_and(|d| d > max) {
+        return Err(StoreError::TooLarge { limit: max });
+    }
+    let fill_id = inner.next_fill_id.fetch_add(1, Ordering::Relaxed);
+    let (preamble, header) = entry::encode_header(key, meta, fill_id).map_err(map_entry_error)?;
+    let initial = preamble.header_len() + declared_len.unwrap_or(0);
+    let reservation = Reservation::take(inner, initial).await?;
+    // Before the file exists, so the scan can tell this run's files from old ones.
+    inner.scan.register_fill(key_hash, fill_id);
+    let tmp_path = disk::tmp_path(&inner.tmp, key_hash, fill_id);
+    let file = tokio::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp_path)
+        .await
+        .map_err(disk::io_err(&tmp_path))?;
+    // From here on the writer's Drop removes the temp file on any error.
+    let mut writer = EntryWriter {
+        inner: Arc::clone(inner),
+        key: key.to_owned(),
+        key_hash,
+        preamble,
+        tmp_path,
+        file,
+        hasher: Box::new(Xxh3Default::new()),
+        limit: declared_len.map_or(max, |d| d.min(max)),
+        declared_len,
+        reservation,
+        renamed: false,
+    };
+    writer.write_raw(&header).await?;
+    Ok(writer)
+}
+
+impl EntryWriter {
+    /// Appends body bytes and updates the running body checksum, first growing
+    /// the fill's reservation if the body outgrew it. Errors with `TooLarge`
+    /// once the body would exceed `max_object_size` or the declared length,
+    /// and with `NoSpace` when the budget has no room; the fill should then be
+    /// dropped.
+    pub async fn write(&mut self, chunk: &[u8]) -> Result<(), StoreError> {
+        let new_len = self.preamble.body_len.saturating_add(chunk.len() as u64);
+        if new_len > self.limit {
+            return Err(StoreError::TooLarge { limit: self.limit });
+        }
+        let header_len = self.preamble.header_len();
+        let need = header_len + new_len;
+        if need > self.reservation.bytes {
+            let cap = header_len.saturating_add(self.limit);
+            self.reservation.grow(need, cap).await?;
+        }
+        self.write_raw(chunk).await?;
+        self.hasher.update(chunk);
+        self.preamble.body_len = new_len;
+        Ok(())
+    }
+
+    async fn write_raw(&mut self, bytes: &[u8]) -> Result<(), StoreError> {
+        self.file
+            .write_all(bytes)
+            .await
+            .map_err(disk::io_err(&self.tmp_path))
+    }
+
+    /// Commits the fill: checks the body length against the declared length,
+    /// writes body length and checksum into the preamble, fsyncs the file (if
+    /// configured), renames it into `objects/ab/cd/`, fsyncs that directory (if
+    /// configured) and indexes it as the most recently used entry. If the
+    /// index already holds a newer fill of this key, this one loses and its
+    /// file is removed, so an older fill finishing late never replaces a newer
+    /// one (it still returns `Ok`: the key has an entry, the newer one). Only
+    /// after this returns `Ok` does the entry exist.
+    pub async fn finish(mut self) -> Result<(), StoreError> {
+        let received = self.preamble.body_len;
+        if let Some(declared) = self.declared_len.filter(|&d| d != received) {
+            return Err(StoreError::LengthMismatch { declared, received });
+        }
+        self.preamble.body_hash = self.hasher.digest();
+        let front = entry::encode_preamble(&self.preamble, self.key.as_bytes());
+        let (key_hash, fill_id) = (self.key_hash, self.preamble.fill_id);
+        let dest = self.inner.object_path(key_hash, fill_id);
+        let size = self.preamble.header_len() + received;
+        let fsync = self.inner.opts.fsync;
+        disk::commit(&mut self.file, &self.tmp_path, &dest, &front, size, fsync).await?;
+        self.renamed = true;
+        self.reservation.commit(size);
+        let inner = &self.inner;
+        let fill = Fill { fill_id, size };
+        let won = match inner.index.place(key_hash, fill, Origin::Live) {
+            Placed::New => true,
+            Placed::Replaced(old) => {
+                inner.unlink(key_hash, old).await;
+                true
+            }
+            Placed::Lost => {
+                inner.unlink(key_hash, fill).await;
+                false
+            }
+        };
+        if won {
+            inner.committed.fetch_add(1, Ordering::Release);
+        }
+        debug!(path = %dest.display(), won, "fill finished");
+        Ok(())
+    }
+}
+
+impl Drop for EntryWriter {
+    fn drop(&mut self) {
+        if self.renamed {
+            return;
+        }
+        // Synchronous on purpose: one unlink, and Drop cannot await.
+        if let Err(e) = std::fs::remove_file(&self.tmp_path)
+            && e.kind() != io::ErrorKind::NotFound
+        {
+            warn!(path = %self.tmp_path.display(), error = %e, "could not remove temp file");
+        }
+    }
+}
