@@ -3,8 +3,373 @@
 //! - [`workload`]: seeded synthetic CDN traffic, or an operator's access log / CSV trace.
 //! - [`origin`]: the synthetic origin, `/obj/<id>/<size>` bodies cacheable for an hour.
 //! - [`policies`]: `second-hit`, `always`, and the bench-only `exact-second-hit` reference.
+//! - [`driver`]: the HTTP bench, driving the real proxy over loopback.
+//! - [`simulate`]: the same policies and the store's own index, without HTTP or disk.
 //! - [`report`]: the per-policy table, JSON and SVG chart, and the headline.
+//! - [`cli`]: the arguments of the two commands.
+//!
+//! `secondhit bench` ([`run_bench`]) and `secondhit simulate` ([`run_simulation`],
+//! [`run_sweep`]) share the workload and policy code: one implementation of each.
+
+pub mod cli;
+pub mod driver;
 pub mod origin;
 pub mod policies;
 pub mod report;
+pub mod simulate;
 pub mod workload;
+
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use crate::admission::FilterHasher;
+use crate::config::Config;
+use driver::{BenchError, DriveOptions};
+use report::{PolicyReport, Report};
+use simulate::SimCache;
+use workload::{SyntheticSpec, Workload, WorkloadError};
+
+/// Where a workload comes from.
+#[derive(Clone, Debug)]
+pub enum WorkloadSource {
+    /// Generated from a seeded spec.
+    Synthetic(SyntheticSpec),
+    /// Read from an access log or a `.csv` trace.
+    Trace(PathBuf),
+}
+
+impl WorkloadSource {
+    /// Builds or reads the workload.
+    pub fn load(&self) -> Result<Workload, WorkloadError> {
+        match self {
+            WorkloadSource::Synthetic(spec) => workload::synthetic(spec),
+            WorkloadSource::Trace(path) => workload::from_trace(path),
+        }
+    }
+}
+
+/// The cache size every policy gets: bytes, or a share of the workload's unique bytes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum CacheSize {
+    /// An absolute budget in bytes.
+    Bytes(u64),
+    /// A fraction (0, 1] of the sum of the distinct objects' sizes.
+    OfUniqueBytes(f64),
+}
+
+impl FromStr for CacheSize {
+    type Err = String;
+
+    /// `"5%"` or a size such as `"512MiB"` or `"1000000"`.
+    fn from_str(text: &str) -> Result<CacheSize, String> {
+        let text = text.trim();
+        if let Some(percent) = text.strip_suffix('%') {
+            return match percent.trim().parse::<f64>() {
+                Ok(p) if p > 0.0 && p <= 100.0 => Ok(CacheSize::OfUniqueBytes(p / 100.0)),
+                _ => Err(format!("{text:?}: a percentage must be in (0, 100]")),
+            };
+        }
+        match text.parse::<bytesize::ByteSize>() {
+            Ok(size) if size.as_u64() > 0 => Ok(CacheSize::Bytes(size.as_u64())),
+            _ => Err(format!(
+                "{text:?} is neither a percentage (\"5%\") nor a size (\"512MiB\")"
+            )),
+        }
+    }
+}
+
+impl CacheSize {
+    /// The budget in bytes for a workload with `unique_bytes` of distinct objects.
+    pub fn resolve(self, unique_bytes: u64) -> u64 {
+        match self {
+            CacheSize::Bytes(bytes) => bytes,
+            CacheSize::OfUniqueBytes(fraction) => ((unique_bytes as f64 * fraction) as u64).max(1),
+        }
+    }
+}
+
+/// Everything `secondhit bench` needs besides the workload.
+#[derive(Clone, Debug)]
+pub struct BenchOptions {
+    /// The cache size of every policy.
+    pub cache_size: CacheSize,
+    /// Policies to compare, in order (see [`policies::POLICY_NAMES`]).
+    pub policies: Vec<String>,
+    /// Drive an already running proxy at this URL instead of starting one per policy.
+    pub target: Option<String>,
+    /// Concurrency and progress display.
+    pub drive: DriveOptions,
+    /// The proxy's config (the `[admission]` section sizes `second-hit`).
+    pub config: Config,
+}
+
+/// Runs the HTTP bench: each policy in turn against a fresh proxy, or once against `target`.
+pub async fn run_bench(workload: &Workload, options: &BenchOptions) -> Result<Report, BenchError> {
+    let (_, unique_bytes) = workload.unique_objects_and_bytes();
+    let cache_size = options.cache_size.resolve(unique_bytes);
+    let mut rows = Vec::new();
+    match &options.target {
+        Some(target) => rows.push(driver::run_target(workload, target, &options.drive).await?),
+        None => {
+            for name in &options.policies {
+                let admission = policies::build(name, &options.config.admission)
+                    .ok_or_else(|| BenchError::UnknownPolicy(name.clone()))?;
+                rows.push(
+                    driver::run_policy(
+                        workload,
+                        admission,
+                        &options.config,
+                        cache_size,
+                        &options.drive,
+                    )
+                    .await?,
+                );
+            }
+        }
+    }
+    Ok(Report {
+        workload: workload.name.clone(),
+        cache_size_bytes: cache_size,
+        malformed_lines: workload.malformed_lines,
+        policies: rows,
+    })
+}
+
+/// Runs the simulator once per policy over `workload` with a budget of `cache_size`.
+pub fn run_simulation(
+    workload: &Workload,
+    policy_names: &[String],
+    config: &Config,
+    cache_size: CacheSize,
+) -> Result<Report, String> {
+    let (_, unique_bytes) = workload.unique_objects_and_bytes();
+    let cache = SimCache {
+        max_size: cache_size.resolve(unique_bytes),
+        max_object_size: config.cache.max_object_size,
+    };
+    let hasher = simulation_hasher(config);
+    let rows = policy_names
+        .iter()
+        .map(|name| {
+            let admission = policies::build(name, &config.admission)
+                .ok_or_else(|| format!("unknown policy {name:?}"))?;
+            Ok(simulate::simulate(
+                workload,
+                admission.as_ref(),
+                &hasher,
+                cache,
+            ))
+        })
+        .collect::<Result<Vec<PolicyReport>, String>>()?;
+    Ok(Report {
+        workload: workload.name.clone(),
+        cache_size_bytes: cache.max_size,
+        malformed_lines: workload.malformed_lines,
+        policies: rows,
+    })
+}
+
+/// The filter seed a simulation uses: the configured one, or a fixed one (results must be
+/// reproducible, and a simulation has no cache directory to keep a generated seed in).
+fn simulation_hasher(config: &Config) -> FilterHasher {
+    let seed = config
+        .admission
+        .seed
+        .as_deref()
+        .unwrap_or("secondhit simulate");
+    FilterHasher::new(xxhash_rust::xxh3::xxh3_64(seed.as_bytes()))
+}
+
+/// A setting `simulate --sweep` varies.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Sweep {
+    /// `expected_urls=100000,1000000`: the filter's generation size.
+    ExpectedUrls(Vec<u64>),
+    /// `cache_size=1%,5%,1GiB`: the byte budget.
+    CacheSize(Vec<CacheSize>),
+}
+
+impl FromStr for Sweep {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Sweep, String> {
+        let (name, values) = text
+            .split_once('=')
+            .ok_or_else(|| format!("{text:?}: expected NAME=V1,V2,..."))?;
+        let values: Vec<&str> = values
+            .split(',')
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+            .collect();
+        if values.is_empty() {
+            return Err(format!("{text:?}: no values to sweep"));
+        }
+        match name.trim() {
+            "expected_urls" => values
+                .iter()
+                .map(|v| {
+                    v.parse::<u64>()
+                        .ok()
+                        .filter(|&n| n > 0)
+                        .ok_or_else(|| format!("expected_urls: {v:?} is not a count > 0"))
+                })
+                .collect::<Result<_, _>>()
+                .map(Sweep::ExpectedUrls),
+            "cache_size" => values
+                .iter()
+                .map(|v| v.parse())
+                .collect::<Result<_, _>>()
+                .map(Sweep::CacheSize),
+            other => Err(format!(
+                "cannot sweep {other:?}: use expected_urls or cache_size"
+            )),
+        }
+    }
+}
+
+/// One row of a sweep: the setting and what `second-hit` did with it.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct SweepRow {
+    /// The setting, as `name=value`.
+    pub setting: String,
+    /// The simulated `second-hit` run.
+    pub result: PolicyReport,
+    /// True for the row with the highest byte hit ratio (fewest disk write bytes on a tie).
+    pub best: bool,
+}
+
+/// Simulates `second-hit` once per value of `sweep` and marks the best row.
+pub fn run_sweep(
+    workload: &Workload,
+    config: &Config,
+    cache_size: CacheSize,
+    sweep: &Sweep,
+) -> Result<Vec<SweepRow>, String> {
+    let second_hit = ["second-hit".to_owned()];
+    let settings: Vec<(String, Config, CacheSize)> = match sweep {
+        Sweep::ExpectedUrls(values) => values
+            .iter()
+            .map(|&n| {
+                let mut config = config.clone();
+                config.admission.sizing = crate::config::FilterSizing::ExpectedUrls(n);
+                (format!("expected_urls={n}"), config, cache_size)
+            })
+            .collect(),
+        Sweep::CacheSize(values) => values
+            .iter()
+            .map(|&size| {
+                (
+                    format!("cache_size={}", describe(size)),
+                    config.clone(),
+                    size,
+                )
+            })
+            .collect(),
+    };
+    let mut rows = settings
+        .into_iter()
+        .map(|(setting, config, size)| {
+            let mut report = run_simulation(workload, &second_hit, &config, size)?;
+            let result = report.policies.remove(0);
+            Ok(SweepRow {
+                setting,
+                result,
+                best: false,
+            })
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    let best = rows.iter().enumerate().max_by(|(_, a), (_, b)| {
+        a.result
+            .byte_hit_ratio
+            .total_cmp(&b.result.byte_hit_ratio)
+            .then(b.result.disk_write_bytes.cmp(&a.result.disk_write_bytes))
+    });
+    if let Some((index, _)) = best {
+        rows[index].best = true;
+    }
+    Ok(rows)
+}
+
+fn describe(size: CacheSize) -> String {
+    match size {
+        CacheSize::Bytes(bytes) => report::human_bytes(bytes),
+        CacheSize::OfUniqueBytes(fraction) => format!("{}%", fraction * 100.0),
+    }
+}
+
+/// The sweep as a table, best row marked with `*`.
+pub fn sweep_table(rows: &[SweepRow]) -> String {
+    let mut out = format!(
+        "{:<2}{:<28} {:>7} {:>7} {:>11} {:>11} {:>10}\n",
+        "", "setting", "hit%", "byte%", "disk objs", "disk bytes", "adm mem"
+    );
+    for row in rows {
+        let r = &row.result;
+        out.push_str(&format!(
+            "{:<2}{:<28} {:>7.2} {:>7.2} {:>11} {:>11} {:>10}\n",
+            if row.best { "*" } else { "" },
+            row.setting,
+            r.hit_ratio * 100.0,
+            r.byte_hit_ratio * 100.0,
+            r.disk_write_objects.unwrap_or(0),
+            report::human_bytes(r.disk_write_bytes.unwrap_or(0)),
+            report::human_bytes(r.admission_memory_bytes.unwrap_or(0)),
+        ));
+    }
+    out.push_str("* best byte hit ratio (fewest disk write bytes on a tie)\n");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cache_sizes_parse_as_percentages_or_sizes() {
+        assert_eq!("5%".parse(), Ok(CacheSize::OfUniqueBytes(0.05)));
+        assert_eq!("512MiB".parse(), Ok(CacheSize::Bytes(512 * 1024 * 1024)));
+        assert_eq!("1000".parse(), Ok(CacheSize::Bytes(1000)));
+        assert!("0%".parse::<CacheSize>().is_err());
+        assert!("150%".parse::<CacheSize>().is_err());
+        assert!("lots".parse::<CacheSize>().is_err());
+        assert_eq!(CacheSize::OfUniqueBytes(0.5).resolve(1000), 500);
+    }
+
+    #[test]
+    fn sweeps_parse_and_reject_unknown_settings() {
+        assert_eq!(
+            "expected_urls=10,20".parse(),
+            Ok(Sweep::ExpectedUrls(vec![10, 20]))
+        );
+        assert_eq!(
+            "cache_size=1%,2GiB"
+                .parse::<Sweep>()
+                .map(|s| matches!(s, Sweep::CacheSize(v) if v.len() == 2)),
+            Ok(true)
+        );
+        assert!("max_age=1h".parse::<Sweep>().is_err());
+        assert!("expected_urls=0".parse::<Sweep>().is_err());
+        assert!("expected_urls".parse::<Sweep>().is_err());
+    }
+
+    #[test]
+    fn a_sweep_marks_exactly_one_best_row() {
+        let spec = SyntheticSpec {
+            catalog: 1_000,
+            requests: 20_000,
+            ..SyntheticSpec::default()
+        };
+        let workload = workload::synthetic(&spec).expect("valid spec");
+        let sweep = Sweep::ExpectedUrls(vec![100, 1_000, 100_000]);
+        let rows = run_sweep(
+            &workload,
+            &Config::default(),
+            CacheSize::OfUniqueBytes(0.05),
+            &sweep,
+        )
+        .expect("sweep runs");
+        assert_eq!(rows.len(), 3);
+        assert_eq!(rows.iter().filter(|r| r.best).count(), 1);
+        assert!(sweep_table(&rows).contains("expected_urls=1000"));
+    }
+}

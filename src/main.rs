@@ -1,9 +1,11 @@
-//! The `secondhit` command line: `serve` and `check-config`; the work happens in the library.
+//! The `secondhit` command line: `serve`, `check-config`, `bench`, `simulate`; the work
+//! happens in the library.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use secondhit::bench::cli::{BenchArgs, SimulateArgs};
 use secondhit::config::{AccessLog, Config, LogConfig, LogFormat};
 use secondhit::server::Server;
 use tracing_subscriber::EnvFilter;
@@ -29,10 +31,18 @@ enum Command {
         /// The TOML config file to check.
         config: PathBuf,
     },
+    /// Load-test on loopback: a synthetic origin, the real proxy once per admission
+    /// policy, a CDN-like workload (or your trace); prints a side-by-side table.
+    Bench(Box<BenchArgs>),
+    /// Replay a workload through the admission policies and the store's index without
+    /// HTTP or disk, to choose expected_urls and the cache size from your own logs.
+    Simulate(Box<SimulateArgs>),
 }
 
 fn main() -> ExitCode {
     match Cli::parse().command {
+        Command::Bench(args) => print_outcome(secondhit::bench::cli::bench(&args)),
+        Command::Simulate(args) => print_outcome(secondhit::bench::cli::simulate(&args)),
         Command::Serve { config } => serve(config),
         Command::CheckConfig { config } => match Config::load(&config) {
             Ok(_) => {
@@ -44,6 +54,20 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+    }
+}
+
+/// Prints a command's output, or its error on stderr with exit code 1.
+fn print_outcome(outcome: Result<String, String>) -> ExitCode {
+    match outcome {
+        Ok(text) => {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("secondhit: {error}");
+            ExitCode::FAILURE
+        }
     }
 }
 

@@ -24,7 +24,7 @@ use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
-use crate::admission;
+use crate::admission::{self, Admission};
 use crate::config::{AccessLog, Config, ServerConfig};
 use crate::error::StartError;
 use crate::origin::Origin;
@@ -42,6 +42,15 @@ pub struct Server {
 impl Server {
     /// Opens the cache, builds admission and the origin client, and binds `server.listen`.
     pub async fn bind(config: &Config) -> Result<Server, StartError> {
+        Server::bind_with_admission(config, admission::from_config(&config.admission)).await
+    }
+
+    /// Like [`Server::bind`], with an admission policy built by the caller instead of from
+    /// `[admission]` (the bench compares policies the config cannot name).
+    pub async fn bind_with_admission(
+        config: &Config,
+        policy: Arc<dyn Admission>,
+    ) -> Result<Server, StartError> {
         let options = StoreOptions {
             dir: config.cache.dir.clone(),
             fsync: config.cache.fsync,
@@ -56,7 +65,6 @@ impl Server {
         let store = Arc::new(Store::open(options)?);
         let seed = admission::resolve_seed(config.admission.seed.as_deref(), &store.state_dir())?;
         let hasher = admission::FilterHasher::new(seed);
-        let policy = admission::from_config(&config.admission);
         let origin = Origin::new(&config.origin)?;
         let listener = TcpListener::bind(config.server.listen)
             .await

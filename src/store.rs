@@ -31,7 +31,7 @@
 
 mod disk;
 pub mod entry;
-mod index;
+pub(crate) mod index;
 mod lock;
 mod read;
 mod scan;
@@ -172,6 +172,10 @@ pub struct StoreStats {
     pub checksum_failures: u64,
     /// True once the start-up scan has indexed everything it found.
     pub scan_complete: bool,
+    /// Fills committed since open (see [`Store::committed_fills`]).
+    pub committed_fills: u64,
+    /// Body bytes of those fills: what admission let reach the disk.
+    pub committed_bytes: u64,
 }
 
 /// The on-disk cache. Cheap to share: the proxy holds it in an `Arc`.
@@ -199,6 +203,9 @@ struct Inner {
     /// insert and read with Acquire, so a reader that sees the count also sees
     /// the entry in the index.
     committed: AtomicU64,
+    /// Body bytes of the fills counted in `committed`. Relaxed: written before the
+    /// Release increment of `committed`, which orders it for readers.
+    committed_body_bytes: AtomicU64,
     /// See [`StoreStats::removed_invalid`]. Relaxed: a plain counter.
     removed_invalid: AtomicU64,
     /// See [`StoreStats::checksum_failures`]. Relaxed: a plain counter.
@@ -336,6 +343,7 @@ impl Store {
             // The scan raises this past every fill id it finds.
             next_fill_id: AtomicU64::new(now_us),
             committed: AtomicU64::new(0),
+            committed_body_bytes: AtomicU64::new(0),
             removed_invalid: AtomicU64::new(0),
             checksum_failures: AtomicU64::new(0),
             _lock: lock,
@@ -389,7 +397,23 @@ impl Store {
             removed_invalid: inner.removed_invalid.load(Ordering::Relaxed),
             checksum_failures: inner.checksum_failures.load(Ordering::Relaxed),
             scan_complete: inner.scan.complete(),
+            committed_fills: inner.committed.load(Ordering::Acquire),
+            committed_bytes: inner.committed_body_bytes.load(Ordering::Relaxed),
         }
+    }
+
+    /// Waits until no fill holds a reservation (every fill committed or dropped), or
+    /// `timeout` passed; true if the store went quiet. For benches and tests that must
+    /// count writes after the responses that started them have ended.
+    pub async fn wait_for_fills(&self, timeout: std::time::Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + timeout;
+        while self.inner.index.counts().reserved_bytes > 0 {
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        true
     }
 
     /// Opens the indexed entry and marks it most recently used: reads and

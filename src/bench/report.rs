@@ -9,28 +9,31 @@ use std::path::Path;
 use plotters::prelude::*;
 use serde::Serialize;
 
-/// What one policy did with the workload. Field names are the JSON contract.
+/// What one policy did with the workload. Field names are the JSON contract; a figure the
+/// run could not observe (the disk and origin of a `--target` proxy) is `None` (`null`).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct PolicyReport {
     /// `second-hit`, `always` or `exact-second-hit`.
     pub policy: String,
     /// Requests sent.
     pub requests: u64,
+    /// Requests that failed (connection error or a non-2xx status).
+    pub failed_requests: u64,
     /// Fraction of requests served from the cache.
     pub hit_ratio: f64,
     /// Fraction of requested body bytes served from the cache.
     pub byte_hit_ratio: f64,
     /// Entries written to disk.
-    pub disk_write_objects: u64,
+    pub disk_write_objects: Option<u64>,
     /// Body bytes written to disk.
-    pub disk_write_bytes: u64,
+    pub disk_write_bytes: Option<u64>,
     /// Requests that reached the origin.
-    pub origin_requests: u64,
+    pub origin_requests: Option<u64>,
     /// Body bytes the origin sent.
-    pub origin_bytes: u64,
+    pub origin_bytes: Option<u64>,
     /// Memory the admission policy held at the end, in bytes.
-    pub admission_memory_bytes: u64,
-    /// Requests per second over the run (`null` in JSON for the simulator).
+    pub admission_memory_bytes: Option<u64>,
+    /// Requests per second over the run.
     pub throughput_rps: Option<f64>,
     /// Median latency in milliseconds (HTTP runs only).
     pub p50_ms: Option<f64>,
@@ -96,11 +99,11 @@ impl Report {
                 row.requests,
                 row.hit_ratio * 100.0,
                 row.byte_hit_ratio * 100.0,
-                row.disk_write_objects,
-                human_bytes(row.disk_write_bytes),
-                row.origin_requests,
-                human_bytes(row.origin_bytes),
-                human_bytes(row.admission_memory_bytes),
+                optional_count(row.disk_write_objects),
+                optional_bytes(row.disk_write_bytes),
+                optional_count(row.origin_requests),
+                optional_bytes(row.origin_bytes),
+                optional_bytes(row.admission_memory_bytes),
                 optional(row.throughput_rps, 0),
                 optional(row.p50_ms, 2),
                 optional(row.p99_ms, 2),
@@ -125,8 +128,8 @@ impl Report {
         };
         Some(format!(
             "second-hit vs always: {:.1}% fewer disk write bytes ({:.1}% fewer objects), byte hit ratio {:+.2} points",
-            avoided(second.disk_write_bytes, always.disk_write_bytes),
-            avoided(second.disk_write_objects, always.disk_write_objects),
+            avoided(second.disk_write_bytes?, always.disk_write_bytes?),
+            avoided(second.disk_write_objects?, always.disk_write_objects?),
             (second.byte_hit_ratio - always.byte_hit_ratio) * 100.0,
         ))
     }
@@ -153,7 +156,7 @@ impl Report {
             .map(|r| {
                 (
                     r.policy.clone(),
-                    r.disk_write_bytes as f64 / (1024.0 * 1024.0),
+                    r.disk_write_bytes.unwrap_or(0) as f64 / (1024.0 * 1024.0),
                 )
             })
             .collect();
@@ -211,6 +214,14 @@ where
     Ok(())
 }
 
+fn optional_count(value: Option<u64>) -> String {
+    value.map_or_else(|| "-".to_owned(), |v| v.to_string())
+}
+
+fn optional_bytes(value: Option<u64>) -> String {
+    value.map_or_else(|| "-".to_owned(), human_bytes)
+}
+
 fn optional(value: Option<f64>, decimals: usize) -> String {
     value.map_or_else(|| "-".to_owned(), |v| format!("{v:.decimals$}"))
 }
@@ -239,13 +250,14 @@ mod tests {
         PolicyReport {
             policy: policy.to_owned(),
             requests: 1000,
+            failed_requests: 0,
             hit_ratio: byte_hit_ratio,
             byte_hit_ratio,
-            disk_write_objects: disk_write_bytes / 100,
-            disk_write_bytes,
-            origin_requests: 500,
-            origin_bytes: 50_000,
-            admission_memory_bytes: 4096,
+            disk_write_objects: Some(disk_write_bytes / 100),
+            disk_write_bytes: Some(disk_write_bytes),
+            origin_requests: Some(500),
+            origin_bytes: Some(50_000),
+            admission_memory_bytes: Some(4096),
             throughput_rps: Some(1234.5),
             p50_ms: Some(0.5),
             p99_ms: Some(2.0),

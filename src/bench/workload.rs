@@ -125,13 +125,14 @@ pub struct SyntheticSpec {
 impl Default for SyntheticSpec {
     fn default() -> Self {
         SyntheticSpec {
-            catalog: 20_000,
+            // Sized so that `secondhit bench` takes about a minute on a 2-core machine.
+            catalog: 12_000,
             zipf_exponent: 0.9,
             one_hit_fraction: 0.7,
             median_size: 16 * 1024,
             mean_size: 48 * 1024,
             max_size: 16 * 1024 * 1024,
-            requests: 100_000,
+            requests: 60_000,
             seed: 1,
         }
     }

@@ -69,8 +69,10 @@ pub(crate) const PREAMBLE_LEN: usize = 64;
 const MAX_KEY_LEN: usize = 64 * 1024;
 /// Largest slot capacity; bounds what a reader allocates for garbage input.
 const MAX_SLOT_CAPACITY: usize = 4 * 1024 * 1024;
-/// Smallest slot capacity: typical response headers fit, with room to grow.
-const MIN_SLOT_CAPACITY: usize = 4 * 1024;
+/// Smallest slot capacity: typical response metadata (a few hundred bytes) fits with
+/// room to grow on revalidation, while a small object's entry stays small (two slots of
+/// 1 KiB and a 512-byte front: 2.5 KiB of header for most keys).
+const MIN_SLOT_CAPACITY: usize = 1024;
 /// Slots start and end on 512-byte boundaries so that rewriting one slot never
 /// shares a disk sector with the other slot.
 const ALIGN: usize = 512;

@@ -205,6 +205,10 @@ impl EntryWriter {
             }
         };
         if won {
+            // Bytes before the count: a reader that sees the count (Acquire) sees the bytes too.
+            inner
+                .committed_body_bytes
+                .fetch_add(received, Ordering::Relaxed);
             inner.committed.fetch_add(1, Ordering::Release);
         }
         debug!(path = %dest.display(), won, "fill finished");

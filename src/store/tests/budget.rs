@@ -17,10 +17,10 @@ async fn fills_evict_least_recently_used_entries_to_stay_in_budget() {
             .map(|p| std::fs::metadata(p).unwrap().len())
             .sum()
     };
-    // Each entry is about 21.7 KB with its 8.5 KiB header: four fit, not five.
+    // Each entry is about 24.5 KB with its 2.5 KiB header: four fit, not five.
     for i in 0..4 {
         let key = format!("k{i}");
-        put(&store, &key, &body(13_000, i)).await;
+        put(&store, &key, &body(22_000, i)).await;
     }
     assert_eq!(store.object_count(), 4);
     assert!(
@@ -30,7 +30,7 @@ async fn fills_evict_least_recently_used_entries_to_stay_in_budget() {
             .unwrap()
             .is_some()
     );
-    put(&store, "k4", &body(13_000, 4)).await;
+    put(&store, "k4", &body(22_000, 4)).await;
     // k1 was the least recently used: k0 was just looked up.
     assert!(!store.contains(Store::key_hash("k1")));
     for key in ["k0", "k2", "k3", "k4"] {
@@ -81,7 +81,7 @@ async fn reopen_keeps_the_budget_and_ranks_scanned_entries_oldest() {
         let store = open(dir.path()).await;
         for i in 0..6 {
             let key = format!("k{i}");
-            put(&store, &key, &body(13_000, i)).await;
+            put(&store, &key, &body(22_000, i)).await;
         }
     }
     // Reopened with room for four of the six: two are removed by the scan.
@@ -102,7 +102,7 @@ async fn reopen_keeps_the_budget_and_ranks_scanned_entries_oldest() {
     assert!(read(&store, &kept[0]).await.is_some());
     for i in 6..9 {
         let key = format!("k{i}");
-        put(&store, &key, &body(13_000, i)).await;
+        put(&store, &key, &body(22_000, i)).await;
     }
     assert!(
         store.contains(Store::key_hash(&kept[0])),

@@ -1,0 +1,222 @@
+//! The arguments of `secondhit bench` and `secondhit simulate`, and what each command does
+//! with them. `main.rs` only parses and prints: these functions return the text to print.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::driver::DriveOptions;
+use super::policies::POLICY_NAMES;
+use super::report::Report;
+use super::workload::{SyntheticSpec, Workload};
+use super::{BenchOptions, CacheSize, Sweep, WorkloadSource};
+use crate::config::{Config, FilterSizing};
+
+/// Where the traffic comes from: a trace file, or the synthetic generator's parameters.
+#[derive(Args, Debug, Clone)]
+pub struct WorkloadArgs {
+    /// Replay this nginx/Apache access log (common or combined format) or `.csv`
+    /// (`timestamp,key,size`) instead of synthetic traffic.
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
+    /// Synthetic: requests to send.
+    #[arg(long, default_value_t = SyntheticSpec::default().requests)]
+    pub requests: u64,
+    /// Synthetic: objects in the popular (Zipf) catalog.
+    #[arg(long, default_value_t = SyntheticSpec::default().catalog)]
+    pub catalog: u64,
+    /// Synthetic: Zipf exponent of the catalog's popularity.
+    #[arg(long, default_value_t = SyntheticSpec::default().zipf_exponent)]
+    pub zipf: f64,
+    /// Synthetic: share of the distinct objects requested exactly once.
+    #[arg(long, default_value_t = SyntheticSpec::default().one_hit_fraction)]
+    pub one_hit_fraction: f64,
+    /// Synthetic: median object size ("16KiB").
+    #[arg(long, default_value = "16KiB")]
+    pub median_size: bytesize::ByteSize,
+    /// Synthetic: mean object size ("48KiB"); must exceed the median.
+    #[arg(long, default_value = "48KiB")]
+    pub mean_size: bytesize::ByteSize,
+    /// Synthetic: seed of every random choice.
+    #[arg(long, default_value_t = SyntheticSpec::default().seed)]
+    pub seed: u64,
+}
+
+impl WorkloadArgs {
+    /// The workload source these arguments describe.
+    pub fn source(&self) -> WorkloadSource {
+        match &self.trace {
+            Some(path) => WorkloadSource::Trace(path.clone()),
+            None => WorkloadSource::Synthetic(SyntheticSpec {
+                catalog: self.catalog,
+                zipf_exponent: self.zipf,
+                one_hit_fraction: self.one_hit_fraction,
+                median_size: self.median_size.as_u64(),
+                mean_size: self.mean_size.as_u64(),
+                requests: self.requests,
+                seed: self.seed,
+                ..SyntheticSpec::default()
+            }),
+        }
+    }
+}
+
+/// Settings both commands share: cache size, policies, and the proxy config.
+#[derive(Args, Debug, Clone)]
+pub struct PolicyArgs {
+    /// Cache size of every policy: bytes ("512MiB") or a share of the workload's unique bytes ("5%").
+    #[arg(long, default_value = "5%")]
+    pub cache_size: CacheSize,
+    /// Policies to compare, comma-separated.
+    #[arg(long, value_delimiter = ',', default_values_t = POLICY_NAMES.map(String::from))]
+    pub policies: Vec<String>,
+    /// A secondhit config file whose [admission] section sizes `second-hit` (and whose
+    /// [cache] max_object_size applies). Without it, the filter's generation is sized to
+    /// the number of objects the cache holds (cache size / mean object size).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Also write the report as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+impl PolicyArgs {
+    /// The config for the run: the file's, or defaults with the generation sized to the cache.
+    fn config(&self, workload: &Workload, cache_size: u64) -> Result<Config, String> {
+        if let Some(path) = &self.config {
+            return Config::load(path).map_err(|e| format!("{}: {e}", path.display()));
+        }
+        let mut config = Config::default();
+        let (objects, unique_bytes) = workload.unique_objects_and_bytes();
+        let mean_object = (unique_bytes / objects.max(1)).max(1);
+        // "A generation of about one cache's worth of objects" (ARCHITECTURE.md); the floor
+        // keeps a tiny cache's filter from rotating on every few requests.
+        config.admission.sizing = FilterSizing::ExpectedUrls((cache_size / mean_object).max(1_000));
+        Ok(config)
+    }
+
+    fn check_policies(&self) -> Result<(), String> {
+        match self
+            .policies
+            .iter()
+            .find(|name| !POLICY_NAMES.contains(&name.as_str()))
+        {
+            Some(unknown) => Err(format!(
+                "--policies: unknown policy {unknown:?} (known: {})",
+                POLICY_NAMES.join(", ")
+            )),
+            None => Ok(()),
+        }
+    }
+}
+
+/// `secondhit bench`: the real proxy per policy over loopback (or `--target`).
+#[derive(Args, Debug, Clone)]
+pub struct BenchArgs {
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    /// Requests in flight at once.
+    #[arg(long, default_value_t = 32)]
+    pub concurrency: usize,
+    /// Draw byte hit ratio and disk writes per policy into this SVG file.
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+    /// Drive an already running proxy at this URL (only client-side figures are reported).
+    #[arg(long)]
+    pub target: Option<String>,
+}
+
+/// Runs `secondhit bench`; returns the table to print.
+pub fn bench(args: &BenchArgs) -> Result<String, String> {
+    args.policy.check_policies()?;
+    let workload = args.workload.source().load().map_err(|e| e.to_string())?;
+    let (_, unique_bytes) = workload.unique_objects_and_bytes();
+    let cache_size = args.policy.cache_size.resolve(unique_bytes);
+    let options = BenchOptions {
+        cache_size: CacheSize::Bytes(cache_size),
+        policies: args.policy.policies.clone(),
+        target: args.target.clone(),
+        drive: DriveOptions {
+            concurrency: args.concurrency,
+            progress: true,
+        },
+        config: args.policy.config(&workload, cache_size)?,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+    let report = runtime
+        .block_on(super::run_bench(&workload, &options))
+        .map_err(|e| e.to_string())?;
+    write_outputs(&report, args.policy.json.as_ref(), args.plot.as_ref())?;
+    Ok(report.to_table())
+}
+
+/// `secondhit simulate`: the same policies and store index, no HTTP, no disk.
+#[derive(Args, Debug, Clone)]
+pub struct SimulateArgs {
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    /// Vary one setting of `second-hit` and print a row per value, best marked:
+    /// `expected_urls=10000,100000` or `cache_size=1%,5%,10%`.
+    #[arg(long)]
+    pub sweep: Option<Sweep>,
+}
+
+/// Runs `secondhit simulate`; returns the table to print.
+pub fn simulate(args: &SimulateArgs) -> Result<String, String> {
+    args.policy.check_policies()?;
+    let workload = args.workload.source().load().map_err(|e| e.to_string())?;
+    let (_, unique_bytes) = workload.unique_objects_and_bytes();
+    let config = args
+        .policy
+        .config(&workload, args.policy.cache_size.resolve(unique_bytes))?;
+    match &args.sweep {
+        Some(sweep) => {
+            let rows = super::run_sweep(&workload, &config, args.policy.cache_size, sweep)?;
+            if let Some(path) = &args.policy.json {
+                let text = serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?;
+                std::fs::write(path, text + "\n")
+                    .map_err(|e| format!("--json {}: {e}", path.display()))?;
+            }
+            Ok(format!(
+                "workload: {}\n{}",
+                workload.name,
+                super::sweep_table(&rows)
+            ))
+        }
+        None => {
+            let report = super::run_simulation(
+                &workload,
+                &args.policy.policies,
+                &config,
+                args.policy.cache_size,
+            )?;
+            write_outputs(&report, args.policy.json.as_ref(), None)?;
+            Ok(report.to_table())
+        }
+    }
+}
+
+fn write_outputs(
+    report: &Report,
+    json: Option<&PathBuf>,
+    plot: Option<&PathBuf>,
+) -> Result<(), String> {
+    if let Some(path) = json {
+        report
+            .write_json(path)
+            .map_err(|e| format!("--json {}: {e}", path.display()))?;
+    }
+    if let Some(path) = plot {
+        report
+            .write_svg(path)
+            .map_err(|e| format!("--plot {}: {e}", path.display()))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,196 @@
+//! The offline simulator: the proxy's admission policies and the store's own LRU index,
+//! run over a workload without HTTP or disk, at millions of requests per second.
+//!
+//! Per request it does what the proxy does: check and record the key in the admission
+//! policy; a key in the index is a hit (and becomes most recently used); otherwise the
+//! origin is asked, and an admitted object no larger than `max_object_size` is indexed,
+//! evicting least-recently-used entries until it fits the byte budget. Entry files are
+//! counted at body size plus [`ENTRY_OVERHEAD`], the store's typical header, so the budget
+//! means the same thing here as in the HTTP bench.
+//!
+//! Not modelled: expiry (the synthetic origin's objects stay fresh for an hour, longer
+//! than a bench run), concurrent fills of one key, and fills dropped by a slow disk.
+
+use std::time::Instant;
+
+use xxhash_rust::xxh3::xxh3_128;
+
+use crate::admission::{Admission, FilterHasher};
+use crate::bench::report::PolicyReport;
+use crate::bench::workload::Workload;
+use crate::store::index::{Fill, Index, Origin};
+
+/// Bytes an entry file adds to its body: the 512-byte aligned preamble and key, and two
+/// metadata slots of the minimum 1 KiB (see `store::entry`); typical for the synthetic
+/// origin's responses, whose metadata is a few hundred bytes.
+pub const ENTRY_OVERHEAD: u64 = 512 + 2 * 1024;
+
+/// The cache the simulated proxy has.
+#[derive(Clone, Copy, Debug)]
+pub struct SimCache {
+    /// `cache.max_size`: the byte budget of entry files.
+    pub max_size: u64,
+    /// `cache.max_object_size`: larger bodies are never stored.
+    pub max_object_size: u64,
+}
+
+/// Runs `workload` through `admission` and an LRU index of `cache.max_size` bytes.
+pub fn simulate(
+    workload: &Workload,
+    admission: &dyn Admission,
+    hasher: &FilterHasher,
+    cache: SimCache,
+) -> PolicyReport {
+    let index = Index::new(cache.max_size);
+    let started = Instant::now();
+    let (mut hits, mut hit_bytes, mut bytes) = (0u64, 0u64, 0u64);
+    let (mut origin_requests, mut origin_bytes) = (0u64, 0u64);
+    let (mut write_objects, mut write_bytes) = (0u64, 0u64);
+    for (fill_id, request) in (0u64..).zip(&workload.requests) {
+        let id = request.object.to_le_bytes();
+        // The store names entries by an unkeyed hash, the filter by a keyed one — as in the proxy.
+        let key_hash = xxh3_128(&id);
+        let decision = admission.check_and_record(hasher.hash(&id));
+        bytes += request.size;
+        if index.touch(key_hash).is_some() {
+            hits += 1;
+            hit_bytes += request.size;
+            continue;
+        }
+        origin_requests += 1;
+        origin_bytes += request.size;
+        if !decision.is_admit() || request.size > cache.max_object_size {
+            continue;
+        }
+        let file_size = request.size + ENTRY_OVERHEAD;
+        if reserve(&index, file_size) {
+            // A miss means the key has no entry, so placing it cannot replace one.
+            index.place(
+                key_hash,
+                Fill {
+                    fill_id,
+                    size: file_size,
+                },
+                Origin::Live,
+            );
+            index.commit_reservation(file_size, file_size);
+            write_objects += 1;
+            write_bytes += request.size;
+        }
+    }
+    let elapsed = started.elapsed().as_secs_f64().max(1e-9);
+    let requests = workload.requests.len() as u64;
+    let ratio = |part: u64, whole: u64| {
+        if whole == 0 {
+            0.0
+        } else {
+            part as f64 / whole as f64
+        }
+    };
+    PolicyReport {
+        policy: admission.name().to_owned(),
+        requests,
+        failed_requests: 0,
+        hit_ratio: ratio(hits, requests),
+        byte_hit_ratio: ratio(hit_bytes, bytes),
+        disk_write_objects: Some(write_objects),
+        disk_write_bytes: Some(write_bytes),
+        origin_requests: Some(origin_requests),
+        origin_bytes: Some(origin_bytes),
+        admission_memory_bytes: Some(admission.memory_bytes()),
+        throughput_rps: Some(requests as f64 / elapsed),
+        p50_ms: None,
+        p99_ms: None,
+        p999_ms: None,
+    }
+}
+
+/// Reserves `size` bytes, evicting least-recently-used entries as the store does; false
+/// when the object cannot fit even in an empty cache.
+fn reserve(index: &Index, size: u64) -> bool {
+    while !index.try_reserve(size) {
+        match index.pop_lru() {
+            Some((_, evicted)) => index.release_object(evicted.size),
+            None => return false,
+        }
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::admission::AlwaysAdmit;
+    use crate::bench::policies::ExactSecondHit;
+    use crate::bench::workload::Request;
+
+    fn workload(objects: &[u64]) -> Workload {
+        Workload {
+            name: "test".into(),
+            requests: objects
+                .iter()
+                .map(|&object| Request { object, size: 1000 })
+                .collect(),
+            malformed_lines: 0,
+            ignored_lines: 0,
+        }
+    }
+
+    const ROOMY: SimCache = SimCache {
+        max_size: 1 << 30,
+        max_object_size: 1 << 20,
+    };
+
+    #[test]
+    fn always_stores_on_first_sight_and_second_hit_on_the_second() {
+        let requests = workload(&[1, 1, 1, 2]);
+        let hasher = FilterHasher::new(1);
+        let always = simulate(&requests, &AlwaysAdmit, &hasher, ROOMY);
+        assert_eq!(
+            (always.disk_write_objects, always.origin_requests),
+            (Some(2), Some(2))
+        );
+        assert!((always.hit_ratio - 0.5).abs() < 1e-9);
+        let exact = simulate(&requests, &ExactSecondHit::default(), &hasher, ROOMY);
+        // 1: miss (first sight), miss (stored), hit; 2: miss (first sight).
+        assert_eq!(
+            (exact.disk_write_objects, exact.origin_requests),
+            (Some(1), Some(3))
+        );
+        assert_eq!(exact.disk_write_bytes, Some(1000));
+    }
+
+    #[test]
+    fn the_budget_evicts_least_recently_used_entries() {
+        // Room for two entries: 1 and 2 stored, 1 hit (most recent), 3 evicts 2, so 1 still hits.
+        let cache = SimCache {
+            max_size: 2 * (1000 + ENTRY_OVERHEAD),
+            max_object_size: 1 << 20,
+        };
+        let report = simulate(
+            &workload(&[1, 2, 1, 3, 1, 2]),
+            &AlwaysAdmit,
+            &FilterHasher::new(1),
+            cache,
+        );
+        // Hits: the second and third requests of 1. Misses: 1, 2, 3, and 2 again.
+        assert_eq!(report.origin_requests, Some(4));
+        assert_eq!(report.disk_write_objects, Some(4));
+    }
+
+    #[test]
+    fn objects_over_the_size_limit_are_never_stored() {
+        let cache = SimCache {
+            max_size: 1 << 30,
+            max_object_size: 999,
+        };
+        let report = simulate(
+            &workload(&[1, 1]),
+            &AlwaysAdmit,
+            &FilterHasher::new(1),
+            cache,
+        );
+        assert_eq!(report.disk_write_objects, Some(0));
+        assert_eq!(report.hit_ratio, 0.0);
+    }
+}
