@@ -10,7 +10,7 @@ use super::policies::POLICY_NAMES;
 use super::report::Report;
 use super::workload::{SyntheticSpec, Workload};
 use super::{BenchOptions, CacheSize, Sweep, WorkloadSource};
-use crate::config::{Config, FilterSizing};
+use crate::config::Config;
 
 /// Where the traffic comes from: a trace file, or the synthetic generator's parameters.
 #[derive(Args, Debug, Clone)]
@@ -86,13 +86,7 @@ impl PolicyArgs {
         if let Some(path) = &self.config {
             return Config::load(path).map_err(|e| format!("{}: {e}", path.display()));
         }
-        let mut config = Config::default();
-        let (objects, unique_bytes) = workload.unique_objects_and_bytes();
-        let mean_object = (unique_bytes / objects.max(1)).max(1);
-        // "A generation of about one cache's worth of objects" (ARCHITECTURE.md); the floor
-        // keeps a tiny cache's filter from rotating on every few requests.
-        config.admission.sizing = FilterSizing::ExpectedUrls((cache_size / mean_object).max(1_000));
-        Ok(config)
+        Ok(super::config_sized_to_cache(workload, cache_size))
     }
 
     fn check_policies(&self) -> Result<(), String> {

@@ -187,14 +187,22 @@ where
         .margin(15)
         .x_label_area_size(30)
         .y_label_area_size(55)
-        .build_cartesian_2d(0.0..bars.len() as f64, 0.0..top)
+        // Bars centred on 0, 1, 2, …: the axis labels then sit under them.
+        .build_cartesian_2d(-0.5..bars.len() as f64 - 0.5, 0.0..top)
         .map_err(|e| e.to_string())?;
     let names: Vec<String> = bars.iter().map(|(name, _)| name.clone()).collect();
     chart
         .configure_mesh()
         .disable_x_mesh()
         .x_labels(bars.len())
-        .x_label_formatter(&|x| names.get(x.floor() as usize).cloned().unwrap_or_default())
+        .x_label_formatter(&|x| {
+            let nearest = x.round();
+            if (x - nearest).abs() < 1e-6 && nearest >= 0.0 {
+                names.get(nearest as usize).cloned().unwrap_or_default()
+            } else {
+                String::new()
+            }
+        })
         .draw()
         .map_err(|e| e.to_string())?;
     let colours = [
@@ -206,7 +214,7 @@ where
         .draw_series(bars.iter().enumerate().map(|(i, (_, value))| {
             let colour = colours[i % colours.len()];
             Rectangle::new(
-                [(i as f64 + 0.15, 0.0), (i as f64 + 0.85, *value)],
+                [(i as f64 - 0.35, 0.0), (i as f64 + 0.35, *value)],
                 colour.filled(),
             )
         }))
