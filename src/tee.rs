@@ -17,11 +17,11 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use http_body::{Body, Frame, SizeHint};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 
-use crate::store::EntryWriter;
+use crate::store::{EntryWriter, StoreError};
 
 /// Bytes that may wait between the client stream and the disk writer of one fill.
 ///
@@ -29,6 +29,9 @@ use crate::store::EntryWriter;
 /// lets a fill ride out such bursts (a 5 MiB body from a local origin is stored, not
 /// dropped) while bounding what one lagging fill can hold in memory.
 pub const FILL_BUFFER_BYTES: usize = 16 * 1024 * 1024;
+
+/// Frames already queued are written together up to this many bytes.
+const WRITE_BATCH_BYTES: usize = 256 * 1024;
 
 /// The sending half of a fill: data frames with their buffer permits, and the end signal.
 struct FillFeed {
@@ -151,12 +154,40 @@ async fn write_fill(
     completed: oneshot::Receiver<()>,
     key: Arc<str>,
 ) {
-    while let Some((data, _permit)) = frames.recv().await {
+    while let Some((first, first_permit)) = frames.recv().await {
+        // Coalesce what is already queued into one write: each write is a trip to the
+        // blocking pool, which costs more than copying the frames together.
+        let mut queued = vec![first];
+        let mut permits = vec![first_permit];
+        let mut queued_len = queued[0].len();
+        while queued_len < WRITE_BATCH_BYTES {
+            let Ok((more, permit)) = frames.try_recv() else {
+                break;
+            };
+            queued_len += more.len();
+            queued.push(more);
+            permits.push(permit);
+        }
+        let data = if queued.len() == 1 {
+            queued.swap_remove(0)
+        } else {
+            let mut joined = BytesMut::with_capacity(queued_len);
+            queued
+                .iter()
+                .for_each(|frame| joined.extend_from_slice(frame));
+            joined.freeze()
+        };
         if let Err(error) = writer.write(&data).await {
             // Dropping the writer (and the receiver) deletes the temp file and tells the tee.
-            tracing::warn!(key = %key, %error, "fill abandoned: write failed");
+            match error {
+                StoreError::TooLarge { .. } | StoreError::NoSpace { .. } => {
+                    tracing::debug!(key = %key, %error, "fill abandoned")
+                }
+                _ => tracing::warn!(key = %key, %error, "fill abandoned: write failed"),
+            }
             return;
         }
+        drop(permits);
     }
     // The tee signals completion before it drops the frame sender, so by now the
     // signal is either there or will never come.
