@@ -18,19 +18,23 @@
 
 mod aging_pair;
 mod bloom;
+mod persist;
+mod stats;
 
 use std::fmt;
-use std::fs::{self, OpenOptions};
+use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use xxhash_rust::xxh3::{xxh3_64, xxh3_128_with_seed};
 
-use crate::config::{AdmissionConfig, AdmissionPolicy, FilterSizing};
+use crate::config::{AdmissionConfig, AdmissionPolicy, FilterSizing, RotateMode};
 
-pub use aging_pair::{AgingPair, PairStats};
-pub use bloom::{BloomFilter, FilterParams};
+pub use aging_pair::{AgingPair, Cause, ObjectCount, Rotation, SATURATION, auto_floor};
+pub use bloom::{BloomFilter, FilterParams, Probe};
+pub use persist::{SNAPSHOT_FILE, Snapshots};
+pub use stats::{FilterStats, PairStats, RotationCounts, estimated_keys};
 
 /// 128-bit keyed hash of a cache key, the only thing admission sees.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -123,42 +127,12 @@ fn random_seed() -> io::Result<u64> {
     })
 }
 
-/// Writes the seed to `path` atomically: a temp file in the same directory (so the rename stays
-/// on one filesystem), fsynced, renamed over `path`, then the directory fsynced so the rename
-/// itself survives a crash. A reader never sees a half-written seed file.
+/// Writes the seed to `path` atomically (see [`persist::write_atomically`]): a reader never
+/// sees a half-written seed file.
 fn write_seed(state_dir: &Path, path: &Path, seed: u64) -> io::Result<()> {
-    fs::create_dir_all(state_dir)?;
-    // The process id keeps two processes from sharing a temp file; a leftover from a crash is
-    // simply truncated and reused.
-    let tmp = state_dir.join(format!(".{SEED_FILE}.{}.tmp", std::process::id()));
-    let result = (|| {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)?;
-        file.write_all(format!("{seed:016x}\n").as_bytes())?;
-        file.sync_all()?;
-        fs::rename(&tmp, path)?;
-        sync_dir(state_dir)
-    })();
-    if result.is_err() {
-        // Best effort: the write already failed, and a stray temp file is harmless.
-        let _ = fs::remove_file(&tmp);
-    }
-    result
-}
-
-/// Makes a rename in `dir` durable (fsync of the directory, a Unix notion).
-#[cfg(unix)]
-fn sync_dir(dir: &Path) -> io::Result<()> {
-    fs::File::open(dir)?.sync_all()
-}
-
-/// Directories cannot be opened for fsync off Unix; the rename is as durable as the platform makes it.
-#[cfg(not(unix))]
-fn sync_dir(_dir: &Path) -> io::Result<()> {
-    Ok(())
+    persist::write_atomically(state_dir, path, |file| {
+        file.write_all(format!("{seed:016x}\n").as_bytes())
+    })
 }
 
 /// Errors of the admission module (all about the seed file; filters themselves cannot fail).
@@ -239,6 +213,11 @@ pub trait Admission: Send + Sync {
     fn memory_bytes(&self) -> u64;
     /// The policy's config name, for logs and metrics.
     fn name(&self) -> &'static str;
+    /// The filter pair's statistics, for policies that keep one (`O(m/64)`: for metrics, not
+    /// for the request path).
+    fn filter_stats(&self) -> Option<PairStats> {
+        None
+    }
 }
 
 /// The policy that admits every response (config `policy = "always"`), remembering nothing.
@@ -259,22 +238,61 @@ impl Admission for AlwaysAdmit {
     }
 }
 
-/// Builds the policy named by `[admission]` (config validation already checked its values).
-pub fn from_config(config: &AdmissionConfig) -> Arc<dyn Admission> {
-    match config.policy {
-        AdmissionPolicy::Always => Arc::new(AlwaysAdmit),
-        AdmissionPolicy::SecondHit => {
-            let params = match config.sizing {
-                FilterSizing::ExpectedUrls(keys) => {
-                    FilterParams::for_expected_keys(keys, config.false_positive_rate)
-                }
-                FilterSizing::Memory(bytes) => {
-                    FilterParams::for_memory(bytes, config.false_positive_rate)
-                }
-            };
-            Arc::new(AgingPair::new(params, config.max_age))
-        }
+/// What [`from_config`] assembles for the proxy and the server.
+pub struct Assembled {
+    /// The policy the proxy consults.
+    pub policy: Arc<dyn Admission>,
+    /// The keyed hasher the proxy feeds it with.
+    pub hasher: FilterHasher,
+    /// The filter pair's snapshots, when the policy keeps filters.
+    pub snapshots: Option<Arc<Snapshots>>,
+}
+
+/// Builds the policy named by `[admission]` (config validation already checked its values):
+/// resolves the seed in `state_dir`, sizes the filter pair, restores its snapshot.
+/// `objects` counts the objects in the disk cache, for `rotate = "auto"`.
+pub fn from_config(
+    config: &AdmissionConfig,
+    state_dir: &Path,
+    objects: ObjectCount,
+) -> Result<Assembled, AdmissionError> {
+    let seed = resolve_seed(config.seed.as_deref(), state_dir)?;
+    let hasher = FilterHasher::new(seed);
+    if config.policy == AdmissionPolicy::Always {
+        return Ok(Assembled {
+            policy: Arc::new(AlwaysAdmit),
+            hasher,
+            snapshots: None,
+        });
     }
+    let params = match config.sizing {
+        FilterSizing::ExpectedUrls(keys) => {
+            FilterParams::for_expected_keys(keys, config.false_positive_rate)
+        }
+        FilterSizing::Memory(bytes) => FilterParams::for_memory(bytes, config.false_positive_rate),
+    };
+    let rotation = match config.rotate {
+        RotateMode::Fill => Rotation::Fill,
+        RotateMode::Auto => Rotation::Auto(objects),
+    };
+    let pair = Arc::new(AgingPair::new(
+        params,
+        config.max_age,
+        rotation,
+        std::time::Instant::now(),
+    ));
+    let snapshots = Arc::new(Snapshots::new(
+        pair.clone(),
+        state_dir,
+        seed,
+        config.snapshot_every,
+    ));
+    snapshots.restore();
+    Ok(Assembled {
+        policy: pair,
+        hasher,
+        snapshots: Some(snapshots),
+    })
 }
 
 #[cfg(test)]

@@ -36,6 +36,8 @@ pub struct Server {
     listener: TcpListener,
     proxy: Arc<Proxy>,
     store: Arc<Store>,
+    /// Saves the admission filters periodically and at shutdown (none for `policy = "always"`).
+    snapshots: Option<Arc<admission::Snapshots>>,
     config: ServerConfig,
 }
 
@@ -50,9 +52,12 @@ impl Server {
         // Opening scans the cache directory synchronously; nothing is served yet, so
         // blocking this thread delays only the start.
         let store = Arc::new(Store::open(options)?);
-        let seed = admission::resolve_seed(config.admission.seed.as_deref(), &store.state_dir())?;
-        let hasher = admission::FilterHasher::new(seed);
-        let policy = admission::from_config(&config.admission);
+        let objects: admission::ObjectCount = {
+            let store = store.clone();
+            Arc::new(move || store.object_count())
+        };
+        // Reads the filter snapshot synchronously, like the store's scan above.
+        let admission = admission::from_config(&config.admission, &store.state_dir(), objects)?;
         let origin = Origin::new(&config.origin)?;
         let listener = TcpListener::bind(config.server.listen)
             .await
@@ -63,8 +68,8 @@ impl Server {
         let proxy = Proxy::new(
             origin,
             store.clone(),
-            policy,
-            hasher,
+            admission.policy,
+            admission.hasher,
             config.cache.max_object_size,
             config.log.access_log == AccessLog::Stdout,
         );
@@ -72,6 +77,7 @@ impl Server {
             listener,
             proxy: Arc::new(proxy),
             store,
+            snapshots: admission.snapshots,
             config: config.server.clone(),
         })
     }
@@ -94,6 +100,7 @@ impl Server {
             .timer(TokioTimer::new())
             .header_read_timeout(self.config.header_read_timeout);
         let graceful = GracefulShutdown::new();
+        let periodic = (self.snapshots.clone()).map(|s| tokio::spawn(s.run_periodic()));
         let slots = Arc::new(Semaphore::new(self.config.max_connections));
         tokio::pin!(shutdown);
         loop {
@@ -142,6 +149,14 @@ impl Server {
             .is_err()
         {
             tracing::warn!(timeout = ?self.config.shutdown_timeout, "connections still open at shutdown_timeout; closing them");
+        }
+        if let Some(task) = periodic {
+            task.abort();
+        }
+        if let Some(snapshots) = &self.snapshots
+            && snapshots.save_in_background().await
+        {
+            tracing::info!(path = %snapshots.path().display(), "admission filters saved");
         }
     }
 }

@@ -214,6 +214,11 @@ impl Store {
         self.inner.index().contains_key(&key_hash)
     }
 
+    /// Number of entries in the index (objects in the cache).
+    pub fn object_count(&self) -> u64 {
+        self.inner.index().len() as u64
+    }
+
     /// Count of fills committed (renamed and indexed) since open; a fill that
     /// lost to a newer fill of the same key is not counted.
     pub fn committed_fills(&self) -> u64 {
