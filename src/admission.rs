@@ -15,6 +15,12 @@
 //! The filter hash is keyed with a per-deployment secret seed ([`resolve_seed`]) so crafted URLs
 //! cannot aim at chosen filter bits; it is independent of the store's unkeyed hash, so changing
 //! the seed never orphans the disk cache.
+//!
+//! The parts: `bloom` is one blocked Bloom filter and its sizing ([`FilterParams`]);
+//! `aging_pair` the rotating pair, lock-free on the request path, with a background thread
+//! that clears retired filters; `persist` the snapshots in `<cache.dir>/state/`
+//! ([`Snapshots`]); `stats` what the pair reports ([`PairStats`], through
+//! [`Admission::filter_stats`]). [`from_config`] assembles them.
 
 mod aging_pair;
 mod bloom;
@@ -32,7 +38,7 @@ use xxhash_rust::xxh3::{xxh3_64, xxh3_128_with_seed};
 use crate::config::{AdmissionConfig, AdmissionPolicy, FilterSizing, RotateMode};
 
 pub use aging_pair::{AgingPair, Cause, ObjectCount, Rotation, SATURATION, auto_floor};
-pub use bloom::{BloomFilter, FilterParams, Probe};
+pub use bloom::{Absent, BloomFilter, FilterParams, Probe};
 pub use persist::{SNAPSHOT_FILE, Snapshots};
 pub use stats::{FilterStats, PairStats, RotationCounts, estimated_keys};
 

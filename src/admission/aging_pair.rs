@@ -16,7 +16,10 @@
 //! cache clamped to `[auto_floor, generation_size]`); `max_age` has passed since it began
 //! ([`Cause::Age`]); more than 60% of its bits are set although the count says it has room
 //! ([`Cause::Saturation`] — a filter past that point answers "yes" too often, whatever the
-//! count says; it guards against a count that is wrong, e.g. restored against other bits).
+//! count says; it guards against a count that is wrong, e.g. restored against other bits,
+//! or a generation size too large for the bits). The fill is estimated from 32 blocks every
+//! ~1% of fill's worth of inserts, not counted on every insert (that would be a second
+//! atomic read-modify-write on the hot path).
 //! An idle gap of `2 · max_age` or more forgets *both* generations ([`Cause::Idle`]): under
 //! steady traffic no key older than two generations is remembered, and a quiet night should
 //! not change that — one rotation would keep the night's last generation for another
@@ -57,7 +60,9 @@
 //!    record's return, which happens-before the check by assumption). By write-read
 //!    coherence a load cannot see a value older in the word's modification order than a
 //!    store that happens-before it; so each load sees those bits, unless a later
-//!    modification removed them.
+//!    modification removed them. (If the record found the bits already set, its own loads
+//!    saw them, and by read-read coherence the check's later loads cannot see an older
+//!    value either.)
 //! 4. Only [`BloomFilter::clear`] removes bits, and the cleaner calls it only after
 //!    `Arc::try_unwrap` proved it holds the *last* reference to `F`. The check holds its
 //!    generation (an `Arc`, via its `arc_swap` guard: a swap converts outstanding guards of
@@ -72,7 +77,7 @@
 //! and rotations under way.
 //!
 //! # Memory orderings
-//! - Filter bits and the filters' `bits_set` gauges: `Relaxed` (see [`super::bloom`]).
+//! - Filter bits: `Relaxed` (see [`super::bloom`]).
 //! - `Generation::inserts` and the rotation counters: `Relaxed` counters; they publish no other
 //!   data, and a rotation decided on a slightly stale count is merely a request late or early.
 //! - The generation pointer: `arc_swap`'s own orderings (a `SeqCst` swap, acquire loads), which
@@ -82,6 +87,8 @@
 //! - Clearing: `Arc::try_unwrap` succeeds only after every other reference was dropped;
 //!   `Arc`'s release decrements and acquire on success order every insert into the filter
 //!   before the clear.
+//! - The coarse clock ([`cleaner`]): a `Relaxed` millisecond count; a stale reading only
+//!   notices `max_age` a tick late.
 
 mod cleaner;
 
@@ -108,6 +115,9 @@ pub enum Rotation {
     /// `[auto_floor(generation_size), generation_size]` (`rotate = "auto"`).
     Auto(ObjectCount),
 }
+
+/// Blocks read to estimate the current filter's fill (see [`BloomFilter::sampled_fill`]).
+const SATURATION_SAMPLE: usize = 32;
 
 /// Fraction of bits set at which a filter counts as saturated and the pair rotates whatever
 /// its count says. A filter at its design load has about half its bits set (that is what the
@@ -170,7 +180,7 @@ struct Generation {
     target: u64,
     /// Receives every insert.
     current: Arc<BloomFilter>,
-    /// New keys `current` has taken (inserts that set at least one new bit, copies included).
+    /// New keys `current` has taken (checks that found some of their bits missing, copies included).
     inserts: AtomicU64,
     /// The previous generation's filter, read only; `None` when there is none (at the first
     /// start, or after an idle gap forgot it).
@@ -194,8 +204,9 @@ pub struct AgingPair {
     max_age: Duration,
     /// How each generation's target of new keys is chosen.
     rotation: Rotation,
-    /// Bits set in `current` at which it counts as saturated.
-    saturation_bits: u64,
+    /// The current filter's fill is sampled once every this many counted inserts (a power of
+    /// two): about the inserts that raise the fill by 1%, at most 4096.
+    saturation_check_mask: u64,
     /// The live generation.
     live: ArcSwap<Generation>,
     /// Cleared filters for the next rotations, and the thread that clears retired ones.
@@ -255,7 +266,10 @@ impl AgingPair {
         AgingPair {
             params,
             max_age,
-            saturation_bits: (params.bits as f64 * SATURATION) as u64,
+            saturation_check_mask: (params.bits / (100 * u64::from(params.probes)))
+                .clamp(1, 4096)
+                .next_power_of_two()
+                - 1,
             live: ArcSwap::from_pointee(Generation {
                 number: 0,
                 start: now,
@@ -282,22 +296,22 @@ impl AgingPair {
         }
         let probe = generation.current.probe(hash);
         // Both blocks are read before either is tested, so the two cache misses overlap.
-        let missing = generation.current.missing(&probe);
-        let in_previous = generation
-            .previous
-            .as_ref()
-            .is_some_and(|p| p.filter.missing(&probe) == [0; 8]);
-        if missing == [0; 8] {
+        let previous = generation.previous.as_ref().map(|p| &*p.filter);
+        let (absent, in_previous) = generation.current.absent_here_and_in(previous, &probe);
+        if absent.is_empty() {
             return Decision::Admit(AdmitReason::SeenBefore);
         }
-        // Copying a key found only in `previous` keeps it alive for another generation.
-        if generation.current.insert_missing(&probe, &missing) != 0 {
-            let inserts = generation.inserts.fetch_add(1, Ordering::Relaxed) + 1;
-            if inserts >= generation.target {
-                self.rotate(&generation, Cause::Fill, now);
-            } else if generation.current.bits_set() >= self.saturation_bits {
-                self.rotate(&generation, Cause::Saturation, now);
-            }
+        // Copying a key found only in `previous` keeps it alive for another generation. The
+        // key counts as new when `current` lacked some of its bits; two threads inserting the
+        // same new key at once both count it, which only brings the rotation forward a key.
+        generation.current.insert_absent(&absent);
+        let inserts = generation.inserts.fetch_add(1, Ordering::Relaxed) + 1;
+        if inserts >= generation.target {
+            self.rotate(&generation, Cause::Fill, now);
+        } else if inserts & self.saturation_check_mask == 0
+            && generation.current.sampled_fill(SATURATION_SAMPLE) >= SATURATION
+        {
+            self.rotate(&generation, Cause::Saturation, now);
         }
         if in_previous {
             Decision::Admit(AdmitReason::SeenBefore)
@@ -516,9 +530,11 @@ impl AgingPair {
 }
 
 impl Admission for AgingPair {
-    /// `Admit(SeenBefore)` if the key is in either filter, else `Reject(FirstSight)`; always records it.
+    /// `Admit(SeenBefore)` if the key is in either filter, else `Reject(FirstSight)`; always
+    /// records it. Reads the cleaner thread's coarse clock (a few milliseconds of slack on
+    /// `max_age`) rather than the system clock, which costs as much as the rest of the check.
     fn check_and_record(&self, hash: FilterHash) -> Decision {
-        self.check_and_record_at(hash, Instant::now())
+        self.check_and_record_at(hash, self.spares.now())
     }
 
     /// The two filters that answer and the spare that waits for the next rotation.

@@ -18,7 +18,7 @@ pub struct FilterStats {
     pub bits_set: u64,
     /// `X / m`: about 0.5 at the design load; the pair rotates at 0.6 whatever the count.
     pub bits_set_ratio: f64,
-    /// New keys counted into the filter by the pair (inserts that set at least one new bit).
+    /// New keys counted into the filter by the pair (checks that found some of their bits missing).
     pub inserts: u64,
     /// Distinct keys estimated from the fill, `-(m/k) ln(1 - X/m)` (Swamidass & Baldi);
     /// infinite for a filter with every bit set.
