@@ -34,9 +34,9 @@
 //! query finds it. Relaxed suffices for that because of coherence: a load cannot return a
 //! value older, in that word's modification order, than a store that happens-before the
 //! load; and every later modification of a word is either another `fetch_or` (which only
-//! adds bits) or [`BloomFilter::clear`], which takes `&mut self` — the type system proves no
-//! query runs meanwhile (the aging pair clears a filter only once it owns the last reference
-//! to it). No other memory is published through the bits, so nothing needs acquire/release.
+//! adds bits) or [`BloomFilter::clear`], which the aging pair calls only on a filter that no
+//! generation uses any more (see its module docs for why that keeps every promise). No other
+//! memory is published through the bits, so nothing needs acquire/release.
 //!
 //! There is deliberately no counter of bits set: an atomic add per insert is a second locked
 //! instruction on the hot path. The fill is counted when statistics ask for it, and
@@ -139,14 +139,15 @@ impl BloomFilter {
     }
 
     /// Replaces the bit array with `words` (as [`BloomFilter::words`] gives them); false,
-    /// changing nothing, when their number does not match the filter's size.
-    pub fn load_words(&mut self, words: &[u64]) -> bool {
+    /// changing nothing, when their number does not match the filter's size. Relaxed stores:
+    /// for a filter no check uses yet (restoring a snapshot at start-up).
+    pub fn store_words(&self, words: &[u64]) -> bool {
         if words.len() as u64 != self.bits() / 64 {
             return false;
         }
-        for (block, chunk) in self.blocks.iter_mut().zip(words.chunks_exact(WORDS)) {
-            for (word, &value) in block.0.iter_mut().zip(chunk) {
-                *word.get_mut() = value;
+        for (block, chunk) in self.blocks.iter().zip(words.chunks_exact(WORDS)) {
+            for (word, &value) in block.0.iter().zip(chunk) {
+                word.store(value, Ordering::Relaxed);
             }
         }
         true
@@ -212,11 +213,12 @@ impl BloomFilter {
         !absent.is_empty()
     }
 
-    /// Clears every bit. `&mut self`: nobody can be querying meanwhile.
-    pub fn clear(&mut self) {
-        for block in self.blocks.iter_mut() {
-            for word in &mut block.0 {
-                *word.get_mut() = 0;
+    /// Clears every bit, with Relaxed stores. The caller makes sure the filter is retired:
+    /// no generation uses it, so no check depends on its bits any more (see the aging pair).
+    pub fn clear(&self) {
+        for block in self.blocks.iter() {
+            for word in &block.0 {
+                word.store(0, Ordering::Relaxed);
             }
         }
     }

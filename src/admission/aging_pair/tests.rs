@@ -1,4 +1,5 @@
 use super::*;
+use slots::FilterState;
 use std::sync::atomic::AtomicU64;
 use xxhash_rust::xxh3::xxh3_128;
 
@@ -336,23 +337,45 @@ fn restore_ages_the_image() {
 }
 
 #[test]
-fn retired_filters_come_back_cleared() {
+fn retired_filters_are_cleared_in_the_background_and_reused() {
     let t0 = Instant::now();
     let pair = pair(small_generations(4), HOUR, t0);
     let mut next = 100;
     for _ in 0..20 {
         fill_until_rotation(&pair, &mut next, t0);
-        // Give the cleaner time to return the retired filter, so the next rotation reuses it.
-        for _ in 0..1_000 {
-            if pair.spares.ready() > 0 {
+        let state = pair.shared.state();
+        let spares: Vec<usize> = (0..3)
+            .filter(|&i| i != state.current && state.previous != Some(i))
+            .collect();
+        assert_eq!(spares.len(), 1);
+        // The cleaner thread clears the retired filter after its grace period.
+        for _ in 0..2_000 {
+            if pair.shared.filter_state(spares[0]) == FilterState::Clean {
                 break;
             }
             std::thread::sleep(Duration::from_millis(1));
         }
-        assert_eq!(pair.spares.ready(), 1);
-        let stats = pair.stats_at(t0);
-        assert!(stats.current.bits_set == 0, "a reused filter starts empty");
+        assert_eq!(pair.shared.filter_state(spares[0]), FilterState::Clean);
+        assert_eq!(pair.shared.filters[spares[0]].bits_set(), 0);
+        assert_eq!(
+            pair.stats_at(t0).current.bits_set,
+            0,
+            "the new current starts empty"
+        );
     }
+}
+
+#[test]
+fn a_rotation_clears_a_spare_the_cleaner_has_not_reached() {
+    let t0 = Instant::now();
+    let pair = pair(small_generations(4), HOUR, t0);
+    let mut next = 100;
+    // Rotations in a tight loop: faster than the cleaner's grace period.
+    for _ in 0..10 {
+        fill_until_rotation(&pair, &mut next, t0);
+        assert_eq!(pair.stats_at(t0).current.bits_set, 0);
+    }
+    assert_eq!(pair.generation(), 10);
 }
 
 #[test]

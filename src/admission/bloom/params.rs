@@ -57,18 +57,10 @@ impl FilterParams {
         while hi < MAX_BLOCKS && best_probes(n, hi).1 > p {
             hi = (hi * 2).min(MAX_BLOCKS);
         }
-        let mut lo = 0; // best_probes(n, lo) > p, or lo == 0
-        while hi - lo > 1 {
-            let mid = lo + (hi - lo) / 2;
-            if best_probes(n, mid).1 <= p {
-                hi = mid;
-            } else {
-                lo = mid;
-            }
-        }
+        let blocks = first_in(0, hi, |blocks| best_probes(n, blocks).1 <= p);
         FilterParams {
-            bits: hi * BLOCK_BITS,
-            probes: best_probes(n, hi).0,
+            bits: blocks * BLOCK_BITS,
+            probes: best_probes(n, blocks).0,
             generation_size: n,
             false_positive_rate: p,
         }
@@ -80,23 +72,14 @@ impl FilterParams {
     pub fn for_memory(pair_bytes: u64, p: f64) -> FilterParams {
         debug_assert!(p > 0.0 && p < 1.0, "false-positive rate {p} outside (0, 1)");
         let blocks = (pair_bytes / 2 / (BLOCK_BITS / 8)).clamp(1, MAX_BLOCKS);
-        // fpr grows with n; bisect for the largest n that meets the target.
-        let (mut lo, mut hi) = (1u64, blocks * BLOCK_BITS);
-        if best_probes(hi, blocks).1 <= p {
-            lo = hi;
-        }
-        while hi - lo > 1 {
-            let mid = lo + (hi - lo) / 2;
-            if best_probes(mid, blocks).1 <= p {
-                lo = mid;
-            } else {
-                hi = mid;
-            }
-        }
+        // The rate grows with n: the largest n that meets the target is one below the first
+        // that misses it (searched up to one key per bit, which never meets any target).
+        let most = blocks * BLOCK_BITS;
+        let n = (first_in(1, most, |n| best_probes(n, blocks).1 > p) - 1).max(1);
         FilterParams {
             bits: blocks * BLOCK_BITS,
-            probes: best_probes(lo, blocks).0,
-            generation_size: lo,
+            probes: best_probes(n, blocks).0,
+            generation_size: n,
             false_positive_rate: p,
         }
     }
@@ -144,6 +127,20 @@ impl FilterParams {
             false_positive_rate: self.false_positive_rate,
         }
     }
+}
+
+/// The smallest `x` in `(lo, hi]` for which `ok(x)` holds, by bisection; `ok` must be
+/// monotone (false, then true) on that range, and is assumed true at `hi`.
+fn first_in(mut lo: u64, mut hi: u64, ok: impl Fn(u64) -> bool) -> u64 {
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if ok(mid) {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    hi
 }
 
 /// The probe count with the lowest modelled rate for `n` keys in `blocks` blocks, and that rate.

@@ -145,7 +145,7 @@ fn measured_rate_from_the_bits_agrees_with_counting() {
 
 #[test]
 fn insert_reports_new_bits_and_clear_empties() {
-    let mut filter = BloomFilter::new(&FilterParams::for_expected_keys(1_000, 0.01));
+    let filter = BloomFilter::new(&FilterParams::for_expected_keys(1_000, 0.01));
     assert!(!filter.contains(key(7)));
     assert!(filter.insert(key(7)));
     assert!(!filter.insert(key(7)), "second insert sets nothing new");
@@ -197,18 +197,18 @@ fn probes_stay_in_one_block_and_spread_over_it() {
 }
 
 #[test]
-fn load_words_round_trips_and_checks_the_length() {
+fn store_words_round_trips_and_checks_the_length() {
     let params = FilterParams::for_expected_keys(1_000, 0.01);
     let filter = BloomFilter::new(&params);
     for i in 0..1_000 {
         filter.insert(key(i));
     }
     let words: Vec<u64> = filter.words().collect();
-    let mut copy = BloomFilter::new(&params);
+    let copy = BloomFilter::new(&params);
     copy.insert(key(5_000));
-    assert!(!copy.load_words(&words[1..]));
+    assert!(!copy.store_words(&words[1..]));
     assert!(copy.contains(key(5_000)), "a refused load changes nothing");
-    assert!(copy.load_words(&words));
+    assert!(copy.store_words(&words));
     assert_eq!(copy.bits_set(), filter.bits_set());
     assert!((0..1_000).all(|i| copy.contains(key(i))));
     assert_eq!(copy.words().collect::<Vec<_>>(), words);
