@@ -33,32 +33,36 @@
 //! `cargo bench --bench filter -- 100k` runs the small size only).
 //!
 //! # Results
-//! 2026-11-22, `cargo bench --bench filter`, on this project's 2-core machine (`lscpu`: "AMD
-//! EPYC", 2 CPUs, L2 1 MiB per core, L3 32 MiB; a VM), rustc 1.95, while another engineer's
-//! builds kept the load average near 7, so expect ±10%. ns per operation (criterion's
-//! median estimate):
+//! 2026-11-22, `cargo bench --bench filter` (about two minutes), on this project's 2-core
+//! machine (`lscpu`: "AMD EPYC", 2 CPUs, L2 1 MiB per core, L3 32 MiB; a VM shared with
+//! other builds, load average about 2 during the run), rustc 1.95. ns per operation,
+//! criterion's median estimate:
 //!
 //! | n per generation | secondhit_pair | fastbloom | fastbloom_atomic | sbbf_rs_safe | random_read_floor | random_read_latency |
 //! |---|---|---|---|---|---|---|
-//! | 100 000 | 83 | 20 | 56 | 6.4 | 4.6 | 5.1 |
-//! | 10 000 000 | 232 | 119 | 126 | 44 | 30 | 168 |
+//! | 100 000 | 58 | 18 | 43 | 6.3 | 3.0 | 4.5 |
+//! | 10 000 000 | 215 | 109 | 129 | 47 | 28 | 163 |
 //!
-//! Against the issue's goals, at 10M: the pair is 1.4× the random-read *latency* (one miss
-//! that nothing overlaps) but 7.8× the overlapped-read floor, and 1.9× one fastbloom
-//! contains + insert — both goals are missed in this tight loop. Why: in this workload 72%
-//! of the operations insert (a generation of `n` new keys lasts `2n·ln 2` draws from a
-//! universe of `2n`), and an insert into shared memory needs atomic read-modify-writes
-//! (`lock or`), which on x86 are full fences: the next operation's loads cannot start until
-//! this operation's cache miss is served, so each inserting operation pays one whole memory
-//! latency (its two blocks' misses do overlap each other). fastbloom's `&mut` filter uses
-//! plain stores, so consecutive operations overlap their misses; its atomic variant is
-//! comparable because its `contains` exits early and its probes overlap. sbbf is a
-//! single-threaded SIMD filter. A proxy serves one request at a time per worker, with
-//! microseconds of other work (and fences) between two checks, so per request the pair costs
-//! about one memory latency plus a few atomics; the tight loop shows the worst case.
-//! (Measured along the way: before the rework of the hot path — per-insert bit counter,
-//! compare-and-swap loops for `fetch_or`, a `memcmp`, the system clock on every call and the
-//! second block read after the first branch — the same run gave 144 ns and 267 ns.)
+//! Against the issue's goals, at 10M keys: the pair costs 1.3× one random read that nothing
+//! overlaps (`random_read_latency`), but 7.6× the overlapped-read floor and 2.0× one
+//! fastbloom contains + insert — so both goals as written are missed in this tight loop.
+//! Where the time goes (perf): almost all of it is the wait for the first of the two blocks
+//! (the second block's miss overlaps it); the pair's own bookkeeping is under 10%. What the
+//! loop cannot do for the pair is overlap one operation's misses with the next one's: about
+//! 70% of the operations here insert (a generation of `n` new keys lasts `2n·ln 2` draws
+//! from a universe of `2n`), the outcome of the check is a data-dependent, unpredictable
+//! branch, and the insert is atomic. fastbloom's `&mut` filter overlaps consecutive
+//! operations' misses (plain stores, an early-exit `contains`), and so does sbbf's
+//! branch-free SIMD code; neither can be shared between worker threads as the pair is. A
+//! proxy does a check per request with microseconds of other work in between, so what a
+//! request pays is about one memory latency (`random_read_latency`) plus a few atomics;
+//! that is what the pair is close to.
+//!
+//! History of this bench on the same machine (10M / 100k): first version (a per-insert bit
+//! counter, compare-and-swap loops for `fetch_or`, a `memcmp`, the system clock on every
+//! call, the second block read only after the first branch) 267 / 144 ns; generations in an
+//! `arc_swap` (two locked instructions per check for its guard; measured under a load
+//! average of 7) 232 / 83 ns; now 215 / 58.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};

@@ -35,9 +35,10 @@
 //! time, target and insert count live in one of four slots (`number % 4`). A check loads the
 //! state word (acquire), probes the two filters and, for a new key, sets its bits in `current`
 //! (atomic `fetch_or`s) and counts it in the slot. Nothing is reference-counted: the filters
-//! are never freed while the pair lives, so a check needs no guard — an earlier version kept
-//! each generation in an `arc_swap` and its guard cost two locked instructions per check,
-//! 80 ns of a 220 ns check at 10M keys in the bench.
+//! are never freed while the pair lives, so a check needs no guard and, when the key is
+//! already in `current`, writes nothing shared at all. (An earlier version kept each
+//! generation in an `arc_swap`, whose guard costs two locked instructions per check; see the
+//! bench's history in `benches/filter.rs`.)
 //!
 //! A rotation is a compare-and-swap of the state word from the generation it saw to the next:
 //! its spare (already cleared) becomes `current`, `current` becomes `previous`, and the old

@@ -196,13 +196,20 @@ impl BloomFilter {
     /// Sets the bits `absent` (from [`BloomFilter::absent`] on this filter) found missing.
     pub fn insert_absent(&self, absent: &Absent) {
         let block = &self.blocks[absent.block].0;
-        for (word, &bits) in block.iter().zip(&absent.words) {
-            if bits != 0 {
-                // fetch_or, not load-then-store: two threads setting different bits of one
-                // word must not overwrite each other. Its result is unused, so it compiles
-                // to a single `lock or` rather than a compare-and-swap loop.
-                word.fetch_or(bits, Ordering::Relaxed);
-            }
+        // Visit only the words with missing bits, through a bitmap built without branches:
+        // one loop exit to predict rather than a branch per word.
+        let mut words = absent
+            .words
+            .iter()
+            .enumerate()
+            .fold(0u32, |map, (i, &bits)| map | (u32::from(bits != 0) << i));
+        while words != 0 {
+            let i = words.trailing_zeros() as usize;
+            words &= words - 1;
+            // fetch_or, not load-then-store: two threads setting different bits of one word
+            // must not overwrite each other. Its result is unused, so it compiles to a single
+            // `lock or` rather than a compare-and-swap loop.
+            block[i].fetch_or(absent.words[i], Ordering::Relaxed);
         }
     }
 
