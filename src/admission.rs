@@ -20,7 +20,8 @@
 //! `aging_pair` the rotating pair, lock-free on the request path, with a background thread
 //! that clears retired filters; `persist` the snapshots in `<cache.dir>/state/`
 //! ([`Snapshots`]); `stats` what the pair reports ([`PairStats`], through
-//! [`Admission::filter_stats`]). [`from_config`] assembles them.
+//! [`Admission::filter_stats`]). [`assemble`] puts them together for the server;
+//! [`from_config`] builds just the policy.
 
 mod aging_pair;
 mod bloom;
@@ -244,7 +245,7 @@ impl Admission for AlwaysAdmit {
     }
 }
 
-/// What [`from_config`] assembles for the proxy and the server.
+/// What [`assemble`] builds for the proxy and the server.
 pub struct Assembled {
     /// The policy the proxy consults.
     pub policy: Arc<dyn Admission>,
@@ -254,39 +255,23 @@ pub struct Assembled {
     pub snapshots: Option<Arc<Snapshots>>,
 }
 
-/// Builds the policy named by `[admission]` (config validation already checked its values):
-/// resolves the seed in `state_dir`, sizes the filter pair, restores its snapshot.
+/// Builds what the server needs from `[admission]` (config validation already checked its
+/// values): resolves the seed in `state_dir`, sizes the filter pair, restores its snapshot.
 /// `objects` counts the objects in the disk cache, for `rotate = "auto"`.
-pub fn from_config(
+pub fn assemble(
     config: &AdmissionConfig,
     state_dir: &Path,
     objects: ObjectCount,
 ) -> Result<Assembled, AdmissionError> {
     let seed = resolve_seed(config.seed.as_deref(), state_dir)?;
     let hasher = FilterHasher::new(seed);
-    if config.policy == AdmissionPolicy::Always {
+    let Some(pair) = pair_from_config(config, objects) else {
         return Ok(Assembled {
             policy: Arc::new(AlwaysAdmit),
             hasher,
             snapshots: None,
         });
-    }
-    let params = match config.sizing {
-        FilterSizing::ExpectedUrls(keys) => {
-            FilterParams::for_expected_keys(keys, config.false_positive_rate)
-        }
-        FilterSizing::Memory(bytes) => FilterParams::for_memory(bytes, config.false_positive_rate),
     };
-    let rotation = match config.rotate {
-        RotateMode::Fill => Rotation::Fill,
-        RotateMode::Auto => Rotation::Auto(objects),
-    };
-    let pair = Arc::new(AgingPair::new(
-        params,
-        config.max_age,
-        rotation,
-        std::time::Instant::now(),
-    ));
     let snapshots = Arc::new(Snapshots::new(
         pair.clone(),
         state_dir,
@@ -299,6 +284,40 @@ pub fn from_config(
         hasher,
         snapshots: Some(snapshots),
     })
+}
+
+/// Just the policy named by `[admission]`, fresh and without snapshots: for callers that
+/// build and compare policies themselves (a bench, a simulator). Without a disk cache to
+/// count, `rotate = "auto"` sizes every generation to its upper clamp, `expected_urls`.
+pub fn from_config(config: &AdmissionConfig) -> Arc<dyn Admission> {
+    match pair_from_config(config, Arc::new(|| u64::MAX)) {
+        Some(pair) => pair,
+        None => Arc::new(AlwaysAdmit),
+    }
+}
+
+/// The filter pair `[admission]` describes; `None` for `policy = "always"`.
+fn pair_from_config(config: &AdmissionConfig, objects: ObjectCount) -> Option<Arc<AgingPair>> {
+    if config.policy == AdmissionPolicy::Always {
+        return None;
+    }
+    let params = match config.sizing {
+        FilterSizing::ExpectedUrls(keys) => {
+            FilterParams::for_expected_keys(keys, config.false_positive_rate)
+        }
+        FilterSizing::Memory(bytes) => FilterParams::for_memory(bytes, config.false_positive_rate),
+    };
+    let rotation = match config.rotate {
+        RotateMode::Fill => Rotation::Fill,
+        RotateMode::Auto => Rotation::Auto(objects),
+    };
+    let now = std::time::Instant::now();
+    Some(Arc::new(AgingPair::new(
+        params,
+        config.max_age,
+        rotation,
+        now,
+    )))
 }
 
 #[cfg(test)]
@@ -403,6 +422,46 @@ mod tests {
         }
         assert_eq!(policy.memory_bytes(), 0);
         assert_eq!(policy.name(), "always");
+    }
+
+    #[test]
+    fn policies_from_config() {
+        let mut config = AdmissionConfig::default();
+        let pair = from_config(&config);
+        assert_eq!(pair.name(), "second-hit");
+        let stats = pair.filter_stats().unwrap();
+        assert_eq!(stats.params.generation_size, 1_000_000);
+        assert_eq!(stats.generation_target, 1_000_000);
+        // Without a cache to count, auto takes its upper clamp.
+        config.rotate = RotateMode::Auto;
+        let auto = from_config(&config).filter_stats().unwrap();
+        assert_eq!(auto.generation_target, 1_000_000);
+        config.policy = AdmissionPolicy::Always;
+        assert_eq!(from_config(&config).name(), "always");
+        assert!(from_config(&config).filter_stats().is_none());
+    }
+
+    #[test]
+    fn assemble_keeps_snapshots_for_filters_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = AdmissionConfig {
+            rotate: RotateMode::Auto,
+            ..AdmissionConfig::default()
+        };
+        let objects: ObjectCount = Arc::new(|| 50_000);
+        let built = assemble(&config, dir.path(), objects.clone()).unwrap();
+        assert_eq!(built.policy.name(), "second-hit");
+        assert_eq!(
+            built.policy.filter_stats().unwrap().generation_target,
+            50_000
+        );
+        let snapshots = built.snapshots.unwrap();
+        assert_eq!(snapshots.path(), dir.path().join(SNAPSHOT_FILE));
+        config.policy = AdmissionPolicy::Always;
+        let always = assemble(&config, dir.path(), objects).unwrap();
+        assert!(always.snapshots.is_none());
+        // Both resolved the same generated seed.
+        assert_eq!(always.hasher.hash(b"k"), built.hasher.hash(b"k"));
     }
 
     #[test]

@@ -57,7 +57,7 @@ impl Server {
             Arc::new(move || store.object_count())
         };
         // Reads the filter snapshot synchronously, like the store's scan above.
-        let admission = admission::from_config(&config.admission, &store.state_dir(), objects)?;
+        let admission = admission::assemble(&config.admission, &store.state_dir(), objects)?;
         let origin = Origin::new(&config.origin)?;
         let listener = TcpListener::bind(config.server.listen)
             .await
