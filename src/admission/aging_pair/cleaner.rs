@@ -14,7 +14,9 @@
 //! starves the thread), never ahead. Relaxed is enough: the value publishes nothing else.
 //!
 //! The thread holds only a `Weak` reference and ends at the first tick after the pair is
-//! dropped.
+//! dropped. The clearing steps themselves (a compare-and-swap from retired to clearing, so
+//! only one thread clears a filter) are here too: a rotation that finds its spare not yet
+//! cleared — rotations faster than the grace period — uses them to clear it itself.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
@@ -22,6 +24,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use super::Shared;
+use super::nanos_of;
+use super::slots::{FilterState, State};
 
 /// How often the thread wakes: the clock's resolution, and how soon a retired filter is
 /// looked at.
@@ -94,5 +98,61 @@ fn run(shared: &Weak<Shared>, clock: &CoarseClock) {
         shared.clear_retired(clock.now());
         drop(shared);
         thread::sleep(TICK);
+    }
+}
+
+impl Shared {
+    /// A filter that is neither current nor previous in `seen`, cleared — by the cleaner
+    /// thread already, or here if it has not got to it yet. `None` if another rotation has
+    /// taken it meanwhile.
+    pub(super) fn clean_spare(&self, seen: State) -> Option<usize> {
+        let candidates = (0..3).filter(|&i| i != seen.current && seen.previous != Some(i));
+        // Prefer one the cleaner has finished.
+        let spare = candidates
+            .clone()
+            .find(|&i| self.filter_state(i) == FilterState::Clean)
+            .or_else(|| candidates.clone().next())?;
+        loop {
+            match self.filter_state(spare) {
+                FilterState::Clean => return Some(spare),
+                FilterState::Retired => {
+                    self.clear_if_retired(spare);
+                }
+                // Another thread is clearing it: it finishes in O(m).
+                FilterState::Clearing => std::thread::yield_now(),
+                FilterState::InUse => return None,
+            }
+        }
+    }
+
+    pub(super) fn filter_state(&self, filter: usize) -> FilterState {
+        FilterState::from(self.filter_states[filter].load(Ordering::Acquire))
+    }
+
+    /// Clears `filter` if it is retired and nobody else is clearing it.
+    fn clear_if_retired(&self, filter: usize) {
+        let claimed = self.filter_states[filter].compare_exchange(
+            FilterState::Retired as u8,
+            FilterState::Clearing as u8,
+            Ordering::Acquire,
+            Ordering::Relaxed,
+        );
+        if claimed.is_ok() {
+            self.filters[filter].clear();
+            self.filter_states[filter].store(FilterState::Clean as u8, Ordering::Release);
+        }
+    }
+
+    /// The cleaner thread's work: clears the filters retired at least [`GRACE`] ago.
+    pub(super) fn clear_retired(&self, now: Instant) {
+        let now = self.nanos(now);
+        let grace = nanos_of(GRACE);
+        for filter in 0..3 {
+            if self.filter_state(filter) == FilterState::Retired
+                && now - self.retired_at[filter].load(Ordering::Relaxed) >= grace
+            {
+                self.clear_if_retired(filter);
+            }
+        }
     }
 }
