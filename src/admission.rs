@@ -15,22 +15,33 @@
 //! The filter hash is keyed with a per-deployment secret seed ([`resolve_seed`]) so crafted URLs
 //! cannot aim at chosen filter bits; it is independent of the store's unkeyed hash, so changing
 //! the seed never orphans the disk cache.
+//!
+//! The parts: `bloom` is one blocked Bloom filter and its sizing ([`FilterParams`]);
+//! `aging_pair` the rotating pair, lock-free on the request path, with a background thread
+//! that clears retired filters; `persist` the snapshots in `<cache.dir>/state/`
+//! ([`Snapshots`]); `stats` what the pair reports ([`PairStats`], through
+//! [`Admission::filter_stats`]). [`assemble`] puts them together for the server;
+//! [`from_config`] builds just the policy.
 
 mod aging_pair;
 mod bloom;
+mod persist;
+mod stats;
 
 use std::fmt;
-use std::fs::{self, OpenOptions};
+use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use xxhash_rust::xxh3::{xxh3_64, xxh3_128_with_seed};
 
-use crate::config::{AdmissionConfig, AdmissionPolicy, FilterSizing};
+use crate::config::{AdmissionConfig, AdmissionPolicy, FilterSizing, RotateMode};
 
-pub use aging_pair::{AgingPair, PairStats};
-pub use bloom::{BloomFilter, FilterParams};
+pub use aging_pair::{AgingPair, Cause, ObjectCount, Rotation, SATURATION, auto_floor};
+pub use bloom::{Absent, BloomFilter, FilterParams, Probe};
+pub use persist::{SNAPSHOT_FILE, Snapshots};
+pub use stats::{FilterStats, PairStats, RotationCounts, estimated_keys};
 
 /// 128-bit keyed hash of a cache key, the only thing admission sees.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -123,42 +134,12 @@ fn random_seed() -> io::Result<u64> {
     })
 }
 
-/// Writes the seed to `path` atomically: a temp file in the same directory (so the rename stays
-/// on one filesystem), fsynced, renamed over `path`, then the directory fsynced so the rename
-/// itself survives a crash. A reader never sees a half-written seed file.
+/// Writes the seed to `path` atomically (see [`persist::write_atomically`]): a reader never
+/// sees a half-written seed file.
 fn write_seed(state_dir: &Path, path: &Path, seed: u64) -> io::Result<()> {
-    fs::create_dir_all(state_dir)?;
-    // The process id keeps two processes from sharing a temp file; a leftover from a crash is
-    // simply truncated and reused.
-    let tmp = state_dir.join(format!(".{SEED_FILE}.{}.tmp", std::process::id()));
-    let result = (|| {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)?;
-        file.write_all(format!("{seed:016x}\n").as_bytes())?;
-        file.sync_all()?;
-        fs::rename(&tmp, path)?;
-        sync_dir(state_dir)
-    })();
-    if result.is_err() {
-        // Best effort: the write already failed, and a stray temp file is harmless.
-        let _ = fs::remove_file(&tmp);
-    }
-    result
-}
-
-/// Makes a rename in `dir` durable (fsync of the directory, a Unix notion).
-#[cfg(unix)]
-fn sync_dir(dir: &Path) -> io::Result<()> {
-    fs::File::open(dir)?.sync_all()
-}
-
-/// Directories cannot be opened for fsync off Unix; the rename is as durable as the platform makes it.
-#[cfg(not(unix))]
-fn sync_dir(_dir: &Path) -> io::Result<()> {
-    Ok(())
+    persist::write_atomically(state_dir, path, |file| {
+        file.write_all(format!("{seed:016x}\n").as_bytes())
+    })
 }
 
 /// Errors of the admission module (all about the seed file; filters themselves cannot fail).
@@ -239,6 +220,11 @@ pub trait Admission: Send + Sync {
     fn memory_bytes(&self) -> u64;
     /// The policy's config name, for logs and metrics.
     fn name(&self) -> &'static str;
+    /// The filter pair's statistics, for policies that keep one (`O(m/64)`: for metrics, not
+    /// for the request path).
+    fn filter_stats(&self) -> Option<PairStats> {
+        None
+    }
 }
 
 /// The policy that admits every response (config `policy = "always"`), remembering nothing.
@@ -259,22 +245,79 @@ impl Admission for AlwaysAdmit {
     }
 }
 
-/// Builds the policy named by `[admission]` (config validation already checked its values).
+/// What [`assemble`] builds for the proxy and the server.
+pub struct Assembled {
+    /// The policy the proxy consults.
+    pub policy: Arc<dyn Admission>,
+    /// The keyed hasher the proxy feeds it with.
+    pub hasher: FilterHasher,
+    /// The filter pair's snapshots, when the policy keeps filters.
+    pub snapshots: Option<Arc<Snapshots>>,
+}
+
+/// Builds what the server needs from `[admission]` (config validation already checked its
+/// values): resolves the seed in `state_dir`, sizes the filter pair, restores its snapshot.
+/// `objects` counts the objects in the disk cache, for `rotate = "auto"`.
+pub fn assemble(
+    config: &AdmissionConfig,
+    state_dir: &Path,
+    objects: ObjectCount,
+) -> Result<Assembled, AdmissionError> {
+    let seed = resolve_seed(config.seed.as_deref(), state_dir)?;
+    let hasher = FilterHasher::new(seed);
+    let Some(pair) = pair_from_config(config, objects) else {
+        return Ok(Assembled {
+            policy: Arc::new(AlwaysAdmit),
+            hasher,
+            snapshots: None,
+        });
+    };
+    let snapshots = Arc::new(Snapshots::new(
+        pair.clone(),
+        state_dir,
+        seed,
+        config.snapshot_every,
+    ));
+    snapshots.restore();
+    Ok(Assembled {
+        policy: pair,
+        hasher,
+        snapshots: Some(snapshots),
+    })
+}
+
+/// Just the policy named by `[admission]`, fresh and without snapshots: for callers that
+/// build and compare policies themselves (a bench, a simulator). Without a disk cache to
+/// count, `rotate = "auto"` sizes every generation to its upper clamp, `expected_urls`.
 pub fn from_config(config: &AdmissionConfig) -> Arc<dyn Admission> {
-    match config.policy {
-        AdmissionPolicy::Always => Arc::new(AlwaysAdmit),
-        AdmissionPolicy::SecondHit => {
-            let params = match config.sizing {
-                FilterSizing::ExpectedUrls(keys) => {
-                    FilterParams::for_expected_keys(keys, config.false_positive_rate)
-                }
-                FilterSizing::Memory(bytes) => {
-                    FilterParams::for_memory(bytes, config.false_positive_rate)
-                }
-            };
-            Arc::new(AgingPair::new(params, config.max_age))
-        }
+    match pair_from_config(config, Arc::new(|| u64::MAX)) {
+        Some(pair) => pair,
+        None => Arc::new(AlwaysAdmit),
     }
+}
+
+/// The filter pair `[admission]` describes; `None` for `policy = "always"`.
+fn pair_from_config(config: &AdmissionConfig, objects: ObjectCount) -> Option<Arc<AgingPair>> {
+    if config.policy == AdmissionPolicy::Always {
+        return None;
+    }
+    let params = match config.sizing {
+        FilterSizing::ExpectedUrls(keys) => {
+            FilterParams::for_expected_keys(keys, config.false_positive_rate)
+        }
+        FilterSizing::Memory(bytes) => FilterParams::for_memory(bytes, config.false_positive_rate),
+    };
+    let rotation = match config.rotate {
+        RotateMode::Fill => Rotation::Fill,
+        RotateMode::Auto => Rotation::Auto(objects),
+    };
+    let now = std::time::Instant::now();
+    Some(Arc::new(AgingPair::new(
+        params,
+        config.max_age,
+        rotation,
+        now,
+    )))
 }
 
 #[cfg(test)]
@@ -379,6 +422,46 @@ mod tests {
         }
         assert_eq!(policy.memory_bytes(), 0);
         assert_eq!(policy.name(), "always");
+    }
+
+    #[test]
+    fn policies_from_config() {
+        let mut config = AdmissionConfig::default();
+        let pair = from_config(&config);
+        assert_eq!(pair.name(), "second-hit");
+        let stats = pair.filter_stats().unwrap();
+        assert_eq!(stats.params.generation_size, 1_000_000);
+        assert_eq!(stats.generation_target, 1_000_000);
+        // Without a cache to count, auto takes its upper clamp.
+        config.rotate = RotateMode::Auto;
+        let auto = from_config(&config).filter_stats().unwrap();
+        assert_eq!(auto.generation_target, 1_000_000);
+        config.policy = AdmissionPolicy::Always;
+        assert_eq!(from_config(&config).name(), "always");
+        assert!(from_config(&config).filter_stats().is_none());
+    }
+
+    #[test]
+    fn assemble_keeps_snapshots_for_filters_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = AdmissionConfig {
+            rotate: RotateMode::Auto,
+            ..AdmissionConfig::default()
+        };
+        let objects: ObjectCount = Arc::new(|| 50_000);
+        let built = assemble(&config, dir.path(), objects.clone()).unwrap();
+        assert_eq!(built.policy.name(), "second-hit");
+        assert_eq!(
+            built.policy.filter_stats().unwrap().generation_target,
+            50_000
+        );
+        let snapshots = built.snapshots.unwrap();
+        assert_eq!(snapshots.path(), dir.path().join(SNAPSHOT_FILE));
+        config.policy = AdmissionPolicy::Always;
+        let always = assemble(&config, dir.path(), objects).unwrap();
+        assert!(always.snapshots.is_none());
+        // Both resolved the same generated seed.
+        assert_eq!(always.hasher.hash(b"k"), built.hasher.hash(b"k"));
     }
 
     #[test]

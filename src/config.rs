@@ -146,8 +146,12 @@ pub struct AdmissionConfig {
     pub false_positive_rate: f64,
     /// A generation rotates at the latest after this long (> 0).
     pub max_age: Duration,
+    /// How a generation's size is chosen.
+    pub rotate: RotateMode,
     /// Filter hash key; `None` means generate one and keep it in `cache.dir`.
     pub seed: Option<String>,
+    /// How often the filters are saved to `cache.dir/state/` (> 0).
+    pub snapshot_every: Duration,
 }
 
 impl Default for AdmissionConfig {
@@ -157,7 +161,9 @@ impl Default for AdmissionConfig {
             sizing: FilterSizing::ExpectedUrls(1_000_000),
             false_positive_rate: 0.01,
             max_age: Duration::from_secs(3600),
+            rotate: RotateMode::Fill,
             seed: None,
+            snapshot_every: Duration::from_secs(60),
         }
     }
 }
@@ -179,6 +185,16 @@ impl AdmissionPolicy {
             Self::Always => "always",
         }
     }
+}
+
+/// How a filter generation's size is chosen (`admission.rotate`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RotateMode {
+    /// Rotate when a generation took `expected_urls` new keys (`"fill"`).
+    Fill,
+    /// Rotate when a generation took as many new keys as the disk cache holds objects,
+    /// clamped between a floor and `expected_urls` (`"auto"`).
+    Auto,
 }
 
 /// How the Bloom filter pair is sized.

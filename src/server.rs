@@ -36,35 +36,48 @@ pub struct Server {
     listener: TcpListener,
     proxy: Arc<Proxy>,
     store: Arc<Store>,
+    /// Saves the admission filters periodically and at shutdown (none for `policy = "always"`).
+    snapshots: Option<Arc<admission::Snapshots>>,
     config: ServerConfig,
 }
 
 impl Server {
-    /// Opens the cache, builds admission and the origin client, and binds `server.listen`.
+    /// Opens the cache, builds admission (restoring its snapshot) and the origin client,
+    /// and binds `server.listen`.
     pub async fn bind(config: &Config) -> Result<Server, StartError> {
-        Server::bind_with_admission(config, admission::from_config(&config.admission)).await
+        let store = open_store(config)?;
+        let objects: admission::ObjectCount = {
+            let store = store.clone();
+            Arc::new(move || store.object_count())
+        };
+        // Reads the filter snapshot synchronously, like the store's open above.
+        let assembled = admission::assemble(&config.admission, &store.state_dir(), objects)?;
+        Server::finish_bind(config, store, assembled).await
     }
 
     /// Like [`Server::bind`], with an admission policy built by the caller instead of from
-    /// `[admission]` (the bench compares policies the config cannot name).
+    /// `[admission]` (the bench compares policies the config cannot name). Such a policy
+    /// is not snapshotted: its owner decides what it remembers.
     pub async fn bind_with_admission(
         config: &Config,
         policy: Arc<dyn Admission>,
     ) -> Result<Server, StartError> {
-        let options = StoreOptions {
-            dir: config.cache.dir.clone(),
-            fsync: config.cache.fsync,
-            max_object_size: config.cache.max_object_size,
-            max_size: config.cache.max_size,
-            lock_timeout: config.cache.lock_timeout,
-            verify_whole_below: config.cache.verify_whole_below,
-        };
-        // Opening may wait up to `cache.lock_timeout` for the directory lock; nothing is
-        // served yet, so blocking this thread delays only the start. The index is built
-        // in the background while requests are served.
-        let store = Arc::new(Store::open(options)?);
+        let store = open_store(config)?;
         let seed = admission::resolve_seed(config.admission.seed.as_deref(), &store.state_dir())?;
-        let hasher = admission::FilterHasher::new(seed);
+        let assembled = admission::Assembled {
+            policy,
+            hasher: admission::FilterHasher::new(seed),
+            snapshots: None,
+        };
+        Server::finish_bind(config, store, assembled).await
+    }
+
+    /// Builds the origin client and the proxy around an open store, and binds the listener.
+    async fn finish_bind(
+        config: &Config,
+        store: Arc<Store>,
+        admission: admission::Assembled,
+    ) -> Result<Server, StartError> {
         let origin = Origin::new(&config.origin)?;
         let listener = TcpListener::bind(config.server.listen)
             .await
@@ -75,8 +88,8 @@ impl Server {
         let proxy = Proxy::new(
             origin,
             store.clone(),
-            policy,
-            hasher,
+            admission.policy,
+            admission.hasher,
             config.cache.max_object_size,
             config.log.access_log == AccessLog::Stdout,
         );
@@ -84,6 +97,7 @@ impl Server {
             listener,
             proxy: Arc::new(proxy),
             store,
+            snapshots: admission.snapshots,
             config: config.server.clone(),
         })
     }
@@ -106,6 +120,7 @@ impl Server {
             .timer(TokioTimer::new())
             .header_read_timeout(self.config.header_read_timeout);
         let graceful = GracefulShutdown::new();
+        let periodic = (self.snapshots.clone()).map(|s| tokio::spawn(s.run_periodic()));
         let slots = Arc::new(Semaphore::new(self.config.max_connections));
         tokio::pin!(shutdown);
         loop {
@@ -155,5 +170,29 @@ impl Server {
         {
             tracing::warn!(timeout = ?self.config.shutdown_timeout, "connections still open at shutdown_timeout; closing them");
         }
+        if let Some(task) = periodic {
+            task.abort();
+        }
+        if let Some(snapshots) = &self.snapshots
+            && snapshots.save_in_background().await
+        {
+            tracing::info!(path = %snapshots.path().display(), "admission filters saved");
+        }
     }
+}
+
+/// Opens the cache directory named by `[cache]`.
+fn open_store(config: &Config) -> Result<Arc<Store>, StartError> {
+    let options = StoreOptions {
+        dir: config.cache.dir.clone(),
+        fsync: config.cache.fsync,
+        max_object_size: config.cache.max_object_size,
+        max_size: config.cache.max_size,
+        lock_timeout: config.cache.lock_timeout,
+        verify_whole_below: config.cache.verify_whole_below,
+    };
+    // Opening may wait up to `cache.lock_timeout` for the directory lock; nothing is
+    // served yet, so blocking this thread delays only the start. The index is built
+    // in the background while requests are served.
+    Ok(Arc::new(Store::open(options)?))
 }

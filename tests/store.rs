@@ -255,14 +255,23 @@ async fn damaged_entries_are_never_served_whole_and_are_removed_and_counted() {
     let b = base(&proxy);
     for (kind, j, path) in &damaged {
         for attempt in 0..2 {
-            let response = request(&b, path).send().await.expect("response head");
+            let cut_allowed = *kind == "body" && *j >= 3 && attempt == 0;
+            let response = match request(&b, path).send().await {
+                Ok(response) => response,
+                // The cut can come before hyper flushed the head: no response at all.
+                Err(error) if cut_allowed => {
+                    assert!(error.is_request(), "{path}: {error}");
+                    continue;
+                }
+                Err(error) => panic!("{path}: no response head: {error}"),
+            };
             assert_eq!(response.status(), 200);
             let cache = support::ParsedCacheStatus::from_headers(response.headers());
             match response.bytes().await {
                 // Whatever arrives complete is exactly what the origin sent last.
                 Ok(body) => assert_eq!(body, object(path, origin.count(path)), "{path}"),
                 Err(_) => assert!(
-                    cache.hit && *kind == "body" && *j >= 3 && attempt == 0,
+                    cache.hit && cut_allowed,
                     "{path}: only a large damaged body may be cut, on its first hit"
                 ),
             }

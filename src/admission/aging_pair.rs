@@ -8,408 +8,485 @@
 //! - `current` receives every insert; `previous` is only read.
 //! - A key is *seen* if either filter holds it. A key found only in `previous` is copied into
 //!   `current`, so a key requested in every generation is never forgotten.
-//! - Once `current` has taken `generation_size` new keys (or `max_age` has passed since the
-//!   generation began), `previous` is cleared and the two swap roles.
+//! - When the generation ends, `previous` is dropped, `current` becomes `previous`, and an
+//!   empty filter becomes `current`.
 //!
-//! So a key recorded once is remembered for at least one and at most two generations, memory is
-//! fixed, and the pair's false-positive rate runs from about `p` just after a rotation (previous
-//! full, current empty) to about `2p` just before the next (both full).
+//! A generation ends on the first of: its target of new keys is reached ([`Cause::Fill`]; the
+//! target is `generation_size`, or under `rotate = "auto"` the number of objects in the disk
+//! cache clamped to `[auto_floor, generation_size]`); `max_age` has passed since it began
+//! ([`Cause::Age`]); more than 60% of its bits are set although the count says it has room
+//! ([`Cause::Saturation`] — a filter past that point answers "yes" too often, whatever the
+//! count says; it guards against a count that is wrong, e.g. restored against other bits,
+//! or a generation size too large for the bits). The fill is estimated from 32 blocks every
+//! ~1% of fill's worth of inserts, not counted on every insert (that would be a second
+//! atomic read-modify-write on the hot path). An idle gap of `2 · max_age` or more forgets
+//! *both* generations ([`Cause::Idle`]): under steady traffic no key older than two
+//! generations is remembered, and a quiet night should not change that — one rotation would
+//! keep the night's last generation for another `max_age`.
 //!
-//! # Concurrency
-//! The filters are arrays of atomic words (see [`super::bloom`]), so checks and inserts need no
-//! lock of their own. A `std::sync::RwLock` guards the *rotation state*: which filter is current,
-//! the generation number and start time, and the rotation counters. Every check holds the read
-//! lock for its whole duration, so checks run in parallel with each other; a rotation takes the
-//! write lock, so it never overlaps a check. That gives each check one consistent
-//! (current, previous) pair: without it a check could read `current`, lose the CPU while the pair
-//! rotates, and then insert into a filter that has meanwhile become `previous` (shortening that
-//! key's memory to one generation) or read a filter that is being cleared. The cost is an atomic
-//! read-modify-write on the lock word per check and a pause of all checks while the old filter is
-//! cleared (`O(m/64)` stores); a lock-free rotation is planned and will not change this API.
+//! So a key recorded once is remembered for at least one and at most two generations, memory
+//! is fixed, and the pair's false-positive rate runs from about `p` just after a rotation
+//! (previous full, current empty) to about `2p` just before the next (both full).
 //!
-//! The rule that matters: a key recorded (its `check_and_record` returned) before another
-//! check begins is found by that check unless two rotations happened in between. The insert
-//! happens-before the check, and a load cannot see a value older in a word's modification order
-//! than a write that happens-before it, so `Relaxed` bit operations suffice; the bits can only be
-//! cleared by the second rotation after the insert (the first only makes their filter
-//! `previous`), and the read/write lock orders rotations with checks. The insert counter is a
-//! plain `Relaxed` counter: it publishes no other data, and it is reset only under the write lock.
+//! # Concurrency: no lock and no shared write on the request path
+//! The pair owns exactly three filters for its whole life: `current`, `previous` and a spare
+//! (two spares when there is no `previous`). Which is which lives in one `AtomicU64`, the
+//! *state* word: generation number, current index, previous index. Each generation's start
+//! time, target and insert count live in one of four slots (`number % 4`). A check loads the
+//! state word (acquire), probes the two filters and, for a new key, sets its bits in `current`
+//! (atomic `fetch_or`s) and counts it in the slot. Nothing is reference-counted: the filters
+//! are never freed while the pair lives, so a check needs no guard and, when the key is
+//! already in `current`, writes nothing shared at all. (An earlier version kept each
+//! generation in an `arc_swap`, whose guard costs two locked instructions per check; see the
+//! bench's history in `benches/filter.rs`.)
+//!
+//! A rotation is a compare-and-swap of the state word from the generation it saw to the next:
+//! its spare (already cleared) becomes `current`, `current` becomes `previous`, and the old
+//! `previous` is marked retired. Any thread that finds a rotation due may do it; one wins,
+//! the others change nothing. (An even earlier version serialised rotations with a
+//! `try_lock`ed mutex; under 8 threads on 2 cores the property test caught a preempted lock
+//! holder letting a generation take three times its target and saturate.) The background
+//! thread ([`cleaner`]) clears retired filters a grace period later; a rotation that finds its
+//! spare still uncleared (rotations faster than the thread) clears it itself. A per-filter
+//! state machine (in use → retired → clearing → clean, each step a compare-and-swap) makes
+//! sure a filter is cleared only while retired, and by one thread.
+//!
+//! # Why a recorded key is not lost: no false negative within two rotations
+//! Claim: if `check_and_record(x)` loaded generation `g`, and returned before a check of `x`
+//! began, the check finds `x` unless by the time the check returns the pair has reached
+//! generation `g + 2` (or an idle gap forgot everything).
+//!
+//! 1. The record set `x`'s bits in `F`, the current filter of `g` (or found them set).
+//! 2. The check loads some generation `h ≥ g` (the state word only moves forward); if the pair
+//!    is still below `g + 2` when the check returns, `h ≤ g + 1`, and `F` is `current` or
+//!    `previous` in `h`, so the check reads `F`'s block for `x`.
+//! 3. The record's `fetch_or`s happen-before the check's loads (sequenced before the record's
+//!    return, which happens-before the check by assumption). By write-read coherence a load
+//!    cannot see a value older in the word's modification order than a store that
+//!    happens-before it, so each load sees those bits unless a later store removed them. (If
+//!    the record found the bits already set, its own loads saw them, and by read-read
+//!    coherence the check's later loads cannot see an older value either.)
+//! 4. Only clearing removes bits, and `F` is cleared only once retired, i.e. after the
+//!    rotation to `g + 2` (or an idle rotation) — which, by step 2's assumption, has not
+//!    happened before the check returned. `F` was clean when `g` was published (a spare is
+//!    cleared before it becomes current) and stays in use from then until that rotation.
+//!
+//! In words: a key recorded in the current or the previous generation is found. The property
+//! tests check exactly this claim with 8 threads and rotations under way.
+//!
+//! A check or record that is slow enough to straddle two rotations may touch a filter that is
+//! being cleared or already reused: it may then miss a key (which the claim allows: two
+//! rotations) or leave a stray bit in the new `current` (a false positive at worst). Memory
+//! safety does not depend on timing: the filters live as long as the pair, and every access
+//! is atomic.
+//!
+//! # Memory orderings
+//! - Filter bits: `Relaxed` (see [`super::bloom`]).
+//! - The state word: loaded with `Acquire`, swapped with `AcqRel`; the swap publishes the
+//!   spare's clearing (done before, or ordered before through the filter's `Clean` state:
+//!   release by the clearer, acquire by the rotation) and the new slot's contents.
+//! - A slot's `ready` field: the slot's start and target are written, then `ready` is stored
+//!   with `Release`; a check that loads `ready` with `Acquire` and finds its generation there
+//!   reads start and target written for it. Until then the check skips the age and fill tests.
+//! - Insert counts, rotation counters, the retirement time: `Relaxed`; they publish no other
+//!   data, and a rotation decided on a slightly stale count is merely a request late or early.
+//! - The coarse clock: a `Relaxed` nanosecond count ([`cleaner`]).
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{PoisonError, RwLock, RwLockReadGuard};
+mod cleaner;
+mod image;
+mod slots;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, AtomicU8, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::bloom::{BloomFilter, FilterParams};
+use super::stats::{FilterStats, PairStats, RotationCounts};
 use super::{Admission, AdmitReason, Decision, FilterHash, RejectReason};
+use cleaner::CoarseClock;
+pub(crate) use image::{FilterImage, PairImage};
+use slots::{FilterState, Slot, State};
 
-/// The rotating pair: `current` receives inserts, `previous` is read-only. A key is seen if either filter holds it; a key found only in previous is copied into current (Yoon 2010), so a key requested in every generation is never forgotten. current's insert count grows by one whenever an insert sets at least one new bit (copies included); when it reaches params.generation_size, or when max_age has passed since the generation began, previous is cleared and the two swap (previous ← current, current ← the cleared one), count reset, generation start reset.
+/// A source of the number of objects in the disk cache (for `rotate = "auto"`).
+pub type ObjectCount = Arc<dyn Fn() -> u64 + Send + Sync>;
+
+/// How a generation's target of new keys is chosen.
+#[derive(Clone)]
+pub enum Rotation {
+    /// Always `generation_size` (`rotate = "fill"`).
+    Fill,
+    /// The number of objects in the disk cache at the generation's start, clamped to
+    /// `[auto_floor(generation_size), generation_size]` (`rotate = "auto"`).
+    Auto(ObjectCount),
+}
+
+/// Blocks read to estimate the current filter's fill (see [`BloomFilter::sampled_fill`]).
+const SATURATION_SAMPLE: usize = 32;
+
+/// Fraction of bits set at which a filter counts as saturated and the pair rotates whatever
+/// its count says. A filter at its design load has about half its bits set (that is what the
+/// optimal `k` does); 60% is well past it (the false-positive rate is then about `0.6^k`, 3×
+/// the 1% target at `k = 6`).
+pub const SATURATION: f64 = 0.6;
+
+/// Why the pair rotated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cause {
+    /// The current generation took its target of new keys.
+    Fill,
+    /// The current generation was older than `max_age`.
+    Age,
+    /// More than [`SATURATION`] of the current filter's bits were set.
+    Saturation,
+    /// No request for `2 · max_age` or more: both generations were forgotten.
+    Idle,
+}
+
+impl Cause {
+    /// Token for logs and metrics: "fill" | "age" | "saturation" | "idle".
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Cause::Fill => "fill",
+            Cause::Age => "age",
+            Cause::Saturation => "saturation",
+            Cause::Idle => "idle",
+        }
+    }
+}
+
+/// The smallest generation `rotate = "auto"` uses: 1/64 of the largest, at least 1024 keys
+/// (but never more than the largest). An empty cache would otherwise give generations of
+/// zero keys, which remember nothing and so admit nothing.
+pub fn auto_floor(generation_size: u64) -> u64 {
+    (generation_size / 64).max(1024).min(generation_size)
+}
+
+/// The rotating pair: see the module docs.
 pub struct AgingPair {
+    /// Everything the cleaner thread shares.
+    shared: Arc<Shared>,
+    /// Ticked by the cleaner thread; read by [`Admission::check_and_record`].
+    clock: Arc<CoarseClock>,
+}
+
+/// The pair's state, shared with its cleaner thread.
+struct Shared {
     /// Sizing of each filter (normalised, so every field is in range).
     params: FilterParams,
     /// The longest a generation lasts, however few keys it took.
     max_age: Duration,
-    /// The filters and everything a rotation changes; see the module docs for the locking.
-    state: RwLock<State>,
-}
-
-/// Everything a rotation changes. Read under the read lock, changed only under the write lock
-/// (except the filters' bits and `current_inserts`, which are atomics updated by checks).
-struct State {
-    /// The two filters; `filters[current]` is current, the other is previous.
-    filters: [BloomFilter; 2],
-    /// Index of the current filter (0 or 1).
-    current: usize,
-    /// Inserts into the current filter that set at least one new bit in this generation.
-    current_inserts: AtomicU64,
-    /// Counts rotations; lets a thread that saw a rotation due skip it if another did it first.
-    generation: u64,
-    /// When the current generation began.
-    generation_start: Instant,
-    /// Rotations because `current` took `generation_size` keys.
-    rotations_on_fill: u64,
-    /// Rotations because `max_age` passed.
-    rotations_on_age: u64,
-}
-
-/// A snapshot of the pair's fill and rotation counters, for metrics and tests.
-#[derive(Clone, Debug)]
-pub struct PairStats {
-    /// New keys the current filter has taken in this generation.
-    pub current_inserts: u64,
-    /// New keys a generation takes before the pair rotates.
-    pub generation_size: u64,
-    /// Rotations because the current filter was full.
-    pub rotations_on_fill: u64,
-    /// Rotations because the generation was older than `max_age`.
-    pub rotations_on_age: u64,
-    /// Bits set in the current filter.
-    pub current_bits_set: u64,
-    /// Bits set in the previous filter.
-    pub previous_bits_set: u64,
-}
-
-/// Why the pair rotated.
-#[derive(Clone, Copy, Debug)]
-enum Cause {
-    /// The current filter took `generation_size` new keys.
-    Fill,
-    /// The generation was older than `max_age`.
-    Age,
-}
-
-impl Cause {
-    /// Token for logs.
-    fn as_str(self) -> &'static str {
-        match self {
-            Cause::Fill => "fill",
-            Cause::Age => "age",
-        }
-    }
+    /// How each generation's target of new keys is chosen.
+    rotation: Rotation,
+    /// Time zero: slot times are nanoseconds from here (negative for restored generations).
+    epoch: Instant,
+    /// The current filter's fill is sampled once every this many counted inserts plus one
+    /// (a power of two minus one): about the inserts that raise the fill by 1%, at most 4096.
+    saturation_check_mask: u64,
+    /// The three filters.
+    filters: [BloomFilter; 3],
+    /// Each filter's [`FilterState`].
+    filter_states: [AtomicU8; 3],
+    /// When each filter was retired (nanoseconds from `epoch`), for the cleaner's grace period.
+    retired_at: [AtomicI64; 3],
+    /// The packed [`State`]: generation number and filter roles.
+    state: AtomicU64,
+    /// Per-generation start, target and count, at `number % 4`.
+    slots: [Slot; 4],
+    /// Rotations by cause, indexed by `Cause as usize`.
+    rotations: [AtomicU64; 4],
 }
 
 impl AgingPair {
-    /// An empty pair of filters sized by `params`; the first generation starts at `Instant::now()`.
-    pub fn new(params: FilterParams, max_age: Duration) -> Self {
+    /// An empty pair of filters sized by `params`; the first generation starts at `now`.
+    /// Logs the sizing (m, k, bytes, modelled per-filter and pair rates) at info.
+    pub fn new(params: FilterParams, max_age: Duration, rotation: Rotation, now: Instant) -> Self {
         let params = params.normalized();
-        let p = params.false_positive_rate;
-        tracing::info!(
-            bits = params.bits,
-            probes = params.probes,
-            bytes_per_filter = params.filter_bytes(),
-            generation_size = params.generation_size,
-            max_age_secs = max_age.as_secs_f64(),
-            false_positive_rate = p,
-            // Just after a rotation only `previous` is full; just before the next both are, and
-            // a key is a false positive if either filter says yes.
-            pair_false_positive_rate_after_rotation = p,
-            pair_false_positive_rate_before_rotation = 1.0 - (1.0 - p) * (1.0 - p),
-            "admission filter pair ready"
-        );
-        AgingPair {
+        log_sizing(&params, max_age, &rotation);
+        let shared = Arc::new(Shared {
             params,
             max_age,
-            state: RwLock::new(State {
-                filters: [BloomFilter::new(&params), BloomFilter::new(&params)],
+            epoch: now,
+            saturation_check_mask: (params.bits / (100 * u64::from(params.probes)))
+                .clamp(1, 4096)
+                .next_power_of_two()
+                - 1,
+            filters: std::array::from_fn(|_| BloomFilter::new(&params)),
+            filter_states: std::array::from_fn(|_| AtomicU8::new(FilterState::Clean as u8)),
+            retired_at: Default::default(),
+            state: AtomicU64::new(0),
+            slots: Default::default(),
+            rotations: Default::default(),
+            rotation,
+        });
+        shared.begin(
+            State {
+                number: 0,
                 current: 0,
-                current_inserts: AtomicU64::new(0),
-                generation: 0,
-                generation_start: Instant::now(),
-                rotations_on_fill: 0,
-                rotations_on_age: 0,
-            }),
-        }
+                previous: None,
+            },
+            0,
+            0,
+        );
+        let clock = cleaner::start(&shared);
+        AgingPair { shared, clock }
     }
 
     /// [`Admission::check_and_record`] with an explicit clock reading, the deterministic entry
-    /// point for tests; the trait method calls it with `Instant::now()`.
+    /// point for tests; the trait method calls it with the coarse clock.
     pub fn check_and_record_at(&self, hash: FilterHash, now: Instant) -> Decision {
-        let mut state = self.read_state();
+        let shared = &*self.shared;
+        let now = shared.nanos(now);
+        let mut state = shared.state();
+        let mut slot = shared.slot(state.number);
         // Age first, so that a request arriving after the generation expired lands in the new
         // one rather than in a filter about to become `previous`.
-        if now.saturating_duration_since(state.generation_start) >= self.max_age {
-            let generation = state.generation;
-            drop(state);
-            self.rotate(generation, Cause::Age, now);
-            state = self.read_state();
+        if let Some((start, _)) = slot.ready_for(state.number)
+            && let Some(cause) = shared.age_cause(now - start)
+        {
+            shared.rotate(state, cause, now);
+            state = shared.state();
+            slot = shared.slot(state.number);
         }
-
-        let current = &state.filters[state.current];
-        // Plain loads first: a hot key is already in `current`, and skipping the insert spares
-        // the cache line a read-modify-write that every core would fight over.
-        if current.contains(hash) {
+        let current = &shared.filters[state.current];
+        let probe = current.probe(hash);
+        let previous = state.previous.map(|p| &shared.filters[p]);
+        let (absent, in_previous) = current.absent_here_and_in(previous, &probe);
+        if absent.is_empty() {
             return Decision::Admit(AdmitReason::SeenBefore);
         }
-        let seen = state.filters[1 - state.current].contains(hash);
-        // Copying a key found only in `previous` keeps it alive for another generation.
-        let full = current.insert(hash)
-            && state.current_inserts.fetch_add(1, Ordering::Relaxed) + 1
-                >= self.params.generation_size;
-        let generation = state.generation;
-        drop(state);
-        if full {
-            self.rotate(generation, Cause::Fill, now);
+        // Copying a key found only in `previous` keeps it alive for another generation. The
+        // key counts as new when `current` lacked some of its bits; two threads inserting the
+        // same new key at once both count it, which only brings the rotation forward a key.
+        current.insert_absent(&absent);
+        if let Some((_, target)) = slot.ready_for(state.number) {
+            let inserts = slot.inserts.fetch_add(1, Ordering::Relaxed) + 1;
+            if inserts >= target {
+                shared.rotate(state, Cause::Fill, now);
+            } else if inserts & shared.saturation_check_mask == 0
+                && current.sampled_fill(SATURATION_SAMPLE) >= SATURATION
+            {
+                shared.rotate(state, Cause::Saturation, now);
+            }
         }
-        if seen {
+        if in_previous {
             Decision::Admit(AdmitReason::SeenBefore)
         } else {
             Decision::Reject(RejectReason::FirstSight)
         }
     }
 
+    /// Whether either filter holds `hash`, without recording it (for tests and tools).
+    pub fn contains(&self, hash: FilterHash) -> bool {
+        let state = self.shared.state();
+        let filters = &self.shared.filters;
+        filters[state.current].contains(hash)
+            || state.previous.is_some_and(|p| filters[p].contains(hash))
+    }
+
     /// The sizing in use (with every field in range).
     pub fn params(&self) -> FilterParams {
-        self.params
+        self.shared.params
     }
 
-    /// Current fill and rotation counters (counts bits, so `O(m/64)`).
-    pub fn stats(&self) -> PairStats {
-        let state = self.read_state();
-        PairStats {
-            current_inserts: state.current_inserts.load(Ordering::Relaxed),
-            generation_size: self.params.generation_size,
-            rotations_on_fill: state.rotations_on_fill,
-            rotations_on_age: state.rotations_on_age,
-            current_bits_set: state.filters[state.current].bits_set(),
-            previous_bits_set: state.filters[1 - state.current].bits_set(),
+    /// The live generation's number (rotations since the pair began, across restarts).
+    pub fn generation(&self) -> u64 {
+        self.shared.state().number
+    }
+
+    /// Fill, estimates and rotation counters (counts bits, so `O(m/64)`).
+    pub fn stats_at(&self, now: Instant) -> PairStats {
+        let shared = &*self.shared;
+        let now = shared.nanos(now);
+        let state = shared.state();
+        let slot = shared.slot(state.number);
+        let of = |filter: usize, slot: &Slot| {
+            let age = slot.start.load(Ordering::Relaxed);
+            FilterStats::of(
+                &shared.filters[filter],
+                slot.inserts.load(Ordering::Relaxed),
+                duration(now - age),
+            )
+        };
+        let previous = state
+            .previous
+            .map(|p| of(p, shared.slot(state.number.wrapping_sub(1))));
+        let count = |cause: Cause| shared.rotations[cause as usize].load(Ordering::Relaxed);
+        PairStats::new(
+            shared.params,
+            state.number,
+            slot.target.load(Ordering::Relaxed),
+            of(state.current, slot),
+            previous,
+            RotationCounts {
+                fill: count(Cause::Fill),
+                age: count(Cause::Age),
+                saturation: count(Cause::Saturation),
+                idle: count(Cause::Idle),
+            },
+        )
+    }
+}
+
+/// Logs the sizing at info, once per pair.
+fn log_sizing(params: &FilterParams, max_age: Duration, rotation: &Rotation) {
+    let (after_rotation, before_rotation) = params.pair_false_positive_rates();
+    tracing::info!(
+        bits = params.bits,
+        probes = params.probes,
+        bytes_per_filter = params.filter_bytes(),
+        // Two filters answer; a third, cleared in the background, waits for the next rotation.
+        bytes_resident = 3 * params.filter_bytes(),
+        bits_per_key = params.bits_per_key(),
+        generation_size = params.generation_size,
+        rotate = match rotation {
+            Rotation::Fill => "fill",
+            Rotation::Auto(_) => "auto",
+        },
+        max_age_secs = max_age.as_secs_f64(),
+        target_false_positive_rate = params.false_positive_rate,
+        expected_false_positive_rate = after_rotation,
+        pair_false_positive_rate_after_rotation = after_rotation,
+        pair_false_positive_rate_before_rotation = before_rotation,
+        "admission filter pair ready"
+    );
+}
+
+/// A non-negative span of nanoseconds as a duration (negative spans are zero).
+fn duration(nanos: i64) -> Duration {
+    Duration::from_nanos(u64::try_from(nanos).unwrap_or(0))
+}
+
+/// A duration in nanoseconds, saturating at `i64::MAX` (292 years).
+fn nanos_of(age: Duration) -> i64 {
+    i64::try_from(age.as_nanos()).unwrap_or(i64::MAX)
+}
+
+impl Shared {
+    /// The state word, unpacked.
+    fn state(&self) -> State {
+        State::unpack(self.state.load(Ordering::Acquire))
+    }
+
+    /// The slot of generation `number`.
+    fn slot(&self, number: u64) -> &Slot {
+        &self.slots[(number % 4) as usize]
+    }
+
+    /// `now` in nanoseconds from the epoch (negative before it).
+    fn nanos(&self, now: Instant) -> i64 {
+        match now.checked_duration_since(self.epoch) {
+            Some(after) => nanos_of(after),
+            None => -nanos_of(self.epoch.duration_since(now)),
         }
     }
 
-    /// Rotates the pair if it is still in generation `seen_generation` (threads that all saw the
-    /// same rotation due queue up here; only the first one rotates).
-    fn rotate(&self, seen_generation: u64, cause: Cause, now: Instant) {
-        // Poisoning can be ignored: nothing inside these critical sections can panic, so the
-        // state is consistent even if some other thread panicked while holding the lock.
-        let mut state = self.state.write().unwrap_or_else(PoisonError::into_inner);
-        if state.generation != seen_generation {
+    /// `Idle` at `2 · max_age` or more, `Age` at `max_age` or more, else none.
+    fn age_cause(&self, age: i64) -> Option<Cause> {
+        let age = duration(age);
+        if age >= self.max_age.saturating_mul(2) {
+            Some(Cause::Idle)
+        } else if age >= self.max_age {
+            Some(Cause::Age)
+        } else {
+            None
+        }
+    }
+
+    /// The target of new keys for a generation starting now.
+    fn next_target(&self) -> u64 {
+        let largest = self.params.generation_size;
+        match &self.rotation {
+            Rotation::Fill => largest,
+            Rotation::Auto(objects) => objects().clamp(auto_floor(largest), largest),
+        }
+    }
+
+    /// Installs `state` directly (construction and restore only: no check runs yet), its
+    /// generation starting at `start` with `inserts` counted.
+    fn begin(&self, state: State, start: i64, inserts: u64) {
+        self.slot(state.number)
+            .fill(state.number, start, self.next_target(), inserts);
+        for (i, filter_state) in self.filter_states.iter().enumerate() {
+            if i == state.current || state.previous == Some(i) {
+                filter_state.store(FilterState::InUse as u8, Ordering::Release);
+            }
+        }
+        self.state.store(state.pack(), Ordering::Release);
+    }
+
+    /// Rotates the pair if generation `seen` is still live. Lock-free: when several threads
+    /// try at once, one compare-and-swap wins and the others change nothing.
+    fn rotate(&self, seen: State, cause: Cause, now: i64) {
+        if self.state.load(Ordering::Acquire) != seen.pack() {
             return;
         }
-        let inserts = *state.current_inserts.get_mut();
-        let age = now.saturating_duration_since(state.generation_start);
-        let old_previous = 1 - state.current;
-        state.filters[old_previous].clear();
-        state.current = old_previous;
-        *state.current_inserts.get_mut() = 0;
-        state.generation += 1;
-        state.generation_start = now;
-        match cause {
-            Cause::Fill => state.rotations_on_fill += 1,
-            Cause::Age => state.rotations_on_age += 1,
+        let next = seen.number + 1;
+        if !self
+            .slot(next)
+            .claim_and_fill(next, now, || self.next_target())
+        {
+            return; // a newer generation already uses the slot: `seen` is long gone
         }
-        let generation = state.generation;
-        drop(state);
+        let Some(spare) = self.clean_spare(seen) else {
+            return; // the pair rotated meanwhile
+        };
+        let state = State {
+            number: next,
+            current: spare,
+            previous: (cause != Cause::Idle).then_some(seen.current),
+        };
+        let swapped = self.state.compare_exchange(
+            seen.pack(),
+            state.pack(),
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
+        if swapped.is_err() {
+            return;
+        }
+        self.filter_states[spare].store(FilterState::InUse as u8, Ordering::Release);
+        let retired = [
+            seen.previous,
+            (cause == Cause::Idle).then_some(seen.current),
+        ];
+        for filter in retired.into_iter().flatten() {
+            self.retired_at[filter].store(now, Ordering::Relaxed);
+            self.filter_states[filter].store(FilterState::Retired as u8, Ordering::Release);
+        }
+        self.rotations[cause as usize].fetch_add(1, Ordering::Relaxed);
+        let old = self.slot(seen.number);
         tracing::debug!(
             cause = cause.as_str(),
-            generation,
-            inserts,
-            age_secs = age.as_secs_f64(),
+            generation = next,
+            inserts = old.inserts.load(Ordering::Relaxed),
+            age_secs = duration(now - old.start.load(Ordering::Relaxed)).as_secs_f64(),
+            next_target = self.slot(next).target.load(Ordering::Relaxed),
             "admission filters rotated"
         );
-    }
-
-    /// The read lock (see [`AgingPair::rotate`] on poisoning).
-    fn read_state(&self) -> RwLockReadGuard<'_, State> {
-        self.state.read().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
 impl Admission for AgingPair {
-    /// `Admit(SeenBefore)` if the key is in either filter, else `Reject(FirstSight)`; always records it.
+    /// `Admit(SeenBefore)` if the key is in either filter, else `Reject(FirstSight)`; always
+    /// records it. Reads the cleaner thread's coarse clock (a few milliseconds of slack on
+    /// `max_age`) rather than the system clock, which costs as much as the rest of the check.
     fn check_and_record(&self, hash: FilterHash) -> Decision {
-        self.check_and_record_at(hash, Instant::now())
+        self.check_and_record_at(hash, self.clock.now())
     }
 
-    /// Both filters' bit arrays.
+    /// The two filters that answer and the spare that waits for the next rotation.
     fn memory_bytes(&self) -> u64 {
-        2 * self.params.filter_bytes()
+        3 * self.shared.params.filter_bytes()
     }
 
     fn name(&self) -> &'static str {
         "second-hit"
     }
+
+    fn filter_stats(&self) -> Option<PairStats> {
+        Some(self.stats_at(self.clock.now()))
+    }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use xxhash_rust::xxh3::xxh3_128;
-
-    const HOUR: Duration = Duration::from_secs(3600);
-    const FIRST: Decision = Decision::Reject(RejectReason::FirstSight);
-    const SEEN: Decision = Decision::Admit(AdmitReason::SeenBefore);
-
-    /// Deterministic test keys: the xxh3-128 of a counter.
-    fn key(i: u64) -> FilterHash {
-        FilterHash(xxh3_128(&i.to_le_bytes()))
-    }
-
-    /// Roomy filters (false positives negligible) that rotate every `generation_size` new keys.
-    fn small_generations(generation_size: u64) -> FilterParams {
-        FilterParams {
-            generation_size,
-            ..FilterParams::for_expected_keys(1_000, 0.001)
-        }
-    }
-
-    /// Records fresh keys (from `*next` upwards) until the pair has rotated on fill once more.
-    fn fill_until_rotation(pair: &AgingPair, next: &mut u64, now: Instant) {
-        let before = pair.stats().rotations_on_fill;
-        for _ in 0..10_000 {
-            pair.check_and_record_at(key(*next), now);
-            *next += 1;
-            if pair.stats().rotations_on_fill > before {
-                return;
-            }
-        }
-        panic!("no rotation after 10000 fresh keys");
-    }
-
-    #[test]
-    fn first_sight_rejected_second_admitted() {
-        let params = FilterParams::for_expected_keys(1_000, 0.01);
-        let pair = AgingPair::new(params, HOUR);
-        assert_eq!(pair.check_and_record(key(1)), FIRST);
-        assert_eq!(pair.check_and_record(key(1)), SEEN);
-        assert_eq!(pair.check_and_record(key(1)), SEEN);
-        assert_eq!(pair.check_and_record(key(2)), FIRST);
-        let stats = pair.stats();
-        assert_eq!(stats.current_inserts, 2);
-        assert_eq!(stats.previous_bits_set, 0);
-        assert!(stats.current_bits_set > 0);
-        assert_eq!(pair.params(), params);
-        assert_eq!(pair.memory_bytes(), 2 * params.filter_bytes());
-        assert_eq!(pair.name(), "second-hit");
-    }
-
-    #[test]
-    fn recorded_once_survives_one_rotation_and_is_forgotten_after_two() {
-        let t0 = Instant::now();
-        let mut next = 100;
-
-        let pair = AgingPair::new(small_generations(4), HOUR);
-        assert_eq!(pair.check_and_record_at(key(1), t0), FIRST);
-        fill_until_rotation(&pair, &mut next, t0);
-        assert_eq!(
-            pair.check_and_record_at(key(1), t0),
-            SEEN,
-            "still in previous"
-        );
-
-        let pair = AgingPair::new(small_generations(4), HOUR);
-        assert_eq!(pair.check_and_record_at(key(1), t0), FIRST);
-        fill_until_rotation(&pair, &mut next, t0);
-        fill_until_rotation(&pair, &mut next, t0);
-        assert_eq!(pair.stats().rotations_on_fill, 2);
-        assert_eq!(pair.check_and_record_at(key(1), t0), FIRST, "forgotten");
-    }
-
-    #[test]
-    fn key_seen_every_generation_is_never_forgotten() {
-        let t0 = Instant::now();
-        let pair = AgingPair::new(small_generations(8), HOUR);
-        let mut next = 100;
-        assert_eq!(pair.check_and_record_at(key(1), t0), FIRST);
-        for generation in 0..50 {
-            fill_until_rotation(&pair, &mut next, t0);
-            assert_eq!(
-                pair.check_and_record_at(key(1), t0),
-                SEEN,
-                "lost after rotation {generation}"
-            );
-        }
-        assert_eq!(pair.stats().rotations_on_fill, 50);
-    }
-
-    #[test]
-    fn rotates_on_max_age() {
-        let minute = Duration::from_secs(60);
-        let pair = AgingPair::new(FilterParams::for_expected_keys(1_000, 0.001), minute);
-        // Read after construction, so the first generation began at or before t0.
-        let t0 = Instant::now();
-        assert_eq!(pair.check_and_record_at(key(1), t0), FIRST);
-        assert_eq!(pair.check_and_record_at(key(2), t0 + minute / 2), FIRST);
-        assert_eq!(pair.stats().rotations_on_age, 0);
-
-        // The generation began at t0, so this request starts the next one and is recorded in it.
-        assert_eq!(pair.check_and_record_at(key(3), t0 + minute), FIRST);
-        let stats = pair.stats();
-        assert_eq!((stats.rotations_on_age, stats.current_inserts), (1, 1));
-        // Key 2 lives on in previous and is copied forward.
-        assert_eq!(pair.check_and_record_at(key(2), t0 + minute), SEEN);
-
-        // The second generation began at t0 + 1 min; at t0 + 2 min the first one is cleared.
-        assert_eq!(pair.check_and_record_at(key(4), t0 + 2 * minute), FIRST);
-        assert_eq!(pair.stats().rotations_on_age, 2);
-        assert_eq!(
-            pair.check_and_record_at(key(1), t0 + 2 * minute),
-            FIRST,
-            "aged out"
-        );
-        assert_eq!(pair.check_and_record_at(key(2), t0 + 2 * minute), SEEN);
-        assert_eq!(pair.stats().rotations_on_fill, 0);
-    }
-
-    #[test]
-    fn rotation_counters_by_cause() {
-        let minute = Duration::from_secs(60);
-        let pair = AgingPair::new(small_generations(4), minute);
-        let t0 = Instant::now();
-        let mut next = 100;
-        fill_until_rotation(&pair, &mut next, t0);
-        fill_until_rotation(&pair, &mut next, t0);
-        // A fill rotation restarts the clock, so one minute after t0 is one age rotation.
-        pair.check_and_record_at(key(1), t0 + minute);
-        // A clock reading older than the generation start (another thread's) changes nothing.
-        pair.check_and_record_at(key(2), t0);
-        let stats = pair.stats();
-        assert_eq!((stats.rotations_on_fill, stats.rotations_on_age), (2, 1));
-        assert_eq!(stats.generation_size, 4);
-        assert_eq!(stats.current_inserts, 2);
-    }
-
-    #[test]
-    fn concurrent_disjoint_keys_are_all_recorded() {
-        const THREADS: u64 = 8;
-        const PER_THREAD: u64 = 5_000;
-        let pair = AgingPair::new(FilterParams::for_expected_keys(100_000, 0.01), HOUR);
-        std::thread::scope(|s| {
-            for t in 0..THREADS {
-                let pair = &pair;
-                s.spawn(move || {
-                    for i in 0..PER_THREAD {
-                        pair.check_and_record(key(t * 1_000_000 + i));
-                    }
-                });
-            }
-        });
-        let stats = pair.stats();
-        assert_eq!(stats.rotations_on_fill + stats.rotations_on_age, 0);
-        // Only a false positive (a key already "present") skips its insert; there are few.
-        let total = THREADS * PER_THREAD;
-        assert!(stats.current_inserts <= total && stats.current_inserts >= total - 100);
-        for t in 0..THREADS {
-            for i in 0..PER_THREAD {
-                assert_eq!(pair.check_and_record(key(t * 1_000_000 + i)), SEEN);
-            }
-        }
-    }
-}
+mod tests;

@@ -34,6 +34,8 @@ fn empty_text_gives_the_defaults() {
     );
     assert_eq!(config.admission.max_age, Duration::from_secs(3600));
     assert_eq!(config.admission.policy.as_str(), "second-hit");
+    assert_eq!(config.admission.rotate, RotateMode::Fill);
+    assert_eq!(config.admission.snapshot_every, Duration::from_secs(60));
     // Empty sections are fine too.
     let sections = "[server]\n[origin]\n[cache]\n[admission]\n[log]\n";
     assert_eq!(Config::from_toml_str(sections).unwrap(), Config::default());
@@ -71,8 +73,9 @@ const FULL: &str = r#"
     expected_urls = 5000
     false_positive_rate = 0.001
     max_age = "10m"
-    rotate = "fill"
+    rotate = "auto"
     seed = "s3cret"
+    snapshot_every = "5m"
     [log]
     level = "WARN"
     format = "json"
@@ -106,7 +109,9 @@ fn full_file_from_disk_gives_typed_values() {
     assert_eq!(c.admission.sizing, FilterSizing::ExpectedUrls(5000));
     assert_eq!(c.admission.false_positive_rate, 0.001);
     assert_eq!(c.admission.max_age, Duration::from_secs(600));
+    assert_eq!(c.admission.rotate, RotateMode::Auto);
     assert_eq!(c.admission.seed.as_deref(), Some("s3cret"));
+    assert_eq!(c.admission.snapshot_every, Duration::from_secs(300));
     assert_eq!(c.log.level, "warn");
     assert_eq!(c.log.format, LogFormat::Json);
     assert_eq!(c.log.access_log, AccessLog::Off);
@@ -427,19 +432,24 @@ const REJECTED: &[(&str, &str, &str)] = &[
         "invalid",
     ),
     (
-        "[admission]\nrotate = \"auto\"",
-        "admission.rotate",
-        "not-supported",
-    ),
-    (
         "[admission]\nrotate = \"daily\"",
         "admission.rotate",
         "invalid",
     ),
     (
-        "[admission]\nsnapshot_every = \"60s\"",
+        "[admission]\nsnapshot_every = \"0s\"",
         "admission.snapshot_every",
-        "not-supported",
+        "invalid",
+    ),
+    (
+        "[admission]\nsnapshot_every = \"often\"",
+        "admission.snapshot_every",
+        "invalid",
+    ),
+    (
+        "[admission]\nsnapshot_every = 60",
+        "admission.snapshot_every",
+        "parse",
     ),
     // [log]
     ("[log]\nlevel = \"loud\"", "log.level", "invalid"),

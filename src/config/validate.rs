@@ -10,7 +10,8 @@ use serde::de::{self, IgnoredAny, Visitor};
 
 use super::{
     AccessLog, AdmissionConfig, AdmissionPolicy, CacheConfig, Config, ConfigError, FilterSizing,
-    HostHeader, LogConfig, LogFormat, MAX_VERIFY_WHOLE_BELOW, OriginConfig, ServerConfig,
+    HostHeader, LogConfig, LogFormat, MAX_VERIFY_WHOLE_BELOW, OriginConfig, RotateMode,
+    ServerConfig,
 };
 
 /// Parses TOML text and validates it into a [`Config`].
@@ -76,7 +77,7 @@ struct RawAdmission {
     max_age: Option<String>,
     rotate: Option<String>,
     seed: Option<String>,
-    snapshot_every: Option<IgnoredAny>,
+    snapshot_every: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -284,11 +285,6 @@ fn validate_admission(
     raw: RawAdmission,
     d: AdmissionConfig,
 ) -> Result<AdmissionConfig, ConfigError> {
-    not_built(
-        "admission.snapshot_every",
-        &raw.snapshot_every,
-        "filter persistence",
-    )?;
     let shadow = r#"the "shadow" policy is not built; use "second-hit" or "always""#;
     not_built_value("admission.policy", raw.policy.as_deref(), "shadow", shadow)?;
     let policies = [
@@ -296,10 +292,8 @@ fn validate_admission(
         ("always", AdmissionPolicy::Always),
     ];
     let policy = choice("admission.policy", raw.policy, d.policy, &policies)?;
-    let auto = r#"rotation sized to the cached objects is not built; use "fill""#;
-    not_built_value("admission.rotate", raw.rotate.as_deref(), "auto", auto)?;
-    // "fill" is the only rotation built, so there is nothing to store.
-    choice("admission.rotate", raw.rotate, (), &[("fill", ())])?;
+    let rotations = [("fill", RotateMode::Fill), ("auto", RotateMode::Auto)];
+    let rotate = choice("admission.rotate", raw.rotate, d.rotate, &rotations)?;
     let sizing = match (raw.expected_urls, raw.memory) {
         // Both keys size the same filters; silently preferring one would hide a mistake.
         (Some(_), Some(_)) => {
@@ -328,7 +322,13 @@ fn validate_admission(
         sizing,
         false_positive_rate,
         max_age: positive_duration("admission.max_age", raw.max_age, d.max_age)?,
+        rotate,
         seed: raw.seed.filter(|s| !s.is_empty()).or(d.seed),
+        snapshot_every: positive_duration(
+            "admission.snapshot_every",
+            raw.snapshot_every,
+            d.snapshot_every,
+        )?,
     })
 }
 

@@ -1,0 +1,407 @@
+use super::*;
+use slots::FilterState;
+use std::sync::atomic::AtomicU64;
+use xxhash_rust::xxh3::xxh3_128;
+
+mod properties;
+
+const HOUR: Duration = Duration::from_secs(3600);
+const MINUTE: Duration = Duration::from_secs(60);
+const FIRST: Decision = Decision::Reject(RejectReason::FirstSight);
+const SEEN: Decision = Decision::Admit(AdmitReason::SeenBefore);
+
+/// Deterministic test keys: the xxh3-128 of a counter.
+fn key(i: u64) -> FilterHash {
+    FilterHash(xxh3_128(&i.to_le_bytes()))
+}
+
+/// Roomy filters (false positives negligible) that rotate every `generation_size` new keys.
+fn small_generations(generation_size: u64) -> FilterParams {
+    FilterParams {
+        generation_size,
+        ..FilterParams::for_expected_keys(1_000, 0.001)
+    }
+}
+
+/// A pair rotating on fill, starting at `t0`.
+fn pair(params: FilterParams, max_age: Duration, t0: Instant) -> AgingPair {
+    AgingPair::new(params, max_age, Rotation::Fill, t0)
+}
+
+/// Records fresh keys (from `*next` upwards) until the pair has rotated once more.
+fn fill_until_rotation(pair: &AgingPair, next: &mut u64, now: Instant) {
+    let before = pair.generation();
+    for _ in 0..10_000 {
+        pair.check_and_record_at(key(*next), now);
+        *next += 1;
+        if pair.generation() > before {
+            return;
+        }
+    }
+    panic!("no rotation after 10000 fresh keys");
+}
+
+#[test]
+fn first_sight_rejected_second_admitted() {
+    let t0 = Instant::now();
+    let params = FilterParams::for_expected_keys(1_000, 0.01);
+    let pair = pair(params, HOUR, t0);
+    assert_eq!(pair.check_and_record_at(key(1), t0), FIRST);
+    assert_eq!(pair.check_and_record_at(key(1), t0), SEEN);
+    assert_eq!(pair.check_and_record_at(key(1), t0), SEEN);
+    assert_eq!(pair.check_and_record_at(key(2), t0), FIRST);
+    assert!(pair.contains(key(1)) && !pair.contains(key(3)));
+    let stats = pair.stats_at(t0 + MINUTE);
+    assert_eq!(stats.current.inserts, 2);
+    assert_eq!(stats.current.age, MINUTE);
+    assert_eq!(stats.previous, None);
+    assert!(stats.current.bits_set > 0);
+    assert_eq!(pair.params(), params);
+    assert_eq!(pair.memory_bytes(), 3 * params.filter_bytes());
+    assert_eq!(pair.name(), "second-hit");
+    assert!(pair.filter_stats().is_some());
+}
+
+#[test]
+fn recorded_once_survives_one_rotation_and_is_forgotten_after_two() {
+    let t0 = Instant::now();
+    let mut next = 100;
+
+    let pair1 = pair(small_generations(4), HOUR, t0);
+    assert_eq!(pair1.check_and_record_at(key(1), t0), FIRST);
+    fill_until_rotation(&pair1, &mut next, t0);
+    assert_eq!(
+        pair1.check_and_record_at(key(1), t0),
+        SEEN,
+        "still in previous"
+    );
+
+    let pair2 = pair(small_generations(4), HOUR, t0);
+    assert_eq!(pair2.check_and_record_at(key(1), t0), FIRST);
+    fill_until_rotation(&pair2, &mut next, t0);
+    fill_until_rotation(&pair2, &mut next, t0);
+    assert_eq!(pair2.stats_at(t0).rotations.fill, 2);
+    assert_eq!(pair2.check_and_record_at(key(1), t0), FIRST, "forgotten");
+}
+
+#[test]
+fn key_seen_every_generation_is_never_forgotten() {
+    let t0 = Instant::now();
+    let pair = pair(small_generations(8), HOUR, t0);
+    let mut next = 100;
+    assert_eq!(pair.check_and_record_at(key(1), t0), FIRST);
+    for generation in 0..50 {
+        fill_until_rotation(&pair, &mut next, t0);
+        assert_eq!(
+            pair.check_and_record_at(key(1), t0),
+            SEEN,
+            "lost after rotation {generation}"
+        );
+    }
+    assert_eq!(pair.stats_at(t0).rotations.fill, 50);
+}
+
+#[test]
+fn rotates_on_max_age() {
+    let t0 = Instant::now();
+    let pair = pair(FilterParams::for_expected_keys(1_000, 0.001), MINUTE, t0);
+    assert_eq!(pair.check_and_record_at(key(1), t0), FIRST);
+    assert_eq!(pair.check_and_record_at(key(2), t0 + MINUTE / 2), FIRST);
+    assert_eq!(pair.generation(), 0);
+    // At t0 + 1 min the first generation is over: key 3 lands in the new one.
+    assert_eq!(pair.check_and_record_at(key(3), t0 + MINUTE), FIRST);
+    let stats = pair.stats_at(t0 + MINUTE);
+    assert_eq!((stats.rotations.age, stats.current.inserts), (1, 1));
+    assert_eq!(
+        stats.previous.map(|p| (p.inserts, p.age)),
+        Some((2, MINUTE))
+    );
+    // Key 2 lives on in previous and is copied forward.
+    assert_eq!(pair.check_and_record_at(key(2), t0 + MINUTE), SEEN);
+    // The second generation began at t0 + 1 min; at t0 + 2 min the first one is dropped.
+    assert_eq!(pair.check_and_record_at(key(4), t0 + 2 * MINUTE), FIRST);
+    assert_eq!(pair.stats_at(t0).rotations.age, 2);
+    assert_eq!(
+        pair.check_and_record_at(key(1), t0 + 2 * MINUTE),
+        FIRST,
+        "aged out"
+    );
+    assert_eq!(pair.check_and_record_at(key(2), t0 + 2 * MINUTE), SEEN);
+    assert_eq!(pair.stats_at(t0).rotations.fill, 0);
+}
+
+#[test]
+fn an_idle_gap_of_two_max_ages_forgets_both_generations() {
+    let t0 = Instant::now();
+    let pair = pair(FilterParams::for_expected_keys(1_000, 0.001), MINUTE, t0);
+    pair.check_and_record_at(key(1), t0);
+    pair.check_and_record_at(key(2), t0 + MINUTE); // rotates: key 1 in previous
+    assert!(pair.contains(key(1)) && pair.contains(key(2)));
+    // Just under two max_ages after the live generation began: one ordinary rotation.
+    let almost = t0 + MINUTE + 2 * MINUTE - Duration::from_millis(1);
+    assert_eq!(pair.check_and_record_at(key(3), almost), FIRST);
+    assert!(!pair.contains(key(1)) && pair.contains(key(2)));
+    // Two max_ages of silence: both generations go.
+    assert_eq!(pair.check_and_record_at(key(4), almost + 2 * MINUTE), FIRST);
+    assert!(!pair.contains(key(2)) && !pair.contains(key(3)) && pair.contains(key(4)));
+    let stats = pair.stats_at(almost + 2 * MINUTE);
+    assert_eq!(stats.previous, None);
+    assert_eq!(
+        stats.rotations,
+        RotationCounts {
+            fill: 0,
+            age: 2,
+            saturation: 0,
+            idle: 1
+        }
+    );
+    assert_eq!(stats.generation, 3);
+}
+
+#[test]
+fn rotation_counters_by_cause() {
+    let t0 = Instant::now();
+    let pair = pair(small_generations(4), MINUTE, t0);
+    let mut next = 100;
+    fill_until_rotation(&pair, &mut next, t0);
+    fill_until_rotation(&pair, &mut next, t0);
+    // A fill rotation restarts the clock, so one minute after t0 is one age rotation.
+    pair.check_and_record_at(key(1), t0 + MINUTE);
+    // A clock reading older than the generation start (another thread's) changes nothing.
+    pair.check_and_record_at(key(2), t0);
+    let stats = pair.stats_at(t0 + MINUTE);
+    assert_eq!(
+        stats.rotations,
+        RotationCounts {
+            fill: 2,
+            age: 1,
+            saturation: 0,
+            idle: 0
+        }
+    );
+    assert_eq!(stats.rotations.total(), 3);
+    assert_eq!(stats.generation, 3);
+    assert_eq!(stats.generation_target, 4);
+    assert_eq!(stats.current.inserts, 2);
+}
+
+#[test]
+fn a_filter_past_sixty_percent_rotates_whatever_its_count() {
+    let t0 = Instant::now();
+    // One block of 512 bits that believes it can take a million keys.
+    let params = FilterParams {
+        bits: 512,
+        probes: 6,
+        generation_size: 1_000_000,
+        false_positive_rate: 0.01,
+    };
+    let pair = pair(params, HOUR, t0);
+    let mut i = 0;
+    while pair.generation() == 0 {
+        pair.check_and_record_at(key(i), t0);
+        i += 1;
+        assert!(i < 10_000, "never rotated");
+    }
+    let stats = pair.stats_at(t0);
+    assert_eq!(stats.rotations.saturation, 1);
+    let previous = stats.previous.unwrap();
+    assert!(
+        (0.6..0.7).contains(&previous.bits_set_ratio),
+        "{previous:?}"
+    );
+    assert!(previous.inserts < 200);
+}
+
+#[test]
+fn auto_rotation_follows_the_object_count_within_its_clamp() {
+    let t0 = Instant::now();
+    let objects = Arc::new(AtomicU64::new(0));
+    let source: ObjectCount = {
+        let objects = objects.clone();
+        Arc::new(move || objects.load(Ordering::Relaxed))
+    };
+    let params = FilterParams::for_expected_keys(100_000, 0.01);
+    let pair = AgingPair::new(params, HOUR, Rotation::Auto(source), t0);
+    // An empty cache: the floor, so the pair still remembers a little.
+    assert_eq!(auto_floor(100_000), 1_562);
+    assert_eq!(pair.stats_at(t0).generation_target, 1_562);
+    let mut next = 0;
+    fill_until_rotation(&pair, &mut next, t0);
+    assert_eq!(next, 1_562);
+    // The target is read at each generation's start.
+    objects.store(5_000, Ordering::Relaxed);
+    fill_until_rotation(&pair, &mut next, t0);
+    assert_eq!(pair.stats_at(t0).generation_target, 5_000);
+    objects.store(10_000_000, Ordering::Relaxed);
+    fill_until_rotation(&pair, &mut next, t0);
+    assert_eq!(pair.stats_at(t0).generation_target, 100_000);
+    assert_eq!(
+        auto_floor(500),
+        500,
+        "the floor never exceeds the largest generation"
+    );
+    assert_eq!(auto_floor(1_000_000), 15_625);
+}
+
+#[test]
+fn statistics_at_design_load() {
+    let t0 = Instant::now();
+    let params = FilterParams::for_expected_keys(20_000, 0.01);
+    let pair = pair(params, HOUR, t0);
+    for i in 0..19_999 {
+        pair.check_and_record_at(key(i), t0);
+    }
+    let stats = pair.stats_at(t0);
+    assert_eq!(stats.generation, 0);
+    let current = stats.current;
+    // Optimal k leaves about half the bits set at design load.
+    assert!(
+        (0.45..0.55).contains(&current.bits_set_ratio),
+        "{current:?}"
+    );
+    // Only false positives within the current filter skip their count.
+    assert!(
+        current.inserts > 19_700 && current.inserts <= 19_999,
+        "{current:?}"
+    );
+    assert!(
+        (current.estimated_keys / 20_000.0 - 1.0).abs() < 0.05,
+        "{current:?}"
+    );
+    let rate = current.estimated_false_positive_rate;
+    assert!((rate / 0.01 - 1.0).abs() < 0.15, "{rate}");
+    let pair_rate = stats.estimated_pair_false_positive_rate;
+    assert!(
+        (pair_rate - rate).abs() < 1e-12,
+        "no previous yet: {pair_rate} vs {rate}"
+    );
+    let (after, before) = stats.pair_false_positive_rate_range;
+    assert!(after <= 0.01 && (before / after - 2.0).abs() < 0.02);
+    assert_eq!(stats.expected_false_positive_rate, after);
+}
+
+#[test]
+fn restore_ages_the_image() {
+    let t0 = Instant::now();
+    let params = FilterParams::for_expected_keys(1_000, 0.001);
+    let source = pair(params, MINUTE, t0);
+    source.check_and_record_at(key(1), t0);
+    source.check_and_record_at(key(2), t0 + MINUTE); // key 1 → previous
+    let image = source.image_at(t0 + MINUTE + Duration::from_secs(10));
+    assert_eq!(image.current.age, Duration::from_secs(10));
+    assert_eq!(
+        image.previous.as_ref().map(|p| p.age),
+        Some(Duration::from_secs(70))
+    );
+
+    // Young: restored as it was; its age counts toward max_age.
+    let later = t0 + 10 * MINUTE;
+    let young = pair(params, MINUTE, later);
+    assert!(young.restore_at(image.clone(), later));
+    assert!(young.contains(key(1)) && young.contains(key(2)));
+    assert_eq!(young.generation(), 1);
+    young.check_and_record_at(key(3), later + Duration::from_secs(50));
+    assert_eq!(
+        young.generation(),
+        2,
+        "10 s before plus 50 s after the restart"
+    );
+
+    // Past max_age: rotated on load, counted as an age rotation.
+    let mut old = image.clone();
+    old.current.age = MINUTE + Duration::from_secs(1);
+    let aged = pair(params, MINUTE, later);
+    assert!(aged.restore_at(old.clone(), later));
+    assert!(!aged.contains(key(1)) && aged.contains(key(2)));
+    assert_eq!(
+        (aged.generation(), aged.stats_at(later).rotations.age),
+        (2, 1)
+    );
+
+    // Past two max_ages: nothing is remembered.
+    old.current.age = 2 * MINUTE;
+    let idle = pair(params, MINUTE, later);
+    assert!(idle.restore_at(old, later));
+    assert!(!idle.contains(key(1)) && !idle.contains(key(2)));
+    assert_eq!(idle.stats_at(later).rotations.idle, 1);
+
+    // Arrays of another size are refused, changing nothing.
+    let other = pair(
+        FilterParams::for_expected_keys(100_000, 0.001),
+        MINUTE,
+        later,
+    );
+    other.check_and_record_at(key(9), later);
+    assert!(!other.restore_at(image, later));
+    assert!(other.contains(key(9)));
+}
+
+#[test]
+fn retired_filters_are_cleared_in_the_background_and_reused() {
+    let t0 = Instant::now();
+    let pair = pair(small_generations(4), HOUR, t0);
+    let mut next = 100;
+    for _ in 0..20 {
+        fill_until_rotation(&pair, &mut next, t0);
+        let state = pair.shared.state();
+        let spares: Vec<usize> = (0..3)
+            .filter(|&i| i != state.current && state.previous != Some(i))
+            .collect();
+        assert_eq!(spares.len(), 1);
+        // The cleaner thread clears the retired filter after its grace period.
+        for _ in 0..2_000 {
+            if pair.shared.filter_state(spares[0]) == FilterState::Clean {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(pair.shared.filter_state(spares[0]), FilterState::Clean);
+        assert_eq!(pair.shared.filters[spares[0]].bits_set(), 0);
+        assert_eq!(
+            pair.stats_at(t0).current.bits_set,
+            0,
+            "the new current starts empty"
+        );
+    }
+}
+
+#[test]
+fn a_rotation_clears_a_spare_the_cleaner_has_not_reached() {
+    let t0 = Instant::now();
+    let pair = pair(small_generations(4), HOUR, t0);
+    let mut next = 100;
+    // Rotations in a tight loop: faster than the cleaner's grace period.
+    for _ in 0..10 {
+        fill_until_rotation(&pair, &mut next, t0);
+        assert_eq!(pair.stats_at(t0).current.bits_set, 0);
+    }
+    assert_eq!(pair.generation(), 10);
+}
+
+#[test]
+fn concurrent_disjoint_keys_are_all_recorded() {
+    const THREADS: u64 = 8;
+    const PER_THREAD: u64 = 5_000;
+    let t0 = Instant::now();
+    let pair = pair(FilterParams::for_expected_keys(100_000, 0.01), HOUR, t0);
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let pair = &pair;
+            s.spawn(move || {
+                for i in 0..PER_THREAD {
+                    pair.check_and_record(key(t * 1_000_000 + i));
+                }
+            });
+        }
+    });
+    let stats = pair.stats_at(Instant::now());
+    assert_eq!(stats.rotations.total(), 0);
+    // Only a false positive (a key already "present") skips its count; there are few.
+    let total = THREADS * PER_THREAD;
+    assert!(stats.current.inserts <= total && stats.current.inserts >= total - 100);
+    for t in 0..THREADS {
+        for i in 0..PER_THREAD {
+            assert_eq!(pair.check_and_record(key(t * 1_000_000 + i)), SEEN);
+        }
+    }
+}

@@ -1,0 +1,385 @@
+//! Snapshots of the filter pair in `<cache.dir>/state/`, so a restart does not forget.
+//!
+//! Without them every restart would empty both filters, and for a whole generation every
+//! request would look like a first sight: nothing new would be cached. So the pair is
+//! written to `state/filters.snapshot` every `admission.snapshot_every` and on graceful
+//! shutdown, and read back at start-up.
+//!
+//! A snapshot is written atomically (temp file in the same directory, fsync, rename, fsync of
+//! the directory): a crash leaves the old snapshot or the new one, never half of one. It is
+//! ignored with a warning — the proxy then starts with empty filters — when its checksum
+//! fails, when it was written with other parameters (bits, probes, generation size) or
+//! another seed, or when it cannot be read.
+//!
+//! The generations' start times are stored as wall-clock times, so time spent before a
+//! restart, and the downtime itself, count toward `max_age` (see
+//! [`super::AgingPair`]'s `restore_at`: an old snapshot rotates or is forgotten on load).
+//!
+//! # Format (little-endian)
+//! ```text
+//! magic "SHBLOOM1" | version u32 | probes u32 | bits u64 | generation_size u64
+//! | seed fingerprint u64 | generation u64
+//! | current:  start (unix ms) u64 | inserts u64 | bits/64 words u64
+//! | previous present u64 (0 or 1) [| start u64 | inserts u64 | words]
+//! | xxh3-64 of everything before it
+//! ```
+//! The seed itself is not stored — a configured seed is a secret — only a keyed fingerprint
+//! of it that tells whether the bits were hashed with the same one.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use xxhash_rust::xxh3::{Xxh3Default, xxh3_64, xxh3_64_with_seed};
+
+use super::aging_pair::{AgingPair, FilterImage, PairImage};
+
+/// The snapshot's file name inside the state directory.
+pub const SNAPSHOT_FILE: &str = "filters.snapshot";
+
+/// First bytes of every snapshot.
+const MAGIC: &[u8; 8] = b"SHBLOOM1";
+
+/// Format version; bump it when the layout or the probe scheme changes.
+const VERSION: u32 = 1;
+
+/// Saves and restores one pair's snapshots.
+pub struct Snapshots {
+    /// The pair.
+    pair: Arc<AgingPair>,
+    /// `<state>/filters.snapshot`.
+    path: PathBuf,
+    /// Fingerprint of the filter seed.
+    seed_fingerprint: u64,
+    /// `admission.snapshot_every`.
+    every: Duration,
+    /// Serialises saves: the periodic one and the final one share the temp file.
+    saving: Mutex<()>,
+}
+
+/// Why a snapshot was not restored.
+#[derive(Debug, thiserror::Error)]
+enum Unusable {
+    #[error("{0}")]
+    Io(#[from] io::Error),
+    #[error("not a filter snapshot, or a different format version")]
+    Format,
+    #[error("checksum mismatch (a torn or corrupted file)")]
+    Checksum,
+    #[error("written with {0}; the filters start empty")]
+    Different(&'static str),
+}
+
+impl Snapshots {
+    /// Snapshots of `pair` in `state_dir`, hashed with `seed`, saved every `every`.
+    pub fn new(pair: Arc<AgingPair>, state_dir: &Path, seed: u64, every: Duration) -> Snapshots {
+        Snapshots {
+            pair,
+            path: state_dir.join(SNAPSHOT_FILE),
+            seed_fingerprint: fingerprint(seed),
+            every,
+            saving: Mutex::new(()),
+        }
+    }
+
+    /// The snapshot file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Loads the snapshot into the pair, if there is a usable one; logs the outcome (info
+    /// when restored or absent, warn when ignored). Returns whether it was restored.
+    pub fn restore(&self) -> bool {
+        self.restore_at(Instant::now(), SystemTime::now())
+    }
+
+    /// [`Snapshots::restore`] with explicit clock readings (for tests).
+    pub fn restore_at(&self, now: Instant, wall: SystemTime) -> bool {
+        let path = self.path.display();
+        let image = match fs::read(&self.path) {
+            Ok(bytes) => self.decode(&bytes, wall),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                tracing::info!(%path, "no filter snapshot; the filters start empty");
+                return false;
+            }
+            Err(e) => Err(Unusable::Io(e)),
+        };
+        match image {
+            Ok(image) => {
+                let (generation, inserts) = (image.generation, image.current.inserts);
+                let restored = self.pair.restore_at(image, now);
+                if restored {
+                    tracing::info!(%path, generation, inserts, "filter snapshot restored");
+                }
+                restored
+            }
+            Err(error) => {
+                tracing::warn!(%path, %error, "filter snapshot ignored; the filters start empty");
+                false
+            }
+        }
+    }
+
+    /// Writes a snapshot now (blocking: call it off the async runtime's worker threads).
+    pub fn save(&self) -> io::Result<()> {
+        let _saving = self.saving.lock().unwrap_or_else(PoisonError::into_inner);
+        let image = self.pair.image_at(Instant::now());
+        let dir = self.path.parent().unwrap_or(Path::new("."));
+        write_atomically(dir, &self.path, |file| {
+            let mut out = Checksummed::new(BufWriter::with_capacity(1 << 20, file));
+            self.encode(&image, SystemTime::now(), &mut out)?;
+            let sum = out.hasher.digest();
+            let mut inner = out.inner;
+            inner.write_all(&sum.to_le_bytes())?;
+            inner.flush()
+        })
+    }
+
+    /// Saves on a blocking thread; logs a failure at warn and returns whether it saved.
+    pub async fn save_in_background(self: &Arc<Self>) -> bool {
+        let snapshots = self.clone();
+        let started = Instant::now();
+        let path = self.path.display();
+        match tokio::task::spawn_blocking(move || snapshots.save()).await {
+            Ok(Ok(())) => {
+                let millis = started.elapsed().as_millis() as u64;
+                tracing::debug!(%path, millis, "filter snapshot saved");
+                true
+            }
+            Ok(Err(error)) => {
+                tracing::warn!(%path, %error, "cannot save the filter snapshot");
+                false
+            }
+            Err(error) => {
+                tracing::warn!(%path, %error, "filter snapshot task failed");
+                false
+            }
+        }
+    }
+
+    /// Saves every `snapshot_every` until the task is dropped or aborted.
+    pub async fn run_periodic(self: Arc<Self>) {
+        let first = tokio::time::Instant::now() + self.every;
+        let mut ticks = tokio::time::interval_at(first, self.every);
+        // After a stall, save once and carry on; a burst of back-to-back saves helps nobody.
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticks.tick().await;
+            self.save_in_background().await;
+        }
+    }
+
+    /// Writes everything but the checksum.
+    fn encode(&self, image: &PairImage, wall: SystemTime, out: &mut impl Write) -> io::Result<()> {
+        let params = self.pair.params();
+        out.write_all(MAGIC)?;
+        out.write_all(&VERSION.to_le_bytes())?;
+        out.write_all(&params.probes.to_le_bytes())?;
+        for value in [
+            params.bits,
+            params.generation_size,
+            self.seed_fingerprint,
+            image.generation,
+        ] {
+            out.write_all(&value.to_le_bytes())?;
+        }
+        encode_filter(&image.current, wall, out)?;
+        match &image.previous {
+            Some(previous) => {
+                out.write_all(&1u64.to_le_bytes())?;
+                encode_filter(previous, wall, out)
+            }
+            None => out.write_all(&0u64.to_le_bytes()),
+        }
+    }
+
+    /// Parses and checks a snapshot against this pair's params and seed; ages its
+    /// generations to the wall-clock time `wall`.
+    fn decode(&self, bytes: &[u8], wall: SystemTime) -> Result<PairImage, Unusable> {
+        let body_len = bytes.len().checked_sub(8).ok_or(Unusable::Format)?;
+        let (body, sum) = bytes.split_at(body_len);
+        let mut r = Reader(body);
+        if r.take(8)? != MAGIC || r.u32()? != VERSION {
+            return Err(Unusable::Format);
+        }
+        if u64::from_le_bytes(sum.try_into().map_err(|_| Unusable::Format)?) != xxh3_64(body) {
+            return Err(Unusable::Checksum);
+        }
+        let params = self.pair.params();
+        let (probes, bits, generation_size) = (r.u32()?, r.u64()?, r.u64()?);
+        if (probes, bits, generation_size) != (params.probes, params.bits, params.generation_size) {
+            return Err(Unusable::Different(
+                "other filter parameters (admission.expected_urls, memory or false_positive_rate changed)",
+            ));
+        }
+        if r.u64()? != self.seed_fingerprint {
+            return Err(Unusable::Different("another filter seed"));
+        }
+        let generation = r.u64()?;
+        let words = usize::try_from(bits / 64).map_err(|_| Unusable::Format)?;
+        let current = decode_filter(&mut r, words, wall)?;
+        let previous = match r.u64()? {
+            0 => None,
+            1 => Some(decode_filter(&mut r, words, wall)?),
+            _ => return Err(Unusable::Format),
+        };
+        if !r.0.is_empty() {
+            return Err(Unusable::Format);
+        }
+        Ok(PairImage {
+            generation,
+            current,
+            previous,
+        })
+    }
+}
+
+/// A keyed fingerprint of the seed: equal seeds give equal fingerprints; it does not reveal
+/// the seed.
+fn fingerprint(seed: u64) -> u64 {
+    xxh3_64_with_seed(b"secondhit filter seed fingerprint", seed)
+}
+
+/// One filter: its generation's start (wall clock), its count, its words.
+fn encode_filter(filter: &FilterImage, wall: SystemTime, out: &mut impl Write) -> io::Result<()> {
+    let start = wall.checked_sub(filter.age).unwrap_or(UNIX_EPOCH);
+    out.write_all(&unix_millis(start).to_le_bytes())?;
+    out.write_all(&filter.inserts.to_le_bytes())?;
+    for word in &filter.words {
+        out.write_all(&word.to_le_bytes())?;
+    }
+    Ok(())
+}
+
+/// The inverse of [`encode_filter`]; the age is the time from the stored start to `wall`
+/// (zero if the clock went backwards).
+fn decode_filter(
+    r: &mut Reader<'_>,
+    words: usize,
+    wall: SystemTime,
+) -> Result<FilterImage, Unusable> {
+    let start = UNIX_EPOCH
+        .checked_add(Duration::from_millis(r.u64()?))
+        .ok_or(Unusable::Format)?;
+    let inserts = r.u64()?;
+    let bytes = r.take(words.checked_mul(8).ok_or(Unusable::Format)?)?;
+    let words = bytes
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()))
+        .collect();
+    Ok(FilterImage {
+        words,
+        inserts,
+        age: wall.duration_since(start).unwrap_or(Duration::ZERO),
+    })
+}
+
+/// Milliseconds since the Unix epoch (0 before it).
+fn unix_millis(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+/// A cursor over a snapshot's bytes; running out is a format error.
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], Unusable> {
+        if self.0.len() < n {
+            return Err(Unusable::Format);
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Ok(head)
+    }
+
+    fn u32(&mut self) -> Result<u32, Unusable> {
+        let bytes = self.take(4)?;
+        Ok(u32::from_le_bytes(
+            bytes.try_into().map_err(|_| Unusable::Format)?,
+        ))
+    }
+
+    fn u64(&mut self) -> Result<u64, Unusable> {
+        let bytes = self.take(8)?;
+        Ok(u64::from_le_bytes(
+            bytes.try_into().map_err(|_| Unusable::Format)?,
+        ))
+    }
+}
+
+/// A writer that hashes what passes through it.
+struct Checksummed<W> {
+    inner: W,
+    hasher: Xxh3Default,
+}
+
+impl<W: Write> Checksummed<W> {
+    fn new(inner: W) -> Self {
+        Checksummed {
+            inner,
+            hasher: Xxh3Default::new(),
+        }
+    }
+}
+
+impl<W: Write> Write for Checksummed<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.hasher.update(&buf[..n]);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// Writes `path` atomically: `write` fills a temp file in `dir` (the same directory, so the
+/// rename stays on one filesystem), which is fsynced and renamed over `path`; then `dir` is
+/// fsynced so the rename itself survives a crash. A reader never sees a half-written file.
+pub(super) fn write_atomically(
+    dir: &Path,
+    path: &Path,
+    write: impl FnOnce(&mut File) -> io::Result<()>,
+) -> io::Result<()> {
+    fs::create_dir_all(dir)?;
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    // The process id keeps two processes from sharing a temp file; a leftover from a crash is
+    // simply truncated and reused.
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let result = (|| {
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)?;
+        write(&mut file)?;
+        file.sync_all()?;
+        fs::rename(&tmp, path)?;
+        sync_dir(dir)
+    })();
+    if result.is_err() {
+        // Best effort: the write already failed, and a stray temp file is harmless.
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// Makes a rename in `dir` durable (fsync of the directory, a Unix notion).
+#[cfg(unix)]
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+/// Directories cannot be opened for fsync off Unix; the rename is as durable as the platform makes it.
+#[cfg(not(unix))]
+fn sync_dir(_dir: &Path) -> io::Result<()> {
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,126 @@
+//! What the filter pair reports about itself: fill, estimates and rotations.
+//!
+//! The number of distinct keys in a filter is estimated from its fill with Swamidass & Baldi
+//! ("Mathematical correction for fingerprint similarity measures to improve chemical
+//! retrieval", J. Chem. Inf. Model. 2007): a filter of `m` bits with `k` probes and `X` bits
+//! set holds about `n* = -(m/k) ln(1 - X/m)` keys. The false-positive rate is estimated from
+//! the actual bits, block by block ([`super::BloomFilter::measured_false_positive_rate`]), so
+//! it sees an uneven fill that a rate computed from `n*` alone would miss.
+
+use std::time::Duration;
+
+use super::bloom::{BloomFilter, FilterParams};
+
+/// One filter's fill and estimates.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FilterStats {
+    /// Bits set (`X`).
+    pub bits_set: u64,
+    /// `X / m`: about 0.5 at the design load; the pair rotates at 0.6 whatever the count.
+    pub bits_set_ratio: f64,
+    /// New keys counted into the filter by the pair (checks that found some of their bits missing).
+    pub inserts: u64,
+    /// Distinct keys estimated from the fill, `-(m/k) ln(1 - X/m)` (Swamidass & Baldi);
+    /// infinite for a filter with every bit set.
+    pub estimated_keys: f64,
+    /// The false-positive rate the filter's bits give a random absent key, now.
+    pub estimated_false_positive_rate: f64,
+    /// Time since the filter's generation began.
+    pub age: Duration,
+}
+
+impl FilterStats {
+    /// The statistics of `filter`, whose generation counted `inserts` new keys and is `age`
+    /// old. Reads every block, so `O(m/64)`.
+    pub(crate) fn of(filter: &BloomFilter, inserts: u64, age: Duration) -> FilterStats {
+        let bits = filter.bits();
+        let bits_set = filter.bits_set();
+        FilterStats {
+            bits_set,
+            bits_set_ratio: bits_set as f64 / bits as f64,
+            inserts,
+            estimated_keys: estimated_keys(bits_set, bits, filter.probes()),
+            estimated_false_positive_rate: filter.measured_false_positive_rate(),
+            age,
+        }
+    }
+}
+
+/// Rotations since start-up, by cause.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RotationCounts {
+    /// The current generation took its target of new keys.
+    pub fill: u64,
+    /// The current generation reached `max_age`.
+    pub age: u64,
+    /// The current filter passed 60% of bits set before its count said it was full.
+    pub saturation: u64,
+    /// An idle gap of `2 · max_age` or more forgot both generations (one event each).
+    pub idle: u64,
+}
+
+impl RotationCounts {
+    /// All rotations.
+    pub fn total(&self) -> u64 {
+        self.fill + self.age + self.saturation + self.idle
+    }
+}
+
+/// The pair's statistics, for logs and metrics.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PairStats {
+    /// Sizing of each filter.
+    pub params: FilterParams,
+    /// The live generation's number (rotations since the pair began, across restarts).
+    pub generation: u64,
+    /// New keys the live generation takes before a fill rotation (`generation_size`, or
+    /// less under `rotate = "auto"`).
+    pub generation_target: u64,
+    /// The filter receiving inserts.
+    pub current: FilterStats,
+    /// The previous generation's filter; `None` right after start-up or an idle gap.
+    pub previous: Option<FilterStats>,
+    /// Rotations by cause.
+    pub rotations: RotationCounts,
+    /// The modelled rate of one filter at its design load (≤ the configured target).
+    pub expected_false_positive_rate: f64,
+    /// The pair's modelled rate just after a rotation (about `p`) and just before the next
+    /// (about `2p`).
+    pub pair_false_positive_rate_range: (f64, f64),
+    /// The pair's rate now, from the actual bits: a key is a false positive if either
+    /// filter says yes, `1 - (1 - p_current)(1 - p_previous)`.
+    pub estimated_pair_false_positive_rate: f64,
+}
+
+impl PairStats {
+    /// Assembles the statistics and derives the pair-wide rates.
+    pub(crate) fn new(
+        params: FilterParams,
+        generation: u64,
+        generation_target: u64,
+        current: FilterStats,
+        previous: Option<FilterStats>,
+        rotations: RotationCounts,
+    ) -> PairStats {
+        let previous_rate = previous.map_or(0.0, |p| p.estimated_false_positive_rate);
+        let estimated_pair_false_positive_rate =
+            1.0 - (1.0 - current.estimated_false_positive_rate) * (1.0 - previous_rate);
+        PairStats {
+            params,
+            generation,
+            generation_target,
+            current,
+            previous,
+            rotations,
+            expected_false_positive_rate: params.false_positive_rate_at(params.generation_size),
+            pair_false_positive_rate_range: params.pair_false_positive_rates(),
+            estimated_pair_false_positive_rate,
+        }
+    }
+}
+
+/// Swamidass & Baldi: `n* = -(m/k) ln(1 - X/m)` keys for `X` of `m` bits set with `k` probes.
+pub fn estimated_keys(bits_set: u64, bits: u64, probes: u32) -> f64 {
+    let m = bits as f64;
+    -(m / f64::from(probes)) * (1.0 - bits_set as f64 / m).ln()
+}
