@@ -216,6 +216,12 @@ impl Decision {
 pub trait Admission: Send + Sync {
     /// Records `hash` as requested and says whether a response for it should be stored.
     fn check_and_record(&self, hash: FilterHash) -> Decision;
+    /// [`Admission::check_and_record`] at a given time, for replaying a trace on its own
+    /// clock (the simulator). Policies without a notion of time ignore `now`.
+    fn check_and_record_at(&self, hash: FilterHash, now: std::time::Instant) -> Decision {
+        let _ = now;
+        self.check_and_record(hash)
+    }
     /// Bytes of memory the policy holds (for metrics).
     fn memory_bytes(&self) -> u64;
     /// The policy's config name, for logs and metrics.
@@ -290,7 +296,13 @@ pub fn assemble(
 /// build and compare policies themselves (a bench, a simulator). Without a disk cache to
 /// count, `rotate = "auto"` sizes every generation to its upper clamp, `expected_urls`.
 pub fn from_config(config: &AdmissionConfig) -> Arc<dyn Admission> {
-    match pair_from_config(config, Arc::new(|| u64::MAX)) {
+    from_config_counting(config, Arc::new(|| u64::MAX))
+}
+
+/// Like [`from_config`], with `objects` counting the cache's objects for `rotate = "auto"`
+/// (the simulator counts the entries of its own index).
+pub fn from_config_counting(config: &AdmissionConfig, objects: ObjectCount) -> Arc<dyn Admission> {
+    match pair_from_config(config, objects) {
         Some(pair) => pair,
         None => Arc::new(AlwaysAdmit),
     }

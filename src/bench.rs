@@ -112,17 +112,9 @@ pub async fn run_bench(workload: &Workload, options: &BenchOptions) -> Result<Re
         Some(target) => rows.push(driver::run_target(workload, target, &options.drive).await?),
         None => {
             for name in &options.policies {
-                let admission = policies::build(name, &options.config.admission)
-                    .ok_or_else(|| BenchError::UnknownPolicy(name.clone()))?;
                 rows.push(
-                    driver::run_policy(
-                        workload,
-                        admission,
-                        &options.config,
-                        cache_size,
-                        &options.drive,
-                    )
-                    .await?,
+                    driver::run_policy(workload, name, &options.config, cache_size, &options.drive)
+                        .await?,
                 );
             }
         }
@@ -164,14 +156,8 @@ pub fn run_simulation(
     let rows = policy_names
         .iter()
         .map(|name| {
-            let admission = policies::build(name, &config.admission)
-                .ok_or_else(|| format!("unknown policy {name:?}"))?;
-            Ok(simulate::simulate(
-                workload,
-                admission.as_ref(),
-                &hasher,
-                cache,
-            ))
+            simulate::simulate(workload, name, &config.admission, &hasher, cache)
+                .ok_or_else(|| format!("unknown policy {name:?}"))
         })
         .collect::<Result<Vec<PolicyReport>, String>>()?;
     Ok(Report {
@@ -200,6 +186,8 @@ pub enum Sweep {
     ExpectedUrls(Vec<u64>),
     /// `cache_size=1%,5%,1GiB`: the byte budget.
     CacheSize(Vec<CacheSize>),
+    /// `max_age=10m,1h`: the longest a filter generation lasts, on the workload's clock.
+    MaxAge(Vec<std::time::Duration>),
 }
 
 impl FromStr for Sweep {
@@ -233,8 +221,20 @@ impl FromStr for Sweep {
                 .map(|v| v.parse())
                 .collect::<Result<_, _>>()
                 .map(Sweep::CacheSize),
+            "max_age" => values
+                .iter()
+                .map(|v| {
+                    humantime::parse_duration(v)
+                        .ok()
+                        .filter(|d| !d.is_zero())
+                        .ok_or_else(|| {
+                            format!("max_age: {v:?} is not a duration > 0 (\"10m\", \"1h\")")
+                        })
+                })
+                .collect::<Result<_, _>>()
+                .map(Sweep::MaxAge),
             other => Err(format!(
-                "cannot sweep {other:?}: use expected_urls or cache_size"
+                "cannot sweep {other:?}: use expected_urls, max_age or cache_size"
             )),
         }
     }
@@ -266,6 +266,18 @@ pub fn run_sweep(
                 let mut config = config.clone();
                 config.admission.sizing = crate::config::FilterSizing::ExpectedUrls(n);
                 (format!("expected_urls={n}"), config, cache_size)
+            })
+            .collect(),
+        Sweep::MaxAge(values) => values
+            .iter()
+            .map(|&max_age| {
+                let mut config = config.clone();
+                config.admission.max_age = max_age;
+                (
+                    format!("max_age={}", humantime::format_duration(max_age)),
+                    config,
+                    cache_size,
+                )
             })
             .collect(),
         Sweep::CacheSize(values) => values
@@ -360,7 +372,14 @@ mod tests {
                 .map(|s| matches!(s, Sweep::CacheSize(v) if v.len() == 2)),
             Ok(true)
         );
-        assert!("max_age=1h".parse::<Sweep>().is_err());
+        assert_eq!(
+            "max_age=10m,1h"
+                .parse::<Sweep>()
+                .map(|s| matches!(s, Sweep::MaxAge(v) if v.len() == 2)),
+            Ok(true)
+        );
+        assert!("max_age=soon".parse::<Sweep>().is_err());
+        assert!("rate=5".parse::<Sweep>().is_err());
         assert!("expected_urls=0".parse::<Sweep>().is_err());
         assert!("expected_urls".parse::<Sweep>().is_err());
     }

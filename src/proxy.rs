@@ -64,6 +64,11 @@ impl Proxy {
         }
     }
 
+    /// The admission policy in use.
+    pub fn admission(&self) -> Arc<dyn Admission> {
+        self.admission.clone()
+    }
+
     /// Answers one request. Never fails: errors become responses through `error_response`.
     pub async fn handle(&self, request: Request<Incoming>) -> Response<ProxyBody> {
         let started = Instant::now();

@@ -107,6 +107,11 @@ impl Server {
         self.listener.local_addr()
     }
 
+    /// The admission policy the proxy consults, for its statistics and memory.
+    pub fn admission(&self) -> Arc<dyn Admission> {
+        self.proxy.admission()
+    }
+
     /// The store, for statistics (and for tests waiting on a commit).
     pub fn store(&self) -> Arc<Store> {
         self.store.clone()

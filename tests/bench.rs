@@ -130,7 +130,8 @@ async fn target_mode_reports_what_clients_see_of_a_running_proxy() {
         requests: vec![
             workload::Request {
                 object: 1,
-                size: 1_000
+                size: 1_000,
+                at: 0.0,
             };
             50
         ],
@@ -238,7 +239,7 @@ fn bench_command_rejects_unknown_policies_and_bad_cache_sizes() {
             "unknown policy",
         ),
         (vec!["bench", "--cache-size", "150%"], "cache-size"),
-        (vec!["simulate", "--sweep", "max_age=1h"], "cannot sweep"),
+        (vec!["simulate", "--sweep", "rate=1"], "cannot sweep"),
     ] {
         let output = Command::new(env!("CARGO_BIN_EXE_secondhit"))
             .args(&args)

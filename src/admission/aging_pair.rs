@@ -474,6 +474,10 @@ impl Admission for AgingPair {
         self.check_and_record_at(hash, self.clock.now())
     }
 
+    fn check_and_record_at(&self, hash: FilterHash, now: Instant) -> Decision {
+        AgingPair::check_and_record_at(self, hash, now)
+    }
+
     /// The two filters that answer and the spare that waits for the next rotation.
     fn memory_bytes(&self) -> u64 {
         3 * self.shared.params.filter_bytes()

@@ -40,6 +40,10 @@ pub struct WorkloadArgs {
     /// Synthetic: seed of every random choice.
     #[arg(long, default_value_t = SyntheticSpec::default().seed)]
     pub seed: u64,
+    /// Synthetic: requests per second on the workload's clock (the simulator's `max_age`
+    /// runs on it; the HTTP bench sends as fast as the proxy answers).
+    #[arg(long, default_value_t = SyntheticSpec::default().rate)]
+    pub rate: f64,
 }
 
 impl WorkloadArgs {
@@ -55,6 +59,7 @@ impl WorkloadArgs {
                 mean_size: self.mean_size.as_u64(),
                 requests: self.requests,
                 seed: self.seed,
+                rate: self.rate,
                 ..SyntheticSpec::default()
             }),
         }

@@ -15,12 +15,12 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::admission::Admission;
 use crate::bench::origin::SyntheticOrigin;
+use crate::bench::policies::ExactSecondHit;
 use crate::bench::report::PolicyReport;
 use crate::bench::workload::Workload;
 use crate::cache_status::CACHE_STATUS;
-use crate::config::{AccessLog, Config};
+use crate::config::{AccessLog, AdmissionPolicy, Config};
 use crate::error::StartError;
 use crate::server::Server;
 
@@ -71,7 +71,7 @@ struct ClientFigures {
 /// it does not measure the disk's flush latency).
 pub async fn run_policy(
     workload: &Workload,
-    admission: Arc<dyn Admission>,
+    policy: &str,
     config: &Config,
     cache_size: u64,
     options: &DriveOptions,
@@ -89,8 +89,23 @@ pub async fn run_policy(
     config.cache.max_size = cache_size;
     config.cache.fsync = false;
     config.log.access_log = AccessLog::Off;
-    let policy = admission.name();
-    let server = Server::bind_with_admission(&config, admission.clone()).await?;
+    // The proxy's own policies are built from the config, exactly as `serve` builds them
+    // (so `rotate = "auto"` counts this cache's objects); the reference policy is handed in.
+    let server = match policy {
+        "second-hit" | "always" => {
+            config.admission.policy = if policy == "always" {
+                AdmissionPolicy::Always
+            } else {
+                AdmissionPolicy::SecondHit
+            };
+            Server::bind(&config).await?
+        }
+        "exact-second-hit" => {
+            Server::bind_with_admission(&config, Arc::new(ExactSecondHit::default())).await?
+        }
+        other => return Err(BenchError::UnknownPolicy(other.to_owned())),
+    };
+    let admission = server.admission();
     let addr = server.local_addr()?;
     let store = server.store();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

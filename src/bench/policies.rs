@@ -8,7 +8,9 @@
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use crate::admission::{self, Admission, AdmitReason, Decision, FilterHash, RejectReason};
+use crate::admission::{
+    self, Admission, AdmitReason, Decision, FilterHash, ObjectCount, RejectReason,
+};
 use crate::config::{AdmissionConfig, AdmissionPolicy};
 
 /// Admits a key on its second request, remembering every key forever.
@@ -52,13 +54,21 @@ impl Admission for ExactSecondHit {
 pub const POLICY_NAMES: [&str; 3] = ["second-hit", "always", "exact-second-hit"];
 
 /// A fresh instance of the policy `name` (see [`POLICY_NAMES`]); `second-hit` is sized by
-/// `config` as the proxy would size it. `None` for an unknown name.
-pub fn build(name: &str, config: &AdmissionConfig) -> Option<Arc<dyn Admission>> {
+/// `config` as the proxy would size it, with `objects` counting the cache's objects for
+/// `rotate = "auto"`. `None` for an unknown name.
+pub fn build(
+    name: &str,
+    config: &AdmissionConfig,
+    objects: ObjectCount,
+) -> Option<Arc<dyn Admission>> {
     match name {
-        "second-hit" => Some(admission::from_config(&AdmissionConfig {
-            policy: AdmissionPolicy::SecondHit,
-            ..config.clone()
-        })),
+        "second-hit" => Some(admission::from_config_counting(
+            &AdmissionConfig {
+                policy: AdmissionPolicy::SecondHit,
+                ..config.clone()
+            },
+            objects,
+        )),
         "always" => Some(Arc::new(admission::AlwaysAdmit)),
         "exact-second-hit" => Some(Arc::new(ExactSecondHit::default())),
         _ => None,
@@ -88,8 +98,11 @@ mod tests {
     fn every_named_policy_builds() {
         let config = AdmissionConfig::default();
         for name in POLICY_NAMES {
-            assert_eq!(build(name, &config).map(|p| p.name()), Some(name));
+            assert_eq!(
+                build(name, &config, Arc::new(|| 0)).map(|p| p.name()),
+                Some(name)
+            );
         }
-        assert!(build("nope", &config).is_none());
+        assert!(build("nope", &config, Arc::new(|| 0)).is_none());
     }
 }

@@ -11,13 +11,16 @@
 //! Not modelled: expiry (the synthetic origin's objects stay fresh for an hour, longer
 //! than a bench run), concurrent fills of one key, and fills dropped by a slow disk.
 
-use std::time::Instant;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use xxhash_rust::xxh3::xxh3_128;
 
-use crate::admission::{Admission, FilterHasher};
+use crate::admission::{FilterHasher, ObjectCount};
+use crate::bench::policies;
 use crate::bench::report::PolicyReport;
 use crate::bench::workload::Workload;
+use crate::config::AdmissionConfig;
 use crate::store::index::{Fill, Index, Origin};
 
 /// Bytes an entry file adds to its body: the 512-byte aligned preamble and key, and two
@@ -34,15 +37,25 @@ pub struct SimCache {
     pub max_object_size: u64,
 }
 
-/// Runs `workload` through `admission` and an LRU index of `cache.max_size` bytes.
+/// Runs `workload` through the policy `policy` (sized by `config`) and an LRU index of
+/// `cache.max_size` bytes. The policy runs on the workload's clock (its request times), so
+/// `max_age` means what it means in production; `rotate = "auto"` counts the index's
+/// entries. `None` for an unknown policy name.
 pub fn simulate(
     workload: &Workload,
-    admission: &dyn Admission,
+    policy: &str,
+    config: &AdmissionConfig,
     hasher: &FilterHasher,
     cache: SimCache,
-) -> PolicyReport {
-    let index = Index::new(cache.max_size);
+) -> Option<PolicyReport> {
+    let index = Arc::new(Index::new(cache.max_size));
+    let objects: ObjectCount = {
+        let index = index.clone();
+        Arc::new(move || index.len())
+    };
+    let admission = policies::build(policy, config, objects)?;
     let started = Instant::now();
+    let first_at = workload.requests.first().map_or(0.0, |r| r.at);
     let (mut hits, mut hit_bytes, mut bytes) = (0u64, 0u64, 0u64);
     let (mut origin_requests, mut origin_bytes) = (0u64, 0u64);
     let (mut write_objects, mut write_bytes) = (0u64, 0u64);
@@ -50,7 +63,9 @@ pub fn simulate(
         let id = request.object.to_le_bytes();
         // The store names entries by an unkeyed hash, the filter by a keyed one — as in the proxy.
         let key_hash = xxh3_128(&id);
-        let decision = admission.check_and_record(hasher.hash(&id));
+        // A trace out of order never moves the clock back before its first request.
+        let now = started + Duration::from_secs_f64((request.at - first_at).max(0.0));
+        let decision = admission.check_and_record_at(hasher.hash(&id), now);
         bytes += request.size;
         if index.touch(key_hash).is_some() {
             hits += 1;
@@ -87,7 +102,7 @@ pub fn simulate(
             part as f64 / whole as f64
         }
     };
-    PolicyReport {
+    Some(PolicyReport {
         policy: admission.name().to_owned(),
         requests,
         failed_requests: 0,
@@ -102,7 +117,7 @@ pub fn simulate(
         p50_ms: None,
         p99_ms: None,
         p999_ms: None,
-    }
+    })
 }
 
 /// Reserves `size` bytes, evicting least-recently-used entries as the store does; false
@@ -120,16 +135,19 @@ fn reserve(index: &Index, size: u64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::admission::AlwaysAdmit;
-    use crate::bench::policies::ExactSecondHit;
     use crate::bench::workload::Request;
 
+    /// One request per second for each object in `objects`.
     fn workload(objects: &[u64]) -> Workload {
         Workload {
             name: "test".into(),
-            requests: objects
-                .iter()
-                .map(|&object| Request { object, size: 1000 })
+            requests: (0u32..)
+                .zip(objects)
+                .map(|(second, &object)| Request {
+                    object,
+                    size: 1000,
+                    at: f64::from(second),
+                })
                 .collect(),
             malformed_lines: 0,
             ignored_lines: 0,
@@ -141,23 +159,48 @@ mod tests {
         max_object_size: 1 << 20,
     };
 
+    fn run(
+        objects: &[u64],
+        policy: &str,
+        config: &AdmissionConfig,
+        cache: SimCache,
+    ) -> PolicyReport {
+        simulate(
+            &workload(objects),
+            policy,
+            config,
+            &FilterHasher::new(1),
+            cache,
+        )
+        .expect("known policy")
+    }
+
     #[test]
     fn always_stores_on_first_sight_and_second_hit_on_the_second() {
-        let requests = workload(&[1, 1, 1, 2]);
-        let hasher = FilterHasher::new(1);
-        let always = simulate(&requests, &AlwaysAdmit, &hasher, ROOMY);
+        let config = AdmissionConfig::default();
+        let always = run(&[1, 1, 1, 2], "always", &config, ROOMY);
         assert_eq!(
             (always.disk_write_objects, always.origin_requests),
             (Some(2), Some(2))
         );
         assert!((always.hit_ratio - 0.5).abs() < 1e-9);
-        let exact = simulate(&requests, &ExactSecondHit::default(), &hasher, ROOMY);
+        let exact = run(&[1, 1, 1, 2], "exact-second-hit", &config, ROOMY);
         // 1: miss (first sight), miss (stored), hit; 2: miss (first sight).
         assert_eq!(
             (exact.disk_write_objects, exact.origin_requests),
             (Some(1), Some(3))
         );
         assert_eq!(exact.disk_write_bytes, Some(1000));
+        assert!(
+            simulate(
+                &workload(&[1]),
+                "lru",
+                &config,
+                &FilterHasher::new(1),
+                ROOMY
+            )
+            .is_none()
+        );
     }
 
     #[test]
@@ -167,10 +210,10 @@ mod tests {
             max_size: 2 * (1000 + ENTRY_OVERHEAD),
             max_object_size: 1 << 20,
         };
-        let report = simulate(
-            &workload(&[1, 2, 1, 3, 1, 2]),
-            &AlwaysAdmit,
-            &FilterHasher::new(1),
+        let report = run(
+            &[1, 2, 1, 3, 1, 2],
+            "always",
+            &AdmissionConfig::default(),
             cache,
         );
         // Hits: the second and third requests of 1. Misses: 1, 2, 3, and 2 again.
@@ -184,13 +227,33 @@ mod tests {
             max_size: 1 << 30,
             max_object_size: 999,
         };
-        let report = simulate(
-            &workload(&[1, 1]),
-            &AlwaysAdmit,
-            &FilterHasher::new(1),
-            cache,
-        );
+        let report = run(&[1, 1], "always", &AdmissionConfig::default(), cache);
         assert_eq!(report.disk_write_objects, Some(0));
         assert_eq!(report.hit_ratio, 0.0);
+    }
+
+    #[test]
+    fn max_age_runs_on_the_workload_clock() {
+        // Object 1 at t=0 and t=1: admitted. Object 2 at t=2 and again at t=3602: after more
+        // than two max_age rotations it is a first sight again.
+        let config = AdmissionConfig {
+            max_age: Duration::from_secs(1000),
+            ..AdmissionConfig::default()
+        };
+        let mut requests = workload(&[1, 1, 2, 2]);
+        requests.requests[3].at = 3602.0;
+        let report = simulate(
+            &requests,
+            "second-hit",
+            &config,
+            &FilterHasher::new(1),
+            ROOMY,
+        )
+        .expect("known policy");
+        assert_eq!(
+            report.disk_write_objects,
+            Some(1),
+            "only object 1 is stored"
+        );
     }
 }

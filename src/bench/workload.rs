@@ -31,12 +31,15 @@ use rand_distr::{Distribution, LogNormal, Zipf};
 use xxhash_rust::xxh3::xxh3_64;
 
 /// One request of a workload.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Request {
     /// The object requested (ids are opaque; equal ids are the same object).
     pub object: u64,
     /// The object's body size in bytes.
     pub size: u64,
+    /// When the request was made, in seconds on the workload's own clock (only differences
+    /// matter): the trace's timestamps, or the synthetic workload's steady request rate.
+    pub at: f64,
 }
 
 impl Request {
@@ -120,6 +123,8 @@ pub struct SyntheticSpec {
     pub requests: u64,
     /// Seed of every random choice: the same spec gives the same requests.
     pub seed: u64,
+    /// Requests per second on the workload's clock (the simulator's `max_age` runs on it).
+    pub rate: f64,
 }
 
 impl Default for SyntheticSpec {
@@ -134,6 +139,7 @@ impl Default for SyntheticSpec {
             max_size: 16 * 1024 * 1024,
             requests: 60_000,
             seed: 1,
+            rate: 1_000.0,
         }
     }
 }
@@ -148,7 +154,7 @@ pub fn synthetic(spec: &SyntheticSpec) -> Result<Workload, WorkloadError> {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(spec.seed);
     let mut next_wonder = spec.catalog;
     let requests = (0..spec.requests)
-        .map(|_| {
+        .map(|index| {
             let object = if rng.random_bool(wonder_probability) {
                 next_wonder += 1;
                 next_wonder
@@ -161,6 +167,7 @@ pub fn synthetic(spec: &SyntheticSpec) -> Result<Workload, WorkloadError> {
             Request {
                 object,
                 size: sizes.size_of(object),
+                at: index as f64 / spec.rate,
             }
         })
         .collect();
@@ -203,6 +210,12 @@ fn check_spec(spec: &SyntheticSpec) -> Result<(), WorkloadError> {
         return Err(parameter(
             "mean-size",
             "must exceed the median size, which must be > 0".into(),
+        ));
+    }
+    if !(spec.rate.is_finite() && spec.rate > 0.0) {
+        return Err(parameter(
+            "rate",
+            "must be a number of requests per second > 0".into(),
         ));
     }
     if spec.max_size < spec.median_size {
@@ -319,8 +332,13 @@ pub fn from_trace(path: &Path) -> Result<Workload, WorkloadError> {
 
 /// What one trace line says.
 enum Line {
-    /// A request for `key` whose response had `size` bytes (`None`: size unknown, e.g. a 304).
-    Request { key: String, size: Option<u64> },
+    /// A request for `key` at `at` (seconds) whose response had `size` bytes (`None`: size
+    /// unknown, e.g. a 304).
+    Request {
+        key: String,
+        size: Option<u64>,
+        at: f64,
+    },
     /// A line to skip silently (a CSV header, a blank line).
     Skip,
     /// A valid line that is not a cacheable request (another method).
@@ -348,7 +366,7 @@ pub fn parse_trace(reader: impl BufRead, format: TraceFormat, name: &str) -> io:
             TraceFormat::Csv => parse_csv_line(text),
         };
         match parsed {
-            Line::Request { key, size } => {
+            Line::Request { key, size, at } => {
                 // A response without a body size (304, 206, "-") keeps the object's last known size.
                 let size = match size {
                     Some(size) => *sizes
@@ -360,6 +378,7 @@ pub fn parse_trace(reader: impl BufRead, format: TraceFormat, name: &str) -> io:
                 workload.requests.push(Request {
                     object: xxh3_64(key.as_bytes()),
                     size,
+                    at,
                 });
             }
             Line::Skip => {}
@@ -375,7 +394,10 @@ fn parse_access_log_line(text: &str) -> Line {
     if text.trim().is_empty() {
         return Line::Skip;
     }
-    let Some((_, rest)) = text.split_once('"') else {
+    let Some((before, rest)) = text.split_once('"') else {
+        return Line::Malformed;
+    };
+    let Some(at) = log_time(before) else {
         return Line::Malformed;
     };
     let Some((request_line, rest)) = rest.split_once('"') else {
@@ -411,7 +433,54 @@ fn parse_access_log_line(text: &str) -> Line {
     Line::Request {
         key: target.to_owned(),
         size,
+        at,
     }
+}
+
+/// The `[10/Oct/2026:13:55:36 +0000]` field of an access-log line, as unix seconds.
+fn log_time(fields: &str) -> Option<f64> {
+    let inside = fields.split_once('[')?.1.split_once(']')?.0;
+    let (stamp, zone) = inside.split_once(' ')?;
+    let mut parts = stamp.splitn(4, ['/', ':']);
+    let day: i64 = parts.next()?.parse().ok()?;
+    let month = parts.next()?;
+    let rest = parts.next()?; // year
+    let year: i64 = rest.parse().ok()?;
+    let clock: Vec<i64> = parts
+        .next()?
+        .split(':')
+        .map(|p| p.parse().ok())
+        .collect::<Option<_>>()?;
+    let month = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ]
+    .iter()
+    .position(|m| *m == month)? as i64
+        + 1;
+    let (&[hour, minute, second], true) = (clock.as_slice(), (1..=31).contains(&day)) else {
+        return None;
+    };
+    let sign = match zone.as_bytes().first()? {
+        b'+' => 1,
+        b'-' => -1,
+        _ => return None,
+    };
+    let zone: i64 = zone.get(1..)?.parse().ok()?;
+    let offset = sign * ((zone / 100) * 3600 + (zone % 100) * 60);
+    Some(
+        (days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second - offset)
+            as f64,
+    )
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let year_of_era = year - era * 400;
+    let day_of_year = (153 * (month + if month > 2 { -3 } else { 9 }) + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    era * 146_097 + day_of_era - 719_468
 }
 
 /// `timestamp,key,size`; the key may itself contain commas.
@@ -431,9 +500,10 @@ fn parse_csv_line(text: &str) -> Line {
         return Line::Skip;
     }
     match (timestamp.trim().parse::<f64>(), size.trim().parse::<u64>()) {
-        (Ok(_), Ok(size)) if !key.trim().is_empty() => Line::Request {
+        (Ok(at), Ok(size)) if at.is_finite() && !key.trim().is_empty() => Line::Request {
             key: key.trim().to_owned(),
             size: Some(size),
+            at,
         },
         _ => Line::Malformed,
     }
@@ -562,6 +632,9 @@ garbage line without quotes\n\
         assert_eq!(workload.requests[0].object, workload.requests[2].object);
         assert_eq!(workload.ignored_lines, 1);
         assert_eq!(workload.malformed_lines, 2);
+        let times: Vec<f64> = workload.requests.iter().map(|r| r.at).collect();
+        // 2026-10-10T13:55:36Z is 1791640536 unix seconds.
+        assert_eq!(times, [1_791_640_536.0, 1_791_640_537.0, 1_791_640_538.0]);
     }
 
     #[test]
