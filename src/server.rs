@@ -48,7 +48,7 @@ impl Server {
         let store = open_store(config)?;
         let objects: admission::ObjectCount = {
             let store = store.clone();
-            Arc::new(move || store.object_count())
+            Arc::new(move || store.objects_when_full())
         };
         // Reads the filter snapshot synchronously, like the store's open above.
         let assembled = admission::assemble(&config.admission, &store.state_dir(), objects)?;

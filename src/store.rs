@@ -378,6 +378,12 @@ impl Store {
         self.inner.index.len()
     }
 
+    /// Objects the cache holds when full, estimated at the current mean entry size (0 while
+    /// empty): what `rotate = "auto"` sizes the filter's generations to.
+    pub fn objects_when_full(&self) -> u64 {
+        self.inner.index.objects_when_full()
+    }
+
     /// Count of fills committed (renamed and indexed) since open; a fill that
     /// lost to a newer fill of the same key is not counted.
     pub fn committed_fills(&self) -> u64 {

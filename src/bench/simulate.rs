@@ -40,7 +40,7 @@ pub struct SimCache {
 /// Runs `workload` through the policy `policy` (sized by `config`) and an LRU index of
 /// `cache.max_size` bytes. The policy runs on the workload's clock (its request times), so
 /// `max_age` means what it means in production; `rotate = "auto"` counts the index's
-/// entries. `None` for an unknown policy name.
+/// entries (scaled to a full cache, as the store does). `None` for an unknown policy name.
 pub fn simulate(
     workload: &Workload,
     policy: &str,
@@ -51,7 +51,7 @@ pub fn simulate(
     let index = Arc::new(Index::new(cache.max_size));
     let objects: ObjectCount = {
         let index = index.clone();
-        Arc::new(move || index.len())
+        Arc::new(move || index.objects_when_full())
     };
     let admission = policies::build(policy, config, objects)?;
     let started = Instant::now();

@@ -315,6 +315,19 @@ impl Index {
         self.objects.load(Relaxed)
     }
 
+    /// How many objects the cache holds when full, for sizing the admission filter's
+    /// generations (`rotate = "auto"`): the entry count scaled by budget / bytes in use,
+    /// i.e. at the current mean entry size (0 while empty). Sizing generations to the
+    /// entries of a cache that is still filling would admit too little for it to fill.
+    pub(crate) fn objects_when_full(&self) -> u64 {
+        let used = self.object_bytes.load(Relaxed);
+        if used == 0 {
+            return 0;
+        }
+        let scaled = u128::from(self.len()) * u128::from(self.max_bytes) / u128::from(used);
+        u64::try_from(scaled).unwrap_or(u64::MAX)
+    }
+
     /// The counters, each read on its own (not one consistent snapshot).
     pub(crate) fn counts(&self) -> Counts {
         Counts {

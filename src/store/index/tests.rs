@@ -174,3 +174,20 @@ fn matches_a_simple_model_under_random_operations() {
         }
     }
 }
+
+#[test]
+fn objects_when_full_extrapolates_the_mean_entry_size() {
+    let index = Index::new(10_000);
+    assert_eq!(
+        index.objects_when_full(),
+        0,
+        "an empty cache says nothing yet"
+    );
+    for key in 0..4u128 {
+        assert!(index.try_reserve(500));
+        index.place(key, fill(key as u64 + 1, 500), Origin::Live);
+        index.commit_reservation(500, 500);
+    }
+    // 4 entries of 500 bytes in 2,000 bytes: a full 10,000-byte cache holds 20.
+    assert_eq!(index.objects_when_full(), 20);
+}
