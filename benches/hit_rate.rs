@@ -15,16 +15,16 @@
 //!
 //! ```text
 //! cache   policy             hit%   byte%   disk objs   disk bytes   admission memory
-//! 0.5%    second-hit         25.36   18.15        5730    248.7 MiB   2.3 KiB
+//! 0.5%    second-hit         25.41   18.26        5589    242.3 MiB   3.8 KiB
 //! 0.5%    always             16.00    9.51       50403      2.3 GiB   0 B
 //! 0.5%    exact-second-hit   21.33   14.29       20174    915.3 MiB   476.0 KiB
-//! 1%      second-hit         30.21   22.76        3575    159.9 MiB   2.3 KiB
+//! 1%      second-hit         30.28   22.89        3468    155.5 MiB   3.8 KiB
 //! 1%      always             20.75   13.71       47548      2.1 GiB   0 B
 //! 1%      exact-second-hit   26.61   19.23       17004    789.1 MiB   476.0 KiB
-//! 5%      second-hit         40.39   33.51        2266    109.7 MiB   3.2 KiB
+//! 5%      second-hit         40.64   33.84        2157     97.7 MiB   5.1 KiB
 //! 5%      always             33.28   26.30       40032      1.8 GiB   0 B
 //! 5%      exact-second-hit   40.04   33.13        8949    435.0 MiB   476.0 KiB
-//! 10%     second-hit         43.80   36.82        2810    133.7 MiB   6.3 KiB
+//! 10%     second-hit         43.81   36.73        2842    132.6 MiB   9.9 KiB
 //! 10%     always             39.42   32.61       36350      1.7 GiB   0 B
 //! 10%     exact-second-hit   44.93   38.50        6012    297.9 MiB   476.0 KiB
 //! ```
