@@ -1,0 +1,307 @@
+//! Trace replay: an nginx/Apache access log (common or combined format) or a CSV of
+//! `timestamp,key,size`, read into a [`Workload`]. A malformed line is skipped and
+//! counted, never a panic.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{self, BufRead, BufReader};
+use std::path::Path;
+
+use xxhash_rust::xxh3::xxh3_64;
+
+use super::{Request, Workload, WorkloadError};
+
+/// The layout of a trace file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TraceFormat {
+    /// nginx/Apache common or combined log format.
+    AccessLog,
+    /// `timestamp,key,size` lines (an optional header line is skipped).
+    Csv,
+}
+
+impl TraceFormat {
+    /// `.csv` files are CSV; anything else is read as an access log.
+    pub fn from_path(path: &Path) -> TraceFormat {
+        match path.extension().and_then(|e| e.to_str()) {
+            Some(ext) if ext.eq_ignore_ascii_case("csv") => TraceFormat::Csv,
+            _ => TraceFormat::AccessLog,
+        }
+    }
+}
+
+/// Reads a trace file (format from its extension).
+pub fn from_trace(path: &Path) -> Result<Workload, WorkloadError> {
+    let file = File::open(path).map_err(|source| WorkloadError::Trace {
+        path: path.to_owned(),
+        source,
+    })?;
+    let workload = parse_trace(
+        BufReader::new(file),
+        TraceFormat::from_path(path),
+        &path.display().to_string(),
+    )
+    .map_err(|source| WorkloadError::Trace {
+        path: path.to_owned(),
+        source,
+    })?;
+    if workload.requests.is_empty() {
+        return Err(WorkloadError::EmptyTrace {
+            path: path.to_owned(),
+            malformed: workload.malformed_lines,
+            ignored: workload.ignored_lines,
+        });
+    }
+    Ok(workload)
+}
+
+/// What one trace line says.
+enum Line {
+    /// A request for `key` at `at` (seconds) whose response had `size` bytes (`None`: size
+    /// unknown, e.g. a 304).
+    Request {
+        key: String,
+        size: Option<u64>,
+        at: f64,
+    },
+    /// A line to skip silently (a CSV header, a blank line).
+    Skip,
+    /// A valid line that is not a cacheable request (another method).
+    Ignored,
+    /// A line that cannot be parsed.
+    Malformed,
+}
+
+/// Parses a trace from `reader`; `name` describes it in reports. Only I/O errors fail.
+pub fn parse_trace(reader: impl BufRead, format: TraceFormat, name: &str) -> io::Result<Workload> {
+    let mut sizes: HashMap<String, u64> = HashMap::new();
+    let mut workload = Workload {
+        name: format!("trace: {name}"),
+        requests: Vec::new(),
+        malformed_lines: 0,
+        ignored_lines: 0,
+    };
+    for line in reader.split(b'\n') {
+        // Logs are not always valid UTF-8; a lossy read keeps the line countable.
+        let line = line?;
+        let text = String::from_utf8_lossy(&line);
+        let text = text.trim_end_matches('\r');
+        let parsed = match format {
+            TraceFormat::AccessLog => parse_access_log_line(text),
+            TraceFormat::Csv => parse_csv_line(text),
+        };
+        match parsed {
+            Line::Request { key, size, at } => {
+                // A response without a body size (304, 206, "-") keeps the object's last known size.
+                let size = match size {
+                    Some(size) => *sizes
+                        .entry(key.clone())
+                        .and_modify(|s| *s = size)
+                        .or_insert(size),
+                    None => sizes.get(&key).copied().unwrap_or(0),
+                };
+                workload.requests.push(Request {
+                    object: xxh3_64(key.as_bytes()),
+                    size,
+                    at,
+                });
+            }
+            Line::Skip => {}
+            Line::Ignored => workload.ignored_lines += 1,
+            Line::Malformed => workload.malformed_lines += 1,
+        }
+    }
+    Ok(workload)
+}
+
+/// `host ident user [time] "METHOD target PROTO" status bytes ["referer" "agent"]`
+fn parse_access_log_line(text: &str) -> Line {
+    if text.trim().is_empty() {
+        return Line::Skip;
+    }
+    let Some((before, rest)) = text.split_once('"') else {
+        return Line::Malformed;
+    };
+    let Some(at) = log_time(before) else {
+        return Line::Malformed;
+    };
+    let Some((request_line, rest)) = rest.split_once('"') else {
+        return Line::Malformed;
+    };
+    let mut request = request_line.split_ascii_whitespace();
+    let (Some(method), Some(target)) = (request.next(), request.next()) else {
+        return Line::Malformed;
+    };
+    let mut fields = rest.split_ascii_whitespace();
+    let (Some(status), Some(bytes)) = (fields.next(), fields.next()) else {
+        return Line::Malformed;
+    };
+    let Ok(status) = status.parse::<u16>() else {
+        return Line::Malformed;
+    };
+    let size = match bytes {
+        "-" => None,
+        digits => match digits.parse::<u64>() {
+            Ok(size) => Some(size),
+            Err(_) => return Line::Malformed,
+        },
+    };
+    if method != "GET" && method != "HEAD" {
+        return Line::Ignored;
+    }
+    // Only a full 200 response tells the object's size.
+    let size = if status == 200 && method == "GET" {
+        size
+    } else {
+        None
+    };
+    Line::Request {
+        key: target.to_owned(),
+        size,
+        at,
+    }
+}
+
+/// The `[10/Oct/2026:13:55:36 +0000]` field of an access-log line, as unix seconds.
+fn log_time(fields: &str) -> Option<f64> {
+    let inside = fields.split_once('[')?.1.split_once(']')?.0;
+    let (stamp, zone) = inside.split_once(' ')?;
+    let mut parts = stamp.splitn(4, ['/', ':']);
+    let day: i64 = parts.next()?.parse().ok()?;
+    let month = parts.next()?;
+    let rest = parts.next()?; // year
+    let year: i64 = rest.parse().ok()?;
+    let clock: Vec<i64> = parts
+        .next()?
+        .split(':')
+        .map(|p| p.parse().ok())
+        .collect::<Option<_>>()?;
+    let month = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ]
+    .iter()
+    .position(|m| *m == month)? as i64
+        + 1;
+    let (&[hour, minute, second], true) = (clock.as_slice(), (1..=31).contains(&day)) else {
+        return None;
+    };
+    let sign = match zone.as_bytes().first()? {
+        b'+' => 1,
+        b'-' => -1,
+        _ => return None,
+    };
+    let zone: i64 = zone.get(1..)?.parse().ok()?;
+    let offset = sign * ((zone / 100) * 3600 + (zone % 100) * 60);
+    Some(
+        (days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second - offset)
+            as f64,
+    )
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let year_of_era = year - era * 400;
+    let day_of_year = (153 * (month + if month > 2 { -3 } else { 9 }) + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    era * 146_097 + day_of_era - 719_468
+}
+
+/// `timestamp,key,size`; the key may itself contain commas.
+fn parse_csv_line(text: &str) -> Line {
+    let text = text.trim();
+    if text.is_empty() {
+        return Line::Skip;
+    }
+    let (Some((timestamp, rest)), Some((_, size))) = (text.split_once(','), text.rsplit_once(','))
+    else {
+        return Line::Malformed;
+    };
+    let Some((key, _)) = rest.rsplit_once(',') else {
+        return Line::Malformed;
+    };
+    if timestamp.trim() == "timestamp" && key.trim() == "key" {
+        return Line::Skip;
+    }
+    match (timestamp.trim().parse::<f64>(), size.trim().parse::<u64>()) {
+        (Ok(at), Ok(size)) if at.is_finite() && !key.trim().is_empty() => Line::Request {
+            key: key.trim().to_owned(),
+            size: Some(size),
+            at,
+        },
+        _ => Line::Malformed,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::rngs::Xoshiro256PlusPlus;
+    use rand::{RngExt, SeedableRng};
+
+    use super::*;
+
+    #[test]
+    fn access_logs_in_common_and_combined_format_are_read() {
+        let log = "\
+    127.0.0.1 - - [10/Oct/2026:13:55:36 +0000] \"GET /a.png HTTP/1.1\" 200 2326\n\
+    127.0.0.1 - frank [10/Oct/2026:13:55:37 +0000] \"GET /b?x=1 HTTP/1.1\" 200 100 \"http://ref/\" \"curl/8\"\n\
+    127.0.0.1 - - [10/Oct/2026:13:55:38 +0000] \"GET /a.png HTTP/1.1\" 304 -\n\
+    127.0.0.1 - - [10/Oct/2026:13:55:39 +0000] \"POST /form HTTP/1.1\" 200 5\n\
+    garbage line without quotes\n\
+    127.0.0.1 - - [10/Oct/2026:13:55:40 +0000] \"GET /c HTTP/1.1\" abc 10\n\
+    \n";
+        let workload =
+            parse_trace(log.as_bytes(), TraceFormat::AccessLog, "test").expect("in-memory read");
+        let sizes: Vec<u64> = workload.requests.iter().map(|r| r.size).collect();
+        assert_eq!(sizes, [2326, 100, 2326], "a 304 keeps the object's size");
+        assert_eq!(workload.requests[0].object, workload.requests[2].object);
+        assert_eq!(workload.ignored_lines, 1);
+        assert_eq!(workload.malformed_lines, 2);
+        let times: Vec<f64> = workload.requests.iter().map(|r| r.at).collect();
+        // 2026-10-10T13:55:36Z is 1791640536 unix seconds.
+        assert_eq!(times, [1_791_640_536.0, 1_791_640_537.0, 1_791_640_538.0]);
+    }
+
+    #[test]
+    fn csv_traces_are_read_and_bad_lines_counted() {
+        let csv =
+            "timestamp,key,size\n1.5,/a,10\n2,/b,with,commas,20\n3,/c,notanumber\nnope\n4,,5\n";
+        let workload =
+            parse_trace(csv.as_bytes(), TraceFormat::Csv, "test").expect("in-memory read");
+        let sizes: Vec<u64> = workload.requests.iter().map(|r| r.size).collect();
+        assert_eq!(sizes, [10, 20]);
+        assert_eq!(workload.requests[1].object, xxh3_64(b"/b,with,commas"));
+        assert_eq!(workload.malformed_lines, 3);
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic_the_parsers() {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(7);
+        for _ in 0..2_000 {
+            let len = rng.random_range(0..120);
+            let bytes: Vec<u8> = (0..len).map(|_| rng.random_range(0..=255u8)).collect();
+            for format in [TraceFormat::AccessLog, TraceFormat::Csv] {
+                parse_trace(&bytes[..], format, "fuzz").expect("in-memory read");
+            }
+        }
+    }
+
+    #[test]
+    fn trace_files_are_read_by_extension_and_empty_ones_rejected() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let csv = dir.path().join("t.csv");
+        std::fs::write(&csv, "0,/x,5\n0,/x,5\n").expect("write trace");
+        assert_eq!(from_trace(&csv).expect("readable trace").requests.len(), 2);
+        let empty = dir.path().join("t.log");
+        std::fs::write(&empty, "not a log line\n").expect("write trace");
+        assert!(matches!(
+            from_trace(&empty),
+            Err(WorkloadError::EmptyTrace { malformed: 1, .. })
+        ));
+        assert!(matches!(
+            from_trace(&dir.path().join("missing.log")),
+            Err(WorkloadError::Trace { .. })
+        ));
+    }
+}
