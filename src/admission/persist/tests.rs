@@ -145,20 +145,8 @@ fn save_reports_an_unwritable_directory() {
     assert!(snapshots.save().is_err());
 }
 
-/// `cases` cases; a failing case is saved beside this file (`*.proptest-regressions`), not
-/// in a directory at the crate root.
-fn in_tree_config(cases: u32) -> ProptestConfig {
-    ProptestConfig {
-        cases,
-        failure_persistence: Some(Box::new(
-            proptest::test_runner::FileFailurePersistence::SourceParallel("proptest-regressions"),
-        )),
-        ..ProptestConfig::default()
-    }
-}
-
 proptest! {
-    #![proptest_config(in_tree_config(32))]
+    #![proptest_config(crate::admission::proptest_config(32))]
 
     /// Any corruption of one byte is caught (by the checksum, or by the format checks
     /// before it): the snapshot is ignored and the pair starts empty.

@@ -81,20 +81,8 @@ fn play(pair: &AgingPair, ops: &[Op], t0: Instant) -> Result<Instant, TestCaseEr
     Ok(now)
 }
 
-/// `cases` cases; a failing case is saved beside this file (`*.proptest-regressions`), not
-/// in a directory at the crate root.
-fn in_tree_config(cases: u32) -> ProptestConfig {
-    ProptestConfig {
-        cases,
-        failure_persistence: Some(Box::new(
-            proptest::test_runner::FileFailurePersistence::SourceParallel("proptest-regressions"),
-        )),
-        ..ProptestConfig::default()
-    }
-}
-
 proptest! {
-    #![proptest_config(in_tree_config(64))]
+    #![proptest_config(crate::admission::proptest_config(64))]
 
     /// No false negative for a key recorded in the current or the previous generation, and a
     /// key recorded once is forgotten after two rotations (or one idle gap).
@@ -133,7 +121,7 @@ proptest! {
 
 proptest! {
     // Each case runs 8 threads through tens of rotations; a few cases suffice.
-    #![proptest_config(in_tree_config(6))]
+    #![proptest_config(crate::admission::proptest_config(6))]
 
     /// 8 threads check and record at once while the pair rotates on fill. Whenever a check of
     /// a key another thread recorded earlier (handed over through a mutex, so the record
