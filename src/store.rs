@@ -25,33 +25,48 @@
 //!   damaged one is a plain miss); a larger body is verified as it streams and
 //!   a mismatch ends the stream with an error, so the client sees a truncated
 //!   transfer, never a complete wrong body. Every damaged file found is
-//!   removed, logged and counted ([`StoreStats`]).
+//!   removed, logged and counted ([`StoreStats`]). A byte range of a large
+//!   body ([`StoredEntry::into_range_stream`]) cannot be checked against the
+//!   whole body's checksum and is served unverified.
+//! - **Revalidation.** [`Store::update_meta`] replaces an entry's metadata
+//!   in place (after an origin 304) by writing the metadata slot that is not
+//!   current, so a crash mid-write leaves the old metadata in force (see
+//!   [`entry`]). Updates are serialized, so two racing updates never write
+//!   the same sequence into the same slot.
+//! - **Invalidation.** [`Store::remove`] takes a key's entry out of the index
+//!   and unlinks its file before it returns (RFC 9111 §4.4), and fences out
+//!   fills of the key that began before it, so none of them commits older
+//!   content afterwards (see `fence`).
 //!
 //! The file format is in [`entry`]; paths, header reads and fsyncs in `disk`.
 
 mod disk;
 pub mod entry;
+mod error;
+mod fence;
 pub(crate) mod index;
 mod lock;
 mod read;
+mod remove;
 mod scan;
+mod update;
 mod writer;
 
-use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tracing::{debug, info, warn};
 use xxhash_rust::xxh3::xxh3_128;
 
-use entry::EntryError;
 pub use entry::EntryMeta;
+pub use error::StoreError;
 pub use read::StoredEntry;
 pub use writer::EntryWriter;
 
 use disk::{Damage, HeaderError};
+use error::map_entry_error;
 use index::{Fill, Index};
 
 /// How the store is set up.
@@ -70,84 +85,6 @@ pub struct StoreOptions {
     /// Bodies shorter than this many bytes are read and verified whole before a
     /// hit is served; longer ones are verified as they stream.
     pub verify_whole_below: u64,
-}
-
-/// Why a store operation failed.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    /// A file-system operation failed.
-    #[error("I/O error on {}: {source}", path.display())]
-    Io {
-        /// The file or directory concerned.
-        path: PathBuf,
-        /// The underlying error.
-        source: io::Error,
-    },
-    /// The object (or its key or metadata) exceeds a size limit.
-    #[error("object exceeds the limit of {limit} bytes")]
-    TooLarge {
-        /// The limit in bytes.
-        limit: u64,
-    },
-    /// The body length differs from the declared `Content-Length`.
-    #[error("body is {received} bytes, but {declared} were declared")]
-    LengthMismatch {
-        /// The declared length.
-        declared: u64,
-        /// The bytes actually written.
-        received: u64,
-    },
-    /// A file is not a valid entry.
-    #[error("corrupt cache file {}: {reason}", path.display())]
-    Corrupt {
-        /// The file concerned.
-        path: PathBuf,
-        /// What is wrong with it.
-        reason: String,
-    },
-    /// Refused to store request credentials.
-    #[error("refused to store request credentials")]
-    Credentials,
-    /// The budget has no room for a fill, even after evicting every entry
-    /// (the rest is reserved by other fills in progress, or it is too small).
-    #[error("no room for {needed} more bytes within cache.max_size ({max_size} bytes)")]
-    NoSpace {
-        /// The bytes the fill asked for.
-        needed: u64,
-        /// `cache.max_size`.
-        max_size: u64,
-    },
-    /// Another process holds the cache directory.
-    #[error(
-        "cache directory {} is in use by another secondhit process ({}, holding {}); gave up after {} (cache.lock_timeout)",
-        dir.display(),
-        lock::describe_holder(holder),
-        lock_file.display(),
-        humantime::format_duration(*waited)
-    )]
-    Locked {
-        /// The cache directory.
-        dir: PathBuf,
-        /// The lock file, `<dir>/secondhit.lock`.
-        lock_file: PathBuf,
-        /// The holder's PID, as written in the lock file.
-        holder: Option<u32>,
-        /// How long this process waited.
-        waited: Duration,
-    },
-    /// `tmp/` and `objects/` are on different filesystems, so committing a fill
-    /// by renaming it would not be atomic.
-    #[error(
-        "{} and {} are on different filesystems; a fill is committed by renaming it from one to the other, which must be atomic: keep both on one filesystem",
-        tmp.display(),
-        objects.display()
-    )]
-    CrossDevice {
-        /// `<dir>/tmp`.
-        tmp: PathBuf,
-        /// `<dir>/objects`.
-        objects: PathBuf,
-    },
 }
 
 /// The store's counters, for metrics. Each is read on its own, so a snapshot
@@ -196,9 +133,17 @@ struct Inner {
     index: Index,
     /// Keeps the background scan and fills of this run from stepping on each other.
     scan: scan::ScanGate,
-    /// The next fill id. Relaxed: only uniqueness matters, which the atomic
-    /// read-modify-write gives by itself.
+    /// The next fill id, allocated under the `fences` lock (see
+    /// `Fences::begin` for the ordering).
     next_fill_id: AtomicU64,
+    /// Removals that fills in progress must respect.
+    fences: fence::Fences,
+    /// Serializes metadata updates, so two never read the same current slot and
+    /// write the same sequence into the other. One lock for the whole store:
+    /// updates are rare (one per revalidation) and short. A std mutex, taken
+    /// inside the blocking task, so it is held exactly while the file is
+    /// written, even if the caller's future is dropped meanwhile.
+    meta_update: Mutex<()>,
     /// Fills committed since open. Incremented with Release after the index
     /// insert and read with Acquire, so a reader that sees the count also sees
     /// the entry in the index.
@@ -294,20 +239,6 @@ impl Inner {
     }
 }
 
-fn map_entry_error(e: EntryError) -> StoreError {
-    match e {
-        EntryError::Credentials => StoreError::Credentials,
-        EntryError::TooLarge { limit, .. } => StoreError::TooLarge {
-            limit: limit as u64,
-        },
-        // Encoding fails only for the reasons above, or for a header too long
-        // for its length field, which is also a size limit.
-        _ => StoreError::TooLarge {
-            limit: u64::from(u32::MAX),
-        },
-    }
-}
-
 impl Store {
     /// Opens the cache directory: creates it and `objects/`, `tmp/`, `state/`
     /// if missing; locks it (waiting up to `lock_timeout` for another process;
@@ -342,6 +273,8 @@ impl Store {
             scan: scan::ScanGate::new(),
             // The scan raises this past every fill id it finds.
             next_fill_id: AtomicU64::new(now_us),
+            fences: fence::Fences::default(),
+            meta_update: Mutex::new(()),
             committed: AtomicU64::new(0),
             committed_body_bytes: AtomicU64::new(0),
             removed_invalid: AtomicU64::new(0),
@@ -438,36 +371,9 @@ impl Store {
             return Ok(None);
         };
         let fill_id = fill.fill_id;
-        let path = inner.object_path(key_hash, fill_id);
-        let mut file = match tokio::fs::File::open(&path).await {
-            Ok(file) => file,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                // Evicted or replaced meanwhile (then the index no longer names
-                // it), or removed behind our back (then forget it here).
-                debug!(path = %path.display(), "indexed cache file vanished");
-                if let Some(fill) = inner.index.remove(key_hash, fill_id) {
-                    inner.index.release_object(fill.size);
-                }
-                return Ok(None);
-            }
-            Err(e) => return Err(disk::io_err(&path)(e)),
-        };
-        let header = match disk::read_header(&mut file, &path, key_hash, fill_id).await {
-            Ok(header) => header,
-            Err(HeaderError::Damaged(damage, reason)) => {
-                inner.discard(key_hash, fill_id, damage, &reason).await;
-                return Ok(None);
-            }
-            Err(HeaderError::Io(e)) => return Err(e),
-        };
-        if header.key != key {
-            debug!(
-                key,
-                stored = header.key,
-                "key hash collision: treated as a miss"
-            );
+        let Some((header, file)) = inner.open_entry(key, key_hash, fill_id).await? else {
             return Ok(None);
-        }
+        };
         let entry = StoredEntry::open(header, file, key_hash, fill_id, Arc::clone(inner)).await;
         match entry {
             Ok(entry) => Ok(Some(entry)),

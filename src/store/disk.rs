@@ -170,16 +170,19 @@ pub(crate) async fn read_header(
     Ok(header)
 }
 
-/// The blocking twin of [`read_header`], for the start-up scan: verifies the
-/// header of the entry file at `path` and returns the file's length.
+/// The blocking twin of [`read_header`], for the start-up scan and metadata
+/// updates: reads and verifies the header of `file`, the entry file at `path`
+/// (whose length then is header plus body length).
 pub(crate) fn read_header_sync(
+    file: &mut std::fs::File,
     path: &Path,
     key_hash: u128,
     fill_id: u64,
-) -> Result<u64, HeaderError> {
-    let io = |e| HeaderError::Io(io_err(path)(e));
-    let mut file = std::fs::File::open(path).map_err(io)?;
-    let file_len = file.metadata().map_err(io)?.len();
+) -> Result<DecodedHeader, HeaderError> {
+    let file_len = file
+        .metadata()
+        .map_err(|e| HeaderError::Io(io_err(path)(e)))?
+        .len();
     let mut buf = vec![0u8; PREAMBLE_LEN];
     file.read_exact(&mut buf).map_err(read_err(path))?;
     let (_, rest) = header_rest(&buf)?;
@@ -188,7 +191,7 @@ pub(crate) fn read_header_sync(
         .map_err(read_err(path))?;
     let header = entry::decode_header(&buf).map_err(decode_err)?;
     check(&header, key_hash, fill_id, file_len)?;
-    Ok(file_len)
+    Ok(header)
 }
 
 /// Fails unless `tmp` and `objects` are on one filesystem: a fill is committed
@@ -236,13 +239,19 @@ pub(crate) fn clear_dir(dir: &Path) -> Result<usize, StoreError> {
     Ok(removed)
 }
 
-/// Removes a file, treating "already gone" as success; other errors are logged
-/// (a file left behind is removed by the next start-up scan).
-pub(crate) async fn remove_quietly(path: &Path) {
+/// Removes a file, treating "already gone" as success.
+pub(crate) async fn remove_file(path: &Path) -> Result<(), StoreError> {
     match tokio::fs::remove_file(path).await {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(e) => warn!(path = %path.display(), error = %e, "could not remove cache file"),
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(io_err(path)(e)),
+        _ => Ok(()),
+    }
+}
+
+/// [`remove_file`], with errors logged rather than returned (a file left
+/// behind is removed by the next start-up scan).
+pub(crate) async fn remove_quietly(path: &Path) {
+    if let Err(error) = remove_file(path).await {
+        warn!(%error, "could not remove cache file");
     }
 }
 
@@ -318,7 +327,7 @@ async fn ensure_parent(path: &Path, fsync: bool) -> Result<(), StoreError> {
 }
 
 /// Fsyncs a directory, making the names in it (a rename, a new file) durable.
-async fn fsync_dir(dir: &Path) -> Result<(), StoreError> {
+pub(crate) async fn fsync_dir(dir: &Path) -> Result<(), StoreError> {
     let handle = tokio::fs::File::open(dir).await.map_err(io_err(dir))?;
     handle.sync_all().await.map_err(io_err(dir))
 }

@@ -125,6 +125,29 @@ pub(crate) enum EntryError {
         len: usize,
         limit: usize,
     },
+    /// Replacement metadata (slot header included) larger than an existing
+    /// entry's slot capacity.
+    #[error("metadata slot of {len} bytes exceeds the slot capacity of {capacity} bytes")]
+    SlotFull { len: usize, capacity: usize },
+}
+
+/// One of the two metadata slots.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Slot {
+    /// The first slot, written by the fill.
+    A,
+    /// The second slot, first written by a revalidation.
+    B,
+}
+
+impl Slot {
+    /// The slot a replacement of this one's metadata goes to.
+    pub(crate) fn other(self) -> Slot {
+        match self {
+            Slot::A => Slot::B,
+            Slot::B => Slot::A,
+        }
+    }
 }
 
 /// The fixed fields at the start of an entry file (everything but the checksum).
@@ -151,6 +174,15 @@ impl Preamble {
     fn slot_a_offset(&self) -> usize {
         (PREAMBLE_LEN + self.key_len as usize).next_multiple_of(ALIGN)
     }
+
+    /// File offset of a metadata slot.
+    pub(crate) fn slot_offset(&self, slot: Slot) -> u64 {
+        let a = self.slot_a_offset() as u64;
+        match slot {
+            Slot::A => a,
+            Slot::B => a + u64::from(self.slot_capacity),
+        }
+    }
 }
 
 /// A verified entry header: preamble, key and the current metadata.
@@ -162,6 +194,10 @@ pub(crate) struct DecodedHeader {
     pub key: String,
     /// Metadata from the valid slot with the highest sequence.
     pub meta: EntryMeta,
+    /// The slot `meta` came from.
+    pub slot: Slot,
+    /// That slot's sequence number.
+    pub sequence: u64,
 }
 
 /// Encodes the preamble for `p`, with its checksum over the fields and `key`.
@@ -220,13 +256,33 @@ pub(crate) fn encode_header(
     let mut out = vec![0u8; slot_a + 2 * capacity];
     out[..PREAMBLE_LEN].copy_from_slice(&encode_preamble(&preamble, key.as_bytes()));
     out[PREAMBLE_LEN..PREAMBLE_LEN + key.len()].copy_from_slice(key.as_bytes());
-    let slot = &mut out[slot_a..slot_a + capacity];
-    slot[0..8].copy_from_slice(&1u64.to_le_bytes());
-    slot[8..12].copy_from_slice(&(payload.len() as u32).to_le_bytes());
-    let sum = slot_checksum(&slot[0..12], &payload);
-    slot[12..20].copy_from_slice(&sum.to_le_bytes());
-    slot[SLOT_HEADER_LEN..slot_len].copy_from_slice(&payload);
+    let slot = encode_slot(&payload, 1, preamble.slot_capacity)?;
+    out[slot_a..slot_a + slot.len()].copy_from_slice(&slot);
     Ok((preamble, out))
+}
+
+/// Encodes one metadata slot holding `payload` (from [`encode_meta`]) at
+/// `sequence`: slot header and payload, without the zeros up to `capacity`
+/// (a reader ignores bytes past the payload, so a replacement writes only these).
+/// Fails with `SlotFull` if they exceed `capacity`.
+pub(crate) fn encode_slot(
+    payload: &[u8],
+    sequence: u64,
+    capacity: u32,
+) -> Result<Vec<u8>, EntryError> {
+    let len = SLOT_HEADER_LEN + payload.len();
+    let capacity = capacity as usize;
+    if len > capacity {
+        return Err(EntryError::SlotFull { len, capacity });
+    }
+    let mut slot = Vec::with_capacity(len);
+    slot.extend_from_slice(&sequence.to_le_bytes());
+    // Lossless: the payload fits a slot, and slots are at most MAX_SLOT_CAPACITY.
+    slot.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    let sum = slot_checksum(&slot[0..12], payload);
+    slot.extend_from_slice(&sum.to_le_bytes());
+    slot.extend_from_slice(payload);
+    Ok(slot)
 }
 
 /// Decodes and range-checks the first [`PREAMBLE_LEN`] bytes. The checksum is
@@ -281,22 +337,27 @@ pub(crate) fn decode_header(buf: &[u8]) -> Result<DecodedHeader, EntryError> {
         .map_err(|_| EntryError::Invalid("key encoding"))?
         .to_owned();
     let cap = preamble.slot_capacity as usize;
-    let a = preamble.slot_a_offset();
-    let mut slots: Vec<(u64, &[u8])> = [&buf[a..a + cap], &buf[a + cap..a + 2 * cap]]
+    let mut slots: Vec<(Slot, u64, &[u8])> = [Slot::A, Slot::B]
         .into_iter()
-        .filter_map(valid_slot)
+        .filter_map(|slot| {
+            let start = preamble.slot_offset(slot) as usize;
+            let (sequence, payload) = valid_slot(&buf[start..start + cap])?;
+            Some((slot, sequence, payload))
+        })
         .collect();
     // Highest sequence first; a valid payload that fails to decode (which only a
     // bug could produce) falls back to the other slot rather than losing the entry.
-    slots.sort_by_key(|s| std::cmp::Reverse(s.0));
+    slots.sort_by_key(|s| std::cmp::Reverse(s.1));
     let mut why = "both slots empty or failing their checksum";
-    for (_, payload) in slots {
+    for (slot, sequence, payload) in slots {
         match decode_meta(payload) {
             Ok(meta) => {
                 return Ok(DecodedHeader {
                     preamble,
                     key,
                     meta,
+                    slot,
+                    sequence,
                 });
             }
             Err(e) => why = e,
@@ -329,7 +390,8 @@ fn valid_slot(slot: &[u8]) -> Option<(u64, &[u8])> {
     (seq != 0 && slot_checksum(&slot[0..12], payload) == sum).then_some((seq, payload))
 }
 
-fn encode_meta(meta: &EntryMeta) -> Result<Vec<u8>, EntryError> {
+/// Encodes the metadata payload of a slot; refuses request credentials.
+pub(crate) fn encode_meta(meta: &EntryMeta) -> Result<Vec<u8>, EntryError> {
     for name in [AUTHORIZATION, COOKIE, PROXY_AUTHORIZATION] {
         if meta.request_headers.contains_key(name) {
             return Err(EntryError::Credentials);

@@ -163,6 +163,11 @@ impl Index {
         Some(slot.fill)
     }
 
+    /// The indexed fill of `key_hash`; recency is left alone.
+    pub(crate) fn peek(&self, key_hash: u128) -> Option<Fill> {
+        self.shard(key_hash).peek(&key_hash).map(|slot| slot.fill)
+    }
+
     /// True if `key_hash` has an entry; recency is left alone.
     pub(crate) fn contains(&self, key_hash: u128) -> bool {
         self.shard(key_hash).contains(&key_hash)

@@ -1,19 +1,68 @@
 //! Serving a stored entry: the body, verified whole up front when it is small,
-//! or verified as it streams when it is not.
+//! or verified as it streams when it is not; or a byte range of it.
 
-use std::io;
+use std::io::{self, SeekFrom};
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
-use tokio::io::AsyncReadExt;
+use futures_util::future::Either;
+use tokio::io::{AsyncReadExt, AsyncSeekExt};
 use xxhash_rust::xxh3::{Xxh3Default, xxh3_64};
 
-use super::Inner;
-use super::disk::{Damage, HeaderError, io_err};
+use tracing::debug;
+
+use super::disk::{self, Damage, HeaderError, io_err};
 use super::entry::{DecodedHeader, EntryMeta};
+use super::{Inner, StoreError};
 
 /// Bodies are read from disk in chunks of this size.
 pub(crate) const BODY_CHUNK: u64 = 64 * 1024;
+
+impl Inner {
+    /// Opens the file of the indexed fill `fill_id` of `key_hash`, reads and
+    /// verifies its header and checks that it holds `key`; the file is left
+    /// positioned at the body. `Ok(None)` if the file vanished (then the index
+    /// forgets it), is damaged (then it is discarded), or holds another key
+    /// with the same hash (then it is left alone).
+    pub(super) async fn open_entry(
+        &self,
+        key: &str,
+        key_hash: u128,
+        fill_id: u64,
+    ) -> Result<Option<(DecodedHeader, tokio::fs::File)>, StoreError> {
+        let path = self.object_path(key_hash, fill_id);
+        let mut file = match tokio::fs::File::open(&path).await {
+            Ok(file) => file,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                // Evicted or replaced meanwhile (then the index no longer names
+                // it), or removed behind our back (then forget it here).
+                debug!(path = %path.display(), "indexed cache file vanished");
+                if let Some(fill) = self.index.remove(key_hash, fill_id) {
+                    self.index.release_object(fill.size);
+                }
+                return Ok(None);
+            }
+            Err(e) => return Err(disk::io_err(&path)(e)),
+        };
+        let header = match disk::read_header(&mut file, &path, key_hash, fill_id).await {
+            Ok(header) => header,
+            Err(HeaderError::Damaged(damage, reason)) => {
+                self.discard(key_hash, fill_id, damage, &reason).await;
+                return Ok(None);
+            }
+            Err(HeaderError::Io(e)) => return Err(e),
+        };
+        if header.key != key {
+            debug!(
+                key,
+                stored = header.key,
+                "key hash collision: treated as a miss"
+            );
+            return Ok(None);
+        }
+        Ok(Some((header, file)))
+    }
+}
 
 /// Where the body comes from.
 enum Source {
@@ -31,9 +80,12 @@ pub struct StoredEntry {
     pub body_len: u64,
     /// Expected xxh3-64 of the body, checked as the body streams.
     body_hash: u64,
+    /// File offset of the body (the header's length), where a range read seeks from.
+    body_offset: u64,
     source: Source,
-    key_hash: u128,
-    fill_id: u64,
+    /// With `fill_id`, names the file for discards and metadata updates.
+    pub(super) key_hash: u128,
+    pub(super) fill_id: u64,
     /// To discard the entry if its body fails the checksum.
     inner: Arc<Inner>,
 }
@@ -51,9 +103,15 @@ impl std::fmt::Debug for StoredEntry {
 /// The state of a body stream between chunks.
 struct BodyState {
     entry: StoredEntry,
+    /// Bytes still to yield.
     remaining: u64,
+    /// Where to seek the file before the first read; `None` once done, or
+    /// when the file is already positioned at the body's start.
+    seek_to: Option<u64>,
+    /// Running checksum of a whole body streamed from the file; `None` for a
+    /// range, which cannot be checked against the whole body's checksum.
     /// Boxed: the hasher carries a large buffer that would bloat the future.
-    hasher: Box<Xxh3Default>,
+    hasher: Option<Box<Xxh3Default>>,
 }
 
 impl StoredEntry {
@@ -91,6 +149,7 @@ impl StoredEntry {
             meta,
             body_len: preamble.body_len,
             body_hash: preamble.body_hash,
+            body_offset: preamble.header_len(),
             source,
             key_hash,
             fill_id,
@@ -109,18 +168,67 @@ impl StoredEntry {
     ) -> impl futures_util::Stream<Item = io::Result<Bytes>> + Send + 'static {
         let state = BodyState {
             remaining: self.body_len,
+            seek_to: None,
             entry: self,
-            hasher: Box::new(Xxh3Default::new()),
+            hasher: Some(Box::new(Xxh3Default::new())),
         };
-        futures_util::stream::unfold(Some(state), |state| async move {
-            let mut st = state.filter(|st| st.remaining > 0)?;
-            match next_chunk(&mut st).await {
-                Ok(chunk) => Some((Ok(chunk), Some(st))),
-                // An error ends the stream.
-                Err(e) => Some((Err(e), None)),
-            }
-        })
+        body_stream(state)
     }
+
+    /// The body bytes `first..=last` (`first <= last < body_len`, else the
+    /// stream is one `InvalidInput` error): a slice of a body held in memory,
+    /// or read from the file in chunks of 64 KiB from `first` on.
+    ///
+    /// What is verified: `lookup` checked the header, key and metadata, and a
+    /// body below `verify_whole_below` (held in memory) was checked whole. A
+    /// range of a larger body cannot be checked against the whole body's
+    /// checksum and is served unverified, unless it is the whole body, which
+    /// is verified as [`StoredEntry::into_body_stream`] does. A file cut
+    /// short ends the stream with `UnexpectedEof` and discards the entry.
+    pub fn into_range_stream(
+        mut self,
+        first: u64,
+        last: u64,
+    ) -> impl futures_util::Stream<Item = io::Result<Bytes>> + Send + 'static {
+        if first > last || last >= self.body_len {
+            let msg = format!(
+                "range {first}-{last} outside a body of {} bytes",
+                self.body_len
+            );
+            let error = io::Error::new(io::ErrorKind::InvalidInput, msg);
+            return Either::Left(futures_util::stream::once(async { Err(error) }));
+        }
+        let seek_to = match &mut self.source {
+            Source::Memory(body) => {
+                // In range: `last < body_len`, the length of the body in memory.
+                *body = body.slice(first as usize..=last as usize);
+                None
+            }
+            Source::File(_) => Some(self.body_offset + first),
+        };
+        let whole = first == 0 && last + 1 == self.body_len;
+        let state = BodyState {
+            remaining: last - first + 1,
+            seek_to,
+            entry: self,
+            hasher: whole.then(|| Box::new(Xxh3Default::new())),
+        };
+        Either::Right(body_stream(state))
+    }
+}
+
+/// Streams the chunks of `state` until it has yielded everything or failed.
+fn body_stream(
+    state: BodyState,
+) -> impl futures_util::Stream<Item = io::Result<Bytes>> + Send + 'static {
+    futures_util::stream::unfold(Some(state), |state| async move {
+        let mut st = state.filter(|st| st.remaining > 0)?;
+        match next_chunk(&mut st).await {
+            Ok(chunk) => Some((Ok(chunk), Some(st))),
+            // An error ends the stream.
+            Err(e) => Some((Err(e), None)),
+        }
+    })
 }
 
 async fn next_chunk(st: &mut BodyState) -> io::Result<Bytes> {
@@ -131,6 +239,9 @@ async fn next_chunk(st: &mut BodyState) -> io::Result<Bytes> {
         }
         Source::File(file) => file,
     };
+    if let Some(offset) = st.seek_to.take() {
+        file.seek(SeekFrom::Start(offset)).await?;
+    }
     let want = st.remaining.min(BODY_CHUNK);
     let mut buf = BytesMut::zeroed(want as usize);
     if let Err(e) = file.read_exact(&mut buf).await {
@@ -140,9 +251,12 @@ async fn next_chunk(st: &mut BodyState) -> io::Result<Bytes> {
         }
         return Err(e);
     }
-    st.hasher.update(&buf);
     st.remaining -= want;
-    if st.remaining == 0 && st.hasher.digest() != st.entry.body_hash {
+    let Some(hasher) = &mut st.hasher else {
+        return Ok(buf.freeze());
+    };
+    hasher.update(&buf);
+    if st.remaining == 0 && hasher.digest() != st.entry.body_hash {
         discard(&st.entry, Damage::Checksum, "body checksum mismatch").await;
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,

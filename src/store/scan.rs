@@ -14,7 +14,9 @@
 //!   exists. The scan leaves registered files alone (they are this run's), and
 //!   removes any other file of a registered key: it is older than a fill of
 //!   this run, even if that fill has since been evicted or failed, so an older
-//!   object never reappears after a newer one was stored.
+//!   object never reappears after a newer one was stored. A removal
+//!   (`Store::remove`) registers its key the same way, so the scan removes the
+//!   key's files it had not reached yet.
 //! - The index itself ranks any fill of this run above any scanned one
 //!   (`index::Origin`), whatever the fill ids say, so a clock that went back
 //!   between runs cannot make an old file win.
@@ -41,8 +43,8 @@ pub(crate) struct ScanGate {
     /// True until the scan has finished. A fast path only: `live` decides.
     /// Release on finish, Acquire on read, pairing with the map's lock.
     scanning: AtomicBool,
-    /// Key hash → fill ids begun by this run while the scan runs; `None` once
-    /// it has finished.
+    /// Key hash → fill ids begun by this run while the scan runs (none for a
+    /// key this run only removed); `None` once it has finished.
     live: Mutex<Option<HashMap<u128, Vec<u64>>>>,
 }
 
@@ -71,14 +73,25 @@ impl ScanGate {
         self.live.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Records a fill of this run; call before its temp file is created.
-    pub(crate) fn register_fill(&self, key_hash: u128, fill_id: u64) {
+    /// Marks `key_hash` as touched by this run, then applies `f` to its fill ids.
+    fn claim(&self, key_hash: u128, f: impl FnOnce(&mut Vec<u64>)) {
         if !self.scanning.load(Ordering::Acquire) {
             return;
         }
         if let Some(live) = self.live().as_mut() {
-            live.entry(key_hash).or_default().push(fill_id);
+            f(live.entry(key_hash).or_default());
         }
+    }
+
+    /// Records a fill of this run; call before its temp file is created.
+    pub(crate) fn register_fill(&self, key_hash: u128, fill_id: u64) {
+        self.claim(key_hash, |ids| ids.push(fill_id));
+    }
+
+    /// Records a removal of a key: the scan then removes the key's files it
+    /// has not indexed yet, as it does for a key with a fill of this run.
+    pub(crate) fn register_removal(&self, key_hash: u128) {
+        self.claim(key_hash, |_| {});
     }
 
     /// True once the scan has finished.
@@ -211,8 +224,12 @@ fn scan_file(inner: &Inner, path: &Path, name: OsString, tally: &mut Tally) {
         }
         Verdict::Free => {}
     }
-    let size = match disk::read_header_sync(path, key_hash, fill_id) {
-        Ok(size) => size,
+    let header = std::fs::File::open(path)
+        .map_err(|e| HeaderError::Io(disk::io_err(path)(e)))
+        .and_then(|mut file| disk::read_header_sync(&mut file, path, key_hash, fill_id));
+    let size = match header {
+        // `read_header_sync` checked that this is the file's length.
+        Ok(header) => header.preamble.header_len() + header.preamble.body_len,
         Err(HeaderError::Damaged(damage, reason)) => {
             warn!(path = %path.display(), reason, "removing damaged cache file");
             inner.count_damage(damage);

@@ -1,10 +1,14 @@
 //! Store tests on real files in temporary directories: fills, lookups, races
-//! between fills, the directory lock. The byte budget and damaged files have
-//! their own files beside this one.
+//! between fills, the directory lock. The byte budget, damaged files, range
+//! reads, removals and metadata updates have their own files beside this one.
 
 mod budget;
 mod damage;
+mod range;
+mod remove;
+mod update;
 
+use std::io;
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -29,9 +33,15 @@ fn options(dir: &Path) -> StoreOptions {
 /// Opens a store and waits for its background scan to finish.
 async fn open_with(opts: StoreOptions) -> Store {
     let store = Store::open(opts).unwrap();
+    wait_for_scan(&store).await;
+    store
+}
+
+/// Waits for the background scan of `store` to finish.
+async fn wait_for_scan(store: &Store) {
     for _ in 0..1000 {
         if store.stats().scan_complete {
-            return store;
+            return;
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
@@ -101,6 +111,34 @@ async fn fill(store: &Store, key: &str, status: u16, data: &[u8]) -> EntryWriter
 /// Stores `data` under `key` as a 200.
 async fn put(store: &Store, key: &str, data: &[u8]) {
     fill(store, key, 200, data).await.finish().await.unwrap();
+}
+
+/// Looks `key` up; it must be there.
+async fn entry(store: &Store, key: &str) -> StoredEntry {
+    let found = store.lookup(key, Store::key_hash(key)).await.unwrap();
+    found.unwrap_or_else(|| panic!("{key} is not stored"))
+}
+
+/// The file `entry` was read from.
+fn entry_path(store: &Store, entry: &StoredEntry) -> PathBuf {
+    store.inner.object_path(entry.key_hash, entry.fill_id)
+}
+
+/// True if a lookup of `key` misses.
+async fn missing(store: &Store, key: &str) -> bool {
+    let found = store.lookup(key, Store::key_hash(key)).await.unwrap();
+    found.is_none()
+}
+
+/// A store in a fresh directory holding `data` under "k", with k's entry and
+/// the path of its file.
+async fn stored_k(data: &[u8]) -> (tempfile::TempDir, Store, StoredEntry, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path()).await;
+    put(&store, "k", data).await;
+    let found = entry(&store, "k").await;
+    let path = entry_path(&store, &found);
+    (dir, store, found, path)
 }
 
 /// Looks `key` up and collects its body.

@@ -11,7 +11,7 @@ use tracing::{debug, warn};
 use xxhash_rust::xxh3::Xxh3Default;
 
 use super::entry::{self, EntryMeta, Preamble};
-use super::index::{Fill, Origin, Placed};
+use super::index::{Fill, Placed};
 use super::{Inner, StoreError, disk, map_entry_error};
 
 /// Bytes of the budget held by one fill; given back on drop unless committed.
@@ -64,6 +64,31 @@ impl Drop for Reservation {
     }
 }
 
+/// A fill's registration with the removal fences (see `fence`): allocates
+/// the fill id, and ends the registration on drop, committed or not.
+struct Registration {
+    inner: Arc<Inner>,
+    key_hash: u128,
+}
+
+impl Registration {
+    /// Registers a fill of `key_hash`; returns the registration and the fill id.
+    fn begin(inner: &Arc<Inner>, key_hash: u128) -> (Registration, u64) {
+        let fill_id = inner.fences.begin(key_hash, &inner.next_fill_id);
+        let registration = Registration {
+            inner: Arc::clone(inner),
+            key_hash,
+        };
+        (registration, fill_id)
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        self.inner.fences.end(self.key_hash);
+    }
+}
+
 /// A fill in progress. Only [`EntryWriter::finish`] makes it an entry;
 /// dropping the writer removes the temp file and gives back its reservation.
 pub struct EntryWriter {
@@ -83,6 +108,8 @@ pub struct EntryWriter {
     reservation: Reservation,
     /// Set once the temp file is renamed, so Drop leaves it alone.
     renamed: bool,
+    /// Held until the writer is gone, so a removal of the key meanwhile fences it.
+    _registration: Registration,
 }
 
 impl std::fmt::Debug for EntryWriter {
@@ -108,7 +135,7 @@ pub(super) async fn begin(
     if declared_len.is_some_and(|d| d > max) {
         return Err(StoreError::TooLarge { limit: max });
     }
-    let fill_id = inner.next_fill_id.fetch_add(1, Ordering::Relaxed);
+    let (registration, fill_id) = Registration::begin(inner, key_hash);
     let (preamble, header) = entry::encode_header(key, meta, fill_id).map_err(map_entry_error)?;
     let initial = preamble.header_len() + declared_len.unwrap_or(0);
     let reservation = Reservation::take(inner, initial).await?;
@@ -134,6 +161,7 @@ pub(super) async fn begin(
         declared_len,
         reservation,
         renamed: false,
+        _registration: registration,
     };
     writer.write_raw(&header).await?;
     Ok(writer)
@@ -175,8 +203,11 @@ impl EntryWriter {
     /// configured) and indexes it as the most recently used entry. If the
     /// index already holds a newer fill of this key, this one loses and its
     /// file is removed, so an older fill finishing late never replaces a newer
-    /// one (it still returns `Ok`: the key has an entry, the newer one). Only
-    /// after this returns `Ok` does the entry exist.
+    /// one (it still returns `Ok`: the key has an entry, the newer one). It
+    /// loses likewise if [`Store::remove`](super::Store::remove) removed the key
+    /// after this fill began (see `fence`), so a removal is never undone by an
+    /// older fill; it then returns `Ok` too. Only after this returns `Ok` can
+    /// the entry exist.
     pub async fn finish(mut self) -> Result<(), StoreError> {
         let received = self.preamble.body_len;
         if let Some(declared) = self.declared_len.filter(|&d| d != received) {
@@ -193,7 +224,7 @@ impl EntryWriter {
         self.reservation.commit(size);
         let inner = &self.inner;
         let fill = Fill { fill_id, size };
-        let won = match inner.index.place(key_hash, fill, Origin::Live) {
+        let won = match inner.fences.place(&inner.index, key_hash, fill) {
             Placed::New => true,
             Placed::Replaced(old) => {
                 inner.unlink(key_hash, old).await;

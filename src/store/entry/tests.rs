@@ -27,12 +27,8 @@ fn header(key: &str) -> (Preamble, Vec<u8>) {
 
 /// Writes a slot with `seq` and `payload` at `offset`, as a revalidation would.
 fn write_slot(buf: &mut [u8], offset: usize, seq: u64, payload: &[u8]) {
-    let slot = &mut buf[offset..];
-    slot[0..8].copy_from_slice(&seq.to_le_bytes());
-    slot[8..12].copy_from_slice(&(payload.len() as u32).to_le_bytes());
-    let sum = slot_checksum(&slot[0..12], payload);
-    slot[12..20].copy_from_slice(&sum.to_le_bytes());
-    slot[20..20 + payload.len()].copy_from_slice(payload);
+    let slot = encode_slot(payload, seq, MAX_SLOT_CAPACITY as u32).unwrap();
+    buf[offset..offset + slot.len()].copy_from_slice(&slot);
 }
 
 #[test]
@@ -168,4 +164,26 @@ fn oversized_key_is_refused() {
         encode_header(&key, &meta(), 1),
         Err(EntryError::TooLarge { what: "key", .. })
     ));
+}
+
+#[test]
+fn decoded_header_names_the_current_slot_and_a_replacement_must_fit() {
+    let (p, mut buf) = header("k");
+    let h = decode_header(&buf).unwrap();
+    assert_eq!((h.slot, h.sequence), (Slot::A, 1));
+    let payload = encode_meta(&meta()).unwrap();
+    let next = h.slot.other();
+    let slot = encode_slot(&payload, h.sequence + 1, p.slot_capacity).unwrap();
+    let at = p.slot_offset(next) as usize;
+    buf[at..at + slot.len()].copy_from_slice(&slot);
+    let h = decode_header(&buf).unwrap();
+    assert_eq!((h.slot, h.sequence), (Slot::B, 2));
+    let big = vec![0u8; p.slot_capacity as usize];
+    assert_eq!(
+        encode_slot(&big, 3, p.slot_capacity).unwrap_err(),
+        EntryError::SlotFull {
+            len: big.len() + SLOT_HEADER_LEN,
+            capacity: p.slot_capacity as usize
+        }
+    );
 }

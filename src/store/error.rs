@@ -1,0 +1,114 @@
+//! Why a store operation failed, and how codec errors map onto that.
+
+use std::io;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::entry::EntryError;
+use super::lock;
+
+/// Why a store operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A file-system operation failed.
+    #[error("I/O error on {}: {source}", path.display())]
+    Io {
+        /// The file or directory concerned.
+        path: PathBuf,
+        /// The underlying error.
+        source: io::Error,
+    },
+    /// The object (or its key or metadata) exceeds a size limit.
+    #[error("object exceeds the limit of {limit} bytes")]
+    TooLarge {
+        /// The limit in bytes.
+        limit: u64,
+    },
+    /// The body length differs from the declared `Content-Length`.
+    #[error("body is {received} bytes, but {declared} were declared")]
+    LengthMismatch {
+        /// The declared length.
+        declared: u64,
+        /// The bytes actually written.
+        received: u64,
+    },
+    /// A file is not a valid entry.
+    #[error("corrupt cache file {}: {reason}", path.display())]
+    Corrupt {
+        /// The file concerned.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// Replacement metadata does not fit the entry's metadata slot, whose
+    /// capacity was fixed when the entry was filled; the entry is unchanged.
+    #[error("metadata slot of {len} bytes exceeds the entry's slot capacity of {capacity} bytes")]
+    MetaTooLarge {
+        /// Bytes the new metadata needs, slot header included.
+        len: u64,
+        /// The entry's slot capacity in bytes.
+        capacity: u64,
+    },
+    /// Refused to store request credentials.
+    #[error("refused to store request credentials")]
+    Credentials,
+    /// The budget has no room for a fill, even after evicting every entry
+    /// (the rest is reserved by other fills in progress, or it is too small).
+    #[error("no room for {needed} more bytes within cache.max_size ({max_size} bytes)")]
+    NoSpace {
+        /// The bytes the fill asked for.
+        needed: u64,
+        /// `cache.max_size`.
+        max_size: u64,
+    },
+    /// Another process holds the cache directory.
+    #[error(
+        "cache directory {} is in use by another secondhit process ({}, holding {}); gave up after {} (cache.lock_timeout)",
+        dir.display(),
+        lock::describe_holder(holder),
+        lock_file.display(),
+        humantime::format_duration(*waited)
+    )]
+    Locked {
+        /// The cache directory.
+        dir: PathBuf,
+        /// The lock file, `<dir>/secondhit.lock`.
+        lock_file: PathBuf,
+        /// The holder's PID, as written in the lock file.
+        holder: Option<u32>,
+        /// How long this process waited.
+        waited: Duration,
+    },
+    /// `tmp/` and `objects/` are on different filesystems, so committing a fill
+    /// by renaming it would not be atomic.
+    #[error(
+        "{} and {} are on different filesystems; a fill is committed by renaming it from one to the other, which must be atomic: keep both on one filesystem",
+        tmp.display(),
+        objects.display()
+    )]
+    CrossDevice {
+        /// `<dir>/tmp`.
+        tmp: PathBuf,
+        /// `<dir>/objects`.
+        objects: PathBuf,
+    },
+}
+
+/// Maps a codec error met while encoding onto the store's error.
+pub(crate) fn map_entry_error(e: EntryError) -> StoreError {
+    match e {
+        EntryError::Credentials => StoreError::Credentials,
+        EntryError::TooLarge { limit, .. } => StoreError::TooLarge {
+            limit: limit as u64,
+        },
+        EntryError::SlotFull { len, capacity } => StoreError::MetaTooLarge {
+            len: len as u64,
+            capacity: capacity as u64,
+        },
+        // Encoding fails only for the reasons above, or for a header too long
+        // for its length field, which is also a size limit.
+        _ => StoreError::TooLarge {
+            limit: u64::from(u32::MAX),
+        },
+    }
+}

@@ -1,0 +1,131 @@
+//! Replacing an entry's metadata in place, after an origin revalidated it.
+//!
+//! The new metadata goes into the slot that is not current, with the current
+//! sequence + 1 (see [`super::entry`]): a reader that meets the slot
+//! half-written finds its checksum failing and uses the old slot, and so does
+//! a restart after a crash mid-write. The body, the preamble and the file's
+//! length are never touched, so the byte budget is unaffected.
+
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::sync::{Arc, PoisonError};
+
+use tracing::debug;
+
+use super::disk::{self, Damage, HeaderError};
+use super::entry::{self, EntryMeta};
+use super::{Inner, Store, StoreError, StoredEntry, map_entry_error};
+
+/// What the blocking part of an update did.
+enum Outcome {
+    /// The new metadata is written (and fsynced, if configured).
+    Written,
+    /// The entry is no longer stored; nothing was written.
+    Gone,
+    /// The file's header is damaged; nothing was written.
+    Damaged(Damage, String),
+}
+
+impl Store {
+    /// Replaces the metadata of `entry` (from [`Store::lookup`]) without
+    /// touching its body, e.g. after an origin answered a revalidation with
+    /// 304. Later lookups, also after a restart, return `meta`.
+    ///
+    /// Returns `Ok(true)` once written, and `Ok(false)`, writing nothing, if
+    /// the entry is no longer stored: evicted, replaced by a newer fill or
+    /// removed since the lookup, or found damaged (then it is discarded, as a
+    /// lookup would). The response being served is unaffected either way; a
+    /// `false` tells the caller the refreshed metadata was not cached.
+    ///
+    /// Errors with `Credentials` if `meta.request_headers` hold credentials,
+    /// and with `MetaTooLarge` if `meta` does not fit the entry's metadata
+    /// slot (its capacity was fixed by the fill, with room for metadata about
+    /// twice the original size); the file is then left untouched.
+    pub async fn update_meta(
+        &self,
+        entry: &StoredEntry,
+        meta: &EntryMeta,
+    ) -> Result<bool, StoreError> {
+        let payload = entry::encode_meta(meta).map_err(map_entry_error)?;
+        let (key_hash, fill_id) = (entry.key_hash, entry.fill_id);
+        let inner = Arc::clone(&self.inner);
+        let path = inner.object_path(key_hash, fill_id);
+        // All the file work in one blocking task: a handful of small
+        // positioned reads and writes and an fsync.
+        let task = {
+            let path = path.clone();
+            tokio::task::spawn_blocking(move || {
+                write_meta(&inner, &path, key_hash, fill_id, &payload)
+            })
+        };
+        let outcome = task
+            .await
+            .map_err(|e| disk::io_err(&path)(io::Error::other(e)))??;
+        match outcome {
+            Outcome::Written => Ok(true),
+            Outcome::Gone => {
+                debug!(path = %path.display(), "metadata update of an entry no longer stored");
+                Ok(false)
+            }
+            Outcome::Damaged(damage, reason) => {
+                let inner = &self.inner;
+                inner.discard(key_hash, fill_id, damage, &reason).await;
+                Ok(false)
+            }
+        }
+    }
+}
+
+/// Writes `payload` into the entry file's non-current slot; blocking.
+fn write_meta(
+    inner: &Inner,
+    path: &Path,
+    key_hash: u128,
+    fill_id: u64,
+    payload: &[u8],
+) -> Result<Outcome, StoreError> {
+    let _serialized = inner
+        .meta_update
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    let open = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path);
+    let mut file = match open {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Outcome::Gone),
+        Err(e) => return Err(disk::io_err(path)(e)),
+    };
+    // Checked after opening: from here on an eviction or replacement can only
+    // unlink the file, and writing to an unlinked file harms nothing.
+    if inner
+        .index
+        .peek(key_hash)
+        .is_none_or(|fill| fill.fill_id != fill_id)
+    {
+        return Ok(Outcome::Gone);
+    }
+    // Read again under the lock: the slot that is current now, not at lookup.
+    let header = match disk::read_header_sync(&mut file, path, key_hash, fill_id) {
+        Ok(header) => header,
+        Err(HeaderError::Damaged(damage, reason)) => return Ok(Outcome::Damaged(damage, reason)),
+        Err(HeaderError::Io(e)) => return Err(e),
+    };
+    let Some(sequence) = header.sequence.checked_add(1) else {
+        let reason = "metadata sequence at its maximum".to_owned();
+        return Ok(Outcome::Damaged(Damage::Invalid, reason));
+    };
+    let preamble = header.preamble;
+    let slot =
+        entry::encode_slot(payload, sequence, preamble.slot_capacity).map_err(map_entry_error)?;
+    let offset = preamble.slot_offset(header.slot.other());
+    file.write_all_at(&slot, offset)
+        .map_err(disk::io_err(path))?;
+    if inner.opts.fsync {
+        // The file's length and name are unchanged: its data is all to sync.
+        file.sync_data().map_err(disk::io_err(path))?;
+    }
+    Ok(Outcome::Written)
+}
