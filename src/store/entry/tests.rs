@@ -1,5 +1,9 @@
 //! Tests of the entry codec: round trips, slot selection, corruption, garbage.
 
+use std::time::{Duration, UNIX_EPOCH};
+
+use http::{HeaderMap, HeaderValue, StatusCode};
+
 use super::*;
 
 fn meta() -> EntryMeta {

@@ -1,0 +1,94 @@
+//! The metadata payload of a slot: an [`EntryMeta`] as bytes (layout in the
+//! parent module's docs).
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use http::header::{AUTHORIZATION, COOKIE, PROXY_AUTHORIZATION};
+use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+
+use super::{EntryError, EntryMeta, Reader};
+
+/// Encodes the metadata payload of a slot; refuses request credentials.
+pub(crate) fn encode_meta(meta: &EntryMeta) -> Result<Vec<u8>, EntryError> {
+    for name in [AUTHORIZATION, COOKIE, PROXY_AUTHORIZATION] {
+        if meta.request_headers.contains_key(name) {
+            return Err(EntryError::Credentials);
+        }
+    }
+    let mut out = Vec::with_capacity(256);
+    out.extend_from_slice(&unix_millis(meta.request_time).to_le_bytes());
+    out.extend_from_slice(&unix_millis(meta.response_time).to_le_bytes());
+    out.extend_from_slice(&meta.status.as_u16().to_le_bytes());
+    encode_headers(&mut out, &meta.response_headers)?;
+    encode_headers(&mut out, &meta.request_headers)?;
+    Ok(out)
+}
+
+fn encode_headers(out: &mut Vec<u8>, map: &HeaderMap) -> Result<(), EntryError> {
+    let count = u32::try_from(map.len()).map_err(|_| EntryError::Invalid("header count"))?;
+    out.extend_from_slice(&count.to_le_bytes());
+    for (name, value) in map {
+        // http caps names below 64 KiB; values have no cap, hence the checks.
+        let name_len =
+            u16::try_from(name.as_str().len()).map_err(|_| EntryError::Invalid("header name"))?;
+        let value_len =
+            u32::try_from(value.len()).map_err(|_| EntryError::Invalid("header value"))?;
+        out.extend_from_slice(&name_len.to_le_bytes());
+        out.extend_from_slice(name.as_str().as_bytes());
+        out.extend_from_slice(&value_len.to_le_bytes());
+        out.extend_from_slice(value.as_bytes());
+    }
+    Ok(())
+}
+
+pub(super) fn decode_meta(payload: &[u8]) -> Result<EntryMeta, &'static str> {
+    let mut r = Reader::new(payload);
+    let truncated = |_| "metadata truncated";
+    let request_time = from_unix_millis(r.u64().map_err(truncated)?)?;
+    let response_time = from_unix_millis(r.u64().map_err(truncated)?)?;
+    let status = StatusCode::from_u16(r.u16().map_err(truncated)?).map_err(|_| "status code")?;
+    let response_headers = decode_headers(&mut r)?;
+    let request_headers = decode_headers(&mut r)?;
+    if !r.is_empty() {
+        return Err("trailing bytes after metadata");
+    }
+    Ok(EntryMeta {
+        request_time,
+        response_time,
+        status,
+        response_headers,
+        request_headers,
+    })
+}
+
+fn decode_headers(r: &mut Reader<'_>) -> Result<HeaderMap, &'static str> {
+    let truncated = |_| "header list truncated";
+    let count = r.u32().map_err(truncated)?;
+    // Not preallocated from `count`: garbage could claim billions.
+    let mut map = HeaderMap::new();
+    for _ in 0..count {
+        let name_len = r.u16().map_err(truncated)? as usize;
+        let name = HeaderName::from_bytes(r.take(name_len).map_err(truncated)?)
+            .map_err(|_| "header name")?;
+        let value_len = r.u32().map_err(truncated)? as usize;
+        let value = HeaderValue::from_bytes(r.take(value_len).map_err(truncated)?)
+            .map_err(|_| "header value")?;
+        // `append` panics past http's size limit; `try_append` reports it.
+        map.try_append(name, value)
+            .map_err(|_| "too many headers")?;
+    }
+    Ok(map)
+}
+
+/// Times before the epoch are stored as the epoch (a proxy never sees them).
+fn unix_millis(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+fn from_unix_millis(ms: u64) -> Result<SystemTime, &'static str> {
+    UNIX_EPOCH
+        .checked_add(Duration::from_millis(ms))
+        .ok_or("time out of range")
+}
