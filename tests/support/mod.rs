@@ -21,7 +21,7 @@ use secondhit::config::Config;
 use secondhit::server::Server;
 use secondhit::store::Store;
 use tokio::net::TcpListener;
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 
 /// How long a test waits for something that should happen promptly before failing.
 pub const PATIENCE: Duration = Duration::from_secs(10);
@@ -45,6 +45,8 @@ pub enum ReplyBody {
     CutAfter { declared: usize, sent: Vec<u8> },
     /// Declares `declared` bytes, sends `sent`, then sends nothing more, ever.
     Stall { declared: usize, sent: Vec<u8> },
+    /// No body and no Content-Length (for 304 and 204 replies).
+    Empty,
 }
 
 impl Reply {
@@ -77,6 +79,104 @@ impl Reply {
         self.headers.push((name, value.to_owned()));
         self
     }
+
+    /// A reply with any status, no headers, and `body` (with Content-Length).
+    pub fn status(status: u16, body: Vec<u8>) -> Reply {
+        Reply {
+            status,
+            headers: Vec::new(),
+            body: ReplyBody::Full(body),
+            delay: Duration::ZERO,
+        }
+    }
+
+    /// A reply with any status and no body at all (no Content-Length either): 204, 304.
+    pub fn bodiless(status: u16) -> Reply {
+        Reply {
+            body: ReplyBody::Empty,
+            ..Reply::status(status, Vec::new())
+        }
+    }
+
+    /// Adds several headers.
+    pub fn headers(mut self, headers: &[(&'static str, &str)]) -> Reply {
+        for (name, value) in headers {
+            self.headers.push((name, (*value).to_owned()));
+        }
+        self
+    }
+
+    /// This reply's first value of header `name`, if it has one.
+    pub fn header_value(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The 304 an origin sends instead of this reply: same status line fields but
+    /// no body (RFC 9110 §15.4.5: the header fields a 200 would have carried).
+    pub fn into_not_modified(self) -> Reply {
+        Reply {
+            status: 304,
+            body: ReplyBody::Empty,
+            ..self
+        }
+    }
+}
+
+/// Whether the request's `If-None-Match` names `etag`, with the weak comparison of
+/// RFC 9110 §13.1.2 (`W/"a"` matches `"a"`), lists and `*` included.
+pub fn if_none_match_matches(head: &http::request::Parts, etag: &str) -> bool {
+    let opaque = |tag: &str| tag.trim().trim_start_matches("W/").to_owned();
+    head.headers
+        .get_all("if-none-match")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|candidate| candidate.trim() == "*" || opaque(candidate) == opaque(etag))
+}
+
+/// An HTTP-date (RFC 9110 §5.6.7, IMF-fixdate) for `time`.
+pub fn http_date(time: std::time::SystemTime) -> String {
+    let secs = time
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("time after 1970")
+        .as_secs() as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    const WEEKDAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{}, {day:02} {} {year} {:02}:{:02}:{:02} GMT",
+        WEEKDAYS[days.rem_euclid(7) as usize],
+        MONTHS[(month - 1) as usize],
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// `http_date` of now shifted by `offset_secs` (negative: in the past).
+pub fn http_date_from_now(offset_secs: i64) -> String {
+    let now = std::time::SystemTime::now();
+    let shift = Duration::from_secs(offset_secs.unsigned_abs());
+    http_date(if offset_secs < 0 {
+        now - shift
+    } else {
+        now + shift
+    })
 }
 
 /// A deterministic body of `len` bytes that differs by `seed`.
@@ -95,6 +195,8 @@ pub struct TestOrigin {
     /// Request headers as the origin received them, in arrival order.
     received: Arc<Mutex<Vec<(String, HeaderMap)>>>,
     _stop: oneshot::Sender<()>,
+    /// Set by `go_down`: the listener is dropped and every open connection closed.
+    down: watch::Sender<bool>,
 }
 
 impl TestOrigin {
@@ -110,14 +212,19 @@ impl TestOrigin {
         let counts = Arc::new(Mutex::new(HashMap::new()));
         let received = Arc::new(Mutex::new(Vec::new()));
         let (stop, mut stopped) = oneshot::channel::<()>();
+        let (down, down_seen) = watch::channel(false);
         let (c, r) = (counts.clone(), received.clone());
         tokio::spawn(async move {
+            let mut listener_down = down_seen.clone();
             loop {
                 let (stream, _) = tokio::select! {
                     accepted = listener.accept() => match accepted { Ok(a) => a, Err(_) => continue },
                     _ = &mut stopped => return,
+                    // Returning drops the listener: new connections are refused.
+                    _ = listener_down.wait_for(|down| *down) => return,
                 };
                 let (script, counts, received) = (script.clone(), c.clone(), r.clone());
+                let mut connection_down = down_seen.clone();
                 tokio::spawn(async move {
                     let service = service_fn(move |request: Request<Incoming>| {
                         let (script, counts, received) =
@@ -143,9 +250,14 @@ impl TestOrigin {
                             Ok::<_, Infallible>(build_reply(reply))
                         }
                     });
-                    let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
+                    let builder =
+                        hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+                    let connection = builder.serve_connection(TokioIo::new(stream), service);
+                    // Dropping the connection closes its socket (kept-alive ones included).
+                    tokio::select! {
+                        _ = connection => {}
+                        _ = connection_down.wait_for(|down| *down) => {}
+                    }
                 });
             }
         });
@@ -154,7 +266,38 @@ impl TestOrigin {
             counts,
             received,
             _stop: stop,
+            down,
         }
+    }
+
+    /// Starts an origin that answers `fresh(head)` with `ETag: <etag>` added, or the
+    /// matching 304 (the same header fields, no body) when the request's
+    /// `If-None-Match` matches `etag` (weak comparison).
+    pub async fn start_conditional(
+        etag: &'static str,
+        fresh: impl Fn(&http::request::Parts) -> Reply + Send + Sync + 'static,
+    ) -> TestOrigin {
+        TestOrigin::start(move |head| {
+            let reply = fresh(head).header("etag", etag);
+            if if_none_match_matches(head, etag) {
+                reply.into_not_modified()
+            } else {
+                reply
+            }
+        })
+        .await
+    }
+
+    /// Makes the origin unreachable: drops its listener (connections are refused) and
+    /// closes every open connection, then waits a moment so that clients' pools notice.
+    pub async fn go_down(&self) {
+        self.down.send_replace(true);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    /// Requests the origin received in all, for every path.
+    pub fn total(&self) -> usize {
+        self.counts.lock().expect("counts").values().sum()
     }
 
     /// Requests the origin received for `path_and_query`.
@@ -217,6 +360,9 @@ fn build_reply(reply: Reply) -> Response<BoxBody<Bytes, std::io::Error>> {
             let never = futures_util::stream::pending();
             StreamBody::new(futures_util::StreamExt::chain(part, never)).boxed()
         }
+        ReplyBody::Empty => http_body_util::Empty::new()
+            .map_err(|never| match never {})
+            .boxed(),
     };
     builder.body(body).expect("scripted reply")
 }
@@ -434,12 +580,27 @@ pub struct ParsedCacheStatus {
     pub fwd: Option<String>,
     pub stored: bool,
     pub detail: Option<String>,
+    /// The `fwd-status` parameter: the status the origin answered a forwarded request with.
+    pub fwd_status: Option<u16>,
+    /// The `ttl` parameter: remaining freshness in seconds (negative when served stale).
+    pub ttl: Option<i64>,
+    /// How many `secondhit` entries the `Cache-Status` field lines hold in all.
+    pub entries: usize,
 }
 
 impl ParsedCacheStatus {
     /// Parses the `secondhit` entry of the `Cache-Status` header.
     pub fn from_headers(headers: &HeaderMap) -> ParsedCacheStatus {
-        let mut parsed = ParsedCacheStatus::default();
+        let mut parsed = ParsedCacheStatus {
+            entries: headers
+                .get_all("cache-status")
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .flat_map(|v| v.split(','))
+                .filter(|e| e.split(';').next().map(str::trim) == Some("secondhit"))
+                .count(),
+            ..ParsedCacheStatus::default()
+        };
         let Some(value) = headers.get("cache-status").and_then(|v| v.to_str().ok()) else {
             return parsed;
         };
@@ -460,6 +621,8 @@ impl ParsedCacheStatus {
                 "stored" => parsed.stored = true,
                 "fwd" => parsed.fwd = value.map(str::to_owned),
                 "detail" => parsed.detail = value.map(str::to_owned),
+                "fwd-status" => parsed.fwd_status = value.and_then(|v| v.parse().ok()),
+                "ttl" => parsed.ttl = value.and_then(|v| v.parse().ok()),
                 _ => {}
             }
         }

@@ -1,0 +1,135 @@
+//! Helpers shared by the RFC 9111 scenarios.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use secondhit::config::{AdmissionPolicy, Config};
+
+use crate::support::{self, Seen, TestOrigin, TestProxy};
+
+/// A proxy in front of `origin` with admission `always`: storable responses are stored
+/// on first sight.
+pub async fn proxy_always(origin: &TestOrigin) -> TestProxy {
+    TestProxy::start(origin.addr, |c| {
+        c.admission.policy = AdmissionPolicy::Always
+    })
+    .await
+}
+
+/// A proxy with admission `always` and `cache.heuristic_max_age = <value>`, set through
+/// the TOML key (the key the contract names) so that this file compiles before the
+/// field exists.
+pub async fn proxy_with_heuristic_max_age(origin: &TestOrigin, value: &str) -> TestProxy {
+    let text = format!("[cache]\nheuristic_max_age = \"{value}\"\n");
+    TestProxy::start(origin.addr, move |c| {
+        let parsed = Config::from_toml_str(&text)
+            .unwrap_or_else(|e| panic!("cache.heuristic_max_age must be a config key: {e}"));
+        let (dir, fsync) = (c.cache.dir.clone(), c.cache.fsync);
+        c.cache = parsed.cache;
+        c.cache.dir = dir;
+        c.cache.fsync = fsync;
+        c.admission.policy = AdmissionPolicy::Always;
+    })
+    .await
+}
+
+/// Sends `method path` with `headers` to the proxy and reads the whole answer.
+pub async fn request(
+    proxy: &TestProxy,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> Seen {
+    let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method token");
+    let mut builder = support::client().request(method, proxy.url(path));
+    for (name, value) in headers {
+        builder = builder.header(*name, *value);
+    }
+    support::send(builder).await
+}
+
+/// GET `path` with `headers`.
+pub async fn get_with(proxy: &TestProxy, path: &str, headers: &[(&str, &str)]) -> Seen {
+    request(proxy, "GET", path, headers).await
+}
+
+/// GET `path` (with `headers`), expect the answer to be stored, and wait until the
+/// proxy has committed `committed` fills in all.
+pub async fn fill(proxy: &TestProxy, path: &str, headers: &[(&str, &str)], committed: u64) -> Seen {
+    let seen = get_with(proxy, path, headers).await;
+    assert!(
+        seen.cache.stored,
+        "GET {path} should be stored: {:?}",
+        seen.cache
+    );
+    proxy.wait_committed(committed).await;
+    seen
+}
+
+/// A response header as text.
+pub fn header<'a>(seen: &'a Seen, name: &str) -> Option<&'a str> {
+    seen.headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// The served `Age` in seconds; every hit must carry one (RFC 9111 §5.1).
+pub fn age(seen: &Seen) -> u64 {
+    header(seen, "age")
+        .unwrap_or_else(|| panic!("a hit carries Age: {:?}", seen.headers))
+        .parse()
+        .expect("Age is a non-negative integer")
+}
+
+/// Asserts a response served from storage: `hit` and an `Age` header.
+pub fn assert_hit(seen: &Seen) {
+    assert!(seen.cache.hit, "expected a hit: {:?}", seen.cache);
+    assert!(
+        seen.cache.fwd.is_none(),
+        "a hit is not forwarded: {:?}",
+        seen.cache
+    );
+    age(seen);
+}
+
+/// Asserts a response that went to the origin for `fwd`.
+pub fn assert_forwarded(seen: &Seen, fwd: &str) {
+    assert!(!seen.cache.hit, "expected fwd={fwd}, got {:?}", seen.cache);
+    assert_eq!(seen.cache.fwd.as_deref(), Some(fwd), "{:?}", seen.cache);
+}
+
+/// The `ttl` parameter of a hit, which must be present.
+pub fn ttl(seen: &Seen) -> i64 {
+    seen.cache
+        .ttl
+        .unwrap_or_else(|| panic!("expected a ttl parameter: {:?}", seen.cache))
+}
+
+/// A shared counter a script can bump and a test can read.
+#[derive(Clone, Default)]
+pub struct Counter(Arc<AtomicUsize>);
+
+impl Counter {
+    /// Adds one and returns the value before.
+    pub fn bump(&self) -> usize {
+        self.0.fetch_add(1, Ordering::SeqCst)
+    }
+
+    /// The current value.
+    pub fn get(&self) -> usize {
+        self.0.load(Ordering::SeqCst)
+    }
+
+    /// Sets the value.
+    pub fn set(&self, value: usize) {
+        self.0.store(value, Ordering::SeqCst)
+    }
+}
+
+/// A request header as text, for scripts.
+pub fn request_header<'a>(head: &'a http::request::Parts, name: &str) -> Option<&'a str> {
+    head.headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// A deterministic 1000-byte body (the Range scenarios slice it).
+pub fn thousand() -> Vec<u8> {
+    support::body_bytes(1000, 7)
+}
