@@ -5,6 +5,9 @@
 //! for a miss that is being written to disk, `secondhit; fwd=uri-miss; detail=first-sight`
 //! for a miss the admission filter kept off the disk, and so on. `detail` carries the
 //! short reason a response was not stored (the same words the access log uses).
+//! `fwd-status` is the origin's status for a forwarded request (a revalidation answered
+//! 304 reads `fwd=stale; fwd-status=304`), and `ttl` the remaining freshness of a
+//! stored response served or refreshed, negative when it is served stale.
 
 use http::{HeaderName, HeaderValue};
 
@@ -19,12 +22,15 @@ pub const CACHE_STATUS: HeaderName = HeaderName::from_static("cache-status");
 pub enum Forward {
     /// No stored response for the URI.
     UriMiss,
-    /// A stored response was found but was stale.
+    /// A stored response was found but was stale (or `no-cache`): revalidated.
     Stale,
+    /// Stored variants of the URI exist, but none matches the request's `Vary` fields.
+    VaryMiss,
+    /// The request's own directives (`no-cache`, `max-age`, `min-fresh`) asked for a
+    /// newer response than the stored one.
+    Request,
     /// The method is not one this cache serves from storage.
     Method,
-    /// The cache was configured not to handle this request (e.g. it carries credentials).
-    Bypass,
 }
 
 impl Forward {
@@ -33,8 +39,9 @@ impl Forward {
         match self {
             Forward::UriMiss => "uri-miss",
             Forward::Stale => "stale",
+            Forward::VaryMiss => "vary-miss",
+            Forward::Request => "request",
             Forward::Method => "method",
-            Forward::Bypass => "bypass",
         }
     }
 }
@@ -46,6 +53,10 @@ pub struct CacheStatus {
     hit: bool,
     /// Why the request went to the origin, when it did.
     forward: Option<Forward>,
+    /// The origin's status for a forwarded request.
+    fwd_status: Option<u16>,
+    /// Remaining freshness in seconds (negative: stale).
+    ttl: Option<i64>,
     /// The response is being written to storage.
     stored: bool,
     /// A short machine-readable reason (an RFC 9211 token), e.g. `first-sight`.
@@ -58,6 +69,8 @@ impl CacheStatus {
         CacheStatus {
             hit: true,
             forward: None,
+            fwd_status: None,
+            ttl: None,
             stored: false,
             detail: None,
         }
@@ -68,6 +81,8 @@ impl CacheStatus {
         CacheStatus {
             hit: false,
             forward: Some(reason),
+            fwd_status: None,
+            ttl: None,
             stored: false,
             detail: None,
         }
@@ -78,9 +93,25 @@ impl CacheStatus {
         CacheStatus {
             hit: false,
             forward: None,
+            fwd_status: None,
+            ttl: None,
             stored: false,
             detail: Some(detail),
         }
+    }
+
+    /// Adds the origin's status for the forwarded request (`fwd-status`).
+    #[must_use]
+    pub fn fwd_status(mut self, status: http::StatusCode) -> CacheStatus {
+        self.fwd_status = Some(status.as_u16());
+        self
+    }
+
+    /// Adds the remaining freshness in seconds (`ttl`, negative when stale).
+    #[must_use]
+    pub fn ttl(mut self, seconds: i64) -> CacheStatus {
+        self.ttl = Some(seconds);
+        self
     }
 
     /// Marks the response as being written to storage.
@@ -107,6 +138,14 @@ impl CacheStatus {
         if let Some(forward) = self.forward {
             text.push_str("; fwd=");
             text.push_str(forward.as_str());
+        }
+        if let Some(status) = self.fwd_status {
+            text.push_str("; fwd-status=");
+            text.push_str(&status.to_string());
+        }
+        if let Some(ttl) = self.ttl {
+            text.push_str("; ttl=");
+            text.push_str(&ttl.to_string());
         }
         if self.stored {
             text.push_str("; stored");

@@ -117,6 +117,10 @@ pub struct CacheConfig {
     /// Bodies shorter than this are read and verified whole before a hit is
     /// served (at most [`MAX_VERIFY_WHOLE_BELOW`]; zero: verify every body as it streams).
     pub verify_whole_below: u64,
+    /// Upper bound of a heuristic freshness lifetime (RFC 9111 §4.2.2: 10% of the time
+    /// since `Last-Modified`, for responses without explicit expiry); zero turns
+    /// heuristic freshness off.
+    pub heuristic_max_age: Duration,
 }
 
 /// Upper limit of `cache.verify_whole_below`: such bodies are held in memory on every hit.
@@ -131,6 +135,7 @@ impl Default for CacheConfig {
             fsync: true,
             lock_timeout: Duration::from_secs(5),
             verify_whole_below: 64 * 1024,
+            heuristic_max_age: Duration::from_secs(24 * 3600),
         }
     }
 }

@@ -35,6 +35,13 @@ pub enum ProxyError {
     /// The origin failed before a response head arrived.
     #[error(transparent)]
     Origin(#[from] OriginError),
+    /// `Cache-Control: only-if-cached` and nothing servable is stored (RFC 9111 §5.2.1.7).
+    #[error("only-if-cached, and no stored response may be served")]
+    OnlyIfCached,
+    /// The stored response may not be served stale (`must-revalidate`,
+    /// `proxy-revalidate`, ...) and the origin failed (RFC 9111 §5.2.2.2).
+    #[error("stale response must be revalidated, and the origin failed: {0}")]
+    MustRevalidate(OriginError),
 }
 
 /// A failure that stops `secondhit serve` from starting.
@@ -75,6 +82,8 @@ pub fn error_response(error: &ProxyError) -> Response<ProxyBody> {
         ProxyError::Origin(OriginError::Protocol(_) | OriginError::Client(_)) => {
             (StatusCode::BAD_GATEWAY, "origin-error")
         }
+        ProxyError::OnlyIfCached => (StatusCode::GATEWAY_TIMEOUT, "only-if-cached"),
+        ProxyError::MustRevalidate(_) => (StatusCode::GATEWAY_TIMEOUT, "must-revalidate"),
     };
     // The reason phrase, not the error text: internals (addresses, paths) stay in the log.
     let text = format!(

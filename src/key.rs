@@ -94,9 +94,17 @@ impl CacheKey {
         &self.text[SCHEME_PREFIX.len()..self.path_start]
     }
 
-    /// The normalised path and query, starting with `/`.
-    pub fn path_and_query(&self) -> &str {
-        &self.text[self.path_start..]
+    /// The key of one stored variant of this URL (RFC 9111 §4.1, see `policy::vary`):
+    /// this key, the nonce of the URL's current variant set and the request's selector.
+    /// A new nonce (after an invalidation, or a change of the `Vary` fields) makes
+    /// every older variant unreachable at once; they then leave by eviction.
+    pub fn variant(&self, nonce: u64, selector: u128) -> CacheKey {
+        let text = format!("{} vary={nonce:016x}-{selector:032x}", self.text);
+        CacheKey {
+            store_hash: Store::key_hash(&text),
+            path_start: self.path_start,
+            text,
+        }
     }
 
     /// The unkeyed xxh3-128 of the key string that names the entry in the store.
@@ -288,7 +296,7 @@ mod tests {
     fn parts_and_hash_are_consistent() {
         let k = key("/p/q?r=1", Some("Host.example:81")).expect("valid key");
         assert_eq!(k.authority(), "host.example:81");
-        assert_eq!(k.path_and_query(), "/p/q?r=1");
+        assert_eq!(k.as_str(), "http://host.example:81/p/q?r=1");
         assert_eq!(k.store_hash(), Store::key_hash(k.as_str()));
         let same = key("/p/%71?r=1", Some("host.example:81")).expect("valid key");
         assert_eq!(k, same);

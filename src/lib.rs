@@ -17,11 +17,14 @@
 //!   its stable, unkeyed xxh3-128 store hash.
 //! - [`admission`] checks the key's *keyed* hash against the filter pair and records
 //!   it — every GET/HEAD, hits included — and returns a [`admission::Decision`].
-//! - [`store`] looks the key up on disk: a fresh entry is streamed to the client
-//!   (`Cache-Status: secondhit; hit`); a stale one is refetched.
+//! - [`store`] looks the key (and the request's variant) up on disk; [`policy`] judges
+//!   the entry with RFC 9111: a fresh one is streamed to the client, whole or as a
+//!   [`range`] (`Cache-Status: secondhit; hit`); a stale one is revalidated with a
+//!   conditional request, and a 304 refreshes its metadata in place.
 //! - [`origin`] forwards a miss to the origin (pooled reqwest, no redirects, connect
 //!   and between-bytes timeouts) and strips hop-by-hop headers.
-//! - [`policy`] decides with RFC 9111 whether the response may be stored at all.
+//! - [`policy`] decides with RFC 9111 whether the response may be stored at all; a
+//!   non-error answer to an unsafe method invalidates what it names.
 //! - If it may, and admission said admit, [`tee`] streams the body to the client and,
 //!   through a bounded buffer, to a [`store::EntryWriter`]; the entry exists only
 //!   after the whole body arrived and `finish()` renamed it into place.
@@ -40,6 +43,7 @@ pub mod key;
 pub mod origin;
 pub mod policy;
 pub mod proxy;
+pub mod range;
 pub mod server;
 pub mod store;
 pub mod tee;

@@ -58,6 +58,11 @@ pub enum BodyFraming {
 
 /// Reads the framing of a response head received from the origin.
 fn body_framing(head: &response::Parts) -> BodyFraming {
+    // 204 and 304 never have a body, whatever the fields say (RFC 9112 §6.3, rule 1).
+    if head.status == http::StatusCode::NO_CONTENT || head.status == http::StatusCode::NOT_MODIFIED
+    {
+        return BodyFraming::Length(0);
+    }
     if let Some(length) = head
         .headers
         .get(CONTENT_LENGTH)
@@ -232,6 +237,9 @@ mod tests {
             body_framing(&head(Version::HTTP_2, &[])),
             BodyFraming::Delimited
         );
+        let mut no_content = head(Version::HTTP_11, &[]);
+        no_content.status = http::StatusCode::NO_CONTENT;
+        assert_eq!(body_framing(&no_content), BodyFraming::Length(0));
     }
 
     #[test]

@@ -1,48 +1,60 @@
-//! RFC 9111 decisions: may a response be stored, and is a stored one still fresh?
+//! RFC 9111 decisions: may a response be stored, is a stored one still fresh, which
+//! variant answers a request, and how validation works.
 //!
-//! The rules themselves come from `http-cache-semantics` in shared-cache mode; this
-//! module adds what that crate leaves to its caller (ARCHITECTURE.md, "Known traps"):
-//! - only GET responses are stored (it calls HEAD and some POST responses storable,
-//!   and a HEAD fill would blank the stored body);
-//! - only a *positive* freshness lifetime is stored (it calls `Set-Cookie` and
-//!   `no-cache` responses storable with a zero lifetime);
-//! - the policy's request is built from the normalised cache key, never from the raw
-//!   request: `before_request` compares the full URI and the `Host` header, and the
-//!   HTTP/1.1 and HTTP/2 forms of one request differ in both;
-//! - no request header is ever handed to the store, so credentials never reach disk.
+//! The rules are written here rather than taken from `http-cache-semantics`, which this
+//! project used first: that crate stores nothing useful for `no-cache` responses, has
+//! no cap on heuristic lifetimes, no `stale-while-revalidate`/`stale-if-error`, matches
+//! `Vary` on raw values and computes `Age` without `Date`. Each rule below cites its
+//! section; the submodules hold the parts:
+//! - [`directives`]: `Cache-Control` parsing (§5.2);
+//! - [`freshness`]: lifetime, age and reuse (§4.2, §5.2.1);
+//! - [`validation`]: conditional requests and 304s (§4.3);
+//! - [`vary`]: variant selection (§4.1).
 //!
-//! Not handled yet, and therefore never stored: responses with `Vary` (variants need
-//! their own entries) and partial (206) responses.
+//! Storage rules on top of §3 (ARCHITECTURE.md, "Known traps"): only GET responses
+//! are stored (a HEAD fill would blank the body); responses setting cookies are not
+//! stored; error statuses need explicit freshness; a response that would be stale on
+//! arrival is stored only if it carries a validator (it is then revalidated on every
+//! use); no request header is handed to the store, so credentials never reach disk.
 
-use std::time::SystemTime;
+pub mod directives;
+pub mod freshness;
+pub mod validation;
+pub mod vary;
 
-use http::header::{CACHE_CONTROL, HOST, SET_COOKIE, VARY};
-use http::{HeaderValue, Method, StatusCode, request, response};
-use http_cache_semantics::{BeforeRequest, CacheOptions, CachePolicy};
+use std::time::{Duration, SystemTime};
 
-use crate::key::CacheKey;
-use crate::store::entry::EntryMeta;
+use http::header::{AUTHORIZATION, SET_COOKIE};
+use http::{HeaderMap, StatusCode, response};
+
+use directives::Directives;
+use freshness::{LifetimeSource, RequestDirectives};
+use vary::VarySpec;
 
 /// Why a response is not written to disk; `as_str` is the `Cache-Status` `detail`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NotStored {
     /// The request was not a GET (HEAD responses have no body to store).
     Method,
-    /// `Cache-Control: no-store`.
+    /// `Cache-Control: no-store` in the response or the request.
     NoStore,
     /// `Cache-Control: private` (this is a shared cache).
     Private,
+    /// The request carried `Authorization` and the response does not allow sharing it
+    /// (`public`, `s-maxage` or `must-revalidate`, §3.5).
+    Authorization,
     /// The response sets a cookie: it is meant for one client.
     SetCookie,
-    /// The response names `Vary`; variants are not stored yet.
-    Vary,
+    /// `Vary: *`: no later request could ever be answered with it.
+    VaryStar,
     /// A partial (206) response is not the whole object.
     Partial,
-    /// The request asked for a range; the answer is partial or passed through.
+    /// The request asked for a range that was passed through.
     Range,
-    /// Not storable under RFC 9111 for another reason (status, directives).
+    /// The status is not storable without explicit freshness (errors, 302, 307...),
+    /// or is never stored (1xx, 304).
     NotCacheable,
-    /// Storable, but its freshness lifetime is zero: it would be stale on arrival.
+    /// Stale on arrival and without a validator to revalidate it.
     NoLifetime,
     /// The body has no length framing: a cut connection would look complete.
     NoLength,
@@ -57,8 +69,9 @@ impl NotStored {
             NotStored::Method => "method",
             NotStored::NoStore => "no-store",
             NotStored::Private => "private",
+            NotStored::Authorization => "authorization",
             NotStored::SetCookie => "set-cookie",
-            NotStored::Vary => "vary",
+            NotStored::VaryStar => "vary-star",
             NotStored::Partial => "partial",
             NotStored::Range => "range",
             NotStored::NotCacheable => "not-cacheable",
@@ -69,123 +82,61 @@ impl NotStored {
     }
 }
 
-/// Whether a stored entry may be served as it is.
-pub enum Freshness {
-    /// Fresh: serve it with these response headers (hop-by-hop removed, `Age` set).
-    Fresh(response::Parts),
-    /// Stale: fetch it again.
-    Stale,
-}
-
-/// Options for `http-cache-semantics`: a shared cache, defaults otherwise.
-fn cache_options() -> CacheOptions {
-    CacheOptions {
-        shared: true,
-        ..CacheOptions::default()
-    }
-}
-
-/// The request the policy sees: a GET of the key's path with the key's host, nothing else.
-fn policy_request(key: &CacheKey) -> request::Parts {
-    let mut parts = http::Request::new(()).into_parts().0;
-    parts.method = Method::GET;
-    // A key's path and query passed http's URI parser when the request arrived, and
-    // normalisation only decodes unreserved characters, so this cannot fail in practice;
-    // if it did, "/" only makes the policy's URI comparison fail, i.e. a miss.
-    parts.uri = key
-        .path_and_query()
-        .parse()
-        .unwrap_or_else(|_| http::Uri::from_static("/"));
-    if let Ok(host) = HeaderValue::from_str(key.authority()) {
-        parts.headers.insert(HOST, host);
-    }
-    parts
-}
-
-/// Decides whether `response`, the origin's answer to a GET of `key`, may be stored.
+/// Decides whether `response`, the origin's answer to a GET with `request` headers,
+/// may be stored (RFC 9111 §3), with heuristic lifetimes capped at `heuristic_max`.
 pub fn storability(
-    key: &CacheKey,
+    request: &HeaderMap,
     response: &response::Parts,
     response_time: SystemTime,
+    heuristic_max: Duration,
 ) -> Result<(), NotStored> {
-    if response.status == StatusCode::PARTIAL_CONTENT {
+    let status = response.status;
+    if status == StatusCode::PARTIAL_CONTENT {
         return Err(NotStored::Partial);
+    }
+    if status.is_informational() || status == StatusCode::NOT_MODIFIED {
+        return Err(NotStored::NotCacheable);
+    }
+    let cc = Directives::parse(&response.headers);
+    if cc.has("no-store") || RequestDirectives::parse(request).no_store {
+        return Err(NotStored::NoStore);
+    }
+    if cc.has("private") {
+        return Err(NotStored::Private);
+    }
+    let shareable = ["public", "s-maxage", "must-revalidate"]
+        .iter()
+        .any(|d| cc.has(d));
+    if request.contains_key(AUTHORIZATION) && !shareable {
+        return Err(NotStored::Authorization);
     }
     if response.headers.contains_key(SET_COOKIE) {
         return Err(NotStored::SetCookie);
     }
-    if response.headers.contains_key(VARY) {
-        return Err(NotStored::Vary);
+    if VarySpec::of(&response.headers) == VarySpec::Star {
+        return Err(NotStored::VaryStar);
     }
-    let directives = cache_control_directives(response);
-    if directives.iter().any(|d| d == "no-store") {
-        return Err(NotStored::NoStore);
-    }
-    if directives.iter().any(|d| d == "private") {
-        return Err(NotStored::Private);
-    }
-    let policy = CachePolicy::new_options(
-        &policy_request(key),
-        response,
-        response_time,
-        cache_options(),
-    );
-    if !policy.is_storable() {
+    let (lifetime, source) =
+        freshness::lifetime(status, &response.headers, &cc, response_time, heuristic_max);
+    let explicit = source == LifetimeSource::Explicit;
+    // Errors only with explicit freshness; other statuses that are not cacheable by
+    // default (302, 307...) likewise (RFC 9111 §3, item 5).
+    if !explicit && !freshness::heuristic_status(status) {
         return Err(NotStored::NotCacheable);
     }
-    if policy.time_to_live(response_time).is_zero() {
+    let age = freshness::initial_age(&response.headers, response_time, response_time);
+    let fresh = lifetime > age && !cc.has("no-cache");
+    if !fresh && !validation::has_validator(&response.headers) {
         return Err(NotStored::NoLifetime);
     }
     Ok(())
 }
 
-/// Decides whether the entry stored for `key` may be served at `now`.
-pub fn freshness(key: &CacheKey, meta: &EntryMeta, now: SystemTime) -> Freshness {
-    let mut stored = http::Response::new(()).into_parts().0;
-    stored.status = meta.status;
-    stored.headers = meta.response_headers.clone();
-    let request = policy_request(key);
-    let policy = CachePolicy::new_options(&request, &stored, meta.response_time, cache_options());
-    match policy.before_request(&request, now) {
-        BeforeRequest::Fresh(parts) => Freshness::Fresh(parts),
-        BeforeRequest::Stale { .. } => Freshness::Stale,
-    }
-}
-
-/// The lower-cased directive names of every `Cache-Control` field of `response`.
-fn cache_control_directives(response: &response::Parts) -> Vec<String> {
-    response
-        .headers
-        .get_all(CACHE_CONTROL)
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .flat_map(|value| value.split(','))
-        .map(|directive| {
-            directive
-                .split('=')
-                .next()
-                .unwrap_or("")
-                .trim()
-                .to_ascii_lowercase()
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
 
-    fn key() -> CacheKey {
-        let (parts, ()) = http::Request::builder()
-            .uri("/obj?x=1")
-            .header("host", "example.com")
-            .body(())
-            .expect("test request")
-            .into_parts();
-        CacheKey::from_request(&parts).expect("valid key")
-    }
+    const DAY: Duration = Duration::from_secs(86_400);
 
     fn response(status: u16, headers: &[(&str, &str)]) -> response::Parts {
         let mut builder = http::Response::builder().status(status);
@@ -195,35 +146,31 @@ mod tests {
         builder.body(()).expect("test response").into_parts().0
     }
 
-    fn meta(headers: &[(&str, &str)], response_time: SystemTime) -> EntryMeta {
-        let parts = response(200, headers);
-        EntryMeta {
-            request_time: response_time,
-            response_time,
-            status: parts.status,
-            response_headers: parts.headers,
-            request_headers: http::HeaderMap::new(),
-        }
+    fn verdict(status: u16, headers: &[(&str, &str)]) -> Result<(), NotStored> {
+        storability(
+            &HeaderMap::new(),
+            &response(status, headers),
+            SystemTime::now(),
+            DAY,
+        )
     }
 
     #[test]
-    fn positive_lifetime_is_storable() {
-        let now = SystemTime::now();
+    fn positive_lifetime_or_a_validator_is_storable() {
+        assert_eq!(verdict(200, &[("cache-control", "max-age=60")]), Ok(()));
         assert_eq!(
-            storability(
-                &key(),
-                &response(200, &[("cache-control", "max-age=60")]),
-                now
-            ),
+            verdict(200, &[("cache-control", "no-cache"), ("etag", "\"a\"")]),
             Ok(())
         );
+        assert_eq!(verdict(404, &[("cache-control", "max-age=60")]), Ok(()));
+        assert_eq!(verdict(204, &[("cache-control", "max-age=60")]), Ok(()));
     }
 
     #[test]
     fn each_refusal_names_its_reason() {
-        let now = SystemTime::now();
         type Case = (u16, &'static [(&'static str, &'static str)], NotStored);
-        let cases: [Case; 8] = [
+        const LM: &str = "Sun, 01 Nov 2026 00:00:00 GMT";
+        let cases: [Case; 11] = [
             (
                 200,
                 &[("cache-control", "no-store, max-age=60")],
@@ -241,8 +188,8 @@ mod tests {
             ),
             (
                 200,
-                &[("cache-control", "max-age=60"), ("vary", "accept")],
-                NotStored::Vary,
+                &[("cache-control", "max-age=60"), ("vary", "*")],
+                NotStored::VaryStar,
             ),
             (206, &[("cache-control", "max-age=60")], NotStored::Partial),
             (
@@ -255,31 +202,35 @@ mod tests {
                 &[("cache-control", "max-age=0")],
                 NotStored::NoLifetime,
             ),
+            (
+                200,
+                &[("cache-control", "max-age=60"), ("age", "60")],
+                NotStored::NoLifetime,
+            ),
             (500, &[], NotStored::NotCacheable),
+            (404, &[("last-modified", LM)], NotStored::NotCacheable),
+            (302, &[("last-modified", LM)], NotStored::NotCacheable),
         ];
         for (status, headers, expected) in cases {
             assert_eq!(
-                storability(&key(), &response(status, headers), now),
+                verdict(status, headers),
                 Err(expected),
-                "{headers:?}"
+                "{status} {headers:?}"
             );
         }
     }
 
     #[test]
-    fn stored_entry_is_fresh_then_stale_with_age() {
-        let stored_at = SystemTime::now();
-        let entry = meta(&[("cache-control", "max-age=100")], stored_at);
-        match freshness(&key(), &entry, stored_at + Duration::from_secs(30)) {
-            Freshness::Fresh(parts) => assert_eq!(
-                parts.headers.get("age").map(|v| v.as_bytes()),
-                Some(&b"30"[..])
-            ),
-            Freshness::Stale => panic!("entry should be fresh after 30s of 100s"),
-        }
-        assert!(matches!(
-            freshness(&key(), &entry, stored_at + Duration::from_secs(101)),
-            Freshness::Stale
-        ));
+    fn credentials_need_a_sharing_directive() {
+        let mut request = HeaderMap::new();
+        request.insert(AUTHORIZATION, http::HeaderValue::from_static("Basic eDp5"));
+        let now = SystemTime::now();
+        let private = response(200, &[("cache-control", "max-age=60")]);
+        assert_eq!(
+            storability(&request, &private, now, DAY),
+            Err(NotStored::Authorization)
+        );
+        let public = response(200, &[("cache-control", "public, max-age=60")]);
+        assert_eq!(storability(&request, &public, now, DAY), Ok(()));
     }
 }

@@ -1,47 +1,79 @@
-//! Per-request orchestration: key → admission → store lookup → origin → policy → tee.
+//! Per-request orchestration: key → admission → store lookup → freshness → origin →
+//! policy → tee.
 //!
 //! This module decides and delegates; it parses nothing and touches no file itself.
 //! The order of steps follows ARCHITECTURE.md, "The request path":
-//! 1. Methods other than GET and HEAD, and requests with credentials, are passed
-//!    through untouched (`fwd=method`, `fwd=bypass`).
+//! 1. Methods other than GET and HEAD are passed through (`fwd=method`); a non-error
+//!    answer to an unsafe one invalidates the URL and its same-origin `Location` /
+//!    `Content-Location` (RFC 9111 §4.4).
 //! 2. Every GET/HEAD key is checked against *and recorded in* the admission filter,
-//!    hits included, so a hot object stays known to the filter.
-//! 3. A fresh stored entry is served from disk (`hit`); a stale one is refetched and,
-//!    being already stored, re-admitted without asking the filter.
-//! 4. A miss goes to the origin; a storable response is written to disk only when
-//!    admission admits it (`stored`), otherwise `detail` names why not.
+//!    hits included, so a hot object stays known to the filter. Variants share their
+//!    URL's key there: admission counts per URL.
+//! 3. The stored response for the request's variant is judged by `policy`: fresh → served
+//!    (`hit`, with 304/206/416/HEAD handled in `respond`); stale → revalidated with the
+//!    origin (`fwd=stale`), served stale during `stale-while-revalidate` while one
+//!    background refresh per key runs, or on origin errors within `stale-if-error`;
+//!    the request's own directives may demand a newer response (`fwd=request`).
+//! 4. A miss goes to the origin (`fwd=uri-miss`, or `fwd=vary-miss` when other variants
+//!    exist); a storable response is written to disk only when admission admits it
+//!    (`stored`), otherwise `detail` names why not. A single-range miss that will be
+//!    stored fetches the whole object and answers the range from it.
 //!
 //! A cache failure (lookup or fill) is logged and the request proxied uncached.
 
-use std::sync::Arc;
-use std::time::{Instant, SystemTime};
+mod cache;
+mod invalidate;
+mod respond;
 
-use futures_util::TryStreamExt;
-use http::header::{AUTHORIZATION, CONTENT_LENGTH, HOST, IF_MODIFIED_SINCE, IF_NONE_MATCH, RANGE};
-use http::{HeaderValue, Method, Request, Response, request};
-use http_body_util::{BodyExt, Empty, StreamBody};
-use hyper::body::{Frame, Incoming};
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use http::header::{AUTHORIZATION, CONTENT_LENGTH, CONTENT_RANGE, HOST, RANGE};
+use http::{HeaderValue, Method, Request, Response, StatusCode, request};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
 
 use crate::admission::{Admission, AdmitReason, Decision, FilterHasher};
 use crate::cache_status::{CACHE_STATUS, CacheStatus, Forward};
 use crate::error::{BoxError, ProxyBody, ProxyError, error_response};
 use crate::key::{CacheKey, KeyError};
 use crate::origin::{BodyFraming, Origin, OriginResponse};
-use crate::policy::{self, Freshness, NotStored};
-use crate::store::entry::EntryMeta;
-use crate::store::{Store, StoredEntry};
+use crate::policy::NotStored;
+use crate::policy::freshness::{RequestDirectives, Reuse, StoredFreshness};
+use crate::policy::validation;
+use crate::range::{self, RangeAnswer, RangeBody};
+use crate::store::Store;
 use crate::tee::TeeBody;
+use cache::{Cache, Found, Lookup, Marker, OriginRequest, Revalidated};
+
+/// Statuses that count as the origin failing, for `stale-if-error` (RFC 5861 §4).
+const ERROR_STATUSES: [StatusCode; 4] = [
+    StatusCode::INTERNAL_SERVER_ERROR,
+    StatusCode::BAD_GATEWAY,
+    StatusCode::SERVICE_UNAVAILABLE,
+    StatusCode::GATEWAY_TIMEOUT,
+];
 
 /// Everything a request needs, shared by all connections.
 pub struct Proxy {
-    origin: Origin,
-    store: Arc<Store>,
+    cache: Cache,
     admission: Arc<dyn Admission>,
     hasher: FilterHasher,
-    /// `cache.max_object_size`: larger responses are streamed and not stored.
-    max_object_size: u64,
     /// `log.access_log`: one `access` event per request when true.
     access_log: bool,
+    /// Store hashes of keys with a `stale-while-revalidate` refresh in flight: at most
+    /// one per key, however many requests see the stale entry meanwhile.
+    refreshing: Arc<Mutex<HashSet<u128>>>,
+}
+
+/// The caching rules `Proxy::new` needs from `[cache]`.
+#[derive(Clone, Copy, Debug)]
+pub struct CacheRules {
+    /// `cache.max_object_size`: larger responses are streamed and not stored.
+    pub max_object_size: u64,
+    /// `cache.heuristic_max_age`: the cap on heuristic freshness.
+    pub heuristic_max: Duration,
 }
 
 impl Proxy {
@@ -51,16 +83,20 @@ impl Proxy {
         store: Arc<Store>,
         admission: Arc<dyn Admission>,
         hasher: FilterHasher,
-        max_object_size: u64,
+        rules: CacheRules,
         access_log: bool,
     ) -> Proxy {
         Proxy {
-            origin,
-            store,
+            cache: Cache {
+                origin: Arc::new(origin),
+                store,
+                max_object_size: rules.max_object_size,
+                heuristic_max: rules.heuristic_max,
+            },
             admission,
             hasher,
-            max_object_size,
             access_log,
+            refreshing: Arc::new(Mutex::new(HashSet::new())),
         }
     }
 
@@ -105,69 +141,239 @@ impl Proxy {
         head: &request::Parts,
         body: Incoming,
     ) -> Result<Response<ProxyBody>, ProxyError> {
-        let cacheable_method = head.method == Method::GET || head.method == Method::HEAD;
-        if !cacheable_method {
-            return self
-                .pass_through(head, body, CacheStatus::forward(Forward::Method))
-                .await;
+        if head.method != Method::GET && head.method != Method::HEAD {
+            return self.unsafe_or_other(head, body).await;
         }
         let key = CacheKey::from_request(head)?;
-        if head.headers.contains_key(AUTHORIZATION) {
-            // A shared cache may not reuse responses for credentials (RFC 9111 §3.5);
-            // until the directives that allow it are handled, such requests bypass the cache.
-            return self
-                .pass_through(
-                    head,
-                    body,
-                    CacheStatus::forward(Forward::Bypass).detail("authorization"),
-                )
-                .await;
-        }
+        let directives = RequestDirectives::parse(&head.headers);
         let decision = self
             .admission
             .check_and_record(self.hasher.hash(key.as_str().as_bytes()));
-        let mut forward = Forward::UriMiss;
-        match self.store.lookup(key.as_str(), key.store_hash()).await {
-            Ok(Some(entry)) => match policy::freshness(&key, &entry.meta, SystemTime::now()) {
-                // A Range request may be answered with the whole object (RFC 9110 §14.2).
-                Freshness::Fresh(fresh_head) => {
-                    return Ok(serve_hit(entry, fresh_head, head.method == Method::HEAD));
-                }
-                Freshness::Stale => forward = Forward::Stale,
-            },
-            Ok(None) => {}
-            Err(error) => {
-                tracing::warn!(key = %key, %error, "cache lookup failed; proxying uncached")
+        if directives.no_store {
+            // Nothing of this exchange may be stored (RFC 9111 §5.2.1.5), so it is not
+            // served from storage either: the client asked to keep it out of caches.
+            let status = CacheStatus::forward(Forward::Request).detail(NotStored::NoStore.as_str());
+            return self.pass_through(head, body, status).await;
+        }
+        if validation::has_origin_preconditions(&head.headers) {
+            // If-Match / If-Unmodified-Since are about the origin's current state.
+            return self
+                .pass_through(head, body, CacheStatus::forward(Forward::Request))
+                .await;
+        }
+        let found = match self.cache.lookup(&key, &head.headers).await {
+            Lookup::Found(found) => found,
+            Lookup::Miss | Lookup::VaryMiss(_) if directives.only_if_cached => {
+                return Err(ProxyError::OnlyIfCached);
+            }
+            Lookup::Miss => {
+                return self
+                    .fetch(head, body, &key, None, Forward::UriMiss, decision)
+                    .await;
+            }
+            Lookup::VaryMiss(marker) => {
+                let forward = Forward::VaryMiss;
+                return self
+                    .fetch(head, body, &key, Some(marker), forward, decision)
+                    .await;
+            }
+        };
+        let now = SystemTime::now();
+        let freshness = StoredFreshness::new(&found.entry.meta, self.cache.heuristic_max);
+        // Already stored once: a refetch is re-admitted without asking the filter.
+        let readmit = Decision::Admit(AdmitReason::AlreadyStored);
+        if head.headers.contains_key(AUTHORIZATION) && !freshness.shareable_with_credentials() {
+            // RFC 9111 §3.5: only a response declared shareable may answer credentials.
+            let marker = found.marker;
+            return self
+                .fetch(head, body, &key, marker, Forward::Request, readmit)
+                .await;
+        }
+        let ttl = freshness.ttl_seconds(now);
+        let forward = match freshness.reuse(&directives, now) {
+            Reuse::Fresh => {
+                let status = CacheStatus::hit().ttl(ttl);
+                return Ok(respond::from_store(head, found, &freshness, now, status));
+            }
+            Reuse::StaleAccepted => {
+                let status = CacheStatus::hit().ttl(ttl).detail("max-stale");
+                return Ok(respond::from_store(head, found, &freshness, now, status));
+            }
+            Reuse::Stale => Forward::Stale,
+            Reuse::RequestForbids => Forward::Request,
+        };
+        if directives.only_if_cached {
+            return Err(ProxyError::OnlyIfCached);
+        }
+        if forward == Forward::Stale && freshness.within_stale_while_revalidate(now) {
+            self.refresh_in_background(head, &key, found.entry.meta.response_headers.clone());
+            let status = CacheStatus::hit().ttl(ttl).detail("stale-while-revalidate");
+            return Ok(respond::from_store(head, found, &freshness, now, status));
+        }
+        if head.method == Method::HEAD {
+            // Revalidating for a HEAD would fetch a body nobody reads; ask the origin.
+            return self
+                .pass_through(head, body, CacheStatus::forward(forward))
+                .await;
+        }
+        self.revalidate(head, &key, found, freshness, forward).await
+    }
+
+    /// Passes a request of another method through; a non-error answer to an unsafe
+    /// method invalidates what it names.
+    async fn unsafe_or_other(
+        &self,
+        head: &request::Parts,
+        body: Incoming,
+    ) -> Result<Response<ProxyBody>, ProxyError> {
+        let response = self
+            .pass_through(head, body, CacheStatus::forward(Forward::Method))
+            .await?;
+        if invalidate::is_unsafe(&head.method) && invalidate::invalidates(response.status()) {
+            for key in invalidate::targets(head, response.headers()) {
+                self.cache.invalidate(&key).await;
             }
         }
-        // A stale entry being refetched was admitted once already: keep it without asking the filter.
-        let admission = if forward == Forward::Stale {
-            Decision::Admit(AdmitReason::AlreadyStored)
-        } else {
-            decision
+        Ok(response)
+    }
+
+    /// Validates a stale (or `no-cache`) stored response with the origin and answers
+    /// from whichever response wins.
+    async fn revalidate(
+        &self,
+        head: &request::Parts,
+        key: &CacheKey,
+        found: Box<Found>,
+        freshness: StoredFreshness,
+        forward: Forward,
+    ) -> Result<Response<ProxyBody>, ProxyError> {
+        let now = SystemTime::now();
+        let ttl = freshness.ttl_seconds(now);
+        let stale_if_error = |found: Box<Found>| {
+            let status = CacheStatus::hit().ttl(ttl).detail("stale-if-error");
+            respond::from_store(head, found, &freshness, now, status)
         };
-        self.fetch_miss(head, body, &key, forward, admission).await
+        let marker = found.marker.clone();
+        let entry_ref = (found.entry.meta.clone(), found.entry.body_len);
+        let target = origin_request(head)?;
+        // Keep what is needed to serve stale if the origin fails.
+        let outcome = self.cache.revalidate(&target, found).await;
+        match outcome {
+            Ok(Revalidated::NotModified(found)) => {
+                let fresh = StoredFreshness::new(&found.entry.meta, self.cache.heuristic_max);
+                let status = CacheStatus::forward(forward)
+                    .fwd_status(StatusCode::NOT_MODIFIED)
+                    .ttl(fresh.ttl_seconds(now));
+                Ok(respond::from_store(head, found, &fresh, now, status))
+            }
+            Ok(Revalidated::Replaced {
+                response,
+                request_time,
+                response_time,
+            }) => {
+                if ERROR_STATUSES.contains(&response.head.status)
+                    && freshness.within_stale_if_error(now)
+                    && let Some(found) = self.reopen(key, head, &entry_ref).await
+                {
+                    return Ok(stale_if_error(found));
+                }
+                let readmit = Decision::Admit(AdmitReason::AlreadyStored);
+                let exchange = Exchange {
+                    key,
+                    marker: marker.as_ref(),
+                    forward,
+                    admission: readmit,
+                    times: (request_time, response_time),
+                    // A revalidation always asks for the whole object.
+                    range_forwarded: false,
+                };
+                Ok(self.answer_from_origin(head, response, exchange).await)
+            }
+            Err(error) => {
+                if freshness.within_stale_if_error(now)
+                    && let Some(found) = self.reopen(key, head, &entry_ref).await
+                {
+                    return Ok(stale_if_error(found));
+                }
+                if freshness.forbids_stale() {
+                    return Err(ProxyError::MustRevalidate(error));
+                }
+                Err(error.into())
+            }
+        }
+    }
+
+    /// Looks the entry up again to serve it stale after a failed revalidation
+    /// (the first handle was consumed by it); `None` if it changed meanwhile.
+    async fn reopen(
+        &self,
+        key: &CacheKey,
+        head: &request::Parts,
+        (meta, body_len): &(crate::store::EntryMeta, u64),
+    ) -> Option<Box<Found>> {
+        match self.cache.lookup(key, &head.headers).await {
+            Lookup::Found(found)
+                if found.entry.body_len == *body_len
+                    && found.entry.meta.response_headers == meta.response_headers =>
+            {
+                Some(found)
+            }
+            _ => None,
+        }
+    }
+
+    /// Starts one background refresh of a stale entry served under
+    /// `stale-while-revalidate`, unless one is already running for the key.
+    fn refresh_in_background(
+        &self,
+        head: &request::Parts,
+        key: &CacheKey,
+        stored: http::HeaderMap,
+    ) {
+        let Ok(target) = origin_request(head) else {
+            return;
+        };
+        let hash = key.store_hash();
+        {
+            let mut running = self.refreshing.lock().unwrap_or_else(|e| e.into_inner());
+            if !running.insert(hash) {
+                return;
+            }
+        }
+        let (cache, refreshing, key) = (self.cache.clone(), self.refreshing.clone(), key.clone());
+        tokio::spawn(async move {
+            refresh(&cache, &target, &key, &stored).await;
+            refreshing
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&hash);
+        });
     }
 
     /// Forwards a GET/HEAD miss, storing the response when policy and admission allow.
-    async fn fetch_miss(
+    async fn fetch(
         &self,
         head: &request::Parts,
         body: Incoming,
         key: &CacheKey,
+        marker: Option<Marker>,
         forward: Forward,
         admission: Decision,
     ) -> Result<Response<ProxyBody>, ProxyError> {
         let is_get = head.method == Method::GET;
-        let is_range = head.headers.contains_key(RANGE);
+        // A single range of an object about to be stored is fetched whole and answered
+        // from it; any other range is passed to the origin and not stored.
+        let whole_for_range =
+            is_get && admission.is_admit() && range::is_single_range(&head.headers);
         let mut headers = head.headers.clone();
-        if is_get && !is_range && admission.is_admit() {
+        if is_get && admission.is_admit() && (whole_for_range || !headers.contains_key(RANGE)) {
             // The client's validators would let the origin answer 304, leaving nothing to store.
-            headers.remove(IF_NONE_MATCH);
-            headers.remove(IF_MODIFIED_SINCE);
+            validation::whole_object_request(&mut headers, None);
         }
+        let range_forwarded = headers.contains_key(RANGE);
         let request_time = SystemTime::now();
         let origin = self
+            .cache
             .origin
             .send(
                 head.method.clone(),
@@ -177,83 +383,108 @@ impl Proxy {
                 reqwest::Body::wrap(body),
             )
             .await?;
-        let response_time = SystemTime::now();
-        let verdict = if !is_get {
+        let exchange = Exchange {
+            key,
+            marker: marker.as_ref(),
+            forward,
+            admission,
+            times: (request_time, SystemTime::now()),
+            range_forwarded,
+        };
+        Ok(self.answer_from_origin(head, origin, exchange).await)
+    }
+
+    /// Relays the origin's answer to a GET/HEAD, teeing it to a fill when it is
+    /// storable and admitted, and cutting the client's range out of a whole object.
+    async fn answer_from_origin(
+        &self,
+        head: &request::Parts,
+        origin: OriginResponse,
+        exchange: Exchange<'_>,
+    ) -> Response<ProxyBody> {
+        let verdict = if head.method != Method::GET {
             Err(NotStored::Method)
-        } else if is_range {
+        } else if exchange.range_forwarded {
             Err(NotStored::Range)
         } else {
-            self.storable(key, &origin, response_time)
+            self.cache
+                .storable(&head.headers, &origin, exchange.times.1)
         };
         let OriginResponse {
             head: response_head,
             body: origin_body,
             framing,
         } = origin;
-        let miss = CacheStatus::forward(forward);
+        let miss = CacheStatus::forward(exchange.forward).fwd_status(response_head.status);
         let (status, body) = match verdict {
             Err(reason) => (
                 miss.detail(reason.as_str()),
                 TeeBody::passthrough(origin_body),
             ),
-            Ok(()) if !admission.is_admit() => (
-                miss.detail(admission.as_str()),
+            Ok(()) if !exchange.admission.is_admit() => (
+                miss.detail(exchange.admission.as_str()),
                 TeeBody::passthrough(origin_body),
             ),
-            Ok(()) => {
-                let meta = EntryMeta {
-                    request_time,
-                    response_time,
-                    status: response_head.status,
-                    response_headers: response_head.headers.clone(),
-                    request_headers: http::HeaderMap::new(),
-                };
-                let declared = match framing {
-                    BodyFraming::Length(length) => Some(length),
-                    _ => None,
-                };
-                match self
-                    .store
-                    .begin_fill(key.as_str(), key.store_hash(), &meta, declared)
-                    .await
-                {
-                    Ok(writer) => (
-                        miss.stored(),
-                        TeeBody::with_fill(origin_body, writer, key.as_str()),
-                    ),
-                    Err(error) => {
-                        tracing::warn!(key = %key, %error, "cannot start fill; proxying uncached");
-                        (
-                            miss.detail("store-error"),
-                            TeeBody::passthrough(origin_body),
-                        )
-                    }
+            Ok(()) => match self
+                .cache
+                .begin_fill(
+                    exchange.key,
+                    exchange.marker,
+                    &head.headers,
+                    &response_head,
+                    framing,
+                    exchange.times,
+                )
+                .await
+            {
+                Ok(writer) if framing == BodyFraming::Length(0) => {
+                    // No body to tee (a 204 is not even polled): commit it now.
+                    let status = match writer.finish().await {
+                        Ok(()) => miss.stored(),
+                        Err(error) => {
+                            tracing::warn!(key = %exchange.key, %error, "cannot store an empty body");
+                            miss.detail("store-error")
+                        }
+                    };
+                    (status, TeeBody::passthrough(origin_body))
                 }
-            }
+                Ok(writer) => (
+                    miss.stored(),
+                    TeeBody::with_fill(origin_body, writer, exchange.key.as_str()),
+                ),
+                Err(error) => {
+                    tracing::warn!(key = %exchange.key, %error, "cannot start fill; proxying uncached");
+                    (
+                        miss.detail("store-error"),
+                        TeeBody::passthrough(origin_body),
+                    )
+                }
+            },
         };
-        let mut response =
-            Response::from_parts(response_head, body.map_err(BoxError::from).boxed_unsync());
-        response
-            .headers_mut()
+        let mut response_head = response_head;
+        response_head
+            .headers
             .insert(CACHE_STATUS, status.to_header_value());
-        Ok(response)
-    }
-
-    /// Storability of a GET response: RFC 9111 policy, framing, and size.
-    fn storable(
-        &self,
-        key: &CacheKey,
-        origin: &OriginResponse,
-        response_time: SystemTime,
-    ) -> Result<(), NotStored> {
-        policy::storability(key, &origin.head, response_time)?;
-        match origin.framing {
-            BodyFraming::UntilClose => Err(NotStored::NoLength),
-            BodyFraming::Length(length) if length > self.max_object_size => {
-                Err(NotStored::TooLarge)
-            }
-            BodyFraming::Length(_) | BodyFraming::Delimited => Ok(()),
+        if !exchange.range_forwarded
+            && head.method == Method::GET
+            && response_head.status == StatusCode::OK
+            && let BodyFraming::Length(len) = framing
+            && let RangeAnswer::Part { first, last } =
+                range::answer(&head.headers, &response_head.headers, len)
+        {
+            response_head.status = StatusCode::PARTIAL_CONTENT;
+            let headers = &mut response_head.headers;
+            headers.insert(CONTENT_RANGE, range::content_range(first, last, len));
+            headers.insert(CONTENT_LENGTH, HeaderValue::from(last - first + 1));
+            let body = RangeBody::new(body, first, last);
+            return Response::from_parts(
+                response_head,
+                body.map_err(BoxError::from).boxed_unsync(),
+            );
         }
+        // A whole object for a range of unknown or unsatisfiable extent: the whole
+        // 200 is a valid answer to any range request (RFC 9110 §14.2).
+        Response::from_parts(response_head, body.map_err(BoxError::from).boxed_unsync())
     }
 
     /// Sends a request to the origin unchanged (but for hop-by-hop fields) and relays the answer.
@@ -264,6 +495,7 @@ impl Proxy {
         status: CacheStatus,
     ) -> Result<Response<ProxyBody>, ProxyError> {
         let origin = self
+            .cache
             .origin
             .send(
                 head.method.clone(),
@@ -273,6 +505,7 @@ impl Proxy {
                 reqwest::Body::wrap(body),
             )
             .await?;
+        let status = status.fwd_status(origin.head.status);
         let body = origin.body.map_err(BoxError::from).boxed_unsync();
         let mut response = Response::from_parts(origin.head, body);
         response
@@ -282,27 +515,80 @@ impl Proxy {
     }
 }
 
-/// Builds the response for a fresh stored entry.
-fn serve_hit(
-    entry: StoredEntry,
-    fresh: http::response::Parts,
-    is_head: bool,
-) -> Response<ProxyBody> {
-    let body_len = entry.body_len;
-    let body = if is_head {
-        Empty::new().map_err(|never| match never {}).boxed_unsync()
-    } else {
-        let frames = entry
-            .into_body_stream()
-            .map_ok(Frame::data)
-            .map_err(BoxError::from);
-        BodyExt::boxed_unsync(StreamBody::new(frames))
+/// One origin exchange for a GET/HEAD, and what the cache decided about it beforehand.
+struct Exchange<'a> {
+    /// The URL's key (variants are derived from it).
+    key: &'a CacheKey,
+    /// The URL's variant set, when one is stored.
+    marker: Option<&'a Marker>,
+    forward: Forward,
+    admission: Decision,
+    /// When the request was sent and when the response head arrived.
+    times: (SystemTime, SystemTime),
+    /// The client's `Range` went to the origin (so the answer is not the whole object).
+    range_forwarded: bool,
+}
+
+/// The background half of `stale-while-revalidate`: revalidates the stored response
+/// for `key` and stores whatever the origin answers, reading the body to its end.
+async fn refresh(cache: &Cache, target: &OriginRequest, key: &CacheKey, stored: &http::HeaderMap) {
+    let (found, marker) = match cache.lookup(key, &target.headers).await {
+        // Only if it is still the response that was served stale.
+        Lookup::Found(found) if &found.entry.meta.response_headers == stored => {
+            let marker = found.marker.clone();
+            (found, marker)
+        }
+        _ => return,
     };
-    let mut response = Response::from_parts(fresh, body);
-    let headers = response.headers_mut();
-    headers.insert(CONTENT_LENGTH, HeaderValue::from(body_len));
-    headers.insert(CACHE_STATUS, CacheStatus::hit().to_header_value());
-    response
+    let (response, times) = match cache.revalidate(target, found).await {
+        Ok(Revalidated::NotModified(_)) => return,
+        Ok(Revalidated::Replaced {
+            response,
+            request_time,
+            response_time,
+        }) => (response, (request_time, response_time)),
+        Err(error) => {
+            tracing::info!(key = %key, %error, "background refresh failed");
+            return;
+        }
+    };
+    if let Err(reason) = cache.storable(&target.headers, &response, times.1) {
+        tracing::debug!(key = %key, reason = reason.as_str(), "background refresh not stored");
+        return;
+    }
+    let writer = match cache
+        .begin_fill(
+            key,
+            marker.as_ref(),
+            &target.headers,
+            &response.head,
+            response.framing,
+            times,
+        )
+        .await
+    {
+        Ok(writer) => writer,
+        Err(error) => {
+            tracing::warn!(key = %key, %error, "cannot start background refresh fill");
+            return;
+        }
+    };
+    let mut body = TeeBody::with_fill(response.body, writer, key.as_str());
+    // Read to the end so the fill completes; the frames themselves go nowhere.
+    while let Some(frame) = body.frame().await {
+        if frame.is_err() {
+            break;
+        }
+    }
+}
+
+/// The origin-facing parts of a client request.
+fn origin_request(head: &request::Parts) -> Result<OriginRequest, ProxyError> {
+    Ok(OriginRequest {
+        path_and_query: path_and_query(head).to_owned(),
+        host: client_host(head)?,
+        headers: head.headers.clone(),
+    })
 }
 
 /// The request target to send to the origin: the client's own path and query.

@@ -28,7 +28,7 @@ use crate::admission::{self, Admission};
 use crate::config::{AccessLog, Config, ServerConfig};
 use crate::error::StartError;
 use crate::origin::Origin;
-use crate::proxy::Proxy;
+use crate::proxy::{CacheRules, Proxy};
 use crate::store::{Store, StoreOptions};
 
 /// A bound, ready proxy server.
@@ -90,7 +90,10 @@ impl Server {
             store.clone(),
             admission.policy,
             admission.hasher,
-            config.cache.max_object_size,
+            CacheRules {
+                max_object_size: config.cache.max_object_size,
+                heuristic_max: config.cache.heuristic_max_age,
+            },
             config.log.access_log == AccessLog::Stdout,
         );
         Ok(Server {

@@ -185,7 +185,8 @@ async fn responses_that_must_not_be_stored_never_are() {
                 .header("authorization", "Bearer t"),
         )
         .await;
-        assert_eq!(seen.cache.fwd.as_deref(), Some("bypass"));
+        // RFC 9111 §3.5: a response to credentials is stored only when declared shareable.
+        assert_eq!(seen.cache.fwd.as_deref(), Some("uri-miss"));
         assert_eq!(seen.cache.detail.as_deref(), Some("authorization"));
         let seen = send(http.post(proxy.url("/post")).body("payload")).await;
         assert_eq!(seen.cache.fwd.as_deref(), Some("method"));

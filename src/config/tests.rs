@@ -133,10 +133,11 @@ fn sizes_accept_units_and_plain_integers() {
     assert_eq!(c.admission.seed, None);
     // Zero means "fail at once" and "verify every body as it streams".
     let c = Config::from_toml_str(
-        "[cache]\nlock_timeout = \"0s\"\nverify_whole_below = 0\nmax_size = 1000000",
+        "[cache]\nlock_timeout = \"0s\"\nverify_whole_below = 0\nmax_size = 1000000\nheuristic_max_age = \"0s\"",
     )
     .unwrap();
     assert_eq!(c.cache.lock_timeout, Duration::ZERO);
+    assert_eq!(c.cache.heuristic_max_age, Duration::ZERO);
     assert_eq!(c.cache.verify_whole_below, 0);
     assert_eq!(c.cache.max_size, 1_000_000);
     let c = Config::from_toml_str("[cache]\nverify_whole_below = \"16MiB\"").unwrap();
@@ -345,6 +346,7 @@ const REJECTED: &[(&str, &str, &str)] = &[
     ),
     ("[cache]\nlock_timeout = \"soon\"", "cache.lock_timeout", "invalid"),
     ("[cache]\nlock_timeout = 5", "cache.lock_timeout", "parse"),
+    ("[cache]\nheuristic_max_age = \"a day\"", "cache.heuristic_max_age", "invalid"),
     (
         "[cache]\nverify_whole_below = \"17MiB\"",
         "cache.verify_whole_below",

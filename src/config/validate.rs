@@ -65,6 +65,7 @@ struct RawCache {
     fsync: Option<bool>,
     lock_timeout: Option<String>,
     verify_whole_below: Option<RawSize>,
+    heuristic_max_age: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -278,6 +279,12 @@ fn validate_cache(raw: RawCache, d: CacheConfig) -> Result<CacheConfig, ConfigEr
         // Zero is allowed: fail at once if another process holds the directory.
         lock_timeout: duration("cache.lock_timeout", raw.lock_timeout, d.lock_timeout)?,
         verify_whole_below,
+        // Zero is allowed: no heuristic freshness at all.
+        heuristic_max_age: duration(
+            "cache.heuristic_max_age",
+            raw.heuristic_max_age,
+            d.heuristic_max_age,
+        )?,
     })
 }
 

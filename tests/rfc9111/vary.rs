@@ -1,4 +1,7 @@
 //! RFC 9111 §4.1: selecting among stored variants by the headers named in `Vary`.
+//!
+//! The first varied response of a URL commits two entries, the URL's variant marker and
+//! the variant itself; the commit counts the tests wait for include the marker.
 
 use std::time::Duration;
 
@@ -32,8 +35,8 @@ async fn lang(proxy: &TestProxy, lang: &str) -> crate::support::Seen {
 async fn variants_are_stored_side_by_side() {
     let origin = language_origin().await;
     let proxy = proxy_always(&origin).await;
-    fill(&proxy, "/v", &[("accept-language", "en")], 1).await;
-    fill(&proxy, "/v", &[("accept-language", "fr")], 2).await;
+    fill(&proxy, "/v", &[("accept-language", "en")], 2).await;
+    fill(&proxy, "/v", &[("accept-language", "fr")], 3).await;
     let en = lang(&proxy, "en").await;
     let fr = lang(&proxy, "fr").await;
     assert_hit(&en);
@@ -48,7 +51,7 @@ async fn variants_are_stored_side_by_side() {
 async fn unmatched_variant_is_a_vary_miss() {
     let origin = language_origin().await;
     let proxy = proxy_always(&origin).await;
-    fill(&proxy, "/v", &[("accept-language", "en")], 1).await;
+    fill(&proxy, "/v", &[("accept-language", "en")], 2).await;
     let de = lang(&proxy, "de").await;
     assert_forwarded(&de, "vary-miss");
     assert_eq!(de.body, b"accept-language=de");
@@ -61,11 +64,11 @@ async fn unmatched_variant_is_a_vary_miss() {
 async fn variant_values_are_normalised() {
     let origin = language_origin().await;
     let proxy = proxy_always(&origin).await;
-    fill(&proxy, "/v", &[("accept-language", "en")], 1).await;
+    fill(&proxy, "/v", &[("accept-language", "en")], 2).await;
     let shouting = lang(&proxy, " EN ").await;
     assert_hit(&shouting);
     assert_eq!(shouting.body, b"accept-language=en");
-    fill(&proxy, "/v", &[("accept-language", "de-DE,  fr")], 2).await;
+    fill(&proxy, "/v", &[("accept-language", "de-DE,  fr")], 3).await;
     let spaced = lang(&proxy, "de-de, fr").await;
     assert_hit(&spaced);
     assert_eq!(origin.count("/v"), 2);
@@ -77,7 +80,7 @@ async fn variant_values_are_normalised() {
 async fn accept_encoding_is_reduced_to_a_canonical_set() {
     let origin = varying_origin("Accept-Encoding", "accept-encoding").await;
     let proxy = proxy_always(&origin).await;
-    fill(&proxy, "/e", &[("accept-encoding", "gzip, deflate, br")], 1).await;
+    fill(&proxy, "/e", &[("accept-encoding", "gzip, deflate, br")], 2).await;
     for same in ["br,gzip", "gzip;q=1, br"] {
         let seen = get_with(&proxy, "/e", &[("accept-encoding", same)]).await;
         assert_hit(&seen);
@@ -92,11 +95,11 @@ async fn accept_encoding_is_reduced_to_a_canonical_set() {
 async fn identity_and_absent_encoding_share_their_own_variant() {
     let origin = varying_origin("Accept-Encoding", "accept-encoding").await;
     let proxy = proxy_always(&origin).await;
-    fill(&proxy, "/e", &[("accept-encoding", "gzip")], 1).await;
+    fill(&proxy, "/e", &[("accept-encoding", "gzip")], 2).await;
     let identity = get_with(&proxy, "/e", &[("accept-encoding", "identity")]).await;
     assert_forwarded(&identity, "vary-miss");
     assert!(identity.cache.stored, "{:?}", identity.cache);
-    proxy.wait_committed(2).await;
+    proxy.wait_committed(3).await;
     let absent = get_with(&proxy, "/e", &[]).await;
     assert_hit(&absent);
     assert_eq!(absent.body, b"accept-encoding=identity");
@@ -149,7 +152,7 @@ async fn vary_star_is_never_stored() {
 async fn absent_header_selects_the_absent_variant() {
     let origin = language_origin().await;
     let proxy = proxy_always(&origin).await;
-    fill(&proxy, "/v", &[], 1).await;
+    fill(&proxy, "/v", &[], 2).await;
     let en = lang(&proxy, "en").await;
     assert_forwarded(&en, "vary-miss");
     let none = get_with(&proxy, "/v", &[]).await;
@@ -171,7 +174,7 @@ async fn response_without_vary_replaces_a_varied_one() {
     })
     .await;
     let proxy = proxy_always(&origin).await;
-    fill(&proxy, "/v", &[("accept-language", "en")], 1).await;
+    fill(&proxy, "/v", &[("accept-language", "en")], 2).await;
     let refreshed = get_with(
         &proxy,
         "/v",
@@ -180,7 +183,7 @@ async fn response_without_vary_replaces_a_varied_one() {
     .await;
     assert_eq!(refreshed.body, b"plain");
     assert!(refreshed.cache.stored, "{:?}", refreshed.cache);
-    proxy.wait_committed(2).await;
+    proxy.wait_committed(3).await;
     for value in ["en", "fr"] {
         let seen = lang(&proxy, value).await;
         assert_hit(&seen);
@@ -195,7 +198,7 @@ async fn every_varied_header_must_match() {
     let origin = varying_origin("Accept-Language, X-Mode", "x-mode").await;
     let proxy = proxy_always(&origin).await;
     let a = [("accept-language", "en"), ("x-mode", "a")];
-    fill(&proxy, "/m", &a, 1).await;
+    fill(&proxy, "/m", &a, 2).await;
     let other_mode = get_with(&proxy, "/m", &[("accept-language", "en"), ("x-mode", "b")]).await;
     assert_forwarded(&other_mode, "vary-miss");
     let other_lang = get_with(&proxy, "/m", &[("accept-language", "fr"), ("x-mode", "a")]).await;

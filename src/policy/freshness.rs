@@ -1,0 +1,383 @@
+//! Freshness of a stored response (RFC 9111 §4.2) and whether a request may reuse it.
+//!
+//! - **Lifetime** (§4.2.1): `s-maxage` (this is a shared cache), else `max-age`, else
+//!   `Expires − Date`; an invalid value of the one that applies means "already stale".
+//!   Without any of them, a heuristic (§4.2.2): 10% of `Date − Last-Modified`, capped
+//!   by `cache.heuristic_max_age`, only for the non-error statuses that are cacheable
+//!   by default (error responses need explicit freshness, so a burst of errors cannot
+//!   be cached by accident).
+//! - **Age** (§4.2.3): `corrected_initial_age` from the `Age` and `Date` fields and the
+//!   request/response times, plus the time the entry has been stored.
+//! - **Reuse** (§4.2.4, §5.2.1): request directives (`no-cache`, `max-age`, `min-fresh`,
+//!   `max-stale`, `Pragma: no-cache`) against that age and lifetime; serving stale is
+//!   forbidden by `no-cache`, `must-revalidate`, `proxy-revalidate` and `s-maxage`.
+
+use std::time::{Duration, SystemTime};
+
+use http::header::{AGE, DATE, EXPIRES, LAST_MODIFIED, PRAGMA};
+use http::{HeaderMap, HeaderValue, StatusCode};
+
+use super::directives::{Directives, Seconds};
+use crate::store::EntryMeta;
+
+/// Statuses that are cacheable by default and not errors (RFC 9110 §15.1 lists 404,
+/// 405, 410, 414 and 501 too; those are stored only with explicit freshness here).
+const HEURISTIC_STATUSES: [u16; 6] = [200, 203, 204, 300, 301, 308];
+
+/// True if a response with `status` may get a heuristic lifetime.
+pub fn heuristic_status(status: StatusCode) -> bool {
+    HEURISTIC_STATUSES.contains(&status.as_u16())
+}
+
+/// Where a freshness lifetime came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LifetimeSource {
+    /// `s-maxage`, `max-age` or `Expires` (valid or not).
+    Explicit,
+    /// 10% of the time since `Last-Modified`.
+    Heuristic,
+    /// Nothing gives the response a lifetime.
+    None,
+}
+
+/// The freshness lifetime of a response and where it came from.
+pub fn lifetime(
+    status: StatusCode,
+    headers: &HeaderMap,
+    cc: &Directives,
+    response_time: SystemTime,
+    heuristic_max: Duration,
+) -> (Duration, LifetimeSource) {
+    let explicit = |seconds: Seconds| match seconds {
+        Seconds::Valid(s) => (Duration::from_secs(s), LifetimeSource::Explicit),
+        Seconds::Invalid => (Duration::ZERO, LifetimeSource::Explicit),
+    };
+    if let Some(seconds) = cc.seconds("s-maxage") {
+        return explicit(seconds);
+    }
+    if let Some(seconds) = cc.seconds("max-age") {
+        return explicit(seconds);
+    }
+    let date = date_value(headers).unwrap_or(response_time);
+    let mut expires = headers.get_all(EXPIRES).iter();
+    if let Some(first) = expires.next() {
+        // An invalid date ("0") or a second, different Expires: already expired (§5.3).
+        let valid = expires.all(|other| other == first);
+        return match (valid, parse_date(first)) {
+            (true, Some(at)) => (
+                at.duration_since(date).unwrap_or(Duration::ZERO),
+                LifetimeSource::Explicit,
+            ),
+            _ => (Duration::ZERO, LifetimeSource::Explicit),
+        };
+    }
+    if heuristic_status(status)
+        && let Some(modified) = headers.get(LAST_MODIFIED).and_then(parse_date)
+        && let Ok(since) = date.duration_since(modified)
+    {
+        let lifetime = (since / 10).min(heuristic_max);
+        if !lifetime.is_zero() {
+            return (lifetime, LifetimeSource::Heuristic);
+        }
+    }
+    (Duration::ZERO, LifetimeSource::None)
+}
+
+/// The age of a response when it arrived (`corrected_initial_age`, RFC 9111 §4.2.3).
+pub fn initial_age(
+    headers: &HeaderMap,
+    request_time: SystemTime,
+    response_time: SystemTime,
+) -> Duration {
+    let age_value = headers
+        .get(AGE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map_or(Duration::ZERO, Duration::from_secs);
+    let apparent_age = date_value(headers)
+        .and_then(|date| response_time.duration_since(date).ok())
+        .unwrap_or(Duration::ZERO);
+    let response_delay = response_time
+        .duration_since(request_time)
+        .unwrap_or(Duration::ZERO);
+    apparent_age.max(age_value + response_delay)
+}
+
+/// The `Date` field, if valid.
+fn date_value(headers: &HeaderMap) -> Option<SystemTime> {
+    headers.get(DATE).and_then(parse_date)
+}
+
+/// An HTTP-date, if valid.
+pub fn parse_date(value: &HeaderValue) -> Option<SystemTime> {
+    httpdate::parse_http_date(value.to_str().ok()?.trim()).ok()
+}
+
+/// The request's own caching directives (RFC 9111 §5.2.1, §5.4).
+#[derive(Clone, Debug, Default)]
+pub struct RequestDirectives {
+    /// `no-cache`, or `Pragma: no-cache` without a `Cache-Control` field.
+    pub no_cache: bool,
+    /// `no-store`: do not store the response, do not serve from the cache.
+    pub no_store: bool,
+    /// `only-if-cached`: answer from the cache or with 504.
+    pub only_if_cached: bool,
+    /// `max-age`: the largest acceptable age.
+    pub max_age: Option<Duration>,
+    /// `max-stale`: `Some(None)` accepts any staleness.
+    pub max_stale: Option<Option<Duration>>,
+    /// `min-fresh`: the least remaining freshness acceptable.
+    pub min_fresh: Option<Duration>,
+}
+
+impl RequestDirectives {
+    /// Reads the request's `Cache-Control` (and `Pragma` when there is no `Cache-Control`).
+    /// Directives with invalid values are ignored: a malformed request limit must not
+    /// turn a hit into a miss or the reverse.
+    pub fn parse(headers: &HeaderMap) -> RequestDirectives {
+        let cc = Directives::parse(headers);
+        let pragma_no_cache = cc.is_empty()
+            && headers
+                .get_all(PRAGMA)
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .any(|v| {
+                    v.split(',')
+                        .any(|d| d.trim().eq_ignore_ascii_case("no-cache"))
+                });
+        let valid = |seconds: Option<Seconds>| match seconds {
+            Some(Seconds::Valid(s)) => Some(Duration::from_secs(s)),
+            _ => None,
+        };
+        let max_stale = match cc.optional_seconds("max-stale") {
+            None | Some(Some(Seconds::Invalid)) => None,
+            Some(None) => Some(None),
+            Some(Some(Seconds::Valid(s))) => Some(Some(Duration::from_secs(s))),
+        };
+        RequestDirectives {
+            no_cache: cc.has("no-cache") || pragma_no_cache,
+            no_store: cc.has("no-store"),
+            only_if_cached: cc.has("only-if-cached"),
+            max_age: valid(cc.seconds("max-age")),
+            max_stale,
+            min_fresh: valid(cc.seconds("min-fresh")),
+        }
+    }
+}
+
+/// What a request may do with a stored response.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reuse {
+    /// Fresh and acceptable: serve it.
+    Fresh,
+    /// Stale, but the request's `max-stale` accepts it and nothing forbids it.
+    StaleAccepted,
+    /// Stale (or `no-cache`): validate it with the origin.
+    Stale,
+    /// The request's own directives ask for a newer response than this one.
+    RequestForbids,
+}
+
+/// A stored response seen through RFC 9111: its lifetime, age and directives.
+pub struct StoredFreshness {
+    cc: Directives,
+    lifetime: Duration,
+    initial_age: Duration,
+    response_time: SystemTime,
+}
+
+impl StoredFreshness {
+    /// Evaluates `meta`, with heuristic lifetimes capped at `heuristic_max`.
+    pub fn new(meta: &EntryMeta, heuristic_max: Duration) -> StoredFreshness {
+        let cc = Directives::parse(&meta.response_headers);
+        let (lifetime, _) = lifetime(
+            meta.status,
+            &meta.response_headers,
+            &cc,
+            meta.response_time,
+            heuristic_max,
+        );
+        StoredFreshness {
+            initial_age: initial_age(
+                &meta.response_headers,
+                meta.request_time,
+                meta.response_time,
+            ),
+            cc,
+            lifetime,
+            response_time: meta.response_time,
+        }
+    }
+
+    /// The response's current age (RFC 9111 §4.2.3).
+    pub fn age(&self, now: SystemTime) -> Duration {
+        self.initial_age
+            + now
+                .duration_since(self.response_time)
+                .unwrap_or(Duration::ZERO)
+    }
+
+    /// Remaining freshness in whole seconds; negative once stale (the `ttl` of Cache-Status).
+    pub fn ttl_seconds(&self, now: SystemTime) -> i64 {
+        let age = self.age(now);
+        if self.lifetime > age {
+            i64::try_from((self.lifetime - age).as_secs()).unwrap_or(i64::MAX)
+        } else {
+            -i64::try_from((age - self.lifetime).as_secs()).unwrap_or(i64::MAX)
+        }
+    }
+
+    /// True while the age is below the lifetime.
+    pub fn is_fresh(&self, now: SystemTime) -> bool {
+        self.lifetime > self.age(now)
+    }
+
+    /// How long ago the response became stale (zero while fresh).
+    fn staleness(&self, now: SystemTime) -> Duration {
+        self.age(now).saturating_sub(self.lifetime)
+    }
+
+    /// True if the response may never be served stale by this shared cache (§4.2.4):
+    /// `no-cache`, `must-revalidate`, `proxy-revalidate`, or `s-maxage` (§5.2.2.10).
+    pub fn forbids_stale(&self) -> bool {
+        [
+            "no-cache",
+            "must-revalidate",
+            "proxy-revalidate",
+            "s-maxage",
+        ]
+        .iter()
+        .any(|d| self.cc.has(d))
+    }
+
+    /// True if a cached copy may answer a request carrying `Authorization` (§3.5).
+    pub fn shareable_with_credentials(&self) -> bool {
+        ["public", "s-maxage", "must-revalidate"]
+            .iter()
+            .any(|d| self.cc.has(d))
+    }
+
+    /// True if the stale response is within its `stale-while-revalidate` window (RFC 5861 §3).
+    pub fn within_stale_while_revalidate(&self, now: SystemTime) -> bool {
+        self.within_window("stale-while-revalidate", now)
+    }
+
+    /// True if the stale response is within its `stale-if-error` window (RFC 5861 §4).
+    pub fn within_stale_if_error(&self, now: SystemTime) -> bool {
+        self.within_window("stale-if-error", now)
+    }
+
+    fn within_window(&self, directive: &str, now: SystemTime) -> bool {
+        match self.cc.seconds(directive) {
+            Some(Seconds::Valid(window)) => {
+                !self.forbids_stale() && self.staleness(now) <= Duration::from_secs(window)
+            }
+            _ => false,
+        }
+    }
+
+    /// What `request` may do with this response at `now`.
+    pub fn reuse(&self, request: &RequestDirectives, now: SystemTime) -> Reuse {
+        let age = self.age(now);
+        if request.no_cache {
+            return Reuse::RequestForbids;
+        }
+        if self.cc.has("no-cache") {
+            return Reuse::Stale;
+        }
+        if request.max_age.is_some_and(|max| age > max) {
+            return Reuse::RequestForbids;
+        }
+        if request
+            .min_fresh
+            .is_some_and(|min| self.lifetime.saturating_sub(age) < min)
+        {
+            return Reuse::RequestForbids;
+        }
+        if self.is_fresh(now) {
+            return Reuse::Fresh;
+        }
+        let accepted = match request.max_stale {
+            None => false,
+            Some(None) => true,
+            Some(Some(max)) => self.staleness(now) <= max,
+        };
+        if accepted && !self.forbids_stale() {
+            Reuse::StaleAccepted
+        } else {
+            Reuse::Stale
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DAY: Duration = Duration::from_secs(86_400);
+
+    fn headers(pairs: &[(&'static str, String)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(*name, HeaderValue::from_str(value).expect("test header"));
+        }
+        map
+    }
+
+    fn life(
+        status: u16,
+        pairs: &[(&'static str, String)],
+        now: SystemTime,
+    ) -> (Duration, LifetimeSource) {
+        let h = headers(pairs);
+        let status = StatusCode::from_u16(status).expect("status");
+        lifetime(status, &h, &Directives::parse(&h), now, DAY)
+    }
+
+    #[test]
+    fn lifetime_precedence_s_maxage_max_age_expires() {
+        let now = SystemTime::now();
+        let date = httpdate::fmt_http_date(now);
+        let expires = httpdate::fmt_http_date(now + Duration::from_secs(300));
+        let cc = |v: &str| ("cache-control", v.to_owned());
+        let both = [
+            cc("max-age=60, s-maxage=30"),
+            ("expires", expires.clone()),
+            ("date", date.clone()),
+        ];
+        assert_eq!(life(200, &both, now).0, Duration::from_secs(30));
+        let max_age = [
+            cc("max-age=60"),
+            ("expires", expires.clone()),
+            ("date", date.clone()),
+        ];
+        assert_eq!(life(200, &max_age, now).0, Duration::from_secs(60));
+        let only_expires = [("expires", expires), ("date", date)];
+        assert_eq!(life(200, &only_expires, now).0, Duration::from_secs(300));
+    }
+
+    #[test]
+    fn invalid_expiry_is_stale_and_heuristics_skip_errors() {
+        // Whole seconds: HTTP dates have no fractions.
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_790_000_000);
+        let zero = life(200, &[("expires", "0".to_owned())], now);
+        assert_eq!(zero, (Duration::ZERO, LifetimeSource::Explicit));
+        let modified = httpdate::fmt_http_date(now - Duration::from_secs(1000));
+        let lm = [("last-modified", modified)];
+        assert_eq!(
+            life(200, &lm, now),
+            (Duration::from_secs(100), LifetimeSource::Heuristic)
+        );
+        assert_eq!(life(404, &lm, now).1, LifetimeSource::None);
+        let old = [("last-modified", httpdate::fmt_http_date(now - 100 * DAY))];
+        assert_eq!(life(200, &old, now).0, DAY, "capped by heuristic_max");
+    }
+
+    #[test]
+    fn age_counts_age_header_and_delay() {
+        let now = SystemTime::now();
+        let h = headers(&[("age", "40".to_owned())]);
+        let age = initial_age(&h, now - Duration::from_secs(2), now);
+        assert_eq!(age, Duration::from_secs(42));
+    }
+}

@@ -1,0 +1,215 @@
+//! Validation (RFC 9111 §4.3): asking the origin whether a stored response is still
+//! good, folding its 304 into the stored headers, and answering a client's own
+//! conditional request from a fresh entry (RFC 9110 §13.2.2).
+
+use std::time::SystemTime;
+
+use headers::{ETag, HeaderMapExt, IfModifiedSince, IfNoneMatch, LastModified};
+use http::header::{
+    CONTENT_LENGTH, CONTENT_RANGE, ETAG, IF_MATCH, IF_MODIFIED_SINCE, IF_NONE_MATCH, IF_RANGE,
+    IF_UNMODIFIED_SINCE, LAST_MODIFIED, RANGE, TRANSFER_ENCODING,
+};
+use http::{HeaderMap, HeaderName, response};
+
+use crate::cache_status::CACHE_STATUS;
+use crate::store::EntryMeta;
+
+/// True if the stored response has a validator the origin can be asked about.
+pub fn has_validator(headers: &HeaderMap) -> bool {
+    headers.contains_key(ETAG) || headers.contains_key(LAST_MODIFIED)
+}
+
+/// Turns the client's headers into those of a request for the whole stored object:
+/// its own conditionals and ranges are removed (the answer must be storable), and
+/// when `stored` is given, its validators are added (§4.3.1): `If-None-Match` with
+/// the entity tag, `If-Modified-Since` with `Last-Modified`.
+pub fn whole_object_request(headers: &mut HeaderMap, stored: Option<&HeaderMap>) {
+    for name in [
+        IF_NONE_MATCH,
+        IF_MODIFIED_SINCE,
+        IF_MATCH,
+        IF_UNMODIFIED_SINCE,
+        IF_RANGE,
+        RANGE,
+    ] {
+        headers.remove(name);
+    }
+    let Some(stored) = stored else { return };
+    if let Some(etag) = stored.get(ETAG) {
+        headers.insert(IF_NONE_MATCH, etag.clone());
+    }
+    if let Some(modified) = stored.get(LAST_MODIFIED) {
+        headers.insert(IF_MODIFIED_SINCE, modified.clone());
+    }
+}
+
+/// True if the request has preconditions this cache does not evaluate (`If-Match`,
+/// `If-Unmodified-Since`): such requests go to the origin, which owns the state.
+pub fn has_origin_preconditions(request: &HeaderMap) -> bool {
+    request.contains_key(IF_MATCH) || request.contains_key(IF_UNMODIFIED_SINCE)
+}
+
+/// True if the client's `If-None-Match` / `If-Modified-Since` is satisfied by the
+/// stored response, so a GET or HEAD is answered 304 (RFC 9110 §13.1.2, §13.1.3,
+/// evaluated in the order of §13.2.2: `If-Modified-Since` only without `If-None-Match`).
+pub fn client_not_modified(request: &HeaderMap, stored: &HeaderMap) -> bool {
+    if request.contains_key(IF_NONE_MATCH) {
+        let Some(condition) = request.typed_get::<IfNoneMatch>() else {
+            return false;
+        };
+        return match stored.typed_get::<ETag>() {
+            // Weak comparison: W/"a" matches "a" (§13.1.2).
+            Some(etag) => !condition.precondition_passes(&etag),
+            None => false,
+        };
+    }
+    match (
+        request.typed_get::<IfModifiedSince>(),
+        stored.typed_get::<LastModified>(),
+    ) {
+        (Some(since), Some(modified)) => !since.is_modified(SystemTime::from(modified)),
+        _ => false,
+    }
+}
+
+/// The head of a 304 answering a client's conditional from `fresh` (a 200's head):
+/// the same fields, which include the validators and caching fields §15.4.5 requires,
+/// minus those describing a body.
+pub fn not_modified_head(mut fresh: response::Parts) -> response::Parts {
+    fresh.status = http::StatusCode::NOT_MODIFIED;
+    for name in [CONTENT_LENGTH, CONTENT_RANGE, TRANSFER_ENCODING] {
+        fresh.headers.remove(name);
+    }
+    fresh
+}
+
+/// Fields a 304 does not update (RFC 9111 §3.2): framing describes the 304 itself, and
+/// Cache-Status is about another cache.
+const NOT_UPDATED: [HeaderName; 4] = [
+    CONTENT_LENGTH,
+    CONTENT_RANGE,
+    TRANSFER_ENCODING,
+    CACHE_STATUS,
+];
+
+/// Folds the origin's 304 into the stored metadata (RFC 9111 §3.2, §4.3.4), or `None`
+/// if the 304 names a different representation (its strong `ETag` or its
+/// `Last-Modified` differs from the stored one's): then the stored body must not be used.
+pub fn freshen(
+    stored: &EntryMeta,
+    not_modified: &response::Parts,
+    request_time: SystemTime,
+    response_time: SystemTime,
+) -> Option<EntryMeta> {
+    let new = &not_modified.headers;
+    let old = &stored.response_headers;
+    if let Some(etag) = new.get(ETAG) {
+        if old.get(ETAG) != Some(etag) {
+            return None;
+        }
+    } else if let Some(modified) = new.get(LAST_MODIFIED)
+        && old.get(LAST_MODIFIED) != Some(modified)
+    {
+        return None;
+    }
+    let mut headers = old.clone();
+    for name in new.keys() {
+        if NOT_UPDATED.contains(name) {
+            continue;
+        }
+        headers.remove(name);
+        for value in new.get_all(name) {
+            headers.append(name.clone(), value.clone());
+        }
+    }
+    // The stored Age described the old copy; a 304 without Age means a new one.
+    if !new.contains_key(http::header::AGE) {
+        headers.remove(http::header::AGE);
+    }
+    Some(EntryMeta {
+        request_time,
+        response_time,
+        status: stored.status,
+        response_headers: headers,
+        request_headers: stored.request_headers.clone(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use http::HeaderValue;
+
+    use super::*;
+
+    fn map(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        for (name, value) in pairs {
+            headers.append(*name, HeaderValue::from_static(value));
+        }
+        headers
+    }
+
+    #[test]
+    fn client_conditionals_use_weak_comparison_and_dates() {
+        let stored = map(&[
+            ("etag", "\"a\""),
+            ("last-modified", "Sun, 01 Nov 2026 00:00:00 GMT"),
+        ]);
+        assert!(client_not_modified(
+            &map(&[("if-none-match", "W/\"a\"")]),
+            &stored
+        ));
+        assert!(client_not_modified(
+            &map(&[("if-none-match", "\"x\", \"a\"")]),
+            &stored
+        ));
+        assert!(!client_not_modified(
+            &map(&[("if-none-match", "\"b\"")]),
+            &stored
+        ));
+        let since = |d| map(&[("if-modified-since", d)]);
+        assert!(client_not_modified(
+            &since("Sun, 01 Nov 2026 00:00:00 GMT"),
+            &stored
+        ));
+        assert!(!client_not_modified(
+            &since("Sat, 31 Oct 2026 00:00:00 GMT"),
+            &stored
+        ));
+        // If-None-Match wins over If-Modified-Since (RFC 9110 §13.2.2).
+        let both = map(&[
+            ("if-none-match", "\"b\""),
+            ("if-modified-since", "Sun, 01 Nov 2026 00:00:00 GMT"),
+        ]);
+        assert!(!client_not_modified(&both, &stored));
+    }
+
+    #[test]
+    fn a_304_updates_headers_but_not_framing_and_must_match() {
+        let now = SystemTime::now();
+        let stored = EntryMeta {
+            request_time: now,
+            response_time: now,
+            status: http::StatusCode::OK,
+            response_headers: map(&[("etag", "\"a\""), ("content-length", "10"), ("x-rev", "1")]),
+            request_headers: HeaderMap::new(),
+        };
+        let mut head = http::Response::new(()).into_parts().0;
+        head.status = http::StatusCode::NOT_MODIFIED;
+        head.headers = map(&[("etag", "\"a\""), ("x-rev", "2"), ("content-length", "0")]);
+        let fresh = freshen(&stored, &head, now, now).expect("same etag");
+        assert_eq!(
+            fresh.response_headers.get("x-rev").map(|v| v.as_bytes()),
+            Some(&b"2"[..])
+        );
+        assert_eq!(
+            fresh
+                .response_headers
+                .get("content-length")
+                .map(|v| v.as_bytes()),
+            Some(&b"10"[..])
+        );
+        head.headers = map(&[("etag", "\"b\"")]);
+        assert!(freshen(&stored, &head, now, now).is_none());
+    }
+}

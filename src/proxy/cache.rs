@@ -1,0 +1,311 @@
+//! The cache side of a request: finding the stored response (resolving variants),
+//! revalidating it, and starting fills. Shared by the request path and the background
+//! refreshes of `stale-while-revalidate`, so it holds only cheap clones.
+//!
+//! Variants (RFC 9111 §4.1) are stored side by side: the URL's own key holds a small
+//! *marker* entry (empty body) naming the `Vary` fields and a random nonce, and each
+//! variant lives under `CacheKey::variant(nonce, selector)`. A lookup reads the marker,
+//! computes the request's selector and looks the variant up. Removing the marker
+//! (invalidation) or replacing it (new `Vary` fields) orphans every old variant at
+//! once; orphans are never reachable again and leave by eviction.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use http::header::{CONTENT_LENGTH, VARY};
+use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, response};
+
+use crate::key::CacheKey;
+use crate::origin::{BodyFraming, Origin, OriginError, OriginResponse};
+use crate::policy::vary::{self, VarySpec};
+use crate::policy::{self, NotStored, validation};
+use crate::store::{EntryMeta, EntryWriter, Store, StoreError, StoredEntry};
+
+/// The field of a marker entry that holds the variant set's nonce (never sent to clients:
+/// a marker is never served).
+const MARKER_FIELD: HeaderName = HeaderName::from_static("secondhit-variants");
+
+/// The variant set of a URL, read from its marker entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Marker {
+    nonce: u64,
+    fields: Vec<HeaderName>,
+}
+
+impl Marker {
+    /// The marker described by `meta`, if `meta` is a marker's.
+    fn of(meta: &EntryMeta) -> Option<Marker> {
+        let nonce = meta.response_headers.get(MARKER_FIELD)?.to_str().ok()?;
+        let nonce = u64::from_str_radix(nonce, 16).ok()?;
+        match VarySpec::of(&meta.response_headers) {
+            VarySpec::Fields(fields) => Some(Marker { nonce, fields }),
+            _ => None,
+        }
+    }
+
+    /// The key of the variant `request` selects.
+    fn variant_key(&self, primary: &CacheKey, request: &HeaderMap) -> CacheKey {
+        primary.variant(self.nonce, vary::selector(&self.fields, request))
+    }
+}
+
+/// A stored response that answers the request's URL and variant.
+pub struct Found {
+    /// The entry, header verified, body not yet read.
+    pub entry: StoredEntry,
+    /// The URL's variant set, when the response varies.
+    pub marker: Option<Marker>,
+}
+
+/// What the store holds for a request.
+pub enum Lookup {
+    /// Nothing for the URL.
+    Miss,
+    /// Variants of the URL exist, none for this request.
+    VaryMiss(Marker),
+    /// The response for this request (boxed: an open entry is large, the others small).
+    Found(Box<Found>),
+}
+
+/// What the origin said to a revalidation.
+pub enum Revalidated {
+    /// 304 for the stored representation: the entry's metadata is updated (boxed like
+    /// [`Lookup::Found`]).
+    NotModified(Box<Found>),
+    /// A new response (or a 304 for another representation, refetched whole).
+    Replaced {
+        /// The origin's answer, body still streaming.
+        response: OriginResponse,
+        /// When the request was sent.
+        request_time: SystemTime,
+        /// When the head arrived.
+        response_time: SystemTime,
+    },
+}
+
+/// Where and how to reach the origin for one request.
+pub struct OriginRequest {
+    /// Path and query as the client sent them.
+    pub path_and_query: String,
+    /// The host the client named.
+    pub host: HeaderValue,
+    /// The client's end-to-end headers.
+    pub headers: HeaderMap,
+}
+
+/// The store and the origin, with the rules that connect them.
+#[derive(Clone)]
+pub struct Cache {
+    /// The pooled origin client.
+    pub origin: Arc<Origin>,
+    /// The disk store.
+    pub store: Arc<Store>,
+    /// `cache.max_object_size`.
+    pub max_object_size: u64,
+    /// `cache.heuristic_max_age`.
+    pub heuristic_max: Duration,
+}
+
+impl Cache {
+    /// Finds the stored response for `key` and the request's `Vary` fields. A store
+    /// failure is logged and treated as a miss: the request is then proxied uncached.
+    pub async fn lookup(&self, key: &CacheKey, request: &HeaderMap) -> Lookup {
+        let Some(entry) = self.lookup_key(key).await else {
+            return Lookup::Miss;
+        };
+        let Some(marker) = Marker::of(&entry.meta) else {
+            return Lookup::Found(Box::new(Found {
+                entry,
+                marker: None,
+            }));
+        };
+        match self.lookup_key(&marker.variant_key(key, request)).await {
+            Some(entry) => Lookup::Found(Box::new(Found {
+                entry,
+                marker: Some(marker),
+            })),
+            None => Lookup::VaryMiss(marker),
+        }
+    }
+
+    async fn lookup_key(&self, key: &CacheKey) -> Option<StoredEntry> {
+        match self.store.lookup(key.as_str(), key.store_hash()).await {
+            Ok(entry) => entry,
+            Err(error) => {
+                tracing::warn!(key = %key, %error, "cache lookup failed; proxying uncached");
+                None
+            }
+        }
+    }
+
+    /// Asks the origin whether `found` is still good: a conditional GET with its
+    /// validators (a plain GET when it has none). A 304 updates the entry's metadata in
+    /// place (RFC 9111 §4.3.4), without touching the body.
+    pub async fn revalidate(
+        &self,
+        target: &OriginRequest,
+        mut found: Box<Found>,
+    ) -> Result<Revalidated, OriginError> {
+        let stored = &found.entry.meta.response_headers;
+        let conditional = validation::has_validator(stored).then_some(stored);
+        let (response, request_time, response_time) = self.fetch_whole(target, conditional).await?;
+        if response.head.status != StatusCode::NOT_MODIFIED {
+            return Ok(Revalidated::Replaced {
+                response,
+                request_time,
+                response_time,
+            });
+        }
+        let Some(meta) = validation::freshen(
+            &found.entry.meta,
+            &response.head,
+            request_time,
+            response_time,
+        ) else {
+            // A 304 for a representation we do not have: ask again, unconditionally.
+            let (response, request_time, response_time) = self.fetch_whole(target, None).await?;
+            return Ok(Revalidated::Replaced {
+                response,
+                request_time,
+                response_time,
+            });
+        };
+        match self.store.update_meta(&found.entry, &meta).await {
+            Ok(true) => {}
+            // Evicted or replaced meanwhile: this answer still uses the body it holds.
+            Ok(false) => tracing::debug!("revalidated entry changed meanwhile; not updated"),
+            Err(error) => {
+                tracing::warn!(%error, "cannot update revalidated metadata; serving it once");
+            }
+        }
+        found.entry.meta = meta;
+        Ok(Revalidated::NotModified(found))
+    }
+
+    /// GETs the whole object (no client conditionals or ranges), with the stored
+    /// validators when given.
+    pub async fn fetch_whole(
+        &self,
+        target: &OriginRequest,
+        validators_of: Option<&HeaderMap>,
+    ) -> Result<(OriginResponse, SystemTime, SystemTime), OriginError> {
+        let mut headers = target.headers.clone();
+        validation::whole_object_request(&mut headers, validators_of);
+        let request_time = SystemTime::now();
+        let response = self
+            .origin
+            .send(
+                Method::GET,
+                &target.path_and_query,
+                headers,
+                target.host.clone(),
+                reqwest::Body::from(Vec::new()),
+            )
+            .await?;
+        Ok((response, request_time, SystemTime::now()))
+    }
+
+    /// Storability of the origin's answer to a GET: RFC 9111 policy, framing and size.
+    pub fn storable(
+        &self,
+        request: &HeaderMap,
+        origin: &OriginResponse,
+        response_time: SystemTime,
+    ) -> Result<(), NotStored> {
+        policy::storability(request, &origin.head, response_time, self.heuristic_max)?;
+        match origin.framing {
+            BodyFraming::UntilClose => Err(NotStored::NoLength),
+            BodyFraming::Length(length) if length > self.max_object_size => {
+                Err(NotStored::TooLarge)
+            }
+            BodyFraming::Length(_) | BodyFraming::Delimited => Ok(()),
+        }
+    }
+
+    /// Starts the fill of a storable response to a GET of `key` with `request` headers:
+    /// under the variant's key when the response varies (writing a new marker when the
+    /// URL has none for these fields), under `key` itself otherwise.
+    pub async fn begin_fill(
+        &self,
+        key: &CacheKey,
+        marker: Option<&Marker>,
+        request: &HeaderMap,
+        head: &response::Parts,
+        framing: BodyFraming,
+        times: (SystemTime, SystemTime),
+    ) -> Result<EntryWriter, StoreError> {
+        let fill_key = match VarySpec::of(&head.headers) {
+            VarySpec::Fields(fields) => {
+                let marker = match marker {
+                    Some(marker) if marker.fields == fields => marker.clone(),
+                    _ => self.write_marker(key, fields).await?,
+                };
+                marker.variant_key(key, request)
+            }
+            VarySpec::None | VarySpec::Star => key.clone(),
+        };
+        let mut response_headers = head.headers.clone();
+        // Only a marker may carry the marker field, or a response would pose as one.
+        response_headers.remove(MARKER_FIELD);
+        let meta = EntryMeta {
+            request_time: times.0,
+            response_time: times.1,
+            status: head.status,
+            response_headers,
+            request_headers: HeaderMap::new(),
+        };
+        let declared = match framing {
+            BodyFraming::Length(length) => Some(length),
+            _ => None,
+        };
+        self.store
+            .begin_fill(fill_key.as_str(), fill_key.store_hash(), &meta, declared)
+            .await
+    }
+
+    /// Stores a new marker for `key` (a fresh nonce, so older variants are orphaned).
+    async fn write_marker(
+        &self,
+        key: &CacheKey,
+        fields: Vec<HeaderName>,
+    ) -> Result<Marker, StoreError> {
+        let marker = Marker {
+            nonce: rand::random(),
+            fields,
+        };
+        let mut headers = HeaderMap::new();
+        let vary = VarySpec::Fields(marker.fields.clone()).to_field_value();
+        if let Ok(value) = HeaderValue::from_str(&vary) {
+            headers.insert(VARY, value);
+        }
+        headers.insert(
+            MARKER_FIELD,
+            // Hex digits only: always a valid field value.
+            HeaderValue::from_str(&format!("{:x}", marker.nonce))
+                .unwrap_or_else(|_| HeaderValue::from_static("0")),
+        );
+        headers.insert(CONTENT_LENGTH, HeaderValue::from(0u64));
+        let now = SystemTime::now();
+        let meta = EntryMeta {
+            request_time: now,
+            response_time: now,
+            status: StatusCode::OK,
+            response_headers: headers,
+            request_headers: HeaderMap::new(),
+        };
+        let writer = self
+            .store
+            .begin_fill(key.as_str(), key.store_hash(), &meta, Some(0))
+            .await?;
+        writer.finish().await?;
+        Ok(marker)
+    }
+
+    /// Removes what is stored for `key` (its marker, and so all its variants).
+    pub async fn invalidate(&self, key: &CacheKey) {
+        match self.store.remove(key.as_str(), key.store_hash()).await {
+            Ok(removed) => tracing::debug!(key = %key, removed, "invalidated"),
+            Err(error) => tracing::warn!(key = %key, %error, "cannot invalidate a cache entry"),
+        }
+    }
+}

@@ -1,0 +1,88 @@
+//! Responses built from a stored entry: the whole object (200), one range (206), an
+//! unsatisfiable range (416), a client's satisfied conditional (304), or a HEAD.
+
+use std::time::SystemTime;
+
+use futures_util::TryStreamExt;
+use http::header::{ACCEPT_RANGES, AGE, CONTENT_LENGTH, CONTENT_RANGE};
+use http::{HeaderValue, Method, Response, StatusCode, request};
+use http_body_util::{BodyExt, Empty, StreamBody};
+use hyper::body::Frame;
+
+use super::cache::Found;
+use crate::cache_status::{CACHE_STATUS, CacheStatus};
+use crate::error::{BoxError, ProxyBody};
+use crate::policy::freshness::StoredFreshness;
+use crate::policy::validation;
+use crate::range::{self, RangeAnswer};
+
+/// Answers `request` from `found`, whose freshness was judged by `freshness` at `now`;
+/// `status` is the Cache-Status to send.
+pub fn from_store(
+    request: &request::Parts,
+    found: Box<Found>,
+    freshness: &StoredFreshness,
+    now: SystemTime,
+    status: CacheStatus,
+) -> Response<ProxyBody> {
+    let entry = found.entry;
+    let mut head = Response::new(()).into_parts().0;
+    head.status = entry.meta.status;
+    head.headers = entry.meta.response_headers.clone();
+    head.headers
+        .insert(AGE, HeaderValue::from(freshness.age(now).as_secs()));
+    head.headers.insert(CACHE_STATUS, status.to_header_value());
+    let len = entry.body_len;
+    // Conditionals select among representations: only a successful response has one.
+    if head.status.is_success()
+        && validation::client_not_modified(&request.headers, &entry.meta.response_headers)
+    {
+        let head = validation::not_modified_head(head);
+        return Response::from_parts(head, empty());
+    }
+    head.headers.insert(CONTENT_LENGTH, HeaderValue::from(len));
+    if request.method == Method::HEAD {
+        return Response::from_parts(head, empty());
+    }
+    let ranged = if head.status == StatusCode::OK {
+        head.headers
+            .entry(ACCEPT_RANGES)
+            .or_insert(HeaderValue::from_static("bytes"));
+        range::answer(&request.headers, &entry.meta.response_headers, len)
+    } else {
+        RangeAnswer::Whole
+    };
+    match ranged {
+        RangeAnswer::Whole => {
+            let frames = entry
+                .into_body_stream()
+                .map_ok(Frame::data)
+                .map_err(BoxError::from);
+            Response::from_parts(head, BodyExt::boxed_unsync(StreamBody::new(frames)))
+        }
+        RangeAnswer::Part { first, last } => {
+            head.status = StatusCode::PARTIAL_CONTENT;
+            head.headers
+                .insert(CONTENT_RANGE, range::content_range(first, last, len));
+            head.headers
+                .insert(CONTENT_LENGTH, HeaderValue::from(last - first + 1));
+            let frames = entry
+                .into_range_stream(first, last)
+                .map_ok(Frame::data)
+                .map_err(BoxError::from);
+            Response::from_parts(head, BodyExt::boxed_unsync(StreamBody::new(frames)))
+        }
+        RangeAnswer::Unsatisfiable => {
+            head.status = StatusCode::RANGE_NOT_SATISFIABLE;
+            head.headers
+                .insert(CONTENT_RANGE, range::unsatisfied_range(len));
+            head.headers.insert(CONTENT_LENGTH, HeaderValue::from(0u64));
+            Response::from_parts(head, empty())
+        }
+    }
+}
+
+/// An empty response body.
+pub fn empty() -> ProxyBody {
+    Empty::new().map_err(|never| match never {}).boxed_unsync()
+}

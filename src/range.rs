@@ -1,0 +1,236 @@
+//! Byte ranges (RFC 9110 §14): which part of an object a request asks for, and a body
+//! that delivers only that part.
+//!
+//! Only a single range is answered with 206; a multi-range request gets the whole
+//! object as a 200, which §14.2 allows, so one request never turns into one disk read
+//! per range. A syntactically invalid `Range` is ignored (whole object), an
+//! unsatisfiable one is answered 416, and an `If-Range` that does not match the
+//! stored validator (strong comparison, §13.1.5) turns the request into a plain GET.
+
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+
+use bytes::Bytes;
+use headers::{ETag, HeaderMapExt, IfRange, LastModified};
+use http::header::RANGE;
+use http::{HeaderMap, HeaderValue};
+use http_body::{Body, Frame, SizeHint};
+use http_range_header::{RangeUnsatisfiableError, StartPosition};
+
+/// How to answer a request for an object of known length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RangeAnswer {
+    /// The whole object, 200.
+    Whole,
+    /// Bytes `first..=last`, 206.
+    Part {
+        /// First byte offset.
+        first: u64,
+        /// Last byte offset, inclusive.
+        last: u64,
+    },
+    /// No requested byte exists: 416 with `Content-Range: bytes */len`.
+    Unsatisfiable,
+}
+
+/// True if the request carries a `Range` of one syntactically valid byte range:
+/// the kind this cache can answer from a stored object.
+pub fn is_single_range(request: &HeaderMap) -> bool {
+    range_text(request)
+        .and_then(|text| http_range_header::parse_range_header(text).ok())
+        .is_some_and(|parsed| parsed.ranges.len() == 1)
+}
+
+fn range_text(request: &HeaderMap) -> Option<&str> {
+    request.get(RANGE).and_then(|v| v.to_str().ok())
+}
+
+/// Decides how to answer `request` from an object of `len` bytes whose validators
+/// are in `stored` (for `If-Range`).
+pub fn answer(request: &HeaderMap, stored: &HeaderMap, len: u64) -> RangeAnswer {
+    let Some(text) = range_text(request) else {
+        return RangeAnswer::Whole;
+    };
+    if let Some(if_range) = request.typed_get::<IfRange>() {
+        let etag = stored.typed_get::<ETag>();
+        let modified = stored.typed_get::<LastModified>();
+        if if_range.is_modified(etag.as_ref(), modified.as_ref()) {
+            return RangeAnswer::Whole;
+        }
+    }
+    let Ok(parsed) = http_range_header::parse_range_header(text) else {
+        return RangeAnswer::Whole;
+    };
+    if parsed.ranges.len() != 1 {
+        return RangeAnswer::Whole;
+    }
+    // A suffix longer than the object means the whole object (§14.1.3); the crate
+    // calls it unsatisfiable.
+    if let StartPosition::FromLast(suffix) = parsed.ranges[0].start
+        && suffix > len
+        && len > 0
+    {
+        return RangeAnswer::Part {
+            first: 0,
+            last: len - 1,
+        };
+    }
+    match parsed.validate(len) {
+        Ok(ranges) => match ranges.first() {
+            Some(range) if len > 0 => RangeAnswer::Part {
+                first: *range.start(),
+                last: *range.end(),
+            },
+            _ => RangeAnswer::Unsatisfiable,
+        },
+        Err(RangeUnsatisfiableError::OverlappingRanges) => RangeAnswer::Whole,
+        Err(_) => RangeAnswer::Unsatisfiable,
+    }
+}
+
+/// `Content-Range: bytes first-last/len`.
+pub fn content_range(first: u64, last: u64, len: u64) -> HeaderValue {
+    headers_value(format!("bytes {first}-{last}/{len}"))
+}
+
+/// `Content-Range: bytes */len`, for a 416.
+pub fn unsatisfied_range(len: u64) -> HeaderValue {
+    headers_value(format!("bytes */{len}"))
+}
+
+/// A header value from text made of digits, spaces and `-*/`: always valid.
+fn headers_value(text: String) -> HeaderValue {
+    HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static("bytes */0"))
+}
+
+/// A body that passes on only bytes `first..=last` of `inner`, yet reads `inner` to
+/// its end, so a fill teed from `inner` still completes (the client's response ends
+/// when the whole object has arrived, not when its range has).
+pub struct RangeBody<B> {
+    inner: B,
+    /// Offset of the next byte `inner` yields.
+    position: u64,
+    first: u64,
+    last: u64,
+}
+
+impl<B> RangeBody<B> {
+    /// Slices `inner` to bytes `first..=last`.
+    pub fn new(inner: B, first: u64, last: u64) -> RangeBody<B> {
+        RangeBody {
+            inner,
+            position: 0,
+            first,
+            last,
+        }
+    }
+}
+
+impl<B> Body for RangeBody<B>
+where
+    B: Body<Data = Bytes> + Unpin,
+{
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+        loop {
+            let Some(frame) = ready!(Pin::new(&mut self.inner).poll_frame(cx)) else {
+                return Poll::Ready(None);
+            };
+            let frame = frame?;
+            let Ok(data) = frame.into_data() else {
+                // Trailers describe the whole object; a 206 does not carry them.
+                continue;
+            };
+            let start = self.position;
+            let end = start + data.len() as u64; // exclusive
+            self.position = end;
+            let from = self.first.max(start);
+            let to = (self.last + 1).min(end);
+            if from < to {
+                let slice = data.slice((from - start) as usize..(to - start) as usize);
+                return Poll::Ready(Some(Ok(Frame::data(slice))));
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        // Only the client-visible part; the rest is read but dropped.
+        let remaining = (self.last + 1).saturating_sub(self.position.max(self.first));
+        SizeHint::with_exact(remaining)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use http_body_util::BodyExt;
+
+    use super::*;
+
+    fn request(range: &'static str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(RANGE, HeaderValue::from_static(range));
+        headers
+    }
+
+    #[test]
+    fn single_ranges_suffixes_and_unsatisfiable() {
+        let none = HeaderMap::new();
+        let part = |first, last| RangeAnswer::Part { first, last };
+        assert_eq!(answer(&request("bytes=10-19"), &none, 100), part(10, 19));
+        assert_eq!(answer(&request("bytes=-5"), &none, 100), part(95, 99));
+        assert_eq!(answer(&request("bytes=90-"), &none, 100), part(90, 99));
+        assert_eq!(answer(&request("bytes=90-500"), &none, 100), part(90, 99));
+        assert_eq!(answer(&request("bytes=-500"), &none, 100), part(0, 99));
+        assert_eq!(
+            answer(&request("bytes=100-"), &none, 100),
+            RangeAnswer::Unsatisfiable
+        );
+        assert_eq!(
+            answer(&request("bytes=0-1,5-6"), &none, 100),
+            RangeAnswer::Whole
+        );
+        assert_eq!(
+            answer(&request("items=0-1"), &none, 100),
+            RangeAnswer::Whole
+        );
+        assert!(is_single_range(&request("bytes=0-1")));
+        assert!(!is_single_range(&request("bytes=0-1,3-4")));
+    }
+
+    #[test]
+    fn if_range_needs_the_current_strong_etag() {
+        let mut stored = HeaderMap::new();
+        stored.insert("etag", HeaderValue::from_static("\"v2\""));
+        let mut current = request("bytes=0-0");
+        current.insert("if-range", HeaderValue::from_static("\"v2\""));
+        assert_eq!(
+            answer(&current, &stored, 10),
+            RangeAnswer::Part { first: 0, last: 0 }
+        );
+        let mut old = request("bytes=0-0");
+        old.insert("if-range", HeaderValue::from_static("\"v1\""));
+        assert_eq!(answer(&old, &stored, 10), RangeAnswer::Whole);
+    }
+
+    #[tokio::test]
+    async fn range_body_slices_across_frames() {
+        let frames: Vec<Result<Frame<Bytes>, std::convert::Infallible>> = vec![
+            Ok(Frame::data(Bytes::from_static(b"0123"))),
+            Ok(Frame::data(Bytes::from_static(b"4567"))),
+            Ok(Frame::data(Bytes::from_static(b"89"))),
+        ];
+        let inner = http_body_util::StreamBody::new(futures_util::stream::iter(frames));
+        let body = RangeBody::new(inner, 3, 8);
+        let bytes = body.collect().await.map(|c| c.to_bytes());
+        assert_eq!(bytes.ok().as_deref(), Some(&b"345678"[..]));
+    }
+}
