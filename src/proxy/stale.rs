@@ -1,0 +1,186 @@
+//! Stale stored responses (RFC 9111 §4.2.4, §4.3; RFC 5861): revalidation with the
+//! origin, `stale-if-error` when it fails, and the background refresh behind
+//! `stale-while-revalidate` (one per key at a time).
+
+use std::time::SystemTime;
+
+use http::{Response, StatusCode, request};
+use http_body_util::BodyExt;
+
+use super::cache::{Cache, Found, Lookup, OriginRequest, Revalidated};
+use super::{ERROR_STATUSES, Exchange, Proxy, origin_request, respond};
+use crate::admission::{AdmitReason, Decision};
+use crate::cache_status::{CacheStatus, Forward};
+use crate::error::{ProxyBody, ProxyError};
+use crate::key::CacheKey;
+use crate::policy::freshness::StoredFreshness;
+use crate::store::EntryMeta;
+use crate::tee::TeeBody;
+
+impl Proxy {
+    /// Validates a stale (or `no-cache`) stored response with the origin and answers
+    /// from whichever response wins.
+    pub(super) async fn revalidate(
+        &self,
+        head: &request::Parts,
+        key: &CacheKey,
+        found: Box<Found>,
+        freshness: StoredFreshness,
+        forward: Forward,
+    ) -> Result<Response<ProxyBody>, ProxyError> {
+        let now = SystemTime::now();
+        let ttl = freshness.ttl_seconds(now);
+        let stale_if_error = |found: Box<Found>| {
+            let status = CacheStatus::hit().ttl(ttl).detail("stale-if-error");
+            respond::from_store(head, found, &freshness, now, status)
+        };
+        let marker = found.marker.clone();
+        let entry_ref = (found.entry.meta.clone(), found.entry.body_len);
+        let target = origin_request(head)?;
+        // Keep what is needed to serve stale if the origin fails.
+        let outcome = self.cache.revalidate(&target, found).await;
+        match outcome {
+            Ok(Revalidated::NotModified(found)) => {
+                let fresh = StoredFreshness::new(&found.entry.meta, self.cache.heuristic_max);
+                let status = CacheStatus::forward(forward)
+                    .fwd_status(StatusCode::NOT_MODIFIED)
+                    .ttl(fresh.ttl_seconds(now));
+                Ok(respond::from_store(head, found, &fresh, now, status))
+            }
+            Ok(Revalidated::Replaced {
+                response,
+                request_time,
+                response_time,
+            }) => {
+                if ERROR_STATUSES.contains(&response.head.status)
+                    && freshness.within_stale_if_error(now)
+                    && let Some(found) = self.reopen(key, head, &entry_ref).await
+                {
+                    return Ok(stale_if_error(found));
+                }
+                let readmit = Decision::Admit(AdmitReason::AlreadyStored);
+                let exchange = Exchange {
+                    key,
+                    marker: marker.as_ref(),
+                    forward,
+                    admission: readmit,
+                    times: (request_time, response_time),
+                    // A revalidation always asks for the whole object.
+                    range_forwarded: false,
+                };
+                Ok(self.answer_from_origin(head, response, exchange).await)
+            }
+            Err(error) => {
+                if freshness.within_stale_if_error(now)
+                    && let Some(found) = self.reopen(key, head, &entry_ref).await
+                {
+                    return Ok(stale_if_error(found));
+                }
+                if freshness.forbids_stale() {
+                    return Err(ProxyError::MustRevalidate(error));
+                }
+                Err(error.into())
+            }
+        }
+    }
+
+    /// Looks the entry up again to serve it stale after a failed revalidation
+    /// (the first handle was consumed by it); `None` if it changed meanwhile.
+    async fn reopen(
+        &self,
+        key: &CacheKey,
+        head: &request::Parts,
+        (meta, body_len): &(EntryMeta, u64),
+    ) -> Option<Box<Found>> {
+        match self.cache.lookup(key, &head.headers).await {
+            Lookup::Found(found)
+                if found.entry.body_len == *body_len
+                    && found.entry.meta.response_headers == meta.response_headers =>
+            {
+                Some(found)
+            }
+            _ => None,
+        }
+    }
+
+    /// Starts one background refresh of a stale entry served under
+    /// `stale-while-revalidate`, unless one is already running for the key.
+    pub(super) fn refresh_in_background(
+        &self,
+        head: &request::Parts,
+        key: &CacheKey,
+        stored: http::HeaderMap,
+    ) {
+        let Ok(target) = origin_request(head) else {
+            return;
+        };
+        let hash = key.store_hash();
+        {
+            let mut running = self.refreshing.lock().unwrap_or_else(|e| e.into_inner());
+            if !running.insert(hash) {
+                return;
+            }
+        }
+        let (cache, refreshing, key) = (self.cache.clone(), self.refreshing.clone(), key.clone());
+        tokio::spawn(async move {
+            refresh(&cache, &target, &key, &stored).await;
+            refreshing
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&hash);
+        });
+    }
+}
+
+/// The background half of `stale-while-revalidate`: revalidates the stored response
+/// for `key` and stores whatever the origin answers, reading the body to its end.
+async fn refresh(cache: &Cache, target: &OriginRequest, key: &CacheKey, stored: &http::HeaderMap) {
+    let (found, marker) = match cache.lookup(key, &target.headers).await {
+        // Only if it is still the response that was served stale.
+        Lookup::Found(found) if &found.entry.meta.response_headers == stored => {
+            let marker = found.marker.clone();
+            (found, marker)
+        }
+        _ => return,
+    };
+    let (response, times) = match cache.revalidate(target, found).await {
+        Ok(Revalidated::NotModified(_)) => return,
+        Ok(Revalidated::Replaced {
+            response,
+            request_time,
+            response_time,
+        }) => (response, (request_time, response_time)),
+        Err(error) => {
+            tracing::info!(key = %key, %error, "background refresh failed");
+            return;
+        }
+    };
+    if let Err(reason) = cache.storable(&target.headers, &response, times.1) {
+        tracing::debug!(key = %key, reason = reason.as_str(), "background refresh not stored");
+        return;
+    }
+    let writer = match cache
+        .begin_fill(
+            key,
+            marker.as_ref(),
+            &target.headers,
+            &response.head,
+            response.framing,
+            times,
+        )
+        .await
+    {
+        Ok(writer) => writer,
+        Err(error) => {
+            tracing::warn!(key = %key, %error, "cannot start background refresh fill");
+            return;
+        }
+    };
+    let mut body = TeeBody::with_fill(response.body, writer, key.as_str());
+    // Read to the end so the fill completes; the frames themselves go nowhere.
+    while let Some(frame) = body.frame().await {
+        if frame.is_err() {
+            break;
+        }
+    }
+}
