@@ -63,6 +63,15 @@
 //! call, the second block read only after the first branch) 267 / 144 ns; generations in an
 //! `arc_swap` (two locked instructions per check for its guard; measured under a load
 //! average of 7) 232 / 83 ns; now 215 / 58.
+//!
+//! Tried and not kept, 2026-11-22: transparent huge pages for the filter arrays
+//! (`madvise(MADV_HUGEPAGE)` before first touch; this VM's THP mode is `madvise`, and
+//! `/proc/self/smaps_rollup` showed 30 of the 39 MB of a 10M pair on 2 MiB pages).
+//! `cargo bench --bench filter -- "10M/(secondhit_pair|random_read)"`: 212 ns per
+//! check-and-record against 215 without (floor 27 ns, latency 162 ns in the same run):
+//! within noise, so the TLB is not what a check waits for here, and the `unsafe` call was
+//! not worth keeping. The remaining gap to the goals is the atomic insert and the
+//! unpredictable branch, which keep consecutive operations from overlapping (above).
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
