@@ -258,9 +258,9 @@ impl Proxy {
             // The client's validators would let the origin answer 304, leaving nothing to store.
             validation::whole_object_request(&mut headers, None);
         }
-        let range_forwarded = headers.contains_key(RANGE);
+        let mut range_forwarded = headers.contains_key(RANGE);
         let request_time = SystemTime::now();
-        let origin = self
+        let mut origin = self
             .cache
             .origin
             .send(
@@ -271,6 +271,25 @@ impl Proxy {
                 reqwest::Body::wrap(body),
             )
             .await?;
+        if whole_for_range
+            && matches!(origin.framing, BodyFraming::Length(len) if len > self.cache.max_object_size)
+        {
+            // Too large to store: fetching it whole would only serve one range of it. Drop
+            // this response (and its connection) and let the origin answer the range.
+            drop(origin);
+            range_forwarded = true;
+            origin = self
+                .cache
+                .origin
+                .send(
+                    Method::GET,
+                    path_and_query(head),
+                    head.headers.clone(),
+                    client_host(head)?,
+                    reqwest::Body::from(Vec::new()),
+                )
+                .await?;
+        }
         let exchange = Exchange {
             key,
             marker: marker.as_ref(),

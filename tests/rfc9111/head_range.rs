@@ -215,3 +215,29 @@ async fn partial_from_origin_is_never_stored_as_the_object() {
     assert!(!whole.cache.hit, "{:?}", whole.cache);
     assert_eq!(whole.body, thousand());
 }
+
+/// RFC 9111 §3.3 with `cache.max_object_size`: a range miss on an object too large to store
+/// is not fetched whole; the origin answers the range itself and nothing is stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn range_miss_on_an_object_too_large_to_store_asks_the_origin_for_the_range() {
+    let origin = range_origin().await;
+    let proxy = TestProxy::start(origin.addr, |c| {
+        c.admission.policy = AdmissionPolicy::Always;
+        c.cache.max_object_size = 500;
+    })
+    .await;
+    let seen = get_with(&proxy, "/obj", &[("range", "bytes=10-19")]).await;
+    assert_eq!(seen.status, 206);
+    assert_eq!(seen.body, &thousand()[10..20]);
+    assert_eq!(header(&seen, "content-range"), Some("bytes 10-19/1000"));
+    assert!(!seen.cache.stored, "{:?}", seen.cache);
+    assert_eq!(seen.cache.detail.as_deref(), Some("range"));
+    let sent = origin.last_headers("/obj").expect("fetched");
+    assert_eq!(
+        sent.get("range").map(|v| v.as_bytes()),
+        Some(&b"bytes=10-19"[..]),
+        "the second request carries the client's range"
+    );
+    assert_eq!(origin.count("/obj"), 2, "one whole attempt, one range");
+    assert!(proxy.entry_files().is_empty());
+}
