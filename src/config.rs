@@ -50,6 +50,11 @@ pub struct ServerConfig {
     pub max_connections: usize,
     /// Time allowed for a client to send the request head (> 0).
     pub header_read_timeout: Duration,
+    /// Most header fields in an HTTP/1 request head; more get 431 (1..=[`MAX_MAX_HEADERS`]).
+    pub max_headers: usize,
+    /// Most bytes of a request head, request line included; a larger head gets 431
+    /// ([`MIN_MAX_HEADER_BYTES`]..=[`MAX_MAX_HEADER_BYTES`]).
+    pub max_header_bytes: usize,
     /// Grace period for in-flight requests on shutdown (zero allowed).
     pub shutdown_timeout: Duration,
 }
@@ -60,10 +65,21 @@ impl Default for ServerConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             max_connections: 10_000,
             header_read_timeout: Duration::from_secs(10),
+            max_headers: 100,
+            max_header_bytes: 64 * 1024,
             shutdown_timeout: Duration::from_secs(30),
         }
     }
 }
+
+/// Upper limit of `server.max_headers`: hyper allocates room for that many fields per request.
+pub const MAX_MAX_HEADERS: usize = 10_000;
+
+/// Lower limit of `server.max_header_bytes`: hyper's smallest read buffer (it panics below).
+pub const MIN_MAX_HEADER_BYTES: usize = 8 * 1024;
+
+/// Upper limit of `server.max_header_bytes`: every connection may buffer this much for a head.
+pub const MAX_MAX_HEADER_BYTES: usize = 1024 * 1024;
 
 /// `[origin]`: the upstream that misses are fetched from.
 #[derive(Debug, Clone, PartialEq)]

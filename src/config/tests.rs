@@ -54,6 +54,8 @@ const FULL: &str = r#"
     listen = "0.0.0.0:3128"
     max_connections = 50
     header_read_timeout = "500ms"
+    max_headers = 20
+    max_header_bytes = "16KiB"
     shutdown_timeout = "0s"
     [origin]
     url = "http://origin.example:8000/"
@@ -91,6 +93,8 @@ fn full_file_from_disk_gives_typed_values() {
     assert_eq!(c.server.listen, SocketAddr::from(([0, 0, 0, 0], 3128)));
     assert_eq!(c.server.max_connections, 50);
     assert_eq!(c.server.header_read_timeout, Duration::from_millis(500));
+    assert_eq!(c.server.max_headers, 20);
+    assert_eq!(c.server.max_header_bytes, 16 * 1024);
     assert_eq!(c.server.shutdown_timeout, Duration::ZERO);
     assert_eq!(c.origin.url.host(), Some("origin.example"));
     assert_eq!(c.origin.url.port_u16(), Some(8000));
@@ -250,6 +254,27 @@ const REJECTED: &[(&str, &str, &str)] = &[
     (
         "[server]\nheader_read_timeout = \"0s\"",
         "server.header_read_timeout",
+        "invalid",
+    ),
+    ("[server]\nmax_headers = 0", "server.max_headers", "invalid"),
+    (
+        "[server]\nmax_headers = 10001",
+        "server.max_headers",
+        "invalid",
+    ),
+    (
+        "[server]\nmax_header_bytes = \"4KiB\"",
+        "server.max_header_bytes",
+        "invalid",
+    ),
+    (
+        "[server]\nmax_header_bytes = \"2MiB\"",
+        "server.max_header_bytes",
+        "invalid",
+    ),
+    (
+        "[server]\nmax_header_bytes = \"lots\"",
+        "server.max_header_bytes",
         "invalid",
     ),
     (

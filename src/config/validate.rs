@@ -10,8 +10,8 @@ use serde::de::{self, IgnoredAny, Visitor};
 
 use super::{
     AccessLog, AdmissionConfig, AdmissionPolicy, CacheConfig, Config, ConfigError, FilterSizing,
-    HostHeader, LogConfig, LogFormat, MAX_VERIFY_WHOLE_BELOW, OriginConfig, RotateMode,
-    ServerConfig,
+    HostHeader, LogConfig, LogFormat, MAX_MAX_HEADER_BYTES, MAX_MAX_HEADERS,
+    MAX_VERIFY_WHOLE_BELOW, MIN_MAX_HEADER_BYTES, OriginConfig, RotateMode, ServerConfig,
 };
 
 /// Parses TOML text and validates it into a [`Config`].
@@ -41,6 +41,8 @@ struct RawServer {
     admin_listen: Option<IgnoredAny>,
     max_connections: Option<usize>,
     header_read_timeout: Option<String>,
+    max_headers: Option<usize>,
+    max_header_bytes: Option<RawSize>,
     idle_timeout: Option<IgnoredAny>,
     shutdown_timeout: Option<String>,
 }
@@ -154,6 +156,13 @@ fn validate_server(raw: RawServer, d: ServerConfig) -> Result<ServerConfig, Conf
             )
         })?,
     };
+    let max_header_bytes = match raw.max_header_bytes {
+        None => d.max_header_bytes,
+        Some(size) => {
+            let bytes = parse_size("server.max_header_bytes", size)?;
+            usize::try_from(bytes).unwrap_or(usize::MAX)
+        }
+    };
     Ok(ServerConfig {
         listen,
         max_connections: positive(
@@ -165,6 +174,19 @@ fn validate_server(raw: RawServer, d: ServerConfig) -> Result<ServerConfig, Conf
             "server.header_read_timeout",
             raw.header_read_timeout,
             d.header_read_timeout,
+        )?,
+        max_headers: within(
+            "server.max_headers",
+            raw.max_headers.unwrap_or(d.max_headers),
+            1,
+            MAX_MAX_HEADERS,
+        )?,
+        // hyper panics below its minimum read buffer; the range is checked here instead.
+        max_header_bytes: within(
+            "server.max_header_bytes",
+            max_header_bytes,
+            MIN_MAX_HEADER_BYTES,
+            MAX_MAX_HEADER_BYTES,
         )?,
         // Zero is allowed: it means "stop at once" on shutdown.
         shutdown_timeout: duration(
@@ -433,6 +455,18 @@ fn positive<T: Default + PartialEq>(
         return Err(invalid(key, "must be greater than zero".to_owned()));
     }
     Ok(value)
+}
+
+/// `value` if it lies in `min..=max`, else an error naming both bounds.
+fn within(key: &'static str, value: usize, min: usize, max: usize) -> Result<usize, ConfigError> {
+    if (min..=max).contains(&value) {
+        Ok(value)
+    } else {
+        Err(invalid(
+            key,
+            format!("{value} is outside the allowed range {min}..={max}"),
+        ))
+    }
 }
 
 fn duration(
