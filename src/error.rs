@@ -3,8 +3,9 @@
 //! Two kinds of failure exist. A failure of the *cache* (a disk error, a damaged
 //! entry) never fails a request: the proxy logs it and proxies uncached, so it never
 //! reaches this module's [`error_response`]. A failure of the *request* (the origin is
-//! down or slow, the request names no host) is answered here: 400, 502 or 504 with a
-//! short plain-text body and a `Cache-Status` detail naming the cause.
+//! down or slow, the request names no host, it breaks an RFC 9110/9112 rule that
+//! `hygiene` checks) is answered here: 400, 502 or 504 with a short plain-text body and
+//! a `Cache-Status` detail naming the cause.
 
 use std::net::SocketAddr;
 
@@ -16,6 +17,7 @@ use http_body_util::{BodyExt, Full};
 use crate::admission::AdmissionError;
 use crate::cache_status::{CACHE_STATUS, CacheStatus};
 use crate::config::ConfigError;
+use crate::hygiene::Rejection;
 use crate::key::KeyError;
 use crate::origin::OriginError;
 use crate::store::StoreError;
@@ -32,6 +34,9 @@ pub enum ProxyError {
     /// The request cannot be mapped to a cache key or an origin request.
     #[error("bad request: {0}")]
     BadRequest(#[from] KeyError),
+    /// The request breaks a rule a conforming intermediary enforces; it never reaches the origin.
+    #[error("rejected request: {0}")]
+    Rejected(#[from] Rejection),
     /// The origin failed before a response head arrived.
     #[error(transparent)]
     Origin(#[from] OriginError),
@@ -73,6 +78,7 @@ pub enum StartError {
 pub fn error_response(error: &ProxyError) -> Response<ProxyBody> {
     let (status, detail) = match error {
         ProxyError::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad-request"),
+        ProxyError::Rejected(reason) => (StatusCode::BAD_REQUEST, reason.as_str()),
         ProxyError::Origin(OriginError::Timeout(_)) => {
             (StatusCode::GATEWAY_TIMEOUT, "origin-timeout")
         }

@@ -11,8 +11,13 @@
 //!
 //! A request travels down this list of modules; data flows one way:
 //!
-//! - [`server`] accepts the connection (HTTP/1.1 or cleartext HTTP/2) and hands each
-//!   request to [`proxy`], which orchestrates the rest and does no parsing or file I/O.
+//! - [`server`] accepts the connection (HTTP/1.1 or cleartext HTTP/2), bounds request
+//!   heads, answers heads with ambiguous body framing (`Content-Length` with
+//!   `Transfer-Encoding`) with 400 before hyper forwards them, and hands each request to
+//!   [`proxy`], which orchestrates the rest and does no parsing or file I/O.
+//! - [`hygiene`] checks the request against the RFC 9110/9112 rules hyper lets through
+//!   (one valid `Host`, matching the target's authority) and adds `Via` and
+//!   `X-Forwarded-*` to what goes to the origin, and `Via` to every response.
 //! - [`key`] builds the normalised [`key::CacheKey`] (scheme, host, path, query) and
 //!   its stable, unkeyed xxh3-128 store hash.
 //! - [`admission`] checks the key's *keyed* hash against the filter pair and records
@@ -39,6 +44,7 @@ pub mod bench;
 pub mod cache_status;
 pub mod config;
 pub mod error;
+pub mod hygiene;
 pub mod key;
 pub mod origin;
 pub mod policy;

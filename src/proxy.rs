@@ -27,6 +27,7 @@ mod respond;
 mod stale;
 
 use std::collections::HashSet;
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -38,6 +39,7 @@ use hyper::body::Incoming;
 use crate::admission::{Admission, AdmitReason, Decision, FilterHasher};
 use crate::cache_status::{CACHE_STATUS, CacheStatus, Forward};
 use crate::error::{BoxError, ProxyBody, ProxyError, error_response};
+use crate::hygiene;
 use crate::key::{CacheKey, KeyError};
 use crate::origin::{BodyFraming, Origin, OriginResponse};
 use crate::policy::NotStored;
@@ -106,11 +108,27 @@ impl Proxy {
         self.admission.clone()
     }
 
-    /// Answers one request. Never fails: errors become responses through `error_response`.
-    pub async fn handle(&self, request: Request<Incoming>) -> Response<ProxyBody> {
+    /// Answers one request from `peer`. Never fails: errors become responses through `error_response`.
+    ///
+    /// The head is checked first ([`hygiene::check_request`]): a rejected request is
+    /// answered 400 and never routed. An accepted head gets the forwarding fields
+    /// ([`hygiene::prepare_forward`]) before it is routed, so every origin request
+    /// carries them; every response gets `Via`.
+    pub async fn handle(
+        &self,
+        request: Request<Incoming>,
+        peer: SocketAddr,
+    ) -> Response<ProxyBody> {
         let started = Instant::now();
-        let (head, body) = request.into_parts();
-        let mut response = match self.route(&head, body).await {
+        let (mut head, body) = request.into_parts();
+        let routed = match hygiene::check_request(&mut head) {
+            Ok(()) => {
+                hygiene::prepare_forward(&mut head, peer.ip());
+                self.route(&head, body).await
+            }
+            Err(rejection) => Err(ProxyError::Rejected(rejection)),
+        };
+        let mut response = match routed {
             Ok(response) => response,
             Err(error) => {
                 tracing::warn!(method = %head.method, uri = %head.uri, %error, "request failed");
@@ -124,6 +142,7 @@ impl Proxy {
                 CacheStatus::error("internal").to_header_value(),
             );
         }
+        hygiene::add_response_via(response.headers_mut());
         if self.access_log {
             tracing::info!(
                 target: "access",

@@ -1,0 +1,290 @@
+//! What a conforming intermediary checks on a request and adds to the messages it
+//! forwards (RFC 9110 §7.6, RFC 9112 §3.2 and §6.3). Pure: no I/O.
+//!
+//! [`check_request`] rejects requests that RFC 9112 says a server must answer with 400
+//! and that hyper lets through: no `Host` in HTTP/1.1, more than one `Host` field line,
+//! a `Host` that is not `uri-host[:port]`, and a target authority (absolute form, or
+//! HTTP/2 `:authority`) naming another host than `Host`. It also recognises requests
+//! that `server`'s connection guard synthesized in place of a head whose framing was
+//! unsafe (`Content-Length` with `Transfer-Encoding`, conflicting `Content-Length`s):
+//! such a head carries [`REJECTION_FIELD`] with the connection's secret
+//! [`ConnectionToken`] and the reason, which a client cannot forge because it never
+//! sees the token.
+//!
+//! [`prepare_forward`] removes hop-by-hop fields first (so a client cannot name our own
+//! fields in `Connection` to have them stripped) and then appends `Via` and
+//! `X-Forwarded-For` and sets `X-Forwarded-Proto` and `X-Forwarded-Host`.
+//! [`add_response_via`] appends `Via` to every response.
+
+use std::net::IpAddr;
+
+use http::header::{HOST, VIA};
+use http::uri::{Authority, Scheme};
+use http::{HeaderMap, HeaderName, HeaderValue, Version, request};
+
+use crate::origin::strip_hop_by_hop;
+
+/// The pseudonym this proxy uses in `Via` (RFC 9110 §7.6.3: a received-by name).
+pub const VIA_PSEUDONYM: &str = "secondhit";
+
+/// The private field a synthesized rejection head carries: `<token> <reason>`.
+pub const REJECTION_FIELD: HeaderName = HeaderName::from_static("x-secondhit-rejected");
+
+/// `X-Forwarded-For`: the chain of client addresses, appended to.
+pub const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+/// `X-Forwarded-Proto`: the scheme the client used, set.
+pub const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+/// `X-Forwarded-Host`: the host the client asked for, set.
+pub const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
+
+/// Why a request is answered 400 without reaching the origin.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Rejection {
+    /// More than one `Host` field line (RFC 9112 §3.2).
+    #[error("more than one Host field")]
+    SeveralHosts,
+    /// An HTTP/1.1 request without `Host` (RFC 9112 §3.2).
+    #[error("HTTP/1.1 request without Host")]
+    MissingHost,
+    /// `Host` or the target's authority is not `uri-host[:port]` (RFC 9112 §3.2,
+    /// RFC 9110 §4.2.4: userinfo is an error).
+    #[error("invalid Host or target authority")]
+    InvalidHost,
+    /// The target URI's authority names another host or port than `Host`
+    /// (RFC 9112 §3.2.2, RFC 9113 §8.3.1).
+    #[error("target authority differs from Host")]
+    HostMismatch,
+    /// Both `Content-Length` and `Transfer-Encoding` (RFC 9112 §6.3, a smuggling vector).
+    #[error("Content-Length together with Transfer-Encoding")]
+    LengthWithTransferEncoding,
+    /// Several `Content-Length` values that differ (RFC 9112 §6.3).
+    #[error("conflicting Content-Length values")]
+    ConflictingLength,
+    /// A `Content-Length` that is not a decimal number (RFC 9110 §8.6).
+    #[error("invalid Content-Length")]
+    InvalidLength,
+}
+
+impl Rejection {
+    /// Every reason, for parsing and tests.
+    pub const ALL: [Rejection; 7] = [
+        Rejection::SeveralHosts,
+        Rejection::MissingHost,
+        Rejection::InvalidHost,
+        Rejection::HostMismatch,
+        Rejection::LengthWithTransferEncoding,
+        Rejection::ConflictingLength,
+        Rejection::InvalidLength,
+    ];
+
+    /// The `Cache-Status` `detail` token (an RFC 8941 token) and log word.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Rejection::SeveralHosts => "several-hosts",
+            Rejection::MissingHost => "missing-host",
+            Rejection::InvalidHost => "invalid-host",
+            Rejection::HostMismatch => "host-mismatch",
+            Rejection::LengthWithTransferEncoding => "content-length-with-transfer-encoding",
+            Rejection::ConflictingLength => "conflicting-content-length",
+            Rejection::InvalidLength => "invalid-content-length",
+        }
+    }
+
+    /// The reason named by `word` ([`Rejection::as_str`]).
+    pub fn from_word(word: &str) -> Option<Rejection> {
+        Rejection::ALL.into_iter().find(|r| r.as_str() == word)
+    }
+}
+
+/// A per-connection secret that marks the heads the connection guard synthesized.
+///
+/// It is attached to every request of its connection as an extension; a head whose
+/// [`REJECTION_FIELD`] starts with the same token was written by the guard, not the client.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct ConnectionToken([u8; 32]);
+
+impl ConnectionToken {
+    /// A fresh token from the operating system's random source.
+    pub fn random() -> Result<ConnectionToken, getrandom::Error> {
+        let mut raw = [0u8; 16];
+        getrandom::fill(&mut raw)?;
+        let mut hex = [0u8; 32];
+        for (i, byte) in raw.iter().enumerate() {
+            hex[2 * i] = HEX[usize::from(byte >> 4)];
+            hex[2 * i + 1] = HEX[usize::from(byte & 0xf)];
+        }
+        Ok(ConnectionToken(hex))
+    }
+
+    /// The token as ASCII hex, for the synthesized head.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+impl std::fmt::Debug for ConnectionToken {
+    // A secret: never in logs.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ConnectionToken(..)")
+    }
+}
+
+/// Checks a request head before anything else sees it, and removes [`REJECTION_FIELD`].
+pub fn check_request(head: &mut request::Parts) -> Result<(), Rejection> {
+    // `remove` drops every line of the field, so a forged one never travels on.
+    if let Some(marker) = head.headers.remove(REJECTION_FIELD)
+        && let Some(token) = head.extensions.get::<ConnectionToken>()
+        && let Some(reason) = synthesized_rejection(&marker, token)
+    {
+        return Err(reason);
+    }
+    check_host(head)
+}
+
+/// The reason in a rejection marker written with `token`, or `None` if it was not.
+fn synthesized_rejection(marker: &HeaderValue, token: &ConnectionToken) -> Option<Rejection> {
+    let (sent, reason) = marker.as_bytes().split_at_checked(token.as_bytes().len())?;
+    let reason = reason.strip_prefix(b" ")?;
+    // Not a constant-time comparison: the client never sees a token, and each
+    // connection has a new one, so timing reveals nothing it could reuse.
+    if sent != token.as_bytes() {
+        return None;
+    }
+    Rejection::from_word(std::str::from_utf8(reason).ok()?)
+}
+
+/// The `Host` rules of RFC 9112 §3.2 and §3.2.2.
+fn check_host(head: &request::Parts) -> Result<(), Rejection> {
+    let mut hosts = head.headers.get_all(HOST).iter();
+    let host = hosts.next();
+    if hosts.next().is_some() {
+        return Err(Rejection::SeveralHosts);
+    }
+    let Some(host) = host else {
+        // HTTP/2 carries `:authority` instead; HTTP/1.0 may omit Host.
+        return match head.version {
+            Version::HTTP_11 => Err(Rejection::MissingHost),
+            _ => Ok(()),
+        };
+    };
+    let host = host_authority(host.as_bytes())?;
+    let Some(target) = head.uri.authority() else {
+        return Ok(());
+    };
+    valid_authority(target)?;
+    let default_port = if head.uri.scheme() == Some(&Scheme::HTTPS) {
+        443
+    } else {
+        80
+    };
+    let port = |a: &Authority| a.port_u16().unwrap_or(default_port);
+    if target.host().eq_ignore_ascii_case(host.host()) && port(target) == port(&host) {
+        Ok(())
+    } else {
+        Err(Rejection::HostMismatch)
+    }
+}
+
+/// Parses a `Host` value as `uri-host [":" port]`.
+fn host_authority(value: &[u8]) -> Result<Authority, Rejection> {
+    // An empty Host leaves an `http` URI without a host, which RFC 9110 §4.2.1
+    // says a recipient must reject.
+    let authority = Authority::try_from(value).map_err(|_| Rejection::InvalidHost)?;
+    valid_authority(&authority)?;
+    Ok(authority)
+}
+
+/// Rejects userinfo, an empty host and a port that is not a 16-bit decimal number.
+fn valid_authority(authority: &Authority) -> Result<(), Rejection> {
+    let text = authority.as_str();
+    if text.contains('@') || authority.host().is_empty() {
+        return Err(Rejection::InvalidHost);
+    }
+    // Without userinfo the text is the host, then nothing or ":" and the port
+    // (`Authority::port` hides a port that is not a number).
+    let port = text
+        .strip_prefix(authority.host())
+        .ok_or(Rejection::InvalidHost)?;
+    match port.strip_prefix(':') {
+        None if port.is_empty() => Ok(()),
+        // An empty port means the default (RFC 3986 §3.2.3).
+        Some(digits)
+            if digits.bytes().all(|b| b.is_ascii_digit())
+                && (digits.is_empty() || digits.parse::<u16>().is_ok()) =>
+        {
+            Ok(())
+        }
+        _ => Err(Rejection::InvalidHost),
+    }
+}
+
+/// Prepares a checked request head for the origin: removes hop-by-hop fields, then
+/// appends `Via` and `X-Forwarded-For` and sets `X-Forwarded-Proto`/`-Host`.
+pub fn prepare_forward(head: &mut request::Parts, peer: IpAddr) {
+    strip_hop_by_hop(&mut head.headers);
+    let via = via_value(head.version);
+    append_to_list(&mut head.headers, VIA, via.as_bytes());
+    // An IPv4 client on a dual-stack socket appears as ::ffff:a.b.c.d.
+    let peer = peer.to_canonical().to_string();
+    append_to_list(&mut head.headers, X_FORWARDED_FOR, peer.as_bytes());
+    // The listener is cleartext only.
+    head.headers
+        .insert(X_FORWARDED_PROTO, HeaderValue::from_static("http"));
+    let host = head.headers.get(HOST).cloned().or_else(|| {
+        let authority = head.uri.authority()?;
+        HeaderValue::from_str(authority.as_str()).ok()
+    });
+    match host {
+        Some(host) => head.headers.insert(X_FORWARDED_HOST, host),
+        None => head.headers.remove(X_FORWARDED_HOST),
+    };
+}
+
+/// Appends this proxy to a response's `Via`.
+///
+/// The received protocol is the origin's: the origin client always speaks HTTP/1.1
+/// (and `origin` does not keep the version of the response it got), so it is "1.1".
+pub fn add_response_via(headers: &mut HeaderMap) {
+    append_to_list(headers, VIA, via_value(Version::HTTP_11).as_bytes());
+}
+
+/// `<received-protocol> secondhit` for a message received with `version`.
+fn via_value(version: Version) -> String {
+    let protocol = match version {
+        Version::HTTP_09 => "0.9",
+        Version::HTTP_10 => "1.0",
+        Version::HTTP_2 => "2",
+        Version::HTTP_3 => "3",
+        _ => "1.1",
+    };
+    format!("{protocol} {VIA_PSEUDONYM}")
+}
+
+/// Appends `member` to the comma-separated list `name`, folding every existing field
+/// line into one (RFC 9110 §5.3 makes that equivalent), because some consumers of
+/// `X-Forwarded-For` read only the first line.
+fn append_to_list(headers: &mut HeaderMap, name: HeaderName, member: &[u8]) {
+    let mut joined = Vec::with_capacity(64);
+    for value in headers.get_all(&name) {
+        joined.extend_from_slice(value.as_bytes());
+        joined.extend_from_slice(b", ");
+    }
+    joined.extend_from_slice(member);
+    // Existing values were valid field values and `member` is visible ASCII, so the
+    // join is one too; should that ever fail, the old lines are kept and ours added.
+    match HeaderValue::from_bytes(&joined) {
+        Ok(value) => {
+            headers.insert(name, value);
+        }
+        Err(_) => {
+            if let Ok(value) = HeaderValue::from_bytes(member) {
+                headers.append(name, value);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,203 @@
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use super::*;
+
+fn head(version: Version, uri: &str, headers: &[(&str, &str)]) -> request::Parts {
+    let mut builder = http::Request::builder().version(version).uri(uri);
+    for (name, value) in headers {
+        builder = builder.header(*name, *value);
+    }
+    builder.body(()).expect("test request").into_parts().0
+}
+
+fn check(version: Version, uri: &str, headers: &[(&str, &str)]) -> Result<(), Rejection> {
+    check_request(&mut head(version, uri, headers))
+}
+
+#[test]
+fn one_host_is_required_in_http_1_1_and_optional_elsewhere() {
+    assert_eq!(check(Version::HTTP_11, "/", &[("host", "a")]), Ok(()));
+    assert_eq!(
+        check(Version::HTTP_11, "/", &[]),
+        Err(Rejection::MissingHost)
+    );
+    assert_eq!(check(Version::HTTP_10, "/", &[]), Ok(()));
+    assert_eq!(check(Version::HTTP_2, "http://a/", &[]), Ok(()));
+    assert_eq!(
+        check(Version::HTTP_11, "/", &[("host", "a"), ("host", "a")]),
+        Err(Rejection::SeveralHosts)
+    );
+}
+
+#[test]
+fn host_must_be_a_host_and_optional_port() {
+    for bad in ["", "user@a", "a b", "a:port", "a:99999"] {
+        assert_eq!(
+            check(Version::HTTP_11, "/", &[("host", bad)]),
+            Err(Rejection::InvalidHost),
+            "{bad:?}"
+        );
+    }
+    for good in ["a", "a:8080", "a:", "[::1]:80", "127.0.0.1"] {
+        assert_eq!(
+            check(Version::HTTP_11, "/", &[("host", good)]),
+            Ok(()),
+            "{good:?}"
+        );
+    }
+}
+
+#[test]
+fn target_authority_must_name_the_host_with_default_ports_and_any_case() {
+    let same = [
+        ("http://Example.COM/x", "example.com"),
+        ("http://example.com:80/x", "example.com"),
+        ("http://example.com/x", "EXAMPLE.com:80"),
+        ("https://example.com/x", "example.com:443"),
+        ("http://[::1]:8080/x", "[::1]:8080"),
+    ];
+    for (uri, host) in same {
+        assert_eq!(
+            check(Version::HTTP_11, uri, &[("host", host)]),
+            Ok(()),
+            "{uri} {host}"
+        );
+    }
+    let different = [
+        ("http://example.com/x", "other.com"),
+        ("http://example.com:8080/x", "example.com"),
+        ("https://example.com/x", "example.com:80"),
+    ];
+    for (uri, host) in different {
+        assert_eq!(
+            check(Version::HTTP_11, uri, &[("host", host)]),
+            Err(Rejection::HostMismatch),
+            "{uri} {host}"
+        );
+    }
+    assert_eq!(
+        check(Version::HTTP_2, "http://a/x", &[("host", "b")]),
+        Err(Rejection::HostMismatch)
+    );
+    assert_eq!(
+        check(Version::HTTP_11, "http://u@a/x", &[("host", "a")]),
+        Err(Rejection::InvalidHost)
+    );
+}
+
+#[test]
+fn only_a_marker_with_the_connection_token_rejects() {
+    let token = ConnectionToken::random().expect("random token");
+    let other = ConnectionToken::random().expect("random token");
+    for reason in Rejection::ALL {
+        assert_eq!(Rejection::from_word(reason.as_str()), Some(reason));
+        let marker = format!(
+            "{} {}",
+            std::str::from_utf8(token.as_bytes()).expect("hex"),
+            reason.as_str()
+        );
+        let mut request = head(
+            Version::HTTP_11,
+            "/",
+            &[("host", "a"), ("x-secondhit-rejected", &marker)],
+        );
+        request.extensions.insert(token);
+        assert_eq!(check_request(&mut request), Err(reason));
+
+        let mut forged = head(
+            Version::HTTP_11,
+            "/",
+            &[("host", "a"), ("x-secondhit-rejected", &marker)],
+        );
+        forged.extensions.insert(other);
+        assert_eq!(
+            check_request(&mut forged),
+            Ok(()),
+            "another connection's token"
+        );
+        assert!(
+            !forged.headers.contains_key(REJECTION_FIELD),
+            "the marker never travels on"
+        );
+    }
+    let mut without = head(
+        Version::HTTP_11,
+        "/",
+        &[("host", "a"), ("x-secondhit-rejected", "x")],
+    );
+    assert_eq!(check_request(&mut without), Ok(()));
+    assert!(!without.headers.contains_key(REJECTION_FIELD));
+    assert_eq!(format!("{token:?}"), "ConnectionToken(..)");
+}
+
+#[test]
+fn forwarding_fields_are_appended_or_set() {
+    let mut request = head(
+        Version::HTTP_10,
+        "/",
+        &[
+            ("host", "a.example"),
+            ("via", "1.1 first"),
+            ("x-forwarded-for", "192.0.2.1"),
+            ("x-forwarded-for", "192.0.2.2"),
+            ("x-forwarded-proto", "https"),
+            ("x-forwarded-host", "evil.example"),
+            ("connection", "x-forwarded-for, via"),
+        ],
+    );
+    prepare_forward(&mut request, IpAddr::V4(Ipv4Addr::new(198, 51, 100, 7)));
+    let h = &request.headers;
+    // `Connection` named the forwarding fields: the client's are gone, ours are there.
+    assert_eq!(h.get(VIA).expect("via"), "1.0 secondhit");
+    assert_eq!(h.get(X_FORWARDED_FOR).expect("xff"), "198.51.100.7");
+    assert_eq!(h.get(X_FORWARDED_PROTO).expect("xfp"), "http");
+    assert_eq!(h.get(X_FORWARDED_HOST).expect("xfh"), "a.example");
+    assert!(!h.contains_key(http::header::CONNECTION));
+
+    let mut request = head(
+        Version::HTTP_2,
+        "http://b.example/",
+        &[
+            ("via", "1.1 first"),
+            ("x-forwarded-for", "192.0.2.1"),
+            ("x-forwarded-for", "192.0.2.2"),
+        ],
+    );
+    let mapped = IpAddr::V6(Ipv4Addr::new(203, 0, 113, 9).to_ipv6_mapped());
+    prepare_forward(&mut request, mapped);
+    let h = &request.headers;
+    assert_eq!(h.get(VIA).expect("via"), "1.1 first, 2 secondhit");
+    assert_eq!(
+        h.get(X_FORWARDED_FOR).expect("xff"),
+        "192.0.2.1, 192.0.2.2, 203.0.113.9"
+    );
+    assert_eq!(
+        h.get(X_FORWARDED_HOST).expect("xfh from :authority"),
+        "b.example"
+    );
+
+    let mut request = head(
+        Version::HTTP_10,
+        "/",
+        &[("x-forwarded-host", "evil.example")],
+    );
+    prepare_forward(&mut request, IpAddr::V6(Ipv6Addr::LOCALHOST));
+    assert_eq!(request.headers.get(X_FORWARDED_FOR).expect("xff"), "::1");
+    assert!(
+        !request.headers.contains_key(X_FORWARDED_HOST),
+        "no host: none forwarded"
+    );
+}
+
+#[test]
+fn responses_get_via_appended() {
+    let mut headers = HeaderMap::new();
+    add_response_via(&mut headers);
+    assert_eq!(headers.get(VIA).expect("via"), "1.1 secondhit");
+    add_response_via(&mut headers);
+    assert_eq!(headers.get_all(VIA).iter().count(), 1);
+    assert_eq!(
+        headers.get(VIA).expect("via"),
+        "1.1 secondhit, 1.1 secondhit"
+    );
+}
