@@ -2,6 +2,8 @@
 //! origin, `stale-if-error` when it fails, and the background refresh behind
 //! `stale-while-revalidate` (one per key at a time).
 
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use http::{Response, StatusCode, request};
@@ -114,21 +116,46 @@ impl Proxy {
         let Ok(target) = origin_request(head) else {
             return;
         };
-        let hash = key.store_hash();
-        {
-            let mut running = self.refreshing.lock().unwrap_or_else(|e| e.into_inner());
-            if !running.insert(hash) {
-                return;
-            }
-        }
-        let (cache, refreshing, key) = (self.cache.clone(), self.refreshing.clone(), key.clone());
+        let Some(slot) = RefreshSlot::claim(&self.refreshing, key.store_hash()) else {
+            return;
+        };
+        let (cache, key) = (self.cache.clone(), key.clone());
         tokio::spawn(async move {
             refresh(&cache, &target, &key, &stored).await;
-            refreshing
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(&hash);
+            drop(slot);
         });
+    }
+}
+
+/// The one background refresh a key may have at a time; the key is free again when this
+/// drops, however the refresh ended (finished, failed, or its task panicked).
+struct RefreshSlot {
+    running: Arc<Mutex<HashSet<u128>>>,
+    hash: u128,
+}
+
+impl RefreshSlot {
+    /// Claims the slot of `hash`, or `None` if a refresh of it is running.
+    fn claim(running: &Arc<Mutex<HashSet<u128>>>, hash: u128) -> Option<RefreshSlot> {
+        // A poisoned lock only means another thread panicked while holding it; the set
+        // itself is always consistent (one insert or remove per critical section).
+        let claimed = running
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(hash);
+        claimed.then(|| RefreshSlot {
+            running: running.clone(),
+            hash,
+        })
+    }
+}
+
+impl Drop for RefreshSlot {
+    fn drop(&mut self) {
+        self.running
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.hash);
     }
 }
 
