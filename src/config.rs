@@ -3,7 +3,7 @@
 //! Loading happens in two steps. First serde reads the file into private
 //! `Raw*` structs whose fields are all `Option`s (so every key is optional)
 //! and which deny unknown keys; a TOML error is reported with the dotted key
-//! it points at. Then [`validate`] checks every key once, fills in defaults
+//! it points at. Then `validate` checks every key once, fills in defaults
 //! from the `Default` impls (the single source of truth for them) and builds
 //! the public types, so the rest of the crate can trust the values without
 //! re-checking. Every error names the dotted key (`cache.max_object_size`)

@@ -37,7 +37,7 @@
 //!   [`error`] turns request failures into 400/502/504 responses, in one function.
 //!
 //! [`config`] turns the TOML file into a validated [`config::Config`] once, at start-up.
-//! [`bench`] drives workloads through the real proxy and simulates them offline.
+//! [`bench`](mod@bench) drives workloads through the real proxy and simulates them offline.
 
 pub mod admission;
 pub mod bench;

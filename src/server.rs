@@ -13,7 +13,7 @@
 //! `server.max_headers` fields and `server.max_header_bytes` bytes (hyper answers 431;
 //! the byte limit also bounds an HTTP/2 header list).
 //!
-//! Every connection is read through a [`head_guard`], which answers request heads with
+//! Every connection is read through a `head_guard`, which answers request heads with
 //! ambiguous body framing (`Content-Length` with `Transfer-Encoding`) with 400 before
 //! hyper would forward them, and carries a per-connection [`ConnectionToken`] that
 //! every request of the connection gets as an extension.

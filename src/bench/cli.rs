@@ -75,8 +75,8 @@ pub struct PolicyArgs {
     /// Policies to compare, comma-separated.
     #[arg(long, value_delimiter = ',', default_values_t = POLICY_NAMES.map(String::from))]
     pub policies: Vec<String>,
-    /// A secondhit config file whose [admission] section sizes `second-hit` (and whose
-    /// [cache] max_object_size applies). Without it, the filter's generation is sized to
+    /// A secondhit config file whose `[admission]` section sizes `second-hit` (and whose
+    /// `[cache]` max_object_size applies). Without it, the filter's generation is sized to
     /// the number of objects the cache holds (cache size / mean object size).
     #[arg(long)]
     pub config: Option<PathBuf>,
