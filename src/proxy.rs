@@ -394,6 +394,18 @@ impl Proxy {
         if !exchange.range_forwarded
             && head.method == Method::GET
             && response_head.status == StatusCode::OK
+            && validation::client_not_modified(&head.headers, &response_head.headers)
+        {
+            // The client's validators were held back so that the origin sent a storable
+            // 200, and that 200 matches them: the client gets its 304 (RFC 9110 §13.1.2)
+            // while the body is read to its end in the background for the fill.
+            tokio::spawn(drain(body));
+            let head = validation::not_modified_head(response_head);
+            return Response::from_parts(head, respond::empty());
+        }
+        if !exchange.range_forwarded
+            && head.method == Method::GET
+            && response_head.status == StatusCode::OK
             && let BodyFraming::Length(len) = framing
             && let RangeAnswer::Part { first, last } =
                 range::answer(&head.headers, &response_head.headers, len)
@@ -438,6 +450,16 @@ impl Proxy {
             .headers_mut()
             .insert(CACHE_STATUS, status.to_header_value());
         Ok(response)
+    }
+}
+
+/// Reads `body` to its end and drops what it yields, so a fill teed from it completes
+/// (or, for a body nobody stores, so the origin connection is reused rather than cut).
+async fn drain<B: hyper::body::Body + Unpin>(mut body: B) {
+    while let Some(frame) = body.frame().await {
+        if frame.is_err() {
+            break;
+        }
     }
 }
 

@@ -7,10 +7,9 @@ use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use http::{Response, StatusCode, request};
-use http_body_util::BodyExt;
 
 use super::cache::{Cache, Found, Lookup, OriginRequest, Revalidated};
-use super::{ERROR_STATUSES, Exchange, Proxy, origin_request, respond};
+use super::{ERROR_STATUSES, Exchange, Proxy, drain, origin_request, respond};
 use crate::admission::{AdmitReason, Decision};
 use crate::cache_status::{CacheStatus, Forward};
 use crate::error::{ProxyBody, ProxyError};
@@ -203,11 +202,6 @@ async fn refresh(cache: &Cache, target: &OriginRequest, key: &CacheKey, stored: 
             return;
         }
     };
-    let mut body = TeeBody::with_fill(response.body, writer, key.as_str());
     // Read to the end so the fill completes; the frames themselves go nowhere.
-    while let Some(frame) = body.frame().await {
-        if frame.is_err() {
-            break;
-        }
-    }
+    drain(TeeBody::with_fill(response.body, writer, key.as_str())).await;
 }

@@ -191,3 +191,28 @@ async fn client_if_modified_since_older_gets_the_body() {
     assert_eq!(seen.body, b"fresh-body");
     assert_hit(&seen);
 }
+
+/// RFC 9110 §13.1.2 on a miss: the proxy holds the client's `If-None-Match` back so the
+/// origin sends a storable 200; when that 200 matches it, the client still gets its 304,
+/// and the object is stored all the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_if_none_match_on_a_stored_miss_is_answered_304() {
+    let origin = fresh_validated_origin().await;
+    let proxy = proxy_always(&origin).await;
+    let seen = get_with(&proxy, "/m", &[("if-none-match", "\"a\"")]).await;
+    assert_eq!(seen.status, 304, "{:?}", seen.cache);
+    assert!(seen.body.is_empty());
+    assert_eq!(header(&seen, "etag"), Some("\"a\""));
+    assert_forwarded(&seen, "uri-miss");
+    assert!(seen.cache.stored, "{:?}", seen.cache);
+    let sent = origin.last_headers("/m").expect("fetched");
+    assert!(
+        !sent.contains_key("if-none-match"),
+        "the origin was asked for the whole object: {sent:?}"
+    );
+    proxy.wait_committed(1).await;
+    let whole = get_with(&proxy, "/m", &[]).await;
+    assert_hit(&whole);
+    assert_eq!(whole.body, b"fresh-body");
+    assert_eq!(origin.count("/m"), 1);
+}
