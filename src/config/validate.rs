@@ -1,17 +1,22 @@
 //! The raw layer of config loading and its validation into the public types.
 
-use std::fmt;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use http::Uri;
 use serde::Deserialize;
-use serde::de::{self, IgnoredAny, Visitor};
+use serde::de::IgnoredAny;
 
 use super::{
     AccessLog, AdmissionConfig, AdmissionPolicy, CacheConfig, Config, ConfigError, FilterSizing,
     HostHeader, LogConfig, LogFormat, MAX_MAX_HEADER_BYTES, MAX_MAX_HEADERS,
     MAX_VERIFY_WHOLE_BELOW, MIN_MAX_HEADER_BYTES, OriginConfig, RotateMode, ServerConfig,
+};
+
+mod values;
+
+use values::{
+    RawSize, choice, duration, invalid, not_built, not_built_value, parse_error, parse_size,
+    positive, positive_duration, within,
 };
 
 /// Parses TOML text and validates it into a [`Config`].
@@ -89,38 +94,6 @@ struct RawLog {
     level: Option<String>,
     format: Option<String>,
     access_log: Option<String>,
-}
-
-/// A size as written: a TOML integer of bytes, or a string for `bytesize`.
-/// The string is parsed during validation, so its error can use our wording.
-enum RawSize {
-    Bytes(u64),
-    Text(String),
-}
-
-impl<'de> Deserialize<'de> for RawSize {
-    fn deserialize<D: de::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct SizeVisitor;
-        impl Visitor<'_> for SizeVisitor {
-            type Value = RawSize;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(r#"a size such as "512KiB" or a whole number of bytes"#)
-            }
-            fn visit_u64<E: de::Error>(self, v: u64) -> Result<RawSize, E> {
-                Ok(RawSize::Bytes(v))
-            }
-            // toml hands every integer over as i64; a negative one is refused here.
-            fn visit_i64<E: de::Error>(self, v: i64) -> Result<RawSize, E> {
-                u64::try_from(v)
-                    .map(RawSize::Bytes)
-                    .map_err(|_| E::invalid_value(de::Unexpected::Signed(v), &self))
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<RawSize, E> {
-                Ok(RawSize::Text(v.to_owned()))
-            }
-        }
-        deserializer.deserialize_any(SizeVisitor)
-    }
 }
 
 /// Checks every key of `raw` once and builds the typed [`Config`].
@@ -384,157 +357,4 @@ fn validate_log(raw: RawLog, d: LogConfig) -> Result<LogConfig, ConfigError> {
         format: choice("log.format", raw.format, d.format, &formats)?,
         access_log: choice("log.access_log", raw.access_log, d.access_log, &outputs)?,
     })
-}
-
-fn invalid(key: &'static str, reason: String) -> ConfigError {
-    ConfigError::Invalid { key, reason }
-}
-
-/// Rejects the presence of a schema key whose `feature` is not built yet.
-fn not_built(
-    key: &'static str,
-    value: &Option<IgnoredAny>,
-    feature: &str,
-) -> Result<(), ConfigError> {
-    match value {
-        Some(_) => Err(ConfigError::NotSupported {
-            key,
-            what: format!("{feature} is not built; remove the key"),
-        }),
-        None => Ok(()),
-    }
-}
-
-/// Rejects the one planned value `unbuilt` of `key` whose feature is not built yet.
-fn not_built_value(
-    key: &'static str,
-    value: Option<&str>,
-    unbuilt: &str,
-    what: &str,
-) -> Result<(), ConfigError> {
-    match value {
-        Some(v) if v == unbuilt => Err(ConfigError::NotSupported {
-            key,
-            what: what.to_owned(),
-        }),
-        _ => Ok(()),
-    }
-}
-
-/// Maps the word given for `key` to its value, or the default when absent.
-fn choice<T: Clone>(
-    key: &'static str,
-    raw: Option<String>,
-    default: T,
-    choices: &[(&str, T)],
-) -> Result<T, ConfigError> {
-    let Some(word) = raw else { return Ok(default) };
-    match choices.iter().find(|(name, _)| *name == word) {
-        Some((_, value)) => Ok(value.clone()),
-        None => {
-            let names: Vec<String> = choices
-                .iter()
-                .map(|(name, _)| format!("{name:?}"))
-                .collect();
-            Err(invalid(
-                key,
-                format!("{word:?} is not one of {}", names.join(", ")),
-            ))
-        }
-    }
-}
-
-/// The value given (or the default), rejecting zero for keys that must be positive.
-fn positive<T: Default + PartialEq>(
-    key: &'static str,
-    raw: Option<T>,
-    default: T,
-) -> Result<T, ConfigError> {
-    let value = raw.unwrap_or(default);
-    if value == T::default() {
-        return Err(invalid(key, "must be greater than zero".to_owned()));
-    }
-    Ok(value)
-}
-
-/// `value` if it lies in `min..=max`, else an error naming both bounds.
-fn within(key: &'static str, value: usize, min: usize, max: usize) -> Result<usize, ConfigError> {
-    if (min..=max).contains(&value) {
-        Ok(value)
-    } else {
-        Err(invalid(
-            key,
-            format!("{value} is outside the allowed range {min}..={max}"),
-        ))
-    }
-}
-
-fn duration(
-    key: &'static str,
-    raw: Option<String>,
-    default: Duration,
-) -> Result<Duration, ConfigError> {
-    let Some(text) = raw else { return Ok(default) };
-    humantime::parse_duration(&text).map_err(|_| {
-        invalid(
-            key,
-            format!(r#"{text:?} is not a duration (examples: "500ms", "10s", "1h")"#),
-        )
-    })
-}
-
-fn positive_duration(
-    key: &'static str,
-    raw: Option<String>,
-    default: Duration,
-) -> Result<Duration, ConfigError> {
-    positive(key, None, duration(key, raw, default)?)
-}
-
-fn parse_size(key: &'static str, size: RawSize) -> Result<u64, ConfigError> {
-    match size {
-        RawSize::Bytes(n) => Ok(n),
-        RawSize::Text(text) => text
-            .parse::<bytesize::ByteSize>()
-            .map(|b| b.as_u64())
-            .map_err(|_| {
-                invalid(
-                    key,
-                    format!(r#"{text:?} is not a size (examples: "512KiB", "10GiB")"#),
-                )
-            }),
-    }
-}
-
-/// Turns a toml error into [`ConfigError::Parse`], naming the dotted key the
-/// error's span falls in (toml's own message names only the last segment).
-fn parse_error(text: &str, err: &toml::de::Error) -> ConfigError {
-    let Some(pos) = err.span().map(|span| span.start) else {
-        return ConfigError::Parse(err.to_string().trim_end().to_owned());
-    };
-    let Some(key) = key_at(text, pos) else {
-        // A syntax error: toml's message already shows the line.
-        return ConfigError::Parse(err.to_string().trim_end().to_owned());
-    };
-    let line = text.bytes().take(pos).filter(|&b| b == b'\n').count() + 1;
-    ConfigError::Parse(format!("{key}: {} (line {line})", err.message().trim_end()))
-}
-
-/// The dotted key (`section.key`, or just `section`) whose key or value
-/// covers byte offset `pos`; `None` if the text does not parse as TOML.
-fn key_at(text: &str, pos: usize) -> Option<String> {
-    let doc = toml::de::DeTable::parse(text).ok()?;
-    for (section, value) in doc.get_ref() {
-        if let toml::de::DeValue::Table(table) = value.get_ref() {
-            for (key, inner) in table {
-                if key.span().contains(&pos) || inner.span().contains(&pos) {
-                    return Some(format!("{}.{}", section.get_ref(), key.get_ref()));
-                }
-            }
-        }
-        if section.span().contains(&pos) || value.span().contains(&pos) {
-            return Some(section.get_ref().to_string());
-        }
-    }
-    None
 }

@@ -1,0 +1,318 @@
+//! Every invalid setting is rejected with an error that names its key.
+
+use super::{err, kind};
+
+/// Each case: (TOML, dotted key the message must name, error kind).
+#[rustfmt::skip]
+const REJECTED: &[(&str, &str, &str)] = &[
+    // Unknown keys, in each section and at the top.
+    ("[server]\nbogus = 1", "server.bogus", "parse"),
+    ("[origin]\nbogus = 1", "origin.bogus", "parse"),
+    ("[cache]\nbogus = 1", "cache.bogus", "parse"),
+    ("[admission]\nbogus = 1", "admission.bogus", "parse"),
+    ("[log]\nbogus = 1", "log.bogus", "parse"),
+    ("[bogus]\nx = 1", "bogus", "parse"),
+    ("bogus = 1", "bogus", "parse"),
+    // Wrong types and negative numbers.
+    (
+        "[server]\nmax_connections = -1",
+        "server.max_connections",
+        "parse",
+    ),
+    (
+        "[server]\nmax_connections = \"many\"",
+        "server.max_connections",
+        "parse",
+    ),
+    (
+        "[server]\nheader_read_timeout = 10",
+        "server.header_read_timeout",
+        "parse",
+    ),
+    (
+        "[cache]\nmax_object_size = -1",
+        "cache.max_object_size",
+        "parse",
+    ),
+    (
+        "[cache]\nmax_object_size = 1.5",
+        "cache.max_object_size",
+        "parse",
+    ),
+    ("[cache]\nfsync = \"yes\"", "cache.fsync", "parse"),
+    (
+        "[admission]\nexpected_urls = -5",
+        "admission.expected_urls",
+        "parse",
+    ),
+    ("server = 5", "server", "parse"),
+    ("[log]\nlevel = [\"info\"]", "log.level", "parse"),
+    // [server]
+    (
+        "[server]\nlisten = \"localhost\"",
+        "server.listen",
+        "invalid",
+    ),
+    (
+        "[server]\nmax_connections = 0",
+        "server.max_connections",
+        "invalid",
+    ),
+    (
+        "[server]\nheader_read_timeout = \"10 parsecs\"",
+        "server.header_read_timeout",
+        "invalid",
+    ),
+    (
+        "[server]\nheader_read_timeout = \"0s\"",
+        "server.header_read_timeout",
+        "invalid",
+    ),
+    ("[server]\nmax_headers = 0", "server.max_headers", "invalid"),
+    (
+        "[server]\nmax_headers = 10001",
+        "server.max_headers",
+        "invalid",
+    ),
+    (
+        "[server]\nmax_header_bytes = \"4KiB\"",
+        "server.max_header_bytes",
+        "invalid",
+    ),
+    (
+        "[server]\nmax_header_bytes = \"2MiB\"",
+        "server.max_header_bytes",
+        "invalid",
+    ),
+    (
+        "[server]\nmax_header_bytes = \"lots\"",
+        "server.max_header_bytes",
+        "invalid",
+    ),
+    (
+        "[server]\nshutdown_timeout = \"soon\"",
+        "server.shutdown_timeout",
+        "invalid",
+    ),
+    (
+        "[server]\nadmin_listen = \"127.0.0.1:9090\"",
+        "server.admin_listen",
+        "not-supported",
+    ),
+    (
+        "[server]\nidle_timeout = \"60s\"",
+        "server.idle_timeout",
+        "not-supported",
+    ),
+    // [origin]
+    (
+        "[origin]\nurl = \"http://exa mple\"",
+        "origin.url",
+        "invalid",
+    ),
+    (
+        "[origin]\nurl = \"ftp://example.com\"",
+        "origin.url",
+        "invalid",
+    ),
+    (
+        "[origin]\nurl = \"https://example.com\"",
+        "origin.url",
+        "not-supported",
+    ),
+    (
+        "[origin]\nurl = \"http://example.com/api\"",
+        "origin.url",
+        "invalid",
+    ),
+    (
+        "[origin]\nurl = \"http://example.com/?a=1\"",
+        "origin.url",
+        "invalid",
+    ),
+    (
+        "[origin]\nurl = \"example.com:80\"",
+        "origin.url",
+        "invalid",
+    ),
+    ("[origin]\nurl = \"/just/a/path\"", "origin.url", "invalid"),
+    (
+        "[origin]\nhost_header = \"proxy\"",
+        "origin.host_header",
+        "invalid",
+    ),
+    (
+        "[origin]\nconnect_timeout = \"0s\"",
+        "origin.connect_timeout",
+        "invalid",
+    ),
+    (
+        "[origin]\nread_timeout = \"0ms\"",
+        "origin.read_timeout",
+        "invalid",
+    ),
+    (
+        "[origin]\nmax_in_flight = 0",
+        "origin.max_in_flight",
+        "invalid",
+    ),
+    // [cache]
+    ("[cache]\ndir = \"\"", "cache.dir", "invalid"),
+    (
+        "[cache]\nmax_object_size = \"12XB\"",
+        "cache.max_object_size",
+        "invalid",
+    ),
+    (
+        "[cache]\nmax_object_size = \"0B\"",
+        "cache.max_object_size",
+        "invalid",
+    ),
+    (
+        "[cache]\nmax_object_size = 0",
+        "cache.max_object_size",
+        "invalid",
+    ),
+    ("[cache]\nmax_size = \"0B\"", "cache.max_size", "invalid"),
+    ("[cache]\nmax_size = \"lots\"", "cache.max_size", "invalid"),
+    ("[cache]\nmax_size = -1", "cache.max_size", "parse"),
+    (
+        "[cache]\nmin_free = \"1GiB\"",
+        "cache.min_free",
+        "not-supported",
+    ),
+    ("[cache]\nlock_timeout = \"soon\"", "cache.lock_timeout", "invalid"),
+    ("[cache]\nlock_timeout = 5", "cache.lock_timeout", "parse"),
+    ("[cache]\nheuristic_max_age = \"a day\"", "cache.heuristic_max_age", "invalid"),
+    (
+        "[cache]\nverify_whole_below = \"17MiB\"",
+        "cache.verify_whole_below",
+        "invalid",
+    ),
+    (
+        "[cache]\nverify_whole_below = \"small\"",
+        "cache.verify_whole_below",
+        "invalid",
+    ),
+    // [admission]
+    (
+        "[admission]\npolicy = \"shadow\"",
+        "admission.policy",
+        "not-supported",
+    ),
+    (
+        "[admission]\npolicy = \"bogus\"",
+        "admission.policy",
+        "invalid",
+    ),
+    (
+        "[admission]\nexpected_urls = 0",
+        "admission.expected_urls",
+        "invalid",
+    ),
+    (
+        "[admission]\nexpected_urls = 10\nmemory = \"4MiB\"",
+        "admission.expected_urls",
+        "invalid",
+    ),
+    (
+        "[admission]\nmemory = \"0KiB\"",
+        "admission.memory",
+        "invalid",
+    ),
+    (
+        "[admission]\nmemory = \"lots\"",
+        "admission.memory",
+        "invalid",
+    ),
+    (
+        "[admission]\nfalse_positive_rate = 0",
+        "admission.false_positive_rate",
+        "invalid",
+    ),
+    (
+        "[admission]\nfalse_positive_rate = 0.0",
+        "admission.false_positive_rate",
+        "invalid",
+    ),
+    (
+        "[admission]\nfalse_positive_rate = 1",
+        "admission.false_positive_rate",
+        "invalid",
+    ),
+    (
+        "[admission]\nfalse_positive_rate = 1.5",
+        "admission.false_positive_rate",
+        "invalid",
+    ),
+    (
+        "[admission]\nfalse_positive_rate = -0.1",
+        "admission.false_positive_rate",
+        "invalid",
+    ),
+    (
+        "[admission]\nfalse_positive_rate = nan",
+        "admission.false_positive_rate",
+        "invalid",
+    ),
+    (
+        "[admission]\nfalse_positive_rate = inf",
+        "admission.false_positive_rate",
+        "invalid",
+    ),
+    (
+        "[admission]\nmax_age = \"0s\"",
+        "admission.max_age",
+        "invalid",
+    ),
+    (
+        "[admission]\nmax_age = \"an hour\"",
+        "admission.max_age",
+        "invalid",
+    ),
+    (
+        "[admission]\nrotate = \"daily\"",
+        "admission.rotate",
+        "invalid",
+    ),
+    (
+        "[admission]\nsnapshot_every = \"0s\"",
+        "admission.snapshot_every",
+        "invalid",
+    ),
+    (
+        "[admission]\nsnapshot_every = \"often\"",
+        "admission.snapshot_every",
+        "invalid",
+    ),
+    (
+        "[admission]\nsnapshot_every = 60",
+        "admission.snapshot_every",
+        "parse",
+    ),
+    // [log]
+    ("[log]\nlevel = \"loud\"", "log.level", "invalid"),
+    ("[log]\nlevel = \"info,hyper=warn\"", "log.level", "invalid"),
+    ("[log]\nformat = \"xml\"", "log.format", "invalid"),
+    (
+        "[log]\naccess_log = \"/var/log/secondhit.log\"",
+        "log.access_log",
+        "not-supported",
+    ),
+];
+
+#[test]
+fn every_invalid_case_is_rejected_naming_its_key() {
+    for &(text, key, expected_kind) in REJECTED {
+        let e = err(text);
+        let shown = e.to_string();
+        assert!(
+            shown.contains(key),
+            "{text:?}: {shown:?} does not name {key}"
+        );
+        assert_eq!(kind(&e), expected_kind, "{text:?}: {shown}");
+        if expected_kind == "not-supported" {
+            assert!(shown.contains("not supported yet"), "{shown}");
+        }
+    }
+}
