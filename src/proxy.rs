@@ -20,8 +20,13 @@
 //!    stored fetches the whole object and answers the range from it.
 //!
 //! A cache failure (lookup or fill) is logged and the request proxied uncached.
+//!
+//! Submodules: `cache` (lookup with variants, revalidation, fills), `forward` (relaying
+//! the origin's answer), `respond` (answers from storage), `stale` (stale entries),
+//! `invalidate` (unsafe methods).
 
 mod cache;
+mod forward;
 mod invalidate;
 mod respond;
 mod stale;
@@ -31,7 +36,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use http::header::{AUTHORIZATION, CONTENT_LENGTH, CONTENT_RANGE, HOST, RANGE};
+use http::header::{AUTHORIZATION, HOST, RANGE};
 use http::{HeaderValue, Method, Request, Response, StatusCode, request};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
@@ -45,10 +50,10 @@ use crate::origin::{BodyFraming, Origin, OriginResponse};
 use crate::policy::NotStored;
 use crate::policy::freshness::{RequestDirectives, Reuse, StoredFreshness};
 use crate::policy::validation;
-use crate::range::{self, RangeAnswer, RangeBody};
+use crate::range;
 use crate::store::Store;
-use crate::tee::TeeBody;
 use cache::{Cache, Lookup, Marker, OriginRequest};
+use forward::Exchange;
 
 /// Statuses that count as the origin failing, for `stale-if-error` (RFC 5861 §4).
 const ERROR_STATUSES: [StatusCode; 4] = [
@@ -280,13 +285,10 @@ impl Proxy {
         let mut range_forwarded = headers.contains_key(RANGE);
         let request_time = SystemTime::now();
         let mut origin = self
-            .cache
-            .origin
             .send(
+                head,
                 head.method.clone(),
-                path_and_query(head),
                 headers,
-                client_host(head)?,
                 reqwest::Body::wrap(body),
             )
             .await?;
@@ -297,16 +299,9 @@ impl Proxy {
             // this response (and its connection) and let the origin answer the range.
             drop(origin);
             range_forwarded = true;
+            let empty = reqwest::Body::from(Vec::new());
             origin = self
-                .cache
-                .origin
-                .send(
-                    Method::GET,
-                    path_and_query(head),
-                    head.headers.clone(),
-                    client_host(head)?,
-                    reqwest::Body::from(Vec::new()),
-                )
+                .send(head, Method::GET, head.headers.clone(), empty)
                 .await?;
         }
         let exchange = Exchange {
@@ -320,109 +315,21 @@ impl Proxy {
         Ok(self.answer_from_origin(head, origin, exchange).await)
     }
 
-    /// Relays the origin's answer to a GET/HEAD, teeing it to a fill when it is
-    /// storable and admitted, and cutting the client's range out of a whole object.
-    async fn answer_from_origin(
+    /// Sends `method` with `headers` and `body` to the origin, for the client's target
+    /// and host in `head`.
+    async fn send(
         &self,
         head: &request::Parts,
-        origin: OriginResponse,
-        exchange: Exchange<'_>,
-    ) -> Response<ProxyBody> {
-        let verdict = if head.method != Method::GET {
-            Err(NotStored::Method)
-        } else if exchange.range_forwarded {
-            Err(NotStored::Range)
-        } else {
-            self.cache
-                .storable(&head.headers, &origin, exchange.times.1)
-        };
-        let OriginResponse {
-            head: response_head,
-            body: origin_body,
-            framing,
-        } = origin;
-        let miss = CacheStatus::forward(exchange.forward).fwd_status(response_head.status);
-        let (status, body) = match verdict {
-            Err(reason) => (
-                miss.detail(reason.as_str()),
-                TeeBody::passthrough(origin_body),
-            ),
-            Ok(()) if !exchange.admission.is_admit() => (
-                miss.detail(exchange.admission.as_str()),
-                TeeBody::passthrough(origin_body),
-            ),
-            Ok(()) => match self
-                .cache
-                .begin_fill(
-                    exchange.key,
-                    exchange.marker,
-                    &head.headers,
-                    &response_head,
-                    framing,
-                    exchange.times,
-                )
-                .await
-            {
-                Ok(writer) if framing == BodyFraming::Length(0) => {
-                    // No body to tee (a 204 is not even polled): commit it now.
-                    let status = match writer.finish().await {
-                        Ok(()) => miss.stored(),
-                        Err(error) => {
-                            tracing::warn!(key = %exchange.key, %error, "cannot store an empty body");
-                            miss.detail("store-error")
-                        }
-                    };
-                    (status, TeeBody::passthrough(origin_body))
-                }
-                Ok(writer) => (
-                    miss.stored(),
-                    TeeBody::with_fill(origin_body, writer, exchange.key.as_str()),
-                ),
-                Err(error) => {
-                    tracing::warn!(key = %exchange.key, %error, "cannot start fill; proxying uncached");
-                    (
-                        miss.detail("store-error"),
-                        TeeBody::passthrough(origin_body),
-                    )
-                }
-            },
-        };
-        let mut response_head = response_head;
-        response_head
-            .headers
-            .insert(CACHE_STATUS, status.to_header_value());
-        if !exchange.range_forwarded
-            && head.method == Method::GET
-            && response_head.status == StatusCode::OK
-            && validation::client_not_modified(&head.headers, &response_head.headers)
-        {
-            // The client's validators were held back so that the origin sent a storable
-            // 200, and that 200 matches them: the client gets its 304 (RFC 9110 §13.1.2)
-            // while the body is read to its end in the background for the fill.
-            tokio::spawn(drain(body));
-            let head = validation::not_modified_head(response_head);
-            return Response::from_parts(head, respond::empty());
-        }
-        if !exchange.range_forwarded
-            && head.method == Method::GET
-            && response_head.status == StatusCode::OK
-            && let BodyFraming::Length(len) = framing
-            && let RangeAnswer::Part { first, last } =
-                range::answer(&head.headers, &response_head.headers, len)
-        {
-            response_head.status = StatusCode::PARTIAL_CONTENT;
-            let headers = &mut response_head.headers;
-            headers.insert(CONTENT_RANGE, range::content_range(first, last, len));
-            headers.insert(CONTENT_LENGTH, HeaderValue::from(last - first + 1));
-            let body = RangeBody::new(body, first, last);
-            return Response::from_parts(
-                response_head,
-                body.map_err(BoxError::from).boxed_unsync(),
-            );
-        }
-        // A whole object for a range of unknown or unsatisfiable extent: the whole
-        // 200 is a valid answer to any range request (RFC 9110 §14.2).
-        Response::from_parts(response_head, body.map_err(BoxError::from).boxed_unsync())
+        method: Method,
+        headers: http::HeaderMap,
+        body: reqwest::Body,
+    ) -> Result<OriginResponse, ProxyError> {
+        let (target, host) = (path_and_query(head), client_host(head)?);
+        Ok(self
+            .cache
+            .origin
+            .send(method, target, headers, host, body)
+            .await?)
     }
 
     /// Sends a request to the origin unchanged (but for hop-by-hop fields) and relays the answer.
@@ -432,16 +339,9 @@ impl Proxy {
         body: Incoming,
         status: CacheStatus,
     ) -> Result<Response<ProxyBody>, ProxyError> {
+        let body = reqwest::Body::wrap(body);
         let origin = self
-            .cache
-            .origin
-            .send(
-                head.method.clone(),
-                path_and_query(head),
-                head.headers.clone(),
-                client_host(head)?,
-                reqwest::Body::wrap(body),
-            )
+            .send(head, head.method.clone(), head.headers.clone(), body)
             .await?;
         let status = status.fwd_status(origin.head.status);
         let body = origin.body.map_err(BoxError::from).boxed_unsync();
@@ -451,30 +351,6 @@ impl Proxy {
             .insert(CACHE_STATUS, status.to_header_value());
         Ok(response)
     }
-}
-
-/// Reads `body` to its end and drops what it yields, so a fill teed from it completes
-/// (or, for a body nobody stores, so the origin connection is reused rather than cut).
-async fn drain<B: hyper::body::Body + Unpin>(mut body: B) {
-    while let Some(frame) = body.frame().await {
-        if frame.is_err() {
-            break;
-        }
-    }
-}
-
-/// One origin exchange for a GET/HEAD, and what the cache decided about it beforehand.
-struct Exchange<'a> {
-    /// The URL's key (variants are derived from it).
-    key: &'a CacheKey,
-    /// The URL's variant set, when one is stored.
-    marker: Option<&'a Marker>,
-    forward: Forward,
-    admission: Decision,
-    /// When the request was sent and when the response head arrived.
-    times: (SystemTime, SystemTime),
-    /// The client's `Range` went to the origin (so the answer is not the whole object).
-    range_forwarded: bool,
 }
 
 /// The origin-facing parts of a client request.

@@ -9,7 +9,8 @@ use std::time::SystemTime;
 use http::{Response, StatusCode, request};
 
 use super::cache::{Cache, Found, Lookup, OriginRequest, Revalidated};
-use super::{ERROR_STATUSES, Exchange, Proxy, drain, origin_request, respond};
+use super::forward::{Exchange, drain};
+use super::{ERROR_STATUSES, Proxy, origin_request, respond};
 use crate::admission::{AdmitReason, Decision};
 use crate::cache_status::{CacheStatus, Forward};
 use crate::error::{ProxyBody, ProxyError};
