@@ -222,6 +222,14 @@ pub trait Admission: Send + Sync {
         let _ = now;
         self.check_and_record(hash)
     }
+    /// A hint that `hash` will be checked soon: a policy that keeps filters starts loading the
+    /// key's blocks into the CPU's cache, so that the check does not wait for memory. Changes
+    /// no answer. Worth calling a few keys ahead when the keys are known in advance (the
+    /// simulator replaying a trace) or a little before the check (the proxy, before its
+    /// store lookup); a check of a key in a large filter otherwise waits one memory latency.
+    fn prefetch(&self, hash: FilterHash) {
+        let _ = hash;
+    }
     /// Bytes of memory the policy holds (for metrics).
     fn memory_bytes(&self) -> u64;
     /// The policy's config name, for logs and metrics.

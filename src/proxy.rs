@@ -170,10 +170,11 @@ impl Proxy {
             return self.unsafe_or_other(head, body).await;
         }
         let key = CacheKey::from_request(head)?;
+        let filter_hash = self.hasher.hash(key.as_str().as_bytes());
+        // The filter's blocks load from memory while the request's directives are parsed.
+        self.admission.prefetch(filter_hash);
         let directives = RequestDirectives::parse(&head.headers);
-        let decision = self
-            .admission
-            .check_and_record(self.hasher.hash(key.as_str().as_bytes()));
+        let decision = self.admission.check_and_record(filter_hash);
         if directives.no_store {
             // Nothing of this exchange may be stored (RFC 9111 §5.2.1.5), so it is not
             // served from storage either: the client asked to keep it out of caches.

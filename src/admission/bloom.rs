@@ -79,14 +79,20 @@ pub struct Probe {
     masks: [u64; WORDS],
 }
 
+/// The index of `hash`'s block in a filter of `blocks` blocks.
+fn block_of(hash: FilterHash, blocks: usize) -> usize {
+    let hi = (hash.0 >> 64) as u64;
+    // Multiply-shift maps `hi` uniformly onto 0..blocks without a division; the product's
+    // high half is below `blocks`, which is a usize, so the cast cannot truncate.
+    ((u128::from(hi) * blocks as u128) >> 64) as usize
+}
+
 impl Probe {
     /// The block and bit masks of `hash` in a filter of `blocks` blocks with `probes` probes.
     pub fn new(hash: FilterHash, blocks: usize, probes: u32) -> Probe {
         let lo = hash.0 as u64;
         let hi = (hash.0 >> 64) as u64;
-        // Multiply-shift maps `hi` uniformly onto 0..blocks without a division; the product's
-        // high half is below `blocks`, which is a usize, so the cast cannot truncate.
-        let block = ((u128::from(hi) * blocks as u128) >> 64) as usize;
+        let block = block_of(hash, blocks);
         // The block index depends on the top bits of `hi`; the step comes from its low bits.
         let step = hi.rotate_left(32) | 1;
         let mut g = lo;
@@ -156,6 +162,28 @@ impl BloomFilter {
     /// The probe of `hash` in this filter.
     pub fn probe(&self, hash: FilterHash) -> Probe {
         Probe::new(hash, self.blocks.len(), self.probes)
+    }
+
+    /// Asks the CPU to start loading `hash`'s block into its cache, without waiting for it
+    /// and without changing anything: a hint, so that a check of the same key a little later
+    /// finds the block there instead of waiting for memory.
+    ///
+    /// A prefetch instruction rather than a load: a load would have to complete before the
+    /// next insert's locked instruction may execute (x86 keeps loads in order with locked
+    /// instructions), so it would stall the caller for a whole memory latency; a prefetch is
+    /// a hint the CPU keeps no order for.
+    pub fn prefetch(&self, hash: FilterHash) {
+        let block: *const Block = &self.blocks[block_of(hash, self.blocks.len())];
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: a prefetch never faults and has no effect a program can observe but time;
+        // the pointer is to a live block anyway. SSE, which the intrinsic needs, is part of
+        // the x86_64 baseline.
+        unsafe {
+            use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+            _mm_prefetch::<_MM_HINT_T0>(block.cast());
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = block;
     }
 
     /// Whether all of `hash`'s bits are set: false means certainly not inserted since the

@@ -16,10 +16,10 @@ use std::time::{Duration, Instant};
 
 use xxhash_rust::xxh3::xxh3_128;
 
-use crate::admission::{FilterHasher, ObjectCount};
+use crate::admission::{FilterHash, FilterHasher, ObjectCount};
 use crate::bench::policies;
 use crate::bench::report::PolicyReport;
-use crate::bench::workload::Workload;
+use crate::bench::workload::{Request, Workload};
 use crate::config::AdmissionConfig;
 use crate::store::index::{Fill, Index, Origin};
 
@@ -27,6 +27,11 @@ use crate::store::index::{Fill, Index, Origin};
 /// metadata slots of the minimum 1 KiB (see `store::entry`); typical for the synthetic
 /// origin's responses, whose metadata is a few hundred bytes.
 pub const ENTRY_OVERHEAD: u64 = 512 + 2 * 1024;
+
+/// How many requests ahead the replay prefetches the admission filter's blocks: a block
+/// fetched from memory arrives while the requests in between are handled, so a check of a
+/// large filter does not wait one memory latency (see [`crate::admission::Admission::prefetch`]).
+const PREFETCH_AHEAD: usize = 16;
 
 /// The cache the simulated proxy has.
 #[derive(Clone, Copy, Debug)]
@@ -59,13 +64,29 @@ pub fn simulate(
     let (mut hits, mut hit_bytes, mut bytes) = (0u64, 0u64, 0u64);
     let (mut origin_requests, mut origin_bytes) = (0u64, 0u64);
     let (mut write_objects, mut write_bytes) = (0u64, 0u64);
-    for (fill_id, request) in (0u64..).zip(&workload.requests) {
-        let id = request.object.to_le_bytes();
+    // Request `i`'s filter hash, computed and prefetched `PREFETCH_AHEAD` requests earlier,
+    // waits at `ahead[i % PREFETCH_AHEAD]`.
+    let prefetched = |request: &Request| {
+        let hash = hasher.hash(&request.object.to_le_bytes());
+        admission.prefetch(hash);
+        hash
+    };
+    let mut ahead = [FilterHash(0); PREFETCH_AHEAD];
+    for (slot, request) in ahead.iter_mut().zip(&workload.requests) {
+        *slot = prefetched(request);
+    }
+    for (i, request) in workload.requests.iter().enumerate() {
+        let later = workload.requests.get(i + PREFETCH_AHEAD).map(prefetched);
+        let filter_hash = ahead[i % PREFETCH_AHEAD];
+        if let Some(later) = later {
+            ahead[i % PREFETCH_AHEAD] = later;
+        }
+        let fill_id = i as u64;
         // The store names entries by an unkeyed hash, the filter by a keyed one — as in the proxy.
-        let key_hash = xxh3_128(&id);
+        let key_hash = xxh3_128(&request.object.to_le_bytes());
         // A trace out of order never moves the clock back before its first request.
         let now = started + Duration::from_secs_f64((request.at - first_at).max(0.0));
-        let decision = admission.check_and_record_at(hasher.hash(&id), now);
+        let decision = admission.check_and_record_at(filter_hash, now);
         bytes += request.size;
         if index.touch(key_hash).is_some() {
             hits += 1;
@@ -135,7 +156,6 @@ fn reserve(index: &Index, size: u64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::workload::Request;
 
     /// One request per second for each object in `objects`.
     fn workload(objects: &[u64]) -> Workload {

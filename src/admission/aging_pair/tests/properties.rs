@@ -1,5 +1,6 @@
 //! Property tests of the pair's promises: no false negative within two rotations (also
-//! under 8 threads with rotations under way), forgetting after two, and restore fidelity.
+//! under 8 threads with rotations under way), forgetting after two, restore fidelity, and
+//! prefetches that change no answer.
 
 use super::*;
 use proptest::prelude::*;
@@ -11,6 +12,8 @@ use std::sync::Mutex;
 enum Op {
     /// `check_and_record` of key `n` from a small universe (so keys repeat).
     Record(u64),
+    /// `prefetch` of key `n`: a hint that must change no answer.
+    Prefetch(u64),
     /// The generation reaches `max_age`: an ordinary rotation.
     Age,
     /// Two `max_age`s of silence: both generations forgotten.
@@ -20,6 +23,7 @@ enum Op {
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         20 => (0..60u64).prop_map(Op::Record),
+        5 => (0..60u64).prop_map(Op::Prefetch),
         3 => Just(Op::Age),
         1 => Just(Op::Idle),
     ]
@@ -60,6 +64,7 @@ fn play(pair: &AgingPair, ops: &[Op], t0: Instant) -> Result<Instant, TestCaseEr
                 );
                 recorded.insert(*n, live);
             }
+            Op::Prefetch(n) => pair.prefetch(key(*n)),
             Op::Age | Op::Idle => {
                 let gap = if matches!(op, Op::Age) {
                     HOUR
