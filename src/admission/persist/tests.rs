@@ -102,6 +102,8 @@ fn a_torn_or_foreign_file_is_ignored() {
         bytes[..7].to_vec(),
         Vec::new(),
         b"SHBLOOM2 not this version".to_vec(),
+        // A snapshot of format version 1 (bits laid out over whole blocks, not two words).
+        [&bytes[..8], &1u32.to_le_bytes()[..], &bytes[12..]].concat(),
         [bytes.as_slice(), b"trailing"].concat(),
     ] {
         fs::write(original.path(), &bad).unwrap();
