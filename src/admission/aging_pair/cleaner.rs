@@ -18,14 +18,14 @@
 //! only one thread clears a filter) are here too: a rotation that finds its spare not yet
 //! cleared — rotations faster than the grace period — uses them to clear it itself.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use super::Shared;
-use super::nanos_of;
 use super::slots::{FilterState, State};
+use super::{nanos_of, nanos_since};
 
 /// How often the thread wakes: the clock's resolution, and how soon a retired filter is
 /// looked at.
@@ -34,29 +34,31 @@ pub(super) const TICK: Duration = Duration::from_millis(5);
 /// How long a retired filter is left alone before it is cleared.
 pub(super) const GRACE: Duration = Duration::from_millis(20);
 
-/// A clock that costs one relaxed load to read.
+/// A clock that costs one relaxed load to read: nanoseconds since the pair's epoch, the
+/// unit the pair keeps its times in, so a check converts nothing.
 pub(super) struct CoarseClock {
     /// Time zero of the pair.
     epoch: Instant,
     /// Nanoseconds since `epoch` at the last tick.
-    nanos: AtomicU64,
-    /// False when the thread could not be started: then [`CoarseClock::now`] reads the
+    nanos: AtomicI64,
+    /// False when the thread could not be started: then [`CoarseClock::nanos`] reads the
     /// system clock.
     ticking: bool,
 }
 
 impl CoarseClock {
-    /// The time: the last tick, or `Instant::now()` without a ticking thread.
-    pub(super) fn now(&self) -> Instant {
+    /// The time in nanoseconds since the pair's epoch: the last tick, or the system clock
+    /// without a ticking thread.
+    pub(super) fn nanos(&self) -> i64 {
         if !self.ticking {
-            return Instant::now();
+            return nanos_since(self.epoch, Instant::now());
         }
-        self.epoch + Duration::from_nanos(self.nanos.load(Ordering::Relaxed))
+        self.nanos.load(Ordering::Relaxed)
     }
 
     fn tick(&self) {
-        let nanos = u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        self.nanos.store(nanos, Ordering::Relaxed);
+        self.nanos
+            .store(nanos_since(self.epoch, Instant::now()), Ordering::Relaxed);
     }
 }
 
@@ -64,10 +66,10 @@ impl CoarseClock {
 /// thread cannot be started; retired filters are then cleared by the rotations that reuse
 /// them).
 pub(super) fn start(shared: &Arc<Shared>) -> Arc<CoarseClock> {
-    let epoch = Instant::now();
+    let epoch = shared.epoch;
     let ticked = Arc::new(CoarseClock {
         epoch,
-        nanos: AtomicU64::new(0),
+        nanos: AtomicI64::new(nanos_since(epoch, Instant::now())),
         ticking: true,
     });
     let weak: Weak<Shared> = Arc::downgrade(shared);
@@ -81,7 +83,7 @@ pub(super) fn start(shared: &Arc<Shared>) -> Arc<CoarseClock> {
             tracing::warn!(%error, "cannot start the filter cleaner thread; rotations will clear filters themselves");
             Arc::new(CoarseClock {
                 epoch,
-                nanos: AtomicU64::new(0),
+                nanos: AtomicI64::new(0),
                 ticking: false,
             })
         }
@@ -95,7 +97,7 @@ fn run(shared: &Weak<Shared>, clock: &CoarseClock) {
         let Some(shared) = shared.upgrade() else {
             return;
         };
-        shared.clear_retired(clock.now());
+        shared.clear_retired(clock.nanos());
         drop(shared);
         thread::sleep(TICK);
     }
@@ -144,8 +146,7 @@ impl Shared {
     }
 
     /// The cleaner thread's work: clears the filters retired at least [`GRACE`] ago.
-    pub(super) fn clear_retired(&self, now: Instant) {
-        let now = self.nanos(now);
+    pub(super) fn clear_retired(&self, now: i64) {
         let grace = nanos_of(GRACE);
         for filter in 0..3 {
             if self.filter_state(filter) == FilterState::Retired

@@ -383,9 +383,15 @@ fn a_rotation_clears_a_spare_the_cleaner_has_not_reached() {
 #[test]
 fn concurrent_disjoint_keys_are_all_recorded() {
     const THREADS: u64 = 8;
-    const PER_THREAD: u64 = 5_000;
+    const PER_THREAD: u64 = 4_000;
     let t0 = Instant::now();
-    let pair = pair(FilterParams::for_expected_keys(100_000, 0.01), HOUR, t0);
+    // A target small enough to be counted exactly (see `COUNT_EXACT_BITS`), in a filter
+    // roomy enough for few false positives.
+    let params = FilterParams {
+        generation_size: 32_767,
+        ..FilterParams::for_expected_keys(100_000, 0.01)
+    };
+    let pair = pair(params, HOUR, t0);
     std::thread::scope(|s| {
         for t in 0..THREADS {
             let pair = &pair;
@@ -406,4 +412,44 @@ fn concurrent_disjoint_keys_are_all_recorded() {
             assert_eq!(pair.check_and_record(key(t * 1_000_000 + i)), SEEN);
         }
     }
+}
+
+#[test]
+fn small_generations_count_every_new_key_and_large_ones_a_weighted_sample() {
+    // The saturation check of a 10M-key filter runs every 4096 counted inserts.
+    let cadence = 4095;
+    for target in [1, 1_000, 32_767] {
+        assert!((0..1_000).all(|i| counted_weight(key(i), target, cadence) == Some(1)));
+    }
+    // 10M keys: one in 512 (10M >> 14 = 610, whose log2 is 9), weight 512.
+    let counted: Vec<u64> = (0..1_000_000)
+        .filter_map(|i| counted_weight(key(i), 10_000_000, cadence))
+        .collect();
+    assert!(counted.iter().all(|&w| w == 512));
+    let expected = 1_000_000.0 / 512.0;
+    assert!(
+        (counted.len() as f64 / expected - 1.0).abs() < 0.1,
+        "{} counted",
+        counted.len()
+    );
+    // A filter whose fill is checked every 64 counted inserts never samples coarser.
+    assert!((0..1_000).all(|i| counted_weight(key(i), 10_000_000, 63).is_none_or(|w| w == 64)));
+}
+
+#[test]
+fn a_large_generation_ends_within_one_percent_of_its_target() {
+    let t0 = Instant::now();
+    // 200 000 keys: counted one in 8, so about 25 000 counted per generation.
+    let params = FilterParams::for_expected_keys(200_000, 0.01);
+    let pair = pair(params, HOUR, t0);
+    let mut fed = 0u64;
+    while pair.generation() == 0 {
+        pair.check_and_record_at(key(fed), t0);
+        fed += 1;
+        assert!(fed < 300_000, "never rotated");
+    }
+    // The false positives of the filter filling up (0 to 1%) are not new keys: about 0.3%.
+    let ratio = fed as f64 / 200_000.0;
+    assert!((0.99..1.02).contains(&ratio), "rotated after {fed} keys");
+    assert_eq!(pair.stats_at(t0).rotations.fill, 1);
 }
