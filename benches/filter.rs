@@ -36,45 +36,53 @@
 //! `cargo bench --bench filter -- 100k` runs the small size only).
 //!
 //! # Results
-//! 2026-11-22, `cargo bench --bench filter` (about two minutes), on this project's 2-core
-//! machine (`lscpu`: "AMD EPYC", 2 CPUs, L2 1 MiB per core, L3 32 MiB; a VM shared with
-//! other builds, load average about 2 during the run), rustc 1.95. ns per operation,
-//! criterion's median estimate:
+//! 2026-11-22, `cargo bench --bench filter` three times in a row (about two minutes each),
+//! on this project's 2-core machine (`lscpu`: "AMD EPYC", 2 CPUs, L2 1 MiB per core, L3
+//! 32 MiB; a VM, load average about 1 during the runs), rustc 1.95. ns per operation,
+//! criterion's median estimate, lowest–highest of the three runs:
 //!
-//! | n per generation | secondhit_pair | fastbloom | fastbloom_atomic | sbbf_rs_safe | random_read_floor | random_read_latency |
-//! |---|---|---|---|---|---|---|
-//! | 100 000 | 58 | 18 | 43 | 6.3 | 3.0 | 4.5 |
-//! | 10 000 000 | 215 | 109 | 129 | 47 | 28 | 163 |
+//! | n per generation | secondhit_pair | secondhit_pair_pipelined | fastbloom | fastbloom_atomic | sbbf_rs_safe | random_read_floor | random_read_latency |
+//! |---|---|---|---|---|---|---|---|
+//! | 100 000 | 27–28 | 28–30 | 17 | 40–41 | 5.1–5.2 | 2.7–3.2 | 3.9–4.0 |
+//! | 10 000 000 | 155–207 | 32–33 | 47–116 | 103–148 | 35–39 | 26–28 | 156–160 |
 //!
-//! Against the goals, at 10M keys: the pair costs 1.3× one random read that nothing
-//! overlaps (`random_read_latency`), but 7.6× the overlapped-read floor and 2.0× one
-//! fastbloom contains + insert — so both goals as written are missed in this tight loop.
-//! Where the time goes (perf): almost all of it is the wait for the first of the two blocks
-//! (the second block's miss overlaps it); the pair's own bookkeeping is under 10%. What the
-//! loop cannot do for the pair is overlap one operation's misses with the next one's: about
-//! 70% of the operations here insert (a generation of `n` new keys lasts `2n·ln 2` draws
-//! from a universe of `2n`), the outcome of the check is a data-dependent, unpredictable
-//! branch, and the insert is atomic. fastbloom's `&mut` filter overlaps consecutive
-//! operations' misses (plain stores, an early-exit `contains`), and so does sbbf's
-//! branch-free SIMD code; neither can be shared between worker threads as the pair is. A
-//! proxy does a check per request with microseconds of other work in between, so what a
-//! request pays is about one memory latency (`random_read_latency`) plus a few atomics;
-//! that is what the pair is close to.
+//! Against the goals, at 10M keys: pipelined, a check-and-record of the pair costs
+//! 1.19–1.27× the random-read floor (goal: within 2.5×) and 0.27–0.70× one fastbloom
+//! contains + insert (goal: no slower), in each of the three runs; it is also faster than
+//! sbbf's SIMD code, and unlike either reference it is shared by every worker thread.
+//! (fastbloom's own figure swings between 47 and 116 ns from run to run here, the others do
+//! not; the pair beat its best run.)
 //!
-//! History of this bench on the same machine (10M / 100k): first version (a per-insert bit
-//! counter, compare-and-swap loops for `fetch_or`, a `memcmp`, the system clock on every
-//! call, the second block read only after the first branch) 267 / 144 ns; generations in an
-//! `arc_swap` (two locked instructions per check for its guard; measured under a load
-//! average of 7) 232 / 83 ns; now 215 / 58.
+//! Both goals compare with figures that overlap consecutive operations' cache misses: the
+//! floor is a throughput of independent reads, and fastbloom's `&mut` filter overlaps its
+//! operations through plain stores. The pair's comparable figure is the pipelined one: the
+//! key 16 operations ahead is prefetched (`Admission::prefetch`), as the simulator does
+//! when it replays a trace. One operation at a time (`secondhit_pair`), each check waits
+//! for its block: its atomic OR orders the next operation's loads behind it on x86, so
+//! nothing overlaps, and a check costs about one memory latency (1.0–1.3×
+//! `random_read_latency`). That is what a request in the proxy pays, which prefetches the
+//! key's blocks before parsing the request's directives and checks after; a request's other
+//! work is microseconds, so it is a small part of it either way. At 100k keys the filters
+//! fit in the cache and the pair's own work is what is measured: two loads per filter, at
+//! most two locked ORs for a new key, and the generation bookkeeping.
+//!
+//! History of this bench on the same machine (10M / 100k, one operation at a time unless
+//! noted): first version (a per-insert bit counter, compare-and-swap loops for `fetch_or`, a
+//! `memcmp`, the system clock on every call, the second block read only after the first
+//! branch) 267 / 144 ns; generations in an `arc_swap` (two locked instructions per check
+//! for its guard; measured under a load average of 7) 232 / 83 ns; lock-free state word
+//! 215 / 58; pipelined with prefetch 64 ns at 10M (bits spread over the block's eight
+//! words); two words per key (cache-sectorized layout, see `admission::bloom`) 41 ns
+//! pipelined, 34 at 100k; time kept in nanoseconds and large generations counted by a
+//! 1-in-2^s sample (no locked add per new key) 32–33 ns pipelined, 27–28 at 100k.
 //!
 //! Tried and not kept, 2026-11-22: transparent huge pages for the filter arrays
 //! (`madvise(MADV_HUGEPAGE)` before first touch; this VM's THP mode is `madvise`, and
 //! `/proc/self/smaps_rollup` showed 30 of the 39 MB of a 10M pair on 2 MiB pages).
-//! `cargo bench --bench filter -- "10M/(secondhit_pair|random_read)"`: 212 ns per
-//! check-and-record against 215 without (floor 27 ns, latency 162 ns in the same run):
-//! within noise, so the TLB is not what a check waits for here, and the `unsafe` call was
-//! not worth keeping. The remaining gap to the goals is the atomic insert and the
-//! unpredictable branch, which keep consecutive operations from overlapping (above).
+//! `cargo bench --bench filter -- "10M/(secondhit_pair|random_read)"`, one operation at a
+//! time: 212 ns per check-and-record against 215 without (floor 27 ns, latency 162 ns in
+//! the same run): within noise, so the TLB is not what a check waits for here, and the
+//! `unsafe` call was not worth keeping.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};

@@ -11,20 +11,21 @@
 //!
 //! Run: `cargo bench --bench hit_rate` (a few seconds).
 //!
-//! Results, 2026-11-22, 2-core x86_64 VM (rustc 1.95, release):
+//! Results, 2026-11-22, 2-core x86_64 VM (rustc 1.95, release; re-run after the filter's
+//! two-words-per-key layout, whose false positives fall on other keys):
 //!
 //! ```text
 //! cache   policy             hit%   byte%   disk objs   disk bytes   admission memory
-//! 0.5%    second-hit         25.41   18.26        5589    242.3 MiB   3.8 KiB
+//! 0.5%    second-hit         25.43   18.27        5565    239.9 MiB   3.9 KiB
 //! 0.5%    always             16.00    9.51       50403      2.3 GiB   0 B
 //! 0.5%    exact-second-hit   21.33   14.29       20174    915.3 MiB   476.0 KiB
-//! 1%      second-hit         30.28   22.89        3468    155.5 MiB   3.8 KiB
+//! 1%      second-hit         30.34   22.93        3456    153.2 MiB   3.9 KiB
 //! 1%      always             20.75   13.71       47548      2.1 GiB   0 B
 //! 1%      exact-second-hit   26.61   19.23       17004    789.1 MiB   476.0 KiB
-//! 5%      second-hit         40.64   33.84        2157     97.7 MiB   5.1 KiB
+//! 5%      second-hit         40.53   33.64        2229    103.2 MiB   5.2 KiB
 //! 5%      always             33.28   26.30       40032      1.8 GiB   0 B
 //! 5%      exact-second-hit   40.04   33.13        8949    435.0 MiB   476.0 KiB
-//! 10%     second-hit         43.81   36.73        2842    132.6 MiB   9.9 KiB
+//! 10%     second-hit         43.82   36.98        2848    132.4 MiB   10.3 KiB
 //! 10%     always             39.42   32.61       36350      1.7 GiB   0 B
 //! 10%     exact-second-hit   44.93   38.50        6012    297.9 MiB   476.0 KiB
 //! ```
