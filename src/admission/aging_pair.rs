@@ -34,13 +34,12 @@
 //! *state* word: generation number, current index, previous index. Each generation's start
 //! time, target and insert count live in one of four slots (`number % 4`). A check loads the
 //! state word (acquire), probes the two filters and, for a new key, sets its bits in `current`
-//! (atomic `fetch_or`s) and counts it in the slot (for generations of more than 32 768 keys
+//! (atomic `fetch_or`s) and counts it in the slot (for generations of 32 768 keys or more
 //! only one new key in `2^s`, with weight `2^s`: see [`COUNT_EXACT_BITS`]). Nothing is
-//! reference-counted: the filters
-//! are never freed while the pair lives, so a check needs no guard and, when the key is
-//! already in `current`, writes nothing shared at all. (An earlier version kept each
-//! generation in an `arc_swap`, whose guard costs two locked instructions per check; see the
-//! bench's history in `benches/filter.rs`.)
+//! reference-counted: the filters are never freed while the pair lives, so a check needs no
+//! guard and, when the key is already in `current`, writes nothing shared at all. (An
+//! earlier version kept each generation in an `arc_swap`, whose guard costs two locked
+//! instructions per check; see the bench's history in `benches/filter.rs`.)
 //!
 //! A rotation is a compare-and-swap of the state word from the generation it saw to the next:
 //! its spare (already cleared) becomes `current`, `current` becomes `previous`, and the old
@@ -390,8 +389,8 @@ fn nanos_since(epoch: Instant, now: Instant) -> i64 {
     }
 }
 
-/// Generation targets up to `2^(COUNT_EXACT_BITS + 1)` new keys are counted exactly; larger
-/// ones count one new key in `2^s` (chosen by its hash) with weight `2^s`, `s` such that at
+/// Generation targets below `2^(COUNT_EXACT_BITS + 1)` (32 768) new keys are counted
+/// exactly; larger ones count one new key in `2^s` (chosen by its hash) with weight `2^s`, `s` such that at
 /// least `2^COUNT_EXACT_BITS` keys are counted per generation. Why: the count is the only
 /// write to memory shared by every thread on the request path, one locked add per new key
 /// (about 4 ns, and a cache line bouncing between cores under load); sampled, the

@@ -19,8 +19,8 @@ pub struct FilterStats {
     /// `X / m`: about 0.5 at the design load; the pair rotates at 0.6 whatever the count.
     pub bits_set_ratio: f64,
     /// New keys counted into the filter by the pair (checks that found some of their bits
-    /// missing): exact for generation targets up to 32 768 keys, above that estimated from a
-    /// sample of at least 16 384 of them (within about 1%).
+    /// missing): exact for generation targets below 32 768 keys, from there on estimated from
+    /// a sample of at least 16 384 of them (within about 1%).
     pub inserts: u64,
     /// Distinct keys estimated from the fill, `-(m/k) ln(1 - X/m)` (Swamidass & Baldi);
     /// infinite for a filter with every bit set.
