@@ -14,10 +14,21 @@ impl Store {
     ///
     /// Fills of the key that began before this call never commit afterwards
     /// (see `fence`), so the removal is not undone by older content; fills
-    /// that begin after it commit normally. While the start-up scan runs, a
-    /// file of the key it has not reached yet is removed when it gets there,
-    /// not by this call: a crash before then brings that file back.
+    /// that begin after it commit normally. While the start-up scan runs, the
+    /// key's files of earlier runs that it has not indexed yet are unlinked
+    /// here too, so a crash before the scan gets to them cannot bring them
+    /// back.
     pub async fn remove(&self, key: &str, key_hash: u128) -> Result<bool, StoreError> {
+        let removed = self.remove_indexed(key, key_hash).await?;
+        // After the removal is registered with the scan (in `remove_indexed`),
+        // the scan indexes no file of the key any more, so what is left of
+        // earlier runs is exactly what this finds.
+        let unscanned = !self.inner.scan.complete() && self.remove_unscanned(key_hash).await?;
+        Ok(removed || unscanned)
+    }
+
+    /// Takes the key's entry out of the index and unlinks its file.
+    async fn remove_indexed(&self, key: &str, key_hash: u128) -> Result<bool, StoreError> {
         let inner = &self.inner;
         // Fences first: a fill that commits after this point is checked
         // against them, and one that committed before is in the index below.
@@ -47,5 +58,39 @@ impl Store {
         }
         debug!(path = %path.display(), "cache entry removed");
         Ok(true)
+    }
+
+    /// Unlinks the files of `key_hash` that earlier runs left and the start-up
+    /// scan has not indexed: the ones it would remove itself when it gets there
+    /// (files of this run's fills are left to their fences). As the scan does,
+    /// it goes by the hash in the name and does not open the files.
+    async fn remove_unscanned(&self, key_hash: u128) -> Result<bool, StoreError> {
+        let inner = &self.inner;
+        let any = inner.object_path(key_hash, 0);
+        let Some(dir) = any.parent() else {
+            return Ok(false);
+        };
+        let mut items = match tokio::fs::read_dir(dir).await {
+            Ok(items) => items,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(disk::io_err(dir)(e)),
+        };
+        let mut removed = false;
+        while let Some(item) = items.next_entry().await.map_err(disk::io_err(dir))? {
+            let name = item.file_name();
+            let Some((hash, fill_id)) = name.to_str().and_then(disk::parse_file_name) else {
+                continue;
+            };
+            if hash == key_hash && inner.scan.superseded(key_hash, fill_id) {
+                let path = item.path();
+                disk::remove_file(&path).await?;
+                debug!(path = %path.display(), "cache file not scanned yet removed");
+                removed = true;
+            }
+        }
+        if removed && inner.opts.fsync {
+            disk::fsync_dir(dir).await?;
+        }
+        Ok(removed)
     }
 }

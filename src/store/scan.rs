@@ -15,8 +15,9 @@
 //!   removes any other file of a registered key: it is older than a fill of
 //!   this run, even if that fill has since been evicted or failed, so an older
 //!   object never reappears after a newer one was stored. A removal
-//!   (`Store::remove`) registers its key the same way, so the scan removes the
-//!   key's files it had not reached yet.
+//!   (`Store::remove`) registers its key the same way and then unlinks the
+//!   key's files the scan has not reached yet itself, so that the removal is
+//!   on disk before it returns.
 //! - The index itself ranks any fill of this run above any scanned one
 //!   (`index::Origin`), whatever the fill ids say, so a clock that went back
 //!   between runs cannot make an old file win.
@@ -97,6 +98,13 @@ impl ScanGate {
     /// True once the scan has finished.
     pub(crate) fn complete(&self) -> bool {
         !self.scanning.load(Ordering::Acquire)
+    }
+
+    /// True when the scan, reaching this file, would remove it because a fill
+    /// or a removal of its key in this run supersedes it (false once the scan
+    /// has finished: by then it has done so).
+    pub(crate) fn superseded(&self, key_hash: u128, fill_id: u64) -> bool {
+        matches!(self.verdict(key_hash, fill_id), Verdict::Superseded)
     }
 
     fn verdict(&self, key_hash: u128, fill_id: u64) -> Verdict {

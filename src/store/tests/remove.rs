@@ -92,3 +92,47 @@ async fn a_removal_during_the_start_up_scan_sticks() {
     assert_eq!(store.object_count(), 19);
     assert_eq!(cache_files(dir.path()).len(), 19);
 }
+
+#[tokio::test]
+async fn a_removal_during_the_start_up_scan_is_on_disk_when_it_returns() {
+    const KEYS: usize = 2000;
+    let dir = tempfile::tempdir().unwrap();
+    // Without fsync, so that the setup is quick and the removals race the scan.
+    let quick = || StoreOptions {
+        fsync: false,
+        ..options(dir.path())
+    };
+    {
+        let store = open_with(quick()).await;
+        for i in 0..KEYS {
+            put(&store, &format!("k{i}"), &body(100, i as u8)).await;
+        }
+    }
+    // Remove every key while the scan runs: whether the scan has reached a
+    // key's file or not, the file is gone when `remove` returns.
+    let store = Store::open(quick()).unwrap();
+    let objects = dir.path().join("objects");
+    let mut during_scan = 0;
+    for i in 0..KEYS {
+        let key = format!("k{i}");
+        let hash = Store::key_hash(&key);
+        during_scan += usize::from(!store.stats().scan_complete);
+        // Its answer may be false if the scan itself unlinked the file first.
+        store.remove(&key, hash).await.unwrap();
+        let prefix = format!("{hash:032x}-");
+        let shard = disk::object_path(&objects, hash, 0);
+        let left: Vec<_> = std::fs::read_dir(shard.parent().unwrap())
+            .into_iter()
+            .flatten()
+            .filter_map(|item| item.ok()?.file_name().into_string().ok())
+            .filter(|name| name.starts_with(&prefix))
+            .collect();
+        assert!(left.is_empty(), "{key} still on disk: {left:?}");
+    }
+    eprintln!("{during_scan} of {KEYS} removals ran while the scan had not finished");
+    // A crash now (dropping the store stops the scan) brings nothing back.
+    drop(store);
+    let store = open(dir.path()).await;
+    assert_eq!(store.object_count(), 0);
+    assert!(cache_files(dir.path()).is_empty());
+}
