@@ -75,13 +75,19 @@ impl Store {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
             Err(e) => return Err(disk::io_err(dir)(e)),
         };
+        // An entry still indexed now holds another key with the same hash
+        // (`remove_indexed` took the key's own out): it stays.
+        let indexed = inner.index.peek(key_hash).map(|fill| fill.fill_id);
         let mut removed = false;
         while let Some(item) = items.next_entry().await.map_err(disk::io_err(dir))? {
             let name = item.file_name();
             let Some((hash, fill_id)) = name.to_str().and_then(disk::parse_file_name) else {
                 continue;
             };
-            if hash == key_hash && inner.scan.superseded(key_hash, fill_id) {
+            if hash == key_hash
+                && indexed != Some(fill_id)
+                && inner.scan.superseded(key_hash, fill_id)
+            {
                 let path = item.path();
                 disk::remove_file(&path).await?;
                 debug!(path = %path.display(), "cache file not scanned yet removed");
