@@ -1,0 +1,97 @@
+//! How the pair rotates: when a generation ends (by age, idle gap, fill or saturation; the
+//! fill and saturation tests are on the request path in `check_and_record_nanos`), the
+//! target of the next one, and the lock-free rotation itself (see the module docs of
+//! `aging_pair` for why it is safe).
+
+use std::sync::atomic::Ordering;
+
+use super::slots::{FilterState, State};
+use super::{Cause, Rotation, Shared, auto_floor, duration};
+
+impl Shared {
+    /// `Idle` at `2 · max_age` or more, `Age` at `max_age` or more, else none.
+    pub(super) fn age_cause(&self, age: i64) -> Option<Cause> {
+        // Negative (a clock reading from before the generation began) counts as zero.
+        let age = age.max(0);
+        if age >= self.max_age_nanos.saturating_mul(2) {
+            Some(Cause::Idle)
+        } else if age >= self.max_age_nanos {
+            Some(Cause::Age)
+        } else {
+            None
+        }
+    }
+
+    /// The target of new keys for a generation starting now.
+    pub(super) fn next_target(&self) -> u64 {
+        let largest = self.params.generation_size;
+        match &self.rotation {
+            Rotation::Fill => largest,
+            Rotation::Auto(objects) => objects().clamp(auto_floor(largest), largest),
+        }
+    }
+
+    /// Installs `state` directly (construction and restore only: no check runs yet), its
+    /// generation starting at `start` with `inserts` counted.
+    pub(super) fn begin(&self, state: State, start: i64, inserts: u64) {
+        self.slot(state.number)
+            .fill(state.number, start, self.next_target(), inserts);
+        for (i, filter_state) in self.filter_states.iter().enumerate() {
+            if i == state.current || state.previous == Some(i) {
+                filter_state.store(FilterState::InUse as u8, Ordering::Release);
+            }
+        }
+        self.state.store(state.pack(), Ordering::Release);
+    }
+
+    /// Rotates the pair if generation `seen` is still live. Lock-free: when several threads
+    /// try at once, one compare-and-swap wins and the others change nothing.
+    pub(super) fn rotate(&self, seen: State, cause: Cause, now: i64) {
+        if self.state.load(Ordering::Acquire) != seen.pack() {
+            return;
+        }
+        let next = seen.number + 1;
+        if !self
+            .slot(next)
+            .claim_and_fill(next, now, || self.next_target())
+        {
+            return; // a newer generation already uses the slot: `seen` is long gone
+        }
+        let Some(spare) = self.clean_spare(seen) else {
+            return; // the pair rotated meanwhile
+        };
+        let state = State {
+            number: next,
+            current: spare,
+            previous: (cause != Cause::Idle).then_some(seen.current),
+        };
+        let swapped = self.state.compare_exchange(
+            seen.pack(),
+            state.pack(),
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
+        if swapped.is_err() {
+            return;
+        }
+        self.filter_states[spare].store(FilterState::InUse as u8, Ordering::Release);
+        let retired = [
+            seen.previous,
+            (cause == Cause::Idle).then_some(seen.current),
+        ];
+        for filter in retired.into_iter().flatten() {
+            self.retired_at[filter].store(now, Ordering::Relaxed);
+            self.filter_states[filter].store(FilterState::Retired as u8, Ordering::Release);
+        }
+        self.rotations[cause as usize].fetch_add(1, Ordering::Relaxed);
+        let old = self.slot(seen.number);
+        tracing::debug!(
+            cause = cause.as_str(),
+            generation = next,
+            inserts = old.inserts.load(Ordering::Relaxed),
+            age_secs = duration(now - old.start.load(Ordering::Relaxed)).as_secs_f64(),
+            next_target = self.slot(next).target.load(Ordering::Relaxed),
+            "admission filters rotated"
+        );
+    }
+}
