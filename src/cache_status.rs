@@ -88,8 +88,9 @@ impl CacheStatus {
         }
     }
 
-    /// A response the proxy made itself because the request failed (`detail` names why).
-    pub fn error(detail: &'static str) -> CacheStatus {
+    /// A response the proxy made itself, neither from storage nor from the origin: because
+    /// the request failed, or because the proxy is its final recipient (`detail` names why).
+    pub fn own(detail: &'static str) -> CacheStatus {
         CacheStatus {
             hit: false,
             forward: None,

@@ -74,6 +74,13 @@ pub enum StartError {
     },
 }
 
+/// A response body of `bytes`, known in full (answers the proxy makes itself).
+pub fn full_body(bytes: Bytes) -> ProxyBody {
+    Full::new(bytes)
+        .map_err(|never| match never {})
+        .boxed_unsync()
+}
+
 /// Turns a request failure into the response the client receives.
 pub fn error_response(error: &ProxyError) -> Response<ProxyBody> {
     let (status, detail) = match error {
@@ -97,17 +104,13 @@ pub fn error_response(error: &ProxyError) -> Response<ProxyBody> {
         status.as_u16(),
         status.canonical_reason().unwrap_or("error")
     );
-    let mut response = Response::new(
-        Full::new(Bytes::from(text))
-            .map_err(|never| match never {})
-            .boxed_unsync(),
-    );
+    let mut response = Response::new(full_body(Bytes::from(text)));
     *response.status_mut() = status;
     let headers = response.headers_mut();
     headers.insert(
         CONTENT_TYPE,
         HeaderValue::from_static("text/plain; charset=utf-8"),
     );
-    headers.insert(CACHE_STATUS, CacheStatus::error(detail).to_header_value());
+    headers.insert(CACHE_STATUS, CacheStatus::own(detail).to_header_value());
     response
 }

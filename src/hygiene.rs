@@ -63,11 +63,15 @@ pub enum Rejection {
     /// A `Content-Length` that is not a decimal number (RFC 9110 §8.6).
     #[error("invalid Content-Length")]
     InvalidLength,
+    /// A `TRACE` or `OPTIONS` request whose `Max-Forwards` is not one decimal number
+    /// (RFC 9110 §7.6.2): the proxy cannot tell whether it is the last hop.
+    #[error("invalid Max-Forwards")]
+    InvalidMaxForwards,
 }
 
 impl Rejection {
     /// Every reason, for parsing and tests.
-    pub const ALL: [Rejection; 7] = [
+    pub const ALL: [Rejection; 8] = [
         Rejection::SeveralHosts,
         Rejection::MissingHost,
         Rejection::InvalidHost,
@@ -75,6 +79,7 @@ impl Rejection {
         Rejection::LengthWithTransferEncoding,
         Rejection::ConflictingLength,
         Rejection::InvalidLength,
+        Rejection::InvalidMaxForwards,
     ];
 
     /// The `Cache-Status` `detail` token (an RFC 8941 token) and log word.
@@ -87,6 +92,7 @@ impl Rejection {
             Rejection::LengthWithTransferEncoding => "content-length-with-transfer-encoding",
             Rejection::ConflictingLength => "conflicting-content-length",
             Rejection::InvalidLength => "invalid-content-length",
+            Rejection::InvalidMaxForwards => "invalid-max-forwards",
         }
     }
 

@@ -3,7 +3,8 @@
 //!
 //! This module decides and delegates; it parses nothing and touches no file itself.
 //! The order of steps follows ARCHITECTURE.md, "The request path":
-//! 1. Methods other than GET and HEAD are passed through (`fwd=method`); a non-error
+//! 1. Methods other than GET and HEAD are passed through (`fwd=method`), except a `TRACE` or
+//!    `OPTIONS` with `Max-Forwards: 0`, which the proxy answers itself; a non-error
 //!    answer to an unsafe one invalidates the URL and its same-origin `Location` /
 //!    `Content-Location` (RFC 9111 §4.4).
 //! 2. Every GET/HEAD key is checked against *and recorded in* the admission filter,
@@ -23,11 +24,12 @@
 //!
 //! Submodules: `cache` (lookup with variants, revalidation, fills), `forward` (relaying
 //! the origin's answer), `respond` (answers from storage), `stale` (stale entries),
-//! `invalidate` (unsafe methods).
+//! `invalidate` (unsafe methods), `max_forwards` (`TRACE`/`OPTIONS` hop counting).
 
 mod cache;
 mod forward;
 mod invalidate;
+mod max_forwards;
 mod respond;
 mod stale;
 
@@ -54,6 +56,7 @@ use crate::range;
 use crate::store::Store;
 use cache::{Cache, Lookup, Marker, OriginRequest};
 use forward::Exchange;
+use max_forwards::Hop;
 
 /// Statuses that count as the origin failing, for `stale-if-error` (RFC 5861 §4).
 const ERROR_STATUSES: [StatusCode; 4] = [
@@ -116,9 +119,10 @@ impl Proxy {
     /// Answers one request from `peer`. Never fails: errors become responses through `error_response`.
     ///
     /// The head is checked first ([`hygiene::check_request`]): a rejected request is
-    /// answered 400 and never routed. An accepted head gets the forwarding fields
-    /// ([`hygiene::prepare_forward`]) before it is routed, so every origin request
-    /// carries them; every response gets `Via`.
+    /// answered 400 and never routed. A `TRACE` or `OPTIONS` whose `Max-Forwards` is zero is
+    /// answered here (`max_forwards`). Any other accepted head gets the forwarding fields
+    /// ([`hygiene::prepare_forward`]) before it is routed, so every origin request carries
+    /// them; every response gets `Via`.
     pub async fn handle(
         &self,
         request: Request<Incoming>,
@@ -126,11 +130,14 @@ impl Proxy {
     ) -> Response<ProxyBody> {
         let started = Instant::now();
         let (mut head, body) = request.into_parts();
-        let routed = match hygiene::check_request(&mut head) {
-            Ok(()) => {
+        let routed = match hygiene::check_request(&mut head)
+            .and_then(|()| max_forwards::take_hop(&mut head))
+        {
+            Ok(Hop::Forward) => {
                 hygiene::prepare_forward(&mut head, peer.ip());
                 self.route(&head, body).await
             }
+            Ok(Hop::Answer) => Ok(max_forwards::answer(&head)),
             Err(rejection) => Err(ProxyError::Rejected(rejection)),
         };
         let mut response = match routed {
@@ -142,10 +149,9 @@ impl Proxy {
         };
         // The origin may have sent a Cache-Status of its own; ours is the only one about this cache.
         if response.headers().get(CACHE_STATUS).is_none() {
-            response.headers_mut().insert(
-                CACHE_STATUS,
-                CacheStatus::error("internal").to_header_value(),
-            );
+            response
+                .headers_mut()
+                .insert(CACHE_STATUS, CacheStatus::own("internal").to_header_value());
         }
         hygiene::add_response_via(response.headers_mut());
         if self.access_log {

@@ -1,6 +1,7 @@
 //! Proxy hygiene over real sockets (issue 6, item 9): hop-by-hop fields, `Via`,
-//! `X-Forwarded-*`, request framing and `Host` rules, and head limits. Each test names
-//! the RFC section it checks. Malformed requests are written with a raw `TcpStream`.
+//! `X-Forwarded-*`, request framing and `Host` rules, head limits, and `Max-Forwards`.
+//! Each test names the RFC section it checks. Malformed requests are written with a raw
+//! `TcpStream`.
 //!
 //! Run one area with e.g. `cargo test --test proxy_hygiene framing::`.
 
@@ -19,3 +20,5 @@ mod hop_by_hop;
 mod http2;
 #[path = "proxy_hygiene/limits.rs"]
 mod limits;
+#[path = "proxy_hygiene/max_forwards.rs"]
+mod max_forwards;
