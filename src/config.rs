@@ -137,6 +137,11 @@ pub struct CacheConfig {
     /// since `Last-Modified`, for responses without explicit expiry); zero turns
     /// heuristic freshness off.
     pub heuristic_max_age: Duration,
+    /// How long past its freshness a stored response may still be served when the origin
+    /// cannot be reached (connection refused or timed out) and the response does not
+    /// forbid it (RFC 9111 §4.2.4 allows serving stale when "disconnected"); zero: only
+    /// within the response's own `stale-if-error`.
+    pub stale_if_unreachable: Duration,
 }
 
 /// Upper limit of `cache.verify_whole_below`: such bodies are held in memory on every hit.
@@ -152,6 +157,7 @@ impl Default for CacheConfig {
             lock_timeout: Duration::from_secs(5),
             verify_whole_below: 64 * 1024,
             heuristic_max_age: Duration::from_secs(24 * 3600),
+            stale_if_unreachable: Duration::ZERO,
         }
     }
 }

@@ -85,6 +85,9 @@ pub struct CacheRules {
     pub max_object_size: u64,
     /// `cache.heuristic_max_age`: the cap on heuristic freshness.
     pub heuristic_max: Duration,
+    /// `cache.stale_if_unreachable`: how stale a response may be served while the origin
+    /// cannot be reached.
+    pub stale_if_unreachable: Duration,
 }
 
 impl Proxy {
@@ -103,6 +106,7 @@ impl Proxy {
                 store,
                 max_object_size: rules.max_object_size,
                 heuristic_max: rules.heuristic_max,
+                stale_if_unreachable: rules.stale_if_unreachable,
             },
             admission,
             hasher,

@@ -105,6 +105,7 @@ impl Server {
             CacheRules {
                 max_object_size: config.cache.max_object_size,
                 heuristic_max: config.cache.heuristic_max_age,
+                stale_if_unreachable: config.cache.stale_if_unreachable,
             },
             config.log.access_log == AccessLog::Stdout,
         );

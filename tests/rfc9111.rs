@@ -14,6 +14,8 @@ mod common;
 
 #[path = "rfc9111/cache_status.rs"]
 mod cache_status;
+#[path = "rfc9111/disconnected.rs"]
+mod disconnected;
 #[path = "rfc9111/freshness.rs"]
 mod freshness;
 #[path = "rfc9111/head_range.rs"]

@@ -146,6 +146,13 @@ fn sizes_accept_units_and_plain_integers() {
     assert_eq!(c.cache.heuristic_max_age, Duration::ZERO);
     assert_eq!(c.cache.verify_whole_below, 0);
     assert_eq!(c.cache.max_size, 1_000_000);
+    assert_eq!(
+        c.cache.stale_if_unreachable,
+        Duration::ZERO,
+        "off by default"
+    );
+    let c = Config::from_toml_str("[cache]\nstale_if_unreachable = \"10m\"").unwrap();
+    assert_eq!(c.cache.stale_if_unreachable, Duration::from_secs(600));
     let c = Config::from_toml_str("[cache]\nverify_whole_below = \"16MiB\"").unwrap();
     assert_eq!(c.cache.verify_whole_below, 16 * 1024 * 1024);
 }

@@ -73,6 +73,7 @@ struct RawCache {
     lock_timeout: Option<String>,
     verify_whole_below: Option<RawSize>,
     heuristic_max_age: Option<String>,
+    stale_if_unreachable: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -279,6 +280,12 @@ fn validate_cache(raw: RawCache, d: CacheConfig) -> Result<CacheConfig, ConfigEr
             "cache.heuristic_max_age",
             raw.heuristic_max_age,
             d.heuristic_max_age,
+        )?,
+        // Zero is allowed: stale only within the response's own stale-if-error.
+        stale_if_unreachable: duration(
+            "cache.stale_if_unreachable",
+            raw.stale_if_unreachable,
+            d.stale_if_unreachable,
         )?,
     })
 }

@@ -267,11 +267,15 @@ impl StoredFreshness {
         self.within_window("stale-if-error", now)
     }
 
+    /// True if the response may be served at most `window` past its freshness: not
+    /// forbidden to be served stale, and stale by no more than `window`.
+    pub fn stale_within(&self, window: Duration, now: SystemTime) -> bool {
+        !self.forbids_stale() && self.staleness(now) <= window
+    }
+
     fn within_window(&self, directive: &str, now: SystemTime) -> bool {
         match self.cc.seconds(directive) {
-            Some(Seconds::Valid(window)) => {
-                !self.forbids_stale() && self.staleness(now) <= Duration::from_secs(window)
-            }
+            Some(Seconds::Valid(window)) => self.stale_within(Duration::from_secs(window), now),
             _ => false,
         }
     }

@@ -104,6 +104,8 @@ pub struct Cache {
     pub max_object_size: u64,
     /// `cache.heuristic_max_age`.
     pub heuristic_max: Duration,
+    /// `cache.stale_if_unreachable`.
+    pub stale_if_unreachable: Duration,
 }
 
 impl Cache {

@@ -1,6 +1,6 @@
 //! Stale stored responses (RFC 9111 §4.2.4, §4.3; RFC 5861): revalidation with the
-//! origin, `stale-if-error` when it fails, and the background refresh behind
-//! `stale-while-revalidate` (one per key at a time).
+//! origin, `stale-if-error` (or `cache.stale_if_unreachable`) when it fails, and the
+//! background refresh behind `stale-while-revalidate` (one per key at a time).
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -15,6 +15,7 @@ use crate::admission::{AdmitReason, Decision};
 use crate::cache_status::{CacheStatus, Forward};
 use crate::error::{ProxyBody, ProxyError};
 use crate::key::CacheKey;
+use crate::origin::OriginError;
 use crate::policy::freshness::StoredFreshness;
 use crate::store::EntryMeta;
 use crate::tee::TeeBody;
@@ -32,8 +33,8 @@ impl Proxy {
     ) -> Result<Response<ProxyBody>, ProxyError> {
         let now = SystemTime::now();
         let ttl = freshness.ttl_seconds(now);
-        let stale_if_error = |found: Box<Found>| {
-            let status = CacheStatus::hit().ttl(ttl).detail("stale-if-error");
+        let serve_stale = |found: Box<Found>, detail: &'static str| {
+            let status = CacheStatus::hit().ttl(ttl).detail(detail);
             respond::from_store(head, found, &freshness, now, status)
         };
         let marker = found.marker.clone();
@@ -58,7 +59,7 @@ impl Proxy {
                     && freshness.within_stale_if_error(now)
                     && let Some(found) = self.reopen(key, head, &entry_ref).await
                 {
-                    return Ok(stale_if_error(found));
+                    return Ok(serve_stale(found, "stale-if-error"));
                 }
                 let readmit = Decision::Admit(AdmitReason::AlreadyStored);
                 let exchange = Exchange {
@@ -76,7 +77,20 @@ impl Proxy {
                 if freshness.within_stale_if_error(now)
                     && let Some(found) = self.reopen(key, head, &entry_ref).await
                 {
-                    return Ok(stale_if_error(found));
+                    return Ok(serve_stale(found, "stale-if-error"));
+                }
+                // Disconnected from the origin (RFC 9111 §4.2.4): the operator's allowance,
+                // for an entry that went stale by itself (not one the client asked to have
+                // validated) and whose response does not forbid serving it stale.
+                let unreachable =
+                    matches!(error, OriginError::Connect(_) | OriginError::Timeout(_));
+                if unreachable
+                    && forward == Forward::Stale
+                    && !self.cache.stale_if_unreachable.is_zero()
+                    && freshness.stale_within(self.cache.stale_if_unreachable, now)
+                    && let Some(found) = self.reopen(key, head, &entry_ref).await
+                {
+                    return Ok(serve_stale(found, "stale-if-unreachable"));
                 }
                 if freshness.forbids_stale() {
                     return Err(ProxyError::MustRevalidate(error));

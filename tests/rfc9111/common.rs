@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use secondhit::config::{AdmissionPolicy, Config};
 
-use crate::support::{self, Seen, TestOrigin, TestProxy};
+use crate::support::{self, Reply, Seen, TestOrigin, TestProxy};
 
 /// A proxy in front of `origin` with admission `always`: storable responses are stored
 /// on first sight.
@@ -132,4 +132,17 @@ pub fn request_header<'a>(head: &'a http::request::Parts, name: &str) -> Option<
 /// A deterministic 1000-byte body (the Range scenarios slice it).
 pub fn thousand() -> Vec<u8> {
     support::body_bytes(1000, 7)
+}
+
+/// A validated origin that answers `Cache-Control: <cc>` with `Age: 70` (so `max-age=60`
+/// is stale by 10 s on arrival) while `errors` is 0, and status `errors` otherwise.
+pub async fn stale_origin(cc: &'static str, errors: &Counter) -> TestOrigin {
+    let errors = errors.clone();
+    TestOrigin::start(move |_| match errors.get() {
+        0 => Reply::ok(cc, b"stale-body".to_vec())
+            .header("age", "70")
+            .header("etag", "\"st\""),
+        status => Reply::status(status as u16, b"origin-error".to_vec()),
+    })
+    .await
 }

@@ -50,19 +50,6 @@ async fn response_no_cache_is_stored_and_revalidated_every_time() {
     }
 }
 
-/// A validated origin that answers `Cache-Control: <cc>` with `Age: 70` (so `max-age=60`
-/// is stale by 10 s on arrival) while `errors` is 0, and status `errors` otherwise.
-async fn stale_origin(cc: &'static str, errors: &Counter) -> TestOrigin {
-    let errors = errors.clone();
-    TestOrigin::start(move |_| match errors.get() {
-        0 => Reply::ok(cc, b"stale-body".to_vec())
-            .header("age", "70")
-            .header("etag", "\"st\""),
-        status => Reply::status(status as u16, b"origin-error".to_vec()),
-    })
-    .await
-}
-
 /// Stores `/st` from `origin`, then makes the origin unreachable and asks again.
 async fn ask_with_origin_down(
     origin: &TestOrigin,

@@ -184,6 +184,7 @@ const REJECTED: &[(&str, &str, &str)] = &[
     ("[cache]\nlock_timeout = \"soon\"", "cache.lock_timeout", "invalid"),
     ("[cache]\nlock_timeout = 5", "cache.lock_timeout", "parse"),
     ("[cache]\nheuristic_max_age = \"a day\"", "cache.heuristic_max_age", "invalid"),
+    ("[cache]\nstale_if_unreachable = \"forever\"", "cache.stale_if_unreachable", "invalid"),
     (
         "[cache]\nverify_whole_below = \"17MiB\"",
         "cache.verify_whole_below",
