@@ -1,10 +1,12 @@
 //! Byte ranges (RFC 9110 §14): which part of an object a request asks for, and a body
 //! that delivers only that part.
 //!
-//! Only a single range is answered with 206; a multi-range request gets the whole
-//! object as a 200, which §14.2 allows, so one request never turns into one disk read
-//! per range. A syntactically invalid `Range` is ignored (whole object), an
-//! unsatisfiable one is answered 416, and an `If-Range` that does not match the
+//! A single range is answered with a 206 of that part. Several ranges of a stored object
+//! (at most [`MAX_PARTS`], none overlapping) get a 206 `multipart/byteranges` (§14.6),
+//! one part per range in the order asked, read from the file in turn; more ranges, or
+//! overlapping ones, get the whole object as a 200, which §14.2 allows for a range set a
+//! server considers abusive. A syntactically invalid `Range` is ignored (whole object), an
+//! unsatisfiable single range is answered 416, and an `If-Range` that does not match the
 //! stored validator (strong comparison, §13.1.5) turns the request into a plain GET.
 
 use std::pin::Pin;
@@ -17,8 +19,13 @@ use http::{HeaderMap, HeaderValue};
 use http_body::{Body, Frame, SizeHint};
 use http_range_header::{RangeUnsatisfiableError, StartPosition};
 
+/// The most ranges one request is answered part by part; a request for more gets the
+/// whole object (each part is a separate read, and a flood of tiny ranges costs the
+/// disk far more than it saves the network).
+pub const MAX_PARTS: usize = 64;
+
 /// How to answer a request for an object of known length.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RangeAnswer {
     /// The whole object, 200.
     Whole,
@@ -29,6 +36,9 @@ pub enum RangeAnswer {
         /// Last byte offset, inclusive.
         last: u64,
     },
+    /// Several non-overlapping ranges `first..=last`, in the order asked: 206
+    /// `multipart/byteranges`.
+    Parts(Vec<(u64, u64)>),
     /// No requested byte exists: 416 with `Content-Range: bytes */len`.
     Unsatisfiable,
 }
@@ -61,8 +71,15 @@ pub fn answer(request: &HeaderMap, stored: &HeaderMap, len: u64) -> RangeAnswer 
     let Ok(parsed) = http_range_header::parse_range_header(text) else {
         return RangeAnswer::Whole;
     };
-    if parsed.ranges.len() != 1 {
-        return RangeAnswer::Whole;
+    if parsed.ranges.len() > 1 {
+        return match parsed.validate(len) {
+            Ok(ranges) if ranges.len() <= MAX_PARTS && len > 0 => {
+                RangeAnswer::Parts(ranges.iter().map(|r| (*r.start(), *r.end())).collect())
+            }
+            // Overlapping, too many, or some part unsatisfiable: the whole object, which
+            // answers any range request (§14.2).
+            _ => RangeAnswer::Whole,
+        };
     }
     // A suffix longer than the object means the whole object (§14.1.3); the crate
     // calls it unsatisfiable.
@@ -91,6 +108,64 @@ pub fn answer(request: &HeaderMap, stored: &HeaderMap, len: u64) -> RangeAnswer 
 /// `Content-Range: bytes first-last/len`.
 pub fn content_range(first: u64, last: u64, len: u64) -> HeaderValue {
     headers_value(format!("bytes {first}-{last}/{len}"))
+}
+
+/// The framing of a `multipart/byteranges` body (RFC 9110 §14.6): a boundary, and the
+/// head of each part.
+pub struct Multipart {
+    /// The boundary between parts: random, so that no body can contain it by design.
+    boundary: String,
+    /// The object's own `Content-Type`, repeated in every part.
+    content_type: Option<HeaderValue>,
+    /// The object's length, for each part's `Content-Range`.
+    len: u64,
+}
+
+impl Multipart {
+    /// Framing for the parts of an object of `len` bytes with `content_type`.
+    pub fn new(content_type: Option<HeaderValue>, len: u64) -> Multipart {
+        // A fixed fallback is still a valid boundary; randomness only makes a collision
+        // with the content implausible.
+        let token = getrandom::u64().unwrap_or(0x5ec0_d417_b0a7_da7a);
+        Multipart {
+            boundary: format!("secondhit-{token:016x}"),
+            content_type,
+            len,
+        }
+    }
+
+    /// The response's `Content-Type: multipart/byteranges; boundary=...`.
+    pub fn content_type(&self) -> HeaderValue {
+        headers_value(format!("multipart/byteranges; boundary={}", self.boundary))
+    }
+
+    /// What precedes part `first..=last`: the delimiter and the part's fields.
+    pub fn part_head(&self, first: u64, last: u64) -> Bytes {
+        let mut head = format!("\r\n--{}\r\n", self.boundary).into_bytes();
+        if let Some(content_type) = &self.content_type {
+            head.extend_from_slice(b"Content-Type: ");
+            head.extend_from_slice(content_type.as_bytes());
+            head.extend_from_slice(b"\r\n");
+        }
+        head.extend_from_slice(
+            format!("Content-Range: bytes {first}-{last}/{}\r\n\r\n", self.len).as_bytes(),
+        );
+        Bytes::from(head)
+    }
+
+    /// The closing delimiter, after the last part.
+    pub fn closing(&self) -> Bytes {
+        Bytes::from(format!("\r\n--{}--\r\n", self.boundary))
+    }
+
+    /// The body's length for `parts`: every part's head and bytes, and the closing.
+    pub fn content_length(&self, parts: &[(u64, u64)]) -> u64 {
+        let parts_len: u64 = parts
+            .iter()
+            .map(|&(first, last)| self.part_head(first, last).len() as u64 + (last - first + 1))
+            .sum();
+        parts_len + self.closing().len() as u64
+    }
 }
 
 /// `Content-Range: bytes */len`, for a 416.
@@ -196,14 +271,47 @@ mod tests {
         );
         assert_eq!(
             answer(&request("bytes=0-1,5-6"), &none, 100),
+            RangeAnswer::Parts(vec![(0, 1), (5, 6)])
+        );
+        assert_eq!(
+            answer(&request("bytes=50-59,-5,0-0"), &none, 100),
+            RangeAnswer::Parts(vec![(50, 59), (95, 99), (0, 0)])
+        );
+        // Overlapping, or more than MAX_PARTS: the whole object.
+        assert_eq!(
+            answer(&request("bytes=0-10,5-6"), &none, 100),
             RangeAnswer::Whole
         );
+        let many: Vec<String> = (0..=MAX_PARTS).map(|i| format!("{i}-{i}")).collect();
+        let mut many_ranges = HeaderMap::new();
+        let value = HeaderValue::from_str(&format!("bytes={}", many.join(",")));
+        many_ranges.insert(RANGE, value.expect("a valid header value"));
+        assert_eq!(answer(&many_ranges, &none, 1000), RangeAnswer::Whole);
         assert_eq!(
             answer(&request("items=0-1"), &none, 100),
             RangeAnswer::Whole
         );
         assert!(is_single_range(&request("bytes=0-1")));
         assert!(!is_single_range(&request("bytes=0-1,3-4")));
+    }
+
+    #[test]
+    fn multipart_framing_and_length() {
+        let parts = Multipart::new(Some(HeaderValue::from_static("text/plain")), 100);
+        let head = parts.part_head(5, 6);
+        let text = std::str::from_utf8(&head).expect("ascii");
+        assert!(text.starts_with("\r\n--secondhit-"), "{text}");
+        assert!(
+            text.ends_with("\r\nContent-Type: text/plain\r\nContent-Range: bytes 5-6/100\r\n\r\n")
+        );
+        let boundary = parts.boundary.clone();
+        assert_eq!(parts.closing(), format!("\r\n--{boundary}--\r\n"));
+        assert_eq!(
+            parts.content_type(),
+            format!("multipart/byteranges; boundary={boundary}").as_str()
+        );
+        let expected = parts.part_head(0, 1).len() + 2 + head.len() + 2 + parts.closing().len();
+        assert_eq!(parts.content_length(&[(0, 1), (5, 6)]), expected as u64);
     }
 
     #[test]

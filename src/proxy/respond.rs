@@ -1,10 +1,12 @@
-//! Responses built from a stored entry: the whole object (200), one range (206), an
-//! unsatisfiable range (416), a client's satisfied conditional (304), or a HEAD.
+//! Responses built from a stored entry: the whole object (200), one range (206), several
+//! ranges (206 `multipart/byteranges`), an unsatisfiable range (416), a client's satisfied
+//! conditional (304), or a HEAD.
 
 use std::time::SystemTime;
 
-use futures_util::TryStreamExt;
-use http::header::{ACCEPT_RANGES, AGE, CONTENT_LENGTH, CONTENT_RANGE};
+use bytes::Bytes;
+use futures_util::{StreamExt, TryStreamExt};
+use http::header::{ACCEPT_RANGES, AGE, CONTENT_LENGTH, CONTENT_RANGE, CONTENT_TYPE};
 use http::{HeaderValue, Method, Response, StatusCode, request};
 use http_body_util::{BodyExt, Empty, StreamBody};
 use hyper::body::Frame;
@@ -14,7 +16,7 @@ use crate::cache_status::{CACHE_STATUS, CacheStatus};
 use crate::error::{BoxError, ProxyBody};
 use crate::policy::freshness::StoredFreshness;
 use crate::policy::validation;
-use crate::range::{self, RangeAnswer};
+use crate::range::{self, Multipart, RangeAnswer};
 
 /// Answers `request` from `found`, whose freshness was judged by `freshness` at `now`;
 /// `status` is the Cache-Status to send.
@@ -68,6 +70,36 @@ pub fn from_store(
                 .insert(CONTENT_LENGTH, HeaderValue::from(last - first + 1));
             let frames = entry
                 .into_range_stream(first, last)
+                .map_ok(Frame::data)
+                .map_err(BoxError::from);
+            Response::from_parts(head, BodyExt::boxed_unsync(StreamBody::new(frames)))
+        }
+        RangeAnswer::Parts(parts) => {
+            let multipart = Multipart::new(head.headers.get(CONTENT_TYPE).cloned(), len);
+            head.status = StatusCode::PARTIAL_CONTENT;
+            head.headers.insert(CONTENT_TYPE, multipart.content_type());
+            head.headers.insert(
+                CONTENT_LENGTH,
+                HeaderValue::from(multipart.content_length(&parts)),
+            );
+            let heads: Vec<Bytes> = (parts.iter())
+                .map(|&(first, last)| multipart.part_head(first, last))
+                .collect();
+            // Each part's head goes out just before its first chunk.
+            let mut started = None;
+            let frames = entry
+                .into_ranges_stream(parts)
+                .map_ok(move |(part, chunk)| {
+                    let head = (started != Some(part)).then(|| heads[part].clone());
+                    started = Some(part);
+                    futures_util::stream::iter(
+                        head.into_iter().chain([chunk]).map(Ok::<_, std::io::Error>),
+                    )
+                })
+                .try_flatten()
+                .chain(futures_util::stream::once(async move {
+                    Ok(multipart.closing())
+                }))
                 .map_ok(Frame::data)
                 .map_err(BoxError::from);
             Response::from_parts(head, BodyExt::boxed_unsync(StreamBody::new(frames)))

@@ -190,12 +190,7 @@ impl StoredEntry {
         first: u64,
         last: u64,
     ) -> impl futures_util::Stream<Item = io::Result<Bytes>> + Send + 'static {
-        if first > last || last >= self.body_len {
-            let msg = format!(
-                "range {first}-{last} outside a body of {} bytes",
-                self.body_len
-            );
-            let error = io::Error::new(io::ErrorKind::InvalidInput, msg);
+        if let Some(error) = self.outside_body(first, last) {
             return Either::Left(futures_util::stream::once(async { Err(error) }));
         }
         let seek_to = match &mut self.source {
@@ -215,6 +210,86 @@ impl StoredEntry {
         };
         Either::Right(body_stream(state))
     }
+
+    /// The body bytes of each of `ranges` in turn (each `first..=last` within the body,
+    /// else the stream is one `InvalidInput` error), every chunk tagged with the index of
+    /// its range; every range yields at least one chunk. Verified as
+    /// [`StoredEntry::into_range_stream`] is: a body held in memory was checked whole, a
+    /// range read from the file is not.
+    pub fn into_ranges_stream(
+        mut self,
+        ranges: Vec<(u64, u64)>,
+    ) -> impl futures_util::Stream<Item = io::Result<(usize, Bytes)>> + Send + 'static {
+        if let Some(error) =
+            (ranges.iter()).find_map(|&(first, last)| self.outside_body(first, last))
+        {
+            return Either::Left(futures_util::stream::once(async { Err(error) }));
+        }
+        // A body in memory is sliced for each range; a file is sought to each in turn.
+        let whole = match &mut self.source {
+            Source::Memory(body) => Some(std::mem::take(body)),
+            Source::File(_) => None,
+        };
+        let parts = PartsState {
+            state: BodyState {
+                remaining: 0,
+                seek_to: None,
+                entry: self,
+                hasher: None,
+            },
+            ranges,
+            next: 0,
+            whole,
+        };
+        Either::Right(futures_util::stream::unfold(
+            Some(parts),
+            |parts| async move {
+                let mut parts = parts?;
+                if parts.state.remaining == 0 {
+                    let &(first, last) = parts.ranges.get(parts.next)?;
+                    parts.next += 1;
+                    parts.state.remaining = last - first + 1;
+                    match &parts.whole {
+                        // In range: checked above against `body_len`, the length in memory.
+                        Some(whole) => {
+                            parts.state.entry.source =
+                                Source::Memory(whole.slice(first as usize..=last as usize));
+                        }
+                        None => parts.state.seek_to = Some(parts.state.entry.body_offset + first),
+                    }
+                }
+                let index = parts.next - 1;
+                match next_chunk(&mut parts.state).await {
+                    Ok(chunk) => Some((Ok((index, chunk)), Some(parts))),
+                    // An error ends the stream.
+                    Err(e) => Some((Err(e), None)),
+                }
+            },
+        ))
+    }
+
+    /// The `InvalidInput` error for a range `first..=last` that is not within the body.
+    fn outside_body(&self, first: u64, last: u64) -> Option<io::Error> {
+        (first > last || last >= self.body_len).then(|| {
+            let msg = format!(
+                "range {first}-{last} outside a body of {} bytes",
+                self.body_len
+            );
+            io::Error::new(io::ErrorKind::InvalidInput, msg)
+        })
+    }
+}
+
+/// The state of a multi-range stream between chunks.
+struct PartsState {
+    /// The body stream of the range being read.
+    state: BodyState,
+    /// All ranges, in order.
+    ranges: Vec<(u64, u64)>,
+    /// The index of the next range to start.
+    next: usize,
+    /// The whole body, when it is held in memory.
+    whole: Option<Bytes>,
 }
 
 /// Streams the chunks of `state` until it has yielded everything or failed.

@@ -241,3 +241,97 @@ async fn range_miss_on_an_object_too_large_to_store_asks_the_origin_for_the_rang
     assert_eq!(origin.count("/obj"), 2, "one whole attempt, one range");
     assert!(proxy.entry_files().is_empty());
 }
+
+/// RFC 9110 §14.6: several ranges of a stored object are answered from storage with a 206
+/// `multipart/byteranges`, one part per range in the order asked, each with its
+/// `Content-Range`, under a `Content-Length` that counts every byte.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_ranges_are_a_multipart_206_from_storage() {
+    let origin = range_origin().await;
+    let proxy = stored_object(&origin).await;
+    let seen = get_with(&proxy, "/obj", &[("range", "bytes=900-909,0-1,500-599")]).await;
+    assert_eq!(seen.status, 206, "{:?}", seen.cache);
+    assert!(seen.cache.hit, "{:?}", seen.cache);
+    let kind = header(&seen, "content-type").expect("content-type");
+    let boundary = kind
+        .strip_prefix("multipart/byteranges; boundary=")
+        .unwrap_or_else(|| panic!("{kind}"));
+    let length = seen.body.len().to_string();
+    assert_eq!(header(&seen, "content-length"), Some(length.as_str()));
+    assert_eq!(header(&seen, "content-range"), None);
+    let parts = multipart_parts(&seen.body, boundary);
+    let body = thousand();
+    let expected = [(900, 909), (0, 1), (500, 599)];
+    assert_eq!(parts.len(), expected.len());
+    for ((fields, bytes), (first, last)) in parts.iter().zip(expected) {
+        let range = format!("Content-Range: bytes {first}-{last}/1000");
+        assert!(fields.lines().any(|line| line == range), "{fields}");
+        assert_eq!(bytes, &body[first..=last]);
+    }
+    assert_eq!(origin.count("/obj"), 1);
+}
+
+/// The parts of a `multipart/byteranges` body: each part's header lines and its bytes.
+/// Checks the framing on the way: a delimiter before every part, the closing one last.
+fn multipart_parts(body: &[u8], boundary: &str) -> Vec<(String, Vec<u8>)> {
+    let delimiter = format!("\r\n--{boundary}");
+    let delimiter = delimiter.as_bytes();
+    let mut segments = Vec::new();
+    let mut rest = body;
+    while let Some(at) = rest.windows(delimiter.len()).position(|w| w == delimiter) {
+        segments.push(&rest[..at]);
+        rest = &rest[at + delimiter.len()..];
+    }
+    assert_eq!(
+        segments.first(),
+        Some(&&b""[..]),
+        "the body opens with a delimiter"
+    );
+    assert_eq!(rest, b"--\r\n", "the body ends with the closing delimiter");
+    segments[1..]
+        .iter()
+        .map(|segment| {
+            let segment = segment
+                .strip_prefix(b"\r\n")
+                .expect("CRLF after the delimiter");
+            let split = (segment.windows(4).position(|w| w == b"\r\n\r\n"))
+                .expect("a blank line after the part's fields");
+            let fields = String::from_utf8(segment[..split].to_vec()).expect("ASCII fields");
+            (fields, segment[split + 4..].to_vec())
+        })
+        .collect()
+}
+
+/// RFC 9110 §14.6, for a body read from the file rather than held in memory (above
+/// `cache.verify_whole_below`): every part carries the object's own `Content-Type`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_ranges_of_a_large_object_are_read_from_the_file() {
+    let large: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+    let served = large.clone();
+    let origin = TestOrigin::start(move |_| {
+        Reply::ok("max-age=100", served.clone()).header("content-type", "application/pdf")
+    })
+    .await;
+    let proxy = proxy_always(&origin).await;
+    fill(&proxy, "/doc.pdf", &[], 1).await;
+    let ranges = "bytes=0-9,150000-150009,199990-";
+    let seen = get_with(&proxy, "/doc.pdf", &[("range", ranges)]).await;
+    assert_eq!(seen.status, 206, "{:?}", seen.cache);
+    let kind = header(&seen, "content-type").expect("content-type");
+    let boundary = kind
+        .strip_prefix("multipart/byteranges; boundary=")
+        .unwrap_or_else(|| panic!("{kind}"));
+    let parts = multipart_parts(&seen.body, boundary);
+    let expected = [(0, 9), (150_000, 150_009), (199_990, 199_999)];
+    assert_eq!(parts.len(), expected.len());
+    for ((fields, bytes), (first, last)) in parts.iter().zip(expected) {
+        assert!(
+            fields.lines().any(|l| l == "Content-Type: application/pdf"),
+            "{fields}"
+        );
+        let range = format!("Content-Range: bytes {first}-{last}/200000");
+        assert!(fields.lines().any(|line| line == range), "{fields}");
+        assert_eq!(bytes, &large[first..=last]);
+    }
+    assert_eq!(origin.count("/doc.pdf"), 1);
+}

@@ -93,3 +93,44 @@ async fn a_file_cut_short_ends_the_range_with_an_error_and_is_discarded() {
     assert!(!path.exists());
     assert_eq!(store.stats().removed_invalid, 1);
 }
+
+#[tokio::test]
+async fn several_ranges_stream_in_order_each_tagged_with_its_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path()).await;
+    for (key, len) in [("small", 1000usize), ("large", 300_000)] {
+        let data = body(len, 5);
+        put(&store, key, &data).await;
+        // Out of order, single bytes, the end, and (for the file) across chunk boundaries.
+        let wanted = ranges(len as u64)
+            .into_iter()
+            .filter(|&(first, _)| first > 0)
+            .rev()
+            .collect::<Vec<_>>();
+        let stream = entry(&store, key).await.into_ranges_stream(wanted.clone());
+        let mut stream = std::pin::pin!(stream);
+        let mut got: Vec<Vec<u8>> = vec![Vec::new(); wanted.len()];
+        let mut last_index = 0;
+        while let Some(chunk) = stream.next().await {
+            let (index, bytes) = chunk.unwrap();
+            assert!(index >= last_index, "{key}: parts in order");
+            last_index = index;
+            got[index].extend_from_slice(&bytes);
+        }
+        for (part, &(first, last)) in got.iter().zip(&wanted) {
+            assert_eq!(
+                part,
+                &data[first as usize..=last as usize],
+                "{key} {first}-{last}"
+            );
+        }
+        // A range outside the body: one InvalidInput error, nothing else.
+        let stream = entry(&store, key)
+            .await
+            .into_ranges_stream(vec![(0, 1), (5, len as u64)]);
+        let mut stream = std::pin::pin!(stream);
+        let first = stream.next().await.expect("an item");
+        assert_eq!(first.unwrap_err().kind(), io::ErrorKind::InvalidInput);
+        assert!(stream.next().await.is_none());
+    }
+}
