@@ -284,10 +284,10 @@ impl Proxy {
         admission: Decision,
     ) -> Result<Response<ProxyBody>, ProxyError> {
         let is_get = head.method == Method::GET;
-        // A single range of an object about to be stored is fetched whole and answered
-        // from it; any other range is passed to the origin and not stored.
+        // Byte ranges of an object about to be stored are fetched whole and answered from
+        // it; any other range is passed to the origin and not stored.
         let whole_for_range =
-            is_get && admission.is_admit() && range::is_single_range(&head.headers);
+            is_get && admission.is_admit() && range::is_answerable_range(&head.headers);
         let mut headers = head.headers.clone();
         if is_get && admission.is_admit() && (whole_for_range || !headers.contains_key(RANGE)) {
             // The client's validators would let the origin answer 304, leaving nothing to store.

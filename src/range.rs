@@ -3,12 +3,14 @@
 //!
 //! A single range is answered with a 206 of that part. Several ranges of a stored object
 //! (at most [`MAX_PARTS`], none overlapping) get a 206 `multipart/byteranges` (§14.6),
-//! one part per range in the order asked, read from the file in turn; more ranges, or
-//! overlapping ones, get the whole object as a 200, which §14.2 allows for a range set a
-//! server considers abusive. A syntactically invalid `Range` is ignored (whole object), an
+//! one part per range in the order asked, read from the file in turn; cut from an object
+//! streaming in from the origin ([`MultipartBody`]) they must also come in ascending
+//! order. More ranges, overlapping ones, or (from the origin) ranges out of order get the
+//! whole object as a 200, which §14.2 allows for a range set a server will not serve. A syntactically invalid `Range` is ignored (whole object), an
 //! unsatisfiable single range is answered 416, and an `If-Range` that does not match the
 //! stored validator (strong comparison, §13.1.5) turns the request into a plain GET.
 
+use std::collections::VecDeque;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
@@ -43,12 +45,18 @@ pub enum RangeAnswer {
     Unsatisfiable,
 }
 
-/// True if the request carries a `Range` of one syntactically valid byte range:
-/// the kind this cache can answer from a stored object.
-pub fn is_single_range(request: &HeaderMap) -> bool {
+/// True if the request carries a `Range` of one to [`MAX_PARTS`] syntactically valid byte
+/// ranges: the kind this cache can answer from a whole object.
+pub fn is_answerable_range(request: &HeaderMap) -> bool {
     range_text(request)
         .and_then(|text| http_range_header::parse_range_header(text).ok())
-        .is_some_and(|parsed| parsed.ranges.len() == 1)
+        .is_some_and(|parsed| (1..=MAX_PARTS).contains(&parsed.ranges.len()))
+}
+
+/// True if `parts` come in ascending order: the only order in which they can be cut
+/// from a body as it streams.
+pub fn ascending(parts: &[(u64, u64)]) -> bool {
+    parts.windows(2).all(|pair| pair[0].1 < pair[1].0)
 }
 
 fn range_text(request: &HeaderMap) -> Option<&str> {
@@ -244,6 +252,113 @@ where
     }
 }
 
+/// A body that delivers parts `first..=last` of `inner` (ascending, not overlapping) as a
+/// `multipart/byteranges` body framed by a [`Multipart`]. It reads `inner` to its end, so a
+/// fill teed from it still gets the whole object.
+pub struct MultipartBody<B> {
+    inner: B,
+    /// Offset of the next byte `inner` yields.
+    position: u64,
+    parts: Vec<(u64, u64)>,
+    /// Each part's head, sent before its first byte.
+    heads: Vec<Bytes>,
+    /// The first part not yet delivered whole.
+    next: usize,
+    /// Whether the head of part `next` has been queued.
+    head_queued: bool,
+    /// Bytes ready to go to the client, in order.
+    pending: VecDeque<Bytes>,
+    /// The closing delimiter, until it is queued after the last part.
+    closing: Option<Bytes>,
+    /// Client bytes not yet yielded.
+    remaining: u64,
+}
+
+impl<B> MultipartBody<B> {
+    /// Cuts `parts` (ascending, see [`ascending`]) out of `inner`, framed by `multipart`.
+    pub fn new(inner: B, multipart: &Multipart, parts: Vec<(u64, u64)>) -> MultipartBody<B> {
+        MultipartBody {
+            inner,
+            position: 0,
+            heads: (parts.iter())
+                .map(|&(first, last)| multipart.part_head(first, last))
+                .collect(),
+            remaining: multipart.content_length(&parts),
+            parts,
+            next: 0,
+            head_queued: false,
+            pending: VecDeque::new(),
+            closing: Some(multipart.closing()),
+        }
+    }
+
+    /// Queues what of `data`, the object's next bytes, falls in the parts.
+    fn take(&mut self, data: &Bytes) {
+        let start = self.position;
+        let end = start + data.len() as u64; // exclusive
+        self.position = end;
+        while let Some(&(first, last)) = self.parts.get(self.next) {
+            if first >= end {
+                break;
+            }
+            let (from, to) = (first.max(start), (last + 1).min(end));
+            if from < to {
+                if !self.head_queued {
+                    self.pending.push_back(self.heads[self.next].clone());
+                    self.head_queued = true;
+                }
+                let slice = data.slice((from - start) as usize..(to - start) as usize);
+                self.pending.push_back(slice);
+            }
+            if last + 1 > end {
+                break; // the part goes on in the next frame
+            }
+            self.next += 1;
+            self.head_queued = false;
+        }
+        if self.next == self.parts.len()
+            && let Some(closing) = self.closing.take()
+        {
+            self.pending.push_back(closing);
+        }
+    }
+}
+
+impl<B> Body for MultipartBody<B>
+where
+    B: Body<Data = Bytes> + Unpin,
+{
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+        loop {
+            if let Some(bytes) = self.pending.pop_front() {
+                self.remaining = self.remaining.saturating_sub(bytes.len() as u64);
+                return Poll::Ready(Some(Ok(Frame::data(bytes))));
+            }
+            let Some(frame) = ready!(Pin::new(&mut self.inner).poll_frame(cx)) else {
+                return Poll::Ready(None);
+            };
+            // Trailers describe the whole object; a 206 does not carry them.
+            if let Ok(data) = frame?.into_data() {
+                self.take(&data);
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.pending.is_empty() && self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact(self.remaining)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use http_body_util::BodyExt;
@@ -291,8 +406,10 @@ mod tests {
             answer(&request("items=0-1"), &none, 100),
             RangeAnswer::Whole
         );
-        assert!(is_single_range(&request("bytes=0-1")));
-        assert!(!is_single_range(&request("bytes=0-1,3-4")));
+        assert!(is_answerable_range(&request("bytes=0-1")));
+        assert!(is_answerable_range(&request("bytes=0-1,3-4")));
+        assert!(!is_answerable_range(&request("items=0-1")));
+        assert!(ascending(&[(0, 1), (3, 4)]) && !ascending(&[(3, 4), (0, 1)]));
     }
 
     #[test]
@@ -312,6 +429,32 @@ mod tests {
         );
         let expected = parts.part_head(0, 1).len() + 2 + head.len() + 2 + parts.closing().len();
         assert_eq!(parts.content_length(&[(0, 1), (5, 6)]), expected as u64);
+    }
+
+    #[tokio::test]
+    async fn multipart_body_cuts_parts_across_frames_and_reads_to_the_end() {
+        let object: Vec<u8> = (0..100u8).collect();
+        let frames: Vec<Result<Frame<Bytes>, std::convert::Infallible>> = object
+            .chunks(7)
+            .map(|chunk| Ok(Frame::data(Bytes::copy_from_slice(chunk))))
+            .collect();
+        let inner = http_body_util::StreamBody::new(futures_util::stream::iter(frames));
+        let multipart = Multipart::new(None, 100);
+        // Within one frame, across frames, adjacent, and the last byte.
+        let parts = vec![(1, 2), (5, 30), (31, 31), (99, 99)];
+        let body = MultipartBody::new(inner, &multipart, parts.clone());
+        assert_eq!(
+            body.size_hint().exact(),
+            Some(multipart.content_length(&parts))
+        );
+        let bytes = body.collect().await.map(|c| c.to_bytes());
+        let mut expected = Vec::new();
+        for &(first, last) in &parts {
+            expected.extend_from_slice(&multipart.part_head(first, last));
+            expected.extend_from_slice(&object[first as usize..=last as usize]);
+        }
+        expected.extend_from_slice(&multipart.closing());
+        assert_eq!(bytes.ok().as_deref(), Some(&expected[..]));
     }
 
     #[test]

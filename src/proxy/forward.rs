@@ -4,7 +4,7 @@
 
 use std::time::SystemTime;
 
-use http::header::{CONTENT_LENGTH, CONTENT_RANGE};
+use http::header::{CONTENT_LENGTH, CONTENT_RANGE, CONTENT_TYPE};
 use http::{HeaderValue, Method, Response, StatusCode, request};
 use http_body_util::BodyExt;
 
@@ -17,7 +17,7 @@ use crate::key::CacheKey;
 use crate::origin::{BodyFraming, OriginResponse};
 use crate::policy::NotStored;
 use crate::policy::validation;
-use crate::range::{self, RangeAnswer, RangeBody};
+use crate::range::{self, Multipart, MultipartBody, RangeAnswer, RangeBody};
 use crate::tee::TeeBody;
 
 impl Proxy {
@@ -108,18 +108,34 @@ impl Proxy {
             && head.method == Method::GET
             && response_head.status == StatusCode::OK
             && let BodyFraming::Length(len) = framing
-            && let RangeAnswer::Part { first, last } =
-                range::answer(&head.headers, &response_head.headers, len)
         {
-            response_head.status = StatusCode::PARTIAL_CONTENT;
-            let headers = &mut response_head.headers;
-            headers.insert(CONTENT_RANGE, range::content_range(first, last, len));
-            headers.insert(CONTENT_LENGTH, HeaderValue::from(last - first + 1));
-            let body = RangeBody::new(body, first, last);
-            return Response::from_parts(
-                response_head,
-                body.map_err(BoxError::from).boxed_unsync(),
-            );
+            match range::answer(&head.headers, &response_head.headers, len) {
+                RangeAnswer::Part { first, last } => {
+                    response_head.status = StatusCode::PARTIAL_CONTENT;
+                    let headers = &mut response_head.headers;
+                    headers.insert(CONTENT_RANGE, range::content_range(first, last, len));
+                    headers.insert(CONTENT_LENGTH, HeaderValue::from(last - first + 1));
+                    let body = RangeBody::new(body, first, last);
+                    return Response::from_parts(
+                        response_head,
+                        body.map_err(BoxError::from).boxed_unsync(),
+                    );
+                }
+                RangeAnswer::Parts(parts) if range::ascending(&parts) => {
+                    let headers = &mut response_head.headers;
+                    let multipart = Multipart::new(headers.get(CONTENT_TYPE).cloned(), len);
+                    response_head.status = StatusCode::PARTIAL_CONTENT;
+                    headers.insert(CONTENT_TYPE, multipart.content_type());
+                    let length = multipart.content_length(&parts);
+                    headers.insert(CONTENT_LENGTH, HeaderValue::from(length));
+                    let body = MultipartBody::new(body, &multipart, parts);
+                    return Response::from_parts(
+                        response_head,
+                        body.map_err(BoxError::from).boxed_unsync(),
+                    );
+                }
+                _ => {}
+            }
         }
         // A whole object for a range of unknown or unsatisfiable extent: the whole
         // 200 is a valid answer to any range request (RFC 9110 §14.2).

@@ -250,25 +250,39 @@ async fn several_ranges_are_a_multipart_206_from_storage() {
     let origin = range_origin().await;
     let proxy = stored_object(&origin).await;
     let seen = get_with(&proxy, "/obj", &[("range", "bytes=900-909,0-1,500-599")]).await;
-    assert_eq!(seen.status, 206, "{:?}", seen.cache);
     assert!(seen.cache.hit, "{:?}", seen.cache);
-    let kind = header(&seen, "content-type").expect("content-type");
+    assert_eq!(header(&seen, "content-range"), None);
+    assert_multipart(&seen, &thousand(), None, &[(900, 909), (0, 1), (500, 599)]);
+    assert_eq!(origin.count("/obj"), 1);
+}
+
+/// Asserts a 206 `multipart/byteranges` of `object` with one part per `expected` range, in
+/// that order, each with its `Content-Range` (and `Content-Type: <part_type>` if given),
+/// under a `Content-Length` that counts every byte of the body.
+fn assert_multipart(
+    seen: &crate::support::Seen,
+    object: &[u8],
+    part_type: Option<&str>,
+    expected: &[(usize, usize)],
+) {
+    assert_eq!(seen.status, 206, "{:?}", seen.cache);
+    let kind = header(seen, "content-type").expect("content-type");
     let boundary = kind
         .strip_prefix("multipart/byteranges; boundary=")
         .unwrap_or_else(|| panic!("{kind}"));
     let length = seen.body.len().to_string();
-    assert_eq!(header(&seen, "content-length"), Some(length.as_str()));
-    assert_eq!(header(&seen, "content-range"), None);
+    assert_eq!(header(seen, "content-length"), Some(length.as_str()));
     let parts = multipart_parts(&seen.body, boundary);
-    let body = thousand();
-    let expected = [(900, 909), (0, 1), (500, 599)];
     assert_eq!(parts.len(), expected.len());
-    for ((fields, bytes), (first, last)) in parts.iter().zip(expected) {
-        let range = format!("Content-Range: bytes {first}-{last}/1000");
+    for ((fields, bytes), &(first, last)) in parts.iter().zip(expected) {
+        let range = format!("Content-Range: bytes {first}-{last}/{}", object.len());
         assert!(fields.lines().any(|line| line == range), "{fields}");
-        assert_eq!(bytes, &body[first..=last]);
+        if let Some(part_type) = part_type {
+            let line = format!("Content-Type: {part_type}");
+            assert!(fields.lines().any(|l| l == line), "{fields}");
+        }
+        assert_eq!(bytes, &object[first..=last]);
     }
-    assert_eq!(origin.count("/obj"), 1);
 }
 
 /// The parts of a `multipart/byteranges` body: each part's header lines and its bytes.
@@ -316,22 +330,27 @@ async fn several_ranges_of_a_large_object_are_read_from_the_file() {
     fill(&proxy, "/doc.pdf", &[], 1).await;
     let ranges = "bytes=0-9,150000-150009,199990-";
     let seen = get_with(&proxy, "/doc.pdf", &[("range", ranges)]).await;
-    assert_eq!(seen.status, 206, "{:?}", seen.cache);
-    let kind = header(&seen, "content-type").expect("content-type");
-    let boundary = kind
-        .strip_prefix("multipart/byteranges; boundary=")
-        .unwrap_or_else(|| panic!("{kind}"));
-    let parts = multipart_parts(&seen.body, boundary);
     let expected = [(0, 9), (150_000, 150_009), (199_990, 199_999)];
-    assert_eq!(parts.len(), expected.len());
-    for ((fields, bytes), (first, last)) in parts.iter().zip(expected) {
-        assert!(
-            fields.lines().any(|l| l == "Content-Type: application/pdf"),
-            "{fields}"
-        );
-        let range = format!("Content-Range: bytes {first}-{last}/200000");
-        assert!(fields.lines().any(|line| line == range), "{fields}");
-        assert_eq!(bytes, &large[first..=last]);
-    }
+    assert_multipart(&seen, &large, Some("application/pdf"), &expected);
     assert_eq!(origin.count("/doc.pdf"), 1);
+}
+
+/// RFC 9110 §14.6 and RFC 9111 §3.3 on a miss: several ranges of an object about to be
+/// stored are fetched whole (the origin sees no `Range`), stored, and cut into a
+/// `multipart/byteranges` answer as the object streams in; the next request is a hit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_ranges_on_a_miss_fetch_the_object_whole_and_answer_multipart() {
+    let origin = range_origin().await;
+    let proxy = proxy_always(&origin).await;
+    let seen = get_with(&proxy, "/obj", &[("range", "bytes=0-1,500-599,990-")]).await;
+    assert!(seen.cache.stored, "{:?}", seen.cache);
+    let body = thousand();
+    assert_multipart(&seen, &body, None, &[(0, 1), (500, 599), (990, 999)]);
+    let sent = origin.last_headers("/obj").expect("origin saw it");
+    assert!(sent.get("range").is_none(), "fetched whole: {sent:?}");
+    proxy.wait_committed(1).await;
+    let hit = get_with(&proxy, "/obj", &[]).await;
+    assert!(hit.cache.hit, "{:?}", hit.cache);
+    assert_eq!(hit.body, body);
+    assert_eq!(origin.count("/obj"), 1);
 }
