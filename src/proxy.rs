@@ -17,8 +17,8 @@
 //!    the request's own directives may demand a newer response (`fwd=request`).
 //! 4. A miss goes to the origin (`fwd=uri-miss`, or `fwd=vary-miss` when other variants
 //!    exist); a storable response is written to disk only when admission admits it
-//!    (`stored`), otherwise `detail` names why not. A single-range miss that will be
-//!    stored fetches the whole object and answers the range from it.
+//!    (`stored`), otherwise `detail` names why not. A range miss (one range, or several)
+//!    that will be stored fetches the whole object and answers the ranges from it.
 //!
 //! A cache failure (lookup or fill) is logged and the request proxied uncached.
 //!

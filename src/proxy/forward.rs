@@ -1,6 +1,7 @@
 //! Relaying the origin's answer to a GET/HEAD: teeing it to a fill when it is storable
 //! and admitted, answering a client's validators with 304, and cutting a client's
-//! single range out of a whole object fetched to be stored.
+//! range (or ascending ranges, as `multipart/byteranges`) out of a whole object fetched
+//! to be stored.
 
 use std::time::SystemTime;
 
