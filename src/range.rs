@@ -4,7 +4,7 @@
 //! A single range is answered with a 206 of that part. Several ranges of a stored object
 //! (at most [`MAX_PARTS`], none overlapping) get a 206 `multipart/byteranges` (§14.6),
 //! one part per range in the order asked, read from the file in turn; cut from an object
-//! streaming in from the origin ([`MultipartBody`]) they must also come in ascending
+//! streaming in from the origin ([`PartsBody`]) they must also come in ascending
 //! order. More ranges, overlapping ones, or (from the origin) ranges out of order get the
 //! whole object as a 200, which §14.2 allows for a range set a server will not serve. A syntactically invalid `Range` is ignored (whole object), an
 //! unsatisfiable single range is answered 416, and an `If-Range` that does not match the
@@ -186,81 +186,17 @@ fn headers_value(text: String) -> HeaderValue {
     HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static("bytes */0"))
 }
 
-/// A body that passes on only bytes `first..=last` of `inner`, yet reads `inner` to
-/// its end, so a fill teed from `inner` still completes (the client's response ends
-/// when the whole object has arrived, not when its range has).
-pub struct RangeBody<B> {
-    inner: B,
-    /// Offset of the next byte `inner` yields.
-    position: u64,
-    first: u64,
-    last: u64,
-}
-
-impl<B> RangeBody<B> {
-    /// Slices `inner` to bytes `first..=last`.
-    pub fn new(inner: B, first: u64, last: u64) -> RangeBody<B> {
-        RangeBody {
-            inner,
-            position: 0,
-            first,
-            last,
-        }
-    }
-}
-
-impl<B> Body for RangeBody<B>
-where
-    B: Body<Data = Bytes> + Unpin,
-{
-    type Data = Bytes;
-    type Error = B::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
-        loop {
-            let Some(frame) = ready!(Pin::new(&mut self.inner).poll_frame(cx)) else {
-                return Poll::Ready(None);
-            };
-            let frame = frame?;
-            let Ok(data) = frame.into_data() else {
-                // Trailers describe the whole object; a 206 does not carry them.
-                continue;
-            };
-            let start = self.position;
-            let end = start + data.len() as u64; // exclusive
-            self.position = end;
-            let from = self.first.max(start);
-            let to = (self.last + 1).min(end);
-            if from < to {
-                let slice = data.slice((from - start) as usize..(to - start) as usize);
-                return Poll::Ready(Some(Ok(Frame::data(slice))));
-            }
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        // Only the client-visible part; the rest is read but dropped.
-        let remaining = (self.last + 1).saturating_sub(self.position.max(self.first));
-        SizeHint::with_exact(remaining)
-    }
-}
-
-/// A body that delivers parts `first..=last` of `inner` (ascending, not overlapping) as a
-/// `multipart/byteranges` body framed by a [`Multipart`]. It reads `inner` to its end, so a
-/// fill teed from it still gets the whole object.
-pub struct MultipartBody<B> {
+/// A body that passes on only parts `first..=last` of `inner` (ascending, not
+/// overlapping): one range as it is, or several framed as `multipart/byteranges` by a
+/// [`Multipart`]. It reads `inner` to its end, so a fill teed from `inner` still gets the
+/// whole object (the client's response ends when the whole object has arrived, not when
+/// its last part has).
+pub struct PartsBody<B> {
     inner: B,
     /// Offset of the next byte `inner` yields.
     position: u64,
     parts: Vec<(u64, u64)>,
-    /// Each part's head, sent before its first byte.
+    /// Each part's head, sent before its first byte (none for a single plain range).
     heads: Vec<Bytes>,
     /// The first part not yet delivered whole.
     next: usize,
@@ -268,27 +204,44 @@ pub struct MultipartBody<B> {
     head_queued: bool,
     /// Bytes ready to go to the client, in order.
     pending: VecDeque<Bytes>,
-    /// The closing delimiter, until it is queued after the last part.
+    /// The closing delimiter (multipart only), until it is queued after the last part.
     closing: Option<Bytes>,
     /// Client bytes not yet yielded.
     remaining: u64,
 }
 
-impl<B> MultipartBody<B> {
-    /// Cuts `parts` (ascending, see [`ascending`]) out of `inner`, framed by `multipart`.
-    pub fn new(inner: B, multipart: &Multipart, parts: Vec<(u64, u64)>) -> MultipartBody<B> {
-        MultipartBody {
+impl<B> PartsBody<B> {
+    /// Bytes `first..=last` of `inner`, as they are (a single-range 206).
+    pub fn range(inner: B, first: u64, last: u64) -> PartsBody<B> {
+        PartsBody::new(inner, vec![(first, last)], Vec::new(), None)
+    }
+
+    /// `parts` (ascending, see [`ascending`]) of `inner`, framed by `multipart`.
+    pub fn multipart(inner: B, multipart: &Multipart, parts: Vec<(u64, u64)>) -> PartsBody<B> {
+        let heads = (parts.iter())
+            .map(|&(first, last)| multipart.part_head(first, last))
+            .collect();
+        PartsBody::new(inner, parts, heads, Some(multipart.closing()))
+    }
+
+    fn new(
+        inner: B,
+        parts: Vec<(u64, u64)>,
+        heads: Vec<Bytes>,
+        closing: Option<Bytes>,
+    ) -> PartsBody<B> {
+        let framing: u64 = heads.iter().chain(&closing).map(|b| b.len() as u64).sum();
+        let bytes: u64 = parts.iter().map(|&(first, last)| last - first + 1).sum();
+        PartsBody {
             inner,
             position: 0,
-            heads: (parts.iter())
-                .map(|&(first, last)| multipart.part_head(first, last))
-                .collect(),
-            remaining: multipart.content_length(&parts),
             parts,
+            heads,
             next: 0,
             head_queued: false,
             pending: VecDeque::new(),
-            closing: Some(multipart.closing()),
+            closing,
+            remaining: framing + bytes,
         }
     }
 
@@ -303,10 +256,12 @@ impl<B> MultipartBody<B> {
             }
             let (from, to) = (first.max(start), (last + 1).min(end));
             if from < to {
-                if !self.head_queued {
-                    self.pending.push_back(self.heads[self.next].clone());
-                    self.head_queued = true;
+                if !self.head_queued
+                    && let Some(head) = self.heads.get(self.next)
+                {
+                    self.pending.push_back(head.clone());
                 }
+                self.head_queued = true;
                 let slice = data.slice((from - start) as usize..(to - start) as usize);
                 self.pending.push_back(slice);
             }
@@ -324,7 +279,7 @@ impl<B> MultipartBody<B> {
     }
 }
 
-impl<B> Body for MultipartBody<B>
+impl<B> Body for PartsBody<B>
 where
     B: Body<Data = Bytes> + Unpin,
 {
@@ -442,7 +397,7 @@ mod tests {
         let multipart = Multipart::new(None, 100);
         // Within one frame, across frames, adjacent, and the last byte.
         let parts = vec![(1, 2), (5, 30), (31, 31), (99, 99)];
-        let body = MultipartBody::new(inner, &multipart, parts.clone());
+        let body = PartsBody::multipart(inner, &multipart, parts.clone());
         assert_eq!(
             body.size_hint().exact(),
             Some(multipart.content_length(&parts))
@@ -480,7 +435,7 @@ mod tests {
             Ok(Frame::data(Bytes::from_static(b"89"))),
         ];
         let inner = http_body_util::StreamBody::new(futures_util::stream::iter(frames));
-        let body = RangeBody::new(inner, 3, 8);
+        let body = PartsBody::range(inner, 3, 8);
         let bytes = body.collect().await.map(|c| c.to_bytes());
         assert_eq!(bytes.ok().as_deref(), Some(&b"345678"[..]));
     }

@@ -18,7 +18,7 @@ use crate::key::CacheKey;
 use crate::origin::{BodyFraming, OriginResponse};
 use crate::policy::NotStored;
 use crate::policy::validation;
-use crate::range::{self, Multipart, MultipartBody, RangeAnswer, RangeBody};
+use crate::range::{self, Multipart, PartsBody, RangeAnswer};
 use crate::tee::TeeBody;
 
 impl Proxy {
@@ -116,7 +116,7 @@ impl Proxy {
                     let headers = &mut response_head.headers;
                     headers.insert(CONTENT_RANGE, range::content_range(first, last, len));
                     headers.insert(CONTENT_LENGTH, HeaderValue::from(last - first + 1));
-                    let body = RangeBody::new(body, first, last);
+                    let body = PartsBody::range(body, first, last);
                     return Response::from_parts(
                         response_head,
                         body.map_err(BoxError::from).boxed_unsync(),
@@ -129,7 +129,7 @@ impl Proxy {
                     headers.insert(CONTENT_TYPE, multipart.content_type());
                     let length = multipart.content_length(&parts);
                     headers.insert(CONTENT_LENGTH, HeaderValue::from(length));
-                    let body = MultipartBody::new(body, &multipart, parts);
+                    let body = PartsBody::multipart(body, &multipart, parts);
                     return Response::from_parts(
                         response_head,
                         body.map_err(BoxError::from).boxed_unsync(),
