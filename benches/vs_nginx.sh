@@ -1,0 +1,281 @@
+#!/usr/bin/env bash
+# secondhit against nginx on one core: cache hits and uncacheable pass-through.
+#
+# Workload: one static origin (nginx, `expires 2h`, on CPU 1) holds a 1 KiB and a
+# 100 KiB object, 10,000 distinct 1 KiB objects and a 1 KiB `Cache-Control: no-store`
+# answer. In front of it, on CPU 0 each, run
+#   - nginx: one worker, `proxy_cache` (use_temp_path=off, sendfile on, tcp_nopush off,
+#     access log off), and `proxy_pass` without a cache for the pass-through case;
+#   - secondhit: `admission.policy = "always"`, access log off, level warn.
+# Both caches are warmed (every object requested until it is a hit), then
+# `taskset -c 1 wrk -t1 -c64 -d$DURATION --latency` runs each case, alternating
+# nginx and secondhit, $ROUNDS times. The table shows medians of req/s, p50 and p99,
+# secondhit's ratio to nginx, and secondhit's thread count during the last run of
+# each case. A last run of $RSS_SECONDS seconds of 10k-key hits reports secondhit's
+# resident memory at its start and end.
+#
+# Cases: hit-1k (one 1 KiB object), hit-100k (one 100 KiB object), hit-10k-keys
+# (uniformly over the 10,000 objects; a wrk Lua script picks the path),
+# pass-1k (no-store, so neither proxy stores it).
+#
+# Needs: nginx, wrk, taskset (util-linux), python3 (to pick free ports) — on Debian
+# `apt-get install nginx wrk`. Installs nothing itself. Builds the release binary
+# with cargo unless SECONDHIT_BIN names one.
+#
+# Run:  bash benches/vs_nginx.sh            (about 6 minutes with the defaults)
+#       ROUNDS=5 DURATION=10s bash benches/vs_nginx.sh
+#
+# Results are in the README, "Performance", with machine and date.
+set -euo pipefail
+
+ROUNDS=${ROUNDS:-3}
+DURATION=${DURATION:-10s}
+CONNECTIONS=${CONNECTIONS:-64}
+RSS_SECONDS=${RSS_SECONDS:-60}
+PROXY_CPU=${PROXY_CPU:-0}
+LOAD_CPU=${LOAD_CPU:-1}
+CASES=${CASES:-"hit-1k hit-100k hit-10k-keys pass-1k"}
+
+cd "$(dirname "$0")/.."
+for tool in nginx wrk taskset python3; do
+  if ! command -v "$tool" >/dev/null 2>&1; then
+    echo "vs_nginx: '$tool' is not installed (Debian: apt-get install nginx wrk)" >&2
+    exit 2
+  fi
+done
+
+if [[ -z "${SECONDHIT_BIN:-}" ]]; then
+  cargo build --release --locked --quiet
+  SECONDHIT_BIN=target/release/secondhit
+fi
+
+WORK=$(mktemp -d /tmp/secondhit-vs-nginx.XXXXXX)
+# nginx started as root serves files as an unprivileged user: let it read them.
+chmod 755 "$WORK"
+PIDS=()
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+[[ -n "${KEEP:-}" ]] && trap - EXIT
+
+# A free loopback port: bind port 0 and report what the kernel chose.
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+ORIGIN_PORT=$(free_port)
+NGINX_PORT=$(free_port)
+SECONDHIT_PORT=$(free_port)
+# nginx's worker_cpu_affinity takes a bit mask written in binary, CPU 0 rightmost.
+cpu_mask() { python3 -c "print(bin(1 << $1)[2:])"; }
+PROXY_MASK=$(cpu_mask "$PROXY_CPU")
+LOAD_MASK=$(cpu_mask "$LOAD_CPU")
+
+# --- the origin's content --------------------------------------------------
+mkdir -p "$WORK/www/k" "$WORK/www/pass"
+head -c 1024 /dev/urandom | base64 -w0 | head -c 1024 >"$WORK/www/one-1k"
+head -c 102400 /dev/urandom >"$WORK/www/one-100k"
+python3 - "$WORK/www/k" <<'PY'
+import os, sys
+block = os.urandom(768).hex()[:1024]
+for i in range(10000):
+    with open(os.path.join(sys.argv[1], str(i)), "w") as f:
+        f.write(block)
+PY
+cp "$WORK/www/one-1k" "$WORK/www/pass/one-1k"
+
+cat >"$WORK/origin.conf" <<EOF
+daemon off;
+worker_processes 1;
+worker_cpu_affinity $LOAD_MASK;
+pid $WORK/origin.pid;
+error_log $WORK/origin-error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  sendfile on;
+  tcp_nopush off;
+  keepalive_requests 1000000;
+  client_body_temp_path $WORK/tmp-origin;
+  server {
+    listen 127.0.0.1:$ORIGIN_PORT;
+    root $WORK/www;
+    location / { expires 2h; }
+    location /pass/ { add_header Cache-Control "no-store" always; }
+  }
+}
+EOF
+
+cat >"$WORK/nginx.conf" <<EOF
+daemon off;
+worker_processes 1;
+worker_cpu_affinity $PROXY_MASK;
+pid $WORK/nginx.pid;
+error_log $WORK/nginx-error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  sendfile on;
+  tcp_nopush off;
+  keepalive_requests 1000000;
+  client_body_temp_path $WORK/tmp-nginx;
+  proxy_temp_path $WORK/tmp-proxy;
+  proxy_cache_path $WORK/nginx-cache levels=1:2 keys_zone=bench:64m max_size=10g inactive=1d use_temp_path=off;
+  upstream origin { server 127.0.0.1:$ORIGIN_PORT; keepalive 128; }
+  server {
+    listen 127.0.0.1:$NGINX_PORT;
+    proxy_http_version 1.1;
+    proxy_set_header Connection "";
+    location / {
+      proxy_pass http://origin;
+      proxy_cache bench;
+      # What warming checks; secondhit sends its Cache-Status likewise.
+      add_header X-Cache-Status \$upstream_cache_status;
+    }
+    location /pass/ {
+      proxy_pass http://origin;
+    }
+  }
+}
+EOF
+
+cat >"$WORK/secondhit.toml" <<EOF
+[server]
+listen = "127.0.0.1:$SECONDHIT_PORT"
+[origin]
+url = "http://127.0.0.1:$ORIGIN_PORT"
+[cache]
+dir = "$WORK/secondhit-cache"
+[admission]
+policy = "always"
+[log]
+level = "warn"
+access_log = "off"
+EOF
+
+cat >"$WORK/keys.lua" <<'EOF'
+-- Each request names one of the 10,000 objects, uniformly at random.
+math.randomseed(os.time())
+request = function()
+  return wrk.format("GET", "/k/" .. math.random(0, 9999))
+end
+EOF
+
+mkdir -p "$WORK/tmp-origin" "$WORK/tmp-nginx" "$WORK/tmp-proxy"
+nginx -c "$WORK/origin.conf" -p "$WORK" -e "$WORK/origin-error.log" &
+PIDS+=($!)
+nginx -c "$WORK/nginx.conf" -p "$WORK" -e "$WORK/nginx-error.log" &
+PIDS+=($!)
+taskset -c "$PROXY_CPU" "$SECONDHIT_BIN" serve --config "$WORK/secondhit.toml" >"$WORK/secondhit.log" 2>&1 &
+SECONDHIT_PID=$!
+PIDS+=("$SECONDHIT_PID")
+
+wait_for_port() {
+  for _ in $(seq 1 100); do
+    if python3 -c "import socket,sys; socket.create_connection(('127.0.0.1',$1),0.2)" 2>/dev/null; then
+      return 0
+    fi
+    sleep 0.1
+  done
+  echo "vs_nginx: nothing listens on port $1" >&2
+  cat "$WORK"/*.log >&2 || true
+  exit 1
+}
+for port in "$ORIGIN_PORT" "$NGINX_PORT" "$SECONDHIT_PORT"; do wait_for_port "$port"; done
+
+# --- warming: request every cacheable object until both caches answer from storage --
+python3 - "$NGINX_PORT" "$SECONDHIT_PORT" <<'PY'
+import http.client, sys, time
+nginx_port, secondhit_port = int(sys.argv[1]), int(sys.argv[2])
+paths = ["/one-1k", "/one-100k"] + ["/k/%d" % i for i in range(10000)]
+
+def warm(port, is_hit):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    pending = list(paths)
+    for attempt in range(20):
+        missed = []
+        for path in pending:
+            conn.request("GET", path)
+            response = conn.getresponse()
+            response.read()
+            if response.status != 200:
+                sys.exit("warming port %d: %s answered %d" % (port, path, response.status))
+            if not is_hit(response):
+                missed.append(path)
+        if not missed:
+            return
+        pending = missed
+        time.sleep(0.2)
+    sys.exit("warming port %d: %d objects never became hits" % (port, len(pending)))
+
+warm(nginx_port, lambda r: r.getheader("X-Cache-Status") == "HIT")
+warm(secondhit_port, lambda r: (r.getheader("Cache-Status") or "").startswith("secondhit; hit"))
+PY
+
+threads_of() { awk '/^Threads:/ {print $2}' "/proc/$1/status"; }
+rss_kib_of() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
+
+# Prints "req/s p50_ms p99_ms" for one wrk run.
+run_wrk() {
+  local port=$1 case_name=$2 duration=$3
+  local url script=()
+  case "$case_name" in
+    hit-1k) url="/one-1k" ;;
+    hit-100k) url="/one-100k" ;;
+    hit-10k-keys) url="/k/0"; script=(-s "$WORK/keys.lua") ;;
+    pass-1k) url="/pass/one-1k" ;;
+  esac
+  taskset -c "$LOAD_CPU" wrk -t1 -c"$CONNECTIONS" -d"$duration" --latency "${script[@]}" \
+    "http://127.0.0.1:$port$url" >"$WORK/wrk.out"
+  python3 - "$WORK/wrk.out" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+def ms(label):
+    m = re.search(r"^\s*%s\s+([\d.]+)(us|ms|s)\s*$" % label, text, re.M)
+    value, unit = float(m.group(1)), m.group(2)
+    return value * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
+rps = float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1))
+errors = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", text)
+if errors:
+    sys.exit("wrk saw %s error responses:\n%s" % (errors.group(1), text))
+print("%.0f %.2f %.2f" % (rps, ms("50%"), ms("99%")))
+PY
+}
+
+RESULTS="$WORK/results"
+: >"$RESULTS"
+for case_name in $CASES; do
+  for round in $(seq 1 "$ROUNDS"); do
+    echo "$case_name nginx $(run_wrk "$NGINX_PORT" "$case_name" "$DURATION")" >>"$RESULTS"
+    echo "$case_name secondhit $(run_wrk "$SECONDHIT_PORT" "$case_name" "$DURATION") $(threads_of "$SECONDHIT_PID")" >>"$RESULTS"
+    echo "  $case_name round $round/$ROUNDS done" >&2
+  done
+done
+
+RSS_START=$(rss_kib_of "$SECONDHIT_PID")
+run_wrk "$SECONDHIT_PORT" hit-10k-keys "${RSS_SECONDS}s" >/dev/null
+RSS_END=$(rss_kib_of "$SECONDHIT_PID")
+
+python3 - "$RESULTS" "$RSS_START" "$RSS_END" "$RSS_SECONDS" <<'PY'
+import statistics, sys
+rows = [line.split() for line in open(sys.argv[1]) if line.strip()]
+cases = []
+for row in rows:
+    if row[0] not in cases:
+        cases.append(row[0])
+def med(case, server, column):
+    return statistics.median(float(r[column]) for r in rows if r[0] == case and r[1] == server)
+print("case            nginx req/s   p50 ms   p99 ms   secondhit req/s   p50 ms   p99 ms   ratio   threads")
+for case in cases:
+    n, s = (med(case, "nginx", 2), med(case, "secondhit", 2))
+    threads = [r[5] for r in rows if r[0] == case and r[1] == "secondhit"][-1]
+    print("%-14s %12.0f %8.2f %8.2f %17.0f %8.2f %8.2f %7.2f %9s" % (
+        case, n, med(case, "nginx", 3), med(case, "nginx", 4),
+        s, med(case, "secondhit", 3), med(case, "secondhit", 4), s / n, threads))
+start, end, secs = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+print("secondhit RSS over %ss of 10k-key hits: %.1f MiB -> %.1f MiB (%+.1f%%)" % (
+    secs, start / 1024, end / 1024, 100.0 * (end - start) / start))
+PY
