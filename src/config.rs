@@ -142,6 +142,12 @@ pub struct CacheConfig {
     /// forbid it (RFC 9111 §4.2.4 allows serving stale when "disconnected"); zero: only
     /// within the response's own `stale-if-error`.
     pub stale_if_unreachable: Duration,
+    /// Byte budget of the memory tier, which serves hot objects without touching their
+    /// files (a copy of what is on disk, not counted in `max_size`); zero turns it off.
+    pub memory_size: u64,
+    /// Largest body, in bytes, the memory tier holds (at most
+    /// [`MAX_VERIFY_WHOLE_BELOW`]: such a body is read whole before its hit is served).
+    pub memory_max_object_size: u64,
 }
 
 /// Upper limit of `cache.verify_whole_below`: such bodies are held in memory on every hit.
@@ -158,6 +164,8 @@ impl Default for CacheConfig {
             verify_whole_below: 64 * 1024,
             heuristic_max_age: Duration::from_secs(24 * 3600),
             stale_if_unreachable: Duration::ZERO,
+            memory_size: 64 * 1024 * 1024,
+            memory_max_object_size: 1024 * 1024,
         }
     }
 }

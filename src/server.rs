@@ -239,6 +239,8 @@ fn open_store(config: &Config) -> Result<Arc<Store>, StartError> {
         max_size: config.cache.max_size,
         lock_timeout: config.cache.lock_timeout,
         verify_whole_below: config.cache.verify_whole_below,
+        memory_size: config.cache.memory_size,
+        memory_max_object_size: config.cache.memory_max_object_size,
     };
     // Opening may wait up to `cache.lock_timeout` for the directory lock; nothing is
     // served yet, so blocking this thread delays only the start. The index is built

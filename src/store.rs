@@ -28,6 +28,14 @@
 //!   removed, logged and counted ([`StoreStats`]). A byte range of a large
 //!   body ([`StoredEntry::into_range_stream`]) cannot be checked against the
 //!   whole body's checksum and is served unverified.
+//! - **Memory tier.** A lookup that read and verified a whole body (up to
+//!   `cache.memory_max_object_size`) leaves a copy in memory, within
+//!   `cache.memory_size`; later lookups of the same fill read no file (see
+//!   `memory` for how the copy follows the disk entry).
+//! - **Reads.** A lookup opens the file, reads its header (and a small body) in one
+//!   or two positioned reads that take only what the page cache holds, on the
+//!   calling thread; only a read that must wait for the disk moves to a blocking
+//!   thread (see `read`).
 //! - **Revalidation.** [`Store::update_meta`] replaces an entry's metadata
 //!   in place (after an origin 304) by writing the metadata slot that is not
 //!   current, so a crash mid-write leaves the old metadata in force (see
@@ -46,6 +54,7 @@ mod error;
 mod fence;
 pub(crate) mod index;
 mod lock;
+mod memory;
 mod read;
 mod remove;
 mod scan;
@@ -65,7 +74,7 @@ pub use error::StoreError;
 pub use read::StoredEntry;
 pub use writer::EntryWriter;
 
-use disk::{Damage, HeaderError};
+use disk::Damage;
 use error::map_entry_error;
 use index::{Fill, Index};
 
@@ -85,6 +94,11 @@ pub struct StoreOptions {
     /// Bodies shorter than this many bytes are read and verified whole before a
     /// hit is served; longer ones are verified as they stream.
     pub verify_whole_below: u64,
+    /// Budget in bytes of the memory tier, which serves hot entries without
+    /// touching their files; 0 turns it off.
+    pub memory_size: u64,
+    /// Largest body, in bytes, the memory tier holds.
+    pub memory_max_object_size: u64,
 }
 
 /// The store's counters, for metrics. Each is read on its own, so a snapshot
@@ -113,6 +127,10 @@ pub struct StoreStats {
     pub committed_fills: u64,
     /// Body bytes of those fills: what admission let reach the disk.
     pub committed_bytes: u64,
+    /// Bytes the memory tier holds (bodies, keys, headers and bookkeeping).
+    pub memory_bytes: u64,
+    /// Entries the memory tier holds.
+    pub memory_objects: u64,
 }
 
 /// The on-disk cache. Cheap to share: the proxy holds it in an `Arc`.
@@ -131,6 +149,8 @@ struct Inner {
     tmp: PathBuf,
     /// Key hash → newest committed fill, in LRU order, with the byte budget.
     index: Index,
+    /// Verified copies of hot entries (see `memory`).
+    memory: memory::MemoryTier,
     /// Keeps the background scan and fills of this run from stepping on each other.
     scan: scan::ScanGate,
     /// The next fill id, allocated under the `fences` lock (see
@@ -212,12 +232,14 @@ impl Inner {
     /// Unlinks an entry file already taken out of the index (or never put in)
     /// and gives its bytes back to the budget.
     async fn unlink(&self, key_hash: u128, fill: Fill) {
+        self.memory.forget(key_hash);
         disk::remove_quietly(&self.object_path(key_hash, fill.fill_id)).await;
         self.index.release_object(fill.size);
     }
 
     /// The blocking twin of [`Inner::unlink`], for the scan thread.
     fn unlink_sync(&self, key_hash: u128, fill: Fill) {
+        self.memory.forget(key_hash);
         disk::remove_quietly_sync(&self.object_path(key_hash, fill.fill_id));
         self.index.release_object(fill.size);
     }
@@ -234,6 +256,7 @@ impl Inner {
             return;
         };
         warn!(path = %path.display(), reason, "removing damaged cache entry");
+        self.memory.forget(key_hash);
         self.count_damage(damage);
         self.unlink(key_hash, fill).await;
     }
@@ -270,6 +293,7 @@ impl Store {
             objects,
             tmp,
             index: Index::new(opts.max_size),
+            memory: memory::MemoryTier::new(opts.memory_size, opts.memory_max_object_size),
             scan: scan::ScanGate::new(),
             // The scan raises this past every fill id it finds.
             next_fill_id: AtomicU64::new(now_us),
@@ -327,6 +351,7 @@ impl Store {
     pub fn stats(&self) -> StoreStats {
         let inner = &self.inner;
         let counts = inner.index.counts();
+        let (memory_bytes, memory_objects) = inner.memory.usage();
         StoreStats {
             objects: counts.objects,
             bytes: counts.object_bytes,
@@ -338,6 +363,8 @@ impl Store {
             scan_complete: inner.scan.complete(),
             committed_fills: inner.committed.load(Ordering::Acquire),
             committed_bytes: inner.committed_body_bytes.load(Ordering::Relaxed),
+            memory_bytes,
+            memory_objects,
         }
     }
 
@@ -358,9 +385,11 @@ impl Store {
     /// Opens the indexed entry and marks it most recently used: reads and
     /// verifies preamble, key and metadata (checksums) and checks the stored
     /// key equals `key` (else `Ok(None)`). A body shorter than
-    /// `verify_whole_below` is read and verified too. A file that vanished is
+    /// `verify_whole_below` is read and verified too, and so is one the memory
+    /// tier may hold, which then offers it the copy. A file that vanished is
     /// `Ok(None)`; a damaged one is removed from the index and the disk,
-    /// logged at warn, counted, and `Ok(None)`.
+    /// logged at warn, counted, and `Ok(None)`. An entry the memory tier holds
+    /// is served from it without touching the file.
     pub async fn lookup(
         &self,
         key: &str,
@@ -371,18 +400,28 @@ impl Store {
             return Ok(None);
         };
         let fill_id = fill.fill_id;
-        let Some((header, file)) = inner.open_entry(key, key_hash, fill_id).await? else {
+        if let Some(hot) = inner.memory.get(key, key_hash, fill_id) {
+            return Ok(Some(StoredEntry::from_memory(
+                &hot,
+                key_hash,
+                Arc::clone(inner),
+            )));
+        }
+        let epoch = inner.memory.epoch();
+        let whole_below = (inner.opts.verify_whole_below).max(inner.memory.read_whole_below());
+        let Some(opened) = inner
+            .open_entry(key, key_hash, fill_id, whole_below)
+            .await?
+        else {
             return Ok(None);
         };
-        let entry = StoredEntry::open(header, file, key_hash, fill_id, Arc::clone(inner)).await;
-        match entry {
-            Ok(entry) => Ok(Some(entry)),
-            Err(HeaderError::Damaged(damage, reason)) => {
-                inner.discard(key_hash, fill_id, damage, &reason).await;
-                Ok(None)
-            }
-            Err(HeaderError::Io(e)) => Err(e),
+        let entry = StoredEntry::open(opened, key_hash, fill_id, Arc::clone(inner));
+        if entry.body_len < inner.memory.read_whole_below()
+            && let Some(hot) = entry.hot_copy(key)
+        {
+            inner.memory.offer(epoch, key_hash, hot);
         }
+        Ok(Some(entry))
     }
 
     /// Starts a fill: reserves room in the budget for the header and

@@ -30,6 +30,8 @@ fn empty_text_gives_the_defaults() {
     assert_eq!(config.cache.max_size, 10 * 1024 * 1024 * 1024);
     assert_eq!(config.cache.lock_timeout, Duration::from_secs(5));
     assert_eq!(config.cache.verify_whole_below, 64 * 1024);
+    assert_eq!(config.cache.memory_size, 64 * 1024 * 1024);
+    assert_eq!(config.cache.memory_max_object_size, 1024 * 1024);
     assert_eq!(
         config.admission.sizing,
         FilterSizing::ExpectedUrls(1_000_000)
@@ -72,6 +74,8 @@ const FULL: &str = r#"
     fsync = false
     lock_timeout = "250ms"
     verify_whole_below = "4KiB"
+    memory_size = "0"
+    memory_max_object_size = "16MiB"
     [admission]
     policy = "always"
     expected_urls = 5000
@@ -110,6 +114,8 @@ fn full_file_from_disk_gives_typed_values() {
     assert!(!c.cache.fsync);
     assert_eq!(c.cache.lock_timeout, Duration::from_millis(250));
     assert_eq!(c.cache.verify_whole_below, 4096);
+    assert_eq!(c.cache.memory_size, 0);
+    assert_eq!(c.cache.memory_max_object_size, 16 * 1024 * 1024);
     assert_eq!(c.admission.policy, AdmissionPolicy::Always);
     assert_eq!(c.admission.policy.as_str(), "always");
     assert_eq!(c.admission.sizing, FilterSizing::ExpectedUrls(5000));

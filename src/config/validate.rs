@@ -74,6 +74,8 @@ struct RawCache {
     verify_whole_below: Option<RawSize>,
     heuristic_max_age: Option<String>,
     stale_if_unreachable: Option<String>,
+    memory_size: Option<RawSize>,
+    memory_max_object_size: Option<RawSize>,
 }
 
 #[derive(Deserialize, Default)]
@@ -256,17 +258,29 @@ fn validate_cache(raw: RawCache, d: CacheConfig) -> Result<CacheConfig, ConfigEr
         d.max_object_size,
     )?;
     let max_size = size("cache.max_size", raw.max_size, d.max_size)?;
-    let verify_whole_below = size(
+    // Both bound a body read whole into memory before its hit is served.
+    let read_whole = |key, raw, default, why: &str| {
+        let value = size(key, raw, default)?;
+        if value > MAX_VERIFY_WHOLE_BELOW {
+            let reason = format!("{value} bytes is over the limit of 16MiB ({why})");
+            return Err(invalid(key, reason));
+        }
+        Ok(value)
+    };
+    let verify_whole_below = read_whole(
         "cache.verify_whole_below",
         raw.verify_whole_below,
         d.verify_whole_below,
+        "bodies below it are held in memory whole on every hit",
     )?;
-    if verify_whole_below > MAX_VERIFY_WHOLE_BELOW {
-        let reason = format!(
-            "{verify_whole_below} bytes is over the limit of 16MiB (bodies below it are held in memory whole on every hit)"
-        );
-        return Err(invalid("cache.verify_whole_below", reason));
-    }
+    let memory_max_object_size = read_whole(
+        "cache.memory_max_object_size",
+        raw.memory_max_object_size,
+        d.memory_max_object_size,
+        "such a body is read whole before its first hit from disk is served",
+    )?;
+    // Zero is allowed: no memory tier.
+    let memory_size = size("cache.memory_size", raw.memory_size, d.memory_size)?;
     Ok(CacheConfig {
         dir,
         max_size: positive("cache.max_size", None, max_size)?,
@@ -287,6 +301,8 @@ fn validate_cache(raw: RawCache, d: CacheConfig) -> Result<CacheConfig, ConfigEr
             raw.stale_if_unreachable,
             d.stale_if_unreachable,
         )?,
+        memory_size,
+        memory_max_object_size,
     })
 }
 

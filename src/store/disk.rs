@@ -13,13 +13,15 @@
 //! the same key. `tmp/` sits beside `objects/` so the commit is one `rename` on
 //! one filesystem, which [`check_same_filesystem`] makes sure of at start-up.
 //!
-//! Functions used at start-up and by the background scan are synchronous;
-//! those on the request path use `tokio::fs`, so no runtime thread blocks on I/O.
+//! Functions used at start-up and by the background scan are synchronous. On the
+//! request path, reads try the page cache from the runtime's thread first
+//! ([`Wait::CachedOnly`]) and go to a blocking thread only when the disk must be
+//! read; writes, renames and removals use `tokio::fs`.
 
-use std::io::{self, Read, SeekFrom};
+use std::io::{self, SeekFrom};
 use std::path::{Path, PathBuf};
 
-use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
+use tokio::io::{AsyncSeekExt, AsyncWriteExt};
 use tracing::{debug, warn};
 
 use super::entry::{self, DecodedHeader, EntryError, PREAMBLE_LEN, Preamble};
@@ -148,33 +150,107 @@ fn check(
     Ok(())
 }
 
-/// Reads and verifies the header of an open entry file, leaving the file
-/// positioned at the start of the body.
-pub(crate) async fn read_header(
-    file: &mut tokio::fs::File,
-    path: &Path,
-    key_hash: u128,
-    fill_id: u64,
-) -> Result<DecodedHeader, HeaderError> {
-    let meta = file.metadata().await;
-    let file_len = meta.map_err(|e| HeaderError::Io(io_err(path)(e)))?.len();
-    let mut buf = vec![0u8; PREAMBLE_LEN];
-    file.read_exact(&mut buf).await.map_err(read_err(path))?;
-    let (_, rest) = header_rest(&buf)?;
-    buf.resize(PREAMBLE_LEN + rest, 0);
-    file.read_exact(&mut buf[PREAMBLE_LEN..])
-        .await
-        .map_err(read_err(path))?;
-    let header = entry::decode_header(&buf).map_err(decode_err)?;
-    check(&header, key_hash, fill_id, file_len)?;
-    Ok(header)
+/// How long a read on the request path may wait.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Wait {
+    /// Only for what the page cache holds: a read that would have to go to the disk
+    /// fails at once with `WouldBlock` (Linux `preadv2` with `RWF_NOWAIT`; elsewhere
+    /// every such read fails so). Safe on the runtime's own threads.
+    CachedOnly,
+    /// As long as the disk takes: only on a blocking thread.
+    Disk,
 }
 
-/// The blocking twin of [`read_header`], for the start-up scan and metadata
-/// updates: reads and verifies the header of `file`, the entry file at `path`
-/// (whose length then is header plus body length).
+/// Bytes of an entry file read in the first read of a lookup, when the file is
+/// longer: enough for the header of any ordinary response (key, two metadata slots),
+/// so the header costs one read.
+pub(crate) const FIRST_READ: usize = 16 * 1024;
+
+/// Fills `buf` from `file` at `offset` with positioned reads (the file position is
+/// neither used nor moved, so one open file serves concurrent readers). A file that
+/// ends first is `UnexpectedEof`; under [`Wait::CachedOnly`], data that is not in the
+/// page cache is `WouldBlock`.
+pub(crate) fn read_exact_at(
+    file: &std::fs::File,
+    mut buf: &mut [u8],
+    mut offset: u64,
+    wait: Wait,
+) -> io::Result<()> {
+    while !buf.is_empty() {
+        let n = match read_at(file, buf, offset, wait) {
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        buf = &mut buf[n..];
+        offset += n as u64;
+    }
+    Ok(())
+}
+
+/// One positioned read (see [`read_exact_at`]).
+#[cfg(target_os = "linux")]
+fn read_at(file: &std::fs::File, buf: &mut [u8], offset: u64, wait: Wait) -> io::Result<usize> {
+    use rustix::io::{Errno, ReadWriteFlags, preadv2};
+    let flags = match wait {
+        Wait::CachedOnly => ReadWriteFlags::NOWAIT,
+        Wait::Disk => ReadWriteFlags::empty(),
+    };
+    match preadv2(file, &mut [io::IoSliceMut::new(buf)], offset, flags) {
+        Ok(n) => Ok(n),
+        // A filesystem (or kernel) without RWF_NOWAIT: the read must wait, so it
+        // belongs on a blocking thread like any other that would.
+        Err(Errno::AGAIN | Errno::OPNOTSUPP) if wait == Wait::CachedOnly => {
+            Err(io::ErrorKind::WouldBlock.into())
+        }
+        Err(errno) => Err(errno.into()),
+    }
+}
+
+/// One positioned read (see [`read_exact_at`]); without `RWF_NOWAIT`, nothing is
+/// known to be cached, so a [`Wait::CachedOnly`] read never starts.
+#[cfg(all(unix, not(target_os = "linux")))]
+fn read_at(file: &std::fs::File, buf: &mut [u8], offset: u64, wait: Wait) -> io::Result<usize> {
+    use std::os::unix::fs::FileExt;
+    match wait {
+        Wait::CachedOnly => Err(io::ErrorKind::WouldBlock.into()),
+        Wait::Disk => file.read_at(buf, offset),
+    }
+}
+
+/// Reads and verifies the header of the entry file `file` at `path`, `file_len`
+/// bytes long, with positioned reads: first `first_read` bytes (at most the file),
+/// then the rest of the header if it is longer. Returns the header and every byte
+/// read, which start with the header and may hold some or all of the body.
+pub(crate) fn read_header_at(
+    file: &std::fs::File,
+    path: &Path,
+    (key_hash, fill_id): (u128, u64),
+    file_len: u64,
+    first_read: usize,
+    wait: Wait,
+) -> Result<(DecodedHeader, Vec<u8>), HeaderError> {
+    let first = usize::try_from(file_len).map_or(first_read, |len| len.min(first_read));
+    let mut buf = vec![0u8; first.max(PREAMBLE_LEN)];
+    read_exact_at(file, &mut buf, 0, wait).map_err(read_err(path))?;
+    let (_, rest) = header_rest(&buf)?;
+    let header_len = PREAMBLE_LEN + rest;
+    if buf.len() < header_len {
+        let start = buf.len();
+        buf.resize(header_len, 0);
+        read_exact_at(file, &mut buf[start..], start as u64, wait).map_err(read_err(path))?;
+    }
+    let header = entry::decode_header(&buf[..header_len]).map_err(decode_err)?;
+    check(&header, key_hash, fill_id, file_len)?;
+    Ok((header, buf))
+}
+
+/// Reads and verifies the header of `file`, the entry file at `path` (whose length
+/// then is header plus body length); blocking, for the start-up scan and metadata
+/// updates.
 pub(crate) fn read_header_sync(
-    file: &mut std::fs::File,
+    file: &std::fs::File,
     path: &Path,
     key_hash: u128,
     fill_id: u64,
@@ -183,15 +259,8 @@ pub(crate) fn read_header_sync(
         .metadata()
         .map_err(|e| HeaderError::Io(io_err(path)(e)))?
         .len();
-    let mut buf = vec![0u8; PREAMBLE_LEN];
-    file.read_exact(&mut buf).map_err(read_err(path))?;
-    let (_, rest) = header_rest(&buf)?;
-    buf.resize(PREAMBLE_LEN + rest, 0);
-    file.read_exact(&mut buf[PREAMBLE_LEN..])
-        .map_err(read_err(path))?;
-    let header = entry::decode_header(&buf).map_err(decode_err)?;
-    check(&header, key_hash, fill_id, file_len)?;
-    Ok(header)
+    let ids = (key_hash, fill_id);
+    read_header_at(file, path, ids, file_len, PREAMBLE_LEN, Wait::Disk).map(|(header, _)| header)
 }
 
 /// Fails unless `tmp` and `objects` are on one filesystem: a fill is committed

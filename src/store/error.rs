@@ -94,6 +94,14 @@ pub enum StoreError {
     },
 }
 
+impl StoreError {
+    /// True for a page-cache-only read (`disk::Wait::CachedOnly`) that would have had
+    /// to wait for the disk: the caller retries it on a blocking thread.
+    pub(crate) fn would_block(&self) -> bool {
+        matches!(self, StoreError::Io { source, .. } if source.kind() == io::ErrorKind::WouldBlock)
+    }
+}
+
 /// Maps a codec error met while encoding onto the store's error.
 pub(crate) fn map_entry_error(e: EntryError) -> StoreError {
     match e {

@@ -1,74 +1,171 @@
 //! Serving a stored entry: the body, verified whole up front when it is small,
 //! or verified as it streams when it is not; or a byte range of it.
+//!
+//! Reads are positioned reads on a plain file, tried first on the runtime's own
+//! thread for what the page cache holds (`Wait::CachedOnly`), and moved to a
+//! blocking thread only when the disk must be read. A hit on a cached file thus
+//! costs an open, a stat and one or two reads on the calling thread, with no hop to
+//! the blocking pool and back (which cost a cache hit two context switches per
+//! I/O step).
 
-use std::io::{self, SeekFrom};
+use std::io;
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use futures_util::future::Either;
-use tokio::io::{AsyncReadExt, AsyncSeekExt};
 use xxhash_rust::xxh3::{Xxh3Default, xxh3_64};
 
 use tracing::debug;
 
-use super::disk::{self, Damage, HeaderError, io_err};
+use super::disk::{self, Damage, FIRST_READ, HeaderError, Wait, io_err};
 use super::entry::{DecodedHeader, EntryMeta};
+use super::memory::HotEntry;
 use super::{Inner, StoreError};
 
 /// Bodies are read from disk in chunks of this size.
 pub(crate) const BODY_CHUNK: u64 = 64 * 1024;
 
+/// An entry file, opened, with its header verified.
+pub(super) struct OpenEntry {
+    header: DecodedHeader,
+    file: std::fs::File,
+    /// The whole body, read and verified, when it was shorter than asked for.
+    body: Option<Bytes>,
+}
+
+/// What opening an entry file found.
+enum Opened {
+    /// Boxed: the open entry (header and metadata) is large, the others small.
+    Entry(Box<OpenEntry>),
+    /// No such file (evicted, replaced or removed meanwhile).
+    Vanished,
+    /// The file holds another key with the same hash.
+    Collision(String),
+    /// The file is damaged, for this reason.
+    Damaged(Damage, String),
+}
+
 impl Inner {
     /// Opens the file of the indexed fill `fill_id` of `key_hash`, reads and
-    /// verifies its header and checks that it holds `key`; the file is left
-    /// positioned at the body. `Ok(None)` if the file vanished (then the index
-    /// forgets it), is damaged (then it is discarded), or holds another key
-    /// with the same hash (then it is left alone).
+    /// verifies its header and checks that it holds `key`; a body shorter than
+    /// `read_whole_below` bytes is read and verified too. `Ok(None)` if the file
+    /// vanished (then the index forgets it), is damaged (then it is discarded),
+    /// or holds another key with the same hash (then it is left alone).
+    ///
+    /// Tried on this thread with page-cache reads only, then on a blocking thread
+    /// if the disk must be read. Opening the file may still wait for the disk when
+    /// its directory entry is not cached; such a lookup is rare next to the reads.
     pub(super) async fn open_entry(
-        &self,
+        self: &Arc<Self>,
         key: &str,
         key_hash: u128,
         fill_id: u64,
-    ) -> Result<Option<(DecodedHeader, tokio::fs::File)>, StoreError> {
-        let path = self.object_path(key_hash, fill_id);
-        let mut file = match tokio::fs::File::open(&path).await {
-            Ok(file) => file,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+        read_whole_below: u64,
+    ) -> Result<Option<OpenEntry>, StoreError> {
+        let ids = (key_hash, fill_id);
+        let opened = match self.open_sync(key, ids, read_whole_below, Wait::CachedOnly) {
+            Err(e) if e.would_block() => {
+                let (inner, key) = (Arc::clone(self), key.to_owned());
+                let path = self.object_path(key_hash, fill_id);
+                tokio::task::spawn_blocking(move || {
+                    inner.open_sync(&key, ids, read_whole_below, Wait::Disk)
+                })
+                .await
+                .map_err(|e| io_err(&path)(io::Error::other(e)))?
+            }
+            other => other,
+        };
+        match opened? {
+            Opened::Entry(entry) => Ok(Some(*entry)),
+            Opened::Vanished => {
                 // Evicted or replaced meanwhile (then the index no longer names
                 // it), or removed behind our back (then forget it here).
-                debug!(path = %path.display(), "indexed cache file vanished");
+                debug!(key, "indexed cache file vanished");
                 if let Some(fill) = self.index.remove(key_hash, fill_id) {
                     self.index.release_object(fill.size);
                 }
-                return Ok(None);
+                Ok(None)
             }
-            Err(e) => return Err(disk::io_err(&path)(e)),
-        };
-        let header = match disk::read_header(&mut file, &path, key_hash, fill_id).await {
-            Ok(header) => header,
-            Err(HeaderError::Damaged(damage, reason)) => {
+            Opened::Collision(stored) => {
+                debug!(key, stored, "key hash collision: treated as a miss");
+                Ok(None)
+            }
+            Opened::Damaged(damage, reason) => {
                 self.discard(key_hash, fill_id, damage, &reason).await;
-                return Ok(None);
+                Ok(None)
             }
-            Err(HeaderError::Io(e)) => return Err(e),
-        };
-        if header.key != key {
-            debug!(
-                key,
-                stored = header.key,
-                "key hash collision: treated as a miss"
-            );
-            return Ok(None);
         }
-        Ok(Some((header, file)))
+    }
+
+    /// The file work of [`Inner::open_entry`], reading as `wait` allows.
+    fn open_sync(
+        &self,
+        key: &str,
+        (key_hash, fill_id): (u128, u64),
+        read_whole_below: u64,
+        wait: Wait,
+    ) -> Result<Opened, StoreError> {
+        let path = self.object_path(key_hash, fill_id);
+        let file = match std::fs::File::open(&path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Opened::Vanished),
+            Err(e) => return Err(io_err(&path)(e)),
+        };
+        let file_len = file.metadata().map_err(io_err(&path))?.len();
+        // A file no longer than one first read is read whole: header and body at once.
+        let ids = (key_hash, fill_id);
+        let (header, bytes) =
+            match disk::read_header_at(&file, &path, ids, file_len, FIRST_READ, wait) {
+                Ok(read) => read,
+                Err(HeaderError::Damaged(damage, reason)) => {
+                    return Ok(Opened::Damaged(damage, reason));
+                }
+                Err(HeaderError::Io(e)) => return Err(e),
+            };
+        if header.key != key {
+            return Ok(Opened::Collision(header.key));
+        }
+        let preamble = header.preamble;
+        if preamble.body_len >= read_whole_below {
+            return Ok(Opened::Entry(Box::new(OpenEntry {
+                header,
+                file,
+                body: None,
+            })));
+        }
+        // Below `read_whole_below`, which config keeps to a sane size.
+        let header_len = preamble.header_len() as usize;
+        let body_len = preamble.body_len as usize;
+        let mut body = Vec::with_capacity(body_len);
+        body.extend_from_slice(&bytes[header_len.min(bytes.len())..]);
+        let have = body.len();
+        body.resize(body_len, 0);
+        let offset = (header_len + have) as u64;
+        match disk::read_exact_at(&file, &mut body[have..], offset, wait) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                let reason = "body shorter than declared".to_owned();
+                return Ok(Opened::Damaged(Damage::Invalid, reason));
+            }
+            Err(e) => return Err(io_err(&path)(e)),
+        }
+        if xxh3_64(&body) != preamble.body_hash {
+            let reason = "body checksum mismatch".to_owned();
+            return Ok(Opened::Damaged(Damage::Checksum, reason));
+        }
+        Ok(Opened::Entry(Box::new(OpenEntry {
+            header,
+            file,
+            body: Some(Bytes::from(body)),
+        })))
     }
 }
 
 /// Where the body comes from.
 enum Source {
-    /// Open, positioned at the start of the body; verified as it streams.
-    File(tokio::fs::File),
-    /// Read and verified whole by the lookup.
+    /// An open entry file, read with positioned reads; verified as it streams.
+    File(Arc<std::fs::File>),
+    /// Read and verified whole by the lookup (or held by the memory tier).
     Memory(Bytes),
 }
 
@@ -80,7 +177,7 @@ pub struct StoredEntry {
     pub body_len: u64,
     /// Expected xxh3-64 of the body, checked as the body streams.
     body_hash: u64,
-    /// File offset of the body (the header's length), where a range read seeks from.
+    /// File offset of the body (the header's length), where reads start.
     body_offset: u64,
     source: Source,
     /// With `fill_id`, names the file for discards and metadata updates.
@@ -105,9 +202,8 @@ struct BodyState {
     entry: StoredEntry,
     /// Bytes still to yield.
     remaining: u64,
-    /// Where to seek the file before the first read; `None` once done, or
-    /// when the file is already positioned at the body's start.
-    seek_to: Option<u64>,
+    /// File offset of the next read.
+    position: u64,
     /// Running checksum of a whole body streamed from the file; `None` for a
     /// range, which cannot be checked against the whole body's checksum.
     /// Boxed: the hasher carries a large buffer that would bloat the future.
@@ -115,37 +211,20 @@ struct BodyState {
 }
 
 impl StoredEntry {
-    /// Wraps an entry whose header is verified; `file` is positioned at the
-    /// body. A body shorter than `verify_whole_below` is read and checked now,
-    /// so for small objects a damaged body is a miss rather than a cut transfer.
-    pub(super) async fn open(
-        header: DecodedHeader,
-        mut file: tokio::fs::File,
+    /// Wraps an entry opened by [`Inner::open_entry`].
+    pub(super) fn open(
+        opened: OpenEntry,
         key_hash: u128,
         fill_id: u64,
         inner: Arc<Inner>,
-    ) -> Result<StoredEntry, HeaderError> {
+    ) -> StoredEntry {
+        let OpenEntry { header, file, body } = opened;
         let DecodedHeader { preamble, meta, .. } = header;
-        let source = if preamble.body_len < inner.opts.verify_whole_below {
-            // Below `verify_whole_below`, which config keeps to a sane size.
-            let mut body = vec![0u8; preamble.body_len as usize];
-            file.read_exact(&mut body).await.map_err(|e| {
-                if e.kind() == io::ErrorKind::UnexpectedEof {
-                    HeaderError::Damaged(Damage::Invalid, "body shorter than declared".into())
-                } else {
-                    let path = inner.object_path(key_hash, fill_id);
-                    HeaderError::Io(io_err(&path)(e))
-                }
-            })?;
-            if xxh3_64(&body) != preamble.body_hash {
-                let reason = "body checksum mismatch".to_owned();
-                return Err(HeaderError::Damaged(Damage::Checksum, reason));
-            }
-            Source::Memory(Bytes::from(body))
-        } else {
-            Source::File(file)
+        let source = match body {
+            Some(body) => Source::Memory(body),
+            None => Source::File(Arc::new(file)),
         };
-        Ok(StoredEntry {
+        StoredEntry {
             meta,
             body_len: preamble.body_len,
             body_hash: preamble.body_hash,
@@ -154,6 +233,35 @@ impl StoredEntry {
             key_hash,
             fill_id,
             inner,
+        }
+    }
+
+    /// An entry served from the memory tier's copy `hot` of fill `hot.fill_id`.
+    pub(super) fn from_memory(hot: &HotEntry, key_hash: u128, inner: Arc<Inner>) -> StoredEntry {
+        StoredEntry {
+            meta: hot.meta.clone(),
+            body_len: hot.body.len() as u64,
+            body_hash: hot.body_hash,
+            body_offset: hot.body_offset,
+            source: Source::Memory(hot.body.clone()),
+            key_hash,
+            fill_id: hot.fill_id,
+            inner,
+        }
+    }
+
+    /// A copy for the memory tier, when the whole body was read and verified.
+    pub(super) fn hot_copy(&self, key: &str) -> Option<HotEntry> {
+        let Source::Memory(body) = &self.source else {
+            return None;
+        };
+        Some(HotEntry {
+            fill_id: self.fill_id,
+            key: key.into(),
+            meta: self.meta.clone(),
+            body: body.clone(),
+            body_hash: self.body_hash,
+            body_offset: self.body_offset,
         })
     }
 
@@ -168,7 +276,7 @@ impl StoredEntry {
     ) -> impl futures_util::Stream<Item = io::Result<Bytes>> + Send + 'static {
         let state = BodyState {
             remaining: self.body_len,
-            seek_to: None,
+            position: self.body_offset,
             entry: self,
             hasher: Some(Box::new(Xxh3Default::new())),
         };
@@ -193,18 +301,14 @@ impl StoredEntry {
         if let Some(error) = self.outside_body(first, last) {
             return Either::Left(futures_util::stream::once(async { Err(error) }));
         }
-        let seek_to = match &mut self.source {
-            Source::Memory(body) => {
-                // In range: `last < body_len`, the length of the body in memory.
-                *body = body.slice(first as usize..=last as usize);
-                None
-            }
-            Source::File(_) => Some(self.body_offset + first),
-        };
+        if let Source::Memory(body) = &mut self.source {
+            // In range: `last < body_len`, the length of the body in memory.
+            *body = body.slice(first as usize..=last as usize);
+        }
         let whole = first == 0 && last + 1 == self.body_len;
         let state = BodyState {
             remaining: last - first + 1,
-            seek_to,
+            position: self.body_offset + first,
             entry: self,
             hasher: whole.then(|| Box::new(Xxh3Default::new())),
         };
@@ -233,7 +337,7 @@ impl StoredEntry {
         let parts = PartsState {
             state: BodyState {
                 remaining: 0,
-                seek_to: None,
+                position: 0,
                 entry: self,
                 hasher: None,
             },
@@ -255,7 +359,7 @@ impl StoredEntry {
                             parts.state.entry.source =
                                 Source::Memory(whole.slice(first as usize..=last as usize));
                         }
-                        None => parts.state.seek_to = Some(parts.state.entry.body_offset + first),
+                        None => parts.state.position = parts.state.entry.body_offset + first,
                     }
                 }
                 let index = parts.next - 1;
@@ -314,21 +418,33 @@ async fn next_chunk(st: &mut BodyState) -> io::Result<Bytes> {
         }
         Source::File(file) => file,
     };
-    if let Some(offset) = st.seek_to.take() {
-        file.seek(SeekFrom::Start(offset)).await?;
-    }
     let want = st.remaining.min(BODY_CHUNK);
-    let mut buf = BytesMut::zeroed(want as usize);
-    if let Err(e) = file.read_exact(&mut buf).await {
-        if e.kind() == io::ErrorKind::UnexpectedEof {
-            let reason = "file ended inside the body";
-            discard(&st.entry, Damage::Invalid, reason).await;
+    let mut buf = vec![0u8; want as usize];
+    let read = match disk::read_exact_at(file, &mut buf, st.position, Wait::CachedOnly) {
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+            let (file, position) = (Arc::clone(file), st.position);
+            tokio::task::spawn_blocking(move || {
+                disk::read_exact_at(&file, &mut buf, position, Wait::Disk).map(|()| buf)
+            })
+            .await
+            .map_err(io::Error::other)?
         }
-        return Err(e);
-    }
+        other => other.map(|()| buf),
+    };
+    let buf = match read {
+        Ok(buf) => buf,
+        Err(e) => {
+            if e.kind() == io::ErrorKind::UnexpectedEof {
+                let reason = "file ended inside the body";
+                discard(&st.entry, Damage::Invalid, reason).await;
+            }
+            return Err(e);
+        }
+    };
     st.remaining -= want;
+    st.position += want;
     let Some(hasher) = &mut st.hasher else {
-        return Ok(buf.freeze());
+        return Ok(Bytes::from(buf));
     };
     hasher.update(&buf);
     if st.remaining == 0 && hasher.digest() != st.entry.body_hash {
@@ -338,7 +454,7 @@ async fn next_chunk(st: &mut BodyState) -> io::Result<Bytes> {
             "cached body fails its checksum",
         ));
     }
-    Ok(buf.freeze())
+    Ok(Bytes::from(buf))
 }
 
 async fn discard(entry: &StoredEntry, damage: Damage, reason: &str) {

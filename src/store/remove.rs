@@ -37,8 +37,10 @@ impl Store {
         let Some(fill) = inner.index.peek(key_hash) else {
             return Ok(false);
         };
+        // Only the key's own entry is removed: the file must be read to tell.
+        let read_whole_below = 0;
         if inner
-            .open_entry(key, key_hash, fill.fill_id)
+            .open_entry(key, key_hash, fill.fill_id, read_whole_below)
             .await?
             .is_none()
         {
@@ -49,6 +51,7 @@ impl Store {
         let Some(fill) = inner.index.remove(key_hash, fill.fill_id) else {
             return Ok(false);
         };
+        inner.memory.forget(key_hash);
         let path = inner.object_path(key_hash, fill.fill_id);
         let removed = disk::remove_file(&path).await;
         inner.index.release_object(fill.size);

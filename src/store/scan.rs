@@ -234,7 +234,7 @@ fn scan_file(inner: &Inner, path: &Path, name: OsString, tally: &mut Tally) {
     }
     let header = std::fs::File::open(path)
         .map_err(|e| HeaderError::Io(disk::io_err(path)(e)))
-        .and_then(|mut file| disk::read_header_sync(&mut file, path, key_hash, fill_id));
+        .and_then(|file| disk::read_header_sync(&file, path, key_hash, fill_id));
     let size = match header {
         // `read_header_sync` checked that this is the file's length.
         Ok(header) => header.preamble.header_len() + header.preamble.body_len,

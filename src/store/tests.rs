@@ -4,6 +4,7 @@
 
 mod budget;
 mod damage;
+mod memory;
 mod range;
 mod remove;
 mod update;
@@ -27,6 +28,9 @@ fn options(dir: &Path) -> StoreOptions {
         max_size: 64 * MAX,
         lock_timeout: Duration::from_secs(5),
         verify_whole_below: 64 * 1024,
+        // Off: these tests are about the files; the memory tier has tests of its own.
+        memory_size: 0,
+        memory_max_object_size: 0,
     }
 }
 

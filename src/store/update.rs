@@ -63,7 +63,10 @@ impl Store {
             .await
             .map_err(|e| disk::io_err(&path)(io::Error::other(e)))??;
         match outcome {
-            Outcome::Written => Ok(true),
+            Outcome::Written => {
+                self.inner.memory.forget_updated(key_hash);
+                Ok(true)
+            }
             Outcome::Gone => {
                 debug!(path = %path.display(), "metadata update of an entry no longer stored");
                 Ok(false)
@@ -93,7 +96,7 @@ fn write_meta(
         .read(true)
         .write(true)
         .open(path);
-    let mut file = match open {
+    let file = match open {
         Ok(file) => file,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Outcome::Gone),
         Err(e) => return Err(disk::io_err(path)(e)),
@@ -108,7 +111,7 @@ fn write_meta(
         return Ok(Outcome::Gone);
     }
     // Read again under the lock: the slot that is current now, not at lookup.
-    let header = match disk::read_header_sync(&mut file, path, key_hash, fill_id) {
+    let header = match disk::read_header_sync(&file, path, key_hash, fill_id) {
         Ok(header) => header,
         Err(HeaderError::Damaged(damage, reason)) => return Ok(Outcome::Damaged(damage, reason)),
         Err(HeaderError::Io(e)) => return Err(e),

@@ -49,7 +49,13 @@ async fn damaged_entries_are_never_served_whole_and_are_removed_and_counted() {
         std::fs::write(file, bytes).expect("damage");
     }
 
-    let proxy = TestProxy::start_in(origin.addr, &cache_dir, always).await;
+    // The files' own checks are under test: no memory tier, which would read the
+    // large bodies whole (and verify them up front) on their first hit.
+    let proxy = TestProxy::start_in(origin.addr, &cache_dir, |config| {
+        always(config);
+        config.cache.memory_size = 0;
+    })
+    .await;
     proxy.wait_scanned().await;
     let stats = proxy.store.stats();
     // The scan reads headers only: all but the body damage is found before any request.

@@ -96,6 +96,9 @@ async fn a_refill_racing_the_eviction_of_its_key_leaves_the_newer_entry_intact()
             max_size: 200_000,
             lock_timeout: Duration::from_secs(5),
             verify_whole_below: 64 * 1024,
+            // Off: these tests are about the files; the memory tier has tests of its own.
+            memory_size: 0,
+            memory_max_object_size: 0,
         })
         .expect("open store"),
     );

@@ -195,6 +195,12 @@ const REJECTED: &[(&str, &str, &str)] = &[
         "cache.verify_whole_below",
         "invalid",
     ),
+    (
+        "[cache]\nmemory_max_object_size = \"17MiB\"",
+        "cache.memory_max_object_size",
+        "invalid",
+    ),
+    ("[cache]\nmemory_size = \"lots\"", "cache.memory_size", "invalid"),
     // [admission]
     (
         "[admission]\npolicy = \"shadow\"",

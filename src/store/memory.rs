@@ -1,0 +1,175 @@
+//! The memory tier: verified copies of hot entries, so a hit on a hot object
+//! touches no file at all.
+//!
+//! It holds entries the disk store already has, never others: a lookup that read
+//! and verified a whole body from its file offers it here ([`MemoryTier::offer`]),
+//! and a lookup consults this tier only after the index named the key's current
+//! fill. An entry here is served only while it is that same fill (`fill_id`), so
+//! a newer fill, a removal, an eviction or a discard of the disk entry makes the
+//! copy unreachable at once; they also drop it ([`MemoryTier::forget`]) to free
+//! its memory. A metadata update (after an origin's 304) keeps the fill id, so it
+//! drops the copy explicitly; the `epoch` keeps a lookup that read the old
+//! metadata just before from offering it afterwards (see [`MemoryTier::offer`]).
+//!
+//! The budget (`cache.memory_size`) counts body, key and header bytes. Eviction is
+//! `quick_cache`'s CLOCK-Pro-like policy: a new entry must prove itself in a small
+//! probation queue before it displaces older ones, so one pass over many cold
+//! objects does not flush the hot set.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bytes::Bytes;
+use quick_cache::Weighter;
+use quick_cache::sync::Cache;
+
+use super::entry::EntryMeta;
+
+/// Bytes counted for an entry beyond its body, key and header bytes: the map
+/// slot, the `Arc`, the metadata struct and the header map's tables.
+const ENTRY_OVERHEAD: u64 = 256;
+
+/// A verified copy of one fill of one key.
+#[derive(Debug)]
+pub(super) struct HotEntry {
+    /// The fill this is a copy of.
+    pub(super) fill_id: u64,
+    /// The full key, compared on every use: the map is keyed by its hash.
+    pub(super) key: Box<str>,
+    /// The entry's metadata as it was read with the body.
+    pub(super) meta: EntryMeta,
+    /// The whole body, verified against `body_hash` when it was read.
+    pub(super) body: Bytes,
+    /// The body's xxh3-64, as stored.
+    pub(super) body_hash: u64,
+    /// The body's offset in the entry file (its header length), for range reads.
+    pub(super) body_offset: u64,
+}
+
+impl HotEntry {
+    /// Bytes the entry counts against the budget.
+    fn weight(&self) -> u64 {
+        let headers = |map: &http::HeaderMap| -> usize {
+            map.iter()
+                .map(|(name, value)| name.as_str().len() + value.len())
+                .sum()
+        };
+        let meta = headers(&self.meta.response_headers) + headers(&self.meta.request_headers);
+        (self.body.len() + self.key.len() + meta) as u64 + ENTRY_OVERHEAD
+    }
+}
+
+/// The weight `quick_cache` evicts by: an entry's bytes.
+#[derive(Clone, Copy, Debug)]
+struct ByBytes;
+
+impl Weighter<u128, std::sync::Arc<HotEntry>> for ByBytes {
+    fn weight(&self, _key_hash: &u128, entry: &std::sync::Arc<HotEntry>) -> u64 {
+        entry.weight()
+    }
+}
+
+/// Hot entries by store key hash, within a byte budget.
+pub(super) struct MemoryTier {
+    /// `None` when `cache.memory_size` is 0: the tier is off.
+    entries: Option<Cache<u128, std::sync::Arc<HotEntry>, ByBytes>>,
+    /// Bodies longer than this are not offered (`cache.memory_max_object_size`).
+    max_object: u64,
+    /// Raised by every metadata update, before it drops the copy; see [`MemoryTier::offer`].
+    epoch: AtomicU64,
+}
+
+impl std::fmt::Debug for MemoryTier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryTier")
+            .field("enabled", &self.entries.is_some())
+            .field("max_object", &self.max_object)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Expected mean weight of an entry, to size the map's initial table: 16 KiB,
+/// a typical web object with its headers.
+const EXPECTED_ENTRY_BYTES: u64 = 16 * 1024;
+
+impl MemoryTier {
+    /// A tier of `budget` bytes holding bodies of at most `max_object` bytes; off
+    /// when `budget` is 0.
+    pub(super) fn new(budget: u64, max_object: u64) -> MemoryTier {
+        let entries = (budget > 0).then(|| {
+            let items = usize::try_from(budget / EXPECTED_ENTRY_BYTES).unwrap_or(usize::MAX);
+            Cache::with_weighter(items.max(16), budget, ByBytes)
+        });
+        MemoryTier {
+            entries,
+            max_object,
+            epoch: AtomicU64::new(0),
+        }
+    }
+
+    /// Bodies shorter than this are worth reading whole for this tier (0 when off).
+    pub(super) fn read_whole_below(&self) -> u64 {
+        match self.entries {
+            Some(_) => self.max_object.saturating_add(1),
+            None => 0,
+        }
+    }
+
+    /// The copy of fill `fill_id` of `key`, if this tier holds it.
+    pub(super) fn get(
+        &self,
+        key: &str,
+        key_hash: u128,
+        fill_id: u64,
+    ) -> Option<std::sync::Arc<HotEntry>> {
+        let entry = self.entries.as_ref()?.get(&key_hash)?;
+        (entry.fill_id == fill_id && &*entry.key == key).then_some(entry)
+    }
+
+    /// The epoch to pass to [`MemoryTier::offer`], read before the entry's file is.
+    pub(super) fn epoch(&self) -> u64 {
+        // SeqCst, with `offer` and `forget_updated`: see `offer`.
+        self.epoch.load(Ordering::SeqCst)
+    }
+
+    /// Offers a copy read from the file after [`MemoryTier::epoch`] returned
+    /// `epoch`. Kept unless the body is over the size limit or a metadata update
+    /// ran since `epoch` (then the copy may hold the old metadata).
+    ///
+    /// Why this suffices: an update writes the file, raises the epoch, then drops
+    /// the key's copy. If this offer's insert comes before that drop, the drop
+    /// removes it; if after, the update had raised the epoch before the drop, so
+    /// the check after the insert sees it and removes the copy itself. All three
+    /// epoch accesses are SeqCst so neither side can miss the other.
+    pub(super) fn offer(&self, epoch: u64, key_hash: u128, entry: HotEntry) {
+        let Some(entries) = &self.entries else {
+            return;
+        };
+        if entry.body.len() as u64 > self.max_object || self.epoch() != epoch {
+            return;
+        }
+        entries.insert(key_hash, std::sync::Arc::new(entry));
+        if self.epoch() != epoch {
+            entries.remove(&key_hash);
+        }
+    }
+
+    /// Drops the copy of `key_hash`, if any: its disk entry is gone or replaced.
+    pub(super) fn forget(&self, key_hash: u128) {
+        if let Some(entries) = &self.entries {
+            entries.remove(&key_hash);
+        }
+    }
+
+    /// Drops the copy of `key_hash` after its metadata was rewritten in place.
+    pub(super) fn forget_updated(&self, key_hash: u128) {
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+        self.forget(key_hash);
+    }
+
+    /// Bytes held and entries, for statistics.
+    pub(super) fn usage(&self) -> (u64, u64) {
+        self.entries
+            .as_ref()
+            .map_or((0, 0), |e| (e.weight(), e.len() as u64))
+    }
+}
