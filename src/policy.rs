@@ -11,7 +11,7 @@
 //! - [`validation`]: conditional requests and 304s (§4.3);
 //! - [`vary`]: variant selection (§4.1).
 //!
-//! Storage rules on top of §3 (ARCHITECTURE.md, "Known traps"): only GET responses
+//! Storage rules on top of §3 (`docs/design.md`, "Known traps"): only GET responses
 //! are stored (a HEAD fill would blank the body); responses setting cookies are not
 //! stored; error statuses need explicit freshness; a response that would be stale on
 //! arrival is stored only if it carries a validator (it is then revalidated on every
