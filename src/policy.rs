@@ -1,11 +1,11 @@
 //! RFC 9111 decisions: may a response be stored, is a stored one still fresh, which
 //! variant answers a request, and how validation works.
 //!
-//! The rules are written here rather than taken from `http-cache-semantics`, which this
-//! project used first: that crate stores nothing useful for `no-cache` responses, has
-//! no cap on heuristic lifetimes, no `stale-while-revalidate`/`stale-if-error`, matches
-//! `Vary` on raw values and computes `Age` without `Date`. Each rule below cites its
-//! section; the submodules hold the parts:
+//! The rules are written here rather than taken from the `http-cache-semantics` crate,
+//! which stores nothing useful for `no-cache` responses, has no cap on heuristic
+//! lifetimes, no `stale-while-revalidate`/`stale-if-error`, matches `Vary` on raw values
+//! and computes `Age` without `Date`. Each rule below cites its section; the submodules
+//! hold the parts:
 //! - [`directives`]: `Cache-Control` parsing (§5.2);
 //! - [`freshness`]: lifetime, age and reuse (§4.2, §5.2.1);
 //! - [`validation`]: conditional requests and 304s (§4.3);
