@@ -129,8 +129,8 @@ pub async fn run_bench(workload: &Workload, options: &BenchOptions) -> Result<Re
 
 /// Default config with the filter's generation sized to about the number of objects a
 /// cache of `cache_size` bytes holds for this workload (cache size / mean object size,
-/// at least 1,000): "a generation of about one cache's worth of objects" (ARCHITECTURE.md).
-/// The floor keeps a tiny cache's filter from rotating every few requests.
+/// at least 1,000): "a generation of about one cache's worth of objects" (`docs/design.md`,
+/// "The idea"). The floor keeps a tiny cache's filter from rotating every few requests.
 pub fn config_sized_to_cache(workload: &Workload, cache_size: u64) -> Config {
     let mut config = Config::default();
     let (objects, unique_bytes) = workload.unique_objects_and_bytes();

@@ -38,6 +38,8 @@
 //!
 //! [`config`] turns the TOML file into a validated [`config::Config`] once, at start-up.
 //! [`bench`](mod@bench) drives workloads through the real proxy and simulates them offline.
+//!
+//! The design, why it is so, and where new features go: `docs/design.md`.
 
 pub mod admission;
 pub mod bench;

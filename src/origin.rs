@@ -1,6 +1,6 @@
 //! The origin client: one pooled `reqwest` client for the one origin in the config.
 //!
-//! Set up for a proxy rather than a browser (ARCHITECTURE.md, "Known traps"):
+//! Set up for a proxy rather than a browser (`docs/design.md`, "Known traps"):
 //! redirects are passed to the client, never followed; proxy environment variables
 //! are ignored; time limits are a connect timeout and a read timeout *between* bytes,
 //! never a whole-response timeout, which would cut large downloads.

@@ -1,17 +1,17 @@
 //! RFC 9111 decisions: may a response be stored, is a stored one still fresh, which
 //! variant answers a request, and how validation works.
 //!
-//! The rules are written here rather than taken from `http-cache-semantics`, which this
-//! project used first: that crate stores nothing useful for `no-cache` responses, has
-//! no cap on heuristic lifetimes, no `stale-while-revalidate`/`stale-if-error`, matches
-//! `Vary` on raw values and computes `Age` without `Date`. Each rule below cites its
-//! section; the submodules hold the parts:
+//! The rules are written here rather than taken from the `http-cache-semantics` crate,
+//! which stores nothing useful for `no-cache` responses, has no cap on heuristic
+//! lifetimes, no `stale-while-revalidate`/`stale-if-error`, matches `Vary` on raw values
+//! and computes `Age` without `Date`. Each rule below cites its section; the submodules
+//! hold the parts:
 //! - [`directives`]: `Cache-Control` parsing (§5.2);
 //! - [`freshness`]: lifetime, age and reuse (§4.2, §5.2.1);
 //! - [`validation`]: conditional requests and 304s (§4.3);
 //! - [`vary`]: variant selection (§4.1).
 //!
-//! Storage rules on top of §3 (ARCHITECTURE.md, "Known traps"): only GET responses
+//! Storage rules on top of §3 (`docs/design.md`, "Known traps"): only GET responses
 //! are stored (a HEAD fill would blank the body); responses setting cookies are not
 //! stored; error statuses need explicit freshness; a response that would be stale on
 //! arrival is stored only if it carries a validator (it is then revalidated on every

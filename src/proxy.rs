@@ -2,7 +2,7 @@
 //! policy → tee.
 //!
 //! This module decides and delegates; it parses nothing and touches no file itself.
-//! The order of steps follows ARCHITECTURE.md, "The request path":
+//! The order of steps follows `docs/design.md`, "The request path":
 //! 1. Methods other than GET and HEAD are passed through (`fwd=method`), except a `TRACE` or
 //!    `OPTIONS` with `Max-Forwards: 0`, which the proxy answers itself; a non-error
 //!    answer to an unsafe one invalidates the URL and its same-origin `Location` /

@@ -6,9 +6,10 @@
 //! one part per range in the order asked, read from the file in turn; cut from an object
 //! streaming in from the origin ([`PartsBody`]) they must also come in ascending
 //! order. More ranges, overlapping ones, or (from the origin) ranges out of order get the
-//! whole object as a 200, which §14.2 allows for a range set a server will not serve. A syntactically invalid `Range` is ignored (whole object), an
-//! unsatisfiable single range is answered 416, and an `If-Range` that does not match the
-//! stored validator (strong comparison, §13.1.5) turns the request into a plain GET.
+//! whole object as a 200, which §14.2 allows for a range set a server will not serve. A
+//! syntactically invalid `Range` is ignored (whole object), an unsatisfiable single range
+//! is answered 416, and an `If-Range` that does not match the stored validator (strong
+//! comparison, §13.1.5) turns the request into a plain GET.
 
 use std::collections::VecDeque;
 use std::pin::Pin;

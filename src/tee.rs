@@ -7,7 +7,7 @@
 //! The hand-off is bounded in *bytes* by a semaphore of [`FILL_BUFFER_BYTES`]
 //! permits: a frame takes permits for its length and gives them back once written.
 //! When the disk falls behind and the permits run out, the fill is dropped — the
-//! client is never slowed down to let the disk catch up (ARCHITECTURE.md, "Known
+//! client is never slowed down to let the disk catch up (`docs/design.md`, "Known
 //! traps"). The fill commits only if the origin body ended cleanly: the writer task
 //! calls [`EntryWriter::finish`] only after the tee signalled the end; an origin
 //! error, a dropped fill or a client that goes away drops the writer, which deletes

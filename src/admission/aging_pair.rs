@@ -37,20 +37,18 @@
 //! (atomic `fetch_or`s) and counts it in the slot (for generations of 32 768 keys or more
 //! only one new key in `2^s`, with weight `2^s`: see [`COUNT_EXACT_BITS`]). Nothing is
 //! reference-counted: the filters are never freed while the pair lives, so a check needs no
-//! guard and, when the key is already in `current`, writes nothing shared at all. (An
-//! earlier version kept each generation in an `arc_swap`, whose guard costs two locked
-//! instructions per check; see the bench's history in `benches/filter.rs`.)
+//! guard and, when the key is already in `current`, writes nothing shared at all.
 //!
 //! A rotation is a compare-and-swap of the state word from the generation it saw to the next:
 //! its spare (already cleared) becomes `current`, `current` becomes `previous`, and the old
 //! `previous` is marked retired. Any thread that finds a rotation due may do it; one wins,
-//! the others change nothing. (An even earlier version serialised rotations with a
-//! `try_lock`ed mutex; under 8 threads on 2 cores the property test caught a preempted lock
-//! holder letting a generation take three times its target and saturate.) The background
-//! thread ([`cleaner`]) clears retired filters a grace period later; a rotation that finds its
-//! spare still uncleared (rotations faster than the thread) clears it itself. A per-filter
-//! state machine (in use → retired → clearing → clean, each step a compare-and-swap) makes
-//! sure a filter is cleared only while retired, and by one thread.
+//! the others change nothing. No lock is taken: a preempted lock holder would hold the
+//! rotation up while the other threads kept inserting into a generation already at its
+//! target. The background thread ([`cleaner`]) clears retired filters a grace period
+//! later; a rotation that finds its spare still uncleared (rotations faster than the
+//! thread) clears it itself. A per-filter state machine (in use → retired → clearing →
+//! clean, each step a compare-and-swap) makes sure a filter is cleared only while retired,
+//! and by one thread.
 //!
 //! # Why a recorded key is not lost: no false negative within two rotations
 //! Claim: if `check_and_record(x)` loaded generation `g`, and returned before a check of `x`

@@ -19,10 +19,10 @@
 //! Kemper & Boncz, "Performance-Optimal Filtering: Bloom Overtakes Cuckoo at High
 //! Throughput", VLDB 2019). Why: once the block is in the cache (see [`BloomFilter::prefetch`])
 //! the work is what remains, and here it is two loads, at most two atomic ORs, and masks
-//! built in two registers. Spread over all eight words, a key touched about four words at
-//! `k = 6`, each insert one locked instruction per word, and building eight masks from
-//! computed word indices went through memory: the pipelined check-and-record of the pair
-//! took 64 ns at 10M keys, against 43 ns with two words (`benches/filter.rs`, 2026-11-22).
+//! built in two registers. Spread over all eight words, a key would touch about four words
+//! at `k = 6`, each insert would take one locked instruction per word, and building eight
+//! masks from computed word indices would go through memory (`benches/filter.rs` has the
+//! measurements of both layouts).
 //! The accuracy cost is small at the default rate and paid in memory, not in the rate: the
 //! sizing model (`params`) is this layout's own, and it asks 10.3 bits per key at 1% (9.9
 //! with the bits spread over the block: +4%), 17.0 at 0.1% (15.5: +10%) and 26.0 at 0.01%
