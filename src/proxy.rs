@@ -44,7 +44,7 @@ use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
 use crate::admission::{Admission, AdmitReason, Decision, FilterHasher};
-use crate::cache_status::{CACHE_STATUS, CacheStatus, Forward};
+use crate::cache_status::{CACHE_STATUS, CacheStatus, Detail, Forward};
 use crate::error::{BoxError, ProxyBody, ProxyError, error_response};
 use crate::hygiene;
 use crate::key::{CacheKey, KeyError};
@@ -153,9 +153,10 @@ impl Proxy {
         };
         // The origin may have sent a Cache-Status of its own; ours is the only one about this cache.
         if response.headers().get(CACHE_STATUS).is_none() {
-            response
-                .headers_mut()
-                .insert(CACHE_STATUS, CacheStatus::own("internal").to_header_value());
+            response.headers_mut().insert(
+                CACHE_STATUS,
+                CacheStatus::own(Detail::Internal).to_header_value(),
+            );
         }
         hygiene::add_response_via(response.headers_mut());
         if self.access_log {
@@ -188,7 +189,8 @@ impl Proxy {
         if directives.no_store {
             // Nothing of this exchange may be stored (RFC 9111 §5.2.1.5), so it is not
             // served from storage either: the client asked to keep it out of caches.
-            let status = CacheStatus::forward(Forward::Request).detail(NotStored::NoStore.as_str());
+            let status = CacheStatus::forward(Forward::Request)
+                .detail(Detail::NotStored(NotStored::NoStore));
             return self.pass_through(head, body, status).await;
         }
         if validation::has_origin_preconditions(&head.headers) {
@@ -232,7 +234,7 @@ impl Proxy {
                 return Ok(respond::from_store(head, found, &freshness, now, status));
             }
             Reuse::StaleAccepted => {
-                let status = CacheStatus::hit().ttl(ttl).detail("max-stale");
+                let status = CacheStatus::hit().ttl(ttl).detail(Detail::MaxStale);
                 return Ok(respond::from_store(head, found, &freshness, now, status));
             }
             Reuse::Stale => Forward::Stale,
@@ -243,7 +245,9 @@ impl Proxy {
         }
         if forward == Forward::Stale && freshness.within_stale_while_revalidate(now) {
             self.refresh_in_background(head, &key, found.entry.meta.response_headers.clone());
-            let status = CacheStatus::hit().ttl(ttl).detail("stale-while-revalidate");
+            let status = CacheStatus::hit()
+                .ttl(ttl)
+                .detail(Detail::StaleWhileRevalidate);
             return Ok(respond::from_store(head, found, &freshness, now, status));
         }
         if head.method == Method::HEAD {

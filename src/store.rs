@@ -41,6 +41,7 @@
 //! The file format is in [`entry`]; paths, header reads and fsyncs in `disk`.
 
 mod disk;
+mod dropped;
 pub mod entry;
 mod error;
 mod fence;
@@ -60,6 +61,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tracing::{debug, info, warn};
 use xxhash_rust::xxh3::xxh3_128;
 
+pub use dropped::{DroppedFills, FillDrop};
 pub use entry::EntryMeta;
 pub use error::StoreError;
 pub use read::StoredEntry;
@@ -113,6 +115,8 @@ pub struct StoreStats {
     pub committed_fills: u64,
     /// Body bytes of those fills: what admission let reach the disk.
     pub committed_bytes: u64,
+    /// Fills that began but were dropped before they committed, by reason.
+    pub dropped_fills: DroppedFills,
 }
 
 /// The on-disk cache. Cheap to share: the proxy holds it in an `Arc`.
@@ -155,6 +159,8 @@ struct Inner {
     removed_invalid: AtomicU64,
     /// See [`StoreStats::checksum_failures`]. Relaxed: a plain counter.
     checksum_failures: AtomicU64,
+    /// See [`StoreStats::dropped_fills`].
+    dropped: dropped::FillDrops,
     /// Held for the store's lifetime; released when the last `Arc` drops.
     _lock: lock::DirLock,
 }
@@ -279,6 +285,7 @@ impl Store {
             committed_body_bytes: AtomicU64::new(0),
             removed_invalid: AtomicU64::new(0),
             checksum_failures: AtomicU64::new(0),
+            dropped: dropped::FillDrops::default(),
             _lock: lock,
             opts,
         });
@@ -338,6 +345,7 @@ impl Store {
             scan_complete: inner.scan.complete(),
             committed_fills: inner.committed.load(Ordering::Acquire),
             committed_bytes: inner.committed_body_bytes.load(Ordering::Relaxed),
+            dropped_fills: inner.dropped.snapshot(),
         }
     }
 

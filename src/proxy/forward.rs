@@ -12,7 +12,7 @@ use http_body_util::BodyExt;
 use super::cache::Marker;
 use super::{Proxy, respond};
 use crate::admission::Decision;
-use crate::cache_status::{CACHE_STATUS, CacheStatus, Forward};
+use crate::cache_status::{CACHE_STATUS, CacheStatus, Detail, Forward};
 use crate::error::{BoxError, ProxyBody};
 use crate::key::CacheKey;
 use crate::origin::{BodyFraming, OriginResponse};
@@ -44,16 +44,16 @@ impl Proxy {
             framing,
         } = origin;
         let miss = CacheStatus::forward(exchange.forward).fwd_status(response_head.status);
-        let (status, body) = match verdict {
-            Err(reason) => (
-                miss.detail(reason.as_str()),
+        let (status, body) = match (verdict, exchange.admission) {
+            (Err(reason), _) => (
+                miss.detail(Detail::NotStored(reason)),
                 TeeBody::passthrough(origin_body),
             ),
-            Ok(()) if !exchange.admission.is_admit() => (
-                miss.detail(exchange.admission.as_str()),
+            (Ok(()), Decision::Reject(reason)) => (
+                miss.detail(Detail::Admission(reason)),
                 TeeBody::passthrough(origin_body),
             ),
-            Ok(()) => match self
+            (Ok(()), Decision::Admit(_)) => match self
                 .cache
                 .begin_fill(
                     exchange.key,
@@ -71,7 +71,7 @@ impl Proxy {
                         Ok(()) => miss.stored(),
                         Err(error) => {
                             tracing::warn!(key = %exchange.key, %error, "cannot store an empty body");
-                            miss.detail("store-error")
+                            miss.detail(Detail::StoreError)
                         }
                     };
                     (status, TeeBody::passthrough(origin_body))
@@ -83,7 +83,7 @@ impl Proxy {
                 Err(error) => {
                     tracing::warn!(key = %exchange.key, %error, "cannot start fill; proxying uncached");
                     (
-                        miss.detail("store-error"),
+                        miss.detail(Detail::StoreError),
                         TeeBody::passthrough(origin_body),
                     )
                 }

@@ -12,7 +12,7 @@ use super::cache::{Cache, Found, Lookup, OriginRequest, Revalidated};
 use super::forward::{Exchange, drain};
 use super::{ERROR_STATUSES, Proxy, origin_request, respond};
 use crate::admission::{AdmitReason, Decision};
-use crate::cache_status::{CacheStatus, Forward};
+use crate::cache_status::{CacheStatus, Detail, Forward};
 use crate::error::{ProxyBody, ProxyError};
 use crate::key::CacheKey;
 use crate::origin::OriginError;
@@ -33,7 +33,7 @@ impl Proxy {
     ) -> Result<Response<ProxyBody>, ProxyError> {
         let now = SystemTime::now();
         let ttl = freshness.ttl_seconds(now);
-        let serve_stale = |found: Box<Found>, detail: &'static str| {
+        let serve_stale = |found: Box<Found>, detail: Detail| {
             let status = CacheStatus::hit().ttl(ttl).detail(detail);
             respond::from_store(head, found, &freshness, now, status)
         };
@@ -59,7 +59,7 @@ impl Proxy {
                     && freshness.within_stale_if_error(now)
                     && let Some(found) = self.reopen(key, head, &entry_ref).await
                 {
-                    return Ok(serve_stale(found, "stale-if-error"));
+                    return Ok(serve_stale(found, Detail::StaleIfError));
                 }
                 let readmit = Decision::Admit(AdmitReason::AlreadyStored);
                 let exchange = Exchange {
@@ -77,7 +77,7 @@ impl Proxy {
                 if freshness.within_stale_if_error(now)
                     && let Some(found) = self.reopen(key, head, &entry_ref).await
                 {
-                    return Ok(serve_stale(found, "stale-if-error"));
+                    return Ok(serve_stale(found, Detail::StaleIfError));
                 }
                 // Disconnected from the origin (RFC 9111 §4.2.4): the operator's allowance,
                 // for an entry that went stale by itself (not one the client asked to have
@@ -90,7 +90,7 @@ impl Proxy {
                     && freshness.stale_within(self.cache.stale_if_unreachable, now)
                     && let Some(found) = self.reopen(key, head, &entry_ref).await
                 {
-                    return Ok(serve_stale(found, "stale-if-unreachable"));
+                    return Ok(serve_stale(found, Detail::StaleIfUnreachable));
                 }
                 if freshness.forbids_stale() {
                     return Err(ProxyError::MustRevalidate(error));
