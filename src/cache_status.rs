@@ -7,9 +7,14 @@
 //! short reason a response was not stored (the same words the access log uses).
 //! `fwd-status` is the origin's status for a forwarded request (a revalidation answered
 //! 304 reads `fwd=stale; fwd-status=304`), and `ttl` the remaining freshness of a
-//! stored response served or refreshed, negative when it is served stale.
+//! stored response served or refreshed, negative when it is served stale. Every `detail`
+//! is a [`Detail`], whose tokens are listed in `detail`.
+
+mod detail;
 
 use http::{HeaderName, HeaderValue};
+
+pub use detail::Detail;
 
 /// The name of this cache in `Cache-Status` (RFC 9211 §2: a cache identifies itself).
 pub const CACHE_NAME: &str = "secondhit";
@@ -59,8 +64,8 @@ pub struct CacheStatus {
     ttl: Option<i64>,
     /// The response is being written to storage.
     stored: bool,
-    /// A short machine-readable reason (an RFC 9211 token), e.g. `first-sight`.
-    detail: Option<&'static str>,
+    /// The machine-readable reason, e.g. `first-sight`.
+    detail: Option<Detail>,
 }
 
 impl CacheStatus {
@@ -90,7 +95,7 @@ impl CacheStatus {
 
     /// A response the proxy made itself, neither from storage nor from the origin: because
     /// the request failed, or because the proxy is its final recipient (`detail` names why).
-    pub fn own(detail: &'static str) -> CacheStatus {
+    pub fn own(detail: Detail) -> CacheStatus {
         CacheStatus {
             hit: false,
             forward: None,
@@ -122,9 +127,9 @@ impl CacheStatus {
         self
     }
 
-    /// Adds a `detail` token (must be an RFC 8941 token: letters, digits, `-`).
+    /// Adds the `detail` reason.
     #[must_use]
-    pub fn detail(mut self, detail: &'static str) -> CacheStatus {
+    pub fn detail(mut self, detail: Detail) -> CacheStatus {
         self.detail = Some(detail);
         self
     }
@@ -153,9 +158,9 @@ impl CacheStatus {
         }
         if let Some(detail) = self.detail {
             text.push_str("; detail=");
-            text.push_str(detail);
+            text.push_str(detail.as_str());
         }
-        // Only static tokens are ever appended, all visible ASCII.
+        // Only static tokens and integers are ever appended, all visible ASCII.
         HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static(CACHE_NAME))
     }
 }
@@ -163,6 +168,7 @@ impl CacheStatus {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::admission::RejectReason;
 
     #[test]
     fn values_follow_rfc_9211_syntax() {
@@ -175,7 +181,7 @@ mod tests {
         );
         assert_eq!(
             CacheStatus::forward(Forward::UriMiss)
-                .detail("first-sight")
+                .detail(Detail::Admission(RejectReason::FirstSight))
                 .to_header_value(),
             "secondhit; fwd=uri-miss; detail=first-sight"
         );
@@ -183,5 +189,27 @@ mod tests {
             CacheStatus::forward(Forward::Method).to_header_value(),
             "secondhit; fwd=method"
         );
+    }
+
+    /// RFC 9211 §2: the field is an RFC 8941 List; every parameter this cache can send,
+    /// with every detail, parses as one, its detail as a token.
+    #[test]
+    fn every_detail_makes_a_structured_field_list() {
+        for detail in Detail::ALL {
+            let status = CacheStatus::forward(Forward::Stale)
+                .fwd_status(http::StatusCode::BAD_GATEWAY)
+                .ttl(-30)
+                .stored()
+                .detail(detail);
+            let value = status.to_header_value();
+            let list: sfv::List = sfv::Parser::new(value.as_bytes())
+                .parse()
+                .unwrap_or_else(|e| panic!("{value:?} is not an sf-list: {e}"));
+            let Some(sfv::ListEntry::Item(item)) = list.first() else {
+                panic!("{value:?} holds no item");
+            };
+            let sent = item.params.get("detail").and_then(|d| d.as_token());
+            assert_eq!(sent.map(|t| t.as_str()), Some(detail.as_str()), "{value:?}");
+        }
     }
 }

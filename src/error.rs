@@ -15,7 +15,7 @@ use http::{Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 
 use crate::admission::AdmissionError;
-use crate::cache_status::{CACHE_STATUS, CacheStatus};
+use crate::cache_status::{CACHE_STATUS, CacheStatus, Detail};
 use crate::config::ConfigError;
 use crate::hygiene::Rejection;
 use crate::key::KeyError;
@@ -84,19 +84,19 @@ pub fn full_body(bytes: Bytes) -> ProxyBody {
 /// Turns a request failure into the response the client receives.
 pub fn error_response(error: &ProxyError) -> Response<ProxyBody> {
     let (status, detail) = match error {
-        ProxyError::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad-request"),
-        ProxyError::Rejected(reason) => (StatusCode::BAD_REQUEST, reason.as_str()),
+        ProxyError::BadRequest(_) => (StatusCode::BAD_REQUEST, Detail::BadRequest),
+        ProxyError::Rejected(reason) => (StatusCode::BAD_REQUEST, Detail::Rejected(*reason)),
         ProxyError::Origin(OriginError::Timeout(_)) => {
-            (StatusCode::GATEWAY_TIMEOUT, "origin-timeout")
+            (StatusCode::GATEWAY_TIMEOUT, Detail::OriginTimeout)
         }
         ProxyError::Origin(OriginError::Connect(_)) => {
-            (StatusCode::BAD_GATEWAY, "origin-unreachable")
+            (StatusCode::BAD_GATEWAY, Detail::OriginUnreachable)
         }
         ProxyError::Origin(OriginError::Protocol(_) | OriginError::Client(_)) => {
-            (StatusCode::BAD_GATEWAY, "origin-error")
+            (StatusCode::BAD_GATEWAY, Detail::OriginError)
         }
-        ProxyError::OnlyIfCached => (StatusCode::GATEWAY_TIMEOUT, "only-if-cached"),
-        ProxyError::MustRevalidate(_) => (StatusCode::GATEWAY_TIMEOUT, "must-revalidate"),
+        ProxyError::OnlyIfCached => (StatusCode::GATEWAY_TIMEOUT, Detail::OnlyIfCached),
+        ProxyError::MustRevalidate(_) => (StatusCode::GATEWAY_TIMEOUT, Detail::MustRevalidate),
     };
     // The reason phrase, not the error text: internals (addresses, paths) stay in the log.
     let text = format!(

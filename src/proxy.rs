@@ -18,12 +18,14 @@
 //! 4. A miss goes to the origin (`fwd=uri-miss`, or `fwd=vary-miss` when other variants
 //!    exist); a storable response is written to disk only when admission admits it
 //!    (`stored`), otherwise `detail` names why not. A range miss (one range, or several)
-//!    that will be stored fetches the whole object and answers the ranges from it.
+//!    that will be stored fetches the whole object and answers the ranges from it. The
+//!    whole miss path reads top to bottom in `forward`.
 //!
 //! A cache failure (lookup or fill) is logged and the request proxied uncached.
 //!
-//! Submodules: `cache` (lookup with variants, revalidation, fills), `forward` (relaying
-//! the origin's answer), `respond` (answers from storage), `stale` (stale entries),
+//! Submodules: `cache` (lookup with variants, revalidation, fills), `forward` (the miss
+//! path, and the one storable → fill → tee step every origin answer to a GET takes),
+//! `respond` (answers from storage), `stale` (stale entries),
 //! `invalidate` (unsafe methods), `max_forwards` (`TRACE`/`OPTIONS` hop counting).
 
 mod cache;
@@ -38,33 +40,27 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use http::header::{AUTHORIZATION, HOST, RANGE};
-use http::{HeaderValue, Method, Request, Response, StatusCode, request};
+use http::header::AUTHORIZATION;
+use http::{Method, Request, Response, request};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
 use crate::admission::{Admission, AdmitReason, Decision, FilterHasher};
-use crate::cache_status::{CACHE_STATUS, CacheStatus, Forward};
+use crate::cache_status::{CACHE_STATUS, CacheStatus, Detail, Forward};
 use crate::error::{BoxError, ProxyBody, ProxyError, error_response};
 use crate::hygiene;
-use crate::key::{CacheKey, KeyError};
-use crate::origin::{BodyFraming, Origin, OriginResponse};
+use crate::key::CacheKey;
+use crate::origin::Origin;
 use crate::policy::NotStored;
 use crate::policy::freshness::{RequestDirectives, Reuse, StoredFreshness};
 use crate::policy::validation;
-use crate::range;
 use crate::store::Store;
-use cache::{Cache, Lookup, Marker, OriginRequest};
-use forward::Exchange;
-use max_forwards::Hop;
+use cache::{Cache, Lookup};
 
-/// Statuses that count as the origin failing, for `stale-if-error` (RFC 5861 §4).
-const ERROR_STATUSES: [StatusCode; 4] = [
-    StatusCode::INTERNAL_SERVER_ERROR,
-    StatusCode::BAD_GATEWAY,
-    StatusCode::SERVICE_UNAVAILABLE,
-    StatusCode::GATEWAY_TIMEOUT,
-];
+/// The admission of a key already stored once: a refetch of it is re-admitted without
+/// asking the filter.
+const READMIT: Decision = Decision::Admit(AdmitReason::AlreadyStored);
+use max_forwards::Hop;
 
 /// Everything a request needs, shared by all connections.
 pub struct Proxy {
@@ -153,9 +149,10 @@ impl Proxy {
         };
         // The origin may have sent a Cache-Status of its own; ours is the only one about this cache.
         if response.headers().get(CACHE_STATUS).is_none() {
-            response
-                .headers_mut()
-                .insert(CACHE_STATUS, CacheStatus::own("internal").to_header_value());
+            response.headers_mut().insert(
+                CACHE_STATUS,
+                CacheStatus::own(Detail::Internal).to_header_value(),
+            );
         }
         hygiene::add_response_via(response.headers_mut());
         if self.access_log {
@@ -188,7 +185,8 @@ impl Proxy {
         if directives.no_store {
             // Nothing of this exchange may be stored (RFC 9111 §5.2.1.5), so it is not
             // served from storage either: the client asked to keep it out of caches.
-            let status = CacheStatus::forward(Forward::Request).detail(NotStored::NoStore.as_str());
+            let status = CacheStatus::forward(Forward::Request)
+                .detail(Detail::NotStored(NotStored::NoStore));
             return self.pass_through(head, body, status).await;
         }
         if validation::has_origin_preconditions(&head.headers) {
@@ -216,13 +214,11 @@ impl Proxy {
         };
         let now = SystemTime::now();
         let freshness = StoredFreshness::new(&found.entry.meta, self.cache.heuristic_max);
-        // Already stored once: a refetch is re-admitted without asking the filter.
-        let readmit = Decision::Admit(AdmitReason::AlreadyStored);
         if head.headers.contains_key(AUTHORIZATION) && !freshness.shareable_with_credentials() {
             // RFC 9111 §3.5: only a response declared shareable may answer credentials.
             let marker = found.marker;
             return self
-                .fetch(head, body, &key, marker, Forward::Request, readmit)
+                .fetch(head, body, &key, marker, Forward::Request, READMIT)
                 .await;
         }
         let ttl = freshness.ttl_seconds(now);
@@ -232,7 +228,7 @@ impl Proxy {
                 return Ok(respond::from_store(head, found, &freshness, now, status));
             }
             Reuse::StaleAccepted => {
-                let status = CacheStatus::hit().ttl(ttl).detail("max-stale");
+                let status = CacheStatus::hit().ttl(ttl).detail(Detail::MaxStale);
                 return Ok(respond::from_store(head, found, &freshness, now, status));
             }
             Reuse::Stale => Forward::Stale,
@@ -243,7 +239,9 @@ impl Proxy {
         }
         if forward == Forward::Stale && freshness.within_stale_while_revalidate(now) {
             self.refresh_in_background(head, &key, found.entry.meta.response_headers.clone());
-            let status = CacheStatus::hit().ttl(ttl).detail("stale-while-revalidate");
+            let status = CacheStatus::hit()
+                .ttl(ttl)
+                .detail(Detail::StaleWhileRevalidate);
             return Ok(respond::from_store(head, found, &freshness, now, status));
         }
         if head.method == Method::HEAD {
@@ -273,76 +271,6 @@ impl Proxy {
         Ok(response)
     }
 
-    /// Forwards a GET/HEAD miss, storing the response when policy and admission allow.
-    async fn fetch(
-        &self,
-        head: &request::Parts,
-        body: Incoming,
-        key: &CacheKey,
-        marker: Option<Marker>,
-        forward: Forward,
-        admission: Decision,
-    ) -> Result<Response<ProxyBody>, ProxyError> {
-        let is_get = head.method == Method::GET;
-        // Byte ranges of an object about to be stored are fetched whole and answered from
-        // it; any other range is passed to the origin and not stored.
-        let whole_for_range =
-            is_get && admission.is_admit() && range::is_answerable_range(&head.headers);
-        let mut headers = head.headers.clone();
-        if is_get && admission.is_admit() && (whole_for_range || !headers.contains_key(RANGE)) {
-            // The client's validators would let the origin answer 304, leaving nothing to store.
-            validation::whole_object_request(&mut headers, None);
-        }
-        let mut range_forwarded = headers.contains_key(RANGE);
-        let request_time = SystemTime::now();
-        let mut origin = self
-            .send(
-                head,
-                head.method.clone(),
-                headers,
-                reqwest::Body::wrap(body),
-            )
-            .await?;
-        if whole_for_range
-            && matches!(origin.framing, BodyFraming::Length(len) if len > self.cache.max_object_size)
-        {
-            // Too large to store: fetching it whole would only serve one range of it. Drop
-            // this response (and its connection) and let the origin answer the range.
-            drop(origin);
-            range_forwarded = true;
-            let empty = reqwest::Body::from(Vec::new());
-            origin = self
-                .send(head, Method::GET, head.headers.clone(), empty)
-                .await?;
-        }
-        let exchange = Exchange {
-            key,
-            marker: marker.as_ref(),
-            forward,
-            admission,
-            times: (request_time, SystemTime::now()),
-            range_forwarded,
-        };
-        Ok(self.answer_from_origin(head, origin, exchange).await)
-    }
-
-    /// Sends `method` with `headers` and `body` to the origin, for the client's target
-    /// and host in `head`.
-    async fn send(
-        &self,
-        head: &request::Parts,
-        method: Method,
-        headers: http::HeaderMap,
-        body: reqwest::Body,
-    ) -> Result<OriginResponse, ProxyError> {
-        let (target, host) = (path_and_query(head), client_host(head)?);
-        Ok(self
-            .cache
-            .origin
-            .send(method, target, headers, host, body)
-            .await?)
-    }
-
     /// Sends a request to the origin unchanged (but for hop-by-hop fields) and relays the answer.
     async fn pass_through(
         &self,
@@ -362,31 +290,4 @@ impl Proxy {
             .insert(CACHE_STATUS, status.to_header_value());
         Ok(response)
     }
-}
-
-/// The origin-facing parts of a client request.
-fn origin_request(head: &request::Parts) -> Result<OriginRequest, ProxyError> {
-    Ok(OriginRequest {
-        path_and_query: path_and_query(head).to_owned(),
-        host: client_host(head)?,
-        headers: head.headers.clone(),
-    })
-}
-
-/// The request target to send to the origin: the client's own path and query.
-fn path_and_query(head: &request::Parts) -> &str {
-    head.uri.path_and_query().map_or("/", |pq| pq.as_str())
-}
-
-/// What the client named as host: its `Host` header, or the URI authority (HTTP/2, absolute form).
-fn client_host(head: &request::Parts) -> Result<HeaderValue, ProxyError> {
-    head.headers
-        .get(HOST)
-        .cloned()
-        .or_else(|| {
-            head.uri
-                .authority()
-                .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
-        })
-        .ok_or(ProxyError::BadRequest(KeyError::MissingHost))
 }

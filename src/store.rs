@@ -49,6 +49,7 @@
 //! The file format is in [`entry`]; paths, header reads and fsyncs in `disk`.
 
 mod disk;
+mod dropped;
 pub mod entry;
 mod error;
 mod fence;
@@ -69,6 +70,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tracing::{debug, info, warn};
 use xxhash_rust::xxh3::xxh3_128;
 
+pub use dropped::{DroppedFills, FillDrop};
 pub use entry::EntryMeta;
 pub use error::StoreError;
 pub use read::StoredEntry;
@@ -131,6 +133,8 @@ pub struct StoreStats {
     pub memory_bytes: u64,
     /// Entries the memory tier holds.
     pub memory_objects: u64,
+    /// Fills that began but were dropped before they committed, by reason.
+    pub dropped_fills: DroppedFills,
 }
 
 /// The on-disk cache. Cheap to share: the proxy holds it in an `Arc`.
@@ -175,6 +179,8 @@ struct Inner {
     removed_invalid: AtomicU64,
     /// See [`StoreStats::checksum_failures`]. Relaxed: a plain counter.
     checksum_failures: AtomicU64,
+    /// See [`StoreStats::dropped_fills`].
+    dropped: dropped::FillDrops,
     /// Held for the store's lifetime; released when the last `Arc` drops.
     _lock: lock::DirLock,
 }
@@ -303,6 +309,7 @@ impl Store {
             committed_body_bytes: AtomicU64::new(0),
             removed_invalid: AtomicU64::new(0),
             checksum_failures: AtomicU64::new(0),
+            dropped: dropped::FillDrops::default(),
             _lock: lock,
             opts,
         });
@@ -365,6 +372,7 @@ impl Store {
             committed_bytes: inner.committed_body_bytes.load(Ordering::Relaxed),
             memory_bytes,
             memory_objects,
+            dropped_fills: inner.dropped.snapshot(),
         }
     }
 

@@ -10,8 +10,10 @@
 //! client is never slowed down to let the disk catch up (`docs/design.md`, "Known
 //! traps"). The fill commits only if the origin body ended cleanly: the writer task
 //! calls [`EntryWriter::finish`] only after the tee signalled the end; an origin
-//! error, a dropped fill or a client that goes away drops the writer, which deletes
-//! its temp file.
+//! error, a dropped fill or a client that goes away abandons the writer, which deletes
+//! its temp file and counts the fill as dropped, by its [`FillDrop`] reason. Only the
+//! drops an operator should hear about are logged above debug
+//! ([`FillDrop::is_expected`]): a client that leaves is routine.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -21,7 +23,7 @@ use bytes::{Bytes, BytesMut};
 use http_body::{Body, Frame, SizeHint};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 
-use crate::store::{EntryWriter, StoreError};
+use crate::store::{EntryWriter, FillDrop, StoreError};
 
 /// Bytes that may wait between the client stream and the disk writer of one fill.
 ///
@@ -33,29 +35,30 @@ pub const FILL_BUFFER_BYTES: usize = 16 * 1024 * 1024;
 /// Frames already queued are written together up to this many bytes.
 const WRITE_BATCH_BYTES: usize = 256 * 1024;
 
+/// How the tee's side of a fill ended, sent to the writer task. A feed dropped without
+/// sending one means the response body itself was dropped: the client went away.
+type FillEnd = Result<(), FillDrop>;
+
 /// The sending half of a fill: data frames with their buffer permits, and the end signal.
 struct FillFeed {
     frames: mpsc::UnboundedSender<(Bytes, OwnedSemaphorePermit)>,
     /// Bounds the bytes queued in `frames` (an unbounded channel bounded by permits, so
     /// the bound is in bytes rather than in frames of unknown size).
     buffer: Arc<Semaphore>,
-    /// Sent once the origin body ended cleanly; dropping it unsent aborts the fill.
-    complete: oneshot::Sender<()>,
-    /// The cache key, for logs.
-    key: Arc<str>,
+    /// Sent once the origin body ended cleanly, or with the reason the tee gave up.
+    end: oneshot::Sender<FillEnd>,
 }
 
 impl FillFeed {
-    /// Queues a copy of `data` for the writer; false when the fill must be dropped.
+    /// Queues a copy of `data` for the writer; false when the fill must be dropped: the
+    /// buffer is full (the disk is behind), or the writer already gave up (and counted
+    /// why, so the end signal it no longer reads changes nothing).
     fn offer(&self, data: &Bytes) -> bool {
         // A frame larger than the whole buffer takes all of it.
         let wanted = u32::try_from(data.len().min(FILL_BUFFER_BYTES)).unwrap_or(u32::MAX);
         match self.buffer.clone().try_acquire_many_owned(wanted) {
             Ok(permit) => self.frames.send((data.clone(), permit)).is_ok(),
-            Err(_) => {
-                tracing::debug!(key = %self.key, "fill dropped: disk writer behind the client");
-                false
-            }
+            Err(_) => false,
         }
     }
 }
@@ -75,26 +78,25 @@ impl<B> TeeBody<B> {
     /// A body that also writes what it streams to `writer`, committing it when the body ends cleanly.
     pub fn with_fill(inner: B, writer: EntryWriter, key: &str) -> TeeBody<B> {
         let (frames, receiver) = mpsc::unbounded_channel();
-        let (complete, completed) = oneshot::channel();
-        let key: Arc<str> = Arc::from(key);
-        tokio::spawn(write_fill(writer, receiver, completed, key.clone()));
+        let (end, ended) = oneshot::channel();
+        tokio::spawn(write_fill(writer, receiver, ended, Arc::from(key)));
         let buffer = Arc::new(Semaphore::new(FILL_BUFFER_BYTES));
         TeeBody {
             inner,
             fill: Some(FillFeed {
                 frames,
                 buffer,
-                complete,
-                key,
+                end,
             }),
         }
     }
 
-    /// Signals the writer that the body is complete.
-    fn complete_fill(&mut self) {
+    /// Tells the writer how the tee's side ended (`Ok`: the body is complete) and
+    /// detaches the fill.
+    fn end_fill(&mut self, end: FillEnd) {
         if let Some(feed) = self.fill.take() {
             // The writer may already have given up (disk error): nothing to signal then.
-            let _ = feed.complete.send(());
+            let _ = feed.end.send(end);
         }
     }
 }
@@ -116,22 +118,21 @@ where
                 if let (Some(data), Some(feed)) = (frame.data_ref(), this.fill.as_ref())
                     && !feed.offer(data)
                 {
-                    this.fill = None;
+                    this.end_fill(Err(FillDrop::DiskBehind));
                 }
                 // hyper stops polling once `is_end_stream` says so (e.g. Content-Length
                 // reached), so the end may be visible only here, never as `Ready(None)`.
                 if this.inner.is_end_stream() {
-                    this.complete_fill();
+                    this.end_fill(Ok(()));
                 }
                 Poll::Ready(Some(Ok(frame)))
             }
             Poll::Ready(Some(Err(error))) => {
-                // Dropping the feed without completing it aborts the fill.
-                this.fill = None;
+                this.end_fill(Err(FillDrop::OriginError));
                 Poll::Ready(Some(Err(error)))
             }
             Poll::Ready(None) => {
-                this.complete_fill();
+                this.end_fill(Ok(()));
                 Poll::Ready(None)
             }
             Poll::Pending => Poll::Pending,
@@ -147,11 +148,12 @@ where
     }
 }
 
-/// The writer task of one fill: appends frames, then commits if and only if the body completed.
+/// The writer task of one fill: appends frames, then commits if and only if the body
+/// completed; otherwise abandons the fill with the reason it ended.
 async fn write_fill(
     mut writer: EntryWriter,
     mut frames: mpsc::UnboundedReceiver<(Bytes, OwnedSemaphorePermit)>,
-    completed: oneshot::Receiver<()>,
+    ended: oneshot::Receiver<FillEnd>,
     key: Arc<str>,
 ) {
     while let Some((first, first_permit)) = frames.recv().await {
@@ -178,25 +180,37 @@ async fn write_fill(
             joined.freeze()
         };
         if let Err(error) = writer.write(&data).await {
-            // Dropping the writer (and the receiver) deletes the temp file and tells the tee.
-            match error {
-                StoreError::TooLarge { .. } | StoreError::NoSpace { .. } => {
-                    tracing::debug!(key = %key, %error, "fill abandoned")
-                }
-                _ => tracing::warn!(key = %key, %error, "fill abandoned: write failed"),
-            }
+            // Returning drops the receivers too, which tells the tee.
+            abandon(writer, FillDrop::of(&error), &key, Some(&error));
             return;
         }
         drop(permits);
     }
-    // The tee signals completion before it drops the frame sender, so by now the
-    // signal is either there or will never come.
-    if completed.await.is_err() {
-        tracing::debug!(key = %key, "fill abandoned: body incomplete or fill dropped");
-        return;
+    // The tee signals the end before it drops the frame sender, so by now the signal
+    // is either there or will never come.
+    let reason = match ended.await {
+        Ok(Ok(())) => {
+            // A failed commit is counted by `finish` itself.
+            match writer.finish().await {
+                Ok(()) => tracing::debug!(key = %key, "fill committed"),
+                Err(error) => tracing::warn!(key = %key, %error, "fill not committed"),
+            }
+            return;
+        }
+        Ok(Err(reason)) => reason,
+        Err(_) => FillDrop::ClientGone,
+    };
+    abandon(writer, reason, &key, None);
+}
+
+/// Abandons a fill for `reason` (the store counts it), logging it at warn unless the
+/// reason is expected.
+fn abandon(writer: EntryWriter, reason: FillDrop, key: &str, error: Option<&StoreError>) {
+    let error = error.map(tracing::field::display);
+    if reason.is_expected() {
+        tracing::debug!(key, reason = reason.as_str(), error, "fill dropped");
+    } else {
+        tracing::warn!(key, reason = reason.as_str(), error, "fill dropped");
     }
-    match writer.finish().await {
-        Ok(()) => tracing::debug!(key = %key, "fill committed"),
-        Err(error) => tracing::warn!(key = %key, %error, "fill not committed"),
-    }
+    writer.abandon(reason);
 }

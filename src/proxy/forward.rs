@@ -1,27 +1,100 @@
-//! Relaying the origin's answer to a GET/HEAD: teeing it to a fill when it is storable
-//! and admitted, answering a client's validators with 304, and cutting a client's
-//! range (or ascending ranges, as `multipart/byteranges`) out of a whole object fetched
-//! to be stored.
+//! The miss path of a GET/HEAD, top to bottom: the request to the origin ([`Proxy::fetch`]:
+//! a range of an object about to be stored is fetched whole), then the answer
+//! ([`Proxy::answer_from_origin`]): offered for storage by [`fill`] (storable → admitted
+//! → fill → tee, shared with the background refresh of `stale-while-revalidate`), a 304
+//! for the client's own validators, and the client's range (or ascending ranges, as
+//! `multipart/byteranges`) cut out of a whole object fetched to be stored.
 
 use std::time::SystemTime;
 
-use http::header::{CONTENT_LENGTH, CONTENT_RANGE, CONTENT_TYPE};
-use http::{HeaderValue, Method, Response, StatusCode, request};
+use http::header::{HOST, RANGE};
+use http::{HeaderMap, HeaderValue, Method, Response, StatusCode, request, response};
 use http_body_util::BodyExt;
+use hyper::body::Incoming;
 
-use super::cache::Marker;
+use super::cache::{Cache, Marker};
 use super::{Proxy, respond};
 use crate::admission::Decision;
-use crate::cache_status::{CACHE_STATUS, CacheStatus, Forward};
-use crate::error::{BoxError, ProxyBody};
-use crate::key::CacheKey;
+use crate::cache_status::{CACHE_STATUS, CacheStatus, Detail, Forward};
+use crate::error::{BoxError, ProxyBody, ProxyError};
+use crate::key::{CacheKey, KeyError};
 use crate::origin::{BodyFraming, OriginResponse};
 use crate::policy::NotStored;
 use crate::policy::validation;
-use crate::range::{self, Multipart, PartsBody, RangeAnswer};
+use crate::range::{self, PartsBody, RangeAnswer};
 use crate::tee::TeeBody;
 
 impl Proxy {
+    /// Forwards a GET/HEAD miss, storing the response when policy and admission allow.
+    pub(super) async fn fetch(
+        &self,
+        head: &request::Parts,
+        body: Incoming,
+        key: &CacheKey,
+        marker: Option<Marker>,
+        forward: Forward,
+        admission: Decision,
+    ) -> Result<Response<ProxyBody>, ProxyError> {
+        let is_get = head.method == Method::GET;
+        // Byte ranges of an object about to be stored are fetched whole and answered from
+        // it; any other range is passed to the origin and not stored.
+        let whole_for_range =
+            is_get && admission.is_admit() && range::is_answerable_range(&head.headers);
+        let mut headers = head.headers.clone();
+        if is_get && admission.is_admit() && (whole_for_range || !headers.contains_key(RANGE)) {
+            // The client's validators would let the origin answer 304, leaving nothing to store.
+            validation::whole_object_request(&mut headers, None);
+        }
+        let mut range_forwarded = headers.contains_key(RANGE);
+        let request_time = SystemTime::now();
+        let mut origin = self
+            .send(
+                head,
+                head.method.clone(),
+                headers,
+                reqwest::Body::wrap(body),
+            )
+            .await?;
+        if whole_for_range
+            && matches!(origin.framing, BodyFraming::Length(len) if len > self.cache.max_object_size)
+        {
+            // Too large to store: fetching it whole would only serve one range of it. Drop
+            // this response (and its connection) and let the origin answer the range.
+            drop(origin);
+            range_forwarded = true;
+            let empty = reqwest::Body::from(Vec::new());
+            origin = self
+                .send(head, Method::GET, head.headers.clone(), empty)
+                .await?;
+        }
+        let exchange = Exchange {
+            key,
+            marker: marker.as_ref(),
+            forward,
+            admission,
+            times: (request_time, SystemTime::now()),
+            range_forwarded,
+        };
+        Ok(self.answer_from_origin(head, origin, exchange).await)
+    }
+
+    /// Sends `method` with `headers` and `body` to the origin, for the client's target
+    /// and host in `head`.
+    pub(super) async fn send(
+        &self,
+        head: &request::Parts,
+        method: Method,
+        headers: HeaderMap,
+        body: reqwest::Body,
+    ) -> Result<OriginResponse, ProxyError> {
+        let (target, host) = (path_and_query(head), client_host(head)?);
+        Ok(self
+            .cache
+            .origin
+            .send(method, target, headers, host, body)
+            .await?)
+    }
+
     /// Relays the origin's answer to a GET/HEAD, teeing it to a fill when it is
     /// storable and admitted, and cutting the client's range out of a whole object.
     pub(super) async fn answer_from_origin(
@@ -30,74 +103,24 @@ impl Proxy {
         origin: OriginResponse,
         exchange: Exchange<'_>,
     ) -> Response<ProxyBody> {
-        let verdict = if head.method != Method::GET {
-            Err(NotStored::Method)
-        } else if exchange.range_forwarded {
-            Err(NotStored::Range)
-        } else {
-            self.cache
-                .storable(&head.headers, &origin, exchange.times.1)
-        };
-        let OriginResponse {
-            head: response_head,
-            body: origin_body,
+        let Teed {
+            head: mut response_head,
             framing,
-        } = origin;
+            stored,
+            body,
+        } = fill(&self.cache, &head.method, &head.headers, &exchange, origin).await;
         let miss = CacheStatus::forward(exchange.forward).fwd_status(response_head.status);
-        let (status, body) = match verdict {
-            Err(reason) => (
-                miss.detail(reason.as_str()),
-                TeeBody::passthrough(origin_body),
-            ),
-            Ok(()) if !exchange.admission.is_admit() => (
-                miss.detail(exchange.admission.as_str()),
-                TeeBody::passthrough(origin_body),
-            ),
-            Ok(()) => match self
-                .cache
-                .begin_fill(
-                    exchange.key,
-                    exchange.marker,
-                    &head.headers,
-                    &response_head,
-                    framing,
-                    exchange.times,
-                )
-                .await
-            {
-                Ok(writer) if framing == BodyFraming::Length(0) => {
-                    // No body to tee (a 204 is not even polled): commit it now.
-                    let status = match writer.finish().await {
-                        Ok(()) => miss.stored(),
-                        Err(error) => {
-                            tracing::warn!(key = %exchange.key, %error, "cannot store an empty body");
-                            miss.detail("store-error")
-                        }
-                    };
-                    (status, TeeBody::passthrough(origin_body))
-                }
-                Ok(writer) => (
-                    miss.stored(),
-                    TeeBody::with_fill(origin_body, writer, exchange.key.as_str()),
-                ),
-                Err(error) => {
-                    tracing::warn!(key = %exchange.key, %error, "cannot start fill; proxying uncached");
-                    (
-                        miss.detail("store-error"),
-                        TeeBody::passthrough(origin_body),
-                    )
-                }
-            },
+        let status = match stored {
+            Ok(()) => miss.stored(),
+            Err(detail) => miss.detail(detail),
         };
-        let mut response_head = response_head;
         response_head
             .headers
             .insert(CACHE_STATUS, status.to_header_value());
-        if !exchange.range_forwarded
+        let whole_get = !exchange.range_forwarded
             && head.method == Method::GET
-            && response_head.status == StatusCode::OK
-            && validation::client_not_modified(&head.headers, &response_head.headers)
-        {
+            && response_head.status == StatusCode::OK;
+        if whole_get && validation::client_not_modified(&head.headers, &response_head.headers) {
             // The client's validators were held back so that the origin sent a storable
             // 200, and that 200 matches them: the client gets its 304 (RFC 9110 §13.1.2)
             // while the body is read to its end in the background for the fill.
@@ -105,17 +128,10 @@ impl Proxy {
             let head = validation::not_modified_head(response_head);
             return Response::from_parts(head, respond::empty());
         }
-        if !exchange.range_forwarded
-            && head.method == Method::GET
-            && response_head.status == StatusCode::OK
-            && let BodyFraming::Length(len) = framing
-        {
+        if whole_get && let BodyFraming::Length(len) = framing {
             match range::answer(&head.headers, &response_head.headers, len) {
                 RangeAnswer::Part { first, last } => {
-                    response_head.status = StatusCode::PARTIAL_CONTENT;
-                    let headers = &mut response_head.headers;
-                    headers.insert(CONTENT_RANGE, range::content_range(first, last, len));
-                    headers.insert(CONTENT_LENGTH, HeaderValue::from(last - first + 1));
+                    respond::part_head(&mut response_head, first, last, len);
                     let body = PartsBody::range(body, first, last);
                     return Response::from_parts(
                         response_head,
@@ -123,12 +139,7 @@ impl Proxy {
                     );
                 }
                 RangeAnswer::Parts(parts) if range::ascending(&parts) => {
-                    let headers = &mut response_head.headers;
-                    let multipart = Multipart::new(headers.get(CONTENT_TYPE).cloned(), len);
-                    response_head.status = StatusCode::PARTIAL_CONTENT;
-                    headers.insert(CONTENT_TYPE, multipart.content_type());
-                    let length = multipart.content_length(&parts);
-                    headers.insert(CONTENT_LENGTH, HeaderValue::from(length));
+                    let multipart = respond::multipart_head(&mut response_head, &parts, len);
                     let body = PartsBody::multipart(body, &multipart, parts);
                     return Response::from_parts(
                         response_head,
@@ -141,6 +152,89 @@ impl Proxy {
         // A whole object for a range of unknown or unsatisfiable extent: the whole
         // 200 is a valid answer to any range request (RFC 9110 §14.2).
         Response::from_parts(response_head, body.map_err(BoxError::from).boxed_unsync())
+    }
+}
+
+/// The origin's answer after [`fill`]: its head, and its body teed into the fill if one began.
+pub(super) struct Teed {
+    /// The origin's status and end-to-end headers.
+    pub(super) head: response::Parts,
+    /// How the origin delimited the body.
+    pub(super) framing: BodyFraming,
+    /// `Ok` when a fill began (`Cache-Status: stored`), else the `detail` why not.
+    pub(super) stored: Result<(), Detail>,
+    /// The body to read: it feeds the fill, when there is one, as it is read.
+    pub(super) body: TeeBody<reqwest::Body>,
+}
+
+/// Offers `origin`, the answer to a `method` request with `request` headers, for
+/// storage: when it is storable (RFC 9111 policy, framing, size; only whole answers to a
+/// GET) and `exchange.admission` admits it, a fill begins and the body is teed into it.
+/// Every origin answer to a GET/HEAD of a cacheable key goes through here, the client's
+/// and the background refresh's alike.
+pub(super) async fn fill(
+    cache: &Cache,
+    method: &Method,
+    request: &HeaderMap,
+    exchange: &Exchange<'_>,
+    origin: OriginResponse,
+) -> Teed {
+    let verdict = if method != Method::GET {
+        Err(NotStored::Method)
+    } else if exchange.range_forwarded {
+        Err(NotStored::Range)
+    } else {
+        cache.storable(request, &origin, exchange.times.1)
+    };
+    let OriginResponse {
+        head,
+        body,
+        framing,
+    } = origin;
+    let stored = match (verdict, exchange.admission) {
+        (Err(reason), _) => Err(Detail::NotStored(reason)),
+        (Ok(()), Decision::Reject(reason)) => Err(Detail::Admission(reason)),
+        (Ok(()), Decision::Admit(_)) => {
+            let key = exchange.key;
+            let began = cache
+                .begin_fill(
+                    key,
+                    exchange.marker,
+                    request,
+                    &head,
+                    framing,
+                    exchange.times,
+                )
+                .await;
+            match began {
+                Ok(writer) if framing == BodyFraming::Length(0) => {
+                    // No body to tee (a 204 is not even polled): commit it now.
+                    writer.finish().await.map_err(|error| {
+                        tracing::warn!(key = %key, %error, "cannot store an empty body");
+                        Detail::StoreError
+                    })
+                }
+                Ok(writer) => {
+                    let body = TeeBody::with_fill(body, writer, key.as_str());
+                    return Teed {
+                        head,
+                        framing,
+                        stored: Ok(()),
+                        body,
+                    };
+                }
+                Err(error) => {
+                    tracing::warn!(key = %key, %error, "cannot start fill; proxying uncached");
+                    Err(Detail::StoreError)
+                }
+            }
+        }
+    };
+    Teed {
+        head,
+        framing,
+        stored,
+        body: TeeBody::passthrough(body),
     }
 }
 
@@ -168,4 +262,22 @@ pub(super) struct Exchange<'a> {
     pub(super) times: (SystemTime, SystemTime),
     /// The client's `Range` went to the origin (so the answer is not the whole object).
     pub(super) range_forwarded: bool,
+}
+
+/// The request target to send to the origin: the client's own path and query.
+pub(super) fn path_and_query(head: &request::Parts) -> &str {
+    head.uri.path_and_query().map_or("/", |pq| pq.as_str())
+}
+
+/// What the client named as host: its `Host` header, or the URI authority (HTTP/2, absolute form).
+pub(super) fn client_host(head: &request::Parts) -> Result<HeaderValue, ProxyError> {
+    head.headers
+        .get(HOST)
+        .cloned()
+        .or_else(|| {
+            head.uri
+                .authority()
+                .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
+        })
+        .ok_or(ProxyError::BadRequest(KeyError::MissingHost))
 }

@@ -13,7 +13,7 @@ use bytes::Bytes;
 use http::header::{AUTHORIZATION, CONTENT_TYPE, COOKIE, HeaderName, PROXY_AUTHORIZATION};
 use http::{HeaderValue, Method, Response, StatusCode, request};
 
-use crate::cache_status::{CACHE_STATUS, CacheStatus};
+use crate::cache_status::{CACHE_STATUS, CacheStatus, Detail};
 use crate::error::{ProxyBody, full_body};
 use crate::hygiene::Rejection;
 
@@ -76,7 +76,7 @@ pub fn answer(head: &request::Parts) -> Response<ProxyBody> {
     }
     headers.insert(
         CACHE_STATUS,
-        CacheStatus::own("max-forwards").to_header_value(),
+        CacheStatus::own(Detail::MaxForwards).to_header_value(),
     );
     response
 }

@@ -1,13 +1,14 @@
 //! Responses built from a stored entry: the whole object (200), one range (206), several
 //! ranges (206 `multipart/byteranges`), an unsatisfiable range (416), a client's satisfied
-//! conditional (304), or a HEAD.
+//! conditional (304), or a HEAD. The heads of the 206 answers are built here for the miss
+//! path too, which cuts the same answers out of an object as it arrives.
 
 use std::time::SystemTime;
 
 use bytes::Bytes;
 use futures_util::{StreamExt, TryStreamExt};
 use http::header::{ACCEPT_RANGES, AGE, CONTENT_LENGTH, CONTENT_RANGE, CONTENT_TYPE};
-use http::{HeaderValue, Method, Response, StatusCode, request};
+use http::{HeaderValue, Method, Response, StatusCode, request, response};
 use http_body_util::{BodyExt, Empty, StreamBody};
 use hyper::body::Frame;
 
@@ -63,11 +64,7 @@ pub fn from_store(
             Response::from_parts(head, BodyExt::boxed_unsync(StreamBody::new(frames)))
         }
         RangeAnswer::Part { first, last } => {
-            head.status = StatusCode::PARTIAL_CONTENT;
-            head.headers
-                .insert(CONTENT_RANGE, range::content_range(first, last, len));
-            head.headers
-                .insert(CONTENT_LENGTH, HeaderValue::from(last - first + 1));
+            part_head(&mut head, first, last, len);
             let frames = entry
                 .into_range_stream(first, last)
                 .map_ok(Frame::data)
@@ -75,13 +72,7 @@ pub fn from_store(
             Response::from_parts(head, BodyExt::boxed_unsync(StreamBody::new(frames)))
         }
         RangeAnswer::Parts(parts) => {
-            let multipart = Multipart::new(head.headers.get(CONTENT_TYPE).cloned(), len);
-            head.status = StatusCode::PARTIAL_CONTENT;
-            head.headers.insert(CONTENT_TYPE, multipart.content_type());
-            head.headers.insert(
-                CONTENT_LENGTH,
-                HeaderValue::from(multipart.content_length(&parts)),
-            );
+            let multipart = multipart_head(&mut head, &parts, len);
             let heads: Vec<Bytes> = (parts.iter())
                 .map(|&(first, last)| multipart.part_head(first, last))
                 .collect();
@@ -112,6 +103,32 @@ pub fn from_store(
             Response::from_parts(head, empty())
         }
     }
+}
+
+/// Makes `head`, a 200 for a whole object of `len` bytes, the head of the 206 answering
+/// the one range `first..=last` of it (RFC 9110 §14.4).
+pub(super) fn part_head(head: &mut response::Parts, first: u64, last: u64, len: u64) {
+    head.status = StatusCode::PARTIAL_CONTENT;
+    let headers = &mut head.headers;
+    headers.insert(CONTENT_RANGE, range::content_range(first, last, len));
+    headers.insert(CONTENT_LENGTH, HeaderValue::from(last - first + 1));
+}
+
+/// Makes `head`, a 200 for a whole object of `len` bytes, the head of the 206
+/// `multipart/byteranges` answering `parts` of it (RFC 9110 §14.6), and returns the
+/// framing its body must follow (the object's own `Content-Type` moves into each part).
+pub(super) fn multipart_head(
+    head: &mut response::Parts,
+    parts: &[(u64, u64)],
+    len: u64,
+) -> Multipart {
+    let headers = &mut head.headers;
+    let multipart = Multipart::new(headers.get(CONTENT_TYPE).cloned(), len);
+    head.status = StatusCode::PARTIAL_CONTENT;
+    headers.insert(CONTENT_TYPE, multipart.content_type());
+    let length = multipart.content_length(parts);
+    headers.insert(CONTENT_LENGTH, HeaderValue::from(length));
+    multipart
 }
 
 /// An empty response body.

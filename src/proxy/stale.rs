@@ -6,19 +6,25 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
-use http::{Response, StatusCode, request};
+use http::{Method, Response, StatusCode, request};
 
 use super::cache::{Cache, Found, Lookup, OriginRequest, Revalidated};
-use super::forward::{Exchange, drain};
-use super::{ERROR_STATUSES, Proxy, origin_request, respond};
-use crate::admission::{AdmitReason, Decision};
-use crate::cache_status::{CacheStatus, Forward};
+use super::forward::{self, Exchange, Teed, drain};
+use super::{Proxy, READMIT, respond};
+use crate::cache_status::{CacheStatus, Detail, Forward};
 use crate::error::{ProxyBody, ProxyError};
 use crate::key::CacheKey;
 use crate::origin::OriginError;
 use crate::policy::freshness::StoredFreshness;
 use crate::store::EntryMeta;
-use crate::tee::TeeBody;
+
+/// Statuses that count as the origin failing, for `stale-if-error` (RFC 5861 §4).
+const ERROR_STATUSES: [StatusCode; 4] = [
+    StatusCode::INTERNAL_SERVER_ERROR,
+    StatusCode::BAD_GATEWAY,
+    StatusCode::SERVICE_UNAVAILABLE,
+    StatusCode::GATEWAY_TIMEOUT,
+];
 
 impl Proxy {
     /// Validates a stale (or `no-cache`) stored response with the origin and answers
@@ -33,7 +39,7 @@ impl Proxy {
     ) -> Result<Response<ProxyBody>, ProxyError> {
         let now = SystemTime::now();
         let ttl = freshness.ttl_seconds(now);
-        let serve_stale = |found: Box<Found>, detail: &'static str| {
+        let serve_stale = |found: Box<Found>, detail: Detail| {
             let status = CacheStatus::hit().ttl(ttl).detail(detail);
             respond::from_store(head, found, &freshness, now, status)
         };
@@ -59,14 +65,13 @@ impl Proxy {
                     && freshness.within_stale_if_error(now)
                     && let Some(found) = self.reopen(key, head, &entry_ref).await
                 {
-                    return Ok(serve_stale(found, "stale-if-error"));
+                    return Ok(serve_stale(found, Detail::StaleIfError));
                 }
-                let readmit = Decision::Admit(AdmitReason::AlreadyStored);
                 let exchange = Exchange {
                     key,
                     marker: marker.as_ref(),
                     forward,
-                    admission: readmit,
+                    admission: READMIT,
                     times: (request_time, response_time),
                     // A revalidation always asks for the whole object.
                     range_forwarded: false,
@@ -77,7 +82,7 @@ impl Proxy {
                 if freshness.within_stale_if_error(now)
                     && let Some(found) = self.reopen(key, head, &entry_ref).await
                 {
-                    return Ok(serve_stale(found, "stale-if-error"));
+                    return Ok(serve_stale(found, Detail::StaleIfError));
                 }
                 // Disconnected from the origin (RFC 9111 §4.2.4): the operator's allowance,
                 // for an entry that went stale by itself (not one the client asked to have
@@ -90,7 +95,7 @@ impl Proxy {
                     && freshness.stale_within(self.cache.stale_if_unreachable, now)
                     && let Some(found) = self.reopen(key, head, &entry_ref).await
                 {
-                    return Ok(serve_stale(found, "stale-if-unreachable"));
+                    return Ok(serve_stale(found, Detail::StaleIfUnreachable));
                 }
                 if freshness.forbids_stale() {
                     return Err(ProxyError::MustRevalidate(error));
@@ -196,27 +201,30 @@ async fn refresh(cache: &Cache, target: &OriginRequest, key: &CacheKey, stored: 
             return;
         }
     };
-    if let Err(reason) = cache.storable(&target.headers, &response, times.1) {
-        tracing::debug!(key = %key, reason = reason.as_str(), "background refresh not stored");
+    // No client reads this exchange's Cache-Status; `fwd=stale` is what it would say.
+    let exchange = Exchange {
+        key,
+        marker: marker.as_ref(),
+        forward: Forward::Stale,
+        admission: READMIT,
+        times,
+        range_forwarded: false,
+    };
+    let Teed { stored, body, .. } =
+        forward::fill(cache, &Method::GET, &target.headers, &exchange, response).await;
+    if let Err(detail) = stored {
+        tracing::debug!(key = %key, reason = detail.as_str(), "background refresh not stored");
         return;
     }
-    let writer = match cache
-        .begin_fill(
-            key,
-            marker.as_ref(),
-            &target.headers,
-            &response.head,
-            response.framing,
-            times,
-        )
-        .await
-    {
-        Ok(writer) => writer,
-        Err(error) => {
-            tracing::warn!(key = %key, %error, "cannot start background refresh fill");
-            return;
-        }
-    };
     // Read to the end so the fill completes; the frames themselves go nowhere.
-    drain(TeeBody::with_fill(response.body, writer, key.as_str())).await;
+    drain(body).await;
+}
+
+/// The origin-facing parts of a client request, for a revalidation that may outlive it.
+fn origin_request(head: &request::Parts) -> Result<OriginRequest, ProxyError> {
+    Ok(OriginRequest {
+        path_and_query: forward::path_and_query(head).to_owned(),
+        host: forward::client_host(head)?,
+        headers: head.headers.clone(),
+    })
 }

@@ -218,6 +218,12 @@ async fn length_mismatch_stores_nothing() {
     assert!(cache_files(dir.path()).is_empty());
     assert!(store.lookup("k", hash).await.unwrap().is_none());
     assert_eq!(store.committed_fills(), 0);
+    // The failed commit counts the fill as dropped: the origin sent less than it declared.
+    let dropped = store.stats().dropped_fills;
+    assert_eq!(
+        (dropped.get(FillDrop::OriginError), dropped.total()),
+        (1, 1)
+    );
 }
 
 #[tokio::test]

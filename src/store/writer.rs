@@ -12,7 +12,7 @@ use xxhash_rust::xxh3::Xxh3Default;
 
 use super::entry::{self, EntryMeta, Preamble};
 use super::index::{Fill, Placed};
-use super::{Inner, StoreError, disk, map_entry_error};
+use super::{FillDrop, Inner, StoreError, disk, map_entry_error};
 
 /// Bytes of the budget held by one fill; given back on drop unless committed.
 struct Reservation {
@@ -207,8 +207,25 @@ impl EntryWriter {
     /// loses likewise if [`Store::remove`](super::Store::remove) removed the key
     /// after this fill began (see `fence`), so a removal is never undone by an
     /// older fill; it then returns `Ok` too. Only after this returns `Ok` can
-    /// the entry exist.
+    /// the entry exist; a failure counts the fill as dropped
+    /// ([`FillDrop::of`] the error).
     pub async fn finish(mut self) -> Result<(), StoreError> {
+        let committed = self.commit().await;
+        if let Err(error) = &committed {
+            self.inner.dropped.count(FillDrop::of(error));
+        }
+        committed
+    }
+
+    /// Ends the fill without an entry, counting it as dropped for `reason`
+    /// ([`StoreStats::dropped_fills`](super::StoreStats::dropped_fills)).
+    pub fn abandon(self, reason: FillDrop) {
+        self.inner.dropped.count(reason);
+        // Drop removes the temp file and gives the reservation back.
+    }
+
+    /// The work of [`EntryWriter::finish`].
+    async fn commit(&mut self) -> Result<(), StoreError> {
         let received = self.preamble.body_len;
         if let Some(declared) = self.declared_len.filter(|&d| d != received) {
             return Err(StoreError::LengthMismatch { declared, received });

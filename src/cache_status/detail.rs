@@ -1,0 +1,199 @@
+//! The `detail` parameter of `Cache-Status`: one typed reason, rendered in one place.
+//!
+//! Every reason the proxy can give is a [`Detail`] variant, including the typed reasons
+//! other modules already have ([`NotStored`], the admission's [`RejectReason`], the
+//! hygiene [`Rejection`]), which it wraps rather than copies: their own `as_str` stays
+//! the one place their words live, since the access log and the connection guard use
+//! those words too. [`Detail::ALL`] lists every variant, so a metrics exporter can
+//! register one label per detail up front.
+
+use crate::admission::{Decision, RejectReason};
+use crate::hygiene::Rejection;
+use crate::policy::NotStored;
+
+/// Why this cache did what it did, as the `Cache-Status` `detail` token (RFC 9211 §2.8).
+///
+/// Each variant renders to a distinct RFC 8941 token (a test checks both).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Detail {
+    /// A forwarded response that may not be stored (RFC 9111 §3, plus this cache's rules).
+    NotStored(NotStored),
+    /// A storable response the admission policy kept off the disk (e.g. `first-sight`).
+    Admission(RejectReason),
+    /// A storable, admitted response whose fill could not start, or (an empty body)
+    /// could not commit; it is proxied uncached.
+    StoreError,
+    /// A stale stored response served because the client's `max-stale` accepts it.
+    MaxStale,
+    /// A stale stored response served while one background request refreshes it.
+    StaleWhileRevalidate,
+    /// A stale stored response served because the origin failed, within `stale-if-error`.
+    StaleIfError,
+    /// A stale stored response served because the origin could not be reached, within
+    /// `cache.stale_if_unreachable`.
+    StaleIfUnreachable,
+    /// A request answered 400 because it broke an RFC 9110/9112 rule.
+    Rejected(Rejection),
+    /// A request answered 400 because it names no usable cache key or host.
+    BadRequest,
+    /// The origin did not answer in time (504).
+    OriginTimeout,
+    /// The origin could not be reached (502).
+    OriginUnreachable,
+    /// The origin's answer could not be used (502).
+    OriginError,
+    /// `only-if-cached` and nothing servable was stored (504).
+    OnlyIfCached,
+    /// A stored response that must be revalidated, and the origin failed (504).
+    MustRevalidate,
+    /// A `TRACE` or `OPTIONS` with `Max-Forwards: 0`, answered by this proxy as its last hop.
+    MaxForwards,
+    /// A response that reached the end of the request path without a `Cache-Status` of
+    /// its own: a bug, labelled rather than sent unlabelled.
+    Internal,
+}
+
+impl Detail {
+    /// Every detail, for a fixed set of metric labels and for tests.
+    pub const ALL: [Detail; 34] = [
+        Detail::NotStored(NotStored::Method),
+        Detail::NotStored(NotStored::NoStore),
+        Detail::NotStored(NotStored::Private),
+        Detail::NotStored(NotStored::Authorization),
+        Detail::NotStored(NotStored::SetCookie),
+        Detail::NotStored(NotStored::VaryStar),
+        Detail::NotStored(NotStored::Partial),
+        Detail::NotStored(NotStored::Range),
+        Detail::NotStored(NotStored::NotCacheable),
+        Detail::NotStored(NotStored::NoLifetime),
+        Detail::NotStored(NotStored::NoLength),
+        Detail::NotStored(NotStored::TooLarge),
+        Detail::Admission(RejectReason::FirstSight),
+        Detail::StoreError,
+        Detail::MaxStale,
+        Detail::StaleWhileRevalidate,
+        Detail::StaleIfError,
+        Detail::StaleIfUnreachable,
+        Detail::Rejected(Rejection::SeveralHosts),
+        Detail::Rejected(Rejection::MissingHost),
+        Detail::Rejected(Rejection::InvalidHost),
+        Detail::Rejected(Rejection::HostMismatch),
+        Detail::Rejected(Rejection::LengthWithTransferEncoding),
+        Detail::Rejected(Rejection::ConflictingLength),
+        Detail::Rejected(Rejection::InvalidLength),
+        Detail::Rejected(Rejection::InvalidMaxForwards),
+        Detail::BadRequest,
+        Detail::OriginTimeout,
+        Detail::OriginUnreachable,
+        Detail::OriginError,
+        Detail::OnlyIfCached,
+        Detail::MustRevalidate,
+        Detail::MaxForwards,
+        Detail::Internal,
+    ];
+
+    /// The token sent as `detail=<token>`, also the access log's word for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Detail::NotStored(reason) => reason.as_str(),
+            Detail::Admission(reason) => Decision::Reject(reason).as_str(),
+            Detail::Rejected(rejection) => rejection.as_str(),
+            Detail::StoreError => "store-error",
+            Detail::MaxStale => "max-stale",
+            Detail::StaleWhileRevalidate => "stale-while-revalidate",
+            Detail::StaleIfError => "stale-if-error",
+            Detail::StaleIfUnreachable => "stale-if-unreachable",
+            Detail::BadRequest => "bad-request",
+            Detail::OriginTimeout => "origin-timeout",
+            Detail::OriginUnreachable => "origin-unreachable",
+            Detail::OriginError => "origin-error",
+            Detail::OnlyIfCached => "only-if-cached",
+            Detail::MustRevalidate => "must-revalidate",
+            Detail::MaxForwards => "max-forwards",
+            Detail::Internal => "internal",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+
+    use super::*;
+
+    /// Marks the slot of `detail` in `seen`: one arm, and one slot, per variant (nested
+    /// ones included), with no wildcard. A new variant does not compile until it gets an
+    /// arm here; a new slot index does not compile (`unconditional_panic`) until `seen`
+    /// grows; and then `all_lists_every_variant` fails until `Detail::ALL` holds it.
+    fn mark(detail: Detail, seen: &mut [bool; 34]) {
+        match detail {
+            Detail::NotStored(NotStored::Method) => seen[0] = true,
+            Detail::NotStored(NotStored::NoStore) => seen[1] = true,
+            Detail::NotStored(NotStored::Private) => seen[2] = true,
+            Detail::NotStored(NotStored::Authorization) => seen[3] = true,
+            Detail::NotStored(NotStored::SetCookie) => seen[4] = true,
+            Detail::NotStored(NotStored::VaryStar) => seen[5] = true,
+            Detail::NotStored(NotStored::Partial) => seen[6] = true,
+            Detail::NotStored(NotStored::Range) => seen[7] = true,
+            Detail::NotStored(NotStored::NotCacheable) => seen[8] = true,
+            Detail::NotStored(NotStored::NoLifetime) => seen[9] = true,
+            Detail::NotStored(NotStored::NoLength) => seen[10] = true,
+            Detail::NotStored(NotStored::TooLarge) => seen[11] = true,
+            Detail::Admission(RejectReason::FirstSight) => seen[12] = true,
+            Detail::StoreError => seen[13] = true,
+            Detail::MaxStale => seen[14] = true,
+            Detail::StaleWhileRevalidate => seen[15] = true,
+            Detail::StaleIfError => seen[16] = true,
+            Detail::StaleIfUnreachable => seen[17] = true,
+            Detail::Rejected(Rejection::SeveralHosts) => seen[18] = true,
+            Detail::Rejected(Rejection::MissingHost) => seen[19] = true,
+            Detail::Rejected(Rejection::InvalidHost) => seen[20] = true,
+            Detail::Rejected(Rejection::HostMismatch) => seen[21] = true,
+            Detail::Rejected(Rejection::LengthWithTransferEncoding) => seen[22] = true,
+            Detail::Rejected(Rejection::ConflictingLength) => seen[23] = true,
+            Detail::Rejected(Rejection::InvalidLength) => seen[24] = true,
+            Detail::Rejected(Rejection::InvalidMaxForwards) => seen[25] = true,
+            Detail::BadRequest => seen[26] = true,
+            Detail::OriginTimeout => seen[27] = true,
+            Detail::OriginUnreachable => seen[28] = true,
+            Detail::OriginError => seen[29] = true,
+            Detail::OnlyIfCached => seen[30] = true,
+            Detail::MustRevalidate => seen[31] = true,
+            Detail::MaxForwards => seen[32] = true,
+            Detail::Internal => seen[33] = true,
+        }
+    }
+
+    #[test]
+    fn all_lists_every_variant() {
+        let mut seen = [false; 34];
+        for detail in Detail::ALL {
+            mark(detail, &mut seen);
+        }
+        let missing: Vec<usize> = (0..seen.len()).filter(|&slot| !seen[slot]).collect();
+        assert!(missing.is_empty(), "slots not in Detail::ALL: {missing:?}");
+        assert_eq!(
+            Detail::ALL.len(),
+            seen.len(),
+            "Detail::ALL lists a variant twice"
+        );
+    }
+
+    /// RFC 8941 §3.3.4: sf-token = ( ALPHA / "*" ) *( tchar / ":" / "/" ).
+    #[test]
+    fn every_detail_is_a_distinct_rfc_8941_token() {
+        let mut tokens = HashSet::new();
+        for detail in Detail::ALL {
+            let token = detail.as_str();
+            assert!(
+                sfv::TokenRef::from_str(token).is_ok(),
+                "{detail:?} renders {token:?}, not an sf-token"
+            );
+            // No two details share a token: the header and the metric labels tell them apart.
+            assert!(
+                tokens.insert(token),
+                "{detail:?} repeats the token {token:?}"
+            );
+        }
+    }
+}
