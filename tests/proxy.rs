@@ -201,7 +201,7 @@ async fn responses_that_must_not_be_stored_never_are() {
         "nothing may be stored: {:?}",
         proxy.entry_files()
     );
-    assert_eq!(proxy.store.committed_fills(), 0);
+    assert_eq!(proxy.store.stats().committed_fills, 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -308,7 +308,7 @@ async fn origin_reset_mid_body_aborts_the_client_and_stores_nothing() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     assert!(proxy.entry_files().is_empty());
-    assert_eq!(proxy.store.committed_fills(), 0);
+    assert_eq!(proxy.store.stats().committed_fills, 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -20,7 +20,7 @@ async fn restart_serves_everything_stored_before_without_asking_the_origin() {
 
     let proxy = TestProxy::start_in(origin.addr, &cache_dir, |_| {}).await;
     proxy.wait_scanned().await;
-    assert_eq!(proxy.store.object_count(), 30);
+    assert_eq!(proxy.store.stats().objects, 30);
     let b = base(&proxy);
     for path in &paths {
         let seen = fetch(&b, path).await;

@@ -123,7 +123,7 @@ impl TestProxy {
     /// Waits until `n` fills have been committed since start.
     pub async fn wait_committed(&self, n: u64) {
         let deadline = tokio::time::Instant::now() + PATIENCE;
-        while self.store.committed_fills() < n {
+        while self.store.stats().committed_fills < n {
             assert!(
                 tokio::time::Instant::now() < deadline,
                 "timed out waiting for {n} committed fills"
