@@ -5,7 +5,7 @@ mod support;
 use std::process::Command;
 
 use secondhit::bench::driver::{self, DriveOptions};
-use secondhit::bench::origin::SyntheticOrigin;
+use secondhit::bench::synthetic_origin::SyntheticOrigin;
 use secondhit::bench::workload::{self, SyntheticSpec, Workload};
 use secondhit::bench::{self, BenchOptions, CacheSize};
 use secondhit::config::{Config, FilterSizing};

@@ -15,9 +15,9 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::bench::origin::SyntheticOrigin;
 use crate::bench::policies::ExactSecondHit;
 use crate::bench::report::PolicyReport;
+use crate::bench::synthetic_origin::SyntheticOrigin;
 use crate::bench::workload::Workload;
 use crate::cache_status::CACHE_STATUS;
 use crate::config::{AccessLog, AdmissionPolicy, Config};
