@@ -44,7 +44,7 @@
 //! # The public API
 //!
 //! The library is not published; its users are the `secondhit` binary, the integration
-//! tests in `tests/` and the benchmarks in `benches/`. Every module is public, so that
+//! tests in `tests/it/` and the benchmarks in `benches/`. Every module is public, so that
 //! `cargo doc` shows the path above whole, but the surface meant to be used is small:
 //!
 //! - [`config::Config`] ([`config::Config::load`], [`config::Config::from_toml_str`]) and
@@ -57,7 +57,7 @@
 //!   `contains`): the store's integration tests drive it without HTTP.
 //! - [`admission::AgingPair`] and its parameters: the filter benchmark measures it alone.
 //! - `bench` (feature `bench`): the `bench` and `simulate` commands and their pieces, for
-//!   the binary, `tests/bench.rs` and `benches/hit_rate.rs`.
+//!   the binary, `tests/it/bench.rs` and `benches/hit_rate.rs`.
 //!
 //! Anything else public is an implementation detail of the request path that happens to be
 //! reachable; items only the bench needs are crate-private and built with its feature.
