@@ -6,7 +6,7 @@
 //! workload's unique bytes. Policies: `second-hit` (its generation sized to the objects the
 //! cache holds, as `secondhit bench` does), `always`, and `exact-second-hit` (remembers
 //! every key forever, like nginx's `proxy_cache_min_uses 2`). The simulator uses the same
-//! admission code and the same store index as the proxy; `tests/bench.rs` checks that it
+//! admission code and the same store index as the proxy; `tests/it/bench.rs` checks that it
 //! agrees with the HTTP bench within one point of hit ratio.
 //!
 //! Run: `cargo bench --bench hit_rate` (a few seconds).

@@ -20,8 +20,7 @@
 //! `aging_pair` the rotating pair, lock-free on the request path, with a background thread
 //! that clears retired filters; `persist` the snapshots in `<cache.dir>/state/`
 //! ([`Snapshots`]); `stats` what the pair reports ([`PairStats`], through
-//! [`Admission::filter_stats`]). [`assemble`] puts them together for the server;
-//! [`from_config`] builds just the policy.
+//! [`Admission::filter_stats`]). [`assemble`] puts them together for the server.
 
 mod aging_pair;
 mod bloom;
@@ -38,10 +37,10 @@ use xxhash_rust::xxh3::{xxh3_64, xxh3_128_with_seed};
 
 use crate::config::{AdmissionConfig, AdmissionPolicy, FilterSizing, RotateMode};
 
-pub use aging_pair::{AgingPair, Cause, ObjectCount, Rotation, SATURATION, auto_floor};
-pub use bloom::{Absent, BloomFilter, FilterParams, Probe};
+pub use aging_pair::{AgingPair, ObjectCount, Rotation};
+pub use bloom::FilterParams;
 pub use persist::{SNAPSHOT_FILE, Snapshots};
-pub use stats::{FilterStats, PairStats, RotationCounts, estimated_keys};
+pub use stats::{FilterStats, PairStats, RotationCounts};
 
 /// 128-bit keyed hash of a cache key, the only thing admission sees.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -300,16 +299,22 @@ pub fn assemble(
     })
 }
 
-/// Just the policy named by `[admission]`, fresh and without snapshots: for callers that
-/// build and compare policies themselves (a bench, a simulator). Without a disk cache to
-/// count, `rotate = "auto"` sizes every generation to its upper clamp, `expected_urls`.
-pub fn from_config(config: &AdmissionConfig) -> Arc<dyn Admission> {
+/// Just the policy named by `[admission]`, fresh and without snapshots (for tests). Without
+/// a disk cache to count, `rotate = "auto"` sizes every generation to its upper clamp,
+/// `expected_urls`.
+#[cfg(test)]
+pub(crate) fn from_config(config: &AdmissionConfig) -> Arc<dyn Admission> {
     from_config_counting(config, Arc::new(|| u64::MAX))
 }
 
-/// Like [`from_config`], with `objects` counting the cache's objects for `rotate = "auto"`
-/// (the simulator counts the entries of its own index).
-pub fn from_config_counting(config: &AdmissionConfig, objects: ObjectCount) -> Arc<dyn Admission> {
+/// Just the policy named by `[admission]`, fresh and without snapshots, with `objects`
+/// counting the cache's objects for `rotate = "auto"`: for the bench, which builds and
+/// compares policies itself (the simulator counts the entries of its own index).
+#[cfg(any(test, feature = "bench"))]
+pub(crate) fn from_config_counting(
+    config: &AdmissionConfig,
+    objects: ObjectCount,
+) -> Arc<dyn Admission> {
     match pair_from_config(config, objects) {
         Some(pair) => pair,
         None => Arc::new(AlwaysAdmit),

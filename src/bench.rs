@@ -1,7 +1,8 @@
 //! The bench harness and the offline simulator: what admission saves, on traffic like yours.
 //!
 //! - [`workload`]: seeded synthetic CDN traffic, or an operator's access log / CSV trace.
-//! - [`origin`]: the synthetic origin, `/obj/<id>/<size>` bodies cacheable for an hour.
+//! - [`synthetic_origin`]: the synthetic origin server the HTTP bench puts behind the proxy,
+//!   `/obj/<id>/<size>` bodies cacheable for an hour.
 //! - [`policies`]: `second-hit`, `always`, and the bench-only `exact-second-hit` reference.
 //! - [`driver`]: the HTTP bench, driving the real proxy over loopback.
 //! - [`simulate`]: the same policies and the store's own index, without HTTP or disk.
@@ -13,10 +14,10 @@
 
 pub mod cli;
 pub mod driver;
-pub mod origin;
 pub mod policies;
 pub mod report;
 pub mod simulate;
+pub mod synthetic_origin;
 pub mod workload;
 
 use std::path::PathBuf;
@@ -127,10 +128,10 @@ pub async fn run_bench(workload: &Workload, options: &BenchOptions) -> Result<Re
     })
 }
 
-/// Default config with the filter's generation sized to about the number of objects a
-/// cache of `cache_size` bytes holds for this workload (cache size / mean object size,
-/// at least 1,000): "a generation of about one cache's worth of objects" (`docs/design.md`,
-/// "The idea"). The floor keeps a tiny cache's filter from rotating every few requests.
+/// Default config with the filter's generation sized to one cache's worth of objects: about
+/// the number of objects a cache of `cache_size` bytes holds for this workload (cache size /
+/// mean object size), at least 1,000, so that a tiny cache's filter does not rotate every
+/// few requests.
 pub fn config_sized_to_cache(workload: &Workload, cache_size: u64) -> Config {
     let mut config = Config::default();
     let (objects, unique_bytes) = workload.unique_objects_and_bytes();

@@ -37,11 +37,35 @@
 //!   [`error`] turns request failures into 400/502/504 responses, in one function.
 //!
 //! [`config`] turns the TOML file into a validated [`config::Config`] once, at start-up.
-//! [`bench`](mod@bench) drives workloads through the real proxy and simulates them offline.
+//! `bench`, built with the cargo feature of that name (on by default), drives workloads
+//! through the real proxy and simulates them offline; `--no-default-features` leaves it
+//! and the crates only it needs out of the proxy.
+//!
+//! # The public API
+//!
+//! The library is not published; its users are the `secondhit` binary, the integration
+//! tests in `tests/it/` and the benchmarks in `benches/`. Every module is public, so that
+//! `cargo doc` shows the path above whole, but the surface meant to be used is small:
+//!
+//! - [`config::Config`] ([`config::Config::load`], [`config::Config::from_toml_str`]) and
+//!   [`server::Server`] ([`server::Server::bind`], [`server::Server::local_addr`],
+//!   [`server::Server::run`]): what `secondhit serve` does, and what the tests start.
+//! - [`server::Server::store`] with [`store::Store::stats`]: the one window into a running
+//!   proxy, through which the bench counts disk writes and the tests wait for a fill to
+//!   commit or the start-up scan to finish.
+//! - [`store::Store`] on its own ([`store::Store::open`], `lookup`, `begin_fill`,
+//!   `contains`): the store's integration tests drive it without HTTP.
+//! - [`admission::AgingPair`] and its parameters: the filter benchmark measures it alone.
+//! - `bench` (feature `bench`): the `bench` and `simulate` commands and their pieces, for
+//!   the binary, `tests/it/bench.rs` and `benches/hit_rate.rs`.
+//!
+//! Anything else public is an implementation detail of the request path that happens to be
+//! reachable; items only the bench needs are crate-private and built with its feature.
 //!
 //! The design, why it is so, and where new features go: `docs/design.md`.
 
 pub mod admission;
+#[cfg(feature = "bench")]
 pub mod bench;
 pub mod cache_status;
 pub mod config;

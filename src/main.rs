@@ -1,10 +1,11 @@
-//! The `secondhit` command line: `serve`, `check-config`, `bench`, `simulate`; the work
-//! happens in the library.
+//! The `secondhit` command line: `serve`, `check-config`, and with the `bench` feature (on
+//! by default) `bench` and `simulate`; the work happens in the library.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+#[cfg(feature = "bench")]
 use secondhit::bench::cli::{BenchArgs, SimulateArgs};
 use secondhit::config::{AccessLog, Config, LogConfig, LogFormat};
 use secondhit::server::Server;
@@ -33,15 +34,19 @@ enum Command {
     },
     /// Load-test on loopback: a synthetic origin, the real proxy once per admission
     /// policy, a CDN-like workload (or your trace); prints a side-by-side table.
+    #[cfg(feature = "bench")]
     Bench(Box<BenchArgs>),
     /// Replay a workload through the admission policies and the store's index without
     /// HTTP or disk, to choose expected_urls and the cache size from your own logs.
+    #[cfg(feature = "bench")]
     Simulate(Box<SimulateArgs>),
 }
 
 fn main() -> ExitCode {
     match Cli::parse().command {
+        #[cfg(feature = "bench")]
         Command::Bench(args) => print_outcome(secondhit::bench::cli::bench(&args)),
+        #[cfg(feature = "bench")]
         Command::Simulate(args) => print_outcome(secondhit::bench::cli::simulate(&args)),
         Command::Serve { config } => serve(config),
         Command::CheckConfig { config } => match Config::load(&config) {
@@ -58,6 +63,7 @@ fn main() -> ExitCode {
 }
 
 /// Prints a command's output, or its error on stderr with exit code 1.
+#[cfg(feature = "bench")]
 fn print_outcome(outcome: Result<String, String>) -> ExitCode {
     match outcome {
         Ok(text) => {

@@ -111,8 +111,9 @@ impl Proxy {
         }
     }
 
-    /// The admission policy in use.
-    pub fn admission(&self) -> Arc<dyn Admission> {
+    /// The admission policy in use (the bench reports its memory).
+    #[cfg(feature = "bench")]
+    pub(crate) fn admission(&self) -> Arc<dyn Admission> {
         self.admission.clone()
     }
 

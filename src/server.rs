@@ -35,7 +35,7 @@ use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
-use crate::admission::{self, Admission};
+use crate::admission;
 use crate::config::{AccessLog, Config, ServerConfig};
 use crate::error::StartError;
 use crate::hygiene::ConnectionToken;
@@ -70,9 +70,10 @@ impl Server {
     /// Like [`Server::bind`], with an admission policy built by the caller instead of from
     /// `[admission]` (the bench compares policies the config cannot name). Such a policy
     /// is not snapshotted: its owner decides what it remembers.
-    pub async fn bind_with_admission(
+    #[cfg(feature = "bench")]
+    pub(crate) async fn bind_with_admission(
         config: &Config,
-        policy: Arc<dyn Admission>,
+        policy: Arc<dyn admission::Admission>,
     ) -> Result<Server, StartError> {
         let store = open_store(config)?;
         let seed = admission::resolve_seed(config.admission.seed.as_deref(), &store.state_dir())?;
@@ -123,12 +124,16 @@ impl Server {
         self.listener.local_addr()
     }
 
-    /// The admission policy the proxy consults, for its statistics and memory.
-    pub fn admission(&self) -> Arc<dyn Admission> {
+    /// The admission policy the proxy consults: the bench reports its memory.
+    #[cfg(feature = "bench")]
+    pub(crate) fn admission(&self) -> Arc<dyn admission::Admission> {
         self.proxy.admission()
     }
 
-    /// The store, for statistics (and for tests waiting on a commit).
+    /// The store, for its statistics ([`Store::stats`]): the one window into a running
+    /// proxy, through which the bench counts disk writes and integration tests wait for a
+    /// fill to commit or the start-up scan to finish (and, dropping the last `Arc`, for
+    /// the cache directory's lock to be released).
     pub fn store(&self) -> Arc<Store> {
         self.store.clone()
     }

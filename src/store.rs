@@ -53,7 +53,12 @@ mod dropped;
 pub mod entry;
 mod error;
 mod fence;
+// The simulator (feature `bench`) replays workloads through this very index, so that its
+// evictions are the store's; nothing else outside the store reaches it.
+#[cfg(feature = "bench")]
 pub(crate) mod index;
+#[cfg(not(feature = "bench"))]
+mod index;
 mod lock;
 mod memory;
 mod read;
@@ -62,7 +67,7 @@ mod scan;
 mod update;
 mod writer;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -125,7 +130,9 @@ pub struct StoreStats {
     pub checksum_failures: u64,
     /// True once the start-up scan has indexed everything it found.
     pub scan_complete: bool,
-    /// Fills committed since open (see [`Store::committed_fills`]).
+    /// Fills committed (renamed and indexed) since open; a fill that lost to a
+    /// newer fill of the same key is not counted. Read with Acquire, so a reader
+    /// that sees a fill counted also finds it in the index.
     pub committed_fills: u64,
     /// Body bytes of those fills: what admission let reach the disk.
     pub committed_bytes: u64,
@@ -317,11 +324,6 @@ impl Store {
         Ok(Store { inner })
     }
 
-    /// The cache directory.
-    pub fn dir(&self) -> &Path {
-        &self.inner.opts.dir
-    }
-
     /// `<dir>/state/`, owned by other modules (filter seed, snapshots).
     pub fn state_dir(&self) -> PathBuf {
         self.inner.opts.dir.join(disk::STATE)
@@ -337,21 +339,10 @@ impl Store {
         self.inner.index.contains(key_hash)
     }
 
-    /// Entries currently indexed.
-    pub fn object_count(&self) -> u64 {
-        self.inner.index.len()
-    }
-
     /// Objects the cache holds when full, estimated at the current mean entry size (0 while
     /// empty): what `rotate = "auto"` sizes the filter's generations to.
     pub fn objects_when_full(&self) -> u64 {
         self.inner.index.objects_when_full()
-    }
-
-    /// Count of fills committed (renamed and indexed) since open; a fill that
-    /// lost to a newer fill of the same key is not counted.
-    pub fn committed_fills(&self) -> u64 {
-        self.inner.committed.load(Ordering::Acquire)
     }
 
     /// The counters, for metrics.
@@ -374,20 +365,6 @@ impl Store {
             memory_objects,
             dropped_fills: inner.dropped.snapshot(),
         }
-    }
-
-    /// Waits until no fill holds a reservation (every fill committed or dropped), or
-    /// `timeout` passed; true if the store went quiet. For benches and tests that must
-    /// count writes after the responses that started them have ended.
-    pub async fn wait_for_fills(&self, timeout: std::time::Duration) -> bool {
-        let deadline = tokio::time::Instant::now() + timeout;
-        while self.inner.index.counts().reserved_bytes > 0 {
-            if tokio::time::Instant::now() >= deadline {
-                return false;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-        }
-        true
     }
 
     /// Opens the indexed entry and marks it most recently used: reads and

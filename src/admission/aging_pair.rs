@@ -295,7 +295,8 @@ impl AgingPair {
         }
     }
 
-    /// Whether either filter holds `hash`, without recording it (for tests and tools).
+    /// Whether either filter holds `hash`, without recording it (for tests).
+    #[cfg(test)]
     pub fn contains(&self, hash: FilterHash) -> bool {
         let state = self.shared.state();
         let filters = &self.shared.filters;
@@ -309,11 +310,13 @@ impl AgingPair {
     }
 
     /// The live generation's number (rotations since the pair began, across restarts).
+    #[cfg(test)]
     pub fn generation(&self) -> u64 {
         self.shared.state().number
     }
 
     /// Fill, estimates and rotation counters (counts bits, so `O(m/64)`).
+    #[cfg(test)]
     pub fn stats_at(&self, now: Instant) -> PairStats {
         self.stats_nanos(self.shared.nanos(now))
     }

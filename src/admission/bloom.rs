@@ -221,7 +221,9 @@ impl BloomFilter {
     }
 
     /// Whether all of `hash`'s bits are set: false means certainly not inserted since the
-    /// filter was last cleared.
+    /// filter was last cleared. The pair checks through [`BloomFilter::absent`]; this is
+    /// for tests.
+    #[cfg(test)]
     pub fn contains(&self, hash: FilterHash) -> bool {
         self.absent(&self.probe(hash)).is_empty()
     }
@@ -264,7 +266,9 @@ impl BloomFilter {
         }
     }
 
-    /// Sets all of `hash`'s bits; true if at least one of them was not set before.
+    /// Sets all of `hash`'s bits; true if at least one of them was not set before. The
+    /// pair inserts through [`BloomFilter::insert_absent`]; this is the tests' shorthand.
+    #[cfg(test)]
     pub fn insert(&self, hash: FilterHash) -> bool {
         let absent = self.absent(&self.probe(hash));
         self.insert_absent(&absent);

@@ -15,14 +15,15 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::bench::origin::SyntheticOrigin;
 use crate::bench::policies::ExactSecondHit;
 use crate::bench::report::PolicyReport;
+use crate::bench::synthetic_origin::SyntheticOrigin;
 use crate::bench::workload::Workload;
 use crate::cache_status::CACHE_STATUS;
 use crate::config::{AccessLog, AdmissionPolicy, Config};
 use crate::error::StartError;
 use crate::server::Server;
+use crate::store::Store;
 
 /// How requests are driven.
 #[derive(Clone, Debug)]
@@ -114,8 +115,7 @@ pub async fn run_policy(
     }));
 
     let figures = drive(workload, &format!("http://{addr}"), options, policy).await?;
-    // Fills commit just after their responses end: let the last ones land before counting.
-    store.wait_for_fills(Duration::from_secs(10)).await;
+    wait_for_fills(&store, Duration::from_secs(10)).await;
     let writes = store.stats();
     let _ = stop.send(());
     let _ = serving.await;
@@ -127,6 +127,16 @@ pub async fn run_policy(
     report.origin_bytes = Some(origin.counters().bytes());
     report.admission_memory_bytes = Some(admission.memory_bytes());
     Ok(report)
+}
+
+/// Waits until no fill holds a reservation (every fill committed or dropped), or `timeout`
+/// passed: fills commit just after their responses end, so this lets the last ones land
+/// before the writes are counted.
+async fn wait_for_fills(store: &Store, timeout: Duration) {
+    let deadline = tokio::time::Instant::now() + timeout;
+    while store.stats().reserved_bytes > 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 }
 
 /// Runs `workload` against an already running proxy at `target` (client-side figures only).

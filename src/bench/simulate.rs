@@ -21,7 +21,7 @@ use crate::bench::policies;
 use crate::bench::report::PolicyReport;
 use crate::bench::workload::{Request, Workload};
 use crate::config::AdmissionConfig;
-use crate::store::index::{Fill, Index, Origin};
+use crate::store::index::{Fill, Index, Provenance};
 
 /// Bytes an entry file adds to its body: the 512-byte aligned preamble and key, and two
 /// metadata slots of the minimum 1 KiB (see `store::entry`); typical for the synthetic
@@ -107,7 +107,7 @@ pub fn simulate(
                     fill_id,
                     size: file_size,
                 },
-                Origin::Live,
+                Provenance::Live,
             );
             index.commit_reservation(file_size, file_size);
             write_objects += 1;

@@ -24,7 +24,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use super::index::{Fill, Index, Origin, Placed};
+use super::index::{Fill, Index, Placed, Provenance};
 
 /// What is known about one key with fills in progress.
 #[derive(Debug, Default)]
@@ -93,7 +93,7 @@ impl Fences {
         {
             return Placed::Lost;
         }
-        index.place(key_hash, fill, Origin::Live)
+        index.place(key_hash, fill, Provenance::Live)
     }
 }
 

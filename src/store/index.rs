@@ -78,9 +78,10 @@ pub(crate) enum Placed {
     Lost,
 }
 
-/// Where a fill comes from, which decides who wins a key.
+/// Where an indexed fill comes from, which decides who wins a key: committed by this
+/// run, or found on disk by the start-up scan.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Origin {
+pub(crate) enum Provenance {
     /// Committed by this run.
     Live,
     /// Found on disk by the start-up scan.
@@ -174,11 +175,11 @@ impl Index {
     }
 
     /// Indexes a fill whose file is in `objects/`. A live fill beats a scanned
-    /// one; between two of the same origin the higher fill id wins. A new live
+    /// one; between two of the same provenance the higher fill id wins. A new live
     /// fill is most recently used; a scanned one least recently used, and a
     /// scanned fill replacing another keeps the replaced one's place.
-    pub(crate) fn place(&self, key_hash: u128, fill: Fill, origin: Origin) -> Placed {
-        let scanned = origin == Origin::Scanned;
+    pub(crate) fn place(&self, key_hash: u128, fill: Fill, provenance: Provenance) -> Placed {
+        let scanned = provenance == Provenance::Scanned;
         let mut shard = self.shard(key_hash);
         let old = shard.peek(&key_hash).copied();
         if let Some(old) = old {

@@ -19,7 +19,7 @@
 //!   key's files the scan has not reached yet itself, so that the removal is
 //!   on disk before it returns.
 //! - The index itself ranks any fill of this run above any scanned one
-//!   (`index::Origin`), whatever the fill ids say, so a clock that went back
+//!   (`index::Provenance`), whatever the fill ids say, so a clock that went back
 //!   between runs cannot make an old file win.
 //!
 //! The thread holds only a `Weak` reference to the store, so dropping the store
@@ -35,7 +35,7 @@ use std::time::Instant;
 use tracing::{debug, info, warn};
 
 use super::disk::{self, HeaderError};
-use super::index::{Fill, Index, Origin, Placed};
+use super::index::{Fill, Index, Placed, Provenance};
 use super::{Inner, StoreError};
 
 /// Coordinates the scan with the fills that begin while it runs.
@@ -123,7 +123,7 @@ impl ScanGate {
         if live.as_ref().is_some_and(|l| l.contains_key(&key_hash)) {
             return Placed::Lost;
         }
-        index.place(key_hash, fill, Origin::Scanned)
+        index.place(key_hash, fill, Provenance::Scanned)
     }
 
     fn finish(&self) {

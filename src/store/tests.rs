@@ -10,6 +10,7 @@ mod remove;
 mod update;
 
 use std::io;
+use std::path::Path;
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -167,7 +168,7 @@ async fn fill_finish_lookup_round_trip() {
     let data = body(200_000, 7);
     assert!(read(&store, "k").await.is_none());
     put(&store, "k", &data).await;
-    assert_eq!(store.committed_fills(), 1);
+    assert_eq!(store.stats().committed_fills, 1);
     assert!(store.contains(Store::key_hash("k")));
     assert_eq!(read(&store, "k").await.unwrap(), (meta(200), data));
     assert_eq!(files(&dir.path().join("tmp")), Vec::<PathBuf>::new());
@@ -217,7 +218,7 @@ async fn length_mismatch_stores_nothing() {
     ));
     assert!(cache_files(dir.path()).is_empty());
     assert!(store.lookup("k", hash).await.unwrap().is_none());
-    assert_eq!(store.committed_fills(), 0);
+    assert_eq!(store.stats().committed_fills, 0);
     // The failed commit counts the fill as dropped: the origin sent less than it declared.
     let dropped = store.stats().dropped_fills;
     assert_eq!(
@@ -321,7 +322,7 @@ async fn newer_fill_replaces_older() {
     let now = files(&dir.path().join("objects"));
     assert_eq!(now.len(), 1);
     assert!(!old_files[0].exists());
-    assert_eq!(store.committed_fills(), 2);
+    assert_eq!(store.stats().committed_fills, 2);
 }
 
 #[tokio::test]
@@ -339,7 +340,7 @@ async fn older_fill_finishing_late_loses() {
     );
     assert_eq!(files(&dir.path().join("objects")), kept);
     assert!(files(&dir.path().join("tmp")).is_empty());
-    assert_eq!(store.committed_fills(), 1);
+    assert_eq!(store.stats().committed_fills, 1);
 }
 
 /// The proxy spawns these futures and streams onto a multi-threaded runtime.

@@ -44,7 +44,7 @@ fn eviction_follows_global_recency_across_shards() {
     let keys: Vec<u128> = (0..200u128).map(|i| i * 0x9e37_79b9_7f4a_7c15).collect();
     for (i, &k) in keys.iter().enumerate() {
         assert_eq!(
-            index.place(k, fill(i as u64, 10), Origin::Live),
+            index.place(k, fill(i as u64, 10), Provenance::Live),
             Placed::New
         );
     }
@@ -64,27 +64,36 @@ fn eviction_follows_global_recency_across_shards() {
 fn newer_fill_wins_and_live_beats_scanned() {
     let index = Index::new(u64::MAX);
     let k = 7;
-    assert_eq!(index.place(k, fill(5, 1), Origin::Live), Placed::New);
-    assert_eq!(index.place(k, fill(4, 2), Origin::Live), Placed::Lost);
+    assert_eq!(index.place(k, fill(5, 1), Provenance::Live), Placed::New);
+    assert_eq!(index.place(k, fill(4, 2), Provenance::Live), Placed::Lost);
     assert_eq!(
-        index.place(k, fill(6, 3), Origin::Live),
+        index.place(k, fill(6, 3), Provenance::Live),
         Placed::Replaced(fill(5, 1))
     );
     // A scanned file never displaces a live one, even with a higher id.
-    assert_eq!(index.place(k, fill(99, 4), Origin::Scanned), Placed::Lost);
+    assert_eq!(
+        index.place(k, fill(99, 4), Provenance::Scanned),
+        Placed::Lost
+    );
     assert_eq!(index.touch(k), Some(fill(6, 3)));
     assert_eq!(index.len(), 1);
 
     let s = 8;
-    assert_eq!(index.place(s, fill(50, 1), Origin::Scanned), Placed::New);
-    assert_eq!(index.place(s, fill(40, 1), Origin::Scanned), Placed::Lost);
     assert_eq!(
-        index.place(s, fill(60, 2), Origin::Scanned),
+        index.place(s, fill(50, 1), Provenance::Scanned),
+        Placed::New
+    );
+    assert_eq!(
+        index.place(s, fill(40, 1), Provenance::Scanned),
+        Placed::Lost
+    );
+    assert_eq!(
+        index.place(s, fill(60, 2), Provenance::Scanned),
         Placed::Replaced(fill(50, 1))
     );
     // Any live fill beats a scanned one, even with a lower id (a clock that went back).
     assert_eq!(
-        index.place(s, fill(1, 3), Origin::Live),
+        index.place(s, fill(1, 3), Provenance::Live),
         Placed::Replaced(fill(60, 2))
     );
     assert_eq!(index.len(), 2);
@@ -93,10 +102,10 @@ fn newer_fill_wins_and_live_beats_scanned() {
 #[test]
 fn scanned_entries_are_evicted_before_anything_touched_since_start() {
     let index = Index::new(u64::MAX);
-    index.place(1, fill(1, 1), Origin::Live);
-    index.place(2, fill(2, 1), Origin::Scanned);
-    index.place(3, fill(3, 1), Origin::Scanned);
-    index.place(4, fill(4, 1), Origin::Live);
+    index.place(1, fill(1, 1), Provenance::Live);
+    index.place(2, fill(2, 1), Provenance::Scanned);
+    index.place(3, fill(3, 1), Provenance::Scanned);
+    index.place(4, fill(4, 1), Provenance::Live);
     // A scanned entry that is hit joins the live ones.
     index.touch(3);
     assert_eq!(drain(&index), vec![2, 1, 4, 3]);
@@ -105,7 +114,7 @@ fn scanned_entries_are_evicted_before_anything_touched_since_start() {
 #[test]
 fn remove_takes_only_the_named_fill() {
     let index = Index::new(u64::MAX);
-    index.place(1, fill(10, 5), Origin::Live);
+    index.place(1, fill(10, 5), Provenance::Live);
     assert_eq!(index.remove(1, 9), None);
     assert!(index.contains(1));
     assert_eq!(index.remove(1, 10), Some(fill(10, 5)));
@@ -149,7 +158,7 @@ fn matches_a_simple_model_under_random_operations() {
                         None => Placed::New,
                     };
                     model.push((key, f));
-                    assert_eq!(index.place(key, f, Origin::Live), expected);
+                    assert_eq!(index.place(key, f, Provenance::Live), expected);
                 }
                 1 => {
                     let expected = model.iter().position(|(k, _)| *k == key).map(|i| {
@@ -185,7 +194,7 @@ fn objects_when_full_extrapolates_the_mean_entry_size() {
     );
     for key in 0..4u128 {
         assert!(index.try_reserve(500));
-        index.place(key, fill(key as u64 + 1, 500), Origin::Live);
+        index.place(key, fill(key as u64 + 1, 500), Provenance::Live);
         index.commit_reservation(500, 500);
     }
     // 4 entries of 500 bytes in 2,000 bytes: a full 10,000-byte cache holds 20.

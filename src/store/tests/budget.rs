@@ -22,7 +22,7 @@ async fn fills_evict_least_recently_used_entries_to_stay_in_budget() {
         let key = format!("k{i}");
         put(&store, &key, &body(22_000, i)).await;
     }
-    assert_eq!(store.object_count(), 4);
+    assert_eq!(store.stats().objects, 4);
     assert!(
         store
             .lookup("k0", Store::key_hash("k0"))

@@ -64,7 +64,7 @@ async fn ranges_of_bodies_in_memory_and_on_file_are_the_right_slices() {
         }
     }
     assert_eq!(store.stats().checksum_failures, 0);
-    assert_eq!(store.object_count(), 2);
+    assert_eq!(store.stats().objects, 2);
 }
 
 #[tokio::test]

@@ -54,7 +54,7 @@ async fn a_fill_begun_before_a_removal_never_commits_after_it() {
     in_flight.finish().await.unwrap();
     assert!(missing(&store, "k").await);
     assert!(cache_files(dir.path()).is_empty());
-    assert_eq!(store.committed_fills(), 1);
+    assert_eq!(store.stats().committed_fills, 1);
     // Likewise when the key had no entry at the time of the removal.
     let in_flight = fill(&store, "k", 201, b"v2").await;
     assert!(!store.remove("k", k).await.unwrap());
@@ -89,7 +89,7 @@ async fn a_removal_during_the_start_up_scan_sticks() {
     drop(store);
     let store = open(dir.path()).await;
     assert!(missing(&store, "k7").await);
-    assert_eq!(store.object_count(), 19);
+    assert_eq!(store.stats().objects, 19);
     assert_eq!(cache_files(dir.path()).len(), 19);
 }
 
@@ -133,6 +133,6 @@ async fn a_removal_during_the_start_up_scan_is_on_disk_when_it_returns() {
     // A crash now (dropping the store stops the scan) brings nothing back.
     drop(store);
     let store = open(dir.path()).await;
-    assert_eq!(store.object_count(), 0);
+    assert_eq!(store.stats().objects, 0);
     assert!(cache_files(dir.path()).is_empty());
 }

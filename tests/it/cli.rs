@@ -1,0 +1,118 @@
+//! The `secondhit` binary: `check-config` verdicts and a `serve` run from start to SIGTERM.
+
+use std::process::{Command, Stdio};
+
+use crate::support::serve::{BIN, ServeProcess};
+use crate::support::{PATIENCE, Reply, TestOrigin, client, get, send_until_hit};
+
+fn write_config(dir: &std::path::Path, text: &str) -> std::path::PathBuf {
+    let path = dir.join("secondhit.toml");
+    std::fs::write(&path, text).expect("write config");
+    path
+}
+
+#[test]
+fn check_config_accepts_the_shipped_example() {
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/config/secondhit.toml");
+    let output = Command::new(BIN)
+        .args(["check-config", example])
+        .output()
+        .expect("run check-config");
+    assert!(
+        output.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(String::from_utf8_lossy(&output.stdout).contains("OK"));
+}
+
+#[test]
+fn check_config_and_serve_reject_bad_files_naming_the_key() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cases = [
+        (
+            "[cache]\nmax_object_size = \"12XB\"\n",
+            "cache.max_object_size",
+        ),
+        ("[server]\nbogus = 1\n", "server.bogus"),
+        (
+            "[admission]\nfalse_positive_rate = 1.5\n",
+            "admission.false_positive_rate",
+        ),
+        (
+            "[admission]\nexpected_urls = 0\n",
+            "admission.expected_urls",
+        ),
+        (
+            "[admission]\nexpected_urls = 10\nmemory = \"1MiB\"\n",
+            "admission.memory",
+        ),
+        ("[origin]\nurl = \"not a url\"\n", "origin.url"),
+        (
+            "[server]\nheader_read_timeout = \"soon\"\n",
+            "server.header_read_timeout",
+        ),
+        ("[cache]\nmin_free = \"1GiB\"\n", "not supported yet"),
+    ];
+    for (text, named) in cases {
+        let path = write_config(dir.path(), text);
+        for args in [
+            vec!["check-config", path.to_str().expect("utf-8 path")],
+            vec!["serve", "--config", path.to_str().expect("utf-8 path")],
+        ] {
+            let output = Command::new(BIN)
+                .args(&args)
+                .stdin(Stdio::null())
+                .output()
+                .expect("run secondhit");
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            assert_eq!(
+                output.status.code(),
+                Some(1),
+                "{args:?} on {text:?}: {stderr}"
+            );
+            assert!(
+                stderr.contains(named),
+                "{args:?} on {text:?} should name {named}: {stderr}"
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_proxies_and_caches_then_stops_on_sigterm() {
+    let origin = TestOrigin::start(|_| Reply::ok("max-age=60", b"from the origin".to_vec())).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = write_config(
+        dir.path(),
+        &format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\nshutdown_timeout = \"5s\"\n\
+             [origin]\nurl = \"http://{}\"\n\
+             [cache]\ndir = \"{}\"\nfsync = false\n\
+             [admission]\npolicy = \"always\"\nseed = \"cli test\"\n\
+             [log]\nformat = \"json\"\n",
+            origin.addr,
+            dir.path().join("cache").display()
+        ),
+    );
+    let mut serve = ServeProcess::start(&config).await;
+    let addr = serve.addr.clone();
+
+    let first = get(&format!("http://{addr}/page")).await;
+    assert_eq!(first.body, b"from the origin");
+    assert!(first.cache.stored);
+    let page = format!("http://{addr}/page");
+    send_until_hit(|| client().get(&page)).await;
+
+    let pid = serve.child.id().expect("child pid").to_string();
+    let kill = Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("run kill");
+    assert!(kill.success());
+    let status = tokio::time::timeout(PATIENCE, serve.child.wait())
+        .await
+        .expect("exits after SIGTERM")
+        .expect("wait");
+    assert!(status.success(), "graceful shutdown exits 0: {status:?}");
+}

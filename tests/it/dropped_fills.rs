@@ -1,0 +1,110 @@
+//! Fills that began (`Cache-Status: stored`) but never became entries are counted by
+//! reason in `StoreStats::dropped_fills`; a fill that completes is not. Real sockets: a
+//! scripted origin and the real proxy on 127.0.0.1:0 with a temp cache directory.
+
+use std::time::Duration;
+
+use crate::support::{
+    self, PATIENCE, Reply, ReplyBody, TestOrigin, TestProxy, body_bytes, client, get,
+};
+use secondhit::config::AdmissionPolicy;
+use secondhit::store::FillDrop;
+
+/// An origin that answers `/cut` with a declared length it cuts short (a reset),
+/// `/stall` with a declared length it never finishes, and anything else whole.
+async fn origin() -> TestOrigin {
+    TestOrigin::start(|head| {
+        let body = match head.uri.path() {
+            "/cut" => ReplyBody::CutAfter {
+                declared: 100_000,
+                sent: body_bytes(30_000, 1),
+            },
+            "/stall" => ReplyBody::Stall {
+                declared: 100_000,
+                sent: body_bytes(10_000, 2),
+            },
+            _ => ReplyBody::Full(body_bytes(50_000, 3)),
+        };
+        Reply {
+            body,
+            ..Reply::ok("max-age=3600", Vec::new())
+        }
+    })
+    .await
+}
+
+/// A proxy that stores every storable response on its first request.
+async fn proxy(origin: &TestOrigin) -> TestProxy {
+    TestProxy::start(origin.addr, |c| {
+        c.admission.policy = AdmissionPolicy::Always
+    })
+    .await
+}
+
+/// GETs `path` through `proxy` and returns the response once its head says the fill began.
+async fn begin_fill(proxy: &TestProxy, path: &str) -> reqwest::Response {
+    let response = client()
+        .get(proxy.url(path))
+        .send()
+        .await
+        .expect("response head arrives");
+    let status = support::ParsedCacheStatus::from_headers(response.headers());
+    assert!(status.stored, "the fill began: {status:?}");
+    response
+}
+
+/// Waits until `proxy` counted a dropped fill, then asserts it is the only one, dropped
+/// for `reason`, and that nothing was committed.
+async fn assert_one_drop(proxy: &TestProxy, reason: FillDrop) {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while proxy.store.stats().dropped_fills.total() == 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no dropped fill was counted"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let dropped = proxy.store.stats().dropped_fills;
+    assert_eq!(dropped.get(reason), 1, "{dropped:?}");
+    assert_eq!(dropped.total(), 1, "{dropped:?}");
+    assert_eq!(proxy.store.stats().committed_fills, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_the_origin_cuts_short_counts_as_an_origin_error() {
+    let origin = origin().await;
+    let proxy = proxy(&origin).await;
+    let response = begin_fill(&proxy, "/cut").await;
+    assert!(
+        response.bytes().await.is_err(),
+        "the client sees the body cut"
+    );
+    assert_one_drop(&proxy, FillDrop::OriginError).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_leaving_mid_body_counts_as_client_gone() {
+    let origin = origin().await;
+    let proxy = proxy(&origin).await;
+    let mut response = begin_fill(&proxy, "/stall").await;
+    let first = response.chunk().await.expect("first bytes arrive");
+    assert!(first.is_some_and(|bytes| !bytes.is_empty()));
+    // The origin sends nothing more; the client gives up and closes its connection.
+    drop(response);
+    assert_one_drop(&proxy, FillDrop::ClientGone).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_completed_fill_is_not_counted_as_dropped() {
+    let origin = origin().await;
+    let proxy = proxy(&origin).await;
+    let miss = get(&proxy.url("/whole")).await;
+    assert!(miss.cache.stored, "{:?}", miss.cache);
+    proxy.wait_committed(1).await;
+    let hit = get(&proxy.url("/whole")).await;
+    assert!(hit.cache.hit, "{:?}", hit.cache);
+    assert_eq!(hit.body, miss.body);
+    let dropped = proxy.store.stats().dropped_fills;
+    assert_eq!(dropped.total(), 0, "{dropped:?}");
+    assert!(dropped.iter().all(|(_, count)| count == 0));
+}

@@ -1,0 +1,20 @@
+//! The integration tests, as one crate: each area is a module, and all of them share one
+//! `support` harness (a scriptable origin, the real proxy on 127.0.0.1:0 with a temp cache
+//! directory, the `secondhit` binary as a child process). One crate means the harness is
+//! compiled once and one test binary is linked, instead of one per area.
+//!
+//! Run one area with e.g. `cargo test --test it rfc9111::vary::`, or one test by name with
+//! `cargo test NAME` as before.
+
+mod support;
+
+// Drives the bench harness and `secondhit simulate`, which exist only with the `bench` feature.
+#[cfg(feature = "bench")]
+mod bench;
+mod cli;
+mod dropped_fills;
+mod filters;
+mod proxy;
+mod proxy_hygiene;
+mod rfc9111;
+mod store;

@@ -1,0 +1,15 @@
+//! Proxy hygiene over real sockets (issue 6, item 9): hop-by-hop fields, `Via`,
+//! `X-Forwarded-*`, request framing and `Host` rules, head limits, and `Max-Forwards`.
+//! Each test names the RFC section it checks. Malformed requests are written with a raw
+//! `TcpStream`.
+//!
+//! Run one area with e.g. `cargo test --test it proxy_hygiene::framing::`.
+
+mod common;
+
+mod forwarding;
+mod framing;
+mod hop_by_hop;
+mod http2;
+mod limits;
+mod max_forwards;

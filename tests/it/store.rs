@@ -1,0 +1,15 @@
+//! The disk store end to end: byte budget and LRU eviction, restart (clean and after
+//! SIGKILL), damaged entries, the directory lock, and refills racing eviction. Real
+//! sockets on 127.0.0.1, real files in temp directories.
+//!
+//! Requests carry a fixed `Host`, so keys stay the same when a restarted proxy listens on
+//! another port.
+//!
+//! Run one area with e.g. `cargo test --test it store::restart::`.
+
+mod common;
+
+mod damage;
+mod eviction;
+mod lock;
+mod restart;

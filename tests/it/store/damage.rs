@@ -1,0 +1,127 @@
+//! Damaged entry files are never served whole; they are removed and counted.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use super::common::*;
+use crate::support::{self, TestProxy, files_under};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn damaged_entries_are_never_served_whole_and_are_removed_and_counted() {
+    const SMALL: usize = 4000; // under cache.verify_whole_below (64 KiB): verified up front
+    const LARGE: usize = 300_000; // streamed and verified at the end
+    let origin = versioned_origin().await;
+    let temp = tempfile::tempdir().expect("temp dir");
+    let cache_dir = temp.path().join("cache");
+    // 4 kinds of damage x 5 entries (3 small, 2 large), and 2 undamaged controls.
+    let kinds = ["truncated", "header", "body", "zeroed"];
+    let mut damaged = Vec::new();
+    for kind in kinds {
+        for j in 0..5 {
+            let size = if j < 3 { SMALL } else { LARGE };
+            damaged.push((kind, j, format!("/{kind}-{j}-{size}")));
+        }
+    }
+    let controls = [format!("/control-0-{SMALL}"), format!("/control-1-{LARGE}")];
+    let all: Vec<String> = damaged
+        .iter()
+        .map(|(_, _, p)| p.clone())
+        .chain(controls.iter().cloned())
+        .collect();
+    fill_and_stop(&origin, &cache_dir, &all).await;
+
+    // Offline damage, file by file.
+    let files = entry_files_by_path(&cache_dir);
+    for (kind, j, path) in &damaged {
+        let file = &files[path];
+        let mut bytes = std::fs::read(file).expect("entry");
+        let len = bytes.len();
+        match *kind {
+            "truncated" => bytes.truncate([len - 1000, 30, len / 2, 100, len - 1][*j]),
+            // Magic, body length, checksum, key, metadata slot A.
+            "header" => bytes[[3, 24, 60, 66, 512 + 30][*j]] ^= 0x04,
+            "body" => {
+                let body_len = path.rsplit('-').next().and_then(|s| s.parse().ok());
+                bytes[len - body_len.unwrap_or(2) / 2] ^= 0x01;
+            }
+            _ => bytes.iter_mut().for_each(|b| *b = 0),
+        }
+        std::fs::write(file, bytes).expect("damage");
+    }
+
+    // The files' own checks are under test: no memory tier, which would read the
+    // large bodies whole (and verify them up front) on their first hit.
+    let proxy = TestProxy::start_in(origin.addr, &cache_dir, |config| {
+        always(config);
+        config.cache.memory_size = 0;
+    })
+    .await;
+    proxy.wait_scanned().await;
+    let stats = proxy.store.stats();
+    // The scan reads headers only: all but the body damage is found before any request.
+    assert_eq!(
+        stats.removed_invalid + stats.checksum_failures,
+        15,
+        "{stats:?}"
+    );
+    let b = base(&proxy);
+    for (kind, j, path) in &damaged {
+        for attempt in 0..2 {
+            let cut_allowed = *kind == "body" && *j >= 3 && attempt == 0;
+            let response = match request(&b, path).send().await {
+                Ok(response) => response,
+                // The cut can come before hyper flushed the head: no response at all.
+                Err(error) if cut_allowed => {
+                    assert!(error.is_request(), "{path}: {error}");
+                    continue;
+                }
+                Err(error) => panic!("{path}: no response head: {error}"),
+            };
+            assert_eq!(response.status(), 200);
+            let cache = support::ParsedCacheStatus::from_headers(response.headers());
+            match response.bytes().await {
+                // Whatever arrives complete is exactly what the origin sent last.
+                Ok(body) => assert_eq!(body, object(path, origin.count(path)), "{path}"),
+                Err(_) => assert!(
+                    cache.hit && cut_allowed,
+                    "{path}: only a large damaged body may be cut, on its first hit"
+                ),
+            }
+            if attempt == 0 && *kind == "body" {
+                // A small damaged body is a plain miss; a large one starts as a hit and is cut.
+                assert_eq!(cache.hit, *j >= 3, "{path}: {cache:?}");
+            }
+        }
+        assert!(
+            !files[path].exists(),
+            "{path}: the damaged file is still there"
+        );
+    }
+    let stats = proxy.store.stats();
+    assert_eq!(
+        stats.removed_invalid + stats.checksum_failures,
+        20,
+        "{stats:?}"
+    );
+    assert!(stats.checksum_failures >= 5 + 3, "{stats:?}");
+    for path in &controls {
+        let seen = fetch(&b, path).await;
+        assert!(seen.cache.hit, "{path}");
+        assert_eq!(origin.count(path), 1);
+    }
+}
+
+/// The entry file of every stored path, found by the key each file holds.
+fn entry_files_by_path(cache_dir: &Path) -> HashMap<String, PathBuf> {
+    let mut found = HashMap::new();
+    for file in files_under(&cache_dir.join("objects")) {
+        let bytes = std::fs::read(&file).expect("entry");
+        let key_len = u32::from_le_bytes(bytes[12..16].try_into().expect("4 bytes")) as usize;
+        let key = String::from_utf8(bytes[64..64 + key_len].to_vec()).expect("utf-8 key");
+        let path = key
+            .strip_prefix(&format!("http://{HOST}"))
+            .expect("test key");
+        found.insert(path.to_owned(), file);
+    }
+    found
+}

@@ -1,0 +1,124 @@
+//! Restarts, clean and after SIGKILL: what was stored is served again, fills racing the
+//! start-up scan survive, and leaked temp files are removed.
+
+use std::time::Duration;
+
+use super::common::*;
+use crate::support::serve::ServeProcess;
+use crate::support::{PATIENCE, TestProxy, files_under, send_until_hit};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_serves_everything_stored_before_without_asking_the_origin() {
+    let origin = versioned_origin().await;
+    let temp = tempfile::tempdir().expect("temp dir");
+    let cache_dir = temp.path().join("cache");
+    let paths: Vec<String> = (0..30)
+        .map(|i| format!("/kept-{i}-{}", if i % 3 == 0 { 200_000 } else { 3000 }))
+        .collect();
+    fill_and_stop(&origin, &cache_dir, &paths).await;
+    std::fs::write(cache_dir.join("state/keep-me"), b"state").expect("state file");
+
+    let proxy = TestProxy::start_in(origin.addr, &cache_dir, |_| {}).await;
+    proxy.wait_scanned().await;
+    assert_eq!(proxy.store.stats().objects, 30);
+    let b = base(&proxy);
+    for path in &paths {
+        let seen = fetch(&b, path).await;
+        assert!(seen.cache.hit, "{path}: {:?}", seen.cache);
+        assert_eq!(seen.body, object(path, 1), "{path}");
+        assert_eq!(origin.count(path), 1, "{path}: the origin was asked again");
+    }
+    assert_eq!(
+        std::fs::read(cache_dir.join("state/keep-me")).expect("state file"),
+        b"state"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fills_during_the_scan_are_never_lost_or_replaced_by_older_files() {
+    let origin = versioned_origin().await;
+    let temp = tempfile::tempdir().expect("temp dir");
+    let cache_dir = temp.path().join("cache");
+    let paths: Vec<String> = (0..600).map(|i| format!("/many-{i}-500")).collect();
+    fill_and_stop(&origin, &cache_dir, &paths).await;
+
+    // Ask for every key at once after the restart: keys the scan has not reached yet are
+    // misses, fetched again (version 2) and stored while the scan runs.
+    let proxy = TestProxy::start_in(origin.addr, &cache_dir, always).await;
+    let b = base(&proxy);
+    let mut during_scan = 0;
+    for chunk in paths.chunks(8) {
+        let requests = chunk.iter().map(|path| fetch(&b, path));
+        for seen in futures_util::future::join_all(requests).await {
+            assert_eq!(seen.status, 200);
+        }
+        if !proxy.store.stats().scan_complete {
+            during_scan += chunk.len();
+        }
+    }
+    proxy.wait_scanned().await;
+    let refetched = paths.iter().filter(|p| origin.count(p) > 1).count();
+    eprintln!("{during_scan} requests while the scan ran; {refetched} keys fetched again");
+    // Every key is a hit now, with the newest version the origin sent.
+    for path in &paths {
+        let seen = send_until_hit(|| request(&b, path)).await;
+        assert_eq!(seen.body, object(path, origin.count(path)), "{path}");
+    }
+    assert_eq!(proxy.entry_files().len(), paths.len(), "one file per key");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_survive_sigkill_and_its_temp_files_are_removed() {
+    let origin = versioned_origin().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = serve_config(dir.path(), "serve", &origin, "");
+    let tmp = dir.path().join("cache/tmp");
+    let paths: Vec<String> = (0..10)
+        .map(|i| format!("/crash-{i}-{}", if i % 2 == 0 { 2000 } else { 150_000 }))
+        .collect();
+
+    let first = ServeProcess::start(&config).await;
+    let b = format!("http://{}", first.addr);
+    let mut stored = Vec::new();
+    for path in &paths {
+        fetch(&b, path).await;
+        let hit = send_until_hit(|| request(&b, path)).await;
+        stored.push((path, hit.body, origin.count(path)));
+    }
+    // A fill in progress when the process dies: its origin never finishes the body.
+    let stalled = tokio::spawn(request(&b, "/stall-1").send());
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while files_under(&tmp).is_empty() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the fill never began"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    first.kill().await;
+    stalled.abort();
+    assert_eq!(
+        files_under(&tmp).len(),
+        1,
+        "the killed fill's temp file is left behind"
+    );
+
+    let mut second = ServeProcess::start(&config).await;
+    assert!(
+        files_under(&tmp).is_empty(),
+        "temp files are removed at start-up"
+    );
+    second.wait_for_log("cache scan finished").await;
+    let b = format!("http://{}", second.addr);
+    for (path, body, asked) in stored {
+        let seen = fetch(&b, path).await;
+        assert!(seen.cache.hit, "{path}: {:?}", seen.cache);
+        assert_eq!(seen.body, body, "{path}");
+        assert_eq!(
+            origin.count(path),
+            asked,
+            "{path}: the origin was asked again"
+        );
+    }
+    second.kill().await;
+}

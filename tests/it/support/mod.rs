@@ -1,0 +1,199 @@
+//! Test harness: a scriptable origin and the real proxy, both on 127.0.0.1:0, with a
+//! temp cache directory, plus a plain HTTP client and a `Cache-Status` parser.
+
+mod origin;
+mod proxy;
+pub mod serve;
+
+// Flat `support::X` paths for every area.
+pub use self::{origin::*, proxy::*};
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use http::HeaderMap;
+
+/// How long a test waits for something that should happen promptly before failing.
+pub const PATIENCE: Duration = Duration::from_secs(10);
+
+/// An HTTP-date (RFC 9110 §5.6.7, IMF-fixdate) for `time`.
+pub fn http_date(time: std::time::SystemTime) -> String {
+    let secs = time
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("time after 1970")
+        .as_secs() as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    const WEEKDAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{}, {day:02} {} {year} {:02}:{:02}:{:02} GMT",
+        WEEKDAYS[days.rem_euclid(7) as usize],
+        MONTHS[(month - 1) as usize],
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// `http_date` of now shifted by `offset_secs` (negative: in the past).
+pub fn http_date_from_now(offset_secs: i64) -> String {
+    let now = std::time::SystemTime::now();
+    let shift = Duration::from_secs(offset_secs.unsigned_abs());
+    http_date(if offset_secs < 0 {
+        now - shift
+    } else {
+        now + shift
+    })
+}
+
+/// A deterministic body of `len` bytes that differs by `seed`.
+pub fn body_bytes(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+/// Every regular file below `dir`, recursively.
+pub fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                pending.push(path);
+            } else {
+                found.push(path);
+            }
+        }
+    }
+    found
+}
+
+/// A client that talks straight to the proxy (no proxy variables, no redirects).
+pub fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(PATIENCE)
+        .build()
+        .expect("test client")
+}
+
+/// A response as the test sees it.
+pub struct Seen {
+    pub status: u16,
+    pub headers: HeaderMap,
+    pub body: Vec<u8>,
+    pub cache: ParsedCacheStatus,
+}
+
+/// Sends `request` and reads the whole response.
+pub async fn send(request: reqwest::RequestBuilder) -> Seen {
+    let response = request.send().await.expect("response head");
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let body = response.bytes().await.expect("whole body").to_vec();
+    let cache = ParsedCacheStatus::from_headers(&headers);
+    Seen {
+        status,
+        headers,
+        body,
+        cache,
+    }
+}
+
+/// GET `url`.
+pub async fn get(url: &str) -> Seen {
+    send(client().get(url)).await
+}
+
+/// Sends `request()` until the answer is a hit (the fill behind it committed), within PATIENCE.
+pub async fn send_until_hit(request: impl Fn() -> reqwest::RequestBuilder) -> Seen {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let seen = send(request()).await;
+        if seen.cache.hit {
+            return seen;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never became a hit: {:?}",
+            seen.cache
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The parameters of this cache's `Cache-Status` entry (RFC 9211), parsed rather than compared whole.
+#[derive(Debug, Default, PartialEq)]
+pub struct ParsedCacheStatus {
+    pub present: bool,
+    pub hit: bool,
+    pub fwd: Option<String>,
+    pub stored: bool,
+    pub detail: Option<String>,
+    /// The `fwd-status` parameter: the status the origin answered a forwarded request with.
+    pub fwd_status: Option<u16>,
+    /// The `ttl` parameter: remaining freshness in seconds (negative when served stale).
+    pub ttl: Option<i64>,
+    /// How many `secondhit` entries the `Cache-Status` field lines hold in all.
+    pub entries: usize,
+}
+
+impl ParsedCacheStatus {
+    /// Parses the `secondhit` entry of the `Cache-Status` header.
+    pub fn from_headers(headers: &HeaderMap) -> ParsedCacheStatus {
+        let mut parsed = ParsedCacheStatus {
+            entries: headers
+                .get_all("cache-status")
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .flat_map(|v| v.split(','))
+                .filter(|e| e.split(';').next().map(str::trim) == Some("secondhit"))
+                .count(),
+            ..ParsedCacheStatus::default()
+        };
+        let Some(value) = headers.get("cache-status").and_then(|v| v.to_str().ok()) else {
+            return parsed;
+        };
+        let Some(entry) = value
+            .split(',')
+            .map(str::trim)
+            .find(|e| e.split(';').next().map(str::trim) == Some("secondhit"))
+        else {
+            return parsed;
+        };
+        parsed.present = true;
+        for param in entry.split(';').skip(1).map(str::trim) {
+            let (name, value) = param
+                .split_once('=')
+                .map_or((param, None), |(n, v)| (n, Some(v.trim_matches('"'))));
+            match name {
+                "hit" => parsed.hit = true,
+                "stored" => parsed.stored = true,
+                "fwd" => parsed.fwd = value.map(str::to_owned),
+                "detail" => parsed.detail = value.map(str::to_owned),
+                "fwd-status" => parsed.fwd_status = value.and_then(|v| v.parse().ok()),
+                "ttl" => parsed.ttl = value.and_then(|v| v.parse().ok()),
+                _ => {}
+            }
+        }
+        parsed
+    }
+}

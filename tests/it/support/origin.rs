@@ -1,0 +1,333 @@
+//! The scriptable test origin: [`TestOrigin`] answering by [`Reply`] script, the
+//! conditional origin, and a raw origin for framings hyper will not produce.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, Request, Response};
+use http_body_util::{BodyExt, StreamBody, combinators::BoxBody};
+use hyper::body::{Frame, Incoming};
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::net::TcpListener;
+use tokio::sync::{oneshot, watch};
+
+/// What the test origin answers to one request.
+pub struct Reply {
+    pub status: u16,
+    pub headers: Vec<(&'static str, String)>,
+    pub body: ReplyBody,
+    /// Wait this long before sending the head.
+    pub delay: Duration,
+}
+
+/// How the test origin sends a body.
+pub enum ReplyBody {
+    /// With Content-Length.
+    Full(Vec<u8>),
+    /// Chunked, in pieces of `chunk` bytes.
+    Chunked { data: Vec<u8>, chunk: usize },
+    /// Declares `declared` bytes, sends `sent`, then resets the connection.
+    CutAfter { declared: usize, sent: Vec<u8> },
+    /// Declares `declared` bytes, sends `sent`, then sends nothing more, ever.
+    Stall { declared: usize, sent: Vec<u8> },
+    /// No body and no Content-Length (for 304 and 204 replies).
+    Empty,
+}
+
+impl Reply {
+    /// A 200 with `Cache-Control: <cache_control>` and `body`.
+    pub fn ok(cache_control: &str, body: Vec<u8>) -> Reply {
+        Reply {
+            status: 200,
+            headers: vec![("cache-control", cache_control.to_owned())],
+            body: ReplyBody::Full(body),
+            delay: Duration::ZERO,
+        }
+    }
+
+    /// A 200 with `Cache-Control: <cache_control>` and a chunked body.
+    pub fn chunked(cache_control: &str, data: Vec<u8>, chunk: usize) -> Reply {
+        Reply {
+            body: ReplyBody::Chunked { data, chunk },
+            ..Reply::ok(cache_control, Vec::new())
+        }
+    }
+
+    /// Sends the head only after `delay`.
+    pub fn delayed(mut self, delay: Duration) -> Reply {
+        self.delay = delay;
+        self
+    }
+
+    /// Adds a header.
+    pub fn header(mut self, name: &'static str, value: &str) -> Reply {
+        self.headers.push((name, value.to_owned()));
+        self
+    }
+
+    /// A reply with any status, no headers, and `body` (with Content-Length).
+    pub fn status(status: u16, body: Vec<u8>) -> Reply {
+        Reply {
+            status,
+            headers: Vec::new(),
+            body: ReplyBody::Full(body),
+            delay: Duration::ZERO,
+        }
+    }
+
+    /// A reply with any status and no body at all (no Content-Length either): 204, 304.
+    pub fn bodiless(status: u16) -> Reply {
+        Reply {
+            body: ReplyBody::Empty,
+            ..Reply::status(status, Vec::new())
+        }
+    }
+
+    /// Adds several headers.
+    pub fn headers(mut self, headers: &[(&'static str, &str)]) -> Reply {
+        for (name, value) in headers {
+            self.headers.push((name, (*value).to_owned()));
+        }
+        self
+    }
+
+    /// The 304 an origin sends instead of this reply: same status line fields but
+    /// no body (RFC 9110 §15.4.5: the header fields a 200 would have carried).
+    pub fn into_not_modified(self) -> Reply {
+        Reply {
+            status: 304,
+            body: ReplyBody::Empty,
+            ..self
+        }
+    }
+}
+
+/// Whether the request's `If-None-Match` names `etag`, with the weak comparison of
+/// RFC 9110 §13.1.2 (`W/"a"` matches `"a"`), lists and `*` included.
+pub fn if_none_match_matches(head: &http::request::Parts, etag: &str) -> bool {
+    let opaque = |tag: &str| tag.trim().trim_start_matches("W/").to_owned();
+    head.headers
+        .get_all("if-none-match")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|candidate| candidate.trim() == "*" || opaque(candidate) == opaque(etag))
+}
+
+type Script = Arc<dyn Fn(&http::request::Parts) -> Reply + Send + Sync>;
+
+/// A hyper origin on 127.0.0.1:0 that answers by script and counts requests per path and query.
+pub struct TestOrigin {
+    pub addr: SocketAddr,
+    counts: Arc<Mutex<HashMap<String, usize>>>,
+    /// Request headers as the origin received them, in arrival order.
+    received: Arc<Mutex<Vec<(String, HeaderMap)>>>,
+    _stop: oneshot::Sender<()>,
+    /// Set by `go_down`: the listener is dropped and every open connection closed.
+    down: watch::Sender<bool>,
+}
+
+impl TestOrigin {
+    /// Starts an origin answering every request with `script`.
+    pub async fn start(
+        script: impl Fn(&http::request::Parts) -> Reply + Send + Sync + 'static,
+    ) -> TestOrigin {
+        let script: Script = Arc::new(script);
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind test origin");
+        let addr = listener.local_addr().expect("origin address");
+        let counts = Arc::new(Mutex::new(HashMap::new()));
+        let received = Arc::new(Mutex::new(Vec::new()));
+        let (stop, mut stopped) = oneshot::channel::<()>();
+        let (down, down_seen) = watch::channel(false);
+        let (c, r) = (counts.clone(), received.clone());
+        tokio::spawn(async move {
+            let mut listener_down = down_seen.clone();
+            loop {
+                let (stream, _) = tokio::select! {
+                    accepted = listener.accept() => match accepted { Ok(a) => a, Err(_) => continue },
+                    _ = &mut stopped => return,
+                    // Returning drops the listener: new connections are refused.
+                    _ = listener_down.wait_for(|down| *down) => return,
+                };
+                let (script, counts, received) = (script.clone(), c.clone(), r.clone());
+                let mut connection_down = down_seen.clone();
+                tokio::spawn(async move {
+                    let service = service_fn(move |request: Request<Incoming>| {
+                        let (script, counts, received) =
+                            (script.clone(), counts.clone(), received.clone());
+                        async move {
+                            let (head, body) = request.into_parts();
+                            let _ = body.collect().await;
+                            let target = head
+                                .uri
+                                .path_and_query()
+                                .map_or("/".to_owned(), |pq| pq.to_string());
+                            *counts
+                                .lock()
+                                .expect("counts")
+                                .entry(target.clone())
+                                .or_insert(0) += 1;
+                            received
+                                .lock()
+                                .expect("received")
+                                .push((target, head.headers.clone()));
+                            let reply = script(&head);
+                            tokio::time::sleep(reply.delay).await;
+                            Ok::<_, Infallible>(build_reply(reply))
+                        }
+                    });
+                    let builder =
+                        hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+                    let connection = builder.serve_connection(TokioIo::new(stream), service);
+                    // Dropping the connection closes its socket (kept-alive ones included).
+                    tokio::select! {
+                        _ = connection => {}
+                        _ = connection_down.wait_for(|down| *down) => {}
+                    }
+                });
+            }
+        });
+        TestOrigin {
+            addr,
+            counts,
+            received,
+            _stop: stop,
+            down,
+        }
+    }
+
+    /// Starts an origin that answers `fresh(head)` with `ETag: <etag>` added, or the
+    /// matching 304 (the same header fields, no body) when the request's
+    /// `If-None-Match` matches `etag` (weak comparison).
+    pub async fn start_conditional(
+        etag: &'static str,
+        fresh: impl Fn(&http::request::Parts) -> Reply + Send + Sync + 'static,
+    ) -> TestOrigin {
+        TestOrigin::start(move |head| {
+            let reply = fresh(head).header("etag", etag);
+            if if_none_match_matches(head, etag) {
+                reply.into_not_modified()
+            } else {
+                reply
+            }
+        })
+        .await
+    }
+
+    /// Makes the origin unreachable: drops its listener (connections are refused) and
+    /// closes every open connection, then waits a moment so that clients' pools notice.
+    pub async fn go_down(&self) {
+        self.down.send_replace(true);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    /// Requests the origin received in all, for every path.
+    pub fn total(&self) -> usize {
+        self.counts.lock().expect("counts").values().sum()
+    }
+
+    /// Requests the origin received for `path_and_query`.
+    pub fn count(&self, path_and_query: &str) -> usize {
+        self.counts
+            .lock()
+            .expect("counts")
+            .get(path_and_query)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// The headers of the last request for `path_and_query`.
+    pub fn last_headers(&self, path_and_query: &str) -> Option<HeaderMap> {
+        self.received
+            .lock()
+            .expect("received")
+            .iter()
+            .rev()
+            .find(|(target, _)| target == path_and_query)
+            .map(|(_, headers)| headers.clone())
+    }
+}
+
+fn build_reply(reply: Reply) -> Response<BoxBody<Bytes, std::io::Error>> {
+    let mut builder = Response::builder().status(reply.status);
+    for (name, value) in &reply.headers {
+        builder = builder.header(*name, value);
+    }
+    let body = match reply.body {
+        ReplyBody::Full(data) => {
+            builder = builder.header("content-length", data.len());
+            http_body_util::Full::new(Bytes::from(data))
+                .map_err(|never| match never {})
+                .boxed()
+        }
+        ReplyBody::Chunked { data, chunk } => {
+            let frames: Vec<Result<Frame<Bytes>, std::io::Error>> = data
+                .chunks(chunk.max(1))
+                .map(|piece| Ok(Frame::data(Bytes::copy_from_slice(piece))))
+                .collect();
+            StreamBody::new(futures_util::stream::iter(frames)).boxed()
+        }
+        ReplyBody::CutAfter { declared, sent } => {
+            builder = builder.header("content-length", declared);
+            let head_and_part = futures_util::stream::iter([Ok(Frame::data(Bytes::from(sent)))]);
+            // Fail only after the head and the first bytes are surely on the wire.
+            let reset = futures_util::stream::once(async {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                Err(std::io::Error::new(
+                    std::io::ErrorKind::ConnectionReset,
+                    "scripted reset",
+                ))
+            });
+            StreamBody::new(futures_util::StreamExt::chain(head_and_part, reset)).boxed()
+        }
+        ReplyBody::Stall { declared, sent } => {
+            builder = builder.header("content-length", declared);
+            let part = futures_util::stream::iter([Ok(Frame::data(Bytes::from(sent)))]);
+            let never = futures_util::stream::pending();
+            StreamBody::new(futures_util::StreamExt::chain(part, never)).boxed()
+        }
+        ReplyBody::Empty => http_body_util::Empty::new()
+            .map_err(|never| match never {})
+            .boxed(),
+    };
+    builder.body(body).expect("scripted reply")
+}
+
+/// An origin that answers every connection with fixed raw bytes and then closes it:
+/// for framings hyper will not produce (HTTP/1.0, bodies delimited by close).
+pub async fn start_raw_origin(response: &'static [u8]) -> (SocketAddr, oneshot::Sender<()>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind raw origin");
+    let addr = listener.local_addr().expect("raw origin address");
+    let (stop, mut stopped) = oneshot::channel::<()>();
+    tokio::spawn(async move {
+        loop {
+            let (mut stream, _) = tokio::select! {
+                accepted = listener.accept() => match accepted { Ok(a) => a, Err(_) => continue },
+                _ = &mut stopped => return,
+            };
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let _ = stream.write_all(response).await;
+                let _ = stream.shutdown().await;
+            });
+        }
+    });
+    (addr, stop)
+}

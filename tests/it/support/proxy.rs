@@ -1,0 +1,144 @@
+//! The proxy under test: [`TestProxy`] on 127.0.0.1:0 with a temp cache directory,
+//! built from [`test_config`].
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use secondhit::config::Config;
+use secondhit::server::Server;
+use secondhit::store::Store;
+use tokio::sync::oneshot;
+
+use super::{PATIENCE, files_under};
+
+/// The proxy under test, serving on 127.0.0.1:0 with its own temp cache directory.
+pub struct TestProxy {
+    pub addr: SocketAddr,
+    pub store: Arc<Store>,
+    pub cache_dir: PathBuf,
+    /// The temp directory holding `cache_dir`, unless the test brought its own.
+    _temp: Option<tempfile::TempDir>,
+    stop: oneshot::Sender<()>,
+    server: tokio::task::JoinHandle<()>,
+}
+
+/// Sends the proxy's logs to the test output when `RUST_LOG` is set (e.g. `RUST_LOG=secondhit=debug`).
+pub fn init_logs() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        if let Ok(filter) = tracing_subscriber::EnvFilter::try_from_default_env() {
+            tracing_subscriber::fmt()
+                .with_env_filter(filter)
+                .with_test_writer()
+                .init();
+        }
+    });
+}
+
+/// A config for tests: listen on port 0, the given origin, a temp cache dir, a fixed filter seed.
+pub fn test_config(origin: SocketAddr, cache_dir: &Path) -> Config {
+    let mut config = Config::default();
+    config.server.listen = "127.0.0.1:0".parse().expect("listen address");
+    config.origin.url = format!("http://{origin}").parse().expect("origin url");
+    config.origin.connect_timeout = Duration::from_secs(2);
+    config.origin.read_timeout = Duration::from_secs(5);
+    config.cache.dir = cache_dir.to_path_buf();
+    config.cache.fsync = false;
+    config.admission.seed = Some("secondhit tests".to_owned());
+    config
+}
+
+impl TestProxy {
+    /// Starts the proxy in front of `origin`, after `tweak` adjusts the test config.
+    pub async fn start(origin: SocketAddr, tweak: impl FnOnce(&mut Config)) -> TestProxy {
+        let temp = tempfile::tempdir().expect("temp cache dir");
+        let mut proxy = TestProxy::start_in(origin, &temp.path().join("cache"), tweak).await;
+        proxy._temp = Some(temp);
+        proxy
+    }
+
+    /// Starts the proxy on a cache directory the test owns (to restart on it).
+    pub async fn start_in(
+        origin: SocketAddr,
+        cache_dir: &Path,
+        tweak: impl FnOnce(&mut Config),
+    ) -> TestProxy {
+        init_logs();
+        let mut config = test_config(origin, cache_dir);
+        tweak(&mut config);
+        let server = Server::bind(&config).await.expect("proxy starts");
+        let addr = server.local_addr().expect("proxy address");
+        let store = server.store();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let server = tokio::spawn(server.run(async move {
+            let _ = stopped.await;
+        }));
+        TestProxy {
+            addr,
+            store,
+            cache_dir: cache_dir.to_path_buf(),
+            _temp: None,
+            stop,
+            server,
+        }
+    }
+
+    /// Shuts the proxy down and waits until it has let go of its store (and so of
+    /// the cache directory's lock).
+    pub async fn stop(self) {
+        let _ = self.stop.send(());
+        self.server.await.expect("server task");
+        let store = Arc::downgrade(&self.store);
+        drop(self.store);
+        // Fill writer tasks may hold the store a moment longer.
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        while store.strong_count() > 0 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the store stays open"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Waits until the store's start-up scan has indexed everything it found.
+    pub async fn wait_scanned(&self) {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        while !self.store.stats().scan_complete {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the scan never finished"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// `http://127.0.0.1:port{path}`.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+
+    /// Waits until `n` fills have been committed since start.
+    pub async fn wait_committed(&self, n: u64) {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        while self.store.stats().committed_fills < n {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "timed out waiting for {n} committed fills"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Entry files under objects/.
+    pub fn entry_files(&self) -> Vec<PathBuf> {
+        files_under(&self.cache_dir.join("objects"))
+    }
+
+    /// Files under tmp/ (fills in progress or leaked).
+    pub fn temp_files(&self) -> Vec<PathBuf> {
+        files_under(&self.cache_dir.join("tmp"))
+    }
+}
