@@ -57,6 +57,13 @@ pub struct ServerConfig {
     pub max_header_bytes: usize,
     /// Grace period for in-flight requests on shutdown (zero allowed).
     pub shutdown_timeout: Duration,
+    /// Threads that run requests (1..=[`MAX_WORKERS`]); `None`: one per CPU the process
+    /// may run on. One thread runs a single-threaded runtime, which has no work-stealing
+    /// to pay for.
+    pub workers: Option<usize>,
+    /// Most threads doing blocking file work at once (fills, reads that must wait for
+    /// the disk, metadata updates, snapshots): 1..=[`MAX_BLOCKING_THREADS`].
+    pub blocking_threads: usize,
 }
 
 impl Default for ServerConfig {
@@ -68,9 +75,18 @@ impl Default for ServerConfig {
             max_headers: 100,
             max_header_bytes: 64 * 1024,
             shutdown_timeout: Duration::from_secs(30),
+            workers: None,
+            blocking_threads: 32,
         }
     }
 }
+
+/// Upper limit of `server.workers`.
+pub const MAX_WORKERS: usize = 1024;
+
+/// Upper limit of `server.blocking_threads`, tokio's own default (which is meant for
+/// short bursts, not a steady bound).
+pub const MAX_BLOCKING_THREADS: usize = 512;
 
 /// Upper limit of `server.max_headers`: hyper allocates room for that many fields per request.
 pub const MAX_MAX_HEADERS: usize = 10_000;

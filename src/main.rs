@@ -89,10 +89,7 @@ fn serve(path: Option<PathBuf>) -> ExitCode {
         None => Config::default(),
     };
     init_logging(&config.log);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match secondhit::server::runtime::build(&config.server) {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("secondhit: cannot start the async runtime: {error}");
@@ -109,7 +106,13 @@ fn serve(path: Option<PathBuf>) -> ExitCode {
             }
         };
         match server.local_addr() {
-            Ok(addr) => tracing::info!(%addr, origin = %config.origin.url, cache_dir = %config.cache.dir.display(), "listening"),
+            Ok(addr) => tracing::info!(
+                %addr,
+                origin = %config.origin.url,
+                cache_dir = %config.cache.dir.display(),
+                workers = secondhit::server::runtime::workers(&config.server),
+                "listening"
+            ),
             Err(error) => tracing::warn!(%error, "listening, but the bound address is unknown"),
         }
         server.run(shutdown_signal()).await;

@@ -19,6 +19,7 @@
 //! every request of the connection gets as an extension.
 
 mod head_guard;
+pub mod runtime;
 
 use std::convert::Infallible;
 use std::future::Future;

@@ -30,6 +30,8 @@ fn empty_text_gives_the_defaults() {
     assert_eq!(config.cache.max_size, 10 * 1024 * 1024 * 1024);
     assert_eq!(config.cache.lock_timeout, Duration::from_secs(5));
     assert_eq!(config.cache.verify_whole_below, 64 * 1024);
+    assert_eq!(config.server.workers, None);
+    assert_eq!(config.server.blocking_threads, 32);
     assert_eq!(config.cache.memory_size, 64 * 1024 * 1024);
     assert_eq!(config.cache.memory_max_object_size, 1024 * 1024);
     assert_eq!(
@@ -61,6 +63,8 @@ const FULL: &str = r#"
     max_headers = 20
     max_header_bytes = "16KiB"
     shutdown_timeout = "0s"
+    workers = 3
+    blocking_threads = 4
     [origin]
     url = "http://origin.example:8000/"
     host_header = "origin"
@@ -102,6 +106,8 @@ fn full_file_from_disk_gives_typed_values() {
     assert_eq!(c.server.max_headers, 20);
     assert_eq!(c.server.max_header_bytes, 16 * 1024);
     assert_eq!(c.server.shutdown_timeout, Duration::ZERO);
+    assert_eq!(c.server.workers, Some(3));
+    assert_eq!(c.server.blocking_threads, 4);
     assert_eq!(c.origin.url.host(), Some("origin.example"));
     assert_eq!(c.origin.url.port_u16(), Some(8000));
     assert_eq!(c.origin.host_header, HostHeader::Origin);

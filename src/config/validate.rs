@@ -8,8 +8,9 @@ use serde::de::IgnoredAny;
 
 use super::{
     AccessLog, AdmissionConfig, AdmissionPolicy, CacheConfig, Config, ConfigError, FilterSizing,
-    HostHeader, LogConfig, LogFormat, MAX_MAX_HEADER_BYTES, MAX_MAX_HEADERS,
-    MAX_VERIFY_WHOLE_BELOW, MIN_MAX_HEADER_BYTES, OriginConfig, RotateMode, ServerConfig,
+    HostHeader, LogConfig, LogFormat, MAX_BLOCKING_THREADS, MAX_MAX_HEADER_BYTES, MAX_MAX_HEADERS,
+    MAX_VERIFY_WHOLE_BELOW, MAX_WORKERS, MIN_MAX_HEADER_BYTES, OriginConfig, RotateMode,
+    ServerConfig,
 };
 
 mod values;
@@ -50,6 +51,8 @@ struct RawServer {
     max_header_bytes: Option<RawSize>,
     idle_timeout: Option<IgnoredAny>,
     shutdown_timeout: Option<String>,
+    workers: Option<usize>,
+    blocking_threads: Option<usize>,
 }
 
 #[derive(Deserialize, Default)]
@@ -169,6 +172,16 @@ fn validate_server(raw: RawServer, d: ServerConfig) -> Result<ServerConfig, Conf
             "server.shutdown_timeout",
             raw.shutdown_timeout,
             d.shutdown_timeout,
+        )?,
+        workers: match raw.workers {
+            None => d.workers,
+            Some(workers) => Some(within("server.workers", workers, 1, MAX_WORKERS)?),
+        },
+        blocking_threads: within(
+            "server.blocking_threads",
+            raw.blocking_threads.unwrap_or(d.blocking_threads),
+            1,
+            MAX_BLOCKING_THREADS,
         )?,
     })
 }

@@ -89,6 +89,9 @@ const REJECTED: &[(&str, &str, &str)] = &[
         "server.max_header_bytes",
         "invalid",
     ),
+    ("[server]\nworkers = 0", "server.workers", "invalid"),
+    ("[server]\nblocking_threads = 0", "server.blocking_threads", "invalid"),
+    ("[server]\nblocking_threads = 513", "server.blocking_threads", "invalid"),
     (
         "[server]\nshutdown_timeout = \"soon\"",
         "server.shutdown_timeout",
