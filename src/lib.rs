@@ -26,7 +26,7 @@
 //!   the entry with RFC 9111: a fresh one is streamed to the client, whole or as a
 //!   [`range`] (`Cache-Status: secondhit; hit`); a stale one is revalidated with a
 //!   conditional request, and a 304 refreshes its metadata in place.
-//! - [`origin`] forwards a miss to the origin (pooled reqwest, no redirects, connect
+//! - [`origin`] forwards a miss to the origin (pooled hyper client, no redirects, connect
 //!   and between-bytes timeouts) and strips hop-by-hop headers.
 //! - [`policy`] decides with RFC 9111 whether the response may be stored at all; a
 //!   non-error answer to an unsafe method invalidates what it names.

@@ -279,7 +279,7 @@ impl Proxy {
         body: Incoming,
         status: CacheStatus,
     ) -> Result<Response<ProxyBody>, ProxyError> {
-        let body = reqwest::Body::wrap(body);
+        let body = crate::origin::client_body(body);
         let origin = self
             .send(head, head.method.clone(), head.headers.clone(), body)
             .await?;

@@ -74,8 +74,8 @@ pub enum Revalidated {
     NotModified(Box<Found>),
     /// A new response (or a 304 for another representation, refetched whole).
     Replaced {
-        /// The origin's answer, body still streaming.
-        response: OriginResponse,
+        /// The origin's answer, body still streaming (boxed: a head and a body are large).
+        response: Box<OriginResponse>,
         /// When the request was sent.
         request_time: SystemTime,
         /// When the head arrived.
@@ -153,7 +153,7 @@ impl Cache {
         let (response, request_time, response_time) = self.fetch_whole(target, conditional).await?;
         if response.head.status != StatusCode::NOT_MODIFIED {
             return Ok(Revalidated::Replaced {
-                response,
+                response: Box::new(response),
                 request_time,
                 response_time,
             });
@@ -167,7 +167,7 @@ impl Cache {
             // A 304 for a representation we do not have: ask again, unconditionally.
             let (response, request_time, response_time) = self.fetch_whole(target, None).await?;
             return Ok(Revalidated::Replaced {
-                response,
+                response: Box::new(response),
                 request_time,
                 response_time,
             });
@@ -201,7 +201,7 @@ impl Cache {
                 &target.path_and_query,
                 headers,
                 target.host.clone(),
-                reqwest::Body::from(Vec::new()),
+                crate::origin::empty_body(),
             )
             .await?;
         Ok((response, request_time, SystemTime::now()))

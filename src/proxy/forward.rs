@@ -18,7 +18,7 @@ use crate::admission::Decision;
 use crate::cache_status::{CACHE_STATUS, CacheStatus, Detail, Forward};
 use crate::error::{BoxError, ProxyBody, ProxyError};
 use crate::key::{CacheKey, KeyError};
-use crate::origin::{BodyFraming, OriginResponse};
+use crate::origin::{self, BodyFraming, OriginResponse};
 use crate::policy::NotStored;
 use crate::policy::validation;
 use crate::range::{self, PartsBody, RangeAnswer};
@@ -52,7 +52,7 @@ impl Proxy {
                 head,
                 head.method.clone(),
                 headers,
-                reqwest::Body::wrap(body),
+                origin::client_body(body),
             )
             .await?;
         if whole_for_range
@@ -62,7 +62,7 @@ impl Proxy {
             // this response (and its connection) and let the origin answer the range.
             drop(origin);
             range_forwarded = true;
-            let empty = reqwest::Body::from(Vec::new());
+            let empty = origin::empty_body();
             origin = self
                 .send(head, Method::GET, head.headers.clone(), empty)
                 .await?;
@@ -85,7 +85,7 @@ impl Proxy {
         head: &request::Parts,
         method: Method,
         headers: HeaderMap,
-        body: reqwest::Body,
+        body: origin::RequestBody,
     ) -> Result<OriginResponse, ProxyError> {
         let (target, host) = (path_and_query(head), client_host(head)?);
         Ok(self
@@ -164,7 +164,7 @@ pub(super) struct Teed {
     /// `Ok` when a fill began (`Cache-Status: stored`), else the `detail` why not.
     pub(super) stored: Result<(), Detail>,
     /// The body to read: it feeds the fill, when there is one, as it is read.
-    pub(super) body: TeeBody<reqwest::Body>,
+    pub(super) body: TeeBody<origin::ReadTimeout>,
 }
 
 /// Offers `origin`, the answer to a `method` request with `request` headers, for

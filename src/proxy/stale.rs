@@ -61,6 +61,7 @@ impl Proxy {
                 request_time,
                 response_time,
             }) => {
+                let response = *response;
                 if ERROR_STATUSES.contains(&response.head.status)
                     && freshness.within_stale_if_error(now)
                     && let Some(found) = self.reopen(key, head, &entry_ref).await
@@ -195,7 +196,7 @@ async fn refresh(cache: &Cache, target: &OriginRequest, key: &CacheKey, stored: 
             response,
             request_time,
             response_time,
-        }) => (response, (request_time, response_time)),
+        }) => (*response, (request_time, response_time)),
         Err(error) => {
             tracing::info!(key = %key, %error, "background refresh failed");
             return;

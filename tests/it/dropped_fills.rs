@@ -108,3 +108,21 @@ async fn a_completed_fill_is_not_counted_as_dropped() {
     assert_eq!(dropped.total(), 0, "{dropped:?}");
     assert!(dropped.iter().all(|(_, count)| count == 0));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_origin_silent_past_read_timeout_mid_body_ends_the_transfer_and_the_fill() {
+    let origin = origin().await;
+    let proxy = TestProxy::start(origin.addr, |c| {
+        c.admission.policy = AdmissionPolicy::Always;
+        c.origin.read_timeout = Duration::from_millis(300);
+    })
+    .await;
+    // The client waits for the rest for as long as the test's patience: only the
+    // proxy's read timeout between the origin's bytes can end the body first.
+    let response = begin_fill(&proxy, "/stall").await;
+    assert!(
+        response.bytes().await.is_err(),
+        "the client sees the body cut"
+    );
+    assert_one_drop(&proxy, FillDrop::OriginError).await;
+}
