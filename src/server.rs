@@ -240,7 +240,6 @@ fn open_store(config: &Config) -> Result<Arc<Store>, StartError> {
     let options = StoreOptions {
         dir: config.cache.dir.clone(),
         fsync: config.cache.fsync,
-        max_object_size: config.cache.max_object_size,
         max_size: config.cache.max_size,
         lock_timeout: config.cache.lock_timeout,
         verify_whole_below: config.cache.verify_whole_below,

@@ -260,8 +260,10 @@ impl Cache {
             BodyFraming::Length(length) => Some(length),
             _ => None,
         };
+        let hash = fill_key.store_hash();
+        let max_len = self.max_object_size;
         self.store
-            .begin_fill(fill_key.as_str(), fill_key.store_hash(), &meta, declared)
+            .begin_fill(fill_key.as_str(), hash, &meta, declared, max_len)
             .await
     }
 
@@ -297,7 +299,7 @@ impl Cache {
         };
         let writer = self
             .store
-            .begin_fill(key.as_str(), key.store_hash(), &meta, Some(0))
+            .begin_fill(key.as_str(), key.store_hash(), &meta, Some(0), 0)
             .await?;
         writer.finish().await?;
         Ok(marker)
