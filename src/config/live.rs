@@ -29,7 +29,8 @@ use super::Config;
 ///   cannot be reached.
 /// - `log.access_log`: whether a request's `access` event is emitted. The event reaches
 ///   stdout only if the log filter lets it through, so turning it on under a quieter
-///   `log.level` also needs the log filter replaced (which this handle does not do).
+///   `log.level` also needs the filter reloaded ([`crate::logging::LogReload::apply`] with
+///   the same `[log]` section).
 ///
 /// The others shape a resource built once, so a swap does **not** change them; they take
 /// effect only when that resource is built again (today: on restart). A reload has to
@@ -45,8 +46,9 @@ use super::Config;
 /// - `cache.dir`, `cache.max_size` (the store's budget), `cache.fsync`,
 ///   `cache.lock_timeout`, `cache.verify_whole_below`, `cache.memory_size`,
 ///   `cache.memory_max_object_size`: the store's `StoreOptions`, fixed when it opened.
-/// - `log.level` and `log.format`: the log filter and formatter are built once, when
-///   `main` installs the subscriber.
+/// - `log.level` and `log.format`: the level goes through the log filter's own reload
+///   handle ([`crate::logging::LogReload::apply`]), not through this one; the format is
+///   fixed when the subscriber is installed.
 #[derive(Clone, Debug)]
 pub struct SettingsHandle {
     /// arc-swap: loads are lock-free and cheap (no reference-count write on the fast path);
