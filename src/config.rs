@@ -16,6 +16,9 @@
 //! Sizes are strings parsed by `bytesize` ("512KiB", "10GiB"; note "KB" is
 //! 1000 bytes and "KiB" 1024) or a TOML integer number of bytes; durations are
 //! strings parsed by `humantime` ("500ms", "10s", "1h").
+//!
+//! A running server reads its `Config` through a [`SettingsHandle`], which a reload can
+//! swap for a new one; its doc says which settings a swap changes and which need a restart.
 
 use std::io;
 use std::net::SocketAddr;
@@ -24,7 +27,10 @@ use std::time::Duration;
 
 use http::Uri;
 
+mod live;
 mod validate;
+
+pub use live::SettingsHandle;
 
 /// The whole validated configuration.
 #[derive(Debug, Clone, PartialEq, Default)]

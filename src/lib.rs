@@ -36,7 +36,10 @@
 //! - [`cache_status`] formats the RFC 9211 `Cache-Status` header every response carries;
 //!   [`error`] turns request failures into 400/502/504 responses, in one function.
 //!
-//! [`config`] turns the TOML file into a validated [`config::Config`] once, at start-up.
+//! [`config`] turns the TOML file into a validated [`config::Config`]; a running server
+//! reads it through a [`config::SettingsHandle`], which can be swapped while it serves
+//! (its doc says which settings a swap changes). [`logging`] installs the diagnostic log
+//! with a filter that can be replaced the same way.
 //! `bench`, built with the cargo feature of that name (on by default), drives workloads
 //! through the real proxy and simulates them offline; `--no-default-features` leaves it
 //! and the crates only it needs out of the proxy.
@@ -53,6 +56,9 @@
 //! - [`server::Server::store`] with [`store::Store::stats`]: the one window into a running
 //!   proxy, through which the bench counts disk writes and the tests wait for a fill to
 //!   commit or the start-up scan to finish.
+//! - [`server::Server::settings`] ([`config::SettingsHandle::replace`]) and
+//!   [`logging::init`] ([`logging::LogReload::apply`]): what a reload swaps while the
+//!   proxy runs.
 //! - [`store::Store`] on its own ([`store::Store::open`], `lookup`, `begin_fill`,
 //!   `contains`): the store's integration tests drive it without HTTP.
 //! - [`admission::AgingPair`] and its parameters: the filter benchmark measures it alone.
@@ -72,6 +78,7 @@ pub mod config;
 pub mod error;
 pub mod hygiene;
 pub mod key;
+pub mod logging;
 pub mod origin;
 pub mod policy;
 pub mod proxy;

@@ -7,9 +7,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 #[cfg(feature = "bench")]
 use secondhit::bench::cli::{BenchArgs, SimulateArgs};
-use secondhit::config::{AccessLog, Config, LogConfig, LogFormat};
+use secondhit::config::Config;
 use secondhit::server::Server;
-use tracing_subscriber::EnvFilter;
 
 /// A reverse-proxy cache that writes an object to disk only on its second request.
 #[derive(Parser)]
@@ -88,7 +87,8 @@ fn serve(path: Option<PathBuf>) -> ExitCode {
         },
         None => Config::default(),
     };
-    init_logging(&config.log);
+    // Kept for the SIGHUP handler (a later issue), which applies a reloaded `[log]` with it.
+    let _log_reload = secondhit::logging::init(&config.log);
     let runtime = match secondhit::server::runtime::build(&config.server) {
         Ok(runtime) => runtime,
         Err(error) => {
@@ -145,24 +145,5 @@ async fn shutdown_signal() {
     tokio::select! {
         () = ctrl_c => {},
         () = terminate => {},
-    }
-}
-
-/// Logs go to stdout; the level comes from `log.level` unless `RUST_LOG` is set.
-fn init_logging(log: &LogConfig) {
-    // Access lines are info events with target "access"; keep them even when the level is quieter.
-    let directives = match log.access_log {
-        AccessLog::Stdout => format!("{},access=info", log.level),
-        AccessLog::Off => log.level.clone(),
-    };
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(directives));
-    // Colours only for a terminal: log files and collectors get plain text.
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stdout());
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(ansi);
-    match log.format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
     }
 }

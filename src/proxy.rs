@@ -38,7 +38,7 @@ mod stale;
 use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Instant, SystemTime};
 
 use http::header::AUTHORIZATION;
 use http::{Method, Request, Response, request};
@@ -47,6 +47,7 @@ use hyper::body::Incoming;
 
 use crate::admission::{Admission, AdmitReason, Decision, FilterHasher};
 use crate::cache_status::{CACHE_STATUS, CacheStatus, Detail, Forward};
+use crate::config::{AccessLog, SettingsHandle};
 use crate::error::{BoxError, ProxyBody, ProxyError, error_response};
 use crate::hygiene;
 use crate::key::CacheKey;
@@ -64,49 +65,39 @@ use max_forwards::Hop;
 
 /// Everything a request needs, shared by all connections.
 pub struct Proxy {
+    /// The origin, the store and the live settings (`log.access_log` is read from there too).
     cache: Cache,
     admission: Arc<dyn Admission>,
     hasher: FilterHasher,
-    /// `log.access_log`: one `access` event per request when true.
-    access_log: bool,
     /// Store hashes of keys with a `stale-while-revalidate` refresh in flight: at most
     /// one per key, however many requests see the stale entry meanwhile.
     refreshing: Arc<Mutex<HashSet<u128>>>,
 }
 
-/// The caching rules `Proxy::new` needs from `[cache]`.
-#[derive(Clone, Copy, Debug)]
-pub struct CacheRules {
-    /// `cache.max_object_size`: larger responses are streamed and not stored.
-    pub max_object_size: u64,
-    /// `cache.heuristic_max_age`: the cap on heuristic freshness.
-    pub heuristic_max: Duration,
-    /// `cache.stale_if_unreachable`: how stale a response may be served while the origin
-    /// cannot be reached.
-    pub stale_if_unreachable: Duration,
+/// The parts a proxy is built from, each made once by `server::Server::bind`.
+pub struct Parts {
+    /// The pooled origin client.
+    pub origin: Origin,
+    /// The disk store.
+    pub store: Arc<Store>,
+    /// The admission policy every GET/HEAD key is checked against.
+    pub admission: Arc<dyn Admission>,
+    /// The keyed hash the policy is given.
+    pub hasher: FilterHasher,
 }
 
 impl Proxy {
-    /// Assembles a proxy from its parts (see `server::Server::bind`).
-    pub fn new(
-        origin: Origin,
-        store: Arc<Store>,
-        admission: Arc<dyn Admission>,
-        hasher: FilterHasher,
-        rules: CacheRules,
-        access_log: bool,
-    ) -> Proxy {
+    /// Assembles a proxy from its parts and the live settings, which it reads per request
+    /// (see [`SettingsHandle`] for which values those are).
+    pub fn new(parts: Parts, settings: SettingsHandle) -> Proxy {
         Proxy {
             cache: Cache {
-                origin: Arc::new(origin),
-                store,
-                max_object_size: rules.max_object_size,
-                heuristic_max: rules.heuristic_max,
-                stale_if_unreachable: rules.stale_if_unreachable,
+                origin: Arc::new(parts.origin),
+                store: parts.store,
+                settings,
             },
-            admission,
-            hasher,
-            access_log,
+            admission: parts.admission,
+            hasher: parts.hasher,
             refreshing: Arc::new(Mutex::new(HashSet::new())),
         }
     }
@@ -156,7 +147,7 @@ impl Proxy {
             );
         }
         hygiene::add_response_via(response.headers_mut());
-        if self.access_log {
+        if self.cache.settings.load().log.access_log == AccessLog::Stdout {
             tracing::info!(
                 target: "access",
                 method = %head.method,
@@ -214,7 +205,7 @@ impl Proxy {
             }
         };
         let now = SystemTime::now();
-        let freshness = StoredFreshness::new(&found.entry.meta, self.cache.heuristic_max);
+        let freshness = StoredFreshness::new(&found.entry.meta, self.cache.heuristic_max());
         if head.headers.contains_key(AUTHORIZATION) && !freshness.shareable_with_credentials() {
             // RFC 9111 §3.5: only a response declared shareable may answer credentials.
             let marker = found.marker;

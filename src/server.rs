@@ -2,9 +2,10 @@
 //!
 //! [`Server::bind`] sets everything up in order — cache directory, filter seed,
 //! admission policy, origin client, listening socket — so a bad setting fails before
-//! the first connection. [`Server::run`] then accepts until its shutdown future
-//! completes, stops accepting, and gives open connections `server.shutdown_timeout`
-//! to finish their requests.
+//! the first connection, and puts the `Config` behind a [`SettingsHandle`] that the
+//! proxy reads per request and [`Server::settings`] hands out to swap. [`Server::run`]
+//! then accepts until its shutdown future completes, stops accepting, and gives open
+//! connections `server.shutdown_timeout` to finish their requests.
 //!
 //! Limits: at most `server.max_connections` connections are open at once (the
 //! accept loop waits for a free slot, so excess clients queue in the kernel's
@@ -37,11 +38,11 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 use crate::admission;
-use crate::config::{AccessLog, Config, ServerConfig};
+use crate::config::{Config, ServerConfig, SettingsHandle};
 use crate::error::StartError;
 use crate::hygiene::ConnectionToken;
 use crate::origin::Origin;
-use crate::proxy::{CacheRules, Proxy};
+use crate::proxy::{self, Proxy};
 use crate::store::{Store, StoreOptions};
 
 /// A bound, ready proxy server.
@@ -51,6 +52,10 @@ pub struct Server {
     store: Arc<Store>,
     /// Saves the admission filters periodically and at shutdown (none for `policy = "always"`).
     snapshots: Option<Arc<admission::Snapshots>>,
+    /// The settings the proxy reads per request; [`Server::settings`] hands it out to swap.
+    settings: SettingsHandle,
+    /// `[server]` as it was at bind: it shapes the listener and connections `run` sets up
+    /// once, so a swap of the settings does not change it (see [`SettingsHandle`]).
     config: ServerConfig,
 }
 
@@ -99,23 +104,19 @@ impl Server {
                 addr: config.server.listen,
                 source,
             })?;
-        let proxy = Proxy::new(
+        let settings = SettingsHandle::new(config.clone());
+        let parts = proxy::Parts {
             origin,
-            store.clone(),
-            admission.policy,
-            admission.hasher,
-            CacheRules {
-                max_object_size: config.cache.max_object_size,
-                heuristic_max: config.cache.heuristic_max_age,
-                stale_if_unreachable: config.cache.stale_if_unreachable,
-            },
-            config.log.access_log == AccessLog::Stdout,
-        );
+            store: store.clone(),
+            admission: admission.policy,
+            hasher: admission.hasher,
+        };
         Ok(Server {
             listener,
-            proxy: Arc::new(proxy),
+            proxy: Arc::new(Proxy::new(parts, settings.clone())),
             store,
             snapshots: admission.snapshots,
+            settings,
             config: config.server.clone(),
         })
     }
@@ -137,6 +138,12 @@ impl Server {
     /// the cache directory's lock to be released).
     pub fn store(&self) -> Arc<Store> {
         self.store.clone()
+    }
+
+    /// The settings the running proxy reads per request: [`SettingsHandle::replace`] swaps
+    /// them while it serves (its doc lists what a swap changes and what needs a restart).
+    pub fn settings(&self) -> SettingsHandle {
+        self.settings.clone()
     }
 
     /// Serves until `shutdown` completes, then drains connections for up to `shutdown_timeout`.
@@ -241,7 +248,6 @@ fn open_store(config: &Config) -> Result<Arc<Store>, StartError> {
     let options = StoreOptions {
         dir: config.cache.dir.clone(),
         fsync: config.cache.fsync,
-        max_object_size: config.cache.max_object_size,
         max_size: config.cache.max_size,
         lock_timeout: config.cache.lock_timeout,
         verify_whole_below: config.cache.verify_whole_below,

@@ -92,8 +92,6 @@ pub struct StoreOptions {
     pub dir: PathBuf,
     /// Fsync each committed file and its directory before it counts.
     pub fsync: bool,
-    /// Largest body, in bytes, a fill may store.
-    pub max_object_size: u64,
     /// Budget in bytes for entry files plus reservations of fills in progress.
     pub max_size: u64,
     /// How long [`Store::open`] waits for another process to release the directory.
@@ -412,18 +410,21 @@ impl Store {
     /// Starts a fill: reserves room in the budget for the header and
     /// `declared_len` (evicting as needed), creates the temp file and writes
     /// preamble (body fields zero for now), key and metadata. `declared_len` is
-    /// the response's `Content-Length` when it had one. Errors with `TooLarge`
-    /// if `declared_len` exceeds `max_object_size`, with `Credentials` if the
-    /// metadata's request headers hold credentials, and with `NoSpace` if the
-    /// budget has no room.
+    /// the response's `Content-Length` when it had one; `max_len` is the largest
+    /// body this fill may store (the proxy passes `cache.max_object_size` as it
+    /// reads it for the request, so the limit follows the live settings rather
+    /// than the store's). Errors with `TooLarge` if `declared_len` exceeds
+    /// `max_len`, with `Credentials` if the metadata's request headers hold
+    /// credentials, and with `NoSpace` if the budget has no room.
     pub async fn begin_fill(
         &self,
         key: &str,
         key_hash: u128,
         meta: &EntryMeta,
         declared_len: Option<u64>,
+        max_len: u64,
     ) -> Result<EntryWriter, StoreError> {
-        writer::begin(&self.inner, key, key_hash, meta, declared_len).await
+        writer::begin(&self.inner, key, key_hash, meta, declared_len, max_len).await
     }
 }
 

@@ -13,8 +13,9 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use http::header::{CONTENT_LENGTH, VARY};
-use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, response};
+use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 
+use crate::config::SettingsHandle;
 use crate::key::CacheKey;
 use crate::origin::{BodyFraming, Origin, OriginError, OriginResponse};
 use crate::policy::vary::{self, VarySpec};
@@ -100,15 +101,28 @@ pub struct Cache {
     pub origin: Arc<Origin>,
     /// The disk store.
     pub store: Arc<Store>,
-    /// `cache.max_object_size`.
-    pub max_object_size: u64,
-    /// `cache.heuristic_max_age`.
-    pub heuristic_max: Duration,
-    /// `cache.stale_if_unreachable`.
-    pub stale_if_unreachable: Duration,
+    /// The live settings: the `[cache]` rules below are read from it where they are used,
+    /// so a swap applies to the next read.
+    pub settings: SettingsHandle,
 }
 
 impl Cache {
+    /// `cache.max_object_size` as the settings say now: larger bodies are not stored.
+    pub fn max_object_size(&self) -> u64 {
+        self.settings.load().cache.max_object_size
+    }
+
+    /// `cache.heuristic_max_age` as the settings say now: the cap on heuristic freshness.
+    pub fn heuristic_max(&self) -> Duration {
+        self.settings.load().cache.heuristic_max_age
+    }
+
+    /// `cache.stale_if_unreachable` as the settings say now: how stale an entry may be
+    /// served while the origin cannot be reached.
+    pub fn stale_if_unreachable(&self) -> Duration {
+        self.settings.load().cache.stale_if_unreachable
+    }
+
     /// Finds the stored response for `key` and the request's `Vary` fields. A store
     /// failure is logged and treated as a miss: the request is then proxied uncached.
     pub async fn lookup(&self, key: &CacheKey, request: &HeaderMap) -> Lookup {
@@ -207,35 +221,38 @@ impl Cache {
         Ok((response, request_time, SystemTime::now()))
     }
 
-    /// Storability of the origin's answer to a GET: RFC 9111 policy, framing and size.
+    /// Storability of the origin's answer to a GET: RFC 9111 policy, framing, and a size
+    /// within `max_len` (`cache.max_object_size`, read once by the caller so that the
+    /// fill gets the same limit).
     pub fn storable(
         &self,
         request: &HeaderMap,
         origin: &OriginResponse,
         response_time: SystemTime,
+        max_len: u64,
     ) -> Result<(), NotStored> {
-        policy::storability(request, &origin.head, response_time, self.heuristic_max)?;
+        policy::storability(request, &origin.head, response_time, self.heuristic_max())?;
         match origin.framing {
             BodyFraming::UntilClose => Err(NotStored::NoLength),
-            BodyFraming::Length(length) if length > self.max_object_size => {
-                Err(NotStored::TooLarge)
-            }
+            BodyFraming::Length(length) if length > max_len => Err(NotStored::TooLarge),
             BodyFraming::Length(_) | BodyFraming::Delimited => Ok(()),
         }
     }
 
-    /// Starts the fill of a storable response to a GET of `key` with `request` headers:
-    /// under the variant's key when the response varies (writing a new marker when the
-    /// URL has none for these fields), under `key` itself otherwise.
+    /// Starts the fill of `origin`, a storable response to a GET of `key` with `request`
+    /// headers, for a body of at most `max_len` bytes: under the variant's key when the
+    /// response varies (writing a new marker when the URL has none for these fields),
+    /// under `key` itself otherwise.
     pub async fn begin_fill(
         &self,
         key: &CacheKey,
         marker: Option<&Marker>,
         request: &HeaderMap,
-        head: &response::Parts,
-        framing: BodyFraming,
+        origin: &OriginResponse,
         times: (SystemTime, SystemTime),
+        max_len: u64,
     ) -> Result<EntryWriter, StoreError> {
+        let head = &origin.head;
         let fill_key = match VarySpec::of(&head.headers) {
             VarySpec::Fields(fields) => {
                 let marker = match marker {
@@ -256,12 +273,13 @@ impl Cache {
             response_headers,
             request_headers: HeaderMap::new(),
         };
-        let declared = match framing {
+        let declared = match origin.framing {
             BodyFraming::Length(length) => Some(length),
             _ => None,
         };
+        let hash = fill_key.store_hash();
         self.store
-            .begin_fill(fill_key.as_str(), fill_key.store_hash(), &meta, declared)
+            .begin_fill(fill_key.as_str(), hash, &meta, declared, max_len)
             .await
     }
 
@@ -297,7 +315,7 @@ impl Cache {
         };
         let writer = self
             .store
-            .begin_fill(key.as_str(), key.store_hash(), &meta, Some(0))
+            .begin_fill(key.as_str(), key.store_hash(), &meta, Some(0), 0)
             .await?;
         writer.finish().await?;
         Ok(marker)

@@ -55,8 +55,10 @@ impl Proxy {
                 origin::client_body(body),
             )
             .await?;
+        // A swap of the settings between this read and `fill`'s is harmless: either way
+        // the client gets its range, from the origin or cut out of the whole object.
         if whole_for_range
-            && matches!(origin.framing, BodyFraming::Length(len) if len > self.cache.max_object_size)
+            && matches!(origin.framing, BodyFraming::Length(len) if len > self.cache.max_object_size())
         {
             // Too large to store: fetching it whole would only serve one range of it. Drop
             // this response (and its connection) and let the origin answer the range.
@@ -179,62 +181,52 @@ pub(super) async fn fill(
     exchange: &Exchange<'_>,
     origin: OriginResponse,
 ) -> Teed {
+    // Read once: the size that makes the answer storable is the limit its fill gets.
+    let max_len = cache.max_object_size();
     let verdict = if method != Method::GET {
         Err(NotStored::Method)
     } else if exchange.range_forwarded {
         Err(NotStored::Range)
     } else {
-        cache.storable(request, &origin, exchange.times.1)
+        cache.storable(request, &origin, exchange.times.1, max_len)
+    };
+    let key = exchange.key;
+    let began = match (verdict, exchange.admission) {
+        (Err(reason), _) => Err(Detail::NotStored(reason)),
+        (Ok(()), Decision::Reject(reason)) => Err(Detail::Admission(reason)),
+        (Ok(()), Decision::Admit(_)) => {
+            let (marker, times) = (exchange.marker, exchange.times);
+            let began = cache
+                .begin_fill(key, marker, request, &origin, times, max_len)
+                .await;
+            began.map_err(|error| {
+                tracing::warn!(key = %key, %error, "cannot start fill; proxying uncached");
+                Detail::StoreError
+            })
+        }
     };
     let OriginResponse {
         head,
         body,
         framing,
     } = origin;
-    let stored = match (verdict, exchange.admission) {
-        (Err(reason), _) => Err(Detail::NotStored(reason)),
-        (Ok(()), Decision::Reject(reason)) => Err(Detail::Admission(reason)),
-        (Ok(()), Decision::Admit(_)) => {
-            let key = exchange.key;
-            let began = cache
-                .begin_fill(
-                    key,
-                    exchange.marker,
-                    request,
-                    &head,
-                    framing,
-                    exchange.times,
-                )
-                .await;
-            match began {
-                Ok(writer) if framing == BodyFraming::Length(0) => {
-                    // No body to tee (a 204 is not even polled): commit it now.
-                    writer.finish().await.map_err(|error| {
-                        tracing::warn!(key = %key, %error, "cannot store an empty body");
-                        Detail::StoreError
-                    })
-                }
-                Ok(writer) => {
-                    let body = TeeBody::with_fill(body, writer, key.as_str());
-                    return Teed {
-                        head,
-                        framing,
-                        stored: Ok(()),
-                        body,
-                    };
-                }
-                Err(error) => {
-                    tracing::warn!(key = %key, %error, "cannot start fill; proxying uncached");
-                    Err(Detail::StoreError)
-                }
-            }
+    let (stored, body) = match began {
+        Ok(writer) if framing == BodyFraming::Length(0) => {
+            // No body to tee (a 204 is not even polled): commit it now.
+            let committed = writer.finish().await.map_err(|error| {
+                tracing::warn!(key = %key, %error, "cannot store an empty body");
+                Detail::StoreError
+            });
+            (committed, TeeBody::passthrough(body))
         }
+        Ok(writer) => (Ok(()), TeeBody::with_fill(body, writer, key.as_str())),
+        Err(detail) => (Err(detail), TeeBody::passthrough(body)),
     };
     Teed {
         head,
         framing,
         stored,
-        body: TeeBody::passthrough(body),
+        body,
     }
 }
 

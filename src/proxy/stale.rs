@@ -50,7 +50,7 @@ impl Proxy {
         let outcome = self.cache.revalidate(&target, found).await;
         match outcome {
             Ok(Revalidated::NotModified(found)) => {
-                let fresh = StoredFreshness::new(&found.entry.meta, self.cache.heuristic_max);
+                let fresh = StoredFreshness::new(&found.entry.meta, self.cache.heuristic_max());
                 let status = CacheStatus::forward(forward)
                     .fwd_status(StatusCode::NOT_MODIFIED)
                     .ttl(fresh.ttl_seconds(now));
@@ -90,10 +90,11 @@ impl Proxy {
                 // validated) and whose response does not forbid serving it stale.
                 let unreachable =
                     matches!(error, OriginError::Connect(_) | OriginError::Timeout(_));
+                let allowance = self.cache.stale_if_unreachable();
                 if unreachable
                     && forward == Forward::Stale
-                    && !self.cache.stale_if_unreachable.is_zero()
-                    && freshness.stale_within(self.cache.stale_if_unreachable, now)
+                    && !allowance.is_zero()
+                    && freshness.stale_within(allowance, now)
                     && let Some(found) = self.reopen(key, head, &entry_ref).await
                 {
                     return Ok(serve_stale(found, Detail::StaleIfUnreachable));

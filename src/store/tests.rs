@@ -25,7 +25,6 @@ fn options(dir: &Path) -> StoreOptions {
     StoreOptions {
         dir: dir.to_owned(),
         fsync: true,
-        max_object_size: MAX,
         max_size: 64 * MAX,
         lock_timeout: Duration::from_secs(5),
         verify_whole_below: 64 * 1024,
@@ -103,7 +102,7 @@ async fn fill(store: &Store, key: &str, status: u16, data: &[u8]) -> EntryWriter
     let hash = Store::key_hash(key);
     let len = Some(data.len() as u64);
     let mut w = store
-        .begin_fill(key, hash, &meta(status), len)
+        .begin_fill(key, hash, &meta(status), len, MAX)
         .await
         .unwrap();
     // Uneven chunks, so chunk boundaries on write and read differ.
@@ -204,7 +203,7 @@ async fn length_mismatch_stores_nothing() {
     let store = open(dir.path()).await;
     let hash = Store::key_hash("k");
     let mut w = store
-        .begin_fill("k", hash, &meta(200), Some(100))
+        .begin_fill("k", hash, &meta(200), Some(100), MAX)
         .await
         .unwrap();
     w.write(&[1; 60]).await.unwrap();
@@ -232,17 +231,22 @@ async fn too_large_declared_or_streamed() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path()).await;
     let hash = Store::key_hash("k");
-    let declared = store.begin_fill("k", hash, &meta(200), Some(MAX + 1)).await;
+    let declared = store
+        .begin_fill("k", hash, &meta(200), Some(MAX + 1), MAX)
+        .await;
     assert!(matches!(declared, Err(StoreError::TooLarge { limit: MAX })));
-    // No declared length: the limit is max_object_size.
-    let mut w = store.begin_fill("k", hash, &meta(200), None).await.unwrap();
+    // No declared length: the limit is the fill's max_len.
+    let mut w = store
+        .begin_fill("k", hash, &meta(200), None, MAX)
+        .await
+        .unwrap();
     w.write(&vec![0; MAX as usize]).await.unwrap();
     let over = w.write(&[0]).await;
     assert!(matches!(over, Err(StoreError::TooLarge { limit: MAX })));
     drop(w);
     // A declared length is a limit too.
     let mut w = store
-        .begin_fill("k", hash, &meta(200), Some(10))
+        .begin_fill("k", hash, &meta(200), Some(10), MAX)
         .await
         .unwrap();
     let over = w.write(&[0; 11]).await;
@@ -258,7 +262,9 @@ async fn credentials_are_refused() {
     let mut m = meta(200);
     m.request_headers
         .append("cookie", HeaderValue::from_static("session=1"));
-    let r = store.begin_fill("k", Store::key_hash("k"), &m, None).await;
+    let r = store
+        .begin_fill("k", Store::key_hash("k"), &m, None, MAX)
+        .await;
     assert!(matches!(r, Err(StoreError::Credentials)));
     assert!(cache_files(dir.path()).is_empty());
 }
@@ -351,7 +357,7 @@ async fn futures_and_streams_are_send() {
     let store = open(dir.path()).await;
     assert_send(&store.lookup("k", 1));
     let m = meta(200);
-    let begin = store.begin_fill("k", Store::key_hash("k"), &m, None);
+    let begin = store.begin_fill("k", Store::key_hash("k"), &m, None, MAX);
     assert_send(&begin);
     let mut w = begin.await.unwrap();
     assert_send(&w.write(b"x"));

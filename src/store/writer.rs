@@ -101,7 +101,7 @@ pub struct EntryWriter {
     file: tokio::fs::File,
     /// Running xxh3-64 of the body. Boxed: it carries a large buffer.
     hasher: Box<Xxh3Default>,
-    /// The body may not exceed this: `max_object_size`, or the declared length.
+    /// The body may not exceed this: the fill's `max_len`, or the declared length.
     limit: u64,
     declared_len: Option<u64>,
     /// Covers at least the header and the body written so far.
@@ -130,10 +130,10 @@ pub(super) async fn begin(
     key_hash: u128,
     meta: &EntryMeta,
     declared_len: Option<u64>,
+    max_len: u64,
 ) -> Result<EntryWriter, StoreError> {
-    let max = inner.opts.max_object_size;
-    if declared_len.is_some_and(|d| d > max) {
-        return Err(StoreError::TooLarge { limit: max });
+    if declared_len.is_some_and(|d| d > max_len) {
+        return Err(StoreError::TooLarge { limit: max_len });
     }
     let (registration, fill_id) = Registration::begin(inner, key_hash);
     let (preamble, header) = entry::encode_header(key, meta, fill_id).map_err(map_entry_error)?;
@@ -157,7 +157,7 @@ pub(super) async fn begin(
         tmp_path,
         file,
         hasher: Box::new(Xxh3Default::new()),
-        limit: declared_len.map_or(max, |d| d.min(max)),
+        limit: declared_len.map_or(max_len, |d| d.min(max_len)),
         declared_len,
         reservation,
         renamed: false,
@@ -170,7 +170,7 @@ pub(super) async fn begin(
 impl EntryWriter {
     /// Appends body bytes and updates the running body checksum, first growing
     /// the fill's reservation if the body outgrew it. Errors with `TooLarge`
-    /// once the body would exceed `max_object_size` or the declared length,
+    /// once the body would exceed the fill's `max_len` or the declared length,
     /// and with `NoSpace` when the budget has no room; the fill should then be
     /// dropped.
     pub async fn write(&mut self, chunk: &[u8]) -> Result<(), StoreError> {

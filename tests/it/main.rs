@@ -17,4 +17,5 @@ mod filters;
 mod proxy;
 mod proxy_hygiene;
 mod rfc9111;
+mod settings;
 mod store;

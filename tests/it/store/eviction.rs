@@ -63,11 +63,14 @@ fn meta() -> EntryMeta {
     }
 }
 
+/// The largest body a fill here may store: more than any test body.
+const MAX_OBJECT: u64 = 1 << 20;
+
 /// Stores `body` under `key` through the store's own API.
 async fn put(store: &Store, key: &str, body: &[u8]) {
     let hash = Store::key_hash(key);
     let mut writer = store
-        .begin_fill(key, hash, &meta(), Some(body.len() as u64))
+        .begin_fill(key, hash, &meta(), Some(body.len() as u64), MAX_OBJECT)
         .await
         .expect("begin fill");
     writer.write(body).await.expect("write");
@@ -92,7 +95,6 @@ async fn a_refill_racing_the_eviction_of_its_key_leaves_the_newer_entry_intact()
         Store::open(StoreOptions {
             dir: dir.path().to_owned(),
             fsync: false,
-            max_object_size: 1 << 20,
             max_size: 200_000,
             lock_timeout: Duration::from_secs(5),
             verify_whole_below: 64 * 1024,
@@ -110,7 +112,7 @@ async fn a_refill_racing_the_eviction_of_its_key_leaves_the_newer_entry_intact()
     put(&store, key, &body_bytes(30_000, 1)).await;
     let v1_file = files_under(&objects).pop().expect("v1 file");
     let mut v2 = store
-        .begin_fill(key, hash, &meta(), Some(30_000))
+        .begin_fill(key, hash, &meta(), Some(30_000), MAX_OBJECT)
         .await
         .expect("begin v2");
     v2.write(&body_bytes(30_000, 2)).await.expect("write v2");

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use secondhit::config::Config;
+use secondhit::config::{Config, SettingsHandle};
 use secondhit::server::Server;
 use secondhit::store::Store;
 use tokio::sync::oneshot;
@@ -17,6 +17,8 @@ use super::{PATIENCE, files_under};
 pub struct TestProxy {
     pub addr: SocketAddr,
     pub store: Arc<Store>,
+    /// The running proxy's settings, to swap them while it serves.
+    pub settings: SettingsHandle,
     pub cache_dir: PathBuf,
     /// The temp directory holding `cache_dir`, unless the test brought its own.
     _temp: Option<tempfile::TempDir>,
@@ -71,6 +73,7 @@ impl TestProxy {
         let server = Server::bind(&config).await.expect("proxy starts");
         let addr = server.local_addr().expect("proxy address");
         let store = server.store();
+        let settings = server.settings();
         let (stop, stopped) = oneshot::channel::<()>();
         let server = tokio::spawn(server.run(async move {
             let _ = stopped.await;
@@ -78,6 +81,7 @@ impl TestProxy {
         TestProxy {
             addr,
             store,
+            settings,
             cache_dir: cache_dir.to_path_buf(),
             _temp: None,
             stop,
