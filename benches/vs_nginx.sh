@@ -16,13 +16,15 @@
 #
 # Cases: hit-1k (one 1 KiB object), hit-100k (one 100 KiB object), hit-10k-keys
 # (uniformly over the 10,000 objects; a wrk Lua script picks the path),
-# pass-1k (no-store, so neither proxy stores it).
+# hit-10k-files (the same against a second secondhit with its memory tier off,
+# cache.memory_size = "0", so every hit opens and reads its file), pass-1k
+# (no-store, so neither proxy stores it).
 #
 # Needs: nginx, wrk, taskset (util-linux), python3 (to pick free ports) — on Debian
 # `apt-get install nginx wrk`. Installs nothing itself. Builds the release binary
 # with cargo unless SECONDHIT_BIN names one.
 #
-# Run:  bash benches/vs_nginx.sh            (about 6 minutes with the defaults)
+# Run:  bash benches/vs_nginx.sh            (about 7 minutes with the defaults)
 #       ROUNDS=5 DURATION=10s bash benches/vs_nginx.sh
 #
 # Results are in the README, "Performance", with machine and date.
@@ -34,7 +36,7 @@ CONNECTIONS=${CONNECTIONS:-64}
 RSS_SECONDS=${RSS_SECONDS:-60}
 PROXY_CPU=${PROXY_CPU:-0}
 LOAD_CPU=${LOAD_CPU:-1}
-CASES=${CASES:-"hit-1k hit-100k hit-10k-keys pass-1k"}
+CASES=${CASES:-"hit-1k hit-100k hit-10k-keys hit-10k-files pass-1k"}
 
 cd "$(dirname "$0")/.."
 for tool in nginx wrk taskset python3; do
@@ -69,6 +71,7 @@ free_port() {
 ORIGIN_PORT=$(free_port)
 NGINX_PORT=$(free_port)
 SECONDHIT_PORT=$(free_port)
+FILES_PORT=$(free_port)
 # nginx's worker_cpu_affinity takes a bit mask written in binary, CPU 0 rightmost.
 cpu_mask() { python3 -c "print(bin(1 << $1)[2:])"; }
 PROXY_MASK=$(cpu_mask "$PROXY_CPU")
@@ -156,6 +159,11 @@ level = "warn"
 access_log = "off"
 EOF
 
+# The same proxy with no memory tier: every hit reads its file.
+sed -e "s/^listen = .*/listen = \"127.0.0.1:$FILES_PORT\"/" \
+  -e "s|^dir = .*|dir = \"$WORK/secondhit-files-cache\"\nmemory_size = \"0\"|" \
+  "$WORK/secondhit.toml" >"$WORK/secondhit-files.toml"
+
 cat >"$WORK/keys.lua" <<'EOF'
 -- Each request names one of the 10,000 objects, uniformly at random.
 math.randomseed(os.time())
@@ -172,6 +180,9 @@ PIDS+=($!)
 taskset -c "$PROXY_CPU" "$SECONDHIT_BIN" serve --config "$WORK/secondhit.toml" >"$WORK/secondhit.log" 2>&1 &
 SECONDHIT_PID=$!
 PIDS+=("$SECONDHIT_PID")
+taskset -c "$PROXY_CPU" "$SECONDHIT_BIN" serve --config "$WORK/secondhit-files.toml" >"$WORK/secondhit-files.log" 2>&1 &
+FILES_PID=$!
+PIDS+=("$FILES_PID")
 
 wait_for_port() {
   for _ in $(seq 1 100); do
@@ -184,12 +195,12 @@ wait_for_port() {
   cat "$WORK"/*.log >&2 || true
   exit 1
 }
-for port in "$ORIGIN_PORT" "$NGINX_PORT" "$SECONDHIT_PORT"; do wait_for_port "$port"; done
+for port in "$ORIGIN_PORT" "$NGINX_PORT" "$SECONDHIT_PORT" "$FILES_PORT"; do wait_for_port "$port"; done
 
 # --- warming: request every cacheable object until both caches answer from storage --
-python3 - "$NGINX_PORT" "$SECONDHIT_PORT" <<'PY'
+python3 - "$NGINX_PORT" "$SECONDHIT_PORT" "$FILES_PORT" <<'PY'
 import http.client, sys, time
-nginx_port, secondhit_port = int(sys.argv[1]), int(sys.argv[2])
+nginx_port, secondhit_port, files_port = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 paths = ["/one-1k", "/one-100k"] + ["/k/%d" % i for i in range(10000)]
 
 def warm(port, is_hit):
@@ -212,7 +223,8 @@ def warm(port, is_hit):
     sys.exit("warming port %d: %d objects never became hits" % (port, len(pending)))
 
 warm(nginx_port, lambda r: r.getheader("X-Cache-Status") == "HIT")
-warm(secondhit_port, lambda r: (r.getheader("Cache-Status") or "").startswith("secondhit; hit"))
+for port in (secondhit_port, files_port):
+    warm(port, lambda r: (r.getheader("Cache-Status") or "").startswith("secondhit; hit"))
 PY
 
 threads_of() { awk '/^Threads:/ {print $2}' "/proc/$1/status"; }
@@ -225,7 +237,7 @@ run_wrk() {
   case "$case_name" in
     hit-1k) url="/one-1k" ;;
     hit-100k) url="/one-100k" ;;
-    hit-10k-keys) url="/k/0"; script=(-s "$WORK/keys.lua") ;;
+    hit-10k-keys | hit-10k-files) url="/k/0"; script=(-s "$WORK/keys.lua") ;;
     pass-1k) url="/pass/one-1k" ;;
   esac
   taskset -c "$LOAD_CPU" wrk -t1 -c"$CONNECTIONS" -d"$duration" --latency "${script[@]}" \
@@ -250,7 +262,9 @@ RESULTS="$WORK/results"
 for case_name in $CASES; do
   for round in $(seq 1 "$ROUNDS"); do
     echo "$case_name nginx $(run_wrk "$NGINX_PORT" "$case_name" "$DURATION")" >>"$RESULTS"
-    echo "$case_name secondhit $(run_wrk "$SECONDHIT_PORT" "$case_name" "$DURATION") $(threads_of "$SECONDHIT_PID")" >>"$RESULTS"
+    port=$SECONDHIT_PORT pid=$SECONDHIT_PID
+    if [[ $case_name == hit-10k-files ]]; then port=$FILES_PORT pid=$FILES_PID; fi
+    echo "$case_name secondhit $(run_wrk "$port" "$case_name" "$DURATION") $(threads_of "$pid")" >>"$RESULTS"
     echo "  $case_name round $round/$ROUNDS done" >&2
   done
 done
