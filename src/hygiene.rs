@@ -24,8 +24,15 @@ use http::{HeaderMap, HeaderName, HeaderValue, Version, request};
 
 use crate::origin::strip_hop_by_hop;
 
+/// The pseudonym as a literal, for `concat!` in the static `Via` values.
+macro_rules! via_pseudonym {
+    () => {
+        "secondhit"
+    };
+}
+
 /// The pseudonym this proxy uses in `Via` (RFC 9110 §7.6.3: a received-by name).
-pub const VIA_PSEUDONYM: &str = "secondhit";
+pub const VIA_PSEUDONYM: &str = via_pseudonym!();
 
 /// The private field a synthesized rejection head carries: `<token> <reason>`.
 pub const REJECTION_FIELD: HeaderName = HeaderName::from_static("x-secondhit-rejected");
@@ -230,11 +237,12 @@ fn valid_authority(authority: &Authority) -> Result<(), Rejection> {
 /// appends `Via` and `X-Forwarded-For` and sets `X-Forwarded-Proto`/`-Host`.
 pub fn prepare_forward(head: &mut request::Parts, peer: IpAddr) {
     strip_hop_by_hop(&mut head.headers);
-    let via = via_value(head.version);
-    append_to_list(&mut head.headers, VIA, via.as_bytes());
+    append_to_list(&mut head.headers, VIA, via_value(head.version));
     // An IPv4 client on a dual-stack socket appears as ::ffff:a.b.c.d.
     let peer = peer.to_canonical().to_string();
-    append_to_list(&mut head.headers, X_FORWARDED_FOR, peer.as_bytes());
+    if let Ok(peer) = HeaderValue::from_str(&peer) {
+        append_to_list(&mut head.headers, X_FORWARDED_FOR, peer);
+    }
     // The listener is cleartext only.
     head.headers
         .insert(X_FORWARDED_PROTO, HeaderValue::from_static("http"));
@@ -253,41 +261,50 @@ pub fn prepare_forward(head: &mut request::Parts, peer: IpAddr) {
 /// The received protocol is the origin's: the origin client always speaks HTTP/1.1
 /// (and `origin` does not keep the version of the response it got), so it is "1.1".
 pub fn add_response_via(headers: &mut HeaderMap) {
-    append_to_list(headers, VIA, via_value(Version::HTTP_11).as_bytes());
+    append_to_list(headers, VIA, via_value(Version::HTTP_11));
 }
 
 /// `<received-protocol> secondhit` for a message received with `version`.
-fn via_value(version: Version) -> String {
-    let protocol = match version {
-        Version::HTTP_09 => "0.9",
-        Version::HTTP_10 => "1.0",
-        Version::HTTP_2 => "2",
-        Version::HTTP_3 => "3",
-        _ => "1.1",
-    };
-    format!("{protocol} {VIA_PSEUDONYM}")
+///
+/// Static values: this runs twice per request (request and response), and a static
+/// `HeaderValue` costs no allocation.
+fn via_value(version: Version) -> HeaderValue {
+    macro_rules! via {
+        ($protocol:literal) => {
+            HeaderValue::from_static(concat!($protocol, " ", via_pseudonym!()))
+        };
+    }
+    match version {
+        Version::HTTP_09 => via!("0.9"),
+        Version::HTTP_10 => via!("1.0"),
+        Version::HTTP_2 => via!("2"),
+        Version::HTTP_3 => via!("3"),
+        _ => via!("1.1"),
+    }
 }
 
 /// Appends `member` to the comma-separated list `name`, folding every existing field
 /// line into one (RFC 9110 §5.3 makes that equivalent), because some consumers of
 /// `X-Forwarded-For` read only the first line.
-fn append_to_list(headers: &mut HeaderMap, name: HeaderName, member: &[u8]) {
+fn append_to_list(headers: &mut HeaderMap, name: HeaderName, member: HeaderValue) {
+    if !headers.contains_key(&name) {
+        headers.insert(name, member);
+        return;
+    }
     let mut joined = Vec::with_capacity(64);
     for value in headers.get_all(&name) {
         joined.extend_from_slice(value.as_bytes());
         joined.extend_from_slice(b", ");
     }
-    joined.extend_from_slice(member);
-    // Existing values were valid field values and `member` is visible ASCII, so the
-    // join is one too; should that ever fail, the old lines are kept and ours added.
+    joined.extend_from_slice(member.as_bytes());
+    // Existing values were valid field values and so is `member`, so the join is one
+    // too; should that ever fail, the old lines are kept and ours added.
     match HeaderValue::from_bytes(&joined) {
         Ok(value) => {
             headers.insert(name, value);
         }
         Err(_) => {
-            if let Ok(value) = HeaderValue::from_bytes(member) {
-                headers.append(name, value);
-            }
+            headers.append(name, member);
         }
     }
 }

@@ -217,11 +217,11 @@ impl Proxy {
         let forward = match freshness.reuse(&directives, now) {
             Reuse::Fresh => {
                 let status = CacheStatus::hit().ttl(ttl);
-                return Ok(respond::from_store(head, found, &freshness, now, status));
+                return Ok(respond::from_store(head, *found, &freshness, now, status));
             }
             Reuse::StaleAccepted => {
                 let status = CacheStatus::hit().ttl(ttl).detail(Detail::MaxStale);
-                return Ok(respond::from_store(head, found, &freshness, now, status));
+                return Ok(respond::from_store(head, *found, &freshness, now, status));
             }
             Reuse::Stale => Forward::Stale,
             Reuse::RequestForbids => Forward::Request,
@@ -234,7 +234,7 @@ impl Proxy {
             let status = CacheStatus::hit()
                 .ttl(ttl)
                 .detail(Detail::StaleWhileRevalidate);
-            return Ok(respond::from_store(head, found, &freshness, now, status));
+            return Ok(respond::from_store(head, *found, &freshness, now, status));
         }
         if head.method == Method::HEAD {
             // Revalidating for a HEAD would fetch a body nobody reads; ask the origin.

@@ -194,7 +194,7 @@ impl Cache {
                 tracing::warn!(%error, "cannot update revalidated metadata; serving it once");
             }
         }
-        found.entry.meta = meta;
+        found.entry.meta = Arc::new(meta);
         Ok(Revalidated::NotModified(found))
     }
 

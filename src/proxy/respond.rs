@@ -23,7 +23,7 @@ use crate::range::{self, Multipart, RangeAnswer};
 /// `status` is the Cache-Status to send.
 pub fn from_store(
     request: &request::Parts,
-    found: Box<Found>,
+    found: Found,
     freshness: &StoredFreshness,
     now: SystemTime,
     status: CacheStatus,

@@ -41,7 +41,7 @@ impl Proxy {
         let ttl = freshness.ttl_seconds(now);
         let serve_stale = |found: Box<Found>, detail: Detail| {
             let status = CacheStatus::hit().ttl(ttl).detail(detail);
-            respond::from_store(head, found, &freshness, now, status)
+            respond::from_store(head, *found, &freshness, now, status)
         };
         let marker = found.marker.clone();
         let entry_ref = (found.entry.meta.clone(), found.entry.body_len);
@@ -54,7 +54,7 @@ impl Proxy {
                 let status = CacheStatus::forward(forward)
                     .fwd_status(StatusCode::NOT_MODIFIED)
                     .ttl(fresh.ttl_seconds(now));
-                Ok(respond::from_store(head, found, &fresh, now, status))
+                Ok(respond::from_store(head, *found, &fresh, now, status))
             }
             Ok(Revalidated::Replaced {
                 response,
@@ -113,7 +113,7 @@ impl Proxy {
         &self,
         key: &CacheKey,
         head: &request::Parts,
-        (meta, body_len): &(EntryMeta, u64),
+        (meta, body_len): &(Arc<EntryMeta>, u64),
     ) -> Option<Box<Found>> {
         match self.cache.lookup(key, &head.headers).await {
             Lookup::Found(found)

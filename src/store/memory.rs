@@ -36,7 +36,7 @@ pub(super) struct HotEntry {
     /// The full key, compared on every use: the map is keyed by its hash.
     pub(super) key: Box<str>,
     /// The entry's metadata as it was read with the body.
-    pub(super) meta: EntryMeta,
+    pub(super) meta: std::sync::Arc<EntryMeta>,
     /// The whole body, verified against `body_hash` when it was read.
     pub(super) body: Bytes,
     /// The body's xxh3-64, as stored.

@@ -171,8 +171,9 @@ enum Source {
 
 /// A verified entry, ready to stream its body.
 pub struct StoredEntry {
-    /// The stored metadata.
-    pub meta: EntryMeta,
+    /// The stored metadata (shared with the memory tier's copy, so a hit from memory
+    /// clones no header map).
+    pub meta: Arc<EntryMeta>,
     /// The body length in bytes.
     pub body_len: u64,
     /// Expected xxh3-64 of the body, checked as the body streams.
@@ -225,7 +226,7 @@ impl StoredEntry {
             None => Source::File(Arc::new(file)),
         };
         StoredEntry {
-            meta,
+            meta: Arc::new(meta),
             body_len: preamble.body_len,
             body_hash: preamble.body_hash,
             body_offset: preamble.header_len(),
@@ -239,7 +240,7 @@ impl StoredEntry {
     /// An entry served from the memory tier's copy `hot` of fill `hot.fill_id`.
     pub(super) fn from_memory(hot: &HotEntry, key_hash: u128, inner: Arc<Inner>) -> StoredEntry {
         StoredEntry {
-            meta: hot.meta.clone(),
+            meta: Arc::clone(&hot.meta),
             body_len: hot.body.len() as u64,
             body_hash: hot.body_hash,
             body_offset: hot.body_offset,
@@ -258,7 +259,7 @@ impl StoredEntry {
         Some(HotEntry {
             fill_id: self.fill_id,
             key: key.into(),
-            meta: self.meta.clone(),
+            meta: Arc::clone(&self.meta),
             body: body.clone(),
             body_hash: self.body_hash,
             body_offset: self.body_offset,

@@ -148,7 +148,7 @@ async fn stored_k(data: &[u8]) -> (tempfile::TempDir, Store, StoredEntry, PathBu
 /// Looks `key` up and collects its body.
 async fn read(store: &Store, key: &str) -> Option<(EntryMeta, Vec<u8>)> {
     let entry = store.lookup(key, Store::key_hash(key)).await.unwrap()?;
-    let (meta, len) = (entry.meta.clone(), entry.body_len);
+    let (meta, len) = (EntryMeta::clone(&entry.meta), entry.body_len);
     let mut out = Vec::new();
     let mut stream = std::pin::pin!(entry.into_body_stream());
     while let Some(chunk) = stream.next().await {

@@ -15,7 +15,7 @@ fn with_memory(dir: &Path, budget: u64) -> StoreOptions {
 /// The whole body and metadata of `key`, in whatever chunks the store yields.
 async fn body_of(store: &Store, key: &str) -> Option<(EntryMeta, Vec<u8>)> {
     let entry = store.lookup(key, Store::key_hash(key)).await.unwrap()?;
-    let meta = entry.meta.clone();
+    let meta = EntryMeta::clone(&entry.meta);
     let mut out = Vec::new();
     let mut stream = std::pin::pin!(entry.into_body_stream());
     while let Some(chunk) = stream.next().await {
@@ -72,7 +72,11 @@ async fn removal_newer_fills_and_metadata_updates_reach_the_memory_tier() {
     // A metadata update in place (an origin's 304): the copy must not keep the old one.
     put_and_promote(&store, "updated", &body(5000, 5)).await;
     let found = entry(&store, "updated").await;
-    assert_eq!(found.meta, meta(200), "the copy serves the stored metadata");
+    assert_eq!(
+        *found.meta,
+        meta(200),
+        "the copy serves the stored metadata"
+    );
     let mut refreshed = meta(200);
     refreshed
         .response_headers
