@@ -100,19 +100,26 @@ for i in range(10000):
 PY
 cp "$WORK/www/one-1k" "$WORK/www/pass/one-1k"
 
-cat >"$WORK/origin.conf" <<EOF
+# The part of an nginx config both instances share: one worker on CPU mask $2,
+# files named after $1, no access log, sendfile without tcp_nopush.
+nginx_preamble() {
+  cat <<EOF
 daemon off;
 worker_processes 1;
-worker_cpu_affinity $LOAD_MASK;
-pid $WORK/origin.pid;
-error_log $WORK/origin-error.log warn;
+worker_cpu_affinity $2;
+pid $WORK/$1.pid;
+error_log $WORK/$1-error.log warn;
 events { worker_connections 4096; }
 http {
   access_log off;
   sendfile on;
   tcp_nopush off;
   keepalive_requests 1000000;
-  client_body_temp_path $WORK/tmp-origin;
+  client_body_temp_path $WORK/tmp-$1;
+EOF
+}
+
+{ nginx_preamble origin "$LOAD_MASK"; cat <<EOF
   server {
     listen 127.0.0.1:$ORIGIN_PORT;
     root $WORK/www;
@@ -121,20 +128,9 @@ http {
   }
 }
 EOF
+} >"$WORK/origin.conf"
 
-cat >"$WORK/nginx.conf" <<EOF
-daemon off;
-worker_processes 1;
-worker_cpu_affinity $PROXY_MASK;
-pid $WORK/nginx.pid;
-error_log $WORK/nginx-error.log warn;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  sendfile on;
-  tcp_nopush off;
-  keepalive_requests 1000000;
-  client_body_temp_path $WORK/tmp-nginx;
+{ nginx_preamble nginx "$PROXY_MASK"; cat <<EOF
   proxy_temp_path $WORK/tmp-proxy;
   proxy_cache_path $WORK/nginx-cache levels=1:2 keys_zone=bench:64m max_size=10g inactive=1d use_temp_path=off;
   upstream origin { server 127.0.0.1:$ORIGIN_PORT; keepalive 128; }
@@ -154,6 +150,7 @@ http {
   }
 }
 EOF
+} >"$WORK/nginx.conf"
 
 cat >"$WORK/secondhit.toml" <<EOF
 [server]

@@ -16,6 +16,7 @@
 //! probation queue before it displaces older ones, so one pass over many cold
 //! objects does not flush the hot set.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
@@ -36,7 +37,7 @@ pub(super) struct HotEntry {
     /// The full key, compared on every use: the map is keyed by its hash.
     pub(super) key: Box<str>,
     /// The entry's metadata as it was read with the body.
-    pub(super) meta: std::sync::Arc<EntryMeta>,
+    pub(super) meta: Arc<EntryMeta>,
     /// The whole body, verified against `body_hash` when it was read.
     pub(super) body: Bytes,
     /// The body's xxh3-64, as stored.
@@ -62,8 +63,8 @@ impl HotEntry {
 #[derive(Clone, Copy, Debug)]
 struct ByBytes;
 
-impl Weighter<u128, std::sync::Arc<HotEntry>> for ByBytes {
-    fn weight(&self, _key_hash: &u128, entry: &std::sync::Arc<HotEntry>) -> u64 {
+impl Weighter<u128, Arc<HotEntry>> for ByBytes {
+    fn weight(&self, _key_hash: &u128, entry: &Arc<HotEntry>) -> u64 {
         entry.weight()
     }
 }
@@ -71,7 +72,7 @@ impl Weighter<u128, std::sync::Arc<HotEntry>> for ByBytes {
 /// Hot entries by store key hash, within a byte budget.
 pub(super) struct MemoryTier {
     /// `None` when `cache.memory_size` is 0: the tier is off.
-    entries: Option<Cache<u128, std::sync::Arc<HotEntry>, ByBytes>>,
+    entries: Option<Cache<u128, Arc<HotEntry>, ByBytes>>,
     /// Bodies longer than this are not offered (`cache.memory_max_object_size`).
     max_object: u64,
     /// Raised by every metadata update, before it drops the copy; see [`MemoryTier::offer`].
@@ -115,12 +116,7 @@ impl MemoryTier {
     }
 
     /// The copy of fill `fill_id` of `key`, if this tier holds it.
-    pub(super) fn get(
-        &self,
-        key: &str,
-        key_hash: u128,
-        fill_id: u64,
-    ) -> Option<std::sync::Arc<HotEntry>> {
+    pub(super) fn get(&self, key: &str, key_hash: u128, fill_id: u64) -> Option<Arc<HotEntry>> {
         let entry = self.entries.as_ref()?.get(&key_hash)?;
         (entry.fill_id == fill_id && &*entry.key == key).then_some(entry)
     }
@@ -147,7 +143,7 @@ impl MemoryTier {
         if entry.body.len() as u64 > self.max_object || self.epoch() != epoch {
             return;
         }
-        entries.insert(key_hash, std::sync::Arc::new(entry));
+        entries.insert(key_hash, Arc::new(entry));
         if self.epoch() != epoch {
             entries.remove(&key_hash);
         }
