@@ -18,7 +18,7 @@ use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{CONNECTION, CONTENT_LENGTH, HOST, TRANSFER_ENCODING};
+use http::header::{CONNECTION, CONTENT_LENGTH, HOST, TE, TRAILER, TRANSFER_ENCODING, UPGRADE};
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Uri, Version, response};
 use http_body::{Body, Frame, SizeHint};
@@ -183,28 +183,36 @@ fn body_framing(head: &response::Parts) -> BodyFraming {
 
 /// Removes hop-by-hop fields (RFC 9110 §7.6.1): the fixed list and every field named in `Connection`.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    let named: Vec<HeaderName> = headers
-        .get_all(CONNECTION)
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .flat_map(|value| value.split(','))
-        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
-        .collect();
-    for name in named {
-        headers.remove(name);
+    // Most requests have no `Connection`: skip the list without allocating.
+    if headers.contains_key(CONNECTION) {
+        let named: Vec<HeaderName> = headers
+            .get_all(CONNECTION)
+            .iter()
+            .filter_map(|value| value.to_str().ok())
+            .flat_map(|value| value.split(','))
+            .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+            .collect();
+        for name in named {
+            headers.remove(name);
+        }
     }
-    for name in [
-        "connection",
-        "keep-alive",
-        "proxy-connection",
-        "te",
-        "trailer",
-        "transfer-encoding",
-        "upgrade",
-    ] {
+    for name in HOP_BY_HOP {
         headers.remove(name);
     }
 }
+
+/// The hop-by-hop fields of RFC 9110 §7.6.1 (and the obsolete `Keep-Alive` and
+/// `Proxy-Connection`), as names ready to look up: every request runs through them, and
+/// a name given as text would be parsed again each time.
+const HOP_BY_HOP: [HeaderName; 7] = [
+    CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("proxy-connection"),
+    TE,
+    TRAILER,
+    TRANSFER_ENCODING,
+    UPGRADE,
+];
 
 /// A response head from the origin, its framing, and its still-streaming body.
 pub struct OriginResponse {

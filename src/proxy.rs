@@ -112,9 +112,9 @@ impl Proxy {
     ///
     /// The head is checked first ([`hygiene::check_request`]): a rejected request is
     /// answered 400 and never routed. A `TRACE` or `OPTIONS` whose `Max-Forwards` is zero is
-    /// answered here (`max_forwards`). Any other accepted head gets the forwarding fields
-    /// ([`hygiene::prepare_forward`]) before it is routed, so every origin request carries
-    /// them; every response gets `Via`.
+    /// answered here (`max_forwards`). Any other accepted head loses its hop-by-hop fields
+    /// and is routed; every request sent to the origin for it carries the forwarding
+    /// fields ([`hygiene::Forwarding`]), and every response gets `Via`.
     pub async fn handle(
         &self,
         request: Request<Incoming>,
@@ -126,7 +126,11 @@ impl Proxy {
             .and_then(|()| max_forwards::take_hop(&mut head))
         {
             Ok(Hop::Forward) => {
-                hygiene::prepare_forward(&mut head, peer.ip());
+                // Fields about the client's connection are gone before anything judges
+                // the request; the forwarding fields are added only where it is
+                // forwarded (`hygiene::Forwarding`).
+                crate::origin::strip_hop_by_hop(&mut head.headers);
+                head.extensions.insert(hygiene::ClientAddr(peer.ip()));
                 self.route(&head, body).await
             }
             Ok(Hop::Answer) => Ok(max_forwards::answer(&head)),

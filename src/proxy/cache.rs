@@ -16,6 +16,7 @@ use http::header::{CONTENT_LENGTH, VARY};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 
 use crate::config::SettingsHandle;
+use crate::hygiene::Forwarding;
 use crate::key::CacheKey;
 use crate::origin::{BodyFraming, Origin, OriginError, OriginResponse};
 use crate::policy::vary::{self, VarySpec};
@@ -92,6 +93,8 @@ pub struct OriginRequest {
     pub host: HeaderValue,
     /// The client's end-to-end headers.
     pub headers: HeaderMap,
+    /// The fields added to the request sent to the origin.
+    pub forwarding: Forwarding,
 }
 
 /// The store and the origin, with the rules that connect them.
@@ -207,6 +210,7 @@ impl Cache {
     ) -> Result<(OriginResponse, SystemTime, SystemTime), OriginError> {
         let mut headers = target.headers.clone();
         validation::whole_object_request(&mut headers, validators_of);
+        target.forwarding.apply(&mut headers);
         let request_time = SystemTime::now();
         let response = self
             .origin

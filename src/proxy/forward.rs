@@ -17,6 +17,7 @@ use super::{Proxy, respond};
 use crate::admission::Decision;
 use crate::cache_status::{CACHE_STATUS, CacheStatus, Detail, Forward};
 use crate::error::{BoxError, ProxyBody, ProxyError};
+use crate::hygiene::Forwarding;
 use crate::key::{CacheKey, KeyError};
 use crate::origin::{self, BodyFraming, OriginResponse};
 use crate::policy::NotStored;
@@ -81,15 +82,16 @@ impl Proxy {
     }
 
     /// Sends `method` with `headers` and `body` to the origin, for the client's target
-    /// and host in `head`.
+    /// and host in `head`, adding the forwarding fields.
     pub(super) async fn send(
         &self,
         head: &request::Parts,
         method: Method,
-        headers: HeaderMap,
+        mut headers: HeaderMap,
         body: origin::RequestBody,
     ) -> Result<OriginResponse, ProxyError> {
         let (target, host) = (path_and_query(head), client_host(head)?);
+        Forwarding::of(head).apply(&mut headers);
         Ok(self
             .cache
             .origin

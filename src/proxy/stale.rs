@@ -13,6 +13,7 @@ use super::forward::{self, Exchange, Teed, drain};
 use super::{Proxy, READMIT, respond};
 use crate::cache_status::{CacheStatus, Detail, Forward};
 use crate::error::{ProxyBody, ProxyError};
+use crate::hygiene::Forwarding;
 use crate::key::CacheKey;
 use crate::origin::OriginError;
 use crate::policy::freshness::StoredFreshness;
@@ -228,5 +229,6 @@ fn origin_request(head: &request::Parts) -> Result<OriginRequest, ProxyError> {
         path_and_query: forward::path_and_query(head).to_owned(),
         host: forward::client_host(head)?,
         headers: head.headers.clone(),
+        forwarding: Forwarding::of(head),
     })
 }
