@@ -266,6 +266,15 @@ impl StoredEntry {
         })
     }
 
+    /// The whole body, when the lookup read and verified it whole or the memory tier
+    /// held it: it can go out in one piece, with no stream (and no checksum state) around it.
+    pub fn body_in_memory(&self) -> Option<&Bytes> {
+        match &self.source {
+            Source::Memory(body) => Some(body),
+            Source::File(_) => None,
+        }
+    }
+
     /// The body, exactly `body_len` bytes: in one piece when it was verified
     /// whole, otherwise read from the file in chunks of 64 KiB. A streamed
     /// body's checksum is verified before the last chunk is yielded: on a
