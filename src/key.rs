@@ -53,23 +53,24 @@ impl CacheKey {
     /// Builds the key of a request from its head.
     pub fn from_request(parts: &Parts) -> Result<CacheKey, KeyError> {
         let raw_authority = match parts.uri.authority() {
-            Some(authority) => authority.as_str().to_owned(),
+            Some(authority) => authority.as_str(),
             None => {
                 let host = parts
                     .headers
                     .get(http::header::HOST)
                     .ok_or(KeyError::MissingHost)?;
-                host.to_str()
-                    .map_err(|_| {
-                        KeyError::InvalidHost(String::from_utf8_lossy(host.as_bytes()).into_owned())
-                    })?
-                    .to_owned()
+                host.to_str().map_err(|_| {
+                    KeyError::InvalidHost(String::from_utf8_lossy(host.as_bytes()).into_owned())
+                })?
             }
         };
-        let authority = normalise_authority(&raw_authority)?;
-        let mut text = String::with_capacity(SCHEME_PREFIX.len() + authority.len() + 64);
+        let mut text = String::with_capacity(SCHEME_PREFIX.len() + raw_authority.len() + 64);
         text.push_str(SCHEME_PREFIX);
-        text.push_str(&authority);
+        if is_normal_authority(raw_authority) {
+            text.push_str(raw_authority);
+        } else {
+            text.push_str(&normalise_authority(raw_authority)?);
+        }
         let path_start = text.len();
         push_normalised_path(&mut text, parts.uri.path());
         if let Some(query) = parts.uri.query() {
@@ -125,6 +126,28 @@ impl fmt::Display for CacheKey {
     }
 }
 
+/// True when `raw` is already what [`normalise_authority`] makes of it, which the common
+/// `Host` is: a lower-case name or IPv4 address (`[a-z0-9.-]`, not ending in '.') with no
+/// port, or a port written canonically (no leading zero) other than 80. Checked without
+/// parsing or allocating, because every request builds a key; anything else takes the
+/// general path.
+fn is_normal_authority(raw: &str) -> bool {
+    let (host, port) = match raw.split_once(':') {
+        Some((host, port)) => (host, Some(port)),
+        None => (raw, None),
+    };
+    let host_is_normal = !host.is_empty()
+        && !host.ends_with('.')
+        && (host.bytes())
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.');
+    let port_is_normal = port.is_none_or(|port| {
+        !port.starts_with('0')
+            && port.bytes().all(|b| b.is_ascii_digit())
+            && port.parse::<u16>().is_ok_and(|port| port != 80)
+    });
+    host_is_normal && port_is_normal
+}
+
 /// Lower-cases the host, drops a trailing dot and the default port 80.
 fn normalise_authority(raw: &str) -> Result<String, KeyError> {
     let invalid = || KeyError::InvalidHost(raw.to_owned());
@@ -145,6 +168,21 @@ fn normalise_authority(raw: &str) -> Result<String, KeyError> {
 
 /// Appends `path` with percent normalisation and dot segments removed (RFC 3986 §5.2.4).
 fn push_normalised_path(out: &mut String, path: &str) {
+    if is_normal_path(path) {
+        out.push_str(path);
+    } else {
+        push_path_normalising(out, path);
+    }
+}
+
+/// True when `path` has neither escapes nor dot segments (which can only follow a '/'):
+/// the common path is its own normal form, appended without decoding or splitting it.
+fn is_normal_path(path: &str) -> bool {
+    path.starts_with('/') && !path.contains('%') && !path.contains("/.")
+}
+
+/// [`push_normalised_path`]'s general case.
+fn push_path_normalising(out: &mut String, path: &str) {
     let mut decoded = String::with_capacity(path.len() + 1);
     push_percent_normalised(&mut decoded, path);
     let mut segments: Vec<&str> = Vec::new();
@@ -182,6 +220,11 @@ fn push_normalised_path(out: &mut String, path: &str) {
 /// Appends `text`, decoding percent-escapes of unreserved characters and upper-casing the hex
 /// digits of the others. A malformed escape is kept as it is (the origin decides what it means).
 fn push_percent_normalised(out: &mut String, text: &str) {
+    // Without escapes there is nothing to normalise.
+    if !text.contains('%') {
+        out.push_str(text);
+        return;
+    }
     let bytes = text.as_bytes();
     let mut i = 0;
     while i < bytes.len() {
@@ -219,7 +262,30 @@ fn is_unreserved(byte: u8) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
+
+    proptest! {
+        /// The allocation-free check never accepts an authority the general path would change.
+        #[test]
+        fn a_normal_authority_is_its_own_normal_form(raw in "[a-z0-9.-]{0,8}(:(80|080|0|[0-9]{0,6}))?|[a-zA-Z0-9.:@\\[\\]-]{0,12}") {
+            if is_normal_authority(&raw) {
+                prop_assert_eq!(normalise_authority(&raw).ok(), Some(raw.clone()));
+            }
+        }
+
+        /// Likewise for paths: a path the check calls normal comes out of the general
+        /// normalisation unchanged.
+        #[test]
+        fn a_normal_path_is_its_own_normal_form(path in "/[a./%2F]{0,12}|[/a.%2F]{0,12}") {
+            if is_normal_path(&path) {
+                let mut normalised = String::new();
+                push_path_normalising(&mut normalised, &path);
+                prop_assert_eq!(normalised, path);
+            }
+        }
+    }
 
     fn key(uri: &str, host: Option<&str>) -> Result<CacheKey, KeyError> {
         let mut builder = http::Request::builder().uri(uri);

@@ -42,6 +42,7 @@
 
 use std::future::Future;
 use std::io;
+use std::mem::MaybeUninit;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
@@ -165,9 +166,9 @@ impl<IO: AsyncRead + Unpin> HeadGuard<IO> {
         if deadline.as_mut().poll(cx).is_ready() {
             return Poll::Ready(());
         }
-        let mut scratch = [0u8; SCRATCH];
+        let mut scratch = [MaybeUninit::<u8>::uninit(); SCRATCH];
         while self.lingered < LINGER_BYTES {
-            let mut part = ReadBuf::new(&mut scratch);
+            let mut part = ReadBuf::uninit(&mut scratch);
             match ready!(Pin::new(&mut self.io).poll_read(cx, &mut part)) {
                 Ok(()) if !part.filled().is_empty() => self.lingered += part.filled().len(),
                 Ok(()) | Err(_) => return Poll::Ready(()),
@@ -203,8 +204,9 @@ impl<IO: AsyncRead + Unpin> AsyncRead for HeadGuard<IO> {
                 this.scanner.pass(n);
                 return Poll::Ready(Ok(()));
             }
-            let mut scratch = [0u8; SCRATCH];
-            let mut part = ReadBuf::new(&mut scratch);
+            // Uninitialised: zeroing 8 KiB for every read cost about 1% of a hit's CPU time.
+            let mut scratch = [MaybeUninit::<u8>::uninit(); SCRATCH];
+            let mut part = ReadBuf::uninit(&mut scratch);
             ready!(this.poll_socket(cx, &mut part))?;
             if part.filled().is_empty() {
                 if this.scanner.is_rejected() {
