@@ -180,10 +180,17 @@ fn check_host(head: &request::Parts) -> Result<(), Rejection> {
             _ => Ok(()),
         };
     };
-    let host = host_authority(host.as_bytes())?;
     let Some(target) = head.uri.authority() else {
-        return Ok(());
+        // The usual HTTP/1 request: origin-form target, lower-case `Host`. A `Host` already
+        // in the cache key's normal form is valid without parsing it (which allocates).
+        if let Ok(text) = host.to_str()
+            && crate::key::is_normal_authority(text)
+        {
+            return Ok(());
+        }
+        return host_authority(host.as_bytes()).map(drop);
     };
+    let host = host_authority(host.as_bytes())?;
     valid_authority(target)?;
     let default_port = if head.uri.scheme() == Some(&Scheme::HTTPS) {
         443

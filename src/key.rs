@@ -131,7 +131,7 @@ impl fmt::Display for CacheKey {
 /// port, or a port written canonically (no leading zero) other than 80. Checked without
 /// parsing or allocating, because every request builds a key; anything else takes the
 /// general path.
-fn is_normal_authority(raw: &str) -> bool {
+pub(crate) fn is_normal_authority(raw: &str) -> bool {
     let (host, port) = match raw.split_once(':') {
         Some((host, port)) => (host, Some(port)),
         None => (raw, None),

@@ -1,6 +1,19 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+use proptest::prelude::*;
+
 use super::*;
+
+proptest! {
+    /// `check_host` skips parsing a `Host` in the cache key's normal form: every such
+    /// value must be one the full check accepts.
+    #[test]
+    fn a_host_in_normal_form_passes_the_full_check(raw in "[a-z0-9.-]{0,8}(:(80|080|0|[0-9]{0,6}))?|[a-zA-Z0-9.:@\\[\\]-]{0,12}") {
+        if crate::key::is_normal_authority(&raw) {
+            prop_assert!(host_authority(raw.as_bytes()).is_ok(), "{raw:?}");
+        }
+    }
+}
 
 fn head(version: Version, uri: &str, headers: &[(&str, &str)]) -> request::Parts {
     let mut builder = http::Request::builder().version(version).uri(uri);
