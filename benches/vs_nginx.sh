@@ -155,6 +155,8 @@ EOF
 cat >"$WORK/secondhit.toml" <<EOF
 [server]
 listen = "127.0.0.1:$SECONDHIT_PORT"
+# Two proxies run side by side: the default admin port would clash, and nothing scrapes it.
+admin_listen = "off"
 [origin]
 url = "http://127.0.0.1:$ORIGIN_PORT"
 [cache]

@@ -20,11 +20,14 @@
 //! `aging_pair` the rotating pair, lock-free on the request path, with a background thread
 //! that clears retired filters; `persist` the snapshots in `<cache.dir>/state/`
 //! ([`Snapshots`]); `stats` what the pair reports ([`PairStats`], through
-//! [`Admission::filter_stats`]). [`assemble`] puts them together for the server.
+//! [`Admission::filter_stats`]); `shadow` the policy that stores like `always` while a pair
+//! counts what second-hit would have done ([`Shadow`]). [`assemble`] puts them together for
+//! the server.
 
 mod aging_pair;
 mod bloom;
 mod persist;
+mod shadow;
 mod stats;
 
 use std::fmt;
@@ -37,9 +40,10 @@ use xxhash_rust::xxh3::{xxh3_64, xxh3_128_with_seed};
 
 use crate::config::{AdmissionConfig, AdmissionPolicy, FilterSizing, RotateMode};
 
-pub use aging_pair::{AgingPair, ObjectCount, Rotation};
+pub use aging_pair::{AgingPair, Cause, ObjectCount, Rotation};
 pub use bloom::FilterParams;
 pub use persist::{SNAPSHOT_FILE, Snapshots};
+pub use shadow::{Shadow, StoredCheck};
 pub use stats::{FilterStats, PairStats, RotationCounts};
 
 /// 128-bit keyed hash of a cache key, the only thing admission sees.
@@ -184,6 +188,9 @@ pub enum AdmitReason {
     /// The key already has a stored (stale) entry being refetched; produced by the proxy, which
     /// re-admits such keys without consulting the filter.
     AlreadyStored,
+    /// Admitted by `policy = "shadow"`, which stores everything, although its filter pair
+    /// rejected the key for this reason: second-hit would not have stored it.
+    Shadowed(RejectReason),
 }
 
 /// Why a response was rejected.
@@ -194,18 +201,42 @@ pub enum RejectReason {
 }
 
 impl Decision {
+    /// Every decision a policy or the proxy can make, in a fixed order (a counter set
+    /// indexes by [`Decision::index`]).
+    pub const ALL: [Decision; 5] = [
+        Decision::Admit(AdmitReason::SeenBefore),
+        Decision::Admit(AdmitReason::Always),
+        Decision::Admit(AdmitReason::AlreadyStored),
+        Decision::Admit(AdmitReason::Shadowed(RejectReason::FirstSight)),
+        Decision::Reject(RejectReason::FirstSight),
+    ];
+
+    /// This decision's position in [`Decision::ALL`].
+    pub fn index(self) -> usize {
+        match self {
+            Decision::Admit(AdmitReason::SeenBefore) => 0,
+            Decision::Admit(AdmitReason::Always) => 1,
+            Decision::Admit(AdmitReason::AlreadyStored) => 2,
+            Decision::Admit(AdmitReason::Shadowed(RejectReason::FirstSight)) => 3,
+            Decision::Reject(RejectReason::FirstSight) => 4,
+        }
+    }
+
     /// Whether the response should be stored.
     pub fn is_admit(&self) -> bool {
         matches!(self, Decision::Admit(_))
     }
 
     /// The reason as a short token for `Cache-Status` and logs:
-    /// "seen-before" | "always" | "already-stored" | "first-sight".
+    /// "seen-before" | "always" | "already-stored" | "shadow-first-sight" | "first-sight".
     pub fn as_str(&self) -> &'static str {
         match self {
             Decision::Admit(AdmitReason::SeenBefore) => "seen-before",
             Decision::Admit(AdmitReason::Always) => "always",
             Decision::Admit(AdmitReason::AlreadyStored) => "already-stored",
+            Decision::Admit(AdmitReason::Shadowed(RejectReason::FirstSight)) => {
+                "shadow-first-sight"
+            }
             Decision::Reject(RejectReason::FirstSight) => "first-sight",
         }
     }
@@ -237,6 +268,24 @@ pub trait Admission: Send + Sync {
     /// for the request path).
     fn filter_stats(&self) -> Option<PairStats> {
         None
+    }
+    /// Ends the filters' current generation now (an operator's request) and returns the new
+    /// generation's number; `None` for a policy that keeps no filters.
+    fn rotate(&self) -> Option<u64> {
+        None
+    }
+    /// A fill of the store entry named `entry` (its store hash) began under `decision`.
+    /// Only the shadow policy keeps track (see [`Shadow`]); called once per fill, off the
+    /// hit path.
+    fn note_fill(&self, entry: u128, decision: Decision) {
+        let _ = (entry, decision);
+    }
+    /// The store entry named `entry` answered a request. True when this policy would not
+    /// have had the entry — the shadow policy's "hit lost" — after which the entry counts
+    /// as one it has. Called on every hit: the default is a no-op.
+    fn note_served(&self, entry: u128) -> bool {
+        let _ = entry;
+        false
     }
 }
 
@@ -270,11 +319,17 @@ pub struct Assembled {
 
 /// Builds what the server needs from `[admission]` (config validation already checked its
 /// values): resolves the seed in `state_dir`, sizes the filter pair, restores its snapshot.
-/// `objects` counts the objects in the disk cache, for `rotate = "auto"`.
+/// `objects` counts the objects in the disk cache, for `rotate = "auto"`; `stored` tells
+/// whether the store still holds an entry, for the shadow policy's bookkeeping.
+///
+/// The one place that maps `admission.policy` to a policy: `always` keeps no filters;
+/// `second-hit` is the pair itself; `shadow` is the same pair (sized, rotated and
+/// snapshotted alike) watched by a [`Shadow`] that stores everything.
 pub fn assemble(
     config: &AdmissionConfig,
     state_dir: &Path,
     objects: ObjectCount,
+    stored: StoredCheck,
 ) -> Result<Assembled, AdmissionError> {
     let seed = resolve_seed(config.seed.as_deref(), state_dir)?;
     let hasher = FilterHasher::new(seed);
@@ -292,8 +347,12 @@ pub fn assemble(
         config.snapshot_every,
     ));
     snapshots.restore();
+    let policy: Arc<dyn Admission> = match config.policy {
+        AdmissionPolicy::Shadow => Arc::new(Shadow::new(pair, stored)),
+        AdmissionPolicy::SecondHit | AdmissionPolicy::Always => pair,
+    };
     Ok(Assembled {
-        policy: pair,
+        policy,
         hasher,
         snapshots: Some(snapshots),
     })
@@ -309,15 +368,17 @@ pub(crate) fn from_config(config: &AdmissionConfig) -> Arc<dyn Admission> {
 
 /// Just the policy named by `[admission]`, fresh and without snapshots, with `objects`
 /// counting the cache's objects for `rotate = "auto"`: for the bench, which builds and
-/// compares policies itself (the simulator counts the entries of its own index).
+/// compares policies itself (the simulator counts the entries of its own index). Without a
+/// store to ask, a shadow policy takes every entry for gone (it counts no lost hits).
 #[cfg(any(test, feature = "bench"))]
 pub(crate) fn from_config_counting(
     config: &AdmissionConfig,
     objects: ObjectCount,
 ) -> Arc<dyn Admission> {
-    match pair_from_config(config, objects) {
-        Some(pair) => pair,
-        None => Arc::new(AlwaysAdmit),
+    match (pair_from_config(config, objects), config.policy) {
+        (Some(pair), AdmissionPolicy::Shadow) => Arc::new(Shadow::new(pair, Arc::new(|_| false))),
+        (Some(pair), _) => pair,
+        (None, _) => Arc::new(AlwaysAdmit),
     }
 }
 

@@ -9,7 +9,7 @@
 //! re-checking. Every error names the dotted key (`cache.max_object_size`)
 //! and the rule broken.
 //!
-//! Keys from the schema whose feature is not built yet (`server.admin_listen`,
+//! Keys from the schema whose feature is not built yet (`server.idle_timeout`,
 //! `cache.min_free`, ...) are read, never ignored: their presence is a
 //! [`ConfigError::NotSupported`], so nobody believes a setting took effect.
 //!
@@ -52,6 +52,12 @@ pub struct Config {
 pub struct ServerConfig {
     /// Address to accept clients on.
     pub listen: SocketAddr,
+    /// Address of the admin listener (metrics, health, stats, purge, rotate); `None`: no
+    /// admin listener (`"off"`). Never equal to `listen`.
+    pub admin_listen: Option<SocketAddr>,
+    /// Bearer token the admin listener requires (`Authorization: Bearer <token>`); `None`
+    /// (absent or empty in the file): no token.
+    pub admin_token: Option<String>,
     /// Open client connections allowed at once (> 0).
     pub max_connections: usize,
     /// Time allowed for a client to send the request head (> 0).
@@ -76,6 +82,8 @@ impl Default for ServerConfig {
     fn default() -> Self {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            admin_listen: Some(SocketAddr::from(([127, 0, 0, 1], 9090))),
+            admin_token: None,
             max_connections: 10_000,
             header_read_timeout: Duration::from_secs(10),
             max_headers: 100,
@@ -232,6 +240,9 @@ pub enum AdmissionPolicy {
     SecondHit,
     /// Store every storable response (`"always"`).
     Always,
+    /// Store like `Always`, and run the second-hit filters alongside to count what they
+    /// would have changed (`"shadow"`).
+    Shadow,
 }
 
 impl AdmissionPolicy {
@@ -240,6 +251,7 @@ impl AdmissionPolicy {
         match self {
             Self::SecondHit => "second-hit",
             Self::Always => "always",
+            Self::Shadow => "shadow",
         }
     }
 }

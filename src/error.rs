@@ -49,6 +49,79 @@ pub enum ProxyError {
     MustRevalidate(OriginError),
 }
 
+/// What went wrong, for `secondhit_errors_total{kind}`: the request failures
+/// [`error_response`] answers, and the cache failures the proxy survives by proxying
+/// uncached. (The store's own damage and dropped-fill counters are read from its stats at
+/// scrape time.)
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// A request that names no usable cache key or host (400).
+    BadRequest,
+    /// A request that breaks an RFC 9110/9112 rule (400).
+    Rejected,
+    /// The origin did not answer in time (504).
+    OriginTimeout,
+    /// The origin could not be reached (502).
+    OriginUnreachable,
+    /// The origin's answer could not be used (502).
+    OriginError,
+    /// `only-if-cached` with nothing servable stored (504).
+    OnlyIfCached,
+    /// A stale response that must be revalidated, and the origin failed (504).
+    MustRevalidate,
+    /// A store lookup failed; the request was proxied uncached.
+    StoreLookup,
+    /// A fill of a storable, admitted response could not start (no room, disk error).
+    FillNotStarted,
+}
+
+impl ErrorKind {
+    /// Every kind, in counter order.
+    pub const ALL: [ErrorKind; 9] = [
+        ErrorKind::BadRequest,
+        ErrorKind::Rejected,
+        ErrorKind::OriginTimeout,
+        ErrorKind::OriginUnreachable,
+        ErrorKind::OriginError,
+        ErrorKind::OnlyIfCached,
+        ErrorKind::MustRevalidate,
+        ErrorKind::StoreLookup,
+        ErrorKind::FillNotStarted,
+    ];
+
+    /// The metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::BadRequest => "bad-request",
+            ErrorKind::Rejected => "rejected",
+            ErrorKind::OriginTimeout => "origin-timeout",
+            ErrorKind::OriginUnreachable => "origin-unreachable",
+            ErrorKind::OriginError => "origin-error",
+            ErrorKind::OnlyIfCached => "only-if-cached",
+            ErrorKind::MustRevalidate => "must-revalidate",
+            ErrorKind::StoreLookup => "store-lookup",
+            ErrorKind::FillNotStarted => "fill-not-started",
+        }
+    }
+}
+
+impl ProxyError {
+    /// The kind this failure counts as.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            ProxyError::BadRequest(_) => ErrorKind::BadRequest,
+            ProxyError::Rejected(_) => ErrorKind::Rejected,
+            ProxyError::Origin(OriginError::Timeout(_)) => ErrorKind::OriginTimeout,
+            ProxyError::Origin(OriginError::Connect(_)) => ErrorKind::OriginUnreachable,
+            ProxyError::Origin(OriginError::Protocol(_) | OriginError::Client(_)) => {
+                ErrorKind::OriginError
+            }
+            ProxyError::OnlyIfCached => ErrorKind::OnlyIfCached,
+            ProxyError::MustRevalidate(_) => ErrorKind::MustRevalidate,
+        }
+    }
+}
+
 /// A failure that stops `secondhit serve` from starting.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -68,6 +141,14 @@ pub enum StartError {
     #[error("server.listen: cannot listen on {addr}: {source}")]
     Bind {
         /// The address from `server.listen`.
+        addr: SocketAddr,
+        /// Why binding failed.
+        source: std::io::Error,
+    },
+    /// The admin listener's address cannot be bound.
+    #[error("server.admin_listen: cannot listen on {addr}: {source}")]
+    AdminBind {
+        /// The address from `server.admin_listen`.
         addr: SocketAddr,
         /// Why binding failed.
         source: std::io::Error,

@@ -36,6 +36,11 @@
 //! - [`cache_status`] formats the RFC 9211 `Cache-Status` header every response carries;
 //!   [`error`] turns request failures into 400/502/504 responses, in one function.
 //!
+//! Beside the request path, [`metrics`] keeps the counters the path feeds (atomics only)
+//! and encodes them with the filters' and the store's figures at scrape time, and
+//! [`admin`] serves them, with health, statistics, purge and rotation, on the admin
+//! listener (`server.admin_listen`).
+//!
 //! [`config`] turns the TOML file into a validated [`config::Config`]; a running server
 //! reads it through a [`config::SettingsHandle`], which can be swapped while it serves
 //! (its doc says which settings a swap changes). [`logging`] installs the diagnostic log
@@ -53,6 +58,8 @@
 //! - [`config::Config`] ([`config::Config::load`], [`config::Config::from_toml_str`]) and
 //!   [`server::Server`] ([`server::Server::bind`], [`server::Server::local_addr`],
 //!   [`server::Server::run`]): what `secondhit serve` does, and what the tests start.
+//! - [`server::Server::admin_addr`]: where the admin API listens (the tests bind it to port
+//!   0 and scrape it).
 //! - [`server::Server::store`] with [`store::Store::stats`]: the one window into a running
 //!   proxy, through which the bench counts disk writes and the tests wait for a fill to
 //!   commit or the start-up scan to finish.
@@ -70,6 +77,7 @@
 //!
 //! The design, why it is so, and where new features go: `docs/design.md`.
 
+pub mod admin;
 pub mod admission;
 #[cfg(feature = "bench")]
 pub mod bench;
@@ -79,6 +87,7 @@ pub mod error;
 pub mod hygiene;
 pub mod key;
 pub mod logging;
+pub mod metrics;
 pub mod origin;
 pub mod policy;
 pub mod proxy;

@@ -33,6 +33,7 @@ use tokio::time::{Instant, Sleep};
 
 use crate::config::{HostHeader, OriginConfig};
 use crate::error::BoxError;
+use crate::metrics::Metrics;
 
 /// Failure to get a response head from the origin; `error::error_response` maps it to 502/504.
 #[derive(Debug, thiserror::Error)]
@@ -240,11 +241,14 @@ pub struct Origin {
     /// Bounds requests waiting for a response head (`origin.max_in_flight`); the permit is
     /// released when the head arrives, so slow bodies do not hold it.
     in_flight: Arc<Semaphore>,
+    /// Where the time to each response head is recorded.
+    metrics: Arc<Metrics>,
 }
 
 impl Origin {
-    /// Builds the client from the validated config.
-    pub fn new(config: &OriginConfig) -> Result<Origin, OriginError> {
+    /// Builds the client from the validated config; it records each request's time to its
+    /// response head in `metrics`.
+    pub fn new(config: &OriginConfig, metrics: Arc<Metrics>) -> Result<Origin, OriginError> {
         let authority = config.url.authority().cloned().ok_or_else(|| {
             OriginError::Client(format!("origin.url {} names no host", config.url))
         })?;
@@ -267,6 +271,7 @@ impl Origin {
             read_timeout: config.read_timeout,
             head_timeout: config.connect_timeout + config.read_timeout,
             in_flight: Arc::new(Semaphore::new(config.max_in_flight)),
+            metrics,
         })
     }
 
@@ -302,7 +307,10 @@ impl Origin {
         *request.headers_mut() = headers;
         // The semaphore is never closed, so acquire only fails if that invariant breaks.
         let permit = self.in_flight.acquire().await;
+        // Timed from here: the wait for a permit is this proxy's queue, not the origin's time.
+        let sent = Instant::now();
         let response = tokio::time::timeout(self.head_timeout, self.client.request(request)).await;
+        self.metrics.observe_origin(sent.elapsed());
         drop(permit);
         let response = match response {
             Ok(response) => response.map_err(OriginError::classify)?,

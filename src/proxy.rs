@@ -23,6 +23,12 @@
 //!
 //! A cache failure (lookup or fill) is logged and the request proxied uncached.
 //!
+//! Every request is counted in [`Metrics`] once its `Cache-Status` is final (in
+//! [`Proxy::handle`], beside the access log); the fill path counts admission decisions and
+//! the bytes admission kept off the disk, and every answer from storage is reported to the
+//! admission policy ([`Admission::note_served`]), which in shadow mode counts the hits
+//! second-hit would have lost.
+//!
 //! Submodules: `cache` (lookup with variants, revalidation, fills), `forward` (the miss
 //! path, and the one storable → fill → tee step every origin answer to a GET takes),
 //! `respond` (answers from storage), `stale` (stale entries),
@@ -51,12 +57,13 @@ use crate::config::{AccessLog, SettingsHandle};
 use crate::error::{BoxError, ProxyBody, ProxyError, error_response};
 use crate::hygiene;
 use crate::key::CacheKey;
+use crate::metrics::{Metrics, RequestResult};
 use crate::origin::Origin;
 use crate::policy::NotStored;
 use crate::policy::freshness::{RequestDirectives, Reuse, StoredFreshness};
 use crate::policy::validation;
 use crate::store::Store;
-use cache::{Cache, Lookup};
+use cache::{Cache, Found, Lookup};
 
 /// The admission of a key already stored once: a refetch of it is re-admitted without
 /// asking the filter.
@@ -65,9 +72,9 @@ use max_forwards::Hop;
 
 /// Everything a request needs, shared by all connections.
 pub struct Proxy {
-    /// The origin, the store and the live settings (`log.access_log` is read from there too).
+    /// The origin, the store, the admission policy, the counters and the live settings
+    /// (`log.access_log` is read from there too).
     cache: Cache,
-    admission: Arc<dyn Admission>,
     hasher: FilterHasher,
     /// Store hashes of keys with a `stale-while-revalidate` refresh in flight: at most
     /// one per key, however many requests see the stale entry meanwhile.
@@ -84,6 +91,8 @@ pub struct Parts {
     pub admission: Arc<dyn Admission>,
     /// The keyed hash the policy is given.
     pub hasher: FilterHasher,
+    /// The counters every request feeds (the origin client holds the same `Arc`).
+    pub metrics: Arc<Metrics>,
 }
 
 impl Proxy {
@@ -94,18 +103,35 @@ impl Proxy {
             cache: Cache {
                 origin: Arc::new(parts.origin),
                 store: parts.store,
+                admission: parts.admission,
+                metrics: parts.metrics,
                 settings,
             },
-            admission: parts.admission,
             hasher: parts.hasher,
             refreshing: Arc::new(Mutex::new(HashSet::new())),
         }
     }
 
-    /// The admission policy in use (the bench reports its memory).
-    #[cfg(feature = "bench")]
-    pub(crate) fn admission(&self) -> Arc<dyn Admission> {
-        self.admission.clone()
+    /// The admission policy in use (the bench reports its memory; the admin listener
+    /// exports its filters and rotates them).
+    pub fn admission(&self) -> Arc<dyn Admission> {
+        self.cache.admission.clone()
+    }
+
+    /// The counters every request feeds.
+    pub fn metrics(&self) -> Arc<Metrics> {
+        self.cache.metrics.clone()
+    }
+
+    /// Removes what is stored for the URL of `key` — its entry, or for a varying response
+    /// the marker that names its variants, which makes every variant unreachable at once —
+    /// from the disk and the memory tier, as an unsafe method's invalidation does.
+    /// `Ok(false)`: nothing was stored for it.
+    pub async fn purge(&self, key: &CacheKey) -> Result<bool, crate::store::StoreError> {
+        self.cache
+            .store
+            .remove(key.as_str(), key.store_hash())
+            .await
     }
 
     /// Answers one request from `peer`. Never fails: errors become responses through `error_response`.
@@ -140,6 +166,7 @@ impl Proxy {
             Ok(response) => response,
             Err(error) => {
                 tracing::warn!(method = %head.method, uri = %head.uri, %error, "request failed");
+                self.cache.metrics.count_error(error.kind());
                 error_response(&error)
             }
         };
@@ -151,6 +178,11 @@ impl Proxy {
             );
         }
         hygiene::add_response_via(response.headers_mut());
+        let result = response
+            .headers()
+            .get(CACHE_STATUS)
+            .map_or(RequestResult::Pass, RequestResult::of_cache_status);
+        self.cache.metrics.count_request(result);
         if self.cache.settings.load().log.access_log == AccessLog::Stdout {
             tracing::info!(
                 target: "access",
@@ -175,9 +207,9 @@ impl Proxy {
         let key = CacheKey::from_request(head)?;
         let filter_hash = self.hasher.hash(key.as_str().as_bytes());
         // The filter's blocks load from memory while the request's directives are parsed.
-        self.admission.prefetch(filter_hash);
+        self.cache.admission.prefetch(filter_hash);
         let directives = RequestDirectives::parse(&head.headers);
-        let decision = self.admission.check_and_record(filter_hash);
+        let decision = self.cache.admission.check_and_record(filter_hash);
         if directives.no_store {
             // Nothing of this exchange may be stored (RFC 9111 §5.2.1.5), so it is not
             // served from storage either: the client asked to keep it out of caches.
@@ -220,10 +252,12 @@ impl Proxy {
         let ttl = freshness.ttl_seconds(now);
         let forward = match freshness.reuse(&directives, now) {
             Reuse::Fresh => {
+                self.note_hit(&found);
                 let status = CacheStatus::hit().ttl(ttl);
                 return Ok(respond::from_store(head, *found, &freshness, now, status));
             }
             Reuse::StaleAccepted => {
+                self.note_hit(&found);
                 let status = CacheStatus::hit().ttl(ttl).detail(Detail::MaxStale);
                 return Ok(respond::from_store(head, *found, &freshness, now, status));
             }
@@ -235,6 +269,7 @@ impl Proxy {
         }
         if forward == Forward::Stale && freshness.within_stale_while_revalidate(now) {
             self.refresh_in_background(head, &key, found.entry.meta.response_headers.clone());
+            self.note_hit(&found);
             let status = CacheStatus::hit()
                 .ttl(ttl)
                 .detail(Detail::StaleWhileRevalidate);
@@ -247,6 +282,16 @@ impl Proxy {
                 .await;
         }
         self.revalidate(head, &key, found, freshness, forward).await
+    }
+
+    /// Tells the admission policy that `found` answers a request from storage; counts the
+    /// hit second-hit would have lost when the (shadow) policy says so.
+    fn note_hit(&self, found: &Found) {
+        if self.cache.admission.note_served(found.entry.key_hash()) {
+            self.cache
+                .metrics
+                .count_shadow_hit_lost(found.entry.body_len);
+        }
     }
 
     /// Passes a request of another method through; a non-error answer to an unsafe

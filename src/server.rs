@@ -14,6 +14,12 @@
 //! `server.max_headers` fields and `server.max_header_bytes` bytes (hyper answers 431;
 //! the byte limit also bounds an HTTP/2 header list).
 //!
+//! `server.admin_listen` (unless `"off"`) is bound by [`Server::bind`] too, and
+//! [`Server::run`] serves the admin API on it ([`crate::admin`]) beside the proxy. One
+//! shutdown ends both: when `run`'s shutdown future completes, a `watch` channel tells the
+//! admin listener to stop accepting, and its connections get the same
+//! `server.shutdown_timeout` to finish.
+//!
 //! Every connection is read through a `head_guard`, which answers request heads with
 //! ambiguous body framing (`Content-Length` with `Transfer-Encoding`) with 400 before
 //! hyper would forward them, and carries a per-connection [`ConnectionToken`] that
@@ -35,12 +41,14 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, watch};
 
+use crate::admin::{self, Admin};
 use crate::admission;
 use crate::config::{Config, ServerConfig, SettingsHandle};
 use crate::error::StartError;
 use crate::hygiene::ConnectionToken;
+use crate::metrics::Metrics;
 use crate::origin::Origin;
 use crate::proxy::{self, Proxy};
 use crate::store::{Store, StoreOptions};
@@ -48,6 +56,8 @@ use crate::store::{Store, StoreOptions};
 /// A bound, ready proxy server.
 pub struct Server {
     listener: TcpListener,
+    /// The admin listener and what it serves; `None` with `admin_listen = "off"`.
+    admin: Option<(TcpListener, Admin)>,
     proxy: Arc<Proxy>,
     store: Arc<Store>,
     /// Saves the admission filters periodically and at shutdown (none for `policy = "always"`).
@@ -68,8 +78,15 @@ impl Server {
             let store = store.clone();
             Arc::new(move || store.objects_when_full())
         };
+        let stored: admission::StoredCheck = {
+            // Weak: the policy lives as long as the proxy, which must not keep the store
+            // (and its directory lock) alive by itself.
+            let store = Arc::downgrade(&store);
+            Arc::new(move |entry| store.upgrade().is_some_and(|s| s.contains(entry)))
+        };
         // Reads the filter snapshot synchronously, like the store's open above.
-        let assembled = admission::assemble(&config.admission, &store.state_dir(), objects)?;
+        let assembled =
+            admission::assemble(&config.admission, &store.state_dir(), objects, stored)?;
         Server::finish_bind(config, store, assembled).await
     }
 
@@ -97,23 +114,36 @@ impl Server {
         store: Arc<Store>,
         admission: admission::Assembled,
     ) -> Result<Server, StartError> {
-        let origin = Origin::new(&config.origin)?;
+        let metrics = Arc::new(Metrics::new());
+        let origin = Origin::new(&config.origin, metrics.clone())?;
         let listener = TcpListener::bind(config.server.listen)
             .await
             .map_err(|source| StartError::Bind {
                 addr: config.server.listen,
                 source,
             })?;
+        let admin_listener = match config.server.admin_listen {
+            None => None,
+            Some(addr) => Some(
+                TcpListener::bind(addr)
+                    .await
+                    .map_err(|source| StartError::AdminBind { addr, source })?,
+            ),
+        };
         let settings = SettingsHandle::new(config.clone());
         let parts = proxy::Parts {
             origin,
             store: store.clone(),
             admission: admission.policy,
             hasher: admission.hasher,
+            metrics,
         };
+        let proxy = Arc::new(Proxy::new(parts, settings.clone()));
+        let admin = admin_listener.map(|listener| (listener, Admin::new(&proxy, &store, config)));
         Ok(Server {
             listener,
-            proxy: Arc::new(Proxy::new(parts, settings.clone())),
+            admin,
+            proxy,
             store,
             snapshots: admission.snapshots,
             settings,
@@ -124,6 +154,14 @@ impl Server {
     /// The address actually bound (useful with port 0).
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
         self.listener.local_addr()
+    }
+
+    /// The address the admin listener actually bound (useful with port 0); `None` when
+    /// `server.admin_listen = "off"`.
+    pub fn admin_addr(&self) -> Option<std::io::Result<SocketAddr>> {
+        self.admin
+            .as_ref()
+            .map(|(listener, _)| listener.local_addr())
     }
 
     /// The admission policy the proxy consults: the bench reports its memory.
@@ -146,8 +184,18 @@ impl Server {
         self.settings.clone()
     }
 
-    /// Serves until `shutdown` completes, then drains connections for up to `shutdown_timeout`.
-    pub async fn run(self, shutdown: impl Future<Output = ()>) {
+    /// Serves until `shutdown` completes, then drains connections (the proxy's and the
+    /// admin listener's) for up to `shutdown_timeout`.
+    pub async fn run(mut self, shutdown: impl Future<Output = ()>) {
+        let (stop_admin, admin_stopping) = watch::channel(());
+        let admin = self.admin.take().map(|(listener, admin)| {
+            let grace = self.config.shutdown_timeout;
+            let limits = admin::Limits {
+                header_read_timeout: self.config.header_read_timeout,
+                grace,
+            };
+            tokio::spawn(admin::serve(listener, admin, admin_stopping, limits))
+        });
         let mut builder = auto::Builder::new(TokioExecutor::new());
         builder
             .http1()
@@ -222,6 +270,8 @@ impl Server {
             });
         }
         drop(self.listener);
+        // Sent even when no admin listener runs: then nobody receives it.
+        let _ = stop_admin.send(());
         tracing::info!("shutting down: no new connections; waiting for open ones");
         if tokio::time::timeout(self.config.shutdown_timeout, graceful.shutdown())
             .await
@@ -231,6 +281,11 @@ impl Server {
         }
         if let Some(task) = periodic {
             task.abort();
+        }
+        if let Some(admin) = admin
+            && let Err(error) = admin.await
+        {
+            tracing::warn!(%error, "the admin listener's task failed");
         }
         if let Some(snapshots) = &self.snapshots
             && snapshots.save_in_background().await

@@ -14,6 +14,10 @@
 //! its temp file and counts the fill as dropped, by its [`FillDrop`] reason. Only the
 //! drops an operator should hear about are logged above debug
 //! ([`FillDrop::is_expected`]): a client that leaves is routine.
+//!
+//! A tee can also count the body bytes it streams into one of the [`Metrics`] byte
+//! counters ([`TeeBody::counting`]): how the proxy measures what admission kept off the
+//! disk, whatever the body's framing.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -23,6 +27,7 @@ use bytes::{Bytes, BytesMut};
 use http_body::{Body, Frame, SizeHint};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 
+use crate::metrics::{ByteCounter, Metrics};
 use crate::store::{EntryWriter, FillDrop, StoreError};
 
 /// Bytes that may wait between the client stream and the disk writer of one fill.
@@ -67,12 +72,25 @@ impl FillFeed {
 pub struct TeeBody<B> {
     inner: B,
     fill: Option<FillFeed>,
+    /// Where the streamed data bytes are counted, if anywhere.
+    counted: Option<(Arc<Metrics>, ByteCounter)>,
 }
 
 impl<B> TeeBody<B> {
     /// A body that only streams to the client.
     pub fn passthrough(inner: B) -> TeeBody<B> {
-        TeeBody { inner, fill: None }
+        TeeBody {
+            inner,
+            fill: None,
+            counted: None,
+        }
+    }
+
+    /// This body, adding the length of every data frame it streams to `counter`.
+    #[must_use]
+    pub fn counting(mut self, metrics: Arc<Metrics>, counter: ByteCounter) -> TeeBody<B> {
+        self.counted = Some((metrics, counter));
+        self
     }
 
     /// A body that also writes what it streams to `writer`, committing it when the body ends cleanly.
@@ -88,6 +106,7 @@ impl<B> TeeBody<B> {
                 buffer,
                 end,
             }),
+            counted: None,
         }
     }
 
@@ -115,6 +134,9 @@ where
         let this = &mut *self;
         match Pin::new(&mut this.inner).poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => {
+                if let (Some(data), Some((metrics, counter))) = (frame.data_ref(), &this.counted) {
+                    metrics.add_bytes(*counter, data.len() as u64);
+                }
                 if let (Some(data), Some(feed)) = (frame.data_ref(), this.fill.as_ref())
                     && !feed.offer(data)
                 {

@@ -140,16 +140,29 @@ pub enum Cause {
     Saturation,
     /// No request for `2 · max_age` or more: both generations were forgotten.
     Idle,
+    /// An operator asked for it ([`AgingPair::force_rotation`], the admin listener's
+    /// `POST /rotate`).
+    Forced,
 }
 
 impl Cause {
-    /// Token for logs and metrics: "fill" | "age" | "saturation" | "idle".
+    /// Every cause, in declaration order (the rotation counters index by `cause as usize`).
+    pub const ALL: [Cause; 5] = [
+        Cause::Fill,
+        Cause::Age,
+        Cause::Saturation,
+        Cause::Idle,
+        Cause::Forced,
+    ];
+
+    /// Token for logs and metrics: "fill" | "age" | "saturation" | "idle" | "forced".
     pub fn as_str(self) -> &'static str {
         match self {
             Cause::Fill => "fill",
             Cause::Age => "age",
             Cause::Saturation => "saturation",
             Cause::Idle => "idle",
+            Cause::Forced => "forced",
         }
     }
 }
@@ -194,7 +207,10 @@ struct Shared {
     /// Per-generation start, target and count, at `number % 4`.
     slots: [Slot; 4],
     /// Rotations by cause, indexed by `Cause as usize`.
-    rotations: [AtomicU64; 4],
+    rotations: [AtomicU64; Cause::ALL.len()],
+    /// The cause of the latest rotation of this run, as `cause as u8 + 1` (0: none yet).
+    /// Relaxed, like the counters: it is only reported.
+    last_cause: AtomicU8,
 }
 
 impl AgingPair {
@@ -217,6 +233,7 @@ impl AgingPair {
             state: AtomicU64::new(0),
             slots: Default::default(),
             rotations: Default::default(),
+            last_cause: AtomicU8::new(0),
             rotation,
         });
         shared.begin(
@@ -295,6 +312,16 @@ impl AgingPair {
         }
     }
 
+    /// Ends the live generation now ([`Cause::Forced`]) and returns the new generation's
+    /// number. The same lock-free rotation as the automatic ones: if another rotation wins
+    /// the race, the pair has rotated all the same, and its number is returned.
+    pub fn force_rotation(&self) -> u64 {
+        let shared = &*self.shared;
+        let seen = shared.state();
+        shared.rotate(seen, Cause::Forced, self.clock.nanos());
+        shared.state().number
+    }
+
     /// Whether either filter holds `hash`, without recording it (for tests).
     #[cfg(test)]
     pub fn contains(&self, hash: FilterHash) -> bool {
@@ -349,7 +376,11 @@ impl AgingPair {
                 age: count(Cause::Age),
                 saturation: count(Cause::Saturation),
                 idle: count(Cause::Idle),
+                forced: count(Cause::Forced),
             },
+            Cause::ALL
+                .get(usize::from(shared.last_cause.load(Ordering::Relaxed)).wrapping_sub(1))
+                .copied(),
         )
     }
 }
@@ -463,6 +494,10 @@ impl Admission for AgingPair {
 
     fn filter_stats(&self) -> Option<PairStats> {
         Some(self.stats_nanos(self.clock.nanos()))
+    }
+
+    fn rotate(&self) -> Option<u64> {
+        Some(self.force_rotation())
     }
 }
 

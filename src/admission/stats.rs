@@ -9,6 +9,7 @@
 
 use std::time::Duration;
 
+use super::aging_pair::Cause;
 use super::bloom::{BloomFilter, FilterParams};
 
 /// One filter's fill and estimates.
@@ -59,12 +60,14 @@ pub struct RotationCounts {
     pub saturation: u64,
     /// An idle gap of `2 · max_age` or more forgot both generations (one event each).
     pub idle: u64,
+    /// An operator forced a rotation (the admin listener's `POST /rotate`).
+    pub forced: u64,
 }
 
 impl RotationCounts {
     /// All rotations.
     pub fn total(&self) -> u64 {
-        self.fill + self.age + self.saturation + self.idle
+        self.fill + self.age + self.saturation + self.idle + self.forced
     }
 }
 
@@ -84,6 +87,8 @@ pub struct PairStats {
     pub previous: Option<FilterStats>,
     /// Rotations by cause.
     pub rotations: RotationCounts,
+    /// The cause of the latest rotation since start-up; `None` before the first.
+    pub last_rotation: Option<Cause>,
     /// The modelled rate of one filter at its design load (≤ the configured target).
     pub expected_false_positive_rate: f64,
     /// The pair's modelled rate just after a rotation (about `p`) and just before the next
@@ -103,6 +108,7 @@ impl PairStats {
         current: FilterStats,
         previous: Option<FilterStats>,
         rotations: RotationCounts,
+        last_rotation: Option<Cause>,
     ) -> PairStats {
         let previous_rate = previous.map_or(0.0, |p| p.estimated_false_positive_rate);
         let estimated_pair_false_positive_rate =
@@ -114,6 +120,7 @@ impl PairStats {
             current,
             previous,
             rotations,
+            last_rotation,
             expected_false_positive_rate: params.false_positive_rate_at(params.generation_size),
             pair_false_positive_rate_range: params.pair_false_positive_rates(),
             estimated_pair_false_positive_rate,

@@ -127,7 +127,8 @@ fn assemble_keeps_snapshots_for_filters_only() {
         ..AdmissionConfig::default()
     };
     let objects: ObjectCount = Arc::new(|| 50_000);
-    let built = assemble(&config, dir.path(), objects.clone()).unwrap();
+    let stored: StoredCheck = Arc::new(|_| true);
+    let built = assemble(&config, dir.path(), objects.clone(), stored.clone()).unwrap();
     assert_eq!(built.policy.name(), "second-hit");
     assert_eq!(
         built.policy.filter_stats().unwrap().generation_target,
@@ -136,8 +137,14 @@ fn assemble_keeps_snapshots_for_filters_only() {
     let snapshots = built.snapshots.unwrap();
     assert_eq!(snapshots.path(), dir.path().join(SNAPSHOT_FILE));
     config.policy = AdmissionPolicy::Always;
-    let always = assemble(&config, dir.path(), objects).unwrap();
+    let always = assemble(&config, dir.path(), objects.clone(), stored.clone()).unwrap();
     assert!(always.snapshots.is_none());
+    // Shadow keeps the same pair, snapshotted like second-hit's.
+    config.policy = AdmissionPolicy::Shadow;
+    let shadow = assemble(&config, dir.path(), objects, stored).unwrap();
+    assert_eq!(shadow.policy.name(), "shadow");
+    assert!(shadow.policy.filter_stats().is_some());
+    assert!(shadow.snapshots.is_some());
     // Both resolved the same generated seed.
     assert_eq!(always.hasher.hash(b"k"), built.hasher.hash(b"k"));
 }
@@ -157,6 +164,11 @@ fn decision_tokens() {
             "already-stored",
         ),
         (
+            Decision::Admit(AdmitReason::Shadowed(RejectReason::FirstSight)),
+            true,
+            "shadow-first-sight",
+        ),
+        (
             Decision::Reject(RejectReason::FirstSight),
             false,
             "first-sight",
@@ -165,5 +177,7 @@ fn decision_tokens() {
     for (decision, admit, token) in cases {
         assert_eq!(decision.is_admit(), admit);
         assert_eq!(decision.as_str(), token);
+        assert_eq!(Decision::ALL[decision.index()], decision);
     }
+    assert_eq!(cases.len(), Decision::ALL.len());
 }

@@ -67,7 +67,7 @@ struct ClientFigures {
 
 /// Runs `workload` through a fresh proxy using `admission`, with `cache_size` bytes of disk.
 ///
-/// `config` supplies everything but the listener, origin, cache directory and budget,
+/// `config` supplies everything but the listeners, origin, cache directory and budget,
 /// which the run sets itself (fsync off and access log off: the bench counts writes,
 /// it does not measure the disk's flush latency).
 pub async fn run_policy(
@@ -83,6 +83,9 @@ pub async fn run_policy(
         .tempdir()?;
     let mut config = config.clone();
     config.server.listen = ([127, 0, 0, 1], 0).into();
+    // One proxy per policy, one after another: none needs an admin listener, and the
+    // default's fixed port could be taken.
+    config.server.admin_listen = None;
     config.origin.url = format!("http://{}", origin.addr())
         .parse()
         .map_err(|_| BenchError::Target(origin.addr().to_string()))?;

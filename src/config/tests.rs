@@ -25,6 +25,11 @@ fn empty_text_gives_the_defaults() {
     let config = Config::from_toml_str("").unwrap();
     assert_eq!(config, Config::default());
     assert_eq!(config.server.listen, "127.0.0.1:8080".parse().unwrap());
+    assert_eq!(
+        config.server.admin_listen,
+        Some("127.0.0.1:9090".parse().unwrap())
+    );
+    assert_eq!(config.server.admin_token, None);
     assert_eq!(config.origin.url, "http://127.0.0.1:8081");
     assert_eq!(config.cache.max_object_size, 268_435_456);
     assert_eq!(config.cache.max_size, 10 * 1024 * 1024 * 1024);
@@ -58,6 +63,8 @@ fn example_file_loads_and_matches_the_defaults() {
 const FULL: &str = r#"
     [server]
     listen = "0.0.0.0:3128"
+    admin_listen = "127.0.0.1:0"
+    admin_token = "t0ken"
     max_connections = 50
     header_read_timeout = "500ms"
     max_headers = 20
@@ -101,6 +108,11 @@ fn full_file_from_disk_gives_typed_values() {
     std::fs::write(&path, FULL).unwrap();
     let c = Config::load(&path).unwrap();
     assert_eq!(c.server.listen, SocketAddr::from(([0, 0, 0, 0], 3128)));
+    assert_eq!(
+        c.server.admin_listen,
+        Some(SocketAddr::from(([127, 0, 0, 1], 0)))
+    );
+    assert_eq!(c.server.admin_token.as_deref(), Some("t0ken"));
     assert_eq!(c.server.max_connections, 50);
     assert_eq!(c.server.header_read_timeout, Duration::from_millis(500));
     assert_eq!(c.server.max_headers, 20);
@@ -170,6 +182,32 @@ fn sizes_accept_units_and_plain_integers() {
 }
 
 #[test]
+fn admin_listener_and_shadow_policy_settings() {
+    let c = Config::from_toml_str("[server]\nadmin_listen = \"off\"\nadmin_token = \"\"").unwrap();
+    assert_eq!(c.server.admin_listen, None);
+    assert_eq!(c.server.admin_token, None, "empty means no token");
+    // Another port on the same host as the public listener is fine.
+    let c =
+        Config::from_toml_str("[server]\nlisten = \"0.0.0.0:80\"\nadmin_listen = \"0.0.0.0:9100\"")
+            .unwrap();
+    assert_eq!(
+        c.server.admin_listen,
+        Some(SocketAddr::from(([0, 0, 0, 0], 9100)))
+    );
+    // Port 0 twice: two ports of the system's choosing, never the same one.
+    let c =
+        Config::from_toml_str("[server]\nlisten = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"")
+            .unwrap();
+    assert_eq!(
+        c.server.admin_listen,
+        Some(SocketAddr::from(([127, 0, 0, 1], 0)))
+    );
+    let c = Config::from_toml_str("[admission]\npolicy = \"shadow\"").unwrap();
+    assert_eq!(c.admission.policy, AdmissionPolicy::Shadow);
+    assert_eq!(c.admission.policy.as_str(), "shadow");
+}
+
+#[test]
 fn missing_file_names_the_path() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("absent.toml");
@@ -192,10 +230,10 @@ fn exact_messages() {
         e.to_string(),
         r#"cache.max_object_size: "12XB" is not a size (examples: "512KiB", "10GiB")"#
     );
-    let e = err("[server]\nadmin_listen = \"127.0.0.1:9090\"");
+    let e = err("[server]\nadmin_listen = \"127.0.0.1:8080\"");
     assert_eq!(
         e.to_string(),
-        "server.admin_listen: not supported yet (the admin listener is not built; remove the key)"
+        r#"server.admin_listen: 127.0.0.1:8080 is also server.listen; the admin listener needs an address of its own (or "off")"#
     );
     let e = err("[admission]\nexpected_urls = 10\nmemory = \"4MiB\"");
     assert_eq!(

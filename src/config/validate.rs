@@ -16,8 +16,8 @@ use super::{
 mod values;
 
 use values::{
-    RawSize, choice, duration, invalid, not_built, not_built_value, parse_error, parse_size,
-    positive, positive_duration, within,
+    RawSize, choice, duration, invalid, not_built, parse_error, parse_size, positive,
+    positive_duration, within,
 };
 
 /// Parses TOML text and validates it into a [`Config`].
@@ -44,7 +44,8 @@ struct RawConfig {
 #[serde(deny_unknown_fields, default, expecting = "a [server] table")]
 struct RawServer {
     listen: Option<String>,
-    admin_listen: Option<IgnoredAny>,
+    admin_listen: Option<String>,
+    admin_token: Option<String>,
     max_connections: Option<usize>,
     header_read_timeout: Option<String>,
     max_headers: Option<usize>,
@@ -116,11 +117,6 @@ fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
 
 fn validate_server(raw: RawServer, d: ServerConfig) -> Result<ServerConfig, ConfigError> {
     not_built(
-        "server.admin_listen",
-        &raw.admin_listen,
-        "the admin listener",
-    )?;
-    not_built(
         "server.idle_timeout",
         &raw.idle_timeout,
         "the keep-alive idle timeout",
@@ -135,6 +131,25 @@ fn validate_server(raw: RawServer, d: ServerConfig) -> Result<ServerConfig, Conf
             )
         })?,
     };
+    let admin_listen = match raw.admin_listen {
+        None => d.admin_listen,
+        Some(text) if text == "off" => None,
+        Some(text) => Some(text.parse().map_err(|_| {
+            let example = r#"(example: "127.0.0.1:9090", or "off")"#;
+            invalid(
+                "server.admin_listen",
+                format!("{text:?} is not a socket address {example}"),
+            )
+        })?),
+    };
+    // Metrics, purge and rotate are for operators: never on the port clients use. Port 0
+    // asks the system for a free port, so two of them never clash (the tests bind so).
+    if admin_listen == Some(listen) && listen.port() != 0 {
+        let reason = format!(
+            "{listen} is also server.listen; the admin listener needs an address of its own (or \"off\")"
+        );
+        return Err(invalid("server.admin_listen", reason));
+    }
     let max_header_bytes = match raw.max_header_bytes {
         None => d.max_header_bytes,
         Some(size) => {
@@ -144,6 +159,8 @@ fn validate_server(raw: RawServer, d: ServerConfig) -> Result<ServerConfig, Conf
     };
     Ok(ServerConfig {
         listen,
+        admin_listen,
+        admin_token: admin_token(raw.admin_token)?.or(d.admin_token),
         max_connections: positive(
             "server.max_connections",
             raw.max_connections,
@@ -184,6 +201,19 @@ fn validate_server(raw: RawServer, d: ServerConfig) -> Result<ServerConfig, Conf
             MAX_BLOCKING_THREADS,
         )?,
     })
+}
+
+/// `server.admin_token`: empty means none; otherwise visible ASCII only, since it travels in
+/// an `Authorization` header (and a token with spaces could never match one).
+fn admin_token(raw: Option<String>) -> Result<Option<String>, ConfigError> {
+    match raw {
+        Some(token) if token.is_empty() => Ok(None),
+        Some(token) if !token.bytes().all(|b| b.is_ascii_graphic()) => Err(invalid(
+            "server.admin_token",
+            "must be visible ASCII characters only (no spaces or control characters)".to_owned(),
+        )),
+        token => Ok(token),
+    }
 }
 
 fn validate_origin(raw: RawOrigin, d: OriginConfig) -> Result<OriginConfig, ConfigError> {
@@ -323,11 +353,10 @@ fn validate_admission(
     raw: RawAdmission,
     d: AdmissionConfig,
 ) -> Result<AdmissionConfig, ConfigError> {
-    let shadow = r#"the "shadow" policy is not built; use "second-hit" or "always""#;
-    not_built_value("admission.policy", raw.policy.as_deref(), "shadow", shadow)?;
     let policies = [
         ("second-hit", AdmissionPolicy::SecondHit),
         ("always", AdmissionPolicy::Always),
+        ("shadow", AdmissionPolicy::Shadow),
     ];
     let policy = choice("admission.policy", raw.policy, d.policy, &policies)?;
     let rotations = [("fill", RotateMode::Fill), ("auto", RotateMode::Auto)];

@@ -15,9 +15,12 @@ use std::time::{Duration, SystemTime};
 use http::header::{CONTENT_LENGTH, VARY};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 
+use crate::admission::Admission;
 use crate::config::SettingsHandle;
+use crate::error::ErrorKind;
 use crate::hygiene::Forwarding;
 use crate::key::CacheKey;
+use crate::metrics::Metrics;
 use crate::origin::{BodyFraming, Origin, OriginError, OriginResponse};
 use crate::policy::vary::{self, VarySpec};
 use crate::policy::{self, NotStored, validation};
@@ -104,6 +107,10 @@ pub struct Cache {
     pub origin: Arc<Origin>,
     /// The disk store.
     pub store: Arc<Store>,
+    /// The admission policy: consulted for storable misses, told of fills and hits.
+    pub admission: Arc<dyn Admission>,
+    /// The counters the request path feeds.
+    pub metrics: Arc<Metrics>,
     /// The live settings: the `[cache]` rules below are read from it where they are used,
     /// so a swap applies to the next read.
     pub settings: SettingsHandle,
@@ -152,6 +159,7 @@ impl Cache {
             Ok(entry) => entry,
             Err(error) => {
                 tracing::warn!(key = %key, %error, "cache lookup failed; proxying uncached");
+                self.metrics.count_error(ErrorKind::StoreLookup);
                 None
             }
         }

@@ -14,11 +14,12 @@ use hyper::body::Incoming;
 
 use super::cache::{Cache, Marker};
 use super::{Proxy, respond};
-use crate::admission::Decision;
+use crate::admission::{AdmitReason, Decision};
 use crate::cache_status::{CACHE_STATUS, CacheStatus, Detail, Forward};
-use crate::error::{BoxError, ProxyBody, ProxyError};
+use crate::error::{BoxError, ErrorKind, ProxyBody, ProxyError};
 use crate::hygiene::Forwarding;
 use crate::key::{CacheKey, KeyError};
+use crate::metrics::ByteCounter;
 use crate::origin::{self, BodyFraming, OriginResponse};
 use crate::policy::NotStored;
 use crate::policy::validation;
@@ -175,7 +176,9 @@ pub(super) struct Teed {
 /// storage: when it is storable (RFC 9111 policy, framing, size; only whole answers to a
 /// GET) and `exchange.admission` admits it, a fill begins and the body is teed into it.
 /// Every origin answer to a GET/HEAD of a cacheable key goes through here, the client's
-/// and the background refresh's alike.
+/// and the background refresh's alike, so this is where admission decisions are counted:
+/// each decision applied to a storable response, the body bytes of those it rejected
+/// (as they stream), and in shadow mode the fills second-hit would not have written.
 pub(super) async fn fill(
     cache: &Cache,
     method: &Method,
@@ -193,7 +196,11 @@ pub(super) async fn fill(
         cache.storable(request, &origin, exchange.times.1, max_len)
     };
     let key = exchange.key;
-    let began = match (verdict, exchange.admission) {
+    let decision = exchange.admission;
+    if verdict.is_ok() {
+        cache.metrics.count_decision(decision);
+    }
+    let began = match (verdict, decision) {
         (Err(reason), _) => Err(Detail::NotStored(reason)),
         (Ok(()), Decision::Reject(reason)) => Err(Detail::Admission(reason)),
         (Ok(()), Decision::Admit(_)) => {
@@ -203,9 +210,22 @@ pub(super) async fn fill(
                 .await;
             began.map_err(|error| {
                 tracing::warn!(key = %key, %error, "cannot start fill; proxying uncached");
+                cache.metrics.count_error(ErrorKind::FillNotStarted);
                 Detail::StoreError
             })
         }
+    };
+    if let Ok(writer) = &began {
+        cache.admission.note_fill(writer.key_hash(), decision);
+    }
+    // Which of the body's bytes count as writes (second-hit would have) avoided.
+    let counted = match (&began, decision) {
+        (Err(Detail::Admission(_)), _) => Some(ByteCounter::WritesAvoided),
+        (Ok(_), Decision::Admit(AdmitReason::Shadowed(_))) => {
+            cache.metrics.count_shadow_write_avoided();
+            Some(ByteCounter::ShadowWritesAvoided)
+        }
+        _ => None,
     };
     let OriginResponse {
         head,
@@ -223,6 +243,10 @@ pub(super) async fn fill(
         }
         Ok(writer) => (Ok(()), TeeBody::with_fill(body, writer, key.as_str())),
         Err(detail) => (Err(detail), TeeBody::passthrough(body)),
+    };
+    let body = match counted {
+        Some(counter) => body.counting(cache.metrics.clone(), counter),
+        None => body,
     };
     Teed {
         head,

@@ -41,6 +41,7 @@ impl Proxy {
         let now = SystemTime::now();
         let ttl = freshness.ttl_seconds(now);
         let serve_stale = |found: Box<Found>, detail: Detail| {
+            self.note_hit(&found);
             let status = CacheStatus::hit().ttl(ttl).detail(detail);
             respond::from_store(head, *found, &freshness, now, status)
         };
@@ -51,6 +52,9 @@ impl Proxy {
         let outcome = self.cache.revalidate(&target, found).await;
         match outcome {
             Ok(Revalidated::NotModified(found)) => {
+                // Not a hit (the origin was asked), but the entry is now one second-hit
+                // would have too: the request that revalidated it would have stored it.
+                self.cache.admission.note_served(found.entry.key_hash());
                 let fresh = StoredFreshness::new(&found.entry.meta, self.cache.heuristic_max());
                 let status = CacheStatus::forward(forward)
                     .fwd_status(StatusCode::NOT_MODIFIED)

@@ -212,6 +212,11 @@ struct BodyState {
 }
 
 impl StoredEntry {
+    /// The store hash of the entry's key: its name in the store.
+    pub fn key_hash(&self) -> u128 {
+        self.key_hash
+    }
+
     /// Wraps an entry opened by [`Inner::open_entry`].
     pub(super) fn open(
         opened: OpenEntry,

@@ -168,6 +168,11 @@ pub(super) async fn begin(
 }
 
 impl EntryWriter {
+    /// The store hash of the key this fill is for (the entry's name once committed).
+    pub fn key_hash(&self) -> u128 {
+        self.key_hash
+    }
+
     /// Appends body bytes and updates the running body checksum, first growing
     /// the fill's reservation if the body outgrew it. Errors with `TooLarge`
     /// once the body would exceed the fill's `max_len` or the declared length,

@@ -86,7 +86,7 @@ async fn serve_proxies_and_caches_then_stops_on_sigterm() {
     let config = write_config(
         dir.path(),
         &format!(
-            "[server]\nlisten = \"127.0.0.1:0\"\nshutdown_timeout = \"5s\"\n\
+            "[server]\nlisten = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\nshutdown_timeout = \"5s\"\n\
              [origin]\nurl = \"http://{}\"\n\
              [cache]\ndir = \"{}\"\nfsync = false\n\
              [admission]\npolicy = \"always\"\nseed = \"cli test\"\n\

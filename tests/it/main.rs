@@ -8,6 +8,7 @@
 
 mod support;
 
+mod admin;
 // Drives the bench harness and `secondhit simulate`, which exist only with the `bench` feature.
 #[cfg(feature = "bench")]
 mod bench;
@@ -18,4 +19,5 @@ mod proxy;
 mod proxy_hygiene;
 mod rfc9111;
 mod settings;
+mod shadow;
 mod store;

@@ -84,6 +84,7 @@ impl Shared {
             self.filter_states[filter].store(FilterState::Retired as u8, Ordering::Release);
         }
         self.rotations[cause as usize].fetch_add(1, Ordering::Relaxed);
+        self.last_cause.store(cause as u8 + 1, Ordering::Relaxed);
         let old = self.slot(seen.number);
         tracing::debug!(
             cause = cause.as_str(),

@@ -152,7 +152,8 @@ fn an_idle_gap_of_two_max_ages_forgets_both_generations() {
             fill: 0,
             age: 2,
             saturation: 0,
-            idle: 1
+            idle: 1,
+            forced: 0
         }
     );
     assert_eq!(stats.generation, 3);
@@ -176,10 +177,12 @@ fn rotation_counters_by_cause() {
             fill: 2,
             age: 1,
             saturation: 0,
-            idle: 0
+            idle: 0,
+            forced: 0
         }
     );
     assert_eq!(stats.rotations.total(), 3);
+    assert_eq!(stats.last_rotation, Some(Cause::Age));
     assert_eq!(stats.generation, 3);
     assert_eq!(stats.generation_target, 4);
     assert_eq!(stats.current.inserts, 2);
@@ -452,4 +455,24 @@ fn a_large_generation_ends_within_one_percent_of_its_target() {
     let ratio = fed as f64 / 200_000.0;
     assert!((0.99..1.02).contains(&ratio), "rotated after {fed} keys");
     assert_eq!(pair.stats_at(t0).rotations.fill, 1);
+}
+
+#[test]
+fn a_forced_rotation_starts_a_generation_and_keeps_the_last_one_answering() {
+    let t0 = Instant::now();
+    let pair = pair(small_generations(1_000), MINUTE, t0);
+    assert_eq!(pair.stats_at(t0).last_rotation, None);
+    pair.check_and_record_at(key(1), t0);
+    assert_eq!(pair.force_rotation(), 1);
+    let stats = pair.stats_at(t0);
+    assert_eq!((stats.generation, stats.rotations.forced), (1, 1));
+    assert_eq!(stats.rotations.total(), 1);
+    assert_eq!(stats.last_rotation, Some(Cause::Forced));
+    assert_eq!(stats.current.inserts, 0);
+    // The key recorded before the rotation is in `previous` now: still seen.
+    assert_eq!(
+        pair.check_and_record_at(key(1), t0),
+        Decision::Admit(AdmitReason::SeenBefore)
+    );
+    assert_eq!(Admission::rotate(&pair), Some(2));
 }

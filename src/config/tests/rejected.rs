@@ -98,9 +98,25 @@ const REJECTED: &[(&str, &str, &str)] = &[
         "invalid",
     ),
     (
-        "[server]\nadmin_listen = \"127.0.0.1:9090\"",
+        "[server]\nadmin_listen = \"localhost:9090\"",
         "server.admin_listen",
-        "not-supported",
+        "invalid",
+    ),
+    (
+        "[server]\nadmin_listen = \"127.0.0.1:8080\"",
+        "server.admin_listen",
+        "invalid",
+    ),
+    (
+        "[server]\nlisten = \"0.0.0.0:3128\"\nadmin_listen = \"0.0.0.0:3128\"",
+        "server.admin_listen",
+        "invalid",
+    ),
+    ("[server]\nadmin_listen = 9090", "server.admin_listen", "parse"),
+    (
+        "[server]\nadmin_token = \"two words\"",
+        "server.admin_token",
+        "invalid",
     ),
     (
         "[server]\nidle_timeout = \"60s\"",
@@ -205,11 +221,6 @@ const REJECTED: &[(&str, &str, &str)] = &[
     ),
     ("[cache]\nmemory_size = \"lots\"", "cache.memory_size", "invalid"),
     // [admission]
-    (
-        "[admission]\npolicy = \"shadow\"",
-        "admission.policy",
-        "not-supported",
-    ),
     (
         "[admission]\npolicy = \"bogus\"",
         "admission.policy",

@@ -60,22 +60,6 @@ pub(super) fn not_built(
     }
 }
 
-/// Rejects the one planned value `unbuilt` of `key` whose feature is not built yet.
-pub(super) fn not_built_value(
-    key: &'static str,
-    value: Option<&str>,
-    unbuilt: &str,
-    what: &str,
-) -> Result<(), ConfigError> {
-    match value {
-        Some(v) if v == unbuilt => Err(ConfigError::NotSupported {
-            key,
-            what: what.to_owned(),
-        }),
-        _ => Ok(()),
-    }
-}
-
 /// Maps the word given for `key` to its value, or the default when absent.
 pub(super) fn choice<T: Clone>(
     key: &'static str,

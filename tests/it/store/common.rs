@@ -92,7 +92,7 @@ pub async fn fill_and_stop(origin: &TestOrigin, cache_dir: &Path, paths: &[Strin
 pub fn serve_config(dir: &Path, name: &str, origin: &TestOrigin, extra: &str) -> PathBuf {
     let path = dir.join(format!("{name}.toml"));
     let text = format!(
-        "[server]\nlisten = \"127.0.0.1:0\"\nshutdown_timeout = \"1s\"\n\
+        "[server]\nlisten = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\nshutdown_timeout = \"1s\"\n\
          [origin]\nurl = \"http://{}\"\n\
          [cache]\ndir = \"{}\"\nfsync = false\n{extra}\n\
          [admission]\npolicy = \"always\"\nseed = \"store test\"\n\

@@ -197,3 +197,53 @@ impl ParsedCacheStatus {
         parsed
     }
 }
+
+/// The samples of a Prometheus/OpenMetrics text exposition, keyed by `name{labels}` exactly
+/// as printed (`secondhit_requests_total{result="hit"}`); comments and `# EOF` are skipped.
+pub fn parse_metrics(text: &str) -> std::collections::HashMap<String, f64> {
+    text.lines()
+        .filter(|line| !line.starts_with('#') && !line.trim().is_empty())
+        .map(|line| {
+            let (name, value) = line
+                .rsplit_once(' ')
+                .unwrap_or_else(|| panic!("not a sample line: {line:?}"));
+            let value = match value {
+                "+Inf" => f64::INFINITY,
+                "-Inf" => f64::NEG_INFINITY,
+                v => v
+                    .parse()
+                    .unwrap_or_else(|_| panic!("not a number in {line:?}")),
+            };
+            (name.to_owned(), value)
+        })
+        .collect()
+}
+
+/// The sample `name` (as printed, labels included) of a parsed exposition; it must be there.
+pub fn sample(metrics: &std::collections::HashMap<String, f64>, name: &str) -> f64 {
+    *metrics
+        .get(name)
+        .unwrap_or_else(|| panic!("no sample {name}; have {:?}", metrics.keys()))
+}
+
+/// Scrapes `GET /metrics` from the admin listener of `proxy` and parses it.
+pub async fn scrape(proxy: &TestProxy) -> std::collections::HashMap<String, f64> {
+    let seen = get(&proxy.admin_url("/metrics")).await;
+    assert_eq!(seen.status, 200, "{}", String::from_utf8_lossy(&seen.body));
+    let content_type = seen.headers.get("content-type").expect("content type");
+    assert!(
+        content_type
+            .to_str()
+            .expect("ascii")
+            .starts_with("application/openmetrics-text"),
+        "{content_type:?}"
+    );
+    parse_metrics(std::str::from_utf8(&seen.body).expect("utf-8 metrics"))
+}
+
+/// `GET /stats` from the admin listener of `proxy`, parsed.
+pub async fn stats(proxy: &TestProxy) -> serde_json::Value {
+    let seen = get(&proxy.admin_url("/stats")).await;
+    assert_eq!(seen.status, 200, "{}", String::from_utf8_lossy(&seen.body));
+    serde_json::from_slice(&seen.body).expect("stats is JSON")
+}

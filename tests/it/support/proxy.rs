@@ -16,6 +16,8 @@ use super::{PATIENCE, files_under};
 /// The proxy under test, serving on 127.0.0.1:0 with its own temp cache directory.
 pub struct TestProxy {
     pub addr: SocketAddr,
+    /// The admin listener's address, unless the test turned it off.
+    pub admin: Option<SocketAddr>,
     pub store: Arc<Store>,
     /// The running proxy's settings, to swap them while it serves.
     pub settings: SettingsHandle,
@@ -39,10 +41,12 @@ pub fn init_logs() {
     });
 }
 
-/// A config for tests: listen on port 0, the given origin, a temp cache dir, a fixed filter seed.
+/// A config for tests: listen (and the admin listener) on port 0, the given origin, a temp
+/// cache dir, a fixed filter seed.
 pub fn test_config(origin: SocketAddr, cache_dir: &Path) -> Config {
     let mut config = Config::default();
     config.server.listen = "127.0.0.1:0".parse().expect("listen address");
+    config.server.admin_listen = Some("127.0.0.1:0".parse().expect("admin address"));
     config.origin.url = format!("http://{origin}").parse().expect("origin url");
     config.origin.connect_timeout = Duration::from_secs(2);
     config.origin.read_timeout = Duration::from_secs(5);
@@ -72,6 +76,7 @@ impl TestProxy {
         tweak(&mut config);
         let server = Server::bind(&config).await.expect("proxy starts");
         let addr = server.local_addr().expect("proxy address");
+        let admin = server.admin_addr().map(|addr| addr.expect("admin address"));
         let store = server.store();
         let settings = server.settings();
         let (stop, stopped) = oneshot::channel::<()>();
@@ -80,6 +85,7 @@ impl TestProxy {
         }));
         TestProxy {
             addr,
+            admin,
             store,
             settings,
             cache_dir: cache_dir.to_path_buf(),
@@ -122,6 +128,12 @@ impl TestProxy {
     /// `http://127.0.0.1:port{path}`.
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{}", self.addr, path)
+    }
+
+    /// `http://127.0.0.1:admin-port{path}`.
+    pub fn admin_url(&self, path: &str) -> String {
+        let admin = self.admin.expect("the admin listener is on");
+        format!("http://{admin}{path}")
     }
 
     /// Waits until `n` fills have been committed since start.

@@ -1,0 +1,345 @@
+//! The admin listener: metrics, health, statistics, purge and rotation, for operators.
+//!
+//! It listens on `server.admin_listen` (default `127.0.0.1:9090`; `"off"`: none), never on
+//! the public port (config validation refuses that), and speaks plain HTTP/1.1 through
+//! hyper. [`crate::server::Server::run`] runs it beside the proxy and stops both with one
+//! shutdown signal.
+//!
+//! | request | answer |
+//! |---|---|
+//! | `GET /metrics` | every metric, OpenMetrics text (see [`crate::metrics`]) |
+//! | `GET /healthz` | `200 ok`: the process runs and its runtime answers (it checks neither the origin nor the disk) |
+//! | `GET /stats` | JSON: requests, hit ratio, filter sizes and fill, store, errors (see `stats`) |
+//! | `POST /purge?url=<absolute URL>` | removes what is stored for that URL, all its variants; 404 if nothing was |
+//! | `POST /rotate` | ends the filters' generation now; 409 for `policy = "always"` |
+//!
+//! With `server.admin_token` set, every request must carry `Authorization: Bearer
+//! <token>`; others get 401 with `WWW-Authenticate: Bearer` (the token is compared in
+//! constant time, so its bytes cannot be guessed one at a time from response times). A known
+//! path with another method gets 405 with `Allow`; an unknown path 404.
+//!
+//! # Which URL a purge names
+//!
+//! `url` is the absolute URL a client requests, host included, as the cache keys it
+//! (`crate::key`): `http://example.com/img/a.png?v=2`. The `Host` the client sends is the
+//! host in the key, so a proxy reached as `cdn.example.com` purges
+//! `http://cdn.example.com/...`; the port is part of it unless it is 80. The parameter is
+//! form-decoded (percent escapes, and `+` for a space: send a literal `+` as `%2B`), and the
+//! URL is then normalised like every request's key (case of the host, dot segments,
+//! percent escapes of unreserved characters). A varying response is removed by removing the
+//! marker that names its variants, which makes every variant unreachable at once (they are
+//! never served again and leave the disk by eviction) — the same removal a `POST` or
+//! `DELETE` to the URL makes. The memory tier forgets the entry with the disk.
+
+mod stats;
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{ALLOW, AUTHORIZATION, CONTENT_TYPE, WWW_AUTHENTICATE};
+use http::{HeaderValue, Method, Request, Response, StatusCode, Uri};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use subtle::ConstantTimeEq;
+use tokio::net::TcpListener;
+use tokio::sync::{Semaphore, watch};
+
+use crate::config::{AdmissionConfig, Config};
+use crate::key::CacheKey;
+use crate::metrics::export::{self, Exporter};
+use crate::proxy::Proxy;
+use crate::store::Store;
+
+/// Admin connections served at once; more wait in the kernel's backlog. The admin API is
+/// for a scraper and a few operators, and must not compete with clients for resources.
+const MAX_CONNECTIONS: usize = 64;
+
+/// Everything the admin endpoints read or act on.
+pub struct Admin {
+    proxy: Arc<Proxy>,
+    store: Arc<Store>,
+    exporter: Exporter,
+    /// `server.admin_token`.
+    token: Option<String>,
+    /// `[admission]` as configured, for `/stats`.
+    admission: AdmissionConfig,
+}
+
+/// How the admin listener's connections are bounded.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Time a client has to send a request head (`server.header_read_timeout`).
+    pub header_read_timeout: Duration,
+    /// Time open connections get to finish at shutdown (`server.shutdown_timeout`).
+    pub grace: Duration,
+}
+
+impl Admin {
+    /// The admin API of `proxy` and `store`, set up as `config` says.
+    pub fn new(proxy: &Arc<Proxy>, store: &Arc<Store>, config: &Config) -> Admin {
+        Admin {
+            proxy: proxy.clone(),
+            store: store.clone(),
+            exporter: Exporter::new(proxy.metrics(), store.clone(), proxy.admission()),
+            token: config.server.admin_token.clone(),
+            admission: config.admission.clone(),
+        }
+    }
+}
+
+/// Serves `admin` on `listener` until `stop` changes (or its sender is dropped), then gives
+/// open connections `limits.grace` to finish.
+pub async fn serve(
+    listener: TcpListener,
+    admin: Admin,
+    mut stop: watch::Receiver<()>,
+    limits: Limits,
+) {
+    let admin = Arc::new(admin);
+    let graceful = GracefulShutdown::new();
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout);
+    match listener.local_addr() {
+        Ok(addr) => tracing::info!(%addr, "admin listener ready"),
+        Err(error) => tracing::warn!(%error, "admin listener ready, address unknown"),
+    }
+    loop {
+        let slot = tokio::select! {
+            slot = slots.clone().acquire_owned() => slot,
+            _ = stop.changed() => break,
+        };
+        // The semaphore is never closed.
+        let Ok(slot) = slot else { break };
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    tracing::warn!(%error, "admin accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = stop.changed() => break,
+        };
+        let admin = admin.clone();
+        let service = service_fn(move |request: Request<Incoming>| {
+            let admin = admin.clone();
+            async move { Ok::<_, Infallible>(admin.answer(request).await) }
+        });
+        let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
+        tokio::spawn(async move {
+            if let Err(error) = connection.await {
+                tracing::debug!(%peer, %error, "admin connection ended with an error");
+            }
+            drop(slot);
+        });
+    }
+    drop(listener);
+    if tokio::time::timeout(limits.grace, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!("admin connections still open at shutdown_timeout; closing them");
+    }
+}
+
+/// An admin response body: always known in full.
+type AdminBody = Full<Bytes>;
+
+impl Admin {
+    /// Answers one admin request.
+    async fn answer(&self, request: Request<Incoming>) -> Response<AdminBody> {
+        if !self.authorized(request.headers().get(AUTHORIZATION)) {
+            let mut response = text(StatusCode::UNAUTHORIZED, "a bearer token is required\n");
+            response
+                .headers_mut()
+                .insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            return response;
+        }
+        let method = request.method();
+        let readable = method == Method::GET || method == Method::HEAD;
+        match (request.uri().path(), readable, method == Method::POST) {
+            ("/metrics", true, _) => self.metrics(),
+            ("/healthz", true, _) => text(StatusCode::OK, "ok\n"),
+            ("/stats", true, _) => self.stats(),
+            ("/purge", _, true) => self.purge(request.uri()).await,
+            ("/rotate", _, true) => self.rotate(),
+            ("/metrics" | "/healthz" | "/stats", false, _) => not_allowed("GET, HEAD"),
+            ("/purge" | "/rotate", _, false) => not_allowed("POST"),
+            _ => text(StatusCode::NOT_FOUND, "no such admin endpoint\n"),
+        }
+    }
+
+    /// True if no token is configured, or `header` is `Bearer <token>`.
+    fn authorized(&self, header: Option<&HeaderValue>) -> bool {
+        let Some(token) = &self.token else {
+            return true;
+        };
+        let Some(given) = header.and_then(|h| h.as_bytes().strip_prefix(b"Bearer ")) else {
+            return false;
+        };
+        // Constant time for equal lengths; a length mismatch answers at once, which tells
+        // only the token's length.
+        bool::from(given.trim_ascii().ct_eq(token.as_bytes()))
+    }
+
+    fn metrics(&self) -> Response<AdminBody> {
+        match self.exporter.render() {
+            Ok(body) => with_type(StatusCode::OK, export::CONTENT_TYPE, body.into()),
+            Err(error) => {
+                tracing::warn!(%error, "cannot encode the metrics");
+                text(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "cannot encode the metrics\n",
+                )
+            }
+        }
+    }
+
+    fn stats(&self) -> Response<AdminBody> {
+        let policy = self.proxy.admission();
+        let value = stats::snapshot(
+            &self.admission,
+            policy.name(),
+            &self.proxy.metrics().snapshot(),
+            policy.filter_stats().as_ref(),
+            &self.store.stats(),
+        );
+        let mut body = value.to_string();
+        body.push('\n');
+        with_type(StatusCode::OK, "application/json", body.into())
+    }
+
+    async fn purge(&self, uri: &Uri) -> Response<AdminBody> {
+        let url = uri.query().and_then(|query| {
+            form_urlencoded::parse(query.as_bytes())
+                .find(|(name, _)| name == "url")
+                .map(|(_, value)| value.into_owned())
+        });
+        let Some(url) = url else {
+            return text(
+                StatusCode::BAD_REQUEST,
+                "give the URL to purge as ?url=http://host/path\n",
+            );
+        };
+        let key = match purge_key(&url) {
+            Ok(key) => key,
+            Err(reason) => return text(StatusCode::BAD_REQUEST, &format!("{reason}\n")),
+        };
+        match self.proxy.purge(&key).await {
+            Ok(true) => {
+                tracing::info!(key = %key, "purged");
+                text(StatusCode::OK, &format!("purged {key}\n"))
+            }
+            Ok(false) => text(
+                StatusCode::NOT_FOUND,
+                &format!("nothing stored for {key}\n"),
+            ),
+            Err(error) => {
+                tracing::warn!(key = %key, %error, "purge failed");
+                text(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    &format!("cannot purge {key}: {error}\n"),
+                )
+            }
+        }
+    }
+
+    fn rotate(&self) -> Response<AdminBody> {
+        let policy = self.proxy.admission();
+        match policy.rotate() {
+            Some(generation) => {
+                tracing::info!(generation, "admission filters rotated on request");
+                text(
+                    StatusCode::OK,
+                    &format!("rotated: generation {generation}\n"),
+                )
+            }
+            None => text(
+                StatusCode::CONFLICT,
+                &format!(
+                    "admission.policy = {:?} keeps no filters: nothing to rotate\n",
+                    policy.name()
+                ),
+            ),
+        }
+    }
+}
+
+/// The cache key of `url`, an absolute `http://` URL (see the module docs).
+fn purge_key(url: &str) -> Result<CacheKey, String> {
+    let example = "e.g. http://example.com/path?query";
+    let uri: Uri = url
+        .parse()
+        .map_err(|e| format!("{url:?} is not a URL ({e}); give the absolute URL, {example}"))?;
+    match uri.scheme_str() {
+        Some(scheme) if scheme.eq_ignore_ascii_case("http") => {}
+        Some(scheme) => return Err(format!("only http:// URLs are cached, not {scheme}://")),
+        None => {
+            return Err(format!(
+                "{url:?} has no scheme and host; give the absolute URL, {example}"
+            ));
+        }
+    }
+    let mut parts = Request::new(()).into_parts().0;
+    parts.uri = uri;
+    CacheKey::from_request(&parts).map_err(|e| e.to_string())
+}
+
+/// A `text/plain` response.
+fn text(status: StatusCode, body: &str) -> Response<AdminBody> {
+    with_type(
+        status,
+        "text/plain; charset=utf-8",
+        Bytes::copy_from_slice(body.as_bytes()),
+    )
+}
+
+/// 405 with the methods the path takes.
+fn not_allowed(allow: &'static str) -> Response<AdminBody> {
+    let mut response = text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
+    response
+        .headers_mut()
+        .insert(ALLOW, HeaderValue::from_static(allow));
+    response
+}
+
+/// A response of `status` with `body` of `content_type`.
+fn with_type(status: StatusCode, content_type: &'static str, body: Bytes) -> Response<AdminBody> {
+    let mut response = Response::new(Full::new(body));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn purge_urls_map_to_the_keys_requests_get() {
+        let key = |url| purge_key(url).map(|k| k.as_str().to_owned());
+        assert_eq!(
+            key("http://Example.COM:80/a/../b?x=%7e").as_deref(),
+            Ok("http://example.com/b?x=~")
+        );
+        assert_eq!(
+            key("http://example.com:8080/").as_deref(),
+            Ok("http://example.com:8080/")
+        );
+        assert!(key("/just/a/path").is_err());
+        assert!(key("https://example.com/").is_err());
+        assert!(key("not a url").is_err());
+    }
+}

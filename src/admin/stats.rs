@@ -1,0 +1,133 @@
+//! `/stats`: one JSON document with what an operator (or an admin page polling it every
+//! second) wants at a glance.
+//!
+//! Top-level fields: `policy`, `uptime_seconds`, `requests` (by result), `hit_ratio`
+//! (`hit / (hit + stale + miss)`, `null` before the first), `admission` (decisions by reason,
+//! bytes kept off the disk), `filters` (`null` for `policy = "always"`: the configured sizes,
+//! the sizing derived from them, the generation, each filter's fill, keys, age and
+//! false-positive rate, rotations by cause and the latest cause), `store` (objects, bytes,
+//! budget, memory tier, evictions, fills committed), `origin` (requests and mean time to
+//! the response head), `errors` (by kind) and `shadow` (`null` unless `policy = "shadow"`).
+//! Everything is counted since start-up. Numbers that cannot be represented (an estimate of
+//! infinitely many keys in a full filter) are `null`.
+
+use serde_json::{Value, json};
+
+use crate::admission::{Decision, FilterStats, PairStats};
+use crate::config::{AdmissionConfig, FilterSizing, RotateMode};
+use crate::error::ErrorKind;
+use crate::metrics::{Counts, RequestResult};
+use crate::store::StoreStats;
+
+/// The document, from the configured `[admission]`, the policy's name, the counters, the
+/// filter pair's statistics (if it keeps one) and the store's.
+pub(super) fn snapshot(
+    config: &AdmissionConfig,
+    policy: &str,
+    counts: &Counts,
+    filters: Option<&PairStats>,
+    store: &StoreStats,
+) -> Value {
+    let requests: serde_json::Map<String, Value> = RequestResult::ALL
+        .iter()
+        .map(|&r| (r.as_str().to_owned(), counts.requests(r).into()))
+        .collect();
+    let decisions: serde_json::Map<String, Value> = Decision::ALL
+        .iter()
+        .map(|d| (d.as_str().to_owned(), counts.decisions[d.index()].into()))
+        .collect();
+    let errors: serde_json::Map<String, Value> = ErrorKind::ALL
+        .iter()
+        .map(|&k| (k.as_str().to_owned(), counts.errors[k as usize].into()))
+        .collect();
+    let origin = &counts.origin;
+    json!({
+        "policy": policy,
+        "uptime_seconds": counts.uptime.as_secs_f64(),
+        "requests": requests,
+        "hit_ratio": counts.hit_ratio(),
+        "admission": {
+            "decisions": decisions,
+            "disk_writes_avoided_bytes": counts.writes_avoided_bytes,
+        },
+        "filters": filters.map(|stats| filter_pair(config, stats)),
+        "store": {
+            "objects": store.objects,
+            "bytes": store.bytes,
+            "max_bytes": store.max_bytes,
+            "reserved_bytes": store.reserved_bytes,
+            "memory_objects": store.memory_objects,
+            "memory_bytes": store.memory_bytes,
+            "evictions": store.evictions,
+            "committed_fills": store.committed_fills,
+            "committed_bytes": store.committed_bytes,
+            "dropped_fills": store.dropped_fills.total(),
+            "scan_complete": store.scan_complete,
+        },
+        "origin": {
+            "requests": origin.count,
+            "mean_seconds": (origin.count > 0).then(|| origin.sum_seconds / origin.count as f64),
+        },
+        "errors": errors,
+        "shadow": (policy == "shadow").then(|| json!({
+            "writes_avoided": counts.shadow_writes_avoided,
+            "writes_avoided_bytes": counts.shadow_writes_avoided_bytes,
+            "hits_lost": counts.shadow_hits_lost,
+            "hits_lost_bytes": counts.shadow_hits_lost_bytes,
+        })),
+    })
+}
+
+/// The `filters` object.
+fn filter_pair(config: &AdmissionConfig, stats: &PairStats) -> Value {
+    let (expected_urls, memory) = match config.sizing {
+        FilterSizing::ExpectedUrls(keys) => (Some(keys), None),
+        FilterSizing::Memory(bytes) => (None, Some(bytes)),
+    };
+    let params = &stats.params;
+    let rotations = &stats.rotations;
+    json!({
+        "configured": {
+            "expected_urls": expected_urls,
+            "memory_bytes": memory,
+            "false_positive_rate": config.false_positive_rate,
+            "max_age_seconds": config.max_age.as_secs_f64(),
+            "rotate": match config.rotate {
+                RotateMode::Fill => "fill",
+                RotateMode::Auto => "auto",
+            },
+        },
+        "bits_per_filter": params.bits,
+        "probes": params.probes,
+        "bytes_per_filter": params.filter_bytes(),
+        "generation_size": params.generation_size,
+        "generation": stats.generation,
+        "generation_target": stats.generation_target,
+        "current": filter(&stats.current),
+        "previous": stats.previous.as_ref().map(filter),
+        "estimated_pair_false_positive_rate": stats.estimated_pair_false_positive_rate,
+        "modelled_pair_false_positive_rate": {
+            "after_rotation": stats.pair_false_positive_rate_range.0,
+            "before_rotation": stats.pair_false_positive_rate_range.1,
+        },
+        "rotations": {
+            "fill": rotations.fill,
+            "age": rotations.age,
+            "saturation": rotations.saturation,
+            "idle": rotations.idle,
+            "forced": rotations.forced,
+        },
+        "last_rotation_cause": stats.last_rotation.map(|cause| cause.as_str()),
+    })
+}
+
+/// One filter's object.
+fn filter(stats: &FilterStats) -> Value {
+    json!({
+        "fill_ratio": stats.bits_set_ratio,
+        "inserts": stats.inserts,
+        "estimated_keys": stats.estimated_keys,
+        "estimated_false_positive_rate": stats.estimated_false_positive_rate,
+        "age_seconds": stats.age.as_secs_f64(),
+    })
+}

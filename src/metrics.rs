@@ -1,0 +1,387 @@
+//! The proxy's counters, and their export in the Prometheus text format.
+//!
+//! [`Metrics`] holds what only the request path can count: requests by result, admission
+//! decisions, bytes admission kept off the disk, origin latency, errors, and the shadow
+//! policy's counts. Every one is a plain `AtomicU64` in an array indexed by a small enum,
+//! bumped with one `Relaxed` `fetch_add` (a counter publishes no other data): no lock, no
+//! hashing of labels and no allocation per request, so a hit pays a few nanoseconds for
+//! being counted. (prometheus-client's own `Family` would hash the label set and take a
+//! lock on every increment.)
+//!
+//! Everything derived from the filters and the store — fill, estimated keys, rotations,
+//! objects, bytes, evictions, bytes written — is read when `/metrics` is scraped, not
+//! kept up to date per request: [`export::Exporter`] is a prometheus-client collector
+//! that reads [`Metrics`], [`crate::store::Store::stats`] and
+//! [`crate::admission::Admission::filter_stats`] (`O(m/64)`: once per scrape is cheap, once
+//! per request would not be) and encodes them with prometheus-client's text encoder.
+//!
+//! # Which result a request counts as
+//!
+//! A request's `secondhit_requests_total{result}` follows from the `Cache-Status` this
+//! proxy sent ([`RequestResult::of_cache_status`]), so the access log and the metric
+//! always agree:
+//!
+//! - `hit`: served from storage, fresh (`hit`, no `detail`) — including a 304 to the
+//!   client's conditional, a 206 range and a HEAD answered from storage.
+//! - `stale`: served from storage while stale (`hit` with `detail=max-stale`,
+//!   `stale-while-revalidate`, `stale-if-error` or `stale-if-unreachable`).
+//! - `miss`: a GET/HEAD that went to the origin because storage could not answer it:
+//!   `fwd=uri-miss`, `fwd=vary-miss`, and `fwd=stale` (a revalidation, whether the origin
+//!   answered 304 or a new response).
+//! - `pass`: everything else — methods other than GET and HEAD (`fwd=method`), requests
+//!   whose own directives or conditions decided the cache's answer could not be used
+//!   (`fwd=request`: `no-cache`, `no-store`, `max-age=0`, `If-Match`, credentials on a
+//!   response not shareable), and answers the proxy made itself (400 rejections,
+//!   502/504 errors, `only-if-cached` misses, `Max-Forwards: 0`).
+//!
+//! So `hit / (hit + stale + miss)` is the hit ratio of the requests the cache was allowed
+//! to answer, and the sum of all four is every request.
+
+pub mod export;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use http::HeaderValue;
+
+use crate::admission::Decision;
+use crate::error::ErrorKind;
+
+/// What a request counted as (see the module docs for the exact mapping).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RequestResult {
+    /// Served fresh from storage.
+    Hit,
+    /// Served stale from storage.
+    Stale,
+    /// Went to the origin because storage could not answer.
+    Miss,
+    /// Proxied (or answered) without the cache's involvement.
+    Pass,
+}
+
+impl RequestResult {
+    /// Every result, in counter order.
+    pub const ALL: [RequestResult; 4] = [
+        RequestResult::Hit,
+        RequestResult::Stale,
+        RequestResult::Miss,
+        RequestResult::Pass,
+    ];
+
+    /// The metric label: "hit" | "stale" | "miss" | "pass".
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RequestResult::Hit => "hit",
+            RequestResult::Stale => "stale",
+            RequestResult::Miss => "miss",
+            RequestResult::Pass => "pass",
+        }
+    }
+
+    /// The result of a request answered with this proxy's `Cache-Status` value: reads the
+    /// `hit` flag, the `fwd` token and whether a `detail` follows, nothing else. The value
+    /// is the one [`crate::cache_status::CacheStatus::to_header_value`] made, parameters
+    /// separated by `"; "`.
+    pub fn of_cache_status(value: &HeaderValue) -> RequestResult {
+        let (mut hit, mut detail, mut forward) = (false, false, None);
+        for param in value.as_bytes().split(|&b| b == b';').skip(1) {
+            let param = param.trim_ascii();
+            if param == b"hit" {
+                hit = true;
+            } else if param.starts_with(b"detail=") {
+                detail = true;
+            } else if let Some(token) = param.strip_prefix(b"fwd=") {
+                forward = Some(token);
+            }
+        }
+        match (hit, detail, forward) {
+            (true, false, _) => RequestResult::Hit,
+            (true, true, _) => RequestResult::Stale,
+            (false, _, Some(b"uri-miss" | b"vary-miss" | b"stale")) => RequestResult::Miss,
+            (false, _, _) => RequestResult::Pass,
+        }
+    }
+}
+
+/// Counters of body bytes, bumped as a body streams (see [`Metrics::add_bytes`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ByteCounter {
+    /// Bytes of storable responses the admission policy kept off the disk.
+    WritesAvoided,
+    /// Bytes of responses stored in shadow mode that second-hit would not have written.
+    ShadowWritesAvoided,
+}
+
+/// The request path's counters: see the module docs. Shared by the proxy, its cache and
+/// origin client (each holds an `Arc`), and read by the admin listener.
+#[derive(Debug)]
+pub struct Metrics {
+    /// When the proxy started, for "since start" figures.
+    started: Instant,
+    /// Requests by [`RequestResult`], indexed by its position in `RequestResult::ALL`.
+    requests: [AtomicU64; RequestResult::ALL.len()],
+    /// Decisions applied to storable responses, indexed by [`Decision::index`].
+    decisions: [AtomicU64; Decision::ALL.len()],
+    /// Bytes by [`ByteCounter`].
+    bytes: [AtomicU64; 2],
+    /// Fills second-hit would not have written (shadow mode).
+    shadow_writes_avoided: AtomicU64,
+    /// First hits on entries second-hit would not have had (shadow mode).
+    shadow_hits_lost: AtomicU64,
+    /// Body bytes of those hits' entries.
+    shadow_hits_lost_bytes: AtomicU64,
+    /// Errors by [`ErrorKind`], indexed by its position in `ErrorKind::ALL`.
+    errors: [AtomicU64; ErrorKind::ALL.len()],
+    /// Time from sending an origin request to its response head (or its failure).
+    origin: DurationHistogram,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    /// All counters at zero, started now.
+    pub fn new() -> Metrics {
+        Metrics {
+            started: Instant::now(),
+            requests: Default::default(),
+            decisions: Default::default(),
+            bytes: Default::default(),
+            shadow_writes_avoided: AtomicU64::new(0),
+            shadow_hits_lost: AtomicU64::new(0),
+            shadow_hits_lost_bytes: AtomicU64::new(0),
+            errors: Default::default(),
+            origin: DurationHistogram::default(),
+        }
+    }
+
+    /// Counts one request answered with `result`.
+    pub fn count_request(&self, result: RequestResult) {
+        self.requests[result as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts `decision`, applied to a storable response.
+    pub fn count_decision(&self, decision: Decision) {
+        self.decisions[decision.index()].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Adds `bytes` to `counter`.
+    pub fn add_bytes(&self, counter: ByteCounter, bytes: u64) {
+        self.bytes[counter as usize].fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// Counts a fill that second-hit would not have written (its bytes are counted as the
+    /// body streams, into [`ByteCounter::ShadowWritesAvoided`]).
+    pub fn count_shadow_write_avoided(&self) {
+        self.shadow_writes_avoided.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a hit second-hit would not have had, on an entry of `body_len` bytes.
+    pub fn count_shadow_hit_lost(&self, body_len: u64) {
+        self.shadow_hits_lost.fetch_add(1, Ordering::Relaxed);
+        self.shadow_hits_lost_bytes
+            .fetch_add(body_len, Ordering::Relaxed);
+    }
+
+    /// Counts one error of `kind`.
+    pub fn count_error(&self, kind: ErrorKind) {
+        self.errors[kind as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Records how long an origin request took to its response head.
+    pub fn observe_origin(&self, elapsed: Duration) {
+        self.origin.observe(elapsed);
+    }
+
+    /// A consistent-enough copy of every counter (each read on its own).
+    pub fn snapshot(&self) -> Counts {
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        Counts {
+            uptime: self.started.elapsed(),
+            requests: self.requests.each_ref().map(load),
+            decisions: self.decisions.each_ref().map(load),
+            writes_avoided_bytes: load(&self.bytes[ByteCounter::WritesAvoided as usize]),
+            shadow_writes_avoided: load(&self.shadow_writes_avoided),
+            shadow_writes_avoided_bytes: load(
+                &self.bytes[ByteCounter::ShadowWritesAvoided as usize],
+            ),
+            shadow_hits_lost: load(&self.shadow_hits_lost),
+            shadow_hits_lost_bytes: load(&self.shadow_hits_lost_bytes),
+            errors: self.errors.each_ref().map(load),
+            origin: self.origin.snapshot(),
+        }
+    }
+}
+
+/// The counters at one moment, for `/metrics` and `/stats`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Counts {
+    /// Time since the proxy started.
+    pub uptime: Duration,
+    /// Requests, in the order of [`RequestResult::ALL`].
+    pub requests: [u64; RequestResult::ALL.len()],
+    /// Decisions, in the order of [`Decision::ALL`].
+    pub decisions: [u64; Decision::ALL.len()],
+    /// Body bytes of storable responses admission kept off the disk.
+    pub writes_avoided_bytes: u64,
+    /// Shadow mode: fills second-hit would not have written.
+    pub shadow_writes_avoided: u64,
+    /// Shadow mode: their body bytes.
+    pub shadow_writes_avoided_bytes: u64,
+    /// Shadow mode: hits second-hit would have lost.
+    pub shadow_hits_lost: u64,
+    /// Shadow mode: body bytes of the entries those hits served.
+    pub shadow_hits_lost_bytes: u64,
+    /// Errors, in the order of [`ErrorKind::ALL`].
+    pub errors: [u64; ErrorKind::ALL.len()],
+    /// Origin request durations.
+    pub origin: HistogramCounts,
+}
+
+impl Counts {
+    /// Requests that counted as `result`.
+    pub fn requests(&self, result: RequestResult) -> u64 {
+        self.requests[result as usize]
+    }
+
+    /// `hit / (hit + stale + miss)`: the share of the requests the cache was allowed to
+    /// answer that it answered fresh from storage; `None` before the first such request.
+    pub fn hit_ratio(&self) -> Option<f64> {
+        let hits = self.requests(RequestResult::Hit);
+        let answerable =
+            hits + self.requests(RequestResult::Stale) + self.requests(RequestResult::Miss);
+        (answerable > 0).then(|| hits as f64 / answerable as f64)
+    }
+}
+
+/// Upper bounds of the origin latency buckets, in seconds: 1 ms to 30 s.
+pub const ORIGIN_BUCKETS: [f64; 14] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+
+/// A latency histogram of atomics (prometheus-client's `Histogram` takes a mutex per
+/// observation): one count per bucket, and the sum in nanoseconds.
+#[derive(Debug, Default)]
+struct DurationHistogram {
+    /// Observations per bucket of [`ORIGIN_BUCKETS`], the last one for above them all.
+    buckets: [AtomicU64; ORIGIN_BUCKETS.len() + 1],
+    /// Sum of all observations, in nanoseconds.
+    sum_nanos: AtomicU64,
+}
+
+/// A histogram's figures.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HistogramCounts {
+    /// `(upper bound in seconds, observations above the previous bound and at or below
+    /// this one)`, ending with `+Inf`: per bucket, not cumulative (prometheus-client's
+    /// encoder adds them up as it writes the `le` buckets).
+    pub buckets: Vec<(f64, u64)>,
+    /// Observations in all.
+    pub count: u64,
+    /// Their sum, in seconds.
+    pub sum_seconds: f64,
+}
+
+impl DurationHistogram {
+    fn observe(&self, elapsed: Duration) {
+        let seconds = elapsed.as_secs_f64();
+        let bucket = ORIGIN_BUCKETS
+            .iter()
+            .position(|&bound| seconds <= bound)
+            .unwrap_or(ORIGIN_BUCKETS.len());
+        self.buckets[bucket].fetch_add(1, Ordering::Relaxed);
+        let nanos = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
+        self.sum_nanos.fetch_add(nanos, Ordering::Relaxed);
+    }
+
+    fn snapshot(&self) -> HistogramCounts {
+        let bounds = ORIGIN_BUCKETS.iter().copied().chain([f64::INFINITY]);
+        let buckets: Vec<(f64, u64)> = bounds
+            .zip(&self.buckets)
+            .map(|(bound, count)| (bound, count.load(Ordering::Relaxed)))
+            .collect();
+        HistogramCounts {
+            count: buckets.iter().map(|(_, count)| count).sum(),
+            buckets,
+            sum_seconds: self.sum_nanos.load(Ordering::Relaxed) as f64 / 1e9,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::admission::RejectReason;
+    use crate::cache_status::{CacheStatus, Detail, Forward};
+    use crate::policy::NotStored;
+
+    #[test]
+    fn results_follow_the_cache_status_parameters() {
+        use RequestResult::*;
+        let ok = http::StatusCode::OK;
+        let cases = [
+            (CacheStatus::hit().ttl(30), Hit),
+            (CacheStatus::hit().ttl(-3).detail(Detail::MaxStale), Stale),
+            (
+                CacheStatus::hit().detail(Detail::StaleWhileRevalidate),
+                Stale,
+            ),
+            (CacheStatus::hit().detail(Detail::StaleIfError), Stale),
+            (
+                CacheStatus::forward(Forward::UriMiss)
+                    .fwd_status(ok)
+                    .stored(),
+                Miss,
+            ),
+            (
+                CacheStatus::forward(Forward::UriMiss)
+                    .fwd_status(ok)
+                    .detail(Detail::Admission(RejectReason::FirstSight)),
+                Miss,
+            ),
+            (CacheStatus::forward(Forward::VaryMiss).fwd_status(ok), Miss),
+            (
+                CacheStatus::forward(Forward::Stale)
+                    .fwd_status(http::StatusCode::NOT_MODIFIED)
+                    .ttl(60),
+                Miss,
+            ),
+            (
+                CacheStatus::forward(Forward::Request)
+                    .fwd_status(ok)
+                    .detail(Detail::NotStored(NotStored::NoStore)),
+                Pass,
+            ),
+            (CacheStatus::forward(Forward::Method).fwd_status(ok), Pass),
+            (CacheStatus::own(Detail::OriginUnreachable), Pass),
+            (CacheStatus::own(Detail::MaxForwards), Pass),
+        ];
+        for (status, result) in cases {
+            let value = status.to_header_value();
+            assert_eq!(RequestResult::of_cache_status(&value), result, "{value:?}");
+        }
+    }
+
+    #[test]
+    fn counters_and_histogram_add_up() {
+        let metrics = Metrics::new();
+        metrics.count_request(RequestResult::Hit);
+        metrics.count_request(RequestResult::Hit);
+        metrics.count_request(RequestResult::Miss);
+        metrics.observe_origin(Duration::from_micros(500));
+        metrics.observe_origin(Duration::from_millis(20));
+        metrics.observe_origin(Duration::from_secs(60));
+        let counts = metrics.snapshot();
+        assert_eq!(counts.requests(RequestResult::Hit), 2);
+        assert_eq!(counts.hit_ratio(), Some(2.0 / 3.0));
+        assert_eq!(counts.origin.count, 3);
+        assert_eq!(counts.origin.buckets[0], (0.001, 1));
+        assert_eq!(counts.origin.buckets[4], (0.025, 1));
+        assert_eq!(counts.origin.buckets.last(), Some(&(f64::INFINITY, 1)));
+        assert!((counts.origin.sum_seconds - 60.0205).abs() < 1e-9);
+    }
+}

@@ -1,0 +1,315 @@
+//! `/metrics`: every metric, read at scrape time and encoded by prometheus-client.
+//!
+//! [`Exporter`] registers one collector with a prometheus-client `Registry`. On each
+//! scrape the collector reads the request path's [`Metrics`], the store's
+//! [`StoreStats`](crate::store::StoreStats) and the filter pair's
+//! [`PairStats`](crate::admission::PairStats), and writes them through the library's
+//! descriptor and metric encoders, so names, types, label escaping and the text format
+//! are the library's. The output is the OpenMetrics text format
+//! ([`CONTENT_TYPE`]), which Prometheus reads natively; a counter's samples carry the
+//! `_total` suffix there (the descriptors name the family without it).
+//!
+//! The metric names are an interface: the README's "Operating" section lists each one.
+
+use std::fmt;
+use std::sync::Arc;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, NoLabelSet};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
+
+use super::{Counts, Metrics, RequestResult};
+use crate::admission::{Admission, Cause, Decision, FilterStats, PairStats};
+use crate::error::ErrorKind;
+use crate::store::{FillDrop, Store, StoreStats};
+
+/// The `Content-Type` of the exposition: OpenMetrics text 1.0.0.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Encodes every metric on demand.
+pub struct Exporter {
+    registry: Registry,
+}
+
+impl Exporter {
+    /// An exporter of `metrics`, `store`'s statistics and `admission`'s filter statistics.
+    pub fn new(
+        metrics: Arc<Metrics>,
+        store: Arc<Store>,
+        admission: Arc<dyn Admission>,
+    ) -> Exporter {
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(Scrape {
+            metrics,
+            store,
+            admission,
+        }));
+        Exporter { registry }
+    }
+
+    /// The exposition, as of now.
+    pub fn render(&self) -> Result<String, fmt::Error> {
+        let mut text = String::with_capacity(8 * 1024);
+        prometheus_client::encoding::text::encode(&mut text, &self.registry)?;
+        Ok(text)
+    }
+}
+
+/// The collector: what a scrape reads.
+struct Scrape {
+    metrics: Arc<Metrics>,
+    store: Arc<Store>,
+    admission: Arc<dyn Admission>,
+}
+
+// By hand: prometheus-client wants collectors to be `Debug`, and a policy is not.
+impl fmt::Debug for Scrape {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Scrape")
+            .field("policy", &self.admission.name())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Collector for Scrape {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
+        let counts = self.metrics.snapshot();
+        let store = self.store.stats();
+        let filters = self.admission.filter_stats();
+        let out = &mut encoder;
+        requests(out, &counts)?;
+        admission(out, &counts)?;
+        if let Some(filters) = &filters {
+            filter_pair(out, filters)?;
+        }
+        store_and_disk(out, &store)?;
+        origin(out, &counts)?;
+        errors(out, &counts, &store)?;
+        if self.admission.name() == "shadow" {
+            shadow(out, &counts)?;
+        }
+        Ok(())
+    }
+}
+
+fn requests(out: &mut DescriptorEncoder, counts: &Counts) -> fmt::Result {
+    let samples = RequestResult::ALL.map(|r| ([("result", r.as_str())], counts.requests(r)));
+    counter_family(
+        out,
+        "secondhit_requests",
+        "Requests by result: hit (fresh from storage), stale (stale from storage), miss (to the origin for want of a usable stored response), pass (everything else)",
+        &samples,
+    )
+}
+
+fn admission(out: &mut DescriptorEncoder, counts: &Counts) -> fmt::Result {
+    let samples = Decision::ALL.map(|d| {
+        let decision = if d.is_admit() { "admit" } else { "reject" };
+        (
+            [("decision", decision), ("reason", d.as_str())],
+            counts.decisions[d.index()],
+        )
+    });
+    counter_family(
+        out,
+        "secondhit_admission_decisions",
+        "Admission decisions applied to storable responses, by decision and reason",
+        &samples,
+    )?;
+    counter(
+        out,
+        "secondhit_disk_writes_avoided_bytes",
+        "Body bytes of storable responses that admission kept off the disk",
+        counts.writes_avoided_bytes,
+    )
+}
+
+fn filter_pair(out: &mut DescriptorEncoder, stats: &PairStats) -> fmt::Result {
+    let each = |value: fn(&FilterStats) -> f64| {
+        let mut samples = vec![([("filter", "current")], value(&stats.current))];
+        if let Some(previous) = &stats.previous {
+            samples.push(([("filter", "previous")], value(previous)));
+        }
+        samples
+    };
+    gauge_family(
+        out,
+        "secondhit_filter_fill_ratio",
+        "Share of the filter's bits that are set (about 0.5 at its design load)",
+        &each(|f| f.bits_set_ratio),
+    )?;
+    gauge_family(
+        out,
+        "secondhit_filter_estimated_keys",
+        "Distinct keys in the filter, estimated from its fill",
+        &each(|f| f.estimated_keys),
+    )?;
+    gauge(
+        out,
+        "secondhit_filter_estimated_fp_rate",
+        "False-positive rate of the pair (either filter says yes), from its bits now",
+        stats.estimated_pair_false_positive_rate,
+    )?;
+    let rotations = &stats.rotations;
+    let samples = Cause::ALL.map(|cause| {
+        let count = match cause {
+            Cause::Fill => rotations.fill,
+            Cause::Age => rotations.age,
+            Cause::Saturation => rotations.saturation,
+            Cause::Idle => rotations.idle,
+            Cause::Forced => rotations.forced,
+        };
+        ([("cause", cause.as_str())], count)
+    });
+    counter_family(
+        out,
+        "secondhit_filter_rotations",
+        "Rotations of the filter pair since start-up, by cause",
+        &samples,
+    )?;
+    gauge(
+        out,
+        "secondhit_filter_generation_age_seconds",
+        "Time since the current filter generation began",
+        stats.current.age.as_secs_f64(),
+    )
+}
+
+fn store_and_disk(out: &mut DescriptorEncoder, store: &StoreStats) -> fmt::Result {
+    gauge(
+        out,
+        "secondhit_store_objects",
+        "Entries in the disk cache",
+        store.objects as f64,
+    )?;
+    gauge(
+        out,
+        "secondhit_store_bytes",
+        "Bytes of entry files in the disk cache, headers included",
+        store.bytes as f64,
+    )?;
+    counter(
+        out,
+        "secondhit_store_evictions",
+        "Entries evicted to make room, since start-up",
+        store.evictions,
+    )?;
+    counter(
+        out,
+        "secondhit_disk_write_bytes",
+        "Body bytes of fills committed to the disk cache, since start-up",
+        store.committed_bytes,
+    )
+}
+
+fn origin(out: &mut DescriptorEncoder, counts: &Counts) -> fmt::Result {
+    let histogram = &counts.origin;
+    let mut metric = out.encode_descriptor(
+        "secondhit_origin_request_duration_seconds",
+        "Time from sending a request to the origin to its response head (or its failure)",
+        None,
+        MetricType::Histogram,
+    )?;
+    metric.encode_histogram::<NoLabelSet>(
+        histogram.sum_seconds,
+        histogram.count,
+        &histogram.buckets,
+        None,
+    )
+}
+
+fn errors(out: &mut DescriptorEncoder, counts: &Counts, store: &StoreStats) -> fmt::Result {
+    let mut samples: Vec<([(&str, &str); 1], u64)> = ErrorKind::ALL
+        .iter()
+        .map(|&kind| ([("kind", kind.as_str())], counts.errors[kind as usize]))
+        .collect();
+    samples.push(([("kind", "store-checksum")], store.checksum_failures));
+    samples.push(([("kind", "store-invalid-file")], store.removed_invalid));
+    // Fills that ended without an entry for a reason an operator should hear about (a
+    // client going away or a body growing too large is routine, not an error).
+    for reason in FillDrop::ALL.into_iter().filter(|r| !r.is_expected()) {
+        let kind = match reason {
+            FillDrop::OriginError => "fill-origin-error",
+            FillDrop::DiskBehind => "fill-disk-behind",
+            FillDrop::NoSpace => "fill-no-space",
+            _ => "fill-store-error",
+        };
+        samples.push(([("kind", kind)], store.dropped_fills.get(reason)));
+    }
+    counter_family(
+        out,
+        "secondhit_errors",
+        "Errors by kind: request failures answered 400/502/504, and cache failures survived by proxying uncached",
+        &samples,
+    )
+}
+
+fn shadow(out: &mut DescriptorEncoder, counts: &Counts) -> fmt::Result {
+    counter(
+        out,
+        "secondhit_shadow_writes_avoided",
+        "Shadow mode: fills stored that second-hit would not have written (first sight)",
+        counts.shadow_writes_avoided,
+    )?;
+    counter(
+        out,
+        "secondhit_shadow_writes_avoided_bytes",
+        "Shadow mode: body bytes of those fills",
+        counts.shadow_writes_avoided_bytes,
+    )?;
+    counter(
+        out,
+        "secondhit_shadow_hits_lost",
+        "Shadow mode: hits second-hit would have missed (the first hit on an entry it would not have stored)",
+        counts.shadow_hits_lost,
+    )?;
+    counter(
+        out,
+        "secondhit_shadow_hits_lost_bytes",
+        "Shadow mode: body bytes of the entries those hits served",
+        counts.shadow_hits_lost_bytes,
+    )
+}
+
+/// One counter without labels.
+fn counter(out: &mut DescriptorEncoder, name: &str, help: &str, value: u64) -> fmt::Result {
+    let mut metric = out.encode_descriptor(name, help, None, MetricType::Counter)?;
+    metric.encode_counter::<NoLabelSet, u64, f64>(&value, None)
+}
+
+/// One gauge without labels.
+fn gauge(out: &mut DescriptorEncoder, name: &str, help: &str, value: f64) -> fmt::Result {
+    let mut metric = out.encode_descriptor(name, help, None, MetricType::Gauge)?;
+    metric.encode_gauge(&value)
+}
+
+/// A counter family: one sample per label set.
+fn counter_family<L: EncodeLabelSet>(
+    out: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    samples: &[(L, u64)],
+) -> fmt::Result {
+    let mut metric = out.encode_descriptor(name, help, None, MetricType::Counter)?;
+    for (labels, value) in samples {
+        metric
+            .encode_family(labels)?
+            .encode_counter::<NoLabelSet, u64, f64>(value, None)?;
+    }
+    Ok(())
+}
+
+/// A gauge family: one sample per label set.
+fn gauge_family<L: EncodeLabelSet>(
+    out: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    samples: &[(L, f64)],
+) -> fmt::Result {
+    let mut metric = out.encode_descriptor(name, help, None, MetricType::Gauge)?;
+    for (labels, value) in samples {
+        metric.encode_family(labels)?.encode_gauge(value)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,378 @@
+//! The admin listener over real sockets: `/metrics` after a scripted sequence (exact
+//! counts), `/purge` (variants, memory tier, unknown URLs), `/rotate` and `/stats`, the
+//! bearer token on every endpoint, methods and paths, and `admin_listen = "off"`.
+
+use crate::support::{
+    Reply, TestOrigin, TestProxy, body_bytes, client, get, sample, scrape, send, send_until_hit,
+    stats,
+};
+use secondhit::config::{AdmissionPolicy, Config};
+
+/// The admin URL that purges `url` (form-encoded, as `curl --data-urlencode` would).
+fn purge_url(proxy: &TestProxy, url: &str) -> String {
+    let query = form_urlencoded::Serializer::new(String::new())
+        .append_pair("url", url)
+        .finish();
+    proxy.admin_url(&format!("/purge?{query}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_a_scripted_sequence_exactly() {
+    let origin = TestOrigin::start(|head| match head.uri.path() {
+        "/a" => Reply::ok("max-age=3600", body_bytes(1000, 1)),
+        "/b" => Reply::ok("no-store", body_bytes(300, 2)),
+        _ => Reply::status(200, b"posted".to_vec()),
+    })
+    .await;
+    let proxy = TestProxy::start(origin.addr, |_| {}).await;
+    let http = client();
+
+    // 1. First sight: a miss, kept off the disk.
+    let first = get(&proxy.url("/a")).await;
+    assert_eq!(first.cache.detail.as_deref(), Some("first-sight"));
+    // 2. Seen before: a miss, stored.
+    assert!(get(&proxy.url("/a")).await.cache.stored);
+    proxy.wait_committed(1).await;
+    // 3. A hit.
+    assert!(get(&proxy.url("/a")).await.cache.hit);
+    // 4. The client's own no-store: passed to the origin.
+    let no_store = send(
+        http.get(proxy.url("/a"))
+            .header("cache-control", "no-store"),
+    )
+    .await;
+    assert_eq!(no_store.cache.fwd.as_deref(), Some("request"));
+    // 5. Another method: passed.
+    let posted = send(http.post(proxy.url("/p")).body("x")).await;
+    assert_eq!(posted.cache.fwd.as_deref(), Some("method"));
+    // 6. A response that may not be stored: a miss, but no admission decision.
+    let unstorable = get(&proxy.url("/b")).await;
+    assert_eq!(unstorable.cache.detail.as_deref(), Some("no-store"));
+
+    let m = scrape(&proxy).await;
+    let requests = |result: &str| {
+        sample(
+            &m,
+            &format!("secondhit_requests_total{{result=\"{result}\"}}"),
+        )
+    };
+    assert_eq!(
+        (
+            requests("hit"),
+            requests("stale"),
+            requests("miss"),
+            requests("pass")
+        ),
+        (1.0, 0.0, 3.0, 2.0)
+    );
+    let decision = |decision: &str, reason: &str| {
+        sample(
+            &m,
+            &format!(
+                "secondhit_admission_decisions_total{{decision=\"{decision}\",reason=\"{reason}\"}}"
+            ),
+        )
+    };
+    assert_eq!(decision("reject", "first-sight"), 1.0);
+    assert_eq!(decision("admit", "seen-before"), 1.0);
+    assert_eq!(decision("admit", "always"), 0.0);
+    assert_eq!(decision("admit", "already-stored"), 0.0);
+    assert_eq!(sample(&m, "secondhit_disk_write_bytes_total"), 1000.0);
+    assert_eq!(
+        sample(&m, "secondhit_disk_writes_avoided_bytes_total"),
+        1000.0
+    );
+    assert_eq!(sample(&m, "secondhit_store_objects"), 1.0);
+    assert!(
+        sample(&m, "secondhit_store_bytes") > 1000.0,
+        "headers count too"
+    );
+    assert_eq!(sample(&m, "secondhit_store_evictions_total"), 0.0);
+    // Five requests reached the origin: two misses of /a, the no-store GET, the POST, /b.
+    assert_eq!(
+        sample(&m, "secondhit_origin_request_duration_seconds_count"),
+        5.0
+    );
+    assert_eq!(
+        sample(
+            &m,
+            "secondhit_origin_request_duration_seconds_bucket{le=\"+Inf\"}"
+        ),
+        5.0
+    );
+    assert_eq!(
+        sample(&m, "secondhit_errors_total{kind=\"origin-unreachable\"}"),
+        0.0
+    );
+    // The filters: /a and /b recorded, no rotation yet.
+    let keys = sample(&m, "secondhit_filter_estimated_keys{filter=\"current\"}");
+    assert!((1.5..2.5).contains(&keys), "about two keys, got {keys}");
+    assert!(sample(&m, "secondhit_filter_fill_ratio{filter=\"current\"}") > 0.0);
+    assert_eq!(
+        sample(&m, "secondhit_filter_rotations_total{cause=\"fill\"}"),
+        0.0
+    );
+    assert!(sample(&m, "secondhit_filter_generation_age_seconds") >= 0.0);
+    assert!(sample(&m, "secondhit_filter_estimated_fp_rate") < 0.01);
+    assert!(
+        !m.keys().any(|name| name.starts_with("secondhit_shadow_")),
+        "shadow metrics only in shadow mode"
+    );
+
+    // /stats agrees, and so does the hit ratio: 1 of 4 answerable requests.
+    let s = stats(&proxy).await;
+    assert_eq!(s["policy"], "second-hit");
+    assert_eq!(s["requests"]["hit"], 1);
+    assert_eq!(s["requests"]["pass"], 2);
+    assert_eq!(s["hit_ratio"], 0.25);
+    assert_eq!(s["admission"]["disk_writes_avoided_bytes"], 1000);
+    assert_eq!(s["store"]["objects"], 1);
+    assert_eq!(s["filters"]["configured"]["expected_urls"], 1_000_000);
+    assert_eq!(s["filters"]["configured"]["rotate"], "fill");
+    assert_eq!(s["filters"]["generation"], 0);
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_origin_that_is_down_counts_as_an_error_and_a_pass() {
+    let origin = TestOrigin::start(|_| Reply::ok("max-age=60", b"x".to_vec())).await;
+    let proxy = TestProxy::start(origin.addr, |_| {}).await;
+    origin.go_down().await;
+    let seen = get(&proxy.url("/down")).await;
+    assert_eq!(seen.status, 502);
+    let m = scrape(&proxy).await;
+    assert_eq!(
+        sample(&m, "secondhit_errors_total{kind=\"origin-unreachable\"}"),
+        1.0
+    );
+    assert_eq!(sample(&m, "secondhit_requests_total{result=\"pass\"}"), 1.0);
+    assert_eq!(
+        sample(&m, "secondhit_origin_request_duration_seconds_count"),
+        1.0
+    );
+    proxy.stop().await;
+}
+
+/// An origin whose `/v` varies on `Accept-Language` and whose other paths do not.
+async fn varying_origin() -> TestOrigin {
+    TestOrigin::start(|head| {
+        if head.uri.path() == "/v" {
+            let lang = head
+                .headers
+                .get("accept-language")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("none")
+                .to_owned();
+            Reply::ok("max-age=3600", lang.into_bytes()).header("vary", "accept-language")
+        } else {
+            Reply::ok("max-age=3600", body_bytes(500, 9))
+        }
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn purge_removes_every_variant_and_the_memory_copy() {
+    let origin = varying_origin().await;
+    let proxy = TestProxy::start(origin.addr, |c| {
+        c.admission.policy = AdmissionPolicy::Always
+    })
+    .await;
+    let http = client();
+    let variant = |lang: &'static str| {
+        let http = http.clone();
+        let url = proxy.url("/v");
+        move || http.get(&url).header("accept-language", lang)
+    };
+    for lang in ["en", "fr"] {
+        let hit = send_until_hit(variant(lang)).await;
+        assert_eq!(hit.body, lang.as_bytes());
+    }
+    assert_eq!(origin.count("/v"), 2);
+
+    // The key is the URL as the client asked for it: the proxy's own host and port here.
+    let purged = send(http.post(purge_url(&proxy, &proxy.url("/v")))).await;
+    assert_eq!(
+        purged.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&purged.body)
+    );
+    // Neither variant is served from storage any more (the first refetch stores a new
+    // variant set, so the second one finds that set without its variant).
+    for (lang, count) in [("en", 3), ("fr", 4)] {
+        let seen = send(variant(lang)()).await;
+        assert!(!seen.cache.hit, "{lang} after the purge: {:?}", seen.cache);
+        assert_eq!(seen.body, lang.as_bytes());
+        assert_eq!(origin.count("/v"), count);
+    }
+
+    // A hit from memory: the second hit reads the copy the first one left there.
+    let plain = || http.get(proxy.url("/plain"));
+    send_until_hit(plain).await;
+    assert!(send(plain()).await.cache.hit);
+    assert!(
+        proxy.store.stats().memory_objects >= 1,
+        "the memory tier holds it"
+    );
+    let purged = send(http.post(purge_url(&proxy, &proxy.url("/plain")))).await;
+    assert_eq!(purged.status, 200);
+    let after = send(plain()).await;
+    assert!(!after.cache.hit, "{:?}", after.cache);
+    assert_eq!(
+        origin.count("/plain"),
+        2,
+        "the purge sent it back to the origin"
+    );
+
+    // Nothing stored: 404. Not an absolute http:// URL: 400.
+    let unknown = send(http.post(purge_url(&proxy, &proxy.url("/never")))).await;
+    assert_eq!(unknown.status, 404);
+    assert!(String::from_utf8_lossy(&unknown.body).contains("/never"));
+    let relative = send(http.post(proxy.admin_url("/purge?url=%2Fv"))).await;
+    assert_eq!(relative.status, 400);
+    let missing = send(http.post(proxy.admin_url("/purge"))).await;
+    assert_eq!(missing.status, 400);
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_token_is_required_on_every_endpoint() {
+    let origin = TestOrigin::start(|_| Reply::ok("max-age=60", b"x".to_vec())).await;
+    let proxy = TestProxy::start(origin.addr, |c| {
+        c.server.admin_token = Some("s3cret-token".to_owned())
+    })
+    .await;
+    let http = client();
+    let never = proxy.url("/never");
+    let endpoints: [(&str, &str, u16); 5] = [
+        ("GET", "/metrics", 200),
+        ("GET", "/healthz", 200),
+        ("GET", "/stats", 200),
+        ("POST", "/purge", 404),
+        ("POST", "/rotate", 200),
+    ];
+    for (method, path, expected) in endpoints {
+        let request = |token: Option<&str>| {
+            let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
+            let url = match path {
+                "/purge" => purge_url(&proxy, &never),
+                _ => proxy.admin_url(path),
+            };
+            let builder = http.request(method, url);
+            match token {
+                Some(token) => builder.bearer_auth(token),
+                None => builder,
+            }
+        };
+        let without = send(request(None)).await;
+        assert_eq!(without.status, 401, "{method} {path} without a token");
+        assert_eq!(
+            without
+                .headers
+                .get("www-authenticate")
+                .map(|v| v.as_bytes()),
+            Some(&b"Bearer"[..])
+        );
+        let wrong = send(request(Some("s3cret-tokeN"))).await;
+        assert_eq!(wrong.status, 401, "{method} {path} with a wrong token");
+        let short = send(request(Some("s3cret"))).await;
+        assert_eq!(
+            short.status, 401,
+            "{method} {path} with a prefix of the token"
+        );
+        let right = send(request(Some("s3cret-token"))).await;
+        assert_eq!(right.status, expected, "{method} {path} with the token");
+    }
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn methods_paths_and_health() {
+    let origin = TestOrigin::start(|_| Reply::ok("max-age=60", b"x".to_vec())).await;
+    let proxy = TestProxy::start(origin.addr, |_| {}).await;
+    let http = client();
+    let health = get(&proxy.admin_url("/healthz")).await;
+    assert_eq!((health.status, health.body.as_slice()), (200, &b"ok\n"[..]));
+    let post_metrics = send(http.post(proxy.admin_url("/metrics"))).await;
+    assert_eq!(post_metrics.status, 405);
+    assert_eq!(post_metrics.headers["allow"], "GET, HEAD");
+    let get_purge = get(&proxy.admin_url("/purge?url=http://a/")).await;
+    assert_eq!(get_purge.status, 405);
+    assert_eq!(get_purge.headers["allow"], "POST");
+    assert_eq!(get(&proxy.admin_url("/nope")).await.status, 404);
+    // The admin API is not on the public port: there it is just a path for the origin.
+    let public = get(&proxy.url("/metrics")).await;
+    assert_eq!(public.body, b"x");
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rotate_starts_a_generation_and_counts_a_forced_rotation() {
+    let origin = TestOrigin::start(|_| Reply::ok("max-age=60", b"x".to_vec())).await;
+    let proxy = TestProxy::start(origin.addr, |_| {}).await;
+    let http = client();
+    get(&proxy.url("/remembered")).await;
+    let before = stats(&proxy).await;
+    assert_eq!(before["filters"]["generation"], 0);
+    assert!(before["filters"]["last_rotation_cause"].is_null());
+
+    let rotated = send(http.post(proxy.admin_url("/rotate"))).await;
+    assert_eq!(rotated.status, 200);
+    assert_eq!(rotated.body, b"rotated: generation 1\n");
+    let after = stats(&proxy).await;
+    assert_eq!(after["filters"]["generation"], 1);
+    assert_eq!(after["filters"]["rotations"]["forced"], 1);
+    assert_eq!(after["filters"]["last_rotation_cause"], "forced");
+    assert_eq!(after["filters"]["current"]["inserts"], 0);
+    assert!(after["filters"]["previous"].is_object());
+    let m = scrape(&proxy).await;
+    assert_eq!(
+        sample(&m, "secondhit_filter_rotations_total{cause=\"forced\"}"),
+        1.0
+    );
+    assert_eq!(
+        sample(&m, "secondhit_filter_rotations_total{cause=\"fill\"}"),
+        0.0
+    );
+    // A key seen before the rotation is still remembered (it is in `previous` now).
+    assert!(get(&proxy.url("/remembered")).await.cache.stored);
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rotate_under_policy_always_is_a_conflict() {
+    let origin = TestOrigin::start(|_| Reply::ok("max-age=60", b"x".to_vec())).await;
+    let proxy = TestProxy::start(origin.addr, |c| {
+        c.admission.policy = AdmissionPolicy::Always
+    })
+    .await;
+    let rotated = send(client().post(proxy.admin_url("/rotate"))).await;
+    assert_eq!(rotated.status, 409);
+    assert!(String::from_utf8_lossy(&rotated.body).contains("always"));
+    let s = stats(&proxy).await;
+    assert!(s["filters"].is_null());
+    let m = scrape(&proxy).await;
+    assert!(!m.keys().any(|name| name.starts_with("secondhit_filter_")));
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_listen_off_means_no_listener_and_the_public_port_is_refused() {
+    let origin = TestOrigin::start(|_| Reply::ok("max-age=60", b"x".to_vec())).await;
+    let proxy = TestProxy::start(origin.addr, |c| c.server.admin_listen = None).await;
+    assert_eq!(proxy.admin, None);
+    assert_eq!(get(&proxy.url("/x")).await.status, 200);
+    proxy.stop().await;
+
+    let error = Config::from_toml_str(
+        "[server]\nlisten = \"127.0.0.1:8080\"\nadmin_listen = \"127.0.0.1:8080\"",
+    )
+    .expect_err("the public port is refused");
+    assert!(
+        error.to_string().starts_with("server.admin_listen:"),
+        "{error}"
+    );
+    let off = Config::from_toml_str("[server]\nadmin_listen = \"off\"").expect("off is valid");
+    assert_eq!(off.server.admin_listen, None);
+}
