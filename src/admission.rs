@@ -20,10 +20,13 @@
 //! `aging_pair` the rotating pair, lock-free on the request path, with a background thread
 //! that clears retired filters; `persist` the snapshots in `<cache.dir>/state/`
 //! ([`Snapshots`]); `stats` what the pair reports ([`PairStats`], through
-//! [`Admission::filter_stats`]). [`assemble`] puts them together for the server.
+//! [`Admission::filter_stats`]). [`assemble`] puts them together for the server, at start
+//! and on every reload that changes `[admission]`; `live` holds what it built
+//! ([`LiveAdmission`]) so that a reload can swap it while the proxy serves.
 
 mod aging_pair;
 mod bloom;
+mod live;
 mod persist;
 mod stats;
 
@@ -39,6 +42,7 @@ use crate::config::{AdmissionConfig, AdmissionPolicy, FilterSizing, RotateMode};
 
 pub use aging_pair::{AgingPair, ObjectCount, Rotation};
 pub use bloom::FilterParams;
+pub use live::LiveAdmission;
 pub use persist::{SNAPSHOT_FILE, Snapshots};
 pub use stats::{FilterStats, PairStats, RotationCounts};
 

@@ -40,14 +40,16 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime};
 
-use http::header::AUTHORIZATION;
+use arc_swap::ArcSwap;
+use http::header::{AUTHORIZATION, REFERER, USER_AGENT};
 use http::{Method, Request, Response, request};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
-use crate::admission::{Admission, AdmitReason, Decision, FilterHasher};
+use crate::access_log::{AccessLog, Record};
+use crate::admission::{AdmitReason, Decision, LiveAdmission};
 use crate::cache_status::{CACHE_STATUS, CacheStatus, Detail, Forward};
-use crate::config::{AccessLog, SettingsHandle};
+use crate::config::SettingsHandle;
 use crate::error::{BoxError, ProxyBody, ProxyError, error_response};
 use crate::hygiene;
 use crate::key::CacheKey;
@@ -65,10 +67,13 @@ use max_forwards::Hop;
 
 /// Everything a request needs, shared by all connections.
 pub struct Proxy {
-    /// The origin, the store and the live settings (`log.access_log` is read from there too).
+    /// The origin, the store and the live settings.
     cache: Cache,
-    admission: Arc<dyn Admission>,
-    hasher: FilterHasher,
+    /// The admission policy and its keyed hasher, loaded once per request (a reload
+    /// swaps them).
+    admission: Arc<LiveAdmission>,
+    /// Where each request's line goes, when the access log is on.
+    access_log: AccessLog,
     /// Store hashes of keys with a `stale-while-revalidate` refresh in flight: at most
     /// one per key, however many requests see the stale entry meanwhile.
     refreshing: Arc<Mutex<HashSet<u128>>>,
@@ -76,14 +81,14 @@ pub struct Proxy {
 
 /// The parts a proxy is built from, each made once by `server::Server::bind`.
 pub struct Parts {
-    /// The pooled origin client.
-    pub origin: Origin,
+    /// The pooled origin client, loaded per origin request (a reload swaps it).
+    pub origin: Arc<ArcSwap<Origin>>,
     /// The disk store.
     pub store: Arc<Store>,
-    /// The admission policy every GET/HEAD key is checked against.
-    pub admission: Arc<dyn Admission>,
-    /// The keyed hash the policy is given.
-    pub hasher: FilterHasher,
+    /// The admission policy every GET/HEAD key is checked against, with its hasher.
+    pub admission: Arc<LiveAdmission>,
+    /// The access log.
+    pub access_log: AccessLog,
 }
 
 impl Proxy {
@@ -92,20 +97,20 @@ impl Proxy {
     pub fn new(parts: Parts, settings: SettingsHandle) -> Proxy {
         Proxy {
             cache: Cache {
-                origin: Arc::new(parts.origin),
+                origin: parts.origin,
                 store: parts.store,
                 settings,
             },
             admission: parts.admission,
-            hasher: parts.hasher,
+            access_log: parts.access_log,
             refreshing: Arc::new(Mutex::new(HashSet::new())),
         }
     }
 
     /// The admission policy in use (the bench reports its memory).
     #[cfg(feature = "bench")]
-    pub(crate) fn admission(&self) -> Arc<dyn Admission> {
-        self.admission.clone()
+    pub(crate) fn admission(&self) -> Arc<dyn crate::admission::Admission> {
+        self.admission.load().policy.clone()
     }
 
     /// Answers one request from `peer`. Never fails: errors become responses through `error_response`.
@@ -114,13 +119,15 @@ impl Proxy {
     /// answered 400 and never routed. A `TRACE` or `OPTIONS` whose `Max-Forwards` is zero is
     /// answered here (`max_forwards`). Any other accepted head gets the forwarding fields
     /// ([`hygiene::prepare_forward`]) before it is routed, so every origin request carries
-    /// them; every response gets `Via`.
+    /// them; every response gets `Via`. When the access log is on, the response's body
+    /// logs the request once it is done ([`AccessLog::wrap_body`]).
     pub async fn handle(
         &self,
         request: Request<Incoming>,
         peer: SocketAddr,
     ) -> Response<ProxyBody> {
         let started = Instant::now();
+        let received = SystemTime::now();
         let (mut head, body) = request.into_parts();
         let routed = match hygiene::check_request(&mut head)
             .and_then(|()| max_forwards::take_hop(&mut head))
@@ -147,17 +154,24 @@ impl Proxy {
             );
         }
         hygiene::add_response_via(response.headers_mut());
-        if self.cache.settings.load().log.access_log == AccessLog::Stdout {
-            tracing::info!(
-                target: "access",
-                method = %head.method,
-                uri = %head.uri,
-                status = response.status().as_u16(),
-                cache_status = response.headers().get(CACHE_STATUS).and_then(|v| v.to_str().ok()).unwrap_or(""),
-                micros = started.elapsed().as_micros() as u64,
-            );
+        if !self.access_log.is_on() {
+            return response;
         }
-        response
+        // Moved out of the request head, which is no longer needed: no copies.
+        let record = Record {
+            received,
+            peer: peer.ip(),
+            method: head.method,
+            target: head.uri,
+            version: head.version,
+            status: response.status(),
+            referer: head.headers.remove(REFERER),
+            user_agent: head.headers.remove(USER_AGENT),
+            cache_status: response.headers().get(CACHE_STATUS).cloned(),
+            bytes: 0,
+            duration: std::time::Duration::ZERO,
+        };
+        response.map(|body| self.access_log.wrap_body(record, started, body))
     }
 
     async fn route(
@@ -169,11 +183,15 @@ impl Proxy {
             return self.unsafe_or_other(head, body).await;
         }
         let key = CacheKey::from_request(head)?;
-        let filter_hash = self.hasher.hash(key.as_str().as_bytes());
-        // The filter's blocks load from memory while the request's directives are parsed.
-        self.admission.prefetch(filter_hash);
-        let directives = RequestDirectives::parse(&head.headers);
-        let decision = self.admission.check_and_record(filter_hash);
+        let (directives, decision) = {
+            // One load: the hasher and the policy of the same assembly.
+            let admission = self.admission.load();
+            let filter_hash = admission.hasher.hash(key.as_str().as_bytes());
+            // The filter's blocks load from memory while the request's directives are parsed.
+            admission.policy.prefetch(filter_hash);
+            let directives = RequestDirectives::parse(&head.headers);
+            (directives, admission.policy.check_and_record(filter_hash))
+        };
         if directives.no_store {
             // Nothing of this exchange may be stored (RFC 9111 §5.2.1.5), so it is not
             // served from storage either: the client asked to keep it out of caches.

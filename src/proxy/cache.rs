@@ -12,6 +12,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use arc_swap::ArcSwap;
 use http::header::{CONTENT_LENGTH, VARY};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 
@@ -97,8 +98,9 @@ pub struct OriginRequest {
 /// The store and the origin, with the rules that connect them.
 #[derive(Clone)]
 pub struct Cache {
-    /// The pooled origin client.
-    pub origin: Arc<Origin>,
+    /// The pooled origin client; each origin request loads the one in use (a reload
+    /// swaps in a client built from a new `[origin]`).
+    pub origin: Arc<ArcSwap<Origin>>,
     /// The disk store.
     pub store: Arc<Store>,
     /// The live settings: the `[cache]` rules below are read from it where they are used,
@@ -210,6 +212,7 @@ impl Cache {
         let request_time = SystemTime::now();
         let response = self
             .origin
+            .load_full()
             .send(
                 Method::GET,
                 &target.path_and_query,

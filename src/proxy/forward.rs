@@ -93,6 +93,7 @@ impl Proxy {
         Ok(self
             .cache
             .origin
+            .load_full()
             .send(method, target, headers, host, body)
             .await?)
     }

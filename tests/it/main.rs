@@ -8,12 +8,16 @@
 
 mod support;
 
+// Reads the access log back with the trace parser of `secondhit simulate`, a bench module.
+#[cfg(feature = "bench")]
+mod access_log;
 // Drives the bench harness and `secondhit simulate`, which exist only with the `bench` feature.
 #[cfg(feature = "bench")]
 mod bench;
 mod cli;
 mod dropped_fills;
 mod filters;
+mod lifecycle;
 mod proxy;
 mod proxy_hygiene;
 mod rfc9111;
