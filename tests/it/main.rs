@@ -18,6 +18,7 @@ mod cli;
 mod dropped_fills;
 mod filters;
 mod lifecycle;
+mod multi_node;
 mod proxy;
 mod proxy_hygiene;
 mod rfc9111;
