@@ -50,7 +50,8 @@ use subtle::ConstantTimeEq;
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 
-use crate::config::{AdmissionConfig, Config};
+use crate::admission::LiveAdmission;
+use crate::config::SettingsHandle;
 use crate::key::CacheKey;
 use crate::metrics::export::{self, Exporter};
 use crate::proxy::Proxy;
@@ -65,10 +66,10 @@ pub struct Admin {
     proxy: Arc<Proxy>,
     store: Arc<Store>,
     exporter: Exporter,
-    /// `server.admin_token`.
+    /// `server.admin_token` (`[server]` changes need a restart, so it is read once).
     token: Option<String>,
-    /// `[admission]` as configured, for `/stats`.
-    admission: AdmissionConfig,
+    /// The live settings: `/stats` shows `[admission]` as it is now.
+    settings: SettingsHandle,
 }
 
 /// How the admin listener's connections are bounded.
@@ -81,14 +82,19 @@ pub struct Limits {
 }
 
 impl Admin {
-    /// The admin API of `proxy` and `store`, set up as `config` says.
-    pub fn new(proxy: &Arc<Proxy>, store: &Arc<Store>, config: &Config) -> Admin {
+    /// The admin API of `proxy`, its `store` and its `admission`, set up as `settings` say.
+    pub fn new(
+        proxy: &Arc<Proxy>,
+        store: &Arc<Store>,
+        admission: &Arc<LiveAdmission>,
+        settings: &SettingsHandle,
+    ) -> Admin {
         Admin {
             proxy: proxy.clone(),
             store: store.clone(),
-            exporter: Exporter::new(proxy.metrics(), store.clone(), proxy.admission()),
-            token: config.server.admin_token.clone(),
-            admission: config.admission.clone(),
+            exporter: Exporter::new(proxy.metrics(), store.clone(), admission.clone()),
+            token: settings.load().server.admin_token.clone(),
+            settings: settings.clone(),
         }
     }
 }
@@ -207,8 +213,9 @@ impl Admin {
 
     fn stats(&self) -> Response<AdminBody> {
         let policy = self.proxy.admission();
+        let settings = self.settings.load();
         let value = stats::snapshot(
-            &self.admission,
+            &settings.admission,
             policy.name(),
             &self.proxy.metrics().snapshot(),
             policy.filter_stats().as_ref(),

@@ -22,10 +22,12 @@
 //! ([`Snapshots`]); `stats` what the pair reports ([`PairStats`], through
 //! [`Admission::filter_stats`]); `shadow` the policy that stores like `always` while a pair
 //! counts what second-hit would have done ([`Shadow`]). [`assemble`] puts them together for
-//! the server.
+//! the server, at start and on every reload that changes `[admission]`; `live` holds what
+//! it built ([`LiveAdmission`]) so that a reload can swap it while the proxy serves.
 
 mod aging_pair;
 mod bloom;
+mod live;
 mod persist;
 mod shadow;
 mod stats;
@@ -42,6 +44,7 @@ use crate::config::{AdmissionConfig, AdmissionPolicy, FilterSizing, RotateMode};
 
 pub use aging_pair::{AgingPair, Cause, ObjectCount, Rotation};
 pub use bloom::FilterParams;
+pub use live::LiveAdmission;
 pub use persist::{SNAPSHOT_FILE, Snapshots};
 pub use shadow::{Shadow, StoredCheck};
 pub use stats::{FilterStats, PairStats, RotationCounts};

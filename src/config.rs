@@ -18,7 +18,8 @@
 //! strings parsed by `humantime` ("500ms", "10s", "1h").
 //!
 //! A running server reads its `Config` through a [`SettingsHandle`], which a reload can
-//! swap for a new one; its doc says which settings a swap changes and which need a restart.
+//! swap for a new one; its doc says which settings a swap changes. [`Config::reload`] says
+//! which keys of a reloaded file a running server applies and which need a restart.
 
 use std::io;
 use std::net::SocketAddr;
@@ -27,9 +28,11 @@ use std::time::Duration;
 
 use http::Uri;
 
+mod changes;
 mod live;
 mod validate;
 
+pub use changes::Changes;
 pub use live::SettingsHandle;
 
 /// The whole validated configuration.
@@ -284,6 +287,8 @@ pub struct LogConfig {
     pub format: LogFormat,
     /// Where access-log lines go.
     pub access_log: AccessLog,
+    /// The layout of an access-log line.
+    pub access_format: AccessFormat,
 }
 
 impl Default for LogConfig {
@@ -292,6 +297,7 @@ impl Default for LogConfig {
             level: "info".to_owned(),
             format: LogFormat::Text,
             access_log: AccessLog::Stdout,
+            access_format: AccessFormat::Combined,
         }
     }
 }
@@ -306,12 +312,23 @@ pub enum LogFormat {
 }
 
 /// Where access-log lines go.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AccessLog {
     /// To standard output (`"stdout"`).
     Stdout,
     /// Not written (`"off"`).
     Off,
+    /// Appended to this file (an absolute path), reopened on SIGUSR1.
+    File(PathBuf),
+}
+
+/// The layout of an access-log line (`log.access_format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AccessFormat {
+    /// nginx's `combined` format plus the `Cache-Status` and the duration (`"combined"`).
+    Combined,
+    /// One JSON object per line (`"json"`).
+    Json,
 }
 
 /// Why a configuration could not be loaded.

@@ -137,6 +137,9 @@ pub enum StartError {
     /// The origin client cannot be built.
     #[error("{0}")]
     Origin(#[from] OriginError),
+    /// The access log file cannot be opened (or its writer started).
+    #[error("{0}")]
+    AccessLog(#[from] crate::access_log::AccessLogError),
     /// The listen address cannot be bound.
     #[error("server.listen: cannot listen on {addr}: {source}")]
     Bind {

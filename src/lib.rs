@@ -35,6 +35,8 @@
 //!   after the whole body arrived and `finish()` renamed it into place.
 //! - [`cache_status`] formats the RFC 9211 `Cache-Status` header every response carries;
 //!   [`error`] turns request failures into 400/502/504 responses, in one function.
+//! - When the response's body is done, [`access_log`] queues one record for its writer
+//!   thread, without waiting: a line in nginx's combined format or JSON.
 //!
 //! Beside the request path, [`metrics`] keeps the counters the path feeds (atomics only)
 //! and encodes them with the filters' and the store's figures at scrape time, and
@@ -44,7 +46,10 @@
 //! [`config`] turns the TOML file into a validated [`config::Config`]; a running server
 //! reads it through a [`config::SettingsHandle`], which can be swapped while it serves
 //! (its doc says which settings a swap changes). [`logging`] installs the diagnostic log
-//! with a filter that can be replaced the same way.
+//! with a filter that can be replaced the same way. [`lifecycle`] handles the signals:
+//! SIGTERM/SIGINT stop the server gracefully, SIGHUP reloads the config file into it
+//! (swapping the settings, the origin client, the admission and the access log),
+//! SIGUSR1 reopens the access log.
 //! `bench`, built with the cargo feature of that name (on by default), drives workloads
 //! through the real proxy and simulates them offline; `--no-default-features` leaves it
 //! and the crates only it needs out of the proxy.
@@ -63,9 +68,9 @@
 //! - [`server::Server::store`] with [`store::Store::stats`]: the one window into a running
 //!   proxy, through which the bench counts disk writes and the tests wait for a fill to
 //!   commit or the start-up scan to finish.
-//! - [`server::Server::settings`] ([`config::SettingsHandle::replace`]) and
-//!   [`logging::init`] ([`logging::LogReload::apply`]): what a reload swaps while the
-//!   proxy runs.
+//! - [`server::Server::settings`] ([`config::SettingsHandle::replace`]),
+//!   [`server::Server::live_parts`] and [`logging::init`] ([`logging::LogReload::apply`]):
+//!   what a reload ([`lifecycle::Reloader`]) swaps while the proxy runs.
 //! - [`store::Store`] on its own ([`store::Store::open`], `lookup`, `begin_fill`,
 //!   `contains`): the store's integration tests drive it without HTTP.
 //! - [`admission::AgingPair`] and its parameters: the filter benchmark measures it alone.
@@ -77,6 +82,7 @@
 //!
 //! The design, why it is so, and where new features go: `docs/design.md`.
 
+pub mod access_log;
 pub mod admin;
 pub mod admission;
 #[cfg(feature = "bench")]
@@ -86,6 +92,7 @@ pub mod config;
 pub mod error;
 pub mod hygiene;
 pub mod key;
+pub mod lifecycle;
 pub mod logging;
 pub mod metrics;
 pub mod origin;

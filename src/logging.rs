@@ -1,17 +1,15 @@
 //! The diagnostic log: lines on stdout, as text or JSON (`log.format`), filtered by
-//! `log.level` and `log.access_log` — or by `RUST_LOG`, when it is set at start — through a
-//! filter that the running process can replace ([`LogReload::apply`]).
+//! `log.level` — or by `RUST_LOG`, when it is set at start — through a filter that the
+//! running process can replace ([`LogReload::apply`], on SIGHUP).
 //!
-//! Access lines are `info` events with target `access`; the `[log]` directives keep them
-//! even under a quieter level when `log.access_log = "stdout"`. Whether the proxy emits
-//! them at all is read per request from the live settings (`config::SettingsHandle`), so a
-//! reload applies a new `[log]` section in both places.
+//! The access log is not part of it: requests are logged by [`crate::access_log`], which
+//! has its own destination and formats and never waits on this log's filter or lock.
 
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Registry, fmt, reload};
 
-use crate::config::{AccessLog, LogConfig, LogFormat};
+use crate::config::{LogConfig, LogFormat};
 
 /// Replaces the filter of the subscriber [`init`] installed, while the process runs.
 pub struct LogReload {
@@ -29,7 +27,7 @@ pub struct LogReload {
 pub fn init(log: &LogConfig) -> LogReload {
     let (filter, from_env) = match EnvFilter::try_from_default_env() {
         Ok(filter) => (filter, true),
-        Err(_) => (EnvFilter::new(directives(log)), false),
+        Err(_) => (EnvFilter::new(&log.level), false),
     };
     let (filter, reload) = reloadable(filter, from_env);
     // Colours only for a terminal: log files and collectors get plain text.
@@ -43,8 +41,8 @@ pub fn init(log: &LogConfig) -> LogReload {
 }
 
 impl LogReload {
-    /// Applies a new `[log]` section's level and access-log directives to the running
-    /// subscriber; events are filtered by them from the next one on. While `RUST_LOG`
+    /// Applies a new `[log]` section's level to the running subscriber; events are
+    /// filtered by it from the next one on. While `RUST_LOG`
     /// (set at start) decides, nothing changes. `log.format` is not applied: the formatter
     /// is built once, by [`init`].
     ///
@@ -52,10 +50,10 @@ impl LogReload {
     /// filter.
     pub fn apply(&self, log: &LogConfig) -> Result<(), reload::Error> {
         if self.from_env {
-            tracing::info!("RUST_LOG is set: the [log] level and access_log are not applied");
+            tracing::info!("RUST_LOG is set: log.level is not applied");
             return Ok(());
         }
-        self.handle.reload(EnvFilter::new(directives(log)))
+        self.handle.reload(EnvFilter::new(&log.level))
     }
 }
 
@@ -66,15 +64,6 @@ fn reloadable(
 ) -> (reload::Layer<EnvFilter, Registry>, LogReload) {
     let (layer, handle) = reload::Layer::new(filter);
     (layer, LogReload { handle, from_env })
-}
-
-/// The filter directives of a `[log]` section: `log.level`, plus `access=info` when access
-/// lines go to stdout, so they are kept even when the level is quieter.
-fn directives(log: &LogConfig) -> String {
-    match log.access_log {
-        AccessLog::Stdout => format!("{},access=info", log.level),
-        AccessLog::Off => log.level.clone(),
-    }
 }
 
 #[cfg(test)]
@@ -97,10 +86,9 @@ mod tests {
         }
     }
 
-    fn section(level: &str, access_log: AccessLog) -> LogConfig {
+    fn section(level: &str) -> LogConfig {
         LogConfig {
             level: level.to_owned(),
-            access_log,
             ..LogConfig::default()
         }
     }
@@ -119,45 +107,15 @@ mod tests {
     }
 
     #[test]
-    fn directives_keep_access_lines_only_when_they_go_to_stdout() {
-        assert_eq!(
-            directives(&section("warn", AccessLog::Stdout)),
-            "warn,access=info"
-        );
-        assert_eq!(directives(&section("debug", AccessLog::Off)), "debug");
-    }
-
-    #[test]
     fn apply_lets_through_a_level_the_old_filter_dropped() {
-        let start = directives(&section("warn", AccessLog::Off));
-        with_filter(&start, false, |reload, seen| {
+        with_filter("warn", false, |reload, seen| {
             // One callsite, so the cached interest in it must be rebuilt by the reload.
             let probe = || tracing::debug!("probe");
             probe();
             assert_eq!(seen(), 0, "debug is below warn");
-            reload
-                .apply(&section("debug", AccessLog::Off))
-                .expect("reload");
+            reload.apply(&section("debug")).expect("reload");
             probe();
             assert_eq!(seen(), 1, "debug passes once the level is debug");
-        });
-    }
-
-    #[test]
-    fn apply_turns_access_lines_off_and_on_under_a_quiet_level() {
-        let start = directives(&section("warn", AccessLog::Stdout));
-        with_filter(&start, false, |reload, seen| {
-            let access = || tracing::info!(target: "access", "GET /");
-            access();
-            assert_eq!(seen(), 1, "access lines pass under warn");
-            reload.apply(&section("warn", AccessLog::Off)).expect("off");
-            access();
-            assert_eq!(seen(), 1, "no access lines once they are off");
-            reload
-                .apply(&section("warn", AccessLog::Stdout))
-                .expect("on");
-            access();
-            assert_eq!(seen(), 2, "access lines pass again");
         });
     }
 
@@ -165,9 +123,7 @@ mod tests {
     fn rust_log_set_at_start_keeps_deciding() {
         with_filter("warn", true, |reload, seen| {
             let probe = || tracing::debug!("probe");
-            reload
-                .apply(&section("debug", AccessLog::Off))
-                .expect("apply");
+            reload.apply(&section("debug")).expect("apply");
             probe();
             assert_eq!(seen(), 0, "RUST_LOG=warn still drops debug");
         });

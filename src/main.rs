@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 #[cfg(feature = "bench")]
 use secondhit::bench::cli::{BenchArgs, SimulateArgs};
 use secondhit::config::Config;
+use secondhit::lifecycle::{Reloader, Signals};
 use secondhit::server::Server;
 
 /// mimalloc instead of the system allocator: a request allocates and frees dozens of
@@ -93,8 +94,7 @@ fn serve(path: Option<PathBuf>) -> ExitCode {
         },
         None => Config::default(),
     };
-    // Kept for the SIGHUP handler (a later issue), which applies a reloaded `[log]` with it.
-    let _log_reload = secondhit::logging::init(&config.log);
+    let log_reload = secondhit::logging::init(&config.log);
     let runtime = match secondhit::server::runtime::build(&config.server) {
         Ok(runtime) => runtime,
         Err(error) => {
@@ -111,6 +111,15 @@ fn serve(path: Option<PathBuf>) -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
+        // Before "listening": a signal sent once that line is out must find its handler.
+        let signals = match Signals::install() {
+            Ok(signals) => signals,
+            Err(error) => {
+                tracing::error!(%error, "cannot install signal handlers");
+                eprintln!("secondhit: cannot install signal handlers: {error}");
+                return ExitCode::FAILURE;
+            }
+        };
         match server.local_addr() {
             Ok(addr) => tracing::info!(
                 %addr,
@@ -121,35 +130,8 @@ fn serve(path: Option<PathBuf>) -> ExitCode {
             ),
             Err(error) => tracing::warn!(%error, "listening, but the bound address is unknown"),
         }
-        server.run(shutdown_signal()).await;
+        let reloader = Reloader::new(path, server.live_parts(), log_reload);
+        server.run(signals.until_stopped(reloader)).await;
         ExitCode::SUCCESS
     })
-}
-
-/// Completes on Ctrl-C or SIGTERM.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        if let Err(error) = tokio::signal::ctrl_c().await {
-            tracing::warn!(%error, "cannot listen for Ctrl-C");
-            std::future::pending::<()>().await;
-        }
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(error) => {
-                tracing::warn!(%error, "cannot listen for SIGTERM");
-                std::future::pending::<()>().await;
-            }
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {},
-        () = terminate => {},
-    }
 }

@@ -46,14 +46,16 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime};
 
-use http::header::AUTHORIZATION;
+use arc_swap::ArcSwap;
+use http::header::{AUTHORIZATION, REFERER, USER_AGENT};
 use http::{Method, Request, Response, request};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
-use crate::admission::{Admission, AdmitReason, Decision, FilterHasher};
+use crate::access_log::{AccessLog, Record};
+use crate::admission::{Admission, AdmitReason, Decision, LiveAdmission};
 use crate::cache_status::{CACHE_STATUS, CacheStatus, Detail, Forward};
-use crate::config::{AccessLog, SettingsHandle};
+use crate::config::SettingsHandle;
 use crate::error::{BoxError, ProxyBody, ProxyError, error_response};
 use crate::hygiene;
 use crate::key::CacheKey;
@@ -72,10 +74,10 @@ use max_forwards::Hop;
 
 /// Everything a request needs, shared by all connections.
 pub struct Proxy {
-    /// The origin, the store, the admission policy, the counters and the live settings
-    /// (`log.access_log` is read from there too).
+    /// The origin, the store, the admission policy, the counters and the live settings.
     cache: Cache,
-    hasher: FilterHasher,
+    /// Where each request's line goes, when the access log is on.
+    access_log: AccessLog,
     /// Store hashes of keys with a `stale-while-revalidate` refresh in flight: at most
     /// one per key, however many requests see the stale entry meanwhile.
     refreshing: Arc<Mutex<HashSet<u128>>>,
@@ -83,16 +85,16 @@ pub struct Proxy {
 
 /// The parts a proxy is built from, each made once by `server::Server::bind`.
 pub struct Parts {
-    /// The pooled origin client.
-    pub origin: Origin,
+    /// The pooled origin client, loaded per origin request (a reload swaps it).
+    pub origin: Arc<ArcSwap<Origin>>,
     /// The disk store.
     pub store: Arc<Store>,
-    /// The admission policy every GET/HEAD key is checked against.
-    pub admission: Arc<dyn Admission>,
-    /// The keyed hash the policy is given.
-    pub hasher: FilterHasher,
+    /// The admission policy every GET/HEAD key is checked against, with its hasher.
+    pub admission: Arc<LiveAdmission>,
     /// The counters every request feeds (the origin client holds the same `Arc`).
     pub metrics: Arc<Metrics>,
+    /// The access log.
+    pub access_log: AccessLog,
 }
 
 impl Proxy {
@@ -101,21 +103,22 @@ impl Proxy {
     pub fn new(parts: Parts, settings: SettingsHandle) -> Proxy {
         Proxy {
             cache: Cache {
-                origin: Arc::new(parts.origin),
+                origin: parts.origin,
                 store: parts.store,
                 admission: parts.admission,
                 metrics: parts.metrics,
                 settings,
             },
-            hasher: parts.hasher,
+            access_log: parts.access_log,
             refreshing: Arc::new(Mutex::new(HashSet::new())),
         }
     }
 
-    /// The admission policy in use (the bench reports its memory; the admin listener
-    /// exports its filters and rotates them).
+    /// The admission policy in use now (the bench reports its memory; the admin listener
+    /// exports its filters and rotates them). A reload may replace it: ask again rather
+    /// than keep it.
     pub fn admission(&self) -> Arc<dyn Admission> {
-        self.cache.admission.clone()
+        self.cache.admission.load().policy.clone()
     }
 
     /// The counters every request feeds.
@@ -140,7 +143,9 @@ impl Proxy {
     /// answered 400 and never routed. A `TRACE` or `OPTIONS` whose `Max-Forwards` is zero is
     /// answered here (`max_forwards`). Any other accepted head loses its hop-by-hop fields
     /// and is routed; every request sent to the origin for it carries the forwarding
-    /// fields ([`hygiene::Forwarding`]), and every response gets `Via`.
+    /// fields ([`hygiene::Forwarding`]), and every response gets `Via`. When the access
+    /// log is on, the response's body logs the request once it is done
+    /// ([`AccessLog::wrap_body`]).
     pub async fn handle(
         &self,
         request: Request<Incoming>,
@@ -183,17 +188,26 @@ impl Proxy {
             .get(CACHE_STATUS)
             .map_or(RequestResult::Pass, RequestResult::of_cache_status);
         self.cache.metrics.count_request(result);
-        if self.cache.settings.load().log.access_log == AccessLog::Stdout {
-            tracing::info!(
-                target: "access",
-                method = %head.method,
-                uri = %head.uri,
-                status = response.status().as_u16(),
-                cache_status = response.headers().get(CACHE_STATUS).and_then(|v| v.to_str().ok()).unwrap_or(""),
-                micros = started.elapsed().as_micros() as u64,
-            );
+        if !self.access_log.is_on() {
+            return response;
         }
-        response
+        // Moved out of the request head, which is no longer needed: no copies. The wall
+        // clock is read only here, so a proxy without an access log never reads it.
+        let now = SystemTime::now();
+        let record = Record {
+            received: now.checked_sub(started.elapsed()).unwrap_or(now),
+            peer: peer.ip(),
+            method: head.method,
+            target: head.uri,
+            version: head.version,
+            status: response.status(),
+            referer: head.headers.remove(REFERER),
+            user_agent: head.headers.remove(USER_AGENT),
+            cache_status: response.headers().get(CACHE_STATUS).cloned(),
+            bytes: 0,
+            duration: std::time::Duration::ZERO,
+        };
+        response.map(|body| self.access_log.wrap_body(record, started, body))
     }
 
     async fn route(
@@ -205,11 +219,15 @@ impl Proxy {
             return self.unsafe_or_other(head, body).await;
         }
         let key = CacheKey::from_request(head)?;
-        let filter_hash = self.hasher.hash(key.as_str().as_bytes());
-        // The filter's blocks load from memory while the request's directives are parsed.
-        self.cache.admission.prefetch(filter_hash);
-        let directives = RequestDirectives::parse(&head.headers);
-        let decision = self.cache.admission.check_and_record(filter_hash);
+        let (directives, decision) = {
+            // One load: the hasher and the policy of the same assembly.
+            let admission = self.cache.admission.load();
+            let filter_hash = admission.hasher.hash(key.as_str().as_bytes());
+            // The filter's blocks load from memory while the request's directives are parsed.
+            admission.policy.prefetch(filter_hash);
+            let directives = RequestDirectives::parse(&head.headers);
+            (directives, admission.policy.check_and_record(filter_hash))
+        };
         if directives.no_store {
             // Nothing of this exchange may be stored (RFC 9111 §5.2.1.5), so it is not
             // served from storage either: the client asked to keep it out of caches.
@@ -287,7 +305,7 @@ impl Proxy {
     /// Tells the admission policy that `found` answers a request from storage; counts the
     /// hit second-hit would have lost when the (shadow) policy says so.
     fn note_hit(&self, found: &Found) {
-        if self.cache.admission.note_served(found.entry.key_hash()) {
+        if (self.cache.admission.load().policy).note_served(found.entry.key_hash()) {
             self.cache
                 .metrics
                 .count_shadow_hit_lost(found.entry.body_len);

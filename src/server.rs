@@ -1,11 +1,13 @@
 //! The listener: accepts connections, speaks HTTP/1.1 and cleartext HTTP/2, and shuts down gracefully.
 //!
 //! [`Server::bind`] sets everything up in order — cache directory, filter seed,
-//! admission policy, origin client, listening socket — so a bad setting fails before
-//! the first connection, and puts the `Config` behind a [`SettingsHandle`] that the
-//! proxy reads per request and [`Server::settings`] hands out to swap. [`Server::run`]
-//! then accepts until its shutdown future completes, stops accepting, and gives open
-//! connections `server.shutdown_timeout` to finish their requests.
+//! admission policy, origin client, access log, listening socket — so a bad setting fails
+//! before the first connection, and puts the `Config` behind a [`SettingsHandle`] that the
+//! proxy reads per request and [`Server::settings`] hands out to swap (with the origin
+//! client, the admission and the access log: [`Server::live_parts`]). [`Server::run`]
+//! then accepts until its shutdown future completes, stops accepting, gives open
+//! connections `server.shutdown_timeout` to finish their requests, saves the admission
+//! filters and writes out the access log.
 //!
 //! Limits: at most `server.max_connections` connections are open at once (the
 //! accept loop waits for a free slot, so excess clients queue in the kernel's
@@ -43,9 +45,12 @@ use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 
+use arc_swap::ArcSwap;
+
+use crate::access_log::AccessLog;
 use crate::admin::{self, Admin};
-use crate::admission;
-use crate::config::{Config, ServerConfig, SettingsHandle};
+use crate::admission::{self, LiveAdmission};
+use crate::config::{AdmissionConfig, Config, ServerConfig, SettingsHandle};
 use crate::error::StartError;
 use crate::hygiene::ConnectionToken;
 use crate::metrics::Metrics;
@@ -60,8 +65,13 @@ pub struct Server {
     admin: Option<(TcpListener, Admin)>,
     proxy: Arc<Proxy>,
     store: Arc<Store>,
-    /// Saves the admission filters periodically and at shutdown (none for `policy = "always"`).
-    snapshots: Option<Arc<admission::Snapshots>>,
+    /// The admission in use: `run` saves its filters periodically and at shutdown (none
+    /// for `policy = "always"`), and a reload swaps it.
+    admission: Arc<LiveAdmission>,
+    /// The origin client in use, which a reload swaps.
+    origin: Arc<ArcSwap<Origin>>,
+    /// The access log: `run` closes it last, so its last lines are written.
+    access_log: AccessLog,
     /// The settings the proxy reads per request; [`Server::settings`] hands it out to swap.
     settings: SettingsHandle,
     /// `[server]` as it was at bind: it shapes the listener and connections `run` sets up
@@ -74,19 +84,8 @@ impl Server {
     /// and binds `server.listen`.
     pub async fn bind(config: &Config) -> Result<Server, StartError> {
         let store = open_store(config)?;
-        let objects: admission::ObjectCount = {
-            let store = store.clone();
-            Arc::new(move || store.objects_when_full())
-        };
-        let stored: admission::StoredCheck = {
-            // Weak: the policy lives as long as the proxy, which must not keep the store
-            // (and its directory lock) alive by itself.
-            let store = Arc::downgrade(&store);
-            Arc::new(move |entry| store.upgrade().is_some_and(|s| s.contains(entry)))
-        };
         // Reads the filter snapshot synchronously, like the store's open above.
-        let assembled =
-            admission::assemble(&config.admission, &store.state_dir(), objects, stored)?;
+        let assembled = assemble_admission(&config.admission, &store)?;
         Server::finish_bind(config, store, assembled).await
     }
 
@@ -116,6 +115,8 @@ impl Server {
     ) -> Result<Server, StartError> {
         let metrics = Arc::new(Metrics::new());
         let origin = Origin::new(&config.origin, metrics.clone())?;
+        let origin = Arc::new(ArcSwap::from_pointee(origin));
+        let access_log = AccessLog::start(&config.log)?;
         let listener = TcpListener::bind(config.server.listen)
             .await
             .map_err(|source| StartError::Bind {
@@ -131,21 +132,25 @@ impl Server {
             ),
         };
         let settings = SettingsHandle::new(config.clone());
+        let admission = Arc::new(LiveAdmission::new(admission));
         let parts = proxy::Parts {
-            origin,
+            origin: origin.clone(),
             store: store.clone(),
-            admission: admission.policy,
-            hasher: admission.hasher,
-            metrics,
+            admission: admission.clone(),
+            metrics: metrics.clone(),
+            access_log: access_log.clone(),
         };
         let proxy = Arc::new(Proxy::new(parts, settings.clone()));
-        let admin = admin_listener.map(|listener| (listener, Admin::new(&proxy, &store, config)));
+        let admin = admin_listener
+            .map(|listener| (listener, Admin::new(&proxy, &store, &admission, &settings)));
         Ok(Server {
             listener,
             admin,
             proxy,
             store,
-            snapshots: admission.snapshots,
+            admission,
+            origin,
+            access_log,
             settings,
             config: config.server.clone(),
         })
@@ -184,6 +189,19 @@ impl Server {
         self.settings.clone()
     }
 
+    /// What a reload swaps in this server — the settings, the origin client, the admission
+    /// and the access log — for [`crate::lifecycle::Reloader`].
+    pub fn live_parts(&self) -> crate::lifecycle::LiveParts {
+        crate::lifecycle::LiveParts {
+            settings: self.settings.clone(),
+            origin: self.origin.clone(),
+            admission: self.admission.clone(),
+            store: self.store.clone(),
+            access_log: self.access_log.clone(),
+            metrics: self.proxy.metrics(),
+        }
+    }
+
     /// Serves until `shutdown` completes, then drains connections (the proxy's and the
     /// admin listener's) for up to `shutdown_timeout`.
     pub async fn run(mut self, shutdown: impl Future<Output = ()>) {
@@ -215,7 +233,7 @@ impl Server {
             max_headers: self.config.max_headers,
         };
         let graceful = GracefulShutdown::new();
-        let periodic = (self.snapshots.clone()).map(|s| tokio::spawn(s.run_periodic()));
+        let periodic = tokio::spawn(self.admission.clone().run_periodic());
         let slots = Arc::new(Semaphore::new(self.config.max_connections));
         tokio::pin!(shutdown);
         loop {
@@ -279,24 +297,40 @@ impl Server {
         {
             tracing::warn!(timeout = ?self.config.shutdown_timeout, "connections still open at shutdown_timeout; closing them");
         }
-        if let Some(task) = periodic {
-            task.abort();
-        }
+        periodic.abort();
         if let Some(admin) = admin
             && let Err(error) = admin.await
         {
             tracing::warn!(%error, "the admin listener's task failed");
         }
-        if let Some(snapshots) = &self.snapshots
-            && snapshots.save_in_background().await
-        {
-            tracing::info!(path = %snapshots.path().display(), "admission filters saved");
+        if self.admission.save_in_background().await {
+            tracing::info!("admission filters saved");
         }
+        self.access_log.close().await;
     }
 }
 
 /// hyper's HTTP/1 `max_headers` when none is set (`DEFAULT_MAX_HEADERS` in its `role.rs`).
 const HYPER_DEFAULT_MAX_HEADERS: usize = 100;
+
+/// The admission `[admission]` names, over `store`'s state directory (seed, snapshot) and,
+/// for `rotate = "auto"`, its object count: at bind, and on a reload that changes it.
+pub(crate) fn assemble_admission(
+    config: &AdmissionConfig,
+    store: &Arc<Store>,
+) -> Result<admission::Assembled, admission::AdmissionError> {
+    let objects: admission::ObjectCount = {
+        let store = store.clone();
+        Arc::new(move || store.objects_when_full())
+    };
+    let stored: admission::StoredCheck = {
+        // Weak: the policy lives as long as the proxy, which must not keep the store
+        // (and its directory lock) alive by itself.
+        let store = Arc::downgrade(store);
+        Arc::new(move |entry| store.upgrade().is_some_and(|s| s.contains(entry)))
+    };
+    admission::assemble(config, &store.state_dir(), objects, stored)
+}
 
 /// Opens the cache directory named by `[cache]`.
 fn open_store(config: &Config) -> Result<Arc<Store>, StartError> {

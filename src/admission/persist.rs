@@ -57,7 +57,8 @@ pub struct Snapshots {
     seed_fingerprint: u64,
     /// `admission.snapshot_every`.
     every: Duration,
-    /// Serialises saves: the periodic one and the final one share the temp file.
+    /// Serialises saves of this pair: they share the temp file. (Saves of the pairs a
+    /// reload swaps in and out are serialised by `LiveAdmission`.)
     saving: Mutex<()>,
 }
 
@@ -89,6 +90,12 @@ impl Snapshots {
     /// The snapshot file's path.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// How often the snapshot is to be saved (`admission.snapshot_every`); the server's
+    /// periodic task ([`super::LiveAdmission::run_periodic`]) reads it.
+    pub fn every(&self) -> Duration {
+        self.every
     }
 
     /// Loads the snapshot into the pair, if there is a usable one; logs the outcome (info
@@ -137,40 +144,6 @@ impl Snapshots {
             inner.write_all(&sum.to_le_bytes())?;
             inner.flush()
         })
-    }
-
-    /// Saves on a blocking thread; logs a failure at warn and returns whether it saved.
-    pub async fn save_in_background(self: &Arc<Self>) -> bool {
-        let snapshots = self.clone();
-        let started = Instant::now();
-        let path = self.path.display();
-        match tokio::task::spawn_blocking(move || snapshots.save()).await {
-            Ok(Ok(())) => {
-                let millis = started.elapsed().as_millis() as u64;
-                tracing::debug!(%path, millis, "filter snapshot saved");
-                true
-            }
-            Ok(Err(error)) => {
-                tracing::warn!(%path, %error, "cannot save the filter snapshot");
-                false
-            }
-            Err(error) => {
-                tracing::warn!(%path, %error, "filter snapshot task failed");
-                false
-            }
-        }
-    }
-
-    /// Saves every `snapshot_every` until the task is dropped or aborted.
-    pub async fn run_periodic(self: Arc<Self>) {
-        let first = tokio::time::Instant::now() + self.every;
-        let mut ticks = tokio::time::interval_at(first, self.every);
-        // After a stall, save once and carry on; a burst of back-to-back saves helps nobody.
-        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            ticks.tick().await;
-            self.save_in_background().await;
-        }
     }
 
     /// Writes everything but the checksum.

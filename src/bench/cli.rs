@@ -15,7 +15,8 @@ use crate::config::Config;
 /// Where the traffic comes from: a trace file, or the synthetic generator's parameters.
 #[derive(Args, Debug, Clone)]
 pub struct WorkloadArgs {
-    /// Replay this nginx/Apache access log (common or combined format) or `.csv`
+    /// Replay this nginx/Apache access log (common or combined format; secondhit's own
+    /// access log in either format), `.jsonl` (secondhit's JSON access log) or `.csv`
     /// (`timestamp,key,size`) instead of synthetic traffic.
     #[arg(long)]
     pub trace: Option<PathBuf>,

@@ -11,8 +11,9 @@ use super::Config;
 /// [`crate::server::Server::bind`] makes one from its `Config`; the proxy and its cache
 /// keep a clone and read the values below from it where they use them, one lock-free
 /// [`SettingsHandle::load`] per step, never a copy made at bind.
-/// [`SettingsHandle::replace`] swaps in a new `Config`: a reload (SIGHUP, a later issue)
-/// validates the file and calls it.
+/// [`SettingsHandle::replace`] swaps in a new `Config`; a reload (SIGHUP,
+/// [`crate::lifecycle::Reloader`]) validates the file, rebuilds the parts named below, and
+/// calls it last.
 ///
 /// # What a swap changes
 ///
@@ -27,28 +28,30 @@ use super::Config;
 ///   for storage and when a stored one is judged for reuse.
 /// - `cache.stale_if_unreachable`: how stale an entry may be served while the origin
 ///   cannot be reached.
-/// - `log.access_log`: whether a request's `access` event is emitted. The event reaches
-///   stdout only if the log filter lets it through, so turning it on under a quieter
-///   `log.level` also needs the filter reloaded ([`crate::logging::LogReload::apply`] with
-///   the same `[log]` section).
 ///
-/// The others shape a resource built once, so a swap does **not** change them; they take
-/// effect only when that resource is built again (today: on restart). A reload has to
-/// apply or refuse them:
+/// The others shape a part built from them, so a swap of this handle alone does **not**
+/// change them. A reload rebuilds some of those parts and swaps each in its own handle,
+/// which the proxy also loads per request:
+///
+/// - `[origin]`: the pooled client (`origin::Origin`, in an `ArcSwap` the proxy loads per
+///   origin request); requests in flight finish on the client they started with.
+/// - `[admission]`: the policy, its hasher and its snapshots, rebuilt by
+///   `admission::assemble` ([`crate::admission::LiveAdmission`]); filters of the same size
+///   carry over what they remember (through a snapshot), other sizes start empty.
+/// - `log.access_log`, `log.access_format`: the access log's destination and format
+///   ([`crate::access_log::AccessLog::apply`]).
+/// - `log.level`: the diagnostic log's filter ([`crate::logging::LogReload::apply`]).
+///
+/// The rest need a restart; a reload warns about them and keeps their running values
+/// ([`Config::reload`] lists them):
 ///
 /// - `[server]` (`listen`, `max_connections`, the head limits and timeout,
-///   `shutdown_timeout`): the listener and connection builder, set up by `Server::bind` and
-///   `Server::run` from the section as it was at bind.
-/// - `[origin]`: the pooled client (`origin::Origin`), its URL, `Host` rule, timeouts and
-///   in-flight limit; a rebuilt client would take them.
-/// - `[admission]`: the filter pair's size, false-positive rate, rotation, seed and
-///   snapshot period, and the policy itself.
+///   `shutdown_timeout`, `workers`, `blocking_threads`): the runtime, the listener and the
+///   connection builder, set up by `main` and `Server::bind`/`Server::run`.
 /// - `cache.dir`, `cache.max_size` (the store's budget), `cache.fsync`,
 ///   `cache.lock_timeout`, `cache.verify_whole_below`, `cache.memory_size`,
 ///   `cache.memory_max_object_size`: the store's `StoreOptions`, fixed when it opened.
-/// - `log.level` and `log.format`: the level goes through the log filter's own reload
-///   handle ([`crate::logging::LogReload::apply`]), not through this one; the format is
-///   fixed when the subscriber is installed.
+/// - `log.format`: the formatter is fixed when the subscriber is installed.
 #[derive(Clone, Debug)]
 pub struct SettingsHandle {
     /// arc-swap: loads are lock-free and cheap (no reference-count write on the fast path);
@@ -73,8 +76,8 @@ impl SettingsHandle {
     }
 
     /// Swaps in `config` for every later read, and returns the settings it replaced. A
-    /// reload compares the sections a swap does not change (see above) with [`Self::load`]
-    /// before it calls this.
+    /// reload passes the file through [`Config::reload`] (which keeps the running values of
+    /// what needs a restart) before it calls this.
     pub fn replace(&self, config: Config) -> Arc<Config> {
         self.current.swap(Arc::new(config))
     }

@@ -98,7 +98,8 @@ const FULL: &str = r#"
     [log]
     level = "WARN"
     format = "json"
-    access_log = "off"
+    access_log = "/var/log/secondhit/access.log"
+    access_format = "json"
 "#;
 
 #[test]
@@ -144,7 +145,11 @@ fn full_file_from_disk_gives_typed_values() {
     assert_eq!(c.admission.snapshot_every, Duration::from_secs(300));
     assert_eq!(c.log.level, "warn");
     assert_eq!(c.log.format, LogFormat::Json);
-    assert_eq!(c.log.access_log, AccessLog::Off);
+    assert_eq!(
+        c.log.access_log,
+        AccessLog::File(PathBuf::from("/var/log/secondhit/access.log"))
+    );
+    assert_eq!(c.log.access_format, AccessFormat::Json);
 }
 
 #[test]

@@ -1,16 +1,16 @@
 //! The raw layer of config loading and its validation into the public types.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use http::Uri;
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 
 use super::{
-    AccessLog, AdmissionConfig, AdmissionPolicy, CacheConfig, Config, ConfigError, FilterSizing,
-    HostHeader, LogConfig, LogFormat, MAX_BLOCKING_THREADS, MAX_MAX_HEADER_BYTES, MAX_MAX_HEADERS,
-    MAX_VERIFY_WHOLE_BELOW, MAX_WORKERS, MIN_MAX_HEADER_BYTES, OriginConfig, RotateMode,
-    ServerConfig,
+    AccessFormat, AccessLog, AdmissionConfig, AdmissionPolicy, CacheConfig, Config, ConfigError,
+    FilterSizing, HostHeader, LogConfig, LogFormat, MAX_BLOCKING_THREADS, MAX_MAX_HEADER_BYTES,
+    MAX_MAX_HEADERS, MAX_VERIFY_WHOLE_BELOW, MAX_WORKERS, MIN_MAX_HEADER_BYTES, OriginConfig,
+    RotateMode, ServerConfig,
 };
 
 mod values;
@@ -101,6 +101,7 @@ struct RawLog {
     level: Option<String>,
     format: Option<String>,
     access_log: Option<String>,
+    access_format: Option<String>,
 }
 
 /// Checks every key of `raw` once and builds the typed [`Config`].
@@ -403,23 +404,30 @@ fn validate_log(raw: RawLog, d: LogConfig) -> Result<LogConfig, ConfigError> {
     let levels = ["trace", "debug", "info", "warn", "error"].map(|l| (l, l.to_owned()));
     let level = raw.level.map(|l| l.to_ascii_lowercase());
     let formats = [("text", LogFormat::Text), ("json", LogFormat::Json)];
-    // Any other value would be a file path, which the schema plans for.
-    if let Some(path) = raw
-        .access_log
-        .as_deref()
-        .filter(|v| !matches!(*v, "stdout" | "off"))
-    {
-        return Err(ConfigError::NotSupported {
-            key: "log.access_log",
-            what: format!(
-                r#"writing the access log to {path:?} is not built; use "stdout" or "off""#
-            ),
-        });
-    }
-    let outputs = [("stdout", AccessLog::Stdout), ("off", AccessLog::Off)];
+    let access_log = match raw.access_log.as_deref() {
+        None => d.access_log,
+        Some("stdout") => AccessLog::Stdout,
+        Some("off") => AccessLog::Off,
+        // Relative paths would depend on the directory the service happens to start in.
+        Some(path) if Path::new(path).is_absolute() => AccessLog::File(PathBuf::from(path)),
+        Some(other) => {
+            let reason = format!(r#"{other:?} must be "stdout", "off" or an absolute file path"#);
+            return Err(invalid("log.access_log", reason));
+        }
+    };
+    let access_formats = [
+        ("combined", AccessFormat::Combined),
+        ("json", AccessFormat::Json),
+    ];
     Ok(LogConfig {
         level: choice("log.level", level, d.level, &levels)?,
         format: choice("log.format", raw.format, d.format, &formats)?,
-        access_log: choice("log.access_log", raw.access_log, d.access_log, &outputs)?,
+        access_log,
+        access_format: choice(
+            "log.access_format",
+            raw.access_format,
+            d.access_format,
+            &access_formats,
+        )?,
     })
 }

@@ -20,7 +20,7 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
 use super::{Counts, Metrics, RequestResult};
-use crate::admission::{Admission, Cause, Decision, FilterStats, PairStats};
+use crate::admission::{Cause, Decision, FilterStats, LiveAdmission, PairStats};
 use crate::error::ErrorKind;
 use crate::store::{FillDrop, Store, StoreStats};
 
@@ -37,7 +37,7 @@ impl Exporter {
     pub fn new(
         metrics: Arc<Metrics>,
         store: Arc<Store>,
-        admission: Arc<dyn Admission>,
+        admission: Arc<LiveAdmission>,
     ) -> Exporter {
         let mut registry = Registry::default();
         registry.register_collector(Box::new(Scrape {
@@ -60,14 +60,15 @@ impl Exporter {
 struct Scrape {
     metrics: Arc<Metrics>,
     store: Arc<Store>,
-    admission: Arc<dyn Admission>,
+    /// Loaded per scrape: a reload may replace the policy.
+    admission: Arc<LiveAdmission>,
 }
 
 // By hand: prometheus-client wants collectors to be `Debug`, and a policy is not.
 impl fmt::Debug for Scrape {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Scrape")
-            .field("policy", &self.admission.name())
+            .field("policy", &self.admission.load().policy.name())
             .finish_non_exhaustive()
     }
 }
@@ -76,7 +77,8 @@ impl Collector for Scrape {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
         let counts = self.metrics.snapshot();
         let store = self.store.stats();
-        let filters = self.admission.filter_stats();
+        let policy = self.admission.load().policy.clone();
+        let filters = policy.filter_stats();
         let out = &mut encoder;
         requests(out, &counts)?;
         admission(out, &counts)?;
@@ -86,7 +88,7 @@ impl Collector for Scrape {
         store_and_disk(out, &store)?;
         origin(out, &counts)?;
         errors(out, &counts, &store)?;
-        if self.admission.name() == "shadow" {
+        if policy.name() == "shadow" {
             shadow(out, &counts)?;
         }
         Ok(())

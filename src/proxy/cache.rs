@@ -12,10 +12,11 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use arc_swap::ArcSwap;
 use http::header::{CONTENT_LENGTH, VARY};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 
-use crate::admission::Admission;
+use crate::admission::LiveAdmission;
 use crate::config::SettingsHandle;
 use crate::error::ErrorKind;
 use crate::hygiene::Forwarding;
@@ -103,12 +104,14 @@ pub struct OriginRequest {
 /// The store and the origin, with the rules that connect them.
 #[derive(Clone)]
 pub struct Cache {
-    /// The pooled origin client.
-    pub origin: Arc<Origin>,
+    /// The pooled origin client; each origin request loads the one in use (a reload
+    /// swaps in a client built from a new `[origin]`).
+    pub origin: Arc<ArcSwap<Origin>>,
     /// The disk store.
     pub store: Arc<Store>,
-    /// The admission policy: consulted for storable misses, told of fills and hits.
-    pub admission: Arc<dyn Admission>,
+    /// The admission policy and its hasher, loaded once per step (a reload swaps them):
+    /// consulted for storable misses, told of fills and hits.
+    pub admission: Arc<LiveAdmission>,
     /// The counters the request path feeds.
     pub metrics: Arc<Metrics>,
     /// The live settings: the `[cache]` rules below are read from it where they are used,
@@ -222,6 +225,7 @@ impl Cache {
         let request_time = SystemTime::now();
         let response = self
             .origin
+            .load_full()
             .send(
                 Method::GET,
                 &target.path_and_query,

@@ -96,6 +96,7 @@ impl Proxy {
         Ok(self
             .cache
             .origin
+            .load_full()
             .send(method, target, headers, host, body)
             .await?)
     }
@@ -216,7 +217,7 @@ pub(super) async fn fill(
         }
     };
     if let Ok(writer) = &began {
-        cache.admission.note_fill(writer.key_hash(), decision);
+        (cache.admission.load().policy).note_fill(writer.key_hash(), decision);
     }
     // Which of the body's bytes count as writes (second-hit would have) avoided.
     let counted = match (&began, decision) {

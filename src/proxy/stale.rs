@@ -54,7 +54,7 @@ impl Proxy {
             Ok(Revalidated::NotModified(found)) => {
                 // Not a hit (the origin was asked), but the entry is now one second-hit
                 // would have too: the request that revalidated it would have stored it.
-                self.cache.admission.note_served(found.entry.key_hash());
+                (self.cache.admission.load().policy).note_served(found.entry.key_hash());
                 let fresh = StoredFreshness::new(&found.entry.meta, self.cache.heuristic_max());
                 let status = CacheStatus::forward(forward)
                     .fwd_status(StatusCode::NOT_MODIFIED)

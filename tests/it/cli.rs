@@ -3,7 +3,7 @@
 use std::process::{Command, Stdio};
 
 use crate::support::serve::{BIN, ServeProcess};
-use crate::support::{PATIENCE, Reply, TestOrigin, client, get, send_until_hit};
+use crate::support::{Reply, TestOrigin, client, get, send_until_hit};
 
 fn write_config(dir: &std::path::Path, text: &str) -> std::path::PathBuf {
     let path = dir.join("secondhit.toml");
@@ -95,7 +95,7 @@ async fn serve_proxies_and_caches_then_stops_on_sigterm() {
             dir.path().join("cache").display()
         ),
     );
-    let mut serve = ServeProcess::start(&config).await;
+    let serve = ServeProcess::start(&config).await;
     let addr = serve.addr.clone();
 
     let first = get(&format!("http://{addr}/page")).await;
@@ -104,15 +104,19 @@ async fn serve_proxies_and_caches_then_stops_on_sigterm() {
     let page = format!("http://{addr}/page");
     send_until_hit(|| client().get(&page)).await;
 
-    let pid = serve.child.id().expect("child pid").to_string();
-    let kill = Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .expect("run kill");
-    assert!(kill.success());
-    let status = tokio::time::timeout(PATIENCE, serve.child.wait())
-        .await
-        .expect("exits after SIGTERM")
-        .expect("wait");
+    let status = serve.terminate().await;
     assert!(status.success(), "graceful shutdown exits 0: {status:?}");
+}
+
+#[test]
+fn version_prints_the_crate_version() {
+    let output = Command::new(BIN)
+        .arg("--version")
+        .output()
+        .expect("run --version");
+    assert!(output.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout).trim(),
+        format!("secondhit {}", env!("CARGO_PKG_VERSION"))
+    );
 }

@@ -8,6 +8,9 @@
 
 mod support;
 
+// Reads the access log back with the trace parser of `secondhit simulate`, a bench module.
+#[cfg(feature = "bench")]
+mod access_log;
 mod admin;
 // Drives the bench harness and `secondhit simulate`, which exist only with the `bench` feature.
 #[cfg(feature = "bench")]
@@ -15,6 +18,8 @@ mod bench;
 mod cli;
 mod dropped_fills;
 mod filters;
+mod lifecycle;
+mod multi_node;
 mod proxy;
 mod proxy_hygiene;
 mod rfc9111;

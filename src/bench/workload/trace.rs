@@ -1,7 +1,9 @@
-//! Trace replay: an nginx/Apache access log (common or combined format) or a CSV of
-//! `timestamp,key,size`, read into a [`Workload`]. A malformed line is skipped and
-//! counted, never a panic.
+//! Trace replay: an nginx/Apache access log (common or combined format, which includes
+//! secondhit's own `log.access_format = "combined"`), secondhit's JSON-lines access log
+//! (`log.access_format = "json"`), or a CSV of `timestamp,key,size`, read into a
+//! [`Workload`]. A malformed line is skipped and counted, never a panic.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader};
@@ -16,35 +18,40 @@ use super::{Request, Workload, WorkloadError};
 pub enum TraceFormat {
     /// nginx/Apache common or combined log format.
     AccessLog,
+    /// secondhit's JSON-lines access log: one object per line with nginx's variable names
+    /// (`time`, `request_method`, `request_uri`, `status`, `body_bytes_sent`).
+    JsonLines,
     /// `timestamp,key,size` lines (an optional header line is skipped).
     Csv,
 }
 
 impl TraceFormat {
-    /// `.csv` files are CSV; anything else is read as an access log.
+    /// `.csv` files are CSV, `.jsonl` and `.json` files JSON lines; anything else is read as
+    /// an access log (or as JSON lines, if it starts with `{`: see [`from_trace`]).
     pub fn from_path(path: &Path) -> TraceFormat {
         match path.extension().and_then(|e| e.to_str()) {
             Some(ext) if ext.eq_ignore_ascii_case("csv") => TraceFormat::Csv,
+            Some(ext) if ext.eq_ignore_ascii_case("jsonl") || ext.eq_ignore_ascii_case("json") => {
+                TraceFormat::JsonLines
+            }
             _ => TraceFormat::AccessLog,
         }
     }
 }
 
-/// Reads a trace file (format from its extension).
+/// Reads a trace file (format from its extension; an access log whose first byte is `{` is
+/// read as JSON lines, whatever its name).
 pub fn from_trace(path: &Path) -> Result<Workload, WorkloadError> {
-    let file = File::open(path).map_err(|source| WorkloadError::Trace {
+    let failed = |source| WorkloadError::Trace {
         path: path.to_owned(),
         source,
-    })?;
-    let workload = parse_trace(
-        BufReader::new(file),
-        TraceFormat::from_path(path),
-        &path.display().to_string(),
-    )
-    .map_err(|source| WorkloadError::Trace {
-        path: path.to_owned(),
-        source,
-    })?;
+    };
+    let mut reader = BufReader::new(File::open(path).map_err(failed)?);
+    let mut format = TraceFormat::from_path(path);
+    if format == TraceFormat::AccessLog && reader.fill_buf().map_err(failed)?.starts_with(b"{") {
+        format = TraceFormat::JsonLines;
+    }
+    let workload = parse_trace(reader, format, &path.display().to_string()).map_err(failed)?;
     if workload.requests.is_empty() {
         return Err(WorkloadError::EmptyTrace {
             path: path.to_owned(),
@@ -88,6 +95,7 @@ pub fn parse_trace(reader: impl BufRead, format: TraceFormat, name: &str) -> io:
         let text = text.trim_end_matches('\r');
         let parsed = match format {
             TraceFormat::AccessLog => parse_access_log_line(text),
+            TraceFormat::JsonLines => parse_json_line(text),
             TraceFormat::Csv => parse_csv_line(text),
         };
         match parsed {
@@ -146,10 +154,15 @@ fn parse_access_log_line(text: &str) -> Line {
             Err(_) => return Line::Malformed,
         },
     };
+    trace_request(method, target, status, size, at)
+}
+
+/// A request of a trace line: only GET and HEAD count, and only a full `200` to a GET tells
+/// the object's size.
+fn trace_request(method: &str, target: &str, status: u16, size: Option<u64>, at: f64) -> Line {
     if method != "GET" && method != "HEAD" {
         return Line::Ignored;
     }
-    // Only a full 200 response tells the object's size.
     let size = if status == 200 && method == "GET" {
         size
     } else {
@@ -160,6 +173,43 @@ fn parse_access_log_line(text: &str) -> Line {
         size,
         at,
     }
+}
+
+/// One line of secondhit's JSON access log (`log.access_format = "json"`); other fields
+/// are ignored.
+#[derive(serde::Deserialize)]
+struct JsonLine<'a> {
+    /// RFC 3339, e.g. `2026-10-10T13:55:36.250000Z`.
+    #[serde(borrow)]
+    time: Cow<'a, str>,
+    #[serde(borrow)]
+    request_method: Cow<'a, str>,
+    #[serde(borrow)]
+    request_uri: Cow<'a, str>,
+    status: u16,
+    body_bytes_sent: Option<u64>,
+}
+
+fn parse_json_line(text: &str) -> Line {
+    if text.trim().is_empty() {
+        return Line::Skip;
+    }
+    let Ok(line) = serde_json::from_str::<JsonLine<'_>>(text) else {
+        return Line::Malformed;
+    };
+    let Some(at) = humantime::parse_rfc3339_weak(&line.time)
+        .ok()
+        .and_then(|time| time.duration_since(std::time::UNIX_EPOCH).ok())
+    else {
+        return Line::Malformed;
+    };
+    trace_request(
+        &line.request_method,
+        &line.request_uri,
+        line.status,
+        line.body_bytes_sent,
+        at.as_secs_f64(),
+    )
 }
 
 /// The `[10/Oct/2026:13:55:36 +0000]` field of an access-log line, as unix seconds.
@@ -264,6 +314,24 @@ mod tests {
     }
 
     #[test]
+    fn json_access_logs_are_read_like_combined_ones() {
+        let log = r#"{"time":"2026-10-10T13:55:36.250000Z","request_method":"GET","request_uri":"/a\"b","status":200,"body_bytes_sent":2326,"cache_status":"secondhit; hit"}
+{"time":"2026-10-10T13:55:37Z","request_method":"HEAD","request_uri":"/a\"b","status":200,"body_bytes_sent":0}
+{"time":"2026-10-10T13:55:38Z","request_method":"POST","request_uri":"/form","status":200,"body_bytes_sent":5}
+{"time":"yesterday","request_method":"GET","request_uri":"/c","status":200,"body_bytes_sent":1}
+not json
+"#;
+        let workload =
+            parse_trace(log.as_bytes(), TraceFormat::JsonLines, "test").expect("in-memory read");
+        let sizes: Vec<u64> = workload.requests.iter().map(|r| r.size).collect();
+        assert_eq!(sizes, [2326, 2326], "a HEAD keeps the object's size");
+        assert_eq!(workload.requests[0].object, xxh3_64(b"/a\"b"));
+        assert_eq!(workload.requests[0].at, 1_791_640_536.25);
+        assert_eq!(workload.ignored_lines, 1);
+        assert_eq!(workload.malformed_lines, 2);
+    }
+
+    #[test]
     fn csv_traces_are_read_and_bad_lines_counted() {
         let csv =
             "timestamp,key,size\n1.5,/a,10\n2,/b,with,commas,20\n3,/c,notanumber\nnope\n4,,5\n";
@@ -281,7 +349,11 @@ mod tests {
         for _ in 0..2_000 {
             let len = rng.random_range(0..120);
             let bytes: Vec<u8> = (0..len).map(|_| rng.random_range(0..=255u8)).collect();
-            for format in [TraceFormat::AccessLog, TraceFormat::Csv] {
+            for format in [
+                TraceFormat::AccessLog,
+                TraceFormat::JsonLines,
+                TraceFormat::Csv,
+            ] {
                 parse_trace(&bytes[..], format, "fuzz").expect("in-memory read");
             }
         }
@@ -293,6 +365,11 @@ mod tests {
         let csv = dir.path().join("t.csv");
         std::fs::write(&csv, "0,/x,5\n0,/x,5\n").expect("write trace");
         assert_eq!(from_trace(&csv).expect("readable trace").requests.len(), 2);
+        let json = dir.path().join("access.log");
+        let line = r#"{"time":"2026-10-10T13:55:36Z","request_method":"GET","request_uri":"/x","status":200,"body_bytes_sent":5}"#;
+        std::fs::write(&json, format!("{line}\n")).expect("write trace");
+        let read = from_trace(&json).expect("a log starting with { is JSON lines");
+        assert_eq!(read.requests[0].size, 5);
         let empty = dir.path().join("t.log");
         std::fs::write(&empty, "not a log line\n").expect("write trace");
         assert!(matches!(

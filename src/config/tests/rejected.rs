@@ -316,9 +316,15 @@ const REJECTED: &[(&str, &str, &str)] = &[
     ("[log]\nlevel = \"info,hyper=warn\"", "log.level", "invalid"),
     ("[log]\nformat = \"xml\"", "log.format", "invalid"),
     (
-        "[log]\naccess_log = \"/var/log/secondhit.log\"",
+        "[log]\naccess_log = \"logs/access.log\"",
         "log.access_log",
-        "not-supported",
+        "invalid",
+    ),
+    ("[log]\naccess_log = \"\"", "log.access_log", "invalid"),
+    (
+        "[log]\naccess_format = \"common\"",
+        "log.access_format",
+        "invalid",
     ),
 ];
 

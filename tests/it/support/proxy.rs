@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use secondhit::config::{Config, SettingsHandle};
+use secondhit::config::{AccessLog, Config, SettingsHandle};
 use secondhit::server::Server;
 use secondhit::store::Store;
 use tokio::sync::oneshot;
@@ -42,7 +42,8 @@ pub fn init_logs() {
 }
 
 /// A config for tests: listen (and the admin listener) on port 0, the given origin, a temp
-/// cache dir, a fixed filter seed.
+/// cache dir, a fixed filter seed, and the access log off (it would write to the test
+/// process's stdout).
 pub fn test_config(origin: SocketAddr, cache_dir: &Path) -> Config {
     let mut config = Config::default();
     config.server.listen = "127.0.0.1:0".parse().expect("listen address");
@@ -53,6 +54,7 @@ pub fn test_config(origin: SocketAddr, cache_dir: &Path) -> Config {
     config.cache.dir = cache_dir.to_path_buf();
     config.cache.fsync = false;
     config.admission.seed = Some("secondhit tests".to_owned());
+    config.log.access_log = AccessLog::Off;
     config
 }
 

@@ -57,6 +57,17 @@ impl ServeProcess {
 
     /// Waits for the first log line containing `needle` and returns it.
     pub async fn wait_for_log(&mut self, needle: &str) -> String {
+        self.wait_for_log_with(0, &[needle]).await
+    }
+
+    /// How many log lines have arrived so far: a mark for [`Self::wait_for_log_with`].
+    pub fn log_mark(&self) -> usize {
+        self.lines.lock().expect("log lines").len()
+    }
+
+    /// Waits for the first log line from line `mark` on containing every one of
+    /// `needles`, and returns it.
+    pub async fn wait_for_log_with(&mut self, mark: usize, needles: &[&str]) -> String {
         let deadline = tokio::time::Instant::now() + PATIENCE;
         loop {
             let found = self
@@ -64,20 +75,41 @@ impl ServeProcess {
                 .lock()
                 .expect("log lines")
                 .iter()
-                .find(|line| line.contains(needle))
+                .skip(mark)
+                .find(|line| needles.iter().all(|needle| line.contains(needle)))
                 .cloned();
             if let Some(line) = found {
                 return line;
             }
             if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("secondhit exited ({status}) before logging {needle:?}");
+                panic!("secondhit exited ({status}) before logging {needles:?}");
             }
             assert!(
                 tokio::time::Instant::now() < deadline,
-                "secondhit never logged {needle:?}"
+                "secondhit never logged {needles:?}; its log:\n{}",
+                self.lines.lock().expect("log lines").join("\n")
             );
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
+    }
+
+    /// Sends `signal` (a name `kill` knows: "HUP", "TERM", "USR1") to the process.
+    pub fn signal(&self, signal: &str) {
+        let pid = self.child.id().expect("a running child").to_string();
+        let status = std::process::Command::new("kill")
+            .args([format!("-{signal}"), pid])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -{signal} failed");
+    }
+
+    /// Sends SIGTERM and waits for the process to exit; returns its status.
+    pub async fn terminate(mut self) -> std::process::ExitStatus {
+        self.signal("TERM");
+        tokio::time::timeout(PATIENCE, self.child.wait())
+            .await
+            .expect("exits after SIGTERM")
+            .expect("wait")
     }
 
     /// Kills the process with SIGKILL, as a crash or the OOM killer would, and reaps it.

@@ -1,0 +1,318 @@
+//! What a reload may change: [`Config::reload`] compares a newly loaded file with the
+//! running config key by key, and keeps the running value of every key that only a
+//! restart can apply.
+
+use super::{
+    AdmissionConfig, CacheConfig, Config, FilterSizing, LogConfig, OriginConfig, ServerConfig,
+};
+
+/// The keys that differ between the running config and a reloaded one.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Changes {
+    /// Changed keys a running server applies (dotted, in file order).
+    pub live: Vec<&'static str>,
+    /// Changed keys that need a restart; the reload keeps their running values.
+    pub restart: Vec<&'static str>,
+}
+
+/// Whether a running server can apply a key.
+#[derive(Clone, Copy)]
+enum Applies {
+    /// Read per request, or part of something a reload rebuilds.
+    Live,
+    /// Shapes something built once: the listener, the runtime, the open store, the log's
+    /// formatter.
+    Restart,
+}
+
+impl Changes {
+    /// Notes `key` if `next` differs from `running`; a restart-only key gets the running
+    /// value back.
+    fn compare<T: PartialEq + Clone>(
+        &mut self,
+        key: &'static str,
+        applies: Applies,
+        running: &T,
+        next: &mut T,
+    ) {
+        if running == next {
+            return;
+        }
+        match applies {
+            Applies::Live => self.live.push(key),
+            Applies::Restart => {
+                self.restart.push(key);
+                *next = running.clone();
+            }
+        }
+    }
+}
+
+impl Config {
+    /// `next` as a reload applies it over `self` (the running config): the keys a running
+    /// server can change take `next`'s values, the others keep `self`'s. Returns that
+    /// config and the changed keys of each kind.
+    ///
+    /// Live: all of `[origin]` (the client is rebuilt), all of `[admission]` (the policy
+    /// is rebuilt; same-sized filters keep what they remember), `cache.max_object_size`,
+    /// `cache.heuristic_max_age`, `cache.stale_if_unreachable`, `log.level`,
+    /// `log.access_log` and `log.access_format`. Restart: all of `[server]`, the store's
+    /// other `[cache]` keys, and `log.format`.
+    pub fn reload(&self, mut next: Config) -> (Config, Changes) {
+        let mut changes = Changes::default();
+        server(&self.server, &mut next.server, &mut changes);
+        origin(&self.origin, &mut next.origin, &mut changes);
+        cache(&self.cache, &mut next.cache, &mut changes);
+        admission(&self.admission, &mut next.admission, &mut changes);
+        log(&self.log, &mut next.log, &mut changes);
+        (next, changes)
+    }
+}
+
+// Each section is destructured without `..`, so a new key fails to compile until it is
+// classified here.
+
+fn server(running: &ServerConfig, next: &mut ServerConfig, changes: &mut Changes) {
+    use Applies::Restart;
+    let ServerConfig {
+        listen,
+        max_connections,
+        header_read_timeout,
+        max_headers,
+        max_header_bytes,
+        shutdown_timeout,
+        workers,
+        blocking_threads,
+        admin_listen,
+        admin_token,
+    } = next;
+    let r = running;
+    changes.compare("server.listen", Restart, &r.listen, listen);
+    // The admin listener is bound, and its token read, once at start.
+    changes.compare(
+        "server.admin_listen",
+        Restart,
+        &r.admin_listen,
+        admin_listen,
+    );
+    changes.compare("server.admin_token", Restart, &r.admin_token, admin_token);
+    changes.compare(
+        "server.max_connections",
+        Restart,
+        &r.max_connections,
+        max_connections,
+    );
+    let timeout = &r.header_read_timeout;
+    changes.compare(
+        "server.header_read_timeout",
+        Restart,
+        timeout,
+        header_read_timeout,
+    );
+    changes.compare("server.max_headers", Restart, &r.max_headers, max_headers);
+    let bytes = &r.max_header_bytes;
+    changes.compare("server.max_header_bytes", Restart, bytes, max_header_bytes);
+    let shutdown = &r.shutdown_timeout;
+    changes.compare(
+        "server.shutdown_timeout",
+        Restart,
+        shutdown,
+        shutdown_timeout,
+    );
+    changes.compare("server.workers", Restart, &r.workers, workers);
+    let blocking = &r.blocking_threads;
+    changes.compare(
+        "server.blocking_threads",
+        Restart,
+        blocking,
+        blocking_threads,
+    );
+}
+
+fn origin(running: &OriginConfig, next: &mut OriginConfig, changes: &mut Changes) {
+    use Applies::Live;
+    let OriginConfig {
+        url,
+        host_header,
+        connect_timeout,
+        read_timeout,
+        max_in_flight,
+    } = next;
+    let r = running;
+    changes.compare("origin.url", Live, &r.url, url);
+    changes.compare("origin.host_header", Live, &r.host_header, host_header);
+    changes.compare(
+        "origin.connect_timeout",
+        Live,
+        &r.connect_timeout,
+        connect_timeout,
+    );
+    changes.compare("origin.read_timeout", Live, &r.read_timeout, read_timeout);
+    changes.compare(
+        "origin.max_in_flight",
+        Live,
+        &r.max_in_flight,
+        max_in_flight,
+    );
+}
+
+fn cache(running: &CacheConfig, next: &mut CacheConfig, changes: &mut Changes) {
+    use Applies::{Live, Restart};
+    let CacheConfig {
+        dir,
+        max_size,
+        max_object_size,
+        fsync,
+        lock_timeout,
+        verify_whole_below,
+        heuristic_max_age,
+        stale_if_unreachable,
+        memory_size,
+        memory_max_object_size,
+    } = next;
+    let r = running;
+    changes.compare("cache.dir", Restart, &r.dir, dir);
+    changes.compare("cache.max_size", Restart, &r.max_size, max_size);
+    changes.compare(
+        "cache.max_object_size",
+        Live,
+        &r.max_object_size,
+        max_object_size,
+    );
+    changes.compare("cache.fsync", Restart, &r.fsync, fsync);
+    changes.compare("cache.lock_timeout", Restart, &r.lock_timeout, lock_timeout);
+    let verify = &r.verify_whole_below;
+    changes.compare(
+        "cache.verify_whole_below",
+        Restart,
+        verify,
+        verify_whole_below,
+    );
+    let heuristic = &r.heuristic_max_age;
+    changes.compare(
+        "cache.heuristic_max_age",
+        Live,
+        heuristic,
+        heuristic_max_age,
+    );
+    let stale = &r.stale_if_unreachable;
+    changes.compare(
+        "cache.stale_if_unreachable",
+        Live,
+        stale,
+        stale_if_unreachable,
+    );
+    changes.compare("cache.memory_size", Restart, &r.memory_size, memory_size);
+    let memory_max = &r.memory_max_object_size;
+    changes.compare(
+        "cache.memory_max_object_size",
+        Restart,
+        memory_max,
+        memory_max_object_size,
+    );
+}
+
+fn admission(running: &AdmissionConfig, next: &mut AdmissionConfig, changes: &mut Changes) {
+    use Applies::Live;
+    let AdmissionConfig {
+        policy,
+        sizing,
+        false_positive_rate,
+        max_age,
+        rotate,
+        seed,
+        snapshot_every,
+    } = next;
+    let r = running;
+    changes.compare("admission.policy", Live, &r.policy, policy);
+    let sizing_key = match sizing {
+        FilterSizing::ExpectedUrls(_) => "admission.expected_urls",
+        FilterSizing::Memory(_) => "admission.memory",
+    };
+    changes.compare(sizing_key, Live, &r.sizing, sizing);
+    let rate = &r.false_positive_rate;
+    changes.compare(
+        "admission.false_positive_rate",
+        Live,
+        rate,
+        false_positive_rate,
+    );
+    changes.compare("admission.max_age", Live, &r.max_age, max_age);
+    changes.compare("admission.rotate", Live, &r.rotate, rotate);
+    changes.compare("admission.seed", Live, &r.seed, seed);
+    changes.compare(
+        "admission.snapshot_every",
+        Live,
+        &r.snapshot_every,
+        snapshot_every,
+    );
+}
+
+fn log(running: &LogConfig, next: &mut LogConfig, changes: &mut Changes) {
+    use Applies::{Live, Restart};
+    let LogConfig {
+        level,
+        format,
+        access_log,
+        access_format,
+    } = next;
+    let r = running;
+    changes.compare("log.level", Live, &r.level, level);
+    changes.compare("log.format", Restart, &r.format, format);
+    changes.compare("log.access_log", Live, &r.access_log, access_log);
+    changes.compare("log.access_format", Live, &r.access_format, access_format);
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::config::{AccessLog, AdmissionPolicy, LogFormat};
+
+    #[test]
+    fn an_unchanged_file_changes_nothing() {
+        let running = Config::default();
+        let (next, changes) = running.reload(Config::default());
+        assert_eq!(next, running);
+        assert_eq!(changes, Changes::default());
+    }
+
+    #[test]
+    fn live_keys_take_the_new_values_and_restart_keys_keep_the_running_ones() {
+        let running = Config::default();
+        let mut file = Config::default();
+        file.server.listen = "127.0.0.1:9999".parse().expect("address");
+        file.cache.dir = "/elsewhere".into();
+        file.log.format = LogFormat::Json;
+        file.origin.read_timeout = Duration::from_secs(3);
+        file.admission.policy = AdmissionPolicy::Always;
+        file.admission.sizing = FilterSizing::Memory(1 << 20);
+        file.cache.max_object_size = 1;
+        file.log.level = "debug".to_owned();
+        file.log.access_log = AccessLog::Off;
+        let (next, changes) = running.reload(file);
+        assert_eq!(
+            changes.live,
+            [
+                "origin.read_timeout",
+                "cache.max_object_size",
+                "admission.policy",
+                "admission.memory",
+                "log.level",
+                "log.access_log",
+            ]
+        );
+        assert_eq!(
+            changes.restart,
+            ["server.listen", "cache.dir", "log.format"]
+        );
+        assert_eq!(next.server, running.server);
+        assert_eq!(next.cache.dir, running.cache.dir);
+        assert_eq!(next.log.format, running.log.format);
+        assert_eq!(next.origin.read_timeout, Duration::from_secs(3));
+        assert_eq!(next.admission.policy, AdmissionPolicy::Always);
+        assert_eq!(next.cache.max_object_size, 1);
+        assert_eq!(next.log.access_log, AccessLog::Off);
+    }
+}

@@ -1,0 +1,281 @@
+//! The process lifecycle, through the real binary and real signals: SIGTERM saves the
+//! admission filters and the next start restores them; SIGHUP reloads the config file
+//! (applying what can change live, keeping what needs a restart, rejecting an invalid
+//! file); SIGUSR1 reopens the access log.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use crate::support::serve::ServeProcess;
+use crate::support::{PATIENCE, Reply, Seen, TestOrigin, client, send};
+
+/// A `serve` config on port 0 (no admin listener: tests rewrite the listen address) in
+/// front of `origin`, its cache in `dir/cache`, a fixed filter seed and a JSON diagnostic
+/// log; `extra` adds lines to a section, e.g.
+/// `("admission", "policy = \"always\"")`.
+fn config_text(dir: &Path, origin: SocketAddr, extra: &[(&str, &str)]) -> String {
+    let lines = |section: &str| {
+        extra
+            .iter()
+            .filter(|(s, _)| *s == section)
+            .map(|(_, line)| format!("{line}\n"))
+            .collect::<String>()
+    };
+    format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\nadmin_listen = \"off\"\nshutdown_timeout = \"5s\"\n{}\
+         [origin]\nurl = \"http://{origin}\"\n{}\
+         [cache]\ndir = \"{}\"\nfsync = false\n{}\
+         [admission]\nseed = \"lifecycle tests\"\nexpected_urls = 10000\n{}\
+         [log]\nformat = \"json\"\n{}",
+        lines("server"),
+        lines("origin"),
+        dir.join("cache").display(),
+        lines("cache"),
+        lines("admission"),
+        lines("log"),
+    )
+}
+
+/// Writes `text` to `dir/secondhit.toml`.
+fn write(dir: &Path, text: &str) {
+    std::fs::write(dir.join("secondhit.toml"), text).expect("write config");
+}
+
+/// An origin whose every answer may be stored for a minute.
+async fn cacheable_origin() -> TestOrigin {
+    TestOrigin::start(|head| {
+        let reply = Reply::ok("max-age=60", head.uri.path().as_bytes().to_vec());
+        if head.uri.path().starts_with("/slow") {
+            reply.delayed(Duration::from_millis(1500))
+        } else {
+            reply
+        }
+    })
+    .await
+}
+
+/// A `serve` process with its origin and temp directory.
+struct Running {
+    origin: TestOrigin,
+    dir: tempfile::TempDir,
+    serve: ServeProcess,
+    /// `http://127.0.0.1:port`.
+    base: String,
+}
+
+impl Running {
+    /// Starts `serve` on [`config_text`] with `extra`, in front of [`cacheable_origin`].
+    async fn start(extra: &[(&str, &str)]) -> Running {
+        let origin = cacheable_origin().await;
+        let dir = tempfile::tempdir().expect("temp dir");
+        write(dir.path(), &config_text(dir.path(), origin.addr, extra));
+        Running::serve(origin, dir).await
+    }
+
+    /// Starts `serve` on the config file in `dir`.
+    async fn serve(origin: TestOrigin, dir: tempfile::TempDir) -> Running {
+        let serve = ServeProcess::start(&dir.path().join("secondhit.toml")).await;
+        let base = format!("http://{}", serve.addr);
+        Running {
+            origin,
+            dir,
+            serve,
+            base,
+        }
+    }
+
+    /// [`config_text`] for this process's directory and origin.
+    fn text(&self, extra: &[(&str, &str)]) -> String {
+        config_text(self.dir.path(), self.origin.addr, extra)
+    }
+
+    /// Rewrites the config as `text`, sends SIGHUP, and waits for a log line from then on
+    /// containing `needles`.
+    async fn reload(&mut self, text: &str, needles: &[&str]) -> String {
+        let mark = self.serve.log_mark();
+        write(self.dir.path(), text);
+        self.serve.signal("HUP");
+        self.serve.wait_for_log_with(mark, needles).await
+    }
+
+    /// GET `path`, with a fixed `Host`: the cache key includes the host, and a restarted
+    /// process listens on another port.
+    async fn get(&self, path: &str) -> Seen {
+        send(
+            client()
+                .get(format!("{}{path}", self.base))
+                .header("host", "site.test"),
+        )
+        .await
+    }
+
+    /// SIGTERM; asserts a clean exit.
+    async fn stop(self) {
+        let status = self.serve.terminate().await;
+        assert!(status.success(), "SIGTERM exits 0: {status:?}");
+    }
+
+    /// SIGTERM, then `serve` again with the same config file and cache directory.
+    async fn restart(self) -> Running {
+        let Running {
+            origin, dir, serve, ..
+        } = self;
+        let status = serve.terminate().await;
+        assert!(status.success(), "SIGTERM exits 0: {status:?}");
+        Running::serve(origin, dir).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_saves_the_filters_and_the_next_start_remembers_a_key() {
+    let node = Running::start(&[]).await;
+    let once = node.get("/seen-once").await;
+    assert_eq!(once.cache.detail.as_deref(), Some("first-sight"));
+    let mut node = node.restart().await;
+    let snapshot = node.dir.path().join("cache/state/filters.snapshot");
+    assert!(snapshot.exists(), "no snapshot at {}", snapshot.display());
+    node.serve.wait_for_log("filter snapshot restored").await;
+    let second = node.get("/seen-once").await;
+    assert!(
+        second.cache.stored,
+        "the key seen before the restart is stored on its first request after it: {:?}",
+        second.cache
+    );
+    let new = node.get("/never-seen").await;
+    assert_eq!(new.cache.detail.as_deref(), Some("first-sight"));
+    node.stop().await;
+}
+
+const ALWAYS: (&str, &str) = ("admission", "policy = \"always\"");
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_switches_the_admission_policy_for_the_next_request() {
+    let mut node = Running::start(&[ALWAYS]).await;
+    assert!(node.get("/a").await.cache.stored);
+
+    let line = node.reload(&node.text(&[]), &["config reloaded"]).await;
+    assert!(line.contains("admission.policy"), "{line}");
+    let first = node.get("/b").await;
+    assert_eq!(first.cache.detail.as_deref(), Some("first-sight"));
+    assert!(node.get("/b").await.cache.stored);
+
+    // And back: with "always", a new URL is stored on its first request again.
+    node.reload(&node.text(&[ALWAYS]), &["config reloaded"])
+        .await;
+    assert!(node.get("/c").await.cache.stored);
+    node.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_applies_a_new_origin_timeout() {
+    // A response head may take connect_timeout + read_timeout; the origin's /slow takes 1.5 s.
+    let connect = ("origin", "connect_timeout = \"200ms\"");
+    let mut node = Running::start(&[connect, ("origin", "read_timeout = \"5s\"")]).await;
+    assert_eq!(node.get("/slow-1").await.status, 200);
+
+    let impatient = node.text(&[connect, ("origin", "read_timeout = \"500ms\"")]);
+    let line = node.reload(&impatient, &["config reloaded"]).await;
+    assert!(line.contains("origin.read_timeout"), "{line}");
+    assert_eq!(node.get("/slow-2").await.status, 504);
+    node.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_with_an_invalid_file_keeps_the_running_config() {
+    let mut node = Running::start(&[ALWAYS]).await;
+    let invalid = node.text(&[("cache", "max_object_size = \"12XB\"")]);
+    let line = node.reload(&invalid, &["config reload rejected"]).await;
+    assert!(line.contains("cache.max_object_size"), "{line}");
+    assert!(line.contains("ERROR"), "{line}");
+    // Still serving, still with "always" (the rejected file said "second-hit"): a new URL
+    // is stored on its first request.
+    let seen = node.get("/after-the-bad-file").await;
+    assert_eq!(seen.status, 200);
+    assert!(seen.cache.stored, "{:?}", seen.cache);
+
+    // A file that validates but names an access log that cannot be opened is rejected too.
+    let unopenable = (
+        "log",
+        "access_log = \"/nonexistent-dir/secondhit/access.log\"",
+    );
+    let line = node
+        .reload(&node.text(&[unopenable]), &["config reload rejected"])
+        .await;
+    assert!(line.contains("log.access_log"), "{line}");
+    assert!(node.get("/still-always").await.cache.stored);
+    node.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_names_restart_only_changes_and_keeps_their_running_values() {
+    let mut node = Running::start(&[ALWAYS]).await;
+    // The listener and the cache directory need a restart; max_object_size applies now.
+    let moved = node.dir.path().join("elsewhere");
+    let text = node
+        .text(&[ALWAYS, ("cache", "max_object_size = 4")])
+        .replace("127.0.0.1:0", "127.0.0.1:1")
+        .replace(
+            &node.dir.path().join("cache").display().to_string(),
+            &moved.display().to_string(),
+        );
+    let mark = node.serve.log_mark();
+    node.reload(&text, &["config reloaded"]).await;
+    let warning = node
+        .serve
+        .wait_for_log_with(mark, &["need a restart"])
+        .await;
+    assert!(warning.contains("server.listen"), "{warning}");
+    assert!(warning.contains("cache.dir"), "{warning}");
+    assert!(warning.contains("WARN"), "{warning}");
+    let applied = node
+        .serve
+        .wait_for_log_with(mark, &["config reloaded"])
+        .await;
+    assert!(applied.contains("cache.max_object_size"), "{applied}");
+    assert!(!applied.contains("server.listen"), "{applied}");
+
+    // Still on the old address and directory, with the new size limit.
+    let seen = node.get("/larger-than-four-bytes").await;
+    assert_eq!(seen.cache.detail.as_deref(), Some("too-large"));
+    assert!(!moved.exists(), "the new cache.dir was not opened");
+    node.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigusr1_reopens_the_access_log_after_it_was_moved() {
+    let logs = tempfile::tempdir().expect("temp dir");
+    let log = logs.path().join("access.log");
+    let rotated = logs.path().join("access.log.1");
+    let access = format!("access_log = \"{}\"", log.display());
+    let mut node = Running::start(&[("log", &access)]).await;
+    node.get("/before-rotation").await;
+    wait_for_line(&log, "/before-rotation").await;
+
+    // logrotate's way: move the file, then signal.
+    std::fs::rename(&log, &rotated).expect("move the log");
+    let mark = node.serve.log_mark();
+    node.serve.signal("USR1");
+    node.serve
+        .wait_for_log_with(mark, &["access log reopened"])
+        .await;
+    node.get("/after-rotation").await;
+    wait_for_line(&log, "/after-rotation").await;
+    let old = std::fs::read_to_string(&rotated).expect("read the moved log");
+    assert!(old.contains("/before-rotation"), "{old}");
+    assert!(!old.contains("/after-rotation"), "{old}");
+    node.stop().await;
+}
+
+/// Waits until the file at `path` holds a line containing `needle`.
+async fn wait_for_line(path: &Path, needle: &str) {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while !std::fs::read_to_string(path).is_ok_and(|text| text.contains(needle)) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{} never held {needle:?}",
+            path.display()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
