@@ -27,17 +27,18 @@
 # Run:  bash benches/vs_nginx.sh            (about 7 minutes with the defaults)
 #       ROUNDS=5 DURATION=10s bash benches/vs_nginx.sh
 #
-# Results (also in the README, "Performance"), 2026-11-23, 2-core Xeon VM, nothing
-# else running, medians of 3 alternating 10 s runs:
+# Results (also in the README, "Performance"), 2026-11-23, 2-core Xeon VM, other
+# builds on the machine paused (SIGSTOP), medians of 3 alternating 10 s runs:
 #   case            nginx req/s (p99)   secondhit req/s (p99)   ratio
-#   hit-1k          98066 (1.34 ms)     100876 (1.26 ms)        1.03
-#   hit-100k        58067 (1.22 ms)      54237 (2.28 ms)        0.93
-#   hit-10k-keys    70352 (2.07 ms)      73263 (1.36 ms)        1.04
-#   hit-10k-files   71674 (1.67 ms)      41482 (2.87 ms)        0.58
-#   pass-1k         72344 (1.48 ms)      38984 (2.13 ms)        0.54
-#   secondhit: 1 thread under the memory-tier and pass loads; RSS 48.8 -> 48.9 MiB
-#   over 60 s of 10k-key hits. Before this bench's first run (same day, issue text):
-#   8,941 req/s for 1 KiB hits, 514 threads.
+#   hit-1k          103869 (1.66 ms)    124802 (1.66 ms)        1.20
+#   hit-100k         61431 (1.38 ms)     54529 (1.81 ms)        0.89
+#   hit-10k-keys     74194 (2.11 ms)     92002 (1.22 ms)        1.24
+#   hit-10k-files    76935 (1.72 ms)     57656 (2.50 ms)        0.75
+#   pass-1k          72844 (1.52 ms)     43381 (2.17 ms)        0.60
+#   secondhit: 2 threads under the memory-tier and pass loads (the runtime's one worker
+#   and the idle access-log writer); RSS 70.3 -> 69.1 MiB over 60 s of 10k-key hits.
+#   Earlier the same day: hit-1k 1.03, hit-10k-keys 1.04, files 0.58, pass 0.54; before
+#   this bench's first run (issue text): 8,941 req/s for 1 KiB hits, 514 threads.
 set -euo pipefail
 
 ROUNDS=${ROUNDS:-3}
