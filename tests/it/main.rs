@@ -9,6 +9,7 @@
 mod support;
 
 mod admin;
+mod admin_page;
 // Drives the bench harness and `secondhit simulate`, which exist only with the `bench` feature.
 #[cfg(feature = "bench")]
 mod bench;
