@@ -7,16 +7,36 @@
 //!
 //! | request | answer |
 //! |---|---|
+//! | `GET /` | the live admin page: one self-contained HTML document that polls `/stats` (see below) |
 //! | `GET /metrics` | every metric, OpenMetrics text (see [`crate::metrics`]) |
 //! | `GET /healthz` | `200 ok`: the process runs and its runtime answers (it checks neither the origin nor the disk) |
 //! | `GET /stats` | JSON: requests, hit ratio, filter sizes and fill, store, errors (see `stats`) |
 //! | `POST /purge?url=<absolute URL>` | removes what is stored for that URL, all its variants; 404 if nothing was |
 //! | `POST /rotate` | ends the filters' generation now; 409 for `policy = "always"` |
 //!
-//! With `server.admin_token` set, every request must carry `Authorization: Bearer
+//! With `server.admin_token` set, every request but `GET /` must carry `Authorization: Bearer
 //! <token>`; others get 401 with `WWW-Authenticate: Bearer` (the token is compared in
 //! constant time, so its bytes cannot be guessed one at a time from response times). A known
 //! path with another method gets 405 with `Allow`; an unknown path 404.
+//!
+//! # The page
+//!
+//! `GET /` serves `admin/page.html`, compiled in: fill bars of the two generations, the
+//! pair's false-positive rate against its modelled range, the recent rotations, admission
+//! decisions, hit ratios and disk bytes as short time series, the configured sizes beside
+//! what they imply, and a "what if" sizing panel computed in the browser. It is served
+//! without the token because it holds no data: a static shell, the same for everyone. The
+//! data comes from `/stats`, which stays protected: the page takes the token from its URL
+//! fragment (`/#token=...`, never sent to a server) or asks for it, keeps it in the tab's
+//! session storage and sends it as a bearer token.
+//!
+//! Its `Content-Security-Policy` allows nothing but the page's own inline script and style
+//! and requests to this listener: no other script, style, font, image, frame, form target
+//! or base URL. Inline code is allowed with `'unsafe-inline'` rather than a hash of the
+//! script: the page is a constant with nothing interpolated into it, and its script puts
+//! every value from `/stats` into the document as text (`textContent`), never as markup, so
+//! there is no injection point for `'unsafe-inline'` to widen — while a hash would have to
+//! be recomputed by hand (or by a SHA-256 dependency) at every edit of the page.
 //!
 //! # Which URL a purge names
 //!
@@ -33,12 +53,23 @@
 
 mod stats;
 
+/// The admin page (see the module docs), compiled in.
+const PAGE: &str = include_str!("admin/page.html");
+
+/// The page's `Content-Security-Policy` (see the module docs for why `'unsafe-inline'`).
+const PAGE_POLICY: &str = "default-src 'none'; script-src 'unsafe-inline'; \
+    style-src 'unsafe-inline'; connect-src 'self'; base-uri 'none'; form-action 'none'; \
+    frame-ancestors 'none'";
+
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{ALLOW, AUTHORIZATION, CONTENT_TYPE, WWW_AUTHENTICATE};
+use http::header::{
+    ALLOW, AUTHORIZATION, CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, REFERRER_POLICY,
+    WWW_AUTHENTICATE, X_CONTENT_TYPE_OPTIONS,
+};
 use http::{HeaderValue, Method, Request, Response, StatusCode, Uri};
 use http_body_util::Full;
 use hyper::body::Incoming;
@@ -164,6 +195,15 @@ type AdminBody = Full<Bytes>;
 impl Admin {
     /// Answers one admin request.
     async fn answer(&self, request: Request<Incoming>) -> Response<AdminBody> {
+        let method = request.method();
+        let readable = method == Method::GET || method == Method::HEAD;
+        if request.uri().path() == "/" {
+            return if readable {
+                page()
+            } else {
+                not_allowed("GET, HEAD")
+            };
+        }
         if !self.authorized(request.headers().get(AUTHORIZATION)) {
             let mut response = text(StatusCode::UNAUTHORIZED, "a bearer token is required\n");
             response
@@ -171,8 +211,6 @@ impl Admin {
                 .insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
             return response;
         }
-        let method = request.method();
-        let readable = method == Method::GET || method == Method::HEAD;
         match (request.uri().path(), readable, method == Method::POST) {
             ("/metrics", true, _) => self.metrics(),
             ("/healthz", true, _) => text(StatusCode::OK, "ok\n"),
@@ -311,6 +349,24 @@ fn text(status: StatusCode, body: &str) -> Response<AdminBody> {
     )
 }
 
+/// The admin page, with headers that keep it fresh and confined (see the module docs).
+fn page() -> Response<AdminBody> {
+    let mut response = with_type(
+        StatusCode::OK,
+        "text/html; charset=utf-8",
+        Bytes::from_static(PAGE.as_bytes()),
+    );
+    let headers = response.headers_mut();
+    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert(
+        CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(PAGE_POLICY),
+    );
+    headers.insert(X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    headers.insert(REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    response
+}
+
 /// 405 with the methods the path takes.
 fn not_allowed(allow: &'static str) -> Response<AdminBody> {
     let mut response = text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
@@ -348,5 +404,33 @@ mod tests {
         assert!(key("/just/a/path").is_err());
         assert!(key("https://example.com/").is_err());
         assert!(key("not a url").is_err());
+    }
+
+    #[test]
+    fn the_page_is_confined_and_builds_no_markup_from_data() {
+        let response = page();
+        let header = |name| response.headers().get(name).and_then(|v| v.to_str().ok());
+        assert_eq!(header(CONTENT_TYPE), Some("text/html; charset=utf-8"));
+        assert_eq!(header(CACHE_CONTROL), Some("no-store"));
+        let policy = header(CONTENT_SECURITY_POLICY).unwrap_or_default();
+        assert!(policy.starts_with("default-src 'none';"), "{policy}");
+        assert!(policy.contains("connect-src 'self'"), "{policy}");
+        // Self-contained: nothing loaded from elsewhere (the SVG namespace is a name, not a
+        // request), and no HTML parsed from data.
+        let page = PAGE.replace("\"http://www.w3.org/2000/svg\"", "");
+        for forbidden in [
+            "http://",
+            "https://",
+            "src=",
+            "@import",
+            "url(",
+            "innerHTML",
+            "outerHTML",
+            "insertAdjacentHTML",
+            "document.write",
+            "eval(",
+        ] {
+            assert!(!page.contains(forbidden), "the page contains {forbidden:?}");
+        }
     }
 }

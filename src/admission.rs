@@ -47,7 +47,7 @@ pub use bloom::FilterParams;
 pub use live::LiveAdmission;
 pub use persist::{SNAPSHOT_FILE, Snapshots};
 pub use shadow::{Shadow, StoredCheck};
-pub use stats::{FilterStats, PairStats, RotationCounts};
+pub use stats::{FilterStats, PairStats, RecentRotation, RotationCounts, SpareState};
 
 /// 128-bit keyed hash of a cache key, the only thing admission sees.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -42,7 +42,8 @@ pub mod export;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use http::HeaderValue;
+use http::header::CONTENT_LENGTH;
+use http::{HeaderValue, Method, Response, StatusCode};
 
 use crate::admission::Decision;
 use crate::error::ErrorKind;
@@ -125,6 +126,9 @@ pub struct Metrics {
     decisions: [AtomicU64; Decision::ALL.len()],
     /// Bytes by [`ByteCounter`].
     bytes: [AtomicU64; 2],
+    /// Response body bytes by [`RequestResult`] (as declared: see [`body_len`]), for the
+    /// byte hit ratio.
+    body_bytes: [AtomicU64; RequestResult::ALL.len()],
     /// Fills second-hit would not have written (shadow mode).
     shadow_writes_avoided: AtomicU64,
     /// First hits on entries second-hit would not have had (shadow mode).
@@ -151,6 +155,7 @@ impl Metrics {
             requests: Default::default(),
             decisions: Default::default(),
             bytes: Default::default(),
+            body_bytes: Default::default(),
             shadow_writes_avoided: AtomicU64::new(0),
             shadow_hits_lost: AtomicU64::new(0),
             shadow_hits_lost_bytes: AtomicU64::new(0),
@@ -162,6 +167,13 @@ impl Metrics {
     /// Counts one request answered with `result`.
     pub fn count_request(&self, result: RequestResult) {
         self.requests[result as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Adds `bytes` (from [`body_len`]; nothing for `None`) to the body bytes of `result`.
+    pub fn count_body_bytes(&self, result: RequestResult, bytes: Option<u64>) {
+        if let Some(bytes) = bytes {
+            self.body_bytes[result as usize].fetch_add(bytes, Ordering::Relaxed);
+        }
     }
 
     /// Counts `decision`, applied to a storable response.
@@ -203,6 +215,7 @@ impl Metrics {
         Counts {
             uptime: self.started.elapsed(),
             requests: self.requests.each_ref().map(load),
+            body_bytes: self.body_bytes.each_ref().map(load),
             decisions: self.decisions.each_ref().map(load),
             writes_avoided_bytes: load(&self.bytes[ByteCounter::WritesAvoided as usize]),
             shadow_writes_avoided: load(&self.shadow_writes_avoided),
@@ -224,6 +237,9 @@ pub struct Counts {
     pub uptime: Duration,
     /// Requests, in the order of [`RequestResult::ALL`].
     pub requests: [u64; RequestResult::ALL.len()],
+    /// Response body bytes (as declared, see [`body_len`]), in the order of
+    /// [`RequestResult::ALL`].
+    pub body_bytes: [u64; RequestResult::ALL.len()],
     /// Decisions, in the order of [`Decision::ALL`].
     pub decisions: [u64; Decision::ALL.len()],
     /// Body bytes of storable responses admission kept off the disk.
@@ -256,6 +272,41 @@ impl Counts {
             hits + self.requests(RequestResult::Stale) + self.requests(RequestResult::Miss);
         (answerable > 0).then(|| hits as f64 / answerable as f64)
     }
+
+    /// [`Counts::hit_ratio`] in body bytes: the share of the bytes of answerable requests
+    /// that fresh hits served; `None` before the first such byte.
+    pub fn byte_hit_ratio(&self) -> Option<f64> {
+        let bytes = |result: RequestResult| self.body_bytes[result as usize];
+        let hits = bytes(RequestResult::Hit);
+        let answerable = hits + bytes(RequestResult::Stale) + bytes(RequestResult::Miss);
+        (answerable > 0).then(|| hits as f64 / answerable as f64)
+    }
+}
+
+/// The body bytes a response to a `method` request sends, as far as known when its head is
+/// ready: 0 for `HEAD`, 204 and 304, else the body's exact size or its `Content-Length`
+/// (a hit streamed from disk has only the latter); `None` when neither says (a chunked
+/// response from the origin), so such bytes count in neither side of the byte hit ratio. Declared
+/// rather than counted as the body streams: counting per frame would put an atomic add on
+/// every frame of every response, and a client that hangs up early is rare enough not to
+/// move a ratio.
+pub fn body_len<B: http_body::Body>(method: &Method, response: &Response<B>) -> Option<u64> {
+    let status = response.status();
+    if method == Method::HEAD
+        || status == StatusCode::NO_CONTENT
+        || status == StatusCode::NOT_MODIFIED
+    {
+        return Some(0);
+    }
+    response.body().size_hint().exact().or_else(|| {
+        response
+            .headers()
+            .get(CONTENT_LENGTH)?
+            .to_str()
+            .ok()?
+            .parse()
+            .ok()
+    })
 }
 
 /// Upper bounds of the origin latency buckets, in seconds: 1 ms to 30 s.
@@ -314,10 +365,50 @@ impl DurationHistogram {
 
 #[cfg(test)]
 mod tests {
+    use std::convert::Infallible;
+
     use super::*;
     use crate::admission::RejectReason;
     use crate::cache_status::{CacheStatus, Detail, Forward};
     use crate::policy::NotStored;
+
+    #[test]
+    fn body_len_is_what_the_response_declares() {
+        use http_body_util::{Empty, Full};
+        let full = |status: u16| {
+            let mut response = Response::new(Full::new(bytes::Bytes::from_static(b"12345")));
+            *response.status_mut() = StatusCode::from_u16(status).expect("status");
+            response
+        };
+        assert_eq!(body_len(&Method::GET, &full(200)), Some(5));
+        assert_eq!(body_len(&Method::HEAD, &full(200)), Some(0));
+        assert_eq!(body_len(&Method::GET, &full(304)), Some(0));
+        // A streamed body: only the header says.
+        let mut streamed = Response::new(http_body_util::StreamBody::new(
+            futures_util::stream::empty::<Result<http_body::Frame<bytes::Bytes>, Infallible>>(),
+        ));
+        assert_eq!(body_len(&Method::GET, &streamed), None);
+        streamed
+            .headers_mut()
+            .insert(CONTENT_LENGTH, HeaderValue::from_static("1000"));
+        assert_eq!(body_len(&Method::GET, &streamed), Some(1000));
+        assert_eq!(
+            body_len(&Method::GET, &Response::new(Empty::<bytes::Bytes>::new())),
+            Some(0)
+        );
+    }
+
+    #[test]
+    fn byte_hit_ratio_weighs_requests_by_their_bytes() {
+        let metrics = Metrics::new();
+        assert_eq!(metrics.snapshot().byte_hit_ratio(), None);
+        metrics.count_body_bytes(RequestResult::Hit, Some(900));
+        metrics.count_body_bytes(RequestResult::Miss, Some(100));
+        metrics.count_body_bytes(RequestResult::Miss, None);
+        // Passed requests are not the cache's to answer.
+        metrics.count_body_bytes(RequestResult::Pass, Some(5000));
+        assert_eq!(metrics.snapshot().byte_hit_ratio(), Some(0.9));
+    }
 
     #[test]
     fn results_follow_the_cache_status_parameters() {

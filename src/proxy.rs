@@ -59,7 +59,7 @@ use crate::config::SettingsHandle;
 use crate::error::{BoxError, ProxyBody, ProxyError, error_response};
 use crate::hygiene;
 use crate::key::CacheKey;
-use crate::metrics::{Metrics, RequestResult};
+use crate::metrics::{Metrics, RequestResult, body_len};
 use crate::origin::Origin;
 use crate::policy::NotStored;
 use crate::policy::freshness::{RequestDirectives, Reuse, StoredFreshness};
@@ -188,6 +188,9 @@ impl Proxy {
             .get(CACHE_STATUS)
             .map_or(RequestResult::Pass, RequestResult::of_cache_status);
         self.cache.metrics.count_request(result);
+        self.cache
+            .metrics
+            .count_body_bytes(result, body_len(&head.method, &response));
         if !self.access_log.is_on() {
             return response;
         }

@@ -2,10 +2,14 @@
 //! second) wants at a glance.
 //!
 //! Top-level fields: `policy`, `uptime_seconds`, `requests` (by result), `hit_ratio`
-//! (`hit / (hit + stale + miss)`, `null` before the first), `admission` (decisions by reason,
-//! bytes kept off the disk), `filters` (`null` for `policy = "always"`: the configured sizes,
-//! the sizing derived from them, the generation, each filter's fill, keys, age and
-//! false-positive rate, rotations by cause and the latest cause), `store` (objects, bytes,
+//! (`hit / (hit + stale + miss)`, `null` before the first), `body_bytes` (response body
+//! bytes by result, as declared by `Content-Length`) and `byte_hit_ratio` (the same ratio in
+//! those bytes), `admission` (decisions by reason, bytes kept off the disk), `filters`
+//! (`null` for `policy = "always"`: the configured sizes, the sizing derived from them, the
+//! generation, each filter's fill, keys, age and false-positive rate, rotations by cause and
+//! the latest cause, the last 16 rotations newest first with their cause, how long ago and
+//! how long the generation they ended lasted, and the spare filters' states: `retired`,
+//! `clearing` or `clean`), `store` (objects, bytes,
 //! budget, memory tier, evictions, fills committed), `origin` (requests and mean time to
 //! the response head), `errors` (by kind) and `shadow` (`null` unless `policy = "shadow"`).
 //! Everything is counted since start-up. Numbers that cannot be represented (an estimate of
@@ -32,6 +36,10 @@ pub(super) fn snapshot(
         .iter()
         .map(|&r| (r.as_str().to_owned(), counts.requests(r).into()))
         .collect();
+    let body_bytes: serde_json::Map<String, Value> = RequestResult::ALL
+        .iter()
+        .map(|&r| (r.as_str().to_owned(), counts.body_bytes[r as usize].into()))
+        .collect();
     let decisions: serde_json::Map<String, Value> = Decision::ALL
         .iter()
         .map(|d| (d.as_str().to_owned(), counts.decisions[d.index()].into()))
@@ -46,6 +54,8 @@ pub(super) fn snapshot(
         "uptime_seconds": counts.uptime.as_secs_f64(),
         "requests": requests,
         "hit_ratio": counts.hit_ratio(),
+        "body_bytes": body_bytes,
+        "byte_hit_ratio": counts.byte_hit_ratio(),
         "admission": {
             "decisions": decisions,
             "disk_writes_avoided_bytes": counts.writes_avoided_bytes,
@@ -118,6 +128,14 @@ fn filter_pair(config: &AdmissionConfig, stats: &PairStats) -> Value {
             "forced": rotations.forced,
         },
         "last_rotation_cause": stats.last_rotation.map(|cause| cause.as_str()),
+        "recent_rotations": stats.recent_rotations.iter().map(|r| json!({
+            "generation": r.generation,
+            "cause": r.cause.as_str(),
+            "seconds_ago": r.ago.as_secs_f64(),
+            "ended_generation_inserts": r.ended_inserts,
+            "ended_generation_seconds": r.ended_age.as_secs_f64(),
+        })).collect::<Vec<_>>(),
+        "spares": stats.spares.iter().map(|s| s.as_str()).collect::<Vec<_>>(),
     })
 }
 

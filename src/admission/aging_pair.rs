@@ -92,6 +92,7 @@
 //! - The coarse clock: a `Relaxed` nanosecond count ([`cleaner`]).
 
 mod cleaner;
+mod history;
 mod image;
 mod rotate;
 mod slots;
@@ -101,9 +102,10 @@ use std::sync::atomic::{AtomicI64, AtomicU8, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::bloom::{BloomFilter, FilterParams};
-use super::stats::{FilterStats, PairStats, RotationCounts};
+use super::stats::{FilterStats, PairStats, RecentRotation, RotationCounts, SpareState};
 use super::{Admission, AdmitReason, Decision, FilterHash, RejectReason};
 use cleaner::CoarseClock;
+use history::History;
 pub(crate) use image::{FilterImage, PairImage};
 use slots::{FilterState, Slot, State};
 
@@ -211,6 +213,8 @@ struct Shared {
     /// The cause of the latest rotation of this run, as `cause as u8 + 1` (0: none yet).
     /// Relaxed, like the counters: it is only reported.
     last_cause: AtomicU8,
+    /// The latest rotations, for `/stats` (written by rotations only).
+    history: History,
 }
 
 impl AgingPair {
@@ -234,6 +238,7 @@ impl AgingPair {
             slots: Default::default(),
             rotations: Default::default(),
             last_cause: AtomicU8::new(0),
+            history: History::default(),
             rotation,
         });
         shared.begin(
@@ -365,7 +370,30 @@ impl AgingPair {
             .previous
             .map(|p| of(p, shared.slot(state.number.wrapping_sub(1))));
         let count = |cause: Cause| shared.rotations[cause as usize].load(Ordering::Relaxed);
-        PairStats::new(
+        let spares = (0..shared.filters.len())
+            .filter(|&i| i != state.current && state.previous != Some(i))
+            .map(
+                |i| match FilterState::from(shared.filter_states[i].load(Ordering::Relaxed)) {
+                    // `InUse` here is a filter a rotation is retiring this instant.
+                    FilterState::InUse | FilterState::Retired => SpareState::Retired,
+                    FilterState::Clearing => SpareState::Clearing,
+                    FilterState::Clean => SpareState::Clean,
+                },
+            )
+            .collect();
+        let recent_rotations = shared
+            .history
+            .recent()
+            .into_iter()
+            .map(|record| RecentRotation {
+                generation: record.generation,
+                cause: record.cause,
+                ago: duration(now - record.at),
+                ended_inserts: record.ended_inserts,
+                ended_age: duration(record.ended_nanos),
+            })
+            .collect();
+        let stats = PairStats::new(
             shared.params,
             state.number,
             slot.target.load(Ordering::Relaxed),
@@ -381,7 +409,12 @@ impl AgingPair {
             Cause::ALL
                 .get(usize::from(shared.last_cause.load(Ordering::Relaxed)).wrapping_sub(1))
                 .copied(),
-        )
+        );
+        PairStats {
+            spares,
+            recent_rotations,
+            ..stats
+        }
     }
 }
 

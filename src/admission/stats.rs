@@ -97,10 +97,55 @@ pub struct PairStats {
     /// The pair's rate now, from the actual bits: a key is a false positive if either
     /// filter says yes, `1 - (1 - p_current)(1 - p_previous)`.
     pub estimated_pair_false_positive_rate: f64,
+    /// The filters that are neither current nor previous (one, or two right after start-up
+    /// or an idle gap): where each is on its way to becoming the next `current`.
+    pub spares: Vec<SpareState>,
+    /// The latest rotations of this run (at most 16), newest first.
+    pub recent_rotations: Vec<RecentRotation>,
+}
+
+/// Where a spare filter is on its way to becoming the next `current`: a rotation retires the
+/// old `previous`, a background thread clears it a grace period later (milliseconds), and
+/// then it waits, clean.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpareState {
+    /// Dropped by a rotation; its bits are stale until it is cleared.
+    Retired,
+    /// Being cleared now.
+    Clearing,
+    /// All zero, ready for the next rotation.
+    Clean,
+}
+
+impl SpareState {
+    /// Token for `/stats`: "retired" | "clearing" | "clean".
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SpareState::Retired => "retired",
+            SpareState::Clearing => "clearing",
+            SpareState::Clean => "clean",
+        }
+    }
+}
+
+/// One rotation of the recent past.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RecentRotation {
+    /// The generation it began.
+    pub generation: u64,
+    /// Why it happened.
+    pub cause: Cause,
+    /// How long ago.
+    pub ago: Duration,
+    /// New keys the generation it ended had counted.
+    pub ended_inserts: u64,
+    /// How long the generation it ended had lasted.
+    pub ended_age: Duration,
 }
 
 impl PairStats {
-    /// Assembles the statistics and derives the pair-wide rates.
+    /// Assembles the statistics and derives the pair-wide rates (no spares or recent
+    /// rotations: the pair sets those fields itself).
     pub(crate) fn new(
         params: FilterParams,
         generation: u64,
@@ -124,6 +169,8 @@ impl PairStats {
             expected_false_positive_rate: params.false_positive_rate_at(params.generation_size),
             pair_false_positive_rate_range: params.pair_false_positive_rates(),
             estimated_pair_false_positive_rate,
+            spares: Vec::new(),
+            recent_rotations: Vec::new(),
         }
     }
 }

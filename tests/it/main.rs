@@ -12,6 +12,7 @@ mod support;
 #[cfg(feature = "bench")]
 mod access_log;
 mod admin;
+mod admin_page;
 // Drives the bench harness and `secondhit simulate`, which exist only with the `bench` feature.
 #[cfg(feature = "bench")]
 mod bench;

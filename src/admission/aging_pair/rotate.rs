@@ -5,6 +5,7 @@
 
 use std::sync::atomic::Ordering;
 
+use super::history::Record;
 use super::slots::{FilterState, State};
 use super::{Cause, Rotation, Shared, auto_floor, duration};
 
@@ -86,11 +87,20 @@ impl Shared {
         self.rotations[cause as usize].fetch_add(1, Ordering::Relaxed);
         self.last_cause.store(cause as u8 + 1, Ordering::Relaxed);
         let old = self.slot(seen.number);
+        let ended_inserts = old.inserts.load(Ordering::Relaxed);
+        let ended_nanos = now - old.start.load(Ordering::Relaxed);
+        self.history.push(Record {
+            generation: next,
+            cause,
+            at: now,
+            ended_inserts,
+            ended_nanos,
+        });
         tracing::debug!(
             cause = cause.as_str(),
             generation = next,
-            inserts = old.inserts.load(Ordering::Relaxed),
-            age_secs = duration(now - old.start.load(Ordering::Relaxed)).as_secs_f64(),
+            inserts = ended_inserts,
+            age_secs = duration(ended_nanos).as_secs_f64(),
             next_target = self.slot(next).target.load(Ordering::Relaxed),
             "admission filters rotated"
         );

@@ -186,6 +186,37 @@ fn rotation_counters_by_cause() {
     assert_eq!(stats.generation, 3);
     assert_eq!(stats.generation_target, 4);
     assert_eq!(stats.current.inserts, 2);
+    // The timeline: newest first, with how long ago and how long each generation lasted.
+    let timeline: Vec<(u64, Cause, Duration, u64, Duration)> = stats
+        .recent_rotations
+        .iter()
+        .map(|r| (r.generation, r.cause, r.ago, r.ended_inserts, r.ended_age))
+        .collect();
+    assert_eq!(
+        timeline,
+        [
+            (3, Cause::Age, Duration::ZERO, 0, MINUTE),
+            (2, Cause::Fill, MINUTE, 4, Duration::ZERO),
+            (1, Cause::Fill, MINUTE, 4, Duration::ZERO),
+        ]
+    );
+}
+
+#[test]
+fn the_timeline_keeps_the_last_sixteen_rotations() {
+    let t0 = Instant::now();
+    let pair = pair(small_generations(4), HOUR, t0);
+    let mut next = 100;
+    for _ in 0..20 {
+        fill_until_rotation(&pair, &mut next, t0);
+    }
+    let generations: Vec<u64> = pair
+        .stats_at(t0)
+        .recent_rotations
+        .iter()
+        .map(|r| r.generation)
+        .collect();
+    assert_eq!(generations, (5..=20).rev().collect::<Vec<u64>>());
 }
 
 #[test]
@@ -361,6 +392,7 @@ fn retired_filters_are_cleared_in_the_background_and_reused() {
             std::thread::sleep(Duration::from_millis(1));
         }
         assert_eq!(pair.shared.filter_state(spares[0]), FilterState::Clean);
+        assert_eq!(pair.stats_at(t0).spares, [SpareState::Clean]);
         assert_eq!(pair.shared.filters[spares[0]].bits_set(), 0);
         assert_eq!(
             pair.stats_at(t0).current.bits_set,

@@ -1,0 +1,281 @@
+//! The admin page (`GET /`) in a real browser: the proxy takes a scripted sequence (a
+//! generation fills and rotates, one URL is admitted and hit), headless Chromium loads the
+//! page with the admin token in the URL fragment, and the DOM its script rendered must show
+//! the same fills, rotations and decisions `/stats` reports. A screenshot at 1280×800 is
+//! written beside the DOM (its path is printed); `docs/admin-page.png` is one of them.
+//!
+//! Chromium is found as `chromium`, `chromium-browser` or `google-chrome`; without one the
+//! browser test says why and skips (`.ci/run` installs it, so CI runs it). The page's
+//! headers and the token rules need no browser and always run.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use crate::support::{Reply, TestOrigin, TestProxy, body_bytes, client, get, send};
+use secondhit::config::FilterSizing;
+
+const TOKEN: &str = "page-token";
+
+/// The longest one Chromium run may take before the test fails (it is killed on drop).
+const BROWSER_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// The first of the usual Chromium binaries on `PATH`.
+fn find_chromium() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    ["chromium", "chromium-browser", "google-chrome"]
+        .iter()
+        .flat_map(|name| std::env::split_paths(&path).map(move |dir| dir.join(name)))
+        .find(|candidate| candidate.is_file())
+}
+
+/// Runs headless Chromium on `url` with `extra` arguments (a profile in `profile`) and
+/// returns its standard output; fails the test on a timeout or an error exit.
+async fn chromium(binary: &Path, profile: &Path, url: &str, extra: &[String]) -> String {
+    let mut command = tokio::process::Command::new(binary);
+    command
+        .args([
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--no-first-run",
+            "--hide-scrollbars",
+            "--virtual-time-budget=5000",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(extra)
+        .arg(url)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let output = tokio::time::timeout(BROWSER_TIMEOUT, command.output())
+        .await
+        .unwrap_or_else(|_| panic!("{} took over {BROWSER_TIMEOUT:?}", binary.display()))
+        .expect("chromium runs");
+    assert!(
+        output.status.success(),
+        "chromium failed: {}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).expect("a UTF-8 DOM")
+}
+
+/// The text inside the element with `id` in `dom` (an element holding text only).
+fn text_of(dom: &str, id: &str) -> String {
+    let needle = format!("id=\"{id}\"");
+    let at = dom
+        .find(&needle)
+        .unwrap_or_else(|| panic!("no #{id} in the DOM"));
+    let start = at + dom[at..].find('>').expect("the tag ends") + 1;
+    let end = start + dom[start..].find('<').expect("the text ends");
+    dom[start..end]
+        .replace("&amp;", "&")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+}
+
+/// The attribute `name` of the element with `id` in `dom`.
+fn attribute_of(dom: &str, id: &str, name: &str) -> Option<String> {
+    let at = dom.find(&format!("id=\"{id}\""))?;
+    let tag_start = dom[..at].rfind('<')?;
+    let tag = &dom[tag_start..at + dom[at..].find('>')?];
+    let value_at = tag.find(&format!("{name}=\""))? + name.len() + 2;
+    Some(tag[value_at..value_at + tag[value_at..].find('"')?].to_owned())
+}
+
+/// `share` as the page prints a percentage with one decimal.
+fn percent(share: f64) -> String {
+    format!("{:.1}%", 100.0 * share)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_renders_the_live_filters_rotations_and_decisions() {
+    let Some(browser) = find_chromium() else {
+        eprintln!(
+            "SKIPPED the_page_renders_the_live_filters_rotations_and_decisions: no chromium, \
+             chromium-browser or google-chrome on PATH (apt-get install chromium; .ci/run does)"
+        );
+        return;
+    };
+    let origin = TestOrigin::start(|_| Reply::ok("max-age=3600", body_bytes(2000, 3))).await;
+    let proxy = TestProxy::start(origin.addr, |c| {
+        c.server.admin_token = Some(TOKEN.to_owned());
+        // Generations of 8 new keys: the ninth distinct URL lands in a new generation.
+        c.admission.sizing = FilterSizing::ExpectedUrls(8);
+    })
+    .await;
+
+    // 1. Eight first sights fill generation 0, and the eighth rotates it (cause: fill).
+    for i in 0..8 {
+        let seen = get(&proxy.url(&format!("/first/{i}"))).await;
+        assert_eq!(seen.cache.detail.as_deref(), Some("first-sight"));
+    }
+    // 2. One URL twice: rejected, then admitted and stored; then a hit.
+    assert_eq!(
+        get(&proxy.url("/twice")).await.cache.detail.as_deref(),
+        Some("first-sight")
+    );
+    assert!(get(&proxy.url("/twice")).await.cache.stored);
+    proxy.wait_committed(1).await;
+    assert!(get(&proxy.url("/twice")).await.cache.hit);
+    // 3. Two more first sights in the new generation.
+    for i in 0..2 {
+        get(&proxy.url(&format!("/later/{i}"))).await;
+    }
+    let answer = send(client().get(proxy.admin_url("/stats")).bearer_auth(TOKEN)).await;
+    assert_eq!(answer.status, 200);
+    let truth: serde_json::Value = serde_json::from_slice(&answer.body).expect("JSON");
+    let filters = &truth["filters"];
+    assert_eq!(filters["rotations"]["fill"], 1, "{truth:#}");
+    assert_eq!(filters["recent_rotations"][0]["cause"], "fill", "{truth:#}");
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let url = format!("{}#token={TOKEN}", proxy.admin_url("/"));
+    let dom = chromium(
+        &browser,
+        &dir.path().join("profile"),
+        &url,
+        &["--dump-dom".to_owned()],
+    )
+    .await;
+    std::fs::write(dir.path().join("page.html"), &dom).expect("DOM written");
+
+    assert_eq!(text_of(&dom, "policy"), "second-hit");
+    let polls: u32 = dom
+        .split_once("data-polls=\"")
+        .and_then(|(_, rest)| rest.split('"').next())
+        .expect("the page polled /stats")
+        .parse()
+        .expect("a count");
+    assert!(polls >= 2, "the page polled {polls} times: {dom}");
+    // The generations, as /stats has them (no request came in between).
+    let current = &filters["current"];
+    let previous = &filters["previous"];
+    assert_eq!(
+        text_of(&dom, "current-fill"),
+        percent(current["fill_ratio"].as_f64().expect("fill"))
+    );
+    assert_eq!(
+        text_of(&dom, "previous-fill"),
+        percent(previous["fill_ratio"].as_f64().expect("fill"))
+    );
+    assert_eq!(text_of(&dom, "current-inserts"), "3");
+    let previous_keys = previous["estimated_keys"].as_f64().expect("keys");
+    assert_eq!(
+        text_of(&dom, "previous-keys"),
+        format!(
+            "{} of 8 ({})",
+            previous_keys.round(),
+            percent(previous_keys / 8.0)
+        )
+    );
+    assert!(text_of(&dom, "generation").ends_with("generation 1"));
+    // The rotation and its timeline entry.
+    assert_eq!(text_of(&dom, "rotations-total"), "1");
+    assert!(
+        text_of(&dom, "rotations-by-cause").starts_with("fill 1 · age 0 · forced 0"),
+        "{}",
+        text_of(&dom, "rotations-by-cause")
+    );
+    assert_eq!(dom.matches("class=\"cause cause-fill\"").count(), 1);
+    // Decisions since start: 11 first sights, 1 admitted, none re-admitted.
+    assert_eq!(text_of(&dom, "series-rejected-total"), "11");
+    assert_eq!(text_of(&dom, "series-admitted-total"), "1");
+    assert_eq!(text_of(&dom, "series-readmitted-total"), "0");
+    // The page's port of the sizing model agrees with the server's.
+    assert_eq!(
+        attribute_of(&dom, "model-check", "data-match").as_deref(),
+        Some("yes"),
+        "{}",
+        text_of(&dom, "model-check")
+    );
+    assert!(
+        text_of(&dom, "status").starts_with("updated"),
+        "{}",
+        text_of(&dom, "status")
+    );
+
+    // Traffic while the screenshot is taken, so its time series have a shape: a few hot
+    // URLs among many new ones.
+    let traffic = {
+        let urls: Vec<String> = (0..10_000)
+            .map(|i| {
+                let path = if i % 3 == 0 {
+                    format!("/hot/{}", i % 7)
+                } else {
+                    format!("/new/{i}")
+                };
+                proxy.url(&path)
+            })
+            .collect();
+        tokio::spawn(async move {
+            for url in urls {
+                get(&url).await;
+            }
+        })
+    };
+    let screenshot = dir.path().join("admin-page.png");
+    chromium(
+        &browser,
+        &dir.path().join("profile"),
+        &url,
+        &[
+            format!("--screenshot={}", screenshot.display()),
+            "--window-size=1280,800".to_owned(),
+        ],
+    )
+    .await;
+    traffic.abort();
+    let png = std::fs::read(&screenshot).expect("the screenshot was written");
+    assert!(png.starts_with(b"\x89PNG"), "not a PNG");
+    // Kept (not removed with the temp dir) so the printed path can be opened.
+    let kept = dir.keep();
+    eprintln!(
+        "admin page: screenshot {} (DOM beside it: {})",
+        kept.join("admin-page.png").display(),
+        kept.join("page.html").display()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_loads_without_the_token_but_its_data_needs_it() {
+    let origin = TestOrigin::start(|_| Reply::ok("max-age=60", b"x".to_vec())).await;
+    let proxy = TestProxy::start(origin.addr, |c| {
+        c.server.admin_token = Some(TOKEN.to_owned());
+    })
+    .await;
+    let page = get(&proxy.admin_url("/")).await;
+    assert_eq!(page.status, 200);
+    let header = |name: &str| {
+        page.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert_eq!(header("content-type"), "text/html; charset=utf-8");
+    assert_eq!(header("cache-control"), "no-store");
+    assert!(header("content-security-policy").starts_with("default-src 'none'"));
+    assert!(String::from_utf8_lossy(&page.body).contains("<title>secondhit admin</title>"));
+    let head = send(client().head(proxy.admin_url("/"))).await;
+    assert_eq!(head.status, 200);
+    assert!(head.body.is_empty());
+    // Other methods are refused, and /stats still wants the token.
+    let posted = send(client().post(proxy.admin_url("/"))).await;
+    assert_eq!(posted.status, 405);
+    assert_eq!(get(&proxy.admin_url("/stats")).await.status, 401);
+    let with_token = send(client().get(proxy.admin_url("/stats")).bearer_auth(TOKEN)).await;
+    assert_eq!(with_token.status, 200);
+    let stats: serde_json::Value = serde_json::from_slice(&with_token.body).expect("JSON");
+    // What the page reads beyond the counters: spare states, the timeline, body bytes.
+    assert_eq!(
+        stats["filters"]["spares"],
+        serde_json::json!(["clean", "clean"])
+    );
+    assert_eq!(stats["filters"]["recent_rotations"], serde_json::json!([]));
+    assert_eq!(stats["body_bytes"]["hit"], 0);
+    assert!(stats["byte_hit_ratio"].is_null());
+}
