@@ -27,16 +27,16 @@
 # Run:  bash benches/vs_nginx.sh            (about 7 minutes with the defaults)
 #       ROUNDS=5 DURATION=10s bash benches/vs_nginx.sh
 #
-# Results (also in the README, "Performance"), 2026-11-23, 2-core Xeon VM, other
-# builds on the machine paused (SIGSTOP), medians of 3 alternating 10 s runs:
+# Results (also in the README, "Performance"), 2026-11-23, 2-core Xeon VM, nothing
+# else running, medians of 3 alternating 10 s runs:
 #   case            nginx req/s (p99)   secondhit req/s (p99)   ratio
-#   hit-1k          103869 (1.66 ms)    124802 (1.66 ms)        1.20
-#   hit-100k         61431 (1.38 ms)     54529 (1.81 ms)        0.89
-#   hit-10k-keys     74194 (2.11 ms)     92002 (1.22 ms)        1.24
-#   hit-10k-files    76935 (1.72 ms)     57656 (2.50 ms)        0.75
-#   pass-1k          72844 (1.52 ms)     43381 (2.17 ms)        0.60
+#   hit-1k          104050 (1.18 ms)    126083 (0.97 ms)        1.21
+#   hit-100k         61509 (1.27 ms)     55646 (1.56 ms)        0.90
+#   hit-10k-keys     77249 (1.77 ms)     89290 (1.11 ms)        1.16
+#   hit-10k-files    79362 (1.76 ms)     62483 (3.05 ms)        0.79
+#   pass-1k          79831 (1.42 ms)     45634 (3.45 ms)        0.57
 #   secondhit: 2 threads under the memory-tier and pass loads (the runtime's one worker
-#   and the idle access-log writer); RSS 70.3 -> 69.1 MiB over 60 s of 10k-key hits.
+#   and the idle access-log writer); RSS 62.6 -> 61.6 MiB over 60 s of 10k-key hits.
 #   Earlier the same day: hit-1k 1.03, hit-10k-keys 1.04, files 0.58, pass 0.54; before
 #   this bench's first run (issue text): 8,941 req/s for 1 KiB hits, 514 threads.
 set -euo pipefail
