@@ -184,7 +184,11 @@ fn body_framing(head: &response::Parts) -> BodyFraming {
 
 /// Removes hop-by-hop fields (RFC 9110 §7.6.1): the fixed list and every field named in `Connection`.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    // Most requests have no `Connection`: skip the list without allocating.
+    // One pass over the (few) names present, comparing standard names by tag, instead of
+    // seven hashed lookups: most messages carry none of these fields.
+    if !headers.keys().any(|name| HOP_BY_HOP.contains(name)) {
+        return;
+    }
     if headers.contains_key(CONNECTION) {
         let named: Vec<HeaderName> = headers
             .get_all(CONNECTION)

@@ -392,10 +392,10 @@ impl Store {
         }
         let epoch = inner.memory.epoch();
         let whole_below = (inner.opts.verify_whole_below).max(inner.memory.read_whole_below());
-        let Some(opened) = inner
-            .open_entry(key, key_hash, fill_id, whole_below)
-            .await?
-        else {
+        // Boxed: the file path's future is large, and a hit from memory never needs it;
+        // inline, every request's future would carry (and move) its size.
+        let opening = Box::pin(inner.open_entry(key, key_hash, fill_id, whole_below));
+        let Some(opened) = opening.await? else {
             return Ok(None);
         };
         let entry = StoredEntry::open(opened, key_hash, fill_id, Arc::clone(inner));
