@@ -29,6 +29,7 @@
 
 mod head_guard;
 pub mod runtime;
+mod zero_copy;
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -274,8 +275,12 @@ impl Server {
                 let proxy = proxy.clone();
                 async move { Ok::<_, Infallible>(proxy.handle(request, peer).await) }
             });
-            let io =
-                head_guard::HeadGuard::new(stream, token, limits, self.config.header_read_timeout);
+            let io = head_guard::HeadGuard::new(
+                zero_copy::ZeroCopyStream::new(stream),
+                token,
+                limits,
+                self.config.header_read_timeout,
+            );
             let connection = builder
                 .serve_connection(TokioIo::new(io), service)
                 .into_owned();

@@ -19,6 +19,7 @@ use tracing::debug;
 
 use super::disk::{self, Damage, FIRST_READ, HeaderError, Wait, io_err};
 use super::entry::{DecodedHeader, EntryMeta};
+use super::mapped;
 use super::memory::HotEntry;
 use super::{Inner, StoreError};
 
@@ -28,8 +29,8 @@ pub(crate) const BODY_CHUNK: u64 = 64 * 1024;
 /// An entry file, opened, with its header verified.
 pub(super) struct OpenEntry {
     header: DecodedHeader,
-    file: std::fs::File,
-    /// The whole body, read and verified, when it was shorter than asked for.
+    file: Arc<std::fs::File>,
+    /// The whole body, read (or mapped) and verified, when it was shorter than asked for.
     body: Option<Bytes>,
 }
 
@@ -126,11 +127,38 @@ impl Inner {
             return Ok(Opened::Collision(header.key));
         }
         let preamble = header.preamble;
+        let file = Arc::new(file);
         if preamble.body_len >= read_whole_below {
             return Ok(Opened::Entry(Box::new(OpenEntry {
                 header,
                 file,
                 body: None,
+            })));
+        }
+        if preamble.body_len >= mapped::MAPPED_BODY_MIN
+            && preamble.body_len < self.memory.read_whole_below()
+        {
+            // A large body for the memory tier is mapped, not copied (see `mapped`).
+            // Hashing the mapping may fault pages in from the disk, which only a
+            // blocking thread may wait for.
+            if wait == Wait::CachedOnly {
+                return Err(io_err(&path)(io::ErrorKind::WouldBlock.into()));
+            }
+            let (offset, len) = (preamble.header_len(), preamble.body_len);
+            if offset + len > file_len {
+                // Reading a mapping past the end of its file is a SIGBUS, not an error.
+                let reason = "body shorter than declared".to_owned();
+                return Ok(Opened::Damaged(Damage::Invalid, reason));
+            }
+            let body = mapped::map_body(Arc::clone(&file), offset, len).map_err(io_err(&path))?;
+            if xxh3_64(&body) != preamble.body_hash {
+                let reason = "body checksum mismatch".to_owned();
+                return Ok(Opened::Damaged(Damage::Checksum, reason));
+            }
+            return Ok(Opened::Entry(Box::new(OpenEntry {
+                header,
+                file,
+                body: Some(body),
             })));
         }
         // Below `read_whole_below`, which config keeps to a sane size.
@@ -228,7 +256,7 @@ impl StoredEntry {
         let DecodedHeader { preamble, meta, .. } = header;
         let source = match body {
             Some(body) => Source::Memory(body),
-            None => Source::File(Arc::new(file)),
+            None => Source::File(file),
         };
         StoredEntry {
             meta: Arc::new(meta),

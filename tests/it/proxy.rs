@@ -394,12 +394,7 @@ async fn cleartext_http2_clients_share_entries_with_http1_clients() {
         c.admission.policy = AdmissionPolicy::Always
     })
     .await;
-    let h2 = reqwest::Client::builder()
-        .no_proxy()
-        .http2_prior_knowledge()
-        .timeout(support::PATIENCE)
-        .build()
-        .expect("h2c client");
+    let h2 = support::h2c_client();
     let first = send(h2.get(proxy.url("/both"))).await;
     assert!(first.cache.stored, "{:?}", first.cache);
     proxy.wait_committed(1).await;

@@ -12,4 +12,5 @@ mod common;
 mod damage;
 mod eviction;
 mod lock;
+mod mapped;
 mod restart;

@@ -103,3 +103,18 @@ pub fn serve_config(dir: &Path, name: &str, origin: &TestOrigin, extra: &str) ->
     std::fs::write(&path, text).expect("write config");
     path
 }
+
+/// The entry file of every stored path, found by the key each file holds.
+pub fn entry_files_by_path(cache_dir: &Path) -> HashMap<String, PathBuf> {
+    let mut found = HashMap::new();
+    for file in files_under(&cache_dir.join("objects")) {
+        let bytes = std::fs::read(&file).expect("entry");
+        let key_len = u32::from_le_bytes(bytes[12..16].try_into().expect("4 bytes")) as usize;
+        let key = String::from_utf8(bytes[64..64 + key_len].to_vec()).expect("utf-8 key");
+        let path = key
+            .strip_prefix(&format!("http://{HOST}"))
+            .expect("test key");
+        found.insert(path.to_owned(), file);
+    }
+    found
+}

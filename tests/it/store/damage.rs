@@ -1,10 +1,7 @@
 //! Damaged entry files are never served whole; they are removed and counted.
 
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-
 use super::common::*;
-use crate::support::{self, TestProxy, files_under};
+use crate::support::{self, TestProxy};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn damaged_entries_are_never_served_whole_and_are_removed_and_counted() {
@@ -109,19 +106,4 @@ async fn damaged_entries_are_never_served_whole_and_are_removed_and_counted() {
         assert!(seen.cache.hit, "{path}");
         assert_eq!(origin.count(path), 1);
     }
-}
-
-/// The entry file of every stored path, found by the key each file holds.
-fn entry_files_by_path(cache_dir: &Path) -> HashMap<String, PathBuf> {
-    let mut found = HashMap::new();
-    for file in files_under(&cache_dir.join("objects")) {
-        let bytes = std::fs::read(&file).expect("entry");
-        let key_len = u32::from_le_bytes(bytes[12..16].try_into().expect("4 bytes")) as usize;
-        let key = String::from_utf8(bytes[64..64 + key_len].to_vec()).expect("utf-8 key");
-        let path = key
-            .strip_prefix(&format!("http://{HOST}"))
-            .expect("test key");
-        found.insert(path.to_owned(), file);
-    }
-    found
 }

@@ -1,0 +1,121 @@
+//! The client socket, sending mapped bodies straight from their files.
+//!
+//! hyper writes a response as slices of `Bytes` (`poll_write_vectored`). When one of
+//! them is (part of) a body the store mapped from its entry file
+//! ([`store::mapped::file_span`]), [`ZeroCopyStream`] sends it with `sendfile(2)`
+//! from the file instead of copying it from memory into the socket, as nginx does
+//! with `sendfile on`; the kernel then hands the page cache's pages to the socket.
+//! Slices before it are written first, as usual, and hyper asks again for the rest,
+//! so a response head and its body take two system calls. Any other slice (heads,
+//! heap bodies, anything under TLS, which never sees a mapped slice) is written as it
+//! would be without this stream. A short `sendfile` is a short write, which hyper
+//! continues like any other.
+//!
+//! [`store::mapped::file_span`]: crate::store::mapped::file_span
+
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+
+/// Slices shorter than this are written from memory without asking whether they are
+/// mapped: the copy costs less than the lookup and the extra system call.
+const SENDFILE_MIN: usize = 16 * 1024;
+
+/// A client TCP connection that sends mapped bodies with `sendfile(2)`.
+pub struct ZeroCopyStream {
+    io: TcpStream,
+}
+
+impl ZeroCopyStream {
+    /// Wraps an accepted connection.
+    pub fn new(io: TcpStream) -> ZeroCopyStream {
+        ZeroCopyStream { io }
+    }
+
+    /// Sends `len` bytes of `file` from `offset` once the socket can take them.
+    #[cfg(target_os = "linux")]
+    fn poll_sendfile(
+        &self,
+        cx: &mut Context<'_>,
+        file: &std::fs::File,
+        mut offset: u64,
+        len: usize,
+    ) -> Poll<io::Result<usize>> {
+        loop {
+            std::task::ready!(self.io.poll_write_ready(cx))?;
+            let sent = self.io.try_io(tokio::io::Interest::WRITABLE, || {
+                rustix::fs::sendfile(&self.io, file, Some(&mut offset), len)
+                    .map_err(io::Error::from)
+            });
+            match sent {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                sent => return Poll::Ready(sent),
+            }
+        }
+    }
+}
+
+/// The first slice worth sending from its file, with its position in `bufs`.
+#[cfg(target_os = "linux")]
+fn first_mapped(bufs: &[io::IoSlice<'_>]) -> Option<(usize, std::sync::Arc<std::fs::File>, u64)> {
+    bufs.iter().enumerate().find_map(|(index, buf)| {
+        if buf.len() < SENDFILE_MIN {
+            return None;
+        }
+        let (file, offset) = crate::store::mapped::file_span(buf)?;
+        Some((index, file, offset))
+    })
+}
+
+impl AsyncRead for ZeroCopyStream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for ZeroCopyStream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.poll_write_vectored(cx, &[io::IoSlice::new(data)])
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        #[cfg(target_os = "linux")]
+        match first_mapped(bufs) {
+            Some((0, file, offset)) => return this.poll_sendfile(cx, &file, offset, bufs[0].len()),
+            // What comes before goes first; hyper calls again for the rest.
+            Some((index, ..)) => {
+                return Pin::new(&mut this.io).poll_write_vectored(cx, &bufs[..index]);
+            }
+            None => {}
+        }
+        Pin::new(&mut this.io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+    }
+}
