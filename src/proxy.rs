@@ -62,7 +62,7 @@ use crate::key::CacheKey;
 use crate::metrics::{Metrics, RequestResult, body_len};
 use crate::origin::Origin;
 use crate::policy::NotStored;
-use crate::policy::freshness::{RequestDirectives, Reuse, StoredFreshness};
+use crate::policy::freshness::{RequestDirectives, Reuse};
 use crate::policy::validation;
 use crate::store::Store;
 use cache::{Cache, Found, Lookup};
@@ -265,7 +265,7 @@ impl Proxy {
             }
         };
         let now = SystemTime::now();
-        let freshness = StoredFreshness::new(&found.entry.meta, self.cache.heuristic_max());
+        let freshness = self.cache.freshness(&found.entry);
         if head.headers.contains_key(AUTHORIZATION) && !freshness.shareable_with_credentials() {
             // RFC 9111 §3.5: only a response declared shareable may answer credentials.
             let marker = found.marker;
@@ -303,7 +303,7 @@ impl Proxy {
             let status = CacheStatus::forward(forward);
             return Box::pin(self.pass_through(head, body, status)).await;
         }
-        Box::pin(self.revalidate(head, &key, found, freshness, forward)).await
+        Box::pin(self.revalidate(head, &key, found, &freshness, forward)).await
     }
 
     /// Tells the admission policy that `found` answers a request from storage; counts the

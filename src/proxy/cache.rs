@@ -23,6 +23,7 @@ use crate::hygiene::Forwarding;
 use crate::key::CacheKey;
 use crate::metrics::Metrics;
 use crate::origin::{BodyFraming, Origin, OriginError, OriginResponse};
+use crate::policy::freshness::StoredFreshness;
 use crate::policy::vary::{self, VarySpec};
 use crate::policy::{self, NotStored, validation};
 use crate::store::{EntryMeta, EntryWriter, Store, StoreError, StoredEntry};
@@ -71,6 +72,21 @@ pub enum Lookup {
     VaryMiss(Marker),
     /// The response for this request (boxed: an open entry is large, the others small).
     Found(Box<Found>),
+}
+
+/// A stored response's freshness, with the heuristic cap it was judged under (the one
+/// setting it depends on); dereferences to the [`StoredFreshness`].
+pub struct Judged {
+    heuristic_max: Duration,
+    freshness: StoredFreshness,
+}
+
+impl std::ops::Deref for Judged {
+    type Target = StoredFreshness;
+
+    fn deref(&self) -> &StoredFreshness {
+        &self.freshness
+    }
 }
 
 /// What the origin said to a revalidation.
@@ -128,6 +144,23 @@ impl Cache {
     /// `cache.heuristic_max_age` as the settings say now: the cap on heuristic freshness.
     pub fn heuristic_max(&self) -> Duration {
         self.settings.load().cache.heuristic_max_age
+    }
+
+    /// `entry`'s freshness (RFC 9111 §4.2), judged once per fill and kept with it
+    /// ([`StoredEntry::derived`]): a hit from the memory tier parses no date or directive.
+    /// Judged again, without keeping it, when `cache.heuristic_max_age` changed since.
+    pub fn freshness(&self, entry: &StoredEntry) -> Arc<Judged> {
+        let heuristic_max = self.heuristic_max();
+        let judge = |entry: &StoredEntry| Judged {
+            heuristic_max,
+            freshness: StoredFreshness::new(&entry.meta, heuristic_max),
+        };
+        let kept = entry.derived(judge);
+        if kept.heuristic_max == heuristic_max {
+            kept
+        } else {
+            Arc::new(judge(entry))
+        }
     }
 
     /// `cache.stale_if_unreachable` as the settings say now: how stale an entry may be

@@ -35,7 +35,7 @@ impl Proxy {
         head: &request::Parts,
         key: &CacheKey,
         found: Box<Found>,
-        freshness: StoredFreshness,
+        freshness: &StoredFreshness,
         forward: Forward,
     ) -> Result<Response<ProxyBody>, ProxyError> {
         let now = SystemTime::now();
@@ -43,7 +43,7 @@ impl Proxy {
         let serve_stale = |found: Box<Found>, detail: Detail| {
             self.note_hit(&found);
             let status = CacheStatus::hit().ttl(ttl).detail(detail);
-            respond::from_store(head, *found, &freshness, now, status)
+            respond::from_store(head, *found, freshness, now, status)
         };
         let marker = found.marker.clone();
         let entry_ref = (found.entry.meta.clone(), found.entry.body_len);

@@ -44,6 +44,8 @@ pub(super) struct HotEntry {
     pub(super) body_hash: u64,
     /// The body's offset in the entry file (its header length), for range reads.
     pub(super) body_offset: u64,
+    /// What the proxy derived from the entry (see `StoredEntry::derived`).
+    pub(super) derived: super::read::Derived,
 }
 
 impl HotEntry {

@@ -8,8 +8,9 @@
 //! the blocking pool and back (which cost a cache hit two context switches per
 //! I/O step).
 
+use std::any::Any;
 use std::io;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use futures_util::future::Either;
@@ -214,7 +215,14 @@ pub struct StoredEntry {
     pub(super) fill_id: u64,
     /// To discard the entry if its body fails the checksum.
     inner: Arc<Inner>,
+    /// What the layers above derived from this fill once ([`StoredEntry::derived`]),
+    /// shared with the memory tier's copy so that hits from memory reuse it.
+    derived: Derived,
 }
+
+/// A slot for one value derived from an entry's metadata, computed at most once per
+/// copy of the entry (type-erased: the store does not know what its users derive).
+pub(super) type Derived = Arc<OnceLock<Arc<dyn Any + Send + Sync>>>;
 
 impl std::fmt::Debug for StoredEntry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -267,6 +275,7 @@ impl StoredEntry {
             key_hash,
             fill_id,
             inner,
+            derived: Derived::default(),
         }
     }
 
@@ -281,6 +290,7 @@ impl StoredEntry {
             key_hash,
             fill_id: hot.fill_id,
             inner,
+            derived: Arc::clone(&hot.derived),
         }
     }
 
@@ -296,7 +306,29 @@ impl StoredEntry {
             body: body.clone(),
             body_hash: self.body_hash,
             body_offset: self.body_offset,
+            derived: Arc::clone(&self.derived),
         })
+    }
+
+    /// The value of type `T` that `derive` computes from this entry, computed once for
+    /// the entry and every later hit on its memory-tier copy: how the proxy judges a
+    /// stored response's freshness (parsing its dates and directives) once per fill
+    /// rather than once per hit. `derive` must depend only on the entry and on inputs
+    /// the value itself records (the caller checks those on use). The slot holds one
+    /// type; asked for another, this computes it without keeping it.
+    pub fn derived<T: Any + Send + Sync>(&self, derive: impl FnOnce(&Self) -> T) -> Arc<T> {
+        if let Some(kept) = self.derived.get() {
+            return match Arc::clone(kept).downcast::<T>() {
+                Ok(value) => value,
+                Err(_) => Arc::new(derive(self)),
+            };
+        }
+        let value = Arc::new(derive(self));
+        // Two first hits may race to set it: both computed the same value from the same entry.
+        let _ = self
+            .derived
+            .set(Arc::clone(&value) as Arc<dyn Any + Send + Sync>);
+        value
     }
 
     /// The whole body, when the lookup read and verified it whole or the memory tier

@@ -87,3 +87,40 @@ async fn swapping_max_object_size_changes_what_the_next_request_stores() {
     wait_dropped_too_large(&proxy, 2).await;
     assert_eq!(proxy.store.stats().committed_fills, 2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn swapping_heuristic_max_age_changes_the_next_hits_ttl() {
+    // Heuristic freshness only: 10% of a Last-Modified 10,000 s old is 1,000 s.
+    let modified = crate::support::http_date_from_now(-10_000);
+    let origin = TestOrigin::start(move |_| {
+        let mut reply = Reply::ok("", b"heuristic".to_vec());
+        reply.headers = vec![
+            ("date", crate::support::http_date_from_now(0)),
+            ("last-modified", modified.clone()),
+        ];
+        reply
+    })
+    .await;
+    let proxy = TestProxy::start(origin.addr, |c| {
+        c.admission.policy = AdmissionPolicy::Always;
+    })
+    .await;
+    let ttl_of_hit = || async {
+        let seen = get(&proxy.url("/h")).await;
+        assert!(seen.cache.hit, "{:?}", seen.cache);
+        seen.cache.ttl.expect("a hit carries its ttl")
+    };
+    assert!(get(&proxy.url("/h")).await.cache.stored);
+    proxy.wait_committed(1).await;
+    // Two hits: the freshness is judged on the first and kept with the entry.
+    for _ in 0..2 {
+        let ttl = ttl_of_hit().await;
+        assert!((900..=1_000).contains(&ttl), "10% of 10,000 s: {ttl}");
+    }
+    let mut config = Config::clone(&proxy.settings.load());
+    config.cache.heuristic_max_age = Duration::from_secs(50);
+    proxy.settings.replace(config);
+    let ttl = ttl_of_hit().await;
+    assert!((40..=50).contains(&ttl), "capped at the new 50 s: {ttl}");
+    assert_eq!(origin.count("/h"), 1);
+}
