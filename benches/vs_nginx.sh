@@ -10,8 +10,12 @@
 # Both caches are warmed (every object requested until it is a hit), then
 # `taskset -c 1 wrk -t1 -c64 -d$DURATION --latency` runs each case, alternating
 # nginx and secondhit, $ROUNDS times. The table shows medians of req/s, p50 and p99,
-# secondhit's ratio to nginx, and secondhit's thread count during the last run of
-# each case. A last run of $RSS_SECONDS seconds of 10k-key hits reports secondhit's
+# and of each proxy's CPU time per request ("cpu us": user + system time of nginx's
+# worker or of the secondhit process over the run, divided by the requests wrk
+# completed); secondhit's ratio to nginx in req/s and in requests per CPU second
+# ("per-core": nginx's cpu us over secondhit's, the hits one core would serve, which
+# does not depend on whether wrk on its one core could keep the proxy busy); and
+# secondhit's thread count during the last run of each case. A last run of $RSS_SECONDS seconds of 10k-key hits reports secondhit's
 # resident memory at its start and end.
 #
 # Cases: hit-1k (one 1 KiB object), hit-100k (one 100 KiB object), hit-10k-keys
@@ -186,7 +190,8 @@ mkdir -p "$WORK/tmp-origin" "$WORK/tmp-nginx" "$WORK/tmp-proxy"
 nginx -c "$WORK/origin.conf" -p "$WORK" -e "$WORK/origin-error.log" &
 PIDS+=($!)
 nginx -c "$WORK/nginx.conf" -p "$WORK" -e "$WORK/nginx-error.log" &
-PIDS+=($!)
+NGINX_MASTER=$!
+PIDS+=("$NGINX_MASTER")
 taskset -c "$PROXY_CPU" "$SECONDHIT_BIN" serve --config "$WORK/secondhit.toml" >"$WORK/secondhit.log" 2>&1 &
 SECONDHIT_PID=$!
 PIDS+=("$SECONDHIT_PID")
@@ -206,6 +211,8 @@ wait_for_port() {
   exit 1
 }
 for port in "$ORIGIN_PORT" "$NGINX_PORT" "$SECONDHIT_PORT" "$FILES_PORT"; do wait_for_port "$port"; done
+# The worker does nginx's proxying (the master only supervises): its CPU time is compared.
+NGINX_WORKER=$(pgrep -P "$NGINX_MASTER" | head -1)
 
 # --- warming: request every cacheable object until both caches answer from storage --
 python3 - "$NGINX_PORT" "$SECONDHIT_PORT" "$FILES_PORT" <<'PY'
@@ -238,21 +245,27 @@ for port in (secondhit_port, files_port):
 PY
 
 threads_of() { awk '/^Threads:/ {print $2}' "/proc/$1/status"; }
+# CPU time (user + system, all threads) a process has used, in clock ticks.
+cpu_ticks_of() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+CLOCK_TICKS=$(getconf CLK_TCK)
 rss_kib_of() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 
-# Prints "req/s p50_ms p99_ms" for one wrk run.
+# Prints "req/s p50_ms p99_ms cpu_us_per_request" for one wrk run against the proxy
+# process $4 (its CPU time over the run divided by the requests wrk completed).
 run_wrk() {
-  local port=$1 case_name=$2 duration=$3
-  local url script=()
+  local port=$1 case_name=$2 duration=$3 pid=$4
+  local url script=() ticks_before ticks_after
   case "$case_name" in
     hit-1k) url="/one-1k" ;;
     hit-100k) url="/one-100k" ;;
     hit-10k-keys | hit-10k-files) url="/k/0"; script=(-s "$WORK/keys.lua") ;;
     pass-1k) url="/pass/one-1k" ;;
   esac
+  ticks_before=$(cpu_ticks_of "$pid")
   taskset -c "$LOAD_CPU" wrk -t1 -c"$CONNECTIONS" -d"$duration" --latency "${script[@]}" \
     "http://127.0.0.1:$port$url" >"$WORK/wrk.out"
-  python3 - "$WORK/wrk.out" <<'PY'
+  ticks_after=$(cpu_ticks_of "$pid")
+  python3 - "$WORK/wrk.out" "$((ticks_after - ticks_before))" "$CLOCK_TICKS" <<'PY'
 import re, sys
 text = open(sys.argv[1]).read()
 def ms(label):
@@ -260,10 +273,12 @@ def ms(label):
     value, unit = float(m.group(1)), m.group(2)
     return value * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
 rps = float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1))
+requests = int(re.search(r"(\d+) requests in", text).group(1))
 errors = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", text)
 if errors:
     sys.exit("wrk saw %s error responses:\n%s" % (errors.group(1), text))
-print("%.0f %.2f %.2f" % (rps, ms("50%"), ms("99%")))
+cpu_us = int(sys.argv[2]) * 1e6 / int(sys.argv[3]) / max(requests, 1)
+print("%.0f %.2f %.2f %.2f" % (rps, ms("50%"), ms("99%"), cpu_us))
 PY
 }
 
@@ -271,16 +286,16 @@ RESULTS="$WORK/results"
 : >"$RESULTS"
 for case_name in $CASES; do
   for round in $(seq 1 "$ROUNDS"); do
-    echo "$case_name nginx $(run_wrk "$NGINX_PORT" "$case_name" "$DURATION")" >>"$RESULTS"
+    echo "$case_name nginx $(run_wrk "$NGINX_PORT" "$case_name" "$DURATION" "$NGINX_WORKER")" >>"$RESULTS"
     port=$SECONDHIT_PORT pid=$SECONDHIT_PID
     if [[ $case_name == hit-10k-files ]]; then port=$FILES_PORT pid=$FILES_PID; fi
-    echo "$case_name secondhit $(run_wrk "$port" "$case_name" "$DURATION") $(threads_of "$pid")" >>"$RESULTS"
+    echo "$case_name secondhit $(run_wrk "$port" "$case_name" "$DURATION" "$pid") $(threads_of "$pid")" >>"$RESULTS"
     echo "  $case_name round $round/$ROUNDS done" >&2
   done
 done
 
 RSS_START=$(rss_kib_of "$SECONDHIT_PID")
-run_wrk "$SECONDHIT_PORT" hit-10k-keys "${RSS_SECONDS}s" >/dev/null
+run_wrk "$SECONDHIT_PORT" hit-10k-keys "${RSS_SECONDS}s" "$SECONDHIT_PID" >/dev/null
 RSS_END=$(rss_kib_of "$SECONDHIT_PID")
 
 python3 - "$RESULTS" "$RSS_START" "$RSS_END" "$RSS_SECONDS" <<'PY'
@@ -292,13 +307,15 @@ for row in rows:
         cases.append(row[0])
 def med(case, server, column):
     return statistics.median(float(r[column]) for r in rows if r[0] == case and r[1] == server)
-print("case            nginx req/s   p50 ms   p99 ms   secondhit req/s   p50 ms   p99 ms   ratio   threads")
+print("case            nginx req/s   p50 ms   p99 ms  cpu us   secondhit req/s   p50 ms   p99 ms  cpu us   ratio  per-core   threads")
 for case in cases:
     n, s = (med(case, "nginx", 2), med(case, "secondhit", 2))
-    threads = [r[5] for r in rows if r[0] == case and r[1] == "secondhit"][-1]
-    print("%-14s %12.0f %8.2f %8.2f %17.0f %8.2f %8.2f %7.2f %9s" % (
-        case, n, med(case, "nginx", 3), med(case, "nginx", 4),
-        s, med(case, "secondhit", 3), med(case, "secondhit", 4), s / n, threads))
+    n_cpu, s_cpu = (med(case, "nginx", 5), med(case, "secondhit", 5))
+    threads = [r[6] for r in rows if r[0] == case and r[1] == "secondhit"][-1]
+    print("%-14s %12.0f %8.2f %8.2f %7.2f %17.0f %8.2f %8.2f %7.2f %7.2f %9.2f %9s" % (
+        case, n, med(case, "nginx", 3), med(case, "nginx", 4), n_cpu,
+        s, med(case, "secondhit", 3), med(case, "secondhit", 4), s_cpu, s / n, n_cpu / s_cpu,
+        threads))
 start, end, secs = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 print("secondhit RSS over %ss of 10k-key hits: %.1f MiB -> %.1f MiB (%+.1f%%)" % (
     secs, start / 1024, end / 1024, 100.0 * (end - start) / start))
