@@ -152,7 +152,20 @@ pub fn bench(args: &BenchArgs) -> Result<String, String> {
         .block_on(super::run_bench(&workload, &options))
         .map_err(|e| e.to_string())?;
     write_outputs(&report, args.policy.json.as_ref(), args.plot.as_ref())?;
-    Ok(report.to_table())
+    let table = report.to_table();
+    if let (Some(target), Some(row)) = (&args.target, report.policies.first())
+        && row.failed_requests == row.requests
+    {
+        // Its hit ratio and throughput would otherwise read as a result: 0% hits at a
+        // high rate is what a 404 from every request looks like.
+        return Err(format!(
+            "--target {target}: no request got a 2xx answer ({} of {} failed), so these \
+             figures measure nothing; does its origin answer /obj/<id>/<size> paths, as the \
+             bench's synthetic origin does?\n{table}",
+            row.failed_requests, row.requests
+        ));
+    }
+    Ok(table)
 }
 
 /// `secondhit simulate`: the same policies and store index, no HTTP, no disk.
@@ -163,7 +176,7 @@ pub struct SimulateArgs {
     #[command(flatten)]
     pub policy: PolicyArgs,
     /// Vary one setting of `second-hit` and print a row per value, best marked:
-    /// `expected_urls=10000,100000` or `cache_size=1%,5%,10%`.
+    /// `expected_urls=10000,100000`, `max_age=10m,1h` or `cache_size=1%,5%,10%`.
     #[arg(long)]
     pub sweep: Option<Sweep>,
 }
