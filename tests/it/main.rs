@@ -30,3 +30,4 @@ mod rfc9111;
 mod settings;
 mod shadow;
 mod store;
+mod walkthrough;
