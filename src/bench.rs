@@ -10,6 +10,7 @@
 //! - [`recommend`]: `simulate --recommend`, from a trace to a config fragment, and the
 //!   hit-ratio curve over cache sizes it (and `simulate --plot`) is based on.
 //! - [`plot`]: `simulate --plot`, that curve and the hit ratio over the trace's time as SVG.
+//! - [`html`]: `simulate --report`, the tables and the picture as one self-contained page.
 //! - [`cli`]: the arguments of the two commands.
 //!
 //! `secondhit bench` ([`run_bench`]) and `secondhit simulate` ([`run_simulation`],
@@ -17,6 +18,7 @@
 
 pub mod cli;
 pub mod driver;
+pub mod html;
 pub mod plot;
 pub mod policies;
 pub mod recommend;

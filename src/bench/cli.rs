@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 
 use super::driver::DriveOptions;
+use super::html;
 use super::plot::{self, Picture};
 use super::policies::POLICY_NAMES;
 use super::recommend;
@@ -197,7 +198,7 @@ pub struct SimulateArgs {
     pub sweep: Option<Sweep>,
     /// Sweep the cache size, the filter's generation (expected_urls, rotate) and max_age,
     /// print what second-hit saves against always at each size, and write a ready
-    /// [cache] + [admission] config fragment with the reasons: to FILE, or after the report.
+    /// `[cache]` + `[admission]` config fragment with the reasons: to FILE, or after the report.
     /// The cache size is --cache-size when given, else chosen from the curve.
     #[arg(long, value_name = "FILE", num_args = 0..=1, conflicts_with = "sweep")]
     pub recommend: Option<Option<PathBuf>>,
@@ -206,6 +207,10 @@ pub struct SimulateArgs {
     /// chose), into this SVG file.
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
+    /// Write the tables and the picture as one self-contained HTML page (no script, no
+    /// external file) to share with a team.
+    #[arg(long, value_name = "FILE.html", conflicts_with = "sweep")]
+    pub report: Option<PathBuf>,
 }
 
 /// Runs `secondhit simulate`; returns the table to print.
@@ -220,8 +225,9 @@ pub fn simulate(args: &SimulateArgs) -> Result<String, String> {
     let config = args
         .policy
         .config(&workload, cache_size.resolve(unique_bytes))?;
-    if let Some(path) = &args.plot {
-        let size = cache_size.resolve(unique_bytes);
+    let size = cache_size.resolve(unique_bytes);
+    // The curve and the picture only when drawn: they cost a simulation per size and policy.
+    let drawn = if args.plot.is_some() || args.report.is_some() {
         let file = args.policy.file_config()?;
         let curve = recommend::curve(
             &workload,
@@ -229,16 +235,12 @@ pub fn simulate(args: &SimulateArgs) -> Result<String, String> {
             file.as_ref(),
             &recommend::curve_sizes(unique_bytes, Some(size)),
         )?;
-        draw(
-            path,
-            &workload,
-            &args.policy.policies,
-            &curve,
-            size,
-            &config,
-        )?;
-    }
-    match &args.sweep {
+        let svg = picture(&workload, &args.policy.policies, &curve, size, &config)?;
+        Some((curve, svg))
+    } else {
+        None
+    };
+    let text = match &args.sweep {
         Some(sweep) => {
             let rows = super::run_sweep(&workload, &config, cache_size, sweep)?;
             if let Some(path) = &args.policy.json {
@@ -246,19 +248,30 @@ pub fn simulate(args: &SimulateArgs) -> Result<String, String> {
                 std::fs::write(path, text + "\n")
                     .map_err(|e| format!("--json {}: {e}", path.display()))?;
             }
-            Ok(format!(
-                "workload: {}\n{}",
-                workload.name,
-                super::sweep_table(&rows)
-            ))
+            format!("workload: {}\n{}", workload.name, super::sweep_table(&rows))
         }
         None => {
             let report =
                 super::run_simulation(&workload, &args.policy.policies, &config, cache_size)?;
             write_outputs(&report, args.policy.json.as_ref(), None)?;
-            Ok(report.to_table())
+            if let (Some(path), Some((curve, svg))) = (&args.report, &drawn) {
+                let page = html::Page {
+                    workload: &workload.name,
+                    unique_bytes,
+                    curve,
+                    svg,
+                    run: Some(&report),
+                    recommendation: None,
+                };
+                write_file("--report", path, &html::render(&page))?;
+            }
+            report.to_table()
         }
+    };
+    if let (Some(path), Some((_, svg))) = (&args.plot, &drawn) {
+        write_file("--plot", path, svg)?;
     }
+    Ok(text)
 }
 
 /// `simulate --recommend [FILE]`: the report, and the fragment written to `out` or printed.
@@ -276,23 +289,35 @@ fn recommend(
     )?;
     if let Some(path) = &args.policy.json {
         let text = serde_json::to_string_pretty(&recommendation).map_err(|e| e.to_string())?;
-        std::fs::write(path, text + "\n").map_err(|e| format!("--json {}: {e}", path.display()))?;
+        write_file("--json", path, &(text + "\n"))?;
     }
-    if let Some(path) = &args.plot {
-        draw(
-            path,
+    if args.plot.is_some() || args.report.is_some() {
+        let svg = picture(
             workload,
             &args.policy.policies,
             &recommendation.curve,
             recommendation.cache_size,
             &recommendation.config,
         )?;
+        if let Some(path) = &args.plot {
+            write_file("--plot", path, &svg)?;
+        }
+        if let Some(path) = &args.report {
+            let page = html::Page {
+                workload: &workload.name,
+                unique_bytes: recommendation.trace.unique_bytes,
+                curve: &recommendation.curve,
+                svg: &svg,
+                run: None,
+                recommendation: Some(&recommendation),
+            };
+            write_file("--report", path, &html::render(&page))?;
+        }
     }
     let mut text = recommendation.to_text();
     match out {
         Some(path) => {
-            std::fs::write(path, &recommendation.fragment)
-                .map_err(|e| format!("--recommend {}: {e}", path.display()))?;
+            write_file("--recommend", path, &recommendation.fragment)?;
             text.push_str(&format!(
                 "\nconfig fragment written to {}\n",
                 path.display()
@@ -306,15 +331,19 @@ fn recommend(
     Ok(text)
 }
 
-/// `--plot`: `curve`, and each policy's hit ratio over time at `size` with `config`.
-fn draw(
-    path: &Path,
+/// Writes `text` to `path`; an error names the option that gave the path.
+fn write_file(option: &str, path: &Path, text: &str) -> Result<(), String> {
+    std::fs::write(path, text).map_err(|e| format!("{option} {}: {e}", path.display()))
+}
+
+/// The picture as SVG: `curve`, and each policy's hit ratio over time at `size` with `config`.
+fn picture(
     workload: &Workload,
     policies: &[String],
     curve: &[Report],
     size: u64,
     config: &Config,
-) -> Result<(), String> {
+) -> Result<String, String> {
     let timelines = recommend::timelines(workload, policies, config, size)?;
     let (_, unique_bytes) = workload.unique_objects_and_bytes();
     let picture = Picture {
@@ -324,7 +353,7 @@ fn draw(
         setting: describe_admission(config),
         timelines: &timelines,
     };
-    plot::write_svg(&picture, path).map_err(|e| format!("--plot {}: {e}", path.display()))
+    plot::render_svg(&picture).map_err(|e| format!("cannot draw the picture: {e}"))
 }
 
 /// `expected_urls=320, max_age=30m`: the admission settings a picture was drawn with.

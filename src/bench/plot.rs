@@ -51,7 +51,20 @@ const LABELLED_SHARES: [f64; 13] = [
 
 /// Writes `picture` as an SVG file at `path`.
 pub fn write_svg(picture: &Picture, path: &Path) -> PlotResult {
-    let root = SVGBackend::new(path, (1200, 900)).into_drawing_area();
+    std::fs::write(path, render_svg(picture)?)?;
+    Ok(())
+}
+
+/// `picture` as an SVG document (with a `viewBox`, so a page can scale it).
+pub fn render_svg(picture: &Picture) -> Result<String, Box<dyn std::error::Error + Send + Sync>> {
+    let mut svg = String::new();
+    draw(picture, SVGBackend::with_string(&mut svg, (1200, 900)))?;
+    Ok(svg)
+}
+
+/// Draws the three panels and the legend on `backend`, and finishes its document.
+fn draw(picture: &Picture, backend: SVGBackend) -> PlotResult {
+    let root = backend.into_drawing_area();
     root.fill(&WHITE)?;
     // One legend for the three panels, above them: a legend inside a panel would cover
     // the lines wherever they happen to run.

@@ -20,22 +20,21 @@
 //! When it costs more than [`TIE`] of byte hit ratio (a workload with few one-hit wonders),
 //! the fragment recommends `always`, and shadow mode to measure the trade on live traffic.
 
-use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
 use serde::Serialize;
 
 use super::report::{PolicyReport, Report, human_bytes};
-use super::simulate::{SimCache, TimePoint, simulate_over_time};
 use super::workload::Workload;
-use super::{CacheSize, SweepRow, config_sized_to_cache, run_settings, run_simulation};
+use super::{CacheSize, SweepRow, run_settings};
 use crate::config::{Config, FilterSizing, RotateMode};
 
+mod curve;
 mod fragment;
 
-/// Cache sizes of the curve, as shares of the trace's unique bytes.
-pub const CURVE_SHARES: [f64; 7] = [0.01, 0.02, 0.05, 0.10, 0.20, 0.50, 1.0];
+pub use curve::{CURVE_SHARES, TIME_STRETCHES, TraceSummary, curve, curve_sizes, timelines};
+use curve::{config_at, curve_table, share};
 
 /// The share of `second-hit`'s byte hit ratio at the largest size the chosen size must reach.
 pub const KNEE: f64 = 0.9;
@@ -48,129 +47,6 @@ const GENERATION_MULTIPLES: [f64; 5] = [0.25, 0.5, 1.0, 2.0, 4.0];
 
 /// `max_age` candidates, in seconds: 5 minutes to a day.
 const MAX_AGES: [u64; 7] = [300, 900, 1800, 3600, 7200, 21_600, 86_400];
-
-/// Stretches of the trace's time in the hit-ratio-over-time series.
-pub const TIME_STRETCHES: usize = 60;
-
-/// What the trace holds, for the report and the fragment's comments.
-#[derive(Clone, Debug, Serialize)]
-pub struct TraceSummary {
-    /// The workload's description.
-    pub workload: String,
-    /// Requests replayed.
-    pub requests: u64,
-    /// Distinct objects requested.
-    pub objects: u64,
-    /// Of them, objects requested exactly once (one-hit wonders).
-    pub requested_once: u64,
-    /// The sum of the distinct objects' sizes.
-    pub unique_bytes: u64,
-    /// Seconds from the first request to the last, on the trace's clock.
-    pub span_secs: f64,
-}
-
-impl TraceSummary {
-    /// Counts `workload`'s objects and how many were requested once.
-    pub fn of(workload: &Workload) -> TraceSummary {
-        let mut counts: HashMap<u64, (u64, u64)> = HashMap::new();
-        for request in &workload.requests {
-            counts.entry(request.object).or_insert((0, request.size)).0 += 1;
-        }
-        let (first, last) = workload
-            .requests
-            .iter()
-            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), r| {
-                (lo.min(r.at), hi.max(r.at))
-            });
-        TraceSummary {
-            workload: workload.name.clone(),
-            requests: workload.requests.len() as u64,
-            objects: counts.len() as u64,
-            requested_once: counts.values().filter(|(n, _)| *n == 1).count() as u64,
-            unique_bytes: counts.values().map(|(_, size)| size).sum(),
-            span_secs: (last - first).max(0.0),
-        }
-    }
-
-    /// `2500 requests, 2050 distinct objects (97.6% requested once, 20.0 MiB), over 4h 10m`.
-    pub fn describe(&self) -> String {
-        format!(
-            "{} requests, {} distinct objects ({:.1}% requested once, {}), over {}",
-            self.requests,
-            self.objects,
-            100.0 * self.requested_once as f64 / self.objects.max(1) as f64,
-            human_bytes(self.unique_bytes),
-            humantime::format_duration(Duration::from_secs(self.span_secs as u64)),
-        )
-    }
-}
-
-/// The curve's cache sizes in bytes: [`CURVE_SHARES`] of `unique_bytes`, and `given`.
-pub fn curve_sizes(unique_bytes: u64, given: Option<u64>) -> Vec<u64> {
-    let mut sizes: Vec<u64> = CURVE_SHARES
-        .iter()
-        .map(|&share| CacheSize::OfUniqueBytes(share).resolve(unique_bytes))
-        .chain(given)
-        .collect();
-    sizes.sort_unstable();
-    sizes.dedup();
-    sizes
-}
-
-/// The config `second-hit` runs with at `cache_size`: the `--config` file's, or defaults
-/// with the generation sized to the objects the cache holds.
-fn config_at(workload: &Workload, file: Option<&Config>, cache_size: u64) -> Config {
-    let mut config = file
-        .cloned()
-        .unwrap_or_else(|| config_sized_to_cache(workload, cache_size));
-    config.cache.max_size = cache_size;
-    config
-}
-
-/// Simulates every policy in `policies` at each of `sizes`: one report per size.
-pub fn curve(
-    workload: &Workload,
-    policies: &[String],
-    file: Option<&Config>,
-    sizes: &[u64],
-) -> Result<Vec<Report>, String> {
-    sizes
-        .iter()
-        .map(|&size| {
-            let config = config_at(workload, file, size);
-            run_simulation(workload, policies, &config, CacheSize::Bytes(size))
-        })
-        .collect()
-}
-
-/// Each policy's hit ratio over the trace's time with `config` at `cache_size`.
-pub fn timelines(
-    workload: &Workload,
-    policies: &[String],
-    config: &Config,
-    cache_size: u64,
-) -> Result<Vec<(String, Vec<TimePoint>)>, String> {
-    let hasher = super::simulation_hasher(config);
-    let cache = SimCache {
-        max_size: cache_size,
-        max_object_size: config.cache.max_object_size,
-    };
-    policies
-        .iter()
-        .map(|name| {
-            simulate_over_time(
-                workload,
-                name,
-                &config.admission,
-                &hasher,
-                cache,
-                TIME_STRETCHES,
-            )
-            .map(|(_, points)| (name.clone(), points))
-            .ok_or_else(|| format!("unknown policy {name:?}"))
-        })
-        .collect()
-}
 
 /// Everything `--recommend` found, and the config it chose.
 #[derive(Clone, Debug, Serialize)]
@@ -344,7 +220,7 @@ impl Recommendation {
         let _ = writeln!(out, "workload: {}", self.trace.workload);
         let _ = writeln!(out, "trace: {}\n", self.trace.describe());
         out.push_str(&curve_table(&self.curve, self.trace.unique_bytes));
-        if let Some(note) = crossover(&self.curve, self.trace.unique_bytes) {
+        if let Some(note) = self.crossover() {
             let _ = writeln!(out, "{note}");
         }
         let _ = writeln!(
@@ -366,8 +242,18 @@ impl Recommendation {
             }
             None => out.push_str(&super::sweep_table_noting(&self.max_age, &why)),
         }
-        let _ = writeln!(out, "\n{}", fragment::verdict(self));
+        let _ = writeln!(out, "\n{}", self.verdict());
         out
+    }
+
+    /// From which size on the curve `always` gets more byte hits than `second-hit`, if any.
+    pub fn crossover(&self) -> Option<String> {
+        crossover(&self.curve, self.trace.unique_bytes)
+    }
+
+    /// One sentence: which policy is recommended, and what it saves or costs.
+    pub fn verdict(&self) -> String {
+        fragment::verdict(self)
     }
 }
 
@@ -391,7 +277,7 @@ fn mark_choice(rows: &mut [SweepRow]) -> usize {
 }
 
 /// About how many objects a cache of `cache_size` holds (cache size / mean object size),
-/// as [`config_sized_to_cache`] counts them.
+/// as [`super::config_sized_to_cache`] counts them.
 fn objects_held(workload: &Workload, cache_size: u64) -> u64 {
     let (objects, unique_bytes) = workload.unique_objects_and_bytes();
     let mean = (unique_bytes / objects.max(1)).max(1);
@@ -458,69 +344,6 @@ fn crossover(curve: &[Report], unique_bytes: u64) -> Option<String> {
         share(report.cache_size_bytes, unique_bytes),
         human_bytes(report.cache_size_bytes)
     ))
-}
-
-/// `5%`: `size` as a share of `unique_bytes`.
-fn share(size: u64, unique_bytes: u64) -> String {
-    let percent = 100.0 * size as f64 / unique_bytes.max(1) as f64;
-    if percent >= 10.0 || (percent - percent.round()).abs() < 0.05 {
-        format!("{percent:.0}%")
-    } else {
-        format!("{percent:.1}%")
-    }
-}
-
-/// The curve as a table: byte hit ratio and disk writes per policy at each size, and
-/// what `second-hit` saves against `always`.
-fn curve_table(curve: &[Report], unique_bytes: u64) -> String {
-    let mut out = String::from("byte hit ratio and disk write bytes by cache size:\n");
-    let Some(first) = curve.first() else {
-        return out;
-    };
-    let _ = write!(out, "{:<20}", "cache size");
-    for row in &first.policies {
-        let _ = write!(
-            out,
-            " {:>width$}",
-            row.policy,
-            width = row.policy.len().max(17)
-        );
-    }
-    let _ = writeln!(out, "  second-hit vs always");
-    for report in curve {
-        let _ = write!(
-            out,
-            "{:<20}",
-            format!(
-                "{:>4} {}",
-                share(report.cache_size_bytes, unique_bytes),
-                human_bytes(report.cache_size_bytes)
-            )
-        );
-        for row in &report.policies {
-            let cell = format!(
-                "{:.2}% {:>10}",
-                row.byte_hit_ratio * 100.0,
-                human_bytes(row.disk_write_bytes.unwrap_or(0))
-            );
-            let _ = write!(out, " {:>width$}", cell, width = row.policy.len().max(17));
-        }
-        if let (Some(second), Some(always)) = (report.policy("second-hit"), report.policy("always"))
-        {
-            let (written, baseline) = (
-                second.disk_write_bytes.unwrap_or(0) as f64,
-                always.disk_write_bytes.unwrap_or(0).max(1) as f64,
-            );
-            let _ = write!(
-                out,
-                "  {:.1}% fewer writes, {:+.2} points",
-                100.0 * (1.0 - written / baseline),
-                (second.byte_hit_ratio - always.byte_hit_ratio) * 100.0
-            );
-        }
-        out.push('\n');
-    }
-    out
 }
 
 #[cfg(test)]

@@ -1,10 +1,13 @@
-//! `secondhit simulate --recommend` and `--plot` on a trace whose best settings are known
-//! by construction, through the binary as an operator runs it.
+//! `secondhit simulate --recommend`, `--plot` and `--report` on a trace whose best settings
+//! are known by construction, through the binary as an operator runs it. The report page
+//! is rendered in headless Chromium (skipped, saying why, without one).
 
 use std::path::Path;
 use std::process::Command;
 
 use secondhit::config::{AdmissionPolicy, Config, FilterSizing, RotateMode};
+
+use crate::support::browser::{chromium, find_chromium};
 
 const BIN: &str = env!("CARGO_BIN_EXE_secondhit");
 
@@ -145,10 +148,11 @@ fn recommend_finds_the_settings_the_trace_was_built_for() {
 }
 
 #[test]
-fn recommend_prints_the_fragment_without_a_file_and_plot_works_alone() {
+fn recommend_prints_the_fragment_without_a_file_and_plot_and_report_work_alone() {
     let dir = tempfile::tempdir().expect("temp dir");
     let trace = dir.path().join("trace.csv");
     let picture = dir.path().join("plain.svg");
+    let page = dir.path().join("plain.html");
     write_known_trace(&trace);
     let (ok, stdout, stderr) = run(&[
         "simulate".as_ref(),
@@ -180,9 +184,87 @@ fn recommend_prints_the_fragment_without_a_file_and_plot_works_alone() {
         "second-hit,always".as_ref(),
         "--plot".as_ref(),
         picture.as_os_str(),
+        "--report".as_ref(),
+        page.as_os_str(),
     ]);
     assert!(ok, "{stderr}");
     assert!(stdout.contains("second-hit vs always"), "{stdout}");
     let svg = std::fs::read_to_string(&picture).expect("read picture");
     assert!(svg.contains("Byte hit ratio over the trace") && !svg.contains("exact-second-hit"));
+    // The page of a plain run: its policies' table, the headline and the same picture.
+    let html = std::fs::read_to_string(&page).expect("read the page");
+    assert!(html.contains("<table id=\"policies\">"), "{html}");
+    assert!(html.contains("second-hit vs always"), "{html}");
+    assert!(html.contains(svg.trim()), "the picture is inline");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_report_page_shows_the_tables_and_the_picture_in_a_browser() {
+    let Some(browser) = find_chromium() else {
+        eprintln!(
+            "SKIPPED the_report_page_shows_the_tables_and_the_picture_in_a_browser: no \
+             chromium, chromium-browser or google-chrome on PATH (apt-get install chromium)"
+        );
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let trace = dir.path().join("trace.csv");
+    let page = dir.path().join("report.html");
+    write_known_trace(&trace);
+    let (ok, _, stderr) = run(&[
+        "simulate".as_ref(),
+        "--trace".as_ref(),
+        trace.as_os_str(),
+        "--recommend".as_ref(),
+        "--report".as_ref(),
+        page.as_os_str(),
+    ]);
+    assert!(ok, "{stderr}");
+    let html = std::fs::read_to_string(&page).expect("read the page");
+    // Self-contained: nothing to fetch, nothing to run.
+    for outside in ["<script", "src=", "href=", "@import", "url("] {
+        assert!(!html.contains(outside), "the page holds {outside:?}");
+    }
+
+    let url = format!("file://{}", page.display());
+    let profile = dir.path().join("profile");
+    let dom = chromium(&browser, &profile, &url, &["--dump-dom".to_owned()]).await;
+    // What the browser parsed: the curve's seven sizes, the two candidate tables with their
+    // choice, the fragment and the three panels of the picture.
+    let curve = dom
+        .split("<table id=\"curve\">")
+        .nth(1)
+        .and_then(|rest| rest.split("</table>").next())
+        .expect("the curve table");
+    assert_eq!(curve.matches("<tr>").count(), 1 + 7, "{curve}");
+    assert_eq!(dom.matches("<table class=\"sweep\">").count(), 2);
+    assert!(dom.contains("max_age=30m (chosen)"), "{dom}");
+    assert!(dom.contains("policy = \"second-hit\""));
+    for caption in [
+        "Byte hit ratio by cache size",
+        "Bytes written to disk by cache size",
+        "Byte hit ratio over the trace",
+    ] {
+        assert!(dom.contains(caption), "the picture lacks {caption:?}");
+    }
+    let screenshot = dir.path().join("report.png");
+    chromium(
+        &browser,
+        &profile,
+        &url,
+        &[
+            format!("--screenshot={}", screenshot.display()),
+            "--window-size=1280,2600".to_owned(),
+        ],
+    )
+    .await;
+    let png = std::fs::read(&screenshot).expect("the screenshot was written");
+    assert!(png.starts_with(b"\x89PNG"), "not a PNG");
+    // Kept (not removed with the temp dir) so the printed path can be opened.
+    let kept = dir.keep();
+    eprintln!(
+        "report page: {} (screenshot {})",
+        kept.join("report.html").display(),
+        kept.join("report.png").display()
+    );
 }
