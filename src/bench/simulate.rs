@@ -33,6 +33,9 @@ pub const ENTRY_OVERHEAD: u64 = 512 + 2 * 1024;
 /// large filter does not wait one memory latency (see [`crate::admission::Admission::prefetch`]).
 const PREFETCH_AHEAD: usize = 16;
 
+/// The longest span of a trace's clock the replay follows: a hundred years, in seconds.
+const CENTURY_SECS: f64 = 100.0 * 365.25 * 86_400.0;
+
 /// The cache the simulated proxy has.
 #[derive(Clone, Copy, Debug)]
 pub struct SimCache {
@@ -150,8 +153,11 @@ fn replay(
         let fill_id = i as u64;
         // The store names entries by an unkeyed hash, the filter by a keyed one — as in the proxy.
         let key_hash = xxh3_128(&request.object.to_le_bytes());
-        // A trace out of order never moves the clock back before its first request.
-        let now = started + Duration::from_secs_f64((request.at - first_at).max(0.0));
+        // A trace out of order never moves the clock back before its first request, and
+        // one whose timestamps lie centuries apart stops at a century: `Duration` and
+        // `Instant` arithmetic would overflow (and panic) past that.
+        let offset = (request.at - first_at).clamp(0.0, CENTURY_SECS);
+        let now = started + Duration::from_secs_f64(offset);
         let decision = admission.check_and_record_at(filter_hash, now);
         bytes += request.size;
         let hit = index.touch(key_hash).is_some();
@@ -338,6 +344,24 @@ mod tests {
         assert_eq!(points[1].until, 3.0);
         assert_eq!(points.iter().map(|p| p.hit_bytes).sum::<u64>(), 3000);
         assert!((report.hit_ratio - 0.75).abs() < 1e-9);
+    }
+
+    #[test]
+    fn timestamps_ages_apart_do_not_overflow_the_clock() {
+        let mut requests = workload(&[1, 1, 2]);
+        requests.requests[1].at = 1e300;
+        requests.requests[2].at = -1e300;
+        let (report, points) = simulate_over_time(
+            &requests,
+            "second-hit",
+            &AdmissionConfig::default(),
+            &FilterHasher::new(1),
+            ROOMY,
+            4,
+        )
+        .expect("known policy");
+        assert_eq!(report.requests, 3);
+        assert_eq!(points.iter().map(|p| p.requests).sum::<u64>(), 3);
     }
 
     #[test]
