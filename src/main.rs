@@ -142,9 +142,17 @@ fn serve(path: Option<PathBuf>) -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
+        // The admin listener's address too: with port 0 in the config, the log is the only
+        // place a script (or a test) can learn it.
+        let admin = match server.admin_addr() {
+            Some(Ok(addr)) => addr.to_string(),
+            Some(Err(_)) => "unknown".to_owned(),
+            None => "off".to_owned(),
+        };
         match server.local_addr() {
             Ok(addr) => tracing::info!(
                 %addr,
+                %admin,
                 origin = %config.origin.url,
                 cache_dir = %config.cache.dir.display(),
                 workers = secondhit::server::runtime::workers(&config.server),
