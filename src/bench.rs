@@ -7,6 +7,10 @@
 //! - [`driver`]: the HTTP bench, driving the real proxy over loopback.
 //! - [`simulate`]: the same policies and the store's own index, without HTTP or disk.
 //! - [`report`]: the per-policy table, JSON and SVG chart, and the headline.
+//! - [`recommend`]: `simulate --recommend`, from a trace to a config fragment, and the
+//!   hit-ratio curve over cache sizes it (and `simulate --plot`) is based on.
+//! - [`plot`]: `simulate --plot`, that curve and the hit ratio over the trace's time as SVG.
+//! - [`html`]: `simulate --report`, the tables and the picture as one self-contained page.
 //! - [`cli`]: the arguments of the two commands.
 //!
 //! `secondhit bench` ([`run_bench`]) and `secondhit simulate` ([`run_simulation`],
@@ -14,7 +18,10 @@
 
 pub mod cli;
 pub mod driver;
+pub mod html;
+pub mod plot;
 pub mod policies;
+pub mod recommend;
 pub mod report;
 pub mod simulate;
 pub mod synthetic_origin;
@@ -259,7 +266,6 @@ pub fn run_sweep(
     cache_size: CacheSize,
     sweep: &Sweep,
 ) -> Result<Vec<SweepRow>, String> {
-    let second_hit = ["second-hit".to_owned()];
     let settings: Vec<(String, Config, CacheSize)> = match sweep {
         Sweep::ExpectedUrls(values) => values
             .iter()
@@ -292,18 +298,7 @@ pub fn run_sweep(
             })
             .collect(),
     };
-    let mut rows = settings
-        .into_iter()
-        .map(|(setting, config, size)| {
-            let mut report = run_simulation(workload, &second_hit, &config, size)?;
-            let result = report.policies.remove(0);
-            Ok(SweepRow {
-                setting,
-                result,
-                best: false,
-            })
-        })
-        .collect::<Result<Vec<_>, String>>()?;
+    let mut rows = run_settings(workload, settings)?;
     let best = rows.iter().enumerate().max_by(|(_, a), (_, b)| {
         a.result
             .byte_hit_ratio
@@ -316,6 +311,26 @@ pub fn run_sweep(
     Ok(rows)
 }
 
+/// Simulates `second-hit` once per `(setting, config, cache size)`; no row is marked best.
+fn run_settings(
+    workload: &Workload,
+    settings: Vec<(String, Config, CacheSize)>,
+) -> Result<Vec<SweepRow>, String> {
+    let second_hit = ["second-hit".to_owned()];
+    settings
+        .into_iter()
+        .map(|(setting, config, size)| {
+            let mut report = run_simulation(workload, &second_hit, &config, size)?;
+            let result = report.policies.remove(0);
+            Ok(SweepRow {
+                setting,
+                result,
+                best: false,
+            })
+        })
+        .collect()
+}
+
 fn describe(size: CacheSize) -> String {
     match size {
         CacheSize::Bytes(bytes) => report::human_bytes(bytes),
@@ -325,14 +340,22 @@ fn describe(size: CacheSize) -> String {
 
 /// The sweep as a table, best row marked with `*`.
 pub fn sweep_table(rows: &[SweepRow]) -> String {
+    sweep_table_noting(
+        rows,
+        "best byte hit ratio (fewest disk write bytes on a tie)",
+    )
+}
+
+/// The sweep as a table, the row marked best with `*` and `why` said under it.
+fn sweep_table_noting(rows: &[SweepRow], why: &str) -> String {
     let mut out = format!(
-        "{:<2}{:<28} {:>7} {:>7} {:>11} {:>11} {:>10}\n",
+        "{:<2}{:<34} {:>7} {:>7} {:>11} {:>11} {:>10}\n",
         "", "setting", "hit%", "byte%", "disk objs", "disk bytes", "adm mem"
     );
     for row in rows {
         let r = &row.result;
         out.push_str(&format!(
-            "{:<2}{:<28} {:>7.2} {:>7.2} {:>11} {:>11} {:>10}\n",
+            "{:<2}{:<34} {:>7.2} {:>7.2} {:>11} {:>11} {:>10}\n",
             if row.best { "*" } else { "" },
             row.setting,
             r.hit_ratio * 100.0,
@@ -342,7 +365,7 @@ pub fn sweep_table(rows: &[SweepRow]) -> String {
             report::human_bytes(r.admission_memory_bytes.unwrap_or(0)),
         ));
     }
-    out.push_str("* best byte hit ratio (fewest disk write bytes on a tie)\n");
+    out.push_str(&format!("* {why}\n"));
     out
 }
 

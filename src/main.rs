@@ -27,17 +27,11 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run the proxy in front of the origin named in the config.
-    Serve {
-        /// The TOML config file (every key optional; see config/secondhit.toml).
-        #[arg(long, short)]
-        config: Option<PathBuf>,
-    },
+    /// Run the proxy in front of the origin named in the config (defaults without one).
+    Serve(ConfigFile),
     /// Validate a config file: prints the verdict, exits 0 when valid and 1 when not.
-    CheckConfig {
-        /// The TOML config file to check.
-        config: PathBuf,
-    },
+    #[command(group = clap::ArgGroup::new("the_file").args(["file", "config"]).required(true))]
+    CheckConfig(ConfigFile),
     /// Load-test on loopback: a synthetic origin, the real proxy once per admission
     /// policy, a CDN-like workload (or your trace); prints a side-by-side table.
     #[cfg(feature = "bench")]
@@ -48,23 +42,51 @@ enum Command {
     Simulate(Box<SimulateArgs>),
 }
 
+/// The config file, given either way: `serve FILE` and `serve --config FILE` (and the same
+/// for `check-config`) mean the same, so neither command punishes the other's habit.
+#[derive(clap::Args)]
+struct ConfigFile {
+    /// The TOML config file (every key optional; see config/secondhit.toml).
+    #[arg(value_name = "FILE", conflicts_with = "config")]
+    file: Option<PathBuf>,
+    /// The same file, given as an option.
+    #[arg(long, short, value_name = "FILE")]
+    config: Option<PathBuf>,
+}
+
+impl ConfigFile {
+    /// The file, whichever way it was given.
+    fn path(self) -> Option<PathBuf> {
+        self.file.or(self.config)
+    }
+}
+
 fn main() -> ExitCode {
     match Cli::parse().command {
         #[cfg(feature = "bench")]
         Command::Bench(args) => print_outcome(secondhit::bench::cli::bench(&args)),
         #[cfg(feature = "bench")]
         Command::Simulate(args) => print_outcome(secondhit::bench::cli::simulate(&args)),
-        Command::Serve { config } => serve(config),
-        Command::CheckConfig { config } => match Config::load(&config) {
-            Ok(_) => {
-                println!("{}: OK", config.display());
-                ExitCode::SUCCESS
-            }
-            Err(error) => {
-                eprintln!("{}: {error}", config.display());
-                ExitCode::FAILURE
-            }
-        },
+        Command::Serve(file) => serve(file.path()),
+        Command::CheckConfig(file) => check_config(file.path()),
+    }
+}
+
+fn check_config(path: Option<PathBuf>) -> ExitCode {
+    // clap's group makes the file required; this only guards against that changing.
+    let Some(path) = path else {
+        eprintln!("secondhit: check-config needs a config file");
+        return ExitCode::FAILURE;
+    };
+    match Config::load(&path) {
+        Ok(_) => {
+            println!("{}: OK", path.display());
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("{}: {error}", path.display());
+            ExitCode::FAILURE
+        }
     }
 }
 
@@ -120,9 +142,17 @@ fn serve(path: Option<PathBuf>) -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
+        // The admin listener's address too: with port 0 in the config, the log is the only
+        // place a script (or a test) can learn it.
+        let admin = match server.admin_addr() {
+            Some(Ok(addr)) => addr.to_string(),
+            Some(Err(_)) => "unknown".to_owned(),
+            None => "off".to_owned(),
+        };
         match server.local_addr() {
             Ok(addr) => tracing::info!(
                 %addr,
+                %admin,
                 origin = %config.origin.url,
                 cache_dir = %config.cache.dir.display(),
                 workers = secondhit::server::runtime::workers(&config.server),

@@ -1,16 +1,19 @@
 //! The arguments of `secondhit bench` and `secondhit simulate`, and what each command does
 //! with them. `main.rs` only parses and prints: these functions return the text to print.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
 
 use super::driver::DriveOptions;
+use super::html;
+use super::plot::{self, Picture};
 use super::policies::POLICY_NAMES;
+use super::recommend;
 use super::report::Report;
 use super::workload::{SyntheticSpec, Workload};
 use super::{BenchOptions, CacheSize, Sweep, WorkloadSource};
-use crate::config::Config;
+use crate::config::{Config, FilterSizing, RotateMode};
 
 /// Where the traffic comes from: a trace file, or the synthetic generator's parameters.
 #[derive(Args, Debug, Clone)]
@@ -70,9 +73,11 @@ impl WorkloadArgs {
 /// Settings both commands share: cache size, policies, and the proxy config.
 #[derive(Args, Debug, Clone)]
 pub struct PolicyArgs {
-    /// Cache size of every policy: bytes ("512MiB") or a share of the workload's unique bytes ("5%").
-    #[arg(long, default_value = "5%")]
-    pub cache_size: CacheSize,
+    /// Cache size of every policy: bytes ("512MiB") or a share of the workload's unique
+    /// bytes ("5%") [default: 5%].
+    // No clap default: `simulate --recommend` chooses a size itself unless one is given.
+    #[arg(long)]
+    pub cache_size: Option<CacheSize>,
     /// Policies to compare, comma-separated.
     #[arg(long, value_delimiter = ',', default_values_t = POLICY_NAMES.map(String::from))]
     pub policies: Vec<String>,
@@ -87,12 +92,24 @@ pub struct PolicyArgs {
 }
 
 impl PolicyArgs {
+    /// The `--cache-size` given, or 5% of the workload's unique bytes.
+    pub fn cache_size(&self) -> CacheSize {
+        self.cache_size.unwrap_or(CacheSize::OfUniqueBytes(0.05))
+    }
+
     /// The config for the run: the file's, or defaults with the generation sized to the cache.
     fn config(&self, workload: &Workload, cache_size: u64) -> Result<Config, String> {
-        if let Some(path) = &self.config {
-            return Config::load(path).map_err(|e| format!("{}: {e}", path.display()));
-        }
-        Ok(super::config_sized_to_cache(workload, cache_size))
+        Ok(self
+            .file_config()?
+            .unwrap_or_else(|| super::config_sized_to_cache(workload, cache_size)))
+    }
+
+    /// The `--config` file, loaded, if one was given.
+    fn file_config(&self) -> Result<Option<Config>, String> {
+        self.config
+            .as_ref()
+            .map(|path| Config::load(path).map_err(|e| format!("{}: {e}", path.display())))
+            .transpose()
     }
 
     fn check_policies(&self) -> Result<(), String> {
@@ -133,7 +150,7 @@ pub fn bench(args: &BenchArgs) -> Result<String, String> {
     args.policy.check_policies()?;
     let workload = args.workload.source().load().map_err(|e| e.to_string())?;
     let (_, unique_bytes) = workload.unique_objects_and_bytes();
-    let cache_size = args.policy.cache_size.resolve(unique_bytes);
+    let cache_size = args.policy.cache_size().resolve(unique_bytes);
     let options = BenchOptions {
         cache_size: CacheSize::Bytes(cache_size),
         policies: args.policy.policies.clone(),
@@ -152,7 +169,20 @@ pub fn bench(args: &BenchArgs) -> Result<String, String> {
         .block_on(super::run_bench(&workload, &options))
         .map_err(|e| e.to_string())?;
     write_outputs(&report, args.policy.json.as_ref(), args.plot.as_ref())?;
-    Ok(report.to_table())
+    let table = report.to_table();
+    if let (Some(target), Some(row)) = (&args.target, report.policies.first())
+        && row.failed_requests == row.requests
+    {
+        // Its hit ratio and throughput would otherwise read as a result: 0% hits at a
+        // high rate is what a 404 from every request looks like.
+        return Err(format!(
+            "--target {target}: no request got a 2xx answer ({} of {} failed), so these \
+             figures measure nothing; does its origin answer /obj/<id>/<size> paths, as the \
+             bench's synthetic origin does?\n{table}",
+            row.failed_requests, row.requests
+        ));
+    }
+    Ok(table)
 }
 
 /// `secondhit simulate`: the same policies and store index, no HTTP, no disk.
@@ -163,44 +193,184 @@ pub struct SimulateArgs {
     #[command(flatten)]
     pub policy: PolicyArgs,
     /// Vary one setting of `second-hit` and print a row per value, best marked:
-    /// `expected_urls=10000,100000` or `cache_size=1%,5%,10%`.
+    /// `expected_urls=10000,100000`, `max_age=10m,1h` or `cache_size=1%,5%,10%`.
     #[arg(long)]
     pub sweep: Option<Sweep>,
+    /// Sweep the cache size, the filter's generation (expected_urls, rotate) and max_age,
+    /// print what second-hit saves against always at each size, and write a ready
+    /// `[cache]` + `[admission]` config fragment with the reasons: to FILE, or after the report.
+    /// The cache size is --cache-size when given, else chosen from the curve.
+    #[arg(long, value_name = "FILE", num_args = 0..=1, conflicts_with = "sweep")]
+    pub recommend: Option<Option<PathBuf>>,
+    /// Draw byte hit ratio and disk writes against cache size (one line per policy) and
+    /// the byte hit ratio over the trace's time, at --cache-size (or the size --recommend
+    /// chose), into this SVG file.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
+    /// Write the tables and the picture as one self-contained HTML page (no script, no
+    /// external file) to share with a team.
+    #[arg(long, value_name = "FILE.html", conflicts_with = "sweep")]
+    pub report: Option<PathBuf>,
 }
 
 /// Runs `secondhit simulate`; returns the table to print.
 pub fn simulate(args: &SimulateArgs) -> Result<String, String> {
     args.policy.check_policies()?;
     let workload = args.workload.source().load().map_err(|e| e.to_string())?;
+    if let Some(out) = &args.recommend {
+        return recommend(args, &workload, out.as_ref());
+    }
     let (_, unique_bytes) = workload.unique_objects_and_bytes();
+    let cache_size = args.policy.cache_size();
     let config = args
         .policy
-        .config(&workload, args.policy.cache_size.resolve(unique_bytes))?;
-    match &args.sweep {
+        .config(&workload, cache_size.resolve(unique_bytes))?;
+    let size = cache_size.resolve(unique_bytes);
+    // The curve and the picture only when drawn: they cost a simulation per size and policy.
+    let drawn = if args.plot.is_some() || args.report.is_some() {
+        let file = args.policy.file_config()?;
+        let curve = recommend::curve(
+            &workload,
+            &args.policy.policies,
+            file.as_ref(),
+            &recommend::curve_sizes(unique_bytes, Some(size)),
+        )?;
+        let svg = picture(&workload, &args.policy.policies, &curve, size, &config)?;
+        Some((curve, svg))
+    } else {
+        None
+    };
+    let text = match &args.sweep {
         Some(sweep) => {
-            let rows = super::run_sweep(&workload, &config, args.policy.cache_size, sweep)?;
+            let rows = super::run_sweep(&workload, &config, cache_size, sweep)?;
             if let Some(path) = &args.policy.json {
                 let text = serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?;
                 std::fs::write(path, text + "\n")
                     .map_err(|e| format!("--json {}: {e}", path.display()))?;
             }
-            Ok(format!(
-                "workload: {}\n{}",
-                workload.name,
-                super::sweep_table(&rows)
-            ))
+            format!("workload: {}\n{}", workload.name, super::sweep_table(&rows))
         }
         None => {
-            let report = super::run_simulation(
-                &workload,
-                &args.policy.policies,
-                &config,
-                args.policy.cache_size,
-            )?;
+            let report =
+                super::run_simulation(&workload, &args.policy.policies, &config, cache_size)?;
             write_outputs(&report, args.policy.json.as_ref(), None)?;
-            Ok(report.to_table())
+            if let (Some(path), Some((curve, svg))) = (&args.report, &drawn) {
+                let page = html::Page {
+                    workload: &workload.name,
+                    unique_bytes,
+                    curve,
+                    svg,
+                    run: Some(&report),
+                    recommendation: None,
+                };
+                write_file("--report", path, &html::render(&page))?;
+            }
+            report.to_table()
+        }
+    };
+    if let (Some(path), Some((_, svg))) = (&args.plot, &drawn) {
+        write_file("--plot", path, svg)?;
+    }
+    Ok(text)
+}
+
+/// `simulate --recommend [FILE]`: the report, and the fragment written to `out` or printed.
+fn recommend(
+    args: &SimulateArgs,
+    workload: &Workload,
+    out: Option<&PathBuf>,
+) -> Result<String, String> {
+    let file = args.policy.file_config()?;
+    let recommendation = recommend::recommend(
+        workload,
+        &args.policy.policies,
+        file.as_ref(),
+        args.policy.cache_size,
+    )?;
+    if let Some(path) = &args.policy.json {
+        let text = serde_json::to_string_pretty(&recommendation).map_err(|e| e.to_string())?;
+        write_file("--json", path, &(text + "\n"))?;
+    }
+    if args.plot.is_some() || args.report.is_some() {
+        let svg = picture(
+            workload,
+            &args.policy.policies,
+            &recommendation.curve,
+            recommendation.cache_size,
+            &recommendation.config,
+        )?;
+        if let Some(path) = &args.plot {
+            write_file("--plot", path, &svg)?;
+        }
+        if let Some(path) = &args.report {
+            let page = html::Page {
+                workload: &workload.name,
+                unique_bytes: recommendation.trace.unique_bytes,
+                curve: &recommendation.curve,
+                svg: &svg,
+                run: None,
+                recommendation: Some(&recommendation),
+            };
+            write_file("--report", path, &html::render(&page))?;
         }
     }
+    let mut text = recommendation.to_text();
+    match out {
+        Some(path) => {
+            write_file("--recommend", path, &recommendation.fragment)?;
+            text.push_str(&format!(
+                "\nconfig fragment written to {}\n",
+                path.display()
+            ));
+        }
+        None => {
+            text.push_str("\nconfig fragment:\n\n");
+            text.push_str(&recommendation.fragment);
+        }
+    }
+    Ok(text)
+}
+
+/// Writes `text` to `path`; an error names the option that gave the path.
+fn write_file(option: &str, path: &Path, text: &str) -> Result<(), String> {
+    std::fs::write(path, text).map_err(|e| format!("{option} {}: {e}", path.display()))
+}
+
+/// The picture as SVG: `curve`, and each policy's hit ratio over time at `size` with `config`.
+fn picture(
+    workload: &Workload,
+    policies: &[String],
+    curve: &[Report],
+    size: u64,
+    config: &Config,
+) -> Result<String, String> {
+    let timelines = recommend::timelines(workload, policies, config, size)?;
+    let (_, unique_bytes) = workload.unique_objects_and_bytes();
+    let picture = Picture {
+        curve,
+        unique_bytes,
+        chosen_size: size,
+        setting: describe_admission(config),
+        timelines: &timelines,
+    };
+    plot::render_svg(&picture).map_err(|e| format!("cannot draw the picture: {e}"))
+}
+
+/// `expected_urls=320, max_age=30m`: the admission settings a picture was drawn with.
+fn describe_admission(config: &Config) -> String {
+    let admission = &config.admission;
+    let sizing = match admission.sizing {
+        FilterSizing::ExpectedUrls(n) => format!("expected_urls={n}"),
+        FilterSizing::Memory(bytes) => format!("memory={}", super::report::human_bytes(bytes)),
+    };
+    let rotate = match admission.rotate {
+        RotateMode::Fill => "",
+        RotateMode::Auto => ", rotate=auto",
+    };
+    format!(
+        "{sizing}{rotate}, max_age={}",
+        humantime::format_duration(admission.max_age)
+    )
 }
 
 fn write_outputs(

@@ -113,6 +113,14 @@ impl Report {
         if let Some(headline) = self.headline() {
             let _ = writeln!(out, "\n{headline}");
         }
+        // The table has no column for failures; a run with some must not pass for clean.
+        for row in self.policies.iter().filter(|row| row.failed_requests > 0) {
+            let _ = writeln!(
+                out,
+                "warning: {}: {} of {} requests failed (a connection error or a non-2xx status)",
+                row.policy, row.failed_requests, row.requests
+            );
+        }
         out
     }
 

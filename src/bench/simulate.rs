@@ -33,6 +33,9 @@ pub const ENTRY_OVERHEAD: u64 = 512 + 2 * 1024;
 /// large filter does not wait one memory latency (see [`crate::admission::Admission::prefetch`]).
 const PREFETCH_AHEAD: usize = 16;
 
+/// The longest span of a trace's clock the replay follows: a hundred years, in seconds.
+const CENTURY_SECS: f64 = 100.0 * 365.25 * 86_400.0;
+
 /// The cache the simulated proxy has.
 #[derive(Clone, Copy, Debug)]
 pub struct SimCache {
@@ -52,6 +55,72 @@ pub fn simulate(
     config: &AdmissionConfig,
     hasher: &FilterHasher,
     cache: SimCache,
+) -> Option<PolicyReport> {
+    replay(workload, policy, config, hasher, cache, |_, _| {})
+}
+
+/// What a stretch of the trace's time saw: the requests that fell in it and their hits.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct TimePoint {
+    /// The stretch's end, in seconds since the trace's first request.
+    pub until: f64,
+    /// Requests in the stretch.
+    pub requests: u64,
+    /// Of them, hits.
+    pub hits: u64,
+    /// Body bytes requested in the stretch.
+    pub bytes: u64,
+    /// Of them, bytes served from the cache.
+    pub hit_bytes: u64,
+}
+
+/// [`simulate`], also splitting the trace's time span into `stretches` equal stretches and
+/// counting each one's requests and hits: how the hit ratio grows as the cache warms and
+/// moves with the traffic. Stretches without requests are left out.
+pub fn simulate_over_time(
+    workload: &Workload,
+    policy: &str,
+    config: &AdmissionConfig,
+    hasher: &FilterHasher,
+    cache: SimCache,
+    stretches: usize,
+) -> Option<(PolicyReport, Vec<TimePoint>)> {
+    let stretches = stretches.max(1);
+    let first_at = workload.requests.first().map_or(0.0, |r| r.at);
+    let last_at = workload
+        .requests
+        .iter()
+        .fold(first_at, |end, r| end.max(r.at));
+    let width = ((last_at - first_at) / stretches as f64).max(f64::MIN_POSITIVE);
+    let mut points: Vec<TimePoint> = (1..=stretches)
+        .map(|i| TimePoint {
+            until: width * i as f64,
+            ..TimePoint::default()
+        })
+        .collect();
+    let report = replay(workload, policy, config, hasher, cache, |request, hit| {
+        // A request at the very end (or before the first, out of order) goes to the edge stretch.
+        let at = ((request.at - first_at) / width).max(0.0) as usize;
+        let point = &mut points[at.min(stretches - 1)];
+        point.requests += 1;
+        point.bytes += request.size;
+        if hit {
+            point.hits += 1;
+            point.hit_bytes += request.size;
+        }
+    })?;
+    points.retain(|point| point.requests > 0);
+    Some((report, points))
+}
+
+/// The replay behind [`simulate`]; `observe` sees each request and whether it was a hit.
+fn replay(
+    workload: &Workload,
+    policy: &str,
+    config: &AdmissionConfig,
+    hasher: &FilterHasher,
+    cache: SimCache,
+    mut observe: impl FnMut(&Request, bool),
 ) -> Option<PolicyReport> {
     let index = Arc::new(Index::new(cache.max_size));
     let objects: ObjectCount = {
@@ -84,11 +153,16 @@ pub fn simulate(
         let fill_id = i as u64;
         // The store names entries by an unkeyed hash, the filter by a keyed one — as in the proxy.
         let key_hash = xxh3_128(&request.object.to_le_bytes());
-        // A trace out of order never moves the clock back before its first request.
-        let now = started + Duration::from_secs_f64((request.at - first_at).max(0.0));
+        // A trace out of order never moves the clock back before its first request, and
+        // one whose timestamps lie centuries apart stops at a century: `Duration` and
+        // `Instant` arithmetic would overflow (and panic) past that.
+        let offset = (request.at - first_at).clamp(0.0, CENTURY_SECS);
+        let now = started + Duration::from_secs_f64(offset);
         let decision = admission.check_and_record_at(filter_hash, now);
         bytes += request.size;
-        if index.touch(key_hash).is_some() {
+        let hit = index.touch(key_hash).is_some();
+        observe(request, hit);
+        if hit {
             hits += 1;
             hit_bytes += request.size;
             continue;
@@ -250,6 +324,44 @@ mod tests {
         let report = run(&[1, 1], "always", &AdmissionConfig::default(), cache);
         assert_eq!(report.disk_write_objects, Some(0));
         assert_eq!(report.hit_ratio, 0.0);
+    }
+
+    #[test]
+    fn the_time_series_splits_the_trace_and_adds_up_to_the_totals() {
+        // Four requests of object 1 at t = 0..3: stretches [0, 1.5) and [1.5, 3].
+        let (report, points) = simulate_over_time(
+            &workload(&[1, 1, 1, 1]),
+            "always",
+            &AdmissionConfig::default(),
+            &FilterHasher::new(1),
+            ROOMY,
+            2,
+        )
+        .expect("known policy");
+        assert_eq!(points.len(), 2);
+        assert_eq!((points[0].requests, points[0].hits), (2, 1));
+        assert_eq!((points[1].requests, points[1].hits), (2, 2));
+        assert_eq!(points[1].until, 3.0);
+        assert_eq!(points.iter().map(|p| p.hit_bytes).sum::<u64>(), 3000);
+        assert!((report.hit_ratio - 0.75).abs() < 1e-9);
+    }
+
+    #[test]
+    fn timestamps_ages_apart_do_not_overflow_the_clock() {
+        let mut requests = workload(&[1, 1, 2]);
+        requests.requests[1].at = 1e300;
+        requests.requests[2].at = -1e300;
+        let (report, points) = simulate_over_time(
+            &requests,
+            "second-hit",
+            &AdmissionConfig::default(),
+            &FilterHasher::new(1),
+            ROOMY,
+            4,
+        )
+        .expect("known policy");
+        assert_eq!(report.requests, 3);
+        assert_eq!(points.iter().map(|p| p.requests).sum::<u64>(), 3);
     }
 
     #[test]

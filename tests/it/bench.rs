@@ -250,3 +250,21 @@ fn bench_command_rejects_unknown_policies_and_bad_cache_sizes() {
         assert!(stderr.contains(expected), "{args:?}: {stderr}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_against_a_target_that_answers_no_2xx_fails_and_says_so() {
+    let origin = support::TestOrigin::start(|_| support::Reply::status(404, b"no".to_vec())).await;
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_secondhit"))
+        .args(["bench", "--requests", "40", "--catalog", "10", "--target"])
+        .arg(format!("http://{}", origin.addr))
+        .output()
+        .await
+        .expect("run bench --target");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("no request got a 2xx answer (40 of 40 failed)"),
+        "{stderr}"
+    );
+    assert_eq!(origin.total(), 40, "every request reached the target");
+}

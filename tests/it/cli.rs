@@ -11,6 +11,19 @@ fn write_config(dir: &std::path::Path, text: &str) -> std::path::PathBuf {
     path
 }
 
+/// Runs the binary with `args` and no standard input; returns its exit code and stderr.
+fn run(args: &[&str]) -> (Option<i32>, String) {
+    let output = Command::new(BIN)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run secondhit");
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
 #[test]
 fn check_config_accepts_the_shipped_example() {
     let example = concat!(env!("CARGO_MANIFEST_DIR"), "/config/secondhit.toml");
@@ -56,26 +69,41 @@ fn check_config_and_serve_reject_bad_files_naming_the_key() {
     ];
     for (text, named) in cases {
         let path = write_config(dir.path(), text);
+        let file = path.to_str().expect("utf-8 path");
+        // Both commands take the file both ways.
         for args in [
-            vec!["check-config", path.to_str().expect("utf-8 path")],
-            vec!["serve", "--config", path.to_str().expect("utf-8 path")],
+            vec!["check-config", file],
+            vec!["check-config", "--config", file],
+            vec!["serve", "--config", file],
+            vec!["serve", file],
         ] {
-            let output = Command::new(BIN)
-                .args(&args)
-                .stdin(Stdio::null())
-                .output()
-                .expect("run secondhit");
-            let stderr = String::from_utf8_lossy(&output.stderr);
-            assert_eq!(
-                output.status.code(),
-                Some(1),
-                "{args:?} on {text:?}: {stderr}"
-            );
+            let (code, stderr) = run(&args);
+            assert_eq!(code, Some(1), "{args:?} on {text:?}: {stderr}");
             assert!(
                 stderr.contains(named),
                 "{args:?} on {text:?} should name {named}: {stderr}"
             );
         }
+    }
+}
+
+#[test]
+fn check_config_needs_one_file_given_one_way() {
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/config/secondhit.toml");
+    for (args, expected) in [
+        (vec!["check-config"], "required"),
+        (
+            vec!["check-config", example, "--config", example],
+            "cannot be used with",
+        ),
+        (
+            vec!["serve", example, "--config", example],
+            "cannot be used with",
+        ),
+    ] {
+        let (code, stderr) = run(&args);
+        assert_ne!(code, Some(0), "{args:?}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
     }
 }
 

@@ -23,7 +23,11 @@ mod lifecycle;
 mod multi_node;
 mod proxy;
 mod proxy_hygiene;
+// `secondhit simulate --recommend` and `--plot`, bench-only commands.
+#[cfg(feature = "bench")]
+mod recommend;
 mod rfc9111;
 mod settings;
 mod shadow;
 mod store;
+mod walkthrough;

@@ -1,6 +1,7 @@
 //! Test harness: a scriptable origin and the real proxy, both on 127.0.0.1:0, with a
 //! temp cache directory, plus a plain HTTP client and a `Cache-Status` parser.
 
+pub mod browser;
 mod origin;
 mod proxy;
 pub mod serve;

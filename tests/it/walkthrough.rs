@@ -1,0 +1,373 @@
+//! The README's "Deploying" walk-through, run as written. The test reads the commands
+//! from README.md's first indented block under "## Deploying" and runs each with `sh`,
+//! changing only what must change for a test that runs beside others on one machine:
+//! the origin directory becomes a temp directory, the fixed ports become free ones (the
+//! origin's `8081` becomes `0` and its printed port is used; the proxy listens on
+//! `127.0.0.1:0`), and `cargo run --release --` becomes the binary under test, with a copy
+//! of `config/secondhit.toml` whose listeners, origin, cache directory and log format are
+//! moved accordingly. It checks that the ports the walk-through uses agree with that
+//! config, and that the GETs answer what the block's comment says, in order.
+//!
+//! The admin session shown under "Operating" runs the same way on top of it (with the
+//! `admin_token` it names, and the admin listener on a free port too): every command's
+//! output must be the one shown, but for the third GET, which the README says came before
+//! the second one's fill had committed; when it comes after, the GET is a hit and the
+//! request counters shift by one, as the test then expects. Before the first purge, which
+//! the README shows finding the object, the test waits (through `/stats`) for the fills to
+//! commit, as a person typing the commands does without noticing.
+//!
+//! Both need `python3` and `curl`, as the walk-through does; without either they say why
+//! and skip.
+
+use std::path::Path;
+use std::process::Stdio;
+
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+use crate::support::serve::ServeProcess;
+use crate::support::{PATIENCE, client, send};
+
+/// The commands of the first indented block after `## Deploying`.
+fn deploying_commands() -> Vec<String> {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+        .expect("read README.md");
+    let section = readme
+        .split("\n## Deploying\n")
+        .nth(1)
+        .expect("README has a Deploying section");
+    section
+        .lines()
+        .skip_while(|line| !line.starts_with("    "))
+        .take_while(|line| line.starts_with("    "))
+        .map(|line| line.trim().to_owned())
+        .collect()
+}
+
+/// The one command starting with `prefix`.
+fn command<'a>(commands: &'a [String], prefix: &str) -> &'a str {
+    let found: Vec<&String> = commands.iter().filter(|c| c.starts_with(prefix)).collect();
+    assert_eq!(
+        found.len(),
+        1,
+        "the walk-through should have one `{prefix}` command: {commands:#?}; \
+         if it changed, teach this test the new steps"
+    );
+    found[0]
+}
+
+fn on_path(tool: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(tool).is_file()))
+}
+
+/// Runs `script` with `sh -c` and returns its standard output; fails the test on an error.
+async fn sh(script: &str) -> String {
+    let output = tokio::time::timeout(
+        PATIENCE,
+        tokio::process::Command::new("sh")
+            .args(["-c", script])
+            .stdin(Stdio::null())
+            .output(),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("`{script}` took over {PATIENCE:?}"))
+    .expect("run sh");
+    assert!(
+        output.status.success(),
+        "`{script}` failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// Sets `table[section][key]` in a parsed TOML document.
+fn set(config: &mut toml::Table, section: &str, key: &str, value: &str) {
+    config
+        .get_mut(section)
+        .and_then(toml::Value::as_table_mut)
+        .unwrap_or_else(|| panic!("config/secondhit.toml has no [{section}]"))
+        .insert(key.to_owned(), toml::Value::String(value.to_owned()));
+}
+
+fn get<'a>(config: &'a toml::Table, section: &str, key: &str) -> &'a str {
+    config
+        .get(section)
+        .and_then(|s| s.get(key))
+        .and_then(toml::Value::as_str)
+        .unwrap_or_else(|| panic!("config/secondhit.toml has no {section}.{key}"))
+}
+
+/// The Deploying walk-through, up and running: its origin and proxy, and its check.
+struct Deployed {
+    /// The origin's files, the cache and the config.
+    dir: tempfile::TempDir,
+    /// The `python3 -m http.server` origin (killed on drop).
+    origin: tokio::process::Child,
+    proxy: ServeProcess,
+    /// The proxy's address in the README (`server.listen` of the example config).
+    listen: String,
+    /// The check, with the proxy's real address.
+    check: String,
+    /// What the three GETs answer, from the check's comment.
+    expected: Vec<String>,
+}
+
+/// Runs the Deploying walk-through's setup (see the module doc); `tweak` adjusts the
+/// config before the proxy starts. `None`, having said why, without `python3` or `curl`.
+async fn deploy(test: &str, tweak: impl FnOnce(&mut toml::Table)) -> Option<Deployed> {
+    for tool in ["python3", "curl"] {
+        if !on_path(tool) {
+            println!("SKIPPED {test}: the walk-through needs {tool}, which is not on PATH");
+            return None;
+        }
+    }
+    let commands = deploying_commands();
+    let prepare = command(&commands, "mkdir ");
+    let origin = command(&commands, "python3 -m http.server ");
+    let serve = command(&commands, "cargo run --release -- ");
+    let check = command(&commands, "curl ");
+
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/config/secondhit.toml");
+    let mut config: toml::Table = std::fs::read_to_string(example)
+        .expect("read the example config")
+        .parse()
+        .expect("the example config is TOML");
+    // The walk-through's ports are the example config's.
+    let origin_url = get(&config, "origin", "url").to_owned();
+    let origin_port = origin_url.rsplit(':').next().expect("a port").to_owned();
+    assert!(
+        origin.contains(&format!(" {origin_port} ")),
+        "the origin command should listen where {origin_url} points: {origin}"
+    );
+    let listen = get(&config, "server", "listen").to_owned();
+    assert!(
+        check.contains(&format!("http://{listen}/")),
+        "the check should ask the proxy at {listen}: {check}"
+    );
+    let (check, expected) = check
+        .split_once("# three times:")
+        .expect("the check's comment says what the three GETs answer");
+    let expected: Vec<String> = expected.split(',').map(|e| e.trim().to_owned()).collect();
+    assert_eq!(expected, ["first-sight", "stored", "hit"]);
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let files = dir.path().join("origin");
+    let files = files.to_str().expect("a UTF-8 temp path");
+    sh(&prepare.replace("/tmp/secondhit-origin", files)).await;
+    assert!(Path::new(files).join("hello.txt").is_file());
+
+    let origin = origin
+        .replace("/tmp/secondhit-origin", files)
+        .replace(&format!(" {origin_port} "), " 0 ");
+    let origin = origin.trim_end().trim_end_matches('&');
+    // `exec`, so that killing the child on drop kills the server itself.
+    let mut server = tokio::process::Command::new("sh")
+        .args(["-c", &format!("exec {origin}")])
+        .env("PYTHONUNBUFFERED", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start the origin");
+    let mut lines = BufReader::new(server.stdout.take().expect("piped stdout")).lines();
+    // "Serving HTTP on 127.0.0.1 port 43567 (http://127.0.0.1:43567/) ..."
+    let serving = tokio::time::timeout(PATIENCE, lines.next_line())
+        .await
+        .expect("the origin announces itself")
+        .expect("read the origin's output")
+        .expect("a line");
+    let port = serving
+        .split(" port ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .expect("the origin prints its port");
+
+    let args = serve.trim_start_matches("cargo run --release -- ");
+    assert_eq!(
+        args, "serve --config config/secondhit.toml",
+        "the walk-through's serve command changed; teach this test"
+    );
+    set(&mut config, "server", "listen", "127.0.0.1:0");
+    set(&mut config, "server", "admin_listen", "127.0.0.1:0");
+    set(
+        &mut config,
+        "origin",
+        "url",
+        &format!("http://127.0.0.1:{port}"),
+    );
+    let cache = dir.path().join("cache");
+    set(&mut config, "cache", "dir", cache.to_str().expect("UTF-8"));
+    // The test harness reads the bound addresses from the JSON log.
+    set(&mut config, "log", "format", "json");
+    tweak(&mut config);
+    let config_path = dir.path().join("secondhit.toml");
+    let text = toml::to_string(&config).expect("serialise the config");
+    std::fs::write(&config_path, text).expect("write the config");
+    let proxy = ServeProcess::start(&config_path).await;
+    let check = check.trim().replace(&listen, &proxy.addr);
+    Some(Deployed {
+        dir,
+        origin: server,
+        proxy,
+        listen,
+        check,
+        expected,
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_deploying_walk_through_works_as_written() {
+    let Some(deployed) = deploy("the_deploying_walk_through_works_as_written", |_| {}).await else {
+        return;
+    };
+    let (check, expected) = (&deployed.check, &deployed.expected);
+    let first = sh(check).await;
+    assert!(first.contains(&expected[0]), "first GET: {first}");
+    let second = sh(check).await;
+    assert!(second.contains(&expected[1]), "second GET: {second}");
+    // The third is a hit once the second's fill has committed (the README says so); until
+    // then a GET stores the object again.
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let third = sh(check).await;
+        if third.contains(&format!("; {}", expected[2])) {
+            break;
+        }
+        assert!(third.contains("stored"), "a GET before the commit: {third}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never a hit: {third}"
+        );
+    }
+    let status = deployed.proxy.terminate().await;
+    assert!(status.success(), "{status:?}");
+    drop(deployed.origin);
+    drop(deployed.dir);
+}
+
+/// Waits until the proxy whose admin listener is at `admin` (token `s3cret`) holds an
+/// object and no fill is in progress.
+async fn fills_committed(admin: &str) {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let stats = send(
+            client()
+                .get(format!("http://{admin}/stats"))
+                .bearer_auth("s3cret"),
+        )
+        .await;
+        let json: serde_json::Value = serde_json::from_slice(&stats.body).expect("/stats is JSON");
+        let store = &json["store"];
+        if store["objects"].as_u64() >= Some(1) && store["reserved_bytes"].as_u64() == Some(0) {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the fill never committed: {store}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+/// The admin session under "Operating": each command (a line starting with `$ `) with the
+/// output lines shown under it.
+fn admin_session() -> Vec<(String, Vec<String>)> {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+        .expect("read README.md");
+    let intro = "A session against `secondhit serve` with `admin_token = \"s3cret\"`";
+    let after = readme
+        .split(intro)
+        .nth(1)
+        .expect("README shows an admin session with the token s3cret");
+    let mut session: Vec<(String, Vec<String>)> = Vec::new();
+    for line in after
+        .lines()
+        .skip_while(|line| !line.starts_with("    "))
+        .take_while(|line| line.starts_with("    "))
+    {
+        match line.trim().strip_prefix("$ ") {
+            Some(command) => session.push((command.to_owned(), Vec::new())),
+            None => session
+                .last_mut()
+                .expect("the session starts with a command")
+                .1
+                .push(line.trim().to_owned()),
+        }
+    }
+    session
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_session_answers_as_shown() {
+    let test = "the_admin_session_answers_as_shown";
+    let Some(mut deployed) = deploy(test, |config| {
+        set(config, "server", "admin_token", "s3cret");
+    })
+    .await
+    else {
+        return;
+    };
+    let line = deployed.proxy.wait_for_log("\"listening\"").await;
+    let admin = line
+        .split("\"admin\":\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("the listening line names the admin listener");
+    let session = admin_session();
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/config/secondhit.toml");
+    let config: toml::Table = std::fs::read_to_string(example)
+        .expect("read the example config")
+        .parse()
+        .expect("the example config is TOML");
+    let admin_listen = get(&config, "server", "admin_listen");
+    let moved = |text: &str| {
+        text.replace(&deployed.listen, &deployed.proxy.addr)
+            .replace(admin_listen, admin)
+    };
+    // A shell per command, each after the session's variable assignments so far (`T=...`).
+    // `less` would wait for a terminal.
+    let mut assignments = String::new();
+    let (mut third_was_a_hit, mut purged) = (false, false);
+    for (command, shown) in &session {
+        let script = moved(command).replace("| less", "| cat");
+        let is_assignment = command
+            .split_once('=')
+            .is_some_and(|(name, _)| name.chars().all(|c| c.is_ascii_uppercase()));
+        if is_assignment {
+            assignments.push_str(&script);
+            assignments.push('\n');
+            continue;
+        }
+        if command.contains("/purge") && !purged {
+            // The README's first purge found the stored object: wait until every fill is in.
+            fills_committed(admin).await;
+            purged = true;
+        }
+        let output = sh(&format!("{assignments}{script}")).await;
+        let seen: Vec<&str> = output.lines().collect();
+        let mut shown: Vec<String> = shown.iter().map(|line| moved(line)).collect();
+        if command.starts_with("for i in 1 2 3") {
+            // The README's third GET came before the commit (`stored`); a later one is a hit.
+            third_was_a_hit = seen.get(2).is_some_and(|l| l.contains("secondhit; hit"));
+            if third_was_a_hit {
+                shown[2] = seen[2].to_owned();
+            }
+        }
+        if command.contains("/metrics") && third_was_a_hit {
+            for line in &mut shown {
+                *line = line
+                    .replace("{result=\"hit\"} 0", "{result=\"hit\"} 1")
+                    .replace("{result=\"miss\"} 3", "{result=\"miss\"} 2");
+            }
+        }
+        if command.contains("/stats") {
+            let json: serde_json::Value = serde_json::from_str(&output).expect("/stats is JSON");
+            assert_eq!(json["policy"], "second-hit", "{json:#}");
+            continue;
+        }
+        assert_eq!(seen, shown, "`{command}`");
+    }
+    let status = deployed.proxy.terminate().await;
+    assert!(status.success(), "{status:?}");
+}
