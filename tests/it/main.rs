@@ -21,6 +21,8 @@ mod dropped_fills;
 mod filters;
 mod lifecycle;
 mod multi_node;
+mod origin_failures;
+mod origin_limits;
 mod proxy;
 mod proxy_hygiene;
 mod rfc9111;
