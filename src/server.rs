@@ -11,9 +11,10 @@
 //!
 //! Limits: at most `server.max_connections` connections are open at once (the
 //! accept loop waits for a free slot, so excess clients queue in the kernel's
-//! backlog instead of being accepted and starved; reaching the limit is logged at most
-//! once a minute, and closes every connection that has no request open, as nginx reuses
-//! keep-alive connections when it runs out), an HTTP/1 client has
+//! backlog instead of being accepted and starved; when a client arrives at the limit,
+//! every connection that has no request open is closed, as nginx drains keep-alive
+//! connections when it runs out, and that is logged at most once a minute), an HTTP/1
+//! client has
 //! `server.header_read_timeout` to send a request head, a connection with no request for
 //! `server.idle_timeout` is closed (HTTP/2 with GOAWAY; see `connection`), and a head may
 //! hold at most `server.max_headers` fields and `server.max_header_bytes` bytes (hyper
@@ -211,8 +212,8 @@ impl Server {
         }
     }
 
-    /// `server.max_connections` is reached: asks connections with no request open to close
-    /// (`reap`), and logs it at most once per [`FULL_LOG_EVERY`].
+    /// A client arrived with `server.max_connections` reached: asks connections with no
+    /// request open to close (`reap`), and logs it at most once per [`FULL_LOG_EVERY`].
     fn note_full(&self, reap: &watch::Sender<()>, last_log: &mut Option<Instant>) {
         reap.send_replace(());
         if last_log.is_some_and(|at| at.elapsed() < FULL_LOG_EVERY) {
@@ -277,21 +278,32 @@ impl Server {
         let mut full_since_log: Option<Instant> = None;
         tokio::pin!(shutdown);
         loop {
-            let slot = match slots.clone().try_acquire_owned() {
-                Ok(slot) => Ok(slot),
+            let (slot, accepted) = match slots.clone().try_acquire_owned() {
+                Ok(slot) => {
+                    let accepted = tokio::select! {
+                        accepted = self.listener.accept() => accepted,
+                        () = &mut shutdown => break,
+                    };
+                    (slot, accepted)
+                }
                 Err(_) => {
+                    // Every slot is taken. Once a client wants in (its connection is held,
+                    // at most one beyond the limit), connections with no request open are
+                    // asked to close, as nginx drains keep-alive connections when it runs
+                    // out; then the client waits for the first free slot.
+                    let accepted = tokio::select! {
+                        accepted = self.listener.accept() => accepted,
+                        () = &mut shutdown => break,
+                    };
                     self.note_full(&reap, &mut full_since_log);
-                    tokio::select! {
+                    let slot = tokio::select! {
                         slot = slots.clone().acquire_owned() => slot,
                         () = &mut shutdown => break,
-                    }
+                    };
+                    // The semaphore is never closed.
+                    let Ok(slot) = slot else { break };
+                    (slot, accepted)
                 }
-            };
-            // The semaphore is never closed.
-            let Ok(slot) = slot else { break };
-            let accepted = tokio::select! {
-                accepted = self.listener.accept() => accepted,
-                () = &mut shutdown => break,
             };
             let (stream, peer) = match accepted {
                 Ok(accepted) => accepted,
@@ -335,7 +347,7 @@ impl Server {
             // Not `graceful.watch`: the idle timer must shut the connection down too. The
             // watcher still counts it for the drain at shutdown.
             let watcher = graceful.watcher();
-            let (idle_timeout, signals) = (self.config.idle_timeout, signals.clone());
+            let (idle_timeout, signals) = (self.config.idle_timeout, signals.for_connection());
             tokio::spawn(async move {
                 let close =
                     |connection: Pin<&mut _>| auto::Connection::graceful_shutdown(connection);

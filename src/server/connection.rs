@@ -15,6 +15,11 @@
 //!
 //! A response body still streaming when the timer fires is not cut: the graceful shutdown
 //! lets it finish, and only the connection's reuse is lost.
+//!
+//! An HTTP/2 graceful shutdown closes the connection once the client answered the PING
+//! sent with the GOAWAY. A client that never answers is left to hyper's keep-alive: its
+//! pings (every `idle_timeout`) go unanswered too, and hyper drops the connection
+//! `header_read_timeout` after one (`Server::run` sets both).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -67,12 +72,24 @@ impl Drop for OpenRequest {
 }
 
 /// The signals every connection listens to.
-#[derive(Clone)]
 pub(super) struct Signals {
     /// Changes once, when the server stops accepting: shut down gracefully.
     pub(super) stop: watch::Receiver<()>,
     /// Changes whenever `server.max_connections` is reached: close if no request is open.
     pub(super) reap: watch::Receiver<()>,
+}
+
+impl Signals {
+    /// The signals for a new connection: only what is sent from now on concerns it (a
+    /// reap sent before it was accepted, perhaps to make room for it, does not).
+    pub(super) fn for_connection(&self) -> Signals {
+        let mut reap = self.reap.clone();
+        reap.borrow_and_update();
+        Signals {
+            stop: self.stop.clone(),
+            reap,
+        }
+    }
 }
 
 /// Runs `connection` to its end, calling `close` (its graceful shutdown) once: when it was

@@ -17,6 +17,7 @@ mod admin_page;
 #[cfg(feature = "bench")]
 mod bench;
 mod cli;
+mod client_limits;
 mod dropped_fills;
 mod filters;
 mod lifecycle;

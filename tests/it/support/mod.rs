@@ -95,6 +95,16 @@ pub fn client() -> reqwest::Client {
         .expect("test client")
 }
 
+/// Like [`client`], speaking cleartext HTTP/2 with prior knowledge (h2c).
+pub fn h2c_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .http2_prior_knowledge()
+        .timeout(PATIENCE)
+        .build()
+        .expect("h2c client")
+}
+
 /// A response as the test sees it.
 pub struct Seen {
     pub status: u16,
