@@ -350,9 +350,13 @@ impl Origin {
         // A bounded wait: excess requests fail fast with a 503 instead of queueing without
         // bound behind a slow origin. The semaphore is never closed, so acquire only fails
         // if that invariant breaks.
-        let permit = tokio::time::timeout(self.queue_timeout, self.in_flight.acquire())
-            .await
-            .map_err(|_| OriginError::Busy(self.queue_timeout))?;
+        let permit = match self.in_flight.try_acquire() {
+            Ok(permit) => Ok(permit),
+            // Only a request that must wait pays for a timer.
+            Err(_) => tokio::time::timeout(self.queue_timeout, self.in_flight.acquire())
+                .await
+                .map_err(|_| OriginError::Busy(self.queue_timeout))?,
+        };
         // Timed from here: the wait for a permit is this proxy's queue, not the origin's time.
         let sent = Instant::now();
         let response = tokio::time::timeout(self.head_timeout, self.client.request(request)).await;

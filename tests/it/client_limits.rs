@@ -70,6 +70,16 @@ async fn read_to_close(stream: &mut TcpStream) -> Option<Vec<u8>> {
     }
 }
 
+/// Reads one HTTP/2 frame: its type, flags and payload; `None` at the end of the stream.
+async fn read_frame(stream: &mut TcpStream) -> Option<(u8, u8, Vec<u8>)> {
+    let mut head = [0u8; 9];
+    stream.read_exact(&mut head).await.ok()?;
+    let len = usize::from(head[0]) << 16 | usize::from(head[1]) << 8 | usize::from(head[2]);
+    let mut payload = vec![0u8; len];
+    stream.read_exact(&mut payload).await.ok()?;
+    Some((head[3], head[4], payload))
+}
+
 /// Plays an idle h2c client that has sent its preface: opens no stream, but acknowledges
 /// the server's SETTINGS and PINGs as a live client does (a graceful HTTP/2 shutdown
 /// waits for a PING's answer before it closes). Returns the frame types the server sent,
@@ -77,23 +87,11 @@ async fn read_to_close(stream: &mut TcpStream) -> Option<Vec<u8>> {
 async fn idle_h2c(stream: &mut TcpStream) -> Option<Vec<u8>> {
     let mut types = Vec::new();
     let frames = async {
-        loop {
-            let mut head = [0u8; 9];
-            if stream.read_exact(&mut head).await.is_err() {
-                return;
-            }
-            let len = usize::from(head[0]) << 16 | usize::from(head[1]) << 8 | usize::from(head[2]);
-            let mut payload = vec![0u8; len];
-            if stream.read_exact(&mut payload).await.is_err() {
-                return;
-            }
-            let (kind, flags) = (head[3], head[4]);
+        while let Some((kind, flags, payload)) = read_frame(stream).await {
             types.push(kind);
             let answer = match kind {
-                SETTINGS if flags & ACK == 0 => vec![0, 0, 0, SETTINGS, ACK, 0, 0, 0, 0],
-                PING if flags & ACK == 0 => {
-                    [&[0, 0, 8, PING, ACK, 0, 0, 0, 0][..], &payload].concat()
-                }
+                SETTINGS if flags & ACK == 0 => frame(SETTINGS, ACK, 0, &[]),
+                PING if flags & ACK == 0 => frame(PING, ACK, 0, &payload),
                 _ => continue,
             };
             if stream.write_all(&answer).await.is_err() {
@@ -300,4 +298,78 @@ async fn reaching_max_connections_is_logged_once_and_makes_room() {
     let lines = serve.log_lines_containing("server.max_connections reached");
     assert_eq!(lines, 1, "logged once, not once per client");
     serve.kill().await;
+}
+
+/// An HTTP/2 frame: 9-byte head (RFC 9113 §4.1) and payload.
+fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let len = payload.len() as u32;
+    let mut out = vec![(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, flags];
+    out.extend_from_slice(&stream.to_be_bytes());
+    out.extend_from_slice(payload);
+    out
+}
+
+/// Reads the server's frames until it closes, acknowledging nothing; returns each frame's
+/// type and payload.
+async fn frames_until_close(stream: &mut TcpStream) -> Vec<(u8, Vec<u8>)> {
+    let mut seen = Vec::new();
+    let read = async {
+        while let Some((kind, _, payload)) = read_frame(stream).await {
+            seen.push((kind, payload));
+        }
+    };
+    let _ = tokio::time::timeout(PATIENCE, read).await;
+    seen
+}
+
+/// The server's SETTINGS announce `server.max_concurrent_streams`, and a client that opens
+/// and at once resets streams in a loop (rapid reset, CVE-2023-44487) gets GOAWAY with
+/// ENHANCE_YOUR_CALM instead of costing the origin a request per stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_stream_limits_are_announced_and_rapid_reset_ends_in_goaway() {
+    let origin = origin().await;
+    let proxy = TestProxy::start(origin.addr, |c| c.server.max_concurrent_streams = 7).await;
+    let mut stream = TcpStream::connect(proxy.addr).await.expect("connect");
+    stream.write_all(H2C_PREFACE).await.expect("preface");
+    // GET http://a/x: :method GET, :scheme http, :path / (static table), :authority "a".
+    let block = [0x82, 0x86, 0x84, 0x41, 0x01, b'a'];
+    const HEADERS: u8 = 0x1;
+    const RST_STREAM: u8 = 0x3;
+    const END_STREAM_AND_HEADERS: u8 = 0x1 | 0x4;
+    const CANCEL: u32 = 0x8;
+    let mut flood = Vec::new();
+    for n in 0..500u32 {
+        let id = 2 * n + 1;
+        flood.extend(frame(HEADERS, END_STREAM_AND_HEADERS, id, &block));
+        flood.extend(frame(RST_STREAM, 0, id, &CANCEL.to_be_bytes()));
+    }
+    // The server may close before it read everything: a failed write is expected.
+    let _ = stream.write_all(&flood).await;
+    let frames = frames_until_close(&mut stream).await;
+    let settings = frames
+        .iter()
+        .find(|(kind, _)| *kind == SETTINGS)
+        .map(|(_, payload)| payload.clone())
+        .expect("server SETTINGS");
+    let max_streams = settings
+        .chunks(6)
+        .find(|param| param[..2] == [0, 3])
+        .map(|param| u32::from_be_bytes([param[2], param[3], param[4], param[5]]));
+    assert_eq!(max_streams, Some(7), "SETTINGS_MAX_CONCURRENT_STREAMS");
+    const ENHANCE_YOUR_CALM: u32 = 0xb;
+    let goaway = frames
+        .iter()
+        .find(|(kind, _)| *kind == GOAWAY)
+        .map(|(_, payload)| u32::from_be_bytes([payload[4], payload[5], payload[6], payload[7]]));
+    assert_eq!(
+        goaway,
+        Some(ENHANCE_YOUR_CALM),
+        "frames: {:?}",
+        frames.iter().map(|f| f.0).collect::<Vec<_>>()
+    );
+    assert!(
+        origin.total() < 500,
+        "{} of 500 reset streams reached the origin",
+        origin.total()
+    );
 }
