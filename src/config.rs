@@ -9,8 +9,7 @@
 //! re-checking. Every error names the dotted key (`cache.max_object_size`)
 //! and the rule broken.
 //!
-//! Keys from the schema whose feature is not built yet (`server.idle_timeout`,
-//! `cache.min_free`, ...) are read, never ignored: their presence is a
+//! Keys from the schema whose feature is not built yet (`cache.min_free`) are read, never ignored: their presence is a
 //! [`ConfigError::NotSupported`], so nobody believes a setting took effect.
 //!
 //! Sizes are strings parsed by `bytesize` ("512KiB", "10GiB"; note "KB" is
@@ -65,6 +64,10 @@ pub struct ServerConfig {
     pub max_connections: usize,
     /// Time allowed for a client to send the request head (> 0).
     pub header_read_timeout: Duration,
+    /// A connection with no request for this long is closed, HTTP/2 with GOAWAY (> 0).
+    pub idle_timeout: Duration,
+    /// Most streams an HTTP/2 client may have open at once on one connection (> 0).
+    pub max_concurrent_streams: u32,
     /// Most header fields in an HTTP/1 request head; more get 431 (1..=[`MAX_MAX_HEADERS`]).
     pub max_headers: usize,
     /// Most bytes of a request head, request line included; a larger head gets 431
@@ -89,6 +92,8 @@ impl Default for ServerConfig {
             admin_token: None,
             max_connections: 10_000,
             header_read_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+            max_concurrent_streams: 128,
             max_headers: 100,
             max_header_bytes: 64 * 1024,
             shutdown_timeout: Duration::from_secs(30),
@@ -127,7 +132,18 @@ pub struct OriginConfig {
     pub read_timeout: Duration,
     /// Origin requests allowed in flight at once (> 0).
     pub max_in_flight: usize,
+    /// Longest wait for one of the `max_in_flight` permits; then 503 with `Retry-After`
+    /// (zero: fail at once when none is free).
+    pub queue_timeout: Duration,
+    /// Bytes of a request body read before an origin permit is taken (at most
+    /// [`MAX_BODY_BUFFER_SIZE`]; zero: stream it from the start).
+    pub body_buffer_size: u64,
+    /// Longest wait for the next bytes of a client's request body (> 0); then 408.
+    pub body_read_timeout: Duration,
 }
+
+/// Upper limit of `origin.body_buffer_size`: every request with a body may hold this much.
+pub const MAX_BODY_BUFFER_SIZE: u64 = 16 * 1024 * 1024;
 
 impl Default for OriginConfig {
     fn default() -> Self {
@@ -137,6 +153,9 @@ impl Default for OriginConfig {
             connect_timeout: Duration::from_secs(2),
             read_timeout: Duration::from_secs(30),
             max_in_flight: 1024,
+            queue_timeout: Duration::from_secs(5),
+            body_buffer_size: 64 * 1024,
+            body_read_timeout: Duration::from_secs(10),
         }
     }
 }

@@ -4,13 +4,13 @@
 //! entry) never fails a request: the proxy logs it and proxies uncached, so it never
 //! reaches this module's [`error_response`]. A failure of the *request* (the origin is
 //! down or slow, the request names no host, it breaks an RFC 9110/9112 rule that
-//! `hygiene` checks) is answered here: 400, 502 or 504 with a short plain-text body and
-//! a `Cache-Status` detail naming the cause.
+//! `hygiene` checks) is answered here: 400, 408, 501, 502, 503 or 504 with a short
+//! plain-text body and a `Cache-Status` detail naming the cause.
 
 use std::net::SocketAddr;
 
 use bytes::Bytes;
-use http::header::{CONTENT_TYPE, HeaderValue};
+use http::header::{CONNECTION, CONTENT_TYPE, HeaderValue, RETRY_AFTER};
 use http::{Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 
@@ -69,6 +69,10 @@ pub enum ErrorKind {
     OnlyIfCached,
     /// A stale response that must be revalidated, and the origin failed (504).
     MustRevalidate,
+    /// Every origin permit stayed taken for `origin.queue_timeout` (503).
+    OriginBusy,
+    /// The client's request body stalled for `origin.body_read_timeout` (408).
+    RequestBodyTimeout,
     /// A store lookup failed; the request was proxied uncached.
     StoreLookup,
     /// A fill of a storable, admitted response could not start (no room, disk error).
@@ -77,7 +81,7 @@ pub enum ErrorKind {
 
 impl ErrorKind {
     /// Every kind, in counter order.
-    pub const ALL: [ErrorKind; 9] = [
+    pub const ALL: [ErrorKind; 11] = [
         ErrorKind::BadRequest,
         ErrorKind::Rejected,
         ErrorKind::OriginTimeout,
@@ -85,6 +89,8 @@ impl ErrorKind {
         ErrorKind::OriginError,
         ErrorKind::OnlyIfCached,
         ErrorKind::MustRevalidate,
+        ErrorKind::OriginBusy,
+        ErrorKind::RequestBodyTimeout,
         ErrorKind::StoreLookup,
         ErrorKind::FillNotStarted,
     ];
@@ -99,6 +105,8 @@ impl ErrorKind {
             ErrorKind::OriginError => "origin-error",
             ErrorKind::OnlyIfCached => "only-if-cached",
             ErrorKind::MustRevalidate => "must-revalidate",
+            ErrorKind::OriginBusy => "origin-busy",
+            ErrorKind::RequestBodyTimeout => "request-body-timeout",
             ErrorKind::StoreLookup => "store-lookup",
             ErrorKind::FillNotStarted => "fill-not-started",
         }
@@ -113,6 +121,8 @@ impl ProxyError {
             ProxyError::Rejected(_) => ErrorKind::Rejected,
             ProxyError::Origin(OriginError::Timeout(_)) => ErrorKind::OriginTimeout,
             ProxyError::Origin(OriginError::Connect(_)) => ErrorKind::OriginUnreachable,
+            ProxyError::Origin(OriginError::Busy(_)) => ErrorKind::OriginBusy,
+            ProxyError::Origin(OriginError::RequestBodyTimeout(_)) => ErrorKind::RequestBodyTimeout,
             ProxyError::Origin(OriginError::Protocol(_) | OriginError::Client(_)) => {
                 ErrorKind::OriginError
             }
@@ -169,12 +179,23 @@ pub fn full_body(bytes: Bytes) -> ProxyBody {
 pub fn error_response(error: &ProxyError) -> Response<ProxyBody> {
     let (status, detail) = match error {
         ProxyError::BadRequest(_) => (StatusCode::BAD_REQUEST, Detail::BadRequest),
+        // 501, not 405: no resource of a reverse proxy supports CONNECT (RFC 9110 §15.6.2).
+        ProxyError::Rejected(Rejection::Connect) => (
+            StatusCode::NOT_IMPLEMENTED,
+            Detail::Rejected(Rejection::Connect),
+        ),
         ProxyError::Rejected(reason) => (StatusCode::BAD_REQUEST, Detail::Rejected(*reason)),
         ProxyError::Origin(OriginError::Timeout(_)) => {
             (StatusCode::GATEWAY_TIMEOUT, Detail::OriginTimeout)
         }
         ProxyError::Origin(OriginError::Connect(_)) => {
             (StatusCode::BAD_GATEWAY, Detail::OriginUnreachable)
+        }
+        ProxyError::Origin(OriginError::Busy(_)) => {
+            (StatusCode::SERVICE_UNAVAILABLE, Detail::OriginBusy)
+        }
+        ProxyError::Origin(OriginError::RequestBodyTimeout(_)) => {
+            (StatusCode::REQUEST_TIMEOUT, Detail::RequestBodyTimeout)
         }
         ProxyError::Origin(OriginError::Protocol(_) | OriginError::Client(_)) => {
             (StatusCode::BAD_GATEWAY, Detail::OriginError)
@@ -196,5 +217,17 @@ pub fn error_response(error: &ProxyError) -> Response<ProxyBody> {
         HeaderValue::from_static("text/plain; charset=utf-8"),
     );
     headers.insert(CACHE_STATUS, CacheStatus::own(detail).to_header_value());
+    match error {
+        // When to try again: after about as long as this request queued (RFC 9110 §10.2.3).
+        ProxyError::Origin(OriginError::Busy(waited)) => {
+            let seconds = waited.as_secs() + u64::from(waited.subsec_nanos() > 0);
+            headers.insert(RETRY_AFTER, HeaderValue::from(seconds.max(1)));
+        }
+        // The body was not read to its end: the connection cannot carry another request.
+        ProxyError::Origin(OriginError::RequestBodyTimeout(_)) => {
+            headers.insert(CONNECTION, HeaderValue::from_static("close"));
+        }
+        _ => {}
+    }
     response
 }

@@ -42,7 +42,7 @@ pub const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-p
 /// `X-Forwarded-Host`: the host the client asked for, set.
 pub const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
 
-/// Why a request is answered 400 without reaching the origin.
+/// Why a request is answered 400 (501 for `CONNECT`) without reaching the origin.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Rejection {
     /// More than one `Host` field line (RFC 9112 §3.2).
@@ -72,11 +72,18 @@ pub enum Rejection {
     /// (RFC 9110 §7.6.2): the proxy cannot tell whether it is the last hop.
     #[error("invalid Max-Forwards")]
     InvalidMaxForwards,
+    /// An asterisk-form target (`*`) with a method other than `OPTIONS`, which alone may
+    /// use it (RFC 9112 §3.2.4).
+    #[error("asterisk-form target with a method other than OPTIONS")]
+    AsteriskForm,
+    /// `CONNECT`: a reverse proxy opens no tunnels; answered 501 (see `proxy::target_form`).
+    #[error("CONNECT is not supported by a reverse proxy")]
+    Connect,
 }
 
 impl Rejection {
     /// Every reason, for parsing and tests.
-    pub const ALL: [Rejection; 8] = [
+    pub const ALL: [Rejection; 10] = [
         Rejection::SeveralHosts,
         Rejection::MissingHost,
         Rejection::InvalidHost,
@@ -85,6 +92,8 @@ impl Rejection {
         Rejection::ConflictingLength,
         Rejection::InvalidLength,
         Rejection::InvalidMaxForwards,
+        Rejection::AsteriskForm,
+        Rejection::Connect,
     ];
 
     /// The `Cache-Status` `detail` token (an RFC 8941 token) and log word.
@@ -98,6 +107,8 @@ impl Rejection {
             Rejection::ConflictingLength => "conflicting-content-length",
             Rejection::InvalidLength => "invalid-content-length",
             Rejection::InvalidMaxForwards => "invalid-max-forwards",
+            Rejection::AsteriskForm => "asterisk-form",
+            Rejection::Connect => "connect",
         }
     }
 

@@ -27,14 +27,17 @@
 //!   [`range`] (`Cache-Status: secondhit; hit`); a stale one is revalidated with a
 //!   conditional request, and a 304 refreshes its metadata in place.
 //! - [`origin`] forwards a miss to the origin (pooled hyper client, no redirects, connect
-//!   and between-bytes timeouts) and strips hop-by-hop headers.
+//!   and between-bytes timeouts, at most `origin.max_in_flight` at once with a bounded
+//!   wait for a slot, request bodies read ahead before a slot is taken) and strips
+//!   hop-by-hop headers.
 //! - [`policy`] decides with RFC 9111 whether the response may be stored at all; a
 //!   non-error answer to an unsafe method invalidates what it names.
 //! - If it may, and admission said admit, [`tee`] streams the body to the client and,
 //!   through a bounded buffer, to a [`store::EntryWriter`]; the entry exists only
 //!   after the whole body arrived and `finish()` renamed it into place.
 //! - [`cache_status`] formats the RFC 9211 `Cache-Status` header every response carries;
-//!   [`error`] turns request failures into 400/502/504 responses, in one function.
+//!   [`error`] turns request failures into 400/408/501/502/503/504 responses, in one
+//!   function.
 //! - When the response's body is done, [`access_log`] queues one record for its writer
 //!   thread, without waiting: a line in nginx's combined format or JSON.
 //!

@@ -35,12 +35,22 @@ use crate::config::{HostHeader, OriginConfig};
 use crate::error::BoxError;
 use crate::metrics::Metrics;
 
+mod upload;
+
 /// Failure to get a response head from the origin; `error::error_response` maps it to 502/504.
 #[derive(Debug, thiserror::Error)]
 pub enum OriginError {
     /// The origin could not be reached (refused, reset before a response, DNS).
     #[error("origin unreachable: {0}")]
     Connect(#[source] BoxError),
+    /// Every `origin.max_in_flight` permit stayed taken for `origin.queue_timeout` (the
+    /// time waited): the request was never sent.
+    #[error("all origin.max_in_flight permits stayed taken for {0:?} (origin.queue_timeout)")]
+    Busy(Duration),
+    /// The client's request body stalled for `origin.body_read_timeout` before the
+    /// request could be sent.
+    #[error("the request body stalled for {0:?} (origin.body_read_timeout)")]
+    RequestBodyTimeout(Duration),
     /// The origin did not answer within the connect or read timeout.
     #[error("origin timed out: {0}")]
     Timeout(#[source] BoxError),
@@ -52,10 +62,16 @@ pub enum OriginError {
     Client(String),
 }
 
-/// The origin went silent for longer than `origin.read_timeout`.
+/// A body went silent for longer than its timeout: the origin's response
+/// (`origin.read_timeout`) or the client's upload (`origin.body_read_timeout`).
 #[derive(Debug, thiserror::Error)]
-#[error("no bytes from the origin for {0:?} (origin.read_timeout)")]
-pub struct ReadTimedOut(Duration);
+#[error("no body bytes for {after:?} ({key})")]
+pub struct ReadTimedOut {
+    /// How long the body was silent.
+    after: Duration,
+    /// The setting that timed out.
+    key: &'static str,
+}
 
 impl OriginError {
     fn classify(error: hyper_util::client::legacy::Error) -> OriginError {
@@ -92,27 +108,35 @@ pub fn empty_body() -> RequestBody {
         .boxed_unsync()
 }
 
-/// A response body from the origin that fails with [`ReadTimedOut`] when no frame
-/// arrives for `origin.read_timeout`: the timer restarts with every frame, so a long
-/// download is never cut while bytes keep coming.
-pub struct ReadTimeout {
-    inner: Incoming,
+/// A body that fails with [`ReadTimedOut`] when no frame arrives for its timeout: a
+/// response from the origin (`origin.read_timeout`), or the rest of a client's upload
+/// (`origin.body_read_timeout`). The timer restarts with every frame, so a long transfer
+/// is never cut while bytes keep coming.
+pub struct ReadTimeout<B = Incoming> {
+    inner: B,
     timeout: Duration,
+    /// The setting named when it fires.
+    key: &'static str,
     /// Boxed: a `Sleep` is `!Unpin`, and the body moves between owners.
     deadline: Pin<Box<Sleep>>,
 }
 
-impl ReadTimeout {
-    fn new(inner: Incoming, timeout: Duration) -> ReadTimeout {
+impl<B> ReadTimeout<B> {
+    fn new(inner: B, timeout: Duration, key: &'static str) -> ReadTimeout<B> {
         ReadTimeout {
             inner,
             timeout,
+            key,
             deadline: Box::pin(tokio::time::sleep(timeout)),
         }
     }
 }
 
-impl Body for ReadTimeout {
+impl<B> Body for ReadTimeout<B>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: Into<BoxError>,
+{
     type Data = Bytes;
     type Error = BoxError;
 
@@ -125,11 +149,15 @@ impl Body for ReadTimeout {
             Poll::Ready(frame) => {
                 let next = Instant::now() + this.timeout;
                 this.deadline.as_mut().reset(next);
-                Poll::Ready(frame.map(|f| f.map_err(BoxError::from)))
+                Poll::Ready(frame.map(|f| f.map_err(Into::into)))
             }
             Poll::Pending => {
                 ready!(this.deadline.as_mut().poll(cx));
-                Poll::Ready(Some(Err(ReadTimedOut(this.timeout).into())))
+                let timed_out = ReadTimedOut {
+                    after: this.timeout,
+                    key: this.key,
+                };
+                Poll::Ready(Some(Err(timed_out.into())))
             }
         }
     }
@@ -243,8 +271,15 @@ pub struct Origin {
     /// pooled client connects inside the same request when no idle connection waits.
     head_timeout: Duration,
     /// Bounds requests waiting for a response head (`origin.max_in_flight`); the permit is
-    /// released when the head arrives, so slow bodies do not hold it.
+    /// released when the head arrives, so slow response bodies do not hold it, and taken
+    /// only after the request body was read ahead ([`upload`]), so slow uploads do not
+    /// either.
     in_flight: Arc<Semaphore>,
+    /// `origin.queue_timeout`: the longest wait for a permit before a 503.
+    queue_timeout: Duration,
+    /// How much of a request body is read before a permit is taken, and how long it may
+    /// stall (`origin.body_buffer_size`, `origin.body_read_timeout`).
+    upload: upload::Limits,
     /// Where the time to each response head is recorded.
     metrics: Arc<Metrics>,
 }
@@ -275,6 +310,11 @@ impl Origin {
             read_timeout: config.read_timeout,
             head_timeout: config.connect_timeout + config.read_timeout,
             in_flight: Arc::new(Semaphore::new(config.max_in_flight)),
+            queue_timeout: config.queue_timeout,
+            upload: upload::Limits {
+                buffer: config.body_buffer_size,
+                read_timeout: config.body_read_timeout,
+            },
             metrics,
         })
     }
@@ -305,12 +345,22 @@ impl Origin {
             .path_and_query(target)
             .build()
             .map_err(|e| OriginError::Protocol(e.into()))?;
+        // Before a permit: a client that trickles its body holds no origin capacity.
+        let body = upload::read_ahead(body, self.upload).await?;
         let mut request = Request::new(body);
         *request.method_mut() = method;
         *request.uri_mut() = uri;
         *request.headers_mut() = headers;
-        // The semaphore is never closed, so acquire only fails if that invariant breaks.
-        let permit = self.in_flight.acquire().await;
+        // A bounded wait: excess requests fail fast with a 503 instead of queueing without
+        // bound behind a slow origin. The semaphore is never closed, so acquire only fails
+        // if that invariant breaks.
+        let permit = match self.in_flight.try_acquire() {
+            Ok(permit) => Ok(permit),
+            // Only a request that must wait pays for a timer.
+            Err(_) => tokio::time::timeout(self.queue_timeout, self.in_flight.acquire())
+                .await
+                .map_err(|_| OriginError::Busy(self.queue_timeout))?,
+        };
         // Timed from here: the wait for a permit is this proxy's queue, not the origin's time.
         let sent = Instant::now();
         let response = tokio::time::timeout(self.head_timeout, self.client.request(request)).await;
@@ -319,7 +369,10 @@ impl Origin {
         let response = match response {
             Ok(response) => response.map_err(OriginError::classify)?,
             Err(_) => {
-                let waited = ReadTimedOut(self.head_timeout);
+                let waited = ReadTimedOut {
+                    after: self.head_timeout,
+                    key: "origin.connect_timeout + origin.read_timeout",
+                };
                 return Err(OriginError::Timeout(waited.into()));
             }
         };
@@ -331,7 +384,7 @@ impl Origin {
         head.version = Version::default();
         Ok(OriginResponse {
             head,
-            body: ReadTimeout::new(body, self.read_timeout),
+            body: ReadTimeout::new(body, self.read_timeout, "origin.read_timeout"),
             framing,
         })
     }

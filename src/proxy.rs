@@ -32,7 +32,8 @@
 //! Submodules: `cache` (lookup with variants, revalidation, fills), `forward` (the miss
 //! path, and the one storable → fill → tee step every origin answer to a GET takes),
 //! `respond` (answers from storage), `stale` (stale entries),
-//! `invalidate` (unsafe methods), `max_forwards` (`TRACE`/`OPTIONS` hop counting).
+//! `invalidate` (unsafe methods), `max_forwards` (`TRACE`/`OPTIONS` hop counting),
+//! `target_form` (`*` targets and `CONNECT`, answered by the proxy).
 
 mod cache;
 mod forward;
@@ -40,6 +41,7 @@ mod invalidate;
 mod max_forwards;
 mod respond;
 mod stale;
+mod target_form;
 
 use std::collections::HashSet;
 use std::net::SocketAddr;
@@ -140,8 +142,9 @@ impl Proxy {
     /// Answers one request from `peer`. Never fails: errors become responses through `error_response`.
     ///
     /// The head is checked first ([`hygiene::check_request`]): a rejected request is
-    /// answered 400 and never routed. A `TRACE` or `OPTIONS` whose `Max-Forwards` is zero is
-    /// answered here (`max_forwards`). Any other accepted head loses its hop-by-hop fields
+    /// answered 400 and never routed. A `*` target or a `CONNECT` (`target_form`), and a
+    /// `TRACE` or `OPTIONS` whose `Max-Forwards` is zero (`max_forwards`), are answered
+    /// here. Any other accepted head loses its hop-by-hop fields
     /// and is routed; every request sent to the origin for it carries the forwarding
     /// fields ([`hygiene::Forwarding`]), and every response gets `Via`. When the access
     /// log is on, the response's body logs the request once it is done
@@ -156,6 +159,8 @@ impl Proxy {
         let routed = match hygiene::check_request(&mut head)
             .and_then(|()| max_forwards::take_hop(&mut head))
         {
+            // `*` targets and `CONNECT` name nothing on the origin.
+            Ok(_) if target_form::is_own(&head) => target_form::answer(&head),
             Ok(Hop::Forward) => {
                 // Fields about the client's connection are gone before anything judges
                 // the request; the forwarding fields are added only where it is

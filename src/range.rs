@@ -8,19 +8,20 @@
 //! order. More ranges, overlapping ones, or (from the origin) ranges out of order get the
 //! whole object as a 200, which §14.2 allows for a range set a server will not serve. A
 //! syntactically invalid `Range` is ignored (whole object), an unsatisfiable single range
-//! is answered 416, and an `If-Range` that does not match the stored validator (strong
-//! comparison, §13.1.5) turns the request into a plain GET.
+//! is answered 416, and an `If-Range` that does not match the stored validator strongly,
+//! or is not a valid validator at all, turns the request into a plain GET (`if_range`).
 
 use std::collections::VecDeque;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
 use bytes::Bytes;
-use headers::{ETag, HeaderMapExt, IfRange, LastModified};
 use http::header::RANGE;
 use http::{HeaderMap, HeaderValue};
 use http_body::{Body, Frame, SizeHint};
 use http_range_header::{RangeUnsatisfiableError, StartPosition};
+
+mod if_range;
 
 /// The most ranges one request is answered part by part; a request for more gets the
 /// whole object (each part is a separate read, and a flood of tiny ranges costs the
@@ -70,12 +71,8 @@ pub fn answer(request: &HeaderMap, stored: &HeaderMap, len: u64) -> RangeAnswer 
     let Some(text) = range_text(request) else {
         return RangeAnswer::Whole;
     };
-    if let Some(if_range) = request.typed_get::<IfRange>() {
-        let etag = stored.typed_get::<ETag>();
-        let modified = stored.typed_get::<LastModified>();
-        if if_range.is_modified(etag.as_ref(), modified.as_ref()) {
-            return RangeAnswer::Whole;
-        }
+    if if_range::holds(request, stored) == Some(false) {
+        return RangeAnswer::Whole;
     }
     let Ok(parsed) = http_range_header::parse_range_header(text) else {
         return RangeAnswer::Whole;
@@ -316,128 +313,4 @@ where
 }
 
 #[cfg(test)]
-mod tests {
-    use http_body_util::BodyExt;
-
-    use super::*;
-
-    fn request(range: &'static str) -> HeaderMap {
-        let mut headers = HeaderMap::new();
-        headers.insert(RANGE, HeaderValue::from_static(range));
-        headers
-    }
-
-    #[test]
-    fn single_ranges_suffixes_and_unsatisfiable() {
-        let none = HeaderMap::new();
-        let part = |first, last| RangeAnswer::Part { first, last };
-        assert_eq!(answer(&request("bytes=10-19"), &none, 100), part(10, 19));
-        assert_eq!(answer(&request("bytes=-5"), &none, 100), part(95, 99));
-        assert_eq!(answer(&request("bytes=90-"), &none, 100), part(90, 99));
-        assert_eq!(answer(&request("bytes=90-500"), &none, 100), part(90, 99));
-        assert_eq!(answer(&request("bytes=-500"), &none, 100), part(0, 99));
-        assert_eq!(
-            answer(&request("bytes=100-"), &none, 100),
-            RangeAnswer::Unsatisfiable
-        );
-        assert_eq!(
-            answer(&request("bytes=0-1,5-6"), &none, 100),
-            RangeAnswer::Parts(vec![(0, 1), (5, 6)])
-        );
-        assert_eq!(
-            answer(&request("bytes=50-59,-5,0-0"), &none, 100),
-            RangeAnswer::Parts(vec![(50, 59), (95, 99), (0, 0)])
-        );
-        // Overlapping, or more than MAX_PARTS: the whole object.
-        assert_eq!(
-            answer(&request("bytes=0-10,5-6"), &none, 100),
-            RangeAnswer::Whole
-        );
-        let many: Vec<String> = (0..=MAX_PARTS).map(|i| format!("{i}-{i}")).collect();
-        let mut many_ranges = HeaderMap::new();
-        let value = HeaderValue::from_str(&format!("bytes={}", many.join(",")));
-        many_ranges.insert(RANGE, value.expect("a valid header value"));
-        assert_eq!(answer(&many_ranges, &none, 1000), RangeAnswer::Whole);
-        assert_eq!(
-            answer(&request("items=0-1"), &none, 100),
-            RangeAnswer::Whole
-        );
-        assert!(is_answerable_range(&request("bytes=0-1")));
-        assert!(is_answerable_range(&request("bytes=0-1,3-4")));
-        assert!(!is_answerable_range(&request("items=0-1")));
-        assert!(ascending(&[(0, 1), (3, 4)]) && !ascending(&[(3, 4), (0, 1)]));
-    }
-
-    #[test]
-    fn multipart_framing_and_length() {
-        let parts = Multipart::new(Some(HeaderValue::from_static("text/plain")), 100);
-        let head = parts.part_head(5, 6);
-        let text = std::str::from_utf8(&head).expect("ascii");
-        assert!(text.starts_with("\r\n--secondhit-"), "{text}");
-        assert!(
-            text.ends_with("\r\nContent-Type: text/plain\r\nContent-Range: bytes 5-6/100\r\n\r\n")
-        );
-        let boundary = parts.boundary.clone();
-        assert_eq!(parts.closing(), format!("\r\n--{boundary}--\r\n"));
-        assert_eq!(
-            parts.content_type(),
-            format!("multipart/byteranges; boundary={boundary}").as_str()
-        );
-        let expected = parts.part_head(0, 1).len() + 2 + head.len() + 2 + parts.closing().len();
-        assert_eq!(parts.content_length(&[(0, 1), (5, 6)]), expected as u64);
-    }
-
-    #[tokio::test]
-    async fn multipart_body_cuts_parts_across_frames_and_reads_to_the_end() {
-        let object: Vec<u8> = (0..100u8).collect();
-        let frames: Vec<Result<Frame<Bytes>, std::convert::Infallible>> = object
-            .chunks(7)
-            .map(|chunk| Ok(Frame::data(Bytes::copy_from_slice(chunk))))
-            .collect();
-        let inner = http_body_util::StreamBody::new(futures_util::stream::iter(frames));
-        let multipart = Multipart::new(None, 100);
-        // Within one frame, across frames, adjacent, and the last byte.
-        let parts = vec![(1, 2), (5, 30), (31, 31), (99, 99)];
-        let body = PartsBody::multipart(inner, &multipart, parts.clone());
-        assert_eq!(
-            body.size_hint().exact(),
-            Some(multipart.content_length(&parts))
-        );
-        let bytes = body.collect().await.map(|c| c.to_bytes());
-        let mut expected = Vec::new();
-        for &(first, last) in &parts {
-            expected.extend_from_slice(&multipart.part_head(first, last));
-            expected.extend_from_slice(&object[first as usize..=last as usize]);
-        }
-        expected.extend_from_slice(&multipart.closing());
-        assert_eq!(bytes.ok().as_deref(), Some(&expected[..]));
-    }
-
-    #[test]
-    fn if_range_needs_the_current_strong_etag() {
-        let mut stored = HeaderMap::new();
-        stored.insert("etag", HeaderValue::from_static("\"v2\""));
-        let mut current = request("bytes=0-0");
-        current.insert("if-range", HeaderValue::from_static("\"v2\""));
-        assert_eq!(
-            answer(&current, &stored, 10),
-            RangeAnswer::Part { first: 0, last: 0 }
-        );
-        let mut old = request("bytes=0-0");
-        old.insert("if-range", HeaderValue::from_static("\"v1\""));
-        assert_eq!(answer(&old, &stored, 10), RangeAnswer::Whole);
-    }
-
-    #[tokio::test]
-    async fn range_body_slices_across_frames() {
-        let frames: Vec<Result<Frame<Bytes>, std::convert::Infallible>> = vec![
-            Ok(Frame::data(Bytes::from_static(b"0123"))),
-            Ok(Frame::data(Bytes::from_static(b"4567"))),
-            Ok(Frame::data(Bytes::from_static(b"89"))),
-        ];
-        let inner = http_body_util::StreamBody::new(futures_util::stream::iter(frames));
-        let body = PartsBody::range(inner, 3, 8);
-        let bytes = body.collect().await.map(|c| c.to_bytes());
-        assert_eq!(bytes.ok().as_deref(), Some(&b"345678"[..]));
-    }
-}
+mod tests;

@@ -11,10 +11,18 @@
 //!
 //! Limits: at most `server.max_connections` connections are open at once (the
 //! accept loop waits for a free slot, so excess clients queue in the kernel's
-//! backlog instead of being accepted and starved), an HTTP/1 client has
-//! `server.header_read_timeout` to send a request head, and a head may hold at most
-//! `server.max_headers` fields and `server.max_header_bytes` bytes (hyper answers 431;
-//! the byte limit also bounds an HTTP/2 header list).
+//! backlog instead of being accepted and starved; when a client arrives at the limit,
+//! every connection that has no request open is closed, as nginx drains keep-alive
+//! connections when it runs out, and that is logged at most once a minute), an HTTP/1
+//! client has
+//! `server.header_read_timeout` to send a request head, a connection with no request for
+//! `server.idle_timeout` is closed (HTTP/2 with GOAWAY; see `connection`), and a head may
+//! hold at most `server.max_headers` fields and `server.max_header_bytes` bytes (hyper
+//! answers 431; the byte limit also bounds an HTTP/2 header list). HTTP/2 connections
+//! also get at most `server.max_concurrent_streams` streams at once, and hyper's limits
+//! on streams the client resets ([`H2_MAX_PENDING_ACCEPT_RESETS`],
+//! [`H2_MAX_LOCAL_ERROR_RESETS`]: the "rapid reset" attack, CVE-2023-44487, ends in
+//! GOAWAY).
 //!
 //! `server.admin_listen` (unless `"off"`) is bound by [`Server::bind`] too, and
 //! [`Server::run`] serves the admin API on it ([`crate::admin`]) beside the proxy. One
@@ -27,6 +35,7 @@
 //! hyper would forward them, and carries a per-connection [`ConnectionToken`] that
 //! every request of the connection gets as an extension.
 
+mod connection;
 mod head_guard;
 pub mod runtime;
 mod zero_copy;
@@ -34,8 +43,9 @@ mod zero_copy;
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use http::Request;
 use hyper::body::Incoming;
@@ -203,6 +213,21 @@ impl Server {
         }
     }
 
+    /// A client arrived with `server.max_connections` reached: asks connections with no
+    /// request open to close (`reap`), and logs it at most once per [`FULL_LOG_EVERY`].
+    fn note_full(&self, reap: &watch::Sender<()>, last_log: &mut Option<Instant>) {
+        reap.send_replace(());
+        if last_log.is_some_and(|at| at.elapsed() < FULL_LOG_EVERY) {
+            return;
+        }
+        *last_log = Some(Instant::now());
+        tracing::warn!(
+            max_connections = self.config.max_connections,
+            "server.max_connections reached: new connections wait in the listen backlog; \
+             connections with no request open are being closed (logged at most once a minute)"
+        );
+    }
+
     /// Serves until `shutdown` completes, then drains connections (the proxy's and the
     /// admin listener's) for up to `shutdown_timeout`.
     pub async fn run(mut self, shutdown: impl Future<Output = ()>) {
@@ -228,7 +253,17 @@ impl Server {
         }
         // Config validation keeps the value far below u32::MAX.
         let header_list = u32::try_from(self.config.max_header_bytes).unwrap_or(u32::MAX);
-        builder.http2().max_header_list_size(header_list);
+        builder
+            .http2()
+            .timer(TokioTimer::new())
+            .max_header_list_size(header_list)
+            .max_concurrent_streams(self.config.max_concurrent_streams)
+            .max_pending_accept_reset_streams(H2_MAX_PENDING_ACCEPT_RESETS)
+            .max_local_error_reset_streams(H2_MAX_LOCAL_ERROR_RESETS)
+            // Pings find a vanished peer of a connection with a long stream open; an idle
+            // one is closed by the idle timer instead.
+            .keep_alive_interval(self.config.idle_timeout)
+            .keep_alive_timeout(self.config.header_read_timeout);
         let limits = head_guard::Limits {
             max_head_bytes: self.config.max_header_bytes,
             max_headers: self.config.max_headers,
@@ -236,17 +271,40 @@ impl Server {
         let graceful = GracefulShutdown::new();
         let periodic = tokio::spawn(self.admission.clone().run_periodic());
         let slots = Arc::new(Semaphore::new(self.config.max_connections));
+        let (reap, reaping) = watch::channel(());
+        let signals = connection::Signals {
+            stop: stop_admin.subscribe(),
+            reap: reaping,
+        };
+        let mut full_since_log: Option<Instant> = None;
         tokio::pin!(shutdown);
         loop {
-            let slot = tokio::select! {
-                slot = slots.clone().acquire_owned() => slot,
-                () = &mut shutdown => break,
-            };
-            // The semaphore is never closed.
-            let Ok(slot) = slot else { break };
-            let accepted = tokio::select! {
-                accepted = self.listener.accept() => accepted,
-                () = &mut shutdown => break,
+            let (slot, accepted) = match slots.clone().try_acquire_owned() {
+                Ok(slot) => {
+                    let accepted = tokio::select! {
+                        accepted = self.listener.accept() => accepted,
+                        () = &mut shutdown => break,
+                    };
+                    (slot, accepted)
+                }
+                Err(_) => {
+                    // Every slot is taken. Once a client wants in (its connection is held,
+                    // at most one beyond the limit), connections with no request open are
+                    // asked to close, as nginx drains keep-alive connections when it runs
+                    // out; then the client waits for the first free slot.
+                    let accepted = tokio::select! {
+                        accepted = self.listener.accept() => accepted,
+                        () = &mut shutdown => break,
+                    };
+                    self.note_full(&reap, &mut full_since_log);
+                    let slot = tokio::select! {
+                        slot = slots.clone().acquire_owned() => slot,
+                        () = &mut shutdown => break,
+                    };
+                    // The semaphore is never closed.
+                    let Ok(slot) = slot else { break };
+                    (slot, accepted)
+                }
             };
             let (stream, peer) = match accepted {
                 Ok(accepted) => accepted,
@@ -270,10 +328,17 @@ impl Server {
                 }
             };
             let proxy = self.proxy.clone();
+            let activity = Arc::new(connection::Activity::default());
+            let requests = activity.clone();
             let service = service_fn(move |mut request: Request<Incoming>| {
                 request.extensions_mut().insert(token);
                 let proxy = proxy.clone();
-                async move { Ok::<_, Infallible>(proxy.handle(request, peer).await) }
+                let open = requests.request();
+                async move {
+                    let response = proxy.handle(request, peer).await;
+                    drop(open);
+                    Ok::<_, Infallible>(response)
+                }
             });
             let io = head_guard::HeadGuard::new(
                 zero_copy::ZeroCopyStream::new(stream),
@@ -284,12 +349,18 @@ impl Server {
             let connection = builder
                 .serve_connection(TokioIo::new(io), service)
                 .into_owned();
-            let connection = graceful.watch(connection);
+            // Not `graceful.watch`: the idle timer must shut the connection down too. The
+            // watcher still counts it for the drain at shutdown.
+            let watcher = graceful.watcher();
+            let (idle_timeout, signals) = (self.config.idle_timeout, signals.for_connection());
             tokio::spawn(async move {
-                if let Err(error) = connection.await {
+                let close =
+                    |connection: Pin<&mut _>| auto::Connection::graceful_shutdown(connection);
+                let ended = connection::drive(connection, close, activity, idle_timeout, signals);
+                if let Err(error) = ended.await {
                     tracing::debug!(%peer, %error, "connection ended with an error");
                 }
-                drop(slot);
+                drop((watcher, slot));
             });
         }
         drop(self.listener);
@@ -317,6 +388,20 @@ impl Server {
 
 /// hyper's HTTP/1 `max_headers` when none is set (`DEFAULT_MAX_HEADERS` in its `role.rs`).
 const HYPER_DEFAULT_MAX_HEADERS: usize = 100;
+
+/// Streams an HTTP/2 client may open and reset before this side accepted them; more end
+/// the connection with GOAWAY (ENHANCE_YOUR_CALM). The rapid-reset attack
+/// (CVE-2023-44487) opens and cancels streams in a loop, so each costs the server work
+/// but never counts against `max_concurrent_streams`. 20 is h2's own default, named here
+/// so that it is a decision rather than an accident of a dependency.
+pub const H2_MAX_PENDING_ACCEPT_RESETS: usize = 20;
+
+/// Streams this side may reset for the client's protocol errors on one connection before
+/// it sends GOAWAY: the same attack, provoking resets instead of sending them (h2's default).
+pub const H2_MAX_LOCAL_ERROR_RESETS: usize = 1024;
+
+/// How often at most reaching `server.max_connections` is logged.
+const FULL_LOG_EVERY: Duration = Duration::from_secs(60);
 
 /// The admission `[admission]` names, over `store`'s state directory (seed, snapshot) and,
 /// for `rotate = "auto"`, its object count: at bind, and on a reload that changes it.

@@ -48,6 +48,12 @@ pub enum Detail {
     MustRevalidate,
     /// A `TRACE` or `OPTIONS` with `Max-Forwards: 0`, answered by this proxy as its last hop.
     MaxForwards,
+    /// `OPTIONS *`: a question about the server in general, answered by this proxy (200).
+    ServerOptions,
+    /// Every `origin.max_in_flight` permit stayed taken for `origin.queue_timeout` (503).
+    OriginBusy,
+    /// The client's request body stalled for `origin.body_read_timeout` (408).
+    RequestBodyTimeout,
     /// A response that reached the end of the request path without a `Cache-Status` of
     /// its own: a bug, labelled rather than sent unlabelled.
     Internal,
@@ -55,7 +61,7 @@ pub enum Detail {
 
 impl Detail {
     /// Every detail, for a fixed set of metric labels and for tests.
-    pub const ALL: [Detail; 34] = [
+    pub const ALL: [Detail; 39] = [
         Detail::NotStored(NotStored::Method),
         Detail::NotStored(NotStored::NoStore),
         Detail::NotStored(NotStored::Private),
@@ -82,6 +88,8 @@ impl Detail {
         Detail::Rejected(Rejection::ConflictingLength),
         Detail::Rejected(Rejection::InvalidLength),
         Detail::Rejected(Rejection::InvalidMaxForwards),
+        Detail::Rejected(Rejection::AsteriskForm),
+        Detail::Rejected(Rejection::Connect),
         Detail::BadRequest,
         Detail::OriginTimeout,
         Detail::OriginUnreachable,
@@ -89,6 +97,9 @@ impl Detail {
         Detail::OnlyIfCached,
         Detail::MustRevalidate,
         Detail::MaxForwards,
+        Detail::ServerOptions,
+        Detail::OriginBusy,
+        Detail::RequestBodyTimeout,
         Detail::Internal,
     ];
 
@@ -110,6 +121,9 @@ impl Detail {
             Detail::OnlyIfCached => "only-if-cached",
             Detail::MustRevalidate => "must-revalidate",
             Detail::MaxForwards => "max-forwards",
+            Detail::ServerOptions => "server-options",
+            Detail::OriginBusy => "origin-busy",
+            Detail::RequestBodyTimeout => "request-body-timeout",
             Detail::Internal => "internal",
         }
     }
@@ -125,7 +139,7 @@ mod tests {
     /// ones included), with no wildcard. A new variant does not compile until it gets an
     /// arm here; a new slot index does not compile (`unconditional_panic`) until `seen`
     /// grows; and then `all_lists_every_variant` fails until `Detail::ALL` holds it.
-    fn mark(detail: Detail, seen: &mut [bool; 34]) {
+    fn mark(detail: Detail, seen: &mut [bool; 39]) {
         match detail {
             Detail::NotStored(NotStored::Method) => seen[0] = true,
             Detail::NotStored(NotStored::NoStore) => seen[1] = true,
@@ -161,12 +175,17 @@ mod tests {
             Detail::MustRevalidate => seen[31] = true,
             Detail::MaxForwards => seen[32] = true,
             Detail::Internal => seen[33] = true,
+            Detail::Rejected(Rejection::AsteriskForm) => seen[34] = true,
+            Detail::Rejected(Rejection::Connect) => seen[35] = true,
+            Detail::ServerOptions => seen[36] = true,
+            Detail::OriginBusy => seen[37] = true,
+            Detail::RequestBodyTimeout => seen[38] = true,
         }
     }
 
     #[test]
     fn all_lists_every_variant() {
-        let mut seen = [false; 34];
+        let mut seen = [false; 39];
         for detail in Detail::ALL {
             mark(detail, &mut seen);
         }

@@ -78,6 +78,8 @@ fn server(running: &ServerConfig, next: &mut ServerConfig, changes: &mut Changes
         listen,
         max_connections,
         header_read_timeout,
+        idle_timeout,
+        max_concurrent_streams,
         max_headers,
         max_header_bytes,
         shutdown_timeout,
@@ -109,6 +111,15 @@ fn server(running: &ServerConfig, next: &mut ServerConfig, changes: &mut Changes
         timeout,
         header_read_timeout,
     );
+    let idle = &r.idle_timeout;
+    changes.compare("server.idle_timeout", Restart, idle, idle_timeout);
+    let streams = &r.max_concurrent_streams;
+    changes.compare(
+        "server.max_concurrent_streams",
+        Restart,
+        streams,
+        max_concurrent_streams,
+    );
     changes.compare("server.max_headers", Restart, &r.max_headers, max_headers);
     let bytes = &r.max_header_bytes;
     changes.compare("server.max_header_bytes", Restart, bytes, max_header_bytes);
@@ -137,6 +148,9 @@ fn origin(running: &OriginConfig, next: &mut OriginConfig, changes: &mut Changes
         connect_timeout,
         read_timeout,
         max_in_flight,
+        queue_timeout,
+        body_buffer_size,
+        body_read_timeout,
     } = next;
     let r = running;
     changes.compare("origin.url", Live, &r.url, url);
@@ -154,6 +168,12 @@ fn origin(running: &OriginConfig, next: &mut OriginConfig, changes: &mut Changes
         &r.max_in_flight,
         max_in_flight,
     );
+    let queue = &r.queue_timeout;
+    changes.compare("origin.queue_timeout", Live, queue, queue_timeout);
+    let buffer = &r.body_buffer_size;
+    changes.compare("origin.body_buffer_size", Live, buffer, body_buffer_size);
+    let body = &r.body_read_timeout;
+    changes.compare("origin.body_read_timeout", Live, body, body_read_timeout);
 }
 
 fn cache(running: &CacheConfig, next: &mut CacheConfig, changes: &mut Changes) {

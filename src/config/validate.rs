@@ -8,9 +8,9 @@ use serde::de::IgnoredAny;
 
 use super::{
     AccessFormat, AccessLog, AdmissionConfig, AdmissionPolicy, CacheConfig, Config, ConfigError,
-    FilterSizing, HostHeader, LogConfig, LogFormat, MAX_BLOCKING_THREADS, MAX_MAX_HEADER_BYTES,
-    MAX_MAX_HEADERS, MAX_VERIFY_WHOLE_BELOW, MAX_WORKERS, MIN_MAX_HEADER_BYTES, OriginConfig,
-    RotateMode, ServerConfig,
+    FilterSizing, HostHeader, LogConfig, LogFormat, MAX_BLOCKING_THREADS, MAX_BODY_BUFFER_SIZE,
+    MAX_MAX_HEADER_BYTES, MAX_MAX_HEADERS, MAX_VERIFY_WHOLE_BELOW, MAX_WORKERS,
+    MIN_MAX_HEADER_BYTES, OriginConfig, RotateMode, ServerConfig,
 };
 
 mod values;
@@ -50,7 +50,8 @@ struct RawServer {
     header_read_timeout: Option<String>,
     max_headers: Option<usize>,
     max_header_bytes: Option<RawSize>,
-    idle_timeout: Option<IgnoredAny>,
+    idle_timeout: Option<String>,
+    max_concurrent_streams: Option<u32>,
     shutdown_timeout: Option<String>,
     workers: Option<usize>,
     blocking_threads: Option<usize>,
@@ -64,6 +65,9 @@ struct RawOrigin {
     connect_timeout: Option<String>,
     read_timeout: Option<String>,
     max_in_flight: Option<usize>,
+    queue_timeout: Option<String>,
+    body_buffer_size: Option<RawSize>,
+    body_read_timeout: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -117,11 +121,6 @@ fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
 }
 
 fn validate_server(raw: RawServer, d: ServerConfig) -> Result<ServerConfig, ConfigError> {
-    not_built(
-        "server.idle_timeout",
-        &raw.idle_timeout,
-        "the keep-alive idle timeout",
-    )?;
     let listen = match raw.listen {
         None => d.listen,
         Some(text) => text.parse().map_err(|_| {
@@ -171,6 +170,12 @@ fn validate_server(raw: RawServer, d: ServerConfig) -> Result<ServerConfig, Conf
             "server.header_read_timeout",
             raw.header_read_timeout,
             d.header_read_timeout,
+        )?,
+        idle_timeout: positive_duration("server.idle_timeout", raw.idle_timeout, d.idle_timeout)?,
+        max_concurrent_streams: positive(
+            "server.max_concurrent_streams",
+            raw.max_concurrent_streams,
+            d.max_concurrent_streams,
         )?,
         max_headers: within(
             "server.max_headers",
@@ -222,6 +227,17 @@ fn validate_origin(raw: RawOrigin, d: OriginConfig) -> Result<OriginConfig, Conf
         None => d.url,
         Some(text) => origin_url(&text)?,
     };
+    // Zero is allowed: the body streams from its first byte (still under its timeout).
+    let body_buffer_size = match raw.body_buffer_size {
+        None => d.body_buffer_size,
+        Some(size) => parse_size("origin.body_buffer_size", size)?,
+    };
+    if body_buffer_size > MAX_BODY_BUFFER_SIZE {
+        let reason = format!(
+            "{body_buffer_size} bytes is over the limit of 16MiB (every request with a body may hold this much)"
+        );
+        return Err(invalid("origin.body_buffer_size", reason));
+    }
     let host_header = [
         ("client", HostHeader::Client),
         ("origin", HostHeader::Origin),
@@ -241,6 +257,14 @@ fn validate_origin(raw: RawOrigin, d: OriginConfig) -> Result<OriginConfig, Conf
         )?,
         read_timeout: positive_duration("origin.read_timeout", raw.read_timeout, d.read_timeout)?,
         max_in_flight: positive("origin.max_in_flight", raw.max_in_flight, d.max_in_flight)?,
+        // Zero is allowed: no queue, a 503 at once when every permit is taken.
+        queue_timeout: duration("origin.queue_timeout", raw.queue_timeout, d.queue_timeout)?,
+        body_buffer_size,
+        body_read_timeout: positive_duration(
+            "origin.body_read_timeout",
+            raw.body_read_timeout,
+            d.body_read_timeout,
+        )?,
     })
 }
 

@@ -17,10 +17,13 @@ mod admin_page;
 #[cfg(feature = "bench")]
 mod bench;
 mod cli;
+mod client_limits;
 mod dropped_fills;
 mod filters;
 mod lifecycle;
 mod multi_node;
+mod origin_failures;
+mod origin_limits;
 mod proxy;
 mod proxy_hygiene;
 // `secondhit simulate --recommend` and `--plot`, bench-only commands.

@@ -5,8 +5,10 @@
 //!
 //! Run one area with e.g. `cargo test --test it proxy_hygiene::framing::`.
 
-mod common;
+// Also used by `origin_limits` for its raw uploads.
+pub(crate) mod common;
 
+mod bad_input;
 mod forwarding;
 mod framing;
 mod hop_by_hop;

@@ -119,9 +119,29 @@ const REJECTED: &[(&str, &str, &str)] = &[
         "invalid",
     ),
     (
-        "[server]\nidle_timeout = \"60s\"",
+        "[server]\nidle_timeout = \"0s\"",
         "server.idle_timeout",
-        "not-supported",
+        "invalid",
+    ),
+    (
+        "[server]\nmax_concurrent_streams = 0",
+        "server.max_concurrent_streams",
+        "invalid",
+    ),
+    (
+        "[origin]\nbody_read_timeout = \"0s\"",
+        "origin.body_read_timeout",
+        "invalid",
+    ),
+    (
+        "[origin]\nbody_buffer_size = \"17MiB\"",
+        "origin.body_buffer_size",
+        "invalid",
+    ),
+    (
+        "[origin]\nqueue_timeout = \"soon\"",
+        "origin.queue_timeout",
+        "invalid",
     ),
     // [origin]
     (

@@ -191,3 +191,44 @@ fn decoded_header_names_the_current_slot_and_a_replacement_must_fit() {
         }
     );
 }
+
+proptest::proptest! {
+    #![proptest_config(crate::admission::proptest_config(256))]
+
+    /// Arbitrary bytes never panic the decoders; they are refused, never taken for an entry.
+    #[test]
+    fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(proptest::arbitrary::any::<u8>(), 0..2048)) {
+        let _ = decode_preamble(&bytes);
+        let _ = decode_meta(&bytes);
+        let mut framed = MAGIC.to_vec();
+        framed.extend_from_slice(&VERSION.to_le_bytes());
+        framed.extend_from_slice(&bytes);
+        let _ = decode_preamble(&framed);
+        proptest::prop_assert!(decode_header(&bytes).is_err());
+        proptest::prop_assert!(decode_header(&framed).is_err());
+    }
+
+    /// A real header with bytes overwritten anywhere, or cut short, never panics, and
+    /// when it still decodes it decodes to the key and metadata it was written with:
+    /// damage never turns an entry into another key's.
+    #[test]
+    fn damage_never_decodes_to_a_different_key(
+        key in "[a-z]{1,12}://[a-z.]{1,20}/[ -~]{0,60}",
+        edits in proptest::collection::vec((proptest::arbitrary::any::<proptest::sample::Index>(), proptest::arbitrary::any::<u8>()), 1..8),
+        cut in proptest::arbitrary::any::<proptest::sample::Index>(),
+        truncate in proptest::arbitrary::any::<bool>(),
+    ) {
+        let (_, mut buf) = encode_header(&key, &meta(), 7).expect("encodes");
+        for (at, value) in edits {
+            let at = at.index(buf.len());
+            buf[at] = value;
+        }
+        if truncate {
+            buf.truncate(cut.index(buf.len()));
+        }
+        if let Ok(decoded) = decode_header(&buf) {
+            proptest::prop_assert_eq!(decoded.key, key);
+            proptest::prop_assert_eq!(decoded.meta, meta());
+        }
+    }
+}

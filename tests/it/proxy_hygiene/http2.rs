@@ -1,7 +1,7 @@
 //! RFC 9113: HTTP/2 (h2c prior knowledge) requests get the forwarding fields too.
 
 use super::common::*;
-use crate::support::{PATIENCE, send};
+use crate::support::{h2c_client, send};
 
 /// RFC 9110 §7.6.3 and RFC 9113 §8.3.1: an HTTP/2 (h2c prior knowledge) request is
 /// forwarded with `Via: 2 secondhit`, `X-Forwarded-For` and `X-Forwarded-Host` from
@@ -9,14 +9,9 @@ use crate::support::{PATIENCE, send};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rfc9113_8_3_1_http2_requests_get_forwarding_fields() {
     let (origin, proxy) = setup().await;
-    let h2 = reqwest::Client::builder()
-        .no_proxy()
-        .http2_prior_knowledge()
-        .timeout(PATIENCE)
-        .build()
-        .expect("h2c client");
     let seen = send(
-        h2.get(proxy.url("/h2"))
+        h2c_client()
+            .get(proxy.url("/h2"))
             .header("x-forwarded-for", "192.0.2.9"),
     )
     .await;

@@ -96,7 +96,7 @@ pub fn client() -> reqwest::Client {
         .expect("test client")
 }
 
-/// A client that speaks cleartext HTTP/2 (prior knowledge) straight to the proxy.
+/// Like [`client`], speaking cleartext HTTP/2 with prior knowledge (h2c).
 pub fn h2c_client() -> reqwest::Client {
     reqwest::Client::builder()
         .no_proxy()

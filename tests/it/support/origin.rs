@@ -303,7 +303,7 @@ fn build_reply(reply: Reply) -> Response<BoxBody<Bytes, std::io::Error>> {
 /// An origin that answers every connection with fixed raw bytes and then closes it:
 /// for framings hyper will not produce (HTTP/1.0, bodies delimited by close).
 pub async fn start_raw_origin(response: &'static [u8]) -> (SocketAddr, oneshot::Sender<()>) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncWriteExt;
     let listener = TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind raw origin");
@@ -316,13 +316,8 @@ pub async fn start_raw_origin(response: &'static [u8]) -> (SocketAddr, oneshot::
                 _ = &mut stopped => return,
             };
             tokio::spawn(async move {
-                let mut head = Vec::new();
-                let mut buf = [0u8; 1024];
-                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match stream.read(&mut buf).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => head.extend_from_slice(&buf[..n]),
-                    }
+                if !read_request_head(&mut stream).await {
+                    return;
                 }
                 let _ = stream.write_all(response).await;
                 let _ = stream.shutdown().await;
@@ -330,4 +325,19 @@ pub async fn start_raw_origin(response: &'static [u8]) -> (SocketAddr, oneshot::
         }
     });
     (addr, stop)
+}
+
+/// Reads from `stream` until a request head ended (`\r\n\r\n`); false if the client
+/// closed or failed first. For raw origins that answer whatever was asked.
+pub async fn read_request_head(stream: &mut tokio::net::TcpStream) -> bool {
+    use tokio::io::AsyncReadExt;
+    let mut head = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => return false,
+            Ok(n) => head.extend_from_slice(&buf[..n]),
+        }
+    }
+    true
 }

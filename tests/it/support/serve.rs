@@ -65,6 +65,12 @@ impl ServeProcess {
         self.lines.lock().expect("log lines").len()
     }
 
+    /// How many log lines so far contain `needle`.
+    pub fn log_lines_containing(&self, needle: &str) -> usize {
+        let lines = self.lines.lock().expect("log lines");
+        lines.iter().filter(|line| line.contains(needle)).count()
+    }
+
     /// Waits for the first log line from line `mark` on containing every one of
     /// `needles`, and returns it.
     pub async fn wait_for_log_with(&mut self, mark: usize, needles: &[&str]) -> String {

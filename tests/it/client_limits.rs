@@ -1,0 +1,375 @@
+//! Client limits (issue 17, item 5): `server.idle_timeout` closes idle HTTP/1.1 and h2c
+//! connections (h2c with GOAWAY) but not one with a request open; reaching
+//! `server.max_connections` closes connections with no request open, so a new client is
+//! served; slow-header clients do not keep a well-behaved one from its hits. Real
+//! sockets on 127.0.0.1; h2c connections are written byte by byte.
+
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::support::serve::ServeProcess;
+use crate::support::{PATIENCE, Reply, TestOrigin, TestProxy, client, h2c_client, send};
+use secondhit::config::{AdmissionPolicy, Config};
+
+/// The HTTP/2 connection preface and an empty SETTINGS frame: all an idle h2c client sends.
+const H2C_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00";
+
+/// HTTP/2 frame types (RFC 9113 §6): SETTINGS, PING, GOAWAY.
+const SETTINGS: u8 = 0x4;
+const PING: u8 = 0x6;
+const GOAWAY: u8 = 0x7;
+/// The ACK flag of SETTINGS and PING.
+const ACK: u8 = 0x1;
+
+/// How many connections a test may open: `wanted`, or fewer when the open-file limit
+/// (each connection is two descriptors in this process: client and proxy side) is low.
+fn connections(wanted: usize) -> usize {
+    let limit = std::fs::read_to_string("/proc/self/limits")
+        .ok()
+        .and_then(|text| {
+            let line = text.lines().find(|l| l.starts_with("Max open files"))?;
+            line.split_whitespace().nth(3)?.parse::<usize>().ok()
+        })
+        .unwrap_or(1024);
+    // Other tests of the binary run at the same time: use at most a quarter.
+    let fits = limit / 4 / 2;
+    if fits < wanted {
+        eprintln!("open-file limit {limit}: {fits} connections instead of {wanted}");
+    }
+    wanted.min(fits)
+}
+
+/// An origin whose `/slow` answers after 1.5 s and everything else at once.
+async fn origin() -> TestOrigin {
+    TestOrigin::start(|head| {
+        let reply = Reply::ok("max-age=600", b"hello".to_vec());
+        if head.uri.path() == "/slow" {
+            reply.delayed(Duration::from_millis(1500))
+        } else {
+            reply
+        }
+    })
+    .await
+}
+
+/// `idle_timeout` short; `header_read_timeout` longer than the tests wait, so only the
+/// idle timer can close an idle connection within them.
+fn short_idle(config: &mut Config) {
+    config.server.idle_timeout = Duration::from_millis(500);
+    config.server.header_read_timeout = Duration::from_secs(60);
+}
+
+/// Reads `stream` to its end within `PATIENCE`; `None` if it stayed open.
+async fn read_to_close(stream: &mut TcpStream) -> Option<Vec<u8>> {
+    let mut seen = Vec::new();
+    match tokio::time::timeout(PATIENCE, stream.read_to_end(&mut seen)).await {
+        Ok(_) => Some(seen),
+        Err(_) => None,
+    }
+}
+
+/// Reads one HTTP/2 frame: its type, flags and payload; `None` at the end of the stream.
+async fn read_frame(stream: &mut TcpStream) -> Option<(u8, u8, Vec<u8>)> {
+    let mut head = [0u8; 9];
+    stream.read_exact(&mut head).await.ok()?;
+    let len = usize::from(head[0]) << 16 | usize::from(head[1]) << 8 | usize::from(head[2]);
+    let mut payload = vec![0u8; len];
+    stream.read_exact(&mut payload).await.ok()?;
+    Some((head[3], head[4], payload))
+}
+
+/// Plays an idle h2c client that has sent its preface: opens no stream, but acknowledges
+/// the server's SETTINGS and PINGs as a live client does (a graceful HTTP/2 shutdown
+/// waits for a PING's answer before it closes). Returns the frame types the server sent,
+/// once it closed the connection; `None` if it stayed open for `PATIENCE`.
+async fn idle_h2c(stream: &mut TcpStream) -> Option<Vec<u8>> {
+    let mut types = Vec::new();
+    let frames = async {
+        while let Some((kind, flags, payload)) = read_frame(stream).await {
+            types.push(kind);
+            let answer = match kind {
+                SETTINGS if flags & ACK == 0 => frame(SETTINGS, ACK, 0, &[]),
+                PING if flags & ACK == 0 => frame(PING, ACK, 0, &payload),
+                _ => continue,
+            };
+            if stream.write_all(&answer).await.is_err() {
+                return;
+            }
+        }
+    };
+    tokio::time::timeout(PATIENCE, frames).await.ok()?;
+    Some(types)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_http1_connections_are_closed_after_idle_timeout() {
+    let origin = origin().await;
+    let proxy = TestProxy::start(origin.addr, short_idle).await;
+    let mut streams = Vec::new();
+    for _ in 0..connections(2000) {
+        let mut stream = TcpStream::connect(proxy.addr).await.expect("connect");
+        stream
+            .write_all(b"GET /x HTTP/1.1\r\nHost: a\r\n\r\n")
+            .await
+            .expect("request");
+        let mut head = [0u8; 12];
+        stream.read_exact(&mut head).await.expect("response");
+        assert_eq!(&head, b"HTTP/1.1 200");
+        streams.push(stream);
+    }
+    for stream in &mut streams {
+        assert!(
+            read_to_close(stream).await.is_some(),
+            "a kept-alive HTTP/1.1 connection was closed once idle"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_h2c_connections_get_goaway_after_idle_timeout() {
+    let origin = origin().await;
+    let proxy = TestProxy::start(origin.addr, short_idle).await;
+    let mut streams = Vec::new();
+    for _ in 0..connections(2000) {
+        let mut stream = TcpStream::connect(proxy.addr).await.expect("connect");
+        stream.write_all(H2C_PREFACE).await.expect("preface");
+        streams.push(stream);
+    }
+    // Every client at once: each answers the PING of the server's graceful shutdown.
+    let clients: Vec<_> = streams
+        .into_iter()
+        .map(|mut stream| tokio::spawn(async move { idle_h2c(&mut stream).await }))
+        .collect();
+    for client in clients {
+        let types = client
+            .await
+            .expect("client task")
+            .expect("an idle h2c connection is closed");
+        assert!(
+            types.contains(&GOAWAY),
+            "closed with GOAWAY: frames {types:?}"
+        );
+    }
+}
+
+/// A client that never answers a PING cannot keep its connection open after GOAWAY:
+/// hyper's keep-alive drops it `header_read_timeout` after an unanswered ping.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_h2c_client_that_never_answers_pings_is_dropped() {
+    let origin = origin().await;
+    let proxy = TestProxy::start(origin.addr, |c| {
+        c.server.idle_timeout = Duration::from_millis(500);
+        c.server.header_read_timeout = Duration::from_secs(1);
+    })
+    .await;
+    let mut stream = TcpStream::connect(proxy.addr).await.expect("connect");
+    stream.write_all(H2C_PREFACE).await.expect("preface");
+    assert!(
+        read_to_close(&mut stream).await.is_some(),
+        "the connection is closed without the client's help"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_open_longer_than_idle_timeout_is_not_cut() {
+    let origin = origin().await;
+    let proxy = TestProxy::start(origin.addr, short_idle).await;
+    let h1 = send(client().get(proxy.url("/slow"))).await;
+    assert_eq!((h1.status, h1.body.as_slice()), (200, &b"hello"[..]));
+    let seen = send(h2c_client().get(proxy.url("/slow?h2"))).await;
+    assert_eq!((seen.status, seen.body.as_slice()), (200, &b"hello"[..]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_max_connections_full_of_idle_h2c_a_new_client_is_served() {
+    let origin = origin().await;
+    let proxy = TestProxy::start(origin.addr, |c| {
+        c.server.max_connections = 50;
+        // Longer than the test waits: only reaching the limit can free a slot in time.
+        c.server.idle_timeout = Duration::from_secs(60);
+    })
+    .await;
+    let mut idle = Vec::new();
+    for _ in 0..50 {
+        let mut stream = TcpStream::connect(proxy.addr).await.expect("connect");
+        stream.write_all(H2C_PREFACE).await.expect("preface");
+        // The server's first frame: the connection was accepted and holds a slot.
+        let mut first = [0u8; 9];
+        stream.peek(&mut first).await.expect("server settings");
+        idle.push(tokio::spawn(async move { idle_h2c(&mut stream).await }));
+    }
+    let seen = send(client().get(proxy.url("/new"))).await;
+    assert_eq!(seen.status, 200, "the new client is served");
+    for client in idle {
+        let types = client
+            .await
+            .expect("client task")
+            .expect("an idle connection made room");
+        assert!(
+            types.contains(&GOAWAY),
+            "closed with GOAWAY: frames {types:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_header_clients_do_not_keep_a_good_client_from_its_hits() {
+    let origin = origin().await;
+    let proxy = TestProxy::start(origin.addr, |c| {
+        c.admission.policy = AdmissionPolicy::Always;
+    })
+    .await;
+    let url = proxy.url("/hot");
+    assert_eq!(send(client().get(&url)).await.status, 200);
+    proxy.wait_committed(1).await;
+    // Each slow client sends its head one byte a second for five seconds.
+    let slow: Vec<_> = (0..connections(500))
+        .map(|_| {
+            let addr = proxy.addr;
+            tokio::spawn(async move {
+                let Ok(mut stream) = TcpStream::connect(addr).await else {
+                    return;
+                };
+                for byte in b"GET /".iter() {
+                    if stream.write_all(&[*byte]).await.is_err() {
+                        return;
+                    }
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let good = client();
+    for _ in 0..20 {
+        // The bound is the header timeout: generous, and no latency figure.
+        let seen = tokio::time::timeout(PATIENCE, send(good.get(&url)))
+            .await
+            .expect("served while slow clients dribble");
+        assert_eq!(seen.status, 200);
+        assert!(seen.cache.hit, "{:?}", seen.cache);
+    }
+    for task in slow {
+        task.abort();
+    }
+}
+
+/// Reaching `server.max_connections` is logged, with the limit, at most once a minute: two
+/// clients that each find the limit reached make one log line, and both are served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reaching_max_connections_is_logged_once_and_makes_room() {
+    let origin = origin().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\nadmin_listen = \"off\"\nmax_connections = 2\n\
+         idle_timeout = \"60s\"\n[origin]\nurl = \"http://{}\"\n[cache]\ndir = \"{}\"\n\
+         fsync = false\n[admission]\nseed = \"client limits\"\n[log]\nformat = \"json\"\n\
+         access_log = \"off\"\n",
+        origin.addr,
+        dir.path().join("cache").display(),
+    );
+    let path = dir.path().join("secondhit.toml");
+    std::fs::write(&path, config).expect("write config");
+    let mut serve = ServeProcess::start(&path).await;
+    let url = format!("http://{}/room", serve.addr);
+    for round in 0..2 {
+        // Two kept-alive connections take both slots.
+        let mut held = Vec::new();
+        for _ in 0..2 {
+            let mut stream = TcpStream::connect(&serve.addr).await.expect("connect");
+            stream
+                .write_all(b"GET /held HTTP/1.1\r\nHost: a\r\n\r\n")
+                .await
+                .expect("request");
+            let mut head = [0u8; 12];
+            stream.read_exact(&mut head).await.expect("response");
+            held.push(stream);
+        }
+        let seen = send(client().get(&url)).await;
+        assert_eq!(seen.status, 200, "round {round}: the new client is served");
+        for stream in &mut held {
+            assert!(read_to_close(stream).await.is_some(), "round {round}");
+        }
+    }
+    let line = serve.wait_for_log("server.max_connections reached").await;
+    assert!(line.contains("\"max_connections\":2"), "{line}");
+    let lines = serve.log_lines_containing("server.max_connections reached");
+    assert_eq!(lines, 1, "logged once, not once per client");
+    serve.kill().await;
+}
+
+/// An HTTP/2 frame: 9-byte head (RFC 9113 §4.1) and payload.
+fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let len = payload.len() as u32;
+    let mut out = vec![(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, flags];
+    out.extend_from_slice(&stream.to_be_bytes());
+    out.extend_from_slice(payload);
+    out
+}
+
+/// Reads the server's frames until it closes, acknowledging nothing; returns each frame's
+/// type and payload.
+async fn frames_until_close(stream: &mut TcpStream) -> Vec<(u8, Vec<u8>)> {
+    let mut seen = Vec::new();
+    let read = async {
+        while let Some((kind, _, payload)) = read_frame(stream).await {
+            seen.push((kind, payload));
+        }
+    };
+    let _ = tokio::time::timeout(PATIENCE, read).await;
+    seen
+}
+
+/// The server's SETTINGS announce `server.max_concurrent_streams`, and a client that opens
+/// and at once resets streams in a loop (rapid reset, CVE-2023-44487) gets GOAWAY with
+/// ENHANCE_YOUR_CALM instead of costing the origin a request per stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_stream_limits_are_announced_and_rapid_reset_ends_in_goaway() {
+    let origin = origin().await;
+    let proxy = TestProxy::start(origin.addr, |c| c.server.max_concurrent_streams = 7).await;
+    let mut stream = TcpStream::connect(proxy.addr).await.expect("connect");
+    stream.write_all(H2C_PREFACE).await.expect("preface");
+    // GET http://a/x: :method GET, :scheme http, :path / (static table), :authority "a".
+    let block = [0x82, 0x86, 0x84, 0x41, 0x01, b'a'];
+    const HEADERS: u8 = 0x1;
+    const RST_STREAM: u8 = 0x3;
+    const END_STREAM_AND_HEADERS: u8 = 0x1 | 0x4;
+    const CANCEL: u32 = 0x8;
+    let mut flood = Vec::new();
+    for n in 0..500u32 {
+        let id = 2 * n + 1;
+        flood.extend(frame(HEADERS, END_STREAM_AND_HEADERS, id, &block));
+        flood.extend(frame(RST_STREAM, 0, id, &CANCEL.to_be_bytes()));
+    }
+    // The server may close before it read everything: a failed write is expected.
+    let _ = stream.write_all(&flood).await;
+    let frames = frames_until_close(&mut stream).await;
+    let settings = frames
+        .iter()
+        .find(|(kind, _)| *kind == SETTINGS)
+        .map(|(_, payload)| payload.clone())
+        .expect("server SETTINGS");
+    let max_streams = settings
+        .chunks(6)
+        .find(|param| param[..2] == [0, 3])
+        .map(|param| u32::from_be_bytes([param[2], param[3], param[4], param[5]]));
+    assert_eq!(max_streams, Some(7), "SETTINGS_MAX_CONCURRENT_STREAMS");
+    const ENHANCE_YOUR_CALM: u32 = 0xb;
+    let goaway = frames
+        .iter()
+        .find(|(kind, _)| *kind == GOAWAY)
+        .map(|(_, payload)| u32::from_be_bytes([payload[4], payload[5], payload[6], payload[7]]));
+    assert_eq!(
+        goaway,
+        Some(ENHANCE_YOUR_CALM),
+        "frames: {:?}",
+        frames.iter().map(|f| f.0).collect::<Vec<_>>()
+    );
+    assert!(
+        origin.total() < 500,
+        "{} of 500 reset streams reached the origin",
+        origin.total()
+    );
+}

@@ -1,0 +1,230 @@
+//! Origin protection (issue 17, item 4): `origin.max_in_flight` excess waits at most
+//! `origin.queue_timeout`, then gets 503 with `Retry-After`; request bodies are read ahead
+//! (`origin.body_buffer_size`) before a slot is taken, so a slow upload holds none, and
+//! stall for at most `origin.body_read_timeout` (408). Real sockets: an echoing origin
+//! and the real proxy on 127.0.0.1:0.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use http::{Request, Response};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::proxy_hygiene::common::{Conn, detail};
+use crate::support::{PATIENCE, TestProxy, client, send};
+use secondhit::config::Config;
+
+/// An origin that echoes each request's body (after `/slow/...` waits two seconds) and
+/// counts the requests it is working on.
+struct EchoOrigin {
+    addr: SocketAddr,
+    /// Requests being answered now, and the most at once.
+    busy: Arc<AtomicUsize>,
+    most: Arc<AtomicUsize>,
+    /// Requests received in all.
+    total: Arc<AtomicUsize>,
+}
+
+impl EchoOrigin {
+    async fn start() -> EchoOrigin {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("address");
+        let (busy, most, total): (Arc<AtomicUsize>, Arc<AtomicUsize>, Arc<AtomicUsize>) =
+            (Arc::default(), Arc::default(), Arc::default());
+        let counters = (Arc::clone(&busy), Arc::clone(&most), Arc::clone(&total));
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let (busy, most, total) = counters.clone();
+                let service = service_fn(move |request: Request<Incoming>| {
+                    let (busy, most, total) = (busy.clone(), most.clone(), total.clone());
+                    async move {
+                        total.fetch_add(1, Ordering::SeqCst);
+                        let now = busy.fetch_add(1, Ordering::SeqCst) + 1;
+                        most.fetch_max(now, Ordering::SeqCst);
+                        let slow = request.uri().path().starts_with("/slow");
+                        let body = request.into_body().collect().await;
+                        if slow {
+                            tokio::time::sleep(Duration::from_secs(2)).await;
+                        }
+                        busy.fetch_sub(1, Ordering::SeqCst);
+                        let echo = body.map(|b| b.to_bytes()).unwrap_or_default();
+                        let response = Response::builder()
+                            .header("cache-control", "no-store")
+                            .body(Full::new(echo))
+                            .expect("echo response");
+                        Ok::<_, Infallible>(response)
+                    }
+                });
+                tokio::spawn(async move {
+                    let builder =
+                        hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+                    let _ = builder
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        EchoOrigin {
+            addr,
+            busy,
+            most,
+            total,
+        }
+    }
+}
+
+/// One origin slot, a short queue.
+fn one_slot(config: &mut Config) {
+    config.origin.max_in_flight = 1;
+    config.origin.queue_timeout = Duration::from_millis(200);
+}
+
+/// Waits until the origin is working on `n` requests.
+async fn until_busy(origin: &EchoOrigin, n: usize) {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while origin.busy.load(Ordering::SeqCst) < n {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the origin never got busy"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn excess_waits_at_most_queue_timeout_then_gets_503_with_retry_after() {
+    let origin = EchoOrigin::start().await;
+    let proxy = TestProxy::start(origin.addr, one_slot).await;
+    let slow = tokio::spawn(send(client().get(proxy.url("/slow/a"))));
+    until_busy(&origin, 1).await;
+    let excess = send(client().get(proxy.url("/other"))).await;
+    assert_eq!(excess.status, 503);
+    assert_eq!(excess.cache.detail.as_deref(), Some("origin-busy"));
+    assert_eq!(excess.headers["retry-after"], "1");
+    assert_eq!(
+        origin.total.load(Ordering::SeqCst),
+        1,
+        "the excess never reached the origin"
+    );
+    let slow = slow.await.expect("slow request");
+    assert_eq!(slow.status, 200, "the request holding the slot is answered");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_misses_on_a_slow_origin_fail_fast_and_never_exceed_max_in_flight() {
+    let origin = EchoOrigin::start().await;
+    let proxy = TestProxy::start(origin.addr, |c| {
+        c.origin.max_in_flight = 4;
+        c.origin.queue_timeout = Duration::from_millis(300);
+    })
+    .await;
+    let requests: Vec<_> = (0..200)
+        .map(|i| tokio::spawn(send(client().get(proxy.url(&format!("/slow/{i}"))))))
+        .collect();
+    let (mut ok, mut busy) = (0, 0);
+    for request in requests {
+        let seen = request.await.expect("request task");
+        match seen.status {
+            200 => ok += 1,
+            503 => {
+                assert!(seen.headers.contains_key("retry-after"));
+                busy += 1;
+            }
+            other => panic!("unexpected status {other}"),
+        }
+    }
+    assert_eq!(ok + busy, 200);
+    assert!(ok >= 4, "the slots were used: {ok} answered");
+    assert!(
+        busy > 0,
+        "excess was refused rather than queued: {ok} answered"
+    );
+    assert!(
+        origin.most.load(Ordering::SeqCst) <= 4,
+        "never more than max_in_flight at the origin"
+    );
+}
+
+/// Sends a POST head declaring `length` body bytes, and the first `sent` of them.
+async fn start_upload(proxy: &TestProxy, path: &str, length: usize, sent: &[u8]) -> Conn {
+    let mut conn = Conn::open(proxy).await;
+    let head = format!("POST {path} HTTP/1.1\r\nHost: a\r\nContent-Length: {length}\r\n\r\n");
+    conn.write(head.as_bytes()).await;
+    conn.write(sent).await;
+    conn
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_upload_holds_no_origin_slot() {
+    let origin = EchoOrigin::start().await;
+    let proxy = TestProxy::start(origin.addr, one_slot).await;
+    let mut upload = start_upload(&proxy, "/up", 10, b"01").await;
+    // While the upload trickles, the one slot is free for others.
+    for _ in 0..3 {
+        let other = send(client().post(proxy.url("/other")).body("x")).await;
+        assert_eq!(other.status, 200, "{:?}", other.cache);
+        assert_eq!(other.body, b"x");
+    }
+    upload.write(b"23456789").await;
+    let answer = upload.response().await;
+    assert_eq!(answer.status, 200);
+    assert_eq!(
+        answer.body, b"0123456789",
+        "the whole body reached the origin"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_upload_gets_408_and_never_reaches_the_origin() {
+    let origin = EchoOrigin::start().await;
+    let proxy = TestProxy::start(origin.addr, |c| {
+        c.origin.body_read_timeout = Duration::from_millis(300);
+    })
+    .await;
+    let mut upload = start_upload(&proxy, "/stalled", 10, b"01").await;
+    let answer = upload.response().await;
+    assert_eq!(answer.status, 408);
+    assert_eq!(detail(&answer), "request-body-timeout");
+    assert_eq!(origin.total.load(Ordering::SeqCst), 0);
+    assert!(
+        upload.closed().await,
+        "the connection is closed after a 408"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_larger_than_the_buffer_streams_on_whole() {
+    let origin = EchoOrigin::start().await;
+    let proxy = TestProxy::start(origin.addr, |c| {
+        c.origin.body_buffer_size = 1024;
+    })
+    .await;
+    let body: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+    let seen = send(client().put(proxy.url("/big")).body(body.clone())).await;
+    assert_eq!(seen.status, 200);
+    assert!(seen.body == body, "the origin got every byte, in order");
+    // A chunked upload of unknown length too, over a raw connection.
+    let mut stream = TcpStream::connect(proxy.addr).await.expect("connect");
+    let chunked = b"POST /chunked HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n\
+                    5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n";
+    stream.write_all(chunked).await.expect("write");
+    let mut answer = Vec::new();
+    tokio::time::timeout(
+        PATIENCE,
+        tokio::io::AsyncReadExt::read_to_end(&mut stream, &mut answer),
+    )
+    .await
+    .expect("answered")
+    .expect("read");
+    let text = String::from_utf8_lossy(&answer);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(text.ends_with("hello world"), "{text}");
+}
