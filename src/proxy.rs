@@ -19,7 +19,9 @@
 //!    exist); a storable response is written to disk only when admission admits it
 //!    (`stored`), otherwise `detail` names why not. A range miss (one range, or several)
 //!    that will be stored fetches the whole object and answers the ranges from it. The
-//!    whole miss path reads top to bottom in `forward`.
+//!    whole miss path reads top to bottom in `forward`. Before it, concurrent misses of
+//!    one key are collapsed (`collapse`): one leads to the origin, the others wait for
+//!    its entry and are answered from it (`Cache-Status: ...; collapsed`).
 //!
 //! A cache failure (lookup or fill) is logged and the request proxied uncached.
 //!
@@ -29,25 +31,26 @@
 //! admission policy ([`Admission::note_served`]), which in shadow mode counts the hits
 //! second-hit would have lost.
 //!
-//! Submodules: `cache` (lookup with variants, revalidation, fills), `forward` (the miss
+//! Submodules: `cache` (lookup with variants, revalidation, fills), `collapse` (one
+//! origin fetch per key at a time), `forward` (the miss
 //! path, and the one storable → fill → tee step every origin answer to a GET takes),
 //! `respond` (answers from storage), `stale` (stale entries),
 //! `invalidate` (unsafe methods), `max_forwards` (`TRACE`/`OPTIONS` hop counting).
 
 mod cache;
+mod collapse;
 mod forward;
 mod invalidate;
 mod max_forwards;
 mod respond;
 mod stale;
 
-use std::collections::HashSet;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use arc_swap::ArcSwap;
-use http::header::{AUTHORIZATION, REFERER, USER_AGENT};
+use http::header::{AUTHORIZATION, RANGE, REFERER, USER_AGENT};
 use http::{Method, Request, Response, request};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
@@ -65,7 +68,10 @@ use crate::policy::NotStored;
 use crate::policy::freshness::{RequestDirectives, Reuse, StoredFreshness};
 use crate::policy::validation;
 use crate::store::Store;
+use crate::tee::Fills;
 use cache::{Cache, Found, Lookup};
+use collapse::{Collapser, Fetching, Role, Waited};
+use forward::Miss;
 
 /// The admission of a key already stored once: a refetch of it is re-admitted without
 /// asking the filter.
@@ -78,9 +84,9 @@ pub struct Proxy {
     cache: Cache,
     /// Where each request's line goes, when the access log is on.
     access_log: AccessLog,
-    /// Store hashes of keys with a `stale-while-revalidate` refresh in flight: at most
-    /// one per key, however many requests see the stale entry meanwhile.
-    refreshing: Arc<Mutex<HashSet<u128>>>,
+    /// The keys with a fill or a `stale-while-revalidate` refresh in flight: one origin
+    /// fetch per key, however many requests miss it (or see it stale) meanwhile.
+    collapser: Arc<Collapser>,
 }
 
 /// The parts a proxy is built from, each made once by `server::Server::bind`.
@@ -93,6 +99,8 @@ pub struct Parts {
     pub admission: Arc<LiveAdmission>,
     /// The counters every request feeds (the origin client holds the same `Arc`).
     pub metrics: Arc<Metrics>,
+    /// The fills in flight, which shutdown waits for (the server holds a clone).
+    pub fills: Fills,
     /// The access log.
     pub access_log: AccessLog,
 }
@@ -107,10 +115,11 @@ impl Proxy {
                 store: parts.store,
                 admission: parts.admission,
                 metrics: parts.metrics,
+                fills: parts.fills,
                 settings,
             },
             access_log: parts.access_log,
-            refreshing: Arc::new(Mutex::new(HashSet::new())),
+            collapser: Arc::new(Collapser::default()),
         }
     }
 
@@ -244,37 +253,70 @@ impl Proxy {
                 .pass_through(head, body, CacheStatus::forward(Forward::Request))
                 .await;
         }
-        let found = match self.cache.lookup(&key, &head.headers).await {
-            Lookup::Found(found) => found,
-            Lookup::Miss | Lookup::VaryMiss(_) if directives.only_if_cached => {
-                return Err(ProxyError::OnlyIfCached);
-            }
-            Lookup::Miss => {
-                return self
-                    .fetch(head, body, &key, None, Forward::UriMiss, decision)
-                    .await;
-            }
-            Lookup::VaryMiss(marker) => {
-                let forward = Forward::VaryMiss;
-                return self
-                    .fetch(head, body, &key, Some(marker), forward, decision)
-                    .await;
-            }
+        // Only a GET that would fetch (and store) the whole object may lead a collapse.
+        let may_lead = head.method == Method::GET
+            && decision.is_admit()
+            && (!head.headers.contains_key(RANGE)
+                || crate::range::is_answerable_range(&head.headers));
+        // Set once this request waited for another one's fill: the miss it was.
+        let mut collapsed = None;
+        let found = loop {
+            let (marker, forward) = match self.cache.lookup(&key, &head.headers).await {
+                Lookup::Found(found) => break found,
+                Lookup::Miss | Lookup::VaryMiss(_) if directives.only_if_cached => {
+                    return Err(ProxyError::OnlyIfCached);
+                }
+                Lookup::Miss => (None, Forward::UriMiss),
+                Lookup::VaryMiss(marker) => (Some(marker), Forward::VaryMiss),
+            };
+            // A request waits at most once: released without an entry to serve, it
+            // fetches for itself rather than queue behind a new leader.
+            let role = match collapsed {
+                Some(_) => Role::Alone,
+                None => self.collapse_role(&key, may_lead),
+            };
+            let fetching = match role {
+                Role::Leader(leader) => Fetching::Leading(leader),
+                Role::Alone => Fetching::Alone,
+                Role::Follower(follower) => {
+                    match follower.wait(self.cache.collapse_timeout()).await {
+                        Waited::Released => {
+                            collapsed = Some(forward);
+                            continue;
+                        }
+                        Waited::TimedOut => Fetching::WaitedTooLong,
+                    }
+                }
+            };
+            let miss = Miss {
+                marker,
+                forward,
+                admission: decision,
+                fetching,
+            };
+            return self.fetch(head, body, &key, miss).await;
         };
         let now = SystemTime::now();
         let freshness = StoredFreshness::new(&found.entry.meta, self.cache.heuristic_max());
         if head.headers.contains_key(AUTHORIZATION) && !freshness.shareable_with_credentials() {
             // RFC 9111 §3.5: only a response declared shareable may answer credentials.
             let marker = found.marker;
-            return self
-                .fetch(head, body, &key, marker, Forward::Request, READMIT)
-                .await;
+            let miss = Miss {
+                marker,
+                forward: Forward::Request,
+                admission: READMIT,
+                fetching: Fetching::Alone,
+            };
+            return self.fetch(head, body, &key, miss).await;
         }
         let ttl = freshness.ttl_seconds(now);
         let forward = match freshness.reuse(&directives, now) {
             Reuse::Fresh => {
                 self.note_hit(&found);
-                let status = CacheStatus::hit().ttl(ttl);
+                let status = match collapsed {
+                    None => CacheStatus::hit().ttl(ttl),
+                    Some(forward) => CacheStatus::forward(forward).ttl(ttl).collapsed(),
+                };
                 return Ok(respond::from_store(head, *found, &freshness, now, status));
             }
             Reuse::StaleAccepted => {
@@ -303,6 +345,15 @@ impl Proxy {
                 .await;
         }
         self.revalidate(head, &key, found, freshness, forward).await
+    }
+
+    /// The part a miss of `key` takes in its collapse slot (none while
+    /// `cache.collapse_timeout` is zero: collapsing is off).
+    fn collapse_role(&self, key: &CacheKey, may_lead: bool) -> Role {
+        if self.cache.collapse_timeout().is_zero() {
+            return Role::Alone;
+        }
+        self.collapser.join(key.store_hash(), may_lead)
     }
 
     /// Tells the admission policy that `found` answers a request from storage; counts the

@@ -55,7 +55,7 @@ pub enum Detail {
 
 impl Detail {
     /// Every detail, for a fixed set of metric labels and for tests.
-    pub const ALL: [Detail; 34] = [
+    pub const ALL: [Detail; 35] = [
         Detail::NotStored(NotStored::Method),
         Detail::NotStored(NotStored::NoStore),
         Detail::NotStored(NotStored::Private),
@@ -68,6 +68,7 @@ impl Detail {
         Detail::NotStored(NotStored::NoLifetime),
         Detail::NotStored(NotStored::NoLength),
         Detail::NotStored(NotStored::TooLarge),
+        Detail::NotStored(NotStored::CollapseTimeout),
         Detail::Admission(RejectReason::FirstSight),
         Detail::StoreError,
         Detail::MaxStale,
@@ -125,7 +126,7 @@ mod tests {
     /// ones included), with no wildcard. A new variant does not compile until it gets an
     /// arm here; a new slot index does not compile (`unconditional_panic`) until `seen`
     /// grows; and then `all_lists_every_variant` fails until `Detail::ALL` holds it.
-    fn mark(detail: Detail, seen: &mut [bool; 34]) {
+    fn mark(detail: Detail, seen: &mut [bool; 35]) {
         match detail {
             Detail::NotStored(NotStored::Method) => seen[0] = true,
             Detail::NotStored(NotStored::NoStore) => seen[1] = true,
@@ -161,12 +162,13 @@ mod tests {
             Detail::MustRevalidate => seen[31] = true,
             Detail::MaxForwards => seen[32] = true,
             Detail::Internal => seen[33] = true,
+            Detail::NotStored(NotStored::CollapseTimeout) => seen[34] = true,
         }
     }
 
     #[test]
     fn all_lists_every_variant() {
-        let mut seen = [false; 34];
+        let mut seen = [false; 35];
         for detail in Detail::ALL {
             mark(detail, &mut seen);
         }

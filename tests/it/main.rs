@@ -17,10 +17,12 @@ mod admin_page;
 #[cfg(feature = "bench")]
 mod bench;
 mod cli;
+mod collapse;
 mod dropped_fills;
 mod filters;
 mod lifecycle;
 mod multi_node;
+mod orphan_fills;
 mod proxy;
 mod proxy_hygiene;
 mod rfc9111;

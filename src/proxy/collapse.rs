@@ -1,0 +1,193 @@
+//! Request collapsing: concurrent misses for one key make one origin fetch.
+//!
+//! The first cacheable miss of a key becomes its *leader*: it holds the key's slot in a
+//! [`Collapser`] while it fetches and fills. Misses of the same key that arrive meanwhile
+//! are *followers*: they wait for the slot to be freed, then look the key up again and are
+//! answered from the stored entry (`Cache-Status: secondhit; fwd=uri-miss; collapsed`).
+//! The same slot is the one background refresh per key that `stale-while-revalidate`
+//! allows ([`Collapser::try_lead`]): a refresh in flight is a fill followers can wait for.
+//!
+//! When the slot is freed, and what followers then do:
+//! - The leader's response is storable and admitted: the slot is held by the fill's writer
+//!   task until the entry is committed (or the fill dropped), so followers find the entry.
+//!   Followers wait for the *whole* download, not its first bytes: for an object of
+//!   several MiB from a slow origin that is the origin's transfer time, bounded by
+//!   `cache.collapse_timeout` (a follower past it fetches for itself, uncached:
+//!   `detail=collapse-timeout`, so that a slow object does not become a herd of fills).
+//! - Anything else (not storable, `no-store`, refused by admission, too large, an origin
+//!   error, a fill that cannot start): the slot is freed as soon as the leader knows, at
+//!   the response head, so followers go to the origin at once. A follower that was
+//!   released without an entry to serve fetches on its own and never waits again: the
+//!   released followers of a `no-store` answer go to the origin side by side instead of
+//!   queueing behind a second leader that would be refused too.
+//!
+//! Who leads: only a GET that admission admits and that would fetch the whole object
+//! (no `Range`, or one the proxy can cut from the whole). Under `second-hit`, the first
+//! request for a key is refused by admission (`first-sight`): its response will not be
+//! stored, so it neither leads nor holds anyone; it follows, though, when a leader is
+//! already filling the key. So a burst of first requests for a new key makes at most two
+//! origin fetches: the first sight, and the fill of the first request that found the key
+//! recorded.
+//!
+//! The slots are a map behind one mutex, held only to insert, look up or remove one key:
+//! never across an await, so different keys never wait for each other. A hit never
+//! touches it.
+
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+/// The keys (store hashes) with a fill or refresh in flight, and how to wait for each.
+#[derive(Default)]
+pub(super) struct Collapser {
+    slots: Mutex<HashMap<u128, watch::Receiver<()>>>,
+}
+
+/// A miss's part in its key's slot.
+pub(super) enum Role {
+    /// This request leads: the fill it starts (if any) frees the slot when it ends.
+    Leader(Leader),
+    /// Another request leads: wait for it, then look again.
+    Follower(Follower),
+    /// No slot taken or joined: fetch as a plain miss.
+    Alone,
+}
+
+/// What a miss that goes to the origin owes its key's slot.
+pub(super) enum Fetching {
+    /// It leads: the fill it starts holds the slot until the entry is committed or the
+    /// fill dropped; without a fill the slot is freed when the answer's head is judged.
+    Leading(Leader),
+    /// Nobody waits for it.
+    Alone,
+    /// It waited `cache.collapse_timeout` for a leader: its answer is not stored.
+    WaitedTooLong,
+}
+
+/// The holder of a key's slot; dropping it frees the slot and wakes every follower.
+pub(super) struct Leader {
+    collapser: Arc<Collapser>,
+    hash: u128,
+    /// Never sent on: its drop is the signal (a follower's `changed()` then fails).
+    _done: watch::Sender<()>,
+}
+
+/// A request waiting for the leader of its key.
+pub(super) struct Follower(watch::Receiver<()>);
+
+/// How a follower's wait ended.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Waited {
+    /// The leader is done: look the key up again.
+    Released,
+    /// `cache.collapse_timeout` passed first.
+    TimedOut,
+}
+
+impl Collapser {
+    /// The role of a miss of `hash`: leader if the slot is free and `may_lead`, follower
+    /// if it is taken, alone otherwise.
+    pub(super) fn join(self: &Arc<Self>, hash: u128, may_lead: bool) -> Role {
+        let mut slots = self.lock();
+        match slots.entry(hash) {
+            Entry::Occupied(taken) => Role::Follower(Follower(taken.get().clone())),
+            Entry::Vacant(free) if may_lead => {
+                let (done, waiting) = watch::channel(());
+                free.insert(waiting);
+                Role::Leader(Leader {
+                    collapser: Arc::clone(self),
+                    hash,
+                    _done: done,
+                })
+            }
+            Entry::Vacant(_) => Role::Alone,
+        }
+    }
+
+    /// The slot of `hash` if it is free (a background refresh takes it so), `None` if
+    /// a fill or refresh of the key is in flight.
+    pub(super) fn try_lead(self: &Arc<Self>, hash: u128) -> Option<Leader> {
+        match self.join(hash, true) {
+            Role::Leader(leader) => Some(leader),
+            Role::Follower(_) | Role::Alone => None,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u128, watch::Receiver<()>>> {
+        // A poisoned lock only means another thread panicked while holding it; the map
+        // itself is always consistent (one insert or remove per critical section).
+        self.slots.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Drop for Leader {
+    fn drop(&mut self) {
+        // Out of the map first, then (as the fields drop) the followers are woken: a
+        // follower that looks again finds the entry, or a free slot.
+        self.collapser.lock().remove(&self.hash);
+    }
+}
+
+impl Follower {
+    /// Waits until the leader frees the slot, for at most `timeout`.
+    pub(super) async fn wait(mut self, timeout: Duration) -> Waited {
+        // `changed` fails once the leader's sender is dropped; nothing is ever sent.
+        match tokio::time::timeout(timeout, self.0.changed()).await {
+            Ok(_) => Waited::Released,
+            Err(_) => Waited::TimedOut,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn followers_wait_for_the_leader_of_their_key_only() {
+        let collapser = Arc::new(Collapser::default());
+        let Role::Leader(leader) = collapser.join(1, true) else {
+            panic!("the first miss leads");
+        };
+        let Role::Follower(follower) = collapser.join(1, true) else {
+            panic!("the second miss of the key follows");
+        };
+        assert!(
+            matches!(collapser.join(2, true), Role::Leader(_)),
+            "another key is not held up"
+        );
+        let waiting = tokio::spawn(follower.wait(Duration::from_secs(3600)));
+        drop(leader);
+        assert_eq!(waiting.await.expect("follower task"), Waited::Released);
+        assert!(
+            collapser.try_lead(1).is_some(),
+            "the slot is free once the leader is gone"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_miss_that_may_not_lead_takes_no_slot() {
+        let collapser = Arc::new(Collapser::default());
+        assert!(matches!(collapser.join(7, false), Role::Alone));
+        let _leader = collapser.try_lead(7).expect("still free");
+        assert!(matches!(collapser.join(7, false), Role::Follower(_)));
+        assert!(collapser.try_lead(7).is_none(), "one refresh per key");
+    }
+
+    #[tokio::test]
+    async fn a_follower_gives_up_after_the_timeout() {
+        let collapser = Arc::new(Collapser::default());
+        let _leader = collapser.try_lead(3).expect("free");
+        let Role::Follower(follower) = collapser.join(3, true) else {
+            panic!("follows");
+        };
+        assert_eq!(
+            // The leader never finishes, so only the timeout can end the wait.
+            follower.wait(Duration::from_millis(10)).await,
+            Waited::TimedOut
+        );
+    }
+}
