@@ -253,11 +253,6 @@ impl Proxy {
                 .pass_through(head, body, CacheStatus::forward(Forward::Request))
                 .await;
         }
-        // Only a GET that would fetch (and store) the whole object may lead a collapse.
-        let may_lead = head.method == Method::GET
-            && decision.is_admit()
-            && (!head.headers.contains_key(RANGE)
-                || crate::range::is_answerable_range(&head.headers));
         // Set once this request waited for another one's fill: the miss it was.
         let mut collapsed = None;
         let found = loop {
@@ -273,7 +268,7 @@ impl Proxy {
             // fetches for itself rather than queue behind a new leader.
             let role = match collapsed {
                 Some(_) => Role::Alone,
-                None => self.collapse_role(&key, may_lead),
+                None => self.collapse_role(head, &key, decision),
             };
             let fetching = match role {
                 Role::Leader(leader) => Fetching::Leading(leader),
@@ -348,11 +343,18 @@ impl Proxy {
     }
 
     /// The part a miss of `key` takes in its collapse slot (none while
-    /// `cache.collapse_timeout` is zero: collapsing is off).
-    fn collapse_role(&self, key: &CacheKey, may_lead: bool) -> Role {
+    /// `cache.collapse_timeout` is zero: collapsing is off). Only a GET that admission
+    /// admits and that fetches the whole object (no range, or one cut from the whole) may
+    /// lead: any other answer will not be stored, so nobody should wait for it. Asked on
+    /// a miss only, so a hit reads no more of the request than it did.
+    fn collapse_role(&self, head: &request::Parts, key: &CacheKey, decision: Decision) -> Role {
         if self.cache.collapse_timeout().is_zero() {
             return Role::Alone;
         }
+        let may_lead = head.method == Method::GET
+            && decision.is_admit()
+            && (!head.headers.contains_key(RANGE)
+                || crate::range::is_answerable_range(&head.headers));
         self.collapser.join(key.store_hash(), may_lead)
     }
 
