@@ -19,7 +19,11 @@
 //!   the response head, so followers go to the origin at once. A follower that was
 //!   released without an entry to serve fetches on its own and never waits again: the
 //!   released followers of a `no-store` answer go to the origin side by side instead of
-//!   queueing behind a second leader that would be refused too.
+//!   queueing behind a second leader that would be refused too. When the refusal is the
+//!   response's own (`no-store`, `private`, `Set-Cookie`, too large, ...), the key is
+//!   remembered as refused for a few seconds (at most `MAX_REFUSED` keys): its misses
+//!   then neither lead nor wait, so a hot uncacheable URL is not serialised behind one
+//!   request per burst (Varnish's "hit-for-miss").
 //!
 //! Who leads: only a GET that admission admits and that would fetch the whole object
 //! (no `Range`, or one the proxy can cut from the whole). Under `second-hit`, the first
@@ -35,15 +39,48 @@
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
+
+use crate::policy::NotStored;
+
+/// How long a key whose answer was not storable is passed without collapsing: long
+/// enough to cover a burst of requests, short enough that a URL that becomes cacheable
+/// is collapsed again soon.
+const REFUSED_FOR: Duration = Duration::from_secs(10);
+
+/// Most keys remembered as refused at once: past it, a refused key is not remembered
+/// (its next burst queues behind one leader, as if it were new). Bounds the map's memory
+/// however many distinct uncacheable URLs are asked for.
+const MAX_REFUSED: usize = 4096;
 
 /// The keys (store hashes) with a fill or refresh in flight, and how to wait for each.
 #[derive(Default)]
 pub(super) struct Collapser {
-    slots: Mutex<HashMap<u128, watch::Receiver<()>>>,
+    slots: Mutex<Slots>,
+}
+
+/// The map behind the mutex.
+#[derive(Default)]
+struct Slots {
+    map: HashMap<u128, Slot>,
+    /// `Slot::Refused` entries in `map`, expired ones included.
+    refused: usize,
+    /// When expired `Refused` entries may next be swept out (at most once per
+    /// `REFUSED_FOR`, so a full table costs one pass over the map per period).
+    next_sweep: Option<Instant>,
+}
+
+/// One key's state.
+enum Slot {
+    /// A leader is fetching it; followers wait on this.
+    Filling(watch::Receiver<()>),
+    /// Its last leader's answer was not storable (`no-store`, `private`, ...): until this
+    /// instant, misses of it neither lead nor wait (like Varnish's hit-for-miss), so a hot
+    /// uncacheable URL is not serialised behind one request per burst.
+    Refused(Instant),
 }
 
 /// A miss's part in its key's slot.
@@ -71,6 +108,8 @@ pub(super) enum Fetching {
 pub(super) struct Leader {
     collapser: Arc<Collapser>,
     hash: u128,
+    /// Set by [`Leader::not_storable`]: the slot is left as `Refused`, not freed.
+    refused: bool,
     /// Never sent on: its drop is the signal (a follower's `changed()` then fails).
     _done: watch::Sender<()>,
 }
@@ -92,23 +131,38 @@ impl Collapser {
     /// if it is taken, alone otherwise.
     pub(super) fn join(self: &Arc<Self>, hash: u128, may_lead: bool) -> Role {
         let mut slots = self.lock();
-        match slots.entry(hash) {
-            Entry::Occupied(taken) => Role::Follower(Follower(taken.get().clone())),
+        let Slots { map, refused, .. } = &mut *slots;
+        let (done, waiting) = watch::channel(());
+        match map.entry(hash) {
+            Entry::Occupied(taken) => match taken.get() {
+                Slot::Filling(waiting) => return Role::Follower(Follower(waiting.clone())),
+                Slot::Refused(until) if Instant::now() < *until => return Role::Alone,
+                Slot::Refused(_) => {
+                    // Expired: the key is free again.
+                    *refused -= 1;
+                    if !may_lead {
+                        taken.remove();
+                        return Role::Alone;
+                    }
+                    *taken.into_mut() = Slot::Filling(waiting);
+                }
+            },
             Entry::Vacant(free) if may_lead => {
-                let (done, waiting) = watch::channel(());
-                free.insert(waiting);
-                Role::Leader(Leader {
-                    collapser: Arc::clone(self),
-                    hash,
-                    _done: done,
-                })
+                free.insert(Slot::Filling(waiting));
             }
-            Entry::Vacant(_) => Role::Alone,
+            Entry::Vacant(_) => return Role::Alone,
         }
+        Role::Leader(Leader {
+            collapser: Arc::clone(self),
+            hash,
+            refused: false,
+            _done: done,
+        })
     }
 
     /// The slot of `hash` if it is free (a background refresh takes it so), `None` if
-    /// a fill or refresh of the key is in flight.
+    /// a fill or refresh of the key is in flight, or its last answer was refused (a
+    /// refresh would most likely be refused too).
     pub(super) fn try_lead(self: &Arc<Self>, hash: u128) -> Option<Leader> {
         match self.join(hash, true) {
             Role::Leader(leader) => Some(leader),
@@ -116,18 +170,70 @@ impl Collapser {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u128, watch::Receiver<()>>> {
+    fn lock(&self) -> MutexGuard<'_, Slots> {
         // A poisoned lock only means another thread panicked while holding it; the map
         // itself is always consistent (one insert or remove per critical section).
         self.slots.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
+impl Slots {
+    /// Leaves `hash` refused for `REFUSED_FOR`, if there is room; frees it otherwise.
+    fn refuse(&mut self, hash: u128, now: Instant) {
+        if self.refused >= MAX_REFUSED && self.next_sweep.is_none_or(|next| now >= next) {
+            self.map
+                .retain(|_, slot| !matches!(slot, Slot::Refused(until) if *until <= now));
+            self.refused = self
+                .map
+                .values()
+                .filter(|slot| matches!(slot, Slot::Refused(_)))
+                .count();
+            self.next_sweep = Some(now + REFUSED_FOR);
+        }
+        if self.refused < MAX_REFUSED {
+            self.map.insert(hash, Slot::Refused(now + REFUSED_FOR));
+            self.refused += 1;
+        } else {
+            self.map.remove(&hash);
+        }
+    }
+}
+
+impl Leader {
+    /// The leader's answer is not storable, for a reason that belongs to the response
+    /// rather than to this request: frees the slot now, and lets misses of the key go to
+    /// the origin without waiting for `REFUSED_FOR`. Other reasons just free the slot.
+    pub(super) fn not_storable(mut self, reason: NotStored) {
+        self.refused = match reason {
+            NotStored::NoStore
+            | NotStored::Private
+            | NotStored::SetCookie
+            | NotStored::VaryStar
+            | NotStored::Partial
+            | NotStored::NotCacheable
+            | NotStored::NoLifetime
+            | NotStored::NoLength
+            | NotStored::TooLarge => true,
+            // The request's own method, range or credentials, or its wait: another
+            // request of the key may well be stored.
+            NotStored::Method
+            | NotStored::Range
+            | NotStored::Authorization
+            | NotStored::CollapseTimeout => false,
+        };
+    }
+}
+
 impl Drop for Leader {
     fn drop(&mut self) {
-        // Out of the map first, then (as the fields drop) the followers are woken: a
-        // follower that looks again finds the entry, or a free slot.
-        self.collapser.lock().remove(&self.hash);
+        // Out of the map (or refused) first, then (as the fields drop) the followers are
+        // woken: a follower that looks again finds the entry, or a free slot.
+        let mut slots = self.collapser.lock();
+        if self.refused {
+            slots.refuse(self.hash, Instant::now());
+        } else {
+            slots.map.remove(&self.hash);
+        }
     }
 }
 
@@ -175,6 +281,56 @@ mod tests {
         let _leader = collapser.try_lead(7).expect("still free");
         assert!(matches!(collapser.join(7, false), Role::Follower(_)));
         assert!(collapser.try_lead(7).is_none(), "one refresh per key");
+    }
+
+    #[tokio::test]
+    async fn a_key_whose_answer_was_not_storable_is_passed_without_waiting() {
+        let collapser = Arc::new(Collapser::default());
+        let Role::Leader(leader) = collapser.join(9, true) else {
+            panic!("leads");
+        };
+        let Role::Follower(follower) = collapser.join(9, true) else {
+            panic!("follows");
+        };
+        leader.not_storable(NotStored::NoStore);
+        assert_eq!(
+            follower.wait(Duration::from_secs(3600)).await,
+            Waited::Released,
+            "its followers are released at once"
+        );
+        assert!(
+            matches!(collapser.join(9, true), Role::Alone),
+            "the next miss neither leads nor waits"
+        );
+        let Role::Leader(leader) = collapser.join(10, true) else {
+            panic!("leads");
+        };
+        leader.not_storable(NotStored::Authorization);
+        assert!(
+            matches!(collapser.join(10, true), Role::Leader(_)),
+            "a refusal for the request's own credentials is not remembered"
+        );
+    }
+
+    #[test]
+    fn refused_keys_are_bounded_and_expire() {
+        let collapser = Arc::new(Collapser::default());
+        let now = Instant::now();
+        let mut slots = collapser.lock();
+        for hash in 0..MAX_REFUSED as u128 {
+            slots.refuse(hash, now);
+        }
+        slots.refuse(u128::MAX, now);
+        assert_eq!(slots.refused, MAX_REFUSED);
+        assert!(
+            !slots.map.contains_key(&u128::MAX),
+            "no room: not remembered"
+        );
+        // Once they expired, a sweep makes room.
+        slots.next_sweep = None;
+        slots.refuse(u128::MAX, now + REFUSED_FOR);
+        assert_eq!(slots.refused, 1);
+        assert_eq!(slots.map.len(), 1);
     }
 
     #[tokio::test]

@@ -261,6 +261,15 @@ pub(super) async fn fill(
     if let Ok(writer) = &began {
         (cache.admission.load().policy).note_fill(writer.key_hash(), decision);
     }
+    // Not storable: the slot is freed now (below, or here), and for a reason of the
+    // response's own the key is passed uncollapsed for a while.
+    let leader = match (&began, leader) {
+        (Err(Detail::NotStored(reason)), Some(leader)) => {
+            leader.not_storable(*reason);
+            None
+        }
+        (_, leader) => leader,
+    };
     // Which of the body's bytes count as writes (second-hit would have) avoided.
     let counted = match (&began, decision) {
         (Err(Detail::Admission(_)), _) => Some(ByteCounter::WritesAvoided),

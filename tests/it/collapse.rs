@@ -121,6 +121,11 @@ async fn a_no_store_leader_releases_its_followers_to_the_origin_at_once() {
         WAVE,
         "each request fetched once for itself; none waited behind a second leader"
     );
+    // The key is now known to be refused: the next burst goes to the origin side by side.
+    for s in wave(&proxy, "/private", &[]).await {
+        assert_eq!(s.cache.detail.as_deref(), Some("no-store"), "{:?}", s.cache);
+    }
+    assert_eq!(origin.count("/private"), 2 * WAVE);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
