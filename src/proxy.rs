@@ -255,6 +255,8 @@ impl Proxy {
         }
         // Set once this request waited for another one's fill: the miss it was.
         let mut collapsed = None;
+        // Its waits for other requests' fills end by then, however many there are.
+        let mut deadline = None;
         let found = loop {
             let (marker, forward) = match self.cache.lookup(&key, &head.headers).await {
                 Lookup::Found(found) => break found,
@@ -264,21 +266,19 @@ impl Proxy {
                 Lookup::Miss => (None, Forward::UriMiss),
                 Lookup::VaryMiss(marker) => (Some(marker), Forward::VaryMiss),
             };
-            // A request waits at most once: released without an entry to serve, it
-            // fetches for itself rather than queue behind a new leader.
-            let role = match collapsed {
-                Some(_) => Role::Alone,
-                None => self.collapse_role(head, &key, decision),
-            };
-            let fetching = match role {
+            let fetching = match self.collapse_role(head, &key, decision) {
                 Role::Leader(leader) => Fetching::Leading(leader),
                 Role::Alone => Fetching::Alone,
                 Role::Follower(follower) => {
-                    match follower.wait(self.cache.collapse_timeout()).await {
+                    let timeout = self.cache.collapse_timeout();
+                    let until = *deadline.get_or_insert_with(|| Instant::now() + timeout);
+                    match follower.wait_until(until.into()).await {
+                        // Look again: the entry, or no entry and the key to join again.
                         Waited::Released => {
                             collapsed = Some(forward);
                             continue;
                         }
+                        Waited::Refused => Fetching::Alone,
                         Waited::TimedOut => Fetching::WaitedTooLong,
                     }
                 }

@@ -14,16 +14,18 @@
 //!   several MiB from a slow origin that is the origin's transfer time, bounded by
 //!   `cache.collapse_timeout` (a follower past it fetches for itself, uncached:
 //!   `detail=collapse-timeout`, so that a slow object does not become a herd of fills).
-//! - Anything else (not storable, `no-store`, refused by admission, too large, an origin
-//!   error, a fill that cannot start): the slot is freed as soon as the leader knows, at
-//!   the response head, so followers go to the origin at once. A follower that was
-//!   released without an entry to serve fetches on its own and never waits again: the
-//!   released followers of a `no-store` answer go to the origin side by side instead of
-//!   queueing behind a second leader that would be refused too. When the refusal is the
-//!   response's own (`no-store`, `private`, `Set-Cookie`, too large, ...), the key is
-//!   remembered as refused for a few seconds (at most `MAX_REFUSED` keys): its misses
-//!   then neither lead nor wait, so a hot uncacheable URL is not serialised behind one
-//!   request per burst (Varnish's "hit-for-miss").
+//! - The answer is not storable for reasons of the response's own (`no-store`, `private`,
+//!   `Set-Cookie`, too large, ...): the slot is freed at the response head and its
+//!   followers are told so; each goes to the origin at once and never waits again, side
+//!   by side rather than queued behind a second leader that would be refused too. The
+//!   key is remembered as refused for a few seconds (at most `MAX_REFUSED` keys): its
+//!   misses then neither lead nor wait, so a hot uncacheable URL is not serialised behind
+//!   one request per burst (Varnish's "hit-for-miss").
+//! - Anything else (a fill dropped on the way, an origin error, a fill that cannot start,
+//!   the leader's own credentials): the slot is freed as soon as the leader knows, and a
+//!   follower that finds no entry joins the key again — it may lead the next fetch, or
+//!   wait for it — within the same `cache.collapse_timeout`, counted from its first wait,
+//!   so that a failed fill does not turn its followers into a herd of fills.
 //!
 //! Who leads: only a GET that admission admits and that would fetch the whole object
 //! (no `Range`, or one the proxy can cut from the whole). Under `second-hit`, the first
@@ -110,8 +112,9 @@ pub(super) struct Leader {
     hash: u128,
     /// Set by [`Leader::not_storable`]: the slot is left as `Refused`, not freed.
     refused: bool,
-    /// Never sent on: its drop is the signal (a follower's `changed()` then fails).
-    _done: watch::Sender<()>,
+    /// Its drop wakes the followers (their `changed()` then fails); it is sent on only
+    /// to tell them the answer was refused ([`Waited::Refused`]).
+    done: watch::Sender<()>,
 }
 
 /// A request waiting for the leader of its key.
@@ -122,6 +125,8 @@ pub(super) struct Follower(watch::Receiver<()>);
 pub(super) enum Waited {
     /// The leader is done: look the key up again.
     Released,
+    /// The leader's answer was not storable for reasons of its own: fetch alone.
+    Refused,
     /// `cache.collapse_timeout` passed first.
     TimedOut,
 }
@@ -156,7 +161,7 @@ impl Collapser {
             collapser: Arc::clone(self),
             hash,
             refused: false,
-            _done: done,
+            done,
         })
     }
 
@@ -221,6 +226,10 @@ impl Leader {
             | NotStored::Authorization
             | NotStored::CollapseTimeout => false,
         };
+        if self.refused {
+            // No follower may be left to tell: nothing to do then.
+            let _ = self.done.send(());
+        }
     }
 }
 
@@ -238,11 +247,13 @@ impl Drop for Leader {
 }
 
 impl Follower {
-    /// Waits until the leader frees the slot, for at most `timeout`.
-    pub(super) async fn wait(mut self, timeout: Duration) -> Waited {
-        // `changed` fails once the leader's sender is dropped; nothing is ever sent.
-        match tokio::time::timeout(timeout, self.0.changed()).await {
-            Ok(_) => Waited::Released,
+    /// Waits until the leader frees the slot, until `deadline` at the latest.
+    pub(super) async fn wait_until(mut self, deadline: tokio::time::Instant) -> Waited {
+        // A value is sent only for a refusal; otherwise `changed` fails once the leader's
+        // sender is dropped.
+        match tokio::time::timeout_at(deadline, self.0.changed()).await {
+            Ok(Ok(())) => Waited::Refused,
+            Ok(Err(_)) => Waited::Released,
             Err(_) => Waited::TimedOut,
         }
     }
@@ -251,6 +262,11 @@ impl Follower {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A deadline no test reaches.
+    fn far_off() -> tokio::time::Instant {
+        tokio::time::Instant::now() + Duration::from_secs(3600)
+    }
 
     #[tokio::test]
     async fn followers_wait_for_the_leader_of_their_key_only() {
@@ -265,7 +281,7 @@ mod tests {
             matches!(collapser.join(2, true), Role::Leader(_)),
             "another key is not held up"
         );
-        let waiting = tokio::spawn(follower.wait(Duration::from_secs(3600)));
+        let waiting = tokio::spawn(follower.wait_until(far_off()));
         drop(leader);
         assert_eq!(waiting.await.expect("follower task"), Waited::Released);
         assert!(
@@ -294,9 +310,9 @@ mod tests {
         };
         leader.not_storable(NotStored::NoStore);
         assert_eq!(
-            follower.wait(Duration::from_secs(3600)).await,
-            Waited::Released,
-            "its followers are released at once"
+            follower.wait_until(far_off()).await,
+            Waited::Refused,
+            "its followers are told at once"
         );
         assert!(
             matches!(collapser.join(9, true), Role::Alone),
@@ -341,8 +357,10 @@ mod tests {
             panic!("follows");
         };
         assert_eq!(
-            // The leader never finishes, so only the timeout can end the wait.
-            follower.wait(Duration::from_millis(10)).await,
+            // The leader never finishes, so only the deadline can end the wait.
+            follower
+                .wait_until(tokio::time::Instant::now() + Duration::from_millis(10))
+                .await,
             Waited::TimedOut
         );
     }

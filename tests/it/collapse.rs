@@ -3,11 +3,15 @@
 //! a leader whose answer is not stored releases them to the origin at once. Real
 //! sockets: a scripted (slowed) origin and the real proxy on 127.0.0.1:0.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures_util::future::join_all;
 
-use crate::support::{Reply, Seen, TestOrigin, TestProxy, body_bytes, client, get, send};
+use crate::support::{
+    Reply, ReplyBody, Seen, TestOrigin, TestProxy, body_bytes, client, get, send,
+};
 use secondhit::config::AdmissionPolicy;
 
 /// Concurrent requests in each wave.
@@ -177,4 +181,48 @@ async fn range_requests_follow_a_fill_and_get_their_range() {
         assert!(s.body == body[1000..2000], "the range asked for");
     }
     assert!(seen.iter().any(|s| s.cache.collapsed));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn followers_of_a_fill_that_fails_make_one_more_fetch_not_a_herd() {
+    let whole = body_bytes(100_000, 12);
+    let answers = Arc::new(AtomicUsize::new(0));
+    let served = whole.clone();
+    // The first answer is cut short after its head (so every request is waiting by
+    // then); the next ones are whole.
+    let origin = TestOrigin::start(move |_| {
+        if answers.fetch_add(1, Ordering::SeqCst) > 0 {
+            return Reply::ok("max-age=3600", served.clone());
+        }
+        let cut = ReplyBody::CutAfter {
+            declared: served.len(),
+            sent: served[..30_000].to_vec(),
+        };
+        Reply {
+            body: cut,
+            ..Reply::ok("max-age=3600", Vec::new())
+        }
+        .delayed(SLOW)
+    })
+    .await;
+    let proxy = TestProxy::start(origin.addr, |c| {
+        c.admission.policy = AdmissionPolicy::Always;
+    })
+    .await;
+    let client = client();
+    let requests = (0..20).map(|_| async {
+        let response = client.get(proxy.url("/flaky")).send().await?;
+        response.bytes().await
+    });
+    let outcomes = join_all(requests).await;
+    let cut = outcomes.iter().filter(|outcome| outcome.is_err()).count();
+    assert_eq!(cut, 1, "only the first leader's client saw the cut body");
+    for body in outcomes.into_iter().flatten() {
+        assert!(body == whole, "the others got it whole");
+    }
+    assert_eq!(
+        origin.count("/flaky"),
+        2,
+        "the failed fill, then one fetch for all who waited for it"
+    );
 }
