@@ -9,6 +9,14 @@
 //! 304 reads `fwd=stale; fwd-status=304`), and `ttl` the remaining freshness of a
 //! stored response served or refreshed, negative when it is served stale. Every `detail`
 //! is a [`Detail`], whose tokens are listed in `detail`.
+//!
+//! `collapsed` marks a miss that waited for another request's fetch of the same key
+//! (request collapsing, `proxy::collapse`) and is answered from what that fetch stored:
+//! `secondhit; fwd=uri-miss; ttl=60; collapsed`. RFC 9211 §2.6 defines the parameter for
+//! exactly this ("collapsed together with one or more other forward requests"), and the
+//! request did need the origin, so it is reported as the miss it was rather than as a
+//! `hit` (which the metrics would count as served from storage alone); a follower that
+//! had to fetch for itself after all carries no `collapsed` (the RFC omits it when false).
 
 mod detail;
 
@@ -64,6 +72,9 @@ pub struct CacheStatus {
     ttl: Option<i64>,
     /// The response is being written to storage.
     stored: bool,
+    /// The request was collapsed with another one's forward request, whose stored
+    /// response answers it (RFC 9211 §2.6).
+    collapsed: bool,
     /// The machine-readable reason, e.g. `first-sight`.
     detail: Option<Detail>,
 }
@@ -77,6 +88,7 @@ impl CacheStatus {
             fwd_status: None,
             ttl: None,
             stored: false,
+            collapsed: false,
             detail: None,
         }
     }
@@ -89,6 +101,7 @@ impl CacheStatus {
             fwd_status: None,
             ttl: None,
             stored: false,
+            collapsed: false,
             detail: None,
         }
     }
@@ -102,6 +115,7 @@ impl CacheStatus {
             fwd_status: None,
             ttl: None,
             stored: false,
+            collapsed: false,
             detail: Some(detail),
         }
     }
@@ -124,6 +138,14 @@ impl CacheStatus {
     #[must_use]
     pub fn stored(mut self) -> CacheStatus {
         self.stored = true;
+        self
+    }
+
+    /// Marks a request that waited for another request's fetch of its key and is answered
+    /// with what that fetch stored (`collapsed`).
+    #[must_use]
+    pub fn collapsed(mut self) -> CacheStatus {
+        self.collapsed = true;
         self
     }
 
@@ -156,6 +178,9 @@ impl CacheStatus {
         if self.stored {
             text.push_str("; stored");
         }
+        if self.collapsed {
+            text.push_str("; collapsed");
+        }
         if let Some(detail) = self.detail {
             text.push_str("; detail=");
             text.push_str(detail.as_str());
@@ -186,6 +211,13 @@ mod tests {
             "secondhit; fwd=uri-miss; detail=first-sight"
         );
         assert_eq!(
+            CacheStatus::forward(Forward::UriMiss)
+                .ttl(60)
+                .collapsed()
+                .to_header_value(),
+            "secondhit; fwd=uri-miss; ttl=60; collapsed"
+        );
+        assert_eq!(
             CacheStatus::forward(Forward::Method).to_header_value(),
             "secondhit; fwd=method"
         );
@@ -200,6 +232,7 @@ mod tests {
                 .fwd_status(http::StatusCode::BAD_GATEWAY)
                 .ttl(-30)
                 .stored()
+                .collapsed()
                 .detail(detail);
             let value = status.to_header_value();
             let list: sfv::List = sfv::Parser::new(value.as_bytes())

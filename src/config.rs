@@ -200,7 +200,17 @@ pub struct CacheConfig {
     /// Largest body, in bytes, the memory tier holds (at most
     /// [`MAX_VERIFY_WHOLE_BELOW`]: such a body is read whole before its hit is served).
     pub memory_max_object_size: u64,
+    /// How long a miss waits for another request's fill of the same key (request
+    /// collapsing) before it fetches for itself, uncached; zero turns collapsing off.
+    pub collapse_timeout: Duration,
+    /// Fills whose client went away that may run on to their end at once
+    /// (0..=[`MAX_ORPHAN_FILLS`]); zero: a fill ends with its client.
+    pub max_orphan_fills: usize,
 }
+
+/// Upper limit of `cache.max_orphan_fills`: each one holds an origin connection and up
+/// to 16 MiB of write buffer.
+pub const MAX_ORPHAN_FILLS: usize = 4096;
 
 /// Upper limit of `cache.verify_whole_below`: such bodies are held in memory on every hit.
 pub const MAX_VERIFY_WHOLE_BELOW: u64 = 16 * 1024 * 1024;
@@ -218,6 +228,8 @@ impl Default for CacheConfig {
             stale_if_unreachable: Duration::ZERO,
             memory_size: 64 * 1024 * 1024,
             memory_max_object_size: 1024 * 1024,
+            collapse_timeout: Duration::from_secs(10),
+            max_orphan_fills: 64,
         }
     }
 }

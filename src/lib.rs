@@ -26,6 +26,10 @@
 //!   the entry with RFC 9111: a fresh one is streamed to the client, whole or as a
 //!   [`range`] (`Cache-Status: secondhit; hit`); a stale one is revalidated with a
 //!   conditional request, and a 304 refreshes its metadata in place.
+//! - On a miss, `proxy::collapse` makes concurrent misses of one key share one origin
+//!   fetch: the first admitted GET leads, the others wait for its entry to be committed
+//!   (at most `cache.collapse_timeout`) and are answered from it (`collapsed`), or go to
+//!   the origin at once when the leader's answer will not be stored.
 //! - [`origin`] forwards a miss to the origin (pooled hyper client, no redirects, connect
 //!   and between-bytes timeouts, at most `origin.max_in_flight` at once with a bounded
 //!   wait for a slot, request bodies read ahead before a slot is taken) and strips
@@ -34,7 +38,9 @@
 //!   non-error answer to an unsafe method invalidates what it names.
 //! - If it may, and admission said admit, [`tee`] streams the body to the client and,
 //!   through a bounded buffer, to a [`store::EntryWriter`]; the entry exists only
-//!   after the whole body arrived and `finish()` renamed it into place.
+//!   after the whole body arrived and `finish()` renamed it into place. A fill outlives
+//!   a client that leaves (up to `cache.max_orphan_fills` at once), and a graceful
+//!   shutdown waits for the fills in flight.
 //! - [`cache_status`] formats the RFC 9211 `Cache-Status` header every response carries;
 //!   [`error`] turns request failures into 400/408/501/502/503/504 responses, in one
 //!   function.

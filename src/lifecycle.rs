@@ -105,6 +105,15 @@ impl Reloader {
     async fn apply(&self, next: Config) -> Result<(), ReloadError> {
         let running = Arc::clone(&self.parts.settings.load());
         let (next, changes) = running.reload(next);
+        // The file was validated whole, but `cache.max_size` keeps its running value.
+        if next.cache.max_size < next.cache.max_object_size {
+            let reason = format!(
+                "{} bytes is over the running cache.max_size ({} bytes; changing it needs a restart)",
+                next.cache.max_object_size, next.cache.max_size
+            );
+            let key = "cache.max_object_size";
+            return Err(ConfigError::Invalid { key, reason }.into());
+        }
         if !changes.restart.is_empty() {
             tracing::warn!(
                 keys = %changes.restart.join(", "),

@@ -5,6 +5,8 @@
 //! The access log is not part of it: requests are logged by [`crate::access_log`], which
 //! has its own destination and formats and never waits on this log's filter or lock.
 
+pub mod throttle;
+
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Registry, fmt, reload};

@@ -58,8 +58,12 @@ pub enum NotStored {
     NoLifetime,
     /// The body has no length framing: a cut connection would look complete.
     NoLength,
-    /// Larger than `cache.max_object_size`.
+    /// Larger than `cache.max_object_size`, or than the whole `cache.max_size`.
     TooLarge,
+    /// The request waited `cache.collapse_timeout` for another request's fill of its key
+    /// and then went to the origin itself: its answer is not stored, so that a slow
+    /// object does not turn its waiting requests into as many fills.
+    CollapseTimeout,
 }
 
 impl NotStored {
@@ -78,6 +82,7 @@ impl NotStored {
             NotStored::NoLifetime => "no-lifetime",
             NotStored::NoLength => "no-length",
             NotStored::TooLarge => "too-large",
+            NotStored::CollapseTimeout => "collapse-timeout",
         }
     }
 }

@@ -19,7 +19,9 @@
 //!    exist); a storable response is written to disk only when admission admits it
 //!    (`stored`), otherwise `detail` names why not. A range miss (one range, or several)
 //!    that will be stored fetches the whole object and answers the ranges from it. The
-//!    whole miss path reads top to bottom in `forward`.
+//!    whole miss path reads top to bottom in `forward`. Before it, concurrent misses of
+//!    one key are collapsed (`collapse`): one leads to the origin, the others wait for
+//!    its entry and are answered from it (`Cache-Status: ...; collapsed`).
 //!
 //! A cache failure (lookup or fill) is logged and the request proxied uncached.
 //!
@@ -29,13 +31,15 @@
 //! admission policy ([`Admission::note_served`]), which in shadow mode counts the hits
 //! second-hit would have lost.
 //!
-//! Submodules: `cache` (lookup with variants, revalidation, fills), `forward` (the miss
+//! Submodules: `cache` (lookup with variants, revalidation, fills), `collapse` (one
+//! origin fetch per key at a time), `forward` (the miss
 //! path, and the one storable → fill → tee step every origin answer to a GET takes),
 //! `respond` (answers from storage), `stale` (stale entries),
 //! `invalidate` (unsafe methods), `max_forwards` (`TRACE`/`OPTIONS` hop counting),
 //! `target_form` (`*` targets and `CONNECT`, answered by the proxy).
 
 mod cache;
+mod collapse;
 mod forward;
 mod invalidate;
 mod max_forwards;
@@ -43,13 +47,12 @@ mod respond;
 mod stale;
 mod target_form;
 
-use std::collections::HashSet;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use arc_swap::ArcSwap;
-use http::header::{AUTHORIZATION, REFERER, USER_AGENT};
+use http::header::{AUTHORIZATION, RANGE, REFERER, USER_AGENT};
 use http::{Method, Request, Response, request};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
@@ -67,7 +70,10 @@ use crate::policy::NotStored;
 use crate::policy::freshness::{RequestDirectives, Reuse};
 use crate::policy::validation;
 use crate::store::Store;
+use crate::tee::Fills;
 use cache::{Cache, Found, Lookup};
+use collapse::{Collapser, Fetching, Role, Waited};
+use forward::Miss;
 
 /// The admission of a key already stored once: a refetch of it is re-admitted without
 /// asking the filter.
@@ -80,9 +86,9 @@ pub struct Proxy {
     cache: Cache,
     /// Where each request's line goes, when the access log is on.
     access_log: AccessLog,
-    /// Store hashes of keys with a `stale-while-revalidate` refresh in flight: at most
-    /// one per key, however many requests see the stale entry meanwhile.
-    refreshing: Arc<Mutex<HashSet<u128>>>,
+    /// The keys with a fill or a `stale-while-revalidate` refresh in flight: one origin
+    /// fetch per key, however many requests miss it (or see it stale) meanwhile.
+    collapser: Arc<Collapser>,
 }
 
 /// The parts a proxy is built from, each made once by `server::Server::bind`.
@@ -95,6 +101,8 @@ pub struct Parts {
     pub admission: Arc<LiveAdmission>,
     /// The counters every request feeds (the origin client holds the same `Arc`).
     pub metrics: Arc<Metrics>,
+    /// The fills in flight, which shutdown waits for (the server holds a clone).
+    pub fills: Fills,
     /// The access log.
     pub access_log: AccessLog,
 }
@@ -109,10 +117,11 @@ impl Proxy {
                 store: parts.store,
                 admission: parts.admission,
                 metrics: parts.metrics,
+                fills: parts.fills,
                 settings,
             },
             access_log: parts.access_log,
-            refreshing: Arc::new(Mutex::new(HashSet::new())),
+            collapser: Arc::new(Collapser::default()),
         }
     }
 
@@ -254,34 +263,65 @@ impl Proxy {
             let status = CacheStatus::forward(Forward::Request);
             return Box::pin(self.pass_through(head, body, status)).await;
         }
-        let found = match self.cache.lookup(&key, &head.headers).await {
-            Lookup::Found(found) => found,
-            Lookup::Miss | Lookup::VaryMiss(_) if directives.only_if_cached => {
-                return Err(ProxyError::OnlyIfCached);
-            }
-            Lookup::Miss => {
-                let forward = Forward::UriMiss;
-                return Box::pin(self.fetch(head, body, &key, None, forward, decision)).await;
-            }
-            Lookup::VaryMiss(marker) => {
-                let forward = Forward::VaryMiss;
-                let marker = Some(marker);
-                return Box::pin(self.fetch(head, body, &key, marker, forward, decision)).await;
-            }
+        // Set once this request waited for another one's fill: the miss it was.
+        let mut collapsed = None;
+        // Its waits for other requests' fills end by then, however many there are.
+        let mut deadline = None;
+        let found = loop {
+            let (marker, forward) = match self.cache.lookup(&key, &head.headers).await {
+                Lookup::Found(found) => break found,
+                Lookup::Miss | Lookup::VaryMiss(_) if directives.only_if_cached => {
+                    return Err(ProxyError::OnlyIfCached);
+                }
+                Lookup::Miss => (None, Forward::UriMiss),
+                Lookup::VaryMiss(marker) => (Some(marker), Forward::VaryMiss),
+            };
+            let fetching = match self.collapse_role(head, &key, decision) {
+                Role::Leader(leader) => Fetching::Leading(leader),
+                Role::Alone => Fetching::Alone,
+                Role::Follower(follower) => {
+                    let timeout = self.cache.collapse_timeout();
+                    let until = *deadline.get_or_insert_with(|| Instant::now() + timeout);
+                    match Box::pin(follower.wait_until(until.into())).await {
+                        // Look again: the entry, or no entry and the key to join again.
+                        Waited::Released => {
+                            collapsed = Some(forward);
+                            continue;
+                        }
+                        Waited::Refused => Fetching::Alone,
+                        Waited::TimedOut => Fetching::WaitedTooLong,
+                    }
+                }
+            };
+            let miss = Miss {
+                marker,
+                forward,
+                admission: decision,
+                fetching,
+            };
+            return Box::pin(self.fetch(head, body, &key, miss)).await;
         };
         let now = SystemTime::now();
         let freshness = self.cache.freshness(&found.entry);
         if head.headers.contains_key(AUTHORIZATION) && !freshness.shareable_with_credentials() {
             // RFC 9111 §3.5: only a response declared shareable may answer credentials.
             let marker = found.marker;
-            let forward = Forward::Request;
-            return Box::pin(self.fetch(head, body, &key, marker, forward, READMIT)).await;
+            let miss = Miss {
+                marker,
+                forward: Forward::Request,
+                admission: READMIT,
+                fetching: Fetching::Alone,
+            };
+            return Box::pin(self.fetch(head, body, &key, miss)).await;
         }
         let ttl = freshness.ttl_seconds(now);
         let forward = match freshness.reuse(&directives, now) {
             Reuse::Fresh => {
                 self.note_hit(&found);
-                let status = CacheStatus::hit().ttl(ttl);
+                let status = match collapsed {
+                    None => CacheStatus::hit().ttl(ttl),
+                    Some(forward) => CacheStatus::forward(forward).ttl(ttl).collapsed(),
+                };
                 return Ok(respond::from_store(head, *found, &freshness, now, status));
             }
             Reuse::StaleAccepted => {
@@ -309,6 +349,22 @@ impl Proxy {
             return Box::pin(self.pass_through(head, body, status)).await;
         }
         Box::pin(self.revalidate(head, &key, found, &freshness, forward)).await
+    }
+
+    /// The part a miss of `key` takes in its collapse slot (none while
+    /// `cache.collapse_timeout` is zero: collapsing is off). Only a GET that admission
+    /// admits and that fetches the whole object (no range, or one cut from the whole) may
+    /// lead: any other answer will not be stored, so nobody should wait for it. Asked on
+    /// a miss only, so a hit reads no more of the request than it did.
+    fn collapse_role(&self, head: &request::Parts, key: &CacheKey, decision: Decision) -> Role {
+        if self.cache.collapse_timeout().is_zero() {
+            return Role::Alone;
+        }
+        let may_lead = head.method == Method::GET
+            && decision.is_admit()
+            && (!head.headers.contains_key(RANGE)
+                || crate::range::is_answerable_range(&head.headers));
+        self.collapser.join(key.store_hash(), may_lead)
     }
 
     /// Tells the admission policy that `found` answers a request from storage; counts the

@@ -6,7 +6,8 @@
 //! proxy reads per request and [`Server::settings`] hands out to swap (with the origin
 //! client, the admission and the access log: [`Server::live_parts`]). [`Server::run`]
 //! then accepts until its shutdown future completes, stops accepting, gives open
-//! connections `server.shutdown_timeout` to finish their requests, saves the admission
+//! connections and then the fills in flight (which may outlive their client,
+//! [`crate::tee`]) `server.shutdown_timeout` in all to finish, saves the admission
 //! filters and writes out the access log.
 //!
 //! Limits: at most `server.max_connections` connections are open at once (the
@@ -68,6 +69,7 @@ use crate::metrics::Metrics;
 use crate::origin::Origin;
 use crate::proxy::{self, Proxy};
 use crate::store::{Store, StoreOptions};
+use crate::tee::Fills;
 
 /// A bound, ready proxy server.
 pub struct Server {
@@ -83,6 +85,9 @@ pub struct Server {
     origin: Arc<ArcSwap<Origin>>,
     /// The access log: `run` closes it last, so its last lines are written.
     access_log: AccessLog,
+    /// The fills in flight: `run` waits for them after the connections, within
+    /// `server.shutdown_timeout`.
+    fills: Fills,
     /// The settings the proxy reads per request; [`Server::settings`] hands it out to swap.
     settings: SettingsHandle,
     /// `[server]` as it was at bind: it shapes the listener and connections `run` sets up
@@ -144,12 +149,14 @@ impl Server {
         };
         let settings = SettingsHandle::new(config.clone());
         let admission = Arc::new(LiveAdmission::new(admission));
+        let fills = Fills::new(config.cache.max_orphan_fills);
         let parts = proxy::Parts {
             origin: origin.clone(),
             store: store.clone(),
             admission: admission.clone(),
             metrics: metrics.clone(),
             access_log: access_log.clone(),
+            fills: fills.clone(),
         };
         let proxy = Arc::new(Proxy::new(parts, settings.clone()));
         let admin = admin_listener
@@ -162,6 +169,7 @@ impl Server {
             admission,
             origin,
             access_log,
+            fills,
             settings,
             config: config.server.clone(),
         })
@@ -367,11 +375,21 @@ impl Server {
         // Sent even when no admin listener runs: then nobody receives it.
         let _ = stop_admin.send(());
         tracing::info!("shutting down: no new connections; waiting for open ones");
-        if tokio::time::timeout(self.config.shutdown_timeout, graceful.shutdown())
+        // One deadline for the connections and then the fills they leave running.
+        let deadline = tokio::time::Instant::now() + self.config.shutdown_timeout;
+        if tokio::time::timeout_at(deadline, graceful.shutdown())
             .await
             .is_err()
         {
             tracing::warn!(timeout = ?self.config.shutdown_timeout, "connections still open at shutdown_timeout; closing them");
+        }
+        // A fill may run on after its client has the whole body (the disk is behind) or
+        // left (an orphan): let it commit rather than throw the download away.
+        if tokio::time::timeout_at(deadline, self.fills.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(timeout = ?self.config.shutdown_timeout, "fills still running at shutdown_timeout; dropping them");
         }
         periodic.abort();
         if let Some(admin) = admin

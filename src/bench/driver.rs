@@ -277,11 +277,17 @@ async fn worker(
                 .get(format!("{base}{}", request.path()))
                 .send()
                 .await?;
+            // Served without an origin request of its own: a hit, or a miss collapsed
+            // into another request's fetch of the key (the origin offload a hit ratio
+            // stands for; the origin's own count agrees with it).
             let hit = response
                 .headers()
                 .get(CACHE_STATUS)
                 .and_then(|v| v.to_str().ok())
-                .is_some_and(|v| v.split(';').any(|param| param.trim() == "hit"));
+                .is_some_and(|v| {
+                    v.split(';')
+                        .any(|param| matches!(param.trim(), "hit" | "collapsed"))
+                });
             let ok = response.status().is_success();
             let body = response.bytes().await?;
             Ok::<_, reqwest::Error>((ok, hit, body.len() as u64))

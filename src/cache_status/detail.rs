@@ -61,7 +61,7 @@ pub enum Detail {
 
 impl Detail {
     /// Every detail, for a fixed set of metric labels and for tests.
-    pub const ALL: [Detail; 39] = [
+    pub const ALL: [Detail; 40] = [
         Detail::NotStored(NotStored::Method),
         Detail::NotStored(NotStored::NoStore),
         Detail::NotStored(NotStored::Private),
@@ -74,6 +74,7 @@ impl Detail {
         Detail::NotStored(NotStored::NoLifetime),
         Detail::NotStored(NotStored::NoLength),
         Detail::NotStored(NotStored::TooLarge),
+        Detail::NotStored(NotStored::CollapseTimeout),
         Detail::Admission(RejectReason::FirstSight),
         Detail::StoreError,
         Detail::MaxStale,
@@ -139,7 +140,7 @@ mod tests {
     /// ones included), with no wildcard. A new variant does not compile until it gets an
     /// arm here; a new slot index does not compile (`unconditional_panic`) until `seen`
     /// grows; and then `all_lists_every_variant` fails until `Detail::ALL` holds it.
-    fn mark(detail: Detail, seen: &mut [bool; 39]) {
+    fn mark(detail: Detail, seen: &mut [bool; 40]) {
         match detail {
             Detail::NotStored(NotStored::Method) => seen[0] = true,
             Detail::NotStored(NotStored::NoStore) => seen[1] = true,
@@ -180,12 +181,13 @@ mod tests {
             Detail::ServerOptions => seen[36] = true,
             Detail::OriginBusy => seen[37] = true,
             Detail::RequestBodyTimeout => seen[38] = true,
+            Detail::NotStored(NotStored::CollapseTimeout) => seen[39] = true,
         }
     }
 
     #[test]
     fn all_lists_every_variant() {
-        let mut seen = [false; 39];
+        let mut seen = [false; 40];
         for detail in Detail::ALL {
             mark(detail, &mut seen);
         }

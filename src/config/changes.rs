@@ -55,7 +55,7 @@ impl Config {
     ///
     /// Live: all of `[origin]` (the client is rebuilt), all of `[admission]` (the policy
     /// is rebuilt; same-sized filters keep what they remember), `cache.max_object_size`,
-    /// `cache.heuristic_max_age`, `cache.stale_if_unreachable`, `log.level`,
+    /// `cache.heuristic_max_age`, `cache.stale_if_unreachable`, `cache.collapse_timeout`, `log.level`,
     /// `log.access_log` and `log.access_format`. Restart: all of `[server]`, the store's
     /// other `[cache]` keys, and `log.format`.
     pub fn reload(&self, mut next: Config) -> (Config, Changes) {
@@ -189,6 +189,8 @@ fn cache(running: &CacheConfig, next: &mut CacheConfig, changes: &mut Changes) {
         stale_if_unreachable,
         memory_size,
         memory_max_object_size,
+        collapse_timeout,
+        max_orphan_fills,
     } = next;
     let r = running;
     changes.compare("cache.dir", Restart, &r.dir, dir);
@@ -230,6 +232,12 @@ fn cache(running: &CacheConfig, next: &mut CacheConfig, changes: &mut Changes) {
         memory_max,
         memory_max_object_size,
     );
+    // Read per miss.
+    let collapse = &r.collapse_timeout;
+    changes.compare("cache.collapse_timeout", Live, collapse, collapse_timeout);
+    // The orphan fills' semaphore is sized once, at start.
+    let orphans = &r.max_orphan_fills;
+    changes.compare("cache.max_orphan_fills", Restart, orphans, max_orphan_fills);
 }
 
 fn admission(running: &AdmissionConfig, next: &mut AdmissionConfig, changes: &mut Changes) {

@@ -34,6 +34,8 @@ fn empty_text_gives_the_defaults() {
     assert_eq!(config.cache.max_object_size, 268_435_456);
     assert_eq!(config.cache.max_size, 10 * 1024 * 1024 * 1024);
     assert_eq!(config.cache.lock_timeout, Duration::from_secs(5));
+    assert_eq!(config.cache.collapse_timeout, Duration::from_secs(10));
+    assert_eq!(config.cache.max_orphan_fills, 64);
     assert_eq!(config.cache.verify_whole_below, 64 * 1024);
     assert_eq!(config.server.workers, None);
     assert_eq!(config.server.blocking_threads, 32);
@@ -168,7 +170,7 @@ fn sizes_accept_units_and_plain_integers() {
     assert_eq!(c.admission.seed, None);
     // Zero means "fail at once" and "verify every body as it streams".
     let c = Config::from_toml_str(
-        "[cache]\nlock_timeout = \"0s\"\nverify_whole_below = 0\nmax_size = 1000000\nheuristic_max_age = \"0s\"",
+        "[cache]\nlock_timeout = \"0s\"\nverify_whole_below = 0\nmax_size = 1000000\nmax_object_size = 1000000\nheuristic_max_age = \"0s\"",
     )
     .unwrap();
     assert_eq!(c.cache.lock_timeout, Duration::ZERO);
@@ -180,6 +182,11 @@ fn sizes_accept_units_and_plain_integers() {
         Duration::ZERO,
         "off by default"
     );
+    // Zero turns collapsing off, and lets no fill outlive its client.
+    let c =
+        Config::from_toml_str("[cache]\ncollapse_timeout = \"0s\"\nmax_orphan_fills = 0").unwrap();
+    assert_eq!(c.cache.collapse_timeout, Duration::ZERO);
+    assert_eq!(c.cache.max_orphan_fills, 0);
     let c = Config::from_toml_str("[cache]\nstale_if_unreachable = \"10m\"").unwrap();
     assert_eq!(c.cache.stale_if_unreachable, Duration::from_secs(600));
     let c = Config::from_toml_str("[cache]\nverify_whole_below = \"16MiB\"").unwrap();

@@ -9,7 +9,7 @@ use serde::de::IgnoredAny;
 use super::{
     AccessFormat, AccessLog, AdmissionConfig, AdmissionPolicy, CacheConfig, Config, ConfigError,
     FilterSizing, HostHeader, LogConfig, LogFormat, MAX_BLOCKING_THREADS, MAX_BODY_BUFFER_SIZE,
-    MAX_MAX_HEADER_BYTES, MAX_MAX_HEADERS, MAX_VERIFY_WHOLE_BELOW, MAX_WORKERS,
+    MAX_MAX_HEADER_BYTES, MAX_MAX_HEADERS, MAX_ORPHAN_FILLS, MAX_VERIFY_WHOLE_BELOW, MAX_WORKERS,
     MIN_MAX_HEADER_BYTES, OriginConfig, RotateMode, ServerConfig,
 };
 
@@ -84,6 +84,8 @@ struct RawCache {
     stale_if_unreachable: Option<String>,
     memory_size: Option<RawSize>,
     memory_max_object_size: Option<RawSize>,
+    collapse_timeout: Option<String>,
+    max_orphan_fills: Option<usize>,
 }
 
 #[derive(Deserialize, Default)]
@@ -326,6 +328,15 @@ fn validate_cache(raw: RawCache, d: CacheConfig) -> Result<CacheConfig, ConfigEr
         d.max_object_size,
     )?;
     let max_size = size("cache.max_size", raw.max_size, d.max_size)?;
+    // An object the budget cannot hold is fetched, offered for storage and refused on
+    // every request; a budget below the object limit is a mistake to name at start.
+    if max_size < max_object_size {
+        let reason = format!(
+            "{max_size} bytes is smaller than cache.max_object_size ({max_object_size} bytes); \
+             raise cache.max_size or lower cache.max_object_size"
+        );
+        return Err(invalid("cache.max_size", reason));
+    }
     // Both bound a body read whole into memory before its hit is served.
     let read_whole = |key, raw, default, why: &str| {
         let value = size(key, raw, default)?;
@@ -371,6 +382,19 @@ fn validate_cache(raw: RawCache, d: CacheConfig) -> Result<CacheConfig, ConfigEr
         )?,
         memory_size,
         memory_max_object_size,
+        // Zero is allowed: no collapsing.
+        collapse_timeout: duration(
+            "cache.collapse_timeout",
+            raw.collapse_timeout,
+            d.collapse_timeout,
+        )?,
+        // Zero is allowed: a fill ends with its client.
+        max_orphan_fills: within(
+            "cache.max_orphan_fills",
+            raw.max_orphan_fills.unwrap_or(d.max_orphan_fills),
+            0,
+            MAX_ORPHAN_FILLS,
+        )?,
     })
 }
 

@@ -27,6 +27,7 @@ use crate::policy::freshness::StoredFreshness;
 use crate::policy::vary::{self, VarySpec};
 use crate::policy::{self, NotStored, validation};
 use crate::store::{EntryMeta, EntryWriter, Store, StoreError, StoredEntry};
+use crate::tee::Fills;
 
 /// The field of a marker entry that holds the variant set's nonce (never sent to clients:
 /// a marker is never served).
@@ -130,6 +131,8 @@ pub struct Cache {
     pub admission: Arc<LiveAdmission>,
     /// The counters the request path feeds.
     pub metrics: Arc<Metrics>,
+    /// The fills in flight, and the bound on those that outlive their client.
+    pub fills: Fills,
     /// The live settings: the `[cache]` rules below are read from it where they are used,
     /// so a swap applies to the next read.
     pub settings: SettingsHandle,
@@ -167,6 +170,12 @@ impl Cache {
     /// served while the origin cannot be reached.
     pub fn stale_if_unreachable(&self) -> Duration {
         self.settings.load().cache.stale_if_unreachable
+    }
+
+    /// `cache.collapse_timeout` as the settings say now: how long a miss waits for another
+    /// request's fill of its key; zero: misses are not collapsed.
+    pub fn collapse_timeout(&self) -> Duration {
+        self.settings.load().cache.collapse_timeout
     }
 
     /// Finds the stored response for `key` and the request's `Vary` fields. A store

@@ -13,17 +13,20 @@ use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
 use super::cache::{Cache, Marker};
+use super::collapse::{Fetching, Leader};
 use super::{Proxy, respond};
 use crate::admission::{AdmitReason, Decision};
 use crate::cache_status::{CACHE_STATUS, CacheStatus, Detail, Forward};
 use crate::error::{BoxError, ErrorKind, ProxyBody, ProxyError};
 use crate::hygiene::Forwarding;
 use crate::key::{CacheKey, KeyError};
+use crate::logging::throttle::Throttle;
 use crate::metrics::ByteCounter;
 use crate::origin::{self, BodyFraming, OriginResponse};
 use crate::policy::NotStored;
 use crate::policy::validation;
 use crate::range::{self, PartsBody, RangeAnswer};
+use crate::store::StoreError;
 use crate::tee::TeeBody;
 
 impl Proxy {
@@ -33,17 +36,27 @@ impl Proxy {
         head: &request::Parts,
         body: Incoming,
         key: &CacheKey,
-        marker: Option<Marker>,
-        forward: Forward,
-        admission: Decision,
+        miss: Miss,
     ) -> Result<Response<ProxyBody>, ProxyError> {
-        let is_get = head.method == Method::GET;
+        let Miss {
+            marker,
+            forward,
+            admission,
+            fetching,
+        } = miss;
+        let (leader, timed_out) = match fetching {
+            Fetching::Leading(leader) => (Some(leader), false),
+            Fetching::Alone => (None, false),
+            Fetching::WaitedTooLong => (None, true),
+        };
+        // Whether the answer may be stored, if storable: not for a request that gave up
+        // waiting for another one's fill (it gets the range it asked for, not the whole).
+        let may_store = head.method == Method::GET && admission.is_admit() && !timed_out;
         // Byte ranges of an object about to be stored are fetched whole and answered from
         // it; any other range is passed to the origin and not stored.
-        let whole_for_range =
-            is_get && admission.is_admit() && range::is_answerable_range(&head.headers);
+        let whole_for_range = may_store && range::is_answerable_range(&head.headers);
         let mut headers = head.headers.clone();
-        if is_get && admission.is_admit() && (whole_for_range || !headers.contains_key(RANGE)) {
+        if may_store && (whole_for_range || !headers.contains_key(RANGE)) {
             // The client's validators would let the origin answer 304, leaving nothing to store.
             validation::whole_object_request(&mut headers, None);
         }
@@ -78,8 +91,11 @@ impl Proxy {
             admission,
             times: (request_time, SystemTime::now()),
             range_forwarded,
+            collapse_timed_out: timed_out,
         };
-        Ok(self.answer_from_origin(head, origin, exchange).await)
+        Ok(self
+            .answer_from_origin(head, origin, exchange, leader)
+            .await)
     }
 
     /// Sends `method` with `headers` and `body` to the origin, for the client's target
@@ -103,18 +119,21 @@ impl Proxy {
 
     /// Relays the origin's answer to a GET/HEAD, teeing it to a fill when it is
     /// storable and admitted, and cutting the client's range out of a whole object.
+    /// `leader`: this request leads a collapse of its key (see [`fill`]).
     pub(super) async fn answer_from_origin(
         &self,
         head: &request::Parts,
         origin: OriginResponse,
         exchange: Exchange<'_>,
+        leader: Option<Leader>,
     ) -> Response<ProxyBody> {
+        let (method, request) = (&head.method, &head.headers);
         let Teed {
             head: mut response_head,
             framing,
             stored,
             body,
-        } = fill(&self.cache, &head.method, &head.headers, &exchange, origin).await;
+        } = fill(&self.cache, method, request, &exchange, origin, leader).await;
         let miss = CacheStatus::forward(exchange.forward).fwd_status(response_head.status);
         let status = match stored {
             Ok(()) => miss.stored(),
@@ -180,17 +199,24 @@ pub(super) struct Teed {
 /// and the background refresh's alike, so this is where admission decisions are counted:
 /// each decision applied to a storable response, the body bytes of those it rejected
 /// (as they stream), and in shadow mode the fills second-hit would not have written.
+///
+/// `leader` holds the key's collapse slot: the fill keeps it until the entry is committed
+/// (or the fill dropped), so that the requests waiting for it find the entry; without a
+/// fill it is dropped here, and they go to the origin at once.
 pub(super) async fn fill(
     cache: &Cache,
     method: &Method,
     request: &HeaderMap,
     exchange: &Exchange<'_>,
     origin: OriginResponse,
+    leader: Option<Leader>,
 ) -> Teed {
     // Read once: the size that makes the answer storable is the limit its fill gets.
     let max_len = cache.max_object_size();
     let verdict = if method != Method::GET {
         Err(NotStored::Method)
+    } else if exchange.collapse_timed_out {
+        Err(NotStored::CollapseTimeout)
     } else if exchange.range_forwarded {
         Err(NotStored::Range)
     } else {
@@ -209,16 +235,41 @@ pub(super) async fn fill(
             let began = cache
                 .begin_fill(key, marker, request, &origin, times, max_len)
                 .await;
-            began.map_err(|error| {
-                tracing::warn!(key = %key, %error, "cannot start fill; proxying uncached");
-                cache.metrics.count_error(ErrorKind::FillNotStarted);
-                Detail::StoreError
+            began.map_err(|error| match error {
+                // Larger than the whole budget: no eviction can make room, so this is the
+                // object's size, not a failure of the store.
+                StoreError::NoSpace { needed, max_size } if needed > max_size => {
+                    if let Some(held) = TOO_LARGE_LOG.admit() {
+                        tracing::info!(
+                            key = %key,
+                            needed,
+                            max_size,
+                            held_back = held,
+                            "object larger than cache.max_size; proxying it uncached"
+                        );
+                    }
+                    Detail::NotStored(NotStored::TooLarge)
+                }
+                error => {
+                    tracing::warn!(key = %key, %error, "cannot start fill; proxying uncached");
+                    cache.metrics.count_error(ErrorKind::FillNotStarted);
+                    Detail::StoreError
+                }
             })
         }
     };
     if let Ok(writer) = &began {
         (cache.admission.load().policy).note_fill(writer.key_hash(), decision);
     }
+    // Not storable: the slot is freed now (below, or here), and for a reason of the
+    // response's own the key is passed uncollapsed for a while.
+    let leader = match (&began, leader) {
+        (Err(Detail::NotStored(reason)), Some(leader)) => {
+            leader.not_storable(*reason);
+            None
+        }
+        (_, leader) => leader,
+    };
     // Which of the body's bytes count as writes (second-hit would have) avoided.
     let counted = match (&began, decision) {
         (Err(Detail::Admission(_)), _) => Some(ByteCounter::WritesAvoided),
@@ -242,7 +293,10 @@ pub(super) async fn fill(
             });
             (committed, TeeBody::passthrough(body))
         }
-        Ok(writer) => (Ok(()), TeeBody::with_fill(body, writer, key.as_str())),
+        Ok(writer) => {
+            let body = TeeBody::with_fill(body, writer, key.as_str(), &cache.fills, leader);
+            (Ok(()), body)
+        }
         Err(detail) => (Err(detail), TeeBody::passthrough(body)),
     };
     let body = match counted {
@@ -256,6 +310,10 @@ pub(super) async fn fill(
         body,
     }
 }
+
+/// Throttles the line about objects larger than `cache.max_size`, which every request
+/// for such an object would otherwise write.
+static TOO_LARGE_LOG: Throttle = Throttle::new();
 
 /// Reads `body` to its end and drops what it yields, so a fill teed from it completes
 /// (or, for a body nobody stores, so the origin connection is reused rather than cut).
@@ -281,6 +339,21 @@ pub(super) struct Exchange<'a> {
     pub(super) times: (SystemTime, SystemTime),
     /// The client's `Range` went to the origin (so the answer is not the whole object).
     pub(super) range_forwarded: bool,
+    /// The request waited `cache.collapse_timeout` for another one's fill: not stored.
+    pub(super) collapse_timed_out: bool,
+}
+
+/// A miss on its way to the origin: what the lookup and admission found, and its part in
+/// the key's collapse slot.
+pub(super) struct Miss {
+    /// The URL's variant set, when one is stored.
+    pub(super) marker: Option<Marker>,
+    /// Why the request goes to the origin (Cache-Status `fwd`).
+    pub(super) forward: Forward,
+    /// What admission decided for the key.
+    pub(super) admission: Decision,
+    /// Whether it leads a collapse, goes alone, or gave up waiting.
+    pub(super) fetching: Fetching,
 }
 
 /// The request target to send to the origin: the client's own path and query.

@@ -1,14 +1,15 @@
 //! Stale stored responses (RFC 9111 §4.2.4, §4.3; RFC 5861): revalidation with the
 //! origin, `stale-if-error` (or `cache.stale_if_unreachable`) when it fails, and the
-//! background refresh behind `stale-while-revalidate` (one per key at a time).
+//! background refresh behind `stale-while-revalidate` (one per key at a time: it holds
+//! the key's collapse slot, `collapse`).
 
-use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use http::{Method, Response, StatusCode, request};
 
 use super::cache::{Cache, Found, Lookup, OriginRequest, Revalidated};
+use super::collapse::Leader;
 use super::forward::{self, Exchange, Teed, drain};
 use super::{Proxy, READMIT, respond};
 use crate::cache_status::{CacheStatus, Detail, Forward};
@@ -81,8 +82,11 @@ impl Proxy {
                     times: (request_time, response_time),
                     // A revalidation always asks for the whole object.
                     range_forwarded: false,
+                    collapse_timed_out: false,
                 };
-                Ok(self.answer_from_origin(head, response, exchange).await)
+                Ok(self
+                    .answer_from_origin(head, response, exchange, None)
+                    .await)
             }
             Err(error) => {
                 if freshness.within_stale_if_error(now)
@@ -142,52 +146,28 @@ impl Proxy {
         let Ok(target) = origin_request(head) else {
             return;
         };
-        let Some(slot) = RefreshSlot::claim(&self.refreshing, key.store_hash()) else {
+        // The key's collapse slot: one refresh at a time, and misses of the key meanwhile
+        // wait for what it stores.
+        let Some(leader) = self.collapser.try_lead(key.store_hash()) else {
             return;
         };
         let (cache, key) = (self.cache.clone(), key.clone());
         tokio::spawn(async move {
-            refresh(&cache, &target, &key, &stored).await;
-            drop(slot);
+            refresh(&cache, &target, &key, &stored, leader).await;
         });
-    }
-}
-
-/// The one background refresh a key may have at a time; the key is free again when this
-/// drops, however the refresh ended (finished, failed, or its task panicked).
-struct RefreshSlot {
-    running: Arc<Mutex<HashSet<u128>>>,
-    hash: u128,
-}
-
-impl RefreshSlot {
-    /// Claims the slot of `hash`, or `None` if a refresh of it is running.
-    fn claim(running: &Arc<Mutex<HashSet<u128>>>, hash: u128) -> Option<RefreshSlot> {
-        // A poisoned lock only means another thread panicked while holding it; the set
-        // itself is always consistent (one insert or remove per critical section).
-        let claimed = running
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(hash);
-        claimed.then(|| RefreshSlot {
-            running: running.clone(),
-            hash,
-        })
-    }
-}
-
-impl Drop for RefreshSlot {
-    fn drop(&mut self) {
-        self.running
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&self.hash);
     }
 }
 
 /// The background half of `stale-while-revalidate`: revalidates the stored response
 /// for `key` and stores whatever the origin answers, reading the body to its end.
-async fn refresh(cache: &Cache, target: &OriginRequest, key: &CacheKey, stored: &http::HeaderMap) {
+/// `leader` holds the key's slot until then (until the new entry is committed).
+async fn refresh(
+    cache: &Cache,
+    target: &OriginRequest,
+    key: &CacheKey,
+    stored: &http::HeaderMap,
+    leader: Leader,
+) {
     let (found, marker) = match cache.lookup(key, &target.headers).await {
         // Only if it is still the response that was served stale.
         Lookup::Found(found) if &found.entry.meta.response_headers == stored => {
@@ -216,9 +196,18 @@ async fn refresh(cache: &Cache, target: &OriginRequest, key: &CacheKey, stored: 
         admission: READMIT,
         times,
         range_forwarded: false,
+        collapse_timed_out: false,
     };
-    let Teed { stored, body, .. } =
-        forward::fill(cache, &Method::GET, &target.headers, &exchange, response).await;
+    let request = &target.headers;
+    let Teed { stored, body, .. } = forward::fill(
+        cache,
+        &Method::GET,
+        request,
+        &exchange,
+        response,
+        Some(leader),
+    )
+    .await;
     if let Err(detail) = stored {
         tracing::debug!(key = %key, reason = detail.as_str(), "background refresh not stored");
         return;

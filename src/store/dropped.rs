@@ -17,7 +17,8 @@ use super::StoreError;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FillDrop {
     /// The response to the client was dropped before the origin's body ended, taking
-    /// the fill with it: the client went away. Expected.
+    /// the fill with it: the client went away while `cache.max_orphan_fills` fills
+    /// already ran on without theirs (or it is zero). Expected.
     ClientGone,
     /// The origin's body failed (reset, between-bytes timeout) or ended short of its
     /// declared length.

@@ -66,6 +66,11 @@ fn check_config_and_serve_reject_bad_files_naming_the_key() {
             "server.header_read_timeout",
         ),
         ("[cache]\nmin_free = \"1GiB\"\n", "not supported yet"),
+        // Both keys are named (the key itself is checked in the config's unit tests).
+        (
+            "[cache]\nmax_size = \"1MiB\"\nmax_object_size = \"2MiB\"\n",
+            "smaller than cache.max_object_size",
+        ),
     ];
     for (text, named) in cases {
         let path = write_config(dir.path(), text);

@@ -83,9 +83,15 @@ async fn a_body_the_origin_cuts_short_counts_as_an_origin_error() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_client_leaving_mid_body_counts_as_client_gone() {
+async fn a_client_leaving_mid_body_with_no_room_for_orphans_counts_as_client_gone() {
     let origin = origin().await;
-    let proxy = proxy(&origin).await;
+    // No fill may outlive its client (with room for one, this fill would run on until
+    // the origin's read timeout).
+    let proxy = TestProxy::start(origin.addr, |c| {
+        c.admission.policy = AdmissionPolicy::Always;
+        c.cache.max_orphan_fills = 0;
+    })
+    .await;
     let mut response = begin_fill(&proxy, "/stall").await;
     let first = response.chunk().await.expect("first bytes arrive");
     assert!(first.is_some_and(|bytes| !bytes.is_empty()));
@@ -125,4 +131,32 @@ async fn an_origin_silent_past_read_timeout_mid_body_ends_the_transfer_and_the_f
         "the client sees the body cut"
     );
     assert_one_drop(&proxy, FillDrop::OriginError).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_larger_than_the_whole_cache_is_too_large_not_a_store_error() {
+    let origin = origin().await;
+    // A config file with such a pair is refused; the same answer comes for an object
+    // within max_object_size whose head makes it outgrow max_size.
+    let proxy = TestProxy::start(origin.addr, |c| {
+        c.admission.policy = AdmissionPolicy::Always;
+        c.cache.max_size = 20_000;
+        c.cache.max_object_size = 1_000_000;
+    })
+    .await;
+    for _ in 0..2 {
+        let seen = get(&proxy.url("/whole")).await;
+        assert_eq!(seen.status, 200);
+        assert_eq!(seen.body, body_bytes(50_000, 3), "the client gets it whole");
+        assert!(!seen.cache.stored, "{:?}", seen.cache);
+        assert_eq!(seen.cache.detail.as_deref(), Some("too-large"));
+    }
+    assert_eq!(
+        origin.count("/whole"),
+        2,
+        "never stored, so fetched each time"
+    );
+    let stats = proxy.store.stats();
+    assert_eq!(stats.committed_fills, 0);
+    assert_eq!(stats.dropped_fills.total(), 0, "no fill began");
 }

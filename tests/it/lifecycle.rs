@@ -204,6 +204,16 @@ async fn sighup_with_an_invalid_file_keeps_the_running_config() {
         .await;
     assert!(line.contains("log.access_log"), "{line}");
     assert!(node.get("/still-always").await.cache.stored);
+
+    // A valid file whose max_object_size only its own (restart-only) max_size would hold:
+    // the running max_size stays, so the object limit would be over it.
+    let outgrown = node.text(&[
+        ("cache", "max_size = \"40GiB\""),
+        ("cache", "max_object_size = \"20GiB\""),
+    ]);
+    let line = node.reload(&outgrown, &["config reload rejected"]).await;
+    assert!(line.contains("cache.max_object_size"), "{line}");
+    assert!(line.contains("running cache.max_size"), "{line}");
     node.stop().await;
 }
 

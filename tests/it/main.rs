@@ -18,12 +18,14 @@ mod admin_page;
 mod bench;
 mod cli;
 mod client_limits;
+mod collapse;
 mod dropped_fills;
 mod filters;
 mod lifecycle;
 mod multi_node;
 mod origin_failures;
 mod origin_limits;
+mod orphan_fills;
 mod proxy;
 mod proxy_hygiene;
 // `secondhit simulate --recommend` and `--plot`, bench-only commands.

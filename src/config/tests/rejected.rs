@@ -215,6 +215,12 @@ const REJECTED: &[(&str, &str, &str)] = &[
     ("[cache]\nmax_size = \"0B\"", "cache.max_size", "invalid"),
     ("[cache]\nmax_size = \"lots\"", "cache.max_size", "invalid"),
     ("[cache]\nmax_size = -1", "cache.max_size", "parse"),
+    // A budget smaller than the largest object it is meant to store.
+    (
+        "[cache]\nmax_size = \"1MiB\"\nmax_object_size = \"2MiB\"",
+        "cache.max_size",
+        "invalid",
+    ),
     (
         "[cache]\nmin_free = \"1GiB\"",
         "cache.min_free",
@@ -240,6 +246,9 @@ const REJECTED: &[(&str, &str, &str)] = &[
         "invalid",
     ),
     ("[cache]\nmemory_size = \"lots\"", "cache.memory_size", "invalid"),
+    ("[cache]\ncollapse_timeout = \"soon\"", "cache.collapse_timeout", "invalid"),
+    ("[cache]\nmax_orphan_fills = 4097", "cache.max_orphan_fills", "invalid"),
+    ("[cache]\nmax_orphan_fills = -1", "cache.max_orphan_fills", "parse"),
     // [admission]
     (
         "[admission]\npolicy = \"bogus\"",

@@ -158,6 +158,8 @@ pub struct ParsedCacheStatus {
     pub hit: bool,
     pub fwd: Option<String>,
     pub stored: bool,
+    /// RFC 9211 `collapsed`: answered from another request's fetch of the same key.
+    pub collapsed: bool,
     pub detail: Option<String>,
     /// The `fwd-status` parameter: the status the origin answered a forwarded request with.
     pub fwd_status: Option<u16>,
@@ -198,6 +200,7 @@ impl ParsedCacheStatus {
             match name {
                 "hit" => parsed.hit = true,
                 "stored" => parsed.stored = true,
+                "collapsed" => parsed.collapsed = true,
                 "fwd" => parsed.fwd = value.map(str::to_owned),
                 "detail" => parsed.detail = value.map(str::to_owned),
                 "fwd-status" => parsed.fwd_status = value.and_then(|v| v.parse().ok()),

@@ -37,6 +37,13 @@ pub enum ReplyBody {
     Stall { declared: usize, sent: Vec<u8> },
     /// No body and no Content-Length (for 304 and 204 replies).
     Empty,
+    /// With Content-Length, in pieces of `chunk` bytes with `pause` before each: an
+    /// origin slower than the proxy's disk and clients.
+    Slow {
+        data: Vec<u8>,
+        chunk: usize,
+        pause: Duration,
+    },
 }
 
 impl Reply {
@@ -54,6 +61,15 @@ impl Reply {
     pub fn chunked(cache_control: &str, data: Vec<u8>, chunk: usize) -> Reply {
         Reply {
             body: ReplyBody::Chunked { data, chunk },
+            ..Reply::ok(cache_control, Vec::new())
+        }
+    }
+
+    /// A 200 with `Cache-Control: <cache_control>` and a `ReplyBody::Slow` body: `data` in
+    /// pieces of `chunk` bytes, each after `pause`.
+    pub fn slow(cache_control: &str, data: Vec<u8>, chunk: usize, pause: Duration) -> Reply {
+        Reply {
+            body: ReplyBody::Slow { data, chunk, pause },
             ..Reply::ok(cache_control, Vec::new())
         }
     }
@@ -292,6 +308,21 @@ fn build_reply(reply: Reply) -> Response<BoxBody<Bytes, std::io::Error>> {
             let part = futures_util::stream::iter([Ok(Frame::data(Bytes::from(sent)))]);
             let never = futures_util::stream::pending();
             StreamBody::new(futures_util::StreamExt::chain(part, never)).boxed()
+        }
+        ReplyBody::Slow { data, chunk, pause } => {
+            builder = builder.header("content-length", data.len());
+            let pieces: Vec<Bytes> = data
+                .chunks(chunk.max(1))
+                .map(Bytes::copy_from_slice)
+                .collect();
+            let paced = futures_util::StreamExt::then(
+                futures_util::stream::iter(pieces),
+                move |piece| async move {
+                    tokio::time::sleep(pause).await;
+                    Ok(Frame::data(piece))
+                },
+            );
+            StreamBody::new(paced).boxed()
         }
         ReplyBody::Empty => http_body_util::Empty::new()
             .map_err(|never| match never {})

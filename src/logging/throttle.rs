@@ -1,0 +1,89 @@
+//! Log lines about events that can come once per request (a dropped fill, an object too
+//! large for the cache) are throttled: at most one line per [`EVERY`] for each kind of
+//! event, saying how many were held back since the last one. The counters that metrics
+//! export stay exact; the log only has to say that, and why, it happens.
+
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// At most one line per this long for each [`Throttle`].
+pub const EVERY: Duration = Duration::from_secs(10);
+
+/// One kind of event's line: lets one through per [`EVERY`] and counts the rest.
+pub struct Throttle {
+    /// Milliseconds since [`epoch`] from which the next line may be written.
+    next: AtomicU64,
+    /// Events held back since the last line.
+    held: AtomicU64,
+}
+
+impl Throttle {
+    /// A throttle that lets its first event through (usable in a `static`).
+    pub const fn new() -> Throttle {
+        Throttle {
+            next: AtomicU64::new(0),
+            held: AtomicU64::new(0),
+        }
+    }
+
+    /// `Some(held)` when this event should be logged, with the number of events held back
+    /// since the last line; `None` when it is held back (and counted).
+    pub fn admit(&self) -> Option<u64> {
+        let now = u64::try_from(epoch().elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.admit_at(now)
+    }
+
+    fn admit_at(&self, now_ms: u64) -> Option<u64> {
+        let next = self.next.load(Ordering::Relaxed);
+        let every = u64::try_from(EVERY.as_millis()).unwrap_or(u64::MAX);
+        // One thread wins the window; the others count themselves as held back.
+        if now_ms >= next
+            && self
+                .next
+                .compare_exchange(
+                    next,
+                    now_ms.saturating_add(every),
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                )
+                .is_ok()
+        {
+            return Some(self.held.swap(0, Ordering::Relaxed));
+        }
+        self.held.fetch_add(1, Ordering::Relaxed);
+        None
+    }
+}
+
+impl Default for Throttle {
+    fn default() -> Self {
+        Throttle::new()
+    }
+}
+
+/// The process's reference instant for every throttle.
+fn epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_line_per_window_with_the_count_held_back() {
+        let throttle = Throttle::new();
+        let every = u64::try_from(EVERY.as_millis()).expect("fits");
+        assert_eq!(throttle.admit_at(5), Some(0), "the first event is logged");
+        assert_eq!(throttle.admit_at(6), None);
+        assert_eq!(throttle.admit_at(5 + every - 1), None);
+        assert_eq!(
+            throttle.admit_at(5 + every),
+            Some(2),
+            "the next window's line says how many were held back"
+        );
+        assert_eq!(throttle.admit_at(5 + every), None);
+    }
+}

@@ -1,0 +1,367 @@
+//! Request collapsing: concurrent misses for one key make one origin fetch.
+//!
+//! The first cacheable miss of a key becomes its *leader*: it holds the key's slot in a
+//! [`Collapser`] while it fetches and fills. Misses of the same key that arrive meanwhile
+//! are *followers*: they wait for the slot to be freed, then look the key up again and are
+//! answered from the stored entry (`Cache-Status: secondhit; fwd=uri-miss; collapsed`).
+//! The same slot is the one background refresh per key that `stale-while-revalidate`
+//! allows ([`Collapser::try_lead`]): a refresh in flight is a fill followers can wait for.
+//!
+//! When the slot is freed, and what followers then do:
+//! - The leader's response is storable and admitted: the slot is held by the fill's writer
+//!   task until the entry is committed (or the fill dropped), so followers find the entry.
+//!   Followers wait for the *whole* download, not its first bytes: for an object of
+//!   several MiB from a slow origin that is the origin's transfer time, bounded by
+//!   `cache.collapse_timeout` (a follower past it fetches for itself, uncached:
+//!   `detail=collapse-timeout`, so that a slow object does not become a herd of fills).
+//! - The answer is not storable for reasons of the response's own (`no-store`, `private`,
+//!   `Set-Cookie`, too large, ...): the slot is freed at the response head and its
+//!   followers are told so; each goes to the origin at once and never waits again, side
+//!   by side rather than queued behind a second leader that would be refused too. The
+//!   key is remembered as refused for a few seconds (at most `MAX_REFUSED` keys): its
+//!   misses then neither lead nor wait, so a hot uncacheable URL is not serialised behind
+//!   one request per burst (Varnish's "hit-for-miss").
+//! - Anything else (a fill dropped on the way, an origin error, a fill that cannot start,
+//!   the leader's own credentials): the slot is freed as soon as the leader knows, and a
+//!   follower that finds no entry joins the key again — it may lead the next fetch, or
+//!   wait for it — within the same `cache.collapse_timeout`, counted from its first wait,
+//!   so that a failed fill does not turn its followers into a herd of fills.
+//!
+//! Who leads: only a GET that admission admits and that would fetch the whole object
+//! (no `Range`, or one the proxy can cut from the whole). Under `second-hit`, the first
+//! request for a key is refused by admission (`first-sight`): its response will not be
+//! stored, so it neither leads nor holds anyone; it follows, though, when a leader is
+//! already filling the key. So a burst of first requests for a new key makes at most two
+//! origin fetches: the first sight, and the fill of the first request that found the key
+//! recorded.
+//!
+//! The slots are a map behind one mutex, held only to insert, look up or remove one key:
+//! never across an await, so different keys never wait for each other. A hit never
+//! touches it.
+
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+use crate::policy::NotStored;
+
+/// How long a key whose answer was not storable is passed without collapsing: long
+/// enough to cover a burst of requests, short enough that a URL that becomes cacheable
+/// is collapsed again soon.
+const REFUSED_FOR: Duration = Duration::from_secs(10);
+
+/// Most keys remembered as refused at once: past it, a refused key is not remembered
+/// (its next burst queues behind one leader, as if it were new). Bounds the map's memory
+/// however many distinct uncacheable URLs are asked for.
+const MAX_REFUSED: usize = 4096;
+
+/// The keys (store hashes) with a fill or refresh in flight, and how to wait for each.
+#[derive(Default)]
+pub(super) struct Collapser {
+    slots: Mutex<Slots>,
+}
+
+/// The map behind the mutex.
+#[derive(Default)]
+struct Slots {
+    map: HashMap<u128, Slot>,
+    /// `Slot::Refused` entries in `map`, expired ones included.
+    refused: usize,
+    /// When expired `Refused` entries may next be swept out (at most once per
+    /// `REFUSED_FOR`, so a full table costs one pass over the map per period).
+    next_sweep: Option<Instant>,
+}
+
+/// One key's state.
+enum Slot {
+    /// A leader is fetching it; followers wait on this.
+    Filling(watch::Receiver<()>),
+    /// Its last leader's answer was not storable (`no-store`, `private`, ...): until this
+    /// instant, misses of it neither lead nor wait (like Varnish's hit-for-miss), so a hot
+    /// uncacheable URL is not serialised behind one request per burst.
+    Refused(Instant),
+}
+
+/// A miss's part in its key's slot.
+pub(super) enum Role {
+    /// This request leads: the fill it starts (if any) frees the slot when it ends.
+    Leader(Leader),
+    /// Another request leads: wait for it, then look again.
+    Follower(Follower),
+    /// No slot taken or joined: fetch as a plain miss.
+    Alone,
+}
+
+/// What a miss that goes to the origin owes its key's slot.
+pub(super) enum Fetching {
+    /// It leads: the fill it starts holds the slot until the entry is committed or the
+    /// fill dropped; without a fill the slot is freed when the answer's head is judged.
+    Leading(Leader),
+    /// Nobody waits for it.
+    Alone,
+    /// It waited `cache.collapse_timeout` for a leader: its answer is not stored.
+    WaitedTooLong,
+}
+
+/// The holder of a key's slot; dropping it frees the slot and wakes every follower.
+pub(super) struct Leader {
+    collapser: Arc<Collapser>,
+    hash: u128,
+    /// Set by [`Leader::not_storable`]: the slot is left as `Refused`, not freed.
+    refused: bool,
+    /// Its drop wakes the followers (their `changed()` then fails); it is sent on only
+    /// to tell them the answer was refused ([`Waited::Refused`]).
+    done: watch::Sender<()>,
+}
+
+/// A request waiting for the leader of its key.
+pub(super) struct Follower(watch::Receiver<()>);
+
+/// How a follower's wait ended.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Waited {
+    /// The leader is done: look the key up again.
+    Released,
+    /// The leader's answer was not storable for reasons of its own: fetch alone.
+    Refused,
+    /// `cache.collapse_timeout` passed first.
+    TimedOut,
+}
+
+impl Collapser {
+    /// The role of a miss of `hash`: leader if the slot is free and `may_lead`, follower
+    /// if it is taken, alone otherwise.
+    pub(super) fn join(self: &Arc<Self>, hash: u128, may_lead: bool) -> Role {
+        let mut slots = self.lock();
+        let Slots { map, refused, .. } = &mut *slots;
+        let (done, waiting) = watch::channel(());
+        match map.entry(hash) {
+            Entry::Occupied(taken) => match taken.get() {
+                Slot::Filling(waiting) => return Role::Follower(Follower(waiting.clone())),
+                Slot::Refused(until) if Instant::now() < *until => return Role::Alone,
+                Slot::Refused(_) => {
+                    // Expired: the key is free again.
+                    *refused -= 1;
+                    if !may_lead {
+                        taken.remove();
+                        return Role::Alone;
+                    }
+                    *taken.into_mut() = Slot::Filling(waiting);
+                }
+            },
+            Entry::Vacant(free) if may_lead => {
+                free.insert(Slot::Filling(waiting));
+            }
+            Entry::Vacant(_) => return Role::Alone,
+        }
+        Role::Leader(Leader {
+            collapser: Arc::clone(self),
+            hash,
+            refused: false,
+            done,
+        })
+    }
+
+    /// The slot of `hash` if it is free (a background refresh takes it so), `None` if
+    /// a fill or refresh of the key is in flight, or its last answer was refused (a
+    /// refresh would most likely be refused too).
+    pub(super) fn try_lead(self: &Arc<Self>, hash: u128) -> Option<Leader> {
+        match self.join(hash, true) {
+            Role::Leader(leader) => Some(leader),
+            Role::Follower(_) | Role::Alone => None,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Slots> {
+        // A poisoned lock only means another thread panicked while holding it; the map
+        // itself is always consistent (one insert or remove per critical section).
+        self.slots.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Slots {
+    /// Leaves `hash` refused for `REFUSED_FOR`, if there is room; frees it otherwise.
+    fn refuse(&mut self, hash: u128, now: Instant) {
+        if self.refused >= MAX_REFUSED && self.next_sweep.is_none_or(|next| now >= next) {
+            self.map
+                .retain(|_, slot| !matches!(slot, Slot::Refused(until) if *until <= now));
+            self.refused = self
+                .map
+                .values()
+                .filter(|slot| matches!(slot, Slot::Refused(_)))
+                .count();
+            self.next_sweep = Some(now + REFUSED_FOR);
+        }
+        if self.refused < MAX_REFUSED {
+            self.map.insert(hash, Slot::Refused(now + REFUSED_FOR));
+            self.refused += 1;
+        } else {
+            self.map.remove(&hash);
+        }
+    }
+}
+
+impl Leader {
+    /// The leader's answer is not storable, for a reason that belongs to the response
+    /// rather than to this request: frees the slot now, and lets misses of the key go to
+    /// the origin without waiting for `REFUSED_FOR`. Other reasons just free the slot.
+    pub(super) fn not_storable(mut self, reason: NotStored) {
+        self.refused = match reason {
+            NotStored::NoStore
+            | NotStored::Private
+            | NotStored::SetCookie
+            | NotStored::VaryStar
+            | NotStored::Partial
+            | NotStored::NotCacheable
+            | NotStored::NoLifetime
+            | NotStored::NoLength
+            | NotStored::TooLarge => true,
+            // The request's own method, range or credentials, or its wait: another
+            // request of the key may well be stored.
+            NotStored::Method
+            | NotStored::Range
+            | NotStored::Authorization
+            | NotStored::CollapseTimeout => false,
+        };
+        if self.refused {
+            // No follower may be left to tell: nothing to do then.
+            let _ = self.done.send(());
+        }
+    }
+}
+
+impl Drop for Leader {
+    fn drop(&mut self) {
+        // Out of the map (or refused) first, then (as the fields drop) the followers are
+        // woken: a follower that looks again finds the entry, or a free slot.
+        let mut slots = self.collapser.lock();
+        if self.refused {
+            slots.refuse(self.hash, Instant::now());
+        } else {
+            slots.map.remove(&self.hash);
+        }
+    }
+}
+
+impl Follower {
+    /// Waits until the leader frees the slot, until `deadline` at the latest.
+    pub(super) async fn wait_until(mut self, deadline: tokio::time::Instant) -> Waited {
+        // A value is sent only for a refusal; otherwise `changed` fails once the leader's
+        // sender is dropped.
+        match tokio::time::timeout_at(deadline, self.0.changed()).await {
+            Ok(Ok(())) => Waited::Refused,
+            Ok(Err(_)) => Waited::Released,
+            Err(_) => Waited::TimedOut,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A deadline no test reaches.
+    fn far_off() -> tokio::time::Instant {
+        tokio::time::Instant::now() + Duration::from_secs(3600)
+    }
+
+    #[tokio::test]
+    async fn followers_wait_for_the_leader_of_their_key_only() {
+        let collapser = Arc::new(Collapser::default());
+        let Role::Leader(leader) = collapser.join(1, true) else {
+            panic!("the first miss leads");
+        };
+        let Role::Follower(follower) = collapser.join(1, true) else {
+            panic!("the second miss of the key follows");
+        };
+        assert!(
+            matches!(collapser.join(2, true), Role::Leader(_)),
+            "another key is not held up"
+        );
+        let waiting = tokio::spawn(follower.wait_until(far_off()));
+        drop(leader);
+        assert_eq!(waiting.await.expect("follower task"), Waited::Released);
+        assert!(
+            collapser.try_lead(1).is_some(),
+            "the slot is free once the leader is gone"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_miss_that_may_not_lead_takes_no_slot() {
+        let collapser = Arc::new(Collapser::default());
+        assert!(matches!(collapser.join(7, false), Role::Alone));
+        let _leader = collapser.try_lead(7).expect("still free");
+        assert!(matches!(collapser.join(7, false), Role::Follower(_)));
+        assert!(collapser.try_lead(7).is_none(), "one refresh per key");
+    }
+
+    #[tokio::test]
+    async fn a_key_whose_answer_was_not_storable_is_passed_without_waiting() {
+        let collapser = Arc::new(Collapser::default());
+        let Role::Leader(leader) = collapser.join(9, true) else {
+            panic!("leads");
+        };
+        let Role::Follower(follower) = collapser.join(9, true) else {
+            panic!("follows");
+        };
+        leader.not_storable(NotStored::NoStore);
+        assert_eq!(
+            follower.wait_until(far_off()).await,
+            Waited::Refused,
+            "its followers are told at once"
+        );
+        assert!(
+            matches!(collapser.join(9, true), Role::Alone),
+            "the next miss neither leads nor waits"
+        );
+        let Role::Leader(leader) = collapser.join(10, true) else {
+            panic!("leads");
+        };
+        leader.not_storable(NotStored::Authorization);
+        assert!(
+            matches!(collapser.join(10, true), Role::Leader(_)),
+            "a refusal for the request's own credentials is not remembered"
+        );
+    }
+
+    #[test]
+    fn refused_keys_are_bounded_and_expire() {
+        let collapser = Arc::new(Collapser::default());
+        let now = Instant::now();
+        let mut slots = collapser.lock();
+        for hash in 0..MAX_REFUSED as u128 {
+            slots.refuse(hash, now);
+        }
+        slots.refuse(u128::MAX, now);
+        assert_eq!(slots.refused, MAX_REFUSED);
+        assert!(
+            !slots.map.contains_key(&u128::MAX),
+            "no room: not remembered"
+        );
+        // Once they expired, a sweep makes room.
+        slots.next_sweep = None;
+        slots.refuse(u128::MAX, now + REFUSED_FOR);
+        assert_eq!(slots.refused, 1);
+        assert_eq!(slots.map.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_follower_gives_up_after_the_timeout() {
+        let collapser = Arc::new(Collapser::default());
+        let _leader = collapser.try_lead(3).expect("free");
+        let Role::Follower(follower) = collapser.join(3, true) else {
+            panic!("follows");
+        };
+        assert_eq!(
+            // The leader never finishes, so only the deadline can end the wait.
+            follower
+                .wait_until(tokio::time::Instant::now() + Duration::from_millis(10))
+                .await,
+            Waited::TimedOut
+        );
+    }
+}

@@ -1,0 +1,228 @@
+//! Request collapsing: concurrent misses of one key make one origin fetch, and the
+//! requests that waited are answered from what it stored (`Cache-Status: collapsed`);
+//! a leader whose answer is not stored releases them to the origin at once. Real
+//! sockets: a scripted (slowed) origin and the real proxy on 127.0.0.1:0.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use futures_util::future::join_all;
+
+use crate::support::{
+    Reply, ReplyBody, Seen, TestOrigin, TestProxy, body_bytes, client, get, send,
+};
+use secondhit::config::AdmissionPolicy;
+
+/// Concurrent requests in each wave.
+const WAVE: usize = 100;
+
+/// How long the origin takes to answer the head: every request of a wave arrives before.
+const SLOW: Duration = Duration::from_secs(1);
+
+/// An origin answering `body` (fresh for an hour) after `SLOW`, and a proxy in front of it
+/// that stores every storable response (`always`).
+async fn slow_origin_storing_all(body: &[u8]) -> (TestOrigin, TestProxy) {
+    let served = body.to_vec();
+    let origin =
+        TestOrigin::start(move |_| Reply::ok("max-age=3600", served.clone()).delayed(SLOW)).await;
+    let proxy = TestProxy::start(origin.addr, |c| {
+        c.admission.policy = AdmissionPolicy::Always;
+    })
+    .await;
+    (origin, proxy)
+}
+
+/// GETs `path` `WAVE` times at once, with `headers`.
+async fn wave(proxy: &TestProxy, path: &str, headers: &[(&str, &str)]) -> Vec<Seen> {
+    let client = client();
+    let requests = (0..WAVE).map(|_| {
+        let mut request = client.get(proxy.url(path));
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        send(request)
+    });
+    join_all(requests).await
+}
+
+/// Asserts that `seen` holds one response that went to the origin and stored, and that
+/// every other one was answered from it (collapsed, or a hit once it was stored), all
+/// with `body`.
+fn one_fill_served_all(seen: &[Seen], body: &[u8]) {
+    let stored = seen.iter().filter(|s| s.cache.stored).count();
+    assert_eq!(stored, 1, "one request fetched and stored");
+    for s in seen {
+        assert_eq!(s.status, 200);
+        assert!(s.body == body, "a complete, identical body: {:?}", s.cache);
+        assert!(
+            s.cache.stored || s.cache.collapsed || s.cache.hit,
+            "answered from the one fetch: {:?}",
+            s.cache
+        );
+        if s.cache.collapsed {
+            assert_eq!(s.cache.fwd.as_deref(), Some("uri-miss"), "{:?}", s.cache);
+            assert!(!s.cache.hit && !s.cache.stored, "{:?}", s.cache);
+        }
+    }
+    assert!(
+        seen.iter().any(|s| s.cache.collapsed),
+        "requests that arrived during the fetch waited for it"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_first_requests_make_one_origin_fetch_under_always() {
+    let body = body_bytes(200_000, 7);
+    let (origin, proxy) = slow_origin_storing_all(&body).await;
+    let seen = wave(&proxy, "/hot", &[]).await;
+    assert_eq!(
+        origin.count("/hot"),
+        1,
+        "one origin fetch for {WAVE} requests"
+    );
+    one_fill_served_all(&seen, &body);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_second_hit_the_second_wave_makes_one_origin_fetch() {
+    let body = body_bytes(50_000, 8);
+    let served = body.clone();
+    let origin =
+        TestOrigin::start(move |_| Reply::ok("max-age=3600", served.clone()).delayed(SLOW)).await;
+    let proxy = TestProxy::start(origin.addr, |_| {}).await;
+    let first = get(&proxy.url("/twice")).await;
+    assert_eq!(first.cache.detail.as_deref(), Some("first-sight"));
+    let seen = wave(&proxy, "/twice", &[]).await;
+    assert_eq!(
+        origin.count("/twice"),
+        2,
+        "the first sight, then one fetch for the whole wave"
+    );
+    one_fill_served_all(&seen, &body);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_no_store_leader_releases_its_followers_to_the_origin_at_once() {
+    let origin = TestOrigin::start(|_| {
+        Reply::ok("no-store", body_bytes(10_000, 9)).delayed(Duration::from_millis(500))
+    })
+    .await;
+    // Far longer than the client's patience: a follower held until it would fail the test.
+    let proxy = TestProxy::start(origin.addr, |c| {
+        c.admission.policy = AdmissionPolicy::Always;
+        c.cache.collapse_timeout = Duration::from_secs(3600);
+    })
+    .await;
+    let seen = wave(&proxy, "/private", &[]).await;
+    for s in &seen {
+        assert_eq!(s.body, body_bytes(10_000, 9));
+        assert_eq!(s.cache.detail.as_deref(), Some("no-store"), "{:?}", s.cache);
+        assert!(!s.cache.collapsed);
+    }
+    assert_eq!(
+        origin.count("/private"),
+        WAVE,
+        "each request fetched once for itself; none waited behind a second leader"
+    );
+    // The key is now known to be refused: the next burst goes to the origin side by side.
+    for s in wave(&proxy, "/private", &[]).await {
+        assert_eq!(s.cache.detail.as_deref(), Some("no-store"), "{:?}", s.cache);
+    }
+    assert_eq!(origin.count("/private"), 2 * WAVE);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_that_waits_past_collapse_timeout_fetches_uncached() {
+    let origin = TestOrigin::start(|_| {
+        let pause = Duration::from_millis(100);
+        Reply::slow("max-age=3600", body_bytes(100_000, 10), 10_000, pause)
+    })
+    .await;
+    let proxy = TestProxy::start(origin.addr, |c| {
+        c.admission.policy = AdmissionPolicy::Always;
+        c.cache.collapse_timeout = Duration::from_millis(50);
+    })
+    .await;
+    let leader = client()
+        .get(proxy.url("/slow"))
+        .send()
+        .await
+        .expect("leader's head");
+    assert!(crate::support::ParsedCacheStatus::from_headers(leader.headers()).stored);
+    // The leader's fill takes a second: this request gives up waiting for it.
+    let follower = get(&proxy.url("/slow")).await;
+    assert_eq!(follower.body, body_bytes(100_000, 10));
+    assert_eq!(
+        follower.cache.detail.as_deref(),
+        Some("collapse-timeout"),
+        "{:?}",
+        follower.cache
+    );
+    assert!(!follower.cache.stored);
+    let whole = leader.bytes().await.expect("leader's body");
+    assert_eq!(&whole[..], &body_bytes(100_000, 10)[..]);
+    proxy.wait_committed(1).await;
+    assert_eq!(
+        proxy.store.stats().committed_fills,
+        1,
+        "only the leader stored"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn range_requests_follow_a_fill_and_get_their_range() {
+    let body = body_bytes(300_000, 11);
+    let (origin, proxy) = slow_origin_storing_all(&body).await;
+    let seen = wave(&proxy, "/ranged", &[("range", "bytes=1000-1999")]).await;
+    assert_eq!(origin.count("/ranged"), 1, "the whole object, fetched once");
+    for s in &seen {
+        assert_eq!(s.status, 206, "{:?}", s.cache);
+        assert!(s.body == body[1000..2000], "the range asked for");
+    }
+    assert!(seen.iter().any(|s| s.cache.collapsed));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn followers_of_a_fill_that_fails_make_one_more_fetch_not_a_herd() {
+    let whole = body_bytes(100_000, 12);
+    let answers = Arc::new(AtomicUsize::new(0));
+    let served = whole.clone();
+    // The first answer is cut short after its head (so every request is waiting by
+    // then); the next ones are whole.
+    let origin = TestOrigin::start(move |_| {
+        if answers.fetch_add(1, Ordering::SeqCst) > 0 {
+            return Reply::ok("max-age=3600", served.clone());
+        }
+        let cut = ReplyBody::CutAfter {
+            declared: served.len(),
+            sent: served[..30_000].to_vec(),
+        };
+        Reply {
+            body: cut,
+            ..Reply::ok("max-age=3600", Vec::new())
+        }
+        .delayed(SLOW)
+    })
+    .await;
+    let proxy = TestProxy::start(origin.addr, |c| {
+        c.admission.policy = AdmissionPolicy::Always;
+    })
+    .await;
+    let client = client();
+    let requests = (0..20).map(|_| async {
+        let response = client.get(proxy.url("/flaky")).send().await?;
+        response.bytes().await
+    });
+    let outcomes = join_all(requests).await;
+    let cut = outcomes.iter().filter(|outcome| outcome.is_err()).count();
+    assert_eq!(cut, 1, "only the first leader's client saw the cut body");
+    for body in outcomes.into_iter().flatten() {
+        assert!(body == whole, "the others got it whole");
+    }
+    assert_eq!(
+        origin.count("/flaky"),
+        2,
+        "the failed fill, then one fetch for all who waited for it"
+    );
+}
