@@ -31,18 +31,18 @@
 # Run:  bash benches/vs_nginx.sh            (about 7 minutes with the defaults)
 #       ROUNDS=5 DURATION=10s bash benches/vs_nginx.sh
 #
-# Results (also in the README, "Performance"), 2026-11-23, 2-core Xeon VM, nothing
+# Results (also in the README, "Performance"), 2026-11-24, 2-core Xeon VM, nothing
 # else running, medians of 3 alternating 10 s runs:
-#   case            nginx req/s (p99)   secondhit req/s (p99)   ratio
-#   hit-1k          104050 (1.18 ms)    126083 (0.97 ms)        1.21
-#   hit-100k         61509 (1.27 ms)     55646 (1.56 ms)        0.90
-#   hit-10k-keys     77249 (1.77 ms)     89290 (1.11 ms)        1.16
-#   hit-10k-files    79362 (1.76 ms)     62483 (3.05 ms)        0.79
-#   pass-1k          79831 (1.42 ms)     45634 (3.45 ms)        0.57
-#   secondhit: 2 threads under the memory-tier and pass loads (the runtime's one worker
-#   and the idle access-log writer); RSS 62.6 -> 61.6 MiB over 60 s of 10k-key hits.
-#   Earlier the same day: hit-1k 1.03, hit-10k-keys 1.04, files 0.58, pass 0.54; before
-#   this bench's first run (issue text): 8,941 req/s for 1 KiB hits, 514 threads.
+#   case            nginx req/s (p99, cpu us)   secondhit req/s (p99, cpu us)   ratio  per-core
+#   hit-1k          109569 (2.13 ms, 8.93)      137442 (2.74 ms, 7.20)          1.25   1.24
+#   hit-100k         65488 (1.10 ms, 13.67)      69074 (1.07 ms, 13.10)         1.05   1.04
+#   hit-10k-keys     81583 (3.18 ms, 11.97)     101029 (0.96 ms, 9.84)          1.24   1.22
+#   hit-10k-files    79755 (1.70 ms, 12.13)      62910 (2.02 ms, 15.83)         0.79   0.77
+#   pass-1k          77716 (1.64 ms, 11.64)      44257 (1.84 ms, 22.50)         0.57   0.52
+#   secondhit: 2 threads under the memory-tier and pass loads (7 with the tier off);
+#   RSS 72.1 -> 72.4 MiB over 60 s of 10k-key hits.
+#   Before (2026-11-23): hit-1k 1.21, hit-100k 0.90, 10k keys 1.16, files 0.79, pass 0.57;
+#   before this bench's first run (issue text): 8,941 req/s for 1 KiB hits, 514 threads.
 set -euo pipefail
 
 ROUNDS=${ROUNDS:-3}
