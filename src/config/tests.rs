@@ -180,6 +180,15 @@ fn sizes_accept_units_and_plain_integers() {
         Duration::ZERO,
         "off by default"
     );
+    assert_eq!(c.cache.targeted_field, None, "off by default");
+    let c = Config::from_toml_str("[cache]\ntargeted_field = \"Secondhit-Cache-Control\"").unwrap();
+    assert_eq!(
+        c.cache
+            .targeted_field
+            .as_ref()
+            .map(http::HeaderName::as_str),
+        Some("secondhit-cache-control")
+    );
     let c = Config::from_toml_str("[cache]\nstale_if_unreachable = \"10m\"").unwrap();
     assert_eq!(c.cache.stale_if_unreachable, Duration::from_secs(600));
     let c = Config::from_toml_str("[cache]\nverify_whole_below = \"16MiB\"").unwrap();

@@ -1,7 +1,7 @@
 //! Freshness of a stored response (RFC 9111 §4.2) and whether a request may reuse it.
 //!
 //! - **Lifetime** (§4.2.1): `s-maxage` (this is a shared cache), else `max-age`, else
-//!   `Expires − Date`; an invalid value of the one that applies means "already stale".
+//!   `Expires − Date` (not when a targeted field, RFC 9213, replaced `Cache-Control`); an invalid value of the one that applies means "already stale".
 //!   Without any of them, a heuristic (§4.2.2): 10% of `Date − Last-Modified`, capped
 //!   by `cache.heuristic_max_age`, only for the non-error statuses that are cacheable
 //!   by default (error responses need explicit freshness, so a burst of errors cannot
@@ -17,6 +17,7 @@ use std::time::{Duration, SystemTime};
 use http::header::{AGE, DATE, EXPIRES, LAST_MODIFIED, PRAGMA};
 use http::{HeaderMap, HeaderValue, StatusCode};
 
+use super::Rules;
 use super::directives::{Directives, Seconds};
 use crate::store::EntryMeta;
 
@@ -59,8 +60,11 @@ pub fn lifetime(
         return explicit(seconds);
     }
     let date = date_value(headers).unwrap_or(response_time);
+    // A targeted field overrides Expires as well as Cache-Control (RFC 9213 §2.1).
     let mut expires = headers.get_all(EXPIRES).iter();
-    if let Some(first) = expires.next() {
+    if !cc.is_targeted()
+        && let Some(first) = expires.next()
+    {
         // An invalid date ("0") or a second, different Expires: already expired (§5.3).
         let valid = expires.all(|other| other == first);
         return match (valid, parse_date(first)) {
@@ -187,15 +191,15 @@ pub struct StoredFreshness {
 }
 
 impl StoredFreshness {
-    /// Evaluates `meta`, with heuristic lifetimes capped at `heuristic_max`.
-    pub fn new(meta: &EntryMeta, heuristic_max: Duration) -> StoredFreshness {
-        let cc = Directives::parse(&meta.response_headers);
+    /// Evaluates `meta` under `rules`.
+    pub fn new(meta: &EntryMeta, rules: &Rules) -> StoredFreshness {
+        let cc = Directives::of_response(&meta.response_headers, rules.targeted_field.as_ref());
         let (lifetime, _) = lifetime(
             meta.status,
             &meta.response_headers,
             &cc,
             meta.response_time,
-            heuristic_max,
+            rules.heuristic_max,
         );
         StoredFreshness {
             initial_age: initial_age(

@@ -24,6 +24,7 @@ mod multi_node;
 mod proxy;
 mod proxy_hygiene;
 mod rfc9111;
+mod rfc9213;
 mod settings;
 mod shadow;
 mod store;
