@@ -8,7 +8,8 @@
 //! hold the parts:
 //! - [`directives`]: `Cache-Control` parsing (§5.2), and the targeted fields that replace
 //!   it for this cache (RFC 9213: `CDN-Cache-Control`, `cache.targeted_field`);
-//! - [`freshness`]: lifetime, age and reuse (§4.2, §5.2.1);
+//! - [`freshness`]: lifetime, age and reuse (§4.2, §5.2.1), with [`date`] reading the
+//!   HTTP-dates (RFC 9110 §5.6.7);
 //! - [`validation`]: conditional requests and 304s (§4.3);
 //! - [`vary`]: variant selection (§4.1).
 //!
@@ -18,6 +19,7 @@
 //! arrival is stored only if it carries a validator (it is then revalidated on every
 //! use); no request header is handed to the store, so credentials never reach disk.
 
+pub mod date;
 pub mod directives;
 pub mod freshness;
 pub mod validation;

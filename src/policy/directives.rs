@@ -166,7 +166,7 @@ fn bare_text(item: &sfv::BareItem) -> String {
 }
 
 /// Parses delta-seconds: one or more ASCII digits, capped at [`MAX_DELTA_SECONDS`].
-fn parse_delta_seconds(text: &str) -> Seconds {
+pub(super) fn parse_delta_seconds(text: &str) -> Seconds {
     if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
         return Seconds::Invalid;
     }

@@ -18,7 +18,7 @@ use http::header::{AGE, DATE, EXPIRES, LAST_MODIFIED, PRAGMA};
 use http::{HeaderMap, HeaderValue, StatusCode};
 
 use super::Rules;
-use super::directives::{Directives, Seconds};
+use super::directives::{Directives, Seconds, parse_delta_seconds};
 use crate::store::EntryMeta;
 
 /// Statuses that are cacheable by default and not errors (RFC 9110 §15.1 lists 404,
@@ -93,18 +93,31 @@ pub fn initial_age(
     request_time: SystemTime,
     response_time: SystemTime,
 ) -> Duration {
-    let age_value = headers
-        .get(AGE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .map_or(Duration::ZERO, Duration::from_secs);
     let apparent_age = date_value(headers)
         .and_then(|date| response_time.duration_since(date).ok())
         .unwrap_or(Duration::ZERO);
     let response_delay = response_time
         .duration_since(request_time)
         .unwrap_or(Duration::ZERO);
-    apparent_age.max(age_value + response_delay)
+    apparent_age.max(age_value(headers) + response_delay)
+}
+
+/// The `Age` field (RFC 9111 §5.1): the first member of a list-based value (several
+/// lines or commas), when it is delta-seconds, capped at 2^31 like any (§1.2.2). Anything
+/// else (`40abc`, `+40`, `4 0`) is invalid and the field is ignored: zero.
+fn age_value(headers: &HeaderMap) -> Duration {
+    let first = headers
+        .get_all(AGE)
+        .iter()
+        // An unreadable line reads as an invalid member.
+        .flat_map(|line| line.to_str().unwrap_or("?").split(','))
+        .map(str::trim)
+        // Empty list elements do not count (RFC 9110 §5.6.1.2).
+        .find(|member| !member.is_empty());
+    match first.map(parse_delta_seconds) {
+        Some(Seconds::Valid(seconds)) => Duration::from_secs(seconds),
+        _ => Duration::ZERO,
+    }
 }
 
 /// The `Date` field, if valid.
@@ -112,9 +125,9 @@ fn date_value(headers: &HeaderMap) -> Option<SystemTime> {
     headers.get(DATE).and_then(parse_date)
 }
 
-/// An HTTP-date, if valid.
+/// An HTTP-date in any of its three forms, if valid ([`super::date`]).
 pub fn parse_date(value: &HeaderValue) -> Option<SystemTime> {
-    httpdate::parse_http_date(value.to_str().ok()?.trim()).ok()
+    super::date::parse(value.to_str().ok()?, SystemTime::now())
 }
 
 /// The request's own caching directives (RFC 9111 §5.2.1, §5.4).
@@ -320,6 +333,7 @@ impl StoredFreshness {
 
 #[cfg(test)]
 mod tests {
+    use super::super::directives::MAX_DELTA_SECONDS;
     use super::*;
 
     const DAY: Duration = Duration::from_secs(86_400);
@@ -379,6 +393,22 @@ mod tests {
         assert_eq!(life(404, &lm, now).1, LifetimeSource::None);
         let old = [("last-modified", httpdate::fmt_http_date(now - 100 * DAY))];
         assert_eq!(life(200, &old, now).0, DAY, "capped by heuristic_max");
+    }
+
+    #[test]
+    fn age_is_the_first_member_if_valid() {
+        let now = SystemTime::now();
+        let age = |values: &[&'static str]| {
+            let pairs: Vec<_> = values.iter().map(|v| ("age", (*v).to_owned())).collect();
+            initial_age(&headers(&pairs), now, now).as_secs()
+        };
+        assert_eq!(age(&["40, 90"]), 40);
+        assert_eq!(age(&["40", "90"]), 40);
+        assert_eq!(age(&[" , 40"]), 40);
+        for invalid in ["40abc", "+40", "4 0", "-1", "40.0", "abc, 40"] {
+            assert_eq!(age(&[invalid]), 0, "{invalid}");
+        }
+        assert_eq!(age(&["99999999999999999999"]), MAX_DELTA_SECONDS);
     }
 
     #[test]
