@@ -112,7 +112,14 @@ pub fn storability(
         return Err(NotStored::NotCacheable);
     }
     let cc = Directives::of_response(&response.headers, rules.targeted_field.as_ref());
-    if cc.has("no-store") || RequestDirectives::parse(request).no_store {
+    // must-understand (§5.2.2.3): stored only by a cache that implements the status's
+    // caching rules, which then ignores the no-store sent beside it for older caches.
+    let must_understand = cc.has("must-understand");
+    if must_understand && !freshness::cacheable_by_default(status) {
+        return Err(NotStored::NotCacheable);
+    }
+    let no_store = cc.has("no-store") && !must_understand;
+    if no_store || RequestDirectives::parse(request).no_store {
         return Err(NotStored::NoStore);
     }
     if cc.has("private") {
@@ -186,13 +193,16 @@ mod tests {
         );
         assert_eq!(verdict(404, &[("cache-control", "max-age=60")]), Ok(()));
         assert_eq!(verdict(204, &[("cache-control", "max-age=60")]), Ok(()));
+        let understood = [("cache-control", "must-understand, no-store, max-age=60")];
+        assert_eq!(verdict(200, &understood), Ok(()));
+        assert_eq!(verdict(404, &understood), Ok(()));
     }
 
     #[test]
     fn each_refusal_names_its_reason() {
         type Case = (u16, &'static [(&'static str, &'static str)], NotStored);
         const LM: &str = "Sun, 01 Nov 2026 00:00:00 GMT";
-        let cases: [Case; 11] = [
+        let cases: [Case; 13] = [
             (
                 200,
                 &[("cache-control", "no-store, max-age=60")],
@@ -230,6 +240,19 @@ mod tests {
                 NotStored::NoLifetime,
             ),
             (500, &[], NotStored::NotCacheable),
+            (
+                418,
+                &[("cache-control", "must-understand, no-store, max-age=60")],
+                NotStored::NotCacheable,
+            ),
+            (
+                200,
+                &[
+                    ("cache-control", "must-understand, no-store, max-age=60"),
+                    ("set-cookie", "a=b"),
+                ],
+                NotStored::SetCookie,
+            ),
             (404, &[("last-modified", LM)], NotStored::NotCacheable),
             (302, &[("last-modified", LM)], NotStored::NotCacheable),
         ];

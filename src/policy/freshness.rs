@@ -25,6 +25,16 @@ use crate::store::EntryMeta;
 /// 405, 410, 414 and 501 too; those are stored only with explicit freshness here).
 const HEURISTIC_STATUSES: [u16; 6] = [200, 203, 204, 300, 301, 308];
 
+/// The statuses RFC 9110 §15.1 defines as cacheable by default: this cache implements
+/// their caching rules, so it "understands" them for `must-understand` (RFC 9111 §5.2.2.3).
+const CACHEABLE_BY_DEFAULT: [u16; 11] = [200, 203, 204, 300, 301, 308, 404, 405, 410, 414, 501];
+
+/// True if `status` is cacheable by default (RFC 9110 §15.1; 206 is, but is never stored
+/// here).
+pub fn cacheable_by_default(status: StatusCode) -> bool {
+    CACHEABLE_BY_DEFAULT.contains(&status.as_u16())
+}
+
 /// True if a response with `status` may get a heuristic lifetime.
 pub fn heuristic_status(status: StatusCode) -> bool {
     HEURISTIC_STATUSES.contains(&status.as_u16())
