@@ -25,7 +25,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use http::Uri;
+use http::{HeaderName, Uri};
 
 mod changes;
 mod live;
@@ -189,6 +189,11 @@ pub struct CacheConfig {
     /// since `Last-Modified`, for responses without explicit expiry); zero turns
     /// heuristic freshness off.
     pub heuristic_max_age: Duration,
+    /// The operator's targeted cache-control field (RFC 9213 §2.1, e.g.
+    /// `Secondhit-Cache-Control`): when a response carries it with a valid value, its
+    /// directives replace those of `CDN-Cache-Control`, `Cache-Control` and `Expires`
+    /// for this cache. `None`: only `CDN-Cache-Control` is targeted at it.
+    pub targeted_field: Option<HeaderName>,
     /// How long past its freshness a stored response may still be served when the origin
     /// cannot be reached (connection refused or timed out) and the response does not
     /// forbid it (RFC 9111 §4.2.4 allows serving stale when "disconnected"); zero: only
@@ -225,6 +230,7 @@ impl Default for CacheConfig {
             lock_timeout: Duration::from_secs(5),
             verify_whole_below: 64 * 1024,
             heuristic_max_age: Duration::from_secs(24 * 3600),
+            targeted_field: None,
             stale_if_unreachable: Duration::ZERO,
             memory_size: 64 * 1024 * 1024,
             memory_max_object_size: 1024 * 1024,

@@ -6,8 +6,10 @@
 //! lifetimes, no `stale-while-revalidate`/`stale-if-error`, matches `Vary` on raw values
 //! and computes `Age` without `Date`. Each rule below cites its section; the submodules
 //! hold the parts:
-//! - [`directives`]: `Cache-Control` parsing (§5.2);
-//! - [`freshness`]: lifetime, age and reuse (§4.2, §5.2.1);
+//! - [`directives`]: `Cache-Control` parsing (§5.2), and the targeted fields that replace
+//!   it for this cache (RFC 9213: `CDN-Cache-Control`, `cache.targeted_field`);
+//! - [`freshness`]: lifetime, age and reuse (§4.2, §5.2.1), with [`date`] reading the
+//!   HTTP-dates (RFC 9110 §5.6.7);
 //! - [`validation`]: conditional requests and 304s (§4.3);
 //! - [`vary`]: variant selection (§4.1).
 //!
@@ -17,6 +19,7 @@
 //! arrival is stored only if it carries a validator (it is then revalidated on every
 //! use); no request header is handed to the store, so credentials never reach disk.
 
+pub mod date;
 pub mod directives;
 pub mod freshness;
 pub mod validation;
@@ -25,11 +28,22 @@ pub mod vary;
 use std::time::{Duration, SystemTime};
 
 use http::header::{AUTHORIZATION, SET_COOKIE};
-use http::{HeaderMap, StatusCode, response};
+use http::{HeaderMap, HeaderName, StatusCode, response};
 
 use directives::Directives;
 use freshness::{LifetimeSource, RequestDirectives};
 use vary::VarySpec;
+
+/// The settings the judgements of responses depend on (`[cache]` keys that a reload can
+/// change; a judgement kept with an entry is redone when they differ).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rules {
+    /// The cap on heuristic lifetimes (`cache.heuristic_max_age`).
+    pub heuristic_max: Duration,
+    /// The operator's targeted field (`cache.targeted_field`, RFC 9213 §2.1), ahead of
+    /// `CDN-Cache-Control` on the target list.
+    pub targeted_field: Option<HeaderName>,
+}
 
 /// Why a response is not written to disk; `as_str` is the `Cache-Status` `detail`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,12 +102,12 @@ impl NotStored {
 }
 
 /// Decides whether `response`, the origin's answer to a GET with `request` headers,
-/// may be stored (RFC 9111 §3), with heuristic lifetimes capped at `heuristic_max`.
+/// may be stored (RFC 9111 §3) under `rules`.
 pub fn storability(
     request: &HeaderMap,
     response: &response::Parts,
     response_time: SystemTime,
-    heuristic_max: Duration,
+    rules: &Rules,
 ) -> Result<(), NotStored> {
     let status = response.status;
     if status == StatusCode::PARTIAL_CONTENT {
@@ -102,8 +116,15 @@ pub fn storability(
     if status.is_informational() || status == StatusCode::NOT_MODIFIED {
         return Err(NotStored::NotCacheable);
     }
-    let cc = Directives::parse(&response.headers);
-    if cc.has("no-store") || RequestDirectives::parse(request).no_store {
+    let cc = Directives::of_response(&response.headers, rules.targeted_field.as_ref());
+    // must-understand (§5.2.2.3): stored only by a cache that implements the status's
+    // caching rules, which then ignores the no-store sent beside it for older caches.
+    let must_understand = cc.has("must-understand");
+    if must_understand && !freshness::cacheable_by_default(status) {
+        return Err(NotStored::NotCacheable);
+    }
+    let no_store = cc.has("no-store") && !must_understand;
+    if no_store || RequestDirectives::parse(request).no_store {
         return Err(NotStored::NoStore);
     }
     if cc.has("private") {
@@ -121,8 +142,13 @@ pub fn storability(
     if VarySpec::of(&response.headers) == VarySpec::Star {
         return Err(NotStored::VaryStar);
     }
-    let (lifetime, source) =
-        freshness::lifetime(status, &response.headers, &cc, response_time, heuristic_max);
+    let (lifetime, source) = freshness::lifetime(
+        status,
+        &response.headers,
+        &cc,
+        response_time,
+        rules.heuristic_max,
+    );
     let explicit = source == LifetimeSource::Explicit;
     // Errors only with explicit freshness; other statuses that are not cacheable by
     // default (302, 307...) likewise (RFC 9111 §3, item 5).
@@ -141,7 +167,10 @@ pub fn storability(
 mod tests {
     use super::*;
 
-    const DAY: Duration = Duration::from_secs(86_400);
+    const RULES: Rules = Rules {
+        heuristic_max: Duration::from_secs(86_400),
+        targeted_field: None,
+    };
 
     fn response(status: u16, headers: &[(&str, &str)]) -> response::Parts {
         let mut builder = http::Response::builder().status(status);
@@ -156,7 +185,7 @@ mod tests {
             &HeaderMap::new(),
             &response(status, headers),
             SystemTime::now(),
-            DAY,
+            &RULES,
         )
     }
 
@@ -169,13 +198,16 @@ mod tests {
         );
         assert_eq!(verdict(404, &[("cache-control", "max-age=60")]), Ok(()));
         assert_eq!(verdict(204, &[("cache-control", "max-age=60")]), Ok(()));
+        let understood = [("cache-control", "must-understand, no-store, max-age=60")];
+        assert_eq!(verdict(200, &understood), Ok(()));
+        assert_eq!(verdict(404, &understood), Ok(()));
     }
 
     #[test]
     fn each_refusal_names_its_reason() {
         type Case = (u16, &'static [(&'static str, &'static str)], NotStored);
         const LM: &str = "Sun, 01 Nov 2026 00:00:00 GMT";
-        let cases: [Case; 11] = [
+        let cases: [Case; 13] = [
             (
                 200,
                 &[("cache-control", "no-store, max-age=60")],
@@ -213,6 +245,19 @@ mod tests {
                 NotStored::NoLifetime,
             ),
             (500, &[], NotStored::NotCacheable),
+            (
+                418,
+                &[("cache-control", "must-understand, no-store, max-age=60")],
+                NotStored::NotCacheable,
+            ),
+            (
+                200,
+                &[
+                    ("cache-control", "must-understand, no-store, max-age=60"),
+                    ("set-cookie", "a=b"),
+                ],
+                NotStored::SetCookie,
+            ),
             (404, &[("last-modified", LM)], NotStored::NotCacheable),
             (302, &[("last-modified", LM)], NotStored::NotCacheable),
         ];
@@ -232,10 +277,10 @@ mod tests {
         let now = SystemTime::now();
         let private = response(200, &[("cache-control", "max-age=60")]);
         assert_eq!(
-            storability(&request, &private, now, DAY),
+            storability(&request, &private, now, &RULES),
             Err(NotStored::Authorization)
         );
         let public = response(200, &[("cache-control", "public, max-age=60")]);
-        assert_eq!(storability(&request, &public, now, DAY), Ok(()));
+        assert_eq!(storability(&request, &public, now, &RULES), Ok(()));
     }
 }

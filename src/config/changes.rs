@@ -55,9 +55,9 @@ impl Config {
     ///
     /// Live: all of `[origin]` (the client is rebuilt), all of `[admission]` (the policy
     /// is rebuilt; same-sized filters keep what they remember), `cache.max_object_size`,
-    /// `cache.heuristic_max_age`, `cache.stale_if_unreachable`, `cache.collapse_timeout`, `log.level`,
-    /// `log.access_log` and `log.access_format`. Restart: all of `[server]`, the store's
-    /// other `[cache]` keys, and `log.format`.
+    /// `cache.heuristic_max_age`, `cache.targeted_field`, `cache.stale_if_unreachable`,
+    /// `cache.collapse_timeout`, `log.level`, `log.access_log` and `log.access_format`.
+    /// Restart: all of `[server]`, the store's other `[cache]` keys, and `log.format`.
     pub fn reload(&self, mut next: Config) -> (Config, Changes) {
         let mut changes = Changes::default();
         server(&self.server, &mut next.server, &mut changes);
@@ -186,6 +186,7 @@ fn cache(running: &CacheConfig, next: &mut CacheConfig, changes: &mut Changes) {
         lock_timeout,
         verify_whole_below,
         heuristic_max_age,
+        targeted_field,
         stale_if_unreachable,
         memory_size,
         memory_max_object_size,
@@ -217,6 +218,8 @@ fn cache(running: &CacheConfig, next: &mut CacheConfig, changes: &mut Changes) {
         heuristic,
         heuristic_max_age,
     );
+    let targeted = &r.targeted_field;
+    changes.compare("cache.targeted_field", Live, targeted, targeted_field);
     let stale = &r.stale_if_unreachable;
     changes.compare(
         "cache.stale_if_unreachable",
@@ -317,6 +320,7 @@ mod tests {
         file.admission.policy = AdmissionPolicy::Always;
         file.admission.sizing = FilterSizing::Memory(1 << 20);
         file.cache.max_object_size = 1;
+        file.cache.targeted_field = Some(http::HeaderName::from_static("x-cc"));
         file.log.level = "debug".to_owned();
         file.log.access_log = AccessLog::Off;
         let (next, changes) = running.reload(file);
@@ -325,6 +329,7 @@ mod tests {
             [
                 "origin.read_timeout",
                 "cache.max_object_size",
+                "cache.targeted_field",
                 "admission.policy",
                 "admission.memory",
                 "log.level",

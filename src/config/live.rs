@@ -26,6 +26,8 @@ use super::Config;
 ///   and whether a range miss fetches the whole object.
 /// - `cache.heuristic_max_age`: the cap on heuristic freshness, when a response is judged
 ///   for storage and when a stored one is judged for reuse.
+/// - `cache.targeted_field`: the operator's targeted cache-control field (RFC 9213), at
+///   the same two judgements.
 /// - `cache.stale_if_unreachable`: how stale an entry may be served while the origin
 ///   cannot be reached.
 ///

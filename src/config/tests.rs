@@ -182,6 +182,15 @@ fn sizes_accept_units_and_plain_integers() {
         Duration::ZERO,
         "off by default"
     );
+    assert_eq!(c.cache.targeted_field, None, "off by default");
+    let c = Config::from_toml_str("[cache]\ntargeted_field = \"Secondhit-Cache-Control\"").unwrap();
+    assert_eq!(
+        c.cache
+            .targeted_field
+            .as_ref()
+            .map(http::HeaderName::as_str),
+        Some("secondhit-cache-control")
+    );
     // Zero turns collapsing off, and lets no fill outlive its client.
     let c =
         Config::from_toml_str("[cache]\ncollapse_timeout = \"0s\"\nmax_orphan_fills = 0").unwrap();

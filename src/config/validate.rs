@@ -2,7 +2,8 @@
 
 use std::path::{Path, PathBuf};
 
-use http::Uri;
+use http::header::CACHE_CONTROL;
+use http::{HeaderName, Uri};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 
@@ -14,6 +15,8 @@ use super::{
 };
 
 mod values;
+
+use crate::policy::directives::CDN_CACHE_CONTROL;
 
 use values::{
     RawSize, choice, duration, invalid, not_built, parse_error, parse_size, positive,
@@ -81,6 +84,7 @@ struct RawCache {
     lock_timeout: Option<String>,
     verify_whole_below: Option<RawSize>,
     heuristic_max_age: Option<String>,
+    targeted_field: Option<String>,
     stale_if_unreachable: Option<String>,
     memory_size: Option<RawSize>,
     memory_max_object_size: Option<RawSize>,
@@ -374,6 +378,7 @@ fn validate_cache(raw: RawCache, d: CacheConfig) -> Result<CacheConfig, ConfigEr
             raw.heuristic_max_age,
             d.heuristic_max_age,
         )?,
+        targeted_field: raw.targeted_field.map(targeted_field).transpose()?,
         // Zero is allowed: stale only within the response's own stale-if-error.
         stale_if_unreachable: duration(
             "cache.stale_if_unreachable",
@@ -396,6 +401,19 @@ fn validate_cache(raw: RawCache, d: CacheConfig) -> Result<CacheConfig, ConfigEr
             MAX_ORPHAN_FILLS,
         )?,
     })
+}
+
+/// `cache.targeted_field`: a valid field name (RFC 9110 §5.1), lower-cased, that is not
+/// one of the fields it takes precedence over.
+fn targeted_field(name: String) -> Result<HeaderName, ConfigError> {
+    const KEY: &str = "cache.targeted_field";
+    let field = HeaderName::from_bytes(name.as_bytes())
+        .map_err(|_| invalid(KEY, format!("{name:?} is not a valid field name")))?;
+    if field == CACHE_CONTROL || field == CDN_CACHE_CONTROL {
+        let reason = format!("{name:?} is a field the targeted field takes precedence over");
+        return Err(invalid(KEY, reason));
+    }
+    Ok(field)
 }
 
 fn validate_admission(

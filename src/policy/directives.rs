@@ -1,11 +1,18 @@
-//! `Cache-Control` directives (RFC 9111 §5.2), parsed once per message.
+//! `Cache-Control` directives (RFC 9111 §5.2), parsed once per message, and the targeted
+//! fields that replace them in a response (RFC 9213).
 //!
 //! Directive names are case-insensitive; a value may be a token or a quoted string
 //! (`max-age=5` and `max-age="5"` mean the same, §5.2). Commas inside a quoted value
 //! (`no-cache="set-cookie, foo"`) do not split directives.
+//!
+//! A targeted field (`CDN-Cache-Control`, or the operator's `cache.targeted_field`) is a
+//! structured-field Dictionary (RFC 9213 §2.2, RFC 8941 §3.2) holding the same directives
+//! with the same meaning. The first field of the target list (the operator's field, then
+//! `CDN-Cache-Control`) with a valid, non-empty value replaces `Cache-Control` and
+//! `Expires` for this cache (§2.1); one that fails to parse is ignored as if absent.
 
-use http::HeaderMap;
 use http::header::CACHE_CONTROL;
+use http::{HeaderMap, HeaderName};
 
 /// The largest delta-seconds a cache must represent; larger values and overflows
 /// become this (RFC 9111 §1.2.2).
@@ -21,14 +28,36 @@ pub enum Seconds {
     Invalid,
 }
 
-/// The directives of every `Cache-Control` field of one message, in order.
+/// The CDN-targeted field of RFC 9213 §3, after the operator's own on the target list.
+pub const CDN_CACHE_CONTROL: HeaderName = HeaderName::from_static("cdn-cache-control");
+
+/// The directives of every `Cache-Control` field of one message, in order (or of the
+/// targeted field that replaces them).
 #[derive(Clone, Debug, Default)]
 pub struct Directives {
     /// Lower-cased name and unquoted value of each directive.
     list: Vec<(String, Option<String>)>,
+    /// True when they came from a targeted field, which also overrides `Expires`.
+    targeted: bool,
 }
 
 impl Directives {
+    /// The directives that govern how this cache treats a response: those of the first
+    /// valid, non-empty field of the target list (`targeted_field`, then
+    /// `CDN-Cache-Control`), else those of `Cache-Control` (RFC 9213 §2.1).
+    pub fn of_response(headers: &HeaderMap, targeted_field: Option<&HeaderName>) -> Directives {
+        targeted_field
+            .into_iter()
+            .chain([&CDN_CACHE_CONTROL])
+            .find_map(|name| targeted(headers, name))
+            .unwrap_or_else(|| Directives::parse(headers))
+    }
+
+    /// True when the directives came from a targeted field: `Expires` does not apply.
+    pub fn is_targeted(&self) -> bool {
+        self.targeted
+    }
+
     /// Parses all `Cache-Control` fields of `headers`; unreadable fields are skipped.
     pub fn parse(headers: &HeaderMap) -> Directives {
         let mut list = Vec::new();
@@ -37,7 +66,10 @@ impl Directives {
                 split_directives(text, &mut list);
             }
         }
-        Directives { list }
+        Directives {
+            list,
+            targeted: false,
+        }
     }
 
     /// True if no `Cache-Control` directive was present.
@@ -76,8 +108,65 @@ impl Directives {
     }
 }
 
+/// The directives of the targeted field `name`, if present with a valid, non-empty
+/// Dictionary (RFC 9213 §2.2). Its lines are joined with commas, as RFC 8941 §4.2 combines
+/// them. A member that is `?0` is absent; `?1` (a bare name) has no value; an Integer,
+/// Token or String is its text (so a negative or non-integer delta-seconds is invalid, as
+/// in `Cache-Control`); an Inner List (field names) is its items joined with commas.
+/// Parameters are ignored (§2.2).
+fn targeted(headers: &HeaderMap, name: &HeaderName) -> Option<Directives> {
+    let mut lines = headers.get_all(name).iter().peekable();
+    lines.peek()?;
+    let mut joined = Vec::new();
+    for line in lines {
+        if !joined.is_empty() {
+            joined.extend_from_slice(b", ");
+        }
+        joined.extend_from_slice(line.as_bytes());
+    }
+    let dictionary: sfv::Dictionary = sfv::Parser::new(&joined).parse().ok()?;
+    // An empty value falls through to the next field of the target list (§2.1).
+    if dictionary.is_empty() {
+        return None;
+    }
+    let mut list = Vec::with_capacity(dictionary.len());
+    for (key, member) in &dictionary {
+        let value = match member {
+            sfv::ListEntry::Item(item) => match &item.bare_item {
+                sfv::BareItem::Boolean(false) => continue,
+                sfv::BareItem::Boolean(true) => None,
+                other => Some(bare_text(other)),
+            },
+            sfv::ListEntry::InnerList(inner) => Some(
+                inner
+                    .items
+                    .iter()
+                    .map(|item| bare_text(&item.bare_item))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            ),
+        };
+        list.push((key.as_str().to_owned(), value));
+    }
+    Some(Directives {
+        list,
+        targeted: true,
+    })
+}
+
+/// The text of a directive's value. A Decimal, Byte Sequence, Date or Display String
+/// means nothing to any cache directive: it reads as empty, so delta-seconds are invalid.
+fn bare_text(item: &sfv::BareItem) -> String {
+    match item {
+        sfv::BareItem::String(text) => text.as_str().to_owned(),
+        sfv::BareItem::Token(token) => token.as_str().to_owned(),
+        sfv::BareItem::Integer(n) => n.to_string(),
+        _ => String::new(),
+    }
+}
+
 /// Parses delta-seconds: one or more ASCII digits, capped at [`MAX_DELTA_SECONDS`].
-fn parse_delta_seconds(text: &str) -> Seconds {
+pub(super) fn parse_delta_seconds(text: &str) -> Seconds {
     if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
         return Seconds::Invalid;
     }
@@ -199,5 +288,61 @@ mod tests {
             Some(None)
         );
         assert_eq!(parse(&[]).seconds("max-age"), None);
+    }
+
+    fn response(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        for (name, value) in pairs {
+            headers.append(*name, HeaderValue::from_static(value));
+        }
+        headers
+    }
+
+    #[test]
+    fn the_first_valid_targeted_field_replaces_cache_control() {
+        let mine = HeaderName::from_static("x-mine-cc");
+        let all = response(&[
+            ("cache-control", "max-age=1"),
+            ("cdn-cache-control", "max-age=2"),
+            ("x-mine-cc", "max-age=3, no-cache=\"set-cookie\""),
+        ]);
+        let cc = Directives::of_response(&all, Some(&mine));
+        assert!(cc.is_targeted());
+        assert_eq!(cc.seconds("max-age"), Some(Seconds::Valid(3)));
+        assert!(cc.has("no-cache"));
+        let cdn = Directives::of_response(&all, None);
+        assert_eq!(cdn.seconds("max-age"), Some(Seconds::Valid(2)));
+        // Upper-case keys are not a valid Dictionary: the field is ignored whole.
+        let invalid = response(&[
+            ("cache-control", "max-age=1"),
+            ("cdn-cache-control", "Max-Age=2"),
+        ]);
+        let fallback = Directives::of_response(&invalid, None);
+        assert!(!fallback.is_targeted());
+        assert_eq!(fallback.seconds("max-age"), Some(Seconds::Valid(1)));
+    }
+
+    #[test]
+    fn targeted_values_follow_the_dictionary_types() {
+        let cc = Directives::of_response(
+            &response(&[
+                ("cdn-cache-control", "no-store=?0, private=(\"a\" \"b\")"),
+                ("cdn-cache-control", "max-age=-5, s-maxage=1.5;p=1, public"),
+            ]),
+            None,
+        );
+        assert!(!cc.has("no-store"), "?0 is absent");
+        assert!(cc.has("private") && cc.has("public"));
+        assert_eq!(cc.seconds("max-age"), Some(Seconds::Invalid));
+        assert_eq!(cc.seconds("s-maxage"), Some(Seconds::Invalid));
+        // An empty value is ignored; a non-empty one replaces Cache-Control whole, even
+        // when it holds no directive this cache knows.
+        let empty = response(&[("cache-control", "max-age=7"), ("cdn-cache-control", "")]);
+        let fallback = Directives::of_response(&empty, None);
+        assert_eq!(fallback.seconds("max-age"), Some(Seconds::Valid(7)));
+        let unknown = response(&[("cache-control", "max-age=7"), ("cdn-cache-control", "x")]);
+        let replaced = Directives::of_response(&unknown, None);
+        assert!(replaced.is_targeted());
+        assert_eq!(replaced.seconds("max-age"), None);
     }
 }

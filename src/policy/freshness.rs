@@ -1,7 +1,7 @@
 //! Freshness of a stored response (RFC 9111 §4.2) and whether a request may reuse it.
 //!
 //! - **Lifetime** (§4.2.1): `s-maxage` (this is a shared cache), else `max-age`, else
-//!   `Expires − Date`; an invalid value of the one that applies means "already stale".
+//!   `Expires − Date` (not when a targeted field, RFC 9213, replaced `Cache-Control`); an invalid value of the one that applies means "already stale".
 //!   Without any of them, a heuristic (§4.2.2): 10% of `Date − Last-Modified`, capped
 //!   by `cache.heuristic_max_age`, only for the non-error statuses that are cacheable
 //!   by default (error responses need explicit freshness, so a burst of errors cannot
@@ -17,12 +17,23 @@ use std::time::{Duration, SystemTime};
 use http::header::{AGE, DATE, EXPIRES, LAST_MODIFIED, PRAGMA};
 use http::{HeaderMap, HeaderValue, StatusCode};
 
-use super::directives::{Directives, Seconds};
+use super::Rules;
+use super::directives::{Directives, Seconds, parse_delta_seconds};
 use crate::store::EntryMeta;
 
 /// Statuses that are cacheable by default and not errors (RFC 9110 §15.1 lists 404,
 /// 405, 410, 414 and 501 too; those are stored only with explicit freshness here).
 const HEURISTIC_STATUSES: [u16; 6] = [200, 203, 204, 300, 301, 308];
+
+/// The statuses RFC 9110 §15.1 defines as cacheable by default: this cache implements
+/// their caching rules, so it "understands" them for `must-understand` (RFC 9111 §5.2.2.3).
+const CACHEABLE_BY_DEFAULT: [u16; 11] = [200, 203, 204, 300, 301, 308, 404, 405, 410, 414, 501];
+
+/// True if `status` is cacheable by default (RFC 9110 §15.1; 206 is, but is never stored
+/// here).
+pub fn cacheable_by_default(status: StatusCode) -> bool {
+    CACHEABLE_BY_DEFAULT.contains(&status.as_u16())
+}
 
 /// True if a response with `status` may get a heuristic lifetime.
 pub fn heuristic_status(status: StatusCode) -> bool {
@@ -59,8 +70,11 @@ pub fn lifetime(
         return explicit(seconds);
     }
     let date = date_value(headers).unwrap_or(response_time);
+    // A targeted field overrides Expires as well as Cache-Control (RFC 9213 §2.1).
     let mut expires = headers.get_all(EXPIRES).iter();
-    if let Some(first) = expires.next() {
+    if !cc.is_targeted()
+        && let Some(first) = expires.next()
+    {
         // An invalid date ("0") or a second, different Expires: already expired (§5.3).
         let valid = expires.all(|other| other == first);
         return match (valid, parse_date(first)) {
@@ -89,18 +103,31 @@ pub fn initial_age(
     request_time: SystemTime,
     response_time: SystemTime,
 ) -> Duration {
-    let age_value = headers
-        .get(AGE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .map_or(Duration::ZERO, Duration::from_secs);
     let apparent_age = date_value(headers)
         .and_then(|date| response_time.duration_since(date).ok())
         .unwrap_or(Duration::ZERO);
     let response_delay = response_time
         .duration_since(request_time)
         .unwrap_or(Duration::ZERO);
-    apparent_age.max(age_value + response_delay)
+    apparent_age.max(age_value(headers) + response_delay)
+}
+
+/// The `Age` field (RFC 9111 §5.1): the first member of a list-based value (several
+/// lines or commas), when it is delta-seconds, capped at 2^31 like any (§1.2.2). Anything
+/// else (`40abc`, `+40`, `4 0`) is invalid and the field is ignored: zero.
+fn age_value(headers: &HeaderMap) -> Duration {
+    let first = headers
+        .get_all(AGE)
+        .iter()
+        // An unreadable line reads as an invalid member.
+        .flat_map(|line| line.to_str().unwrap_or("?").split(','))
+        .map(str::trim)
+        // Empty list elements do not count (RFC 9110 §5.6.1.2).
+        .find(|member| !member.is_empty());
+    match first.map(parse_delta_seconds) {
+        Some(Seconds::Valid(seconds)) => Duration::from_secs(seconds),
+        _ => Duration::ZERO,
+    }
 }
 
 /// The `Date` field, if valid.
@@ -108,9 +135,9 @@ fn date_value(headers: &HeaderMap) -> Option<SystemTime> {
     headers.get(DATE).and_then(parse_date)
 }
 
-/// An HTTP-date, if valid.
+/// An HTTP-date in any of its three forms, if valid ([`super::date`]).
 pub fn parse_date(value: &HeaderValue) -> Option<SystemTime> {
-    httpdate::parse_http_date(value.to_str().ok()?.trim()).ok()
+    super::date::parse(value.to_str().ok()?, SystemTime::now())
 }
 
 /// The request's own caching directives (RFC 9111 §5.2.1, §5.4).
@@ -187,15 +214,15 @@ pub struct StoredFreshness {
 }
 
 impl StoredFreshness {
-    /// Evaluates `meta`, with heuristic lifetimes capped at `heuristic_max`.
-    pub fn new(meta: &EntryMeta, heuristic_max: Duration) -> StoredFreshness {
-        let cc = Directives::parse(&meta.response_headers);
+    /// Evaluates `meta` under `rules`.
+    pub fn new(meta: &EntryMeta, rules: &Rules) -> StoredFreshness {
+        let cc = Directives::of_response(&meta.response_headers, rules.targeted_field.as_ref());
         let (lifetime, _) = lifetime(
             meta.status,
             &meta.response_headers,
             &cc,
             meta.response_time,
-            heuristic_max,
+            rules.heuristic_max,
         );
         StoredFreshness {
             initial_age: initial_age(
@@ -316,6 +343,7 @@ impl StoredFreshness {
 
 #[cfg(test)]
 mod tests {
+    use super::super::directives::MAX_DELTA_SECONDS;
     use super::*;
 
     const DAY: Duration = Duration::from_secs(86_400);
@@ -375,6 +403,22 @@ mod tests {
         assert_eq!(life(404, &lm, now).1, LifetimeSource::None);
         let old = [("last-modified", httpdate::fmt_http_date(now - 100 * DAY))];
         assert_eq!(life(200, &old, now).0, DAY, "capped by heuristic_max");
+    }
+
+    #[test]
+    fn age_is_the_first_member_if_valid() {
+        let now = SystemTime::now();
+        let age = |values: &[&'static str]| {
+            let pairs: Vec<_> = values.iter().map(|v| ("age", (*v).to_owned())).collect();
+            initial_age(&headers(&pairs), now, now).as_secs()
+        };
+        assert_eq!(age(&["40, 90"]), 40);
+        assert_eq!(age(&["40", "90"]), 40);
+        assert_eq!(age(&[" , 40"]), 40);
+        for invalid in ["40abc", "+40", "4 0", "-1", "40.0", "abc, 40"] {
+            assert_eq!(age(&[invalid]), 0, "{invalid}");
+        }
+        assert_eq!(age(&["99999999999999999999"]), MAX_DELTA_SECONDS);
     }
 
     #[test]

@@ -4,13 +4,14 @@
 
 use std::time::SystemTime;
 
-use headers::{ETag, HeaderMapExt, IfModifiedSince, IfNoneMatch, LastModified};
+use headers::{ETag, HeaderMapExt, IfModifiedSince, IfNoneMatch};
 use http::header::{
-    CONTENT_LENGTH, CONTENT_RANGE, ETAG, IF_MATCH, IF_MODIFIED_SINCE, IF_NONE_MATCH, IF_RANGE,
-    IF_UNMODIFIED_SINCE, LAST_MODIFIED, RANGE, TRANSFER_ENCODING,
+    CONTENT_LENGTH, CONTENT_RANGE, DATE, ETAG, IF_MATCH, IF_MODIFIED_SINCE, IF_NONE_MATCH,
+    IF_RANGE, IF_UNMODIFIED_SINCE, LAST_MODIFIED, RANGE, TRANSFER_ENCODING,
 };
 use http::{HeaderMap, HeaderName, response};
 
+use super::freshness::parse_date;
 use crate::cache_status::CACHE_STATUS;
 use crate::store::EntryMeta;
 
@@ -51,7 +52,8 @@ pub fn has_origin_preconditions(request: &HeaderMap) -> bool {
 
 /// True if the client's `If-None-Match` / `If-Modified-Since` is satisfied by the
 /// stored response, so a GET or HEAD is answered 304 (RFC 9110 §13.1.2, §13.1.3,
-/// evaluated in the order of §13.2.2: `If-Modified-Since` only without `If-None-Match`).
+/// evaluated in the order of §13.2.2: `If-Modified-Since` only without `If-None-Match`,
+/// against `Last-Modified`, else `Date`, as RFC 9111 §4.3.2 has a cache do).
 pub fn client_not_modified(request: &HeaderMap, stored: &HeaderMap) -> bool {
     if request.contains_key(IF_NONE_MATCH) {
         let Some(condition) = request.typed_get::<IfNoneMatch>() else {
@@ -67,8 +69,14 @@ pub fn client_not_modified(request: &HeaderMap, stored: &HeaderMap) -> bool {
     let Some(since) = request.typed_get::<IfModifiedSince>() else {
         return false;
     };
-    match stored.typed_get::<LastModified>() {
-        Some(modified) => !since.is_modified(SystemTime::from(modified)),
+    // Without Last-Modified, the stored Date (RFC 9111 §4.3.2): the response was current
+    // then, so the representation has not changed since an earlier client date.
+    let stored_date = stored
+        .get(LAST_MODIFIED)
+        .or_else(|| stored.get(DATE))
+        .and_then(parse_date);
+    match stored_date {
+        Some(modified) => !since.is_modified(modified),
         None => false,
     }
 }
@@ -183,6 +191,29 @@ mod tests {
             ("if-modified-since", "Sun, 01 Nov 2026 00:00:00 GMT"),
         ]);
         assert!(!client_not_modified(&both, &stored));
+        // Without Last-Modified, the stored Date stands in for it (RFC 9111 §4.3.2); with
+        // neither, If-Modified-Since cannot be evaluated.
+        let dated = map(&[("date", "Sun, 01 Nov 2026 00:00:00 GMT")]);
+        assert!(client_not_modified(
+            &since("Sun, 01 Nov 2026 00:00:00 GMT"),
+            &dated
+        ));
+        assert!(!client_not_modified(
+            &since("Sat, 31 Oct 2026 00:00:00 GMT"),
+            &dated
+        ));
+        let last_modified_first = map(&[
+            ("date", "Sun, 01 Nov 2026 00:00:00 GMT"),
+            ("last-modified", "Mon, 02 Nov 2026 00:00:00 GMT"),
+        ]);
+        assert!(!client_not_modified(
+            &since("Sun, 01 Nov 2026 00:00:00 GMT"),
+            &last_modified_first
+        ));
+        assert!(!client_not_modified(
+            &since("Sun, 01 Nov 2026 00:00:00 GMT"),
+            &map(&[])
+        ));
     }
 
     #[test]

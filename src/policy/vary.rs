@@ -4,12 +4,14 @@
 //! a *selector*: an xxh3-128 of the normalised values of the fields the response named
 //! in `Vary` (hashed so that a varied `Cookie` never reaches the disk and keys stay
 //! short). Normalisation makes equivalent requests share a variant: values of a field
-//! are joined with commas, trimmed, inner whitespace collapsed and lower-cased; and
-//! `Accept-Encoding` is reduced to the set of acceptable codings among `br`, `gzip` and
-//! `zstd` (at most 8 variants however many spellings clients invent). `Vary: *` never
+//! are joined with commas, trimmed, inner whitespace collapsed and lower-cased;
+//! `Accept-Language` is also written without whitespace and with its weights in one
+//! spelling (`en-US; Q=1.0, fr;q=0.50` is `en-us,fr;q=0.5`); and `Accept-Encoding` is
+//! reduced to the set of acceptable codings among `br`, `gzip` and `zstd` (at most 8
+//! variants however many spellings clients invent). `Vary: *` never
 //! matches, so such a response is never stored.
 
-use http::header::ACCEPT_ENCODING;
+use http::header::{ACCEPT_ENCODING, ACCEPT_LANGUAGE};
 use http::{HeaderMap, HeaderName, header::VARY};
 use xxhash_rust::xxh3::xxh3_128;
 
@@ -74,6 +76,8 @@ pub fn selector(fields: &[HeaderName], request: &HeaderMap) -> u128 {
         let present = request.contains_key(name);
         if name == ACCEPT_ENCODING {
             canonical.push_str(&accept_encoding(request));
+        } else if present && name == ACCEPT_LANGUAGE {
+            canonical.push_str(&accept_language(&normalise(request, name)));
         } else if present {
             canonical.push_str(&normalise(request, name));
         } else {
@@ -100,6 +104,46 @@ fn normalise(request: &HeaderMap, name: &HeaderName) -> String {
         .collect::<Vec<_>>()
         .join(",")
         .to_ascii_lowercase()
+}
+
+/// `Accept-Language` as [`normalise`]d, further canonicalised within what RFC 9110 makes
+/// equivalent: no whitespace around `;` and `=` (§5.6.6), the weight's `q` in lower case
+/// (§12.4.2), `q=1` (the default) left out, and a qvalue without trailing zeros
+/// (`0.50` is `0.5`). Ranges keep their order: an origin may prefer the first of equal
+/// weights. A weight that is not a qvalue is kept as written.
+fn accept_language(normalised: &str) -> String {
+    normalised
+        .split(',')
+        .map(|item| {
+            let item: String = item.chars().filter(|c| !c.is_ascii_whitespace()).collect();
+            let Some((range, weight)) = item.split_once(';') else {
+                return item;
+            };
+            match weight.strip_prefix("q=").and_then(qvalue) {
+                Some("1") => range.to_owned(),
+                Some(q) => format!("{range};q={q}"),
+                None => item,
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// A qvalue (`0`, `0.5`, `1.000`: RFC 9110 §12.4.2) without trailing zeros, if valid.
+fn qvalue(text: &str) -> Option<&str> {
+    let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
+    let digits = fraction.len() <= 3 && fraction.bytes().all(|b| b.is_ascii_digit());
+    let valid = match whole {
+        "0" => digits,
+        "1" => digits && fraction.bytes().all(|b| b == b'0'),
+        _ => false,
+    };
+    let shortest = if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.')
+    } else {
+        text
+    };
+    valid.then_some(shortest)
 }
 
 /// The codings this cache distinguishes in `Accept-Encoding`.
@@ -186,6 +230,24 @@ mod tests {
         );
         assert_ne!(en, selector(&lang, &request(&[("accept-language", "fr")])));
         assert_ne!(en, selector(&lang, &request(&[])));
+        let weighted = selector(&lang, &request(&[("accept-language", "en-US, fr;q=0.5")]));
+        for same in ["en-us;q=1.000 , FR; Q=0.50", "EN-US;q=1,fr ;q=0.500"] {
+            assert_eq!(
+                weighted,
+                selector(&lang, &request(&[("accept-language", same)])),
+                "{same}"
+            );
+        }
+        let refused = selector(&lang, &request(&[("accept-language", "en, fr;q=0")]));
+        let spelled = selector(&lang, &request(&[("accept-language", "en, fr;q=0.")]));
+        assert_eq!(refused, spelled);
+        for other in ["fr;q=0.5, en-US", "en-US, fr;q=0.6", "en-US, fr;q=0"] {
+            assert_ne!(
+                weighted,
+                selector(&lang, &request(&[("accept-language", other)])),
+                "{other}"
+            );
+        }
         let ae = fields("accept-encoding");
         let gzip_br = selector(&ae, &request(&[("accept-encoding", "gzip, deflate, br")]));
         for same in ["br,gzip", "gzip;q=1, br", "BR, GZIP, x-junk"] {

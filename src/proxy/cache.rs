@@ -17,7 +17,7 @@ use http::header::{CONTENT_LENGTH, VARY};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 
 use crate::admission::LiveAdmission;
-use crate::config::SettingsHandle;
+use crate::config::{CacheConfig, SettingsHandle};
 use crate::error::ErrorKind;
 use crate::hygiene::Forwarding;
 use crate::key::CacheKey;
@@ -25,7 +25,7 @@ use crate::metrics::Metrics;
 use crate::origin::{BodyFraming, Origin, OriginError, OriginResponse};
 use crate::policy::freshness::StoredFreshness;
 use crate::policy::vary::{self, VarySpec};
-use crate::policy::{self, NotStored, validation};
+use crate::policy::{self, NotStored, Rules, validation};
 use crate::store::{EntryMeta, EntryWriter, Store, StoreError, StoredEntry};
 use crate::tee::Fills;
 
@@ -75,10 +75,10 @@ pub enum Lookup {
     Found(Box<Found>),
 }
 
-/// A stored response's freshness, with the heuristic cap it was judged under (the one
-/// setting it depends on); dereferences to the [`StoredFreshness`].
+/// A stored response's freshness, with the settings it was judged under; dereferences to
+/// the [`StoredFreshness`].
 pub struct Judged {
-    heuristic_max: Duration,
+    rules: Rules,
     freshness: StoredFreshness,
 }
 
@@ -87,6 +87,14 @@ impl std::ops::Deref for Judged {
 
     fn deref(&self) -> &StoredFreshness {
         &self.freshness
+    }
+}
+
+/// The [`Rules`] that `cache` sets.
+fn rules_of(cache: &CacheConfig) -> Rules {
+    Rules {
+        heuristic_max: cache.heuristic_max_age,
+        targeted_field: cache.targeted_field.clone(),
     }
 }
 
@@ -144,22 +152,29 @@ impl Cache {
         self.settings.load().cache.max_object_size
     }
 
-    /// `cache.heuristic_max_age` as the settings say now: the cap on heuristic freshness.
-    pub fn heuristic_max(&self) -> Duration {
-        self.settings.load().cache.heuristic_max_age
+    /// The `[cache]` settings RFC 9111 judgements depend on, as the settings say now.
+    pub fn rules(&self) -> Rules {
+        rules_of(&self.settings.load().cache)
     }
 
     /// `entry`'s freshness (RFC 9111 §4.2), judged once per fill and kept with it
     /// ([`StoredEntry::derived`]): a hit from the memory tier parses no date or directive.
-    /// Judged again, without keeping it, when `cache.heuristic_max_age` changed since.
+    /// Judged again, without keeping it, when `cache.heuristic_max_age` or
+    /// `cache.targeted_field` changed since.
     pub fn freshness(&self, entry: &StoredEntry) -> Arc<Judged> {
-        let heuristic_max = self.heuristic_max();
-        let judge = |entry: &StoredEntry| Judged {
-            heuristic_max,
-            freshness: StoredFreshness::new(&entry.meta, heuristic_max),
+        let settings = self.settings.load();
+        let judge = |entry: &StoredEntry| {
+            let rules = rules_of(&settings.cache);
+            Judged {
+                freshness: StoredFreshness::new(&entry.meta, &rules),
+                rules,
+            }
         };
         let kept = entry.derived(judge);
-        if kept.heuristic_max == heuristic_max {
+        // Compared field by field rather than through a new `Rules`: no clone per hit.
+        let current = kept.rules.heuristic_max == settings.cache.heuristic_max_age
+            && kept.rules.targeted_field == settings.cache.targeted_field;
+        if current {
             kept
         } else {
             Arc::new(judge(entry))
@@ -289,7 +304,7 @@ impl Cache {
         response_time: SystemTime,
         max_len: u64,
     ) -> Result<(), NotStored> {
-        policy::storability(request, &origin.head, response_time, self.heuristic_max())?;
+        policy::storability(request, &origin.head, response_time, &self.rules())?;
         match origin.framing {
             BodyFraming::UntilClose => Err(NotStored::NoLength),
             BodyFraming::Length(length) if length > max_len => Err(NotStored::TooLarge),

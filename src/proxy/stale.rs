@@ -56,7 +56,7 @@ impl Proxy {
                 // Not a hit (the origin was asked), but the entry is now one second-hit
                 // would have too: the request that revalidated it would have stored it.
                 (self.cache.admission.load().policy).note_served(found.entry.key_hash());
-                let fresh = StoredFreshness::new(&found.entry.meta, self.cache.heuristic_max());
+                let fresh = StoredFreshness::new(&found.entry.meta, &self.cache.rules());
                 let status = CacheStatus::forward(forward)
                     .fwd_status(StatusCode::NOT_MODIFIED)
                     .ttl(fresh.ttl_seconds(now));

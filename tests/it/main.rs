@@ -32,6 +32,7 @@ mod proxy_hygiene;
 #[cfg(feature = "bench")]
 mod recommend;
 mod rfc9111;
+mod rfc9213;
 mod settings;
 mod shadow;
 mod store;

@@ -7,7 +7,8 @@
 //!
 //! Run one area with e.g. `cargo test --test it rfc9111::vary::`.
 
-mod common;
+// Shared with the RFC 9213 scenarios.
+pub mod common;
 
 mod cache_status;
 mod disconnected;

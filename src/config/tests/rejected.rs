@@ -230,6 +230,10 @@ const REJECTED: &[(&str, &str, &str)] = &[
     ("[cache]\nlock_timeout = 5", "cache.lock_timeout", "parse"),
     ("[cache]\nheuristic_max_age = \"a day\"", "cache.heuristic_max_age", "invalid"),
     ("[cache]\nstale_if_unreachable = \"forever\"", "cache.stale_if_unreachable", "invalid"),
+    ("[cache]\ntargeted_field = \"\"", "cache.targeted_field", "invalid"),
+    ("[cache]\ntargeted_field = \"My Cache\"", "cache.targeted_field", "invalid"),
+    ("[cache]\ntargeted_field = \"Cache-Control\"", "cache.targeted_field", "invalid"),
+    ("[cache]\ntargeted_field = \"cdn-cache-control\"", "cache.targeted_field", "invalid"),
     (
         "[cache]\nverify_whole_below = \"17MiB\"",
         "cache.verify_whole_below",

@@ -67,6 +67,63 @@ async fn expires_gives_the_lifetime_without_max_age() {
     assert!((85..=100).contains(&ttl), "ttl from Expires: {ttl}");
 }
 
+/// `date` (an IMF-fixdate, `Sun, 06 Nov 1994 08:49:37 GMT`) in the obsolete RFC 850 form
+/// (`Sunday, 06-Nov-94 08:49:37 GMT`) and asctime form (`Sun Nov  6 08:49:37 1994`).
+fn obsolete_forms(date: &str) -> [String; 2] {
+    let [day_name, day, month, year, time, _gmt] = date
+        .split([' ', ','])
+        .filter(|t| !t.is_empty())
+        .collect::<Vec<_>>()[..]
+    else {
+        panic!("not an IMF-fixdate: {date}");
+    };
+    let long = [
+        "Monday",
+        "Tuesday",
+        "Wednesday",
+        "Thursday",
+        "Friday",
+        "Saturday",
+        "Sunday",
+    ]
+    .into_iter()
+    .find(|long| long.starts_with(day_name))
+    .expect("a day name");
+    let asctime_day = day.trim_start_matches('0');
+    [
+        format!("{long}, {day}-{month}-{} {time} GMT", &year[2..]),
+        format!("{day_name} {month} {asctime_day:>2} {time} {year}"),
+    ]
+}
+
+/// RFC 9110 §5.6.7: `Expires` in the obsolete RFC 850 and asctime forms, and in lower
+/// or upper case, gives the lifetime as an IMF-fixdate would.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expires_in_obsolete_forms_and_any_case_gives_the_lifetime() {
+    let expires = http_date_from_now(100);
+    let [rfc850, asctime] = obsolete_forms(&expires);
+    let forms = [
+        rfc850.to_ascii_uppercase(),
+        asctime,
+        expires.to_ascii_lowercase(),
+    ];
+    let by_path = forms.clone();
+    let origin = TestOrigin::start(move |head| {
+        let n: usize = head.uri.path()[1..].parse().expect("a number path");
+        dated(b"old-form", &[("expires", &by_path[n])])
+    })
+    .await;
+    let proxy = proxy_always(&origin).await;
+    for (n, form) in forms.iter().enumerate() {
+        let path = format!("/{n}");
+        fill(&proxy, &path, &[], n as u64 + 1).await;
+        let hit = get_with(&proxy, &path, &[]).await;
+        assert_hit(&hit);
+        let ttl = ttl(&hit);
+        assert!((85..=100).contains(&ttl), "Expires: {form}: ttl {ttl}");
+    }
+}
+
 /// RFC 9111 §4.2.1: `Expires` is relative to the response's `Date`, not the cache's clock
 /// (an origin clock one hour ahead: lifetime 100 s, not 3700 s).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -223,6 +280,59 @@ async fn origin_age_reduces_the_remaining_ttl_and_is_served() {
     assert!(age(&hit) >= 40, "served Age {}", age(&hit));
     let ttl = ttl(&hit);
     assert!((50..=60).contains(&ttl), "ttl {ttl}");
+}
+
+/// RFC 9111 §5.1: an `Age` that is not delta-seconds (trailing garbage, a sign) is
+/// invalid and ignored: `max-age=100` keeps its whole lifetime.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invalid_age_is_ignored() {
+    let origin = TestOrigin::start(|head| {
+        let age = if head.uri.path() == "/suffix" {
+            "40abc"
+        } else {
+            "+40"
+        };
+        Reply::ok("max-age=100", b"junk".to_vec()).header("age", age)
+    })
+    .await;
+    let proxy = proxy_always(&origin).await;
+    for (n, path) in ["/suffix", "/sign"].into_iter().enumerate() {
+        fill(&proxy, path, &[], n as u64 + 1).await;
+        let hit = get_with(&proxy, path, &[]).await;
+        assert_hit(&hit);
+        let ttl = ttl(&hit);
+        assert!((90..=100).contains(&ttl), "{path}: Age ignored, ttl {ttl}");
+    }
+}
+
+/// RFC 9111 §5.1: of a list-based `Age` the first member counts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_list_based_age_uses_its_first_member() {
+    let origin =
+        TestOrigin::start(|_| Reply::ok("max-age=100", b"list".to_vec()).header("age", "40, 90"))
+            .await;
+    let proxy = proxy_always(&origin).await;
+    fill(&proxy, "/list", &[], 1).await;
+    let hit = get_with(&proxy, "/list", &[]).await;
+    assert_hit(&hit);
+    let ttl = ttl(&hit);
+    assert!((50..=60).contains(&ttl), "Age 40 counted, ttl {ttl}");
+}
+
+/// RFC 9111 §5.1 and §1.2.2: an `Age` too large to represent counts as 2^31 seconds, so
+/// the response is stale on arrival (and, without a validator, not stored).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_overflowing_age_is_the_largest_delta_seconds() {
+    let origin = TestOrigin::start(|_| {
+        Reply::ok("max-age=100", b"huge".to_vec()).header("age", "99999999999999999999")
+    })
+    .await;
+    let proxy = proxy_always(&origin).await;
+    let first = get_with(&proxy, "/huge", &[]).await;
+    assert!(!first.cache.stored, "{:?}", first.cache);
+    assert_eq!(first.cache.detail.as_deref(), Some("no-lifetime"));
+    get_with(&proxy, "/huge", &[]).await;
+    assert_eq!(origin.count("/huge"), 2);
 }
 
 /// RFC 9111 §5.1: every response served from storage carries `Age`.

@@ -18,6 +18,35 @@ async fn response_no_store_is_not_stored() {
     assert!(proxy.entry_files().is_empty());
 }
 
+/// RFC 9111 §5.2.2.3: with `must-understand`, a status whose caching rules this cache
+/// implements (200) is stored despite the `no-store` beside it; one it does not (299)
+/// is not stored at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn must_understand_stores_understood_statuses_only() {
+    const CC: &str = "must-understand, no-store, max-age=100";
+    let origin = TestOrigin::start(|head| {
+        let status = if head.uri.path() == "/known" {
+            200
+        } else {
+            299
+        };
+        Reply::status(status, b"mu".to_vec()).header("cache-control", CC)
+    })
+    .await;
+    let proxy = proxy_always(&origin).await;
+    fill(&proxy, "/known", &[], 1).await;
+    let hit = get_with(&proxy, "/known", &[]).await;
+    assert_hit(&hit);
+    assert_eq!(header(&hit, "cache-control"), Some(CC));
+    let unknown = get_with(&proxy, "/unknown", &[]).await;
+    assert_eq!(unknown.status, 299);
+    assert!(!unknown.cache.stored, "{:?}", unknown.cache);
+    assert_eq!(unknown.cache.detail.as_deref(), Some("not-cacheable"));
+    get_with(&proxy, "/unknown", &[]).await;
+    assert_eq!(origin.count("/known"), 1);
+    assert_eq!(origin.count("/unknown"), 2);
+}
+
 /// RFC 9111 §5.2.2.7: a `private` response is not stored by this shared cache.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn response_private_is_not_stored() {

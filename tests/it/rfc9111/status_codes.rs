@@ -1,4 +1,4 @@
-//! RFC 9111 §3 and §4.2.2, RFC 9110 §15.1: which status codes are stored, and when.
+//! RFC 9111 §3 and §4.2.2, RFC 9110 §15.1 and §15.2: which status codes are stored, and when.
 
 use super::common::*;
 use crate::support::{Reply, TestOrigin, http_date_from_now};
@@ -133,4 +133,29 @@ async fn partial_content_is_never_stored() {
     }
     assert_eq!(origin.count("/part"), 2);
     assert!(proxy.entry_files().is_empty());
+}
+
+/// RFC 9110 §15.2 and RFC 9111 §3: an origin's interim response (103 Early Hints) is never
+/// stored and its fields never reach the final response, whether it is forwarded from
+/// the origin or served from storage. (It is not forwarded either: see the README's
+/// Standards table for why.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interim_responses_are_neither_stored_nor_merged() {
+    let (origin, _stop) = crate::support::start_raw_origin(
+        b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n\
+          HTTP/1.1 200 OK\r\nCache-Control: max-age=100\r\nContent-Length: 5\r\n\r\nfinal",
+    )
+    .await;
+    let proxy = crate::support::TestProxy::start(origin, |c| {
+        c.admission.policy = secondhit::config::AdmissionPolicy::Always
+    })
+    .await;
+    let miss = fill(&proxy, "/hints", &[], 1).await;
+    let hit = get_with(&proxy, "/hints", &[]).await;
+    assert_hit(&hit);
+    for seen in [&miss, &hit] {
+        assert_eq!(seen.status, 200);
+        assert_eq!(seen.body, b"final");
+        assert_eq!(header(seen, "link"), None, "{:?}", seen.headers);
+    }
 }

@@ -2,7 +2,7 @@
 //! own conditional requests from storage.
 
 use super::common::*;
-use crate::support::{Reply, TestOrigin, send_until_hit};
+use crate::support::{Reply, TestOrigin, http_date_from_now, send_until_hit};
 
 const LAST_MODIFIED: &str = "Mon, 01 Jan 2024 00:00:00 GMT";
 
@@ -180,6 +180,45 @@ async fn client_if_none_match_not_matching_gets_the_body() {
 async fn client_if_modified_since_not_older_is_answered_304() {
     let (_origin, seen) = conditional_on_fresh(&[("if-modified-since", LAST_MODIFIED)]).await;
     assert_not_modified_from_cache(&seen);
+}
+
+/// RFC 9111 §4.3.2 and RFC 9110 §13.1.1: a fresh entry with an `ETag` and no
+/// `Last-Modified` answers a matching `If-None-Match` with 304.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_if_none_match_without_last_modified_is_answered_304() {
+    let origin =
+        TestOrigin::start_conditional("\"e\"", |_| Reply::ok("max-age=100", b"e".to_vec())).await;
+    let proxy = proxy_always(&origin).await;
+    fill(&proxy, "/e", &[], 1).await;
+    let seen = get_with(&proxy, "/e", &[("if-none-match", "\"e\"")]).await;
+    assert_eq!(seen.status, 304, "{:?}", seen.cache);
+    assert!(seen.cache.hit && seen.body.is_empty(), "{:?}", seen.cache);
+    assert_eq!(header(&seen, "etag"), Some("\"e\""));
+    assert_eq!(origin.count("/e"), 1);
+}
+
+/// RFC 9111 §4.3.2: without `Last-Modified` (and without an `ETag`), a client's
+/// `If-Modified-Since` is evaluated against the stored `Date`: not before it, 304; before
+/// it, the full 200 — both from storage.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_if_modified_since_without_last_modified_uses_the_date() {
+    let date = http_date_from_now(-10);
+    let origin = TestOrigin::start(move |_| {
+        Reply::ok("max-age=100", b"dated".to_vec()).header("date", &date)
+    })
+    .await;
+    let proxy = proxy_always(&origin).await;
+    fill(&proxy, "/d", &[], 1).await;
+    let now = http_date_from_now(0);
+    let seen = get_with(&proxy, "/d", &[("if-modified-since", &now)]).await;
+    assert_eq!(seen.status, 304, "{:?}", seen.cache);
+    assert!(seen.cache.hit && seen.body.is_empty(), "{:?}", seen.cache);
+    let earlier = http_date_from_now(-3600);
+    let seen = get_with(&proxy, "/d", &[("if-modified-since", &earlier)]).await;
+    assert_eq!(seen.status, 200);
+    assert!(seen.cache.hit, "{:?}", seen.cache);
+    assert_eq!(seen.body, b"dated");
+    assert_eq!(origin.count("/d"), 1);
 }
 
 /// RFC 9111 §4.3.2: `If-Modified-Since` before `Last-Modified` gets the full 200.

@@ -74,6 +74,24 @@ async fn variant_values_are_normalised() {
     assert_eq!(origin.count("/v"), 2);
 }
 
+/// RFC 9111 §4.1 with RFC 9110 §12.5.4 and §12.4.2: `Accept-Language` values that differ
+/// only in whitespace around parameters, the case of `q`, or the spelling of a weight
+/// (`q=1` is the default, `0.50` is `0.5`) share one variant; another weight does not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn accept_language_weights_are_normalised() {
+    let origin = language_origin().await;
+    let proxy = proxy_always(&origin).await;
+    fill(&proxy, "/v", &[("accept-language", "en-US, fr;q=0.5")], 2).await;
+    for same in ["en-us;q=1.000 , FR; Q=0.50", "EN-US;q=1,fr ;q=0.500"] {
+        let seen = lang(&proxy, same).await;
+        assert_hit(&seen);
+        assert_eq!(seen.body, b"accept-language=en-US, fr;q=0.5", "{same}");
+    }
+    let other = lang(&proxy, "en-US, fr;q=0.6").await;
+    assert!(!other.cache.hit, "{:?}", other.cache);
+    assert_eq!(origin.count("/v"), 2);
+}
+
 /// RFC 9111 §4.1: `Accept-Encoding` is reduced to its canonical set of codings, so
 /// `gzip, deflate, br`, `br,gzip` and `gzip;q=1, br` share one variant.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,0 +1,223 @@
+//! HTTP-dates as a recipient reads them (RFC 9110 §5.6.7).
+//!
+//! A recipient must accept all three forms: IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`)
+//! and the obsolete RFC 850 (`Sunday, 06-Nov-94 08:49:37 GMT`) and asctime
+//! (`Sun Nov  6 08:49:37 1994`) forms. `httpdate` parses the three, but only with names in
+//! their exact case, only with a day name that matches the date, and with the RFC 850
+//! two-digit year fixed to 1970–2069, where §5.6.7 requires "more than 50 years in the
+//! future" to mean the century before. So the forms are read here: names of days, months
+//! and `GMT` case-insensitively (as nginx and Varnish read them), the day name checked to
+//! be one but not against the date (it is redundant), runs of spaces as one.
+
+use std::time::{Duration, SystemTime};
+
+/// Month names, in order.
+const MONTHS: [&str; 12] = [
+    "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
+];
+
+/// Day names, short and long (`day-name` and RFC 850's `day-name-l`).
+const DAYS: [&str; 14] = [
+    "mon",
+    "tue",
+    "wed",
+    "thu",
+    "fri",
+    "sat",
+    "sun",
+    "monday",
+    "tuesday",
+    "wednesday",
+    "thursday",
+    "friday",
+    "saturday",
+    "sunday",
+];
+
+/// The moment `text` names in any of the three forms, if it is a valid date; `now` places
+/// an RFC 850 two-digit year.
+pub fn parse(text: &str, now: SystemTime) -> Option<SystemTime> {
+    let tokens: Vec<&str> = text
+        .split(|c: char| c == ',' || c.is_ascii_whitespace())
+        .filter(|t| !t.is_empty())
+        .collect();
+    let (day_name, rest) = tokens.split_first()?;
+    if !DAYS.iter().any(|d| d.eq_ignore_ascii_case(day_name)) {
+        return None;
+    }
+    let (year, month, day, time) = match *rest {
+        // IMF-fixdate: day month year time GMT.
+        [day, month, year, time, gmt] if year.len() == 4 && is_gmt(gmt) => {
+            (number(year)?, month, day, time)
+        }
+        // RFC 850: day-month-yy time GMT.
+        [date, time, gmt] if is_gmt(gmt) => {
+            let mut parts = date.split('-');
+            let (day, month, yy) = (parts.next()?, parts.next()?, parts.next()?);
+            if parts.next().is_some() || yy.len() != 2 {
+                return None;
+            }
+            (two_digit_year(number(yy)?, now), month, day, time)
+        }
+        // asctime: month day time year.
+        [month, day, time, year] if year.len() == 4 => (number(year)?, month, day, time),
+        _ => return None,
+    };
+    let month = MONTHS.iter().position(|m| m.eq_ignore_ascii_case(month))?;
+    let day = number(day).filter(|d| day.len() <= 2 && *d >= 1)?;
+    if day > days_in_month(year, month) {
+        return None;
+    }
+    let mut clock = time.split(':');
+    let mut field = |limit: u64| {
+        let part = clock.next()?;
+        number(part).filter(|v| part.len() == 2 && *v < limit)
+    };
+    let seconds = field(24)? * 3600 + field(60)? * 60 + field(60)?;
+    if clock.next().is_some() {
+        return None;
+    }
+    let days = days_from_epoch(year, month, day);
+    let offset = Duration::from_secs(days.unsigned_abs() * 86_400);
+    let midnight = if days >= 0 {
+        SystemTime::UNIX_EPOCH.checked_add(offset)?
+    } else {
+        SystemTime::UNIX_EPOCH.checked_sub(offset)?
+    };
+    midnight.checked_add(Duration::from_secs(seconds))
+}
+
+/// `GMT`, in any case.
+fn is_gmt(token: &str) -> bool {
+    token.eq_ignore_ascii_case("gmt")
+}
+
+/// A run of ASCII digits (no sign), at most four.
+fn number(text: &str) -> Option<u64> {
+    if text.is_empty() || text.len() > 4 || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse().ok()
+}
+
+/// The year an RFC 850 `yy` names at `now`: the one in `now`'s century, unless that is more
+/// than 50 years ahead (then the century before) or 50 or more behind (then the one after).
+fn two_digit_year(yy: u64, now: SystemTime) -> u64 {
+    // The current year, from the IMF-fixdate httpdate formats (`Sun, 06 Nov 1994 ...`).
+    let current = httpdate::fmt_http_date(now)
+        .get(12..16)
+        .and_then(number)
+        .unwrap_or(1970);
+    let year = current / 100 * 100 + yy;
+    if year > current + 50 {
+        year - 100
+    } else if year + 50 <= current {
+        year + 100
+    } else {
+        year
+    }
+}
+
+fn is_leap(year: u64) -> bool {
+    year.is_multiple_of(4) && (!year.is_multiple_of(100) || year.is_multiple_of(400))
+}
+
+/// Days in `month` (0-based) of `year`.
+fn days_in_month(year: u64, month: usize) -> u64 {
+    match month {
+        1 if is_leap(year) => 29,
+        1 => 28,
+        3 | 5 | 8 | 10 => 30,
+        _ => 31,
+    }
+}
+
+/// Days from 1970-01-01 to `year`-`month`(0-based)-`day` in the proleptic Gregorian
+/// calendar (Howard Hinnant's `days_from_civil`).
+fn days_from_epoch(year: u64, month: usize, day: u64) -> i64 {
+    // Years and days are at most 4 digits: no overflow in i64.
+    let (year, month, day) = (year as i64, month as i64 + 1, day as i64);
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let year_of_era = year - era * 400;
+    let day_of_year = (153 * ((month + 9) % 12) + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    era * 146_097 + day_of_era - 719_468
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 1994-11-06 08:49:37 UTC, RFC 9110's example.
+    const EXAMPLE: u64 = 784_111_777;
+
+    fn at(text: &str) -> Option<u64> {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_790_000_000); // 2026
+        parse(text, now).map(|t| {
+            t.duration_since(SystemTime::UNIX_EPOCH)
+                .expect("after the epoch")
+                .as_secs()
+        })
+    }
+
+    #[test]
+    fn the_three_forms_in_any_case() {
+        for text in [
+            "Sun, 06 Nov 1994 08:49:37 GMT",
+            "Sunday, 06-Nov-94 08:49:37 GMT",
+            "Sun Nov  6 08:49:37 1994",
+            "sun, 06 nov 1994 08:49:37 gmt",
+            "SUNDAY, 06-NOV-94 08:49:37 GMT",
+            "sun NOV  6 08:49:37 1994",
+            // The day name is redundant: a wrong one does not change the date.
+            "Mon, 06 Nov 1994 08:49:37 GMT",
+        ] {
+            assert_eq!(at(text), Some(EXAMPLE), "{text}");
+        }
+        assert_eq!(
+            httpdate::parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT")
+                .ok()
+                .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
+                .map(|d| d.as_secs()),
+            Some(EXAMPLE),
+            "agrees with httpdate"
+        );
+    }
+
+    #[test]
+    fn invalid_dates_are_refused() {
+        for text in [
+            "0",
+            "",
+            "Sun, 06 Nov 1994 08:49:37",
+            "Sun, 06 Nov 1994 08:49:37 PST",
+            "Sun, 31 Nov 1994 08:49:37 GMT",
+            "Sun, 29 Feb 1995 08:49:37 GMT",
+            "Sun, 06 Nov 1994 24:00:00 GMT",
+            "Sun, 06 Nov 1994 08:49 GMT",
+            "Sun, 06 Nov 94 08:49:37 GMT",
+            "Funday, 06 Nov 1994 08:49:37 GMT",
+            "Sun, +6 Nov 1994 08:49:37 GMT",
+            "Sunday, 06-Nov-1994 08:49:37 GMT",
+        ] {
+            assert_eq!(at(text), None, "{text:?}");
+        }
+        assert!(at("Thu, 29 Feb 1996 00:00:00 GMT").is_some(), "a leap day");
+    }
+
+    #[test]
+    fn two_digit_years_are_within_fifty_years_ahead() {
+        // In 2026: "76" is 2076 (50 years ahead), "77" is 1977 (51 years ahead).
+        let year_of = |yy: &str| {
+            let text = format!("Sunday, 01-Jan-{yy} 00:00:00 GMT");
+            let secs = at(&text).expect("valid");
+            httpdate::fmt_http_date(SystemTime::UNIX_EPOCH + Duration::from_secs(secs))[12..16]
+                .to_owned()
+        };
+        assert_eq!(year_of("76"), "2076");
+        assert_eq!(year_of("77"), "1977");
+        assert_eq!(year_of("26"), "2026");
+        assert_eq!(year_of("00"), "2000");
+    }
+}
