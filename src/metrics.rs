@@ -135,6 +135,8 @@ pub struct Metrics {
     shadow_hits_lost: AtomicU64,
     /// Body bytes of those hits' entries.
     shadow_hits_lost_bytes: AtomicU64,
+    /// Misses answered from another request's fill of their key (`Cache-Status: collapsed`).
+    collapsed: AtomicU64,
     /// Errors by [`ErrorKind`], indexed by its position in `ErrorKind::ALL`.
     errors: [AtomicU64; ErrorKind::ALL.len()],
     /// Time from sending an origin request to its response head (or its failure).
@@ -158,6 +160,7 @@ impl Metrics {
             body_bytes: Default::default(),
             shadow_writes_avoided: AtomicU64::new(0),
             shadow_hits_lost: AtomicU64::new(0),
+            collapsed: AtomicU64::new(0),
             shadow_hits_lost_bytes: AtomicU64::new(0),
             errors: Default::default(),
             origin: DurationHistogram::default(),
@@ -200,6 +203,12 @@ impl Metrics {
     }
 
     /// Counts one error of `kind`.
+    /// Counts a miss answered from another request's fill of its key instead of an origin
+    /// fetch of its own (request collapsing).
+    pub fn count_collapsed(&self) {
+        self.collapsed.fetch_add(1, Ordering::Relaxed);
+    }
+
     pub fn count_error(&self, kind: ErrorKind) {
         self.errors[kind as usize].fetch_add(1, Ordering::Relaxed);
     }
@@ -224,6 +233,7 @@ impl Metrics {
             ),
             shadow_hits_lost: load(&self.shadow_hits_lost),
             shadow_hits_lost_bytes: load(&self.shadow_hits_lost_bytes),
+            collapsed: load(&self.collapsed),
             errors: self.errors.each_ref().map(load),
             origin: self.origin.snapshot(),
         }
@@ -252,6 +262,8 @@ pub struct Counts {
     pub shadow_hits_lost: u64,
     /// Shadow mode: body bytes of the entries those hits served.
     pub shadow_hits_lost_bytes: u64,
+    /// Misses answered from another request's fill of their key.
+    pub collapsed: u64,
     /// Errors, in the order of [`ErrorKind::ALL`].
     pub errors: [u64; ErrorKind::ALL.len()],
     /// Origin request durations.

@@ -320,7 +320,10 @@ impl Proxy {
                 self.note_hit(&found);
                 let status = match collapsed {
                     None => CacheStatus::hit().ttl(ttl),
-                    Some(forward) => CacheStatus::forward(forward).ttl(ttl).collapsed(),
+                    Some(forward) => {
+                        self.cache.metrics.count_collapsed();
+                        CacheStatus::forward(forward).ttl(ttl).collapsed()
+                    }
                 };
                 return Ok(respond::from_store(head, *found, &freshness, now, status));
             }

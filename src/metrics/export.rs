@@ -88,6 +88,12 @@ impl Collector for Scrape {
         store_and_disk(out, &store)?;
         origin(out, &counts)?;
         errors(out, &counts, &store)?;
+        counter(
+            out,
+            "secondhit_collapsed_requests",
+            "Misses answered from another request's fill of the same key (Cache-Status collapsed) instead of an origin fetch of their own",
+            counts.collapsed,
+        )?;
         if policy.name() == "shadow" {
             shadow(out, &counts)?;
         }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use futures_util::future::join_all;
 
 use crate::support::{
-    Reply, ReplyBody, Seen, TestOrigin, TestProxy, body_bytes, client, get, send,
+    Reply, ReplyBody, Seen, TestOrigin, TestProxy, body_bytes, client, get, sample, scrape, send,
 };
 use secondhit::config::AdmissionPolicy;
 
@@ -82,6 +82,13 @@ async fn concurrent_first_requests_make_one_origin_fetch_under_always() {
         "one origin fetch for {WAVE} requests"
     );
     one_fill_served_all(&seen, &body);
+    // The operator sees them: one count per collapsed answer, and each is a miss.
+    let collapsed = seen.iter().filter(|s| s.cache.collapsed).count() as f64;
+    let metrics = scrape(&proxy).await;
+    assert_eq!(
+        sample(&metrics, "secondhit_collapsed_requests_total"),
+        collapsed
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
