@@ -117,7 +117,9 @@ impl ProxyError {
     /// The kind this failure counts as.
     pub fn kind(&self) -> ErrorKind {
         match self {
-            ProxyError::BadRequest(_) => ErrorKind::BadRequest,
+            ProxyError::BadRequest(_) | ProxyError::Origin(OriginError::ClientBody(_)) => {
+                ErrorKind::BadRequest
+            }
             ProxyError::Rejected(_) => ErrorKind::Rejected,
             ProxyError::Origin(OriginError::Timeout(_)) => ErrorKind::OriginTimeout,
             ProxyError::Origin(OriginError::Connect(_)) => ErrorKind::OriginUnreachable,
@@ -178,7 +180,10 @@ pub fn full_body(bytes: Bytes) -> ProxyBody {
 /// Turns a request failure into the response the client receives.
 pub fn error_response(error: &ProxyError) -> Response<ProxyBody> {
     let (status, detail) = match error {
-        ProxyError::BadRequest(_) => (StatusCode::BAD_REQUEST, Detail::BadRequest),
+        // A request body that broke off is an incomplete request, not an origin failure.
+        ProxyError::BadRequest(_) | ProxyError::Origin(OriginError::ClientBody(_)) => {
+            (StatusCode::BAD_REQUEST, Detail::BadRequest)
+        }
         // 501, not 405: no resource of a reverse proxy supports CONNECT (RFC 9110 §15.6.2).
         ProxyError::Rejected(Rejection::Connect) => (
             StatusCode::NOT_IMPLEMENTED,
@@ -224,7 +229,7 @@ pub fn error_response(error: &ProxyError) -> Response<ProxyBody> {
             headers.insert(RETRY_AFTER, HeaderValue::from(seconds.max(1)));
         }
         // The body was not read to its end: the connection cannot carry another request.
-        ProxyError::Origin(OriginError::RequestBodyTimeout(_)) => {
+        ProxyError::Origin(OriginError::RequestBodyTimeout(_) | OriginError::ClientBody(_)) => {
             headers.insert(CONNECTION, HeaderValue::from_static("close"));
         }
         _ => {}

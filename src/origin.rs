@@ -47,6 +47,10 @@ pub enum OriginError {
     /// time waited): the request was never sent.
     #[error("all origin.max_in_flight permits stayed taken for {0:?} (origin.queue_timeout)")]
     Busy(Duration),
+    /// The client's request body failed before the request could be sent (its connection
+    /// broke, or its framing was invalid): nothing complete to forward.
+    #[error("the request body failed before it was read: {0}")]
+    ClientBody(#[source] BoxError),
     /// The client's request body stalled for `origin.body_read_timeout` before the
     /// request could be sent.
     #[error("the request body stalled for {0:?} (origin.body_read_timeout)")]

@@ -48,7 +48,7 @@ pub(super) async fn read_ahead(
             Err(_) => return Err(OriginError::RequestBodyTimeout(limits.read_timeout)),
             Ok(None) => return Ok(ReadAhead::new(read, bytes, None).boxed_unsync()),
             // The client's connection failed mid-body: nothing useful can be sent.
-            Ok(Some(Err(error))) => return Err(OriginError::Protocol(error)),
+            Ok(Some(Err(error))) => return Err(OriginError::ClientBody(error)),
             Ok(Some(Ok(frame))) => frame,
         };
         bytes += frame.data_ref().map_or(0, |data| data.len() as u64);

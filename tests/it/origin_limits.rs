@@ -212,10 +212,44 @@ async fn a_body_larger_than_the_buffer_streams_on_whole() {
     assert_eq!(seen.status, 200);
     assert!(seen.body == body, "the origin got every byte, in order");
     // A chunked upload of unknown length too, over a raw connection.
-    let mut stream = TcpStream::connect(proxy.addr).await.expect("connect");
     let chunked = b"POST /chunked HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n\
                     5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n";
-    stream.write_all(chunked).await.expect("write");
+    let text = send_raw(&proxy, chunked).await;
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(text.ends_with("hello world"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upload_that_breaks_off_is_a_bad_request_not_an_origin_error() {
+    let origin = EchoOrigin::start().await;
+    let proxy = TestProxy::start(origin.addr, |_| {}).await;
+    // Two of ten declared bytes, then the client closes its sending side.
+    let head = b"POST /cut HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\n01";
+    let text = send_raw(&proxy, head).await;
+    assert!(text.starts_with("HTTP/1.1 400"), "{text}");
+    assert!(text.contains("detail=bad-request"), "{text}");
+    assert_eq!(
+        origin.total.load(Ordering::SeqCst),
+        0,
+        "nothing reached the origin"
+    );
+    let metrics = crate::support::scrape(&proxy).await;
+    let errors = |kind: &str| {
+        crate::support::sample(
+            &metrics,
+            &format!("secondhit_errors_total{{kind=\"{kind}\"}}"),
+        )
+    };
+    assert_eq!(errors("bad-request"), 1.0);
+    assert_eq!(errors("origin-error"), 0.0);
+}
+
+/// Writes `request` to the proxy over a new connection, closes the sending side, and
+/// reads the whole answer until the proxy closes.
+async fn send_raw(proxy: &TestProxy, request: &[u8]) -> String {
+    let mut stream = TcpStream::connect(proxy.addr).await.expect("connect");
+    stream.write_all(request).await.expect("write");
+    stream.shutdown().await.expect("shut down the sending side");
     let mut answer = Vec::new();
     tokio::time::timeout(
         PATIENCE,
@@ -224,7 +258,5 @@ async fn a_body_larger_than_the_buffer_streams_on_whole() {
     .await
     .expect("answered")
     .expect("read");
-    let text = String::from_utf8_lossy(&answer);
-    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
-    assert!(text.ends_with("hello world"), "{text}");
+    String::from_utf8_lossy(&answer).into_owned()
 }
