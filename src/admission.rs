@@ -385,17 +385,23 @@ pub(crate) fn from_config_counting(
     }
 }
 
-/// The filter pair `[admission]` describes; `None` for `policy = "always"`.
-fn pair_from_config(config: &AdmissionConfig, objects: ObjectCount) -> Option<Arc<AgingPair>> {
+/// The size of each filter of the pair `[admission]` describes; `None` for
+/// `policy = "always"`, which has no filters.
+pub fn filter_params(config: &AdmissionConfig) -> Option<FilterParams> {
     if config.policy == AdmissionPolicy::Always {
         return None;
     }
-    let params = match config.sizing {
+    Some(match config.sizing {
         FilterSizing::ExpectedUrls(keys) => {
             FilterParams::for_expected_keys(keys, config.false_positive_rate)
         }
         FilterSizing::Memory(bytes) => FilterParams::for_memory(bytes, config.false_positive_rate),
-    };
+    })
+}
+
+/// The filter pair `[admission]` describes; `None` for `policy = "always"`.
+fn pair_from_config(config: &AdmissionConfig, objects: ObjectCount) -> Option<Arc<AgingPair>> {
+    let params = filter_params(config)?;
     let rotation = match config.rotate {
         RotateMode::Fill => Rotation::Fill,
         RotateMode::Auto => Rotation::Auto(objects),

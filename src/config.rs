@@ -82,6 +82,12 @@ pub struct ServerConfig {
     /// Most threads doing blocking file work at once (fills, reads that must wait for
     /// the disk, metadata updates, snapshots): 1..=[`MAX_BLOCKING_THREADS`].
     pub blocking_threads: usize,
+    /// The user to run as once the listeners are bound (by name); `None`: stay who started
+    /// the process. Started as root with a user set, the process binds (privileged ports
+    /// included) as root and then never holds root again.
+    pub user: Option<String>,
+    /// The group to run as with `user` (by name); `None`: the user's primary group.
+    pub group: Option<String>,
 }
 
 impl Default for ServerConfig {
@@ -99,6 +105,8 @@ impl Default for ServerConfig {
             shutdown_timeout: Duration::from_secs(30),
             workers: None,
             blocking_threads: 32,
+            user: None,
+            group: None,
         }
     }
 }

@@ -168,6 +168,13 @@ pub enum StartError {
         /// Why binding failed.
         source: std::io::Error,
     },
+    /// The sockets passed by systemd (`LISTEN_FDS`) cannot be used.
+    #[error("socket activation: {0}")]
+    Inherited(String),
+    /// Something on this machine that the config relies on is missing or unusable (a
+    /// user, the cache directory, memory for the filters): see [`crate::preflight`].
+    #[error("{0}")]
+    Preflight(#[from] crate::preflight::PreflightError),
 }
 
 /// A response body of `bytes`, known in full (answers the proxy makes itself).

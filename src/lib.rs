@@ -54,7 +54,11 @@
 //!
 //! [`config`] turns the TOML file into a validated [`config::Config`]; a running server
 //! reads it through a [`config::SettingsHandle`], which can be swapped while it serves
-//! (its doc says which settings a swap changes). [`logging`] installs the diagnostic log
+//! (its doc says which settings a swap changes). [`preflight`] checks the config against
+//! the machine (run-as user, cache directory, access log, memory for the filters) for
+//! `check-config` and before `serve` starts, which binds its sockets (or takes them from
+//! systemd, [`server::Listeners`]) and then drops root ([`server::privileges`]).
+//! [`logging`] installs the diagnostic log
 //! with a filter that can be replaced the same way. [`lifecycle`] handles the signals:
 //! SIGTERM/SIGINT stop the server gracefully, SIGHUP reloads the config file into it
 //! (swapping the settings, the origin client, the admission and the access log),
@@ -106,6 +110,7 @@ pub mod logging;
 pub mod metrics;
 pub mod origin;
 pub mod policy;
+pub mod preflight;
 pub mod proxy;
 pub mod range;
 pub mod server;

@@ -8,8 +8,9 @@ use clap::{Parser, Subcommand};
 #[cfg(feature = "bench")]
 use secondhit::bench::cli::{BenchArgs, SimulateArgs};
 use secondhit::config::Config;
+use secondhit::error::StartError;
 use secondhit::lifecycle::{Reloader, Signals};
-use secondhit::server::Server;
+use secondhit::server::{Listeners, Server};
 
 /// mimalloc instead of the system allocator: a request allocates and frees dozens of
 /// small buffers (header maps, bytes, futures), and glibc's malloc spent about 8% of a
@@ -78,7 +79,15 @@ fn check_config(path: Option<PathBuf>) -> ExitCode {
         eprintln!("secondhit: check-config needs a config file");
         return ExitCode::FAILURE;
     };
-    match Config::load(&path) {
+    let config = match Config::load(&path) {
+        Ok(config) => config,
+        Err(error) => {
+            eprintln!("{}: {error}", path.display());
+            return ExitCode::FAILURE;
+        }
+    };
+    // What serve would refuse on this machine, beyond the file itself.
+    match secondhit::preflight::check(&config) {
         Ok(_) => {
             println!("{}: OK", path.display());
             ExitCode::SUCCESS
@@ -117,6 +126,25 @@ fn serve(path: Option<PathBuf>) -> ExitCode {
         None => Config::default(),
     };
     let log_reload = secondhit::logging::init(&config.log);
+    // In this order, before any thread exists: check the machine, bind (or take systemd's
+    // sockets) as whoever started the process, then drop root for good.
+    let started = secondhit::preflight::check(&config)
+        .map_err(StartError::from)
+        .and_then(|run_as| {
+            let listeners = Listeners::open(&config.server)?;
+            if let Some(run_as) = &run_as {
+                secondhit::server::privileges::drop_to(run_as)?;
+            }
+            Ok(listeners)
+        });
+    let listeners = match started {
+        Ok(listeners) => listeners,
+        Err(error) => {
+            tracing::error!(%error, "cannot start");
+            eprintln!("secondhit: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
     let runtime = match secondhit::server::runtime::build(&config.server) {
         Ok(runtime) => runtime,
         Err(error) => {
@@ -125,7 +153,7 @@ fn serve(path: Option<PathBuf>) -> ExitCode {
         }
     };
     runtime.block_on(async {
-        let server = match Server::bind(&config).await {
+        let server = match Server::start(&config, listeners).await {
             Ok(server) => server,
             Err(error) => {
                 tracing::error!(%error, "cannot start");

@@ -1,8 +1,9 @@
 //! The listener: accepts connections, speaks HTTP/1.1 and cleartext HTTP/2, and shuts down gracefully.
 //!
-//! [`Server::bind`] sets everything up in order — cache directory, filter seed,
-//! admission policy, origin client, access log, listening socket — so a bad setting fails
-//! before the first connection, and puts the `Config` behind a [`SettingsHandle`] that the
+//! [`Server::bind`] sets everything up in order — listening sockets ([`Listeners`]: bound,
+//! or inherited from systemd), cache directory, filter seed, admission policy, origin
+//! client, access log — so a bad setting fails before the first connection (`serve` binds
+//! the sockets first and drops privileges before the rest, [`Server::start`]), and puts the `Config` behind a [`SettingsHandle`] that the
 //! proxy reads per request and [`Server::settings`] hands out to swap (with the origin
 //! client, the admission and the access log: [`Server::live_parts`]). [`Server::run`]
 //! then accepts until its shutdown future completes, stops accepting, gives open
@@ -38,8 +39,12 @@
 
 mod connection;
 mod head_guard;
+mod listeners;
+pub mod privileges;
 pub mod runtime;
 mod zero_copy;
+
+pub use listeners::Listeners;
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -96,13 +101,21 @@ pub struct Server {
 }
 
 impl Server {
-    /// Opens the cache, builds admission (restoring its snapshot) and the origin client,
-    /// and binds `server.listen`.
+    /// Binds `server.listen` and `server.admin_listen` (or takes the sockets systemd passed,
+    /// [`Listeners::open`]), then does what [`Server::start`] does.
     pub async fn bind(config: &Config) -> Result<Server, StartError> {
+        let listeners = Listeners::open(&config.server)?;
+        Server::start(config, listeners).await
+    }
+
+    /// Opens the cache, builds admission (restoring its snapshot), the origin client and
+    /// the access log, and takes `listeners` for [`Server::run`]. `serve` binds them first
+    /// and drops privileges in between, so files are created as `server.user`.
+    pub async fn start(config: &Config, listeners: Listeners) -> Result<Server, StartError> {
         let store = open_store(config)?;
         // Reads the filter snapshot synchronously, like the store's open above.
         let assembled = assemble_admission(&config.admission, &store)?;
-        Server::finish_bind(config, store, assembled).await
+        Server::finish_bind(config, store, assembled, listeners).await
     }
 
     /// Like [`Server::bind`], with an admission policy built by the caller instead of from
@@ -113,6 +126,7 @@ impl Server {
         config: &Config,
         policy: Arc<dyn admission::Admission>,
     ) -> Result<Server, StartError> {
+        let listeners = Listeners::open(&config.server)?;
         let store = open_store(config)?;
         let seed = admission::resolve_seed(config.admission.seed.as_deref(), &store.state_dir())?;
         let assembled = admission::Assembled {
@@ -120,32 +134,33 @@ impl Server {
             hasher: admission::FilterHasher::new(seed),
             snapshots: None,
         };
-        Server::finish_bind(config, store, assembled).await
+        Server::finish_bind(config, store, assembled, listeners).await
     }
 
-    /// Builds the origin client and the proxy around an open store, and binds the listener.
+    /// Builds the origin client and the proxy around an open store, and registers the
+    /// listeners with the runtime.
     async fn finish_bind(
         config: &Config,
         store: Arc<Store>,
         admission: admission::Assembled,
+        listeners: Listeners,
     ) -> Result<Server, StartError> {
         let metrics = Arc::new(Metrics::new());
         let origin = Origin::new(&config.origin, metrics.clone())?;
         let origin = Arc::new(ArcSwap::from_pointee(origin));
         let access_log = AccessLog::start(&config.log)?;
-        let listener = TcpListener::bind(config.server.listen)
-            .await
-            .map_err(|source| StartError::Bind {
-                addr: config.server.listen,
+        let listen = config.server.listen;
+        let listener =
+            TcpListener::from_std(listeners.proxy).map_err(|source| StartError::Bind {
+                addr: listen,
                 source,
             })?;
-        let admin_listener = match config.server.admin_listen {
-            None => None,
-            Some(addr) => Some(
-                TcpListener::bind(addr)
-                    .await
+        let admin_listener = match (config.server.admin_listen, listeners.admin) {
+            (Some(addr), Some(listener)) => Some(
+                TcpListener::from_std(listener)
                     .map_err(|source| StartError::AdminBind { addr, source })?,
             ),
+            _ => None,
         };
         let settings = SettingsHandle::new(config.clone());
         let admission = Arc::new(LiveAdmission::new(admission));

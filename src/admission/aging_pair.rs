@@ -219,6 +219,12 @@ struct Shared {
 }
 
 impl AgingPair {
+    /// The memory a pair of filters sized by `params` allocates: the two filters that answer
+    /// and the spare that waits for the next rotation.
+    pub fn memory_for(params: &FilterParams) -> u64 {
+        3 * params.filter_bytes()
+    }
+
     /// An empty pair of filters sized by `params`; the first generation starts at `now`.
     /// Logs the sizing (m, k, bytes, modelled per-filter and pair rates) at info.
     pub fn new(params: FilterParams, max_age: Duration, rotation: Rotation, now: Instant) -> Self {
@@ -447,9 +453,8 @@ impl Admission for AgingPair {
         AgingPair::prefetch(self, hash)
     }
 
-    /// The two filters that answer and the spare that waits for the next rotation.
     fn memory_bytes(&self) -> u64 {
-        3 * self.shared.params.filter_bytes()
+        AgingPair::memory_for(&self.shared.params)
     }
 
     fn name(&self) -> &'static str {

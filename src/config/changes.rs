@@ -87,6 +87,8 @@ fn server(running: &ServerConfig, next: &mut ServerConfig, changes: &mut Changes
         blocking_threads,
         admin_listen,
         admin_token,
+        user,
+        group,
     } = next;
     let r = running;
     changes.compare("server.listen", Restart, &r.listen, listen);
@@ -138,6 +140,9 @@ fn server(running: &ServerConfig, next: &mut ServerConfig, changes: &mut Changes
         blocking,
         blocking_threads,
     );
+    // Privileges are dropped once, after binding: there is no way back to change them.
+    changes.compare("server.user", Restart, &r.user, user);
+    changes.compare("server.group", Restart, &r.group, group);
 }
 
 fn origin(running: &OriginConfig, next: &mut OriginConfig, changes: &mut Changes) {

@@ -48,8 +48,9 @@ use super::Config;
 /// ([`Config::reload`] lists them):
 ///
 /// - `[server]` (`listen`, `max_connections`, the head limits and timeout,
-///   `shutdown_timeout`, `workers`, `blocking_threads`): the runtime, the listener and the
-///   connection builder, set up by `main` and `Server::bind`/`Server::run`.
+///   `shutdown_timeout`, `workers`, `blocking_threads`, `user`, `group`): the runtime, the
+///   listener, the connection builder and the account the process runs as, set up by
+///   `main` and `Server::bind`/`Server::run`.
 /// - `cache.dir`, `cache.max_size` (the store's budget), `cache.fsync`,
 ///   `cache.lock_timeout`, `cache.verify_whole_below`, `cache.memory_size`,
 ///   `cache.memory_max_object_size`: the store's `StoreOptions`, fixed when it opened.

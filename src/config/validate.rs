@@ -58,6 +58,8 @@ struct RawServer {
     shutdown_timeout: Option<String>,
     workers: Option<usize>,
     blocking_threads: Option<usize>,
+    user: Option<String>,
+    group: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -212,7 +214,28 @@ fn validate_server(raw: RawServer, d: ServerConfig) -> Result<ServerConfig, Conf
             1,
             MAX_BLOCKING_THREADS,
         )?,
+        user: account_name("server.user", raw.user)?,
+        group: account_name("server.group", raw.group)?,
     })
+}
+
+/// `server.user` and `server.group`: empty means none; a name is looked up on this machine
+/// at start (and by `check-config`), where a name that does not exist is refused.
+fn account_name(key: &'static str, raw: Option<String>) -> Result<Option<String>, ConfigError> {
+    match raw {
+        Some(name) if name.is_empty() => Ok(None),
+        Some(name)
+            if name
+                .bytes()
+                .any(|b| b == 0 || b == b':' || b.is_ascii_whitespace()) =>
+        {
+            Err(invalid(
+                key,
+                "must be a user or group name (no spaces, colons or NUL bytes)".to_owned(),
+            ))
+        }
+        name => Ok(name),
+    }
 }
 
 /// `server.admin_token`: empty means none; otherwise visible ASCII only, since it travels in

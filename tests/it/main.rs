@@ -33,6 +33,7 @@ mod proxy_hygiene;
 mod recommend;
 mod rfc9111;
 mod rfc9213;
+mod service;
 mod settings;
 mod shadow;
 mod store;

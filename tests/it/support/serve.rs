@@ -25,10 +25,18 @@ impl ServeProcess {
     /// Starts `secondhit serve --config <config>` (the config must set `log.format = "json"`)
     /// and waits for it to log the address it listens on.
     pub async fn start(config: &Path) -> ServeProcess {
-        let mut child = tokio::process::Command::new(BIN)
+        let mut command = tokio::process::Command::new(BIN);
+        command
             .args(["serve", "--config"])
             .arg(config)
-            .stdin(Stdio::null())
+            .stdin(Stdio::null());
+        ServeProcess::start_command(command).await
+    }
+
+    /// Like [`Self::start`], with the command prepared by the caller (a wrapper, inherited
+    /// sockets); its stdout is taken here.
+    pub async fn start_command(mut command: tokio::process::Command) -> ServeProcess {
+        let mut child = command
             .stdout(Stdio::piped())
             .kill_on_drop(true)
             .spawn()

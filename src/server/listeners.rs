@@ -1,0 +1,209 @@
+//! The listening sockets: bound from the config, or inherited from systemd.
+//!
+//! With socket activation (`secondhit.socket` beside `secondhit.service`), systemd binds the
+//! sockets itself and passes them on file descriptors 3, 4, … with `LISTEN_FDS` (how many)
+//! and `LISTEN_PID` (for which process) in the environment, as `sd_listen_fds(3)` describes.
+//! The sockets then outlive a restart of the service: clients that connect while no
+//! secondhit runs wait in the kernel's backlog and are answered by the next one, instead of
+//! being refused.
+//!
+//! Which inherited socket is which: by the names systemd passes in `LISTEN_FDNAMES`
+//! (`FileDescriptorName=` in the socket unit), `proxy` and `admin`; without those names, in
+//! order, the first is the proxy's listener and the second (if any) the admin listener. A
+//! listener the config asks for that was not inherited is bound from the config
+//! (`server.listen`, `server.admin_listen`) as without socket activation; the admin
+//! listener is never served when `server.admin_listen = "off"`, even if a socket for it
+//! was passed (that is refused at start, naming the mismatch).
+//!
+//! Sockets are opened before the async runtime and before privileges are dropped, so a
+//! port below 1024 can be bound by a process that then runs as `server.user`.
+
+use std::net::{SocketAddr, TcpListener};
+
+use crate::config::ServerConfig;
+use crate::error::StartError;
+
+/// The sockets a server listens on, not yet registered with the async runtime.
+#[derive(Debug)]
+pub struct Listeners {
+    /// Clients of the proxy (`server.listen`).
+    pub proxy: TcpListener,
+    /// The admin API (`server.admin_listen`); `None` when it is `"off"`.
+    pub admin: Option<TcpListener>,
+}
+
+/// What each inherited socket serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Proxy,
+    Admin,
+}
+
+impl Listeners {
+    /// The listeners `config` asks for: the ones systemd passed (see the module docs),
+    /// the others bound here.
+    pub fn open(config: &ServerConfig) -> Result<Listeners, StartError> {
+        let mut inherited = inherited()?;
+        let proxy = match inherited.proxy.take() {
+            Some(listener) => listener,
+            None => bind(config.listen, |addr, source| StartError::Bind {
+                addr,
+                source,
+            })?,
+        };
+        let admin = match (config.admin_listen, inherited.admin.take()) {
+            (None, Some(_)) => {
+                return Err(StartError::Inherited(
+                    "a socket named \"admin\" was passed, but server.admin_listen is \"off\""
+                        .to_owned(),
+                ));
+            }
+            (None, None) => None,
+            (Some(_), Some(listener)) => Some(listener),
+            (Some(addr), None) => Some(bind(addr, |addr, source| StartError::AdminBind {
+                addr,
+                source,
+            })?),
+        };
+        Ok(Listeners { proxy, admin })
+    }
+
+    /// The proxy listener's address (useful with port 0, or to log an inherited socket).
+    pub fn proxy_addr(&self) -> std::io::Result<SocketAddr> {
+        self.proxy.local_addr()
+    }
+}
+
+/// Binds `addr` for the runtime: non-blocking, as tokio requires of a socket it adopts.
+fn bind(
+    addr: SocketAddr,
+    error: impl Fn(SocketAddr, std::io::Error) -> StartError,
+) -> Result<TcpListener, StartError> {
+    let listener = TcpListener::bind(addr).map_err(|source| error(addr, source))?;
+    listener
+        .set_nonblocking(true)
+        .map_err(|source| error(addr, source))?;
+    Ok(listener)
+}
+
+/// The sockets systemd passed, by role.
+#[derive(Default)]
+struct Inherited {
+    proxy: Option<TcpListener>,
+    admin: Option<TcpListener>,
+}
+
+/// Takes the sockets of `LISTEN_FDS` (none when it is unset or meant for another process).
+fn inherited() -> Result<Inherited, StartError> {
+    let mut fds = listenfd::ListenFd::from_env();
+    let count = fds.len();
+    if count == 0 {
+        return Ok(Inherited::default());
+    }
+    let names = std::env::var("LISTEN_FDNAMES").ok();
+    let roles = roles(count, names.as_deref()).map_err(StartError::Inherited)?;
+    let mut taken = Inherited::default();
+    for (index, role) in roles.into_iter().enumerate() {
+        let fd = 3 + index;
+        let listener = fds
+            .take_tcp_listener(index)
+            .map_err(|error| {
+                StartError::Inherited(format!("file descriptor {fd} (LISTEN_FDS): {error}"))
+            })?
+            .ok_or_else(|| {
+                StartError::Inherited(format!("file descriptor {fd} (LISTEN_FDS) is not open"))
+            })?;
+        listener.set_nonblocking(true).map_err(|error| {
+            StartError::Inherited(format!("file descriptor {fd} (LISTEN_FDS): {error}"))
+        })?;
+        let slot = match role {
+            Role::Proxy => &mut taken.proxy,
+            Role::Admin => &mut taken.admin,
+        };
+        *slot = Some(listener);
+    }
+    Ok(taken)
+}
+
+/// What each of `count` inherited sockets serves: by `LISTEN_FDNAMES` (colon-separated) when
+/// it names any socket `proxy` or `admin`, otherwise by order. (systemd names a socket
+/// after its unit, e.g. `secondhit.socket`, when the unit sets no `FileDescriptorName=`.)
+fn roles(count: usize, names: Option<&str>) -> Result<Vec<Role>, String> {
+    let names: Option<Vec<&str>> = names
+        .map(|names| names.split(':').collect::<Vec<_>>())
+        .filter(|names| names.iter().any(|name| matches!(*name, "proxy" | "admin")));
+    let roles = match names {
+        None => match count {
+            1 => vec![Role::Proxy],
+            2 => vec![Role::Proxy, Role::Admin],
+            _ => {
+                return Err(format!(
+                    "{count} sockets were passed (LISTEN_FDS) without names; secondhit takes \
+                     one (the proxy) or two (the proxy, then the admin listener), or sockets \
+                     named \"proxy\" and \"admin\" (FileDescriptorName=)"
+                ));
+            }
+        },
+        Some(names) => {
+            if names.len() != count {
+                return Err(format!(
+                    "LISTEN_FDS is {count} but LISTEN_FDNAMES names {}",
+                    names.len()
+                ));
+            }
+            let mut roles = Vec::with_capacity(count);
+            for name in names {
+                let role = match name {
+                    "proxy" => Role::Proxy,
+                    "admin" => Role::Admin,
+                    other => {
+                        return Err(format!(
+                            "a socket named {other:?} was passed (LISTEN_FDNAMES); secondhit \
+                             knows \"proxy\" and \"admin\""
+                        ));
+                    }
+                };
+                if roles.contains(&role) {
+                    return Err(format!(
+                        "two sockets named {name:?} were passed (LISTEN_FDNAMES)"
+                    ));
+                }
+                roles.push(role);
+            }
+            roles
+        }
+    };
+    Ok(roles)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Role, roles};
+
+    #[test]
+    fn sockets_are_taken_by_name_or_else_by_order() {
+        assert_eq!(roles(1, None), Ok(vec![Role::Proxy]));
+        assert_eq!(roles(2, None), Ok(vec![Role::Proxy, Role::Admin]));
+        assert_eq!(
+            roles(2, Some("secondhit.socket:secondhit.socket")),
+            Ok(vec![Role::Proxy, Role::Admin])
+        );
+        assert_eq!(
+            roles(2, Some("admin:proxy")),
+            Ok(vec![Role::Admin, Role::Proxy])
+        );
+        assert_eq!(roles(1, Some("admin")), Ok(vec![Role::Admin]));
+    }
+
+    #[test]
+    fn sockets_that_cannot_be_placed_are_refused_with_the_reason() {
+        let three = roles(3, None).expect_err("three unnamed sockets");
+        assert!(three.contains("3 sockets"), "{three}");
+        let stranger = roles(2, Some("proxy:https")).expect_err("unknown name");
+        assert!(stranger.contains("\"https\""), "{stranger}");
+        let twice = roles(2, Some("proxy:proxy")).expect_err("duplicate name");
+        assert!(twice.contains("two sockets named \"proxy\""), "{twice}");
+        let mismatch = roles(2, Some("proxy")).expect_err("count mismatch");
+        assert!(mismatch.contains("LISTEN_FDNAMES names 1"), "{mismatch}");
+    }
+}
