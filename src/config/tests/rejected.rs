@@ -92,6 +92,8 @@ const REJECTED: &[(&str, &str, &str)] = &[
     ("[server]\nworkers = 0", "server.workers", "invalid"),
     ("[server]\nblocking_threads = 0", "server.blocking_threads", "invalid"),
     ("[server]\nblocking_threads = 513", "server.blocking_threads", "invalid"),
+    ("[server]\nuser = \"www data\"", "server.user", "invalid"),
+    ("[server]\ngroup = \"a:b\"", "server.group", "invalid"),
     (
         "[server]\nshutdown_timeout = \"soon\"",
         "server.shutdown_timeout",
