@@ -386,7 +386,10 @@ async fn next_chunk(st: &mut BodyState) -> io::Result<Bytes> {
     };
     let hasher = match &mut st.check {
         Check::Whole(hasher) => hasher,
-        Check::Blocks(_) => return blocks::next_chunk(st, &file).await,
+        Check::Blocks(sums) => {
+            let (position, remaining) = (&mut st.position, &mut st.remaining);
+            return blocks::next_chunk(&st.entry, &file, sums, position, remaining).await;
+        }
     };
     let want = st.remaining.min(BODY_CHUNK);
     let buf = read_file(&st.entry, &file, want, st.position).await?;

@@ -21,7 +21,7 @@ use bytes::Bytes;
 
 use super::super::disk::Damage;
 use super::super::entry::blocks::{SUM_LEN, block_span, blocks_of, check_blocks};
-use super::{BodyState, Check, Source, StoredEntry, discard, read_file};
+use super::{Source, StoredEntry, discard, read_file};
 
 /// Largest span of whole blocks a range may touch to be verified before the head is
 /// sent: 4 blocks. Small ranges (a document viewer's pages, a resumed download's
@@ -77,15 +77,19 @@ async fn damaged(entry: &StoredEntry, block: u64) -> io::Error {
     )
 }
 
-/// The next chunk of a range streamed from `file`: the rest of the range within the
-/// block holding its next byte, after the whole block was read and verified.
-pub(super) async fn next_chunk(st: &mut BodyState, file: &Arc<std::fs::File>) -> io::Result<Bytes> {
-    let entry = &st.entry;
-    let at = st.position - entry.body_offset;
-    let (block, last_block) = blocks_of(at, at + st.remaining - 1);
-    let Check::Blocks(sums) = &mut st.check else {
-        return Err(io::Error::other("not a block-checked stream"));
-    };
+/// The next chunk of a range of `entry` streamed from `file`, whose next byte is at file
+/// offset `position` with `remaining` bytes to go (both advanced past the chunk): the rest
+/// of the range within the block holding that byte, after the whole block was read and
+/// checked against its entry in `sums` (read first if they do not hold it).
+pub(super) async fn next_chunk(
+    entry: &StoredEntry,
+    file: &Arc<std::fs::File>,
+    sums: &mut Option<Sums>,
+    position: &mut u64,
+    remaining: &mut u64,
+) -> io::Result<Bytes> {
+    let at = *position - entry.body_offset;
+    let (block, last_block) = blocks_of(at, at + *remaining - 1);
     if sums.as_ref().and_then(|s| s.of(block)).is_none() {
         let last = last_block.min(block + SUMS_AT_ONCE - 1);
         *sums = Some(read_sums(entry, file, block, last).await?);
@@ -97,9 +101,9 @@ pub(super) async fn next_chunk(st: &mut BodyState, file: &Arc<std::fs::File>) ->
         return Err(damaged(entry, block).await);
     }
     let skip = at - start;
-    let take = st.remaining.min(end - at);
-    st.remaining -= take;
-    st.position += take;
+    let take = (*remaining).min(end - at);
+    *remaining -= take;
+    *position += take;
     // Lossless: both are within one block.
     Ok(Bytes::from(bytes).slice(skip as usize..(skip + take) as usize))
 }
