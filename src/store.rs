@@ -24,10 +24,13 @@
 //!   a body below `cache.verify_whole_below` is read and verified whole (a
 //!   damaged one is a plain miss); a larger body is verified as it streams and
 //!   a mismatch ends the stream with an error, so the client sees a truncated
-//!   transfer, never a complete wrong body. Every damaged file found is
-//!   removed, logged and counted ([`StoreStats`]). A byte range of a large
-//!   body ([`StoredEntry::into_range_stream`]) cannot be checked against the
-//!   whole body's checksum and is served unverified.
+//!   transfer, never a complete wrong body. A byte range of a large body
+//!   ([`StoredEntry::into_range_stream`]) is verified by the 64 KiB blocks it
+//!   touches, each with its own checksum in the entry (see [`entry`]): a small
+//!   range before anything is sent ([`StoredEntry::verify_range`], a damaged
+//!   block makes it a miss), a longer one block by block as it streams (a
+//!   damaged block ends the stream before its bytes). Every damaged file found
+//!   is removed, logged and counted ([`StoreStats`]).
 //! - **Memory tier.** A lookup that read and verified a whole body (up to
 //!   `cache.memory_max_object_size`) leaves a copy in memory, within
 //!   `cache.memory_size`; later lookups of the same fill read no file (see
@@ -201,7 +204,7 @@ impl Inner {
 
     fn count_damage(&self, damage: Damage) {
         let counter = match damage {
-            Damage::Invalid => &self.removed_invalid,
+            Damage::Invalid | Damage::Outdated => &self.removed_invalid,
             Damage::Checksum => &self.checksum_failures,
         };
         counter.fetch_add(1, Ordering::Relaxed);

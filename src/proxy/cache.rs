@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use arc_swap::ArcSwap;
-use http::header::{CONTENT_LENGTH, VARY};
+use http::header::{CONTENT_LENGTH, RANGE, VARY};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 
 use crate::admission::LiveAdmission;
@@ -26,6 +26,7 @@ use crate::origin::{BodyFraming, Origin, OriginError, OriginResponse};
 use crate::policy::freshness::StoredFreshness;
 use crate::policy::vary::{self, VarySpec};
 use crate::policy::{self, NotStored, Rules, validation};
+use crate::range::{self, RangeAnswer};
 use crate::store::{EntryMeta, EntryWriter, Store, StoreError, StoredEntry};
 use crate::tee::Fills;
 
@@ -54,6 +55,25 @@ impl Marker {
     /// The key of the variant `request` selects.
     fn variant_key(&self, primary: &CacheKey, request: &HeaderMap) -> CacheKey {
         primary.variant(self.nonce, vary::selector(&self.fields, request))
+    }
+}
+
+/// False when `request` asks for one range of `entry` (as `respond::from_store` will
+/// answer it) that is small enough to read and verify before the head is sent, and a
+/// block under it fails its checksum: the store has discarded the entry, and the request
+/// is a miss rather than a 206 with wrong bytes ([`StoredEntry::verify_range`]). Only a
+/// request with a `Range` field on an entry read from its file pays anything.
+async fn verified_for_range(entry: &mut StoredEntry, request: &HeaderMap) -> bool {
+    // Cheapest test first: a hit from memory has nothing to read ahead.
+    if entry.body_in_memory().is_some()
+        || !request.contains_key(RANGE)
+        || entry.meta.status != StatusCode::OK
+    {
+        return true;
+    }
+    match range::answer(request, &entry.meta.response_headers, entry.body_len) {
+        RangeAnswer::Part { first, last } => entry.verify_range(first, last).await,
+        _ => true,
     }
 }
 
@@ -194,24 +214,32 @@ impl Cache {
     }
 
     /// Finds the stored response for `key` and the request's `Vary` fields. A store
-    /// failure is logged and treated as a miss: the request is then proxied uncached.
+    /// failure is logged and treated as a miss: the request is then proxied uncached;
+    /// so is an entry whose blocks under the request's one small range fail their
+    /// checksums ([`verified_for_range`]).
     pub async fn lookup(&self, key: &CacheKey, request: &HeaderMap) -> Lookup {
-        let Some(entry) = self.lookup_key(key).await else {
+        let Some(mut entry) = self.lookup_key(key).await else {
             return Lookup::Miss;
         };
         let Some(marker) = Marker::of(&entry.meta) else {
+            if !verified_for_range(&mut entry, request).await {
+                return Lookup::Miss;
+            }
             return Lookup::Found(Box::new(Found {
                 entry,
                 marker: None,
             }));
         };
-        match self.lookup_key(&marker.variant_key(key, request)).await {
-            Some(entry) => Lookup::Found(Box::new(Found {
-                entry,
-                marker: Some(marker),
-            })),
-            None => Lookup::VaryMiss(marker),
+        let Some(mut entry) = self.lookup_key(&marker.variant_key(key, request)).await else {
+            return Lookup::VaryMiss(marker);
+        };
+        if !verified_for_range(&mut entry, request).await {
+            return Lookup::VaryMiss(marker);
         }
+        Lookup::Found(Box::new(Found {
+            entry,
+            marker: Some(marker),
+        }))
     }
 
     async fn lookup_key(&self, key: &CacheKey) -> Option<StoredEntry> {

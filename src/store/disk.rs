@@ -39,6 +39,9 @@ pub(crate) const STATE: &str = "state";
 pub(crate) enum Damage {
     /// Not a valid entry: wrong name, magic, version, structure or length.
     Invalid,
+    /// A valid entry of an older format version, which this release does not read
+    /// (counted as [`Damage::Invalid`], but expected after an upgrade: see `scan`).
+    Outdated,
     /// The header, a metadata slot or the body fails its checksum.
     Checksum,
 }
@@ -105,6 +108,7 @@ fn invalid(reason: impl ToString) -> HeaderError {
 fn decode_err(e: EntryError) -> HeaderError {
     let damage = match e {
         EntryError::Checksum | EntryError::NoValidSlot(_) => Damage::Checksum,
+        EntryError::Version(v) if v < entry::VERSION => Damage::Outdated,
         _ => Damage::Invalid,
     };
     HeaderError::Damaged(damage, e.to_string())
@@ -141,7 +145,7 @@ fn check(
     if h.preamble.fill_id != fill_id {
         return Err(invalid("fill id differs from the file name"));
     }
-    let expected = h.preamble.header_len().saturating_add(h.preamble.body_len);
+    let expected = h.preamble.file_len();
     if file_len != expected {
         return Err(invalid(format!(
             "file is {file_len} bytes, header says {expected}"
@@ -247,7 +251,7 @@ pub(crate) fn read_header_at(
 }
 
 /// Reads and verifies the header of `file`, the entry file at `path` (whose length
-/// then is header plus body length); blocking, for the start-up scan and metadata
+/// then is [`Preamble::file_len`]); blocking, for the start-up scan and metadata
 /// updates.
 pub(crate) fn read_header_sync(
     file: &std::fs::File,

@@ -1,4 +1,4 @@
-//! The on-disk entry format, version 1: a pure codec over byte slices (no I/O).
+//! The on-disk entry format, version 2: a pure codec over byte slices (no I/O).
 //!
 //! One file holds one fill of one cache key. Three properties shape the layout:
 //!
@@ -10,10 +10,20 @@
 //!   checksum then fails, so the reader falls back to the old slot. (This is the
 //!   double-buffered "ping-pong" commit used by many log and superblock formats.)
 //! - **Integrity.** The preamble carries an xxh3-64 checksum over its own fields
-//!   and the key bytes, verified before anything is served; the body's xxh3-64 is
-//!   stored in the preamble and can be verified while the body streams.
+//!   and the key bytes, verified before anything is served. The body is covered
+//!   twice: its whole xxh3-64 in the preamble, for the reads of the whole body (one
+//!   hash, nothing more to read: the fast path of a hit), and a table of one xxh3-64
+//!   per 64 KiB block after the body, so that a byte range is verified by reading
+//!   only the blocks it touches (see `blocks`). The table goes *after* the body
+//!   because a writer streaming a chunked body learns its length only at the end.
 //! - **A restart scan reads only the front of the file**: preamble, key and the
-//!   two slots are all at fixed, computable offsets before the body.
+//!   two slots are all at fixed, computable offsets before the body; the table's
+//!   offset and length follow from the body length, so the file's length is checked
+//!   without reading the table.
+//!
+//! Version 1 was this layout without the table. A reader of version 2 does not read
+//! it: the scan removes such files (counted, logged once in its summary), so the
+//! cache starts without them rather than serving ranges it cannot verify.
 //!
 //! The full key string is stored so that a 128-bit hash collision can never serve
 //! the wrong object. All integers are little-endian.
@@ -21,7 +31,7 @@
 //! | offset            | size      | field                                                    |
 //! |-------------------|-----------|----------------------------------------------------------|
 //! | 0                 | 8         | magic `b"SCNDHIT\0"`                                     |
-//! | 8                 | 2         | format version (u16) = 1                                 |
+//! | 8                 | 2         | format version (u16) = 2                                 |
 //! | 10                | 2         | reserved, written as zero                                |
 //! | 12                | 4         | key length K (u32), at most 64 KiB                       |
 //! | 16                | 4         | slot capacity C (u32), a multiple of 512                 |
@@ -36,6 +46,8 @@
 //! | S                 | C         | metadata slot A                                          |
 //! | S + C             | C         | metadata slot B                                          |
 //! | S + 2C            | body len  | body                                                     |
+//! | S + 2C + body len | 8 × N     | block table: N = ceil(body len / 64 KiB) xxh3-64 values, |
+//! |                   |           | block i's seeded with i (its bytes i × 64 KiB onwards)   |
 //!
 //! A metadata slot (C bytes; sequence 0 marks an empty slot):
 //!
@@ -58,6 +70,7 @@ use std::time::SystemTime;
 use http::{HeaderMap, StatusCode};
 use xxhash_rust::xxh3::Xxh3Default;
 
+pub(crate) mod blocks;
 mod meta;
 
 use meta::decode_meta;
@@ -66,7 +79,7 @@ pub(crate) use meta::encode_meta;
 /// First eight bytes of every entry file.
 const MAGIC: [u8; 8] = *b"SCNDHIT\0";
 /// The format version this module writes and reads.
-const VERSION: u16 = 1;
+pub(crate) const VERSION: u16 = 2;
 /// Size of the fixed preamble at the start of every entry file.
 pub(crate) const PREAMBLE_LEN: usize = 64;
 /// Longest key accepted; bounds what a reader allocates for garbage input.
@@ -175,6 +188,11 @@ impl Preamble {
         self.slot_a_offset() as u64 + 2 * u64::from(self.slot_capacity)
     }
 
+    /// The length of the whole file: header, body and block table.
+    pub(crate) fn file_len(&self) -> u64 {
+        file_len(self.header_len(), self.body_len)
+    }
+
     fn slot_a_offset(&self) -> usize {
         (PREAMBLE_LEN + self.key_len as usize).next_multiple_of(ALIGN)
     }
@@ -187,6 +205,14 @@ impl Preamble {
             Slot::B => a + u64::from(self.slot_capacity),
         }
     }
+}
+
+/// The length of an entry file with a header of `header_len` bytes and a body of
+/// `body_len` (what a fill reserves of the budget as its body grows).
+pub(crate) fn file_len(header_len: u64, body_len: u64) -> u64 {
+    header_len
+        .saturating_add(body_len)
+        .saturating_add(blocks::table_len(body_len))
 }
 
 /// A verified entry header: preamble, key and the current metadata.

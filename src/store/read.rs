@@ -1,5 +1,6 @@
 //! Serving a stored entry: the body, verified whole up front when it is small,
-//! or verified as it streams when it is not; or a byte range of it.
+//! or verified as it streams when it is not; or a byte range of it, verified by the
+//! blocks it touches (see `blocks`).
 //!
 //! Reads are positioned reads on a plain file, tried first on the runtime's own
 //! thread for what the page cache holds (`Wait::CachedOnly`), and moved to a
@@ -25,8 +26,10 @@ use super::memory::HotEntry;
 /// Bodies are read from disk in chunks of this size.
 pub(crate) const BODY_CHUNK: u64 = 64 * 1024;
 
+mod blocks;
 mod open;
 
+use blocks::Sums;
 use open::OpenEntry;
 
 /// Where the body comes from.
@@ -35,6 +38,24 @@ enum Source {
     File(Arc<std::fs::File>),
     /// Read and verified whole by the lookup (or held by the memory tier).
     Memory(Bytes),
+    /// The file, and the whole blocks under one range, read and verified before the
+    /// response's head (see [`StoredEntry::verify_range`]).
+    Verified {
+        file: Arc<std::fs::File>,
+        /// Body offset of `blocks`' first byte.
+        start: u64,
+        blocks: Bytes,
+    },
+}
+
+impl Source {
+    /// The source for reading anything but the range verified ahead: the file.
+    fn without_prefetch(self) -> Source {
+        match self {
+            Source::Verified { file, .. } => Source::File(file),
+            other => other,
+        }
+    }
 }
 
 /// A verified entry, ready to stream its body.
@@ -80,10 +101,19 @@ struct BodyState {
     remaining: u64,
     /// File offset of the next read.
     position: u64,
-    /// Running checksum of a whole body streamed from the file; `None` for a
-    /// range, which cannot be checked against the whole body's checksum.
-    /// Boxed: the hasher carries a large buffer that would bloat the future.
-    hasher: Option<Box<Xxh3Default>>,
+    /// How bytes read from the file are verified.
+    check: Check,
+}
+
+/// How a body stream verifies what it reads from the file (a body in memory was
+/// verified before it got there).
+enum Check {
+    /// Against the whole body's checksum, when the last chunk is read. Boxed: the
+    /// hasher carries a large buffer that would bloat the future.
+    Whole(Box<Xxh3Default>),
+    /// Block by block, against the block table, before any byte of a block is yielded;
+    /// holds the table entries read so far.
+    Blocks(Option<Sums>),
 }
 
 impl StoredEntry {
@@ -175,7 +205,7 @@ impl StoredEntry {
     pub fn body_in_memory(&self) -> Option<&Bytes> {
         match &self.source {
             Source::Memory(body) => Some(body),
-            Source::File(_) => None,
+            Source::File(_) | Source::Verified { .. } => None,
         }
     }
 
@@ -191,8 +221,8 @@ impl StoredEntry {
         let state = BodyState {
             remaining: self.body_len,
             position: self.body_offset,
-            entry: self,
-            hasher: Some(Box::new(Xxh3Default::new())),
+            entry: self.without_prefetch(),
+            check: Check::Whole(Box::new(Xxh3Default::new())),
         };
         body_stream(state)
     }
@@ -203,10 +233,13 @@ impl StoredEntry {
     ///
     /// What is verified: `lookup` checked the header, key and metadata, and a
     /// body below `verify_whole_below` (held in memory) was checked whole. A
-    /// range of a larger body cannot be checked against the whole body's
-    /// checksum and is served unverified, unless it is the whole body, which
-    /// is verified as [`StoredEntry::into_body_stream`] does. A file cut
-    /// short ends the stream with `UnexpectedEof` and discards the entry.
+    /// range of a larger body is read from the file in whole 64 KiB blocks, each
+    /// checked against its entry in the block table before any of its bytes is
+    /// yielded: a damaged block ends the stream with `InvalidData` before its
+    /// bytes, and discards and counts the entry, so a client never gets a complete
+    /// range with a wrong byte. A range [`StoredEntry::verify_range`] read ahead is
+    /// served from what it read. A file cut short ends the stream with
+    /// `UnexpectedEof` and discards the entry.
     pub fn into_range_stream(
         mut self,
         first: u64,
@@ -215,16 +248,27 @@ impl StoredEntry {
         if let Some(error) = self.outside_body(first, last) {
             return Either::Left(futures_util::stream::once(async { Err(error) }));
         }
-        if let Source::Memory(body) = &mut self.source {
+        self.source = match std::mem::replace(&mut self.source, Source::Memory(Bytes::new())) {
             // In range: `last < body_len`, the length of the body in memory.
-            *body = body.slice(first as usize..=last as usize);
-        }
-        let whole = first == 0 && last + 1 == self.body_len;
+            Source::Memory(body) => Source::Memory(body.slice(first as usize..=last as usize)),
+            Source::Verified {
+                file,
+                start,
+                blocks,
+            } => match first.checked_sub(start) {
+                Some(skip) if last - start < blocks.len() as u64 => {
+                    Source::Memory(blocks.slice(skip as usize..=(last - start) as usize))
+                }
+                // Not the range read ahead: read it from the file.
+                _ => Source::File(file),
+            },
+            file => file,
+        };
         let state = BodyState {
             remaining: last - first + 1,
             position: self.body_offset + first,
             entry: self,
-            hasher: whole.then(|| Box::new(Xxh3Default::new())),
+            check: Check::Blocks(None),
         };
         Either::Right(body_stream(state))
     }
@@ -233,9 +277,9 @@ impl StoredEntry {
     /// else the stream is one `InvalidInput` error), every chunk tagged with the index of
     /// its range; every range yields at least one chunk. Verified as
     /// [`StoredEntry::into_range_stream`] is: a body held in memory was checked whole, a
-    /// range read from the file is not.
+    /// range read from the file is checked block by block.
     pub fn into_ranges_stream(
-        mut self,
+        self,
         ranges: Vec<(u64, u64)>,
     ) -> impl futures_util::Stream<Item = io::Result<(usize, Bytes)>> + Send + 'static {
         if let Some(error) =
@@ -244,16 +288,17 @@ impl StoredEntry {
             return Either::Left(futures_util::stream::once(async { Err(error) }));
         }
         // A body in memory is sliced for each range; a file is sought to each in turn.
-        let whole = match &mut self.source {
+        let mut entry = self.without_prefetch();
+        let whole = match &mut entry.source {
             Source::Memory(body) => Some(std::mem::take(body)),
-            Source::File(_) => None,
+            _ => None,
         };
         let parts = PartsState {
             state: BodyState {
                 remaining: 0,
                 position: 0,
-                entry: self,
-                hasher: None,
+                entry,
+                check: Check::Blocks(None),
             },
             ranges,
             next: 0,
@@ -284,6 +329,13 @@ impl StoredEntry {
                 }
             },
         ))
+    }
+
+    /// This entry, with a range read ahead forgotten (its file kept).
+    fn without_prefetch(mut self) -> StoredEntry {
+        let source = std::mem::replace(&mut self.source, Source::Memory(Bytes::new()));
+        self.source = source.without_prefetch();
+        self
     }
 
     /// The `InvalidInput` error for a range `first..=last` that is not within the body.
@@ -330,36 +382,19 @@ async fn next_chunk(st: &mut BodyState) -> io::Result<Bytes> {
             st.remaining = 0;
             return Ok(std::mem::take(body));
         }
-        Source::File(file) => file,
+        Source::File(file) | Source::Verified { file, .. } => Arc::clone(file),
+    };
+    let hasher = match &mut st.check {
+        Check::Whole(hasher) => hasher,
+        Check::Blocks(sums) => {
+            let (position, remaining) = (&mut st.position, &mut st.remaining);
+            return blocks::next_chunk(&st.entry, &file, sums, position, remaining).await;
+        }
     };
     let want = st.remaining.min(BODY_CHUNK);
-    let mut buf = vec![0u8; want as usize];
-    let read = match disk::read_exact_at(file, &mut buf, st.position, Wait::CachedOnly) {
-        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-            let (file, position) = (Arc::clone(file), st.position);
-            tokio::task::spawn_blocking(move || {
-                disk::read_exact_at(&file, &mut buf, position, Wait::Disk).map(|()| buf)
-            })
-            .await
-            .map_err(io::Error::other)?
-        }
-        other => other.map(|()| buf),
-    };
-    let buf = match read {
-        Ok(buf) => buf,
-        Err(e) => {
-            if e.kind() == io::ErrorKind::UnexpectedEof {
-                let reason = "file ended inside the body";
-                discard(&st.entry, Damage::Invalid, reason).await;
-            }
-            return Err(e);
-        }
-    };
+    let buf = read_file(&st.entry, &file, want, st.position).await?;
     st.remaining -= want;
     st.position += want;
-    let Some(hasher) = &mut st.hasher else {
-        return Ok(Bytes::from(buf));
-    };
     hasher.update(&buf);
     if st.remaining == 0 && hasher.digest() != st.entry.body_hash {
         discard(&st.entry, Damage::Checksum, "body checksum mismatch").await;
@@ -369,6 +404,36 @@ async fn next_chunk(st: &mut BodyState) -> io::Result<Bytes> {
         ));
     }
     Ok(Bytes::from(buf))
+}
+
+/// Reads `len` bytes of `entry`'s file at `position`: from the page cache on this thread
+/// when it holds them, else on a blocking thread. A file that ends first discards the
+/// entry (it is shorter than its header says) and is `UnexpectedEof`.
+async fn read_file(
+    entry: &StoredEntry,
+    file: &Arc<std::fs::File>,
+    len: u64,
+    position: u64,
+) -> io::Result<Vec<u8>> {
+    let len = usize::try_from(len).map_err(io::Error::other)?;
+    let mut buf = vec![0u8; len];
+    let read = match disk::read_exact_at(file, &mut buf, position, Wait::CachedOnly) {
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+            let file = Arc::clone(file);
+            tokio::task::spawn_blocking(move || {
+                disk::read_exact_at(&file, &mut buf, position, Wait::Disk).map(|()| buf)
+            })
+            .await
+            .map_err(io::Error::other)?
+        }
+        other => other.map(|()| buf),
+    };
+    if let Err(e) = &read
+        && e.kind() == io::ErrorKind::UnexpectedEof
+    {
+        discard(entry, Damage::Invalid, "file ended inside the body").await;
+    }
+    read
 }
 
 async fn discard(entry: &StoredEntry, damage: Damage, reason: &str) {

@@ -5,7 +5,10 @@
 //! body), and indexes the valid ones as least recently used, inside the byte
 //! budget (evicting earlier scanned entries when the directory holds more than
 //! `cache.max_size`). Files that are not valid entries are removed, logged and
-//! counted; of two fills of one key the older is removed. `tmp/` was emptied
+//! counted; of two fills of one key the older is removed. Files of an older
+//! format version (after an upgrade) are removed too, counted with the invalid
+//! ones and logged once, as a number in the closing line, rather than one
+//! warning each. `tmp/` was emptied
 //! before the scan started and `state/` is never read.
 //!
 //! Fills of this run commit while the scan runs, into the same directories, so
@@ -138,6 +141,8 @@ struct Tally {
     indexed: u64,
     /// Invalid or failing a checksum; removed.
     damaged: u64,
+    /// Of an older format version; removed (counted with the invalid files).
+    outdated: u64,
     superseded: u64,
     over_budget: u64,
 }
@@ -197,6 +202,7 @@ fn run(weak: &Weak<Inner>, objects: &Path) {
     info!(
         indexed = tally.indexed,
         damaged = tally.damaged,
+        outdated = tally.outdated,
         superseded = tally.superseded,
         over_budget = tally.over_budget,
         objects = inner.index.len(),
@@ -237,7 +243,16 @@ fn scan_file(inner: &Inner, path: &Path, name: OsString, tally: &mut Tally) {
         .and_then(|file| disk::read_header_sync(&file, path, key_hash, fill_id));
     let size = match header {
         // `read_header_sync` checked that this is the file's length.
-        Ok(header) => header.preamble.header_len() + header.preamble.body_len,
+        Ok(header) => header.preamble.file_len(),
+        Err(HeaderError::Damaged(disk::Damage::Outdated, reason)) => {
+            // Every file of the previous release, after an upgrade: one line in the summary,
+            // not a warning each.
+            debug!(path = %path.display(), reason, "removing cache file of an older format");
+            inner.count_damage(disk::Damage::Outdated);
+            tally.outdated += 1;
+            disk::remove_quietly_sync(path);
+            return;
+        }
         Err(HeaderError::Damaged(damage, reason)) => {
             warn!(path = %path.display(), reason, "removing damaged cache file");
             inner.count_damage(damage);

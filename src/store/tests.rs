@@ -1,7 +1,9 @@
 //! Store tests on real files in temporary directories: fills, lookups, races
 //! between fills, the directory lock. The byte budget, damaged files, range
-//! reads, removals and metadata updates have their own files beside this one.
+//! reads and their blocks, removals and metadata updates have their own files
+//! beside this one.
 
+mod blocks;
 mod budget;
 mod damage;
 mod memory;
@@ -121,6 +123,13 @@ async fn put(store: &Store, key: &str, data: &[u8]) {
 async fn entry(store: &Store, key: &str) -> StoredEntry {
     let found = store.lookup(key, Store::key_hash(key)).await.unwrap();
     found.unwrap_or_else(|| panic!("{key} is not stored"))
+}
+
+/// The offset of the last body byte in `file`, the bytes of an entry file (the block
+/// table follows the body).
+fn last_body_byte(file: &[u8]) -> usize {
+    let preamble = entry::decode_preamble(file).unwrap();
+    usize::try_from(preamble.header_len() + preamble.body_len).unwrap() - 1
 }
 
 /// The file `entry` was read from.

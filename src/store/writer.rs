@@ -1,5 +1,5 @@
-//! A fill in progress: its temp file, its running checksum and its share of
-//! the byte budget.
+//! A fill in progress: its temp file, its running checksums (the whole body's and
+//! the block table's) and its share of the byte budget.
 
 use std::io;
 use std::path::PathBuf;
@@ -10,7 +10,8 @@ use tokio::io::AsyncWriteExt;
 use tracing::{debug, warn};
 use xxhash_rust::xxh3::Xxh3Default;
 
-use super::entry::{self, EntryMeta, Preamble};
+use super::entry::blocks::BlockHasher;
+use super::entry::{self, EntryMeta, Preamble, file_len};
 use super::index::{Fill, Placed};
 use super::{FillDrop, Inner, StoreError, disk, map_entry_error};
 
@@ -101,6 +102,8 @@ pub struct EntryWriter {
     file: tokio::fs::File,
     /// Running xxh3-64 of the body. Boxed: it carries a large buffer.
     hasher: Box<Xxh3Default>,
+    /// The block table of the body so far, written after it by `finish`.
+    block_hasher: BlockHasher,
     /// The body may not exceed this: the fill's `max_len`, or the declared length.
     limit: u64,
     declared_len: Option<u64>,
@@ -137,7 +140,7 @@ pub(super) async fn begin(
     }
     let (registration, fill_id) = Registration::begin(inner, key_hash);
     let (preamble, header) = entry::encode_header(key, meta, fill_id).map_err(map_entry_error)?;
-    let initial = preamble.header_len() + declared_len.unwrap_or(0);
+    let initial = file_len(preamble.header_len(), declared_len.unwrap_or(0));
     let reservation = Reservation::take(inner, initial).await?;
     // Before the file exists, so the scan can tell this run's files from old ones.
     inner.scan.register_fill(key_hash, fill_id);
@@ -157,6 +160,7 @@ pub(super) async fn begin(
         tmp_path,
         file,
         hasher: Box::new(Xxh3Default::new()),
+        block_hasher: BlockHasher::new(),
         limit: declared_len.map_or(max_len, |d| d.min(max_len)),
         declared_len,
         reservation,
@@ -184,13 +188,14 @@ impl EntryWriter {
             return Err(StoreError::TooLarge { limit: self.limit });
         }
         let header_len = self.preamble.header_len();
-        let need = header_len + new_len;
+        let need = file_len(header_len, new_len);
         if need > self.reservation.bytes {
-            let cap = header_len.saturating_add(self.limit);
+            let cap = file_len(header_len, self.limit);
             self.reservation.grow(need, cap).await?;
         }
         self.write_raw(chunk).await?;
         self.hasher.update(chunk);
+        self.block_hasher.update(chunk);
         self.preamble.body_len = new_len;
         Ok(())
     }
@@ -203,7 +208,7 @@ impl EntryWriter {
     }
 
     /// Commits the fill: checks the body length against the declared length,
-    /// writes body length and checksum into the preamble, fsyncs the file (if
+    /// appends the block table, writes body length and checksum into the preamble, fsyncs the file (if
     /// configured), renames it into `objects/ab/cd/`, fsyncs that directory (if
     /// configured) and indexes it as the most recently used entry. If the
     /// index already holds a newer fill of this key, this one loses and its
@@ -236,10 +241,12 @@ impl EntryWriter {
             return Err(StoreError::LengthMismatch { declared, received });
         }
         self.preamble.body_hash = self.hasher.digest();
+        let table = std::mem::replace(&mut self.block_hasher, BlockHasher::new()).finish();
+        self.write_raw(&table).await?;
         let front = entry::encode_preamble(&self.preamble, self.key.as_bytes());
         let (key_hash, fill_id) = (self.key_hash, self.preamble.fill_id);
         let dest = self.inner.object_path(key_hash, fill_id);
-        let size = self.preamble.header_len() + received;
+        let size = self.preamble.file_len();
         let fsync = self.inner.opts.fsync;
         disk::commit(&mut self.file, &self.tmp_path, &dest, &front, size, fsync).await?;
         self.renamed = true;

@@ -1,6 +1,6 @@
 //! The disk store end to end: byte budget and LRU eviction, restart (clean and after
-//! SIGKILL), damaged entries, the directory lock, and refills racing eviction. Real
-//! sockets on 127.0.0.1, real files in temp directories.
+//! SIGKILL), damaged entries and ranges of them, the directory lock, and refills racing
+//! eviction. Real sockets on 127.0.0.1, real files in temp directories.
 //!
 //! Requests carry a fixed `Host`, so keys stay the same when a restarted proxy listens on
 //! another port.
@@ -13,4 +13,5 @@ mod damage;
 mod eviction;
 mod lock;
 mod mapped;
+mod ranges;
 mod restart;

@@ -111,8 +111,8 @@ fn flipped_bits_in_preamble_or_key_are_detected() {
     bad[0] ^= 1;
     assert_eq!(decode_header(&bad).unwrap_err(), EntryError::BadMagic);
     let mut bad = buf;
-    bad[8] = 2;
-    assert_eq!(decode_header(&bad).unwrap_err(), EntryError::Version(2));
+    bad[8] = 3;
+    assert_eq!(decode_header(&bad).unwrap_err(), EntryError::Version(3));
 }
 
 #[test]

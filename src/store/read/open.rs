@@ -153,7 +153,9 @@ impl Inner {
         let header_len = preamble.header_len() as usize;
         let body_len = preamble.body_len as usize;
         let mut body = Vec::with_capacity(body_len);
-        body.extend_from_slice(&bytes[header_len.min(bytes.len())..]);
+        // The first read may have taken the block table after the body too.
+        let in_first = header_len.min(bytes.len())..(header_len + body_len).min(bytes.len());
+        body.extend_from_slice(&bytes[in_first]);
         let have = body.len();
         body.resize(body_len, 0);
         let offset = (header_len + have) as u64;

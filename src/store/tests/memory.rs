@@ -133,7 +133,7 @@ async fn a_damaged_file_is_never_promoted() {
     assert!(store.update_meta(&found_again, &meta(200)).await.unwrap());
     drop(found_again);
     let mut bytes = std::fs::read(&path).unwrap();
-    let last = bytes.len() - 1;
+    let last = last_body_byte(&bytes);
     bytes[last] ^= 0x01;
     std::fs::write(&path, &bytes).unwrap();
     assert!(missing(&store, "k").await, "a damaged body is a miss");

@@ -6,8 +6,8 @@ use bytes::Bytes;
 use super::*;
 
 /// Collects a body stream; the first error ends it and is returned with the
-/// bytes before it.
-async fn collect(
+/// bytes before it. No chunk may be longer than a read of the file.
+pub(super) async fn collect(
     stream: impl futures_util::Stream<Item = io::Result<Bytes>>,
 ) -> (Vec<u8>, Option<io::Error>) {
     let mut stream = std::pin::pin!(stream);
