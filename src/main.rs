@@ -78,8 +78,11 @@ fn check_config(path: Option<PathBuf>) -> ExitCode {
         eprintln!("secondhit: check-config needs a config file");
         return ExitCode::FAILURE;
     };
-    match Config::load(&path) {
-        Ok(_) => {
+    match Config::load(&path)
+        .map_err(|e| e.to_string())
+        .and_then(check_files)
+    {
+        Ok(()) => {
             println!("{}: OK", path.display());
             ExitCode::SUCCESS
         }
@@ -88,6 +91,18 @@ fn check_config(path: Option<PathBuf>) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Reads the files a start would read that the config only names: the TLS listener's
+/// certificates and keys, and the origin's CA file (or the system's trust store).
+fn check_files(config: Config) -> Result<(), String> {
+    if let Some(tls) = &config.server.tls {
+        secondhit::server::tls::check(tls).map_err(|e| e.to_string())?;
+    }
+    if config.origin.url.scheme_str() == Some("https") {
+        secondhit::origin::tls::client_config(&config.origin).map_err(|e| e.to_string())?;
+    }
+    Ok(())
 }
 
 /// Prints a command's output, or its error on stderr with exit code 1.
@@ -149,9 +164,15 @@ fn serve(path: Option<PathBuf>) -> ExitCode {
             Some(Err(_)) => "unknown".to_owned(),
             None => "off".to_owned(),
         };
+        let tls = match server.tls_addr() {
+            Some(Ok(addr)) => addr.to_string(),
+            Some(Err(_)) => "unknown".to_owned(),
+            None => "off".to_owned(),
+        };
         match server.local_addr() {
             Ok(addr) => tracing::info!(
                 %addr,
+                %tls,
                 %admin,
                 origin = %config.origin.url,
                 cache_dir = %config.cache.dir.display(),

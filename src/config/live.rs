@@ -43,11 +43,13 @@ use super::Config;
 /// - `log.access_log`, `log.access_format`: the access log's destination and format
 ///   ([`crate::access_log::AccessLog::apply`]).
 /// - `log.level`: the diagnostic log's filter ([`crate::logging::LogReload::apply`]).
+/// - `server.tls.certificates`: the TLS listener's certificates
+///   ([`crate::server::tls::Certificates`]), read again on every reload.
 ///
 /// The rest need a restart; a reload warns about them and keeps their running values
 /// ([`Config::reload`] lists them):
 ///
-/// - `[server]` (`listen`, `max_connections`, the head limits and timeout,
+/// - The rest of `[server]` (`listen`, `tls.listen`, `max_connections`, the head limits and timeout,
 ///   `shutdown_timeout`, `workers`, `blocking_threads`): the runtime, the listener and the
 ///   connection builder, set up by `main` and `Server::bind`/`Server::run`.
 /// - `cache.dir`, `cache.max_size` (the store's budget), `cache.fsync`,

@@ -36,4 +36,5 @@ mod rfc9213;
 mod settings;
 mod shadow;
 mod store;
+mod tls;
 mod walkthrough;
