@@ -38,14 +38,44 @@ fn tls_on(config: &mut Config, certificates: &[&IssuedCertificate]) {
     });
 }
 
+/// A proxy with a TLS listener serving one certificate, for `site.test`, from a test CA,
+/// in front of [`cacheable_origin`]; `tweak` adjusts the rest. The CA trusts it; the temp
+/// directory holds the certificate's files.
+struct SiteOverTls {
+    _dir: tempfile::TempDir,
+    ca: TestCa,
+    origin: TestOrigin,
+    proxy: TestProxy,
+}
+
+impl SiteOverTls {
+    async fn start(tweak: impl FnOnce(&mut Config)) -> SiteOverTls {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let ca = TestCa::new();
+        let site = ca.issue(dir.path(), "site", &["site.test"]);
+        let origin = cacheable_origin().await;
+        let proxy = TestProxy::start(origin.addr, |config| {
+            tls_on(config, &[&site]);
+            tweak(config);
+        })
+        .await;
+        SiteOverTls {
+            _dir: dir,
+            ca,
+            origin,
+            proxy,
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tls_serves_http1_and_h2_and_keys_https_apart_from_http() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let ca = TestCa::new();
-    let site = ca.issue(dir.path(), "site", &["site.test"]);
-    let origin = cacheable_origin().await;
-    let proxy = TestProxy::start(origin.addr, |config| {
-        tls_on(config, &[&site]);
+    let SiteOverTls {
+        _dir,
+        ca,
+        origin,
+        proxy,
+    } = SiteOverTls::start(|config| {
         config.admission.policy = AdmissionPolicy::Always;
         config.cache.memory_size = 0;
     })
@@ -109,6 +139,40 @@ async fn sni_chooses_the_certificate_and_no_name_gets_the_first() {
     // An IP address is never sent as SNI: no name, the first certificate.
     let seen = tls_get(&client, tls, "127.0.0.1", "/").await;
     assert_eq!(seen.certificate, first.der);
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_never_starts_its_handshake_is_closed_at_the_header_read_timeout() {
+    use tokio::io::AsyncReadExt;
+    // The origin is bound too: dropping it would stop it.
+    let SiteOverTls {
+        _dir,
+        ca,
+        origin: _origin,
+        proxy,
+    } = SiteOverTls::start(|config| {
+        config.server.header_read_timeout = std::time::Duration::from_millis(300);
+    })
+    .await;
+    let mut silent = tokio::net::TcpStream::connect(proxy.tls.expect("the TLS listener"))
+        .await
+        .expect("connect");
+    let mut buf = [0u8; 64];
+    let read = tokio::time::timeout(crate::support::PATIENCE, silent.read(&mut buf))
+        .await
+        .expect("the proxy closed the silent connection");
+    // Closed (or reset) without a byte: no TLS alert is owed to a client that said nothing.
+    assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+    // The listener still serves others.
+    let seen = tls_get(
+        &ca.client(&[b"http/1.1"]),
+        proxy.tls.expect("TLS"),
+        "site.test",
+        "/",
+    )
+    .await;
+    assert_eq!(seen.status, 200);
     proxy.stop().await;
 }
 
