@@ -43,7 +43,9 @@
 //! `url` is the absolute URL a client requests, host included, as the cache keys it
 //! (`crate::key`): `http://example.com/img/a.png?v=2`. The `Host` the client sends is the
 //! host in the key, so a proxy reached as `cdn.example.com` purges
-//! `http://cdn.example.com/...`; the port is part of it unless it is 80. The parameter is
+//! `http://cdn.example.com/...`; the port is part of it unless it is 80. What clients
+//! fetched over the TLS listener is keyed `https://` (port 443 left out), and purged by
+//! naming the `https://` URL. The parameter is
 //! form-decoded (percent escapes, and `+` for a space: send a literal `+` as `%2B`), and the
 //! URL is then normalised like every request's key (case of the host, dot segments,
 //! percent escapes of unreserved characters). A varying response is removed by removing the
@@ -83,7 +85,7 @@ use tokio::sync::{Semaphore, watch};
 
 use crate::admission::LiveAdmission;
 use crate::config::SettingsHandle;
-use crate::key::CacheKey;
+use crate::key::{CacheKey, ClientScheme};
 use crate::metrics::export::{self, Exporter};
 use crate::proxy::Proxy;
 use crate::store::Store;
@@ -320,24 +322,24 @@ impl Admin {
     }
 }
 
-/// The cache key of `url`, an absolute `http://` URL (see the module docs).
+/// The cache key of `url`, an absolute `http://` or `https://` URL (see the module docs).
 fn purge_key(url: &str) -> Result<CacheKey, String> {
     let example = "e.g. http://example.com/path?query";
     let uri: Uri = url
         .parse()
         .map_err(|e| format!("{url:?} is not a URL ({e}); give the absolute URL, {example}"))?;
-    match uri.scheme_str() {
-        Some(scheme) if scheme.eq_ignore_ascii_case("http") => {}
-        Some(scheme) => return Err(format!("only http:// URLs are cached, not {scheme}://")),
+    let scheme = match uri.scheme_str() {
+        Some(name) => ClientScheme::from_name(name)
+            .ok_or_else(|| format!("only http:// and https:// URLs are cached, not {name}://"))?,
         None => {
             return Err(format!(
                 "{url:?} has no scheme and host; give the absolute URL, {example}"
             ));
         }
-    }
+    };
     let mut parts = Request::new(()).into_parts().0;
     parts.uri = uri;
-    CacheKey::from_request(&parts).map_err(|e| e.to_string())
+    CacheKey::from_request(&parts, scheme).map_err(|e| e.to_string())
 }
 
 /// A `text/plain` response.
@@ -401,8 +403,13 @@ mod tests {
             key("http://example.com:8080/").as_deref(),
             Ok("http://example.com:8080/")
         );
+        // What came in over the TLS listener is keyed https://.
+        assert_eq!(
+            key("HTTPS://example.com:443/").as_deref(),
+            Ok("https://example.com/")
+        );
         assert!(key("/just/a/path").is_err());
-        assert!(key("https://example.com/").is_err());
+        assert!(key("ftp://example.com/").is_err());
         assert!(key("not a url").is_err());
     }
 

@@ -88,6 +88,27 @@ pub struct ServerConfig {
     pub user: Option<String>,
     /// The group to run as with `user` (by name); `None`: the user's primary group.
     pub group: Option<String>,
+    /// `[server.tls]`: a TLS listener beside `listen`; `None`: none.
+    pub tls: Option<TlsConfig>,
+}
+
+/// `[server.tls]`: the TLS listener and the certificates it serves.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TlsConfig {
+    /// Address to accept TLS clients on (never `server.listen` or `server.admin_listen`).
+    pub listen: SocketAddr,
+    /// The certificates, at least one: a client's SNI name picks the first whose names
+    /// match it; the first is served to clients that send no name or one none matches.
+    pub certificates: Vec<CertificateFiles>,
+}
+
+/// One certificate of `server.tls.certificates`: two PEM files, absolute paths.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CertificateFiles {
+    /// The certificate chain, the server's own certificate first.
+    pub chain: PathBuf,
+    /// Its private key (PKCS#8, PKCS#1 or SEC1).
+    pub key: PathBuf,
 }
 
 impl Default for ServerConfig {
@@ -107,6 +128,7 @@ impl Default for ServerConfig {
             blocking_threads: 32,
             user: None,
             group: None,
+            tls: None,
         }
     }
 }
@@ -130,8 +152,14 @@ pub const MAX_MAX_HEADER_BYTES: usize = 1024 * 1024;
 /// `[origin]`: the upstream that misses are fetched from.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OriginConfig {
-    /// Absolute `http://` URI with a host and no path or query.
+    /// Absolute `http://` or `https://` URI with a host and no path or query.
     pub url: Uri,
+    /// PEM file of the CA certificates an `https://` origin is verified against, instead
+    /// of the system's trust store; `None`: the system's.
+    pub ca_file: Option<PathBuf>,
+    /// Accept any certificate from an `https://` origin, unverified (logged at warn at
+    /// start): for tests only.
+    pub danger_accept_invalid_certs: bool,
     /// Which `Host` header the origin receives.
     pub host_header: HostHeader,
     /// Time allowed to open a connection to the origin (> 0).
@@ -157,6 +185,8 @@ impl Default for OriginConfig {
     fn default() -> Self {
         Self {
             url: Uri::from_static("http://127.0.0.1:8081"),
+            ca_file: None,
+            danger_accept_invalid_certs: false,
             host_header: HostHeader::Client,
             connect_timeout: Duration::from_secs(2),
             read_timeout: Duration::from_secs(30),

@@ -160,6 +160,20 @@ pub enum StartError {
         /// Why binding failed.
         source: std::io::Error,
     },
+    /// A TLS certificate or key file cannot be used (names the key and the file).
+    #[error("{0}")]
+    Certificate(#[from] crate::server::tls::CertificateError),
+    /// rustls refused the TLS listener's settings.
+    #[error("server.tls: cannot set up TLS: {0}")]
+    TlsSetup(#[source] rustls::Error),
+    /// The TLS listen address cannot be bound.
+    #[error("server.tls.listen: cannot listen on {addr}: {source}")]
+    TlsBind {
+        /// The address from `server.tls.listen`.
+        addr: SocketAddr,
+        /// Why binding failed.
+        source: std::io::Error,
+    },
     /// The admin listener's address cannot be bound.
     #[error("server.admin_listen: cannot listen on {addr}: {source}")]
     AdminBind {

@@ -22,6 +22,8 @@ use http::header::{HOST, VIA};
 use http::uri::{Authority, Scheme};
 use http::{HeaderMap, HeaderName, HeaderValue, Version, request};
 
+use crate::key::ClientScheme;
+
 /// The pseudonym as a literal, for `concat!` in the static `Via` values.
 macro_rules! via_pseudonym {
     () => {
@@ -195,7 +197,7 @@ fn check_host(head: &request::Parts) -> Result<(), Rejection> {
         // The usual HTTP/1 request: origin-form target, lower-case `Host`. A `Host` already
         // in the cache key's normal form is valid without parsing it (which allocates).
         if let Ok(text) = host.to_str()
-            && crate::key::is_normal_authority(text)
+            && crate::key::is_normal_authority(text, 80)
         {
             return Ok(());
         }
@@ -249,10 +251,16 @@ fn valid_authority(authority: &Authority) -> Result<(), Rejection> {
     }
 }
 
-/// The address of the client a request came from: [`crate::proxy::Proxy::handle`]
-/// attaches it to each request's extensions, for [`Forwarding::of`].
+/// The client connection a request came from — its address and the listener's scheme:
+/// [`crate::proxy::Proxy::handle`] attaches it to each request's extensions, for
+/// [`Forwarding::of`]. One extension for both, so a request pays for one insert.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ClientAddr(pub IpAddr);
+pub struct ClientConnection {
+    /// The client's address.
+    pub ip: IpAddr,
+    /// `https` when it came in on the TLS listener.
+    pub scheme: ClientScheme,
+}
 
 /// The fields a request gets when it is forwarded to the origin: `Via` and
 /// `X-Forwarded-For` appended, `X-Forwarded-Proto` and `X-Forwarded-Host` set.
@@ -266,8 +274,10 @@ pub struct ClientAddr(pub IpAddr);
 pub struct Forwarding {
     /// `<received-protocol> secondhit`.
     via: HeaderValue,
-    /// The client's address (`None` if the request carries no [`ClientAddr`]).
+    /// The client's address (`None` if the request carries no [`ClientConnection`]).
     client: Option<IpAddr>,
+    /// The scheme the client used (`http` if the request carries no [`ClientConnection`]).
+    proto: ClientScheme,
     /// What the client named as host: `Host`, or the target's authority.
     host: Option<HeaderValue>,
 }
@@ -279,9 +289,11 @@ impl Forwarding {
             let authority = head.uri.authority()?;
             HeaderValue::from_str(authority.as_str()).ok()
         });
+        let connection = head.extensions.get::<ClientConnection>();
         Forwarding {
             via: via_value(head.version),
-            client: head.extensions.get::<ClientAddr>().map(|addr| addr.0),
+            client: connection.map(|connection| connection.ip),
+            proto: connection.map_or(ClientScheme::Http, |connection| connection.scheme),
             host,
         }
     }
@@ -298,8 +310,8 @@ impl Forwarding {
                 append_to_list(headers, X_FORWARDED_FOR, client);
             }
         }
-        // The listener is cleartext only.
-        headers.insert(X_FORWARDED_PROTO, HeaderValue::from_static("http"));
+        let proto = HeaderValue::from_static(self.proto.as_str());
+        headers.insert(X_FORWARDED_PROTO, proto);
         match &self.host {
             Some(host) => headers.insert(X_FORWARDED_HOST, host.clone()),
             None => headers.remove(X_FORWARDED_HOST),

@@ -1,14 +1,15 @@
 //! Cache keys: which requests share a stored response.
 //!
-//! A key is the normalised effective request URI — `http://host[:port]/path?query` —
-//! built from the scheme, the authority (URI authority for HTTP/2 and absolute-form
+//! A key is the normalised effective request URI — `http://host[:port]/path?query`, or
+//! `https://` for a request that came over the TLS listener ([`ClientScheme`]) — built
+//! from the scheme, the authority (URI authority for HTTP/2 and absolute-form
 //! requests, the `Host` header otherwise), the path and the query. The host is
 //! always part of the key, so two virtual hosts behind one origin never share
 //! objects. GET and HEAD share a key; the proxy never builds keys for other
 //! methods.
 //!
 //! Normalisation follows RFC 3986 §6.2.2 (syntax-based): host lower-cased with a
-//! trailing dot and the default port removed, percent-escapes of unreserved
+//! trailing dot and the scheme's default port (80 or 443) removed, percent-escapes of unreserved
 //! characters decoded, remaining escapes upper-cased, dot segments removed, an
 //! empty path made `/`. The query keeps its order (origins may depend on it) but
 //! gets the same percent normalisation.
@@ -35,23 +36,68 @@ pub enum KeyError {
     InvalidHost(String),
 }
 
+/// The scheme a client used: which listener its connection came in on.
+///
+/// It starts the cache key, so a URL fetched over TLS and the same URL in cleartext are
+/// two objects (as in every shared cache: an origin may answer them differently), and it
+/// is the `X-Forwarded-Proto` the origin gets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ClientScheme {
+    /// The plain listener (`server.listen`).
+    Http,
+    /// The TLS listener (`server.tls.listen`).
+    Https,
+}
+
+impl ClientScheme {
+    /// `"http"` or `"https"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClientScheme::Http => "http",
+            ClientScheme::Https => "https",
+        }
+    }
+
+    /// What a key of this scheme starts with: `"http://"` or `"https://"`.
+    fn prefix(self) -> &'static str {
+        match self {
+            ClientScheme::Http => "http://",
+            ClientScheme::Https => "https://",
+        }
+    }
+
+    /// The port an authority of this scheme may leave out (RFC 9110 §4.2).
+    pub fn default_port(self) -> u16 {
+        match self {
+            ClientScheme::Http => 80,
+            ClientScheme::Https => 443,
+        }
+    }
+
+    /// The scheme named `name` (case-insensitive), if it is one of the two.
+    pub fn from_name(name: &str) -> Option<ClientScheme> {
+        [ClientScheme::Http, ClientScheme::Https]
+            .into_iter()
+            .find(|scheme| name.eq_ignore_ascii_case(scheme.as_str()))
+    }
+}
+
 /// A normalised cache key and its stable store hash.
 #[derive(Clone, PartialEq, Eq)]
 pub struct CacheKey {
-    /// `http://authority/path?query`, normalised.
+    /// `http://authority/path?query` (or `https://`), normalised.
     text: String,
+    /// The scheme the key starts with.
+    scheme: ClientScheme,
     /// Byte offset in `text` where the path starts (just after the authority).
     path_start: usize,
     /// Unkeyed xxh3-128 of `text`: the entry's name in the store.
     store_hash: u128,
 }
 
-/// The scheme of every key: secondhit listens in cleartext only for now.
-const SCHEME_PREFIX: &str = "http://";
-
 impl CacheKey {
-    /// Builds the key of a request from its head.
-    pub fn from_request(parts: &Parts) -> Result<CacheKey, KeyError> {
+    /// Builds the key of a request from its head, received over `scheme`.
+    pub fn from_request(parts: &Parts, scheme: ClientScheme) -> Result<CacheKey, KeyError> {
         let raw_authority = match parts.uri.authority() {
             Some(authority) => authority.as_str(),
             None => {
@@ -64,12 +110,14 @@ impl CacheKey {
                 })?
             }
         };
-        let mut text = String::with_capacity(SCHEME_PREFIX.len() + raw_authority.len() + 64);
-        text.push_str(SCHEME_PREFIX);
-        if is_normal_authority(raw_authority) {
+        let prefix = scheme.prefix();
+        let mut text = String::with_capacity(prefix.len() + raw_authority.len() + 64);
+        text.push_str(prefix);
+        let default_port = scheme.default_port();
+        if is_normal_authority(raw_authority, default_port) {
             text.push_str(raw_authority);
         } else {
-            text.push_str(&normalise_authority(raw_authority)?);
+            text.push_str(&normalise_authority(raw_authority, default_port)?);
         }
         let path_start = text.len();
         push_normalised_path(&mut text, parts.uri.path());
@@ -80,9 +128,15 @@ impl CacheKey {
         let store_hash = Store::key_hash(&text);
         Ok(CacheKey {
             text,
+            scheme,
             path_start,
             store_hash,
         })
+    }
+
+    /// The scheme the key starts with.
+    pub fn scheme(&self) -> ClientScheme {
+        self.scheme
     }
 
     /// The whole key string.
@@ -92,7 +146,7 @@ impl CacheKey {
 
     /// The normalised authority (`host` or `host:port`).
     pub fn authority(&self) -> &str {
-        &self.text[SCHEME_PREFIX.len()..self.path_start]
+        &self.text[self.scheme.prefix().len()..self.path_start]
     }
 
     /// The key of one stored variant of this URL (RFC 9111 §4.1, see `policy::vary`):
@@ -103,6 +157,7 @@ impl CacheKey {
         let text = format!("{} vary={nonce:016x}-{selector:032x}", self.text);
         CacheKey {
             store_hash: Store::key_hash(&text),
+            scheme: self.scheme,
             path_start: self.path_start,
             text,
         }
@@ -128,10 +183,10 @@ impl fmt::Display for CacheKey {
 
 /// True when `raw` is already what [`normalise_authority`] makes of it, which the common
 /// `Host` is: a lower-case name or IPv4 address (`[a-z0-9.-]`, not ending in '.') with no
-/// port, or a port written canonically (no leading zero) other than 80. Checked without
-/// parsing or allocating, because every request builds a key; anything else takes the
-/// general path.
-pub(crate) fn is_normal_authority(raw: &str) -> bool {
+/// port, or a port written canonically (no leading zero) other than `default_port`.
+/// Checked without parsing or allocating, because every request builds a key; anything
+/// else takes the general path.
+pub(crate) fn is_normal_authority(raw: &str, default_port: u16) -> bool {
     let (host, port) = match raw.split_once(':') {
         Some((host, port)) => (host, Some(port)),
         None => (raw, None),
@@ -143,13 +198,13 @@ pub(crate) fn is_normal_authority(raw: &str) -> bool {
     let port_is_normal = port.is_none_or(|port| {
         !port.starts_with('0')
             && port.bytes().all(|b| b.is_ascii_digit())
-            && port.parse::<u16>().is_ok_and(|port| port != 80)
+            && port.parse::<u16>().is_ok_and(|port| port != default_port)
     });
     host_is_normal && port_is_normal
 }
 
-/// Lower-cases the host, drops a trailing dot and the default port 80.
-fn normalise_authority(raw: &str) -> Result<String, KeyError> {
+/// Lower-cases the host, drops a trailing dot and the scheme's `default_port`.
+fn normalise_authority(raw: &str, default_port: u16) -> Result<String, KeyError> {
     let invalid = || KeyError::InvalidHost(raw.to_owned());
     let authority: Authority = raw.parse().map_err(|_| invalid())?;
     // Userinfo has no place in a Host header and would split one object into many keys.
@@ -161,8 +216,8 @@ fn normalise_authority(raw: &str) -> Result<String, KeyError> {
         return Err(invalid());
     }
     Ok(match authority.port_u16() {
-        Some(80) | None => host,
-        Some(port) => format!("{host}:{port}"),
+        Some(port) if port != default_port => format!("{host}:{port}"),
+        _ => host,
     })
 }
 
@@ -270,8 +325,10 @@ mod tests {
         /// The allocation-free check never accepts an authority the general path would change.
         #[test]
         fn a_normal_authority_is_its_own_normal_form(raw in "[a-z0-9.-]{0,8}(:(80|080|0|[0-9]{0,6}))?|[a-zA-Z0-9.:@\\[\\]-]{0,12}") {
-            if is_normal_authority(&raw) {
-                prop_assert_eq!(normalise_authority(&raw).ok(), Some(raw.clone()));
+            for default_port in [80, 443] {
+                if is_normal_authority(&raw, default_port) {
+                    prop_assert_eq!(normalise_authority(&raw, default_port).ok(), Some(raw.clone()));
+                }
             }
         }
 
@@ -293,7 +350,7 @@ mod tests {
             builder = builder.header("host", host);
         }
         let (parts, ()) = builder.body(()).expect("test request").into_parts();
-        CacheKey::from_request(&parts)
+        CacheKey::from_request(&parts, ClientScheme::Http)
     }
 
     fn key_text(uri: &str, host: &str) -> String {
@@ -308,6 +365,22 @@ mod tests {
             key_text("/a", "example.com:8080"),
             "http://example.com:8080/a"
         );
+    }
+
+    #[test]
+    fn an_https_key_drops_port_443_keeps_80_and_differs_from_the_http_key() {
+        let https = |host: &str| {
+            let request = http::Request::builder().uri("/a").header("host", host);
+            let (parts, ()) = request.body(()).expect("test request").into_parts();
+            CacheKey::from_request(&parts, ClientScheme::Https).expect("valid key")
+        };
+        assert_eq!(https("Example.com:443").as_str(), "https://example.com/a");
+        assert_eq!(https("example.com:80").as_str(), "https://example.com:80/a");
+        let (secure, plain) = (https("example.com"), key("/a", Some("example.com")));
+        let plain = plain.expect("valid key");
+        assert_eq!(secure.authority(), plain.authority());
+        assert_eq!(secure.scheme(), ClientScheme::Https);
+        assert_ne!(secure.store_hash(), plain.store_hash());
     }
 
     #[test]

@@ -11,14 +11,16 @@
 //!
 //! A request travels down this list of modules; data flows one way:
 //!
-//! - [`server`] accepts the connection (HTTP/1.1 or cleartext HTTP/2), bounds request
+//! - [`server`] accepts the connection (HTTP/1.1 or cleartext HTTP/2, and both over TLS
+//!   on the TLS listener, whose certificates SNI picks), bounds request
 //!   heads, answers heads with ambiguous body framing (`Content-Length` with
 //!   `Transfer-Encoding`) with 400 before hyper forwards them, and hands each request to
 //!   [`proxy`], which orchestrates the rest and does no parsing or file I/O.
 //! - [`hygiene`] checks the request against the RFC 9110/9112 rules hyper lets through
 //!   (one valid `Host`, matching the target's authority) and adds `Via` and
 //!   `X-Forwarded-*` to what goes to the origin, and `Via` to every response.
-//! - [`key`] builds the normalised [`key::CacheKey`] (scheme, host, path, query) and
+//! - [`key`] builds the normalised [`key::CacheKey`] (scheme — the listener's —, host,
+//!   path, query) and
 //!   its stable, unkeyed xxh3-128 store hash.
 //! - [`admission`] checks the key's *keyed* hash against the filter pair and records
 //!   it — every GET/HEAD, hits included — and returns a [`admission::Decision`].
@@ -31,7 +33,7 @@
 //!   (at most `cache.collapse_timeout`) and are answered from it (`collapsed`), or go to
 //!   the origin at once when the leader's answer will not be stored.
 //! - [`origin`] forwards a miss to the origin (pooled hyper client, no redirects, connect
-//!   and between-bytes timeouts, at most `origin.max_in_flight` at once with a bounded
+//!   and between-bytes timeouts, TLS to an `https://` origin, at most `origin.max_in_flight` at once with a bounded
 //!   wait for a slot, request bodies read ahead before a slot is taken) and strips
 //!   hop-by-hop headers.
 //! - [`policy`] decides with RFC 9111 whether the response may be stored at all; a
@@ -61,7 +63,8 @@
 //! [`logging`] installs the diagnostic log
 //! with a filter that can be replaced the same way. [`lifecycle`] handles the signals:
 //! SIGTERM/SIGINT stop the server gracefully, SIGHUP reloads the config file into it
-//! (swapping the settings, the origin client, the admission and the access log),
+//! (swapping the settings, the origin client, the admission, the access log and the TLS
+//! certificates),
 //! SIGUSR1 reopens the access log.
 //! `bench`, built with the cargo feature of that name (on by default), drives workloads
 //! through the real proxy and simulates them offline; `--no-default-features` leaves it

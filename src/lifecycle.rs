@@ -6,6 +6,9 @@
 //! - SIGHUP: [`Reloader::reload`] reads the config file again and applies what a running
 //!   server can change (see [`Config::reload`] for the list), logging the changed keys at
 //!   info; keys that need a restart are named in a warning and keep their running values.
+//!   The TLS listener's certificate files are read again on every reload, changed or not
+//!   (renewed files keep their names); one that fails keeps its running version, with an
+//!   error naming the file ([`crate::server::tls`]).
 //!   A file that does not load or validate, or a part that cannot be rebuilt from it (an
 //!   access-log file that cannot be opened, say), rejects the whole reload with an error
 //!   naming the key: the running config stays as it was.
@@ -25,6 +28,7 @@ use crate::config::{Config, ConfigError, SettingsHandle};
 use crate::logging::LogReload;
 use crate::metrics::Metrics;
 use crate::origin::{Origin, OriginError};
+use crate::server::tls::Certificates;
 use crate::store::Store;
 
 /// The parts of a running server that a reload swaps, from `server::Server::live_parts`.
@@ -41,6 +45,8 @@ pub struct LiveParts {
     pub access_log: AccessLog,
     /// The counters, which a new origin client feeds too.
     pub metrics: Arc<Metrics>,
+    /// The TLS listener's certificates, read again on every reload; `None`: no TLS listener.
+    pub certificates: Option<Arc<Certificates>>,
 }
 
 /// Why a reload was rejected (the running config is kept).
@@ -120,7 +126,17 @@ impl Reloader {
                 "changed keys need a restart; their running values are kept"
             );
         }
+        // Read whether or not the file names changed: a renewal writes over the same files.
+        let certificates = match (&self.parts.certificates, &next.server.tls) {
+            (Some(running), Some(tls)) => running
+                .prepare(&tls.certificates)
+                .map(|prepared| (running, prepared)),
+            _ => None,
+        };
         if changes.live.is_empty() {
+            if let Some((running, prepared)) = certificates {
+                running.swap(prepared);
+            }
             tracing::info!("config reloaded; nothing to apply");
             return Ok(());
         }
@@ -146,6 +162,9 @@ impl Reloader {
         };
         if let Some(origin) = origin {
             self.parts.origin.store(Arc::new(origin));
+        }
+        if let Some((running, prepared)) = certificates {
+            running.swap(prepared);
         }
         if let Some(admission) = admission {
             self.parts.admission.replace(admission);

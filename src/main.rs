@@ -79,15 +79,14 @@ fn check_config(path: Option<PathBuf>) -> ExitCode {
         eprintln!("secondhit: check-config needs a config file");
         return ExitCode::FAILURE;
     };
-    let config = match Config::load(&path) {
-        Ok(config) => config,
-        Err(error) => {
-            eprintln!("{}: {error}", path.display());
-            return ExitCode::FAILURE;
-        }
-    };
-    // What serve would refuse on this machine, beyond the file itself.
-    match secondhit::preflight::check(&config) {
+    let checked = Config::load(&path)
+        .map_err(|error| error.to_string())
+        .and_then(|config| {
+            check_files(&config)?;
+            // What serve would refuse on this machine, beyond the file itself.
+            secondhit::preflight::check(&config).map_err(|error| error.to_string())
+        });
+    match checked {
         Ok(_) => {
             println!("{}: OK", path.display());
             ExitCode::SUCCESS
@@ -97,6 +96,18 @@ fn check_config(path: Option<PathBuf>) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Reads the files a start would read that the config only names: the TLS listener's
+/// certificates and keys, and the origin's CA file (or the system's trust store).
+fn check_files(config: &Config) -> Result<(), String> {
+    if let Some(tls) = &config.server.tls {
+        secondhit::server::tls::check(tls).map_err(|e| e.to_string())?;
+    }
+    if config.origin.url.scheme_str() == Some("https") {
+        secondhit::origin::tls::client_config(&config.origin).map_err(|e| e.to_string())?;
+    }
+    Ok(())
 }
 
 /// Prints a command's output, or its error on stderr with exit code 1.
@@ -177,9 +188,15 @@ fn serve(path: Option<PathBuf>) -> ExitCode {
             Some(Err(_)) => "unknown".to_owned(),
             None => "off".to_owned(),
         };
+        let tls = match server.tls_addr() {
+            Some(Ok(addr)) => addr.to_string(),
+            Some(Err(_)) => "unknown".to_owned(),
+            None => "off".to_owned(),
+        };
         match server.local_addr() {
             Ok(addr) => tracing::info!(
                 %addr,
+                %tls,
                 %admin,
                 origin = %config.origin.url,
                 cache_dir = %config.cache.dir.display(),

@@ -1,4 +1,6 @@
-//! The origin client: one pooled hyper client for the one origin in the config.
+//! The origin client: one pooled hyper client for the one origin in the config, over
+//! TCP for an `http://` origin and TLS for an `https://` one ([`tls`] says what its
+//! certificate is verified against).
 //!
 //! Set up for a proxy rather than a browser (`docs/design.md`, "Known traps"): it
 //! follows no redirects (they are passed to the client), reads no proxy environment
@@ -25,6 +27,7 @@ use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
 use http_body_util::combinators::UnsyncBoxBody;
 use hyper::body::Incoming;
+use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
@@ -35,6 +38,7 @@ use crate::config::{HostHeader, OriginConfig};
 use crate::error::BoxError;
 use crate::metrics::Metrics;
 
+pub mod tls;
 mod upload;
 
 /// Failure to get a response head from the origin; `error::error_response` maps it to 502/504.
@@ -86,12 +90,21 @@ impl OriginError {
         // `TimedOut` I/O error.
         let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&error);
         while let Some(e) = cause {
-            if let Some(io) = e.downcast_ref::<std::io::Error>()
-                && io.kind() == std::io::ErrorKind::TimedOut
-            {
-                return OriginError::Timeout(error.into());
+            // A failed TLS handshake (an unverifiable certificate, usually) comes as
+            // rustls's error inside I/O errors: named here, or the log would only say
+            // "client error (Connect)".
+            if let Some(tls) = e.downcast_ref::<rustls::Error>() {
+                let named = format!("TLS handshake with the origin failed: {tls}");
+                return OriginError::Connect(named.into());
             }
-            cause = e.source();
+            cause = match e.downcast_ref::<std::io::Error>() {
+                Some(io) if io.kind() == std::io::ErrorKind::TimedOut => {
+                    return OriginError::Timeout(error.into());
+                }
+                // `io::Error::source` skips the error it wraps; look inside instead.
+                Some(io) => io.get_ref().map(|inner| inner as _),
+                None => e.source(),
+            };
         }
         OriginError::Connect(error.into())
     }
@@ -263,9 +276,13 @@ pub struct OriginResponse {
 
 /// The pooled client for the configured origin.
 pub struct Origin {
-    client: Client<HttpConnector, RequestBody>,
-    /// The origin URL's authority: where requests go, and the `Host` sent when
-    /// `host_header = "origin"`.
+    /// hyper-rustls's connector takes `http://` and `https://` URIs alike; the scheme of
+    /// every request is the origin URL's.
+    client: Client<HttpsConnector<HttpConnector>, RequestBody>,
+    /// `http` or `https`, from the origin URL.
+    scheme: Scheme,
+    /// The origin URL's authority: where requests go (its host is the TLS server name),
+    /// and the `Host` sent when `host_header = "origin"`.
     authority: Authority,
     origin_host: HeaderValue,
     host_header: HostHeader,
@@ -297,9 +314,23 @@ impl Origin {
         })?;
         let origin_host = HeaderValue::from_str(authority.as_str())
             .map_err(|e| OriginError::Client(format!("origin.url host as Host: {e}")))?;
+        let scheme = config.url.scheme().cloned().unwrap_or(Scheme::HTTP);
         let mut connector = HttpConnector::new();
         connector.set_connect_timeout(Some(config.connect_timeout));
         connector.set_nodelay(true);
+        // hyper-rustls insists on `https://` URIs unless told otherwise.
+        connector.enforce_http(false);
+        if config.danger_accept_invalid_certs {
+            tracing::warn!(
+                origin = %config.url,
+                "origin.danger_accept_invalid_certs = true: the origin's certificate is NOT verified"
+            );
+        }
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls::client_config(config)?)
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(connector);
         let client = Client::builder(TokioExecutor::new())
             // Idle pooled connections are closed after the default 90 s; the timer runs that.
             .pool_timer(TokioTimer::new())
@@ -308,6 +339,7 @@ impl Origin {
             .build(connector);
         Ok(Origin {
             client,
+            scheme,
             authority,
             origin_host,
             host_header: config.host_header,
@@ -344,7 +376,7 @@ impl Origin {
         let target =
             PathAndQuery::try_from(path_and_query).map_err(|e| OriginError::Protocol(e.into()))?;
         let uri = Uri::builder()
-            .scheme(Scheme::HTTP)
+            .scheme(self.scheme.clone())
             .authority(self.authority.clone())
             .path_and_query(target)
             .build()

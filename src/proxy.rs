@@ -63,7 +63,7 @@ use crate::cache_status::{CACHE_STATUS, CacheStatus, Detail, Forward};
 use crate::config::SettingsHandle;
 use crate::error::{BoxError, ProxyBody, ProxyError, error_response};
 use crate::hygiene;
-use crate::key::CacheKey;
+use crate::key::{CacheKey, ClientScheme};
 use crate::metrics::{Metrics, RequestResult, body_len};
 use crate::origin::Origin;
 use crate::policy::NotStored;
@@ -148,7 +148,8 @@ impl Proxy {
             .await
     }
 
-    /// Answers one request from `peer`. Never fails: errors become responses through `error_response`.
+    /// Answers one request from `peer`, received on the listener of `scheme`. Never fails:
+    /// errors become responses through `error_response`.
     ///
     /// The head is checked first ([`hygiene::check_request`]): a rejected request is
     /// answered 400 and never routed. A `*` target or a `CONNECT` (`target_form`), and a
@@ -162,6 +163,7 @@ impl Proxy {
         &self,
         request: Request<Incoming>,
         peer: SocketAddr,
+        scheme: ClientScheme,
     ) -> Response<ProxyBody> {
         let started = Instant::now();
         let (mut head, body) = request.into_parts();
@@ -175,8 +177,12 @@ impl Proxy {
                 // the request; the forwarding fields are added only where it is
                 // forwarded (`hygiene::Forwarding`).
                 crate::origin::strip_hop_by_hop(&mut head.headers);
-                head.extensions.insert(hygiene::ClientAddr(peer.ip()));
-                self.route(&head, body).await
+                let connection = hygiene::ClientConnection {
+                    ip: peer.ip(),
+                    scheme,
+                };
+                head.extensions.insert(connection);
+                self.route(&head, scheme, body).await
             }
             Ok(Hop::Answer) => Ok(max_forwards::answer(&head)),
             Err(rejection) => Err(ProxyError::Rejected(rejection)),
@@ -236,12 +242,13 @@ impl Proxy {
     async fn route(
         &self,
         head: &request::Parts,
+        scheme: ClientScheme,
         body: Incoming,
     ) -> Result<Response<ProxyBody>, ProxyError> {
         if head.method != Method::GET && head.method != Method::HEAD {
-            return Box::pin(self.unsafe_or_other(head, body)).await;
+            return Box::pin(self.unsafe_or_other(head, scheme, body)).await;
         }
-        let key = CacheKey::from_request(head)?;
+        let key = CacheKey::from_request(head, scheme)?;
         let (directives, decision) = {
             // One load: the hasher and the policy of the same assembly.
             let admission = self.cache.admission.load();
@@ -385,13 +392,14 @@ impl Proxy {
     async fn unsafe_or_other(
         &self,
         head: &request::Parts,
+        scheme: ClientScheme,
         body: Incoming,
     ) -> Result<Response<ProxyBody>, ProxyError> {
         let response = self
             .pass_through(head, body, CacheStatus::forward(Forward::Method))
             .await?;
         if invalidate::is_unsafe(&head.method) && invalidate::invalidates(response.status()) {
-            for key in invalidate::targets(head, response.headers()) {
+            for key in invalidate::targets(head, scheme, response.headers()) {
                 self.cache.invalidate(&key).await;
             }
         }

@@ -1,4 +1,5 @@
-//! The listener: accepts connections, speaks HTTP/1.1 and cleartext HTTP/2, and shuts down gracefully.
+//! The listeners: accept connections, speak HTTP/1.1 and HTTP/2 (cleartext, and over TLS on
+//! the TLS listener, see [`tls`]), and shut down gracefully.
 //!
 //! [`Server::bind`] sets everything up in order — listening sockets ([`Listeners`]: bound,
 //! or inherited from systemd), cache directory, filter seed, admission policy, origin
@@ -32,6 +33,13 @@
 //! admin listener to stop accepting, and its connections get the same
 //! `server.shutdown_timeout` to finish.
 //!
+//! `[server.tls]` adds a TLS listener, bound by [`Server::bind`] with its certificates
+//! read; the accept loop takes clients from both, and a TLS client's handshake runs in its
+//! connection's task (holding its `max_connections` slot, within
+//! `server.header_read_timeout`) before the connection is served like a plain one, on the
+//! decrypted stream. Each connection knows its listener's scheme
+//! ([`crate::key::ClientScheme`]), which every request of it passes to the proxy.
+//!
 //! Every connection is read through a `head_guard`, which answers request heads with
 //! ambiguous body framing (`Content-Length` with `Transfer-Encoding`) with 400 before
 //! hyper would forward them, and carries a per-connection [`ConnectionToken`] that
@@ -42,21 +50,17 @@ mod head_guard;
 mod listeners;
 pub mod privileges;
 pub mod runtime;
+pub mod tls;
 mod zero_copy;
 
 pub use listeners::Listeners;
 
-use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use http::Request;
-use hyper::body::Incoming;
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
@@ -70,6 +74,7 @@ use crate::admission::{self, LiveAdmission};
 use crate::config::{AdmissionConfig, Config, ServerConfig, SettingsHandle};
 use crate::error::StartError;
 use crate::hygiene::ConnectionToken;
+use crate::key::ClientScheme;
 use crate::metrics::Metrics;
 use crate::origin::Origin;
 use crate::proxy::{self, Proxy};
@@ -79,6 +84,8 @@ use crate::tee::Fills;
 /// A bound, ready proxy server.
 pub struct Server {
     listener: TcpListener,
+    /// The TLS listener (`[server.tls]`), beside the plain one.
+    tls: Option<tls::TlsListener>,
     /// The admin listener and what it serves; `None` with `admin_listen = "off"`.
     admin: Option<(TcpListener, Admin)>,
     proxy: Arc<Proxy>,
@@ -101,15 +108,16 @@ pub struct Server {
 }
 
 impl Server {
-    /// Binds `server.listen` and `server.admin_listen` (or takes the sockets systemd passed,
-    /// [`Listeners::open`]), then does what [`Server::start`] does.
+    /// Binds `server.listen`, `server.tls.listen` and `server.admin_listen` (or takes the
+    /// sockets systemd passed, [`Listeners::open`]), then does what [`Server::start`] does.
     pub async fn bind(config: &Config) -> Result<Server, StartError> {
         let listeners = Listeners::open(&config.server)?;
         Server::start(config, listeners).await
     }
 
     /// Opens the cache, builds admission (restoring its snapshot), the origin client and
-    /// the access log, and takes `listeners` for [`Server::run`]. `serve` binds them first
+    /// the access log, reads the TLS certificates, and takes `listeners` for
+    /// [`Server::run`]. `serve` binds them first
     /// and drops privileges in between, so files are created as `server.user`.
     pub async fn start(config: &Config, listeners: Listeners) -> Result<Server, StartError> {
         let store = open_store(config)?;
@@ -155,6 +163,10 @@ impl Server {
                 addr: listen,
                 source,
             })?;
+        let tls = match (&config.server.tls, listeners.tls) {
+            (Some(tls), Some(listener)) => Some(tls::TlsListener::start(tls, listener)?),
+            _ => None,
+        };
         let admin_listener = match (config.server.admin_listen, listeners.admin) {
             (Some(addr), Some(listener)) => Some(
                 TcpListener::from_std(listener)
@@ -178,6 +190,7 @@ impl Server {
             .map(|listener| (listener, Admin::new(&proxy, &store, &admission, &settings)));
         Ok(Server {
             listener,
+            tls,
             admin,
             proxy,
             store,
@@ -193,6 +206,12 @@ impl Server {
     /// The address actually bound (useful with port 0).
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
         self.listener.local_addr()
+    }
+
+    /// The address the TLS listener actually bound (useful with port 0); `None` without
+    /// `[server.tls]`.
+    pub fn tls_addr(&self) -> Option<std::io::Result<SocketAddr>> {
+        self.tls.as_ref().map(|tls| tls.listener.local_addr())
     }
 
     /// The address the admin listener actually bound (useful with port 0); `None` when
@@ -233,6 +252,7 @@ impl Server {
             store: self.store.clone(),
             access_log: self.access_log.clone(),
             metrics: self.proxy.metrics(),
+            certificates: self.tls.as_ref().map(|tls| tls.certificates.clone()),
         }
     }
 
@@ -287,9 +307,20 @@ impl Server {
             // one is closed by the idle timer instead.
             .keep_alive_interval(self.config.idle_timeout)
             .keep_alive_timeout(self.config.header_read_timeout);
-        let limits = head_guard::Limits {
-            max_head_bytes: self.config.max_header_bytes,
-            max_headers: self.config.max_headers,
+        let serving = Arc::new(connection::Serving {
+            proxy: self.proxy.clone(),
+            builder,
+            limits: head_guard::Limits {
+                max_head_bytes: self.config.max_header_bytes,
+                max_headers: self.config.max_headers,
+            },
+            header_read_timeout: self.config.header_read_timeout,
+            idle_timeout: self.config.idle_timeout,
+        });
+        let tls = self.tls.take();
+        let (tls_listener, acceptor) = match &tls {
+            Some(tls) => (Some(&tls.listener), Some(tls.acceptor.clone())),
+            None => (None, None),
         };
         let graceful = GracefulShutdown::new();
         let periodic = tokio::spawn(self.admission.clone().run_periodic());
@@ -305,7 +336,7 @@ impl Server {
             let (slot, accepted) = match slots.clone().try_acquire_owned() {
                 Ok(slot) => {
                     let accepted = tokio::select! {
-                        accepted = self.listener.accept() => accepted,
+                        accepted = tls::accept_either(&self.listener, tls_listener) => accepted,
                         () = &mut shutdown => break,
                     };
                     (slot, accepted)
@@ -316,7 +347,7 @@ impl Server {
                     // asked to close, as nginx drains keep-alive connections when it runs
                     // out; then the client waits for the first free slot.
                     let accepted = tokio::select! {
-                        accepted = self.listener.accept() => accepted,
+                        accepted = tls::accept_either(&self.listener, tls_listener) => accepted,
                         () = &mut shutdown => break,
                     };
                     self.note_full(&reap, &mut full_since_log);
@@ -329,6 +360,7 @@ impl Server {
                     (slot, accepted)
                 }
             };
+            let (accepted, scheme) = accepted;
             let (stream, peer) = match accepted {
                 Ok(accepted) => accepted,
                 Err(error) => {
@@ -350,43 +382,44 @@ impl Server {
                     continue;
                 }
             };
-            let proxy = self.proxy.clone();
-            let activity = Arc::new(connection::Activity::default());
-            let requests = activity.clone();
-            let service = service_fn(move |mut request: Request<Incoming>| {
-                request.extensions_mut().insert(token);
-                let proxy = proxy.clone();
-                let open = requests.request();
-                async move {
-                    let response = proxy.handle(request, peer).await;
-                    drop(open);
-                    Ok::<_, Infallible>(response)
-                }
-            });
-            let io = head_guard::HeadGuard::new(
-                zero_copy::ZeroCopyStream::new(stream),
-                token,
-                limits,
-                self.config.header_read_timeout,
-            );
-            let connection = builder
-                .serve_connection(TokioIo::new(io), service)
-                .into_owned();
             // Not `graceful.watch`: the idle timer must shut the connection down too. The
             // watcher still counts it for the drain at shutdown.
             let watcher = graceful.watcher();
-            let (idle_timeout, signals) = (self.config.idle_timeout, signals.for_connection());
-            tokio::spawn(async move {
-                let close =
-                    |connection: Pin<&mut _>| auto::Connection::graceful_shutdown(connection);
-                let ended = connection::drive(connection, close, activity, idle_timeout, signals);
-                if let Err(error) = ended.await {
-                    tracing::debug!(%peer, %error, "connection ended with an error");
+            let (serving, signals) = (serving.clone(), signals.for_connection());
+            match (scheme, &acceptor) {
+                (ClientScheme::Https, Some(acceptor)) => {
+                    let handshake = acceptor.accept(stream);
+                    tokio::spawn(async move {
+                        // The handshake counts toward `max_connections` (the slot is held)
+                        // and gets `header_read_timeout`; then the head guard reads the
+                        // decrypted stream. No sendfile under TLS: rustls encrypts the
+                        // mapped bodies from memory.
+                        let limit = serving.header_read_timeout;
+                        match tokio::time::timeout(limit, handshake).await {
+                            Ok(Ok(stream)) => {
+                                serving.serve(stream, peer, scheme, token, signals).await;
+                            }
+                            Ok(Err(error)) => {
+                                tracing::debug!(%peer, %error, "TLS handshake failed");
+                            }
+                            Err(_) => {
+                                tracing::debug!(%peer, ?limit, "TLS handshake timed out (server.header_read_timeout)");
+                            }
+                        }
+                        drop((watcher, slot));
+                    });
                 }
-                drop((watcher, slot));
-            });
+                _ => {
+                    let stream = zero_copy::ZeroCopyStream::new(stream);
+                    tokio::spawn(async move {
+                        serving.serve(stream, peer, scheme, token, signals).await;
+                        drop((watcher, slot));
+                    });
+                }
+            }
         }
         drop(self.listener);
+        drop(tls);
         // Sent even when no admin listener runs: then nobody receives it.
         let _ = stop_admin.send(());
         tracing::info!("shutting down: no new connections; waiting for open ones");

@@ -4,6 +4,7 @@
 
 use super::{
     AdmissionConfig, CacheConfig, Config, FilterSizing, LogConfig, OriginConfig, ServerConfig,
+    TlsConfig,
 };
 
 /// The keys that differ between the running config and a reloaded one.
@@ -56,8 +57,10 @@ impl Config {
     /// Live: all of `[origin]` (the client is rebuilt), all of `[admission]` (the policy
     /// is rebuilt; same-sized filters keep what they remember), `cache.max_object_size`,
     /// `cache.heuristic_max_age`, `cache.targeted_field`, `cache.stale_if_unreachable`,
-    /// `cache.collapse_timeout`, `log.level`, `log.access_log` and `log.access_format`.
-    /// Restart: all of `[server]`, the store's other `[cache]` keys, and `log.format`.
+    /// `cache.collapse_timeout`, `server.tls.certificates` (whose files a reload reads
+    /// again even when the file names did not change), `log.level`, `log.access_log` and
+    /// `log.access_format`. Restart: the rest of `[server]` (a TLS listener added, removed
+    /// or moved included), the store's other `[cache]` keys, and `log.format`.
     pub fn reload(&self, mut next: Config) -> (Config, Changes) {
         let mut changes = Changes::default();
         server(&self.server, &mut next.server, &mut changes);
@@ -89,6 +92,7 @@ fn server(running: &ServerConfig, next: &mut ServerConfig, changes: &mut Changes
         admin_token,
         user,
         group,
+        tls,
     } = next;
     let r = running;
     changes.compare("server.listen", Restart, &r.listen, listen);
@@ -143,12 +147,33 @@ fn server(running: &ServerConfig, next: &mut ServerConfig, changes: &mut Changes
     // Privileges are dropped once, after binding: there is no way back to change them.
     changes.compare("server.user", Restart, &r.user, user);
     changes.compare("server.group", Restart, &r.group, group);
+    server_tls(&r.tls, tls, changes);
+}
+
+/// The TLS listener is bound once, at start; its certificates are swapped by a reload.
+fn server_tls(running: &Option<TlsConfig>, next: &mut Option<TlsConfig>, changes: &mut Changes) {
+    use Applies::{Live, Restart};
+    match (running, next.as_mut()) {
+        (Some(r), Some(next)) => {
+            let TlsConfig {
+                listen,
+                certificates,
+            } = next;
+            changes.compare("server.tls.listen", Restart, &r.listen, listen);
+            let certs = &r.certificates;
+            changes.compare("server.tls.certificates", Live, certs, certificates);
+        }
+        // Added or removed: a listener to bind or close.
+        _ => changes.compare("server.tls", Restart, running, next),
+    }
 }
 
 fn origin(running: &OriginConfig, next: &mut OriginConfig, changes: &mut Changes) {
     use Applies::Live;
     let OriginConfig {
         url,
+        ca_file,
+        danger_accept_invalid_certs,
         host_header,
         connect_timeout,
         read_timeout,
@@ -159,6 +184,15 @@ fn origin(running: &OriginConfig, next: &mut OriginConfig, changes: &mut Changes
     } = next;
     let r = running;
     changes.compare("origin.url", Live, &r.url, url);
+    changes.compare("origin.ca_file", Live, &r.ca_file, ca_file);
+    let danger = &r.danger_accept_invalid_certs;
+    let unverified = danger_accept_invalid_certs;
+    changes.compare(
+        "origin.danger_accept_invalid_certs",
+        Live,
+        danger,
+        unverified,
+    );
     changes.compare("origin.host_header", Live, &r.host_header, host_header);
     changes.compare(
         "origin.connect_timeout",
@@ -352,5 +386,30 @@ mod tests {
         assert_eq!(next.admission.policy, AdmissionPolicy::Always);
         assert_eq!(next.cache.max_object_size, 1);
         assert_eq!(next.log.access_log, AccessLog::Off);
+    }
+
+    #[test]
+    fn tls_certificates_are_live_and_the_tls_listener_needs_a_restart() {
+        let tls = |listen: &str, chain: &str| {
+            Some(crate::config::TlsConfig {
+                listen: listen.parse().expect("address"),
+                certificates: vec![crate::config::CertificateFiles {
+                    chain: chain.into(),
+                    key: "/k.pem".into(),
+                }],
+            })
+        };
+        let mut running = Config::default();
+        running.server.tls = tls("127.0.0.1:8443", "/a.pem");
+        let mut file = running.clone();
+        file.server.tls = tls("127.0.0.1:9443", "/b.pem");
+        let (next, changes) = running.reload(file);
+        assert_eq!(changes.live, ["server.tls.certificates"]);
+        assert_eq!(changes.restart, ["server.tls.listen"]);
+        assert_eq!(next.server.tls, tls("127.0.0.1:8443", "/b.pem"));
+
+        let (next, changes) = Config::default().reload(running.clone());
+        assert_eq!(changes.restart, ["server.tls"]);
+        assert_eq!(next.server.tls, None);
     }
 }

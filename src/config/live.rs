@@ -43,14 +43,16 @@ use super::Config;
 /// - `log.access_log`, `log.access_format`: the access log's destination and format
 ///   ([`crate::access_log::AccessLog::apply`]).
 /// - `log.level`: the diagnostic log's filter ([`crate::logging::LogReload::apply`]).
+/// - `server.tls.certificates`: the TLS listener's certificates
+///   ([`crate::server::tls::Certificates`]), read again on every reload.
 ///
 /// The rest need a restart; a reload warns about them and keeps their running values
 /// ([`Config::reload`] lists them):
 ///
-/// - `[server]` (`listen`, `max_connections`, the head limits and timeout,
-///   `shutdown_timeout`, `workers`, `blocking_threads`, `user`, `group`): the runtime, the
-///   listener, the connection builder and the account the process runs as, set up by
-///   `main` and `Server::bind`/`Server::run`.
+/// - The rest of `[server]` (`listen`, `tls.listen`, `max_connections`, the head limits and
+///   timeout, `shutdown_timeout`, `workers`, `blocking_threads`, `user`, `group`): the
+///   runtime, the listeners, the connection builder and the account the process runs as,
+///   set up by `main` and `Server::bind`/`Server::run`.
 /// - `cache.dir`, `cache.max_size` (the store's budget), `cache.fsync`,
 ///   `cache.lock_timeout`, `cache.verify_whole_below`, `cache.memory_size`,
 ///   `cache.memory_max_object_size`: the store's `StoreOptions`, fixed when it opened.

@@ -229,6 +229,26 @@ fn admin_listener_and_shadow_policy_settings() {
 }
 
 #[test]
+fn tls_listener_and_https_origin_settings() {
+    let config = Config::from_toml_str(
+        "[server.tls]\nlisten = \"127.0.0.1:8443\"\ncertificates = [\n\
+         { chain = \"/a.pem\", key = \"/a.key\" },\n{ chain = \"/b.pem\", key = \"/b.key\" },\n]\n\
+         [origin]\nurl = \"https://origin.example:8443\"\nca_file = \"/ca.pem\"\n",
+    )
+    .unwrap();
+    let tls = config.server.tls.expect("a TLS listener");
+    assert_eq!(tls.listen, "127.0.0.1:8443".parse().unwrap());
+    let chains: Vec<_> = tls.certificates.iter().map(|c| c.chain.clone()).collect();
+    assert_eq!(chains, [PathBuf::from("/a.pem"), PathBuf::from("/b.pem")]);
+    assert_eq!(config.origin.url, "https://origin.example:8443");
+    assert_eq!(config.origin.ca_file, Some(PathBuf::from("/ca.pem")));
+    assert!(!config.origin.danger_accept_invalid_certs);
+    let unverified = "[origin]\nurl = \"https://o.example\"\ndanger_accept_invalid_certs = true";
+    let config = Config::from_toml_str(unverified).unwrap();
+    assert!(config.origin.danger_accept_invalid_certs);
+}
+
+#[test]
 fn missing_file_names_the_path() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("absent.toml");

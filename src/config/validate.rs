@@ -2,8 +2,8 @@
 
 use std::path::{Path, PathBuf};
 
+use http::HeaderName;
 use http::header::CACHE_CONTROL;
-use http::{HeaderName, Uri};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 
@@ -14,6 +14,7 @@ use super::{
     MIN_MAX_HEADER_BYTES, OriginConfig, RotateMode, ServerConfig,
 };
 
+mod tls;
 mod values;
 
 use crate::policy::directives::CDN_CACHE_CONTROL;
@@ -60,12 +61,15 @@ struct RawServer {
     blocking_threads: Option<usize>,
     user: Option<String>,
     group: Option<String>,
+    tls: Option<tls::RawTls>,
 }
 
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields, default, expecting = "an [origin] table")]
 struct RawOrigin {
     url: Option<String>,
+    ca_file: Option<String>,
+    danger_accept_invalid_certs: Option<bool>,
     host_header: Option<String>,
     connect_timeout: Option<String>,
     read_timeout: Option<String>,
@@ -216,6 +220,10 @@ fn validate_server(raw: RawServer, d: ServerConfig) -> Result<ServerConfig, Conf
         )?,
         user: account_name("server.user", raw.user)?,
         group: account_name("server.group", raw.group)?,
+        tls: match raw.tls {
+            None => d.tls,
+            Some(raw) => Some(tls::server_tls(raw, listen, admin_listen)?),
+        },
     })
 }
 
@@ -254,8 +262,12 @@ fn admin_token(raw: Option<String>) -> Result<Option<String>, ConfigError> {
 fn validate_origin(raw: RawOrigin, d: OriginConfig) -> Result<OriginConfig, ConfigError> {
     let url = match raw.url {
         None => d.url,
-        Some(text) => origin_url(&text)?,
+        Some(text) => tls::origin_url(&text)?,
     };
+    let danger_accept_invalid_certs = raw
+        .danger_accept_invalid_certs
+        .unwrap_or(d.danger_accept_invalid_certs);
+    let ca_file = tls::origin_tls(&url, raw.ca_file, danger_accept_invalid_certs)?.or(d.ca_file);
     // Zero is allowed: the body streams from its first byte (still under its timeout).
     let body_buffer_size = match raw.body_buffer_size {
         None => d.body_buffer_size,
@@ -273,6 +285,8 @@ fn validate_origin(raw: RawOrigin, d: OriginConfig) -> Result<OriginConfig, Conf
     ];
     Ok(OriginConfig {
         url,
+        ca_file,
+        danger_accept_invalid_certs,
         host_header: choice(
             "origin.host_header",
             raw.host_header,
@@ -295,45 +309,6 @@ fn validate_origin(raw: RawOrigin, d: OriginConfig) -> Result<OriginConfig, Conf
             d.body_read_timeout,
         )?,
     })
-}
-
-/// `origin.url` must be `http://host[:port]` with at most a "/" path, because
-/// the request path is appended to it unchanged.
-fn origin_url(text: &str) -> Result<Uri, ConfigError> {
-    const KEY: &str = "origin.url";
-    let bad = |rule: &str| invalid(KEY, format!("{text:?} {rule}"));
-    let uri: Uri = text
-        .parse()
-        .map_err(|e| bad(&format!("is not a URI ({e})")))?;
-    match uri.scheme_str() {
-        Some("http") => {}
-        Some("https") => {
-            return Err(ConfigError::NotSupported {
-                key: KEY,
-                what: "TLS to the origin is not built; use an http:// origin".to_owned(),
-            });
-        }
-        Some(other) => {
-            return Err(bad(&format!(
-                "has scheme {other:?}; only http:// is supported"
-            )));
-        }
-        None => {
-            return Err(bad(
-                r#"is not an absolute http:// URL (example: "http://127.0.0.1:8081")"#,
-            ));
-        }
-    }
-    if uri.host().is_none_or(str::is_empty) {
-        return Err(bad("has no host"));
-    }
-    if !matches!(uri.path(), "" | "/") {
-        return Err(bad("has a path; give only scheme, host and port"));
-    }
-    if uri.query().is_some() {
-        return Err(bad("has a query; give only scheme, host and port"));
-    }
-    Ok(uri)
 }
 
 fn validate_cache(raw: RawCache, d: CacheConfig) -> Result<CacheConfig, ConfigError> {

@@ -9,7 +9,7 @@ proptest! {
     /// value must be one the full check accepts.
     #[test]
     fn a_host_in_normal_form_passes_the_full_check(raw in "[a-z0-9.-]{0,8}(:(80|080|0|[0-9]{0,6}))?|[a-zA-Z0-9.:@\\[\\]-]{0,12}") {
-        if crate::key::is_normal_authority(&raw) {
+        if crate::key::is_normal_authority(&raw, 80) || crate::key::is_normal_authority(&raw, 443) {
             prop_assert!(host_authority(raw.as_bytes()).is_ok(), "{raw:?}");
         }
     }
@@ -26,8 +26,14 @@ fn head(version: Version, uri: &str, headers: &[(&str, &str)]) -> request::Parts
 /// What a request sent to the origin for `request` from `client` carries: hop-by-hop
 /// fields removed on arrival, the forwarding fields added on the way out.
 fn forward(request: &mut request::Parts, client: IpAddr) {
+    forward_over(request, client, ClientScheme::Http);
+}
+
+/// [`forward`] for a request that came in over `scheme`.
+fn forward_over(request: &mut request::Parts, client: IpAddr, scheme: ClientScheme) {
     crate::origin::strip_hop_by_hop(&mut request.headers);
-    request.extensions.insert(ClientAddr(client));
+    let connection = ClientConnection { ip: client, scheme };
+    request.extensions.insert(connection);
     let forwarding = Forwarding::of(request);
     forwarding.apply(&mut request.headers);
 }
@@ -208,6 +214,22 @@ fn forwarding_fields_are_appended_or_set() {
     assert!(
         !request.headers.contains_key(X_FORWARDED_HOST),
         "no host: none forwarded"
+    );
+
+    // Over the TLS listener the scheme is https, whatever the client claimed.
+    let mut request = head(
+        Version::HTTP_11,
+        "/",
+        &[("host", "a.example"), ("x-forwarded-proto", "http")],
+    );
+    forward_over(
+        &mut request,
+        IpAddr::V6(Ipv6Addr::LOCALHOST),
+        ClientScheme::Https,
+    );
+    assert_eq!(
+        request.headers.get(X_FORWARDED_PROTO).expect("xfp"),
+        "https"
     );
 }
 

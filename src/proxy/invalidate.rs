@@ -4,7 +4,7 @@
 use http::header::{CONTENT_LOCATION, HOST, LOCATION};
 use http::{HeaderMap, HeaderValue, Method, StatusCode, request};
 
-use crate::key::CacheKey;
+use crate::key::{CacheKey, ClientScheme};
 
 /// True if `method` is not known to be safe (RFC 9110 §9.2.1): its non-error
 /// responses invalidate the target URI.
@@ -17,11 +17,15 @@ pub fn invalidates(status: StatusCode) -> bool {
     status.is_success() || status.is_redirection()
 }
 
-/// The keys to invalidate: the request's target, and the `Location` and
-/// `Content-Location` of the response when they name the same origin (§4.4: a cache
-/// must not invalidate other origins' URLs on one origin's say-so).
-pub fn targets(request: &request::Parts, response: &HeaderMap) -> Vec<CacheKey> {
-    let Ok(target) = CacheKey::from_request(request) else {
+/// The keys to invalidate: the request's target (received over `scheme`), and the
+/// `Location` and `Content-Location` of the response when they name the same origin
+/// (§4.4: a cache must not invalidate other origins' URLs on one origin's say-so).
+pub fn targets(
+    request: &request::Parts,
+    scheme: ClientScheme,
+    response: &HeaderMap,
+) -> Vec<CacheKey> {
+    let Ok(target) = CacheKey::from_request(request, scheme) else {
         return Vec::new();
     };
     let mut keys = Vec::with_capacity(3);
@@ -46,15 +50,16 @@ fn same_origin(target: &CacheKey, base_path: &str, reference: &str) -> Option<Ca
     if let Some(scheme) = scheme
         && !scheme.contains('/')
     {
-        // Absolute: only http, the scheme this cache serves, can be the same origin.
-        if !scheme.eq_ignore_ascii_case("http") {
+        // Absolute: only the target's own scheme can be the same origin.
+        if !scheme.eq_ignore_ascii_case(target.scheme().as_str()) {
             return None;
         }
         parts.uri = reference.parse().ok()?;
     } else {
         let resolved = if let Some(authority_and_path) = reference.strip_prefix("//") {
             // A network-path reference names another authority: make it absolute.
-            parts.uri = format!("http://{authority_and_path}").parse().ok()?;
+            let scheme = target.scheme().as_str();
+            parts.uri = format!("{scheme}://{authority_and_path}").parse().ok()?;
             None
         } else if reference.starts_with('/') {
             Some(reference.to_owned())
@@ -70,7 +75,7 @@ fn same_origin(target: &CacheKey, base_path: &str, reference: &str) -> Option<Ca
                 .insert(HOST, HeaderValue::from_str(target.authority()).ok()?);
         }
     }
-    let key = CacheKey::from_request(&parts).ok()?;
+    let key = CacheKey::from_request(&parts, target.scheme()).ok()?;
     (key.authority() == target.authority()).then_some(key)
 }
 
@@ -78,14 +83,18 @@ fn same_origin(target: &CacheKey, base_path: &str, reference: &str) -> Option<Ca
 mod tests {
     use super::*;
 
-    fn target() -> CacheKey {
+    fn target_over(scheme: ClientScheme) -> CacheKey {
         let (parts, ()) = http::Request::builder()
             .uri("/a/b")
             .header("host", "example.com")
             .body(())
             .expect("request")
             .into_parts();
-        CacheKey::from_request(&parts).expect("key")
+        CacheKey::from_request(&parts, scheme).expect("key")
+    }
+
+    fn target() -> CacheKey {
+        target_over(ClientScheme::Http)
     }
 
     #[test]
@@ -104,6 +113,22 @@ mod tests {
             Some("http://example.com/e")
         );
         assert_eq!(key("//elsewhere.example/e"), None);
+    }
+
+    #[test]
+    fn over_tls_only_https_references_are_the_same_origin() {
+        let target = target_over(ClientScheme::Https);
+        let key = |r| same_origin(&target, "/a/b", r).map(|k| k.as_str().to_owned());
+        assert_eq!(key("/c").as_deref(), Some("https://example.com/c"));
+        assert_eq!(
+            key("https://example.com:443/d").as_deref(),
+            Some("https://example.com/d")
+        );
+        assert_eq!(key("http://example.com/d"), None);
+        assert_eq!(
+            key("//example.com/e").as_deref(),
+            Some("https://example.com/e")
+        );
     }
 
     #[test]

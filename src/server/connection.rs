@@ -21,14 +21,78 @@
 //! pings (every `idle_timeout`) go unanswered too, and hyper drops the connection
 //! `header_read_timeout` after one (`Server::run` sets both).
 
+use std::convert::Infallible;
 use std::future::Future;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
+use http::Request;
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
 use tokio::time::{Instant, MissedTickBehavior};
+
+use super::head_guard::{self, HeadGuard};
+use crate::hygiene::ConnectionToken;
+use crate::key::ClientScheme;
+use crate::proxy::Proxy;
+
+/// What every client connection is served with, shared by the plain and the TLS listener.
+pub(super) struct Serving {
+    pub(super) proxy: Arc<Proxy>,
+    /// hyper-util's builder, set up once from `[server]` in `Server::run`.
+    pub(super) builder: auto::Builder<TokioExecutor>,
+    /// The head guard's limits.
+    pub(super) limits: head_guard::Limits,
+    /// `server.header_read_timeout`: the first head's deadline, and the TLS handshake's.
+    pub(super) header_read_timeout: Duration,
+    /// `server.idle_timeout`.
+    pub(super) idle_timeout: Duration,
+}
+
+impl Serving {
+    /// Serves the connection `io` from `peer`, accepted on the listener of `scheme` (for a
+    /// TLS connection, `io` is the decrypted stream), until it ends: through the head
+    /// guard to hyper, each request to the proxy, and [`drive`] closing it when idle,
+    /// reaped or stopped.
+    pub(super) async fn serve<IO>(
+        &self,
+        io: IO,
+        peer: SocketAddr,
+        scheme: ClientScheme,
+        token: ConnectionToken,
+        signals: Signals,
+    ) where
+        IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let proxy = self.proxy.clone();
+        let activity = Arc::new(Activity::default());
+        let requests = activity.clone();
+        let service = service_fn(move |mut request: Request<Incoming>| {
+            request.extensions_mut().insert(token);
+            let proxy = proxy.clone();
+            let open = requests.request();
+            async move {
+                let response = proxy.handle(request, peer, scheme).await;
+                drop(open);
+                Ok::<_, Infallible>(response)
+            }
+        });
+        let io = HeadGuard::new(io, token, self.limits, self.header_read_timeout);
+        let connection = self.builder.serve_connection(TokioIo::new(io), service);
+        let close = |connection: Pin<&mut _>| auto::Connection::graceful_shutdown(connection);
+        let ended = drive(connection, close, activity, self.idle_timeout, signals);
+        if let Err(error) = ended.await {
+            tracing::debug!(%peer, %error, "connection ended with an error");
+        }
+    }
+}
 
 /// Timer ticks per `idle_timeout`: the finer, the closer a close comes to the timeout, at
 /// one timer wakeup per tick and connection.

@@ -8,12 +8,13 @@
 //! being refused.
 //!
 //! Which inherited socket is which: by the names systemd passes in `LISTEN_FDNAMES`
-//! (`FileDescriptorName=` in the socket unit), `proxy` and `admin`; without those names, in
-//! order, the first is the proxy's listener and the second (if any) the admin listener. A
-//! listener the config asks for that was not inherited is bound from the config
-//! (`server.listen`, `server.admin_listen`) as without socket activation; the admin
-//! listener is never served when `server.admin_listen = "off"`, even if a socket for it
-//! was passed (that is refused at start, naming the mismatch).
+//! (`FileDescriptorName=` in the socket unit), `proxy`, `admin` and `tls`; without those
+//! names, in order, the first is the proxy's listener and the second (if any) the admin
+//! listener (a TLS socket must be named). A listener the config asks for that was not
+//! inherited is bound from the config (`server.listen`, `server.admin_listen`,
+//! `server.tls.listen`) as without socket activation; a socket for a listener the config
+//! turns off (`admin_listen = "off"`, no `[server.tls]`) is refused at start, naming the
+//! mismatch.
 //!
 //! Sockets are opened before the async runtime and before privileges are dropped, so a
 //! port below 1024 can be bound by a process that then runs as `server.user`.
@@ -30,6 +31,8 @@ pub struct Listeners {
     pub proxy: TcpListener,
     /// The admin API (`server.admin_listen`); `None` when it is `"off"`.
     pub admin: Option<TcpListener>,
+    /// TLS clients (`server.tls.listen`); `None` without `[server.tls]`.
+    pub tls: Option<TcpListener>,
 }
 
 /// What each inherited socket serves.
@@ -37,6 +40,7 @@ pub struct Listeners {
 enum Role {
     Proxy,
     Admin,
+    Tls,
 }
 
 impl Listeners {
@@ -65,7 +69,20 @@ impl Listeners {
                 source,
             })?),
         };
-        Ok(Listeners { proxy, admin })
+        let tls = match (&config.tls, inherited.tls.take()) {
+            (None, Some(_)) => {
+                return Err(StartError::Inherited(
+                    "a socket named \"tls\" was passed, but there is no [server.tls]".to_owned(),
+                ));
+            }
+            (None, None) => None,
+            (Some(_), Some(listener)) => Some(listener),
+            (Some(tls), None) => Some(bind(tls.listen, |addr, source| StartError::TlsBind {
+                addr,
+                source,
+            })?),
+        };
+        Ok(Listeners { proxy, admin, tls })
     }
 
     /// The proxy listener's address (useful with port 0, or to log an inherited socket).
@@ -91,6 +108,7 @@ fn bind(
 struct Inherited {
     proxy: Option<TcpListener>,
     admin: Option<TcpListener>,
+    tls: Option<TcpListener>,
 }
 
 /// Takes the sockets of `LISTEN_FDS` (none when it is unset or meant for another process).
@@ -119,6 +137,7 @@ fn inherited() -> Result<Inherited, StartError> {
         let slot = match role {
             Role::Proxy => &mut taken.proxy,
             Role::Admin => &mut taken.admin,
+            Role::Tls => &mut taken.tls,
         };
         *slot = Some(listener);
     }
@@ -131,7 +150,11 @@ fn inherited() -> Result<Inherited, StartError> {
 fn roles(count: usize, names: Option<&str>) -> Result<Vec<Role>, String> {
     let names: Option<Vec<&str>> = names
         .map(|names| names.split(':').collect::<Vec<_>>())
-        .filter(|names| names.iter().any(|name| matches!(*name, "proxy" | "admin")));
+        .filter(|names| {
+            names
+                .iter()
+                .any(|name| matches!(*name, "proxy" | "admin" | "tls"))
+        });
     let roles = match names {
         None => match count {
             1 => vec![Role::Proxy],
@@ -140,7 +163,7 @@ fn roles(count: usize, names: Option<&str>) -> Result<Vec<Role>, String> {
                 return Err(format!(
                     "{count} sockets were passed (LISTEN_FDS) without names; secondhit takes \
                      one (the proxy) or two (the proxy, then the admin listener), or sockets \
-                     named \"proxy\" and \"admin\" (FileDescriptorName=)"
+                     named \"proxy\", \"admin\" and \"tls\" (FileDescriptorName=)"
                 ));
             }
         },
@@ -156,10 +179,11 @@ fn roles(count: usize, names: Option<&str>) -> Result<Vec<Role>, String> {
                 let role = match name {
                     "proxy" => Role::Proxy,
                     "admin" => Role::Admin,
+                    "tls" => Role::Tls,
                     other => {
                         return Err(format!(
                             "a socket named {other:?} was passed (LISTEN_FDNAMES); secondhit \
-                             knows \"proxy\" and \"admin\""
+                             knows \"proxy\", \"admin\" and \"tls\""
                         ));
                     }
                 };
@@ -193,6 +217,10 @@ mod tests {
             Ok(vec![Role::Admin, Role::Proxy])
         );
         assert_eq!(roles(1, Some("admin")), Ok(vec![Role::Admin]));
+        assert_eq!(
+            roles(2, Some("tls:proxy")),
+            Ok(vec![Role::Tls, Role::Proxy])
+        );
     }
 
     #[test]

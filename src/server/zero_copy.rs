@@ -7,8 +7,9 @@
 //! with `sendfile on`; the kernel then hands the page cache's pages to the socket.
 //! Slices before it are written first, as usual, and hyper asks again for the rest,
 //! so a response head and its body take two system calls. Any other slice (heads,
-//! heap bodies, anything under TLS, which never sees a mapped slice) is written as it
-//! would be without this stream. A short `sendfile` is a short write, which hyper
+//! heap bodies) is written as it would be without this stream. TLS connections are not
+//! wrapped in it at all: rustls must encrypt every byte, so it reads a mapped body from
+//! memory like any other. A short `sendfile` is a short write, which hyper
 //! continues like any other.
 //!
 //! [`store::mapped::file_span`]: crate::store::mapped::file_span

@@ -37,4 +37,5 @@ mod service;
 mod settings;
 mod shadow;
 mod store;
+mod tls;
 mod walkthrough;

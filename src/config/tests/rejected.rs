@@ -156,10 +156,52 @@ const REJECTED: &[(&str, &str, &str)] = &[
         "origin.url",
         "invalid",
     ),
+    // TLS to the origin: its options only with https://, and not together.
     (
-        "[origin]\nurl = \"https://example.com\"",
-        "origin.url",
-        "not-supported",
+        "[origin]\nca_file = \"/etc/ca.pem\"",
+        "origin.ca_file",
+        "invalid",
+    ),
+    (
+        "[origin]\ndanger_accept_invalid_certs = true",
+        "origin.danger_accept_invalid_certs",
+        "invalid",
+    ),
+    (
+        "[origin]\nurl = \"https://example.com\"\nca_file = \"ca.pem\"",
+        "origin.ca_file",
+        "invalid",
+    ),
+    (
+        "[origin]\nurl = \"https://example.com\"\nca_file = \"/ca.pem\"\ndanger_accept_invalid_certs = true",
+        "origin.danger_accept_invalid_certs",
+        "invalid",
+    ),
+    // [server.tls]
+    (
+        "[server.tls]\ncertificates = [{ chain = \"/c.pem\", key = \"/k.pem\" }]",
+        "server.tls.listen",
+        "invalid",
+    ),
+    (
+        "[server.tls]\nlisten = \"127.0.0.1:8080\"\ncertificates = [{ chain = \"/c.pem\", key = \"/k.pem\" }]",
+        "server.tls.listen",
+        "invalid",
+    ),
+    (
+        "[server.tls]\nlisten = \"127.0.0.1:8443\"",
+        "server.tls.certificates",
+        "invalid",
+    ),
+    (
+        "[server.tls]\nlisten = \"127.0.0.1:8443\"\ncertificates = [{ chain = \"c.pem\", key = \"/k.pem\" }]",
+        "server.tls.certificates",
+        "invalid",
+    ),
+    (
+        "[server.tls]\nlisten = \"127.0.0.1:8443\"\ncertificates = [{ chain = \"/c.pem\" }]",
+        "server.tls.certificates",
+        "invalid",
     ),
     (
         "[origin]\nurl = \"http://example.com/api\"",

@@ -137,6 +137,54 @@ pub fn if_none_match_matches(head: &http::request::Parts, etag: &str) -> bool {
 
 type Script = Arc<dyn Fn(&http::request::Parts) -> Reply + Send + Sync>;
 
+/// The script and where the origin records what it received.
+type Recording = (
+    Script,
+    Arc<Mutex<HashMap<String, usize>>>,
+    Arc<Mutex<Vec<(String, HeaderMap)>>>,
+);
+
+/// Serves one accepted connection (plain or decrypted) until it ends or the origin goes
+/// down.
+async fn serve_connection<IO>(
+    stream: IO,
+    (script, counts, received): Recording,
+    mut connection_down: watch::Receiver<bool>,
+) where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let service = service_fn(move |request: Request<Incoming>| {
+        let (script, counts, received) = (script.clone(), counts.clone(), received.clone());
+        async move {
+            let (head, body) = request.into_parts();
+            let _ = body.collect().await;
+            let target = head
+                .uri
+                .path_and_query()
+                .map_or("/".to_owned(), |pq| pq.to_string());
+            *counts
+                .lock()
+                .expect("counts")
+                .entry(target.clone())
+                .or_insert(0) += 1;
+            received
+                .lock()
+                .expect("received")
+                .push((target, head.headers.clone()));
+            let reply = script(&head);
+            tokio::time::sleep(reply.delay).await;
+            Ok::<_, Infallible>(build_reply(reply))
+        }
+    });
+    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    let connection = builder.serve_connection(TokioIo::new(stream), service);
+    // Dropping the connection closes its socket (kept-alive ones included).
+    tokio::select! {
+        _ = connection => {}
+        _ = connection_down.wait_for(|down| *down) => {}
+    }
+}
+
 /// A hyper origin on 127.0.0.1:0 that answers by script and counts requests per path and query.
 pub struct TestOrigin {
     pub addr: SocketAddr,
@@ -153,7 +201,19 @@ impl TestOrigin {
     pub async fn start(
         script: impl Fn(&http::request::Parts) -> Reply + Send + Sync + 'static,
     ) -> TestOrigin {
-        let script: Script = Arc::new(script);
+        TestOrigin::start_with(None, Arc::new(script)).await
+    }
+
+    /// Like [`TestOrigin::start`], an `https://` origin: every connection is a TLS
+    /// handshake with `tls` first.
+    pub async fn start_tls(
+        tls: tokio_rustls::TlsAcceptor,
+        script: impl Fn(&http::request::Parts) -> Reply + Send + Sync + 'static,
+    ) -> TestOrigin {
+        TestOrigin::start_with(Some(tls), Arc::new(script)).await
+    }
+
+    async fn start_with(tls: Option<tokio_rustls::TlsAcceptor>, script: Script) -> TestOrigin {
         let listener = TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind test origin");
@@ -172,40 +232,19 @@ impl TestOrigin {
                     // Returning drops the listener: new connections are refused.
                     _ = listener_down.wait_for(|down| *down) => return,
                 };
-                let (script, counts, received) = (script.clone(), c.clone(), r.clone());
-                let mut connection_down = down_seen.clone();
+                let recording = (script.clone(), c.clone(), r.clone());
+                let connection_down = down_seen.clone();
+                let tls = tls.clone();
                 tokio::spawn(async move {
-                    let service = service_fn(move |request: Request<Incoming>| {
-                        let (script, counts, received) =
-                            (script.clone(), counts.clone(), received.clone());
-                        async move {
-                            let (head, body) = request.into_parts();
-                            let _ = body.collect().await;
-                            let target = head
-                                .uri
-                                .path_and_query()
-                                .map_or("/".to_owned(), |pq| pq.to_string());
-                            *counts
-                                .lock()
-                                .expect("counts")
-                                .entry(target.clone())
-                                .or_insert(0) += 1;
-                            received
-                                .lock()
-                                .expect("received")
-                                .push((target, head.headers.clone()));
-                            let reply = script(&head);
-                            tokio::time::sleep(reply.delay).await;
-                            Ok::<_, Infallible>(build_reply(reply))
+                    match tls {
+                        None => serve_connection(stream, recording, connection_down).await,
+                        // A client that fails the handshake (one that refuses the
+                        // certificate) just goes away.
+                        Some(tls) => {
+                            if let Ok(stream) = tls.accept(stream).await {
+                                serve_connection(stream, recording, connection_down).await;
+                            }
                         }
-                    });
-                    let builder =
-                        hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-                    let connection = builder.serve_connection(TokioIo::new(stream), service);
-                    // Dropping the connection closes its socket (kept-alive ones included).
-                    tokio::select! {
-                        _ = connection => {}
-                        _ = connection_down.wait_for(|down| *down) => {}
                     }
                 });
             }

@@ -18,6 +18,8 @@ pub struct TestProxy {
     pub addr: SocketAddr,
     /// The admin listener's address, unless the test turned it off.
     pub admin: Option<SocketAddr>,
+    /// The TLS listener's address, when the test set `[server.tls]`.
+    pub tls: Option<SocketAddr>,
     pub store: Arc<Store>,
     /// The running proxy's settings, to swap them while it serves.
     pub settings: SettingsHandle,
@@ -79,6 +81,7 @@ impl TestProxy {
         let server = Server::bind(&config).await.expect("proxy starts");
         let addr = server.local_addr().expect("proxy address");
         let admin = server.admin_addr().map(|addr| addr.expect("admin address"));
+        let tls = server.tls_addr().map(|addr| addr.expect("TLS address"));
         let store = server.store();
         let settings = server.settings();
         let (stop, stopped) = oneshot::channel::<()>();
@@ -88,6 +91,7 @@ impl TestProxy {
         TestProxy {
             addr,
             admin,
+            tls,
             store,
             settings,
             cache_dir: cache_dir.to_path_buf(),

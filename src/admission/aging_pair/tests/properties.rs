@@ -5,7 +5,7 @@
 use super::*;
 use proptest::prelude::*;
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Barrier, Mutex};
 
 /// One step of a scripted run.
 #[derive(Clone, Debug)]
@@ -143,10 +143,20 @@ proptest! {
             (0..THREADS).map(|_| Mutex::new(None)).collect();
         let violations = AtomicU64::new(0);
         let checks = AtomicU64::new(0);
+        // Every thread publishes a first record before any starts its loop, so every check
+        // finds a key to check however the threads are scheduled (on a loaded machine they
+        // may otherwise run one after another, and the early ones would check nothing).
+        let started = Barrier::new(THREADS);
         std::thread::scope(|s| {
             for t in 0..THREADS {
-                let (pair, published, violations, checks) = (&pair, &published, &violations, &checks);
+                let (pair, published, violations, checks, started) =
+                    (&pair, &published, &violations, &checks, &started);
                 s.spawn(move || {
+                    let first = ((t as u64) << 32) | PER_THREAD;
+                    let before = pair.generation();
+                    pair.check_and_record_at(key(first), t0);
+                    *published[t].lock().unwrap() = Some((before, first));
+                    started.wait();
                     for i in 0..PER_THREAD {
                         let n = ((t as u64) << 32) | i;
                         let before = pair.generation();
@@ -168,7 +178,7 @@ proptest! {
             }
         });
         prop_assert_eq!(violations.load(Ordering::Relaxed), 0);
-        prop_assert!(checks.load(Ordering::Relaxed) > 10_000);
+        prop_assert_eq!(checks.load(Ordering::Relaxed), THREADS as u64 * PER_THREAD);
         prop_assert!(pair.generation() >= 5, "rotations were under way: {:?}", pair.stats_at(t0));
     }
 }
