@@ -50,7 +50,7 @@ use super::Config;
 /// - `[server]` (`listen`, `max_connections`, the head limits and timeout,
 ///   `shutdown_timeout`, `workers`, `blocking_threads`): the runtime, the listener and the
 ///   connection builder, set up by `main` and `Server::bind`/`Server::run`.
-/// - `cache.dir`, `cache.max_size` (the store's budget), `cache.fsync`,
+/// - `cache.dir`, `cache.max_size` (the store's budget), `cache.min_free`, `cache.fsync`,
 ///   `cache.lock_timeout`, `cache.verify_whole_below`, `cache.memory_size`,
 ///   `cache.memory_max_object_size`: the store's `StoreOptions`, fixed when it opened.
 /// - `log.format`: the formatter is fixed when the subscriber is installed.

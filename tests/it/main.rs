@@ -19,6 +19,7 @@ mod bench;
 mod cli;
 mod client_limits;
 mod collapse;
+mod disk_full;
 mod dropped_fills;
 mod filters;
 mod lifecycle;

@@ -221,11 +221,8 @@ const REJECTED: &[(&str, &str, &str)] = &[
         "cache.max_size",
         "invalid",
     ),
-    (
-        "[cache]\nmin_free = \"1GiB\"",
-        "cache.min_free",
-        "not-supported",
-    ),
+    ("[cache]\nmin_free = \"lots\"", "cache.min_free", "invalid"),
+    ("[cache]\nmin_free = -1", "cache.min_free", "parse"),
     ("[cache]\nlock_timeout = \"soon\"", "cache.lock_timeout", "invalid"),
     ("[cache]\nlock_timeout = 5", "cache.lock_timeout", "parse"),
     ("[cache]\nheuristic_max_age = \"a day\"", "cache.heuristic_max_age", "invalid"),
