@@ -37,4 +37,5 @@ mod rfc9213;
 mod settings;
 mod shadow;
 mod store;
+mod thread_bound;
 mod walkthrough;
