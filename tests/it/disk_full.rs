@@ -9,7 +9,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::support::{PATIENCE, Reply, TestOrigin, TestProxy, body_bytes, get};
+use crate::support::{PATIENCE, Reply, TestOrigin, TestProxy, body_bytes, get, sample, scrape};
 use secondhit::config::AdmissionPolicy;
 use secondhit::store::{FillDrop, Store};
 
@@ -203,6 +203,18 @@ async fn fill_past_the_limit(
     );
     // The disk filled up: entries were evicted to make room, as the budget never asked.
     assert!(stats.evictions > 0, "{stats:?}");
+    // Every fill not started was counted as refused, and the metrics say so.
+    let refused = outcomes.iter().filter(|o| !o.stored).count() as u64;
+    assert_eq!(stats.disk.refused_fills, refused, "{stats:?}");
+    let metrics = scrape(&proxy).await;
+    assert_eq!(
+        sample(&metrics, "secondhit_disk_refused_fills_total"),
+        refused as f64
+    );
+    assert_eq!(
+        sample(&metrics, "secondhit_errors_total{kind=\"fill-disk-full\"}"),
+        stats.dropped_fills.get(FillDrop::DiskFull) as f64
+    );
     // A fill with a declared length has its room allocated before it says `stored`, so
     // only chunked fills can meet a full disk after that.
     let stored_chunked = outcomes.iter().filter(|o| o.stored && o.i % 2 == 1).count() as u64;
