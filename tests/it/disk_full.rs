@@ -314,3 +314,52 @@ async fn fills_evict_entries_to_keep_min_free_on_the_disk() {
     assert!(get(&proxy.url("/obj/118")).await.cache.hit);
     proxy.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fills_resume_once_other_files_stop_filling_the_disk() {
+    let Some(fs) = Tmpfs::mount("disk_full::recovery", "size=4m") else {
+        return;
+    };
+    let origin = origin(object).await;
+    let proxy = proxy(&origin, &fs.path().join("cache"), 256 * 1024).await;
+    proxy.wait_scanned().await;
+    assert!(get(&proxy.url("/obj/0")).await.cache.stored);
+    proxy.wait_committed(1).await;
+    // Another file takes all but 8 KiB: evicting the one entry cannot make room.
+    let filler = fs.path().join("other");
+    let take = fs.free_bytes().saturating_sub(8 * 1024);
+    std::fs::write(&filler, vec![0u8; usize::try_from(take).expect("size")]).expect("filler");
+    let refused = get(&proxy.url("/obj/2")).await;
+    assert!(
+        refused.body == object(2),
+        "the client still gets the whole body"
+    );
+    assert!(!refused.cache.stored, "{:?}", refused.cache);
+    assert_eq!(refused.cache.detail.as_deref(), Some("disk-full"));
+    // Hits go on while fills are refused.
+    let hit = get(&proxy.url("/obj/0")).await;
+    assert!(hit.cache.hit && hit.body == object(0), "{:?}", hit.cache);
+    // Once the other file is gone, fills start again after the back-off.
+    std::fs::remove_file(&filler).expect("remove filler");
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    let mut i = 4;
+    loop {
+        let seen = get(&proxy.url(&format!("/obj/{i}"))).await;
+        assert!(seen.body == object(i), "/obj/{i}");
+        if seen.cache.stored {
+            break;
+        }
+        assert_eq!(seen.cache.detail.as_deref(), Some("disk-full"), "/obj/{i}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "fills never resumed: {:?}",
+            proxy.store.stats().disk
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        i += 2;
+    }
+    proxy.wait_committed(2).await;
+    assert!(get(&proxy.url(&format!("/obj/{i}"))).await.cache.hit);
+    assert_eq!(proxy.temp_files(), Vec::<PathBuf>::new());
+    proxy.stop().await;
+}
