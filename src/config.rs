@@ -9,9 +9,6 @@
 //! re-checking. Every error names the dotted key (`cache.max_object_size`)
 //! and the rule broken.
 //!
-//! Keys from the schema whose feature is not built yet (`cache.min_free`) are read, never ignored: their presence is a
-//! [`ConfigError::NotSupported`], so nobody believes a setting took effect.
-//!
 //! Sizes are strings parsed by `bytesize` ("512KiB", "10GiB"; note "KB" is
 //! 1000 bytes and "KiB" 1024) or a TOML integer number of bytes; durations are
 //! strings parsed by `humantime` ("500ms", "10s", "1h").
@@ -216,6 +213,11 @@ pub struct CacheConfig {
     pub max_size: u64,
     /// Largest body, in bytes, that is written to disk (> 0).
     pub max_object_size: u64,
+    /// Free bytes to keep on the cache's filesystem, whatever else fills it: fills
+    /// evict least recently used entries to stay above it, and are refused (not
+    /// written) when eviction cannot; the same share of the filesystem's inodes is kept
+    /// free. Zero: no floor.
+    pub min_free: u64,
     /// Whether a fill is fsynced before it is renamed into place.
     pub fsync: bool,
     /// How long start-up waits for another process to release `dir` (zero: fail at once).
@@ -264,6 +266,10 @@ impl Default for CacheConfig {
             dir: PathBuf::from("/var/cache/secondhit"),
             max_size: 10 * 1024 * 1024 * 1024,
             max_object_size: 256 * 1024 * 1024,
+            // Room for logs, the filter state and other processes on a shared disk to go
+            // on for a while after the cache stops growing; small next to a disk worth
+            // caching on. A small dedicated disk lowers it.
+            min_free: 1024 * 1024 * 1024,
             fsync: true,
             lock_timeout: Duration::from_secs(5),
             verify_whole_below: 64 * 1024,
@@ -428,14 +434,6 @@ pub enum ConfigError {
         key: &'static str,
         /// The rule broken, with the offending value.
         reason: String,
-    },
-    /// A key or value of the schema whose feature is not built yet.
-    #[error("{key}: not supported yet ({what})")]
-    NotSupported {
-        /// Dotted key, e.g. `server.admin_listen`.
-        key: &'static str,
-        /// What is missing and what to do instead.
-        what: String,
     },
 }
 

@@ -498,6 +498,7 @@ fn open_store(config: &Config) -> Result<Arc<Store>, StartError> {
         verify_whole_below: config.cache.verify_whole_below,
         memory_size: config.cache.memory_size,
         memory_max_object_size: config.cache.memory_max_object_size,
+        min_free: config.cache.min_free,
     };
     // Opening may wait up to `cache.lock_timeout` for the directory lock; nothing is
     // served yet, so blocking this thread delays only the start. The index is built

@@ -16,6 +16,10 @@
 //!   room; a fill that cannot reserve fails, and the proxy drops the fill, not
 //!   the client. The index is sharded so hits never take a global lock (see
 //!   `index`).
+//! - **Disk space.** Fills also keep `cache.min_free` free on the filesystem,
+//!   evicting before they write and refusing when eviction cannot help; a write
+//!   that fails with `ENOSPC`, `EDQUOT` or `EIO` makes new fills back off for a
+//!   while (see `space`). Lookups never ask.
 //! - **Restart.** [`Store::open`] locks the directory (`lock`), checks that
 //!   `tmp/` and `objects/` share a filesystem, empties `tmp/` and returns; a
 //!   background thread then rebuilds the index from the entry headers (`scan`)
@@ -71,13 +75,14 @@ mod memory;
 mod read;
 mod remove;
 mod scan;
+mod space;
 mod update;
 mod writer;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tracing::{debug, info, warn};
 use xxhash_rust::xxh3::xxh3_128;
@@ -86,6 +91,7 @@ pub use dropped::{DroppedFills, FillDrop};
 pub use entry::EntryMeta;
 pub use error::StoreError;
 pub use read::StoredEntry;
+pub use space::{DiskStats, Trouble};
 pub use writer::EntryWriter;
 
 use disk::Damage;
@@ -111,6 +117,9 @@ pub struct StoreOptions {
     pub memory_size: u64,
     /// Largest body, in bytes, the memory tier holds.
     pub memory_max_object_size: u64,
+    /// Free bytes to keep on the cache's filesystem (`cache.min_free`): fills evict
+    /// entries to stay above it, and are refused when eviction cannot (see `space`).
+    pub min_free: u64,
 }
 
 /// The store's counters, for metrics. Each is read on its own, so a snapshot
@@ -147,6 +156,8 @@ pub struct StoreStats {
     pub memory_objects: u64,
     /// Fills that began but were dropped before they committed, by reason.
     pub dropped_fills: DroppedFills,
+    /// Free space on the cache's filesystem, and fills refused or failed for lack of it.
+    pub disk: DiskStats,
 }
 
 /// The on-disk cache. Cheap to share: the proxy holds it in an `Arc`.
@@ -193,6 +204,8 @@ struct Inner {
     checksum_failures: AtomicU64,
     /// See [`StoreStats::dropped_fills`].
     dropped: dropped::FillDrops,
+    /// The `cache.min_free` floor and the back-off after failed writes.
+    space: space::Space,
     /// Held for the store's lifetime; released when the last `Arc` drops.
     _lock: lock::DirLock,
 }
@@ -224,8 +237,10 @@ impl Inner {
     }
 
     /// Reserves `bytes` of the budget, evicting least recently used entries
-    /// (unlinking each before its bytes count as free) until they fit.
-    async fn reserve(&self, bytes: u64) -> Result<(), StoreError> {
+    /// (unlinking each before its bytes count as free) until they fit; then keeps the
+    /// filesystem's free space above `cache.min_free` the same way (`space`). For a
+    /// `new_fill`, its inodes count too, and a back-off after failed writes refuses it.
+    async fn reserve(&self, bytes: u64, new_fill: bool) -> Result<(), StoreError> {
         while !self.index.try_reserve(bytes) {
             let (key_hash, fill) = self.victim_for(bytes).ok_or(StoreError::NoSpace {
                 needed: bytes,
@@ -233,7 +248,11 @@ impl Inner {
             })?;
             self.unlink(key_hash, fill).await;
         }
-        Ok(())
+        let floor = self.keep_floor(bytes, new_fill).await;
+        if floor.is_err() {
+            self.index.release_reservation(bytes);
+        }
+        floor
     }
 
     /// The blocking twin of [`Inner::reserve`], for the scan thread.
@@ -322,6 +341,7 @@ impl Store {
             removed_invalid: AtomicU64::new(0),
             checksum_failures: AtomicU64::new(0),
             dropped: dropped::FillDrops::default(),
+            space: space::Space::new(opts.dir.clone(), opts.min_free),
             _lock: lock,
             opts,
         });
@@ -369,6 +389,7 @@ impl Store {
             memory_bytes,
             memory_objects,
             dropped_fills: inner.dropped.snapshot(),
+            disk: inner.space.stats(Instant::now()),
         }
     }
 

@@ -373,6 +373,10 @@ async fn write_fill(
             // A failed commit is counted by `finish` itself.
             match writer.finish().await {
                 Ok(()) => tracing::debug!(key = %key, "fill committed"),
+                // The store logs disk trouble once per back-off period, not per fill.
+                Err(error) if error.trouble().is_some() => {
+                    tracing::debug!(key = %key, %error, "fill not committed");
+                }
                 Err(error) => tracing::warn!(key = %key, %error, "fill not committed"),
             }
             return;
@@ -387,11 +391,17 @@ async fn write_fill(
 static DROP_LOG: [Throttle; FillDrop::ALL.len()] = [const { Throttle::new() }; FillDrop::ALL.len()];
 
 /// Abandons a fill for `reason` (the store counts it), logging it at debug, and at
-/// info (an expected reason) or warn as the throttle allows.
+/// info (an expected reason) or warn as the throttle allows; a drop for disk trouble
+/// only at debug, as the store logs that once per back-off period.
 fn abandon(writer: EntryWriter, reason: FillDrop, key: &str, error: Option<&StoreError>) {
+    let disk_trouble = error.is_some_and(|e| e.trouble().is_some());
     let error = error.map(tracing::field::display);
     let why = reason.as_str();
     tracing::debug!(key, reason = why, error, "fill dropped");
+    if disk_trouble {
+        writer.abandon(reason);
+        return;
+    }
     if let Some(held_back) = DROP_LOG[reason as usize].admit() {
         if reason.is_expected() {
             tracing::info!(

@@ -23,6 +23,10 @@ pub enum Detail {
     /// A storable, admitted response whose fill could not start, or (an empty body)
     /// could not commit; it is proxied uncached.
     StoreError,
+    /// A storable, admitted response not written because the cache's disk has no room:
+    /// below `cache.min_free` with nothing eviction could free, or fills backing off
+    /// after a write ran out of space; it is proxied uncached.
+    DiskFull,
     /// A stale stored response served because the client's `max-stale` accepts it.
     MaxStale,
     /// A stale stored response served while one background request refreshes it.
@@ -61,7 +65,7 @@ pub enum Detail {
 
 impl Detail {
     /// Every detail, for a fixed set of metric labels and for tests.
-    pub const ALL: [Detail; 40] = [
+    pub const ALL: [Detail; 41] = [
         Detail::NotStored(NotStored::Method),
         Detail::NotStored(NotStored::NoStore),
         Detail::NotStored(NotStored::Private),
@@ -102,6 +106,7 @@ impl Detail {
         Detail::OriginBusy,
         Detail::RequestBodyTimeout,
         Detail::Internal,
+        Detail::DiskFull,
     ];
 
     /// The token sent as `detail=<token>`, also the access log's word for it.
@@ -111,6 +116,7 @@ impl Detail {
             Detail::Admission(reason) => Decision::Reject(reason).as_str(),
             Detail::Rejected(rejection) => rejection.as_str(),
             Detail::StoreError => "store-error",
+            Detail::DiskFull => "disk-full",
             Detail::MaxStale => "max-stale",
             Detail::StaleWhileRevalidate => "stale-while-revalidate",
             Detail::StaleIfError => "stale-if-error",
@@ -140,7 +146,7 @@ mod tests {
     /// ones included), with no wildcard. A new variant does not compile until it gets an
     /// arm here; a new slot index does not compile (`unconditional_panic`) until `seen`
     /// grows; and then `all_lists_every_variant` fails until `Detail::ALL` holds it.
-    fn mark(detail: Detail, seen: &mut [bool; 40]) {
+    fn mark(detail: Detail, seen: &mut [bool; 41]) {
         match detail {
             Detail::NotStored(NotStored::Method) => seen[0] = true,
             Detail::NotStored(NotStored::NoStore) => seen[1] = true,
@@ -182,12 +188,13 @@ mod tests {
             Detail::OriginBusy => seen[37] = true,
             Detail::RequestBodyTimeout => seen[38] = true,
             Detail::NotStored(NotStored::CollapseTimeout) => seen[39] = true,
+            Detail::DiskFull => seen[40] = true,
         }
     }
 
     #[test]
     fn all_lists_every_variant() {
-        let mut seen = [false; 40];
+        let mut seen = [false; 41];
         for detail in Detail::ALL {
             mark(detail, &mut seen);
         }

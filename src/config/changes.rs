@@ -221,6 +221,7 @@ fn cache(running: &CacheConfig, next: &mut CacheConfig, changes: &mut Changes) {
         dir,
         max_size,
         max_object_size,
+        min_free,
         fsync,
         lock_timeout,
         verify_whole_below,
@@ -241,6 +242,7 @@ fn cache(running: &CacheConfig, next: &mut CacheConfig, changes: &mut Changes) {
         &r.max_object_size,
         max_object_size,
     );
+    changes.compare("cache.min_free", Restart, &r.min_free, min_free);
     changes.compare("cache.fsync", Restart, &r.fsync, fsync);
     changes.compare("cache.lock_timeout", Restart, &r.lock_timeout, lock_timeout);
     let verify = &r.verify_whole_below;

@@ -53,7 +53,7 @@ use super::Config;
 ///   timeout, `shutdown_timeout`, `workers`, `blocking_threads`, `user`, `group`): the
 ///   runtime, the listeners, the connection builder and the account the process runs as,
 ///   set up by `main` and `Server::bind`/`Server::run`.
-/// - `cache.dir`, `cache.max_size` (the store's budget), `cache.fsync`,
+/// - `cache.dir`, `cache.max_size` (the store's budget), `cache.min_free`, `cache.fsync`,
 ///   `cache.lock_timeout`, `cache.verify_whole_below`, `cache.memory_size`,
 ///   `cache.memory_max_object_size`: the store's `StoreOptions`, fixed when it opened.
 /// - `log.format`: the formatter is fixed when the subscriber is installed.

@@ -16,7 +16,6 @@ pub(super) fn kind(e: &ConfigError) -> &'static str {
         ConfigError::Read { .. } => "read",
         ConfigError::Parse(_) => "parse",
         ConfigError::Invalid { .. } => "invalid",
-        ConfigError::NotSupported { .. } => "not-supported",
     }
 }
 
@@ -33,6 +32,7 @@ fn empty_text_gives_the_defaults() {
     assert_eq!(config.origin.url, "http://127.0.0.1:8081");
     assert_eq!(config.cache.max_object_size, 268_435_456);
     assert_eq!(config.cache.max_size, 10 * 1024 * 1024 * 1024);
+    assert_eq!(config.cache.min_free, 1024 * 1024 * 1024);
     assert_eq!(config.cache.lock_timeout, Duration::from_secs(5));
     assert_eq!(config.cache.collapse_timeout, Duration::from_secs(10));
     assert_eq!(config.cache.max_orphan_fills, 64);
@@ -84,6 +84,7 @@ const FULL: &str = r#"
     dir = "/srv/cache"
     max_size = "2GiB"
     max_object_size = "4MiB"
+    min_free = "300MiB"
     fsync = false
     lock_timeout = "250ms"
     verify_whole_below = "4KiB"
@@ -132,6 +133,7 @@ fn full_file_from_disk_gives_typed_values() {
     assert_eq!(c.cache.dir, PathBuf::from("/srv/cache"));
     assert_eq!(c.cache.max_object_size, 4 * 1024 * 1024);
     assert_eq!(c.cache.max_size, 2 * 1024 * 1024 * 1024);
+    assert_eq!(c.cache.min_free, 300 * 1024 * 1024);
     assert!(!c.cache.fsync);
     assert_eq!(c.cache.lock_timeout, Duration::from_millis(250));
     assert_eq!(c.cache.verify_whole_below, 4096);

@@ -5,7 +5,6 @@ use std::path::{Path, PathBuf};
 use http::HeaderName;
 use http::header::CACHE_CONTROL;
 use serde::Deserialize;
-use serde::de::IgnoredAny;
 
 use super::{
     AccessFormat, AccessLog, AdmissionConfig, AdmissionPolicy, CacheConfig, Config, ConfigError,
@@ -20,8 +19,8 @@ mod values;
 use crate::policy::directives::CDN_CACHE_CONTROL;
 
 use values::{
-    RawSize, choice, duration, invalid, not_built, parse_error, parse_size, positive,
-    positive_duration, within,
+    RawSize, choice, duration, invalid, parse_error, parse_size, positive, positive_duration,
+    within,
 };
 
 /// Parses TOML text and validates it into a [`Config`].
@@ -31,8 +30,7 @@ pub(super) fn parse(text: &str) -> Result<Config, ConfigError> {
 }
 
 // The raw layer: what serde reads. `Option` marks a key as absent so the
-// default comes from one place; `IgnoredAny` accepts any value of a key whose
-// feature is not built, so its presence alone can be reported.
+// default comes from one place.
 
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields, default, expecting = "a table of sections")]
@@ -85,7 +83,7 @@ struct RawCache {
     dir: Option<String>,
     max_size: Option<RawSize>,
     max_object_size: Option<RawSize>,
-    min_free: Option<IgnoredAny>,
+    min_free: Option<RawSize>,
     fsync: Option<bool>,
     lock_timeout: Option<String>,
     verify_whole_below: Option<RawSize>,
@@ -312,7 +310,6 @@ fn validate_origin(raw: RawOrigin, d: OriginConfig) -> Result<OriginConfig, Conf
 }
 
 fn validate_cache(raw: RawCache, d: CacheConfig) -> Result<CacheConfig, ConfigError> {
-    not_built("cache.min_free", &raw.min_free, "the free-space floor")?;
     let dir = match raw.dir {
         None => d.dir,
         Some(text) if text.is_empty() => {
@@ -362,10 +359,13 @@ fn validate_cache(raw: RawCache, d: CacheConfig) -> Result<CacheConfig, ConfigEr
     )?;
     // Zero is allowed: no memory tier.
     let memory_size = size("cache.memory_size", raw.memory_size, d.memory_size)?;
+    // Zero is allowed: no floor (a fill still needs room for itself).
+    let min_free = size("cache.min_free", raw.min_free, d.min_free)?;
     Ok(CacheConfig {
         dir,
         max_size: positive("cache.max_size", None, max_size)?,
         max_object_size: positive("cache.max_object_size", None, max_object_size)?,
+        min_free,
         fsync: raw.fsync.unwrap_or(d.fsync),
         // Zero is allowed: fail at once if another process holds the directory.
         lock_timeout: duration("cache.lock_timeout", raw.lock_timeout, d.lock_timeout)?,

@@ -22,7 +22,7 @@ use prometheus_client::registry::Registry;
 use super::{Counts, Metrics, RequestResult};
 use crate::admission::{Cause, Decision, FilterStats, LiveAdmission, PairStats};
 use crate::error::ErrorKind;
-use crate::store::{FillDrop, Store, StoreStats};
+use crate::store::{DiskStats, FillDrop, Store, StoreStats};
 
 /// The `Content-Type` of the exposition: OpenMetrics text 1.0.0.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -208,6 +208,42 @@ fn store_and_disk(out: &mut DescriptorEncoder, store: &StoreStats) -> fmt::Resul
         "secondhit_disk_write_bytes",
         "Body bytes of fills committed to the disk cache, since start-up",
         store.committed_bytes,
+    )?;
+    disk_space(out, &store.disk)
+}
+
+fn disk_space(out: &mut DescriptorEncoder, disk: &DiskStats) -> fmt::Result {
+    gauge(
+        out,
+        "secondhit_disk_free_bytes",
+        "Free bytes on the cache's filesystem at the last reading (taken when fills reserve)",
+        disk.free_bytes as f64,
+    )?;
+    if let Some(inodes) = disk.free_inodes {
+        gauge(
+            out,
+            "secondhit_disk_free_inodes",
+            "Free inodes on the cache's filesystem at the last reading",
+            inodes as f64,
+        )?;
+    }
+    gauge(
+        out,
+        "secondhit_disk_backoff",
+        "1 while new fills are held back after a cache write failed (ENOSPC, EDQUOT, EIO)",
+        if disk.backing_off { 1.0 } else { 0.0 },
+    )?;
+    counter(
+        out,
+        "secondhit_disk_write_failures",
+        "Cache writes that failed with ENOSPC, EDQUOT or EIO, since start-up",
+        disk.write_failures,
+    )?;
+    counter(
+        out,
+        "secondhit_disk_refused_fills",
+        "Fills not started because the cache's disk had no room above cache.min_free, or fills were backing off",
+        disk.refused_fills,
     )
 }
 
@@ -241,6 +277,7 @@ fn errors(out: &mut DescriptorEncoder, counts: &Counts, store: &StoreStats) -> f
             FillDrop::OriginError => "fill-origin-error",
             FillDrop::DiskBehind => "fill-disk-behind",
             FillDrop::NoSpace => "fill-no-space",
+            FillDrop::DiskFull => "fill-disk-full",
             _ => "fill-store-error",
         };
         samples.push(([("kind", kind)], store.dropped_fills.get(reason)));

@@ -26,7 +26,7 @@ use crate::origin::{self, BodyFraming, OriginResponse};
 use crate::policy::NotStored;
 use crate::policy::validation;
 use crate::range::{self, PartsBody, RangeAnswer};
-use crate::store::StoreError;
+use crate::store::{StoreError, Trouble};
 use crate::tee::TeeBody;
 
 impl Proxy {
@@ -250,6 +250,12 @@ pub(super) async fn fill(
                     }
                     Detail::NotStored(NotStored::TooLarge)
                 }
+                error if error.trouble().is_some() => {
+                    // The store logs disk trouble once per back-off period, not per fill.
+                    tracing::debug!(key = %key, %error, "disk cannot take the fill; proxying uncached");
+                    cache.metrics.count_error(ErrorKind::FillNotStarted);
+                    trouble_detail(&error)
+                }
                 error => {
                     tracing::warn!(key = %key, %error, "cannot start fill; proxying uncached");
                     cache.metrics.count_error(ErrorKind::FillNotStarted);
@@ -288,6 +294,10 @@ pub(super) async fn fill(
         Ok(writer) if framing == BodyFraming::Length(0) => {
             // No body to tee (a 204 is not even polled): commit it now.
             let committed = writer.finish().await.map_err(|error| {
+                if error.trouble().is_some() {
+                    tracing::debug!(key = %key, %error, "cannot store an empty body");
+                    return trouble_detail(&error);
+                }
                 tracing::warn!(key = %key, %error, "cannot store an empty body");
                 Detail::StoreError
             });
@@ -308,6 +318,15 @@ pub(super) async fn fill(
         framing,
         stored,
         body,
+    }
+}
+
+/// The `detail` of a fill that disk trouble kept from starting: `disk-full` for a disk
+/// without room, `store-error` for one failing its writes.
+fn trouble_detail(error: &StoreError) -> Detail {
+    match error.trouble() {
+        Some(Trouble::NoSpace) => Detail::DiskFull,
+        _ => Detail::StoreError,
     }
 }
 

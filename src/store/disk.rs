@@ -337,9 +337,54 @@ pub(crate) fn remove_quietly_sync(path: &Path) {
     }
 }
 
+/// Creates the temp file of a fill at `path` and asks the filesystem for `len` bytes of
+/// room up front (Linux `fallocate` with `FALLOC_FL_KEEP_SIZE`: the file's length stays
+/// what is written), so that a disk without room fails the fill here, before the
+/// response head says `stored`, rather than mid-body. A filesystem that cannot
+/// preallocate just gets the file. On error no file is left behind.
+pub(crate) async fn create_tmp(path: &Path, len: u64) -> Result<tokio::fs::File, StoreError> {
+    let owned = path.to_owned();
+    // One trip to the blocking pool for both: creating and allocating may wait for the disk.
+    let created = tokio::task::spawn_blocking(move || {
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&owned)?;
+        if let Err(error) = preallocate(&file, len) {
+            drop(file);
+            remove_quietly_sync(&owned);
+            return Err(error);
+        }
+        Ok(file)
+    })
+    .await
+    .map_err(io::Error::other)
+    .flatten();
+    created.map(tokio::fs::File::from_std).map_err(io_err(path))
+}
+
+/// Allocates `len` bytes for `file` without changing its length; a filesystem (or
+/// kernel) that does not support it is not an error.
+#[cfg(target_os = "linux")]
+fn preallocate(file: &std::fs::File, len: u64) -> io::Result<()> {
+    use rustix::fs::{FallocateFlags, fallocate};
+    use rustix::io::Errno;
+    match fallocate(file, FallocateFlags::KEEP_SIZE, 0, len) {
+        Err(Errno::OPNOTSUPP | Errno::NOSYS) | Ok(()) => Ok(()),
+        Err(errno) => Err(errno.into()),
+    }
+}
+
+/// Without `fallocate`, a disk without room shows when the body is written.
+#[cfg(not(target_os = "linux"))]
+fn preallocate(_file: &std::fs::File, _len: u64) -> io::Result<()> {
+    Ok(())
+}
+
 /// Commits a fill whose body is written: checks the temp file's length,
 /// rewrites its preamble with `front`, fsyncs it (with `fsync`), renames it to
-/// `dest` (creating `objects/ab/cd/`) and fsyncs that directory (with `fsync`).
+/// `dest` (whose `objects/ab/cd/` the fill created as it began, [`ensure_parent`])
+/// and fsyncs that directory (with `fsync`).
 /// On error the file is not in `objects/`.
 pub(crate) async fn commit(
     file: &mut tokio::fs::File,
@@ -366,7 +411,6 @@ pub(crate) async fn commit(
     if fsync {
         file.sync_all().await.map_err(io_err(tmp))?;
     }
-    ensure_parent(dest, fsync).await?;
     tokio::fs::rename(tmp, dest).await.map_err(io_err(dest))?;
     if let (true, Some(dir)) = (fsync, dest.parent())
         && let Err(e) = fsync_dir(dir).await
@@ -379,8 +423,10 @@ pub(crate) async fn commit(
 }
 
 /// Creates `objects/ab/cd/` for `path` if missing. With `fsync`, a newly made
-/// directory is made durable by syncing its parents, which hold its name.
-async fn ensure_parent(path: &Path, fsync: bool) -> Result<(), StoreError> {
+/// directory is made durable by syncing its parents, which hold its name. A fill
+/// does this as it begins, so a disk out of inodes refuses it before its response
+/// head says `stored`; nothing removes these directories afterwards.
+pub(crate) async fn ensure_parent(path: &Path, fsync: bool) -> Result<(), StoreError> {
     let Some(leaf) = path.parent() else {
         return Ok(());
     };

@@ -12,6 +12,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::StoreError;
+use super::space::Trouble;
 
 /// Why a fill that began was dropped without becoming an entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,17 +34,21 @@ pub enum FillDrop {
     NoSpace,
     /// Writing or committing the entry file failed.
     StoreError,
+    /// The cache's filesystem ran out of space or inodes mid-fill (`ENOSPC`, `EDQUOT`),
+    /// or a growing body would have taken it below `cache.min_free`.
+    DiskFull,
 }
 
 impl FillDrop {
     /// Every reason, in declaration order (a counter set indexes by `reason as usize`).
-    pub const ALL: [FillDrop; 6] = [
+    pub const ALL: [FillDrop; 7] = [
         FillDrop::ClientGone,
         FillDrop::OriginError,
         FillDrop::DiskBehind,
         FillDrop::TooLarge,
         FillDrop::NoSpace,
         FillDrop::StoreError,
+        FillDrop::DiskFull,
     ];
 
     /// A short token for logs and metric labels.
@@ -55,6 +60,7 @@ impl FillDrop {
             FillDrop::TooLarge => "too-large",
             FillDrop::NoSpace => "no-space",
             FillDrop::StoreError => "store-error",
+            FillDrop::DiskFull => "disk-full",
         }
     }
 
@@ -71,6 +77,7 @@ impl FillDrop {
             StoreError::NoSpace { .. } => FillDrop::NoSpace,
             // The body the origin sent is not the one it declared.
             StoreError::LengthMismatch { .. } => FillDrop::OriginError,
+            error if error.trouble() == Some(Trouble::NoSpace) => FillDrop::DiskFull,
             _ => FillDrop::StoreError,
         }
     }
@@ -125,7 +132,7 @@ mod tests {
     /// wildcard. A new reason does not compile until it gets an arm here; a new slot
     /// index does not compile (`unconditional_panic`) until `seen` grows; and then
     /// `all_lists_every_reason_in_counter_order` fails until `FillDrop::ALL` holds it.
-    fn mark(reason: FillDrop, seen: &mut [bool; 6]) {
+    fn mark(reason: FillDrop, seen: &mut [bool; 7]) {
         match reason {
             FillDrop::ClientGone => seen[0] = true,
             FillDrop::OriginError => seen[1] = true,
@@ -133,12 +140,13 @@ mod tests {
             FillDrop::TooLarge => seen[3] = true,
             FillDrop::NoSpace => seen[4] = true,
             FillDrop::StoreError => seen[5] = true,
+            FillDrop::DiskFull => seen[6] = true,
         }
     }
 
     #[test]
     fn all_lists_every_reason_in_counter_order() {
-        let mut seen = [false; 6];
+        let mut seen = [false; 7];
         for (place, reason) in FillDrop::ALL.into_iter().enumerate() {
             mark(reason, &mut seen);
             // The counters index by discriminant: ALL must follow the declaration.

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::entry::EntryError;
 use super::lock;
+use super::space::Trouble;
 
 /// Why a store operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -61,6 +62,28 @@ pub enum StoreError {
         /// `cache.max_size`.
         max_size: u64,
     },
+    /// The cache's filesystem is below `cache.min_free` (plus what the fill needs), and
+    /// evicting entries did not make room: other files fill it, or this fill's share
+    /// of eviction work ran out (the next fill goes on).
+    #[error(
+        "cache disk is {short_bytes} bytes and {short_inodes} inodes short of keeping cache.min_free ({min_free} bytes) free"
+    )]
+    DiskFull {
+        /// Bytes missing above the floor.
+        short_bytes: u64,
+        /// Inodes missing above the floor.
+        short_inodes: u64,
+        /// `cache.min_free`.
+        min_free: u64,
+    },
+    /// New fills are backing off after a write failed for `trouble`.
+    #[error("not starting fills for {} after a failed cache write ({trouble:?})", humantime::format_duration(*retry_in))]
+    BackingOff {
+        /// What the failed write reported.
+        trouble: Trouble,
+        /// How long until a fill may try again.
+        retry_in: Duration,
+    },
     /// Another process holds the cache directory.
     #[error(
         "cache directory {} is in use by another secondhit process ({}, holding {}); gave up after {} (cache.lock_timeout)",
@@ -95,6 +118,17 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// The disk trouble this error reports (see [`Trouble::of`]): for a refused
+    /// fill, the trouble it was refused for.
+    pub fn trouble(&self) -> Option<Trouble> {
+        match self {
+            StoreError::Io { source, .. } => Trouble::of(source),
+            StoreError::DiskFull { .. } => Some(Trouble::NoSpace),
+            StoreError::BackingOff { trouble, .. } => Some(*trouble),
+            _ => None,
+        }
+    }
+
     /// True for a page-cache-only read (`disk::Wait::CachedOnly`) that would have had
     /// to wait for the disk: the caller retries it on a blocking thread.
     pub(crate) fn would_block(&self) -> bool {

@@ -33,6 +33,8 @@ fn options(dir: &Path) -> StoreOptions {
         // Off: these tests are about the files; the memory tier has tests of its own.
         memory_size: 0,
         memory_max_object_size: 0,
+        // Off: these tests are about the budget; the floor has tests of its own.
+        min_free: 0,
     }
 }
 

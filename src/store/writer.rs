@@ -22,9 +22,9 @@ struct Reservation {
 }
 
 impl Reservation {
-    /// Reserves `bytes`, evicting as needed.
+    /// Reserves `bytes` for a new fill, evicting as needed.
     async fn take(inner: &Arc<Inner>, bytes: u64) -> Result<Reservation, StoreError> {
-        inner.reserve(bytes).await?;
+        inner.reserve(bytes, true).await?;
         Ok(Reservation {
             inner: Arc::clone(inner),
             bytes,
@@ -38,12 +38,12 @@ impl Reservation {
     async fn grow(&mut self, need: u64, cap: u64) -> Result<(), StoreError> {
         let step = self.bytes.min(self.inner.index.max_bytes() / 16);
         let mut target = self.bytes.saturating_add(step).min(cap).max(need);
-        if let Err(e) = self.inner.reserve(target - self.bytes).await {
+        if let Err(e) = self.inner.reserve(target - self.bytes, false).await {
             if target == need {
                 return Err(e);
             }
             target = need;
-            self.inner.reserve(target - self.bytes).await?;
+            self.inner.reserve(target - self.bytes, false).await?;
         }
         self.bytes = target;
         Ok(())
@@ -141,16 +141,26 @@ pub(super) async fn begin(
     let (registration, fill_id) = Registration::begin(inner, key_hash);
     let (preamble, header) = entry::encode_header(key, meta, fill_id).map_err(map_entry_error)?;
     let initial = file_len(preamble.header_len(), declared_len.unwrap_or(0));
-    let reservation = Reservation::take(inner, initial).await?;
+    // A fill refused for disk trouble is counted; a failed file operation backs off.
+    let refused = |error: StoreError| {
+        if error.trouble().is_some() {
+            inner.space.note(&error);
+            inner.space.count_refused();
+        }
+        error
+    };
+    // Before the reservation, so that the floor counts only the fill's own file.
+    let dest = inner.object_path(key_hash, fill_id);
+    disk::ensure_parent(&dest, inner.opts.fsync)
+        .await
+        .map_err(refused)?;
+    let reservation = Reservation::take(inner, initial).await.map_err(refused)?;
     // Before the file exists, so the scan can tell this run's files from old ones.
     inner.scan.register_fill(key_hash, fill_id);
     let tmp_path = disk::tmp_path(&inner.tmp, key_hash, fill_id);
-    let file = tokio::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&tmp_path)
+    let file = disk::create_tmp(&tmp_path, initial)
         .await
-        .map_err(disk::io_err(&tmp_path))?;
+        .map_err(refused)?;
     // From here on the writer's Drop removes the temp file on any error.
     let mut writer = EntryWriter {
         inner: Arc::clone(inner),
@@ -167,7 +177,13 @@ pub(super) async fn begin(
         renamed: false,
         _registration: registration,
     };
-    writer.write_raw(&header).await?;
+    // `write_raw` notes disk trouble itself; the fill still counts as refused.
+    if let Err(error) = writer.write_raw(&header).await {
+        if error.trouble().is_some() {
+            inner.space.count_refused();
+        }
+        return Err(error);
+    }
     Ok(writer)
 }
 
@@ -201,10 +217,12 @@ impl EntryWriter {
     }
 
     async fn write_raw(&mut self, bytes: &[u8]) -> Result<(), StoreError> {
-        self.file
-            .write_all(bytes)
-            .await
-            .map_err(disk::io_err(&self.tmp_path))
+        let written = self.file.write_all(bytes).await;
+        written.map_err(|e| {
+            let error = disk::io_err(&self.tmp_path)(e);
+            self.inner.space.note(&error);
+            error
+        })
     }
 
     /// Commits the fill: checks the body length against the declared length,
@@ -221,8 +239,12 @@ impl EntryWriter {
     /// ([`FillDrop::of`] the error).
     pub async fn finish(mut self) -> Result<(), StoreError> {
         let committed = self.commit().await;
-        if let Err(error) = &committed {
-            self.inner.dropped.count(FillDrop::of(error));
+        match &committed {
+            Ok(()) => self.inner.space.succeeded(),
+            Err(error) => {
+                self.inner.space.note(error);
+                self.inner.dropped.count(FillDrop::of(error));
+            }
         }
         committed
     }

@@ -65,7 +65,11 @@ fn check_config_and_serve_reject_bad_files_naming_the_key() {
             "[server]\nheader_read_timeout = \"soon\"\n",
             "server.header_read_timeout",
         ),
-        ("[cache]\nmin_free = \"1GiB\"\n", "not supported yet"),
+        // TLS options for an origin that speaks none.
+        (
+            "[origin]\nurl = \"http://127.0.0.1\"\nca_file = \"/etc/ssl/ca.pem\"\n",
+            "origin.ca_file",
+        ),
         // Both keys are named (the key itself is checked in the config's unit tests).
         (
             "[cache]\nmax_size = \"1MiB\"\nmax_object_size = \"2MiB\"\n",

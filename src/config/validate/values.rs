@@ -5,7 +5,7 @@ use std::fmt;
 use std::time::Duration;
 
 use serde::Deserialize;
-use serde::de::{self, IgnoredAny, Visitor};
+use serde::de::{self, Visitor};
 
 use super::super::ConfigError;
 
@@ -43,21 +43,6 @@ impl<'de> Deserialize<'de> for RawSize {
 
 pub(super) fn invalid(key: &'static str, reason: String) -> ConfigError {
     ConfigError::Invalid { key, reason }
-}
-
-/// Rejects the presence of a schema key whose `feature` is not built yet.
-pub(super) fn not_built(
-    key: &'static str,
-    value: &Option<IgnoredAny>,
-    feature: &str,
-) -> Result<(), ConfigError> {
-    match value {
-        Some(_) => Err(ConfigError::NotSupported {
-            key,
-            what: format!("{feature} is not built; remove the key"),
-        }),
-        None => Ok(()),
-    }
 }
 
 /// Maps the word given for `key` to its value, or the default when absent.

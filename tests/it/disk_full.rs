@@ -1,0 +1,365 @@
+//! A cache directory on a small tmpfs, filled past its size or its inodes under load:
+//! every client gets the origin's whole body, no temp file is left behind, hits go on
+//! being served, and `Cache-Status` says `stored` only for fills that began (each of
+//! which then either committed or was counted as dropped). Mounting needs root; without
+//! it each test prints a SKIP line and returns.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::support::{PATIENCE, Reply, TestOrigin, TestProxy, body_bytes, get, sample, scrape};
+use secondhit::config::AdmissionPolicy;
+use secondhit::store::{FillDrop, Store};
+
+/// A tmpfs mounted on a temp directory for one test; unmounted on drop.
+struct Tmpfs {
+    dir: tempfile::TempDir,
+}
+
+impl Tmpfs {
+    /// Mounts a tmpfs with `options` (e.g. `size=4m`), or prints why not and returns `None`.
+    fn mount(test: &str, options: &str) -> Option<Tmpfs> {
+        let dir = tempfile::tempdir().expect("mount point");
+        let mounted = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", options, "tmpfs"])
+            .arg(dir.path())
+            .output();
+        match mounted {
+            Ok(out) if out.status.success() => Some(Tmpfs { dir }),
+            Ok(out) => {
+                let why = String::from_utf8_lossy(&out.stderr);
+                eprintln!("SKIP {test}: cannot mount a tmpfs ({}): {why}", out.status);
+                None
+            }
+            Err(error) => {
+                eprintln!("SKIP {test}: cannot run mount: {error}");
+                None
+            }
+        }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Free bytes on the tmpfs.
+    fn free_bytes(&self) -> u64 {
+        let stat = rustix::fs::statvfs(self.path()).expect("statvfs");
+        stat.f_bavail * stat.f_frsize
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        // Lazy: a file a test still holds open must not keep the mount alive.
+        let _ = Command::new("umount").arg("-l").arg(self.path()).status();
+    }
+}
+
+/// The body of `/obj/<i>`: its own bytes, 32..160 KB long.
+fn object(i: usize) -> Vec<u8> {
+    body_bytes(32_000 + (i * 7919) % 128_000, i as u8)
+}
+
+/// An origin serving `/obj/<i>` (even `i` with Content-Length, odd `i` chunked) and
+/// `/warm` (small, with Content-Length), all cacheable.
+async fn origin(object_of: fn(usize) -> Vec<u8>) -> TestOrigin {
+    TestOrigin::start(move |head| {
+        let path = head.uri.path();
+        if path == "/warm" {
+            return Reply::ok("max-age=3600", body_bytes(4_000, 7));
+        }
+        let i: usize = path
+            .strip_prefix("/obj/")
+            .and_then(|n| n.parse().ok())
+            .expect("an /obj/<i> path");
+        if i.is_multiple_of(2) {
+            Reply::ok("max-age=3600", object_of(i))
+        } else {
+            Reply::chunked("max-age=3600", object_of(i), 16 * 1024)
+        }
+    })
+    .await
+}
+
+/// A proxy caching in `dir` whatever it is offered, with a budget far larger than the
+/// disk (so the budget never saves it) and the given floor.
+async fn proxy(origin: &TestOrigin, dir: &Path, min_free: u64) -> TestProxy {
+    TestProxy::start_in(origin.addr, dir, |c| {
+        c.admission.policy = AdmissionPolicy::Always;
+        c.cache.max_size = 1 << 30;
+        c.cache.min_free = min_free;
+        c.cache.memory_size = 0;
+    })
+    .await
+}
+
+/// What one request of the load saw.
+struct Outcome {
+    i: usize,
+    stored: bool,
+    detail: Option<String>,
+}
+
+/// GETs `/obj/0..count` through `proxy`, `concurrency` at a time, each followed by a GET
+/// of `/warm`; checks every body against the origin's and every `/warm` for a hit.
+async fn load(
+    proxy: &TestProxy,
+    count: usize,
+    concurrency: usize,
+    object_of: fn(usize) -> Vec<u8>,
+) -> Vec<Outcome> {
+    let warm = get(&proxy.url("/warm")).await.body;
+    proxy.wait_committed(1).await;
+    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut workers = tokio::task::JoinSet::new();
+    for _ in 0..concurrency {
+        let (next, base, warm) = (next.clone(), proxy.url(""), warm.clone());
+        workers.spawn(async move {
+            let mut seen = Vec::new();
+            loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if i >= count {
+                    return seen;
+                }
+                let got = get(&format!("{base}/obj/{i}")).await;
+                assert_eq!(got.status, 200, "/obj/{i}");
+                assert!(
+                    got.body == object_of(i),
+                    "/obj/{i}: body differs from the origin's"
+                );
+                seen.push(Outcome {
+                    i,
+                    stored: got.cache.stored,
+                    detail: got.cache.detail,
+                });
+                // The proxy never stops serving hits because the disk is full.
+                let hot = get(&format!("{base}/warm")).await;
+                assert!(hot.cache.hit, "/warm after /obj/{i}: {:?}", hot.cache);
+                assert_eq!(hot.body, warm);
+            }
+        });
+    }
+    let mut outcomes = Vec::new();
+    while let Some(seen) = workers.join_next().await {
+        outcomes.extend(seen.expect("load worker"));
+    }
+    outcomes
+}
+
+/// Waits until every fill that began has ended (committed or counted as dropped), then
+/// checks that no temp file is left.
+async fn fills_settle(proxy: &TestProxy, began: u64) {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let stats = proxy.store.stats();
+        let ended = stats.committed_fills + stats.dropped_fills.total();
+        if ended >= began {
+            // `/warm` is a fill too; each began one ends one way.
+            assert_eq!(ended, began, "{stats:?}");
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{began} fills began, {ended} ended: {stats:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(proxy.temp_files(), Vec::<PathBuf>::new(), "temp files left");
+}
+
+/// The whole story on one tmpfs: load, honesty, leftovers, hits afterwards. `prepare`
+/// runs once the proxy has opened its directory, before the load.
+async fn fill_past_the_limit(
+    fs: &Tmpfs,
+    count: usize,
+    object_of: fn(usize) -> Vec<u8>,
+    prepare: impl FnOnce(&TestProxy),
+) {
+    let origin = origin(object_of).await;
+    let cache = fs.path().join("cache");
+    let proxy = proxy(&origin, &cache, 0).await;
+    proxy.wait_scanned().await;
+    prepare(&proxy);
+    let outcomes = load(&proxy, count, 8, object_of).await;
+    let stored = outcomes.iter().filter(|o| o.stored).count() as u64;
+    // `/warm` was stored first.
+    fills_settle(&proxy, stored + 1).await;
+    // A fill not started says why: the disk had no room for it.
+    for outcome in outcomes.iter().filter(|o| !o.stored) {
+        assert_eq!(
+            outcome.detail.as_deref(),
+            Some("disk-full"),
+            "/obj/{}",
+            outcome.i
+        );
+    }
+    let stats = proxy.store.stats();
+    eprintln!(
+        "{count} objects: {stored} stored, {} committed, dropped {:?}, disk {:?}, evictions {}",
+        stats.committed_fills, stats.dropped_fills, stats.disk, stats.evictions
+    );
+    // The disk filled up: entries were evicted to make room, as the budget never asked.
+    assert!(stats.evictions > 0, "{stats:?}");
+    // Every fill not started was counted as refused, and the metrics say so.
+    let refused = outcomes.iter().filter(|o| !o.stored).count() as u64;
+    assert_eq!(stats.disk.refused_fills, refused, "{stats:?}");
+    let metrics = scrape(&proxy).await;
+    assert_eq!(
+        sample(&metrics, "secondhit_disk_refused_fills_total"),
+        refused as f64
+    );
+    assert_eq!(
+        sample(&metrics, "secondhit_errors_total{kind=\"fill-disk-full\"}"),
+        stats.dropped_fills.get(FillDrop::DiskFull) as f64
+    );
+    // A fill with a declared length has its room allocated before it says `stored`, so
+    // only chunked fills can meet a full disk after that.
+    let stored_chunked = outcomes.iter().filter(|o| o.stored && o.i % 2 == 1).count() as u64;
+    let dropped = stats.dropped_fills;
+    assert!(
+        dropped.get(FillDrop::DiskFull) + dropped.get(FillDrop::StoreError) <= stored_chunked,
+        "{dropped:?}, {stored_chunked} chunked fills stored"
+    );
+    // Objects still stored are hits, with the origin's bytes.
+    let mut hits = 0;
+    for outcome in outcomes.iter().filter(|o| o.stored) {
+        let again = get(&proxy.url(&format!("/obj/{}", outcome.i))).await;
+        assert_eq!(again.status, 200);
+        assert!(again.body == object_of(outcome.i), "/obj/{}", outcome.i);
+        hits += u64::from(again.cache.hit);
+    }
+    assert!(hits > 0, "no stored object was a hit");
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cache_on_a_full_disk_serves_every_client_whole_and_keeps_its_hits() {
+    let Some(fs) = Tmpfs::mount("disk_full::space", "size=3m") else {
+        return;
+    };
+    // About 14 MB of objects on a 3 MiB filesystem.
+    fill_past_the_limit(&fs, 150, object, |_| {}).await;
+}
+
+/// Inodes left free on the tmpfs once `prepare_inodes` ran.
+const FREE_INODES: u64 = 40;
+
+/// Makes the load run out of inodes on entry files: creates the `objects/ab/cd/`
+/// directories of the load's keys (as a cache that has run a while has them), then takes
+/// all but [`FREE_INODES`] of the remaining inodes with empty files beside the cache.
+fn prepare_inodes(fs: &Tmpfs, proxy: &TestProxy, count: usize) {
+    let paths = (0..count).map(|i| format!("/obj/{i}"));
+    for path in paths.chain(["/warm".to_owned()]) {
+        let hash = format!("{:032x}", Store::key_hash(&proxy.url(&path)));
+        let dir = proxy
+            .cache_dir
+            .join("objects")
+            .join(&hash[0..2])
+            .join(&hash[2..4]);
+        std::fs::create_dir_all(&dir).expect("objects/ab/cd");
+    }
+    let filler = fs.path().join("other");
+    std::fs::create_dir(&filler).expect("filler directory");
+    let free = || rustix::fs::statvfs(fs.path()).expect("statvfs").f_favail;
+    let mut n = 0;
+    while free() > FREE_INODES {
+        std::fs::File::create(filler.join(n.to_string())).expect("filler file");
+        n += 1;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cache_out_of_inodes_serves_every_client_whole_and_keeps_its_hits() {
+    // Plenty of bytes, few inodes.
+    let Some(fs) = Tmpfs::mount("disk_full::inodes", "size=64m,nr_inodes=4000") else {
+        return;
+    };
+    const COUNT: usize = 200;
+    let small = |i: usize| body_bytes(1_000 + (i * 37) % 3_000, i as u8);
+    fill_past_the_limit(&fs, COUNT, small, |proxy| prepare_inodes(&fs, proxy, COUNT)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fills_evict_entries_to_keep_min_free_on_the_disk() {
+    let Some(fs) = Tmpfs::mount("disk_full::min_free", "size=8m") else {
+        return;
+    };
+    const FLOOR: u64 = 3 * 1024 * 1024;
+    let origin = origin(object).await;
+    let proxy = proxy(&origin, &fs.path().join("cache"), FLOOR).await;
+    proxy.wait_scanned().await;
+    let mut stored = 0;
+    // Objects with a declared length (even numbers), one at a time: each fill's room
+    // above the floor is known before it starts.
+    for i in (0..120).step_by(2) {
+        let got = get(&proxy.url(&format!("/obj/{i}"))).await;
+        assert!(got.body == object(i), "/obj/{i}");
+        assert!(got.cache.stored, "/obj/{i}: {:?}", got.cache);
+        stored += 1;
+        proxy.wait_committed(stored).await;
+        let free = fs.free_bytes();
+        assert!(
+            free >= FLOOR,
+            "after /obj/{i}: {free} bytes free, below the floor of {FLOOR}"
+        );
+    }
+    let stats = proxy.store.stats();
+    assert!(stats.evictions > 0, "nothing was evicted: {stats:?}");
+    assert!(stats.objects > 0, "{stats:?}");
+    assert_eq!(stats.disk.refused_fills, 0, "{stats:?}");
+    // The newest entry is still there.
+    assert!(get(&proxy.url("/obj/118")).await.cache.hit);
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fills_resume_once_other_files_stop_filling_the_disk() {
+    let Some(fs) = Tmpfs::mount("disk_full::recovery", "size=4m") else {
+        return;
+    };
+    let origin = origin(object).await;
+    let proxy = proxy(&origin, &fs.path().join("cache"), 256 * 1024).await;
+    proxy.wait_scanned().await;
+    assert!(get(&proxy.url("/obj/0")).await.cache.stored);
+    proxy.wait_committed(1).await;
+    // Another file takes all but 8 KiB: evicting the one entry cannot make room.
+    let filler = fs.path().join("other");
+    let take = fs.free_bytes().saturating_sub(8 * 1024);
+    std::fs::write(&filler, vec![0u8; usize::try_from(take).expect("size")]).expect("filler");
+    let refused = get(&proxy.url("/obj/2")).await;
+    assert!(
+        refused.body == object(2),
+        "the client still gets the whole body"
+    );
+    assert!(!refused.cache.stored, "{:?}", refused.cache);
+    assert_eq!(refused.cache.detail.as_deref(), Some("disk-full"));
+    // Hits go on while fills are refused.
+    let hit = get(&proxy.url("/obj/0")).await;
+    assert!(hit.cache.hit && hit.body == object(0), "{:?}", hit.cache);
+    // Once the other file is gone, fills start again after the back-off.
+    std::fs::remove_file(&filler).expect("remove filler");
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    let mut i = 4;
+    loop {
+        let seen = get(&proxy.url(&format!("/obj/{i}"))).await;
+        assert!(seen.body == object(i), "/obj/{i}");
+        if seen.cache.stored {
+            break;
+        }
+        assert_eq!(seen.cache.detail.as_deref(), Some("disk-full"), "/obj/{i}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "fills never resumed: {:?}",
+            proxy.store.stats().disk
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        i += 2;
+    }
+    proxy.wait_committed(2).await;
+    assert!(get(&proxy.url(&format!("/obj/{i}"))).await.cache.hit);
+    assert_eq!(proxy.temp_files(), Vec::<PathBuf>::new());
+    proxy.stop().await;
+}

@@ -1,0 +1,101 @@
+//! The proxy's thread count stays bounded while the origin is slow (issue 17, item 4):
+//! hundreds of concurrent misses, each stored, queue their file work on
+//! `server.blocking_threads` instead of starting a thread each. The real `secondhit serve`
+//! runs as a child process, so its `/proc/<pid>/task` holds its threads alone.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use crate::support::serve::ServeProcess;
+use crate::support::{Reply, TestOrigin, body_bytes, client};
+
+const WORKERS: usize = 2;
+const BLOCKING_THREADS: usize = 4;
+/// Threads beside the runtime's: `main` (which blocks on the runtime), the access log's
+/// writer, the filter cleaner and the start-up scan (gone once it finished), and one to
+/// spare for any other helper.
+const OTHER_THREADS: usize = 5;
+const MISSES: usize = 200;
+
+/// The names (`comm`) of the threads of process `pid`, with how many carry each.
+fn threads_of(pid: u32) -> BTreeMap<String, usize> {
+    let mut names = BTreeMap::new();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return names;
+    };
+    for task in tasks.flatten() {
+        if let Ok(comm) = std::fs::read_to_string(task.path().join("comm")) {
+            *names.entry(comm.trim_end().to_owned()).or_insert(0) += 1;
+        }
+    }
+    names
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn threads_stay_bounded_while_hundreds_of_misses_wait_for_a_slow_origin() {
+    if !Path::new("/proc/self/task").is_dir() {
+        eprintln!("SKIP thread_bound: no /proc/<pid>/task to count threads on this system");
+        return;
+    }
+    let origin = TestOrigin::start(|head| {
+        let seed = head.uri.path().len() as u8;
+        Reply::ok("max-age=3600", body_bytes(20_000, seed)).delayed(Duration::from_secs(2))
+    })
+    .await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\nadmin_listen = \"off\"\nworkers = {WORKERS}\n\
+         blocking_threads = {BLOCKING_THREADS}\n\
+         [origin]\nurl = \"http://{}\"\n\
+         [cache]\ndir = \"{}\"\nfsync = false\n\
+         [admission]\npolicy = \"always\"\nseed = \"thread tests\"\n\
+         [log]\nformat = \"json\"\n",
+        origin.addr,
+        dir.path().join("cache").display(),
+    );
+    let config_path = dir.path().join("secondhit.toml");
+    std::fs::write(&config_path, config).expect("write config");
+    let serve = ServeProcess::start(&config_path).await;
+    let pid = serve.child.id().expect("child pid");
+    let base = format!("http://{}", serve.addr);
+    let client = client();
+    let mut misses = tokio::task::JoinSet::new();
+    for i in 0..MISSES {
+        let (client, url) = (client.clone(), format!("{base}/slow/{i}"));
+        misses.spawn(async move {
+            let response = client.get(url).send().await.expect("response head");
+            let status = response.status().as_u16();
+            (status, response.bytes().await.expect("whole body").len())
+        });
+    }
+    // Sample the thread count until every miss has its answer.
+    let mut most = 0;
+    let mut busiest = BTreeMap::new();
+    let mut answered = Vec::new();
+    while answered.len() < MISSES {
+        let names = threads_of(pid);
+        let total: usize = names.values().sum();
+        if total > most {
+            most = total;
+            busiest = names;
+        }
+        tokio::select! {
+            Some(done) = misses.join_next() => answered.push(done.expect("miss task")),
+            () = tokio::time::sleep(Duration::from_millis(20)) => {}
+        }
+    }
+    eprintln!("at most {most} threads: {busiest:?}");
+    assert!(
+        answered
+            .iter()
+            .all(|&(status, len)| status == 200 && len == 20_000),
+        "every miss gets the whole object"
+    );
+    let bound = WORKERS + BLOCKING_THREADS + OTHER_THREADS;
+    assert!(most <= bound, "{most} threads, over {bound}: {busiest:?}");
+    // The runtime's own threads never exceed its workers plus its blocking pool.
+    let runtime = busiest.get("secondhit-rt").copied().unwrap_or(0);
+    assert!(runtime <= WORKERS + BLOCKING_THREADS, "{busiest:?}");
+    serve.kill().await;
+}
