@@ -1,12 +1,12 @@
-//! The offline simulator: the proxy's admission policies and the store's own LRU index,
+//! The offline simulator: the proxy's admission policies and the store's own index,
 //! run over a workload without HTTP or disk, at millions of requests per second; and,
 //! beside them, the published admit-all caches of [`reference`] (`s3fifo`, `lru`) over
 //! the same requests, sizes and byte budget.
 //!
 //! Per request it does what the proxy does: check and record the key in the admission
-//! policy; a key in the index is a hit (and becomes most recently used); otherwise the
-//! origin is asked, and an admitted object no larger than `max_object_size` is indexed,
-//! evicting least-recently-used entries until it fits the byte budget. Entry files are
+//! policy; a key in the index is a hit (and counts one for the index's CLOCK); otherwise
+//! the origin is asked, and an admitted object no larger than `max_object_size` is
+//! indexed, evicting in the index's order until it fits the byte budget. Entry files are
 //! counted at body size plus [`ENTRY_OVERHEAD`], the store's typical header, so the budget
 //! means the same thing here as in the HTTP bench.
 //!
@@ -48,7 +48,7 @@ pub struct SimCache {
     pub max_object_size: u64,
 }
 
-/// Runs `workload` through the policy `policy` (sized by `config`) and an LRU index of
+/// Runs `workload` through the policy `policy` (sized by `config`) and the store's index of
 /// `cache.max_size` bytes. The policy runs on the workload's clock (its request times), so
 /// `max_age` means what it means in production; `rotate = "auto"` counts the index's
 /// entries (scaled to a full cache, as the store does). `None` for an unknown policy name.
@@ -294,11 +294,11 @@ fn replay_admission(
     ))
 }
 
-/// Reserves `size` bytes, evicting least-recently-used entries as the store does; false
+/// Reserves `size` bytes, evicting in the index's order as the store does; false
 /// when the object cannot fit even in an empty cache.
 fn reserve(index: &Index, size: u64) -> bool {
     while !index.try_reserve(size) {
-        match index.pop_lru() {
+        match index.pop_victim() {
             Some((_, evicted)) => index.release_object(evicted.size),
             None => return false,
         }
@@ -377,8 +377,9 @@ mod tests {
     }
 
     #[test]
-    fn the_budget_evicts_least_recently_used_entries() {
-        // Room for two entries: 1 and 2 stored, 1 hit (most recent), 3 evicts 2, so 1 still hits.
+    fn the_budget_evicts_entries_not_hit_first() {
+        // Room for two entries: 1 and 2 stored, 1 hit; 3 puts 1 back (spending its hit)
+        // and evicts 2, so 1 still hits.
         let cache = SimCache {
             max_size: 2 * (1000 + ENTRY_OVERHEAD),
             max_object_size: 1 << 20,
