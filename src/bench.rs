@@ -6,6 +6,7 @@
 //! - [`policies`]: `second-hit`, `always`, and the bench-only `exact-second-hit` reference.
 //! - [`driver`]: the HTTP bench, driving the real proxy over loopback.
 //! - [`simulate`]: the same policies and the store's own index, without HTTP or disk.
+//! - [`reference`]: the simulator's admit-all reference caches, `s3fifo` and `lru`.
 //! - [`report`]: the per-policy table, JSON and SVG chart, and the headline.
 //! - [`recommend`]: `simulate --recommend`, from a trace to a config fragment, and the
 //!   hit-ratio curve over cache sizes it (and `simulate --plot`) is based on.
@@ -22,6 +23,7 @@ pub mod html;
 pub mod plot;
 pub mod policies;
 pub mod recommend;
+pub mod reference;
 pub mod report;
 pub mod simulate;
 pub mod synthetic_origin;

@@ -214,7 +214,7 @@ pub struct CacheConfig {
     /// Largest body, in bytes, that is written to disk (> 0).
     pub max_object_size: u64,
     /// Free bytes to keep on the cache's filesystem, whatever else fills it: fills
-    /// evict least recently used entries to stay above it, and are refused (not
+    /// evict entries in the index's order to stay above it, and are refused (not
     /// written) when eviction cannot; the same share of the filesystem's inodes is kept
     /// free. Zero: no floor.
     pub min_free: u64,

@@ -1,5 +1,5 @@
 //! The disk store: one file per fill under `objects/`, found through an
-//! in-memory LRU index, kept inside a byte budget.
+//! in-memory index (CLOCK order, see `index`), kept inside a byte budget.
 //!
 //! - **Fills.** A fill is written to `tmp/` by an [`EntryWriter`] and exists
 //!   only after [`EntryWriter::finish`] has renamed it into `objects/` and
@@ -12,8 +12,8 @@
 //! - **Budget.** Bytes of entry files in `objects/` plus bytes reserved by
 //!   fills in progress stay within `cache.max_size`. A fill reserves its
 //!   header and declared length before writing (a chunked body grows its
-//!   reservation as it goes), evicting least recently used entries to make
-//!   room; a fill that cannot reserve fails, and the proxy drops the fill, not
+//!   reservation as it goes), evicting entries not hit since their fill (or
+//!   since eviction last passed them) to make room; a fill that cannot reserve fails, and the proxy drops the fill, not
 //!   the client. The index is sharded so hits never take a global lock (see
 //!   `index`).
 //! - **Disk space.** Fills also keep `cache.min_free` free on the filesystem,
@@ -174,7 +174,7 @@ struct Inner {
     objects: PathBuf,
     /// `<dir>/tmp`.
     tmp: PathBuf,
-    /// Key hash → newest committed fill, in LRU order, with the byte budget.
+    /// Key hash → newest committed fill, in CLOCK order, with the byte budget.
     index: Index,
     /// Verified copies of hot entries (see `memory`).
     memory: memory::MemoryTier,
@@ -231,12 +231,12 @@ impl Inner {
         if !self.index.could_fit(bytes) {
             return None;
         }
-        let (key_hash, fill) = self.index.pop_lru()?;
+        let (key_hash, fill) = self.index.pop_victim()?;
         debug!(key_hash = %format_args!("{key_hash:032x}"), size = fill.size, "evicting");
         Some((key_hash, fill))
     }
 
-    /// Reserves `bytes` of the budget, evicting least recently used entries
+    /// Reserves `bytes` of the budget, evicting entries in the index's order
     /// (unlinking each before its bytes count as free) until they fit; then keeps the
     /// filesystem's free space above `cache.min_free` the same way (`space`). For a
     /// `new_fill`, its inodes count too, and a back-off after failed writes refuses it.
@@ -393,7 +393,7 @@ impl Store {
         }
     }
 
-    /// Opens the indexed entry and marks it most recently used: reads and
+    /// Opens the indexed entry and counts a hit for the index: reads and
     /// verifies preamble, key and metadata (checksums) and checks the stored
     /// key equals `key` (else `Ok(None)`). A body shorter than
     /// `verify_whole_below` is read and verified too, and so is one the memory

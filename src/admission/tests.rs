@@ -130,9 +130,10 @@ fn assemble_keeps_snapshots_for_filters_only() {
     let stored: StoredCheck = Arc::new(|_| true);
     let built = assemble(&config, dir.path(), objects.clone(), stored.clone()).unwrap();
     assert_eq!(built.policy.name(), "second-hit");
+    // rotate = "auto": two keys per object the cache holds.
     assert_eq!(
         built.policy.filter_stats().unwrap().generation_target,
-        50_000
+        100_000
     );
     let snapshots = built.snapshots.unwrap();
     assert_eq!(snapshots.path(), dir.path().join(SNAPSHOT_FILE));

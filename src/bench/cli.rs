@@ -10,6 +10,7 @@ use super::html;
 use super::plot::{self, Picture};
 use super::policies::POLICY_NAMES;
 use super::recommend;
+use super::reference::REFERENCE_NAMES;
 use super::report::Report;
 use super::workload::{SyntheticSpec, Workload};
 use super::{BenchOptions, CacheSize, Sweep, WorkloadSource};
@@ -78,8 +79,11 @@ pub struct PolicyArgs {
     // No clap default: `simulate --recommend` chooses a size itself unless one is given.
     #[arg(long)]
     pub cache_size: Option<CacheSize>,
-    /// Policies to compare, comma-separated.
-    #[arg(long, value_delimiter = ',', default_values_t = POLICY_NAMES.map(String::from))]
+    /// Policies to compare, comma-separated [default: second-hit,always,exact-second-hit;
+    /// a plain `simulate` adds the reference caches s3fifo,lru].
+    // No clap default: the default list depends on the command (the reference caches exist
+    // only in the simulator).
+    #[arg(long, value_delimiter = ',')]
     pub policies: Vec<String>,
     /// A secondhit config file whose `[admission]` section sizes `second-hit` (and whose
     /// `[cache]` max_object_size applies). Without it, the filter's generation is sized to
@@ -112,19 +116,32 @@ impl PolicyArgs {
             .transpose()
     }
 
-    fn check_policies(&self) -> Result<(), String> {
+    /// The `--policies` given, or `defaults`; an error names a policy not in `known`.
+    fn policies(&self, defaults: &[&str], known: &[&str]) -> Result<Vec<String>, String> {
+        if self.policies.is_empty() {
+            return Ok(defaults.iter().map(|&name| name.to_owned()).collect());
+        }
         match self
             .policies
             .iter()
-            .find(|name| !POLICY_NAMES.contains(&name.as_str()))
+            .find(|name| !known.contains(&name.as_str()))
         {
             Some(unknown) => Err(format!(
                 "--policies: unknown policy {unknown:?} (known: {})",
-                POLICY_NAMES.join(", ")
+                known.join(", ")
             )),
-            None => Ok(()),
+            None => Ok(self.policies.clone()),
         }
     }
+}
+
+/// Every policy the simulator knows: the proxy's and the reference caches.
+fn simulated_policy_names() -> Vec<&'static str> {
+    POLICY_NAMES
+        .iter()
+        .chain(&REFERENCE_NAMES)
+        .copied()
+        .collect()
 }
 
 /// `secondhit bench`: the real proxy per policy over loopback (or `--target`).
@@ -147,13 +164,13 @@ pub struct BenchArgs {
 
 /// Runs `secondhit bench`; returns the table to print.
 pub fn bench(args: &BenchArgs) -> Result<String, String> {
-    args.policy.check_policies()?;
+    let policies = args.policy.policies(&POLICY_NAMES, &POLICY_NAMES)?;
     let workload = args.workload.source().load().map_err(|e| e.to_string())?;
     let (_, unique_bytes) = workload.unique_objects_and_bytes();
     let cache_size = args.policy.cache_size().resolve(unique_bytes);
     let options = BenchOptions {
         cache_size: CacheSize::Bytes(cache_size),
-        policies: args.policy.policies.clone(),
+        policies,
         target: args.target.clone(),
         drive: DriveOptions {
             concurrency: args.concurrency,
@@ -215,10 +232,18 @@ pub struct SimulateArgs {
 
 /// Runs `secondhit simulate`; returns the table to print.
 pub fn simulate(args: &SimulateArgs) -> Result<String, String> {
-    args.policy.check_policies()?;
+    let known = simulated_policy_names();
+    // --recommend tunes second-hit against always: by default the reference caches would
+    // only add a simulation per cache size each.
+    let defaults: &[&str] = if args.recommend.is_some() {
+        &POLICY_NAMES
+    } else {
+        &known
+    };
+    let policies = args.policy.policies(defaults, &known)?;
     let workload = args.workload.source().load().map_err(|e| e.to_string())?;
     if let Some(out) = &args.recommend {
-        return recommend(args, &workload, out.as_ref());
+        return recommend(args, &policies, &workload, out.as_ref());
     }
     let (_, unique_bytes) = workload.unique_objects_and_bytes();
     let cache_size = args.policy.cache_size();
@@ -231,11 +256,11 @@ pub fn simulate(args: &SimulateArgs) -> Result<String, String> {
         let file = args.policy.file_config()?;
         let curve = recommend::curve(
             &workload,
-            &args.policy.policies,
+            &policies,
             file.as_ref(),
             &recommend::curve_sizes(unique_bytes, Some(size)),
         )?;
-        let svg = picture(&workload, &args.policy.policies, &curve, size, &config)?;
+        let svg = picture(&workload, &policies, &curve, size, &config)?;
         Some((curve, svg))
     } else {
         None
@@ -251,8 +276,7 @@ pub fn simulate(args: &SimulateArgs) -> Result<String, String> {
             format!("workload: {}\n{}", workload.name, super::sweep_table(&rows))
         }
         None => {
-            let report =
-                super::run_simulation(&workload, &args.policy.policies, &config, cache_size)?;
+            let report = super::run_simulation(&workload, &policies, &config, cache_size)?;
             write_outputs(&report, args.policy.json.as_ref(), None)?;
             if let (Some(path), Some((curve, svg))) = (&args.report, &drawn) {
                 let page = html::Page {
@@ -277,16 +301,13 @@ pub fn simulate(args: &SimulateArgs) -> Result<String, String> {
 /// `simulate --recommend [FILE]`: the report, and the fragment written to `out` or printed.
 fn recommend(
     args: &SimulateArgs,
+    policies: &[String],
     workload: &Workload,
     out: Option<&PathBuf>,
 ) -> Result<String, String> {
     let file = args.policy.file_config()?;
-    let recommendation = recommend::recommend(
-        workload,
-        &args.policy.policies,
-        file.as_ref(),
-        args.policy.cache_size,
-    )?;
+    let recommendation =
+        recommend::recommend(workload, policies, file.as_ref(), args.policy.cache_size)?;
     if let Some(path) = &args.policy.json {
         let text = serde_json::to_string_pretty(&recommendation).map_err(|e| e.to_string())?;
         write_file("--json", path, &(text + "\n"))?;
@@ -294,7 +315,7 @@ fn recommend(
     if args.plot.is_some() || args.report.is_some() {
         let svg = picture(
             workload,
-            &args.policy.policies,
+            policies,
             &recommendation.curve,
             recommendation.cache_size,
             &recommendation.config,

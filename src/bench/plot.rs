@@ -40,6 +40,8 @@ fn colour(policy: &str) -> RGBColor {
         "second-hit" => RGBColor(31, 119, 180),
         "always" => RGBColor(255, 127, 14),
         "exact-second-hit" => RGBColor(44, 160, 44),
+        "s3fifo" => RGBColor(148, 103, 189),
+        "lru" => RGBColor(140, 86, 75),
         _ => RGBColor(120, 120, 120),
     }
 }

@@ -1,10 +1,12 @@
-//! The offline simulator: the proxy's admission policies and the store's own LRU index,
-//! run over a workload without HTTP or disk, at millions of requests per second.
+//! The offline simulator: the proxy's admission policies and the store's own index,
+//! run over a workload without HTTP or disk, at millions of requests per second; and,
+//! beside them, the published admit-all caches of [`reference`] (`s3fifo`, `lru`) over
+//! the same requests, sizes and byte budget.
 //!
 //! Per request it does what the proxy does: check and record the key in the admission
-//! policy; a key in the index is a hit (and becomes most recently used); otherwise the
-//! origin is asked, and an admitted object no larger than `max_object_size` is indexed,
-//! evicting least-recently-used entries until it fits the byte budget. Entry files are
+//! policy; a key in the index is a hit (and counts one for the index's CLOCK); otherwise
+//! the origin is asked, and an admitted object no larger than `max_object_size` is
+//! indexed, evicting in the index's order until it fits the byte budget. Entry files are
 //! counted at body size plus [`ENTRY_OVERHEAD`], the store's typical header, so the budget
 //! means the same thing here as in the HTTP bench.
 //!
@@ -18,6 +20,7 @@ use xxhash_rust::xxh3::xxh3_128;
 
 use crate::admission::{FilterHash, FilterHasher, ObjectCount};
 use crate::bench::policies;
+use crate::bench::reference::{self, ReferenceCache};
 use crate::bench::report::PolicyReport;
 use crate::bench::workload::{Request, Workload};
 use crate::config::AdmissionConfig;
@@ -45,7 +48,7 @@ pub struct SimCache {
     pub max_object_size: u64,
 }
 
-/// Runs `workload` through the policy `policy` (sized by `config`) and an LRU index of
+/// Runs `workload` through the policy `policy` (sized by `config`) and the store's index of
 /// `cache.max_size` bytes. The policy runs on the workload's clock (its request times), so
 /// `max_age` means what it means in production; `rotate = "auto"` counts the index's
 /// entries (scaled to a full cache, as the store does). `None` for an unknown policy name.
@@ -120,6 +123,110 @@ fn replay(
     config: &AdmissionConfig,
     hasher: &FilterHasher,
     cache: SimCache,
+    observe: impl FnMut(&Request, bool),
+) -> Option<PolicyReport> {
+    if let Some(reference) = reference::build(policy, cache.max_size) {
+        return Some(replay_reference(workload, reference, cache, observe));
+    }
+    replay_admission(workload, policy, config, hasher, cache, observe)
+}
+
+/// What a replay counted; turned into the report at the end.
+#[derive(Default)]
+struct Tally {
+    hits: u64,
+    hit_bytes: u64,
+    bytes: u64,
+    origin_requests: u64,
+    origin_bytes: u64,
+    write_objects: u64,
+    write_bytes: u64,
+}
+
+impl Tally {
+    /// Counts a request of `size` bytes, a hit or a miss (which the origin answers).
+    fn request(&mut self, size: u64, hit: bool) {
+        self.bytes += size;
+        if hit {
+            self.hits += 1;
+            self.hit_bytes += size;
+        } else {
+            self.origin_requests += 1;
+            self.origin_bytes += size;
+        }
+    }
+
+    /// Counts a body of `size` bytes written to the cache.
+    fn write(&mut self, size: u64) {
+        self.write_objects += 1;
+        self.write_bytes += size;
+    }
+
+    fn report(
+        self,
+        policy: &str,
+        requests: u64,
+        started: Instant,
+        admission_memory: u64,
+    ) -> PolicyReport {
+        let elapsed = started.elapsed().as_secs_f64().max(1e-9);
+        let ratio = |part: u64, whole: u64| {
+            if whole == 0 {
+                0.0
+            } else {
+                part as f64 / whole as f64
+            }
+        };
+        PolicyReport {
+            policy: policy.to_owned(),
+            requests,
+            failed_requests: 0,
+            hit_ratio: ratio(self.hits, requests),
+            byte_hit_ratio: ratio(self.hit_bytes, self.bytes),
+            disk_write_objects: Some(self.write_objects),
+            disk_write_bytes: Some(self.write_bytes),
+            origin_requests: Some(self.origin_requests),
+            origin_bytes: Some(self.origin_bytes),
+            admission_memory_bytes: Some(admission_memory),
+            throughput_rps: Some(requests as f64 / elapsed),
+            p50_ms: None,
+            p99_ms: None,
+            p999_ms: None,
+        }
+    }
+}
+
+/// A reference cache (`s3fifo`, `lru`): it admits every miss and evicts by its own order.
+fn replay_reference(
+    workload: &Workload,
+    mut reference: Box<dyn ReferenceCache>,
+    cache: SimCache,
+    mut observe: impl FnMut(&Request, bool),
+) -> PolicyReport {
+    let started = Instant::now();
+    let mut tally = Tally::default();
+    for request in &workload.requests {
+        let hit = reference.lookup(request.object);
+        observe(request, hit);
+        tally.request(request.size, hit);
+        if !hit
+            && request.size <= cache.max_object_size
+            && reference.insert(request.object, request.size + ENTRY_OVERHEAD)
+        {
+            tally.write(request.size);
+        }
+    }
+    let requests = workload.requests.len() as u64;
+    tally.report(reference.name(), requests, started, 0)
+}
+
+/// An admission policy of the proxy over the store's own index.
+fn replay_admission(
+    workload: &Workload,
+    policy: &str,
+    config: &AdmissionConfig,
+    hasher: &FilterHasher,
+    cache: SimCache,
     mut observe: impl FnMut(&Request, bool),
 ) -> Option<PolicyReport> {
     let index = Arc::new(Index::new(cache.max_size));
@@ -130,9 +237,7 @@ fn replay(
     let admission = policies::build(policy, config, objects)?;
     let started = Instant::now();
     let first_at = workload.requests.first().map_or(0.0, |r| r.at);
-    let (mut hits, mut hit_bytes, mut bytes) = (0u64, 0u64, 0u64);
-    let (mut origin_requests, mut origin_bytes) = (0u64, 0u64);
-    let (mut write_objects, mut write_bytes) = (0u64, 0u64);
+    let mut tally = Tally::default();
     // Request `i`'s filter hash, computed and prefetched `PREFETCH_AHEAD` requests earlier,
     // waits at `ahead[i % PREFETCH_AHEAD]`.
     let prefetched = |request: &Request| {
@@ -159,17 +264,10 @@ fn replay(
         let offset = (request.at - first_at).clamp(0.0, CENTURY_SECS);
         let now = started + Duration::from_secs_f64(offset);
         let decision = admission.check_and_record_at(filter_hash, now);
-        bytes += request.size;
         let hit = index.touch(key_hash).is_some();
         observe(request, hit);
-        if hit {
-            hits += 1;
-            hit_bytes += request.size;
-            continue;
-        }
-        origin_requests += 1;
-        origin_bytes += request.size;
-        if !decision.is_admit() || request.size > cache.max_object_size {
+        tally.request(request.size, hit);
+        if hit || !decision.is_admit() || request.size > cache.max_object_size {
             continue;
         }
         let file_size = request.size + ENTRY_OVERHEAD;
@@ -184,42 +282,23 @@ fn replay(
                 Provenance::Live,
             );
             index.commit_reservation(file_size, file_size);
-            write_objects += 1;
-            write_bytes += request.size;
+            tally.write(request.size);
         }
     }
-    let elapsed = started.elapsed().as_secs_f64().max(1e-9);
     let requests = workload.requests.len() as u64;
-    let ratio = |part: u64, whole: u64| {
-        if whole == 0 {
-            0.0
-        } else {
-            part as f64 / whole as f64
-        }
-    };
-    Some(PolicyReport {
-        policy: admission.name().to_owned(),
+    Some(tally.report(
+        admission.name(),
         requests,
-        failed_requests: 0,
-        hit_ratio: ratio(hits, requests),
-        byte_hit_ratio: ratio(hit_bytes, bytes),
-        disk_write_objects: Some(write_objects),
-        disk_write_bytes: Some(write_bytes),
-        origin_requests: Some(origin_requests),
-        origin_bytes: Some(origin_bytes),
-        admission_memory_bytes: Some(admission.memory_bytes()),
-        throughput_rps: Some(requests as f64 / elapsed),
-        p50_ms: None,
-        p99_ms: None,
-        p999_ms: None,
-    })
+        started,
+        admission.memory_bytes(),
+    ))
 }
 
-/// Reserves `size` bytes, evicting least-recently-used entries as the store does; false
+/// Reserves `size` bytes, evicting in the index's order as the store does; false
 /// when the object cannot fit even in an empty cache.
 fn reserve(index: &Index, size: u64) -> bool {
     while !index.try_reserve(size) {
-        match index.pop_lru() {
+        match index.pop_victim() {
             Some((_, evicted)) => index.release_object(evicted.size),
             None => return false,
         }
@@ -288,7 +367,7 @@ mod tests {
         assert!(
             simulate(
                 &workload(&[1]),
-                "lru",
+                "nope",
                 &config,
                 &FilterHasher::new(1),
                 ROOMY
@@ -298,8 +377,9 @@ mod tests {
     }
 
     #[test]
-    fn the_budget_evicts_least_recently_used_entries() {
-        // Room for two entries: 1 and 2 stored, 1 hit (most recent), 3 evicts 2, so 1 still hits.
+    fn the_budget_evicts_entries_not_hit_first() {
+        // Room for two entries: 1 and 2 stored, 1 hit; 3 puts 1 back (spending its hit)
+        // and evicts 2, so 1 still hits.
         let cache = SimCache {
             max_size: 2 * (1000 + ENTRY_OVERHEAD),
             max_object_size: 1 << 20,

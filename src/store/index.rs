@@ -1,34 +1,46 @@
-//! The in-memory index: key hash → newest committed fill, in least-recently-used
-//! order, inside a byte budget. Pure bookkeeping: no file is touched here; the
-//! store unlinks what this module tells it to.
+//! The in-memory index: key hash → newest committed fill, in eviction order,
+//! inside a byte budget. Pure bookkeeping: no file is touched here; the store
+//! unlinks what this module tells it to.
 //!
-//! # Recency without a global lock
+//! # The eviction order: CLOCK with a 2-bit frequency
 //!
-//! The `lru` crate's `get` needs `&mut`, so one `Mutex<LruCache>` would serialise
-//! every hit. The index is therefore split into [`SHARDS`] shards by key hash,
-//! each an unbounded `Mutex<LruCache>`; a hit locks only its key's shard. To
-//! still evict the *globally* least recently used entry, every touch stamps the
-//! entry with the next value of one global counter, taken while the shard lock
-//! is held. Inside a shard, list order is then stamp order, so the global LRU
-//! entry is the shard tail with the smallest stamp. Eviction — on the fill path,
-//! never on a hit — peeks at every shard's tail, one lock at a time, and pops the
-//! oldest; if a hit moved that tail in between, it looks again. This is exact LRU
-//! at the cost of one atomic add on a shared counter per hit (a cache line the
-//! cores pass around under load, but never a wait) and [`SHARDS`] short lock
-//! acquisitions per eviction. (The alternative, one lock with hits queued in a
-//! buffer and applied in batches as Caffeine does, needs a lock-free read map
-//! beside the LRU list; sharding gets the same effect with the crate as it is.)
+//! Entries are kept in fill order (a FIFO), each with a small hit counter. A hit
+//! adds one to its entry's counter, saturating at 3, and moves nothing. Eviction
+//! looks at the oldest entry: one with a count above 0 is put back at the new end
+//! with one less, and the first with 0 is evicted. This is the main queue of
+//! S3-FIFO (Yang et al., "FIFO queues are all you need for cache eviction",
+//! SOSP 2023), a CLOCK whose counter lets an entry hit several times survive
+//! several passes. Since every entry here was already requested twice before it
+//! was written (the admission filter's job, which plays S3-FIFO's small queue and
+//! ghost), the store needs only that queue. Against LRU it keeps objects that are
+//! hit again over objects that were written and never hit since, and on the
+//! issue's CDN workloads it misses fewer objects and bytes (the simulator, which
+//! runs this same index, shows it; see the README's tables). It also makes a hit
+//! cheaper: one shard lock and a counter update, no list move and no shared
+//! atomic.
 //!
-//! Entries found by the start-up scan carry stamp 0 and are put at the LRU end
-//! of their shard: the previous run's recency is not known, so they rank below
-//! everything touched since the restart.
+//! # Fill order without a global lock
+//!
+//! The index is split into [`SHARDS`] shards by key hash, each an unbounded
+//! `Mutex<LruCache>` used as a FIFO (entries are only pushed at the new end,
+//! read with `peek`, and taken from the old end); a hit locks only its key's
+//! shard. Every fill and every put-back stamps its entry with the next value of
+//! one global counter, taken while the shard lock is held, so inside a shard the
+//! list order is stamp order and the globally oldest entry is the shard tail with
+//! the smallest stamp. Eviction — on the fill path, never on a hit — peeks at
+//! every shard's tail, one lock at a time, and handles the oldest; if a hit or a
+//! fill changed that tail in between, it looks again.
+//!
+//! Entries found by the start-up scan carry stamp 0 and a count of 0 and are put
+//! at the old end of their shard: the previous run's hits are not known, so they
+//! go before anything filled since the restart unless they are hit.
 //!
 //! # The byte budget
 //!
 //! `used` counts the bytes of indexed entry files, of entry files removed from
 //! the index but not yet unlinked, and of reservations held by fills in
 //! progress. A reservation succeeds only if `used` stays within `max_bytes`;
-//! when it does not fit, the store evicts ([`Index::pop_lru`]), unlinks the
+//! when it does not fit, the store evicts ([`Index::pop_victim`]), unlinks the
 //! file and only then gives its bytes back ([`Index::release_object`]), so the
 //! files in `objects/` plus the reservations never exceed the budget.
 //!
@@ -44,8 +56,11 @@ use lru::LruCache;
 /// hits on different keys from meeting on one lock.
 pub(crate) const SHARDS: usize = 32;
 
-/// How often eviction looks again when hits keep moving the tail it chose.
+/// How often eviction looks again when fills keep changing the tail it chose.
 const EVICT_ATTEMPTS: usize = 8;
+
+/// A hit counter saturates here: 2 bits, as in S3-FIFO's main queue.
+const MAX_HITS: u8 = 3;
 
 /// One committed fill as the index knows it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,8 +75,11 @@ pub(crate) struct Fill {
 #[derive(Clone, Copy, Debug)]
 struct Slot {
     fill: Fill,
-    /// Recency: larger is more recent; 0 for entries found by the scan.
+    /// Fill order: larger is newer (a put-back counts as a fill); 0 for entries
+    /// found by the scan.
     stamp: u64,
+    /// Hits not yet spent by eviction passes, at most [`MAX_HITS`].
+    hits: u8,
     /// Found by the start-up scan, i.e. written by an earlier run: any fill of
     /// this run is newer, whatever the fill ids say.
     scanned: bool,
@@ -97,10 +115,10 @@ pub(crate) struct Counts {
     pub evictions: u64,
 }
 
-/// The sharded LRU index with its byte budget.
+/// The sharded CLOCK index with its byte budget.
 pub(crate) struct Index {
     shards: Box<[Mutex<LruCache<u128, Slot>>]>,
-    /// The recency clock; see the module docs for why one counter suffices.
+    /// The fill-order clock; see the module docs for why one counter suffices.
     clock: AtomicU64,
     /// `cache.max_size`.
     max_bytes: u64,
@@ -151,33 +169,36 @@ impl Index {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The next recency stamp; call with the shard lock held.
+    /// The next fill-order stamp; call with the shard lock held.
     fn tick(&self) -> u64 {
         self.clock.fetch_add(1, Relaxed)
     }
 
-    /// The indexed fill of `key_hash`, marked most recently used.
+    /// The indexed fill of `key_hash`, with one more hit counted (the entry does
+    /// not move).
     pub(crate) fn touch(&self, key_hash: u128) -> Option<Fill> {
         let mut shard = self.shard(key_hash);
-        let slot = shard.get_mut(&key_hash)?;
-        slot.stamp = self.tick();
+        let slot = shard.peek_mut(&key_hash)?;
+        slot.hits = (slot.hits + 1).min(MAX_HITS);
         Some(slot.fill)
     }
 
-    /// The indexed fill of `key_hash`; recency is left alone.
+    /// The indexed fill of `key_hash`; no hit is counted.
     pub(crate) fn peek(&self, key_hash: u128) -> Option<Fill> {
         self.shard(key_hash).peek(&key_hash).map(|slot| slot.fill)
     }
 
-    /// True if `key_hash` has an entry; recency is left alone.
+    /// True if `key_hash` has an entry; no hit is counted.
     pub(crate) fn contains(&self, key_hash: u128) -> bool {
         self.shard(key_hash).contains(&key_hash)
     }
 
     /// Indexes a fill whose file is in `objects/`. A live fill beats a scanned
     /// one; between two of the same provenance the higher fill id wins. A new live
-    /// fill is most recently used; a scanned one least recently used, and a
-    /// scanned fill replacing another keeps the replaced one's place.
+    /// fill goes to the new end with no hits, and a live fill replacing another
+    /// keeps the replaced one's hits (they were the key's, not the file's); a
+    /// scanned fill goes to the old end, and one replacing another keeps the
+    /// replaced one's place.
     pub(crate) fn place(&self, key_hash: u128, fill: Fill, provenance: Provenance) -> Placed {
         let scanned = provenance == Provenance::Scanned;
         let mut shard = self.shard(key_hash);
@@ -202,6 +223,7 @@ impl Index {
         let slot = Slot {
             fill,
             stamp,
+            hits: old.map_or(0, |old| old.hits),
             scanned,
         };
         shard.push(key_hash, slot);
@@ -230,10 +252,13 @@ impl Index {
         Some(slot.fill)
     }
 
-    /// Removes the least recently used entry of the whole index and counts an
-    /// eviction. The caller unlinks the file, then releases its bytes.
-    pub(crate) fn pop_lru(&self) -> Option<(u128, Fill)> {
-        for attempt in 0..EVICT_ATTEMPTS {
+    /// Removes the next entry in CLOCK order (see the module docs) and counts an
+    /// eviction: oldest entries with hits left are put back at the new end with
+    /// one hit less, until the oldest has none. The caller unlinks the file, then
+    /// releases its bytes.
+    pub(crate) fn pop_victim(&self) -> Option<(u128, Fill)> {
+        let mut lost_races = 0;
+        loop {
             let (shard_no, key, stamp) = self.oldest_tail()?;
             let mut shard = self.shards[shard_no]
                 .lock()
@@ -241,15 +266,31 @@ impl Index {
             let still_oldest =
                 matches!(shard.peek_lru(), Some((k, s)) if *k == key && s.stamp == stamp);
             // After a few lost races, take this shard's tail: nearly as old.
-            if (still_oldest || attempt + 1 == EVICT_ATTEMPTS)
-                && let Some((key, slot)) = shard.pop_lru()
-            {
-                self.objects.fetch_sub(1, Relaxed);
-                self.evictions.fetch_add(1, Relaxed);
-                return Some((key, slot.fill));
+            if !still_oldest && lost_races + 1 < EVICT_ATTEMPTS {
+                lost_races += 1;
+                continue;
             }
+            let Some((&key, slot)) = shard.peek_lru() else {
+                lost_races += 1;
+                continue;
+            };
+            if slot.hits > 0 {
+                // Put back: each pass spends one hit, so this loop ends after at
+                // most MAX_HITS passes over the entries.
+                let hits = slot.hits - 1;
+                let stamp = self.tick();
+                if let Some(slot) = shard.peek_mut(&key) {
+                    slot.hits = hits;
+                    slot.stamp = stamp;
+                }
+                shard.promote(&key);
+                continue;
+            }
+            let (key, slot) = shard.pop_lru()?;
+            self.objects.fetch_sub(1, Relaxed);
+            self.evictions.fetch_add(1, Relaxed);
+            return Some((key, slot.fill));
         }
-        None
     }
 
     /// The shard whose tail has the smallest stamp, with that tail's key and stamp.

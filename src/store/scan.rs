@@ -2,7 +2,7 @@
 //! while the proxy already serves.
 //!
 //! A thread walks `objects/ab/cd/`, reads each entry's header (never its
-//! body), and indexes the valid ones as least recently used, inside the byte
+//! body), and indexes the valid ones as the oldest entries, inside the byte
 //! budget (evicting earlier scanned entries when the directory holds more than
 //! `cache.max_size`). Files that are not valid entries are removed, logged and
 //! counted; of two fills of one key the older is removed. Files of an older

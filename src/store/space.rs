@@ -439,7 +439,7 @@ const FLOOR_EVICTIONS: usize = 64;
 
 impl Inner {
     /// Keeps the filesystem's free space above `cache.min_free` with room for `bytes`
-    /// more (see [`Space::check`]), evicting least recently used entries, at most
+    /// more (see [`Space::check`]), evicting entries in the index's order, at most
     /// [`FLOOR_EVICTIONS`] of them; refuses when that does not make room, or while new
     /// fills back off.
     pub(super) async fn keep_floor(&self, bytes: u64, new_fill: bool) -> Result<(), StoreError> {
@@ -465,7 +465,7 @@ impl Inner {
             if evicted == FLOOR_EVICTIONS {
                 return Err(self.space.disk_full(shortfall));
             }
-            let Some((key_hash, fill)) = self.index.pop_lru() else {
+            let Some((key_hash, fill)) = self.index.pop_victim() else {
                 return Err(self.space.disk_full(shortfall));
             };
             debug!(key_hash = %format_args!("{key_hash:032x}"), size = fill.size, "evicting to keep cache.min_free");

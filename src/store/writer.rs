@@ -228,7 +228,7 @@ impl EntryWriter {
     /// Commits the fill: checks the body length against the declared length,
     /// appends the block table, writes body length and checksum into the preamble, fsyncs the file (if
     /// configured), renames it into `objects/ab/cd/`, fsyncs that directory (if
-    /// configured) and indexes it as the most recently used entry. If the
+    /// configured) and indexes it as the newest entry (not yet hit). If the
     /// index already holds a newer fill of this key, this one loses and its
     /// file is removed, so an older fill finishing late never replaces a newer
     /// one (it still returns `Ok`: the key has an entry, the newer one). It

@@ -202,8 +202,12 @@ fn simulate_command_replays_a_trace_and_reports_skipped_lines() {
         stdout.contains("malformed trace lines skipped: 2"),
         "{stdout}"
     );
-    for policy in ["second-hit", "always", "exact-second-hit"] {
-        assert!(stdout.contains(policy), "{stdout}");
+    // A plain simulate sets the reference caches beside the proxy's policies.
+    for policy in ["second-hit", "always", "exact-second-hit", "s3fifo", "lru"] {
+        assert!(
+            stdout.lines().any(|line| line.starts_with(policy)),
+            "{stdout}"
+        );
     }
     let sweep = Command::new(env!("CARGO_BIN_EXE_secondhit"))
         .args([
@@ -236,6 +240,12 @@ fn bench_command_rejects_unknown_policies_and_bad_cache_sizes() {
     for (args, expected) in [
         (
             vec!["bench", "--policies", "second-hit,lru"],
+            "unknown policy",
+        ),
+        // The reference caches exist only in the simulator.
+        (vec!["bench", "--policies", "s3fifo"], "unknown policy"),
+        (
+            vec!["simulate", "--policies", "s3fifo,nope"],
             "unknown policy",
         ),
         (vec!["bench", "--cache-size", "150%"], "cache-size"),

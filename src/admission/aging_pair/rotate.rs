@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 
 use super::history::Record;
 use super::slots::{FilterState, State};
-use super::{Cause, Rotation, Shared, auto_floor, duration};
+use super::{AUTO_KEYS_PER_OBJECT, Cause, Rotation, Shared, auto_floor, duration};
 
 impl Shared {
     /// `Idle` at `2 · max_age` or more, `Age` at `max_age` or more, else none.
@@ -28,7 +28,9 @@ impl Shared {
         let largest = self.params.generation_size;
         match &self.rotation {
             Rotation::Fill => largest,
-            Rotation::Auto(objects) => objects().clamp(auto_floor(largest), largest),
+            Rotation::Auto(objects) => objects()
+                .saturating_mul(AUTO_KEYS_PER_OBJECT)
+                .clamp(auto_floor(largest), largest),
         }
     }
 

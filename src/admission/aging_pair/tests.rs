@@ -204,10 +204,10 @@ fn auto_rotation_follows_the_object_count_within_its_clamp() {
     let mut next = 0;
     fill_until_rotation(&pair, &mut next, t0);
     assert_eq!(next, 1_562);
-    // The target is read at each generation's start.
+    // The target, two keys per object, is read at each generation's start.
     objects.store(5_000, Ordering::Relaxed);
     fill_until_rotation(&pair, &mut next, t0);
-    assert_eq!(pair.stats_at(t0).generation_target, 5_000);
+    assert_eq!(pair.stats_at(t0).generation_target, 10_000);
     objects.store(10_000_000, Ordering::Relaxed);
     fill_until_rotation(&pair, &mut next, t0);
     assert_eq!(pair.stats_at(t0).generation_target, 100_000);

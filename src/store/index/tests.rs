@@ -1,4 +1,4 @@
-//! Index invariants: the budget, global LRU order across shards, placement rules.
+//! Index invariants: the budget, global CLOCK order across shards, placement rules.
 
 use super::*;
 
@@ -8,7 +8,7 @@ fn fill(fill_id: u64, size: u64) -> Fill {
 
 /// Pops everything, returning the keys in eviction order.
 fn drain(index: &Index) -> Vec<u128> {
-    std::iter::from_fn(|| index.pop_lru().map(|(k, _)| k)).collect()
+    std::iter::from_fn(|| index.pop_victim().map(|(k, _)| k)).collect()
 }
 
 #[test]
@@ -38,7 +38,7 @@ fn reservations_stay_inside_the_budget() {
 }
 
 #[test]
-fn eviction_follows_global_recency_across_shards() {
+fn eviction_follows_global_fill_order_and_spares_hit_entries_once() {
     let index = Index::new(u64::MAX);
     // Far more keys than shards, so every shard holds several.
     let keys: Vec<u128> = (0..200u128).map(|i| i * 0x9e37_79b9_7f4a_7c15).collect();
@@ -48,16 +48,34 @@ fn eviction_follows_global_recency_across_shards() {
             Placed::New
         );
     }
-    // Touch every third key, newest last: those become the most recent, in that order.
+    // Hit every third key, newest first: hits move nothing, so the order of the hits
+    // does not matter.
     let touched: Vec<u128> = keys.iter().copied().step_by(3).rev().collect();
     for &k in &touched {
         assert!(index.touch(k).is_some());
     }
+    // The hand passes the hit keys (putting them back with their hit spent) and evicts
+    // the others in fill order; then the hit ones, in the order they were put back.
     let untouched = keys.iter().copied().filter(|k| !touched.contains(k));
-    let expected: Vec<u128> = untouched.chain(touched.iter().copied()).collect();
+    let expected: Vec<u128> = untouched.chain(keys.iter().copied().step_by(3)).collect();
     assert_eq!(drain(&index), expected);
     assert_eq!(index.len(), 0);
     assert_eq!(index.counts().evictions, 200);
+}
+
+#[test]
+fn each_hit_buys_one_pass_up_to_three() {
+    let index = Index::new(u64::MAX);
+    for (key, hits) in [(1u128, 5), (2, 2), (3, 0), (4, 1)] {
+        index.place(key, fill(key as u64, 1), Provenance::Live);
+        for _ in 0..hits {
+            index.touch(key);
+        }
+    }
+    // First eviction: 1 (3 hits after saturating → 2) and 2 (2 → 1) go back, 3 goes.
+    // Second: 4 (1 → 0), 1 (→ 1) and 2 (→ 0) go back, then 4 goes. Third: 1 (→ 0) goes
+    // back, 2 goes. Then 1.
+    assert_eq!(drain(&index), vec![3, 4, 2, 1]);
 }
 
 #[test]
@@ -106,7 +124,7 @@ fn scanned_entries_are_evicted_before_anything_touched_since_start() {
     index.place(2, fill(2, 1), Provenance::Scanned);
     index.place(3, fill(3, 1), Provenance::Scanned);
     index.place(4, fill(4, 1), Provenance::Live);
-    // A scanned entry that is hit joins the live ones.
+    // A scanned entry that is hit is put back behind the live ones.
     index.touch(3);
     assert_eq!(drain(&index), vec![2, 1, 4, 3]);
 }
@@ -136,13 +154,14 @@ impl Rng {
     }
 }
 
-/// Random operations against a plain vector kept in recency order (least
-/// recent first): the index must agree on contents and on every eviction.
+/// Random operations against a plain vector kept in fill order (oldest first)
+/// with each entry's unspent hits: the index must agree on contents and on every
+/// eviction.
 #[test]
 fn matches_a_simple_model_under_random_operations() {
     for seed in 1..=20u64 {
         let index = Index::new(u64::MAX);
-        let mut model: Vec<(u128, Fill)> = Vec::new();
+        let mut model: Vec<(u128, Fill, u8)> = Vec::new();
         let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
         let mut next_id = 1;
         for _ in 0..2000 {
@@ -152,34 +171,105 @@ fn matches_a_simple_model_under_random_operations() {
                 0 => {
                     let f = fill(next_id, rng.below(100));
                     next_id += 1;
-                    let old = model.iter().position(|(k, _)| *k == key);
-                    let expected = match old {
-                        Some(i) => Placed::Replaced(model.remove(i).1),
-                        None => Placed::New,
+                    let old = model.iter().position(|(k, _, _)| *k == key);
+                    // A live refill keeps the key's hits.
+                    let (expected, hits) = match old {
+                        Some(i) => {
+                            let (_, old, hits) = model.remove(i);
+                            (Placed::Replaced(old), hits)
+                        }
+                        None => (Placed::New, 0),
                     };
-                    model.push((key, f));
+                    model.push((key, f, hits));
                     assert_eq!(index.place(key, f, Provenance::Live), expected);
                 }
                 1 => {
-                    let expected = model.iter().position(|(k, _)| *k == key).map(|i| {
-                        let entry = model.remove(i);
-                        model.push(entry);
-                        entry.1
+                    let expected = model.iter_mut().find(|(k, _, _)| *k == key).map(|e| {
+                        e.2 = (e.2 + 1).min(3);
+                        e.1
                     });
                     assert_eq!(index.touch(key), expected);
                 }
                 2 => {
-                    let expected = (!model.is_empty()).then(|| model.remove(0));
-                    assert_eq!(index.pop_lru(), expected, "seed {seed}");
+                    let mut expected = None;
+                    while !model.is_empty() {
+                        let (k, f, hits) = model.remove(0);
+                        if hits == 0 {
+                            expected = Some((k, f));
+                            break;
+                        }
+                        model.push((k, f, hits - 1));
+                    }
+                    assert_eq!(index.pop_victim(), expected, "seed {seed}");
                 }
                 _ => {
-                    let present = model.iter().position(|(k, _)| *k == key);
+                    let present = model.iter().position(|(k, _, _)| *k == key);
                     let expected = present.map(|i| model.remove(i).1);
                     let id = expected.map_or(0, |f| f.fill_id);
                     assert_eq!(index.remove(key, id), expected);
                 }
             }
             assert_eq!(index.len(), model.len() as u64);
+        }
+    }
+}
+
+proptest::proptest! {
+    /// The store's fill path under random requests of random sizes: evicting until
+    /// the reservation fits keeps entry bytes plus reservations inside the budget.
+    #[test]
+    fn the_budget_always_holds(
+        requests in proptest::collection::vec((0u128..40, 1u64..300), 1..400),
+        budget in 300u64..2000,
+    ) {
+        let index = Index::new(budget);
+        for (i, &(key, size)) in requests.iter().enumerate() {
+            if index.touch(key).is_some() {
+                continue;
+            }
+            let mut fits = true;
+            while !index.try_reserve(size) {
+                match index.pop_victim() {
+                    Some((_, evicted)) => index.release_object(evicted.size),
+                    None => {
+                        fits = false;
+                        break;
+                    }
+                }
+            }
+            proptest::prop_assert!(fits, "{size} <= {budget} always fits an empty cache");
+            index.place(key, fill(i as u64, size), Provenance::Live);
+            index.commit_reservation(size, size);
+            let counts = index.counts();
+            proptest::prop_assert!(counts.object_bytes + counts.reserved_bytes <= budget);
+        }
+    }
+
+    /// With no request after them, every entry hit since its fill outlives every
+    /// entry that was not, whatever the fill order and the hits.
+    #[test]
+    fn an_entry_hit_since_its_fill_outlives_one_that_was_not(
+        hit in proptest::collection::vec(proptest::bool::ANY, 1..120),
+    ) {
+        // Key i is i * STRIDE: spread over the shards, and its number is key / STRIDE.
+        const STRIDE: u128 = 0x9e37_79b9;
+        let index = Index::new(u64::MAX);
+        for i in 0..hit.len() {
+            index.place(i as u128 * STRIDE, fill(i as u64, 1), Provenance::Live);
+        }
+        for (i, &hit) in hit.iter().enumerate() {
+            if hit {
+                index.touch(i as u128 * STRIDE);
+            }
+        }
+        let order = drain(&index);
+        proptest::prop_assert_eq!(order.len(), hit.len());
+        let was_hit = |key: &u128| hit[(key / STRIDE) as usize];
+        if let (Some(last_not_hit), Some(first_hit)) = (
+            order.iter().rposition(|key| !was_hit(key)),
+            order.iter().position(was_hit),
+        ) {
+            proptest::prop_assert!(last_not_hit < first_hit, "{:?}", order);
         }
     }
 }

@@ -1,10 +1,10 @@
-//! The byte budget: eviction in LRU order, growing reservations, reopening
-//! a directory that holds more than the budget.
+//! The byte budget: eviction in the index's CLOCK order, growing reservations,
+//! reopening a directory that holds more than the budget.
 
 use super::*;
 
 #[tokio::test]
-async fn fills_evict_least_recently_used_entries_to_stay_in_budget() {
+async fn fills_evict_the_oldest_entry_not_hit_to_stay_in_budget() {
     let dir = tempfile::tempdir().unwrap();
     let store = open_with(StoreOptions {
         max_size: 100_000,
@@ -31,7 +31,7 @@ async fn fills_evict_least_recently_used_entries_to_stay_in_budget() {
             .is_some()
     );
     put(&store, "k4", &body(22_000, 4)).await;
-    // k1 was the least recently used: k0 was just looked up.
+    // k1 is the oldest entry not hit since its fill: k0, older, was looked up.
     assert!(!store.contains(Store::key_hash("k1")));
     for key in ["k0", "k2", "k3", "k4"] {
         assert!(store.contains(Store::key_hash(key)), "{key}");
@@ -114,4 +114,45 @@ async fn reopen_keeps_the_budget_and_ranks_scanned_entries_oldest() {
             "{key} is evicted first"
         );
     }
+}
+
+#[tokio::test]
+async fn after_a_reopen_entries_hit_since_their_fill_outlive_the_others() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = open(dir.path()).await;
+        for i in 0..4 {
+            put(&store, &format!("s{i}"), &body(22_000, i)).await;
+        }
+        // Hits before the restart are not kept: the scan cannot know them.
+        assert!(read(&store, "s0").await.is_some());
+    }
+    // Room for four entries of about 24.5 KB: the four scanned ones.
+    let store = open_with(StoreOptions {
+        max_size: 100_000,
+        ..options(dir.path())
+    })
+    .await;
+    assert_eq!(store.stats().objects, 4);
+    // Two fresh fills evict two scanned entries (none was hit since the start).
+    put(&store, "k6", &body(22_000, 6)).await;
+    put(&store, "k7", &body(22_000, 7)).await;
+    let scanned: Vec<String> = (0..4)
+        .map(|i| format!("s{i}"))
+        .filter(|k| store.contains(Store::key_hash(k)))
+        .collect();
+    assert_eq!(scanned.len(), 2, "{scanned:?}");
+    // Hit k6 and both scanned survivors, not k7: the next fill evicts k7, though it
+    // is the newest entry (LRU would have evicted the oldest, a scanned one).
+    for key in scanned.iter().map(String::as_str).chain(["k6"]) {
+        assert!(read(&store, key).await.is_some(), "{key}");
+    }
+    put(&store, "k8", &body(22_000, 8)).await;
+    assert!(!store.contains(Store::key_hash("k7")));
+    for key in scanned.iter().map(String::as_str).chain(["k6", "k8"]) {
+        assert!(store.contains(Store::key_hash(key)), "{key}");
+    }
+    let stats = store.stats();
+    assert_eq!((stats.objects, stats.evictions), (4, 3));
+    assert!(stats.bytes <= 100_000);
 }

@@ -100,6 +100,9 @@ async fn an_entry_evicted_or_replaced_meanwhile_is_not_written() {
     let evicted = entry(&store, "a").await;
     put(&store, "b", &body(22_000, 2)).await;
     put(&store, "c", &body(22_000, 3)).await;
+    // Looking "a" up counted a hit, so c's fill put it back and evicted b; b's refill
+    // then evicts a.
+    put(&store, "b", &body(22_000, 2)).await;
     assert!(!store.contains(Store::key_hash("a")));
     let snapshot = |paths: Vec<PathBuf>| -> Vec<(PathBuf, Vec<u8>)> {
         let read = |p: PathBuf| (std::fs::read(&p).unwrap(), p);
