@@ -18,6 +18,9 @@
 //! - [`hygiene`] checks the request against the RFC 9110/9112 rules hyper lets through
 //!   (one valid `Host`, matching the target's authority) and adds `Via` and
 //!   `X-Forwarded-*` to what goes to the origin, and `Via` to every response.
+//! - [`sites`] picks the request's site by its host (exact or wildcard): the origin
+//!   it goes to and the cache rules that may bypass the cache, ignore the client's
+//!   `no-cache`, shape its key or override admission.
 //! - [`key`] builds the normalised [`key::CacheKey`] (scheme, host, path, query) and
 //!   its stable, unkeyed xxh3-128 store hash.
 //! - [`admission`] checks the key's *keyed* hash against the filter pair and records
@@ -109,5 +112,6 @@ pub mod policy;
 pub mod proxy;
 pub mod range;
 pub mod server;
+pub mod sites;
 pub mod store;
 pub mod tee;

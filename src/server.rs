@@ -66,8 +66,8 @@ use crate::config::{AdmissionConfig, Config, ServerConfig, SettingsHandle};
 use crate::error::StartError;
 use crate::hygiene::ConnectionToken;
 use crate::metrics::Metrics;
-use crate::origin::Origin;
 use crate::proxy::{self, Proxy};
+use crate::sites::Sites;
 use crate::store::{Store, StoreOptions};
 use crate::tee::Fills;
 
@@ -81,8 +81,8 @@ pub struct Server {
     /// The admission in use: `run` saves its filters periodically and at shutdown (none
     /// for `policy = "always"`), and a reload swaps it.
     admission: Arc<LiveAdmission>,
-    /// The origin client in use, which a reload swaps.
-    origin: Arc<ArcSwap<Origin>>,
+    /// The sites (origin clients and rules) in use, which a reload swaps.
+    sites: Arc<ArcSwap<Sites>>,
     /// The access log: `run` closes it last, so its last lines are written.
     access_log: AccessLog,
     /// The fills in flight: `run` waits for them after the connections, within
@@ -130,8 +130,7 @@ impl Server {
         admission: admission::Assembled,
     ) -> Result<Server, StartError> {
         let metrics = Arc::new(Metrics::new());
-        let origin = Origin::new(&config.origin, metrics.clone())?;
-        let origin = Arc::new(ArcSwap::from_pointee(origin));
+        let sites = Arc::new(ArcSwap::from_pointee(Sites::new(config, &metrics)?));
         let access_log = AccessLog::start(&config.log)?;
         let listener = TcpListener::bind(config.server.listen)
             .await
@@ -151,7 +150,7 @@ impl Server {
         let admission = Arc::new(LiveAdmission::new(admission));
         let fills = Fills::new(config.cache.max_orphan_fills);
         let parts = proxy::Parts {
-            origin: origin.clone(),
+            sites: sites.clone(),
             store: store.clone(),
             admission: admission.clone(),
             metrics: metrics.clone(),
@@ -167,7 +166,7 @@ impl Server {
             proxy,
             store,
             admission,
-            origin,
+            sites,
             access_log,
             fills,
             settings,
@@ -208,12 +207,12 @@ impl Server {
         self.settings.clone()
     }
 
-    /// What a reload swaps in this server — the settings, the origin client, the admission
+    /// What a reload swaps in this server — the settings, the sites, the admission
     /// and the access log — for [`crate::lifecycle::Reloader`].
     pub fn live_parts(&self) -> crate::lifecycle::LiveParts {
         crate::lifecycle::LiveParts {
             settings: self.settings.clone(),
-            origin: self.origin.clone(),
+            sites: self.sites.clone(),
             admission: self.admission.clone(),
             store: self.store.clone(),
             access_log: self.access_log.clone(),

@@ -57,11 +57,16 @@ pub enum Detail {
     /// A response that reached the end of the request path without a `Cache-Status` of
     /// its own: a bug, labelled rather than sent unlabelled.
     Internal,
+    /// A site's cache rule says `bypass = true`: no lookup, no store (`fwd=bypass`).
+    Bypass,
+    /// The request's host matches no `[[site]]`, and `server.unknown_host` answers such
+    /// requests itself (421 or 404).
+    UnknownHost,
 }
 
 impl Detail {
     /// Every detail, for a fixed set of metric labels and for tests.
-    pub const ALL: [Detail; 40] = [
+    pub const ALL: [Detail; 43] = [
         Detail::NotStored(NotStored::Method),
         Detail::NotStored(NotStored::NoStore),
         Detail::NotStored(NotStored::Private),
@@ -76,6 +81,7 @@ impl Detail {
         Detail::NotStored(NotStored::TooLarge),
         Detail::NotStored(NotStored::CollapseTimeout),
         Detail::Admission(RejectReason::FirstSight),
+        Detail::Admission(RejectReason::Rule),
         Detail::StoreError,
         Detail::MaxStale,
         Detail::StaleWhileRevalidate,
@@ -102,6 +108,8 @@ impl Detail {
         Detail::OriginBusy,
         Detail::RequestBodyTimeout,
         Detail::Internal,
+        Detail::Bypass,
+        Detail::UnknownHost,
     ];
 
     /// The token sent as `detail=<token>`, also the access log's word for it.
@@ -126,6 +134,8 @@ impl Detail {
             Detail::OriginBusy => "origin-busy",
             Detail::RequestBodyTimeout => "request-body-timeout",
             Detail::Internal => "internal",
+            Detail::Bypass => "bypass",
+            Detail::UnknownHost => "unknown-host",
         }
     }
 }
@@ -140,7 +150,7 @@ mod tests {
     /// ones included), with no wildcard. A new variant does not compile until it gets an
     /// arm here; a new slot index does not compile (`unconditional_panic`) until `seen`
     /// grows; and then `all_lists_every_variant` fails until `Detail::ALL` holds it.
-    fn mark(detail: Detail, seen: &mut [bool; 40]) {
+    fn mark(detail: Detail, seen: &mut [bool; 43]) {
         match detail {
             Detail::NotStored(NotStored::Method) => seen[0] = true,
             Detail::NotStored(NotStored::NoStore) => seen[1] = true,
@@ -182,12 +192,15 @@ mod tests {
             Detail::OriginBusy => seen[37] = true,
             Detail::RequestBodyTimeout => seen[38] = true,
             Detail::NotStored(NotStored::CollapseTimeout) => seen[39] = true,
+            Detail::Admission(RejectReason::Rule) => seen[40] = true,
+            Detail::Bypass => seen[41] = true,
+            Detail::UnknownHost => seen[42] = true,
         }
     }
 
     #[test]
     fn all_lists_every_variant() {
-        let mut seen = [false; 40];
+        let mut seen = [false; 43];
         for detail in Detail::ALL {
             mark(detail, &mut seen);
         }

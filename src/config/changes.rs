@@ -53,11 +53,13 @@ impl Config {
     /// server can change take `next`'s values, the others keep `self`'s. Returns that
     /// config and the changed keys of each kind.
     ///
-    /// Live: all of `[origin]` (the client is rebuilt), all of `[admission]` (the policy
-    /// is rebuilt; same-sized filters keep what they remember), `cache.max_object_size`,
+    /// Live: all of `[origin]`, the `[[site]]`s, the top-level `[[rule]]`s and
+    /// `server.unknown_host` (the sites and their clients are rebuilt), all of
+    /// `[admission]` (the policy is rebuilt; same-sized filters keep what they remember),
+    /// `cache.max_object_size`,
     /// `cache.heuristic_max_age`, `cache.targeted_field`, `cache.stale_if_unreachable`,
     /// `cache.collapse_timeout`, `log.level`, `log.access_log` and `log.access_format`.
-    /// Restart: all of `[server]`, the store's other `[cache]` keys, and `log.format`.
+    /// Restart: the rest of `[server]`, the store's other `[cache]` keys, and `log.format`.
     pub fn reload(&self, mut next: Config) -> (Config, Changes) {
         let mut changes = Changes::default();
         server(&self.server, &mut next.server, &mut changes);
@@ -65,6 +67,10 @@ impl Config {
         cache(&self.cache, &mut next.cache, &mut changes);
         admission(&self.admission, &mut next.admission, &mut changes);
         log(&self.log, &mut next.log, &mut changes);
+        // The sites, their origins and rules are rebuilt whole (`sites::Sites`); a change
+        // anywhere in them is named by its table.
+        changes.compare("site", Applies::Live, &self.sites, &mut next.sites);
+        changes.compare("rule", Applies::Live, &self.rules, &mut next.rules);
         (next, changes)
     }
 }
@@ -73,7 +79,7 @@ impl Config {
 // classified here.
 
 fn server(running: &ServerConfig, next: &mut ServerConfig, changes: &mut Changes) {
-    use Applies::Restart;
+    use Applies::{Live, Restart};
     let ServerConfig {
         listen,
         max_connections,
@@ -87,6 +93,7 @@ fn server(running: &ServerConfig, next: &mut ServerConfig, changes: &mut Changes
         blocking_threads,
         admin_listen,
         admin_token,
+        unknown_host,
     } = next;
     let r = running;
     changes.compare("server.listen", Restart, &r.listen, listen);
@@ -138,6 +145,9 @@ fn server(running: &ServerConfig, next: &mut ServerConfig, changes: &mut Changes
         blocking,
         blocking_threads,
     );
+    // Part of the sites, rebuilt on reload.
+    let unknown = &r.unknown_host;
+    changes.compare("server.unknown_host", Live, unknown, unknown_host);
 }
 
 fn origin(running: &OriginConfig, next: &mut OriginConfig, changes: &mut Changes) {

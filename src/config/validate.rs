@@ -14,6 +14,7 @@ use super::{
     MIN_MAX_HEADER_BYTES, OriginConfig, RotateMode, ServerConfig,
 };
 
+mod sites;
 mod values;
 
 use crate::policy::directives::CDN_CACHE_CONTROL;
@@ -41,6 +42,8 @@ struct RawConfig {
     cache: RawCache,
     admission: RawAdmission,
     log: RawLog,
+    site: Vec<sites::RawSite>,
+    rule: Vec<sites::RawRule>,
 }
 
 #[derive(Deserialize, Default)]
@@ -58,6 +61,7 @@ struct RawServer {
     shutdown_timeout: Option<String>,
     workers: Option<usize>,
     blocking_threads: Option<usize>,
+    unknown_host: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -115,13 +119,22 @@ struct RawLog {
 }
 
 /// Checks every key of `raw` once and builds the typed [`Config`].
-fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
+fn validate(mut raw: RawConfig) -> Result<Config, ConfigError> {
     let d = Config::default();
+    let unknown_host = raw.server.unknown_host.take();
+    let unknown_host = sites::unknown_host(unknown_host, !raw.site.is_empty())?;
+    let origin = validate_origin(raw.origin, d.origin)?;
+    let admission = validate_admission(raw.admission, d.admission)?;
     Ok(Config {
-        server: validate_server(raw.server, d.server)?,
-        origin: validate_origin(raw.origin, d.origin)?,
+        server: ServerConfig {
+            unknown_host,
+            ..validate_server(raw.server, d.server)?
+        },
+        sites: sites::validate_sites(raw.site, &origin, admission.policy)?,
+        rules: sites::validate_rules("", raw.rule, admission.policy)?,
+        origin,
         cache: validate_cache(raw.cache, d.cache)?,
-        admission: validate_admission(raw.admission, d.admission)?,
+        admission,
         log: validate_log(raw.log, d.log)?,
     })
 }
@@ -212,6 +225,8 @@ fn validate_server(raw: RawServer, d: ServerConfig) -> Result<ServerConfig, Conf
             1,
             MAX_BLOCKING_THREADS,
         )?,
+        // Read with the sites it is about (`validate`).
+        unknown_host: d.unknown_host,
     })
 }
 

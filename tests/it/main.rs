@@ -35,5 +35,6 @@ mod rfc9111;
 mod rfc9213;
 mod settings;
 mod shadow;
+mod sites;
 mod store;
 mod walkthrough;
