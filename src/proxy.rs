@@ -424,7 +424,13 @@ impl Proxy {
             .pass_through(head, site, body, CacheStatus::forward(Forward::Method))
             .await?;
         if invalidate::is_unsafe(&head.method) && invalidate::invalidates(response.status()) {
-            for key in invalidate::targets(head, response.headers()) {
+            // Each URL's key as a GET of it would have it, shaped by the site's rules.
+            let rules = &site.rules;
+            let shape_of = |path: &str| {
+                let rule = rules.request_rule(rules.matching(&Method::GET, path));
+                rule.and_then(|rule| rule.key.as_ref())
+            };
+            for key in invalidate::targets(head, response.headers(), shape_of) {
                 self.cache.invalidate(&key).await;
             }
         }

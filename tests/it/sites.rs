@@ -48,6 +48,13 @@ async fn get_as(proxy: &TestProxy, host: &str, path: &str, headers: &[(&str, &st
     send(request).await
 }
 
+/// GETs `path` as `host` and asserts that nothing stored answered it.
+async fn assert_uri_miss(proxy: &TestProxy, host: &str, path: &str) {
+    let seen = get_as(proxy, host, path, &[]).await;
+    let fwd = seen.cache.fwd.as_deref();
+    assert_eq!(fwd, Some("uri-miss"), "{host}{path}: {:?}", seen.cache);
+}
+
 /// GETs `path` as `host` until it is a hit, and returns that hit.
 async fn hit_as(proxy: &TestProxy, host: &str, path: &str) -> Seen {
     crate::support::send_until_hit(|| client().get(proxy.url(path)).header("host", host)).await
@@ -251,8 +258,7 @@ async fn a_shaped_key_turns_other_spellings_into_hits() {
     }
     // Outside the rule's path the query is the key's, as sent.
     assert!(get_as(&proxy, "r.test", "/k?b&a", &[]).await.cache.stored);
-    let other_order = get_as(&proxy, "r.test", "/k?a&b", &[]).await;
-    assert_eq!(other_order.cache.fwd.as_deref(), Some("uri-miss"));
+    assert_uri_miss(&proxy, "r.test", "/k?a&b").await;
     proxy.stop().await;
 }
 
@@ -330,5 +336,50 @@ async fn absolute_form_and_http2_authority_route_like_host() {
     let url = format!("http://a.test:{}/h2", proxy.addr.port());
     let seen = send(h2.get(url)).await;
     assert_eq!(seen.body, b"a:/h2");
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn an_unsafe_method_invalidates_the_shaped_key() {
+    let (a, b) = (named_origin("a").await, named_origin("b").await);
+    let proxy = proxy_with(RULES, &a, &b).await;
+    assert!(
+        get_as(&proxy, "r.test", "/q/i?x=1&utm_source=a", &[])
+            .await
+            .cache
+            .stored
+    );
+    hit_as(&proxy, "r.test", "/q/i?x=1").await;
+    let post = client()
+        .post(proxy.url("/q/i?utm_source=b&x=1"))
+        .header("host", "r.test");
+    assert_eq!(send(post).await.status, 200);
+    assert_uri_miss(&proxy, "r.test", "/q/i?x=1").await;
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn purge_takes_the_shaped_url() {
+    let (a, b) = (named_origin("a").await, named_origin("b").await);
+    let proxy = proxy_with(RULES, &a, &b).await;
+    let spelled = "/q/p?b=2&utm_source=z&a=1";
+    assert!(
+        get_as(&proxy, "r.test:8080", spelled, &[])
+            .await
+            .cache
+            .stored
+    );
+    hit_as(&proxy, "r.test:8080", spelled).await;
+    let query = form_urlencoded::Serializer::new(String::new())
+        .append_pair("url", "http://r.test/q/p?a=1&b=2")
+        .finish();
+    let purged = send(client().post(proxy.admin_url(&format!("/purge?{query}")))).await;
+    assert_eq!(
+        purged.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&purged.body)
+    );
+    assert_uri_miss(&proxy, "r.test:8080", spelled).await;
     proxy.stop().await;
 }
