@@ -60,7 +60,7 @@
 //! (its doc says which settings a swap changes). [`logging`] installs the diagnostic log
 //! with a filter that can be replaced the same way. [`lifecycle`] handles the signals:
 //! SIGTERM/SIGINT stop the server gracefully, SIGHUP reloads the config file into it
-//! (swapping the settings, the origin client, the admission and the access log),
+//! (swapping the settings, the sites, the admission and the access log),
 //! SIGUSR1 reopens the access log.
 //! `bench`, built with the cargo feature of that name (on by default), drives workloads
 //! through the real proxy and simulates them offline; `--no-default-features` leaves it

@@ -1,10 +1,10 @@
 //! The listener: accepts connections, speaks HTTP/1.1 and cleartext HTTP/2, and shuts down gracefully.
 //!
 //! [`Server::bind`] sets everything up in order — cache directory, filter seed,
-//! admission policy, origin client, access log, listening socket — so a bad setting fails
+//! admission policy, sites (origin clients), access log, listening socket — so a bad setting fails
 //! before the first connection, and puts the `Config` behind a [`SettingsHandle`] that the
-//! proxy reads per request and [`Server::settings`] hands out to swap (with the origin
-//! client, the admission and the access log: [`Server::live_parts`]). [`Server::run`]
+//! proxy reads per request and [`Server::settings`] hands out to swap (with the sites,
+//! the admission and the access log: [`Server::live_parts`]). [`Server::run`]
 //! then accepts until its shutdown future completes, stops accepting, gives open
 //! connections and then the fills in flight (which may outlive their client,
 //! [`crate::tee`]) `server.shutdown_timeout` in all to finish, saves the admission
@@ -96,7 +96,7 @@ pub struct Server {
 }
 
 impl Server {
-    /// Opens the cache, builds admission (restoring its snapshot) and the origin client,
+    /// Opens the cache, builds admission (restoring its snapshot) and the sites' clients,
     /// and binds `server.listen`.
     pub async fn bind(config: &Config) -> Result<Server, StartError> {
         let store = open_store(config)?;
@@ -123,7 +123,7 @@ impl Server {
         Server::finish_bind(config, store, assembled).await
     }
 
-    /// Builds the origin client and the proxy around an open store, and binds the listener.
+    /// Builds the sites' origin clients and the proxy around an open store, and binds the listener.
     async fn finish_bind(
         config: &Config,
         store: Arc<Store>,
