@@ -161,6 +161,11 @@ content_type = ["image/"]
 admission = "never"
 
 [[site.rule]]
+path = "/sized/"
+min_size = 16
+admission = "never"
+
+[[site.rule]]
 path = "/q/"
 drop_query = ["utm_source"]
 sort_query = true
@@ -191,6 +196,11 @@ async fn admission_rules_change_the_decision_per_path() {
     let image = get("/typed/a.png").await;
     assert_eq!(image.cache.detail.as_deref(), Some("rule-never"));
     assert!(get("/typed/a.txt").await.cache.stored);
+    // A size rule: the declared length of `a:/sized/long` (13 bytes) is under its
+    // min_size, that of `a:/sized/much-longer` (20 bytes) is not.
+    assert!(get("/sized/long").await.cache.stored);
+    let large = get("/sized/much-longer").await;
+    assert_eq!(large.cache.detail.as_deref(), Some("rule-never"));
     proxy.stop().await;
 }
 
