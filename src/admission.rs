@@ -194,6 +194,8 @@ pub enum AdmitReason {
     /// Admitted by `policy = "shadow"`, which stores everything, although its filter pair
     /// rejected the key for this reason: second-hit would not have stored it.
     Shadowed(RejectReason),
+    /// A site's cache rule says `admission = "always"` for this request (see `sites`).
+    Rule,
 }
 
 /// Why a response was rejected.
@@ -201,17 +203,21 @@ pub enum AdmitReason {
 pub enum RejectReason {
     /// First request for this key in the remembered window; it is now recorded.
     FirstSight,
+    /// A site's cache rule says `admission = "never"` for this request (see `sites`).
+    Rule,
 }
 
 impl Decision {
     /// Every decision a policy or the proxy can make, in a fixed order (a counter set
     /// indexes by [`Decision::index`]).
-    pub const ALL: [Decision; 5] = [
+    pub const ALL: [Decision; 7] = [
         Decision::Admit(AdmitReason::SeenBefore),
         Decision::Admit(AdmitReason::Always),
         Decision::Admit(AdmitReason::AlreadyStored),
         Decision::Admit(AdmitReason::Shadowed(RejectReason::FirstSight)),
         Decision::Reject(RejectReason::FirstSight),
+        Decision::Admit(AdmitReason::Rule),
+        Decision::Reject(RejectReason::Rule),
     ];
 
     /// This decision's position in [`Decision::ALL`].
@@ -220,8 +226,12 @@ impl Decision {
             Decision::Admit(AdmitReason::SeenBefore) => 0,
             Decision::Admit(AdmitReason::Always) => 1,
             Decision::Admit(AdmitReason::AlreadyStored) => 2,
-            Decision::Admit(AdmitReason::Shadowed(RejectReason::FirstSight)) => 3,
+            // Shadow mode only ever shadows a filter's rejection (a rule's "never" is no
+            // filter's answer): every shadowed decision is that one.
+            Decision::Admit(AdmitReason::Shadowed(_)) => 3,
             Decision::Reject(RejectReason::FirstSight) => 4,
+            Decision::Admit(AdmitReason::Rule) => 5,
+            Decision::Reject(RejectReason::Rule) => 6,
         }
     }
 
@@ -231,16 +241,18 @@ impl Decision {
     }
 
     /// The reason as a short token for `Cache-Status` and logs:
-    /// "seen-before" | "always" | "already-stored" | "shadow-first-sight" | "first-sight".
+    /// "seen-before" | "always" | "already-stored" | "shadow-first-sight" | "first-sight"
+    /// | "rule-always" | "rule-never".
     pub fn as_str(&self) -> &'static str {
         match self {
             Decision::Admit(AdmitReason::SeenBefore) => "seen-before",
             Decision::Admit(AdmitReason::Always) => "always",
             Decision::Admit(AdmitReason::AlreadyStored) => "already-stored",
-            Decision::Admit(AdmitReason::Shadowed(RejectReason::FirstSight)) => {
-                "shadow-first-sight"
-            }
+            // As in `index`: only a filter's rejection is ever shadowed.
+            Decision::Admit(AdmitReason::Shadowed(_)) => "shadow-first-sight",
             Decision::Reject(RejectReason::FirstSight) => "first-sight",
+            Decision::Admit(AdmitReason::Rule) => "rule-always",
+            Decision::Reject(RejectReason::Rule) => "rule-never",
         }
     }
 }

@@ -44,6 +44,8 @@ pub enum Forward {
     Request,
     /// The method is not one this cache serves from storage.
     Method,
+    /// A site's cache rule keeps this request away from storage (`bypass = true`).
+    Bypass,
 }
 
 impl Forward {
@@ -55,6 +57,7 @@ impl Forward {
             Forward::VaryMiss => "vary-miss",
             Forward::Request => "request",
             Forward::Method => "method",
+            Forward::Bypass => "bypass",
         }
     }
 }

@@ -24,6 +24,8 @@ use std::time::Duration;
 
 use http::{HeaderName, Uri};
 
+use crate::sites::Rules;
+
 mod changes;
 mod live;
 mod validate;
@@ -44,6 +46,36 @@ pub struct Config {
     pub admission: AdmissionConfig,
     /// `[log]`: diagnostics and access log.
     pub log: LogConfig,
+    /// `[[site]]`s: hosts with an origin and rules of their own. Empty: `[origin]` and the
+    /// top-level `[[rule]]`s serve every host.
+    pub sites: Vec<SiteConfig>,
+    /// Top-level `[[rule]]`s: the cache rules of the default site (`[origin]`'s).
+    pub rules: Rules,
+}
+
+/// One `[[site]]`: the hosts it serves, its origin and its cache rules.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SiteConfig {
+    /// Host names it serves, lower-case, without port: exact, or `*.example.com` for any
+    /// name below `example.com` (not `example.com` itself). At least one; no host belongs
+    /// to two sites.
+    pub hosts: Vec<String>,
+    /// `[site.origin]`: the same keys as `[origin]`, each defaulting to `[origin]`'s value.
+    pub origin: OriginConfig,
+    /// `[[site.rule]]`: at most [`crate::sites::rule::MAX_RULES`], first match wins.
+    pub rules: Rules,
+}
+
+/// What a request for a host no `[[site]]` names gets (`server.unknown_host`); only
+/// consulted when there are sites.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnknownHost {
+    /// Served by `[origin]` and the top-level `[[rule]]`s (`"default"`).
+    Default,
+    /// 421 Misdirected Request (`"421"`): this server does not serve that host.
+    Misdirected,
+    /// 404 Not Found (`"404"`).
+    NotFound,
 }
 
 /// `[server]`: the client-facing listener.
@@ -79,6 +111,11 @@ pub struct ServerConfig {
     /// Most threads doing blocking file work at once (fills, reads that must wait for
     /// the disk, metadata updates, snapshots): 1..=[`MAX_BLOCKING_THREADS`].
     pub blocking_threads: usize,
+    /// What a host no `[[site]]` names gets, when there are sites. 421 by default: an
+    /// operator who lists sites has said which hosts this server serves, and RFC 9110
+    /// §15.5.20 has a status for the others; forwarding them to `[origin]` would cache
+    /// whatever Host a client makes up.
+    pub unknown_host: UnknownHost,
     /// The user to run as once the listeners are bound (by name); `None`: stay who started
     /// the process. Started as root with a user set, the process binds (privileged ports
     /// included) as root and then never holds root again.
@@ -126,6 +163,7 @@ impl Default for ServerConfig {
             user: None,
             group: None,
             tls: None,
+            unknown_host: UnknownHost::Misdirected,
         }
     }
 }
@@ -432,6 +470,15 @@ pub enum ConfigError {
     Invalid {
         /// Dotted key, e.g. `cache.max_object_size`.
         key: &'static str,
+        /// The rule broken, with the offending value.
+        reason: String,
+    },
+    /// A value breaks a rule, in a key of a `[[site]]` or a `[[rule]]`: the key names
+    /// their index, e.g. `site[1].rule[0].admission`.
+    #[error("{key}: {reason}")]
+    InvalidAt {
+        /// Dotted key with indexes.
+        key: String,
         /// The rule broken, with the offending value.
         reason: String,
     },

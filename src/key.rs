@@ -14,6 +14,10 @@
 //! empty path made `/`. The query keeps its order (origins may depend on it) but
 //! gets the same percent normalisation.
 //!
+//! A site's cache rule may shape the key further ([`KeyShape`]): drop or keep listed
+//! query parameters, sort them, or leave the port out. Without a shape the key is built
+//! as above, with no allocation beyond the key string itself.
+//!
 //! The key string is hashed once, unkeyed, with xxh3-128 ([`Store::key_hash`]):
 //! that hash names the entry on disk forever. The admission filter hashes the
 //! same string with its own secret seed (see `admission`).
@@ -24,6 +28,11 @@ use http::request::Parts;
 use http::uri::Authority;
 
 use crate::store::Store;
+
+mod shape;
+
+pub use shape::{KeyShape, QueryParams};
+use shape::{push_query, strip_port};
 
 /// Why no cache key could be built for a request (the proxy answers 400).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -98,6 +107,16 @@ pub struct CacheKey {
 impl CacheKey {
     /// Builds the key of a request from its head, received over `scheme`.
     pub fn from_request(parts: &Parts, scheme: ClientScheme) -> Result<CacheKey, KeyError> {
+        CacheKey::shaped(parts, scheme, None)
+    }
+
+    /// Builds the key of a request from its head, received over `scheme`, shaped by a
+    /// cache rule when one applies.
+    pub fn shaped(
+        parts: &Parts,
+        scheme: ClientScheme,
+        shape: Option<&KeyShape>,
+    ) -> Result<CacheKey, KeyError> {
         let raw_authority = match parts.uri.authority() {
             Some(authority) => authority.as_str(),
             None => {
@@ -119,11 +138,20 @@ impl CacheKey {
         } else {
             text.push_str(&normalise_authority(raw_authority, default_port)?);
         }
+        if shape.is_some_and(|shape| shape.ignore_port) {
+            strip_port(&mut text, prefix.len());
+        }
         let path_start = text.len();
         push_normalised_path(&mut text, parts.uri.path());
-        if let Some(query) = parts.uri.query() {
-            text.push('?');
-            push_percent_normalised(&mut text, query);
+        match (parts.uri.query(), shape) {
+            (None, _) => {}
+            (Some(query), Some(shape)) if shape.shapes_query() => {
+                push_query(&mut text, query, shape);
+            }
+            (Some(query), _) => {
+                text.push('?');
+                push_percent_normalised(&mut text, query);
+            }
         }
         let store_hash = Store::key_hash(&text);
         Ok(CacheKey {

@@ -19,6 +19,9 @@
 //! - [`hygiene`] checks the request against the RFC 9110/9112 rules hyper lets through
 //!   (one valid `Host`, matching the target's authority) and adds `Via` and
 //!   `X-Forwarded-*` to what goes to the origin, and `Via` to every response.
+//! - [`sites`] picks the request's site by its host (exact or wildcard): the origin
+//!   it goes to and the cache rules that may bypass the cache, ignore the client's
+//!   `no-cache`, shape its key or override admission.
 //! - [`key`] builds the normalised [`key::CacheKey`] (scheme — the listener's —, host,
 //!   path, query) and
 //!   its stable, unkeyed xxh3-128 store hash.
@@ -63,8 +66,8 @@
 //! [`logging`] installs the diagnostic log
 //! with a filter that can be replaced the same way. [`lifecycle`] handles the signals:
 //! SIGTERM/SIGINT stop the server gracefully, SIGHUP reloads the config file into it
-//! (swapping the settings, the origin client, the admission, the access log and the TLS
-//! certificates),
+//! (swapping the settings, the sites and their origin clients, the admission, the access
+//! log and the TLS certificates),
 //! SIGUSR1 reopens the access log.
 //! `bench`, built with the cargo feature of that name (on by default), drives workloads
 //! through the real proxy and simulates them offline; `--no-default-features` leaves it
@@ -117,5 +120,6 @@ pub mod preflight;
 pub mod proxy;
 pub mod range;
 pub mod server;
+pub mod sites;
 pub mod store;
 pub mod tee;

@@ -27,16 +27,17 @@ use crate::admission::{AdmissionError, LiveAdmission};
 use crate::config::{Config, ConfigError, SettingsHandle};
 use crate::logging::LogReload;
 use crate::metrics::Metrics;
-use crate::origin::{Origin, OriginError};
+use crate::origin::OriginError;
 use crate::server::tls::Certificates;
+use crate::sites::Sites;
 use crate::store::Store;
 
 /// The parts of a running server that a reload swaps, from `server::Server::live_parts`.
 pub struct LiveParts {
     /// The settings read per request.
     pub settings: SettingsHandle,
-    /// The origin client in use.
-    pub origin: Arc<ArcSwap<Origin>>,
+    /// The sites in use: their origin clients and rules.
+    pub sites: Arc<ArcSwap<Sites>>,
     /// The admission in use.
     pub admission: Arc<LiveAdmission>,
     /// The store, whose state directory and object count a new admission is built over.
@@ -55,7 +56,7 @@ pub enum ReloadError {
     /// The file does not load or validate; names the key.
     #[error("{0}")]
     Config(#[from] ConfigError),
-    /// A new origin client cannot be built.
+    /// A new origin client (of `[origin]` or a site's) cannot be built.
     #[error("{0}")]
     Origin(#[from] OriginError),
     /// The new access-log destination cannot be opened.
@@ -140,8 +141,19 @@ impl Reloader {
             tracing::info!("config reloaded; nothing to apply");
             return Ok(());
         }
-        let origin = (next.origin != running.origin)
-            .then(|| Origin::new(&next.origin, self.parts.metrics.clone()))
+        let sites_changed = (
+            &next.origin,
+            &next.sites,
+            &next.rules,
+            next.server.unknown_host,
+        ) != (
+            &running.origin,
+            &running.sites,
+            &running.rules,
+            running.server.unknown_host,
+        );
+        let sites = sites_changed
+            .then(|| Sites::new(&next, &self.parts.metrics))
             .transpose()?;
         let access_changed = (&next.log.access_log, next.log.access_format)
             != (&running.log.access_log, running.log.access_format);
@@ -160,8 +172,8 @@ impl Reloader {
         } else {
             None
         };
-        if let Some(origin) = origin {
-            self.parts.origin.store(Arc::new(origin));
+        if let Some(sites) = sites {
+            self.parts.sites.store(Arc::new(sites));
         }
         if let Some((running, prepared)) = certificates {
             running.swap(prepared);

@@ -99,13 +99,17 @@ fn check_config(path: Option<PathBuf>) -> ExitCode {
 }
 
 /// Reads the files a start would read that the config only names: the TLS listener's
-/// certificates and keys, and the origin's CA file (or the system's trust store).
+/// certificates and keys, and each https origin's CA file (or the system's trust store),
+/// `[origin]`'s and every `[[site]]`'s.
 fn check_files(config: &Config) -> Result<(), String> {
     if let Some(tls) = &config.server.tls {
         secondhit::server::tls::check(tls).map_err(|e| e.to_string())?;
     }
-    if config.origin.url.scheme_str() == Some("https") {
-        secondhit::origin::tls::client_config(&config.origin).map_err(|e| e.to_string())?;
+    let sites = config.sites.iter().map(|site| &site.origin);
+    for origin in std::iter::once(&config.origin).chain(sites) {
+        if origin.url.scheme_str() == Some("https") {
+            secondhit::origin::tls::client_config(origin).map_err(|e| e.to_string())?;
+        }
     }
     Ok(())
 }

@@ -1,8 +1,13 @@
-//! Per-request orchestration: key → admission → store lookup → freshness → origin →
-//! policy → tee.
+//! Per-request orchestration: site → key → admission → store lookup → freshness →
+//! origin → policy → tee.
 //!
 //! This module decides and delegates; it parses nothing and touches no file itself.
 //! The order of steps follows `docs/design.md`, "The request path":
+//! 0. The request's host picks its site (`routing`, [`crate::sites`]): the origin it goes
+//!    to and the rules that apply; a host no site names may be answered 421 or 404
+//!    (`detail=unknown-host`). A rule may bypass the cache (`fwd=bypass`: no lookup, no
+//!    filter, no store), shape the key, ignore the client's `no-cache`, or override
+//!    admission — before the response, or by its type and size after its head.
 //! 1. Methods other than GET and HEAD are passed through (`fwd=method`), except a `TRACE` or
 //!    `OPTIONS` with `Max-Forwards: 0`, which the proxy answers itself; a non-error
 //!    answer to an unsafe one invalidates the URL and its same-origin `Location` /
@@ -36,7 +41,8 @@
 //! path, and the one storable → fill → tee step every origin answer to a GET takes),
 //! `respond` (answers from storage), `stale` (stale entries),
 //! `invalidate` (unsafe methods), `max_forwards` (`TRACE`/`OPTIONS` hop counting),
-//! `target_form` (`*` targets and `CONNECT`, answered by the proxy).
+//! `target_form` (`*` targets and `CONNECT`, answered by the proxy), `routing` (the
+//! request's site, and its rules' part in admission).
 
 mod cache;
 mod collapse;
@@ -44,6 +50,7 @@ mod forward;
 mod invalidate;
 mod max_forwards;
 mod respond;
+mod routing;
 mod stale;
 mod target_form;
 
@@ -65,15 +72,16 @@ use crate::error::{BoxError, ProxyBody, ProxyError, error_response};
 use crate::hygiene;
 use crate::key::{CacheKey, ClientScheme};
 use crate::metrics::{Metrics, RequestResult, body_len};
-use crate::origin::Origin;
 use crate::policy::NotStored;
 use crate::policy::freshness::{RequestDirectives, Reuse};
 use crate::policy::validation;
+use crate::sites::{Site, Sites};
 use crate::store::Store;
 use crate::tee::Fills;
 use cache::{Cache, Found, Lookup};
 use collapse::{Collapser, Fetching, Role, Waited};
 use forward::Miss;
+use routing::RuleCheck;
 
 /// The admission of a key already stored once: a refetch of it is re-admitted without
 /// asking the filter.
@@ -82,7 +90,10 @@ use max_forwards::Hop;
 
 /// Everything a request needs, shared by all connections.
 pub struct Proxy {
-    /// The origin, the store, the admission policy, the counters and the live settings.
+    /// The sites: each request's origin and cache rules, chosen by its host (a reload
+    /// swaps them whole).
+    sites: Arc<ArcSwap<Sites>>,
+    /// The store, the admission policy, the counters and the live settings.
     cache: Cache,
     /// Where each request's line goes, when the access log is on.
     access_log: AccessLog,
@@ -93,8 +104,9 @@ pub struct Proxy {
 
 /// The parts a proxy is built from, each made once by `server::Server::bind`.
 pub struct Parts {
-    /// The pooled origin client, loaded per origin request (a reload swaps it).
-    pub origin: Arc<ArcSwap<Origin>>,
+    /// The sites, with their pooled origin clients, loaded per request (a reload swaps
+    /// them).
+    pub sites: Arc<ArcSwap<Sites>>,
     /// The disk store.
     pub store: Arc<Store>,
     /// The admission policy every GET/HEAD key is checked against, with its hasher.
@@ -112,8 +124,8 @@ impl Proxy {
     /// (see [`SettingsHandle`] for which values those are).
     pub fn new(parts: Parts, settings: SettingsHandle) -> Proxy {
         Proxy {
+            sites: parts.sites,
             cache: Cache {
-                origin: parts.origin,
                 store: parts.store,
                 admission: parts.admission,
                 metrics: parts.metrics,
@@ -245,30 +257,47 @@ impl Proxy {
         scheme: ClientScheme,
         body: Incoming,
     ) -> Result<Response<ProxyBody>, ProxyError> {
+        let site = match self.site_of(head) {
+            Ok(site) => site,
+            Err(status) => return Ok(routing::unknown_host(status)),
+        };
+        let site = &site;
         if head.method != Method::GET && head.method != Method::HEAD {
-            return Box::pin(self.unsafe_or_other(head, scheme, body)).await;
+            return Box::pin(self.unsafe_or_other(head, scheme, site, body)).await;
         }
-        let key = CacheKey::from_request(head, scheme)?;
+        // No rules (the usual case): nothing matched, no key shaped, nothing allocated.
+        let matched = site.rules.matching(&head.method, head.uri.path());
+        let rule = site.rules.request_rule(matched);
+        if rule.is_some_and(|rule| rule.bypass) {
+            let status = CacheStatus::forward(Forward::Bypass).detail(Detail::Bypass);
+            return Box::pin(self.pass_through(head, site, body, status)).await;
+        }
+        let key = CacheKey::shaped(head, scheme, rule.and_then(|rule| rule.key.as_ref()))?;
         let (directives, decision) = {
             // One load: the hasher and the policy of the same assembly.
             let admission = self.cache.admission.load();
             let filter_hash = admission.hasher.hash(key.as_str().as_bytes());
             // The filter's blocks load from memory while the request's directives are parsed.
             admission.policy.prefetch(filter_hash);
-            let directives = RequestDirectives::parse(&head.headers);
+            let mut directives = RequestDirectives::parse(&head.headers);
+            if rule.is_some_and(|rule| rule.ignore_client_no_cache) {
+                directives.no_cache = false;
+            }
             (directives, admission.policy.check_and_record(filter_hash))
         };
+        let rules = RuleCheck::of(site, matched, decision);
+        let decision = rules.map_or(decision, RuleCheck::planned);
         if directives.no_store {
             // Nothing of this exchange may be stored (RFC 9111 §5.2.1.5), so it is not
             // served from storage either: the client asked to keep it out of caches.
             let status = CacheStatus::forward(Forward::Request)
                 .detail(Detail::NotStored(NotStored::NoStore));
-            return Box::pin(self.pass_through(head, body, status)).await;
+            return Box::pin(self.pass_through(head, site, body, status)).await;
         }
         if validation::has_origin_preconditions(&head.headers) {
             // If-Match / If-Unmodified-Since are about the origin's current state.
             let status = CacheStatus::forward(Forward::Request);
-            return Box::pin(self.pass_through(head, body, status)).await;
+            return Box::pin(self.pass_through(head, site, body, status)).await;
         }
         // Set once this request waited for another one's fill: the miss it was.
         let mut collapsed = None;
@@ -304,9 +333,10 @@ impl Proxy {
                 marker,
                 forward,
                 admission: decision,
+                rules,
                 fetching,
             };
-            return Box::pin(self.fetch(head, body, &key, miss)).await;
+            return Box::pin(self.fetch(head, site, body, &key, miss)).await;
         };
         let now = SystemTime::now();
         let freshness = self.cache.freshness(&found.entry);
@@ -317,9 +347,10 @@ impl Proxy {
                 marker,
                 forward: Forward::Request,
                 admission: READMIT,
+                rules: None,
                 fetching: Fetching::Alone,
             };
-            return Box::pin(self.fetch(head, body, &key, miss)).await;
+            return Box::pin(self.fetch(head, site, body, &key, miss)).await;
         }
         let ttl = freshness.ttl_seconds(now);
         let forward = match freshness.reuse(&directives, now) {
@@ -346,7 +377,8 @@ impl Proxy {
             return Err(ProxyError::OnlyIfCached);
         }
         if forward == Forward::Stale && freshness.within_stale_while_revalidate(now) {
-            self.refresh_in_background(head, &key, found.entry.meta.response_headers.clone());
+            let stored = found.entry.meta.response_headers.clone();
+            self.refresh_in_background(head, site, &key, stored);
             self.note_hit(&found);
             let status = CacheStatus::hit()
                 .ttl(ttl)
@@ -356,9 +388,9 @@ impl Proxy {
         if head.method == Method::HEAD {
             // Revalidating for a HEAD would fetch a body nobody reads; ask the origin.
             let status = CacheStatus::forward(forward);
-            return Box::pin(self.pass_through(head, body, status)).await;
+            return Box::pin(self.pass_through(head, site, body, status)).await;
         }
-        Box::pin(self.revalidate(head, &key, found, &freshness, forward)).await
+        Box::pin(self.revalidate(head, site, &key, found, &freshness, forward)).await
     }
 
     /// The part a miss of `key` takes in its collapse slot (none while
@@ -393,13 +425,20 @@ impl Proxy {
         &self,
         head: &request::Parts,
         scheme: ClientScheme,
+        site: &Arc<Site>,
         body: Incoming,
     ) -> Result<Response<ProxyBody>, ProxyError> {
         let response = self
-            .pass_through(head, body, CacheStatus::forward(Forward::Method))
+            .pass_through(head, site, body, CacheStatus::forward(Forward::Method))
             .await?;
         if invalidate::is_unsafe(&head.method) && invalidate::invalidates(response.status()) {
-            for key in invalidate::targets(head, scheme, response.headers()) {
+            // Each URL's key as a GET of it would have it, shaped by the site's rules.
+            let rules = &site.rules;
+            let shape_of = |path: &str| {
+                let rule = rules.request_rule(rules.matching(&Method::GET, path));
+                rule.and_then(|rule| rule.key.as_ref())
+            };
+            for key in invalidate::targets(head, scheme, response.headers(), shape_of) {
                 self.cache.invalidate(&key).await;
             }
         }
@@ -410,12 +449,13 @@ impl Proxy {
     async fn pass_through(
         &self,
         head: &request::Parts,
+        site: &Site,
         body: Incoming,
         status: CacheStatus,
     ) -> Result<Response<ProxyBody>, ProxyError> {
         let body = crate::origin::client_body(body);
         let origin = self
-            .send(head, head.method.clone(), head.headers.clone(), body)
+            .send(head, site, head.method.clone(), head.headers.clone(), body)
             .await?;
         let status = status.fwd_status(origin.head.status);
         let body = origin.body.map_err(BoxError::from).boxed_unsync();

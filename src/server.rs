@@ -2,11 +2,12 @@
 //! the TLS listener, see [`tls`]), and shut down gracefully.
 //!
 //! [`Server::bind`] sets everything up in order — listening sockets ([`Listeners`]: bound,
-//! or inherited from systemd), cache directory, filter seed, admission policy, origin
-//! client, access log — so a bad setting fails before the first connection (`serve` binds
-//! the sockets first and drops privileges before the rest, [`Server::start`]), and puts the `Config` behind a [`SettingsHandle`] that the
-//! proxy reads per request and [`Server::settings`] hands out to swap (with the origin
-//! client, the admission and the access log: [`Server::live_parts`]). [`Server::run`]
+//! or inherited from systemd), cache directory, filter seed, admission policy, sites
+//! (origin clients), access log — so a bad setting fails before the first connection
+//! (`serve` binds the sockets first and drops privileges before the rest,
+//! [`Server::start`]), and puts the `Config` behind a [`SettingsHandle`] that the
+//! proxy reads per request and [`Server::settings`] hands out to swap (with the sites,
+//! the admission and the access log: [`Server::live_parts`]). [`Server::run`]
 //! then accepts until its shutdown future completes, stops accepting, gives open
 //! connections and then the fills in flight (which may outlive their client,
 //! [`crate::tee`]) `server.shutdown_timeout` in all to finish, saves the admission
@@ -76,8 +77,8 @@ use crate::error::StartError;
 use crate::hygiene::ConnectionToken;
 use crate::key::ClientScheme;
 use crate::metrics::Metrics;
-use crate::origin::Origin;
 use crate::proxy::{self, Proxy};
+use crate::sites::Sites;
 use crate::store::{Store, StoreOptions};
 use crate::tee::Fills;
 
@@ -93,8 +94,8 @@ pub struct Server {
     /// The admission in use: `run` saves its filters periodically and at shutdown (none
     /// for `policy = "always"`), and a reload swaps it.
     admission: Arc<LiveAdmission>,
-    /// The origin client in use, which a reload swaps.
-    origin: Arc<ArcSwap<Origin>>,
+    /// The sites (origin clients and rules) in use, which a reload swaps.
+    sites: Arc<ArcSwap<Sites>>,
     /// The access log: `run` closes it last, so its last lines are written.
     access_log: AccessLog,
     /// The fills in flight: `run` waits for them after the connections, within
@@ -145,8 +146,8 @@ impl Server {
         Server::finish_bind(config, store, assembled, listeners).await
     }
 
-    /// Builds the origin client and the proxy around an open store, and registers the
-    /// listeners with the runtime.
+    /// Builds the sites' origin clients and the proxy around an open store, and registers
+    /// the listeners with the runtime.
     async fn finish_bind(
         config: &Config,
         store: Arc<Store>,
@@ -154,8 +155,7 @@ impl Server {
         listeners: Listeners,
     ) -> Result<Server, StartError> {
         let metrics = Arc::new(Metrics::new());
-        let origin = Origin::new(&config.origin, metrics.clone())?;
-        let origin = Arc::new(ArcSwap::from_pointee(origin));
+        let sites = Arc::new(ArcSwap::from_pointee(Sites::new(config, &metrics)?));
         let access_log = AccessLog::start(&config.log)?;
         let listen = config.server.listen;
         let listener =
@@ -178,7 +178,7 @@ impl Server {
         let admission = Arc::new(LiveAdmission::new(admission));
         let fills = Fills::new(config.cache.max_orphan_fills);
         let parts = proxy::Parts {
-            origin: origin.clone(),
+            sites: sites.clone(),
             store: store.clone(),
             admission: admission.clone(),
             metrics: metrics.clone(),
@@ -195,7 +195,7 @@ impl Server {
             proxy,
             store,
             admission,
-            origin,
+            sites,
             access_log,
             fills,
             settings,
@@ -242,12 +242,12 @@ impl Server {
         self.settings.clone()
     }
 
-    /// What a reload swaps in this server — the settings, the origin client, the admission
+    /// What a reload swaps in this server — the settings, the sites, the admission
     /// and the access log — for [`crate::lifecycle::Reloader`].
     pub fn live_parts(&self) -> crate::lifecycle::LiveParts {
         crate::lifecycle::LiveParts {
             settings: self.settings.clone(),
-            origin: self.origin.clone(),
+            sites: self.sites.clone(),
             admission: self.admission.clone(),
             store: self.store.clone(),
             access_log: self.access_log.clone(),

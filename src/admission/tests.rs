@@ -174,6 +174,8 @@ fn decision_tokens() {
             false,
             "first-sight",
         ),
+        (Decision::Admit(AdmitReason::Rule), true, "rule-always"),
+        (Decision::Reject(RejectReason::Rule), false, "rule-never"),
     ];
     for (decision, admit, token) in cases {
         assert_eq!(decision.is_admit(), admit);

@@ -61,11 +61,16 @@ pub enum Detail {
     /// A response that reached the end of the request path without a `Cache-Status` of
     /// its own: a bug, labelled rather than sent unlabelled.
     Internal,
+    /// A site's cache rule says `bypass = true`: no lookup, no store (`fwd=bypass`).
+    Bypass,
+    /// The request's host matches no `[[site]]`, and `server.unknown_host` answers such
+    /// requests itself (421 or 404).
+    UnknownHost,
 }
 
 impl Detail {
     /// Every detail, for a fixed set of metric labels and for tests.
-    pub const ALL: [Detail; 41] = [
+    pub const ALL: [Detail; 44] = [
         Detail::NotStored(NotStored::Method),
         Detail::NotStored(NotStored::NoStore),
         Detail::NotStored(NotStored::Private),
@@ -80,6 +85,7 @@ impl Detail {
         Detail::NotStored(NotStored::TooLarge),
         Detail::NotStored(NotStored::CollapseTimeout),
         Detail::Admission(RejectReason::FirstSight),
+        Detail::Admission(RejectReason::Rule),
         Detail::StoreError,
         Detail::MaxStale,
         Detail::StaleWhileRevalidate,
@@ -107,6 +113,8 @@ impl Detail {
         Detail::RequestBodyTimeout,
         Detail::Internal,
         Detail::DiskFull,
+        Detail::Bypass,
+        Detail::UnknownHost,
     ];
 
     /// The token sent as `detail=<token>`, also the access log's word for it.
@@ -132,6 +140,8 @@ impl Detail {
             Detail::OriginBusy => "origin-busy",
             Detail::RequestBodyTimeout => "request-body-timeout",
             Detail::Internal => "internal",
+            Detail::Bypass => "bypass",
+            Detail::UnknownHost => "unknown-host",
         }
     }
 }
@@ -146,7 +156,7 @@ mod tests {
     /// ones included), with no wildcard. A new variant does not compile until it gets an
     /// arm here; a new slot index does not compile (`unconditional_panic`) until `seen`
     /// grows; and then `all_lists_every_variant` fails until `Detail::ALL` holds it.
-    fn mark(detail: Detail, seen: &mut [bool; 41]) {
+    fn mark(detail: Detail, seen: &mut [bool; 44]) {
         match detail {
             Detail::NotStored(NotStored::Method) => seen[0] = true,
             Detail::NotStored(NotStored::NoStore) => seen[1] = true,
@@ -189,12 +199,15 @@ mod tests {
             Detail::RequestBodyTimeout => seen[38] = true,
             Detail::NotStored(NotStored::CollapseTimeout) => seen[39] = true,
             Detail::DiskFull => seen[40] = true,
+            Detail::Admission(RejectReason::Rule) => seen[41] = true,
+            Detail::Bypass => seen[42] = true,
+            Detail::UnknownHost => seen[43] = true,
         }
     }
 
     #[test]
     fn all_lists_every_variant() {
-        let mut seen = [false; 41];
+        let mut seen = [false; 44];
         for detail in Detail::ALL {
             mark(detail, &mut seen);
         }

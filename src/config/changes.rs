@@ -54,8 +54,10 @@ impl Config {
     /// server can change take `next`'s values, the others keep `self`'s. Returns that
     /// config and the changed keys of each kind.
     ///
-    /// Live: all of `[origin]` (the client is rebuilt), all of `[admission]` (the policy
-    /// is rebuilt; same-sized filters keep what they remember), `cache.max_object_size`,
+    /// Live: all of `[origin]`, the `[[site]]`s, the top-level `[[rule]]`s and
+    /// `server.unknown_host` (the sites and their clients are rebuilt), all of
+    /// `[admission]` (the policy is rebuilt; same-sized filters keep what they remember),
+    /// `cache.max_object_size`,
     /// `cache.heuristic_max_age`, `cache.targeted_field`, `cache.stale_if_unreachable`,
     /// `cache.collapse_timeout`, `server.tls.certificates` (whose files a reload reads
     /// again even when the file names did not change), `log.level`, `log.access_log` and
@@ -68,6 +70,10 @@ impl Config {
         cache(&self.cache, &mut next.cache, &mut changes);
         admission(&self.admission, &mut next.admission, &mut changes);
         log(&self.log, &mut next.log, &mut changes);
+        // The sites, their origins and rules are rebuilt whole (`sites::Sites`); a change
+        // anywhere in them is named by its table.
+        changes.compare("site", Applies::Live, &self.sites, &mut next.sites);
+        changes.compare("rule", Applies::Live, &self.rules, &mut next.rules);
         (next, changes)
     }
 }
@@ -76,7 +82,7 @@ impl Config {
 // classified here.
 
 fn server(running: &ServerConfig, next: &mut ServerConfig, changes: &mut Changes) {
-    use Applies::Restart;
+    use Applies::{Live, Restart};
     let ServerConfig {
         listen,
         max_connections,
@@ -93,6 +99,7 @@ fn server(running: &ServerConfig, next: &mut ServerConfig, changes: &mut Changes
         user,
         group,
         tls,
+        unknown_host,
     } = next;
     let r = running;
     changes.compare("server.listen", Restart, &r.listen, listen);
@@ -144,6 +151,9 @@ fn server(running: &ServerConfig, next: &mut ServerConfig, changes: &mut Changes
         blocking,
         blocking_threads,
     );
+    // Part of the sites, rebuilt on reload.
+    let unknown = &r.unknown_host;
+    changes.compare("server.unknown_host", Live, unknown, unknown_host);
     // Privileges are dropped once, after binding: there is no way back to change them.
     changes.compare("server.user", Restart, &r.user, user);
     changes.compare("server.group", Restart, &r.group, group);

@@ -35,8 +35,9 @@ use super::Config;
 /// change them. A reload rebuilds some of those parts and swaps each in its own handle,
 /// which the proxy also loads per request:
 ///
-/// - `[origin]`: the pooled client (`origin::Origin`, in an `ArcSwap` the proxy loads per
-///   origin request); requests in flight finish on the client they started with.
+/// - `[origin]`, the `[[site]]`s, the top-level `[[rule]]`s and `server.unknown_host`: the
+///   sites with their pooled clients and rules (`sites::Sites`, in an `ArcSwap` the proxy
+///   loads per request); requests in flight finish on the site they started with.
 /// - `[admission]`: the policy, its hasher and its snapshots, rebuilt by
 ///   `admission::assemble` ([`crate::admission::LiveAdmission`]); filters of the same size
 ///   carry over what they remember (through a snapshot), other sizes start empty.

@@ -3,6 +3,7 @@
 use super::*;
 
 mod rejected;
+mod sites;
 
 pub(super) fn err(text: &str) -> ConfigError {
     match Config::from_toml_str(text) {
@@ -16,6 +17,7 @@ pub(super) fn kind(e: &ConfigError) -> &'static str {
         ConfigError::Read { .. } => "read",
         ConfigError::Parse(_) => "parse",
         ConfigError::Invalid { .. } => "invalid",
+        ConfigError::InvalidAt { .. } => "invalid-at",
     }
 }
 

@@ -13,6 +13,7 @@ use super::{
     MIN_MAX_HEADER_BYTES, OriginConfig, RotateMode, ServerConfig,
 };
 
+mod sites;
 mod tls;
 mod values;
 
@@ -40,6 +41,8 @@ struct RawConfig {
     cache: RawCache,
     admission: RawAdmission,
     log: RawLog,
+    site: Vec<sites::RawSite>,
+    rule: Vec<sites::RawRule>,
 }
 
 #[derive(Deserialize, Default)]
@@ -60,6 +63,7 @@ struct RawServer {
     user: Option<String>,
     group: Option<String>,
     tls: Option<tls::RawTls>,
+    unknown_host: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -119,13 +123,22 @@ struct RawLog {
 }
 
 /// Checks every key of `raw` once and builds the typed [`Config`].
-fn validate(raw: RawConfig) -> Result<Config, ConfigError> {
+fn validate(mut raw: RawConfig) -> Result<Config, ConfigError> {
     let d = Config::default();
+    let unknown_host = raw.server.unknown_host.take();
+    let unknown_host = sites::unknown_host(unknown_host, !raw.site.is_empty())?;
+    let origin = validate_origin(raw.origin, d.origin)?;
+    let admission = validate_admission(raw.admission, d.admission)?;
     Ok(Config {
-        server: validate_server(raw.server, d.server)?,
-        origin: validate_origin(raw.origin, d.origin)?,
+        server: ServerConfig {
+            unknown_host,
+            ..validate_server(raw.server, d.server)?
+        },
+        sites: sites::validate_sites(raw.site, &origin, admission.policy)?,
+        rules: sites::validate_rules("", raw.rule, admission.policy)?,
+        origin,
         cache: validate_cache(raw.cache, d.cache)?,
-        admission: validate_admission(raw.admission, d.admission)?,
+        admission,
         log: validate_log(raw.log, d.log)?,
     })
 }
@@ -222,6 +235,8 @@ fn validate_server(raw: RawServer, d: ServerConfig) -> Result<ServerConfig, Conf
             None => d.tls,
             Some(raw) => Some(tls::server_tls(raw, listen, admin_listen)?),
         },
+        // Read with the sites it is about (`validate`).
+        unknown_host: d.unknown_host,
     })
 }
 

@@ -12,7 +12,6 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use arc_swap::ArcSwap;
 use http::header::{CONTENT_LENGTH, RANGE, VARY};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 
@@ -22,11 +21,12 @@ use crate::error::ErrorKind;
 use crate::hygiene::Forwarding;
 use crate::key::CacheKey;
 use crate::metrics::Metrics;
-use crate::origin::{BodyFraming, Origin, OriginError, OriginResponse};
+use crate::origin::{BodyFraming, OriginError, OriginResponse};
 use crate::policy::freshness::StoredFreshness;
 use crate::policy::vary::{self, VarySpec};
 use crate::policy::{self, NotStored, Rules, validation};
 use crate::range::{self, RangeAnswer};
+use crate::sites::Site;
 use crate::store::{EntryMeta, EntryWriter, Store, StoreError, StoredEntry};
 use crate::tee::Fills;
 
@@ -136,6 +136,8 @@ pub enum Revalidated {
 
 /// Where and how to reach the origin for one request.
 pub struct OriginRequest {
+    /// The site whose origin is asked.
+    pub site: Arc<Site>,
     /// Path and query as the client sent them.
     pub path_and_query: String,
     /// The host the client named.
@@ -146,12 +148,9 @@ pub struct OriginRequest {
     pub forwarding: Forwarding,
 }
 
-/// The store and the origin, with the rules that connect them.
+/// The store, with the rules that connect it to the origins.
 #[derive(Clone)]
 pub struct Cache {
-    /// The pooled origin client; each origin request loads the one in use (a reload
-    /// swaps in a client built from a new `[origin]`).
-    pub origin: Arc<ArcSwap<Origin>>,
     /// The disk store.
     pub store: Arc<Store>,
     /// The admission policy and its hasher, loaded once per step (a reload swaps them):
@@ -308,9 +307,7 @@ impl Cache {
         validation::whole_object_request(&mut headers, validators_of);
         target.forwarding.apply(&mut headers);
         let request_time = SystemTime::now();
-        let response = self
-            .origin
-            .load_full()
+        let response = (target.site.origin)
             .send(
                 Method::GET,
                 &target.path_and_query,

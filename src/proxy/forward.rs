@@ -14,6 +14,7 @@ use hyper::body::Incoming;
 
 use super::cache::{Cache, Marker};
 use super::collapse::{Fetching, Leader};
+use super::routing::RuleCheck;
 use super::{Proxy, respond};
 use crate::admission::{AdmitReason, Decision};
 use crate::cache_status::{CACHE_STATUS, CacheStatus, Detail, Forward};
@@ -26,6 +27,7 @@ use crate::origin::{self, BodyFraming, OriginResponse};
 use crate::policy::NotStored;
 use crate::policy::validation;
 use crate::range::{self, PartsBody, RangeAnswer};
+use crate::sites::Site;
 use crate::store::{StoreError, Trouble};
 use crate::tee::TeeBody;
 
@@ -34,14 +36,16 @@ impl Proxy {
     pub(super) async fn fetch(
         &self,
         head: &request::Parts,
+        site: &Site,
         body: Incoming,
         key: &CacheKey,
-        miss: Miss,
+        miss: Miss<'_>,
     ) -> Result<Response<ProxyBody>, ProxyError> {
         let Miss {
             marker,
             forward,
             admission,
+            rules,
             fetching,
         } = miss;
         let (leader, timed_out) = match fetching {
@@ -65,6 +69,7 @@ impl Proxy {
         let mut origin = self
             .send(
                 head,
+                site,
                 head.method.clone(),
                 headers,
                 origin::client_body(body),
@@ -81,7 +86,7 @@ impl Proxy {
             range_forwarded = true;
             let empty = origin::empty_body();
             origin = self
-                .send(head, Method::GET, head.headers.clone(), empty)
+                .send(head, site, Method::GET, head.headers.clone(), empty)
                 .await?;
         }
         let exchange = Exchange {
@@ -89,6 +94,7 @@ impl Proxy {
             marker: marker.as_ref(),
             forward,
             admission,
+            rules,
             times: (request_time, SystemTime::now()),
             range_forwarded,
             collapse_timed_out: timed_out,
@@ -98,21 +104,20 @@ impl Proxy {
             .await)
     }
 
-    /// Sends `method` with `headers` and `body` to the origin, for the client's target
-    /// and host in `head`, adding the forwarding fields.
+    /// Sends `method` with `headers` and `body` to `site`'s origin, for the client's
+    /// target and host in `head`, adding the forwarding fields.
     pub(super) async fn send(
         &self,
         head: &request::Parts,
+        site: &Site,
         method: Method,
         mut headers: HeaderMap,
         body: origin::RequestBody,
     ) -> Result<OriginResponse, ProxyError> {
         let (target, host) = (path_and_query(head), client_host(head)?);
         Forwarding::of(head).apply(&mut headers);
-        Ok(self
-            .cache
+        Ok(site
             .origin
-            .load_full()
             .send(method, target, headers, host, body)
             .await?)
     }
@@ -223,7 +228,17 @@ pub(super) async fn fill(
         cache.storable(request, &origin, exchange.times.1, max_len)
     };
     let key = exchange.key;
-    let decision = exchange.admission;
+    // A site's rule may decide by the response's type or size, now that its head is here.
+    let decision = match exchange.rules {
+        Some(rules) => {
+            let length = match origin.framing {
+                BodyFraming::Length(length) => Some(length),
+                _ => None,
+            };
+            rules.admission(&origin.head.headers, length)
+        }
+        None => exchange.admission,
+    };
     if verdict.is_ok() {
         cache.metrics.count_decision(decision);
     }
@@ -354,6 +369,8 @@ pub(super) struct Exchange<'a> {
     pub(super) forward: Forward,
     /// What admission decided for the key, consulted only if the answer is storable.
     pub(super) admission: Decision,
+    /// The site's rules, which decide the admission instead once the response is known.
+    pub(super) rules: Option<RuleCheck<'a>>,
     /// When the request was sent and when the response head arrived.
     pub(super) times: (SystemTime, SystemTime),
     /// The client's `Range` went to the origin (so the answer is not the whole object).
@@ -364,13 +381,16 @@ pub(super) struct Exchange<'a> {
 
 /// A miss on its way to the origin: what the lookup and admission found, and its part in
 /// the key's collapse slot.
-pub(super) struct Miss {
+pub(super) struct Miss<'a> {
     /// The URL's variant set, when one is stored.
     pub(super) marker: Option<Marker>,
     /// Why the request goes to the origin (Cache-Status `fwd`).
     pub(super) forward: Forward,
-    /// What admission decided for the key.
+    /// What admission decided for the key, as far as the site's rules know before the
+    /// response.
     pub(super) admission: Decision,
+    /// The site's rules, for the decision after the response head.
+    pub(super) rules: Option<RuleCheck<'a>>,
     /// Whether it leads a collapse, goes alone, or gave up waiting.
     pub(super) fetching: Fetching,
 }

@@ -4,7 +4,7 @@
 use http::header::{CONTENT_LOCATION, HOST, LOCATION};
 use http::{HeaderMap, HeaderValue, Method, StatusCode, request};
 
-use crate::key::{CacheKey, ClientScheme};
+use crate::key::{CacheKey, ClientScheme, KeyShape};
 
 /// True if `method` is not known to be safe (RFC 9110 §9.2.1): its non-error
 /// responses invalidate the target URI.
@@ -19,13 +19,16 @@ pub fn invalidates(status: StatusCode) -> bool {
 
 /// The keys to invalidate: the request's target (received over `scheme`), and the
 /// `Location` and `Content-Location` of the response when they name the same origin
-/// (§4.4: a cache must not invalidate other origins' URLs on one origin's say-so).
-pub fn targets(
+/// (§4.4: a cache must not invalidate other origins' URLs on one origin's say-so). Each key
+/// is shaped as a GET of its path would be: `shape_of` gives the site's key shape for a
+/// path.
+pub fn targets<'a>(
     request: &request::Parts,
     scheme: ClientScheme,
     response: &HeaderMap,
+    shape_of: impl Fn(&str) -> Option<&'a KeyShape>,
 ) -> Vec<CacheKey> {
-    let Ok(target) = CacheKey::from_request(request, scheme) else {
+    let Ok(target) = CacheKey::shaped(request, scheme, shape_of(request.uri.path())) else {
         return Vec::new();
     };
     let mut keys = Vec::with_capacity(3);
@@ -33,7 +36,7 @@ pub fn targets(
         let Some(reference) = response.get(name).and_then(|v| v.to_str().ok()) else {
             continue;
         };
-        if let Some(key) = same_origin(&target, request.uri.path(), reference) {
+        if let Some(key) = same_origin(&target, request.uri.path(), reference, &shape_of) {
             keys.push(key);
         }
     }
@@ -43,7 +46,12 @@ pub fn targets(
 
 /// The key of `reference` (absolute, absolute-path or relative to `base_path`) if it
 /// is on the same origin as `target`.
-fn same_origin(target: &CacheKey, base_path: &str, reference: &str) -> Option<CacheKey> {
+fn same_origin<'a>(
+    target: &CacheKey,
+    base_path: &str,
+    reference: &str,
+    shape_of: impl Fn(&str) -> Option<&'a KeyShape>,
+) -> Option<CacheKey> {
     let reference = reference.trim();
     let mut parts = http::Request::new(()).into_parts().0;
     let scheme = reference.split_once("://").map(|(scheme, _)| scheme);
@@ -75,7 +83,7 @@ fn same_origin(target: &CacheKey, base_path: &str, reference: &str) -> Option<Ca
                 .insert(HOST, HeaderValue::from_str(target.authority()).ok()?);
         }
     }
-    let key = CacheKey::from_request(&parts, target.scheme()).ok()?;
+    let key = CacheKey::shaped(&parts, target.scheme(), shape_of(parts.uri.path())).ok()?;
     (key.authority() == target.authority()).then_some(key)
 }
 
@@ -99,7 +107,8 @@ mod tests {
 
     #[test]
     fn same_origin_references_resolve_and_others_do_not() {
-        let key = |r| same_origin(&target(), "/a/b", r).map(|k| k.as_str().to_owned());
+        let unshaped = |_: &str| None;
+        let key = |r| same_origin(&target(), "/a/b", r, unshaped).map(|k| k.as_str().to_owned());
         assert_eq!(key("/c").as_deref(), Some("http://example.com/c"));
         assert_eq!(key("c?x=1").as_deref(), Some("http://example.com/a/c?x=1"));
         assert_eq!(
@@ -118,7 +127,8 @@ mod tests {
     #[test]
     fn over_tls_only_https_references_are_the_same_origin() {
         let target = target_over(ClientScheme::Https);
-        let key = |r| same_origin(&target, "/a/b", r).map(|k| k.as_str().to_owned());
+        let unshaped = |_: &str| None;
+        let key = |r| same_origin(&target, "/a/b", r, unshaped).map(|k| k.as_str().to_owned());
         assert_eq!(key("/c").as_deref(), Some("https://example.com/c"));
         assert_eq!(
             key("https://example.com:443/d").as_deref(),

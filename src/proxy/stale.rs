@@ -18,6 +18,7 @@ use crate::hygiene::Forwarding;
 use crate::key::CacheKey;
 use crate::origin::OriginError;
 use crate::policy::freshness::StoredFreshness;
+use crate::sites::Site;
 use crate::store::EntryMeta;
 
 /// Statuses that count as the origin failing, for `stale-if-error` (RFC 5861 §4).
@@ -34,6 +35,7 @@ impl Proxy {
     pub(super) async fn revalidate(
         &self,
         head: &request::Parts,
+        site: &Arc<Site>,
         key: &CacheKey,
         found: Box<Found>,
         freshness: &StoredFreshness,
@@ -48,7 +50,7 @@ impl Proxy {
         };
         let marker = found.marker.clone();
         let entry_ref = (found.entry.meta.clone(), found.entry.body_len);
-        let target = origin_request(head)?;
+        let target = origin_request(head, site)?;
         // Keep what is needed to serve stale if the origin fails.
         let outcome = self.cache.revalidate(&target, found).await;
         match outcome {
@@ -79,6 +81,7 @@ impl Proxy {
                     marker: marker.as_ref(),
                     forward,
                     admission: READMIT,
+                    rules: None,
                     times: (request_time, response_time),
                     // A revalidation always asks for the whole object.
                     range_forwarded: false,
@@ -140,10 +143,11 @@ impl Proxy {
     pub(super) fn refresh_in_background(
         &self,
         head: &request::Parts,
+        site: &Arc<Site>,
         key: &CacheKey,
         stored: http::HeaderMap,
     ) {
-        let Ok(target) = origin_request(head) else {
+        let Ok(target) = origin_request(head, site) else {
             return;
         };
         // The key's collapse slot: one refresh at a time, and misses of the key meanwhile
@@ -194,6 +198,7 @@ async fn refresh(
         marker: marker.as_ref(),
         forward: Forward::Stale,
         admission: READMIT,
+        rules: None,
         times,
         range_forwarded: false,
         collapse_timed_out: false,
@@ -216,9 +221,11 @@ async fn refresh(
     drain(body).await;
 }
 
-/// The origin-facing parts of a client request, for a revalidation that may outlive it.
-fn origin_request(head: &request::Parts) -> Result<OriginRequest, ProxyError> {
+/// The origin-facing parts of a client request to `site`, for a revalidation that may
+/// outlive it.
+fn origin_request(head: &request::Parts, site: &Arc<Site>) -> Result<OriginRequest, ProxyError> {
     Ok(OriginRequest {
+        site: site.clone(),
         path_and_query: forward::path_and_query(head).to_owned(),
         host: forward::client_host(head)?,
         headers: head.headers.clone(),

@@ -289,3 +289,25 @@ async fn wait_for_line(path: &Path, needle: &str) {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_applies_new_sites_and_their_rules() {
+    let mut node = Running::start(&[]).await;
+    assert_eq!(
+        node.get("/account").await.cache.fwd.as_deref(),
+        Some("uri-miss")
+    );
+    let sites = "[[site]]\nhosts = [\"site.test\"]\n\
+                 [[site.rule]]\npath = \"/account\"\nbypass = true\n";
+    let text = format!("{}{sites}", node.text(&[]));
+    node.reload(&text, &["config reloaded", "site"]).await;
+    // The site's rule applies at once, and a host no site names gets 421.
+    assert_eq!(
+        node.get("/account").await.cache.fwd.as_deref(),
+        Some("bypass")
+    );
+    let other = send(client().get(format!("{}/account", node.base))).await;
+    assert_eq!(other.status, 421);
+    assert_eq!(node.origin.count("/account"), 2);
+    node.stop().await;
+}

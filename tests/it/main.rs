@@ -37,6 +37,7 @@ mod rfc9213;
 mod service;
 mod settings;
 mod shadow;
+mod sites;
 mod store;
 mod thread_bound;
 mod tls;

@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::support::serve::{BIN, ServeProcess};
-use crate::support::{PATIENCE, get, send_until_hit};
+use crate::support::{PATIENCE, files_under, get, send_until_hit};
 use crate::support::{Reply, TestOrigin};
 
 fn write_config(dir: &Path, origin: std::net::SocketAddr, extra_server: &str) -> PathBuf {
@@ -179,7 +179,7 @@ async fn started_as_root_it_binds_then_runs_and_writes_as_the_configured_user() 
     assert_eq!(hit.body, b"served");
     let cache = dir.path().join("cache");
     let mut entries = 0;
-    for path in walk(&cache.join("objects")) {
+    for path in files_under(&cache.join("objects")) {
         assert_eq!(
             std::fs::metadata(&path).expect("metadata").uid(),
             uid,
@@ -289,21 +289,4 @@ fn check_config_refuses_what_serve_would_refuse_on_this_machine() {
             "{text}: {stderr}"
         );
     }
-}
-
-/// Every file under `dir`, recursively.
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut files = Vec::new();
-    let mut pending = vec![dir.to_owned()];
-    while let Some(dir) = pending.pop() {
-        for entry in std::fs::read_dir(&dir).expect("read dir") {
-            let path = entry.expect("entry").path();
-            if path.is_dir() {
-                pending.push(path);
-            } else {
-                files.push(path);
-            }
-        }
-    }
-    files
 }

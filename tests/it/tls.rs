@@ -399,25 +399,9 @@ fn check_config_reads_the_certificate_files_and_names_the_key_of_one_that_does_n
     assert!(!ok && stderr.contains("origin.ca_file"), "{stderr}");
 }
 
-/// The config under README.md's "### TLS", as written.
-fn readme_tls_config() -> String {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
-        .expect("read README.md");
-    let section = readme
-        .split("\n### TLS\n")
-        .nth(1)
-        .expect("README has a TLS section");
-    let block = section
-        .split("```toml\n")
-        .nth(1)
-        .and_then(|rest| rest.split("```").next())
-        .expect("a toml block in the TLS section");
-    block.to_owned()
-}
-
 #[test]
 fn the_readme_tls_example_passes_check_config_with_its_files_in_place() {
-    let text = readme_tls_config();
+    let text = crate::support::readme_toml_block("### TLS");
     let config = Config::from_toml_str(&text).expect("the README's TLS config validates");
     let tls = config.server.tls.as_ref().expect("a TLS listener");
     assert_eq!(tls.certificates.len(), 2);

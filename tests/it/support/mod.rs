@@ -262,3 +262,20 @@ pub async fn stats(proxy: &TestProxy) -> serde_json::Value {
     assert_eq!(seen.status, 200, "{}", String::from_utf8_lossy(&seen.body));
     serde_json::from_slice(&seen.body).expect("stats is JSON")
 }
+
+/// The first ```` ```toml ```` block after the heading line `heading` of README.md (e.g.
+/// `"## Sites and rules"`), as written: the tests load the README's examples.
+pub fn readme_toml_block(heading: &str) -> String {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+        .expect("read README.md");
+    let section = readme
+        .split(&format!("\n{heading}\n"))
+        .nth(1)
+        .unwrap_or_else(|| panic!("README has a {heading:?} section"));
+    section
+        .split("```toml\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .unwrap_or_else(|| panic!("a toml block under {heading:?}"))
+        .to_owned()
+}
