@@ -31,16 +31,18 @@
 # Run:  bash benches/vs_nginx.sh            (about 7 minutes with the defaults)
 #       ROUNDS=5 DURATION=10s bash benches/vs_nginx.sh
 #
-# Results (also in the README, "Performance"), 2026-11-24, 2-core Xeon VM, nothing
-# else running, medians of 3 alternating 10 s runs:
+# Results (also in the README, "Performance"), 2026-11-24 afternoon, 2-core Xeon VM,
+# nothing else running, medians of 3 alternating 10 s runs:
 #   case            nginx req/s (p99, cpu us)   secondhit req/s (p99, cpu us)   ratio  per-core
-#   hit-1k          109569 (2.13 ms, 8.93)      137442 (2.74 ms, 7.20)          1.25   1.24
-#   hit-100k         65488 (1.10 ms, 13.67)      69074 (1.07 ms, 13.10)         1.05   1.04
-#   hit-10k-keys     81583 (3.18 ms, 11.97)     101029 (0.96 ms, 9.84)          1.24   1.22
-#   hit-10k-files    79755 (1.70 ms, 12.13)      62910 (2.02 ms, 15.83)         0.79   0.77
-#   pass-1k          77716 (1.64 ms, 11.64)      44257 (1.84 ms, 22.50)         0.57   0.52
-#   secondhit: 2 threads under the memory-tier and pass loads (7 with the tier off);
-#   RSS 72.1 -> 72.4 MiB over 60 s of 10k-key hits.
+#   hit-1k          102052 (2.11 ms, 9.60)      115345 (1.50 ms, 8.52)          1.13   1.13
+#   hit-100k         63116 (1.49 ms, 13.83)      64135 (1.51 ms, 14.20)         1.02   0.97
+#   hit-10k-keys     76971 (2.11 ms, 12.55)      94270 (1.14 ms, 10.53)         1.22   1.19
+#   hit-10k-files    78961 (2.80 ms, 12.27)      59079 (2.55 ms, 16.82)         0.75   0.73
+#   pass-1k          77893 (1.37 ms, 11.37)      43196 (2.95 ms, 22.91)         0.55   0.50
+#   secondhit: 2 threads under the memory-tier and pass loads (9 with the tier off);
+#   RSS 68.3 -> 67.3 MiB over 60 s of 10k-key hits.
+#   The morning run (before TLS, sites, CLOCK eviction, block checksums were merged):
+#   hit-1k 1.25 (p99 2.74 vs 2.13 ms), hit-100k 1.05, 10k keys 1.24, files 0.79, pass 0.57.
 #   Before (2026-11-23): hit-1k 1.21, hit-100k 0.90, 10k keys 1.16, files 0.79, pass 0.57;
 #   before this bench's first run (issue text): 8,941 req/s for 1 KiB hits, 514 threads.
 set -euo pipefail
