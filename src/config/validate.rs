@@ -8,11 +8,11 @@ use serde::Deserialize;
 
 use super::{
     AccessFormat, AccessLog, AdmissionConfig, AdmissionPolicy, CacheConfig, Config, ConfigError,
-    FilterSizing, HostHeader, LogConfig, LogFormat, MAX_BLOCKING_THREADS, MAX_BODY_BUFFER_SIZE,
-    MAX_MAX_HEADER_BYTES, MAX_MAX_HEADERS, MAX_ORPHAN_FILLS, MAX_VERIFY_WHOLE_BELOW, MAX_WORKERS,
-    MIN_MAX_HEADER_BYTES, OriginConfig, RotateMode, ServerConfig,
+    FilterSizing, HostHeader, LogConfig, LogFormat, MAX_BODY_BUFFER_SIZE, MAX_ORPHAN_FILLS,
+    MAX_VERIFY_WHOLE_BELOW, OriginConfig, RotateMode, ServerConfig,
 };
 
+mod server;
 mod sites;
 mod tls;
 mod values;
@@ -36,34 +36,13 @@ pub(super) fn parse(text: &str) -> Result<Config, ConfigError> {
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields, default, expecting = "a table of sections")]
 struct RawConfig {
-    server: RawServer,
+    server: server::RawServer,
     origin: RawOrigin,
     cache: RawCache,
     admission: RawAdmission,
     log: RawLog,
     site: Vec<sites::RawSite>,
     rule: Vec<sites::RawRule>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields, default, expecting = "a [server] table")]
-struct RawServer {
-    listen: Option<String>,
-    admin_listen: Option<String>,
-    admin_token: Option<String>,
-    max_connections: Option<usize>,
-    header_read_timeout: Option<String>,
-    max_headers: Option<usize>,
-    max_header_bytes: Option<RawSize>,
-    idle_timeout: Option<String>,
-    max_concurrent_streams: Option<u32>,
-    shutdown_timeout: Option<String>,
-    workers: Option<usize>,
-    blocking_threads: Option<usize>,
-    user: Option<String>,
-    group: Option<String>,
-    tls: Option<tls::RawTls>,
-    unknown_host: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -132,7 +111,7 @@ fn validate(mut raw: RawConfig) -> Result<Config, ConfigError> {
     Ok(Config {
         server: ServerConfig {
             unknown_host,
-            ..validate_server(raw.server, d.server)?
+            ..server::validate_server(raw.server, d.server)?
         },
         sites: sites::validate_sites(raw.site, &origin, admission.policy)?,
         rules: sites::validate_rules("", raw.rule, admission.policy)?,
@@ -141,135 +120,6 @@ fn validate(mut raw: RawConfig) -> Result<Config, ConfigError> {
         admission,
         log: validate_log(raw.log, d.log)?,
     })
-}
-
-fn validate_server(raw: RawServer, d: ServerConfig) -> Result<ServerConfig, ConfigError> {
-    let listen = match raw.listen {
-        None => d.listen,
-        Some(text) => text.parse().map_err(|_| {
-            let example = r#"(example: "127.0.0.1:8080")"#;
-            invalid(
-                "server.listen",
-                format!("{text:?} is not a socket address {example}"),
-            )
-        })?,
-    };
-    let admin_listen = match raw.admin_listen {
-        None => d.admin_listen,
-        Some(text) if text == "off" => None,
-        Some(text) => Some(text.parse().map_err(|_| {
-            let example = r#"(example: "127.0.0.1:9090", or "off")"#;
-            invalid(
-                "server.admin_listen",
-                format!("{text:?} is not a socket address {example}"),
-            )
-        })?),
-    };
-    // Metrics, purge and rotate are for operators: never on the port clients use. Port 0
-    // asks the system for a free port, so two of them never clash (the tests bind so).
-    if admin_listen == Some(listen) && listen.port() != 0 {
-        let reason = format!(
-            "{listen} is also server.listen; the admin listener needs an address of its own (or \"off\")"
-        );
-        return Err(invalid("server.admin_listen", reason));
-    }
-    let max_header_bytes = match raw.max_header_bytes {
-        None => d.max_header_bytes,
-        Some(size) => {
-            let bytes = parse_size("server.max_header_bytes", size)?;
-            usize::try_from(bytes).unwrap_or(usize::MAX)
-        }
-    };
-    Ok(ServerConfig {
-        listen,
-        admin_listen,
-        admin_token: admin_token(raw.admin_token)?.or(d.admin_token),
-        max_connections: positive(
-            "server.max_connections",
-            raw.max_connections,
-            d.max_connections,
-        )?,
-        header_read_timeout: positive_duration(
-            "server.header_read_timeout",
-            raw.header_read_timeout,
-            d.header_read_timeout,
-        )?,
-        idle_timeout: positive_duration("server.idle_timeout", raw.idle_timeout, d.idle_timeout)?,
-        max_concurrent_streams: positive(
-            "server.max_concurrent_streams",
-            raw.max_concurrent_streams,
-            d.max_concurrent_streams,
-        )?,
-        max_headers: within(
-            "server.max_headers",
-            raw.max_headers.unwrap_or(d.max_headers),
-            1,
-            MAX_MAX_HEADERS,
-        )?,
-        // hyper panics below its minimum read buffer; the range is checked here instead.
-        max_header_bytes: within(
-            "server.max_header_bytes",
-            max_header_bytes,
-            MIN_MAX_HEADER_BYTES,
-            MAX_MAX_HEADER_BYTES,
-        )?,
-        // Zero is allowed: it means "stop at once" on shutdown.
-        shutdown_timeout: duration(
-            "server.shutdown_timeout",
-            raw.shutdown_timeout,
-            d.shutdown_timeout,
-        )?,
-        workers: match raw.workers {
-            None => d.workers,
-            Some(workers) => Some(within("server.workers", workers, 1, MAX_WORKERS)?),
-        },
-        blocking_threads: within(
-            "server.blocking_threads",
-            raw.blocking_threads.unwrap_or(d.blocking_threads),
-            1,
-            MAX_BLOCKING_THREADS,
-        )?,
-        user: account_name("server.user", raw.user)?,
-        group: account_name("server.group", raw.group)?,
-        tls: match raw.tls {
-            None => d.tls,
-            Some(raw) => Some(tls::server_tls(raw, listen, admin_listen)?),
-        },
-        // Read with the sites it is about (`validate`).
-        unknown_host: d.unknown_host,
-    })
-}
-
-/// `server.user` and `server.group`: empty means none; a name is looked up on this machine
-/// at start (and by `check-config`), where a name that does not exist is refused.
-fn account_name(key: &'static str, raw: Option<String>) -> Result<Option<String>, ConfigError> {
-    match raw {
-        Some(name) if name.is_empty() => Ok(None),
-        Some(name)
-            if name
-                .bytes()
-                .any(|b| b == 0 || b == b':' || b.is_ascii_whitespace()) =>
-        {
-            Err(invalid(
-                key,
-                "must be a user or group name (no spaces, colons or NUL bytes)".to_owned(),
-            ))
-        }
-        name => Ok(name),
-    }
-}
-
-/// `server.admin_token`: empty means none; otherwise visible ASCII only, since it travels in
-/// an `Authorization` header (and a token with spaces could never match one).
-fn admin_token(raw: Option<String>) -> Result<Option<String>, ConfigError> {
-    match raw {
-        Some(token) if token.is_empty() => Ok(None),
-        Some(token) if !token.bytes().all(|b| b.is_ascii_graphic()) => Err(invalid(
-            "server.admin_token",
-            "must be visible ASCII characters only (no spaces or control characters)".to_owned(),
-        )),
-        token => Ok(token),
-    }
 }
 
 fn validate_origin(raw: RawOrigin, d: OriginConfig) -> Result<OriginConfig, ConfigError> {
