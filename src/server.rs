@@ -24,8 +24,8 @@
 //! hold at most `server.max_headers` fields and `server.max_header_bytes` bytes (hyper
 //! answers 431; the byte limit also bounds an HTTP/2 header list). HTTP/2 connections
 //! also get at most `server.max_concurrent_streams` streams at once, and hyper's limits
-//! on streams the client resets ([`H2_MAX_PENDING_ACCEPT_RESETS`],
-//! [`H2_MAX_LOCAL_ERROR_RESETS`]: the "rapid reset" attack, CVE-2023-44487, ends in
+//! on streams the client resets (`protocols::H2_MAX_PENDING_ACCEPT_RESETS`,
+//! `protocols::H2_MAX_LOCAL_ERROR_RESETS`: the "rapid reset" attack, CVE-2023-44487, ends in
 //! GOAWAY).
 //!
 //! `server.admin_listen` (unless `"off"`) is bound by [`Server::bind`] too, and
@@ -50,6 +50,7 @@ mod connection;
 mod head_guard;
 mod listeners;
 pub mod privileges;
+mod protocols;
 pub mod runtime;
 pub mod tls;
 mod zero_copy;
@@ -61,8 +62,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hyper_util::rt::{TokioExecutor, TokioTimer};
-use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
@@ -283,30 +282,7 @@ impl Server {
             };
             tokio::spawn(admin::serve(listener, admin, admin_stopping, limits))
         });
-        let mut builder = auto::Builder::new(TokioExecutor::new());
-        builder
-            .http1()
-            .timer(TokioTimer::new())
-            .header_read_timeout(self.config.header_read_timeout)
-            .max_buf_size(self.config.max_header_bytes);
-        // hyper keeps its default of 100 fields on the stack; any explicit value moves
-        // them to the heap for every request (about 5% slower, its docs say).
-        if self.config.max_headers != HYPER_DEFAULT_MAX_HEADERS {
-            builder.http1().max_headers(self.config.max_headers);
-        }
-        // Config validation keeps the value far below u32::MAX.
-        let header_list = u32::try_from(self.config.max_header_bytes).unwrap_or(u32::MAX);
-        builder
-            .http2()
-            .timer(TokioTimer::new())
-            .max_header_list_size(header_list)
-            .max_concurrent_streams(self.config.max_concurrent_streams)
-            .max_pending_accept_reset_streams(H2_MAX_PENDING_ACCEPT_RESETS)
-            .max_local_error_reset_streams(H2_MAX_LOCAL_ERROR_RESETS)
-            // Pings find a vanished peer of a connection with a long stream open; an idle
-            // one is closed by the idle timer instead.
-            .keep_alive_interval(self.config.idle_timeout)
-            .keep_alive_timeout(self.config.header_read_timeout);
+        let builder = protocols::builder(&self.config);
         let serving = Arc::new(connection::Serving {
             proxy: self.proxy.clone(),
             builder,
@@ -451,20 +427,6 @@ impl Server {
         self.access_log.close().await;
     }
 }
-
-/// hyper's HTTP/1 `max_headers` when none is set (`DEFAULT_MAX_HEADERS` in its `role.rs`).
-const HYPER_DEFAULT_MAX_HEADERS: usize = 100;
-
-/// Streams an HTTP/2 client may open and reset before this side accepted them; more end
-/// the connection with GOAWAY (ENHANCE_YOUR_CALM). The rapid-reset attack
-/// (CVE-2023-44487) opens and cancels streams in a loop, so each costs the server work
-/// but never counts against `max_concurrent_streams`. 20 is h2's own default, named here
-/// so that it is a decision rather than an accident of a dependency.
-pub const H2_MAX_PENDING_ACCEPT_RESETS: usize = 20;
-
-/// Streams this side may reset for the client's protocol errors on one connection before
-/// it sends GOAWAY: the same attack, provoking resets instead of sending them (h2's default).
-pub const H2_MAX_LOCAL_ERROR_RESETS: usize = 1024;
 
 /// How often at most reaching `server.max_connections` is logged.
 const FULL_LOG_EVERY: Duration = Duration::from_secs(60);
