@@ -1,10 +1,10 @@
 //! One client connection's life beside hyper: closed when idle for `server.idle_timeout`,
 //! when `server.max_connections` is reached and it has no request open, and at shutdown.
 //!
-//! hyper has no idle timeout of its own. For HTTP/1 its `header_read_timeout` also runs
-//! while a kept-alive connection waits for its next request head (so such a connection
-//! lasts at most the shorter of the two), but an HTTP/2 connection with no open stream is
-//! kept for ever: clients that only sent the preface could hold every connection slot.
+//! hyper has no idle timeout of its own: a kept-alive HTTP/1 connection waiting for its
+//! next request (the head guard's `header_read_timeout` runs only once a head has begun),
+//! and an HTTP/2 connection with no open stream, would be kept for ever: clients that
+//! only connected, or only sent the preface, could hold every connection slot.
 //! [`drive`] therefore watches each connection's [`Activity`]: a request counts from its
 //! head until its response head is ready, which costs two uncontended atomic updates per
 //! request and no clock read. A timer ticks [`IDLE_TICKS`] times per `idle_timeout`; after
@@ -50,7 +50,8 @@ pub(super) struct Serving {
     pub(super) builder: auto::Builder<TokioExecutor>,
     /// The head guard's limits.
     pub(super) limits: head_guard::Limits,
-    /// `server.header_read_timeout`: the first head's deadline, and the TLS handshake's.
+    /// `server.header_read_timeout`: each head's deadline (see `head_guard`), and the TLS
+    /// handshake's.
     pub(super) header_read_timeout: Duration,
     /// `server.idle_timeout`.
     pub(super) idle_timeout: Duration,

@@ -20,14 +20,16 @@ pub(super) const H2_MAX_PENDING_ACCEPT_RESETS: usize = 20;
 /// it sends GOAWAY: the same attack, provoking resets instead of sending them (h2's default).
 pub(super) const H2_MAX_LOCAL_ERROR_RESETS: usize = 1024;
 
-/// The connection builder for `config`: the head limits and header-read timer for HTTP/1,
-/// the header-list, stream and reset limits and keep-alive pings for HTTP/2.
+/// The connection builder for `config`: the head limits for HTTP/1 (its head timer is
+/// the head guard's), the header-list, stream and reset limits and keep-alive pings for
+/// HTTP/2.
 pub(super) fn builder(config: &ServerConfig) -> auto::Builder<TokioExecutor> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(config.header_read_timeout)
+        // No header_read_timeout: the head guard enforces `server.header_read_timeout`
+        // (see `head_guard`), and hyper's would arm a timer for every request.
+        .header_read_timeout(None)
         .max_buf_size(config.max_header_bytes);
     // hyper keeps its default of 100 fields on the stack; any explicit value moves
     // them to the heap for every request (about 5% slower, its docs say).

@@ -431,6 +431,62 @@ async fn client_that_never_finishes_its_head_is_disconnected() {
     assert_eq!(origin.count("/x"), 0);
 }
 
+/// A later head is timed from its first byte: after one answered request, a head that
+/// stops halfway ends the connection at `header_read_timeout`, long before the idle
+/// timeout would.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_later_head_that_stops_halfway_is_disconnected() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let origin = cacheable_origin().await;
+    let proxy = TestProxy::start(origin.addr, |c| {
+        c.server.header_read_timeout = Duration::from_millis(300);
+        c.server.idle_timeout = Duration::from_secs(600);
+    })
+    .await;
+    let mut stream = tokio::net::TcpStream::connect(proxy.addr)
+        .await
+        .expect("connect");
+    stream
+        .write_all(b"GET /first HTTP/1.1\r\nHost: a\r\n\r\n")
+        .await
+        .expect("first head");
+    // The whole first answer: its head, then the 2048 bytes its Content-Length names.
+    let mut answer = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let complete = |answer: &[u8]| {
+        let text = String::from_utf8_lossy(answer);
+        text.find("\r\n\r\n")
+            .is_some_and(|end| answer.len() >= end + 4 + 2048)
+    };
+    while !complete(&answer) {
+        let n = tokio::time::timeout(support::PATIENCE, stream.read(&mut chunk))
+            .await
+            .expect("the first answer comes")
+            .expect("read");
+        assert!(
+            n > 0,
+            "the connection closed before the first answer was whole"
+        );
+        answer.extend_from_slice(&chunk[..n]);
+    }
+    assert!(answer.starts_with(b"HTTP/1.1 200"), "{answer:?}");
+    stream
+        .write_all(b"GET /second HTTP/1.1\r\nHost: a\r\n")
+        .await
+        .expect("partial second head");
+    let mut rest = Vec::new();
+    let read = tokio::time::timeout(support::PATIENCE, stream.read_to_end(&mut rest)).await;
+    assert!(
+        read.is_ok(),
+        "the proxy must close the connection header_read_timeout after a head began"
+    );
+    assert!(
+        rest.is_empty(),
+        "nothing answers a head that never ended: {rest:?}"
+    );
+    assert_eq!(origin.count("/second"), 0);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn body_delimited_by_connection_close_is_served_but_never_stored() {
     let (origin, _stop) = support::start_raw_origin(

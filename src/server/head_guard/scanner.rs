@@ -129,6 +129,11 @@ impl Scanner {
         }
     }
 
+    /// Some bytes of a head have come, but not all of it.
+    pub(super) fn holds_partial_head(&self) -> bool {
+        matches!(&self.state, State::Head { buf, .. } if !buf.is_empty())
+    }
+
     /// A bad head was replaced and the connection is closing.
     pub(super) fn is_rejected(&self) -> bool {
         matches!(self.state, State::Rejected)
