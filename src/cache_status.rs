@@ -161,7 +161,10 @@ impl CacheStatus {
 
     /// The header value, e.g. `secondhit; fwd=uri-miss; stored`.
     pub fn to_header_value(&self) -> HeaderValue {
-        let mut text = String::with_capacity(48);
+        use std::fmt::Write;
+        // One allocation: the numbers are written in place, and the text becomes the
+        // value's bytes without a copy.
+        let mut text = String::with_capacity(64);
         text.push_str(CACHE_NAME);
         if self.hit {
             text.push_str("; hit");
@@ -171,12 +174,11 @@ impl CacheStatus {
             text.push_str(forward.as_str());
         }
         if let Some(status) = self.fwd_status {
-            text.push_str("; fwd-status=");
-            text.push_str(&status.to_string());
+            // Writing to a String cannot fail.
+            let _ = write!(text, "; fwd-status={status}");
         }
         if let Some(ttl) = self.ttl {
-            text.push_str("; ttl=");
-            text.push_str(&ttl.to_string());
+            let _ = write!(text, "; ttl={ttl}");
         }
         if self.stored {
             text.push_str("; stored");
@@ -189,7 +191,8 @@ impl CacheStatus {
             text.push_str(detail.as_str());
         }
         // Only static tokens and integers are ever appended, all visible ASCII.
-        HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static(CACHE_NAME))
+        HeaderValue::from_maybe_shared(bytes::Bytes::from(text))
+            .unwrap_or_else(|_| HeaderValue::from_static(CACHE_NAME))
     }
 }
 

@@ -177,7 +177,8 @@ impl Proxy {
         peer: SocketAddr,
         scheme: ClientScheme,
     ) -> Response<ProxyBody> {
-        let started = Instant::now();
+        // The clock is read for the access log only.
+        let started = self.access_log.is_on().then(Instant::now);
         let (mut head, body) = request.into_parts();
         let routed = match hygiene::check_request(&mut head)
             .and_then(|()| max_forwards::take_hop(&mut head))
@@ -223,9 +224,9 @@ impl Proxy {
         self.cache
             .metrics
             .count_body_bytes(result, body_len(&head.method, &response));
-        if !self.access_log.is_on() {
+        let Some(started) = started else {
             return response;
-        }
+        };
         // Moved out of the request head, which is no longer needed: no copies. The wall
         // clock is read only here, so a proxy without an access log never reads it.
         let now = SystemTime::now();
