@@ -127,16 +127,30 @@ pub fn empty_body() -> RequestBody {
 
 /// A body that fails with [`ReadTimedOut`] when no frame arrives for its timeout: a
 /// response from the origin (`origin.read_timeout`), or the rest of a client's upload
-/// (`origin.body_read_timeout`). The timer restarts with every frame, so a long transfer
-/// is never cut while bytes keep coming.
+/// (`origin.body_read_timeout`). A long transfer is never cut while frames keep coming.
+///
+/// The timer is lazy, as the connection idle timer is: it is armed only when the body
+/// first has to wait (a short body whose frames are all ready never arms one), it ticks
+/// [`READ_TICKS`] times per timeout, and a frame only sets a flag. The body fails after
+/// that many ticks in a row without a frame, so after between the timeout and a quarter
+/// more of silence. Why: restarting a timer for every frame took the time driver's lock
+/// and read the clock twice per pass-through response.
 pub struct ReadTimeout<B = Incoming> {
     inner: B,
     timeout: Duration,
     /// The setting named when it fires.
     key: &'static str,
-    /// Boxed: a `Sleep` is `!Unpin`, and the body moves between owners.
-    deadline: Pin<Box<Sleep>>,
+    /// Armed at the first wait. Boxed: a `Sleep` is `!Unpin`, and the body moves between
+    /// owners.
+    tick: Option<Pin<Box<Sleep>>>,
+    /// Ticks in a row with no frame.
+    quiet_ticks: u32,
+    /// A frame arrived since the last tick.
+    progressed: bool,
 }
+
+/// Timer ticks per read timeout (see [`ReadTimeout`]).
+const READ_TICKS: u32 = 4;
 
 impl<B> ReadTimeout<B> {
     fn new(inner: B, timeout: Duration, key: &'static str) -> ReadTimeout<B> {
@@ -144,8 +158,15 @@ impl<B> ReadTimeout<B> {
             inner,
             timeout,
             key,
-            deadline: Box::pin(tokio::time::sleep(timeout)),
+            tick: None,
+            quiet_ticks: 0,
+            progressed: false,
         }
+    }
+
+    /// The time between ticks (never zero: validation keeps timeouts positive).
+    fn tick_period(&self) -> Duration {
+        self.timeout / READ_TICKS
     }
 }
 
@@ -162,20 +183,31 @@ where
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = &mut *self;
-        match Pin::new(&mut this.inner).poll_frame(cx) {
-            Poll::Ready(frame) => {
-                let next = Instant::now() + this.timeout;
-                this.deadline.as_mut().reset(next);
-                Poll::Ready(frame.map(|f| f.map_err(Into::into)))
+        if let Poll::Ready(frame) = Pin::new(&mut this.inner).poll_frame(cx) {
+            this.progressed = true;
+            return Poll::Ready(frame.map(|f| f.map_err(Into::into)));
+        }
+        let period = this.tick_period();
+        let tick = this
+            .tick
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(period)));
+        loop {
+            ready!(tick.as_mut().poll(cx));
+            if std::mem::take(&mut this.progressed) {
+                this.quiet_ticks = 0;
+            } else {
+                this.quiet_ticks += 1;
             }
-            Poll::Pending => {
-                ready!(this.deadline.as_mut().poll(cx));
+            if this.quiet_ticks >= READ_TICKS {
                 let timed_out = ReadTimedOut {
                     after: this.timeout,
                     key: this.key,
                 };
-                Poll::Ready(Some(Err(timed_out.into())))
+                return Poll::Ready(Some(Err(timed_out.into())));
             }
+            // From now, not from the last deadline: a body its reader left unpolled for
+            // a while (a slow client) must not count the ticks it missed as silence.
+            tick.as_mut().reset(Instant::now() + period);
         }
     }
 
@@ -459,6 +491,44 @@ mod tests {
         let mut no_content = head(Version::HTTP_11, &[]);
         no_content.status = http::StatusCode::NO_CONTENT;
         assert_eq!(body_framing(&no_content), BodyFraming::Length(0));
+    }
+
+    /// A body whose frames come every 0.6 timeouts for longer than the timeout is read
+    /// whole; when it then falls silent, it fails after the timeout, not before.
+    #[tokio::test]
+    async fn a_read_timeout_cuts_silence_but_not_a_slow_steady_body() {
+        use futures_util::StreamExt;
+        let timeout = Duration::from_millis(200);
+        let frames = futures_util::stream::unfold(0, move |sent| async move {
+            if sent == 4 {
+                // Silent from here on.
+                std::future::pending::<()>().await;
+            }
+            tokio::time::sleep(timeout * 3 / 5).await;
+            let frame = Frame::data(Bytes::from_static(b"x"));
+            Some((Ok::<_, std::io::Error>(frame), sent + 1))
+        })
+        .boxed();
+        let body = http_body_util::StreamBody::new(frames);
+        let mut body = ReadTimeout::new(body, timeout, "origin.read_timeout");
+        let mut silent = Instant::now();
+        for _ in 0..4 {
+            // Taken before the last frame is awaited: the silence starts after it.
+            silent = Instant::now();
+            let frame = body
+                .frame()
+                .await
+                .expect("a frame")
+                .expect("no timeout yet");
+            assert_eq!(frame.into_data().ok(), Some(Bytes::from_static(b"x")));
+        }
+        let error = tokio::time::timeout(Duration::from_secs(10), body.frame())
+            .await
+            .expect("the timeout fires")
+            .expect("an end or an error")
+            .expect_err("silence is an error");
+        assert!(error.to_string().contains("origin.read_timeout"), "{error}");
+        assert!(silent.elapsed() >= timeout, "{:?}", silent.elapsed());
     }
 
     #[test]

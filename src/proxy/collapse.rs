@@ -137,8 +137,9 @@ impl Collapser {
     pub(super) fn join(self: &Arc<Self>, hash: u128, may_lead: bool) -> Role {
         let mut slots = self.lock();
         let Slots { map, refused, .. } = &mut *slots;
-        let (done, waiting) = watch::channel(());
-        match map.entry(hash) {
+        // Made only for a leader: most misses of a refused key, or of one being filled,
+        // need no channel of their own.
+        let done = match map.entry(hash) {
             Entry::Occupied(taken) => match taken.get() {
                 Slot::Filling(waiting) => return Role::Follower(Follower(waiting.clone())),
                 Slot::Refused(until) if Instant::now() < *until => return Role::Alone,
@@ -149,14 +150,18 @@ impl Collapser {
                         taken.remove();
                         return Role::Alone;
                     }
+                    let (done, waiting) = watch::channel(());
                     *taken.into_mut() = Slot::Filling(waiting);
+                    done
                 }
             },
             Entry::Vacant(free) if may_lead => {
+                let (done, waiting) = watch::channel(());
                 free.insert(Slot::Filling(waiting));
+                done
             }
             Entry::Vacant(_) => return Role::Alone,
-        }
+        };
         Role::Leader(Leader {
             collapser: Arc::clone(self),
             hash,
