@@ -17,7 +17,8 @@
 //! this bare proxy 14.6–15.2 µs per request (5.1–5.7 µs of it in user space; four runs), secondhit
 //! 24.8–25.2 µs (12.1–12.2 user), nginx `proxy_pass` 11.8 µs. Later that day, after
 //! secondhit's lazy read timer: this proxy 14.4–15.8 µs (three runs), secondhit 20.4–21.4 µs
-//! (10.0–10.4 user; five runs), nginx 11.7–12.3 µs (2.7–3.0 user).
+//! (10.0–10.4 user; five runs), nginx 11.7–12.3 µs (2.7–3.0 user; two runs, with
+//! `perf record` attached to it).
 
 use std::convert::Infallible;
 use std::error::Error;
