@@ -348,7 +348,7 @@ impl Default for AdmissionConfig {
             sizing: FilterSizing::ExpectedUrls(1_000_000),
             false_positive_rate: 0.01,
             max_age: Duration::from_secs(3600),
-            rotate: RotateMode::Fill,
+            rotate: RotateMode::Auto,
             seed: None,
             snapshot_every: Duration::from_secs(60),
         }
@@ -383,8 +383,8 @@ impl AdmissionPolicy {
 pub enum RotateMode {
     /// Rotate when a generation took `expected_urls` new keys (`"fill"`).
     Fill,
-    /// Rotate when a generation took as many new keys as the disk cache holds objects,
-    /// clamped between a floor and `expected_urls` (`"auto"`).
+    /// Rotate when a generation took twice as many new keys as the disk cache holds
+    /// objects, clamped between a floor and `expected_urls` (`"auto"`, the default).
     Auto,
 }
 

@@ -49,7 +49,7 @@ fn empty_text_gives_the_defaults() {
     );
     assert_eq!(config.admission.max_age, Duration::from_secs(3600));
     assert_eq!(config.admission.policy.as_str(), "second-hit");
-    assert_eq!(config.admission.rotate, RotateMode::Fill);
+    assert_eq!(config.admission.rotate, RotateMode::Auto);
     assert_eq!(config.admission.snapshot_every, Duration::from_secs(60));
     // Empty sections are fine too.
     let sections = "[server]\n[origin]\n[cache]\n[admission]\n[log]\n";
@@ -97,7 +97,7 @@ const FULL: &str = r#"
     expected_urls = 5000
     false_positive_rate = 0.001
     max_age = "10m"
-    rotate = "auto"
+    rotate = "fill"
     seed = "s3cret"
     snapshot_every = "5m"
     [log]
@@ -146,7 +146,7 @@ fn full_file_from_disk_gives_typed_values() {
     assert_eq!(c.admission.sizing, FilterSizing::ExpectedUrls(5000));
     assert_eq!(c.admission.false_positive_rate, 0.001);
     assert_eq!(c.admission.max_age, Duration::from_secs(600));
-    assert_eq!(c.admission.rotate, RotateMode::Auto);
+    assert_eq!(c.admission.rotate, RotateMode::Fill);
     assert_eq!(c.admission.seed.as_deref(), Some("s3cret"));
     assert_eq!(c.admission.snapshot_every, Duration::from_secs(300));
     assert_eq!(c.log.level, "warn");
