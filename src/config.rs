@@ -28,10 +28,12 @@ use crate::sites::Rules;
 
 mod changes;
 mod live;
+mod object_size;
 mod validate;
 
 pub use changes::Changes;
 pub use live::SettingsHandle;
+pub use object_size::MaxObjectSize;
 
 /// The whole validated configuration.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -249,8 +251,9 @@ pub struct CacheConfig {
     pub dir: PathBuf,
     /// Byte budget for entry files plus fills in progress (> 0).
     pub max_size: u64,
-    /// Largest body, in bytes, that is written to disk (> 0).
-    pub max_object_size: u64,
+    /// Largest body that is written to disk: bytes, or `"auto"`, a share of `max_size`
+    /// ([`CacheConfig::max_object_bytes`] resolves it).
+    pub max_object_size: MaxObjectSize,
     /// Free bytes to keep on the cache's filesystem, whatever else fills it: fills
     /// evict entries in the index's order to stay above it, and are refused (not
     /// written) when eviction cannot; the same share of the filesystem's inodes is kept
@@ -298,12 +301,19 @@ pub const MAX_ORPHAN_FILLS: usize = 4096;
 /// Upper limit of `cache.verify_whole_below`: such bodies are held in memory on every hit.
 pub const MAX_VERIFY_WHOLE_BELOW: u64 = 16 * 1024 * 1024;
 
+impl CacheConfig {
+    /// `max_object_size` in bytes, `"auto"` resolved against `max_size`.
+    pub fn max_object_bytes(&self) -> u64 {
+        self.max_object_size.resolve(self.max_size)
+    }
+}
+
 impl Default for CacheConfig {
     fn default() -> Self {
         Self {
             dir: PathBuf::from("/var/cache/secondhit"),
             max_size: 10 * 1024 * 1024 * 1024,
-            max_object_size: 256 * 1024 * 1024,
+            max_object_size: MaxObjectSize::Auto,
             // Room for logs, the filter state and other processes on a shared disk to go
             // on for a while after the cache stops growing; small next to a disk worth
             // caching on. A small dedicated disk lowers it.

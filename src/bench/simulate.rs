@@ -5,8 +5,10 @@
 //!
 //! Per request it does what the proxy does: check and record the key in the admission
 //! policy; a key in the index is a hit (and counts one for the index's CLOCK); otherwise
-//! the origin is asked, and an admitted object no larger than `max_object_size` is
-//! indexed, evicting in the index's order until it fits the byte budget. Entry files are
+//! the origin is asked, and an admitted object no larger than `max_object_size` (its
+//! `"auto"` default resolved against the simulated cache's size, as the proxy resolves it
+//! against `cache.max_size`) is indexed, evicting in the index's order until it fits the
+//! byte budget. Entry files are
 //! counted at body size plus [`ENTRY_OVERHEAD`], the store's typical header, so the budget
 //! means the same thing here as in the HTTP bench.
 //!
@@ -23,7 +25,7 @@ use crate::bench::policies;
 use crate::bench::reference::{self, ReferenceCache};
 use crate::bench::report::PolicyReport;
 use crate::bench::workload::{Request, Workload};
-use crate::config::AdmissionConfig;
+use crate::config::{AdmissionConfig, MaxObjectSize};
 use crate::store::index::{Fill, Index, Provenance};
 
 /// Bytes an entry file adds to its body: the 512-byte aligned preamble and key, and two
@@ -45,7 +47,22 @@ pub struct SimCache {
     /// `cache.max_size`: the byte budget of entry files.
     pub max_size: u64,
     /// `cache.max_object_size`: larger bodies are never stored.
-    pub max_object_size: u64,
+    pub max_object_size: MaxObjectSize,
+}
+
+impl SimCache {
+    /// The largest body the proxy's policies store: `max_object_size` resolved against
+    /// `max_size`, as the proxy does.
+    fn admission_limit(&self) -> u64 {
+        self.max_object_size.resolve(self.max_size)
+    }
+
+    /// The largest body a reference cache stores: only a size the config names. The
+    /// `"auto"` share is secondhit's own size-aware admission, not part of the published
+    /// policies, which are compared as published (the byte budget alone bounds them).
+    fn reference_limit(&self) -> u64 {
+        self.max_object_size.explicit().unwrap_or(u64::MAX)
+    }
 }
 
 /// Runs `workload` through the policy `policy` (sized by `config`) and the store's index of
@@ -210,7 +227,7 @@ fn replay_reference(
         observe(request, hit);
         tally.request(request.size, hit);
         if !hit
-            && request.size <= cache.max_object_size
+            && request.size <= cache.reference_limit()
             && reference.insert(request.object, request.size + ENTRY_OVERHEAD)
         {
             tally.write(request.size);
@@ -235,6 +252,7 @@ fn replay_admission(
         Arc::new(move || index.objects_when_full())
     };
     let admission = policies::build(policy, config, objects)?;
+    let max_object_size = cache.admission_limit();
     let started = Instant::now();
     let first_at = workload.requests.first().map_or(0.0, |r| r.at);
     let mut tally = Tally::default();
@@ -267,7 +285,7 @@ fn replay_admission(
         let hit = index.touch(key_hash).is_some();
         observe(request, hit);
         tally.request(request.size, hit);
-        if hit || !decision.is_admit() || request.size > cache.max_object_size {
+        if hit || !decision.is_admit() || request.size > max_object_size {
             continue;
         }
         let file_size = request.size + ENTRY_OVERHEAD;
@@ -329,7 +347,7 @@ mod tests {
 
     const ROOMY: SimCache = SimCache {
         max_size: 1 << 30,
-        max_object_size: 1 << 20,
+        max_object_size: MaxObjectSize::Bytes(1 << 20),
     };
 
     fn run(
@@ -382,7 +400,7 @@ mod tests {
         // and evicts 2, so 1 still hits.
         let cache = SimCache {
             max_size: 2 * (1000 + ENTRY_OVERHEAD),
-            max_object_size: 1 << 20,
+            max_object_size: MaxObjectSize::Bytes(1 << 20),
         };
         let report = run(
             &[1, 2, 1, 3, 1, 2],
@@ -399,11 +417,46 @@ mod tests {
     fn objects_over_the_size_limit_are_never_stored() {
         let cache = SimCache {
             max_size: 1 << 30,
-            max_object_size: 999,
+            max_object_size: MaxObjectSize::Bytes(999),
         };
         let report = run(&[1, 1], "always", &AdmissionConfig::default(), cache);
         assert_eq!(report.disk_write_objects, Some(0));
         assert_eq!(report.hit_ratio, 0.0);
+        let reference = run(&[1, 1], "s3fifo", &AdmissionConfig::default(), cache);
+        assert_eq!(
+            reference.disk_write_objects,
+            Some(0),
+            "a named size binds all"
+        );
+    }
+
+    #[test]
+    fn the_auto_limit_binds_the_proxys_policies_not_the_references() {
+        // "auto" allows a 48th of the cache: 999 bytes here, the objects have 1000.
+        let small = SimCache {
+            max_size: 48 * 999,
+            max_object_size: MaxObjectSize::Auto,
+        };
+        let config = AdmissionConfig::default();
+        for policy in ["always", "second-hit"] {
+            let report = run(&[1, 1, 1], policy, &config, small);
+            assert_eq!(report.disk_write_objects, Some(0), "{policy}");
+        }
+        let reference = run(&[1, 1, 1], "s3fifo", &config, small);
+        assert_eq!(reference.disk_write_objects, Some(1));
+        // A 48th of this one is 1000 bytes: stored on first (always) or second sight.
+        let fits = SimCache {
+            max_size: 48 * 1000,
+            ..small
+        };
+        assert_eq!(
+            run(&[1, 1, 1], "always", &config, fits).disk_write_objects,
+            Some(1)
+        );
+        assert_eq!(
+            run(&[1, 1, 1], "second-hit", &config, fits).disk_write_objects,
+            Some(1)
+        );
     }
 
     #[test]
