@@ -21,14 +21,14 @@
 //!
 //! ```text
 //! cache   policy             hit%   byte%   disk objs   disk bytes   admission memory
-//! 0.5%    second-hit         29.30   15.18        3157     80.6 MiB   3.9 KiB
-//! 0.5%    always             21.66   10.79       43158      1.0 GiB   0 B
-//! 0.5%    exact-second-hit   26.48   13.48       15261    383.0 MiB   476.0 KiB
+//! 0.5%    second-hit         26.51   19.52        5029    207.0 MiB   3.9 KiB
+//! 0.5%    always             18.35   11.03       48865      2.0 GiB   0 B
+//! 0.5%    exact-second-hit   23.24   15.88       18992    816.7 MiB   476.0 KiB
 //! 0.5%    s3fifo             27.64   20.29       43122      1.7 GiB   0 B
 //! 0.5%    lru                16.00    9.51       50403      2.3 GiB   0 B
-//! 1%      second-hit         33.01   20.80        2693     88.2 MiB   4.1 KiB
-//! 1%      always             25.12   15.12       43444      1.4 GiB   0 B
-//! 1%      exact-second-hit   30.56   18.96       13899    443.6 MiB   476.0 KiB
+//! 1%      second-hit         31.80   24.44        3136    132.0 MiB   4.1 KiB
+//! 1%      always             23.26   15.99       45919      1.9 GiB   0 B
+//! 1%      exact-second-hit   28.60   21.54       15775    672.4 MiB   476.0 KiB
 //! 1%      s3fifo             32.10   24.61       40665      1.7 GiB   0 B
 //! 1%      lru                20.75   13.71       47548      2.1 GiB   0 B
 //! 5%      second-hit         42.06   34.75        2788    126.4 MiB   20.4 KiB
@@ -46,12 +46,12 @@
 //! Baseline: `always` is what a cache without admission does; the headline under each
 //! table is `second-hit` relative to it.
 //!
-//! These caches are tiny (6.3 MiB at 0.5%, a few hundred objects), and there the default
-//! `max_object_size` (`max_size` / 48: 132 KiB at 0.5%, 265 KiB at 1%) trades bytes for
-//! requests: with `max_object_size = "256MiB"` `second-hit` has 26.55% / 19.72% at 0.5%
-//! and 31.86% / 24.44% at 1% (`secondhit simulate --cache-size 0.5% --config` a file
-//! setting it), so it costs 4.4 and 3.4 points of byte hit ratio here. At 5% it gains 0.2
-//! points, at 10% it changes nothing.
+//! These caches are tiny (6.3 MiB at 0.5%, a few hundred objects): the default
+//! `max_object_size` is its floor, 1 MiB, at 0.5% and 1%. A 48th of the cache alone (132
+//! and 265 KiB) gave `second-hit` 29.30% / 15.18% and 33.01% / 20.80%: more requests,
+//! 3.6–4.3 points fewer bytes. With `max_object_size = "256MiB"` it has 26.55% / 19.72%
+//! and 31.86% / 24.44% (`secondhit simulate --cache-size 0.5% --config` a file setting
+//! it). At 5% the limit gains 0.2 points, at 10% it changes nothing.
 
 use secondhit::bench::workload::{self, SyntheticSpec};
 use secondhit::bench::{self, CacheSize, policies::POLICY_NAMES, reference::REFERENCE_NAMES};

@@ -328,15 +328,20 @@ fn reserve(index: &Index, size: u64) -> bool {
 mod tests {
     use super::*;
 
-    /// One request per second for each object in `objects`.
+    /// One request per second for each object in `objects`, each of 1000 bytes.
     fn workload(objects: &[u64]) -> Workload {
+        workload_of(objects, 1000)
+    }
+
+    /// One request per second for each object in `objects`, each of `size` bytes.
+    fn workload_of(objects: &[u64], size: u64) -> Workload {
         Workload {
             name: "test".into(),
             requests: (0u32..)
                 .zip(objects)
                 .map(|(second, &object)| Request {
                     object,
-                    size: 1000,
+                    size,
                     at: f64::from(second),
                 })
                 .collect(),
@@ -432,31 +437,25 @@ mod tests {
 
     #[test]
     fn the_auto_limit_binds_the_proxys_policies_not_the_references() {
-        // "auto" allows a 48th of the cache: 999 bytes here, the objects have 1000.
-        let small = SimCache {
-            max_size: 48 * 999,
+        // "auto" allows a 48th of a cache of 48 MiB or more: 2 MiB here.
+        const LIMIT: u64 = 2 * 1024 * 1024;
+        let cache = SimCache {
+            max_size: 48 * LIMIT,
             max_object_size: MaxObjectSize::Auto,
         };
         let config = AdmissionConfig::default();
-        for policy in ["always", "second-hit"] {
-            let report = run(&[1, 1, 1], policy, &config, small);
-            assert_eq!(report.disk_write_objects, Some(0), "{policy}");
-        }
-        let reference = run(&[1, 1, 1], "s3fifo", &config, small);
-        assert_eq!(reference.disk_write_objects, Some(1));
-        // A 48th of this one is 1000 bytes: stored on first (always) or second sight.
-        let fits = SimCache {
-            max_size: 48 * 1000,
-            ..small
+        let replay = |size: u64, policy: &str| {
+            let objects = workload_of(&[1, 1, 1], size);
+            simulate(&objects, policy, &config, &FilterHasher::new(1), cache)
+                .expect("known policy")
+                .disk_write_objects
         };
-        assert_eq!(
-            run(&[1, 1, 1], "always", &config, fits).disk_write_objects,
-            Some(1)
-        );
-        assert_eq!(
-            run(&[1, 1, 1], "second-hit", &config, fits).disk_write_objects,
-            Some(1)
-        );
+        for policy in ["always", "second-hit"] {
+            assert_eq!(replay(LIMIT + 1, policy), Some(0), "{policy}");
+            // Stored on first (always) or second sight.
+            assert_eq!(replay(LIMIT, policy), Some(1), "{policy}");
+        }
+        assert_eq!(replay(LIMIT + 1, "s3fifo"), Some(1));
     }
 
     #[test]

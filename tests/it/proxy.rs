@@ -253,21 +253,22 @@ async fn objects_over_max_object_size_are_served_but_not_stored() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_default_object_limit_is_a_48th_of_the_cache() {
+    const LIMIT: usize = 1_500_000;
     let origin = TestOrigin::start(|head| match head.uri.path() {
-        "/over" => Reply::ok("max-age=60", body_bytes(100_001, 7)),
-        _ => Reply::ok("max-age=60", body_bytes(100_000, 8)),
+        "/over" => Reply::ok("max-age=60", body_bytes(LIMIT + 1, 7)),
+        _ => Reply::ok("max-age=60", body_bytes(LIMIT, 8)),
     })
     .await;
-    // The default policy (second-hit) and max_object_size ("auto"): 4.8 MB / 48 = 100,000.
-    let proxy = TestProxy::start(origin.addr, |c| c.cache.max_size = 48 * 100_000).await;
+    // The default policy (second-hit) and max_object_size ("auto"): 72 MB / 48 = 1.5 MB.
+    let proxy = TestProxy::start(origin.addr, |c| c.cache.max_size = 48 * LIMIT as u64).await;
     let settings = proxy.settings.load();
     assert_eq!(settings.cache.max_object_size, MaxObjectSize::Auto);
-    assert_eq!(settings.cache.max_object_bytes(), 100_000);
+    assert_eq!(settings.cache.max_object_bytes(), LIMIT as u64);
 
     // A byte over the limit: admitted on its second request, served, not stored.
     for _ in 0..3 {
         let seen = get(&proxy.url("/over")).await;
-        assert_eq!(seen.body, body_bytes(100_001, 7));
+        assert_eq!(seen.body, body_bytes(LIMIT + 1, 7));
         assert!(!seen.cache.stored && !seen.cache.hit, "{:?}", seen.cache);
     }
     let again = get(&proxy.url("/over")).await;
@@ -282,7 +283,7 @@ async fn the_default_object_limit_is_a_48th_of_the_cache() {
     proxy.wait_committed(1).await;
     let third = get(&proxy.url("/at-limit")).await;
     assert!(third.cache.hit, "{:?}", third.cache);
-    assert_eq!(third.body, body_bytes(100_000, 8));
+    assert_eq!(third.body, body_bytes(LIMIT, 8));
     assert_eq!(origin.count("/at-limit"), 2);
     assert_eq!(proxy.entry_files().len(), 1);
 }

@@ -4,7 +4,6 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use http::{HeaderMap, HeaderValue, StatusCode};
-use secondhit::config::MaxObjectSize;
 use secondhit::store::{EntryMeta, Store, StoreOptions};
 
 use super::common::*;
@@ -17,8 +16,6 @@ async fn eviction_keeps_objects_under_max_size_and_the_most_recently_hit_survive
     let proxy = TestProxy::start(origin.addr, |c| {
         always(c);
         c.cache.max_size = MAX_SIZE;
-        // Not about the size limit: "auto" would allow only a 48th of this small cache.
-        c.cache.max_object_size = MaxObjectSize::Bytes(MAX_SIZE);
     })
     .await;
     let b = base(&proxy);
