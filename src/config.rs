@@ -301,13 +301,6 @@ pub const MAX_ORPHAN_FILLS: usize = 4096;
 /// Upper limit of `cache.verify_whole_below`: such bodies are held in memory on every hit.
 pub const MAX_VERIFY_WHOLE_BELOW: u64 = 16 * 1024 * 1024;
 
-impl CacheConfig {
-    /// `max_object_size` in bytes, `"auto"` resolved against `max_size`.
-    pub fn max_object_bytes(&self) -> u64 {
-        self.max_object_size.resolve(self.max_size)
-    }
-}
-
 impl Default for CacheConfig {
     fn default() -> Self {
         Self {

@@ -13,6 +13,8 @@
 //! cache of a few hundred objects a 48th cost 3–4 points of byte hit ratio. The README's
 //! "Against S3-FIFO" has the table and the commands.
 
+use super::CacheConfig;
+
 /// Share of `cache.max_size` the `"auto"` limit allows one body: `max_size / 48`.
 pub const AUTO_DIVISOR: u64 = 48;
 
@@ -52,6 +54,13 @@ impl MaxObjectSize {
             MaxObjectSize::Auto => None,
             MaxObjectSize::Bytes(bytes) => Some(bytes),
         }
+    }
+}
+
+impl CacheConfig {
+    /// `max_object_size` in bytes, `"auto"` resolved against `max_size`.
+    pub fn max_object_bytes(&self) -> u64 {
+        self.max_object_size.resolve(self.max_size)
     }
 }
 
