@@ -42,7 +42,7 @@ use xxhash_rust::xxh3::{xxh3_64, xxh3_128_with_seed};
 
 use crate::config::{AdmissionConfig, AdmissionPolicy, FilterSizing, RotateMode};
 
-pub use aging_pair::{AgingPair, Cause, ObjectCount, Rotation};
+pub use aging_pair::{AUTO_KEYS_PER_OBJECT, AgingPair, Cause, ObjectCount, Rotation};
 pub use bloom::FilterParams;
 pub use live::LiveAdmission;
 pub use persist::{SNAPSHOT_FILE, Snapshots};

@@ -137,16 +137,24 @@ pub async fn run_bench(workload: &Workload, options: &BenchOptions) -> Result<Re
     })
 }
 
-/// Default config with the filter's generation sized to one cache's worth of objects: about
-/// the number of objects a cache of `cache_size` bytes holds for this workload (cache size /
-/// mean object size), at least 1,000, so that a tiny cache's filter does not rotate every
-/// few requests.
+/// `expected_urls` per object a cache holds in [`config_sized_to_cache`]: twice what
+/// `rotate = "auto"` takes ([`crate::admission::AUTO_KEYS_PER_OBJECT`]), so that the cap
+/// leaves auto room when the cached objects are smaller than the workload's mean.
+const EXPECTED_URLS_PER_OBJECT: u64 = 2 * crate::admission::AUTO_KEYS_PER_OBJECT;
+
+/// The default config (`rotate = "auto"`) with the filters sized for a cache of `cache_size`
+/// bytes: `expected_urls`, the largest generation, is [`EXPECTED_URLS_PER_OBJECT`] times the
+/// objects such a cache holds for this workload (cache size / mean object size), at least
+/// 1,000. Auto then sizes each generation as in the proxy, and the admission memory
+/// reported is what that cache needs, not the million keys of the default `expected_urls`.
 pub fn config_sized_to_cache(workload: &Workload, cache_size: u64) -> Config {
     let mut config = Config::default();
     let (objects, unique_bytes) = workload.unique_objects_and_bytes();
     let mean_object = (unique_bytes / objects.max(1)).max(1);
-    config.admission.sizing =
-        crate::config::FilterSizing::ExpectedUrls((cache_size / mean_object).max(1_000));
+    let held = cache_size / mean_object;
+    config.admission.sizing = crate::config::FilterSizing::ExpectedUrls(
+        held.saturating_mul(EXPECTED_URLS_PER_OBJECT).max(1_000),
+    );
     config
 }
 

@@ -28,10 +28,12 @@ use crate::sites::Rules;
 
 mod changes;
 mod live;
+mod object_size;
 mod validate;
 
 pub use changes::Changes;
 pub use live::SettingsHandle;
+pub use object_size::MaxObjectSize;
 
 /// The whole validated configuration.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -249,8 +251,9 @@ pub struct CacheConfig {
     pub dir: PathBuf,
     /// Byte budget for entry files plus fills in progress (> 0).
     pub max_size: u64,
-    /// Largest body, in bytes, that is written to disk (> 0).
-    pub max_object_size: u64,
+    /// Largest body that is written to disk: bytes, or `"auto"`, a share of `max_size`
+    /// ([`CacheConfig::max_object_bytes`] resolves it).
+    pub max_object_size: MaxObjectSize,
     /// Free bytes to keep on the cache's filesystem, whatever else fills it: fills
     /// evict entries in the index's order to stay above it, and are refused (not
     /// written) when eviction cannot; the same share of the filesystem's inodes is kept
@@ -303,7 +306,7 @@ impl Default for CacheConfig {
         Self {
             dir: PathBuf::from("/var/cache/secondhit"),
             max_size: 10 * 1024 * 1024 * 1024,
-            max_object_size: 256 * 1024 * 1024,
+            max_object_size: MaxObjectSize::Auto,
             // Room for logs, the filter state and other processes on a shared disk to go
             // on for a while after the cache stops growing; small next to a disk worth
             // caching on. A small dedicated disk lowers it.
@@ -348,7 +351,7 @@ impl Default for AdmissionConfig {
             sizing: FilterSizing::ExpectedUrls(1_000_000),
             false_positive_rate: 0.01,
             max_age: Duration::from_secs(3600),
-            rotate: RotateMode::Fill,
+            rotate: RotateMode::Auto,
             seed: None,
             snapshot_every: Duration::from_secs(60),
         }
@@ -383,8 +386,8 @@ impl AdmissionPolicy {
 pub enum RotateMode {
     /// Rotate when a generation took `expected_urls` new keys (`"fill"`).
     Fill,
-    /// Rotate when a generation took as many new keys as the disk cache holds objects,
-    /// clamped between a floor and `expected_urls` (`"auto"`).
+    /// Rotate when a generation took twice as many new keys as the disk cache holds
+    /// objects, clamped between a floor and `expected_urls` (`"auto"`, the default).
     Auto,
 }
 

@@ -113,10 +113,11 @@ impl Reloader {
         let running = Arc::clone(&self.parts.settings.load());
         let (next, changes) = running.reload(next);
         // The file was validated whole, but `cache.max_size` keeps its running value.
-        if next.cache.max_size < next.cache.max_object_size {
+        if next.cache.max_size < next.cache.max_object_bytes() {
             let reason = format!(
                 "{} bytes is over the running cache.max_size ({} bytes; changing it needs a restart)",
-                next.cache.max_object_size, next.cache.max_size
+                next.cache.max_object_bytes(),
+                next.cache.max_size
             );
             let key = "cache.max_object_size";
             return Err(ConfigError::Invalid { key, reason }.into());

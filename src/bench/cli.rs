@@ -86,8 +86,8 @@ pub struct PolicyArgs {
     #[arg(long, value_delimiter = ',')]
     pub policies: Vec<String>,
     /// A secondhit config file whose `[admission]` section sizes `second-hit` (and whose
-    /// `[cache]` max_object_size applies). Without it, the filter's generation is sized to
-    /// the number of objects the cache holds (cache size / mean object size).
+    /// `[cache]` max_object_size applies). Without it, the defaults (`rotate = "auto"`) with
+    /// `expected_urls` four times the objects the cache holds (cache size / mean object size).
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// Also write the report as JSON to this file.
@@ -101,7 +101,7 @@ impl PolicyArgs {
         self.cache_size.unwrap_or(CacheSize::OfUniqueBytes(0.05))
     }
 
-    /// The config for the run: the file's, or defaults with the generation sized to the cache.
+    /// The config for the run: the file's, or defaults with the filters sized to the cache.
     fn config(&self, workload: &Workload, cache_size: u64) -> Result<Config, String> {
         Ok(self
             .file_config()?

@@ -2,8 +2,8 @@
 //!
 //! Three stages of simulations over the whole trace, each choosing one thing:
 //! 1. **The curve**: every policy at cache sizes from 1% to 100% of the trace's unique bytes
-//!    (and the `--cache-size` given, if any), `second-hit`'s generation sized to the objects
-//!    each size holds, as a run without `--config` sizes it. The cache size is the one given,
+//!    (and the `--cache-size` given, if any), `second-hit`'s filters sized to the objects
+//!    each size holds, as a run without `--config` sizes them. The cache size is the one given,
 //!    or else the smallest on the curve where `second-hit` has [`KNEE`] of the byte hit
 //!    ratio it has with a cache that holds every object: past it, more disk buys little.
 //! 2. **The generation** at that size: `expected_urls` from a quarter of to four times the

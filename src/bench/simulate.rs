@@ -5,8 +5,10 @@
 //!
 //! Per request it does what the proxy does: check and record the key in the admission
 //! policy; a key in the index is a hit (and counts one for the index's CLOCK); otherwise
-//! the origin is asked, and an admitted object no larger than `max_object_size` is
-//! indexed, evicting in the index's order until it fits the byte budget. Entry files are
+//! the origin is asked, and an admitted object no larger than `max_object_size` (its
+//! `"auto"` default resolved against the simulated cache's size, as the proxy resolves it
+//! against `cache.max_size`) is indexed, evicting in the index's order until it fits the
+//! byte budget. Entry files are
 //! counted at body size plus [`ENTRY_OVERHEAD`], the store's typical header, so the budget
 //! means the same thing here as in the HTTP bench.
 //!
@@ -23,7 +25,7 @@ use crate::bench::policies;
 use crate::bench::reference::{self, ReferenceCache};
 use crate::bench::report::PolicyReport;
 use crate::bench::workload::{Request, Workload};
-use crate::config::AdmissionConfig;
+use crate::config::{AdmissionConfig, MaxObjectSize};
 use crate::store::index::{Fill, Index, Provenance};
 
 /// Bytes an entry file adds to its body: the 512-byte aligned preamble and key, and two
@@ -45,7 +47,22 @@ pub struct SimCache {
     /// `cache.max_size`: the byte budget of entry files.
     pub max_size: u64,
     /// `cache.max_object_size`: larger bodies are never stored.
-    pub max_object_size: u64,
+    pub max_object_size: MaxObjectSize,
+}
+
+impl SimCache {
+    /// The largest body the proxy's policies store: `max_object_size` resolved against
+    /// `max_size`, as the proxy does.
+    fn admission_limit(&self) -> u64 {
+        self.max_object_size.resolve(self.max_size)
+    }
+
+    /// The largest body a reference cache stores: only a size the config names. The
+    /// `"auto"` share is secondhit's own size-aware admission, not part of the published
+    /// policies, which are compared as published (the byte budget alone bounds them).
+    fn reference_limit(&self) -> u64 {
+        self.max_object_size.explicit().unwrap_or(u64::MAX)
+    }
 }
 
 /// Runs `workload` through the policy `policy` (sized by `config`) and the store's index of
@@ -210,7 +227,7 @@ fn replay_reference(
         observe(request, hit);
         tally.request(request.size, hit);
         if !hit
-            && request.size <= cache.max_object_size
+            && request.size <= cache.reference_limit()
             && reference.insert(request.object, request.size + ENTRY_OVERHEAD)
         {
             tally.write(request.size);
@@ -235,6 +252,7 @@ fn replay_admission(
         Arc::new(move || index.objects_when_full())
     };
     let admission = policies::build(policy, config, objects)?;
+    let max_object_size = cache.admission_limit();
     let started = Instant::now();
     let first_at = workload.requests.first().map_or(0.0, |r| r.at);
     let mut tally = Tally::default();
@@ -267,7 +285,7 @@ fn replay_admission(
         let hit = index.touch(key_hash).is_some();
         observe(request, hit);
         tally.request(request.size, hit);
-        if hit || !decision.is_admit() || request.size > cache.max_object_size {
+        if hit || !decision.is_admit() || request.size > max_object_size {
             continue;
         }
         let file_size = request.size + ENTRY_OVERHEAD;
@@ -307,165 +325,4 @@ fn reserve(index: &Index, size: u64) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// One request per second for each object in `objects`.
-    fn workload(objects: &[u64]) -> Workload {
-        Workload {
-            name: "test".into(),
-            requests: (0u32..)
-                .zip(objects)
-                .map(|(second, &object)| Request {
-                    object,
-                    size: 1000,
-                    at: f64::from(second),
-                })
-                .collect(),
-            malformed_lines: 0,
-            ignored_lines: 0,
-        }
-    }
-
-    const ROOMY: SimCache = SimCache {
-        max_size: 1 << 30,
-        max_object_size: 1 << 20,
-    };
-
-    fn run(
-        objects: &[u64],
-        policy: &str,
-        config: &AdmissionConfig,
-        cache: SimCache,
-    ) -> PolicyReport {
-        simulate(
-            &workload(objects),
-            policy,
-            config,
-            &FilterHasher::new(1),
-            cache,
-        )
-        .expect("known policy")
-    }
-
-    #[test]
-    fn always_stores_on_first_sight_and_second_hit_on_the_second() {
-        let config = AdmissionConfig::default();
-        let always = run(&[1, 1, 1, 2], "always", &config, ROOMY);
-        assert_eq!(
-            (always.disk_write_objects, always.origin_requests),
-            (Some(2), Some(2))
-        );
-        assert!((always.hit_ratio - 0.5).abs() < 1e-9);
-        let exact = run(&[1, 1, 1, 2], "exact-second-hit", &config, ROOMY);
-        // 1: miss (first sight), miss (stored), hit; 2: miss (first sight).
-        assert_eq!(
-            (exact.disk_write_objects, exact.origin_requests),
-            (Some(1), Some(3))
-        );
-        assert_eq!(exact.disk_write_bytes, Some(1000));
-        assert!(
-            simulate(
-                &workload(&[1]),
-                "nope",
-                &config,
-                &FilterHasher::new(1),
-                ROOMY
-            )
-            .is_none()
-        );
-    }
-
-    #[test]
-    fn the_budget_evicts_entries_not_hit_first() {
-        // Room for two entries: 1 and 2 stored, 1 hit; 3 puts 1 back (spending its hit)
-        // and evicts 2, so 1 still hits.
-        let cache = SimCache {
-            max_size: 2 * (1000 + ENTRY_OVERHEAD),
-            max_object_size: 1 << 20,
-        };
-        let report = run(
-            &[1, 2, 1, 3, 1, 2],
-            "always",
-            &AdmissionConfig::default(),
-            cache,
-        );
-        // Hits: the second and third requests of 1. Misses: 1, 2, 3, and 2 again.
-        assert_eq!(report.origin_requests, Some(4));
-        assert_eq!(report.disk_write_objects, Some(4));
-    }
-
-    #[test]
-    fn objects_over_the_size_limit_are_never_stored() {
-        let cache = SimCache {
-            max_size: 1 << 30,
-            max_object_size: 999,
-        };
-        let report = run(&[1, 1], "always", &AdmissionConfig::default(), cache);
-        assert_eq!(report.disk_write_objects, Some(0));
-        assert_eq!(report.hit_ratio, 0.0);
-    }
-
-    #[test]
-    fn the_time_series_splits_the_trace_and_adds_up_to_the_totals() {
-        // Four requests of object 1 at t = 0..3: stretches [0, 1.5) and [1.5, 3].
-        let (report, points) = simulate_over_time(
-            &workload(&[1, 1, 1, 1]),
-            "always",
-            &AdmissionConfig::default(),
-            &FilterHasher::new(1),
-            ROOMY,
-            2,
-        )
-        .expect("known policy");
-        assert_eq!(points.len(), 2);
-        assert_eq!((points[0].requests, points[0].hits), (2, 1));
-        assert_eq!((points[1].requests, points[1].hits), (2, 2));
-        assert_eq!(points[1].until, 3.0);
-        assert_eq!(points.iter().map(|p| p.hit_bytes).sum::<u64>(), 3000);
-        assert!((report.hit_ratio - 0.75).abs() < 1e-9);
-    }
-
-    #[test]
-    fn timestamps_ages_apart_do_not_overflow_the_clock() {
-        let mut requests = workload(&[1, 1, 2]);
-        requests.requests[1].at = 1e300;
-        requests.requests[2].at = -1e300;
-        let (report, points) = simulate_over_time(
-            &requests,
-            "second-hit",
-            &AdmissionConfig::default(),
-            &FilterHasher::new(1),
-            ROOMY,
-            4,
-        )
-        .expect("known policy");
-        assert_eq!(report.requests, 3);
-        assert_eq!(points.iter().map(|p| p.requests).sum::<u64>(), 3);
-    }
-
-    #[test]
-    fn max_age_runs_on_the_workload_clock() {
-        // Object 1 at t=0 and t=1: admitted. Object 2 at t=2 and again at t=3602: after more
-        // than two max_age rotations it is a first sight again.
-        let config = AdmissionConfig {
-            max_age: Duration::from_secs(1000),
-            ..AdmissionConfig::default()
-        };
-        let mut requests = workload(&[1, 1, 2, 2]);
-        requests.requests[3].at = 3602.0;
-        let report = simulate(
-            &requests,
-            "second-hit",
-            &config,
-            &FilterHasher::new(1),
-            ROOMY,
-        )
-        .expect("known policy");
-        assert_eq!(
-            report.disk_write_objects,
-            Some(1),
-            "only object 1 is stored"
-        );
-    }
-}
+mod tests;

@@ -350,7 +350,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::config::{AccessLog, AdmissionPolicy, LogFormat};
+    use crate::config::{AccessLog, AdmissionPolicy, LogFormat, MaxObjectSize};
 
     #[test]
     fn an_unchanged_file_changes_nothing() {
@@ -370,7 +370,7 @@ mod tests {
         file.origin.read_timeout = Duration::from_secs(3);
         file.admission.policy = AdmissionPolicy::Always;
         file.admission.sizing = FilterSizing::Memory(1 << 20);
-        file.cache.max_object_size = 1;
+        file.cache.max_object_size = MaxObjectSize::Bytes(1);
         file.cache.targeted_field = Some(http::HeaderName::from_static("x-cc"));
         file.log.level = "debug".to_owned();
         file.log.access_log = AccessLog::Off;
@@ -396,7 +396,7 @@ mod tests {
         assert_eq!(next.log.format, running.log.format);
         assert_eq!(next.origin.read_timeout, Duration::from_secs(3));
         assert_eq!(next.admission.policy, AdmissionPolicy::Always);
-        assert_eq!(next.cache.max_object_size, 1);
+        assert_eq!(next.cache.max_object_size, MaxObjectSize::Bytes(1));
         assert_eq!(next.log.access_log, AccessLog::Off);
     }
 

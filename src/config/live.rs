@@ -97,11 +97,11 @@ mod tests {
     fn a_replace_is_seen_by_every_clone_and_returns_the_old_settings() {
         let handle = SettingsHandle::new(Config::default());
         let clone = handle.clone();
-        let before = handle.load().cache.max_object_size;
+        let before = handle.load().cache.max_object_bytes();
         let mut next = Config::default();
-        next.cache.max_object_size = before / 2;
+        next.cache.max_object_size = crate::config::MaxObjectSize::Bytes(before / 2);
         let old = handle.replace(next);
-        assert_eq!(old.cache.max_object_size, before);
-        assert_eq!(clone.load().cache.max_object_size, before / 2);
+        assert_eq!(old.cache.max_object_bytes(), before);
+        assert_eq!(clone.load().cache.max_object_bytes(), before / 2);
     }
 }

@@ -32,8 +32,10 @@ fn empty_text_gives_the_defaults() {
     );
     assert_eq!(config.server.admin_token, None);
     assert_eq!(config.origin.url, "http://127.0.0.1:8081");
-    assert_eq!(config.cache.max_object_size, 268_435_456);
+    assert_eq!(config.cache.max_object_size, MaxObjectSize::Auto);
     assert_eq!(config.cache.max_size, 10 * 1024 * 1024 * 1024);
+    // "auto": a 48th of max_size (213.3 MiB of 10 GiB), at most 256 MiB.
+    assert_eq!(config.cache.max_object_bytes(), 223_696_213);
     assert_eq!(config.cache.min_free, 1024 * 1024 * 1024);
     assert_eq!(config.cache.lock_timeout, Duration::from_secs(5));
     assert_eq!(config.cache.collapse_timeout, Duration::from_secs(10));
@@ -49,7 +51,7 @@ fn empty_text_gives_the_defaults() {
     );
     assert_eq!(config.admission.max_age, Duration::from_secs(3600));
     assert_eq!(config.admission.policy.as_str(), "second-hit");
-    assert_eq!(config.admission.rotate, RotateMode::Fill);
+    assert_eq!(config.admission.rotate, RotateMode::Auto);
     assert_eq!(config.admission.snapshot_every, Duration::from_secs(60));
     // Empty sections are fine too.
     let sections = "[server]\n[origin]\n[cache]\n[admission]\n[log]\n";
@@ -97,7 +99,7 @@ const FULL: &str = r#"
     expected_urls = 5000
     false_positive_rate = 0.001
     max_age = "10m"
-    rotate = "auto"
+    rotate = "fill"
     seed = "s3cret"
     snapshot_every = "5m"
     [log]
@@ -133,7 +135,10 @@ fn full_file_from_disk_gives_typed_values() {
     assert_eq!(c.origin.read_timeout, Duration::from_secs(120));
     assert_eq!(c.origin.max_in_flight, 7);
     assert_eq!(c.cache.dir, PathBuf::from("/srv/cache"));
-    assert_eq!(c.cache.max_object_size, 4 * 1024 * 1024);
+    assert_eq!(
+        c.cache.max_object_size,
+        MaxObjectSize::Bytes(4 * 1024 * 1024)
+    );
     assert_eq!(c.cache.max_size, 2 * 1024 * 1024 * 1024);
     assert_eq!(c.cache.min_free, 300 * 1024 * 1024);
     assert!(!c.cache.fsync);
@@ -146,7 +151,7 @@ fn full_file_from_disk_gives_typed_values() {
     assert_eq!(c.admission.sizing, FilterSizing::ExpectedUrls(5000));
     assert_eq!(c.admission.false_positive_rate, 0.001);
     assert_eq!(c.admission.max_age, Duration::from_secs(600));
-    assert_eq!(c.admission.rotate, RotateMode::Auto);
+    assert_eq!(c.admission.rotate, RotateMode::Fill);
     assert_eq!(c.admission.seed.as_deref(), Some("s3cret"));
     assert_eq!(c.admission.snapshot_every, Duration::from_secs(300));
     assert_eq!(c.log.level, "warn");
@@ -163,13 +168,21 @@ fn sizes_accept_units_and_plain_integers() {
     let c =
         Config::from_toml_str("[cache]\nmax_object_size = 1000\n[admission]\nmemory = \"4MiB\"")
             .unwrap();
-    assert_eq!(c.cache.max_object_size, 1000);
+    assert_eq!(c.cache.max_object_size, MaxObjectSize::Bytes(1000));
     assert_eq!(c.admission.sizing, FilterSizing::Memory(4 * 1024 * 1024));
     let c =
         Config::from_toml_str("[cache]\nmax_object_size = \"512KiB\"\n[admission]\nmemory = 64")
             .unwrap();
-    assert_eq!(c.cache.max_object_size, 512 * 1024);
+    assert_eq!(c.cache.max_object_size, MaxObjectSize::Bytes(512 * 1024));
     assert_eq!(c.admission.sizing, FilterSizing::Memory(64));
+    // "auto" follows max_size, up to 256 MiB; a max_size below 256 MiB is no error then.
+    let c =
+        Config::from_toml_str("[cache]\nmax_object_size = \"auto\"\nmax_size = \"48MiB\"").unwrap();
+    assert_eq!(c.cache.max_object_size, MaxObjectSize::Auto);
+    assert_eq!(c.cache.max_object_bytes(), 1024 * 1024);
+    let c =
+        Config::from_toml_str("[cache]\nmax_object_size = \"auto\"\nmax_size = \"1TiB\"").unwrap();
+    assert_eq!(c.cache.max_object_bytes(), 256 * 1024 * 1024);
     let c = Config::from_toml_str("[admission]\nseed = \"\"").unwrap();
     assert_eq!(c.admission.seed, None);
     // Zero means "fail at once" and "verify every body as it streams".

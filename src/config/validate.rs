@@ -9,7 +9,7 @@ use serde::Deserialize;
 use super::{
     AccessFormat, AccessLog, AdmissionConfig, AdmissionPolicy, CacheConfig, Config, ConfigError,
     FilterSizing, HostHeader, LogConfig, LogFormat, MAX_BODY_BUFFER_SIZE, MAX_ORPHAN_FILLS,
-    MAX_VERIFY_WHOLE_BELOW, OriginConfig, RotateMode, ServerConfig,
+    MAX_VERIFY_WHOLE_BELOW, MaxObjectSize, OriginConfig, RotateMode, ServerConfig,
 };
 
 mod server;
@@ -186,15 +186,21 @@ fn validate_cache(raw: RawCache, d: CacheConfig) -> Result<CacheConfig, ConfigEr
         None => Ok(default),
         Some(size) => parse_size(key, size),
     };
-    let max_object_size = size(
-        "cache.max_object_size",
-        raw.max_object_size,
-        d.max_object_size,
-    )?;
+    let max_object_size = match raw.max_object_size {
+        None => d.max_object_size,
+        Some(RawSize::Text(text)) if text == "auto" => MaxObjectSize::Auto,
+        Some(raw) => {
+            let key = "cache.max_object_size";
+            MaxObjectSize::Bytes(positive(key, None, parse_size(key, raw)?)?)
+        }
+    };
     let max_size = size("cache.max_size", raw.max_size, d.max_size)?;
     // An object the budget cannot hold is fetched, offered for storage and refused on
-    // every request; a budget below the object limit is a mistake to name at start.
-    if max_size < max_object_size {
+    // every request; a budget below the object limit is a mistake to name at start
+    // (`"auto"` is a share of the budget, so always within it).
+    if let Some(max_object_size) = max_object_size.explicit()
+        && max_size < max_object_size
+    {
         let reason = format!(
             "{max_size} bytes is smaller than cache.max_object_size ({max_object_size} bytes); \
              raise cache.max_size or lower cache.max_object_size"
@@ -229,7 +235,7 @@ fn validate_cache(raw: RawCache, d: CacheConfig) -> Result<CacheConfig, ConfigEr
     Ok(CacheConfig {
         dir,
         max_size: positive("cache.max_size", None, max_size)?,
-        max_object_size: positive("cache.max_object_size", None, max_object_size)?,
+        max_object_size,
         min_free,
         fsync: raw.fsync.unwrap_or(d.fsync),
         // Zero is allowed: fail at once if another process holds the directory.

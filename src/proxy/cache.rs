@@ -168,7 +168,7 @@ pub struct Cache {
 impl Cache {
     /// `cache.max_object_size` as the settings say now: larger bodies are not stored.
     pub fn max_object_size(&self) -> u64 {
-        self.settings.load().cache.max_object_size
+        self.settings.load().cache.max_object_bytes()
     }
 
     /// The `[cache]` settings RFC 9111 judgements depend on, as the settings say now.

@@ -128,7 +128,7 @@ async fn metrics_count_a_scripted_sequence_exactly() {
     assert_eq!(s["admission"]["disk_writes_avoided_bytes"], 1000);
     assert_eq!(s["store"]["objects"], 1);
     assert_eq!(s["filters"]["configured"]["expected_urls"], 1_000_000);
-    assert_eq!(s["filters"]["configured"]["rotate"], "fill");
+    assert_eq!(s["filters"]["configured"]["rotate"], "auto");
     assert_eq!(s["filters"]["generation"], 0);
     proxy.stop().await;
 }

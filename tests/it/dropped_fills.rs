@@ -7,7 +7,7 @@ use std::time::Duration;
 use crate::support::{
     self, PATIENCE, Reply, ReplyBody, TestOrigin, TestProxy, body_bytes, client, get,
 };
-use secondhit::config::AdmissionPolicy;
+use secondhit::config::{AdmissionPolicy, MaxObjectSize};
 use secondhit::store::FillDrop;
 
 /// An origin that answers `/cut` with a declared length it cuts short (a reset),
@@ -141,7 +141,7 @@ async fn an_object_larger_than_the_whole_cache_is_too_large_not_a_store_error() 
     let proxy = TestProxy::start(origin.addr, |c| {
         c.admission.policy = AdmissionPolicy::Always;
         c.cache.max_size = 20_000;
-        c.cache.max_object_size = 1_000_000;
+        c.cache.max_object_size = MaxObjectSize::Bytes(1_000_000);
     })
     .await;
     for _ in 0..2 {

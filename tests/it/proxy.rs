@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::support::{
     self, Reply, ReplyBody, TestOrigin, TestProxy, body_bytes, client, get, send,
 };
-use secondhit::config::{AdmissionPolicy, FilterSizing};
+use secondhit::config::{AdmissionPolicy, FilterSizing, MaxObjectSize};
 
 /// An origin that answers every path with a cacheable body derived from the path's length.
 async fn cacheable_origin() -> TestOrigin {
@@ -234,7 +234,7 @@ async fn objects_over_max_object_size_are_served_but_not_stored() {
     .await;
     let proxy = TestProxy::start(origin.addr, |c| {
         c.admission.policy = AdmissionPolicy::Always;
-        c.cache.max_object_size = 100_000;
+        c.cache.max_object_size = MaxObjectSize::Bytes(100_000);
     })
     .await;
     for _ in 0..2 {
@@ -249,6 +249,43 @@ async fn objects_over_max_object_size_are_served_but_not_stored() {
     assert!(!again.cache.hit);
     assert_eq!(origin.count("/big-chunked"), 2);
     assert!(proxy.entry_files().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_default_object_limit_is_a_48th_of_the_cache() {
+    const LIMIT: usize = 1_500_000;
+    let origin = TestOrigin::start(|head| match head.uri.path() {
+        "/over" => Reply::ok("max-age=60", body_bytes(LIMIT + 1, 7)),
+        _ => Reply::ok("max-age=60", body_bytes(LIMIT, 8)),
+    })
+    .await;
+    // The default policy (second-hit) and max_object_size ("auto"): 72 MB / 48 = 1.5 MB.
+    let proxy = TestProxy::start(origin.addr, |c| c.cache.max_size = 48 * LIMIT as u64).await;
+    let settings = proxy.settings.load();
+    assert_eq!(settings.cache.max_object_size, MaxObjectSize::Auto);
+    assert_eq!(settings.cache.max_object_bytes(), LIMIT as u64);
+
+    // A byte over the limit: admitted on its second request, served, not stored.
+    for _ in 0..3 {
+        let seen = get(&proxy.url("/over")).await;
+        assert_eq!(seen.body, body_bytes(LIMIT + 1, 7));
+        assert!(!seen.cache.stored && !seen.cache.hit, "{:?}", seen.cache);
+    }
+    let again = get(&proxy.url("/over")).await;
+    assert_eq!(again.cache.detail.as_deref(), Some("too-large"));
+    assert_eq!(origin.count("/over"), 4);
+
+    // At the limit: stored on its second request, a hit on the third.
+    let first = get(&proxy.url("/at-limit")).await;
+    assert!(!first.cache.stored);
+    let second = get(&proxy.url("/at-limit")).await;
+    assert!(second.cache.stored, "{:?}", second.cache);
+    proxy.wait_committed(1).await;
+    let third = get(&proxy.url("/at-limit")).await;
+    assert!(third.cache.hit, "{:?}", third.cache);
+    assert_eq!(third.body, body_bytes(LIMIT, 8));
+    assert_eq!(origin.count("/at-limit"), 2);
+    assert_eq!(proxy.entry_files().len(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use crate::support::{PATIENCE, Reply, TestOrigin, TestProxy, body_bytes, get};
-use secondhit::config::{AdmissionPolicy, Config};
+use secondhit::config::{AdmissionPolicy, Config, MaxObjectSize};
 use secondhit::store::FillDrop;
 
 /// The `max_object_size` the proxy starts with; the origin's bodies are larger.
@@ -16,7 +16,7 @@ const LARGE: u64 = 1024 * 1024;
 /// The running proxy's settings with `cache.max_object_size` set to `limit`.
 fn with_max_object_size(proxy: &TestProxy, limit: u64) -> Config {
     let mut config = Config::clone(&proxy.settings.load());
-    config.cache.max_object_size = limit;
+    config.cache.max_object_size = MaxObjectSize::Bytes(limit);
     config
 }
 
@@ -47,7 +47,7 @@ async fn swapping_max_object_size_changes_what_the_next_request_stores() {
     .await;
     let proxy = TestProxy::start(origin.addr, |c| {
         c.admission.policy = AdmissionPolicy::Always;
-        c.cache.max_object_size = SMALL;
+        c.cache.max_object_size = MaxObjectSize::Bytes(SMALL);
     })
     .await;
 
@@ -60,7 +60,7 @@ async fn swapping_max_object_size_changes_what_the_next_request_stores() {
     assert_eq!(proxy.store.stats().committed_fills, 0);
 
     let old = proxy.settings.replace(with_max_object_size(&proxy, LARGE));
-    assert_eq!(old.cache.max_object_size, SMALL);
+    assert_eq!(old.cache.max_object_size, MaxObjectSize::Bytes(SMALL));
 
     // The same URLs, on the next requests: both are stored now, and then hits.
     let declared = get(&proxy.url("/declared-1")).await;

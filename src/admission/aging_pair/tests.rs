@@ -199,11 +199,15 @@ fn auto_rotation_follows_the_object_count_within_its_clamp() {
     let params = FilterParams::for_expected_keys(100_000, 0.01);
     let pair = AgingPair::new(params, HOUR, Rotation::Auto(source), t0);
     // An empty cache: the floor, so the pair still remembers a little.
-    assert_eq!(auto_floor(100_000), 1_562);
-    assert_eq!(pair.stats_at(t0).generation_target, 1_562);
+    assert_eq!(auto_floor(100_000), 1_024);
+    assert_eq!(pair.stats_at(t0).generation_target, 1_024);
     let mut next = 0;
     fill_until_rotation(&pair, &mut next, t0);
-    assert_eq!(next, 1_562);
+    assert_eq!(next, 1_024);
+    // A cache of 600 objects: 1,200 keys, above the floor.
+    objects.store(600, Ordering::Relaxed);
+    fill_until_rotation(&pair, &mut next, t0);
+    assert_eq!(pair.stats_at(t0).generation_target, 1_200);
     // The target, two keys per object, is read at each generation's start.
     objects.store(5_000, Ordering::Relaxed);
     fill_until_rotation(&pair, &mut next, t0);
@@ -216,7 +220,11 @@ fn auto_rotation_follows_the_object_count_within_its_clamp() {
         500,
         "the floor never exceeds the largest generation"
     );
-    assert_eq!(auto_floor(1_000_000), 15_625);
+    assert_eq!(
+        auto_floor(1_000_000),
+        1_024,
+        "the floor does not grow with the largest generation: a small cache is not starved"
+    );
 }
 
 #[test]

@@ -85,7 +85,7 @@ pub fn curve_sizes(unique_bytes: u64, given: Option<u64>) -> Vec<u64> {
 }
 
 /// The config `second-hit` runs with at `cache_size`: the `--config` file's, or defaults
-/// with the generation sized to the objects the cache holds.
+/// with the filters sized to the objects the cache holds ([`config_sized_to_cache`]).
 pub(super) fn config_at(workload: &Workload, file: Option<&Config>, cache_size: u64) -> Config {
     let mut config = file
         .cloned()

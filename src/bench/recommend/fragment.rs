@@ -76,14 +76,15 @@ pub(super) fn write(recommendation: &Recommendation) -> String {
         config_size(recommendation.cache_size)
     );
     // A larger object could never be stored in this cache, and a max_size below
-    // max_object_size is a config the proxy can refuse.
-    let max_object = config.cache.max_object_size.min(recommendation.cache_size);
-    if max_object < config.cache.max_object_size {
+    // max_object_size is a config the proxy can refuse ("auto" is always within it).
+    let named = config.cache.max_object_size.explicit();
+    if named.is_some_and(|size| size > recommendation.cache_size) {
         comment(
             &mut out,
             "No larger object fits the cache, so none larger is written to disk.",
         );
-        let _ = writeln!(out, "max_object_size = \"{}\"", config_size(max_object));
+        let max_object = config_size(recommendation.cache_size);
+        let _ = writeln!(out, "max_object_size = \"{max_object}\"");
     }
     out.push_str("\n[admission]\n");
     comment(&mut out, &verdict(recommendation));

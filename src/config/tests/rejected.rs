@@ -256,6 +256,12 @@ const REJECTED: &[(&str, &str, &str)] = &[
         "cache.max_object_size",
         "invalid",
     ),
+    // Only the lower-case word is "auto".
+    (
+        "[cache]\nmax_object_size = \"Auto\"",
+        "cache.max_object_size",
+        "invalid",
+    ),
     ("[cache]\nmax_size = \"0B\"", "cache.max_size", "invalid"),
     ("[cache]\nmax_size = \"lots\"", "cache.max_size", "invalid"),
     ("[cache]\nmax_size = -1", "cache.max_size", "parse"),

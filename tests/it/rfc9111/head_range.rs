@@ -1,6 +1,6 @@
 //! HEAD (RFC 9110 §9.3.2, RFC 9111 §4.3.5) and Range (RFC 9110 §14, RFC 9111 §3.3-3.4).
 
-use secondhit::config::AdmissionPolicy;
+use secondhit::config::{AdmissionPolicy, MaxObjectSize};
 
 use super::common::*;
 use crate::support::{Reply, TestOrigin, TestProxy, client, send};
@@ -223,7 +223,7 @@ async fn range_miss_on_an_object_too_large_to_store_asks_the_origin_for_the_rang
     let origin = range_origin().await;
     let proxy = TestProxy::start(origin.addr, |c| {
         c.admission.policy = AdmissionPolicy::Always;
-        c.cache.max_object_size = 500;
+        c.cache.max_object_size = MaxObjectSize::Bytes(500);
     })
     .await;
     let seen = get_with(&proxy, "/obj", &[("range", "bytes=10-19")]).await;

@@ -1,0 +1,189 @@
+use super::*;
+
+/// One request per second for each object in `objects`, each of 1000 bytes.
+fn workload(objects: &[u64]) -> Workload {
+    workload_of(objects, 1000)
+}
+
+/// One request per second for each object in `objects`, each of `size` bytes.
+fn workload_of(objects: &[u64], size: u64) -> Workload {
+    Workload {
+        name: "test".into(),
+        requests: (0u32..)
+            .zip(objects)
+            .map(|(second, &object)| Request {
+                object,
+                size,
+                at: f64::from(second),
+            })
+            .collect(),
+        malformed_lines: 0,
+        ignored_lines: 0,
+    }
+}
+
+const ROOMY: SimCache = SimCache {
+    max_size: 1 << 30,
+    max_object_size: MaxObjectSize::Bytes(1 << 20),
+};
+
+fn run(objects: &[u64], policy: &str, config: &AdmissionConfig, cache: SimCache) -> PolicyReport {
+    simulate(
+        &workload(objects),
+        policy,
+        config,
+        &FilterHasher::new(1),
+        cache,
+    )
+    .expect("known policy")
+}
+
+#[test]
+fn always_stores_on_first_sight_and_second_hit_on_the_second() {
+    let config = AdmissionConfig::default();
+    let always = run(&[1, 1, 1, 2], "always", &config, ROOMY);
+    assert_eq!(
+        (always.disk_write_objects, always.origin_requests),
+        (Some(2), Some(2))
+    );
+    assert!((always.hit_ratio - 0.5).abs() < 1e-9);
+    let exact = run(&[1, 1, 1, 2], "exact-second-hit", &config, ROOMY);
+    // 1: miss (first sight), miss (stored), hit; 2: miss (first sight).
+    assert_eq!(
+        (exact.disk_write_objects, exact.origin_requests),
+        (Some(1), Some(3))
+    );
+    assert_eq!(exact.disk_write_bytes, Some(1000));
+    assert!(
+        simulate(
+            &workload(&[1]),
+            "nope",
+            &config,
+            &FilterHasher::new(1),
+            ROOMY
+        )
+        .is_none()
+    );
+}
+
+#[test]
+fn the_budget_evicts_entries_not_hit_first() {
+    // Room for two entries: 1 and 2 stored, 1 hit; 3 puts 1 back (spending its hit)
+    // and evicts 2, so 1 still hits.
+    let cache = SimCache {
+        max_size: 2 * (1000 + ENTRY_OVERHEAD),
+        max_object_size: MaxObjectSize::Bytes(1 << 20),
+    };
+    let report = run(
+        &[1, 2, 1, 3, 1, 2],
+        "always",
+        &AdmissionConfig::default(),
+        cache,
+    );
+    // Hits: the second and third requests of 1. Misses: 1, 2, 3, and 2 again.
+    assert_eq!(report.origin_requests, Some(4));
+    assert_eq!(report.disk_write_objects, Some(4));
+}
+
+#[test]
+fn objects_over_the_size_limit_are_never_stored() {
+    let cache = SimCache {
+        max_size: 1 << 30,
+        max_object_size: MaxObjectSize::Bytes(999),
+    };
+    let report = run(&[1, 1], "always", &AdmissionConfig::default(), cache);
+    assert_eq!(report.disk_write_objects, Some(0));
+    assert_eq!(report.hit_ratio, 0.0);
+    let reference = run(&[1, 1], "s3fifo", &AdmissionConfig::default(), cache);
+    assert_eq!(
+        reference.disk_write_objects,
+        Some(0),
+        "a named size binds all"
+    );
+}
+
+#[test]
+fn the_auto_limit_binds_the_proxys_policies_not_the_references() {
+    // "auto" allows a 48th of a cache of 48 MiB or more: 2 MiB here.
+    const LIMIT: u64 = 2 * 1024 * 1024;
+    let cache = SimCache {
+        max_size: 48 * LIMIT,
+        max_object_size: MaxObjectSize::Auto,
+    };
+    let config = AdmissionConfig::default();
+    let replay = |size: u64, policy: &str| {
+        let objects = workload_of(&[1, 1, 1], size);
+        simulate(&objects, policy, &config, &FilterHasher::new(1), cache)
+            .expect("known policy")
+            .disk_write_objects
+    };
+    for policy in ["always", "second-hit"] {
+        assert_eq!(replay(LIMIT + 1, policy), Some(0), "{policy}");
+        // Stored on first (always) or second sight.
+        assert_eq!(replay(LIMIT, policy), Some(1), "{policy}");
+    }
+    assert_eq!(replay(LIMIT + 1, "s3fifo"), Some(1));
+}
+
+#[test]
+fn the_time_series_splits_the_trace_and_adds_up_to_the_totals() {
+    // Four requests of object 1 at t = 0..3: stretches [0, 1.5) and [1.5, 3].
+    let (report, points) = simulate_over_time(
+        &workload(&[1, 1, 1, 1]),
+        "always",
+        &AdmissionConfig::default(),
+        &FilterHasher::new(1),
+        ROOMY,
+        2,
+    )
+    .expect("known policy");
+    assert_eq!(points.len(), 2);
+    assert_eq!((points[0].requests, points[0].hits), (2, 1));
+    assert_eq!((points[1].requests, points[1].hits), (2, 2));
+    assert_eq!(points[1].until, 3.0);
+    assert_eq!(points.iter().map(|p| p.hit_bytes).sum::<u64>(), 3000);
+    assert!((report.hit_ratio - 0.75).abs() < 1e-9);
+}
+
+#[test]
+fn timestamps_ages_apart_do_not_overflow_the_clock() {
+    let mut requests = workload(&[1, 1, 2]);
+    requests.requests[1].at = 1e300;
+    requests.requests[2].at = -1e300;
+    let (report, points) = simulate_over_time(
+        &requests,
+        "second-hit",
+        &AdmissionConfig::default(),
+        &FilterHasher::new(1),
+        ROOMY,
+        4,
+    )
+    .expect("known policy");
+    assert_eq!(report.requests, 3);
+    assert_eq!(points.iter().map(|p| p.requests).sum::<u64>(), 3);
+}
+
+#[test]
+fn max_age_runs_on_the_workload_clock() {
+    // Object 1 at t=0 and t=1: admitted. Object 2 at t=2 and again at t=3602: after more
+    // than two max_age rotations it is a first sight again.
+    let config = AdmissionConfig {
+        max_age: Duration::from_secs(1000),
+        ..AdmissionConfig::default()
+    };
+    let mut requests = workload(&[1, 1, 2, 2]);
+    requests.requests[3].at = 3602.0;
+    let report = simulate(
+        &requests,
+        "second-hit",
+        &config,
+        &FilterHasher::new(1),
+        ROOMY,
+    )
+    .expect("known policy");
+    assert_eq!(
+        report.disk_write_objects,
+        Some(1),
+        "only object 1 is stored"
+    );
+}
