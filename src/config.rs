@@ -18,7 +18,6 @@
 //! which keys of a reloaded file a running server applies and which need a restart.
 
 use std::io;
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -29,11 +28,16 @@ use crate::sites::Rules;
 mod changes;
 mod live;
 mod object_size;
+mod server;
 mod validate;
 
 pub use changes::Changes;
 pub use live::SettingsHandle;
 pub use object_size::MaxObjectSize;
+pub use server::{
+    CertificateFiles, MAX_BLOCKING_THREADS, MAX_MAX_HEADER_BYTES, MAX_MAX_HEADERS, MAX_WORKERS,
+    MIN_MAX_HEADER_BYTES, ServerConfig, TlsConfig,
+};
 
 /// The whole validated configuration.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -79,112 +83,6 @@ pub enum UnknownHost {
     /// 404 Not Found (`"404"`).
     NotFound,
 }
-
-/// `[server]`: the client-facing listener.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ServerConfig {
-    /// Address to accept clients on.
-    pub listen: SocketAddr,
-    /// Address of the admin listener (metrics, health, stats, purge, rotate); `None`: no
-    /// admin listener (`"off"`). Never equal to `listen`.
-    pub admin_listen: Option<SocketAddr>,
-    /// Bearer token the admin listener requires (`Authorization: Bearer <token>`); `None`
-    /// (absent or empty in the file): no token.
-    pub admin_token: Option<String>,
-    /// Open client connections allowed at once (> 0).
-    pub max_connections: usize,
-    /// Time allowed for a client to send the request head (> 0).
-    pub header_read_timeout: Duration,
-    /// A connection with no request for this long is closed, HTTP/2 with GOAWAY (> 0).
-    pub idle_timeout: Duration,
-    /// Most streams an HTTP/2 client may have open at once on one connection (> 0).
-    pub max_concurrent_streams: u32,
-    /// Most header fields in an HTTP/1 request head; more get 431 (1..=[`MAX_MAX_HEADERS`]).
-    pub max_headers: usize,
-    /// Most bytes of a request head, request line included; a larger head gets 431
-    /// ([`MIN_MAX_HEADER_BYTES`]..=[`MAX_MAX_HEADER_BYTES`]).
-    pub max_header_bytes: usize,
-    /// Grace period for in-flight requests on shutdown (zero allowed).
-    pub shutdown_timeout: Duration,
-    /// Threads that run requests (1..=[`MAX_WORKERS`]); `None`: one per CPU the process
-    /// may run on. One thread runs a single-threaded runtime, which has no work-stealing
-    /// to pay for.
-    pub workers: Option<usize>,
-    /// Most threads doing blocking file work at once (fills, reads that must wait for
-    /// the disk, metadata updates, snapshots): 1..=[`MAX_BLOCKING_THREADS`].
-    pub blocking_threads: usize,
-    /// What a host no `[[site]]` names gets, when there are sites. 421 by default: an
-    /// operator who lists sites has said which hosts this server serves, and RFC 9110
-    /// §15.5.20 has a status for the others; forwarding them to `[origin]` would cache
-    /// whatever Host a client makes up.
-    pub unknown_host: UnknownHost,
-    /// The user to run as once the listeners are bound (by name); `None`: stay who started
-    /// the process. Started as root with a user set, the process binds (privileged ports
-    /// included) as root and then never holds root again.
-    pub user: Option<String>,
-    /// The group to run as with `user` (by name); `None`: the user's primary group.
-    pub group: Option<String>,
-    /// `[server.tls]`: a TLS listener beside `listen`; `None`: none.
-    pub tls: Option<TlsConfig>,
-}
-
-/// `[server.tls]`: the TLS listener and the certificates it serves.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TlsConfig {
-    /// Address to accept TLS clients on (never `server.listen` or `server.admin_listen`).
-    pub listen: SocketAddr,
-    /// The certificates, at least one: a client's SNI name picks the first whose names
-    /// match it; the first is served to clients that send no name or one none matches.
-    pub certificates: Vec<CertificateFiles>,
-}
-
-/// One certificate of `server.tls.certificates`: two PEM files, absolute paths.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CertificateFiles {
-    /// The certificate chain, the server's own certificate first.
-    pub chain: PathBuf,
-    /// Its private key (PKCS#8, PKCS#1 or SEC1).
-    pub key: PathBuf,
-}
-
-impl Default for ServerConfig {
-    fn default() -> Self {
-        Self {
-            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
-            admin_listen: Some(SocketAddr::from(([127, 0, 0, 1], 9090))),
-            admin_token: None,
-            max_connections: 10_000,
-            header_read_timeout: Duration::from_secs(10),
-            idle_timeout: Duration::from_secs(60),
-            max_concurrent_streams: 128,
-            max_headers: 100,
-            max_header_bytes: 64 * 1024,
-            shutdown_timeout: Duration::from_secs(30),
-            workers: None,
-            blocking_threads: 32,
-            user: None,
-            group: None,
-            tls: None,
-            unknown_host: UnknownHost::Misdirected,
-        }
-    }
-}
-
-/// Upper limit of `server.workers`.
-pub const MAX_WORKERS: usize = 1024;
-
-/// Upper limit of `server.blocking_threads`, tokio's own default (which is meant for
-/// short bursts, not a steady bound).
-pub const MAX_BLOCKING_THREADS: usize = 512;
-
-/// Upper limit of `server.max_headers`: hyper allocates room for that many fields per request.
-pub const MAX_MAX_HEADERS: usize = 10_000;
-
-/// Lower limit of `server.max_header_bytes`: hyper's smallest read buffer (it panics below).
-pub const MIN_MAX_HEADER_BYTES: usize = 8 * 1024;
-
-/// Upper limit of `server.max_header_bytes`: every connection may buffer this much for a head.
-pub const MAX_MAX_HEADER_BYTES: usize = 1024 * 1024;
 
 /// `[origin]`: the upstream that misses are fetched from.
 #[derive(Debug, Clone, PartialEq)]

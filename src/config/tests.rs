@@ -1,5 +1,7 @@
 //! Unit tests of config loading and validation.
 
+use std::net::SocketAddr;
+
 use super::*;
 
 mod rejected;
