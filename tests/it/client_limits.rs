@@ -1,8 +1,10 @@
 //! Client limits (issue 17, item 5): `server.idle_timeout` closes idle HTTP/1.1 and h2c
 //! connections (h2c with GOAWAY) but not one with a request open; reaching
 //! `server.max_connections` closes connections with no request open, so a new client is
-//! served; slow-header clients do not keep a well-behaved one from its hits. Real
-//! sockets on 127.0.0.1; h2c connections are written byte by byte.
+//! served; slow-header clients do not keep a well-behaved one from its hits, and a head
+//! left unfinished, first or later on a kept-alive connection, ends the connection at
+//! `server.header_read_timeout`. Real sockets on 127.0.0.1; h2c connections are written
+//! byte by byte.
 
 use std::time::Duration;
 
@@ -273,7 +275,6 @@ async fn reaching_max_connections_is_logged_once_and_makes_room() {
     let path = dir.path().join("secondhit.toml");
     std::fs::write(&path, config).expect("write config");
     let mut serve = ServeProcess::start(&path).await;
-    let url = format!("http://{}/room", serve.addr);
     for round in 0..2 {
         // Two kept-alive connections take both slots.
         let mut held = Vec::new();
@@ -287,8 +288,23 @@ async fn reaching_max_connections_is_logged_once_and_makes_room() {
             stream.read_exact(&mut head).await.expect("response");
             held.push(stream);
         }
-        let seen = send(client().get(&url)).await;
-        assert_eq!(seen.status, 200, "round {round}: the new client is served");
+        // `Connection: close`, and read to the end: the connection is gone from the
+        // server's count before the next round. (A pooled client's connection closes
+        // when the client is dropped, asynchronously: still counted, it would be the one
+        // whose arrival reaps, and the round's own new client would find room.)
+        let mut fresh = TcpStream::connect(&serve.addr).await.expect("connect");
+        fresh
+            .write_all(b"GET /room HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+            .await
+            .expect("request");
+        let answer = read_to_close(&mut fresh)
+            .await
+            .expect("answered and closed");
+        assert!(
+            answer.starts_with(b"HTTP/1.1 200"),
+            "round {round}: the new client is served: {:?}",
+            String::from_utf8_lossy(&answer)
+        );
         for stream in &mut held {
             assert!(read_to_close(stream).await.is_some(), "round {round}");
         }
@@ -372,4 +388,78 @@ async fn http2_stream_limits_are_announced_and_rapid_reset_ends_in_goaway() {
         "{} of 500 reset streams reached the origin",
         origin.total()
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_that_never_finishes_its_head_is_disconnected() {
+    let origin = origin().await;
+    let proxy = TestProxy::start(origin.addr, |c| {
+        c.server.header_read_timeout = Duration::from_millis(300)
+    })
+    .await;
+    let mut stream = TcpStream::connect(proxy.addr).await.expect("connect");
+    stream
+        .write_all(b"GET /x HTTP/1.1\r\nHost: a\r\n")
+        .await
+        .expect("partial head");
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(PATIENCE, stream.read_to_end(&mut answer)).await;
+    assert!(
+        read.is_ok(),
+        "the proxy must close the connection after header_read_timeout"
+    );
+    assert_eq!(origin.count("/x"), 0);
+}
+
+/// A later head is timed from its first byte: after one answered request, a head that
+/// stops halfway ends the connection at `header_read_timeout`, long before the idle
+/// timeout would.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_later_head_that_stops_halfway_is_disconnected() {
+    let origin = origin().await;
+    let proxy = TestProxy::start(origin.addr, |c| {
+        c.server.header_read_timeout = Duration::from_millis(300);
+        c.server.idle_timeout = Duration::from_secs(600);
+    })
+    .await;
+    let mut stream = TcpStream::connect(proxy.addr).await.expect("connect");
+    stream
+        .write_all(b"GET /first HTTP/1.1\r\nHost: a\r\n\r\n")
+        .await
+        .expect("first head");
+    // The whole first answer: its head, then the 5 bytes its Content-Length names.
+    let mut answer = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let complete = |answer: &[u8]| {
+        let text = String::from_utf8_lossy(answer);
+        text.find("\r\n\r\n")
+            .is_some_and(|end| answer.len() >= end + 4 + 5)
+    };
+    while !complete(&answer) {
+        let n = tokio::time::timeout(PATIENCE, stream.read(&mut chunk))
+            .await
+            .expect("the first answer comes")
+            .expect("read");
+        assert!(
+            n > 0,
+            "the connection closed before the first answer was whole"
+        );
+        answer.extend_from_slice(&chunk[..n]);
+    }
+    assert!(answer.starts_with(b"HTTP/1.1 200"), "{answer:?}");
+    stream
+        .write_all(b"GET /second HTTP/1.1\r\nHost: a\r\n")
+        .await
+        .expect("partial second head");
+    let mut rest = Vec::new();
+    let read = tokio::time::timeout(PATIENCE, stream.read_to_end(&mut rest)).await;
+    assert!(
+        read.is_ok(),
+        "the proxy must close the connection header_read_timeout after a head began"
+    );
+    assert!(
+        rest.is_empty(),
+        "nothing answers a head that never ended: {rest:?}"
+    );
+    assert_eq!(origin.count("/second"), 0);
 }
