@@ -77,7 +77,7 @@ async fn an_inherited_socket_is_served_and_holds_clients_across_a_restart() {
         .await
         .expect("send while no secondhit runs");
 
-    let second = ServeProcess::start_command(activated(&config, lend())).await;
+    let mut second = ServeProcess::start_command(activated(&config, lend())).await;
     let mut answer = Vec::new();
     tokio::time::timeout(PATIENCE, waiting.read_to_end(&mut answer))
         .await
@@ -86,7 +86,9 @@ async fn an_inherited_socket_is_served_and_holds_clients_across_a_restart() {
     let answer = String::from_utf8_lossy(&answer);
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     assert!(answer.ends_with("origin /during"), "{answer}");
-    // And the cache of the first process is the second's.
+    // And the cache of the first process is the second's, once its scan has indexed it:
+    // until then a lookup is a miss by design, and would ask the origin again.
+    second.wait_for_log("cache scan finished").await;
     let page = format!("http://{addr}/before");
     let hit = send_until_hit(|| crate::support::client().get(&page)).await;
     assert_eq!(hit.body, b"origin /before");
