@@ -247,9 +247,12 @@ pub(super) async fn fill(
         (Ok(()), Decision::Reject(reason)) => Err(Detail::Admission(reason)),
         (Ok(()), Decision::Admit(_)) => {
             let (marker, times) = (exchange.marker, exchange.times);
-            let began = cache
-                .begin_fill(key, marker, request, &origin, times, max_len)
-                .await;
+            // Boxed, as the commit below: starting a fill (a marker write, the entry's
+            // file) is about 2 KiB of future state, and every GET answered from the
+            // origin, stored or not, would carry it and copy it on each move; an admitted
+            // fill, which writes to disk, affords the allocation.
+            let began =
+                Box::pin(cache.begin_fill(key, marker, request, &origin, times, max_len)).await;
             began.map_err(|error| match error {
                 // Larger than the whole budget: no eviction can make room, so this is the
                 // object's size, not a failure of the store.
@@ -308,7 +311,7 @@ pub(super) async fn fill(
     let (stored, body) = match began {
         Ok(writer) if framing == BodyFraming::Length(0) => {
             // No body to tee (a 204 is not even polled): commit it now.
-            let committed = writer.finish().await.map_err(|error| {
+            let committed = Box::pin(writer.finish()).await.map_err(|error| {
                 if error.trouble().is_some() {
                     tracing::debug!(key = %key, %error, "cannot store an empty body");
                     return trouble_detail(&error);
