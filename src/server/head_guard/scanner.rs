@@ -2,9 +2,12 @@
 //! connection's inbound bytes, collecting and judging each request head and following
 //! the body after it. Pure: no I/O (the guard in [`super`] does the reading).
 
+use std::mem::MaybeUninit;
+
 use crate::hygiene::{ConnectionToken, REJECTION_FIELD, Rejection};
 
 use super::Limits;
+use chunked::{ChunkStep, Chunked, Malformed};
 
 /// The HTTP/2 connection preface a prior-knowledge (h2c) client opens with (RFC 9113 §3.4).
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -166,6 +169,29 @@ impl Scanner {
                 }
                 Step::Used(1)
             }
+            // The usual case: a whole head in one read, judged where it lies.
+            State::Head { buf, scanned } if buf.is_empty() && !may_be_h2_preface(input) => {
+                match judge(input, &self.limits) {
+                    Judged::Complete {
+                        len,
+                        verdict,
+                        minor,
+                    } => {
+                        self.on_complete_head(&input[..len], verdict, minor, out);
+                        Step::Used(len)
+                    }
+                    Judged::Partial => {
+                        buf.extend_from_slice(input);
+                        *scanned = input.len();
+                        Step::Used(input.len())
+                    }
+                    Judged::Refused => {
+                        out.extend_from_slice(input);
+                        self.state = State::Passthrough { linger: true };
+                        Step::Used(input.len())
+                    }
+                }
+            }
             State::Head { buf, .. } => {
                 buf.extend_from_slice(input);
                 match self.on_head_bytes(out) {
@@ -204,45 +230,46 @@ impl Scanner {
                 None
             };
         }
-        let mut headers = vec![httparse::EMPTY_HEADER; self.limits.max_headers];
-        let mut request = httparse::Request::new(&mut headers);
-        let (len, verdict, minor) = match request.parse(buf) {
-            Ok(httparse::Status::Complete(len)) if len <= self.limits.max_head_bytes => {
-                (len, inspect(&request), request.version.unwrap_or(1))
-            }
-            Ok(httparse::Status::Partial) if buf.len() < self.limits.max_head_bytes => {
+        let (len, verdict, minor) = match judge(buf, &self.limits) {
+            Judged::Complete {
+                len,
+                verdict,
+                minor,
+            } => (len, verdict, minor),
+            Judged::Partial => {
                 *scanned = buf.len();
                 return None;
             }
-            // Too large, too many fields, or malformed: hyper answers 431 or 400 and closes.
-            Ok(_) | Err(_) => return self.give_up(true, out),
+            Judged::Refused => return self.give_up(true, out),
         };
         let mut head = std::mem::take(buf);
         let leftover = head.split_off(len);
-        match verdict {
+        self.on_complete_head(&head, verdict, minor, out);
+        // After a refusal or a protocol change the rest is discarded or passed as is:
+        // the state set above does that to it.
+        (!leftover.is_empty()).then_some(leftover)
+    }
+
+    /// Acts on a complete head: passes it to hyper (`out`), or the head that makes
+    /// hyper answer 400 in its place, and follows the framing of the body after it.
+    fn on_complete_head(&mut self, head: &[u8], verdict: Verdict, minor: u8, out: &mut Vec<u8>) {
+        self.state = match verdict {
             Verdict::Reject(reason) => {
                 self.write_rejection(reason, minor, out);
-                self.state = State::Rejected;
-                return None;
+                State::Rejected
             }
-            Verdict::Forward { framing, stop } if stop || framing == Framing::Refused => {
-                out.append(&mut head);
-                out.extend_from_slice(&leftover);
-                self.state = State::Passthrough {
-                    linger: framing == Framing::Refused,
-                };
-                return None;
-            }
-            Verdict::Forward { framing, .. } => {
-                out.append(&mut head);
-                self.state = match framing {
+            Verdict::Forward { framing, stop } => {
+                out.extend_from_slice(head);
+                match framing {
+                    _ if stop || framing == Framing::Refused => State::Passthrough {
+                        linger: framing == Framing::Refused,
+                    },
                     Framing::Length(0) | Framing::Refused => State::head(),
                     Framing::Length(n) => State::Length(n),
                     Framing::Chunked => State::Chunked(Chunked::default()),
-                };
+                }
             }
-        }
-        (!leftover.is_empty()).then_some(leftover)
+        };
     }
 
     /// Stops inspecting: releases the collected bytes and passes all later ones through.
@@ -267,6 +294,55 @@ impl Scanner {
         out.extend_from_slice(reason.as_str().as_bytes());
         out.extend_from_slice(b"\r\nconnection: close\r\n\r\n");
     }
+}
+
+/// Header fields parsed on the stack: hyper's own default limit, and the size of the
+/// array it parses into.
+const STACK_FIELDS: usize = 100;
+
+/// What the bytes of a head collected so far say.
+enum Judged {
+    /// Not the whole head yet.
+    Partial,
+    /// Too large, too many fields, or malformed: hyper answers 431 or 400 and closes.
+    Refused,
+    /// A whole head of `len` bytes, and what it asks for.
+    Complete {
+        len: usize,
+        verdict: Verdict,
+        minor: u8,
+    },
+}
+
+/// Parses the head at the start of `bytes` within `limits`. The fields go into an
+/// uninitialised array on the stack, as hyper's do: a zeroed vector of `max_headers`
+/// fields was a 3.2 KiB allocation and fill per request at the default limit.
+fn judge(bytes: &[u8], limits: &Limits) -> Judged {
+    let mut on_stack = [const { MaybeUninit::uninit() }; STACK_FIELDS];
+    let mut on_heap = Vec::new();
+    let fields = if limits.max_headers <= STACK_FIELDS {
+        &mut on_stack[..limits.max_headers]
+    } else {
+        on_heap.resize_with(limits.max_headers, MaybeUninit::uninit);
+        &mut on_heap[..]
+    };
+    let mut request = httparse::Request::new(&mut []);
+    match request.parse_with_uninit_headers(bytes, fields) {
+        Ok(httparse::Status::Complete(len)) if len <= limits.max_head_bytes => Judged::Complete {
+            len,
+            verdict: inspect(&request),
+            minor: request.version.unwrap_or(1),
+        },
+        Ok(httparse::Status::Partial) if bytes.len() < limits.max_head_bytes => Judged::Partial,
+        Ok(_) | Err(_) => Judged::Refused,
+    }
+}
+
+/// Whether `input`, the first bytes of a head, is or may become the HTTP/2 preface
+/// (which `Scanner::on_head_bytes` waits for whole, then passes on).
+fn may_be_h2_preface(input: &[u8]) -> bool {
+    let n = input.len().min(H2_PREFACE.len());
+    input[..n] == H2_PREFACE[..n]
 }
 
 /// Reads the framing fields of a complete head the way hyper's `Server::parse` does.
@@ -351,80 +427,6 @@ fn may_end_head(buf: &[u8], scanned: usize) -> bool {
     tail.windows(2).any(|w| w == b"\n\n") || tail.windows(3).any(|w| w == b"\n\r\n")
 }
 
-/// The chunked body is malformed; hyper will fail the request and close.
-struct Malformed;
-
-/// Where a chunked body is, following hyper's `ChunkedState` byte for byte.
-#[derive(Default)]
-struct Chunked {
-    step: ChunkStep,
-    /// The chunk size being read, then the data bytes left in the chunk.
-    size: u64,
-}
-
-#[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
-enum ChunkStep {
-    #[default]
-    Start,
-    Size,
-    SizeLws,
-    Extension,
-    SizeLf,
-    Data,
-    DataCr,
-    DataLf,
-    EndCr,
-    Trailer,
-    TrailerLf,
-    EndLf,
-}
-
-impl Chunked {
-    /// Takes one byte; `Ok(true)` when it ended the body.
-    fn advance(&mut self, byte: u8) -> Result<bool, Malformed> {
-        use ChunkStep::*;
-        self.step = match (self.step, byte) {
-            (Start, b) => {
-                self.size = u64::from(hex_digit(b).ok_or(Malformed)?);
-                Size
-            }
-            (Size, b'\t' | b' ') | (SizeLws, b'\t' | b' ') => SizeLws,
-            (Size | SizeLws, b';') => Extension,
-            (Size | SizeLws, b'\r') | (Extension, b'\r') => SizeLf,
-            (Size, b) => {
-                let digit = hex_digit(b).ok_or(Malformed)?;
-                self.size = (self.size.checked_mul(16))
-                    .and_then(|s| s.checked_add(u64::from(digit)))
-                    .ok_or(Malformed)?;
-                Size
-            }
-            (Extension, b'\n') => return Err(Malformed),
-            (Extension, _) => Extension,
-            (SizeLf, b'\n') if self.size == 0 => EndCr,
-            (SizeLf, b'\n') => Data,
-            (Data, _) => {
-                self.size = self.size.saturating_sub(1);
-                if self.size == 0 { DataCr } else { Data }
-            }
-            (DataCr, b'\r') => DataLf,
-            (DataLf, b'\n') => Start,
-            (EndCr, b'\r') => EndLf,
-            (EndCr, _) => Trailer,
-            (Trailer, b'\r') => TrailerLf,
-            (Trailer, _) => Trailer,
-            (TrailerLf, b'\n') => EndCr,
-            (EndLf, b'\n') => return Ok(true),
-            (SizeLws | SizeLf | DataCr | DataLf | TrailerLf | EndLf, _) => {
-                return Err(Malformed);
-            }
-        };
-        Ok(false)
-    }
-}
-
-fn hex_digit(b: u8) -> Option<u8> {
-    (b as char).to_digit(16).and_then(|d| u8::try_from(d).ok())
-}
-
+mod chunked;
 #[cfg(test)]
 mod tests;

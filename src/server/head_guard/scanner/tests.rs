@@ -187,3 +187,26 @@ fn chunk_sizes_that_overflow_are_malformed() {
     }
     assert!(result.is_err());
 }
+
+#[test]
+fn a_limit_above_the_stack_array_is_honoured() {
+    let limits = Limits {
+        max_headers: STACK_FIELDS + 50,
+        ..LIMITS
+    };
+    let head_with = |fields: usize| {
+        let mut head = b"GET / HTTP/1.1\r\n".to_vec();
+        for i in 0..fields {
+            head.extend_from_slice(format!("x-{i}: 1\r\n").as_bytes());
+        }
+        head.extend_from_slice(b"\r\n");
+        head
+    };
+    for (fields, refused) in [(STACK_FIELDS + 50, false), (STACK_FIELDS + 51, true)] {
+        let head = head_with(fields);
+        let mut scanner = Scanner::new(token(), limits);
+        let out = scan_cut(&mut scanner, &head, &[]);
+        assert_eq!(out, head, "{fields} fields pass to hyper either way");
+        assert_eq!(scanner.wants_linger(), refused, "{fields} fields");
+    }
+}
