@@ -42,7 +42,7 @@ use tokio::sync::watch;
 use tokio::time::{Instant, MissedTickBehavior};
 
 use super::head_guard::{self, HeadGuard};
-use crate::hygiene::ConnectionToken;
+use crate::hygiene::{ConnectionToken, REJECTION_FIELD};
 use crate::key::ClientScheme;
 use crate::proxy::Proxy;
 
@@ -79,7 +79,11 @@ impl Serving {
         let activity = Arc::new(Activity::default());
         let requests = activity.clone();
         let service = service_fn(move |mut request: Request<Incoming>| {
-            request.extensions_mut().insert(token);
+            // Only a head carrying the marker needs the token that proves it ours
+            // (`hygiene::check_request`): most requests skip the extension map's allocation.
+            if request.headers().contains_key(REJECTION_FIELD) {
+                request.extensions_mut().insert(token);
+            }
             let proxy = proxy.clone();
             let open = requests.request();
             async move {
