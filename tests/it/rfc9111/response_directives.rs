@@ -215,6 +215,12 @@ async fn stale_while_revalidate_serves_stale_and_refreshes_once() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(origin.count("/swr"), 2, "exactly one background refresh");
+    // It goes out on the client's behalf: with the forwarding fields of its request.
+    let refresh = origin
+        .last_headers("/swr")
+        .expect("the origin saw the refresh");
+    let forwarded_for = refresh.get("x-forwarded-for").and_then(|v| v.to_str().ok());
+    assert_eq!(forwarded_for, Some("127.0.0.1"));
 }
 
 /// RFC 5861 §3: beyond the `stale-while-revalidate` window the request waits for the origin.
