@@ -91,6 +91,24 @@ fn the_small_queue_is_walked_only_while_over_its_share() {
 }
 
 #[test]
+fn far_below_its_budget_the_index_still_walks_the_small_queue_first() {
+    // As when `cache.min_free` evicts: a budget of 1 GiB, a few KB indexed. The share is
+    // of the indexed bytes, so the hit entry in the main queue outlives every fill not
+    // hit; a share of the budget would walk the main queue and evict it at once.
+    let index = Index::new(1 << 30);
+    index.place(0, fill(0, 100), Provenance::Live);
+    index.touch(0);
+    for key in 1..=50u128 {
+        index.place(key, fill(key as u64, 100), Provenance::Live);
+    }
+    for key in 1..=50 {
+        index.touch(0);
+        assert_eq!(drain_one(&index), Some(key));
+    }
+    assert_eq!(drain(&index), vec![0]);
+}
+
+#[test]
 fn each_hit_in_the_main_queue_buys_one_pass_up_to_seven() {
     let index = Index::new(u64::MAX);
     // Hit once in the small queue, 1 to 5 move to the main queue with no hits when
