@@ -27,7 +27,9 @@
 //! new fills, or refills of recently evicted keys (a ghost), starting with a count
 //! (worse: unhit fills stay longer), and SIEVE's hand that leaves survivors in place
 //! (Zhang et al., NSDI 2024: better than one CLOCK, worse than the small queue). A hit
-//! costs one shard lock and a counter update, no list move and no shared atomic.
+//! costs one shard lock and a counter update, no list move and no shared atomic, and
+//! one hash lookup when its entry is in the queue holding more of its shard's entries
+//! (two otherwise).
 //!
 //! # Fill order without a global lock
 //!
@@ -207,10 +209,7 @@ impl Index {
     /// not move).
     pub(crate) fn touch(&self, key_hash: u128) -> Option<Fill> {
         let mut shard = self.shard(key_hash);
-        let slot = match shard.main.peek_mut(&key_hash) {
-            Some(slot) => slot,
-            None => shard.small.peek_mut(&key_hash)?,
-        };
+        let slot = shard.slot_mut(&key_hash)?;
         slot.hits = (slot.hits + 1).min(MAX_HITS);
         Some(slot.fill)
     }

@@ -38,12 +38,38 @@ impl Shard {
         }
     }
 
-    /// The key's queue and slot. Main first: most hits are on entries that proved
-    /// themselves, so a hit usually costs one lookup.
+    /// The queues in the order a lookup tries them: the one with more of this shard's
+    /// entries first, so most hits cost one hash lookup. A cache that never fills (no
+    /// eviction has moved anything yet) has everything in the small queue; a full one
+    /// has most entries in the main queue.
+    fn lookup_order(&self) -> [Queue; 2] {
+        if self.small.len() > self.main.len() {
+            [Queue::Small, Queue::Main]
+        } else {
+            [Queue::Main, Queue::Small]
+        }
+    }
+
+    /// The key's queue and slot.
     pub(super) fn find(&self, key: &u128) -> Option<(Queue, Slot)> {
-        match self.main.peek(key) {
-            Some(slot) => Some((Queue::Main, *slot)),
-            None => self.small.peek(key).map(|slot| (Queue::Small, *slot)),
+        self.lookup_order().into_iter().find_map(|queue| {
+            let entries = match queue {
+                Queue::Small => &self.small,
+                Queue::Main => &self.main,
+            };
+            entries.peek(key).map(|slot| (queue, *slot))
+        })
+    }
+
+    /// The key's slot, to count a hit.
+    pub(super) fn slot_mut(&mut self, key: &u128) -> Option<&mut Slot> {
+        let (first, second) = match self.lookup_order() {
+            [Queue::Small, _] => (&mut self.small, &mut self.main),
+            [Queue::Main, _] => (&mut self.main, &mut self.small),
+        };
+        match first.peek_mut(key) {
+            Some(slot) => Some(slot),
+            None => second.peek_mut(key),
         }
     }
 }
