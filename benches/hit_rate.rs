@@ -15,30 +15,31 @@
 //! minutes here, niced, beside other builds).
 //!
 //! Results, 2026-11-24, 2-core x86_64 VM shared with other builds (rustc 1.95, release;
-//! re-run with `rotate = "auto"` and `max_object_size = "auto"` the defaults; `always` is
-//! admit-all over the store's own CLOCK index, within `max_object_size` like the proxy,
-//! `lru` and `s3fifo` admit-all without it):
+//! re-run after the store's index took S3-FIFO's small queue in front of its CLOCK; the
+//! defaults are `rotate = "auto"` and `max_object_size = "auto"`; `always` is admit-all
+//! over the store's own index, within `max_object_size` like the proxy, `lru` and
+//! `s3fifo` admit-all without it):
 //!
 //! ```text
 //! cache   policy             hit%   byte%   disk objs   disk bytes   admission memory
-//! 0.5%    second-hit         26.51   19.52        5029    207.0 MiB   3.9 KiB
-//! 0.5%    always             18.35   11.03       48865      2.0 GiB   0 B
-//! 0.5%    exact-second-hit   23.24   15.88       18992    816.7 MiB   476.0 KiB
+//! 0.5%    second-hit         28.40   21.21        4560    188.1 MiB   3.9 KiB
+//! 0.5%    always             26.63   19.66       43900      1.8 GiB   0 B
+//! 0.5%    exact-second-hit   27.97   20.77       16154    692.0 MiB   476.0 KiB
 //! 0.5%    s3fifo             27.64   20.29       43122      1.7 GiB   0 B
 //! 0.5%    lru                16.00    9.51       50403      2.3 GiB   0 B
-//! 1%      second-hit         31.80   24.44        3136    132.0 MiB   4.1 KiB
-//! 1%      always             23.26   15.99       45919      1.9 GiB   0 B
-//! 1%      exact-second-hit   28.60   21.54       15775    672.4 MiB   476.0 KiB
+//! 1%      second-hit         32.63   25.43        3155    129.6 MiB   4.1 KiB
+//! 1%      always             30.80   22.89       41396      1.7 GiB   0 B
+//! 1%      exact-second-hit   32.48   25.11       13447    581.4 MiB   476.0 KiB
 //! 1%      s3fifo             32.10   24.61       40665      1.7 GiB   0 B
 //! 1%      lru                20.75   13.71       47548      2.1 GiB   0 B
-//! 5%      second-hit         42.06   34.75        2788    126.4 MiB   20.4 KiB
-//! 5%      always             35.97   28.64       38349      1.7 GiB   0 B
-//! 5%      exact-second-hit   41.49   34.35        8054    364.2 MiB   476.0 KiB
+//! 5%      second-hit         42.10   34.69        2830    130.2 MiB   20.4 KiB
+//! 5%      always             40.31   33.18       35749      1.5 GiB   0 B
+//! 5%      exact-second-hit   42.40   34.79        7509    352.9 MiB   476.0 KiB
 //! 5%      s3fifo             41.74   34.73       34954      1.6 GiB   0 B
 //! 5%      lru                33.28   26.30       40032      1.8 GiB   0 B
-//! 10%     second-hit         45.13   38.70        3457    169.8 MiB   40.7 KiB
-//! 10%     always             41.51   34.63       35089      1.6 GiB   0 B
-//! 10%     exact-second-hit   45.40   39.05        5731    281.2 MiB   476.0 KiB
+//! 10%     second-hit         45.15   38.69        3453    169.4 MiB   40.7 KiB
+//! 10%     always             44.50   37.59       33298      1.5 GiB   0 B
+//! 10%     exact-second-hit   45.51   39.33        5666    273.9 MiB   476.0 KiB
 //! 10%     s3fifo             45.86   38.97       32486      1.5 GiB   0 B
 //! 10%     lru                39.42   32.61       36350      1.7 GiB   0 B
 //! ```
@@ -48,10 +49,12 @@
 //!
 //! These caches are tiny (6.3 MiB at 0.5%, a few hundred objects): the default
 //! `max_object_size` is its floor, 1 MiB, at 0.5% and 1%. A 48th of the cache alone (132
-//! and 265 KiB) gave `second-hit` 29.30% / 15.18% and 33.01% / 20.80%: more requests,
-//! 3.6–4.3 points fewer bytes. With `max_object_size = "256MiB"` it has 26.55% / 19.72%
-//! and 31.86% / 24.44% (`secondhit simulate --cache-size 0.5% --config` a file setting
-//! it). At 5% the limit gains 0.2 points, at 10% it changes nothing.
+//! and 265 KiB) gave `second-hit` 30.59% / 15.68% and 33.85% / 21.43%: more requests,
+//! 4.2–5.6 points fewer bytes. With `max_object_size = "256MiB"` it has 28.08% / 21.04%
+//! and 32.73% / 25.39%, against 28.48% / 21.25% and 32.81% / 25.59% with `"auto"`
+//! (`secondhit simulate --cache-size 0.5% --config` a file setting it, so the filters are
+//! sized as the file's defaults). At 5% the limit gains 0.14 points, at 10% it changes
+//! nothing.
 
 use secondhit::bench::workload::{self, SyntheticSpec};
 use secondhit::bench::{self, CacheSize, policies::POLICY_NAMES, reference::REFERENCE_NAMES};

@@ -172,7 +172,7 @@ impl Cause {
 }
 
 /// New keys per object in the disk cache that a generation takes under `rotate = "auto"`.
-/// Two, measured: with the store's CLOCK eviction an admitted object that is never hit
+/// Two, measured: with the store's eviction an admitted object that is never hit
 /// again is the first to go, so a longer memory costs little cache and catches more real
 /// second requests; on the simulator's CDN workloads (20–70% one-hit wonders, caches of
 /// 1–5% of the unique bytes) twice the cache's objects stays within half a point of the

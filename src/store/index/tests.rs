@@ -1,4 +1,5 @@
-//! Index invariants: the budget, global CLOCK order across shards, placement rules.
+//! Index invariants: the budget, global order across shards in both queues (small,
+//! then main), placement rules.
 
 use super::*;
 
@@ -37,25 +38,31 @@ fn reservations_stay_inside_the_budget() {
     assert!(!Index::new(10).try_reserve(11));
 }
 
+/// The size of an entry not hit in the tests of eviction order; those hit are 1 byte,
+/// so one entry not hit keeps the small queue over its share (a tenth of the indexed
+/// bytes) against up to 9 * [`UNHIT`] - 1 hit ones in the main queue.
+const UNHIT: u64 = 1000;
+
 #[test]
-fn eviction_follows_global_fill_order_and_spares_hit_entries_once() {
+fn eviction_walks_the_small_queue_in_global_fill_order_then_the_main_one() {
     let index = Index::new(u64::MAX);
     // Far more keys than shards, so every shard holds several.
     let keys: Vec<u128> = (0..200u128).map(|i| i * 0x9e37_79b9_7f4a_7c15).collect();
-    for (i, &k) in keys.iter().enumerate() {
-        assert_eq!(
-            index.place(k, fill(i as u64, 10), Provenance::Live),
-            Placed::New
-        );
-    }
     // Hit every third key, newest first: hits move nothing, so the order of the hits
     // does not matter.
     let touched: Vec<u128> = keys.iter().copied().step_by(3).rev().collect();
+    for (i, &k) in keys.iter().enumerate() {
+        let size = if touched.contains(&k) { 1 } else { UNHIT };
+        assert_eq!(
+            index.place(k, fill(i as u64, size), Provenance::Live),
+            Placed::New
+        );
+    }
     for &k in &touched {
         assert!(index.touch(k).is_some());
     }
-    // The hand passes the hit keys (putting them back with their hit spent) and evicts
-    // the others in fill order; then the hit ones, in the order they were put back.
+    // The small queue's walk moves the hit keys to the main queue (their hit spent) and
+    // evicts the others in fill order; then the main queue's, in the order they moved.
     let untouched = keys.iter().copied().filter(|k| !touched.contains(k));
     let expected: Vec<u128> = untouched.chain(keys.iter().copied().step_by(3)).collect();
     assert_eq!(drain(&index), expected);
@@ -64,18 +71,67 @@ fn eviction_follows_global_fill_order_and_spares_hit_entries_once() {
 }
 
 #[test]
-fn each_hit_buys_one_pass_up_to_three() {
+fn the_small_queue_is_walked_only_while_over_its_share() {
     let index = Index::new(u64::MAX);
-    for (key, hits) in [(1u128, 5), (2, 2), (3, 0), (4, 1)] {
+    for key in 1..=9u128 {
+        index.place(key, fill(key as u64, 10), Provenance::Live);
+        index.touch(key);
+    }
+    index.place(10, fill(10, 10), Provenance::Live);
+    // All in the small queue: its walk moves 1 to 9 to the main queue and evicts 10.
+    assert_eq!(drain_one(&index), Some(10));
+    // 10 bytes of 100 are not over a tenth: the main queue gives up 1 (its hit was
+    // spent moving), though 11 is newer and was never hit.
+    index.place(11, fill(11, 10), Provenance::Live);
+    assert_eq!(drain_one(&index), Some(1));
+    // 30 bytes of 110 are: 11 goes, and 12 stays.
+    index.place(12, fill(12, 20), Provenance::Live);
+    assert_eq!(drain_one(&index), Some(11));
+    assert!(index.contains(12));
+}
+
+#[test]
+fn far_below_its_budget_the_index_still_walks_the_small_queue_first() {
+    // As when `cache.min_free` evicts: a budget of 1 GiB, a few KB indexed. The share is
+    // of the indexed bytes, so the hit entry in the main queue outlives every fill not
+    // hit; a share of the budget would walk the main queue and evict it at once.
+    let index = Index::new(1 << 30);
+    index.place(0, fill(0, 100), Provenance::Live);
+    index.touch(0);
+    for key in 1..=50u128 {
+        index.place(key, fill(key as u64, 100), Provenance::Live);
+    }
+    for key in 1..=50 {
+        index.touch(0);
+        assert_eq!(drain_one(&index), Some(key));
+    }
+    assert_eq!(drain(&index), vec![0]);
+}
+
+#[test]
+fn each_hit_in_the_main_queue_buys_one_pass_up_to_seven() {
+    let index = Index::new(u64::MAX);
+    // Hit once in the small queue, 1 to 5 move to the main queue with no hits when
+    // the first eviction walks it; 0, filled last and not hit, is the one evicted.
+    for key in (1..6u128).chain([0]) {
         index.place(key, fill(key as u64, 1), Provenance::Live);
+        if key > 0 {
+            index.touch(key);
+        }
+    }
+    assert_eq!(drain_one(&index), Some(0));
+    for (key, hits) in [(1u128, 9), (2, 7), (3, 2), (4, 0), (5, 1)] {
         for _ in 0..hits {
             index.touch(key);
         }
     }
-    // First eviction: 1 (3 hits after saturating → 2) and 2 (2 → 1) go back, 3 goes.
-    // Second: 4 (1 → 0), 1 (→ 1) and 2 (→ 0) go back, then 4 goes. Third: 1 (→ 0) goes
-    // back, 2 goes. Then 1.
-    assert_eq!(drain(&index), vec![3, 4, 2, 1]);
+    // 4 goes first; then 5 (1 hit), 3 (2 hits); 1 and 2 both saturated at 7, so the
+    // older, 1, goes before 2, though it was hit more.
+    assert_eq!(drain(&index), vec![4, 5, 3, 1, 2]);
+}
+
+fn drain_one(index: &Index) -> Option<u128> {
+    index.pop_victim().map(|(k, _)| k)
 }
 
 #[test]
@@ -120,11 +176,11 @@ fn newer_fill_wins_and_live_beats_scanned() {
 #[test]
 fn scanned_entries_are_evicted_before_anything_touched_since_start() {
     let index = Index::new(u64::MAX);
-    index.place(1, fill(1, 1), Provenance::Live);
-    index.place(2, fill(2, 1), Provenance::Scanned);
+    index.place(1, fill(1, UNHIT), Provenance::Live);
+    index.place(2, fill(2, UNHIT), Provenance::Scanned);
     index.place(3, fill(3, 1), Provenance::Scanned);
-    index.place(4, fill(4, 1), Provenance::Live);
-    // A scanned entry that is hit is put back behind the live ones.
+    index.place(4, fill(4, UNHIT), Provenance::Live);
+    // A scanned entry that is hit moves to the main queue, behind the live ones.
     index.touch(3);
     assert_eq!(drain(&index), vec![2, 1, 4, 3]);
 }
@@ -154,14 +210,60 @@ impl Rng {
     }
 }
 
-/// Random operations against a plain vector kept in fill order (oldest first)
-/// with each entry's unspent hits: the index must agree on contents and on every
-/// eviction.
+/// The two queues as plain vectors, oldest first, each entry with its unspent hits.
+#[derive(Default)]
+struct Model {
+    small: Vec<(u128, Fill, u8)>,
+    main: Vec<(u128, Fill, u8)>,
+}
+
+impl Model {
+    /// The key's queue (true: small) and position.
+    fn find(&self, key: u128) -> Option<(bool, usize)> {
+        let at = |queue: &[(u128, Fill, u8)]| queue.iter().position(|e| e.0 == key);
+        at(&self.main)
+            .map(|i| (false, i))
+            .or_else(|| at(&self.small).map(|i| (true, i)))
+    }
+
+    fn queue(&mut self, small: bool) -> &mut Vec<(u128, Fill, u8)> {
+        if small {
+            &mut self.small
+        } else {
+            &mut self.main
+        }
+    }
+
+    /// S3-FIFO's eviction, written out: the small queue while it holds more than a
+    /// tenth of the bytes (or the main one is empty), moving hit entries to the main one.
+    fn evict(&mut self) -> Option<(u128, Fill)> {
+        let bytes = |queue: &[(u128, Fill, u8)]| queue.iter().map(|e| e.1.size).sum::<u64>();
+        let (small_bytes, main_bytes) = (bytes(&self.small), bytes(&self.main));
+        let mut small = small_bytes > (small_bytes + main_bytes) / 10 || self.main.is_empty();
+        loop {
+            if self.queue(small).is_empty() {
+                small = !small;
+                if self.queue(small).is_empty() {
+                    return None;
+                }
+            }
+            let (key, fill, hits) = self.queue(small).remove(0);
+            match (hits, small) {
+                (0, _) => return Some((key, fill)),
+                (_, true) => self.main.push((key, fill, 0)),
+                (hits, false) => self.main.push((key, fill, hits - 1)),
+            }
+        }
+    }
+}
+
+/// Random operations against [`Model`]: the index must agree on contents and on every
+/// eviction, with the small queue now over its share and now within it.
 #[test]
 fn matches_a_simple_model_under_random_operations() {
     for seed in 1..=20u64 {
         let index = Index::new(u64::MAX);
-        let mut model: Vec<(u128, Fill, u8)> = Vec::new();
+        let mut model = Model::default();
         let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
         let mut next_id = 1;
         for _ in 0..2000 {
@@ -171,45 +273,39 @@ fn matches_a_simple_model_under_random_operations() {
                 0 => {
                     let f = fill(next_id, rng.below(100));
                     next_id += 1;
-                    let old = model.iter().position(|(k, _, _)| *k == key);
-                    // A live refill keeps the key's hits.
-                    let (expected, hits) = match old {
-                        Some(i) => {
-                            let (_, old, hits) = model.remove(i);
-                            (Placed::Replaced(old), hits)
+                    // A live refill keeps the key's queue and hits, at the new end.
+                    let expected = match model.find(key) {
+                        Some((small, i)) => {
+                            let (_, old, hits) = model.queue(small).remove(i);
+                            model.queue(small).push((key, f, hits));
+                            Placed::Replaced(old)
                         }
-                        None => (Placed::New, 0),
+                        None => {
+                            model.small.push((key, f, 0));
+                            Placed::New
+                        }
                     };
-                    model.push((key, f, hits));
                     assert_eq!(index.place(key, f, Provenance::Live), expected);
                 }
                 1 => {
-                    let expected = model.iter_mut().find(|(k, _, _)| *k == key).map(|e| {
-                        e.2 = (e.2 + 1).min(3);
-                        e.1
+                    let expected = model.find(key).map(|(small, i)| {
+                        let entry = &mut model.queue(small)[i];
+                        entry.2 = (entry.2 + 1).min(MAX_HITS);
+                        entry.1
                     });
                     assert_eq!(index.touch(key), expected);
                 }
-                2 => {
-                    let mut expected = None;
-                    while !model.is_empty() {
-                        let (k, f, hits) = model.remove(0);
-                        if hits == 0 {
-                            expected = Some((k, f));
-                            break;
-                        }
-                        model.push((k, f, hits - 1));
-                    }
-                    assert_eq!(index.pop_victim(), expected, "seed {seed}");
-                }
+                2 => assert_eq!(index.pop_victim(), model.evict(), "seed {seed}"),
                 _ => {
-                    let present = model.iter().position(|(k, _, _)| *k == key);
-                    let expected = present.map(|i| model.remove(i).1);
+                    let expected = model
+                        .find(key)
+                        .map(|(small, i)| model.queue(small).remove(i).1);
                     let id = expected.map_or(0, |f| f.fill_id);
                     assert_eq!(index.remove(key, id), expected);
                 }
             }
-            assert_eq!(index.len(), model.len() as u64);
+            let entries = model.small.len() + model.main.len();
+            assert_eq!(index.len(), entries as u64);
         }
     }
 }
@@ -246,7 +342,8 @@ proptest::proptest! {
     }
 
     /// With no request after them, every entry hit since its fill outlives every
-    /// entry that was not, whatever the fill order and the hits.
+    /// entry that was not, whatever the fill order and the hits, while the small
+    /// queue is over its share (here: the entries hit are small, see [`UNHIT`]).
     #[test]
     fn an_entry_hit_since_its_fill_outlives_one_that_was_not(
         hit in proptest::collection::vec(proptest::bool::ANY, 1..120),
@@ -254,8 +351,9 @@ proptest::proptest! {
         // Key i is i * STRIDE: spread over the shards, and its number is key / STRIDE.
         const STRIDE: u128 = 0x9e37_79b9;
         let index = Index::new(u64::MAX);
-        for i in 0..hit.len() {
-            index.place(i as u128 * STRIDE, fill(i as u64, 1), Provenance::Live);
+        for (i, &hit) in hit.iter().enumerate() {
+            let size = if hit { 1 } else { UNHIT };
+            index.place(i as u128 * STRIDE, fill(i as u64, size), Provenance::Live);
         }
         for (i, &hit) in hit.iter().enumerate() {
             if hit {
