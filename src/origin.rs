@@ -1,4 +1,4 @@
-//! The origin client: one pooled hyper client for the one origin in the config, over
+//! The origin client: pooled hyper connections to the one origin in the config, over
 //! TCP for an `http://` origin and TLS for an `https://` one ([`tls`] says what its
 //! certificate is verified against).
 //!
@@ -6,9 +6,10 @@
 //! follows no redirects (they are passed to the client), reads no proxy environment
 //! variables, and its time limits are a connect timeout and a read timeout *between*
 //! bytes ([`ReadTimeout`]), never a whole-response timeout, which would cut large
-//! downloads. It is hyper-util's pooled client used directly, not reqwest: the proxy
-//! already has `http` types in hand, and reqwest's URL parsing, redirect and retry
-//! layers cost about an eighth of a pass-through request's CPU time in a profile.
+//! downloads. It is hyper's HTTP/1.1 client connection with a pool of its own ([`pool`]),
+//! not reqwest: the proxy already has `http` types in hand, and reqwest's URL parsing,
+//! redirect and retry layers cost about an eighth of a pass-through request's CPU time
+//! in a profile.
 //!
 //! Hop-by-hop headers (RFC 9110 §7.6.1) are removed in both directions here, so the
 //! proxy only ever sees end-to-end fields.
@@ -18,15 +19,12 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::header::{CONNECTION, CONTENT_LENGTH, HOST, TE, TRAILER, TRANSFER_ENCODING, UPGRADE};
-use http::uri::{Authority, PathAndQuery, Scheme};
+use http::uri::Scheme;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Uri, Version, response};
 use http_body_util::BodyExt;
 use http_body_util::combinators::UnsyncBoxBody;
 use hyper::body::Incoming;
-use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
@@ -34,10 +32,12 @@ use crate::config::{HostHeader, OriginConfig};
 use crate::error::BoxError;
 use crate::metrics::Metrics;
 
+mod pool;
 mod read_timeout;
 pub mod tls;
 mod upload;
 
+pub use pool::PooledBody;
 pub use read_timeout::{ReadTimedOut, ReadTimeout};
 
 /// Failure to get a response head from the origin; `error::error_response` maps it to 502/504.
@@ -70,31 +70,30 @@ pub enum OriginError {
 }
 
 impl OriginError {
-    fn classify(error: hyper_util::client::legacy::Error) -> OriginError {
-        if !error.is_connect() {
-            return OriginError::Protocol(error.into());
-        }
-        // The connector reports its connect timeout as a connect error caused by a
-        // `TimedOut` I/O error.
-        let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&error);
+    /// A failure to open a connection: a timeout, a failed TLS handshake (named), or
+    /// an unreachable origin.
+    fn connect(error: BoxError) -> OriginError {
+        // The connector reports its connect timeout as an error caused by a `TimedOut`
+        // I/O error.
+        let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&*error);
         while let Some(e) = cause {
             // A failed TLS handshake (an unverifiable certificate, usually) comes as
             // rustls's error inside I/O errors: named here, or the log would only say
-            // "client error (Connect)".
+            // what the TCP connection did.
             if let Some(tls) = e.downcast_ref::<rustls::Error>() {
                 let named = format!("TLS handshake with the origin failed: {tls}");
                 return OriginError::Connect(named.into());
             }
             cause = match e.downcast_ref::<std::io::Error>() {
                 Some(io) if io.kind() == std::io::ErrorKind::TimedOut => {
-                    return OriginError::Timeout(error.into());
+                    return OriginError::Timeout(error);
                 }
                 // `io::Error::source` skips the error it wraps; look inside instead.
                 Some(io) => io.get_ref().map(|inner| inner as _),
                 None => e.source(),
             };
         }
-        OriginError::Connect(error.into())
+        OriginError::Connect(error)
     }
 }
 
@@ -201,14 +200,12 @@ pub struct OriginResponse {
 
 /// The pooled client for the configured origin.
 pub struct Origin {
-    /// hyper-rustls's connector takes `http://` and `https://` URIs alike; the scheme of
-    /// every request is the origin URL's.
-    client: Client<HttpsConnector<HttpConnector>, RequestBody>,
-    /// `http` or `https`, from the origin URL.
-    scheme: Scheme,
-    /// The origin URL's authority: where requests go (its host is the TLS server name),
-    /// and the `Host` sent when `host_header = "origin"`.
-    authority: Authority,
+    /// Connections to the origin, kept open between requests.
+    pool: pool::Pool,
+    /// The origin URL's scheme and authority: where connections go (its host is the
+    /// TLS server name). hyper-rustls's connector takes `http://` and `https://` alike.
+    address: Uri,
+    /// The `Host` sent when `host_header = "origin"`: the origin URL's authority.
     origin_host: HeaderValue,
     host_header: HostHeader,
     /// `origin.read_timeout`: between bytes of a body, and for the response head.
@@ -240,6 +237,12 @@ impl Origin {
         let origin_host = HeaderValue::from_str(authority.as_str())
             .map_err(|e| OriginError::Client(format!("origin.url host as Host: {e}")))?;
         let scheme = config.url.scheme().cloned().unwrap_or(Scheme::HTTP);
+        let address = Uri::builder()
+            .scheme(scheme)
+            .authority(authority)
+            .path_and_query("/")
+            .build()
+            .map_err(|e| OriginError::Client(format!("origin.url {}: {e}", config.url)))?;
         let mut connector = HttpConnector::new();
         connector.set_connect_timeout(Some(config.connect_timeout));
         connector.set_nodelay(true);
@@ -256,16 +259,10 @@ impl Origin {
             .https_or_http()
             .enable_http1()
             .wrap_connector(connector);
-        let client = Client::builder(TokioExecutor::new())
-            // Idle pooled connections are closed after the default 90 s; the timer runs that.
-            .pool_timer(TokioTimer::new())
-            // The proxy sets `Host` itself (client's or origin's, per config).
-            .set_host(false)
-            .build(connector);
         Ok(Origin {
-            client,
-            scheme,
-            authority,
+            // As many idle connections as requests may wait for a head at once.
+            pool: pool::Pool::new(connector, config.max_in_flight),
+            address,
             origin_host,
             host_header: config.host_header,
             read_timeout: config.read_timeout,
@@ -298,14 +295,8 @@ impl Origin {
             HostHeader::Origin => self.origin_host.clone(),
         };
         headers.insert(HOST, host);
-        let target =
-            PathAndQuery::try_from(path_and_query).map_err(|e| OriginError::Protocol(e.into()))?;
-        let uri = Uri::builder()
-            .scheme(self.scheme.clone())
-            .authority(self.authority.clone())
-            .path_and_query(target)
-            .build()
-            .map_err(|e| OriginError::Protocol(e.into()))?;
+        // Origin-form: the connection already goes to the origin.
+        let uri = Uri::try_from(path_and_query).map_err(|e| OriginError::Protocol(e.into()))?;
         // Before a permit: a client that trickles its body holds no origin capacity.
         let body = upload::read_ahead(body, self.upload).await?;
         let mut request = Request::new(body);
@@ -324,11 +315,12 @@ impl Origin {
         };
         // Timed from here: the wait for a permit is this proxy's queue, not the origin's time.
         let sent = Instant::now();
-        let response = tokio::time::timeout(self.head_timeout, self.client.request(request)).await;
+        let response =
+            tokio::time::timeout(self.head_timeout, self.pool.send(&self.address, request)).await;
         self.metrics.observe_origin(sent.elapsed());
         drop(permit);
         let response = match response {
-            Ok(response) => response.map_err(OriginError::classify)?,
+            Ok(response) => response?,
             Err(_) => {
                 let waited = ReadTimedOut {
                     after: self.head_timeout,

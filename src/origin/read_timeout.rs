@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
-use hyper::body::Incoming;
 use tokio::time::{Instant, Sleep};
 
 use crate::error::BoxError;
@@ -33,7 +32,7 @@ pub struct ReadTimedOut {
 /// that many ticks in a row without a frame, so after between the timeout and a quarter
 /// more of silence. Why: restarting a timer for every frame took the time driver's lock
 /// and read the clock twice per pass-through response.
-pub struct ReadTimeout<B = Incoming> {
+pub struct ReadTimeout<B = super::PooledBody> {
     inner: B,
     timeout: Duration,
     /// The setting named when it fires.

@@ -26,6 +26,7 @@ mod lifecycle;
 mod multi_node;
 mod origin_failures;
 mod origin_limits;
+mod origin_pool;
 mod orphan_fills;
 mod proxy;
 mod proxy_hygiene;
