@@ -69,6 +69,7 @@ mod fence;
 pub(crate) mod index;
 #[cfg(not(feature = "bench"))]
 mod index;
+mod leaf_dirs;
 mod lock;
 pub mod mapped;
 mod memory;
@@ -174,6 +175,8 @@ struct Inner {
     objects: PathBuf,
     /// `<dir>/tmp`.
     tmp: PathBuf,
+    /// The `objects/ab/cd/` directories known to exist.
+    leaf_dirs: leaf_dirs::LeafDirs,
     /// Key hash → newest committed fill, in CLOCK order, with the byte budget.
     index: Index,
     /// Verified copies of hot entries (see `memory`).
@@ -329,6 +332,7 @@ impl Store {
         let inner = Arc::new(Inner {
             objects,
             tmp,
+            leaf_dirs: leaf_dirs::LeafDirs::new(),
             index: Index::new(opts.max_size),
             memory: memory::MemoryTier::new(opts.memory_size, opts.memory_max_object_size),
             scan: scan::ScanGate::new(),

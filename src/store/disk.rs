@@ -16,12 +16,12 @@
 //! Functions used at start-up and by the background scan are synchronous. On the
 //! request path, reads try the page cache from the runtime's thread first
 //! ([`Wait::CachedOnly`]) and go to a blocking thread only when the disk must be
-//! read; writes, renames and removals use `tokio::fs`.
+//! read; a fill's file work runs on blocking threads in a few calls (see
+//! `writer`), and removals use `tokio::fs`.
 
-use std::io::{self, SeekFrom};
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use tokio::io::{AsyncSeekExt, AsyncWriteExt};
 use tracing::{debug, warn};
 
 use super::entry::{self, DecodedHeader, EntryError, PREAMBLE_LEN, Preamble};
@@ -337,30 +337,30 @@ pub(crate) fn remove_quietly_sync(path: &Path) {
     }
 }
 
-/// Creates the temp file of a fill at `path` and asks the filesystem for `len` bytes of
+/// Creates the temp file of a fill at `path`, asks the filesystem for `len` bytes of
 /// room up front (Linux `fallocate` with `FALLOC_FL_KEEP_SIZE`: the file's length stays
 /// what is written), so that a disk without room fails the fill here, before the
-/// response head says `stored`, rather than mid-body. A filesystem that cannot
-/// preallocate just gets the file. On error no file is left behind.
-pub(crate) async fn create_tmp(path: &Path, len: u64) -> Result<tokio::fs::File, StoreError> {
-    let owned = path.to_owned();
-    // One trip to the blocking pool for both: creating and allocating may wait for the disk.
-    let created = tokio::task::spawn_blocking(move || {
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&owned)?;
-        if let Err(error) = preallocate(&file, len) {
-            drop(file);
-            remove_quietly_sync(&owned);
-            return Err(error);
-        }
-        Ok(file)
+/// response head says `stored`, rather than mid-body, and writes `header`. A
+/// filesystem that cannot preallocate just gets the file. Blocking; on error no file is
+/// left behind.
+pub(crate) fn create_tmp(
+    path: &Path,
+    len: u64,
+    header: &[u8],
+) -> Result<std::fs::File, StoreError> {
+    let created = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .and_then(|mut file| {
+            preallocate(&file, len)?;
+            file.write_all(header)?;
+            Ok(file)
+        });
+    created.map_err(|error| {
+        remove_quietly_sync(path);
+        io_err(path)(error)
     })
-    .await
-    .map_err(io::Error::other)
-    .flatten();
-    created.map(tokio::fs::File::from_std).map_err(io_err(path))
 }
 
 /// Allocates `len` bytes for `file` without changing its length; a filesystem (or
@@ -384,39 +384,47 @@ fn preallocate(_file: &std::fs::File, _len: u64) -> io::Result<()> {
 /// Commits a fill whose body is written: checks the temp file's length,
 /// rewrites its preamble with `front`, fsyncs it (with `fsync`), renames it to
 /// `dest` (whose `objects/ab/cd/` the fill created as it began, [`ensure_parent`])
-/// and fsyncs that directory (with `fsync`).
-/// On error the file is not in `objects/`.
-pub(crate) async fn commit(
-    file: &mut tokio::fs::File,
+/// and fsyncs that directory (with `fsync`). Blocking; on error the file is not in
+/// `objects/`.
+pub(crate) fn commit(
+    file: &std::fs::File,
     tmp: &Path,
     dest: &Path,
     front: &[u8],
     expected_len: u64,
     fsync: bool,
 ) -> Result<(), StoreError> {
-    // Flush first: tokio completes writes in the background and reports their
-    // errors only on the next operation.
-    file.flush().await.map_err(io_err(tmp))?;
+    use std::os::unix::fs::FileExt;
     // A failed write may have left partial bytes behind; never commit those.
-    let actual = file.metadata().await.map_err(io_err(tmp))?.len();
+    let actual = file.metadata().map_err(io_err(tmp))?.len();
     if actual != expected_len {
         return Err(corrupt(
             tmp,
             format!("temp file is {actual} bytes, expected {expected_len}"),
         ));
     }
-    file.seek(SeekFrom::Start(0)).await.map_err(io_err(tmp))?;
-    file.write_all(front).await.map_err(io_err(tmp))?;
-    file.flush().await.map_err(io_err(tmp))?;
+    file.write_all_at(front, 0).map_err(io_err(tmp))?;
     if fsync {
-        file.sync_all().await.map_err(io_err(tmp))?;
+        file.sync_all().map_err(io_err(tmp))?;
     }
-    tokio::fs::rename(tmp, dest).await.map_err(io_err(dest))?;
+    let renamed = match std::fs::rename(tmp, dest) {
+        // The store never removes `objects/ab/cd/`; should something else have, the
+        // entry is not lost for it: the directory is made again.
+        Err(e)
+            if e.kind() == io::ErrorKind::NotFound
+                && dest.parent().is_some_and(|d| !d.exists()) =>
+        {
+            make_parent(dest, fsync)?;
+            std::fs::rename(tmp, dest)
+        }
+        renamed => renamed,
+    };
+    renamed.map_err(io_err(dest))?;
     if let (true, Some(dir)) = (fsync, dest.parent())
-        && let Err(e) = fsync_dir(dir).await
+        && let Err(e) = fsync_dir_sync(dir)
     {
         // Not durable, so not committed: take it back out.
-        remove_quietly(dest).await;
+        remove_quietly_sync(dest);
         return Err(e);
     }
     Ok(())
@@ -427,19 +435,26 @@ pub(crate) async fn commit(
 /// does this as it begins, so a disk out of inodes refuses it before its response
 /// head says `stored`; nothing removes these directories afterwards.
 pub(crate) async fn ensure_parent(path: &Path, fsync: bool) -> Result<(), StoreError> {
+    let owned = path.to_owned();
+    // One trip to the blocking pool for the check and, rarely, the creation.
+    tokio::task::spawn_blocking(move || make_parent(&owned, fsync))
+        .await
+        .map_err(|e| io_err(path)(io::Error::other(e)))?
+}
+
+/// The blocking work of [`ensure_parent`].
+fn make_parent(path: &Path, fsync: bool) -> Result<(), StoreError> {
     let Some(leaf) = path.parent() else {
         return Ok(());
     };
     // One stat on the common path; creation happens at most 65536 times.
-    if tokio::fs::try_exists(leaf).await.map_err(io_err(leaf))? {
+    if std::fs::exists(leaf).map_err(io_err(leaf))? {
         return Ok(());
     }
-    tokio::fs::create_dir_all(leaf)
-        .await
-        .map_err(io_err(leaf))?;
+    std::fs::create_dir_all(leaf).map_err(io_err(leaf))?;
     if fsync {
         for dir in leaf.ancestors().skip(1).take(2) {
-            fsync_dir(dir).await?;
+            fsync_dir_sync(dir)?;
         }
     }
     Ok(())
@@ -447,8 +462,17 @@ pub(crate) async fn ensure_parent(path: &Path, fsync: bool) -> Result<(), StoreE
 
 /// Fsyncs a directory, making the names in it (a rename, a new file) durable.
 pub(crate) async fn fsync_dir(dir: &Path) -> Result<(), StoreError> {
-    let handle = tokio::fs::File::open(dir).await.map_err(io_err(dir))?;
-    handle.sync_all().await.map_err(io_err(dir))
+    let owned = dir.to_owned();
+    // One trip to the blocking pool for the open and the sync.
+    tokio::task::spawn_blocking(move || fsync_dir_sync(&owned))
+        .await
+        .map_err(|e| io_err(dir)(io::Error::other(e)))?
+}
+
+/// The blocking work of [`fsync_dir`].
+fn fsync_dir_sync(dir: &Path) -> Result<(), StoreError> {
+    let handle = std::fs::File::open(dir).map_err(io_err(dir))?;
+    handle.sync_all().map_err(io_err(dir))
 }
 
 #[cfg(test)]

@@ -323,6 +323,24 @@ async fn reopen_finds_entries_and_clears_tmp() {
     assert_eq!(files(&dir.path().join("objects")).len(), 1);
 }
 
+/// The store never removes an `objects/ab/cd/` directory, and remembers which exist; if
+/// something else removes one, the next fill there still commits (it makes the
+/// directory again), and the entry reads back.
+#[tokio::test]
+async fn a_fill_into_a_removed_entry_directory_makes_it_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path()).await;
+    put(&store, "k", &body(1000, 1)).await;
+    let leaf = entry_path(&store, &entry(&store, "k").await)
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    std::fs::remove_dir_all(&leaf).unwrap();
+    put(&store, "k", &body(1000, 2)).await;
+    assert!(leaf.is_dir());
+    assert_eq!(read(&store, "k").await.unwrap().1, body(1000, 2));
+}
+
 #[tokio::test]
 async fn newer_fill_replaces_older() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,12 +1,18 @@
 //! A fill in progress: its temp file, its running checksums (the whole body's and
 //! the block table's) and its share of the byte budget.
+//!
+//! The file work runs on the blocking pool in as few calls as it can: one creates the
+//! temp file and writes the header, one writes each [`WRITE_BATCH`] of body (a small
+//! body waits in memory), and one writes the rest with the block table, fsyncs and
+//! renames. Why: each call is a hand-off to a blocking thread and back, and with one
+//! per write, seek, flush, fsync and rename a 1 KiB fill took about fifteen of them, and
+//! 0.3 ms of CPU time, most of it threads waking each other.
 
-use std::io;
+use std::io::{self, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use tokio::io::AsyncWriteExt;
 use tracing::{debug, warn};
 use xxhash_rust::xxh3::Xxh3Default;
 
@@ -14,6 +20,11 @@ use super::entry::blocks::BlockHasher;
 use super::entry::{self, EntryMeta, Preamble, file_len};
 use super::index::{Fill, Placed};
 use super::{FillDrop, Inner, StoreError, disk, map_entry_error};
+
+/// Body bytes kept in memory before they are written in one blocking call: large
+/// enough that a long body costs few calls, small enough that many fills at once hold
+/// little memory.
+const WRITE_BATCH: usize = 128 * 1024;
 
 /// Bytes of the budget held by one fill; given back on drop unless committed.
 struct Reservation {
@@ -99,7 +110,11 @@ pub struct EntryWriter {
     /// Body fields are filled in by `finish`.
     preamble: Preamble,
     tmp_path: PathBuf,
-    file: tokio::fs::File,
+    /// The temp file; `None` while a blocking call has it, and for good if that call's
+    /// future was dropped (the fill then fails).
+    file: Option<std::fs::File>,
+    /// Body bytes not written yet (fewer than [`WRITE_BATCH`] between writes).
+    unwritten: Vec<u8>,
     /// Running xxh3-64 of the body. Boxed: it carries a large buffer.
     hasher: Box<Xxh3Default>,
     /// The block table of the body so far, written after it by `finish`.
@@ -150,25 +165,31 @@ pub(super) async fn begin(
         error
     };
     // Before the reservation, so that the floor counts only the fill's own file.
-    let dest = inner.object_path(key_hash, fill_id);
-    disk::ensure_parent(&dest, inner.opts.fsync)
-        .await
-        .map_err(refused)?;
+    if !inner.leaf_dirs.known(key_hash) {
+        let dest = inner.object_path(key_hash, fill_id);
+        disk::ensure_parent(&dest, inner.opts.fsync)
+            .await
+            .map_err(refused)?;
+        inner.leaf_dirs.learn(key_hash);
+    }
     let reservation = Reservation::take(inner, initial).await.map_err(refused)?;
     // Before the file exists, so the scan can tell this run's files from old ones.
     inner.scan.register_fill(key_hash, fill_id);
     let tmp_path = disk::tmp_path(&inner.tmp, key_hash, fill_id);
-    let file = disk::create_tmp(&tmp_path, initial)
-        .await
-        .map_err(refused)?;
+    let file = {
+        let path = tmp_path.clone();
+        let created = blocking(&tmp_path, move || disk::create_tmp(&path, initial, &header));
+        created.await.map_err(refused)?
+    };
     // From here on the writer's Drop removes the temp file on any error.
-    let mut writer = EntryWriter {
+    Ok(EntryWriter {
         inner: Arc::clone(inner),
         key: key.to_owned(),
         key_hash,
         preamble,
         tmp_path,
-        file,
+        file: Some(file),
+        unwritten: Vec::new(),
         hasher: Box::new(Xxh3Default::new()),
         block_hasher: BlockHasher::new(),
         limit: declared_len.map_or(max_len, |d| d.min(max_len)),
@@ -176,15 +197,17 @@ pub(super) async fn begin(
         reservation,
         renamed: false,
         _registration: registration,
-    };
-    // `write_raw` notes disk trouble itself; the fill still counts as refused.
-    if let Err(error) = writer.write_raw(&header).await {
-        if error.trouble().is_some() {
-            inner.space.count_refused();
-        }
-        return Err(error);
-    }
-    Ok(writer)
+    })
+}
+
+/// Runs `job` on the blocking pool; a job that panicked is an I/O error on `path`.
+async fn blocking<T: Send + 'static>(
+    path: &std::path::Path,
+    job: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
+) -> Result<T, StoreError> {
+    tokio::task::spawn_blocking(job)
+        .await
+        .map_err(|e| disk::io_err(path)(io::Error::other(e)))?
 }
 
 impl EntryWriter {
@@ -209,20 +232,44 @@ impl EntryWriter {
             let cap = file_len(header_len, self.limit);
             self.reservation.grow(need, cap).await?;
         }
-        self.write_raw(chunk).await?;
         self.hasher.update(chunk);
         self.block_hasher.update(chunk);
+        self.unwritten.extend_from_slice(chunk);
         self.preamble.body_len = new_len;
+        if self.unwritten.len() >= WRITE_BATCH {
+            let batch = std::mem::take(&mut self.unwritten);
+            let tmp = self.tmp_path.clone();
+            let mut batch = self
+                .on_file(move |mut file| {
+                    let written = file.write_all(&batch).map_err(disk::io_err(&tmp));
+                    written.map(|()| batch)
+                })
+                .await
+                .inspect_err(|error| self.inner.space.note(error))?;
+            // The buffer is used again for the next batch.
+            batch.clear();
+            self.unwritten = batch;
+        }
         Ok(())
     }
 
-    async fn write_raw(&mut self, bytes: &[u8]) -> Result<(), StoreError> {
-        let written = self.file.write_all(bytes).await;
-        written.map_err(|e| {
-            let error = disk::io_err(&self.tmp_path)(e);
-            self.inner.space.note(&error);
-            error
+    /// Runs `job` with the temp file on the blocking pool, and gets the file back.
+    async fn on_file<T: Send + 'static>(
+        &mut self,
+        job: impl FnOnce(&std::fs::File) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let lost = || {
+            let error = io::Error::other("a write of this fill was cancelled");
+            disk::io_err(&self.tmp_path)(error)
+        };
+        let file = self.file.take().ok_or_else(lost)?;
+        let (file, done) = blocking(&self.tmp_path, move || {
+            let done = job(&file);
+            Ok((file, done))
         })
+        .await?;
+        self.file = Some(file);
+        done
     }
 
     /// Commits the fill: checks the body length against the declared length,
@@ -264,13 +311,20 @@ impl EntryWriter {
         }
         self.preamble.body_hash = self.hasher.digest();
         let table = std::mem::replace(&mut self.block_hasher, BlockHasher::new()).finish();
-        self.write_raw(&table).await?;
         let front = entry::encode_preamble(&self.preamble, self.key.as_bytes());
         let (key_hash, fill_id) = (self.key_hash, self.preamble.fill_id);
         let dest = self.inner.object_path(key_hash, fill_id);
         let size = self.preamble.file_len();
         let fsync = self.inner.opts.fsync;
-        disk::commit(&mut self.file, &self.tmp_path, &dest, &front, size, fsync).await?;
+        // The rest of the body, the table and the commit: one blocking call.
+        let rest = std::mem::take(&mut self.unwritten);
+        let (tmp, renamed_to) = (self.tmp_path.clone(), dest.clone());
+        self.on_file(move |mut file| {
+            (file.write_all(&rest).and_then(|()| file.write_all(&table)))
+                .map_err(disk::io_err(&tmp))?;
+            disk::commit(file, &tmp, &renamed_to, &front, size, fsync)
+        })
+        .await?;
         self.renamed = true;
         self.reservation.commit(size);
         let inner = &self.inner;

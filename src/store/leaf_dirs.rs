@@ -1,0 +1,72 @@
+//! Which `objects/ab/cd/` directories this run knows to exist, so that a fill asks the
+//! filesystem about its directory (a trip to the blocking pool) only the first time one
+//! is used, not on every fill. One bit per directory: 65,536 of them, 8 KiB.
+//!
+//! The store never removes these directories. Should something else remove one, a
+//! fill's commit makes it again when its rename finds it gone (`disk::commit`).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Directories under `objects/`: the first four hex digits of a key hash name them.
+const LEAVES: usize = 1 << 16;
+
+/// One bit per `objects/ab/cd/`, set once it is known to exist.
+#[derive(Debug)]
+pub(super) struct LeafDirs {
+    bits: Box<[AtomicU64]>,
+}
+
+impl LeafDirs {
+    /// None known yet.
+    pub(super) fn new() -> LeafDirs {
+        LeafDirs {
+            bits: (0..LEAVES / 64).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    /// Whether the directory of `key_hash`'s entries is known to exist.
+    pub(super) fn known(&self, key_hash: u128) -> bool {
+        let (word, bit) = slot(key_hash);
+        // Relaxed: a stale miss only costs one check on disk.
+        self.bits[word].load(Ordering::Relaxed) & bit != 0
+    }
+
+    /// Notes that the directory of `key_hash`'s entries exists.
+    pub(super) fn learn(&self, key_hash: u128) {
+        let (word, bit) = slot(key_hash);
+        self.bits[word].fetch_or(bit, Ordering::Relaxed);
+    }
+}
+
+/// The word and bit of `key_hash`'s directory: its top 16 bits, which are the first
+/// four hex digits of its file name.
+fn slot(key_hash: u128) -> (usize, u64) {
+    let leaf = (key_hash >> 112) as usize;
+    (leaf / 64, 1 << (leaf % 64))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::store::disk;
+
+    #[test]
+    fn a_bit_stands_for_the_directory_the_entry_path_names() {
+        let dirs = LeafDirs::new();
+        let hash = 0xabcd_0000_0000_0000_0000_0000_0000_0042_u128;
+        let same_dir = 0xabcd_ffff_0000_0000_0000_0000_0000_0000_u128;
+        let next_dir = 0xabce_0000_0000_0000_0000_0000_0000_0042_u128;
+        let parent = |h| {
+            let path = disk::object_path(Path::new("/o"), h, 1);
+            path.parent().map(Path::to_path_buf)
+        };
+        assert_eq!(parent(hash), parent(same_dir));
+        assert_ne!(parent(hash), parent(next_dir));
+        assert!(!dirs.known(hash));
+        dirs.learn(hash);
+        assert!(dirs.known(same_dir));
+        assert!(!dirs.known(next_dir));
+    }
+}
