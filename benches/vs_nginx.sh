@@ -22,26 +22,33 @@
 # (uniformly over the 10,000 objects; a wrk Lua script picks the path),
 # hit-10k-files (the same against a second secondhit with its memory tier off,
 # cache.memory_size = "0", so every hit opens and reads its file), pass-1k
-# (no-store, so neither proxy stores it).
+# (no-store, so neither proxy stores it), miss-1k (a new URL on every request, each a
+# 1 KiB answer that both proxies store: nginx's cache file, secondhit's fill, fsynced
+# with its default `cache.fsync = true`, which nginx does not do).
 #
 # Needs: nginx, wrk, taskset (util-linux), python3 (to pick free ports) — on Debian
 # `apt-get install nginx wrk`. Installs nothing itself. Builds the release binary
 # with cargo unless SECONDHIT_BIN names one.
 #
-# Run:  bash benches/vs_nginx.sh            (about 7 minutes with the defaults)
+# Run:  bash benches/vs_nginx.sh            (about 8 minutes with the defaults)
 #       ROUNDS=5 DURATION=10s bash benches/vs_nginx.sh
 #
-# Results (also in the README, "Performance"), 2026-11-24 afternoon, 2-core Xeon VM,
+# Results (also in the README, "Performance"), 2026-11-24 10:47 UTC, 2-core Xeon VM,
 # nothing else running, medians of 3 alternating 10 s runs:
 #   case            nginx req/s (p99, cpu us)   secondhit req/s (p99, cpu us)   ratio  per-core
-#   hit-1k          102052 (2.11 ms, 9.60)      115345 (1.50 ms, 8.52)          1.13   1.13
-#   hit-100k         63116 (1.49 ms, 13.83)      64135 (1.51 ms, 14.20)         1.02   0.97
-#   hit-10k-keys     76971 (2.11 ms, 12.55)      94270 (1.14 ms, 10.53)         1.22   1.19
-#   hit-10k-files    78961 (2.80 ms, 12.27)      59079 (2.55 ms, 16.82)         0.75   0.73
-#   pass-1k          77893 (1.37 ms, 11.37)      43196 (2.95 ms, 22.91)         0.55   0.50
-#   secondhit: 2 threads under the memory-tier and pass loads (9 with the tier off);
-#   RSS 68.3 -> 67.3 MiB over 60 s of 10k-key hits.
-#   The morning run (before TLS, sites, CLOCK eviction, block checksums were merged):
+#   hit-1k          105452 (2.00 ms, 9.24)      137696 (1.62 ms, 7.11)          1.31   1.30
+#   hit-100k         66233 (1.88 ms, 13.13)      68355 (1.75 ms, 12.63)         1.03   1.04
+#   hit-10k-keys     78788 (2.41 ms, 12.10)     103676 (1.51 ms, 9.48)          1.32   1.28
+#   hit-10k-files    81292 (2.28 ms, 11.95)      65270 (2.32 ms, 15.09)         0.80   0.79
+#   pass-1k          82336 (2.45 ms, 11.54)      50214 (2.50 ms, 19.59)         0.61   0.59
+#   miss-1k          16353 (6.78 ms, 58.97)       4968 (36.76 ms, 189.54)       0.30   0.31
+#   secondhit: 2 threads under the memory-tier and pass loads (9 with the tier off, 34
+#   under stored misses: the 32 blocking threads); RSS 84.6 -> 80.4 MiB over 60 s of
+#   10k-key hits.
+#   Earlier the same day (08:28 UTC): hit-1k 1.37, hit-100k 0.99, 10k keys 1.37, files
+#   0.79, pass 0.60; in an earlier run still: hit-1k 1.13, hit-100k 1.02, 10k keys 1.22,
+#   files 0.75, pass 0.55.
+#   An earlier run (before TLS, sites, CLOCK eviction, block checksums were merged):
 #   hit-1k 1.25 (p99 2.74 vs 2.13 ms), hit-100k 1.05, 10k keys 1.24, files 0.79, pass 0.57.
 #   Before (2026-11-23): hit-1k 1.21, hit-100k 0.90, 10k keys 1.16, files 0.79, pass 0.57;
 #   before this bench's first run (issue text): 8,941 req/s for 1 KiB hits, 514 threads.
@@ -53,7 +60,7 @@ CONNECTIONS=${CONNECTIONS:-64}
 RSS_SECONDS=${RSS_SECONDS:-60}
 PROXY_CPU=${PROXY_CPU:-0}
 LOAD_CPU=${LOAD_CPU:-1}
-CASES=${CASES:-"hit-1k hit-100k hit-10k-keys hit-10k-files pass-1k"}
+CASES=${CASES:-"hit-1k hit-100k hit-10k-keys hit-10k-files pass-1k miss-1k"}
 
 cd "$(dirname "$0")/.."
 for tool in nginx wrk taskset python3; do
@@ -132,6 +139,8 @@ EOF
     root $WORK/www;
     location / { expires 2h; }
     location /pass/ { add_header Cache-Control "no-store" always; }
+    # Any /m/ name is the 1 KiB object: every URL of the miss case exists.
+    location /m/ { rewrite ^ /one-1k break; expires 2h; }
   }
 }
 EOF
@@ -185,6 +194,18 @@ cat >"$WORK/keys.lua" <<'EOF'
 math.randomseed(os.time())
 request = function()
   return wrk.format("GET", "/k/" .. math.random(0, 9999))
+end
+EOF
+
+cat >"$WORK/miss.lua" <<'EOF'
+-- Each request names a URL never asked before: /m/<the run's prefix>-<counter>.
+local prefix, counter = "run", 0
+init = function(args)
+  prefix = args[1] or prefix
+end
+request = function()
+  counter = counter + 1
+  return wrk.format("GET", "/m/" .. prefix .. "-" .. counter)
 end
 EOF
 
@@ -256,16 +277,18 @@ rss_kib_of() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 # process $4 (its CPU time over the run divided by the requests wrk completed).
 run_wrk() {
   local port=$1 case_name=$2 duration=$3 pid=$4
-  local url script=() ticks_before ticks_after
+  local url script=() args=() ticks_before ticks_after
   case "$case_name" in
     hit-1k) url="/one-1k" ;;
     hit-100k) url="/one-100k" ;;
     hit-10k-keys | hit-10k-files) url="/k/0"; script=(-s "$WORK/keys.lua") ;;
     pass-1k) url="/pass/one-1k" ;;
+    # A prefix of its own per run, so no run finds another's URLs stored.
+    miss-1k) url="/m/"; script=(-s "$WORK/miss.lua"); args=(-- "$pid-$(date +%s%N)") ;;
   esac
   ticks_before=$(cpu_ticks_of "$pid")
   taskset -c "$LOAD_CPU" wrk -t1 -c"$CONNECTIONS" -d"$duration" --latency "${script[@]}" \
-    "http://127.0.0.1:$port$url" >"$WORK/wrk.out"
+    "http://127.0.0.1:$port$url" "${args[@]}" >"$WORK/wrk.out"
   ticks_after=$(cpu_ticks_of "$pid")
   python3 - "$WORK/wrk.out" "$((ticks_after - ticks_before))" "$CLOCK_TICKS" <<'PY'
 import re, sys
