@@ -193,6 +193,10 @@ pub(super) struct Space {
     refused: AtomicU64,
     /// See [`DiskStats::write_failures`]. Relaxed: a plain counter.
     failures: AtomicU64,
+    /// Body bytes that fills hold in memory for a later write, beyond the room they
+    /// allocated on the disk: taken and counted in their reservations, but not yet in
+    /// what `statvfs` reports, so a new reading starts with them spent.
+    unwritten: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -214,7 +218,18 @@ impl Space {
             state: Mutex::new(State::default()),
             refused: AtomicU64::new(0),
             failures: AtomicU64::new(0),
+            unwritten: AtomicU64::new(0),
         }
+    }
+
+    /// A fill holds `bytes` more in memory, to be written later (see `unwritten`).
+    pub(super) fn hold_unwritten(&self, bytes: u64) {
+        self.unwritten.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// A fill wrote (or dropped) `bytes` it held.
+    pub(super) fn release_unwritten(&self, bytes: u64) {
+        self.unwritten.fetch_sub(bytes, Ordering::Relaxed);
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -330,7 +345,7 @@ impl Space {
             free_inodes: (stat.f_files > 0).then_some(stat.f_favail),
             inode_floor,
             block,
-            spent: 0,
+            spent: i128::from(self.unwritten.load(Ordering::Relaxed)),
             spent_inodes: 0,
         })
     }

@@ -115,6 +115,9 @@ pub struct EntryWriter {
     file: Option<std::fs::File>,
     /// Body bytes not written yet (fewer than [`WRITE_BATCH`] between writes).
     unwritten: Vec<u8>,
+    /// How many of them lie beyond the room allocated when the file was made (a body of
+    /// undeclared length): counted in the store's free-space estimate until written.
+    held: u64,
     /// Running xxh3-64 of the body. Boxed: it carries a large buffer.
     hasher: Box<Xxh3Default>,
     /// The block table of the body so far, written after it by `finish`.
@@ -190,6 +193,7 @@ pub(super) async fn begin(
         tmp_path,
         file: Some(file),
         unwritten: Vec::new(),
+        held: 0,
         hasher: Box::new(Xxh3Default::new()),
         block_hasher: BlockHasher::new(),
         limit: declared_len.map_or(max_len, |d| d.min(max_len)),
@@ -235,6 +239,10 @@ impl EntryWriter {
         self.hasher.update(chunk);
         self.block_hasher.update(chunk);
         self.unwritten.extend_from_slice(chunk);
+        if self.declared_len.is_none() {
+            self.inner.space.hold_unwritten(chunk.len() as u64);
+            self.held += chunk.len() as u64;
+        }
         self.preamble.body_len = new_len;
         if self.unwritten.len() >= WRITE_BATCH {
             let batch = std::mem::take(&mut self.unwritten);
@@ -249,8 +257,16 @@ impl EntryWriter {
             // The buffer is used again for the next batch.
             batch.clear();
             self.unwritten = batch;
+            self.release_held();
         }
         Ok(())
+    }
+
+    /// The held bytes are on the disk now (or never will be).
+    fn release_held(&mut self) {
+        self.inner
+            .space
+            .release_unwritten(std::mem::take(&mut self.held));
     }
 
     /// Runs `job` with the temp file on the blocking pool, and gets the file back.
@@ -319,12 +335,15 @@ impl EntryWriter {
         // The rest of the body, the table and the commit: one blocking call.
         let rest = std::mem::take(&mut self.unwritten);
         let (tmp, renamed_to) = (self.tmp_path.clone(), dest.clone());
-        self.on_file(move |mut file| {
-            (file.write_all(&rest).and_then(|()| file.write_all(&table)))
-                .map_err(disk::io_err(&tmp))?;
-            disk::commit(file, &tmp, &renamed_to, &front, size, fsync)
-        })
-        .await?;
+        let renamed = self
+            .on_file(move |mut file| {
+                (file.write_all(&rest).and_then(|()| file.write_all(&table)))
+                    .map_err(disk::io_err(&tmp))?;
+                disk::commit(file, &tmp, &renamed_to, &front, size, fsync)
+            })
+            .await;
+        self.release_held();
+        renamed?;
         self.renamed = true;
         self.reservation.commit(size);
         let inner = &self.inner;
@@ -354,6 +373,7 @@ impl EntryWriter {
 
 impl Drop for EntryWriter {
     fn drop(&mut self) {
+        self.release_held();
         if self.renamed {
             return;
         }
