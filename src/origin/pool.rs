@@ -14,7 +14,9 @@
 //! process was woken more often.
 //!
 //! A connection goes back to the pool when its response body has ended; one whose body
-//! was dropped halfway or broke is not pooled, and hyper closes it. A connection that the origin closed, or that waited longer than
+//! was dropped halfway or broke is not pooled, and hyper closes it. A pooled connection
+//! is taken only once it takes another request: one still sending an upload that the
+//! origin answered early is passed over, so no request waits behind it. A connection that the origin closed, or that waited longer than
 //! [`IDLE_TIMEOUT`], is dropped when it is taken or by the sweep every [`SWEEP_EVERY`]. A
 //! request that found its pooled connection closed before the request was written goes
 //! out on another one: nothing was sent.
@@ -94,8 +96,7 @@ impl Pool {
                 Some(sender) => (sender, true),
                 None => (self.shared.connect(origin).await?, false),
             };
-            // Right after the last body's end its connection task may need one more
-            // turn to take another request; this waits for that turn.
+            // A new connection takes requests once its task has run.
             if sender.ready().await.is_err() {
                 if reused {
                     continue;
@@ -130,15 +131,23 @@ impl Shared {
         self.idle.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The most recently used idle connection that is still open, if any.
+    /// The most recently used idle connection that takes a request now, if any. One
+    /// that is still finishing its exchange (the rest of an upload that the origin
+    /// answered early) stays for later, so that no request waits behind it; one that
+    /// closed or waited too long is dropped (its task then closes it).
     fn take(&self) -> Option<Sender> {
-        loop {
-            let (sender, since) = self.lock().senders.pop()?;
-            if !sender.is_closed() && since.elapsed() < IDLE_TIMEOUT {
-                return Some(sender);
+        let mut idle = self.lock();
+        let mut at = idle.senders.len();
+        while at > 0 {
+            at -= 1;
+            let (sender, since) = &idle.senders[at];
+            if sender.is_closed() || since.elapsed() >= IDLE_TIMEOUT {
+                idle.senders.remove(at);
+            } else if sender.is_ready() {
+                return Some(idle.senders.remove(at).0);
             }
-            // Closed by the origin, or idle too long: dropped (closed) here, unlocked.
         }
+        None
     }
 
     /// Opens a new connection to `origin` and starts its task.
@@ -197,7 +206,7 @@ async fn sweep(shared: Weak<Shared>) {
                 sender.is_closed() || now.duration_since(*since) >= IDLE_TIMEOUT
             })
             .collect();
-        // Closed outside the lock: closing a socket is a system call.
+        // Dropped outside the lock; each connection's task then closes its socket.
         drop(closing);
     }
 }

@@ -1,6 +1,7 @@
 //! The origin connection pool: a connection serves request after request; one the origin
 //! closed is not used again; one whose body was abandoned halfway is closed, never
-//! reused mid-message; a bodiless answer frees its connection. A raw keep-alive origin on
+//! reused mid-message; a bodiless answer frees its connection; no request waits behind
+//! an upload that the origin answered before its end. A raw keep-alive origin on
 //! 127.0.0.1:0 counts the connections each request came on.
 
 use std::net::SocketAddr;
@@ -62,6 +63,12 @@ async fn serve(
 ) {
     while let Some(line) = read_head(&mut stream).await {
         log.lock().expect("log").push((connection, line.clone()));
+        if line.starts_with("POST /upload ") {
+            // Answers at once, then reads the upload as it comes, to its end.
+            let _ = stream.write_all(SMALL).await;
+            while matches!(stream.read(&mut [0u8; 4096]).await, Ok(1..)) {}
+            return;
+        }
         if line.starts_with("GET /endless ") {
             let _ = stream.write_all(ENDLESS_HEAD).await;
             let _ = stream.write_all(&vec![b'x'; 64 * 1024]).await;
@@ -165,4 +172,46 @@ async fn a_body_abandoned_halfway_closes_its_connection() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_request_waits_behind_an_upload_the_origin_answered_early() {
+    let (origin, log, _) = keep_alive_origin(After::KeepOpen).await;
+    // A request that waited behind the upload would fail after these (a 504), not hang.
+    let proxy = TestProxy::start(origin, |config| {
+        config.origin.connect_timeout = Duration::from_secs(1);
+        config.origin.read_timeout = Duration::from_secs(2);
+    })
+    .await;
+    // An upload larger than `origin.body_buffer_size` (so it streams to the origin),
+    // whose last chunk is held back until the end of the test.
+    let mut uploader = TcpStream::connect(proxy.addr)
+        .await
+        .expect("connect to the proxy");
+    let chunk = vec![b'u'; 100 * 1024];
+    let head = b"POST /upload HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n\r\n";
+    uploader.write_all(head).await.expect("upload head");
+    uploader
+        .write_all(format!("{:x}\r\n", chunk.len()).as_bytes())
+        .await
+        .expect("chunk size");
+    uploader.write_all(&chunk).await.expect("chunk");
+    uploader.write_all(b"\r\n").await.expect("chunk end");
+    // The answer arrives while the upload is still open.
+    let mut answer = Vec::new();
+    while !answer.ends_with(b"hello") {
+        let mut buf = [0u8; 1024];
+        let n = uploader.read(&mut buf).await.expect("the upload's answer");
+        assert_ne!(n, 0, "the proxy closed the upload's connection");
+        answer.extend_from_slice(&buf[..n]);
+    }
+    assert!(
+        answer.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&answer)
+    );
+    let seen = get(&proxy.url("/next")).await;
+    assert_eq!((seen.status, seen.body.as_slice()), (200, &b"hello"[..]));
+    assert_eq!(connections(&log), [0, 1]);
+    uploader.write_all(b"0\r\n\r\n").await.expect("last chunk");
 }
