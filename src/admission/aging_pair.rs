@@ -239,8 +239,9 @@ struct Shared {
     last_cause: AtomicU8,
     /// The latest rotations, for `/stats` (written by rotations only).
     history: History,
-    /// What `rotate = "auto"` carries from one generation to the next.
-    steering: auto::Steering,
+    /// Fills counted in the generations of this run that have ended (`auto`'s warm-up test;
+    /// written by rotations only).
+    fills_ended: AtomicU64,
 }
 
 impl AgingPair {
@@ -271,7 +272,7 @@ impl AgingPair {
             rotations: Default::default(),
             last_cause: AtomicU8::new(0),
             history: History::default(),
-            steering: auto::Steering::default(),
+            fills_ended: AtomicU64::new(0),
             rotation,
         });
         shared.begin(

@@ -16,8 +16,8 @@
 //! proportional controller on the generation's own counts: each generation counts the new
 //! keys it records and the fills its admissions lead to ([`Admission::note_fill`] with
 //! [`AdmitReason::SeenBefore`], called by the proxy, and by the simulator, once per fill).
-//! When a generation ends, the next one's `k` is the ended one's times
-//! [`AUTO_WRITES_PER_NEW_KEY`] / (its fills per new key), kept between
+//! When a generation ends, the next one's `k` is the ended one's (its target over the objects
+//! the cache holds) times [`AUTO_WRITES_PER_NEW_KEY`] / (its fills per new key), kept between
 //! [`AUTO_MIN_KEYS_PER_OBJECT`] and [`AUTO_KEYS_PER_OBJECT`]: a workload that writes less
 //! than the target keeps `k = 2`, one that writes more gets a shorter memory.
 //! Fills per new key grow a little more slowly than the generation (measured: `k` from 2
@@ -37,9 +37,9 @@
 //! written whatever the generation's size; steering on those writes shrank the generations
 //! of workloads that write far less once warm (measured: 0.18 points of byte hit ratio lost
 //! with 50% one-hit wonders at 5%). A restart that finds a full cache also waits a cache's
-//! worth of fills, at `k = 2`; the steered `k` is not kept across restarts.
+//! worth of fills, at `k = 2`.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 use super::{AUTO_KEYS_PER_OBJECT, Shared};
 #[cfg(doc)]
@@ -54,51 +54,33 @@ pub const AUTO_MIN_KEYS_PER_OBJECT: f64 = 1.0;
 /// the bound of a tenth of admit-all's writes by the margin the warm-up and the
 /// controller's noise need: the warm-up's fills are not steered, and a generation's count
 /// varies by a few percent. Measured with 20% one-hit wonders at 5%, the one case above
-/// the bound at `k = 2`: 0.08 wrote 9.38% (small trace) and 9.40% (full) of `lru`'s bytes,
-/// 0.085 9.8% (both), 0.09 10.1% (small).
+/// the bound at `k = 2`: 0.08 wrote 9.33% (small trace) and 9.40% (full) of `lru`'s bytes;
+/// a throw-away build of this steering (9.38% at 0.08) wrote 9.8% at 0.085 and 10.1% at 0.09.
 pub const AUTO_WRITES_PER_NEW_KEY: f64 = 0.08;
 
-/// What `rotate = "auto"` carries from one generation to the next. Written only by the
-/// thread that claims a new generation's slot, once per generation; `Relaxed` throughout,
-/// as the values publish no other memory.
-pub(super) struct Steering {
-    /// The live generation's keys per object, as `f64` bits.
-    keys_per_object: AtomicU64,
-    /// Fills counted in the generations of this run that have ended.
-    fills_ended: AtomicU64,
-}
-
-impl Default for Steering {
-    fn default() -> Steering {
-        Steering {
-            keys_per_object: AtomicU64::new((AUTO_KEYS_PER_OBJECT as f64).to_bits()),
-            fills_ended: AtomicU64::new(0),
-        }
-    }
-}
-
-impl Steering {
-    /// The live generation's keys per object.
-    pub(super) fn keys_per_object(&self) -> f64 {
-        f64::from_bits(self.keys_per_object.load(Ordering::Relaxed))
-    }
-}
-
-/// The keys per object after a generation sized with `keys_per_object` recorded `inserts`
-/// new keys and led to `fills` fills; `warm` once this run has written a cache's worth.
-pub(super) fn steer(keys_per_object: f64, inserts: u64, fills: u64, warm: bool) -> f64 {
-    if !warm || inserts == 0 {
-        // Nothing to learn from: a cache still filling, or a generation that recorded
-        // nothing (ended by age or by an operator at once).
-        return keys_per_object;
+/// The keys per object after a generation of `sized` keys per object (its target over the
+/// objects the cache holds) recorded `inserts` new keys and led to `fills` fills; `warm`
+/// once this run has written a cache's worth. From the generation's actual size rather than
+/// from the last steered value: while the floor or `expected_urls` clamps the target,
+/// steering the value it clamps would drift to a bound without changing the generation.
+pub(super) fn steer(sized: f64, inserts: u64, fills: u64, warm: bool) -> f64 {
+    let most = AUTO_KEYS_PER_OBJECT as f64;
+    if !warm {
+        // A cache still filling: where `auto` starts.
+        return most;
     }
     let fills_per_key = fills as f64 / inserts as f64;
-    // No fill at all: as long as allowed (the division below would be infinite).
-    if fills_per_key == 0.0 {
-        return AUTO_KEYS_PER_OBJECT as f64;
-    }
-    (keys_per_object * AUTO_WRITES_PER_NEW_KEY / fills_per_key)
-        .clamp(AUTO_MIN_KEYS_PER_OBJECT, AUTO_KEYS_PER_OBJECT as f64)
+    let steered = if inserts == 0 {
+        // A generation that recorded nothing (ended by age or by an operator at once)
+        // teaches nothing: as it was.
+        sized
+    } else if fills == 0 {
+        // No fill at all: as long as allowed (the division below would be infinite).
+        most
+    } else {
+        sized * AUTO_WRITES_PER_NEW_KEY / fills_per_key
+    };
+    steered.clamp(AUTO_MIN_KEYS_PER_OBJECT, most)
 }
 
 impl Shared {
@@ -110,27 +92,19 @@ impl Shared {
             .fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Steers by generation `ended`, which is ending now, in a cache holding `objects` when
-    /// full, and returns the next generation's keys per object.
+    /// The next generation's keys per object, steered by generation `ended`, which is ending
+    /// now, in a cache that holds `objects` when full. Called once per generation, by the
+    /// thread that claims the next one's slot.
     pub(super) fn steer_after(&self, ended: u64, objects: u64) -> f64 {
         let slot = self.slot(ended);
         let fills = slot.fills.load(Ordering::Relaxed);
-        let inserts = slot.inserts.load(Ordering::Relaxed);
         let written = self
-            .steering
             .fills_ended
             .fetch_add(fills, Ordering::Relaxed)
             .saturating_add(fills);
-        let next = steer(
-            self.steering.keys_per_object(),
-            inserts,
-            fills,
-            written >= objects,
-        );
-        self.steering
-            .keys_per_object
-            .store(next.to_bits(), Ordering::Relaxed);
-        next
+        let sized = slot.target.load(Ordering::Relaxed) as f64 / objects.max(1) as f64;
+        let inserts = slot.inserts.load(Ordering::Relaxed);
+        steer(sized, inserts, fills, written >= objects)
     }
 }
 
@@ -168,8 +142,9 @@ mod tests {
         assert_eq!(steer(MAX, 100, 100, true), AUTO_MIN_KEYS_PER_OBJECT);
         // No fill at all: as long as allowed.
         assert_eq!(steer(1.2, 10_000, 0, true), MAX);
-        // A cache still filling, or a generation without new keys, teaches nothing.
-        assert_eq!(steer(1.2, 10_000, 5_000, false), 1.2);
+        // A cache still filling: where `auto` starts, whatever was written.
+        assert_eq!(steer(1.2, 10_000, 5_000, false), MAX);
+        // A generation without new keys teaches nothing.
         assert_eq!(steer(1.2, 0, 5, true), 1.2);
     }
 
@@ -202,10 +177,38 @@ mod tests {
     /// A pair under `rotate = "auto"` over a cache that holds `objects` when full (at least
     /// the floor's worth, [`super::super::AUTO_FLOOR`], so the fewest keys per object show).
     fn auto_pair(objects: u64, t0: Instant) -> Arc<AgingPair> {
-        let params = FilterParams::for_expected_keys(100_000, 0.01);
+        capped_auto_pair(objects, 100_000, t0)
+    }
+
+    /// [`auto_pair`] with `expected_urls`, the largest generation, at `largest`.
+    fn capped_auto_pair(objects: u64, largest: u64, t0: Instant) -> Arc<AgingPair> {
+        let params = FilterParams::for_expected_keys(largest, 0.01);
         let count = Arc::new(move || objects);
         let hour = Duration::from_secs(3600);
         Arc::new(AgingPair::new(params, hour, Rotation::Auto(count), t0))
+    }
+
+    /// On `pair`, over a cache of `objects` whose generations take `target` keys: a warm-up
+    /// generation (fewer fills than the cache holds, however many per key: not steered by),
+    /// then a warm one writing 25% more per new key than the target, after which the next
+    /// generation must be shorter in proportion. Returns its target.
+    fn warm_up_then_write_too_much(
+        pair: &AgingPair,
+        objects: u64,
+        target: u64,
+        next: &mut u64,
+        t0: Instant,
+    ) -> u64 {
+        let warm_up = objects * 9 / 10;
+        assert_eq!(generation(pair, pair, next, warm_up, SEEN, t0), target);
+        let above = (1.25 * AUTO_WRITES_PER_NEW_KEY * target as f64) as u64;
+        let shorter = generation(pair, pair, next, above, SEEN, t0);
+        let expected = target as f64 / 1.25;
+        assert!(
+            (shorter as f64 - expected).abs() <= 2.0,
+            "{shorter} against {expected}"
+        );
+        shorter
     }
 
     #[test]
@@ -216,21 +219,7 @@ mod tests {
         let full = objects * AUTO_KEYS_PER_OBJECT;
         assert_eq!(pair.stats_at(t0).generation_target, full);
         let mut next = 0;
-        // Warm-up: fewer fills than the cache holds are not steered by, however many.
-        let warm_up = objects * 9 / 10;
-        assert_eq!(
-            generation(&*pair, &pair, &mut next, warm_up, SEEN, t0),
-            full
-        );
-        // Warm: a generation writing more than the target per new key shortens the next in
-        // proportion...
-        let above = (1.25 * AUTO_WRITES_PER_NEW_KEY * full as f64) as u64;
-        let shorter = generation(&*pair, &pair, &mut next, above, SEEN, t0);
-        let expected = objects as f64 * MAX / 1.25;
-        assert!(
-            (shorter as f64 - expected).abs() <= 2.0,
-            "{shorter} against {expected}"
-        );
+        let shorter = warm_up_then_write_too_much(&pair, objects, full, &mut next, t0);
         // ... one writing less lengthens it again, but never beyond the most.
         let below = (0.25 * AUTO_WRITES_PER_NEW_KEY * shorter as f64) as u64;
         assert_eq!(generation(&*pair, &pair, &mut next, below, SEEN, t0), full);
@@ -249,6 +238,20 @@ mod tests {
             generation(&*pair, &pair, &mut next, full, SEEN, t0),
             objects
         );
+    }
+
+    #[test]
+    fn a_generation_cut_short_by_expected_urls_is_steered_from_the_size_it_had() {
+        let t0 = Instant::now();
+        let objects = 2_000;
+        // `expected_urls` caps two keys per object at one and a half.
+        let largest = objects * 3 / 2;
+        let pair = capped_auto_pair(objects, largest, t0);
+        assert_eq!(pair.stats_at(t0).generation_target, largest);
+        // Shortened from the 1.5 keys per object it had, not from the 2 the cap cut (which
+        // would still be capped, and change nothing).
+        let mut next = 0;
+        warm_up_then_write_too_much(&pair, objects, largest, &mut next, t0);
     }
 
     #[test]

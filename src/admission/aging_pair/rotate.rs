@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 
 use super::history::Record;
 use super::slots::{FilterState, State};
-use super::{Cause, Rotation, Shared, auto_floor, duration};
+use super::{AUTO_KEYS_PER_OBJECT, Cause, Rotation, Shared, auto_floor, duration};
 
 impl Shared {
     /// `Idle` at `2 · max_age` or more, `Age` at `max_age` or more, else none.
@@ -34,7 +34,7 @@ impl Shared {
                 let objects = objects();
                 let keys_per_object = match ended {
                     Some(ended) => self.steer_after(ended, objects),
-                    None => self.steering.keys_per_object(),
+                    None => AUTO_KEYS_PER_OBJECT as f64,
                 };
                 // The cast saturates; at 2 keys per object it is exactly `2 * objects`.
                 ((objects as f64 * keys_per_object) as u64).clamp(auto_floor(largest), largest)
