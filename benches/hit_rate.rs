@@ -15,7 +15,8 @@
 //! minutes here, niced, beside other builds).
 //!
 //! Results, 2026-11-24, 2-core x86_64 VM shared with other builds (rustc 1.95, release;
-//! re-run after the store's index took S3-FIFO's small queue in front of its CLOCK; the
+//! re-run after the store's index took S3-FIFO's small queue in front of its CLOCK, and
+//! again after `rotate = "auto"` began steering by its writes: the same table; the
 //! defaults are `rotate = "auto"` and `max_object_size = "auto"`; `always` is admit-all
 //! over the store's own index, within `max_object_size` like the proxy, `lru` and
 //! `s3fifo` admit-all without it):

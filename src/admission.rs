@@ -42,7 +42,10 @@ use xxhash_rust::xxh3::{xxh3_64, xxh3_128_with_seed};
 
 use crate::config::{AdmissionConfig, AdmissionPolicy, FilterSizing, RotateMode};
 
-pub use aging_pair::{AUTO_KEYS_PER_OBJECT, AgingPair, Cause, ObjectCount, Rotation};
+pub use aging_pair::{
+    AUTO_KEYS_PER_OBJECT, AUTO_MIN_KEYS_PER_OBJECT, AUTO_WRITES_PER_NEW_KEY, AgingPair, Cause,
+    ObjectCount, Rotation,
+};
 pub use bloom::FilterParams;
 pub use live::LiveAdmission;
 pub use persist::{SNAPSHOT_FILE, Snapshots};
@@ -290,8 +293,9 @@ pub trait Admission: Send + Sync {
         None
     }
     /// A fill of the store entry named `entry` (its store hash) began under `decision`.
-    /// Only the shadow policy keeps track (see [`Shadow`]); called once per fill, off the
-    /// hit path.
+    /// The shadow policy keeps track of the entry (see [`Shadow`]), and the filter pair
+    /// counts the fills of keys it admitted, by which `rotate = "auto"` sizes its
+    /// generations; called once per fill, off the hit path.
     fn note_fill(&self, entry: u128, decision: Decision) {
         let _ = (entry, decision);
     }

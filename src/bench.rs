@@ -137,7 +137,7 @@ pub async fn run_bench(workload: &Workload, options: &BenchOptions) -> Result<Re
     })
 }
 
-/// `expected_urls` per object a cache holds in [`config_sized_to_cache`]: twice what
+/// `expected_urls` per object a cache holds in [`config_sized_to_cache`]: twice the most
 /// `rotate = "auto"` takes ([`crate::admission::AUTO_KEYS_PER_OBJECT`]), so that the cap
 /// leaves auto room when the cached objects are smaller than the workload's mean.
 const EXPECTED_URLS_PER_OBJECT: u64 = 2 * crate::admission::AUTO_KEYS_PER_OBJECT;

@@ -284,8 +284,10 @@ impl AdmissionPolicy {
 pub enum RotateMode {
     /// Rotate when a generation took `expected_urls` new keys (`"fill"`).
     Fill,
-    /// Rotate when a generation took twice as many new keys as the disk cache holds
-    /// objects, clamped between a floor and `expected_urls` (`"auto"`, the default).
+    /// Rotate when a generation took one to two times as many new keys as the disk cache
+    /// holds objects (twice, less when its admissions write too much; see
+    /// `admission::aging_pair::auto`), clamped between a floor and `expected_urls`
+    /// (`"auto"`, the default).
     Auto,
 }
 

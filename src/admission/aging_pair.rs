@@ -12,8 +12,9 @@
 //!   empty filter becomes `current`.
 //!
 //! A generation ends on the first of: its target of new keys is reached ([`Cause::Fill`]; the
-//! target is `generation_size`, or under `rotate = "auto"` twice the number of objects in the
-//! disk cache clamped to `[auto_floor, generation_size]`); `max_age` has passed since it began
+//! target is `generation_size`, or under `rotate = "auto"` one to two times the number of
+//! objects in the disk cache, steered by the disk writes per new key (`auto`), clamped to
+//! `[auto_floor, generation_size]`); `max_age` has passed since it began
 //! ([`Cause::Age`]); more than 60% of its bits are set although the count says it has room
 //! ([`Cause::Saturation`] — a filter past that point answers "yes" too often, whatever the
 //! count says; it guards against a count that is wrong, e.g. restored against other bits,
@@ -91,6 +92,7 @@
 //!   data, and a rotation decided on a slightly stale count is merely a request late or early.
 //! - The coarse clock: a `Relaxed` nanosecond count ([`cleaner`]).
 
+mod auto;
 mod cleaner;
 mod history;
 mod image;
@@ -105,6 +107,7 @@ use std::time::{Duration, Instant};
 use super::bloom::{BloomFilter, FilterParams};
 use super::stats::PairStats;
 use super::{Admission, AdmitReason, Decision, FilterHash, RejectReason};
+pub use auto::{AUTO_MIN_KEYS_PER_OBJECT, AUTO_WRITES_PER_NEW_KEY};
 use cleaner::CoarseClock;
 use history::History;
 pub(crate) use image::{FilterImage, PairImage};
@@ -118,9 +121,10 @@ pub type ObjectCount = Arc<dyn Fn() -> u64 + Send + Sync>;
 pub enum Rotation {
     /// Always `generation_size` (`rotate = "fill"`).
     Fill,
-    /// [`AUTO_KEYS_PER_OBJECT`] times the number of objects in the disk cache at the
-    /// generation's start, clamped to `[auto_floor(generation_size), generation_size]`
-    /// (`rotate = "auto"`).
+    /// Between [`AUTO_MIN_KEYS_PER_OBJECT`] and [`AUTO_KEYS_PER_OBJECT`] times the number of
+    /// objects in the disk cache at the generation's start, steered toward
+    /// [`AUTO_WRITES_PER_NEW_KEY`] disk writes per new key, clamped to
+    /// `[auto_floor(generation_size), generation_size]` (`rotate = "auto"`).
     Auto(ObjectCount),
 }
 
@@ -171,9 +175,10 @@ impl Cause {
     }
 }
 
-/// New keys per object in the disk cache that a generation takes under `rotate = "auto"`.
-/// Two, measured: with the store's eviction an admitted object that is never hit
-/// again is the first to go, so a longer memory costs little cache and catches more real
+/// The most new keys per object in the disk cache that a generation takes under
+/// `rotate = "auto"`, and where it starts (the steering of `auto` may lower it). Two,
+/// measured: with the store's eviction an admitted object that is never hit again is the
+/// first to go, so a longer memory costs little cache and catches more real
 /// second requests; on the simulator's CDN workloads (20–70% one-hit wonders, caches of
 /// 1–5% of the unique bytes) twice the cache's objects stays within half a point of the
 /// best fixed generation, where once fell up to 1.6 points short.
@@ -234,6 +239,9 @@ struct Shared {
     last_cause: AtomicU8,
     /// The latest rotations, for `/stats` (written by rotations only).
     history: History,
+    /// Fills counted in the generations of this run that have ended (`auto`'s warm-up test;
+    /// written by rotations only).
+    fills_ended: AtomicU64,
 }
 
 impl AgingPair {
@@ -264,6 +272,7 @@ impl AgingPair {
             rotations: Default::default(),
             last_cause: AtomicU8::new(0),
             history: History::default(),
+            fills_ended: AtomicU64::new(0),
             rotation,
         });
         shared.begin(
@@ -485,6 +494,13 @@ impl Admission for AgingPair {
 
     fn rotate(&self) -> Option<u64> {
         Some(self.force_rotation())
+    }
+
+    /// Counts a fill the filter's own admission led to, for `rotate = "auto"`.
+    fn note_fill(&self, _entry: u128, decision: Decision) {
+        if decision == Decision::Admit(AdmitReason::SeenBefore) {
+            self.shared.count_fill();
+        }
     }
 }
 

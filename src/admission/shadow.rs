@@ -114,6 +114,8 @@ impl Admission for Shadow {
     }
 
     fn note_fill(&self, entry: u128, decision: Decision) {
+        // The pair counts the fills second-hit would have made too (`rotate = "auto"`).
+        self.pair.note_fill(entry, decision);
         let mut ledger = self.ledger();
         if !matches!(decision, Decision::Admit(AdmitReason::Shadowed(_))) {
             ledger.entries.remove(&entry);

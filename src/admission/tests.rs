@@ -130,7 +130,7 @@ fn assemble_keeps_snapshots_for_filters_only() {
     let stored: StoredCheck = Arc::new(|_| true);
     let built = assemble(&config, dir.path(), objects.clone(), stored.clone()).unwrap();
     assert_eq!(built.policy.name(), "second-hit");
-    // rotate = "auto": two keys per object the cache holds.
+    // rotate = "auto": two keys per object the cache holds, before any steering.
     assert_eq!(
         built.policy.filter_stats().unwrap().generation_target,
         100_000

@@ -8,7 +8,8 @@
 //! the origin is asked, and an admitted object no larger than `max_object_size` (its
 //! `"auto"` default resolved against the simulated cache's size, as the proxy resolves it
 //! against `cache.max_size`) is indexed, evicting in the index's order until it fits the
-//! byte budget. Entry files are
+//! byte budget, and the policy is told of the fill, as the proxy tells it (`rotate =
+//! "auto"` steers by the fills). Entry files are
 //! counted at body size plus [`ENTRY_OVERHEAD`], the store's typical header, so the budget
 //! means the same thing here as in the HTTP bench.
 //!
@@ -301,6 +302,8 @@ fn replay_admission(
             );
             index.commit_reservation(file_size, file_size);
             tally.write(request.size);
+            // As the proxy tells the policy of each fill it began (`rotate = "auto"` counts them).
+            admission.note_fill(key_hash, decision);
         }
     }
     let requests = workload.requests.len() as u64;

@@ -1,7 +1,7 @@
 //! How the pair rotates: when a generation ends (by age, idle gap, fill or saturation; the
 //! fill and saturation tests are on the request path in `check_and_record_nanos`), the
-//! target of the next one, and the lock-free rotation itself (see the module docs of
-//! `aging_pair` for why it is safe).
+//! target of the next one (under `rotate = "auto"` steered as `auto` says), and the
+//! lock-free rotation itself (see the module docs of `aging_pair` for why it is safe).
 
 use std::sync::atomic::Ordering;
 
@@ -23,14 +23,22 @@ impl Shared {
         }
     }
 
-    /// The target of new keys for a generation starting now.
-    pub(super) fn next_target(&self) -> u64 {
+    /// The target of new keys for a generation starting now; `ended` is the generation that
+    /// ends with it (`None` at construction and restore), by which `rotate = "auto"` steers
+    /// (see `auto`).
+    pub(super) fn next_target(&self, ended: Option<u64>) -> u64 {
         let largest = self.params.generation_size;
         match &self.rotation {
             Rotation::Fill => largest,
-            Rotation::Auto(objects) => objects()
-                .saturating_mul(AUTO_KEYS_PER_OBJECT)
-                .clamp(auto_floor(largest), largest),
+            Rotation::Auto(objects) => {
+                let objects = objects();
+                let keys_per_object = match ended {
+                    Some(ended) => self.steer_after(ended, objects),
+                    None => AUTO_KEYS_PER_OBJECT as f64,
+                };
+                // The cast saturates; at 2 keys per object it is exactly `2 * objects`.
+                ((objects as f64 * keys_per_object) as u64).clamp(auto_floor(largest), largest)
+            }
         }
     }
 
@@ -38,7 +46,7 @@ impl Shared {
     /// generation starting at `start` with `inserts` counted.
     pub(super) fn begin(&self, state: State, start: i64, inserts: u64) {
         self.slot(state.number)
-            .fill(state.number, start, self.next_target(), inserts);
+            .fill(state.number, start, self.next_target(None), inserts);
         for (i, filter_state) in self.filter_states.iter().enumerate() {
             if i == state.current || state.previous == Some(i) {
                 filter_state.store(FilterState::InUse as u8, Ordering::Release);
@@ -56,7 +64,7 @@ impl Shared {
         let next = seen.number + 1;
         if !self
             .slot(next)
-            .claim_and_fill(next, now, || self.next_target())
+            .claim_and_fill(next, now, || self.next_target(Some(seen.number)))
         {
             return; // a newer generation already uses the slot: `seen` is long gone
         }

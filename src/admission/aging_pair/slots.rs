@@ -60,7 +60,7 @@ impl From<u8> for FilterState {
     }
 }
 
-/// One generation's start, target and count of new keys. Four slots take turns
+/// One generation's start, target, count of new keys and count of fills. Four slots take turns
 /// (`number % 4`), so a check that loaded a generation a rotation or two ago still finds
 /// that generation's slot.
 #[derive(Default)]
@@ -75,6 +75,8 @@ pub(super) struct Slot {
     pub target: AtomicU64,
     /// New keys counted so far.
     pub inserts: AtomicU64,
+    /// Disk writes the generation's admissions led to so far (see `auto`).
+    pub fills: AtomicU64,
 }
 
 impl Slot {
@@ -133,6 +135,7 @@ impl Slot {
         self.start.store(start, Ordering::Relaxed);
         self.target.store(target, Ordering::Relaxed);
         self.inserts.store(inserts, Ordering::Relaxed);
+        self.fills.store(0, Ordering::Relaxed);
         self.ready.store(number + 1, Ordering::Release);
     }
 }
