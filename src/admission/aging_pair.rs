@@ -107,7 +107,7 @@ use std::time::{Duration, Instant};
 use super::bloom::{BloomFilter, FilterParams};
 use super::stats::PairStats;
 use super::{Admission, AdmitReason, Decision, FilterHash, RejectReason};
-pub use auto::{AUTO_MIN_KEYS_PER_OBJECT, AUTO_WRITES_PER_NEW_KEY};
+pub use auto::{AUTO_KEYS_PER_OBJECT, AUTO_MIN_KEYS_PER_OBJECT, AUTO_WRITES_PER_NEW_KEY};
 use cleaner::CoarseClock;
 use history::History;
 pub(crate) use image::{FilterImage, PairImage};
@@ -174,15 +174,6 @@ impl Cause {
         }
     }
 }
-
-/// The most new keys per object in the disk cache that a generation takes under
-/// `rotate = "auto"`, and where it starts (the steering of `auto` may lower it). Two,
-/// measured: with the store's eviction an admitted object that is never hit again is the
-/// first to go, so a longer memory costs little cache and catches more real
-/// second requests; on the simulator's CDN workloads (20–70% one-hit wonders, caches of
-/// 1–5% of the unique bytes) twice the cache's objects stays within half a point of the
-/// best fixed generation, where once fell up to 1.6 points short.
-pub const AUTO_KEYS_PER_OBJECT: u64 = 2;
 
 /// The smallest generation `rotate = "auto"` uses, in keys (but never more than the largest,
 /// `generation_size`). An empty cache would otherwise give generations of zero keys, which
