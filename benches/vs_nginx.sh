@@ -34,18 +34,19 @@
 # Run:  bash benches/vs_nginx.sh            (about 8 minutes with the defaults)
 #       ROUNDS=5 DURATION=10s bash benches/vs_nginx.sh
 #
-# Results (also in the README, "Performance"), 2026-11-24 10:47 UTC, 2-core Xeon VM,
+# Results (also in the README, "Performance"), 2026-11-24 11:25 UTC, 2-core Xeon VM,
 # nothing else running, medians of 3 alternating 10 s runs:
 #   case            nginx req/s (p99, cpu us)   secondhit req/s (p99, cpu us)   ratio  per-core
-#   hit-1k          105452 (2.00 ms, 9.24)      137696 (1.62 ms, 7.11)          1.31   1.30
-#   hit-100k         66233 (1.88 ms, 13.13)      68355 (1.75 ms, 12.63)         1.03   1.04
-#   hit-10k-keys     78788 (2.41 ms, 12.10)     103676 (1.51 ms, 9.48)          1.32   1.28
-#   hit-10k-files    81292 (2.28 ms, 11.95)      65270 (2.32 ms, 15.09)         0.80   0.79
-#   pass-1k          82336 (2.45 ms, 11.54)      50214 (2.50 ms, 19.59)         0.61   0.59
-#   miss-1k          16353 (6.78 ms, 58.97)       4968 (36.76 ms, 189.54)       0.30   0.31
-#   secondhit: 2 threads under the memory-tier and pass loads (9 with the tier off, 34
-#   under stored misses: the 32 blocking threads); RSS 84.6 -> 80.4 MiB over 60 s of
-#   10k-key hits after all cases (measured first since: 64.0 -> 63.4 MiB, -0.8%).
+#   hit-1k          108626 (1.48 ms, 9.02)      140296 (1.42 ms, 6.99)          1.29   1.29
+#   hit-100k         68647 (1.60 ms, 12.93)      68392 (1.58 ms, 12.74)         1.00   1.01
+#   hit-10k-keys     87458 (2.30 ms, 10.96)     123356 (1.21 ms, 7.98)          1.41   1.37
+#   hit-10k-files    85113 (2.27 ms, 11.27)      67502 (2.18 ms, 14.65)         0.79   0.77
+#   pass-1k          80640 (2.13 ms, 11.09)      52593 (2.47 ms, 18.74)         0.65   0.59
+#   miss-1k          18732 (10.02 ms, 52.75)      5105 (35.56 ms, 179.06)       0.27   0.29
+#   secondhit: 2 threads under the memory-tier and pass loads (15 with the tier off, 34
+#   under stored misses: the 32 blocking threads); RSS 62.9 -> 63.1 MiB over 60 s of
+#   10k-key hits.
+#   At 10:47 UTC: hit-1k 1.31, hit-100k 1.03, 10k keys 1.32, files 0.80, pass 0.61, miss 0.30.
 #   Earlier the same day (08:28 UTC): hit-1k 1.37, hit-100k 0.99, 10k keys 1.37, files
 #   0.79, pass 0.60; in an earlier run still: hit-1k 1.13, hit-100k 1.02, 10k keys 1.22,
 #   files 0.75, pass 0.55.
