@@ -213,6 +213,15 @@ struct Inner {
     _lock: lock::DirLock,
 }
 
+/// Runs `job` on the blocking pool; a job that panicked is an I/O error on `path`.
+async fn blocking<T: Send + 'static>(
+    path: &std::path::Path,
+    job: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
+) -> Result<T, StoreError> {
+    let joined = tokio::task::spawn_blocking(job).await;
+    joined.map_err(|e| disk::io_err(path)(std::io::Error::other(e)))?
+}
+
 impl Inner {
     fn object_path(&self, key_hash: u128, fill_id: u64) -> PathBuf {
         disk::object_path(&self.objects, key_hash, fill_id)

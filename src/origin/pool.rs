@@ -127,7 +127,7 @@ impl Pool {
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, Idle> {
         // A poisoned lock only means another thread panicked while holding it; the list
-        // itself is always whole (one push, pop or retain per critical section).
+        // itself is always whole (only whole entries are pushed and removed).
         self.idle.lock().unwrap_or_else(PoisonError::into_inner)
     }
 

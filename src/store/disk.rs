@@ -437,9 +437,7 @@ pub(crate) fn commit(
 pub(crate) async fn ensure_parent(path: &Path, fsync: bool) -> Result<(), StoreError> {
     let owned = path.to_owned();
     // One trip to the blocking pool for the check and, rarely, the creation.
-    tokio::task::spawn_blocking(move || make_parent(&owned, fsync))
-        .await
-        .map_err(|e| io_err(path)(io::Error::other(e)))?
+    super::blocking(path, move || make_parent(&owned, fsync)).await
 }
 
 /// The blocking work of [`ensure_parent`].
@@ -464,9 +462,7 @@ fn make_parent(path: &Path, fsync: bool) -> Result<(), StoreError> {
 pub(crate) async fn fsync_dir(dir: &Path) -> Result<(), StoreError> {
     let owned = dir.to_owned();
     // One trip to the blocking pool for the open and the sync.
-    tokio::task::spawn_blocking(move || fsync_dir_sync(&owned))
-        .await
-        .map_err(|e| io_err(dir)(io::Error::other(e)))?
+    super::blocking(dir, move || fsync_dir_sync(&owned)).await
 }
 
 /// The blocking work of [`fsync_dir`].

@@ -181,7 +181,7 @@ pub(super) async fn begin(
     let tmp_path = disk::tmp_path(&inner.tmp, key_hash, fill_id);
     let file = {
         let path = tmp_path.clone();
-        let created = blocking(&tmp_path, move || disk::create_tmp(&path, initial, &header));
+        let created = super::blocking(&tmp_path, move || disk::create_tmp(&path, initial, &header));
         created.await.map_err(refused)?
     };
     // From here on the writer's Drop removes the temp file on any error.
@@ -202,16 +202,6 @@ pub(super) async fn begin(
         renamed: false,
         _registration: registration,
     })
-}
-
-/// Runs `job` on the blocking pool; a job that panicked is an I/O error on `path`.
-async fn blocking<T: Send + 'static>(
-    path: &std::path::Path,
-    job: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
-) -> Result<T, StoreError> {
-    tokio::task::spawn_blocking(job)
-        .await
-        .map_err(|e| disk::io_err(path)(io::Error::other(e)))?
 }
 
 impl EntryWriter {
@@ -279,7 +269,7 @@ impl EntryWriter {
             disk::io_err(&self.tmp_path)(error)
         };
         let file = self.file.take().ok_or_else(lost)?;
-        let (file, done) = blocking(&self.tmp_path, move || {
+        let (file, done) = super::blocking(&self.tmp_path, move || {
             let done = job(&file);
             Ok((file, done))
         })

@@ -56,11 +56,10 @@ impl Inner {
             Err(e) if e.would_block() => {
                 let (inner, key) = (Arc::clone(self), key.to_owned());
                 let path = self.object_path(key_hash, fill_id);
-                tokio::task::spawn_blocking(move || {
+                crate::store::blocking(&path, move || {
                     inner.open_sync(&key, ids, read_whole_below, Wait::Disk)
                 })
                 .await
-                .map_err(|e| io_err(&path)(io::Error::other(e)))?
             }
             other => other,
         };
