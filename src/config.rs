@@ -184,6 +184,11 @@ pub struct CacheConfig {
     /// Largest body, in bytes, the memory tier holds (at most
     /// [`MAX_VERIFY_WHOLE_BELOW`]: such a body is read whole before its hit is served).
     pub memory_max_object_size: u64,
+    /// Entry files kept open with their verified headers, so a hit on one reads only
+    /// its body (no open, header read or close); zero opens the file on every hit.
+    /// At most [`MAX_OPEN_FILES`], and at most half the process's open-file limit is
+    /// used.
+    pub open_files: usize,
     /// How long a miss waits for another request's fill of the same key (request
     /// collapsing) before it fetches for itself, uncached; zero turns collapsing off.
     pub collapse_timeout: Duration,
@@ -191,6 +196,10 @@ pub struct CacheConfig {
     /// (0..=[`MAX_ORPHAN_FILLS`]); zero: a fill ends with its client.
     pub max_orphan_fills: usize,
 }
+
+/// Upper limit of `cache.open_files`: a million descriptors is what a large cache's
+/// hot set might use; more is a typo, not a plan.
+pub const MAX_OPEN_FILES: usize = 1_000_000;
 
 /// Upper limit of `cache.max_orphan_fills`: each one holds an origin connection and up
 /// to 16 MiB of write buffer.
@@ -217,6 +226,9 @@ impl Default for CacheConfig {
             stale_if_unreachable: Duration::ZERO,
             memory_size: 64 * 1024 * 1024,
             memory_max_object_size: 1024 * 1024,
+            // Enough for a hot set of small objects; two file descriptors per
+            // connection still fit under the systemd unit's LimitNOFILE=65536.
+            open_files: 10_000,
             collapse_timeout: Duration::from_secs(10),
             max_orphan_fills: 64,
         }

@@ -49,6 +49,7 @@
 mod connection;
 mod head_guard;
 mod listeners;
+mod open_files;
 pub mod privileges;
 mod protocols;
 pub mod runtime;
@@ -460,6 +461,7 @@ fn open_store(config: &Config) -> Result<Arc<Store>, StartError> {
         verify_whole_below: config.cache.verify_whole_below,
         memory_size: config.cache.memory_size,
         memory_max_object_size: config.cache.memory_max_object_size,
+        open_files: open_files::budget(config.cache.open_files),
         min_free: config.cache.min_free,
     };
     // Opening may wait up to `cache.lock_timeout` for the directory lock; nothing is

@@ -45,7 +45,8 @@
 //! - **Reads.** A lookup opens the file, reads its header (and a small body) in one
 //!   or two positioned reads that take only what the page cache holds, on the
 //!   calling thread; only a read that must wait for the disk moves to a blocking
-//!   thread (see `read`).
+//!   thread (see `read`). Up to `cache.open_files` files stay open with their
+//!   verified headers (see `memory`), so a hit on one reads only its body.
 //! - **Revalidation.** [`Store::update_meta`] replaces an entry's metadata
 //!   in place (after an origin 304) by writing the metadata slot that is not
 //!   current, so a crash mid-write leaves the old metadata in force (see
@@ -118,6 +119,9 @@ pub struct StoreOptions {
     pub memory_size: u64,
     /// Largest body, in bytes, the memory tier holds.
     pub memory_max_object_size: u64,
+    /// Entry files kept open, with their verified headers, so that a hit on one
+    /// reads only its body; 0 opens the file on every hit.
+    pub open_files: usize,
     /// Free bytes to keep on the cache's filesystem (`cache.min_free`): fills evict
     /// entries to stay above it, and are refused when eviction cannot (see `space`).
     pub min_free: u64,
@@ -155,6 +159,8 @@ pub struct StoreStats {
     pub memory_bytes: u64,
     /// Entries the memory tier holds.
     pub memory_objects: u64,
+    /// Entry files held open with their verified headers (`cache.open_files`).
+    pub open_files: u64,
     /// Fills that began but were dropped before they committed, by reason.
     pub dropped_fills: DroppedFills,
     /// Free space on the cache's filesystem, and fills refused or failed for lack of it.
@@ -343,7 +349,11 @@ impl Store {
             tmp,
             leaf_dirs: leaf_dirs::LeafDirs::new(),
             index: Index::new(opts.max_size),
-            memory: memory::MemoryTier::new(opts.memory_size, opts.memory_max_object_size),
+            memory: memory::MemoryTier::new(
+                opts.memory_size,
+                opts.memory_max_object_size,
+                opts.open_files,
+            ),
             scan: scan::ScanGate::new(),
             // The scan raises this past every fill id it finds.
             next_fill_id: AtomicU64::new(now_us),
@@ -401,6 +411,7 @@ impl Store {
             committed_bytes: inner.committed_body_bytes.load(Ordering::Relaxed),
             memory_bytes,
             memory_objects,
+            open_files: inner.memory.open_files(),
             dropped_fills: inner.dropped.snapshot(),
             disk: inner.space.stats(Instant::now()),
         }
@@ -433,12 +444,16 @@ impl Store {
         }
         let epoch = inner.memory.epoch();
         let whole_below = (inner.opts.verify_whole_below).max(inner.memory.read_whole_below());
+        let held = inner.memory.get_open(key, key_hash, fill_id);
         // Boxed: the file path's future is large, and a hit from memory never needs it;
         // inline, every request's future would carry (and move) its size.
-        let opening = Box::pin(inner.open_entry(key, key_hash, fill_id, whole_below));
+        let opening = Box::pin(inner.open_entry(key, (key_hash, fill_id), held, whole_below));
         let Some(opened) = opening.await? else {
             return Ok(None);
         };
+        if let Some(hold) = opened.to_hold(key, fill_id) {
+            inner.memory.offer_open(epoch, key_hash, hold);
+        }
         let entry = StoredEntry::open(opened, key_hash, fill_id, Arc::clone(inner));
         if entry.body_len < inner.memory.read_whole_below()
             && let Some(hot) = entry.hot_copy(key)

@@ -68,6 +68,7 @@ pub(super) fn snapshot(
             "reserved_bytes": store.reserved_bytes,
             "memory_objects": store.memory_objects,
             "memory_bytes": store.memory_bytes,
+            "open_files": store.open_files,
             "evictions": store.evictions,
             "committed_fills": store.committed_fills,
             "committed_bytes": store.committed_bytes,

@@ -240,6 +240,7 @@ fn cache(running: &CacheConfig, next: &mut CacheConfig, changes: &mut Changes) {
         stale_if_unreachable,
         memory_size,
         memory_max_object_size,
+        open_files,
         collapse_timeout,
         max_orphan_fills,
     } = next;
@@ -286,6 +287,8 @@ fn cache(running: &CacheConfig, next: &mut CacheConfig, changes: &mut Changes) {
         memory_max,
         memory_max_object_size,
     );
+    let open = &r.open_files;
+    changes.compare("cache.open_files", Restart, open, open_files);
     // Read per miss.
     let collapse = &r.collapse_timeout;
     changes.compare("cache.collapse_timeout", Live, collapse, collapse_timeout);

@@ -56,7 +56,8 @@ use super::Config;
 ///   set up by `main` and `Server::bind`/`Server::run`.
 /// - `cache.dir`, `cache.max_size` (the store's budget), `cache.min_free`, `cache.fsync`,
 ///   `cache.lock_timeout`, `cache.verify_whole_below`, `cache.memory_size`,
-///   `cache.memory_max_object_size`: the store's `StoreOptions`, fixed when it opened.
+///   `cache.memory_max_object_size`, `cache.open_files`: the store's `StoreOptions`,
+///   fixed when it opened.
 /// - `log.format`: the formatter is fixed when the subscriber is installed.
 #[derive(Clone, Debug)]
 pub struct SettingsHandle {

@@ -47,6 +47,7 @@ fn empty_text_gives_the_defaults() {
     assert_eq!(config.server.blocking_threads, 32);
     assert_eq!(config.cache.memory_size, 64 * 1024 * 1024);
     assert_eq!(config.cache.memory_max_object_size, 1024 * 1024);
+    assert_eq!(config.cache.open_files, 10_000);
     assert_eq!(
         config.admission.sizing,
         FilterSizing::ExpectedUrls(1_000_000)
@@ -96,6 +97,7 @@ const FULL: &str = r#"
     verify_whole_below = "4KiB"
     memory_size = "0"
     memory_max_object_size = "16MiB"
+    open_files = 0
     [admission]
     policy = "always"
     expected_urls = 5000
@@ -148,6 +150,7 @@ fn full_file_from_disk_gives_typed_values() {
     assert_eq!(c.cache.verify_whole_below, 4096);
     assert_eq!(c.cache.memory_size, 0);
     assert_eq!(c.cache.memory_max_object_size, 16 * 1024 * 1024);
+    assert_eq!(c.cache.open_files, 0);
     assert_eq!(c.admission.policy, AdmissionPolicy::Always);
     assert_eq!(c.admission.policy.as_str(), "always");
     assert_eq!(c.admission.sizing, FilterSizing::ExpectedUrls(5000));

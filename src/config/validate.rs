@@ -8,8 +8,9 @@ use serde::Deserialize;
 
 use super::{
     AccessFormat, AccessLog, AdmissionConfig, AdmissionPolicy, CacheConfig, Config, ConfigError,
-    FilterSizing, HostHeader, LogConfig, LogFormat, MAX_BODY_BUFFER_SIZE, MAX_ORPHAN_FILLS,
-    MAX_VERIFY_WHOLE_BELOW, MaxObjectSize, OriginConfig, RotateMode, ServerConfig,
+    FilterSizing, HostHeader, LogConfig, LogFormat, MAX_BODY_BUFFER_SIZE, MAX_OPEN_FILES,
+    MAX_ORPHAN_FILLS, MAX_VERIFY_WHOLE_BELOW, MaxObjectSize, OriginConfig, RotateMode,
+    ServerConfig,
 };
 
 mod server;
@@ -77,6 +78,7 @@ struct RawCache {
     memory_max_object_size: Option<RawSize>,
     collapse_timeout: Option<String>,
     max_orphan_fills: Option<usize>,
+    open_files: Option<usize>,
 }
 
 #[derive(Deserialize, Default)]
@@ -256,6 +258,13 @@ fn validate_cache(raw: RawCache, d: CacheConfig) -> Result<CacheConfig, ConfigEr
         )?,
         memory_size,
         memory_max_object_size,
+        // Zero is allowed: every hit opens its file.
+        open_files: within(
+            "cache.open_files",
+            raw.open_files.unwrap_or(d.open_files),
+            0,
+            MAX_OPEN_FILES,
+        )?,
         // Zero is allowed: no collapsing.
         collapse_timeout: duration(
             "cache.collapse_timeout",

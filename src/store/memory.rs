@@ -15,6 +15,13 @@
 //! `quick_cache`'s CLOCK-Pro-like policy: a new entry must prove itself in a small
 //! probation queue before it displaces older ones, so one pass over many cold
 //! objects does not flush the hot set.
+//!
+//! Beside the bodies, it keeps entry files open with their verified headers
+//! ([`OpenFile`], up to `cache.open_files` of them, by the same policy): a hit on a
+//! file it holds reads only the body, with no open, header read, decode or close.
+//! They follow the disk entry exactly as the copies do, through the same `forget`
+//! and `epoch`, so an evicted, replaced, removed or discarded file is closed when it
+//! leaves the disk store (its space is freed then, not when the handle would age out).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,7 +30,7 @@ use bytes::Bytes;
 use quick_cache::Weighter;
 use quick_cache::sync::Cache;
 
-use super::entry::EntryMeta;
+use super::entry::{EntryMeta, Preamble};
 
 /// Bytes counted for an entry beyond its body, key and header bytes: the map
 /// slot, the `Arc`, the metadata struct and the header map's tables.
@@ -61,6 +68,23 @@ impl HotEntry {
     }
 }
 
+/// An entry file, open, with its header verified when it was opened.
+#[derive(Debug)]
+pub(super) struct OpenFile {
+    /// The fill the file holds.
+    pub(super) fill_id: u64,
+    /// The full key, compared on every use: the map is keyed by its hash.
+    pub(super) key: Box<str>,
+    /// The file's metadata as it was read and verified.
+    pub(super) meta: Arc<EntryMeta>,
+    /// The preamble, as verified: where the body is, how long, and its checksum.
+    pub(super) preamble: Preamble,
+    /// The open file: positioned reads share it between concurrent hits.
+    pub(super) file: Arc<std::fs::File>,
+    /// What the proxy derived from the entry (see `StoredEntry::derived`).
+    pub(super) derived: super::read::Derived,
+}
+
 /// The weight `quick_cache` evicts by: an entry's bytes.
 #[derive(Clone, Copy, Debug)]
 struct ByBytes;
@@ -75,6 +99,8 @@ impl Weighter<u128, Arc<HotEntry>> for ByBytes {
 pub(super) struct MemoryTier {
     /// `None` when `cache.memory_size` is 0: the tier is off.
     entries: Option<Cache<u128, Arc<HotEntry>, ByBytes>>,
+    /// `None` when `cache.open_files` is 0: no file is kept open between hits.
+    open_files: Option<Cache<u128, Arc<OpenFile>>>,
     /// Bodies longer than this are not offered (`cache.memory_max_object_size`).
     max_object: u64,
     /// Raised by every metadata update, before it drops the copy; see [`MemoryTier::offer`].
@@ -85,6 +111,7 @@ impl std::fmt::Debug for MemoryTier {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MemoryTier")
             .field("enabled", &self.entries.is_some())
+            .field("open_files", &self.open_files.is_some())
             .field("max_object", &self.max_object)
             .finish_non_exhaustive()
     }
@@ -95,15 +122,16 @@ impl std::fmt::Debug for MemoryTier {
 const EXPECTED_ENTRY_BYTES: u64 = 16 * 1024;
 
 impl MemoryTier {
-    /// A tier of `budget` bytes holding bodies of at most `max_object` bytes; off
-    /// when `budget` is 0.
-    pub(super) fn new(budget: u64, max_object: u64) -> MemoryTier {
+    /// A tier of `budget` bytes holding bodies of at most `max_object` bytes (none
+    /// when `budget` is 0), and up to `open_files` open entry files.
+    pub(super) fn new(budget: u64, max_object: u64, open_files: usize) -> MemoryTier {
         let entries = (budget > 0).then(|| {
             let items = usize::try_from(budget / EXPECTED_ENTRY_BYTES).unwrap_or(usize::MAX);
             Cache::with_weighter(items.max(16), budget, ByBytes)
         });
         MemoryTier {
             entries,
+            open_files: (open_files > 0).then(|| Cache::new(open_files)),
             max_object,
             epoch: AtomicU64::new(0),
         }
@@ -121,6 +149,17 @@ impl MemoryTier {
     pub(super) fn get(&self, key: &str, key_hash: u128, fill_id: u64) -> Option<Arc<HotEntry>> {
         let entry = self.entries.as_ref()?.get(&key_hash)?;
         (entry.fill_id == fill_id && &*entry.key == key).then_some(entry)
+    }
+
+    /// The open file of fill `fill_id` of `key`, if this tier holds it.
+    pub(super) fn get_open(
+        &self,
+        key: &str,
+        key_hash: u128,
+        fill_id: u64,
+    ) -> Option<Arc<OpenFile>> {
+        let open = self.open_files.as_ref()?.get(&key_hash)?;
+        (open.fill_id == fill_id && &*open.key == key).then_some(open)
     }
 
     /// The epoch to pass to [`MemoryTier::offer`], read before the entry's file is.
@@ -151,17 +190,43 @@ impl MemoryTier {
         }
     }
 
-    /// Drops the copy of `key_hash`, if any: its disk entry is gone or replaced.
+    /// Offers a file opened, and its header verified, after [`MemoryTier::epoch`]
+    /// returned `epoch`; kept unless a metadata update ran since (see
+    /// [`MemoryTier::offer`]).
+    pub(super) fn offer_open(&self, epoch: u64, key_hash: u128, open: OpenFile) {
+        let Some(open_files) = &self.open_files else {
+            return;
+        };
+        if self.epoch() != epoch {
+            return;
+        }
+        open_files.insert(key_hash, Arc::new(open));
+        if self.epoch() != epoch {
+            open_files.remove(&key_hash);
+        }
+    }
+
+    /// Drops the copy and the open file of `key_hash`, if any: its disk entry is
+    /// gone or replaced.
     pub(super) fn forget(&self, key_hash: u128) {
         if let Some(entries) = &self.entries {
             entries.remove(&key_hash);
         }
+        if let Some(open_files) = &self.open_files {
+            open_files.remove(&key_hash);
+        }
     }
 
-    /// Drops the copy of `key_hash` after its metadata was rewritten in place.
+    /// Drops the copy and the open file of `key_hash` after its metadata was
+    /// rewritten in place.
     pub(super) fn forget_updated(&self, key_hash: u128) {
         self.epoch.fetch_add(1, Ordering::SeqCst);
         self.forget(key_hash);
+    }
+
+    /// Entry files held open, for statistics.
+    pub(super) fn open_files(&self) -> u64 {
+        self.open_files.as_ref().map_or(0, |o| o.len() as u64)
     }
 
     /// Bytes held and entries, for statistics.

@@ -20,7 +20,7 @@ use xxhash_rust::xxh3::Xxh3Default;
 
 use super::Inner;
 use super::disk::{self, Damage, Wait};
-use super::entry::{DecodedHeader, EntryMeta};
+use super::entry::EntryMeta;
 use super::memory::HotEntry;
 
 /// Bodies are read from disk in chunks of this size.
@@ -30,7 +30,7 @@ mod blocks;
 mod open;
 
 use blocks::Sums;
-use open::OpenEntry;
+pub(super) use open::OpenEntry;
 
 /// Where the body comes from.
 enum Source {
@@ -129,14 +129,20 @@ impl StoredEntry {
         fill_id: u64,
         inner: Arc<Inner>,
     ) -> StoredEntry {
-        let OpenEntry { header, file, body } = opened;
-        let DecodedHeader { preamble, meta, .. } = header;
+        let OpenEntry {
+            preamble,
+            meta,
+            file,
+            derived,
+            body,
+            ..
+        } = opened;
         let source = match body {
             Some(body) => Source::Memory(body),
             None => Source::File(file),
         };
         StoredEntry {
-            meta: Arc::new(meta),
+            meta,
             body_len: preamble.body_len,
             body_hash: preamble.body_hash,
             body_offset: preamble.header_len(),
@@ -144,7 +150,7 @@ impl StoredEntry {
             key_hash,
             fill_id,
             inner,
-            derived: Derived::default(),
+            derived,
         }
     }
 

@@ -40,7 +40,7 @@ impl Store {
         // Only the key's own entry is removed: the file must be read to tell.
         let read_whole_below = 0;
         if inner
-            .open_entry(key, key_hash, fill.fill_id, read_whole_below)
+            .open_entry(key, (key_hash, fill.fill_id), None, read_whole_below)
             .await?
             .is_none()
         {

@@ -7,6 +7,7 @@ mod blocks;
 mod budget;
 mod damage;
 mod memory;
+mod open_files;
 mod range;
 mod remove;
 mod update;
@@ -33,6 +34,8 @@ fn options(dir: &Path) -> StoreOptions {
         // Off: these tests are about the files; the memory tier has tests of its own.
         memory_size: 0,
         memory_max_object_size: 0,
+        // On, as by default: every test of the files also reads through held files.
+        open_files: 16,
         // Off: these tests are about the budget; the floor has tests of its own.
         min_free: 0,
     }

@@ -300,6 +300,8 @@ const REJECTED: &[(&str, &str, &str)] = &[
     ("[cache]\ncollapse_timeout = \"soon\"", "cache.collapse_timeout", "invalid"),
     ("[cache]\nmax_orphan_fills = 4097", "cache.max_orphan_fills", "invalid"),
     ("[cache]\nmax_orphan_fills = -1", "cache.max_orphan_fills", "parse"),
+    ("[cache]\nopen_files = 1000001", "cache.open_files", "invalid"),
+    ("[cache]\nopen_files = -1", "cache.open_files", "parse"),
     // [admission]
     (
         "[admission]\npolicy = \"bogus\"",

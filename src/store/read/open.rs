@@ -1,6 +1,7 @@
-//! Opening an entry file for a lookup: its header read and verified, and a small
-//! body read (or a large hot one mapped) and verified whole, with page-cache-only reads
-//! on the calling thread first and a blocking thread only when the disk must be read.
+//! Opening an entry file for a lookup: its header read and verified (or taken from
+//! the file the memory tier holds open), and a small body read (or a large hot one
+//! mapped) and verified whole, with page-cache-only reads on the calling thread first
+//! and a blocking thread only when the disk must be read.
 
 use std::io;
 use std::sync::Arc;
@@ -10,16 +11,43 @@ use tracing::debug;
 use xxhash_rust::xxh3::xxh3_64;
 
 use super::super::disk::{self, Damage, FIRST_READ, HeaderError, Wait, io_err};
-use super::super::entry::DecodedHeader;
+use super::super::entry::{EntryMeta, Preamble};
 use super::super::mapped;
+use super::super::memory::OpenFile;
 use super::super::{Inner, StoreError};
+use super::Derived;
 
 /// An entry file, opened, with its header verified.
 pub(in crate::store) struct OpenEntry {
-    pub(super) header: DecodedHeader,
-    pub(super) file: Arc<std::fs::File>,
+    /// The verified preamble: where the body is, how long, and its checksum.
+    pub(in crate::store) preamble: Preamble,
+    /// The verified metadata.
+    pub(in crate::store) meta: Arc<EntryMeta>,
+    /// The open file.
+    pub(in crate::store) file: Arc<std::fs::File>,
+    /// The slot for what the layers above derive from this fill (see
+    /// `StoredEntry::derived`), shared with the held file's, so that hits through it
+    /// reuse what the first one derived.
+    pub(in crate::store) derived: Derived,
     /// The whole body, read (or mapped) and verified, when it was shorter than asked for.
-    pub(super) body: Option<Bytes>,
+    pub(in crate::store) body: Option<Bytes>,
+    /// Whether the file was opened for this lookup (not held open by the memory tier).
+    pub(in crate::store) fresh: bool,
+}
+
+impl OpenEntry {
+    /// The open file and its verified header, for the memory tier to hold, if this
+    /// lookup opened it (`None` if the tier held it already).
+    pub(in crate::store) fn to_hold(&self, key: &str, fill_id: u64) -> Option<OpenFile> {
+        self.fresh.then(|| OpenFile {
+            fill_id,
+            key: key.into(),
+            meta: Arc::clone(&self.meta),
+            preamble: self.preamble,
+            file: Arc::clone(&self.file),
+            derived: Arc::clone(&self.derived),
+        })
+    }
 }
 
 /// What opening an entry file found.
@@ -36,7 +64,8 @@ enum Opened {
 
 impl Inner {
     /// Opens the file of the indexed fill `fill_id` of `key_hash`, reads and
-    /// verifies its header and checks that it holds `key`; a body shorter than
+    /// verifies its header and checks that it holds `key` (or takes all that from
+    /// `held`, the file the memory tier holds open for it); a body shorter than
     /// `read_whole_below` bytes is read and verified too. `Ok(None)` if the file
     /// vanished (then the index forgets it), is damaged (then it is discarded),
     /// or holds another key with the same hash (then it is left alone).
@@ -47,17 +76,24 @@ impl Inner {
     pub(in crate::store) async fn open_entry(
         self: &Arc<Self>,
         key: &str,
-        key_hash: u128,
-        fill_id: u64,
+        (key_hash, fill_id): (u128, u64),
+        held: Option<Arc<OpenFile>>,
         read_whole_below: u64,
     ) -> Result<Option<OpenEntry>, StoreError> {
         let ids = (key_hash, fill_id);
-        let opened = match self.open_sync(key, ids, read_whole_below, Wait::CachedOnly) {
+        let tried = self.open_sync(
+            key,
+            ids,
+            held.as_deref(),
+            read_whole_below,
+            Wait::CachedOnly,
+        );
+        let opened = match tried {
             Err(e) if e.would_block() => {
                 let (inner, key) = (Arc::clone(self), key.to_owned());
                 let path = self.object_path(key_hash, fill_id);
                 crate::store::blocking(&path, move || {
-                    inner.open_sync(&key, ids, read_whole_below, Wait::Disk)
+                    inner.open_sync(&key, ids, held.as_deref(), read_whole_below, Wait::Disk)
                 })
                 .await
             }
@@ -70,6 +106,7 @@ impl Inner {
                 // it), or removed behind our back (then forget it here).
                 debug!(key, "indexed cache file vanished");
                 if let Some(fill) = self.index.remove(key_hash, fill_id) {
+                    self.memory.forget(key_hash);
                     self.index.release_object(fill.size);
                 }
                 Ok(None)
@@ -87,6 +124,57 @@ impl Inner {
 
     /// The file work of [`Inner::open_entry`], reading as `wait` allows.
     fn open_sync(
+        &self,
+        key: &str,
+        ids: (u128, u64),
+        held: Option<&OpenFile>,
+        read_whole_below: u64,
+        wait: Wait,
+    ) -> Result<Opened, StoreError> {
+        match held {
+            Some(held) => self.reopen_sync(ids, held, read_whole_below, wait),
+            None => self.first_open_sync(key, ids, read_whole_below, wait),
+        }
+    }
+
+    /// [`Inner::open_sync`] of a file the memory tier holds open: its header was
+    /// verified when it was opened, and a file keeps its fill's header for good
+    /// (a metadata update, the one rewrite, drops the held file: see `memory`), so
+    /// only the body is read.
+    /// One `fstat` tells whether the file was unlinked or cut short behind the
+    /// store's back since (the page cache may hold a file no name reaches).
+    fn reopen_sync(
+        &self,
+        (key_hash, fill_id): (u128, u64),
+        held: &OpenFile,
+        read_whole_below: u64,
+        wait: Wait,
+    ) -> Result<Opened, StoreError> {
+        // Only errors name the file: a hit builds no path.
+        let path = || self.object_path(key_hash, fill_id);
+        let stat = rustix::fs::fstat(&*held.file).map_err(|e| io_err(&path())(e.into()))?;
+        if stat.st_nlink == 0 {
+            return Ok(Opened::Vanished);
+        }
+        let expected = held.preamble.file_len();
+        if u64::try_from(stat.st_size).ok() != Some(expected) {
+            let reason = format!("file is {} bytes, header says {expected}", stat.st_size);
+            return Ok(Opened::Damaged(Damage::Invalid, reason));
+        }
+        let opened = OpenEntry {
+            preamble: held.preamble,
+            meta: Arc::clone(&held.meta),
+            file: Arc::clone(&held.file),
+            derived: Arc::clone(&held.derived),
+            body: None,
+            fresh: false,
+        };
+        self.read_body_sync(path, opened, expected, &[], read_whole_below, wait)
+    }
+
+    /// [`Inner::open_sync`] of a file not held open: opened, its header read and
+    /// verified, and what the first read took of the body kept.
+    fn first_open_sync(
         &self,
         key: &str,
         (key_hash, fill_id): (u128, u64),
@@ -113,14 +201,39 @@ impl Inner {
         if header.key != key {
             return Ok(Opened::Collision(header.key));
         }
-        let preamble = header.preamble;
-        let file = Arc::new(file);
+        let opened = OpenEntry {
+            preamble: header.preamble,
+            meta: Arc::new(header.meta),
+            file: Arc::new(file),
+            derived: Derived::default(),
+            body: None,
+            fresh: true,
+        };
+        self.read_body_sync(
+            || path.clone(),
+            opened,
+            file_len,
+            &bytes,
+            read_whole_below,
+            wait,
+        )
+    }
+
+    /// Reads and verifies the whole body of `opened`, a file of `file_len` bytes, if
+    /// it is shorter than `read_whole_below` (mapped, if it is large and bound for the
+    /// memory tier); `first_read` is what was read from the file's start already.
+    fn read_body_sync(
+        &self,
+        path: impl Fn() -> std::path::PathBuf,
+        mut opened: OpenEntry,
+        file_len: u64,
+        first_read: &[u8],
+        read_whole_below: u64,
+        wait: Wait,
+    ) -> Result<Opened, StoreError> {
+        let (preamble, file) = (opened.preamble, &opened.file);
         if preamble.body_len >= read_whole_below {
-            return Ok(Opened::Entry(Box::new(OpenEntry {
-                header,
-                file,
-                body: None,
-            })));
+            return Ok(Opened::Entry(Box::new(opened)));
         }
         if preamble.body_len >= mapped::MAPPED_BODY_MIN
             && preamble.body_len < self.memory.read_whole_below()
@@ -129,7 +242,7 @@ impl Inner {
             // Hashing the mapping may fault pages in from the disk, which only a
             // blocking thread may wait for.
             if wait == Wait::CachedOnly {
-                return Err(io_err(&path)(io::ErrorKind::WouldBlock.into()));
+                return Err(io_err(&path())(io::ErrorKind::WouldBlock.into()));
             }
             let (offset, len) = (preamble.header_len(), preamble.body_len);
             if offset + len > file_len {
@@ -137,43 +250,39 @@ impl Inner {
                 let reason = "body shorter than declared".to_owned();
                 return Ok(Opened::Damaged(Damage::Invalid, reason));
             }
-            let body = mapped::map_body(Arc::clone(&file), offset, len).map_err(io_err(&path))?;
+            let body =
+                mapped::map_body(Arc::clone(file), offset, len).map_err(|e| io_err(&path())(e))?;
             if xxh3_64(&body) != preamble.body_hash {
                 let reason = "body checksum mismatch".to_owned();
                 return Ok(Opened::Damaged(Damage::Checksum, reason));
             }
-            return Ok(Opened::Entry(Box::new(OpenEntry {
-                header,
-                file,
-                body: Some(body),
-            })));
+            opened.body = Some(body);
+            return Ok(Opened::Entry(Box::new(opened)));
         }
         // Below `read_whole_below`, which config keeps to a sane size.
         let header_len = preamble.header_len() as usize;
         let body_len = preamble.body_len as usize;
         let mut body = Vec::with_capacity(body_len);
         // The first read may have taken the block table after the body too.
-        let in_first = header_len.min(bytes.len())..(header_len + body_len).min(bytes.len());
-        body.extend_from_slice(&bytes[in_first]);
+        let in_first =
+            header_len.min(first_read.len())..(header_len + body_len).min(first_read.len());
+        body.extend_from_slice(&first_read[in_first]);
         let have = body.len();
         body.resize(body_len, 0);
         let offset = (header_len + have) as u64;
-        match disk::read_exact_at(&file, &mut body[have..], offset, wait) {
+        match disk::read_exact_at(file, &mut body[have..], offset, wait) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
                 let reason = "body shorter than declared".to_owned();
                 return Ok(Opened::Damaged(Damage::Invalid, reason));
             }
-            Err(e) => return Err(io_err(&path)(e)),
+            Err(e) => return Err(io_err(&path())(e)),
         }
         if xxh3_64(&body) != preamble.body_hash {
             let reason = "body checksum mismatch".to_owned();
             return Ok(Opened::Damaged(Damage::Checksum, reason));
         }
-        Ok(Opened::Entry(Box::new(OpenEntry {
-            header,
-            file,
-            body: Some(Bytes::from(body)),
-        })))
+        opened.body = Some(Bytes::from(body));
+        Ok(Opened::Entry(Box::new(opened)))
     }
 }

@@ -101,6 +101,7 @@ async fn a_refill_racing_the_eviction_of_its_key_leaves_the_newer_entry_intact()
             // Off: these tests are about the files; the memory tier has tests of its own.
             memory_size: 0,
             memory_max_object_size: 0,
+            open_files: 16,
             min_free: 0,
         })
         .expect("open store"),

@@ -1,0 +1,174 @@
+//! Entry files held open (`cache.open_files`): a hit on one reads only its body, and
+//! the held file follows the disk entry (removal, newer fills, metadata updates,
+//! eviction, damage, and files unlinked or cut short behind the store's back).
+
+use futures_util::TryStreamExt;
+
+use super::*;
+
+/// Options holding up to `open_files` files open, without the memory tier.
+fn holding(dir: &Path, open_files: usize) -> StoreOptions {
+    StoreOptions {
+        open_files,
+        ..options(dir)
+    }
+}
+
+/// The whole body and metadata of `key`, in whatever chunks the store yields.
+async fn read_whole(store: &Store, key: &str) -> Option<(EntryMeta, Vec<u8>)> {
+    let entry = store.lookup(key, Store::key_hash(key)).await.unwrap()?;
+    let meta = EntryMeta::clone(&entry.meta);
+    let chunks: Vec<_> = entry.into_body_stream().try_collect().await.unwrap();
+    Some((meta, chunks.concat()))
+}
+
+/// Stores `data` under `key` and looks it up once (which holds its file open);
+/// returns the path of the file.
+async fn put_and_hold(store: &Store, key: &str, data: &[u8]) -> PathBuf {
+    put(store, key, data).await;
+    let found = entry(store, key).await;
+    entry_path(store, &found)
+}
+
+/// How many of this process's descriptors are open on files below `dir` (unlinked
+/// ones included: the kernel shows them as "<path> (deleted)").
+fn descriptors_below(dir: &Path) -> usize {
+    let dir = dir.to_string_lossy().into_owned();
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
+        .filter(|target| target.to_string_lossy().starts_with(&dir))
+        .count()
+}
+
+#[tokio::test]
+async fn a_held_file_serves_byte_identical_bodies_without_being_opened_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_with(holding(dir.path(), 16)).await;
+    // One body read whole (below verify_whole_below), one streamed.
+    let (small, large) = (body(3000, 1), body(300_000, 2));
+    let small_path = put_and_hold(&store, "small", &small).await;
+    let large_path = put_and_hold(&store, "large", &large).await;
+    assert_eq!(store.stats().open_files, 2);
+    // Moved away behind the store's back: a lookup that opened the file by its name
+    // would find nothing, so these answers come from the held files.
+    std::fs::rename(&small_path, dir.path().join("small-moved")).unwrap();
+    std::fs::rename(&large_path, dir.path().join("large-moved")).unwrap();
+    assert_eq!(read_whole(&store, "small").await, Some((meta(200), small)));
+    assert_eq!(
+        read_whole(&store, "large").await,
+        Some((meta(200), large.clone()))
+    );
+    let found = entry(&store, "large").await;
+    let range: Vec<_> = found
+        .into_range_stream(70_000, 140_000)
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(range.concat(), large[70_000..=140_000]);
+}
+
+#[tokio::test]
+async fn removal_newer_fills_and_metadata_updates_reach_the_held_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_with(holding(dir.path(), 16)).await;
+    // Removal (purge, unsafe methods) closes the held file.
+    let gone = put_and_hold(&store, "gone", &body(5000, 3)).await;
+    assert_eq!(descriptors_below(&gone), 1);
+    assert!(store.remove("gone", Store::key_hash("gone")).await.unwrap());
+    assert!(missing(&store, "gone").await);
+    assert_eq!(descriptors_below(&gone), 0, "the removed file is closed");
+    // A newer fill of the same key.
+    let old = put_and_hold(&store, "replaced", &body(5000, 4)).await;
+    put(&store, "replaced", &body(6000, 5)).await;
+    assert_eq!(
+        read_whole(&store, "replaced").await,
+        Some((meta(200), body(6000, 5)))
+    );
+    assert_eq!(descriptors_below(&old), 0, "the replaced file is closed");
+    // A metadata update in place (an origin's 304): the held header must not stay.
+    put_and_hold(&store, "updated", &body(5000, 6)).await;
+    let found = entry(&store, "updated").await;
+    let mut refreshed = meta(200);
+    refreshed
+        .response_headers
+        .insert("etag", HeaderValue::from_static("\"v2\""));
+    assert!(store.update_meta(&found, &refreshed).await.unwrap());
+    drop(found);
+    for _ in 0..2 {
+        assert_eq!(
+            read_whole(&store, "updated").await,
+            Some((refreshed.clone(), body(5000, 6)))
+        );
+    }
+}
+
+#[tokio::test]
+async fn held_files_stay_within_their_count_and_close_when_evicted() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_with(holding(dir.path(), 4)).await;
+    for i in 0..20u8 {
+        put_and_hold(&store, &format!("k{i}"), &body(2000, i)).await;
+        let held = store.stats().open_files;
+        assert!(held <= 4, "{held} files held open after {i}");
+        assert!(descriptors_below(&dir.path().join("objects")) <= 4);
+    }
+    // All still served, held or not.
+    for i in 0..20u8 {
+        let key = format!("k{i}");
+        assert_eq!(
+            read_whole(&store, &key).await,
+            Some((meta(200), body(2000, i)))
+        );
+    }
+    // Off: nothing is held.
+    let off_dir = tempfile::tempdir().unwrap();
+    let off = open_with(holding(off_dir.path(), 0)).await;
+    put_and_hold(&off, "k", &body(2000, 1)).await;
+    assert_eq!(off.stats().open_files, 0);
+    assert_eq!(descriptors_below(&off_dir.path().join("objects")), 0);
+    assert_eq!(
+        read_whole(&off, "k").await,
+        Some((meta(200), body(2000, 1)))
+    );
+}
+
+#[tokio::test]
+async fn a_held_file_unlinked_or_cut_short_behind_the_stores_back_is_not_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_with(holding(dir.path(), 16)).await;
+    // Unlinked: the file is gone, as it would be for a lookup that opened it.
+    let unlinked = put_and_hold(&store, "unlinked", &body(5000, 7)).await;
+    std::fs::remove_file(&unlinked).unwrap();
+    assert!(missing(&store, "unlinked").await);
+    assert_eq!(store.stats().objects, 0, "the index forgot it");
+    assert_eq!(descriptors_below(&unlinked), 0, "and closed it");
+    // Cut short: damaged, removed and counted.
+    let cut = put_and_hold(&store, "cut", &body(5000, 8)).await;
+    let file = std::fs::OpenOptions::new().write(true).open(&cut).unwrap();
+    file.set_len(100).unwrap();
+    assert!(missing(&store, "cut").await);
+    assert_eq!(store.stats().removed_invalid, 1);
+    assert!(!cut.exists());
+}
+
+#[tokio::test]
+async fn a_held_files_body_is_verified_on_every_hit() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_with(holding(dir.path(), 16)).await;
+    let path = put_and_hold(&store, "k", &body(5000, 9)).await;
+    // Damaged in place after the file was held (the held header stays valid).
+    let mut bytes = std::fs::read(&path).unwrap();
+    let last = last_body_byte(&bytes);
+    bytes[last] ^= 0x01;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .and_then(|mut file| std::io::Write::write_all(&mut file, &bytes))
+        .unwrap();
+    assert!(missing(&store, "k").await, "a damaged body is a miss");
+    let stats = store.stats();
+    assert_eq!(stats.checksum_failures, 1, "{stats:?}");
+    assert_eq!(stats.open_files, 0, "{stats:?}");
+    assert!(!path.exists());
+}
