@@ -1,6 +1,6 @@
 //! Entry files held open (`cache.open_files`): a hit on one reads only its body, and
 //! the held file follows the disk entry (removal, newer fills, metadata updates,
-//! eviction, damage, and files unlinked or cut short behind the store's back).
+//! eviction, damage, and files cut short behind the store's back).
 
 use futures_util::TryStreamExt;
 
@@ -134,22 +134,45 @@ async fn held_files_stay_within_their_count_and_close_when_evicted() {
 }
 
 #[tokio::test]
-async fn a_held_file_unlinked_or_cut_short_behind_the_stores_back_is_not_served() {
+async fn a_held_file_cut_short_behind_the_stores_back_is_not_served() {
     let dir = tempfile::tempdir().unwrap();
     let store = open_with(holding(dir.path(), 16)).await;
-    // Unlinked: the file is gone, as it would be for a lookup that opened it.
-    let unlinked = put_and_hold(&store, "unlinked", &body(5000, 7)).await;
-    std::fs::remove_file(&unlinked).unwrap();
-    assert!(missing(&store, "unlinked").await);
-    assert_eq!(store.stats().objects, 0, "the index forgot it");
-    assert_eq!(descriptors_below(&unlinked), 0, "and closed it");
-    // Cut short: damaged, removed and counted.
-    let cut = put_and_hold(&store, "cut", &body(5000, 8)).await;
-    let file = std::fs::OpenOptions::new().write(true).open(&cut).unwrap();
-    file.set_len(100).unwrap();
-    assert!(missing(&store, "cut").await);
-    assert_eq!(store.stats().removed_invalid, 1);
-    assert!(!cut.exists());
+    for (key, len) in [("small", 5000), ("large", 300_000)] {
+        let path = put_and_hold(&store, key, &body(len, 8)).await;
+        let cut = std::fs::OpenOptions::new().write(true).open(&path);
+        cut.and_then(|file| file.set_len(4000)).unwrap();
+        // Read whole before the head (small) or streamed (large): either way, no
+        // complete body.
+        match store.lookup(key, Store::key_hash(key)).await.unwrap() {
+            None => {}
+            Some(found) => {
+                let read: Result<Vec<_>, _> = found.into_body_stream().try_collect().await;
+                let error = read.expect_err("a body cut short must not stream whole");
+                assert_eq!(error.kind(), std::io::ErrorKind::UnexpectedEof, "{key}");
+            }
+        }
+        assert!(missing(&store, key).await, "{key}");
+        assert!(!path.exists(), "{key}: discarded");
+        assert_eq!(descriptors_below(&path), 0, "{key}: and closed");
+    }
+    assert_eq!(store.stats().removed_invalid, 2);
+}
+
+#[tokio::test]
+async fn a_held_file_unlinked_behind_the_stores_back_is_served_until_its_entry_leaves() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_with(holding(dir.path(), 16)).await;
+    let path = put_and_hold(&store, "k", &body(5000, 7)).await;
+    // As a memory copy would be: the bytes are the entry's, verified on every hit.
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(
+        read_whole(&store, "k").await,
+        Some((meta(200), body(5000, 7)))
+    );
+    // When the entry leaves (here a purge), the file is closed and its space freed.
+    assert!(store.remove("k", Store::key_hash("k")).await.is_ok());
+    assert!(missing(&store, "k").await);
+    assert_eq!(descriptors_below(&path), 0);
 }
 
 #[tokio::test]
