@@ -438,6 +438,11 @@ impl<'a> Reader<'a> {
         Reader { buf, pos: 0 }
     }
 
+    /// How many bytes were read so far.
+    fn position(&self) -> usize {
+        self.pos
+    }
+
     fn take(&mut self, n: usize) -> Result<&'a [u8], EntryError> {
         let end = self.pos.checked_add(n).filter(|&e| e <= self.buf.len());
         let end = end.ok_or(EntryError::Truncated {
