@@ -22,7 +22,8 @@
 # Cases: hit-1k (one 1 KiB object), hit-100k (one 100 KiB object), hit-10k-keys
 # (uniformly over the 10,000 objects; a wrk Lua script picks the path),
 # hit-10k-files (the same against a second secondhit with its memory tier off,
-# cache.memory_size = "0", so every hit opens and reads its file), pass-1k
+# cache.memory_size = "0", so every hit reads its file: one read of the body from a
+# file held open with its verified header, cache.open_files, default 10000), pass-1k
 # (no-store, so neither proxy stores it), miss-1k (a new URL on every request, each a
 # 1 KiB answer that both proxies store: nginx's cache file, secondhit's fill, fsynced
 # with its default `cache.fsync = true`, which nginx does not do).
@@ -34,18 +35,20 @@
 # Run:  bash benches/vs_nginx.sh            (about 8 minutes with the defaults)
 #       ROUNDS=5 DURATION=10s bash benches/vs_nginx.sh
 #
-# Results (also in the README, "Performance"), 2026-11-24 11:25 UTC, 2-core Xeon VM,
+# Results (also in the README, "Performance"), 2026-11-24 17:00 UTC, 2-core Xeon VM,
 # nothing else running, medians of 3 alternating 10 s runs:
 #   case            nginx req/s (p99, cpu us)   secondhit req/s (p99, cpu us)   ratio  per-core
-#   hit-1k          108626 (1.48 ms, 9.02)      140296 (1.42 ms, 6.99)          1.29   1.29
-#   hit-100k         68647 (1.60 ms, 12.93)      68392 (1.58 ms, 12.74)         1.00   1.01
-#   hit-10k-keys     87458 (2.30 ms, 10.96)     123356 (1.21 ms, 7.98)          1.41   1.37
-#   hit-10k-files    85113 (2.27 ms, 11.27)      67502 (2.18 ms, 14.65)         0.79   0.77
-#   pass-1k          80640 (2.13 ms, 11.09)      52593 (2.47 ms, 18.74)         0.65   0.59
-#   miss-1k          18732 (10.02 ms, 52.75)      5105 (35.56 ms, 179.06)       0.27   0.29
-#   secondhit: 2 threads under the memory-tier and pass loads (15 with the tier off, 34
-#   under stored misses: the 32 blocking threads); RSS 62.9 -> 63.1 MiB over 60 s of
-#   10k-key hits.
+#   hit-1k          113095 (1.67 ms, 8.71)      147998 (1.24 ms, 6.67)          1.31   1.31
+#   hit-100k         64771 (1.67 ms, 13.73)      70936 (1.02 ms, 12.44)         1.10   1.10
+#   hit-10k-keys     96228 (2.07 ms, 10.12)     132373 (1.34 ms, 7.46)          1.38   1.36
+#   hit-10k-files    94112 (2.23 ms, 10.30)     102130 (1.93 ms, 9.68)          1.09   1.06
+#   pass-1k          82081 (1.92 ms, 10.83)      54743 (2.23 ms, 18.02)         0.67   0.60
+#   miss-1k          19407 (8.90 ms, 50.75)       5378 (34.31 ms, 175.28)       0.28   0.29
+#   secondhit: 2 threads under the memory-tier and pass loads (7 with the tier off: idle
+#   blocking threads of the warming fills, not yet expired; 34 under stored misses: the
+#   32 blocking threads); RSS 64.4 -> 65.4 MiB (+1.6%) over 60 s of 10k-key hits.
+#   At 11:25 UTC, before entry files were held open (cache.open_files): hit-1k 1.29,
+#   hit-100k 1.00, 10k keys 1.41, files 0.79, pass 0.65, miss 0.27.
 #   At 10:47 UTC: hit-1k 1.31, hit-100k 1.03, 10k keys 1.32, files 0.80, pass 0.61, miss 0.30.
 #   Earlier the same day (08:28 UTC): hit-1k 1.37, hit-100k 0.99, 10k keys 1.37, files
 #   0.79, pass 0.60; in an earlier run still: hit-1k 1.13, hit-100k 1.02, 10k keys 1.22,
