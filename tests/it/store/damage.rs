@@ -107,3 +107,43 @@ async fn damaged_entries_are_never_served_whole_and_are_removed_and_counted() {
         assert_eq!(origin.count(path), 1);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_damaged_while_held_open_is_not_served_and_is_fetched_again() {
+    use std::os::unix::fs::FileExt;
+    let origin = versioned_origin().await;
+    let temp = tempfile::tempdir().expect("temp dir");
+    let cache_dir = temp.path().join("cache");
+    // No memory tier: every hit reads the file, held open after the first one.
+    let proxy = TestProxy::start_in(origin.addr, &cache_dir, |config| {
+        always(config);
+        config.cache.memory_size = 0;
+    })
+    .await;
+    let b = base(&proxy);
+    let path = "/held-4000";
+    assert!(fetch(&b, path).await.cache.stored);
+    proxy.wait_committed(1).await;
+    let seen = fetch(&b, path).await;
+    assert!(seen.cache.hit, "{:?}", seen.cache);
+    assert_eq!(proxy.store.stats().open_files, 1);
+    // Damaged in place, behind the open descriptor: the last body byte flipped.
+    let file = &entry_files_by_path(&cache_dir)[path];
+    let bytes = std::fs::read(file).expect("entry");
+    let table = 8; // one block: one checksum after the body
+    let last = (bytes.len() - table - 1) as u64;
+    let handle = std::fs::OpenOptions::new().write(true).open(file);
+    handle
+        .and_then(|f| f.write_at(&[bytes[last as usize] ^ 0x01], last))
+        .expect("damage");
+    let seen = fetch(&b, path).await;
+    assert!(!seen.cache.hit, "{:?}", seen.cache);
+    assert_eq!(
+        seen.body,
+        object(path, 2),
+        "fetched again, not the damaged copy"
+    );
+    assert_eq!(origin.count(path), 2);
+    let stats = proxy.store.stats();
+    assert_eq!(stats.checksum_failures, 1, "{stats:?}");
+}
