@@ -203,6 +203,18 @@ fn store_and_disk(out: &mut DescriptorEncoder, store: &StoreStats) -> fmt::Resul
         "Entries evicted to make room, since start-up",
         store.evictions,
     )?;
+    gauge(
+        out,
+        "secondhit_store_memory_bytes",
+        "Bytes the memory tier holds: copies of hot entries (cache.memory_size)",
+        store.memory_bytes as f64,
+    )?;
+    gauge(
+        out,
+        "secondhit_store_open_files",
+        "Entry files held open with their verified headers (cache.open_files)",
+        store.open_files as f64,
+    )?;
     counter(
         out,
         "secondhit_disk_write_bytes",

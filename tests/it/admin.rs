@@ -88,6 +88,9 @@ async fn metrics_count_a_scripted_sequence_exactly() {
         "headers count too"
     );
     assert_eq!(sample(&m, "secondhit_store_evictions_total"), 0.0);
+    // The hit read /a from its file: a copy in the memory tier, and the file held open.
+    assert!(sample(&m, "secondhit_store_memory_bytes") > 1000.0);
+    assert_eq!(sample(&m, "secondhit_store_open_files"), 1.0);
     // Five requests reached the origin: two misses of /a, the no-store GET, the POST, /b.
     assert_eq!(
         sample(&m, "secondhit_origin_request_duration_seconds_count"),
