@@ -5,10 +5,11 @@
 //! Reads are positioned reads on a plain file, tried first on the runtime's own
 //! thread for what the page cache holds (`Wait::CachedOnly`), and moved to a
 //! blocking thread only when the disk must be read. A hit on a cached file thus
-//! costs an open, a stat and one or two reads on the calling thread, with no hop to
-//! the blocking pool and back (which cost a cache hit two context switches per
-//! I/O step). Opening the file and verifying its header (and a small body) is in
-//! `open`; this module turns what it opened into a [`StoredEntry`] and its streams.
+//! costs an open, a stat and one or two reads on the calling thread (one read of the
+//! body when the file is held open, see `memory`), with no hop to the blocking pool
+//! and back (which cost a cache hit two context switches per I/O step). Opening the
+//! file and verifying its header (and a small body) is in `open`; this module turns
+//! what it opened into a [`StoredEntry`] and its streams.
 
 use std::any::Any;
 use std::io;
