@@ -451,16 +451,12 @@ impl Store {
         let Some(opened) = opening.await? else {
             return Ok(None);
         };
-        if let Some(hold) = opened.to_hold(key, fill_id) {
-            inner.memory.offer_open(epoch, key_hash, hold);
-        }
-        let entry = StoredEntry::open(opened, key_hash, fill_id, Arc::clone(inner));
-        if entry.body_len < inner.memory.read_whole_below()
-            && let Some(hot) = entry.hot_copy(key)
-        {
-            inner.memory.offer(epoch, key_hash, hot);
-        }
-        Ok(Some(entry))
+        Ok(Some(inner.keep_copies(
+            key,
+            (key_hash, fill_id),
+            epoch,
+            opened,
+        )))
     }
 
     /// Starts a fill: reserves room in the budget for the header and

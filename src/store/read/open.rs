@@ -15,7 +15,7 @@ use super::super::entry::{EntryMeta, Preamble};
 use super::super::mapped;
 use super::super::memory::OpenFile;
 use super::super::{Inner, StoreError};
-use super::Derived;
+use super::{Derived, StoredEntry};
 
 /// An entry file, opened, with its header verified.
 pub(in crate::store) struct OpenEntry {
@@ -120,6 +120,38 @@ impl Inner {
                 Ok(None)
             }
         }
+    }
+
+    /// Wraps what a lookup opened, offering the memory tier the open file (if it was
+    /// opened for this lookup) and a copy of the body (if read whole and small enough),
+    /// both read after the tier's `epoch` was `epoch`.
+    pub(in crate::store) fn keep_copies(
+        self: &Arc<Self>,
+        key: &str,
+        (key_hash, fill_id): (u128, u64),
+        epoch: u64,
+        opened: OpenEntry,
+    ) -> StoredEntry {
+        let mut offered = false;
+        if let Some(hold) = opened.to_hold(key, fill_id) {
+            self.memory.offer_open(epoch, key_hash, hold);
+            offered = true;
+        }
+        let entry = StoredEntry::open(opened, key_hash, fill_id, Arc::clone(self));
+        if entry.body_len < self.memory.read_whole_below()
+            && let Some(hot) = entry.hot_copy(key)
+        {
+            self.memory.offer(epoch, key_hash, hot);
+            offered = true;
+        }
+        // A fill that left the index while its file was read (evicted, replaced, removed)
+        // was forgotten before these offers, which would then keep its copy or its
+        // unlinked file (and the file's disk space) until the tier evicts them. Every
+        // removal from the index comes before its forget, so this check sees it.
+        if offered && self.index.peek(key_hash).map(|f| f.fill_id) != Some(fill_id) {
+            self.memory.forget(key_hash);
+        }
+        entry
     }
 
     /// The file work of [`Inner::open_entry`], reading as `wait` allows.

@@ -195,3 +195,46 @@ async fn a_held_files_body_is_verified_on_every_hit() {
     assert_eq!(stats.open_files, 0, "{stats:?}");
     assert!(!path.exists());
 }
+
+#[tokio::test]
+async fn a_fill_replaced_while_its_lookup_reads_it_is_neither_held_nor_copied() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_with(StoreOptions {
+        memory_size: 1 << 20,
+        memory_max_object_size: 256 * 1024,
+        ..holding(dir.path(), 16)
+    })
+    .await;
+    put(&store, "k", &body(3000, 1)).await;
+    let (inner, hash) = (&store.inner, Store::key_hash("k"));
+    let fill_id = inner.index.peek(hash).unwrap().fill_id;
+    // A lookup's steps, with a newer fill committed between the read and the offers.
+    let epoch = inner.memory.epoch();
+    let opened = inner
+        .open_entry("k", (hash, fill_id), None, 64 * 1024)
+        .await
+        .unwrap()
+        .unwrap();
+    let old_path = inner.object_path(hash, fill_id);
+    put(&store, "k", &body(4000, 2)).await;
+    assert!(!old_path.exists(), "the replaced file is unlinked");
+    let entry = inner.keep_copies("k", (hash, fill_id), epoch, opened);
+    // This lookup still answers with what it read, but nothing of the old fill stays.
+    assert_eq!(entry.body_in_memory().map(|b| b.len()), Some(3000));
+    drop(entry);
+    let stats = store.stats();
+    assert_eq!(
+        (stats.open_files, stats.memory_objects),
+        (0, 0),
+        "{stats:?}"
+    );
+    assert_eq!(
+        descriptors_below(&old_path),
+        0,
+        "the unlinked file is closed"
+    );
+    assert_eq!(
+        read_whole(&store, "k").await,
+        Some((meta(200), body(4000, 2)))
+    );
+}
