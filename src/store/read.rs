@@ -31,7 +31,7 @@ mod blocks;
 mod open;
 
 use blocks::Sums;
-pub(super) use open::OpenEntry;
+use open::OpenEntry;
 
 /// Where the body comes from.
 enum Source {

@@ -20,25 +20,25 @@ use super::{Derived, StoredEntry};
 /// An entry file, opened, with its header verified.
 pub(in crate::store) struct OpenEntry {
     /// The verified preamble: where the body is, how long, and its checksum.
-    pub(in crate::store) preamble: Preamble,
+    pub(super) preamble: Preamble,
     /// The verified metadata.
-    pub(in crate::store) meta: Arc<EntryMeta>,
+    pub(super) meta: Arc<EntryMeta>,
     /// The open file.
-    pub(in crate::store) file: Arc<std::fs::File>,
+    pub(super) file: Arc<std::fs::File>,
     /// The slot for what the layers above derive from this fill (see
     /// `StoredEntry::derived`), shared with the held file's, so that hits through it
     /// reuse what the first one derived.
-    pub(in crate::store) derived: Derived,
+    pub(super) derived: Derived,
     /// The whole body, read (or mapped) and verified, when it was shorter than asked for.
-    pub(in crate::store) body: Option<Bytes>,
+    pub(super) body: Option<Bytes>,
     /// Whether the file was opened for this lookup (not held open by the memory tier).
-    pub(in crate::store) fresh: bool,
+    fresh: bool,
 }
 
 impl OpenEntry {
     /// The open file and its verified header, for the memory tier to hold, if this
     /// lookup opened it (`None` if the tier held it already).
-    pub(in crate::store) fn to_hold(&self, key: &str, fill_id: u64) -> Option<OpenFile> {
+    fn to_hold(&self, key: &str, fill_id: u64) -> Option<OpenFile> {
         self.fresh.then(|| OpenFile {
             fill_id,
             key: key.into(),
