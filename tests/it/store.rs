@@ -13,5 +13,6 @@ mod damage;
 mod eviction;
 mod lock;
 mod mapped;
+mod open_files;
 mod ranges;
 mod restart;
