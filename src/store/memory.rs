@@ -181,13 +181,10 @@ impl MemoryTier {
         let Some(entries) = &self.entries else {
             return;
         };
-        if entry.body.len() as u64 > self.max_object || self.epoch() != epoch {
+        if entry.body.len() as u64 > self.max_object {
             return;
         }
-        entries.insert(key_hash, Arc::new(entry));
-        if self.epoch() != epoch {
-            entries.remove(&key_hash);
-        }
+        self.insert_unless_updated(entries, epoch, key_hash, entry);
     }
 
     /// Offers a file opened, and its header verified, after [`MemoryTier::epoch`]
@@ -197,12 +194,26 @@ impl MemoryTier {
         let Some(open_files) = &self.open_files else {
             return;
         };
+        self.insert_unless_updated(open_files, epoch, key_hash, open);
+    }
+
+    /// Inserts `value` into `map` unless a metadata update ran since `epoch` (before
+    /// or during the insert); the argument is in [`MemoryTier::offer`].
+    fn insert_unless_updated<V, W>(
+        &self,
+        map: &Cache<u128, Arc<V>, W>,
+        epoch: u64,
+        key_hash: u128,
+        value: V,
+    ) where
+        W: Weighter<u128, Arc<V>> + Clone,
+    {
         if self.epoch() != epoch {
             return;
         }
-        open_files.insert(key_hash, Arc::new(open));
+        map.insert(key_hash, Arc::new(value));
         if self.epoch() != epoch {
-            open_files.remove(&key_hash);
+            map.remove(&key_hash);
         }
     }
 

@@ -175,7 +175,7 @@ impl Inner {
     /// only the body is read. A file cut short behind the store's back ends that
     /// read early, and is discarded as damaged; one unlinked behind its back is
     /// served on, as a memory copy of it would be, until its entry leaves the store.
-    /// (A `fstat` per hit to notice that cost a tenth of a file hit.)
+    /// (A `fstat` per hit to notice that cost about a twelfth of a file hit.)
     fn reopen_sync(
         &self,
         (key_hash, fill_id): (u128, u64),
@@ -243,10 +243,10 @@ impl Inner {
         )
     }
 
-    /// Reads and verifies the whole body of `opened`, a file of `file_len` bytes
-    /// (`None`: not known, asked of the file if it matters), if
-    /// it is shorter than `read_whole_below` (mapped, if it is large and bound for the
-    /// memory tier); `first_read` is what was read from the file's start already.
+    /// Reads and verifies the whole body of `opened` if it is shorter than
+    /// `read_whole_below` (mapped, if it is large and bound for the memory tier).
+    /// `file_len` is the file's length (`None`: not known, asked of the file only
+    /// before mapping); `first_read` is what was read from the file's start already.
     fn read_body_sync(
         &self,
         path: impl Fn() -> std::path::PathBuf,
