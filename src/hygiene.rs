@@ -251,9 +251,12 @@ fn valid_authority(authority: &Authority) -> Result<(), Rejection> {
     }
 }
 
-/// The client connection a request came from — its address and the listener's scheme:
-/// [`crate::proxy::Proxy::handle`] attaches it to each request's extensions, for
-/// [`Forwarding::of`]. One extension for both, so a request pays for one insert.
+/// The client connection a request came from — its address and the listener's scheme —
+/// passed with the request's head to wherever it is forwarded, for [`Forwarding::of`].
+/// Passed, not attached to the head's extensions: the first extension of a request
+/// allocates its map, its table and the value's box, and a hit, which forwards nothing,
+/// paid for them too (without them a 1 KiB hit's user-space CPU time went from 2.70 to
+/// 2.49 µs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ClientConnection {
     /// The client's address.
@@ -274,26 +277,25 @@ pub struct ClientConnection {
 pub struct Forwarding {
     /// `<received-protocol> secondhit`.
     via: HeaderValue,
-    /// The client's address (`None` if the request carries no [`ClientConnection`]).
-    client: Option<IpAddr>,
-    /// The scheme the client used (`http` if the request carries no [`ClientConnection`]).
+    /// The client's address.
+    client: IpAddr,
+    /// The scheme the client used.
     proto: ClientScheme,
     /// What the client named as host: `Host`, or the target's authority.
     host: Option<HeaderValue>,
 }
 
 impl Forwarding {
-    /// The forwarding fields for the request `head`.
-    pub fn of(head: &request::Parts) -> Forwarding {
+    /// The forwarding fields for the request `head` from `client`.
+    pub fn of(head: &request::Parts, client: ClientConnection) -> Forwarding {
         let host = head.headers.get(HOST).cloned().or_else(|| {
             let authority = head.uri.authority()?;
             HeaderValue::from_str(authority.as_str()).ok()
         });
-        let connection = head.extensions.get::<ClientConnection>();
         Forwarding {
             via: via_value(head.version),
-            client: connection.map(|connection| connection.ip),
-            proto: connection.map_or(ClientScheme::Http, |connection| connection.scheme),
+            client: client.ip,
+            proto: client.scheme,
             host,
         }
     }
@@ -303,12 +305,10 @@ impl Forwarding {
     /// ours in `Connection` to have them stripped).
     pub fn apply(&self, headers: &mut HeaderMap) {
         append_to_list(headers, VIA, self.via.clone());
-        if let Some(client) = self.client {
-            // An IPv4 client on a dual-stack socket appears as ::ffff:a.b.c.d.
-            let client = client.to_canonical().to_string();
-            if let Ok(client) = HeaderValue::from_str(&client) {
-                append_to_list(headers, X_FORWARDED_FOR, client);
-            }
+        // An IPv4 client on a dual-stack socket appears as ::ffff:a.b.c.d.
+        let client = self.client.to_canonical().to_string();
+        if let Ok(client) = HeaderValue::from_str(&client) {
+            append_to_list(headers, X_FORWARDED_FOR, client);
         }
         let proto = HeaderValue::from_static(self.proto.as_str());
         headers.insert(X_FORWARDED_PROTO, proto);

@@ -69,7 +69,7 @@ use crate::admission::{Admission, AdmitReason, Decision, LiveAdmission};
 use crate::cache_status::{CACHE_STATUS, CacheStatus, Detail, Forward};
 use crate::config::SettingsHandle;
 use crate::error::{BoxError, ProxyBody, ProxyError, error_response};
-use crate::hygiene;
+use crate::hygiene::{self, ClientConnection};
 use crate::key::{CacheKey, ClientScheme};
 use crate::metrics::{Metrics, RequestResult, body_len};
 use crate::policy::NotStored;
@@ -190,12 +190,11 @@ impl Proxy {
                 // the request; the forwarding fields are added only where it is
                 // forwarded (`hygiene::Forwarding`).
                 crate::origin::strip_hop_by_hop(&mut head.headers);
-                let connection = hygiene::ClientConnection {
+                let client = ClientConnection {
                     ip: peer.ip(),
                     scheme,
                 };
-                head.extensions.insert(connection);
-                self.route(&head, scheme, body).await
+                self.route(&head, client, body).await
             }
             Ok(Hop::Answer) => Ok(max_forwards::answer(&head)),
             Err(rejection) => Err(ProxyError::Rejected(rejection)),
@@ -255,7 +254,7 @@ impl Proxy {
     async fn route(
         &self,
         head: &request::Parts,
-        scheme: ClientScheme,
+        client: ClientConnection,
         body: Incoming,
     ) -> Result<Response<ProxyBody>, ProxyError> {
         let site = match self.site_of(head) {
@@ -264,16 +263,16 @@ impl Proxy {
         };
         let site = &site;
         if head.method != Method::GET && head.method != Method::HEAD {
-            return Box::pin(self.unsafe_or_other(head, scheme, site, body)).await;
+            return Box::pin(self.unsafe_or_other(head, client, site, body)).await;
         }
         // No rules (the usual case): nothing matched, no key shaped, nothing allocated.
         let matched = site.rules.matching(&head.method, head.uri.path());
         let rule = site.rules.request_rule(matched);
         if rule.is_some_and(|rule| rule.bypass) {
             let status = CacheStatus::forward(Forward::Bypass).detail(Detail::Bypass);
-            return Box::pin(self.pass_through(head, site, body, status)).await;
+            return Box::pin(self.pass_through(head, client, site, body, status)).await;
         }
-        let key = CacheKey::shaped(head, scheme, rule.and_then(|rule| rule.key.as_ref()))?;
+        let key = CacheKey::shaped(head, client.scheme, rule.and_then(|rule| rule.key.as_ref()))?;
         let (directives, decision) = {
             // One load: the hasher and the policy of the same assembly.
             let admission = self.cache.admission.load();
@@ -293,12 +292,12 @@ impl Proxy {
             // served from storage either: the client asked to keep it out of caches.
             let status = CacheStatus::forward(Forward::Request)
                 .detail(Detail::NotStored(NotStored::NoStore));
-            return Box::pin(self.pass_through(head, site, body, status)).await;
+            return Box::pin(self.pass_through(head, client, site, body, status)).await;
         }
         if validation::has_origin_preconditions(&head.headers) {
             // If-Match / If-Unmodified-Since are about the origin's current state.
             let status = CacheStatus::forward(Forward::Request);
-            return Box::pin(self.pass_through(head, site, body, status)).await;
+            return Box::pin(self.pass_through(head, client, site, body, status)).await;
         }
         // Set once this request waited for another one's fill: the miss it was.
         let mut collapsed = None;
@@ -337,7 +336,7 @@ impl Proxy {
                 rules,
                 fetching,
             };
-            return Box::pin(self.fetch(head, site, body, &key, miss)).await;
+            return Box::pin(self.fetch(head, client, site, body, &key, miss)).await;
         };
         let now = SystemTime::now();
         let freshness = self.cache.freshness(&found.entry);
@@ -351,7 +350,7 @@ impl Proxy {
                 rules: None,
                 fetching: Fetching::Alone,
             };
-            return Box::pin(self.fetch(head, site, body, &key, miss)).await;
+            return Box::pin(self.fetch(head, client, site, body, &key, miss)).await;
         }
         let ttl = freshness.ttl_seconds(now);
         let forward = match freshness.reuse(&directives, now) {
@@ -379,7 +378,7 @@ impl Proxy {
         }
         if forward == Forward::Stale && freshness.within_stale_while_revalidate(now) {
             let stored = found.entry.meta.response_headers.clone();
-            self.refresh_in_background(head, site, &key, stored);
+            self.refresh_in_background(head, client, site, &key, stored);
             self.note_hit(&found);
             let status = CacheStatus::hit()
                 .ttl(ttl)
@@ -389,9 +388,10 @@ impl Proxy {
         if head.method == Method::HEAD {
             // Revalidating for a HEAD would fetch a body nobody reads; ask the origin.
             let status = CacheStatus::forward(forward);
-            return Box::pin(self.pass_through(head, site, body, status)).await;
+            return Box::pin(self.pass_through(head, client, site, body, status)).await;
         }
-        Box::pin(self.revalidate(head, site, &key, found, &freshness, forward)).await
+        let target = stale::origin_request(head, client, site)?;
+        Box::pin(self.revalidate(head, target, &key, found, &freshness, forward)).await
     }
 
     /// The part a miss of `key` takes in its collapse slot (none while
@@ -425,12 +425,18 @@ impl Proxy {
     async fn unsafe_or_other(
         &self,
         head: &request::Parts,
-        scheme: ClientScheme,
+        client: ClientConnection,
         site: &Arc<Site>,
         body: Incoming,
     ) -> Result<Response<ProxyBody>, ProxyError> {
         let response = self
-            .pass_through(head, site, body, CacheStatus::forward(Forward::Method))
+            .pass_through(
+                head,
+                client,
+                site,
+                body,
+                CacheStatus::forward(Forward::Method),
+            )
             .await?;
         if invalidate::is_unsafe(&head.method) && invalidate::invalidates(response.status()) {
             // Each URL's key as a GET of it would have it, shaped by the site's rules.
@@ -439,7 +445,7 @@ impl Proxy {
                 let rule = rules.request_rule(rules.matching(&Method::GET, path));
                 rule.and_then(|rule| rule.key.as_ref())
             };
-            for key in invalidate::targets(head, scheme, response.headers(), shape_of) {
+            for key in invalidate::targets(head, client.scheme, response.headers(), shape_of) {
                 self.cache.invalidate(&key).await;
             }
         }
@@ -450,13 +456,21 @@ impl Proxy {
     async fn pass_through(
         &self,
         head: &request::Parts,
+        client: ClientConnection,
         site: &Site,
         body: Incoming,
         status: CacheStatus,
     ) -> Result<Response<ProxyBody>, ProxyError> {
         let body = crate::origin::client_body(body);
         let origin = self
-            .send(head, site, head.method.clone(), head.headers.clone(), body)
+            .send(
+                head,
+                client,
+                site,
+                head.method.clone(),
+                head.headers.clone(),
+                body,
+            )
             .await?;
         let status = status.fwd_status(origin.head.status);
         let body = origin.body.map_err(BoxError::from).boxed_unsync();

@@ -33,8 +33,7 @@ fn forward(request: &mut request::Parts, client: IpAddr) {
 fn forward_over(request: &mut request::Parts, client: IpAddr, scheme: ClientScheme) {
     crate::origin::strip_hop_by_hop(&mut request.headers);
     let connection = ClientConnection { ip: client, scheme };
-    request.extensions.insert(connection);
-    let forwarding = Forwarding::of(request);
+    let forwarding = Forwarding::of(request, connection);
     forwarding.apply(&mut request.headers);
 }
 

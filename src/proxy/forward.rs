@@ -19,7 +19,7 @@ use super::{Proxy, respond};
 use crate::admission::{AdmitReason, Decision};
 use crate::cache_status::{CACHE_STATUS, CacheStatus, Detail, Forward};
 use crate::error::{BoxError, ErrorKind, ProxyBody, ProxyError};
-use crate::hygiene::Forwarding;
+use crate::hygiene::{ClientConnection, Forwarding};
 use crate::key::{CacheKey, KeyError};
 use crate::logging::throttle::Throttle;
 use crate::metrics::ByteCounter;
@@ -36,6 +36,7 @@ impl Proxy {
     pub(super) async fn fetch(
         &self,
         head: &request::Parts,
+        client: ClientConnection,
         site: &Site,
         body: Incoming,
         key: &CacheKey,
@@ -69,6 +70,7 @@ impl Proxy {
         let mut origin = self
             .send(
                 head,
+                client,
                 site,
                 head.method.clone(),
                 headers,
@@ -86,7 +88,7 @@ impl Proxy {
             range_forwarded = true;
             let empty = origin::empty_body();
             origin = self
-                .send(head, site, Method::GET, head.headers.clone(), empty)
+                .send(head, client, site, Method::GET, head.headers.clone(), empty)
                 .await?;
         }
         let exchange = Exchange {
@@ -109,13 +111,14 @@ impl Proxy {
     pub(super) async fn send(
         &self,
         head: &request::Parts,
+        client: ClientConnection,
         site: &Site,
         method: Method,
         mut headers: HeaderMap,
         body: origin::RequestBody,
     ) -> Result<OriginResponse, ProxyError> {
         let (target, host) = (path_and_query(head), client_host(head)?);
-        Forwarding::of(head).apply(&mut headers);
+        Forwarding::of(head, client).apply(&mut headers);
         Ok(site
             .origin
             .send(method, target, headers, host, body)

@@ -14,7 +14,7 @@ use super::forward::{self, Exchange, Teed, drain};
 use super::{Proxy, READMIT, respond};
 use crate::cache_status::{CacheStatus, Detail, Forward};
 use crate::error::{ProxyBody, ProxyError};
-use crate::hygiene::Forwarding;
+use crate::hygiene::{ClientConnection, Forwarding};
 use crate::key::CacheKey;
 use crate::origin::OriginError;
 use crate::policy::freshness::StoredFreshness;
@@ -30,12 +30,13 @@ const ERROR_STATUSES: [StatusCode; 4] = [
 ];
 
 impl Proxy {
-    /// Validates a stale (or `no-cache`) stored response with the origin and answers
-    /// from whichever response wins.
+    /// Validates a stale (or `no-cache`) stored response with the origin, sending
+    /// `target` (the client's request as [`origin_request`] made it), and answers from
+    /// whichever response wins.
     pub(super) async fn revalidate(
         &self,
         head: &request::Parts,
-        site: &Arc<Site>,
+        target: OriginRequest,
         key: &CacheKey,
         found: Box<Found>,
         freshness: &StoredFreshness,
@@ -50,7 +51,6 @@ impl Proxy {
         };
         let marker = found.marker.clone();
         let entry_ref = (found.entry.meta.clone(), found.entry.body_len);
-        let target = origin_request(head, site)?;
         // Keep what is needed to serve stale if the origin fails.
         let outcome = self.cache.revalidate(&target, found).await;
         match outcome {
@@ -143,11 +143,12 @@ impl Proxy {
     pub(super) fn refresh_in_background(
         &self,
         head: &request::Parts,
+        client: ClientConnection,
         site: &Arc<Site>,
         key: &CacheKey,
         stored: http::HeaderMap,
     ) {
-        let Ok(target) = origin_request(head, site) else {
+        let Ok(target) = origin_request(head, client, site) else {
             return;
         };
         // The key's collapse slot: one refresh at a time, and misses of the key meanwhile
@@ -223,12 +224,16 @@ async fn refresh(
 
 /// The origin-facing parts of a client request to `site`, for a revalidation that may
 /// outlive it.
-fn origin_request(head: &request::Parts, site: &Arc<Site>) -> Result<OriginRequest, ProxyError> {
+pub(super) fn origin_request(
+    head: &request::Parts,
+    client: ClientConnection,
+    site: &Arc<Site>,
+) -> Result<OriginRequest, ProxyError> {
     Ok(OriginRequest {
         site: site.clone(),
         path_and_query: forward::path_and_query(head).to_owned(),
         host: forward::client_host(head)?,
         headers: head.headers.clone(),
-        forwarding: Forwarding::of(head),
+        forwarding: Forwarding::of(head, client),
     })
 }
