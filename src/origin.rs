@@ -158,13 +158,12 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     if !headers.keys().any(|name| HOP_BY_HOP.contains(name)) {
         return;
     }
-    if headers.contains_key(CONNECTION) {
-        let named: Vec<HeaderName> = headers
-            .get_all(CONNECTION)
-            .iter()
-            .filter_map(|value| value.to_str().ok())
-            .flat_map(|value| value.split(','))
-            .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+    // Most `Connection` lines name only options that are no field here (`keep-alive`,
+    // `close`): looking the names up as text allocates nothing, where parsing each into
+    // a `HeaderName` to remove it allocated one per name not standard, and the list.
+    if connection_options(headers).any(|name| headers.contains_key(name)) {
+        let named: Vec<HeaderName> = connection_options(headers)
+            .filter_map(|name| HeaderName::from_bytes(name.as_bytes()).ok())
             .collect();
         for name in named {
             headers.remove(name);
@@ -173,6 +172,14 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     for name in HOP_BY_HOP {
         headers.remove(name);
     }
+}
+
+/// The options listed in `headers`' `Connection` lines, trimmed.
+fn connection_options(headers: &HeaderMap) -> impl Iterator<Item = &str> {
+    (headers.get_all(CONNECTION).iter())
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .map(str::trim)
 }
 
 /// The hop-by-hop fields of RFC 9110 §7.6.1 (and the obsolete `Keep-Alive` and
@@ -394,5 +401,21 @@ mod tests {
         strip_hop_by_hop(&mut headers);
         let left: Vec<&str> = headers.keys().map(|name| name.as_str()).collect();
         assert_eq!(left, ["cache-control"]);
+    }
+
+    #[test]
+    fn connection_options_are_matched_to_fields_without_regard_to_case() {
+        let mut headers = HeaderMap::new();
+        for (name, value) in [
+            ("connection", "Keep-Alive"),
+            ("connection", " X-Trace ,close,"),
+            ("x-trace", "1"),
+            ("x-kept", "1"),
+        ] {
+            headers.append(name, HeaderValue::from_static(value));
+        }
+        strip_hop_by_hop(&mut headers);
+        let left: Vec<&str> = headers.keys().map(|name| name.as_str()).collect();
+        assert_eq!(left, ["x-kept"]);
     }
 }
