@@ -217,15 +217,26 @@ impl MemoryTier {
         }
     }
 
-    /// Drops the copy and the open file of `key_hash`, if any: its disk entry is
-    /// gone or replaced.
+    /// Drops the open file and the copy of `key_hash`, if any: its disk entry is
+    /// gone, replaced or rewritten.
+    ///
+    /// The file before the copy: a lookup that read through the held file offers its
+    /// copy, then checks that the file is still held ([`MemoryTier::holds_file`]). If
+    /// that check comes before this drops the file, the offer came before too, and
+    /// the copy is dropped here after it; if after, the lookup drops its copy itself.
     pub(super) fn forget(&self, key_hash: u128) {
-        if let Some(entries) = &self.entries {
-            entries.remove(&key_hash);
-        }
         if let Some(open_files) = &self.open_files {
             open_files.remove(&key_hash);
         }
+        if let Some(entries) = &self.entries {
+            entries.remove(&key_hash);
+        }
+    }
+
+    /// Whether the file this tier holds open for `key_hash` is `file`.
+    pub(super) fn holds_file(&self, key_hash: u128, file: &Arc<std::fs::File>) -> bool {
+        let held = self.open_files.as_ref().and_then(|o| o.peek(&key_hash));
+        held.is_some_and(|held| Arc::ptr_eq(&held.file, file))
     }
 
     /// Drops the copy and the open file of `key_hash` after its metadata was

@@ -63,10 +63,7 @@ impl Store {
             .await
             .map_err(|e| disk::io_err(&path)(io::Error::other(e)))??;
         match outcome {
-            Outcome::Written => {
-                self.inner.memory.forget_updated(key_hash);
-                Ok(true)
-            }
+            Outcome::Written => Ok(true),
             Outcome::Gone => {
                 debug!(path = %path.display(), "metadata update of an entry no longer stored");
                 Ok(false)
@@ -126,6 +123,11 @@ fn write_meta(
     let offset = preamble.slot_offset(header.slot.other());
     file.write_all_at(&slot, offset)
         .map_err(disk::io_err(path))?;
+    // Right after the write, on this thread: the new slot is what a fresh read of
+    // the file finds from now on, even if the fsync below fails or the caller stopped
+    // waiting for this task, so the held file and the copy with the old metadata
+    // must go whatever follows.
+    inner.memory.forget_updated(key_hash);
     if inner.opts.fsync {
         // The file's length and name are unchanged: its data is all to sync.
         file.sync_data().map_err(disk::io_err(path))?;

@@ -2,7 +2,7 @@
 //! the held file follows the disk entry (removal, newer fills, metadata updates,
 //! eviction, damage, and files cut short behind the store's back).
 
-use futures_util::TryStreamExt;
+use futures_util::{FutureExt, TryStreamExt};
 
 use super::*;
 
@@ -237,4 +237,87 @@ async fn a_fill_replaced_while_its_lookup_reads_it_is_neither_held_nor_copied() 
         read_whole(&store, "k").await,
         Some((meta(200), body(4000, 2)))
     );
+}
+
+/// The metadata the updates in these tests write: a 200 with a new ETag.
+fn refreshed() -> EntryMeta {
+    let mut refreshed = meta(200);
+    refreshed
+        .response_headers
+        .insert("etag", HeaderValue::from_static("\"v2\""));
+    refreshed
+}
+
+#[tokio::test]
+async fn a_copy_made_through_a_held_file_while_its_metadata_is_rewritten_is_not_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_with(StoreOptions {
+        memory_size: 1 << 20,
+        memory_max_object_size: 256 * 1024,
+        ..holding(dir.path(), 16)
+    })
+    .await;
+    put_and_hold(&store, "k", &body(3000, 1)).await;
+    let (inner, hash) = (&store.inner, Store::key_hash("k"));
+    let fill_id = inner.index.peek(hash).unwrap().fill_id;
+    let held = inner.memory.get_open("k", hash, fill_id);
+    assert!(held.is_some(), "the first lookup held the file");
+    // A lookup that found no copy reads through the held file (the old metadata)...
+    let opened = inner
+        .open_entry("k", (hash, fill_id), held, 64 * 1024)
+        .await
+        .unwrap()
+        .unwrap();
+    // ...while an origin's 304 rewrites the metadata; the lookup's epoch is the one
+    // after the update's, as when it read the epoch between the update's raising it
+    // and its dropping the held file.
+    let found = entry(&store, "k").await;
+    assert!(store.update_meta(&found, &refreshed()).await.unwrap());
+    drop(found);
+    let epoch = inner.memory.epoch();
+    let entry = inner.keep_copies("k", (hash, fill_id), epoch, opened);
+    assert_eq!(
+        entry.meta.as_ref(),
+        &meta(200),
+        "this lookup answers what it read"
+    );
+    drop(entry);
+    for _ in 0..2 {
+        assert_eq!(
+            read_whole(&store, "k").await,
+            Some((refreshed(), body(3000, 1)))
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_metadata_update_nobody_waits_for_still_drops_the_held_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_with(holding(dir.path(), 16)).await;
+    let path = put_and_hold(&store, "k", &body(5000, 1)).await;
+    let (hash, found) = (Store::key_hash("k"), entry(&store, "k").await);
+    let fill_id = found.fill_id;
+    let file = std::fs::File::open(&path).unwrap();
+    let sequence = || {
+        let header = disk::read_header_sync(&file, &path, hash, fill_id);
+        header.map(|header| header.sequence).unwrap_or(0)
+    };
+    let before = sequence();
+    // Polled once, so that its blocking task starts, then dropped, as when the client
+    // whose request revalidated went away.
+    let new_meta = refreshed();
+    let _ = store.update_meta(&found, &new_meta).now_or_never();
+    drop(found);
+    let mut waited = 0;
+    while sequence() == before {
+        assert!(waited < 500, "the update's write never landed");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        waited += 1;
+    }
+    for _ in 0..2 {
+        assert_eq!(
+            read_whole(&store, "k").await,
+            Some((refreshed(), body(5000, 1)))
+        );
+    }
 }
