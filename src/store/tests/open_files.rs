@@ -14,6 +14,15 @@ fn holding(dir: &Path, open_files: usize) -> StoreOptions {
     }
 }
 
+/// Options holding up to 16 files open, with a memory tier of 1 MiB beside them.
+fn holding_and_copying(dir: &Path) -> StoreOptions {
+    StoreOptions {
+        memory_size: 1 << 20,
+        memory_max_object_size: 256 * 1024,
+        ..holding(dir, 16)
+    }
+}
+
 /// The whole body and metadata of `key`, in whatever chunks the store yields.
 async fn read_whole(store: &Store, key: &str) -> Option<(EntryMeta, Vec<u8>)> {
     let entry = store.lookup(key, Store::key_hash(key)).await.unwrap()?;
@@ -199,12 +208,7 @@ async fn a_held_files_body_is_verified_on_every_hit() {
 #[tokio::test]
 async fn a_fill_replaced_while_its_lookup_reads_it_is_neither_held_nor_copied() {
     let dir = tempfile::tempdir().unwrap();
-    let store = open_with(StoreOptions {
-        memory_size: 1 << 20,
-        memory_max_object_size: 256 * 1024,
-        ..holding(dir.path(), 16)
-    })
-    .await;
+    let store = open_with(holding_and_copying(dir.path())).await;
     put(&store, "k", &body(3000, 1)).await;
     let (inner, hash) = (&store.inner, Store::key_hash("k"));
     let fill_id = inner.index.peek(hash).unwrap().fill_id;
@@ -251,12 +255,7 @@ fn refreshed() -> EntryMeta {
 #[tokio::test]
 async fn a_copy_made_through_a_held_file_while_its_metadata_is_rewritten_is_not_kept() {
     let dir = tempfile::tempdir().unwrap();
-    let store = open_with(StoreOptions {
-        memory_size: 1 << 20,
-        memory_max_object_size: 256 * 1024,
-        ..holding(dir.path(), 16)
-    })
-    .await;
+    let store = open_with(holding_and_copying(dir.path())).await;
     put_and_hold(&store, "k", &body(3000, 1)).await;
     let (inner, hash) = (&store.inner, Store::key_hash("k"));
     let fill_id = inner.index.peek(hash).unwrap().fill_id;
