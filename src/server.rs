@@ -461,7 +461,13 @@ fn open_store(config: &Config) -> Result<Arc<Store>, StartError> {
         verify_whole_below: config.cache.verify_whole_below,
         memory_size: config.cache.memory_size,
         memory_max_object_size: config.cache.memory_max_object_size,
-        open_files: open_files::budget(config.cache.open_files),
+        open_files: open_files::budget(
+            config.cache.open_files,
+            open_files::mapped_bodies(
+                config.cache.memory_size,
+                config.cache.memory_max_object_size,
+            ),
+        ),
         min_free: config.cache.min_free,
     };
     // Opening may wait up to `cache.lock_timeout` for the directory lock; nothing is

@@ -1,18 +1,26 @@
 //! How many entry files the store may keep open (`cache.open_files`), within the
 //! process's open-file limit: every client and origin connection needs a descriptor
 //! too, and running out of them makes `accept` fail.
+//!
+//! The held files are not the store's only descriptors: each body of at least
+//! [`MAPPED_BODY_MIN`] in the memory tier is mapped from its entry file and keeps that
+//! file open (to send it with `sendfile`), so `cache.memory_size` can account for up to
+//! one descriptor per that many bytes beside the held files.
 
 use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
 use tracing::{debug, warn};
 
-/// `configured` open entry files, or half the open-file limit if that is lower
+use crate::store::mapped::MAPPED_BODY_MIN;
+
+/// `configured` open entry files, or fewer, so that they and the `mapped` bodies the
+/// memory tier may hold (each with its file open) stay within half the open-file limit
 /// (the other half stays for connections, logs and the store's own work).
 ///
 /// The soft limit is raised to the hard one first, as nginx's `worker_rlimit_nofile`
 /// and Go's runtime do: a shell's default soft limit of 1024 is a leftover of
 /// `select(2)`, which nothing here uses, while the hard limit is what the operator
 /// (or the systemd unit's `LimitNOFILE`) granted.
-pub(super) fn budget(configured: usize) -> usize {
+pub(super) fn budget(configured: usize, mapped: u64) -> usize {
     let Rlimit { current, maximum } = getrlimit(Resource::Nofile);
     if current != maximum {
         match setrlimit(
@@ -34,18 +42,41 @@ pub(super) fn budget(configured: usize) -> usize {
     let Some(limit) = getrlimit(Resource::Nofile).current else {
         return configured;
     };
-    let half = usize::try_from(limit / 2).unwrap_or(usize::MAX);
-    if configured > half {
+    let half = limit / 2;
+    if mapped >= half {
+        warn!(
+            mapped_bodies = mapped,
+            limit,
+            "cache.memory_size may hold more mapped bodies (one open file each, for bodies \
+             of 64 KiB or more) than half the open-file limit (RLIMIT_NOFILE); no entry \
+             file is kept open between hits (cache.open_files); raise the limit \
+             (systemd: LimitNOFILE) or lower cache.memory_size"
+        );
+        return 0;
+    }
+    let room = usize::try_from(half - mapped).unwrap_or(usize::MAX);
+    if configured > room {
         warn!(
             open_files = configured,
+            mapped_bodies = mapped,
             limit,
-            using = half,
-            "cache.open_files exceeds half the open-file limit (RLIMIT_NOFILE); \
-             raise the limit (systemd: LimitNOFILE) to keep that many open"
+            using = room,
+            "cache.open_files and the bodies cache.memory_size may map exceed half the \
+             open-file limit (RLIMIT_NOFILE); raise the limit (systemd: LimitNOFILE) to \
+             keep that many open"
         );
-        return half;
+        return room;
     }
     configured
+}
+
+/// How many bodies the memory tier of `memory_size` bytes may hold mapped, each with
+/// its entry file open: none when it keeps no body of [`MAPPED_BODY_MIN`] or more.
+pub(super) fn mapped_bodies(memory_size: u64, memory_max_object_size: u64) -> u64 {
+    if memory_max_object_size < MAPPED_BODY_MIN {
+        return 0;
+    }
+    memory_size / MAPPED_BODY_MIN
 }
 
 #[cfg(test)]
@@ -53,20 +84,36 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_budget_is_what_was_asked_within_half_the_open_file_limit() {
+    fn held_files_and_mapped_bodies_stay_within_half_the_open_file_limit() {
         // After the first call, the soft limit is what `budget` raised it to.
-        let small = budget(8);
+        let small = budget(8, 0);
         let Some(limit) = getrlimit(Resource::Nofile).current else {
-            eprintln!("skipped the clamp check: this process has no open-file limit");
-            assert_eq!(budget(usize::MAX), usize::MAX);
+            eprintln!("skipped the clamp checks: this process has no open-file limit");
+            assert_eq!(budget(usize::MAX, u64::MAX), usize::MAX);
             return;
         };
+        let half = limit / 2;
+        let as_count = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+        assert_eq!(small, 8.min(as_count(half)));
+        assert_eq!(budget(usize::MAX, 0), as_count(half));
+        assert_eq!(budget(as_count(half), 0), as_count(half));
+        // The mapped bodies take their share first.
+        let mapped = half / 2;
+        assert_eq!(budget(usize::MAX, mapped), as_count(half - mapped));
+        assert_eq!(budget(1, mapped), 1.min(as_count(half - mapped)));
+        assert_eq!(budget(usize::MAX, half), 0, "no room left");
+    }
+
+    #[test]
+    fn mapped_bodies_count_one_descriptor_per_smallest_mapped_body() {
+        let memory_size = 64 * 1024 * 1024;
+        assert_eq!(mapped_bodies(memory_size, 256 * 1024), 1024);
+        assert_eq!(mapped_bodies(memory_size, MAPPED_BODY_MIN), 1024);
         assert_eq!(
-            small,
-            8.min(usize::try_from(limit / 2).unwrap_or(usize::MAX))
+            mapped_bodies(memory_size, MAPPED_BODY_MIN - 1),
+            0,
+            "none mapped"
         );
-        let half = usize::try_from(limit / 2).unwrap_or(usize::MAX);
-        assert_eq!(budget(usize::MAX), half);
-        assert_eq!(budget(half), half);
+        assert_eq!(mapped_bodies(0, 256 * 1024), 0, "the tier is off");
     }
 }
