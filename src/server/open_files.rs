@@ -12,9 +12,11 @@ use tracing::{debug, warn};
 
 use crate::store::mapped::MAPPED_BODY_MIN;
 
-/// `configured` open entry files, or fewer, so that they and the `mapped` bodies the
-/// memory tier may hold (each with its file open) stay within half the open-file limit
-/// (the other half stays for connections, logs and the store's own work).
+/// `configured` open entry files, or fewer: at most what the `mapped` bodies the memory
+/// tier may hold (each with its file open) leave of half the open-file limit (the other
+/// half stays for connections, logs and the store's own work). The mapped bodies are
+/// not limited here: when they alone may take half, no file is held and a warning
+/// says to raise the limit or lower `cache.memory_size`.
 ///
 /// The soft limit is raised to the hard one first, as nginx's `worker_rlimit_nofile`
 /// and Go's runtime do: a shell's default soft limit of 1024 is a leftover of
@@ -47,8 +49,8 @@ pub(super) fn budget(configured: usize, mapped: u64) -> usize {
         warn!(
             mapped_bodies = mapped,
             limit,
-            "cache.memory_size may hold more mapped bodies (one open file each, for bodies \
-             of 64 KiB or more) than half the open-file limit (RLIMIT_NOFILE); no entry \
+            "cache.memory_size may hold as many mapped bodies (one open file each, for \
+             bodies of 64 KiB or more) as half the open-file limit (RLIMIT_NOFILE); no entry \
              file is kept open between hits (cache.open_files); raise the limit \
              (systemd: LimitNOFILE) or lower cache.memory_size"
         );
