@@ -35,18 +35,22 @@
 # Run:  bash benches/vs_nginx.sh            (about 8 minutes with the defaults)
 #       ROUNDS=5 DURATION=10s bash benches/vs_nginx.sh
 #
-# Results (also in the README, "Performance"), 2026-11-24 17:00 UTC, 2-core Xeon VM,
+# Results (also in the README, "Performance"), 2026-11-24 20:30 UTC, 2-core Xeon VM,
 # nothing else running, medians of 3 alternating 10 s runs:
 #   case            nginx req/s (p99, cpu us)   secondhit req/s (p99, cpu us)   ratio  per-core
-#   hit-1k          113095 (1.67 ms, 8.71)      147998 (1.24 ms, 6.67)          1.31   1.31
-#   hit-100k         64771 (1.67 ms, 13.73)      70936 (1.02 ms, 12.44)         1.10   1.10
-#   hit-10k-keys     96228 (2.07 ms, 10.12)     132373 (1.34 ms, 7.46)          1.38   1.36
-#   hit-10k-files    94112 (2.23 ms, 10.30)     102130 (1.93 ms, 9.68)          1.09   1.06
-#   pass-1k          82081 (1.92 ms, 10.83)      54743 (2.23 ms, 18.02)         0.67   0.60
-#   miss-1k          19407 (8.90 ms, 50.75)       5378 (34.31 ms, 175.28)       0.28   0.29
-#   secondhit: 2 threads under the memory-tier and pass loads (7 with the tier off: idle
+#   hit-1k          111285 (1.64 ms, 8.87)      145559 (1.89 ms, 6.76)          1.31   1.31
+#   hit-100k         69995 (1.46 ms, 12.64)      69229 (1.34 ms, 12.64)         0.99   1.00
+#   hit-10k-keys     83143 (2.85 ms, 11.48)     116944 (1.28 ms, 8.46)          1.41   1.36
+#   hit-10k-files    86320 (2.16 ms, 11.22)      87443 (2.53 ms, 11.29)         1.01   0.99
+#   pass-1k          82052 (2.09 ms, 10.82)      54612 (2.16 ms, 18.01)         0.67   0.60
+#   miss-1k          19873 (9.43 ms, 49.27)       5213 (35.92 ms, 180.78)       0.26   0.27
+#   secondhit: 2 threads under the memory-tier and pass loads (10 with the tier off: idle
 #   blocking threads of the warming fills, not yet expired; 34 under stored misses: the
-#   32 blocking threads); RSS 64.4 -> 65.4 MiB (+1.6%) over 60 s of 10k-key hits.
+#   32 blocking threads); RSS 66.4 -> 63.9 MiB (-3.7%) over 60 s of 10k-key hits.
+#   At 20:06 UTC (same request path): hit-1k 1.29 (p99 1.49 vs 1.60 ms), hit-100k 1.03
+#   (p99 1.56 vs 1.34 ms), 10k keys 1.36, files 1.05, pass 0.68, miss 0.27.
+#   At 17:00 UTC: hit-1k 1.31 (p99 1.24 vs 1.67 ms), hit-100k 1.10, 10k keys 1.38, files
+#   1.09, pass 0.67, miss 0.28.
 #   At 11:25 UTC, before entry files were held open (cache.open_files): hit-1k 1.29,
 #   hit-100k 1.00, 10k keys 1.41, files 0.79, pass 0.65, miss 0.27.
 #   At 10:47 UTC: hit-1k 1.31, hit-100k 1.03, 10k keys 1.32, files 0.80, pass 0.61, miss 0.30.
