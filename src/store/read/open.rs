@@ -146,21 +146,26 @@ impl Inner {
             self.memory.offer(epoch, key_hash, hot);
             (offered, copied) = (true, true);
         }
-        // A fill that left the index while its file was read (evicted, replaced, removed)
-        // was forgotten before these offers, which would then keep its copy or its
-        // unlinked file (and the file's disk space) until the tier evicts them. Every
-        // removal from the index comes before its forget, so this check sees it.
-        let left_index = self.index.peek(key_hash).map(|f| f.fill_id) != Some(fill_id);
-        // A copy made through a held file whose metadata was rewritten meanwhile: the
-        // update may have raised the epoch before `epoch` was read and dropped the held
-        // file (with its old metadata) only after this lookup took it, so the epoch
-        // check let the copy in. The update drops the held file before the copy
-        // (`MemoryTier::forget`), so either it drops this copy or this check sees the
-        // file gone.
-        let held_dropped =
-            copied && held.is_some_and(|file| !self.memory.holds_file(key_hash, &file));
-        if offered && (left_index || held_dropped) {
-            self.memory.forget(key_hash);
+        // Only after an offer: a hit that offered nothing (the common case on a held
+        // file) pays for no check.
+        if offered {
+            // A fill that left the index while its file was read (evicted, replaced,
+            // removed) was forgotten before these offers, which would then keep its copy
+            // or its unlinked file (and the file's disk space) until the tier evicts
+            // them. Every removal from the index comes before its forget, so this check
+            // sees it.
+            let left_index = self.index.peek(key_hash).map(|f| f.fill_id) != Some(fill_id);
+            // A copy made through a held file whose metadata was rewritten meanwhile:
+            // the update may have raised the epoch before `epoch` was read and dropped
+            // the held file (with its old metadata) only after this lookup took it, so
+            // the epoch check let the copy in. The update drops the held file before the
+            // copy (`MemoryTier::forget`), so either it drops this copy or this check
+            // sees the file gone.
+            let held_dropped =
+                copied && held.is_some_and(|file| !self.memory.holds_file(key_hash, &file));
+            if left_index || held_dropped {
+                self.memory.forget(key_hash);
+            }
         }
         entry
     }
