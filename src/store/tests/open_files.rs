@@ -98,10 +98,7 @@ async fn removal_newer_fills_and_metadata_updates_reach_the_held_files() {
     // A metadata update in place (an origin's 304): the held header must not stay.
     put_and_hold(&store, "updated", &body(5000, 6)).await;
     let found = entry(&store, "updated").await;
-    let mut refreshed = meta(200);
-    refreshed
-        .response_headers
-        .insert("etag", HeaderValue::from_static("\"v2\""));
+    let refreshed = refreshed();
     assert!(store.update_meta(&found, &refreshed).await.unwrap());
     drop(found);
     for _ in 0..2 {
