@@ -12,7 +12,9 @@
 //! trailing dot and the scheme's default port (80 or 443) removed, percent-escapes of unreserved
 //! characters decoded, remaining escapes upper-cased, dot segments removed, an
 //! empty path made `/`. The query keeps its order (origins may depend on it) but
-//! gets the same percent normalisation.
+//! gets the same percent normalisation. [`normalise_target`] rewrites a request into
+//! that normal form before anything else sees it, so the origin is asked for exactly
+//! what the key names.
 //!
 //! A site's cache rule may shape the key further ([`KeyShape`]): drop or keep listed
 //! query parameters, sort them, or leave the port out. Without a shape the key is built
@@ -43,6 +45,9 @@ pub enum KeyError {
     /// The host named by the request is not a valid URI authority.
     #[error("the request's host is not a valid authority: {0:?}")]
     InvalidHost(String),
+    /// The request target's normal form is not a valid target (it cannot be forwarded).
+    #[error("the request target cannot be normalised: {0:?}")]
+    InvalidTarget(String),
 }
 
 /// The scheme a client used: which listener its connection came in on.
@@ -209,6 +214,63 @@ impl fmt::Display for CacheKey {
     }
 }
 
+/// Rewrites a request's target and host into the normal form its cache key is built
+/// from, so that what is forwarded to the origin is what is keyed: a response fetched
+/// for `/evil/../app.js` or `Host: localhost.` is stored under the key of `/app.js` and
+/// `localhost`, so the origin must be asked for exactly that, or one client could poison
+/// another's URL. Returns the target as the client sent it when it changed (for the
+/// access log), `None` when the request was already normal (the usual case: checked
+/// without allocating). A site rule's key shape (dropped query parameters, an ignored
+/// port) is an operator's choice and is not applied here.
+pub fn normalise_target(
+    parts: &mut Parts,
+    scheme: ClientScheme,
+) -> Result<Option<http::Uri>, KeyError> {
+    let default_port = scheme.default_port();
+    if let Some(host) = parts.headers.get(http::header::HOST) {
+        let text = host.to_str().map_err(|_| {
+            KeyError::InvalidHost(String::from_utf8_lossy(host.as_bytes()).into_owned())
+        })?;
+        if !is_normal_authority(text, default_port) {
+            let normal = normalise_authority(text, default_port)?;
+            let value = http::HeaderValue::from_str(&normal)
+                .map_err(|_| KeyError::InvalidHost(normal.clone()))?;
+            parts.headers.insert(http::header::HOST, value);
+        }
+    }
+    let authority = parts.uri.authority().map(Authority::as_str);
+    let authority_is_normal = authority.is_none_or(|a| is_normal_authority(a, default_port));
+    let query_is_normal = parts.uri.query().is_none_or(|query| !query.contains('%'));
+    if authority_is_normal && query_is_normal && is_normal_path(parts.uri.path()) {
+        return Ok(None);
+    }
+    let mut target = String::with_capacity(parts.uri.path().len() + 16);
+    push_normalised_path(&mut target, parts.uri.path());
+    if let Some(query) = parts.uri.query() {
+        target.push('?');
+        push_percent_normalised(&mut target, query);
+    }
+    // A malformed escape (`%zz`) fails the quick check but is kept as it is.
+    let sent_target = parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
+    if authority_is_normal && target == sent_target {
+        return Ok(None);
+    }
+    let mut uri = http::uri::Parts::from(parts.uri.clone());
+    if let Some(authority) = authority.filter(|_| !authority_is_normal) {
+        let normal = normalise_authority(authority, default_port)?;
+        uri.authority = Some(normal.parse().map_err(|_| KeyError::InvalidHost(normal))?);
+    }
+    // The normal form only removes and decodes what was already a valid target.
+    uri.path_and_query = Some(
+        target
+            .parse()
+            .map_err(|_| KeyError::InvalidTarget(target.clone()))?,
+    );
+    let uri = http::Uri::from_parts(uri)
+        .map_err(|_| KeyError::InvalidTarget(parts.uri.to_string()))?;
+    Ok(Some(std::mem::replace(&mut parts.uri, uri)))
+}
+
 /// True when `raw` is already what [`normalise_authority`] makes of it, which the common
 /// `Host` is: a lower-case name or IPv4 address (`[a-z0-9.-]`, not ending in '.') with no
 /// port, or a port written canonically (no leading zero) other than `default_port`.
@@ -369,6 +431,28 @@ mod tests {
                 push_path_normalising(&mut normalised, &path);
                 prop_assert_eq!(normalised, path);
             }
+        }
+    }
+
+    proptest! {
+        /// A request rewritten by `normalise_target` has the key it had before, and is
+        /// its own normal form: what is forwarded is what is keyed.
+        #[test]
+        fn a_normalised_request_keeps_its_key_and_is_normal(
+            path in "/[a./%2Ee7]{0,14}(\\?[a=%7e3A]{0,6})?",
+            host in "[a-zA-Z.]{1,6}\\.?(:(80|080|0|8080|)?)?",
+        ) {
+            let request = http::Request::builder().uri(path.as_str()).header("host", host.as_str());
+            let Ok(request) = request.body(()) else { return Ok(()) };
+            let (mut parts, ()) = request.into_parts();
+            let Ok(before) = CacheKey::from_request(&parts, ClientScheme::Http) else { return Ok(()) };
+            normalise_target(&mut parts, ClientScheme::Http).expect("a keyed request normalises");
+            let after = CacheKey::from_request(&parts, ClientScheme::Http).expect("still keyed");
+            prop_assert_eq!(&before, &after);
+            let target = parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
+            let host = parts.headers.get("host").and_then(|h| h.to_str().ok()).unwrap_or("");
+            prop_assert_eq!(format!("http://{host}{target}"), after.as_str());
+            prop_assert_eq!(normalise_target(&mut parts, ClientScheme::Http), Ok(None));
         }
     }
 

@@ -180,22 +180,30 @@ impl Proxy {
         // The clock is read for the access log only.
         let started = self.access_log.is_on().then(Instant::now);
         let (mut head, body) = request.into_parts();
+        // The target as the client sent it, when normalising changed it: the access log's.
+        let mut sent_target = None;
         let routed = match hygiene::check_request(&mut head)
             .and_then(|()| max_forwards::take_hop(&mut head))
         {
             // `*` targets and `CONNECT` name nothing on the origin.
             Ok(_) if target_form::is_own(&head) => target_form::answer(&head),
-            Ok(Hop::Forward) => {
-                // Fields about the client's connection are gone before anything judges
-                // the request; the forwarding fields are added only where it is
-                // forwarded (`hygiene::Forwarding`).
-                crate::origin::strip_hop_by_hop(&mut head.headers);
-                let client = ClientConnection {
-                    ip: peer.ip(),
-                    scheme,
-                };
-                self.route(&head, client, body).await
-            }
+            Ok(Hop::Forward) => match crate::key::normalise_target(&mut head, scheme) {
+                // From here on the request is the one its key names: what is looked up,
+                // stored and forwarded are the same target and host.
+                Ok(sent) => {
+                    sent_target = sent;
+                    // Fields about the client's connection are gone before anything
+                    // judges the request; the forwarding fields are added only where it
+                    // is forwarded (`hygiene::Forwarding`).
+                    crate::origin::strip_hop_by_hop(&mut head.headers);
+                    let client = ClientConnection {
+                        ip: peer.ip(),
+                        scheme,
+                    };
+                    self.route(&head, client, body).await
+                }
+                Err(error) => Err(ProxyError::BadRequest(error)),
+            },
             Ok(Hop::Answer) => Ok(max_forwards::answer(&head)),
             Err(rejection) => Err(ProxyError::Rejected(rejection)),
         };
@@ -233,7 +241,7 @@ impl Proxy {
             received: now.checked_sub(started.elapsed()).unwrap_or(now),
             peer: peer.ip(),
             method: head.method,
-            target: head.uri,
+            target: sent_target.unwrap_or(head.uri),
             version: head.version,
             status: response.status(),
             referer: head.headers.remove(REFERER),

@@ -29,6 +29,7 @@ mod origin_limits;
 mod origin_pool;
 mod orphan_fills;
 mod proxy;
+mod poisoning;
 mod proxy_hygiene;
 // `secondhit simulate --recommend` and `--plot`, bench-only commands.
 #[cfg(feature = "bench")]

@@ -1,0 +1,134 @@
+//! Cache poisoning: every normalisation the cache key does, sent raw, must never let one
+//! URL's response answer another. The origin echoes the target and `Host` it received,
+//! so a body shows which request it answered; every raw spelling below is keyed as its
+//! normal form, and the origin must have been asked for exactly that form.
+
+use secondhit::config::AdmissionPolicy;
+
+use crate::proxy_hygiene::common::{Raw, exchange};
+use crate::support::{Reply, TestOrigin, TestProxy};
+
+/// What the echoing origin answers for a request of `target` with `Host: host`.
+fn echo(target: &str, host: &str) -> String {
+    format!("target={target} host={host}")
+}
+
+async fn echoing_setup() -> (TestOrigin, TestProxy) {
+    let origin = TestOrigin::start(|head| {
+        let target = head.uri.path_and_query().map_or("/", |pq| pq.as_str());
+        let host = (head.headers.get("host"))
+            .and_then(|host| host.to_str().ok())
+            .unwrap_or("");
+        Reply::ok("max-age=3600", echo(target, host).into_bytes())
+    })
+    .await;
+    // Every response is stored at once: a poisoned entry would be there to be hit.
+    let proxy = TestProxy::start(origin.addr, |c| {
+        c.admission.policy = AdmissionPolicy::Always;
+    })
+    .await;
+    (origin, proxy)
+}
+
+async fn get(proxy: &TestProxy, target: &str, host: &str) -> Raw {
+    let request = format!("GET {target} HTTP/1.1\r\nHost: {host}\r\n\r\n");
+    exchange(proxy, request.as_bytes()).await
+}
+
+fn body(raw: &Raw) -> String {
+    String::from_utf8_lossy(&raw.body).into_owned()
+}
+
+/// Sends `raw_target` with `raw_host` twice (a miss that stores, then a hit), then the
+/// normal form: every answer must be the origin's answer to the normal form.
+async fn assert_keyed_as_forwarded(raw_target: &str, raw_host: &str, target: &str, host: &str) {
+    let (origin, proxy) = echoing_setup().await;
+    let expected = echo(target, host);
+    for round in ["first", "second"] {
+        let raw = get(&proxy, raw_target, raw_host).await;
+        assert_eq!(raw.status, 200, "{round} {raw_target} Host: {raw_host}");
+        assert_eq!(
+            body(&raw),
+            expected,
+            "{round} {raw_target} Host: {raw_host}: the origin was asked for what is keyed"
+        );
+    }
+    let normal = get(&proxy, target, host).await;
+    assert_eq!(normal.status, 200);
+    assert!(
+        normal.list("cache-status").contains("hit"),
+        "{target} Host: {host} is answered from the entry {raw_target} Host: {raw_host} stored: {}",
+        normal.list("cache-status")
+    );
+    assert_eq!(
+        body(&normal),
+        expected,
+        "{target} Host: {host} never gets the answer to {raw_target} Host: {raw_host}"
+    );
+    if raw_target != target {
+        assert_eq!(origin.count(raw_target), 0, "the raw target never reached the origin");
+    }
+    assert_eq!(origin.total(), 1, "one origin fetch for one key");
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn dot_segments_are_merged_before_the_request_is_forwarded() {
+    assert_keyed_as_forwarded("/evil/../app.js", "localhost", "/app.js", "localhost").await;
+    assert_keyed_as_forwarded("/a/./b/../c.js", "localhost", "/a/c.js", "localhost").await;
+    assert_keyed_as_forwarded("/../../top.js", "localhost", "/top.js", "localhost").await;
+}
+
+#[tokio::test]
+async fn escaped_dot_segments_are_merged_before_the_request_is_forwarded() {
+    assert_keyed_as_forwarded("/x/%2e%2e/lib.css", "localhost", "/lib.css", "localhost").await;
+    assert_keyed_as_forwarded("/x/%2E/lib.css", "localhost", "/x/lib.css", "localhost").await;
+}
+
+#[tokio::test]
+async fn percent_escapes_are_forwarded_in_their_normal_form() {
+    assert_keyed_as_forwarded("/%7euser/%41", "localhost", "/~user/A", "localhost").await;
+    assert_keyed_as_forwarded("/q?x=%7e&y=%3a", "localhost", "/q?x=~&y=%3A", "localhost").await;
+}
+
+#[tokio::test]
+async fn host_spellings_are_forwarded_as_the_host_they_are_keyed_as() {
+    for raw_host in [
+        "localhost.",
+        "LocalHost",
+        "localhost:80",
+        "localhost:080",
+        "localhost:00080",
+        "localhost:",
+    ] {
+        assert_keyed_as_forwarded("/host.js", raw_host, "/host.js", "localhost").await;
+    }
+    // A port other than the default stays, written canonically.
+    assert_keyed_as_forwarded("/port.js", "localhost:08080", "/port.js", "localhost:8080").await;
+}
+
+#[tokio::test]
+async fn an_absolute_form_target_is_forwarded_as_it_is_keyed() {
+    let (origin, proxy) = echoing_setup().await;
+    let request =
+        b"GET http://LOCALHOST./evil/../abs.js HTTP/1.1\r\nHost: localhost.\r\n\r\n";
+    let raw = exchange(&proxy, request).await;
+    assert_eq!(raw.status, 200);
+    assert_eq!(body(&raw), echo("/abs.js", "localhost"));
+    let normal = get(&proxy, "/abs.js", "localhost").await;
+    assert!(normal.list("cache-status").contains("hit"));
+    assert_eq!(body(&normal), echo("/abs.js", "localhost"));
+    assert_eq!(origin.total(), 1);
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn an_unsafe_method_is_forwarded_with_the_target_it_invalidates() {
+    let (origin, proxy) = echoing_setup().await;
+    let request = b"POST /evil/../form HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n";
+    let raw = exchange(&proxy, request).await;
+    assert_eq!(raw.status, 200);
+    assert_eq!(body(&raw), echo("/form", "localhost"));
+    assert_eq!(origin.count("/evil/../form"), 0);
+    proxy.stop().await;
+}
