@@ -1,6 +1,7 @@
 //! Serving a stored entry: the body, verified whole up front when it is small,
-//! or verified as it streams when it is not; or a byte range of it, verified by the
-//! blocks it touches (see `blocks`).
+//! or verified block by block as it streams when it is not; or a byte range of it,
+//! verified by the blocks it touches (see `blocks`). Either way no byte leaves the
+//! store before the block that holds it passed its checksum.
 //!
 //! Reads are positioned reads on a plain file, tried first on the runtime's own
 //! thread for what the page cache holds (`Wait::CachedOnly`), and moved to a
@@ -17,15 +18,15 @@ use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use futures_util::future::Either;
-use xxhash_rust::xxh3::Xxh3Default;
 
 use super::Inner;
 use super::disk::{self, Damage, Wait};
 use super::entry::EntryMeta;
 use super::memory::HotEntry;
 
-/// Bodies are read from disk in chunks of this size.
-pub(crate) const BODY_CHUNK: u64 = 64 * 1024;
+/// Bodies read from disk stream in chunks of at most one block of the block table.
+#[cfg(test)]
+pub(crate) const BODY_CHUNK: u64 = super::entry::blocks::BLOCK_LEN;
 
 mod blocks;
 mod open;
@@ -66,7 +67,7 @@ pub struct StoredEntry {
     pub meta: Arc<EntryMeta>,
     /// The body length in bytes.
     pub body_len: u64,
-    /// Expected xxh3-64 of the body, checked as the body streams.
+    /// Expected xxh3-64 of the whole body, kept for the memory tier's copy.
     body_hash: u64,
     /// File offset of the body (the header's length), where reads start.
     body_offset: u64,
@@ -102,19 +103,10 @@ struct BodyState {
     remaining: u64,
     /// File offset of the next read.
     position: u64,
-    /// How bytes read from the file are verified.
-    check: Check,
-}
-
-/// How a body stream verifies what it reads from the file (a body in memory was
-/// verified before it got there).
-enum Check {
-    /// Against the whole body's checksum, when the last chunk is read. Boxed: the
-    /// hasher carries a large buffer that would bloat the future.
-    Whole(Box<Xxh3Default>),
-    /// Block by block, against the block table, before any byte of a block is yielded;
-    /// holds the table entries read so far.
-    Blocks(Option<Sums>),
+    /// The block table entries read so far: every block read from the file is checked
+    /// against its entry before any of its bytes is yielded (a body in memory was
+    /// verified before it got there).
+    sums: Option<Sums>,
 }
 
 impl StoredEntry {
@@ -217,11 +209,12 @@ impl StoredEntry {
     }
 
     /// The body, exactly `body_len` bytes: in one piece when it was verified
-    /// whole, otherwise read from the file in chunks of 64 KiB. A streamed
-    /// body's checksum is verified before the last chunk is yielded: on a
-    /// mismatch the stream ends with an `InvalidData` error instead, and the
-    /// entry is discarded and counted, so a corrupt body never reaches a
-    /// client complete. A file cut short ends it with `UnexpectedEof`, likewise.
+    /// whole, otherwise read from the file block by block (64 KiB). Each block is
+    /// checked against its entry in the block table before any of its bytes is
+    /// yielded: a damaged block ends the stream with an `InvalidData` error instead,
+    /// and the entry is discarded and counted, so a client receives only verified
+    /// bytes, cut at the first bad block. A file cut short ends it with
+    /// `UnexpectedEof`, likewise.
     pub fn into_body_stream(
         self,
     ) -> impl futures_util::Stream<Item = io::Result<Bytes>> + Send + 'static {
@@ -229,7 +222,7 @@ impl StoredEntry {
             remaining: self.body_len,
             position: self.body_offset,
             entry: self.without_prefetch(),
-            check: Check::Whole(Box::new(Xxh3Default::new())),
+            sums: None,
         };
         body_stream(state)
     }
@@ -275,7 +268,7 @@ impl StoredEntry {
             remaining: last - first + 1,
             position: self.body_offset + first,
             entry: self,
-            check: Check::Blocks(None),
+            sums: None,
         };
         Either::Right(body_stream(state))
     }
@@ -305,7 +298,7 @@ impl StoredEntry {
                 remaining: 0,
                 position: 0,
                 entry,
-                check: Check::Blocks(None),
+                sums: None,
             },
             ranges,
             next: 0,
@@ -391,26 +384,8 @@ async fn next_chunk(st: &mut BodyState) -> io::Result<Bytes> {
         }
         Source::File(file) | Source::Verified { file, .. } => Arc::clone(file),
     };
-    let hasher = match &mut st.check {
-        Check::Whole(hasher) => hasher,
-        Check::Blocks(sums) => {
-            let (position, remaining) = (&mut st.position, &mut st.remaining);
-            return blocks::next_chunk(&st.entry, &file, sums, position, remaining).await;
-        }
-    };
-    let want = st.remaining.min(BODY_CHUNK);
-    let buf = read_file(&st.entry, &file, want, st.position).await?;
-    st.remaining -= want;
-    st.position += want;
-    hasher.update(&buf);
-    if st.remaining == 0 && hasher.digest() != st.entry.body_hash {
-        discard(&st.entry, Damage::Checksum, "body checksum mismatch").await;
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            "cached body fails its checksum",
-        ));
-    }
-    Ok(Bytes::from(buf))
+    let (sums, position, remaining) = (&mut st.sums, &mut st.position, &mut st.remaining);
+    blocks::next_chunk(&st.entry, &file, sums, position, remaining).await
 }
 
 /// Reads `len` bytes of `entry`'s file at `position`: from the page cache on this thread

@@ -7,9 +7,9 @@
 //!   blocks of a small range (at most [`VERIFY_FIRST_MAX`] bytes of blocks) before the
 //!   response's head is sent. A damaged block then discards the entry, and the request
 //!   is a miss that goes to the origin: the client never sees the damage at all.
-//! - [`next_chunk`]: a longer range streams block by block; a damaged block ends the
-//!   stream with an error before its first byte, so the client gets a cut-off 206, never
-//!   a complete one with a wrong byte.
+//! - [`next_chunk`]: a longer range, and every whole body read from its file, streams
+//!   block by block; a damaged block ends the stream with an error before its first
+//!   byte, so the client gets a response cut at the first bad block, never a wrong byte.
 //!
 //! A body the memory tier holds, mapped or copied, was verified whole when it got there,
 //! so its ranges are slices with nothing more to check.

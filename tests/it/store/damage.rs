@@ -6,7 +6,7 @@ use crate::support::{self, TestProxy};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn damaged_entries_are_never_served_whole_and_are_removed_and_counted() {
     const SMALL: usize = 4000; // under cache.verify_whole_below (64 KiB): verified up front
-    const LARGE: usize = 300_000; // streamed and verified at the end
+    const LARGE: usize = 300_000; // streamed and verified block by block
     let origin = versioned_origin().await;
     let temp = tempfile::tempdir().expect("temp dir");
     let cache_dir = temp.path().join("cache");
@@ -146,4 +146,85 @@ async fn a_file_damaged_while_held_open_is_not_served_and_is_fetched_again() {
     assert_eq!(origin.count(path), 2);
     let stats = proxy.store.stats();
     assert_eq!(stats.checksum_failures, 1, "{stats:?}");
+}
+
+/// Flips one bit of body byte `at` of the entry file `file`, whose body is `body_len`
+/// bytes followed by its block table; returns the flipped byte's body offset.
+fn flip_body_byte(file: &std::path::Path, body_len: usize, at: usize) -> usize {
+    let mut bytes = std::fs::read(file).expect("entry");
+    let table = body_len.div_ceil(64 * 1024) * 8;
+    let body_start = bytes.len() - table - body_len;
+    bytes[body_start + at] ^= 0x10;
+    std::fs::write(file, bytes).expect("damage");
+    at
+}
+
+/// Reads a response's body until it ends or fails: what a client received.
+async fn received(response: reqwest::Response) -> (Vec<u8>, bool) {
+    let mut response = response;
+    let mut body = Vec::new();
+    loop {
+        match response.chunk().await {
+            Ok(Some(chunk)) => body.extend_from_slice(&chunk),
+            Ok(None) => return (body, true),
+            Err(_) => return (body, false),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_large_body_is_cut_before_its_first_bad_block_and_removed() {
+    const BLOCK: usize = 64 * 1024;
+    let origin = versioned_origin().await;
+    let temp = tempfile::tempdir().expect("temp dir");
+    let cache_dir = temp.path().join("cache");
+    let (big, edge) = ("/big-3000000", "/edge-1048577");
+    fill_and_stop(&origin, &cache_dir, &[big.to_owned(), edge.to_owned()]).await;
+    let files = entry_files_by_path(&cache_dir);
+    let damaged_at = [
+        (big, flip_body_byte(&files[big], 3_000_000, 1_500_000)),
+        (edge, flip_body_byte(&files[edge], 1_048_577, 524_300)),
+    ];
+    // Bodies streamed from their files, block by block.
+    let proxy = TestProxy::start_in(origin.addr, &cache_dir, |config| {
+        always(config);
+        config.cache.memory_size = 0;
+    })
+    .await;
+    let b = base(&proxy);
+    for (path, at) in damaged_at {
+        let original = object(path, 1);
+        let response = request(&b, path).send().await;
+        let (body, complete) = match response {
+            Ok(response) => received(response).await,
+            // The cut may come before the head was flushed.
+            Err(_) => (Vec::new(), false),
+        };
+        assert!(!complete, "{path}: a damaged body is never sent complete");
+        // Compared whole, printed by length only: the bodies are megabytes.
+        assert!(
+            body[..] == original[..body.len()],
+            "{path}: the {} bytes received are not all the origin's",
+            body.len()
+        );
+        assert!(
+            body.len() <= at / BLOCK * BLOCK,
+            "{path}: {} bytes received, the block of byte {at} was sent",
+            body.len()
+        );
+        assert!(!files[path].exists(), "{path}: the damaged file is removed");
+        // A resumed download is not served from the removed entry.
+        let resumed = request(&b, path)
+            .header("range", format!("bytes={}-", body.len()))
+            .send()
+            .await
+            .expect("resumed request");
+        let cache = support::ParsedCacheStatus::from_headers(resumed.headers());
+        assert!(
+            !cache.hit,
+            "{path}: resumed from the damaged entry: {cache:?}"
+        );
+    }
+    assert_eq!(proxy.store.stats().checksum_failures, 2);
+    proxy.stop().await;
 }
