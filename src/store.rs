@@ -39,9 +39,9 @@
 //!   `cache.memory_max_object_size`) leaves a copy in memory, within
 //!   `cache.memory_size`; later lookups of the same fill read no file (see
 //!   `memory` for how the copy follows the disk entry). A body of 64 KiB or
-//!   more is mapped from its file rather than copied ([`mapped`]), so the
-//!   socket can send it with `sendfile(2)`; it is verified through the mapping
-//!   once, on a blocking thread (hashing may fault pages in from the disk).
+//!   more is copied into a sealed memory file rather than onto the heap
+//!   ([`mapped`]), so the socket can send it with `sendfile(2)`; it is hashed as
+//!   it is copied, on a blocking thread, and nothing can change it afterwards.
 //! - **Reads.** A lookup opens the file, reads its header (and a small body) in one
 //!   or two positioned reads that take only what the page cache holds, on the
 //!   calling thread; only a read that must wait for the disk moves to a blocking

@@ -3,9 +3,9 @@
 //! too, and running out of them makes `accept` fail.
 //!
 //! The held files are not the store's only descriptors: each body of at least
-//! [`MAPPED_BODY_MIN`] in the memory tier is mapped from its entry file and keeps that
-//! file open (to send it with `sendfile`), so `cache.memory_size` can account for up to
-//! one descriptor per that many bytes beside the held files.
+//! [`MAPPED_BODY_MIN`] in the memory tier is a sealed memory file, kept open (to send
+//! it with `sendfile`), so `cache.memory_size` can account for up to one descriptor per
+//! that many bytes beside the held files.
 
 use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
 use tracing::{debug, warn};
@@ -13,7 +13,7 @@ use tracing::{debug, warn};
 use crate::store::mapped::MAPPED_BODY_MIN;
 
 /// `configured` open entry files, or fewer: at most what the `mapped` bodies the memory
-/// tier may hold (each with its file open) leave of half the open-file limit (the other
+/// tier may hold (each a memory file kept open) leave of half the open-file limit (the other
 /// half stays for connections, logs and the store's own work). The mapped bodies are
 /// not limited here: when they alone may take half, no file is held and a warning
 /// says to raise the limit or lower `cache.memory_size`.

@@ -1,10 +1,10 @@
 //! The client socket, sending mapped bodies straight from their files.
 //!
 //! hyper writes a response as slices of `Bytes` (`poll_write_vectored`). When one of
-//! them is (part of) a body the store mapped from its entry file
+//! them is (part of) a body the memory tier holds as a sealed memory file
 //! ([`store::mapped::file_span`]), [`ZeroCopyStream`] sends it with `sendfile(2)`
-//! from the file instead of copying it from memory into the socket, as nginx does
-//! with `sendfile on`; the kernel then hands the page cache's pages to the socket.
+//! from that file instead of copying it from memory into the socket, as nginx does
+//! with `sendfile on`; the kernel then hands the file's pages to the socket.
 //! Slices before it are written first, as usual, and hyper asks again for the rest,
 //! so a response head and its body take two system calls. Any other slice (heads,
 //! heap bodies) is written as it would be without this stream. TLS connections are not

@@ -1,23 +1,25 @@
-//! Bodies mapped from their entry files, which the socket layer can send with
+//! Hot bodies held as sealed memory files, which the socket layer can send with
 //! `sendfile(2)` instead of copying them.
 //!
 //! A large hot body kept in the memory tier as a heap copy costs a copy into the
 //! socket on every hit: for a 100 KiB object that copy was about a third of a hit's
-//! CPU time. Mapped instead ([`map_body`]), its bytes are the page cache's own; the
-//! body still travels through hyper as ordinary `Bytes`, and the connection's stream
-//! (`server::zero_copy`) asks [`file_span`] whether a slice it is told to write is one
-//! of these; if so it sends it from the file, which the kernel does without a copy.
-//! Nothing depends on that recognition: a writer that does not ask writes the mapped
-//! bytes like any others.
+//! CPU time. Held instead as a memory file ([`sealed_copy`]), its bytes are that
+//! file's pages; the body still travels through hyper as ordinary `Bytes` (a read-only
+//! mapping of the file), and the connection's stream (`server::zero_copy`) asks
+//! [`file_span`] whether a slice it is told to write is one of these; if so it sends
+//! it from the file, which the kernel does without a copy. Nothing depends on that
+//! recognition: a writer that does not ask writes the mapped bytes like any others.
+//!
+//! Why a copy and not a mapping of the entry file itself: an entry file can be changed
+//! or truncated behind the store's back (a disk fault, an operator, another process),
+//! and a mapping would then serve bytes that never passed a checksum, or fault with
+//! SIGBUS past a cut. The copy is made once, hashed as it is written, and sealed
+//! (`F_SEAL_WRITE`, `F_SEAL_SHRINK`, `F_SEAL_GROW`) before it is mapped, so the kernel
+//! refuses every later change: the bytes a hit sends are the bytes that were verified.
 //!
 //! Every mapping is registered by its address range while a `Bytes` of it lives, and
 //! unregistered before it is unmapped, so an address is never found after its mapping
 //! is gone (a slice being written keeps its mapping alive: the writer holds a `Bytes`).
-//!
-//! Safety of the mapping: an entry file's body is written once, before the file is
-//! renamed into place, and never written or truncated afterwards (a metadata update
-//! rewrites a header slot, never the body; a removal unlinks the file, which leaves
-//! a mapping valid). So the mapped body bytes never change under the slices made of them.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -27,8 +29,9 @@ use std::sync::{Arc, RwLock};
 
 use bytes::Bytes;
 use memmap2::{Mmap, MmapOptions};
+use xxhash_rust::xxh3::{Xxh3Default, xxh3_64};
 
-/// Bodies at least this long are mapped rather than copied into the memory tier:
+/// Bodies at least this long are held as sealed memory files rather than heap copies:
 /// below it a copy into the socket costs less than the mapping's page-table work
 /// and the second system call (head, then body) that sending from a file takes.
 pub const MAPPED_BODY_MIN: u64 = 64 * 1024;
@@ -37,7 +40,7 @@ pub const MAPPED_BODY_MIN: u64 = 64 * 1024;
 struct Span {
     /// One past the range's last address.
     end: usize,
-    /// The entry file, open for as long as the mapping lives.
+    /// The sealed memory file, open for as long as the mapping lives.
     file: Arc<File>,
     /// File offset of the range's first byte.
     offset: u64,
@@ -53,8 +56,7 @@ static MAPPED: AtomicUsize = AtomicUsize::new(0);
 
 /// The owner of one mapped body: unregisters it before unmapping it.
 struct MappedBody {
-    /// Exactly the body (memmap2 maps from the page boundary below the offset and
-    /// hides the difference).
+    /// Exactly the body: the whole sealed memory file.
     map: Mmap,
 }
 
@@ -77,27 +79,66 @@ impl Drop for MappedBody {
     }
 }
 
-/// Maps the `len` body bytes at `offset` of `file` (an entry file, whose body never
-/// changes once committed) and registers them for [`file_span`].
-pub(super) fn map_body(file: Arc<File>, offset: u64, len: u64) -> io::Result<Bytes> {
+/// Bytes copied per read while making a sealed copy.
+const COPY_CHUNK: usize = 256 * 1024;
+
+/// What [`sealed_copy`] made of a body.
+pub(super) enum Copied {
+    /// The verified body, mapped from its sealed memory file and registered for
+    /// [`file_span`].
+    Body(Bytes),
+    /// The body read from the entry file does not match `body_hash`.
+    Mismatch,
+}
+
+/// Copies the `len` body bytes at `offset` of the entry file `file` into a new memory
+/// file, hashing them on the way, and, when their xxh3-64 is `body_hash`, seals that
+/// file against every change and maps it read-only (module docs). A file shorter than
+/// `offset + len` is an `UnexpectedEof` error. Blocks on the disk: call it where waiting
+/// is allowed.
+pub(super) fn sealed_copy(
+    file: &File,
+    offset: u64,
+    len: u64,
+    body_hash: u64,
+) -> io::Result<Copied> {
+    use rustix::fs::{MemfdFlags, SealFlags};
+    use std::os::unix::fs::FileExt;
+
     let len_usize = usize::try_from(len).map_err(io::Error::other)?;
     if len_usize == 0 {
-        return Ok(Bytes::new());
+        return Ok(match xxh3_64(&[]) == body_hash {
+            true => Copied::Body(Bytes::new()),
+            false => Copied::Mismatch,
+        });
     }
-    // SAFETY: the range is an entry file's committed body, which is never written or
-    // truncated again (module docs).
-    let map = unsafe {
-        MmapOptions::new()
-            .offset(offset)
-            .len(len_usize)
-            .map(&*file)?
-    };
+    let flags = MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING;
+    let copy = File::from(rustix::fs::memfd_create("secondhit-body", flags)?);
+    copy.set_len(len)?;
+    let mut hasher = Xxh3Default::new();
+    let mut buf = vec![0u8; COPY_CHUNK.min(len_usize)];
+    let mut done = 0usize;
+    while done < len_usize {
+        let chunk = &mut buf[..COPY_CHUNK.min(len_usize - done)];
+        file.read_exact_at(chunk, offset + done as u64)?;
+        hasher.update(chunk);
+        copy.write_all_at(chunk, done as u64)?;
+        done += chunk.len();
+    }
+    if hasher.digest() != body_hash {
+        return Ok(Copied::Mismatch);
+    }
+    let seals = SealFlags::WRITE | SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL;
+    rustix::fs::fcntl_add_seals(&copy, seals)?;
+    // SAFETY: the file is sealed against writes, shrinking and growing, so the mapped
+    // bytes can neither change nor vanish (no SIGBUS) while the mapping lives.
+    let map = unsafe { MmapOptions::new().len(len_usize).map(&copy)? };
     let body = MappedBody { map };
     let begin = body.as_ref().as_ptr() as usize;
     let span = Span {
         end: begin + len_usize,
-        file,
-        offset,
+        file: Arc::new(copy),
+        offset: 0,
     };
     {
         let mut spans = SPANS
@@ -107,7 +148,7 @@ pub(super) fn map_body(file: Arc<File>, offset: u64, len: u64) -> io::Result<Byt
             MAPPED.fetch_add(1, Ordering::Relaxed);
         }
     }
-    Ok(Bytes::from_owner(body))
+    Ok(Copied::Body(Bytes::from_owner(body)))
 }
 
 /// The file and offset holding exactly `data`, when `data` lies within a body mapped
@@ -135,44 +176,82 @@ mod tests {
     use super::*;
     use std::io::Write;
 
-    fn file_of(bytes: &[u8]) -> (tempfile::TempDir, Arc<File>) {
+    fn file_of(bytes: &[u8]) -> (tempfile::TempDir, File) {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("entry");
         let mut file = File::create(&path).expect("create");
         file.write_all(bytes).expect("write");
-        (dir, Arc::new(File::open(&path).expect("open")))
+        (dir, File::open(&path).expect("open"))
+    }
+
+    fn copied(copied: io::Result<Copied>) -> Bytes {
+        match copied.expect("copied") {
+            Copied::Body(body) => body,
+            Copied::Mismatch => panic!("the body matches its hash"),
+        }
     }
 
     #[test]
-    fn a_mapped_body_holds_the_file_bytes_and_is_found_while_it_lives() {
-        let content: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+    fn a_sealed_copy_holds_the_file_bytes_and_is_found_while_it_lives() {
+        let content: Vec<u8> = (0..600_000u32).map(|i| (i % 251) as u8).collect();
         let (_dir, file) = file_of(&content);
-        // An offset inside a page: the mapping starts at the page boundary below.
-        let (offset, len) = (5_000u64, 150_000u64);
-        let body = map_body(Arc::clone(&file), offset, len).expect("map");
-        assert_eq!(&body[..], &content[5_000..155_000]);
+        // More than one copy chunk, from an offset inside a page.
+        let (offset, len) = (5_000u64, 550_000u64);
+        let expected = &content[5_000..555_000];
+        let body = copied(sealed_copy(&file, offset, len, xxh3_64(expected)));
+        assert_eq!(&body[..], expected);
 
         let slice = body.slice(1_000..71_000);
-        let (found, at) = file_span(&slice).expect("a slice of a mapped body is found");
-        assert!(Arc::ptr_eq(&found, &file));
-        assert_eq!(at, offset + 1_000);
+        let (found, at) = file_span(&slice).expect("a slice of a sealed copy is found");
+        assert_eq!(at, 1_000);
+        let mut sent = vec![0u8; 70_000];
+        std::os::unix::fs::FileExt::read_exact_at(&*found, &mut sent, at).expect("read");
+        assert_eq!(&sent[..], &expected[1_000..71_000]);
         // Bytes outside every mapping are not.
         assert!(file_span(&content[..70_000]).is_none());
 
+        // Compared by file, not by address: another test may map at the freed address.
+        let weak = Arc::downgrade(&found);
         drop(found);
         drop((body, slice));
-        // Compared by file, not by address: another test may map at the freed address.
-        let spans = SPANS.read().expect("spans");
         assert!(
-            spans.values().all(|span| !Arc::ptr_eq(&span.file, &file)),
-            "a dropped mapping is unregistered"
+            weak.upgrade().is_none(),
+            "a dropped copy is unregistered and closed"
         );
     }
 
     #[test]
-    fn an_empty_body_maps_to_nothing() {
+    fn a_sealed_copy_cannot_be_changed_through_its_file() {
+        let content = vec![7u8; 100_000];
+        let (_dir, file) = file_of(&content);
+        let body = copied(sealed_copy(&file, 0, 100_000, xxh3_64(&content)));
+        let (copy, _) = file_span(&body).expect("registered");
+        let write = std::os::unix::fs::FileExt::write_at(&*copy, b"x", 10);
+        assert!(write.is_err(), "a write to the sealed copy is refused");
+        assert!(copy.set_len(10).is_err(), "the sealed copy cannot shrink");
+        assert_eq!(&body[..], &content[..]);
+    }
+
+    #[test]
+    fn a_body_that_fails_its_hash_or_is_cut_short_is_not_copied() {
+        let content = vec![3u8; 80_000];
+        let (_dir, file) = file_of(&content);
+        let wrong = xxh3_64(&content) ^ 1;
+        assert!(matches!(
+            sealed_copy(&file, 0, 80_000, wrong),
+            Ok(Copied::Mismatch)
+        ));
+        let short = sealed_copy(&file, 1_000, 80_000, xxh3_64(&content));
+        assert_eq!(
+            short.err().map(|e| e.kind()),
+            Some(io::ErrorKind::UnexpectedEof)
+        );
+    }
+
+    #[test]
+    fn an_empty_body_copies_to_nothing() {
         let (_dir, file) = file_of(b"header only");
-        let body = map_body(file, 11, 0).expect("map");
+        let body = copied(sealed_copy(&file, 11, 0, xxh3_64(&[])));
         assert!(body.is_empty());
     }
 }

@@ -209,7 +209,7 @@ impl Inner {
             body: None,
             fresh: false,
         };
-        self.read_body_sync(path, opened, None, &[], read_whole_below, wait)
+        self.read_body_sync(path, opened, &[], read_whole_below, wait)
     }
 
     /// [`Inner::open_sync`] of a file not held open: opened, its header read and
@@ -249,25 +249,16 @@ impl Inner {
             body: None,
             fresh: true,
         };
-        self.read_body_sync(
-            || path.clone(),
-            opened,
-            Some(file_len),
-            &bytes,
-            read_whole_below,
-            wait,
-        )
+        self.read_body_sync(|| path.clone(), opened, &bytes, read_whole_below, wait)
     }
 
     /// Reads and verifies the whole body of `opened` if it is shorter than
-    /// `read_whole_below` (mapped, if it is large and bound for the memory tier).
-    /// `file_len` is the file's length (`None`: not known, asked of the file only
-    /// before mapping); `first_read` is what was read from the file's start already.
+    /// `read_whole_below` (into a sealed memory file, if it is large and bound for the
+    /// memory tier); `first_read` is what was read from the file's start already.
     fn read_body_sync(
         &self,
         path: impl Fn() -> std::path::PathBuf,
         mut opened: OpenEntry,
-        file_len: Option<u64>,
         first_read: &[u8],
         read_whole_below: u64,
         wait: Wait,
@@ -279,28 +270,24 @@ impl Inner {
         if preamble.body_len >= mapped::MAPPED_BODY_MIN
             && preamble.body_len < self.memory.read_whole_below()
         {
-            // A large body for the memory tier is mapped, not copied (see `mapped`).
-            // Hashing the mapping may fault pages in from the disk, which only a
-            // blocking thread may wait for.
+            // A large body for the memory tier is copied into a sealed memory file
+            // (see `mapped`), reading the disk, which only a blocking thread may wait for.
             if wait == Wait::CachedOnly {
                 return Err(io_err(&path())(io::ErrorKind::WouldBlock.into()));
             }
             let (offset, len) = (preamble.header_len(), preamble.body_len);
-            let file_len = match file_len {
-                Some(len) => len,
-                None => file.metadata().map_err(|e| io_err(&path())(e))?.len(),
+            let body = match mapped::sealed_copy(file, offset, len, preamble.body_hash) {
+                Ok(mapped::Copied::Body(body)) => body,
+                Ok(mapped::Copied::Mismatch) => {
+                    let reason = "body checksum mismatch".to_owned();
+                    return Ok(Opened::Damaged(Damage::Checksum, reason));
+                }
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                    let reason = "body shorter than declared".to_owned();
+                    return Ok(Opened::Damaged(Damage::Invalid, reason));
+                }
+                Err(e) => return Err(io_err(&path())(e)),
             };
-            if offset + len > file_len {
-                // Reading a mapping past the end of its file is a SIGBUS, not an error.
-                let reason = "body shorter than declared".to_owned();
-                return Ok(Opened::Damaged(Damage::Invalid, reason));
-            }
-            let body =
-                mapped::map_body(Arc::clone(file), offset, len).map_err(|e| io_err(&path())(e))?;
-            if xxh3_64(&body) != preamble.body_hash {
-                let reason = "body checksum mismatch".to_owned();
-                return Ok(Opened::Damaged(Damage::Checksum, reason));
-            }
             opened.body = Some(body);
             return Ok(Opened::Entry(Box::new(opened)));
         }

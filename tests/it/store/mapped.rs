@@ -88,3 +88,97 @@ async fn a_damaged_large_body_is_never_mapped_or_served() {
     assert_eq!(origin.count(path), 2);
     assert!(!file.exists(), "the damaged file is removed");
 }
+
+/// Flips one bit of body byte `at` of `file` in place, through a write to the open file
+/// (the inode and any mapping of it see the change).
+fn flip_in_place(file: &std::path::Path, body_len: usize, at: usize) {
+    use std::os::unix::fs::FileExt;
+    let entry = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(file);
+    let entry = entry.expect("open entry");
+    let len = entry.metadata().expect("stat").len() as usize;
+    let offset = (len - body_len.div_ceil(64 * 1024) * 8 - body_len + at) as u64;
+    let mut byte = [0u8];
+    entry.read_exact_at(&mut byte, offset).expect("read");
+    entry.write_all_at(&[byte[0] ^ 0x08], offset).expect("flip");
+}
+
+/// The entry file of every stored path, whatever the key's authority (an HTTP/2 key
+/// names the proxy's address): by the path its key ends with.
+fn entry_files_by_key_end(
+    cache_dir: &std::path::Path,
+) -> std::collections::HashMap<String, std::path::PathBuf> {
+    let mut found = std::collections::HashMap::new();
+    for file in support::files_under(&cache_dir.join("objects")) {
+        let bytes = std::fs::read(&file).expect("entry");
+        let key_len = u32::from_le_bytes(bytes[12..16].try_into().expect("4 bytes")) as usize;
+        let key = String::from_utf8_lossy(&bytes[64..64 + key_len]).into_owned();
+        let path = key.splitn(4, '/').nth(3).map(|path| format!("/{path}"));
+        found.insert(path.expect("a key with a path"), file);
+    }
+    found
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hot_body_changed_or_cut_behind_the_store_is_served_as_verified_then_removed() {
+    let origin = versioned_origin().await;
+    let temp = tempfile::tempdir().expect("temp dir");
+    let cache_dir = temp.path().join("cache");
+    let (flipped, cut) = ("/flipped-200000", "/cut-200000");
+    fill_and_stop(&origin, &cache_dir, &[flipped.to_owned(), cut.to_owned()]).await;
+
+    let proxy = TestProxy::start_in(origin.addr, &cache_dir, always).await;
+    proxy.wait_scanned().await;
+    let b = base(&proxy);
+    let h2 = support::h2c_client();
+    let over_h2 = "/flipped-h2-200000";
+    assert!(send(h2.get(format!("{b}{over_h2}"))).await.cache.stored);
+    proxy.wait_committed(1).await;
+    // Hot: the first hits put the bodies into the memory tier.
+    for _ in 0..3 {
+        assert!(fetch(&b, flipped).await.cache.hit);
+        assert!(fetch(&b, cut).await.cache.hit);
+        assert!(send(h2.get(format!("{b}{over_h2}"))).await.cache.hit);
+    }
+    assert_eq!(proxy.store.stats().memory_objects, 3);
+    let files = entry_files_by_key_end(&cache_dir);
+    flip_in_place(&files[flipped], 200_000, 100_000);
+    flip_in_place(&files[over_h2], 200_000, 100_000);
+    let entry = std::fs::OpenOptions::new().write(true).open(&files[cut]);
+    entry.and_then(|f| f.set_len(1000)).expect("cut");
+
+    for round in 0..3 {
+        for path in [flipped, cut] {
+            let seen = fetch(&b, path).await;
+            assert_eq!(seen.status, 200, "{path} round {round}");
+            assert!(
+                seen.body == object(path, 1),
+                "{path} round {round}: {} bytes, not the verified body",
+                seen.body.len()
+            );
+        }
+        let seen = send(h2.get(format!("{b}{over_h2}"))).await;
+        assert!(
+            seen.body == object(over_h2, 1),
+            "over h2, round {round}: not the verified body"
+        );
+    }
+    proxy.stop().await;
+
+    // Read from the disk again, the damage is found and the entries removed.
+    let proxy = TestProxy::start_in(origin.addr, &cache_dir, always).await;
+    proxy.wait_scanned().await;
+    let b = base(&proxy);
+    for path in [flipped, cut] {
+        let seen = fetch(&b, path).await;
+        assert!(!seen.cache.hit, "{path}: damage served: {:?}", seen.cache);
+        assert!(
+            seen.body == object(path, 2),
+            "{path}: the origin's new version"
+        );
+        assert!(!files[path].exists(), "{path}: the damaged file is removed");
+    }
+    proxy.stop().await;
+}
