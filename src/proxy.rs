@@ -311,6 +311,8 @@ impl Proxy {
         let mut collapsed = None;
         // Its waits for other requests' fills end by then, however many there are.
         let mut deadline = None;
+        // Set once a fill it waited for was dropped: if the next one is too, it goes alone.
+        let mut waited_for_a_drop = false;
         let found = loop {
             let (marker, forward) = match self.cache.lookup(&key, &head.headers).await {
                 Lookup::Found(found) => break found,
@@ -332,7 +334,11 @@ impl Proxy {
                             collapsed = Some(forward);
                             continue;
                         }
-                        Waited::Refused => Fetching::Alone,
+                        Waited::Dropped if !waited_for_a_drop => {
+                            waited_for_a_drop = true;
+                            continue;
+                        }
+                        Waited::Refused | Waited::Dropped => Fetching::Alone,
                         Waited::TimedOut => Fetching::WaitedTooLong,
                     }
                 }

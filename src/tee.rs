@@ -172,26 +172,27 @@ impl<B> TeeBody<B> {
     }
 
     /// A body that also writes what it streams to `writer`, committing it when the body
-    /// ends cleanly, as one of `fills`. `held` is dropped once the fill has ended
-    /// (committed or dropped): the proxy passes the key's collapse slot, so that the
-    /// requests waiting for this fill look again once its entry exists.
+    /// ends cleanly, as one of `fills`. `ended` is called once the fill has ended, with
+    /// `None` when it was committed and the reason when it was dropped: the proxy frees
+    /// the key's collapse slot then, so that the requests waiting for this fill look
+    /// again once its entry exists, or all fetch at once when it never will.
     pub fn with_fill(
         inner: B,
         writer: EntryWriter,
         key: &str,
         fills: &Fills,
-        held: impl Send + 'static,
+        ended: impl FnOnce(Option<FillDrop>) + Send + 'static,
     ) -> TeeBody<B>
     where
         B: Body<Data = Bytes> + Send + Unpin + 'static,
         B::Error: Send,
     {
         let (frames, receiver) = mpsc::unbounded_channel();
-        let (end, ended) = oneshot::channel();
+        let (end, end_signal) = oneshot::channel();
         let key = Arc::from(key);
         fills.tasks.spawn(async move {
-            write_fill(writer, receiver, ended, key).await;
-            drop(held);
+            let dropped = write_fill(writer, receiver, end_signal, key).await;
+            ended(dropped);
         });
         let buffer = Arc::new(Semaphore::new(FILL_BUFFER_BYTES));
         let run: RunOrphan<B> = |inner, feed, permit, counted| {
@@ -329,13 +330,14 @@ async fn run_orphan<B>(
 }
 
 /// The writer task of one fill: appends frames, then commits if and only if the body
-/// completed; otherwise abandons the fill with the reason it ended.
+/// completed; otherwise abandons the fill with the reason it ended, which it returns
+/// (`None`: committed).
 async fn write_fill(
     mut writer: EntryWriter,
     mut frames: mpsc::UnboundedReceiver<(Bytes, OwnedSemaphorePermit)>,
     ended: oneshot::Receiver<FillEnd>,
     key: Arc<str>,
-) {
+) -> Option<FillDrop> {
     while let Some((first, first_permit)) = frames.recv().await {
         // Coalesce what is already queued into one write: each write is a trip to the
         // blocking pool, which costs more than copying the frames together.
@@ -361,8 +363,9 @@ async fn write_fill(
         };
         if let Err(error) = writer.write(&data).await {
             // Returning drops the receivers too, which tells the tee.
-            abandon(writer, FillDrop::of(&error), &key, Some(&error));
-            return;
+            let reason = FillDrop::of(&error);
+            abandon(writer, reason, &key, Some(&error));
+            return Some(reason);
         }
         drop(permits);
     }
@@ -371,20 +374,26 @@ async fn write_fill(
     let reason = match ended.await {
         Ok(Ok(())) => {
             // A failed commit is counted by `finish` itself.
-            match writer.finish().await {
-                Ok(()) => tracing::debug!(key = %key, "fill committed"),
-                // The store logs disk trouble once per back-off period, not per fill.
-                Err(error) if error.trouble().is_some() => {
-                    tracing::debug!(key = %key, %error, "fill not committed");
+            let error = match writer.finish().await {
+                Ok(()) => {
+                    tracing::debug!(key = %key, "fill committed");
+                    return None;
                 }
-                Err(error) => tracing::warn!(key = %key, %error, "fill not committed"),
+                Err(error) => error,
+            };
+            // The store logs disk trouble once per back-off period, not per fill.
+            if error.trouble().is_some() {
+                tracing::debug!(key = %key, %error, "fill not committed");
+            } else {
+                tracing::warn!(key = %key, %error, "fill not committed");
             }
-            return;
+            return Some(FillDrop::of(&error));
         }
         Ok(Err(reason)) => reason,
         Err(_) => FillDrop::ClientGone,
     };
     abandon(writer, reason, &key, None);
+    Some(reason)
 }
 
 /// One log line per drop reason per `throttle::EVERY`, indexed like [`FillDrop::ALL`].

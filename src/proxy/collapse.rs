@@ -21,8 +21,14 @@
 //!   key is remembered as refused for a few seconds (at most `MAX_REFUSED` keys): its
 //!   misses then neither lead nor wait, so a hot uncacheable URL is not serialised behind
 //!   one request per burst (Varnish's "hit-for-miss").
-//! - Anything else (a fill dropped on the way, an origin error, a fill that cannot start,
-//!   the leader's own credentials): the slot is freed as soon as the leader knows, and a
+//! - The fill is dropped on the way: every follower is woken at once. For a body without
+//!   a length that grew past `cache.max_object_size` each fetches for itself and the key
+//!   is refused, as above. For any other drop (the origin cut the body, the disk failed)
+//!   they look again and follow one new leader; if its fill is dropped too, they all
+//!   fetch for themselves, side by side, instead of one leader at a time until
+//!   `cache.collapse_timeout`.
+//! - Anything else (an origin error before the body, a fill that cannot start, the
+//!   leader's own credentials): the slot is freed as soon as the leader knows, and a
 //!   follower that finds no entry joins the key again — it may lead the next fetch, or
 //!   wait for it — within the same `cache.collapse_timeout`, counted from its first wait,
 //!   so that a failed fill does not turn its followers into a herd of fills.
@@ -47,6 +53,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 use crate::policy::NotStored;
+use crate::store::FillDrop;
 
 /// How long a key whose answer was not storable is passed without collapsing: long
 /// enough to cover a burst of requests, short enough that a URL that becomes cacheable
@@ -78,7 +85,7 @@ struct Slots {
 /// One key's state.
 enum Slot {
     /// A leader is fetching it; followers wait on this.
-    Filling(watch::Receiver<()>),
+    Filling(watch::Receiver<Ending>),
     /// Its last leader's answer was not storable (`no-store`, `private`, ...): until this
     /// instant, misses of it neither lead nor wait (like Varnish's hit-for-miss), so a hot
     /// uncacheable URL is not serialised behind one request per burst.
@@ -113,20 +120,33 @@ pub(super) struct Leader {
     /// Set by [`Leader::not_storable`]: the slot is left as `Refused`, not freed.
     refused: bool,
     /// Its drop wakes the followers (their `changed()` then fails); it is sent on only
-    /// to tell them the answer was refused ([`Waited::Refused`]).
-    done: watch::Sender<()>,
+    /// to tell them the answer was refused or the fill dropped.
+    done: watch::Sender<Ending>,
+}
+
+/// Why a leader woke its followers other than by freeing the slot.
+#[derive(Clone, Copy, Debug)]
+enum Ending {
+    /// Its answer is not storable for reasons of the response's own: [`Waited::Refused`].
+    Refused,
+    /// Its fill was dropped on the way: [`Waited::Dropped`].
+    Dropped,
 }
 
 /// A request waiting for the leader of its key.
-pub(super) struct Follower(watch::Receiver<()>);
+pub(super) struct Follower(watch::Receiver<Ending>);
 
 /// How a follower's wait ended.
 #[derive(Debug, PartialEq, Eq)]
 pub(super) enum Waited {
     /// The leader is done: look the key up again.
     Released,
-    /// The leader's answer was not storable for reasons of its own: fetch alone.
+    /// The leader's answer was not storable for reasons of its own (or its body grew
+    /// too large): fetch alone.
     Refused,
+    /// The leader's fill was dropped on the way: look again and follow a new leader
+    /// once; fetch alone if that fill is dropped too.
+    Dropped,
     /// `cache.collapse_timeout` passed first.
     TimedOut,
 }
@@ -150,13 +170,13 @@ impl Collapser {
                         taken.remove();
                         return Role::Alone;
                     }
-                    let (done, waiting) = watch::channel(());
+                    let (done, waiting) = watch::channel(Ending::Dropped);
                     *taken.into_mut() = Slot::Filling(waiting);
                     done
                 }
             },
             Entry::Vacant(free) if may_lead => {
-                let (done, waiting) = watch::channel(());
+                let (done, waiting) = watch::channel(Ending::Dropped);
                 free.insert(Slot::Filling(waiting));
                 done
             }
@@ -233,8 +253,31 @@ impl Leader {
         };
         if self.refused {
             // No follower may be left to tell: nothing to do then.
-            let _ = self.done.send(());
+            let _ = self.done.send(Ending::Refused);
         }
+    }
+}
+
+impl Leader {
+    /// The leader's fill ended: committed (`None`), and its followers find the entry when
+    /// they look again, or dropped for `reason`. A body that grew past
+    /// `cache.max_object_size` will be too large for any leader: every follower fetches
+    /// for itself at once ([`Waited::Refused`]) and the key is refused for `REFUSED_FOR`,
+    /// like an answer refused at its head. Any other drop ([`Waited::Dropped`]) may have
+    /// been a passing fault: the followers try one new leader, and fetch for themselves
+    /// if that fill is dropped too, rather than going to the origin one leader at a time
+    /// until `cache.collapse_timeout`.
+    pub(super) fn fill_ended(mut self, dropped: Option<FillDrop>) {
+        let Some(reason) = dropped else {
+            return;
+        };
+        self.refused = reason == FillDrop::TooLarge;
+        let ending = match self.refused {
+            true => Ending::Refused,
+            false => Ending::Dropped,
+        };
+        // No follower may be left to tell: nothing to do then.
+        let _ = self.done.send(ending);
     }
 }
 
@@ -257,7 +300,10 @@ impl Follower {
         // A value is sent only for a refusal; otherwise `changed` fails once the leader's
         // sender is dropped.
         match tokio::time::timeout_at(deadline, self.0.changed()).await {
-            Ok(Ok(())) => Waited::Refused,
+            Ok(Ok(())) => match *self.0.borrow_and_update() {
+                Ending::Refused => Waited::Refused,
+                Ending::Dropped => Waited::Dropped,
+            },
             Ok(Err(_)) => Waited::Released,
             Err(_) => Waited::TimedOut,
         }
@@ -271,6 +317,53 @@ mod tests {
     /// A deadline no test reaches.
     fn far_off() -> tokio::time::Instant {
         tokio::time::Instant::now() + Duration::from_secs(3600)
+    }
+
+    #[tokio::test]
+    async fn a_dropped_fill_wakes_every_follower_at_once() {
+        for (dropped, refused, waited) in [
+            (FillDrop::TooLarge, true, Waited::Refused),
+            (FillDrop::OriginError, false, Waited::Dropped),
+        ] {
+            let collapser = Arc::new(Collapser::default());
+            let Role::Leader(leader) = collapser.join(1, true) else {
+                panic!("the first miss leads");
+            };
+            let followers: Vec<_> = (0..3)
+                .map(|_| match collapser.join(1, true) {
+                    Role::Follower(follower) => tokio::spawn(follower.wait_until(far_off())),
+                    _ => panic!("later misses follow"),
+                })
+                .collect();
+            leader.fill_ended(Some(dropped));
+            for follower in followers {
+                assert_eq!(
+                    follower.await.expect("follower task"),
+                    waited,
+                    "{dropped:?}"
+                );
+            }
+            let next = collapser.join(1, true);
+            assert_eq!(
+                matches!(next, Role::Alone),
+                refused,
+                "{dropped:?}: the key is refused only for a body grown too large"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_committed_fill_releases_its_followers_to_look_again() {
+        let collapser = Arc::new(Collapser::default());
+        let Role::Leader(leader) = collapser.join(1, true) else {
+            panic!("the first miss leads");
+        };
+        let Role::Follower(follower) = collapser.join(1, true) else {
+            panic!("the second miss follows");
+        };
+        let waiting = tokio::spawn(follower.wait_until(far_off()));
+        leader.fill_ended(None);
+        assert_eq!(waiting.await.expect("follower task"), Waited::Released);
     }
 
     #[tokio::test]

@@ -325,7 +325,13 @@ pub(super) async fn fill(
             (committed, TeeBody::passthrough(body))
         }
         Ok(writer) => {
-            let body = TeeBody::with_fill(body, writer, key.as_str(), &cache.fills, leader);
+            // Told how the fill ended: its followers find the entry, or all fetch at once.
+            let ended = move |dropped| {
+                if let Some(leader) = leader {
+                    leader.fill_ended(dropped);
+                }
+            };
+            let body = TeeBody::with_fill(body, writer, key.as_str(), &cache.fills, ended);
             (Ok(()), body)
         }
         Err(detail) => (Err(detail), TeeBody::passthrough(body)),

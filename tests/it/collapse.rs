@@ -233,3 +233,67 @@ async fn followers_of_a_fill_that_fails_make_one_more_fetch_not_a_herd() {
         "the failed fill, then one fetch for all who waited for it"
     );
 }
+
+/// Sends `n` GETs of `path` at once and returns each response's `Cache-Status` detail
+/// (the body may fail: these origins cut it or grow it too large).
+async fn details_of_a_burst(proxy: &TestProxy, path: &str, n: usize) -> Vec<Option<String>> {
+    let client = client();
+    let requests = (0..n).map(|_| {
+        let request = client.get(proxy.url(path));
+        async move {
+            let response = request.send().await.expect("a response head");
+            let cache = crate::support::ParsedCacheStatus::from_headers(response.headers());
+            let _ = response.bytes().await;
+            cache.detail
+        }
+    });
+    join_all(requests).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_fill_releases_all_its_waiters_at_once() {
+    // The head comes after a pause, so the whole burst waits on the first leader; then
+    // its fill is dropped: `/cut` resets after part of the body, `/huge` is a chunked
+    // body past `cache.max_object_size`. The waiters of `/huge` then all fetch at once;
+    // those of `/cut` follow one more leader, then all fetch at once. One leader at a
+    // time, they would reach the origin 0.5 s apart and most give up at the timeout.
+    let origin = TestOrigin::start(|head| {
+        let reply = match head.uri.path() {
+            "/cut" => Reply {
+                body: ReplyBody::CutAfter {
+                    declared: 100_000,
+                    sent: body_bytes(10_000, 3),
+                },
+                ..Reply::ok("max-age=3600", Vec::new())
+            },
+            _ => Reply::chunked("max-age=3600", body_bytes(300_000, 4), 16_384),
+        };
+        reply.delayed(Duration::from_millis(500))
+    })
+    .await;
+    let proxy = TestProxy::start(origin.addr, |c| {
+        c.admission.policy = AdmissionPolicy::Always;
+        c.cache.max_object_size = secondhit::config::MaxObjectSize::Bytes(100_000);
+        c.cache.collapse_timeout = Duration::from_secs(2);
+    })
+    .await;
+    const BURST: usize = 20;
+    for path in ["/cut", "/huge"] {
+        let details = details_of_a_burst(&proxy, path, BURST).await;
+        assert!(
+            details
+                .iter()
+                .all(|detail| detail.as_deref() != Some("collapse-timeout")),
+            "{path}: every waiter fetched before the collapse timeout: {details:?}"
+        );
+        assert_eq!(
+            origin.count(path),
+            BURST,
+            "{path}: each request fetched once"
+        );
+    }
+    // A body grown too large leaves the key passed uncollapsed for a while.
+    let details = details_of_a_burst(&proxy, "/huge", 5).await;
+    assert_eq!(details.len(), 5);
+    assert_eq!(origin.count("/huge"), BURST + 5);
+}
