@@ -286,17 +286,32 @@ impl Inner {
 
     /// Unlinks an entry file already taken out of the index (or never put in)
     /// and gives its bytes back to the budget.
-    async fn unlink(&self, key_hash: u128, fill: Fill) {
+    /// Returns the inodes that freed: the file's, and its directories' when it was the
+    /// last entry in them.
+    async fn unlink(&self, key_hash: u128, fill: Fill) -> u64 {
         self.memory.forget(key_hash);
-        disk::remove_quietly(&self.object_path(key_hash, fill.fill_id)).await;
+        let path = self.object_path(key_hash, fill.fill_id);
+        let dirs = disk::remove_entry_quietly(&path).await;
+        self.forget_leaf_dir(key_hash, dirs);
         self.index.release_object(fill.size);
+        1 + dirs
     }
 
     /// The blocking twin of [`Inner::unlink`], for the scan thread.
     fn unlink_sync(&self, key_hash: u128, fill: Fill) {
         self.memory.forget(key_hash);
-        disk::remove_quietly_sync(&self.object_path(key_hash, fill.fill_id));
+        let path = self.object_path(key_hash, fill.fill_id);
+        let dirs = disk::remove_entry_quietly_sync(&path);
+        self.forget_leaf_dir(key_hash, dirs);
         self.index.release_object(fill.size);
+    }
+
+    /// After `dirs` directories of `key_hash`'s entry were removed: a fill of the key
+    /// must make its directory again.
+    fn forget_leaf_dir(&self, key_hash: u128, dirs: u64) {
+        if dirs > 0 {
+            self.leaf_dirs.forget(key_hash);
+        }
     }
 
     /// Forgets, deletes and counts an entry whose file failed verification.

@@ -320,15 +320,34 @@ pub(crate) async fn remove_file(path: &Path) -> Result<(), StoreError> {
     }
 }
 
-/// [`remove_file`], with errors logged rather than returned (a file left
-/// behind is removed by the next start-up scan).
-pub(crate) async fn remove_quietly(path: &Path) {
-    if let Err(error) = remove_file(path).await {
-        warn!(%error, "could not remove cache file");
-    }
+/// Removes the entry file at `path` (`objects/ab/cd/<name>`) as
+/// [`remove_quietly_sync`] does, then its directories `objects/ab/cd/` and `objects/ab/` if that left them
+/// empty, so that evictions give back the inodes directories hold, not only the files'
+/// (a filesystem short of inodes would otherwise fill up with empty directories).
+/// Returns how many directories it removed. A fill committing into a directory removed
+/// here makes it again ([`commit`]).
+pub(crate) async fn remove_entry_quietly(path: &Path) -> u64 {
+    let owned = path.to_owned();
+    let removed = tokio::task::spawn_blocking(move || remove_entry_quietly_sync(&owned)).await;
+    removed.unwrap_or(0)
 }
 
-/// The blocking twin of [`remove_quietly`], for the scan thread.
+/// The blocking work of [`remove_entry_quietly`], also for the scan thread.
+pub(crate) fn remove_entry_quietly_sync(path: &Path) -> u64 {
+    remove_quietly_sync(path);
+    let mut removed = 0;
+    // `rmdir` removes only an empty directory: a directory still in use stays.
+    for dir in path.ancestors().skip(1).take(2) {
+        if std::fs::remove_dir(dir).is_err() {
+            break;
+        }
+        removed += 1;
+    }
+    removed
+}
+
+/// [`remove_file`], blocking, with errors logged rather than returned (a file left
+/// behind is removed by the next start-up scan).
 pub(crate) fn remove_quietly_sync(path: &Path) {
     match std::fs::remove_file(path) {
         Ok(()) => {}
@@ -407,19 +426,23 @@ pub(crate) fn commit(
     if fsync {
         file.sync_all().map_err(io_err(tmp))?;
     }
-    let renamed = match std::fs::rename(tmp, dest) {
-        // The store never removes `objects/ab/cd/`; should something else have, the
-        // entry is not lost for it: the directory is made again.
-        Err(e)
-            if e.kind() == io::ErrorKind::NotFound
-                && dest.parent().is_some_and(|d| !d.exists()) =>
-        {
-            make_parent(dest, fsync)?;
-            std::fs::rename(tmp, dest)
+    // An eviction removes `objects/ab/cd/` once it is empty, and something else may
+    // have: the entry is not lost for it, the directory is made again. A few tries,
+    // since another eviction may empty and remove it again in between.
+    let mut tries = 0;
+    loop {
+        match std::fs::rename(tmp, dest) {
+            Err(e)
+                if e.kind() == io::ErrorKind::NotFound
+                    && tries < 3
+                    && dest.parent().is_some_and(|d| !d.exists()) =>
+            {
+                tries += 1;
+                make_parent(dest, fsync)?;
+            }
+            renamed => break renamed.map_err(io_err(dest))?,
         }
-        renamed => renamed,
-    };
-    renamed.map_err(io_err(dest))?;
+    }
     if let (true, Some(dir)) = (fsync, dest.parent())
         && let Err(e) = fsync_dir_sync(dir)
     {

@@ -2,8 +2,9 @@
 //! filesystem about its directory (a trip to the blocking pool) only the first time one
 //! is used, not on every fill. One bit per directory: 65,536 of them, 8 KiB.
 //!
-//! The store never removes these directories. Should something else remove one, a
-//! fill's commit makes it again when its rename finds it gone (`disk::commit`).
+//! An eviction removes a directory it leaves empty (its inode is worth having back on a
+//! filesystem short of inodes) and forgets its bit; a fill's commit makes a directory
+//! again when its rename finds it gone (`disk::commit`), whoever removed it.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -38,6 +39,14 @@ impl LeafDirs {
     }
 }
 
+impl LeafDirs {
+    /// Notes that the directory of `key_hash`'s entries was removed.
+    pub(super) fn forget(&self, key_hash: u128) {
+        let (word, bit) = slot(key_hash);
+        self.bits[word].fetch_and(!bit, Ordering::Relaxed);
+    }
+}
+
 /// The word and bit of `key_hash`'s directory: its top 16 bits, which are the first
 /// four hex digits of its file name.
 fn slot(key_hash: u128) -> (usize, u64) {
@@ -68,5 +77,7 @@ mod tests {
         dirs.learn(hash);
         assert!(dirs.known(same_dir));
         assert!(!dirs.known(next_dir));
+        dirs.forget(same_dir);
+        assert!(!dirs.known(hash));
     }
 }

@@ -41,9 +41,10 @@ pub(super) const REFRESH_AFTER: Duration = Duration::from_millis(100);
 pub(super) const BACKOFF_MIN: Duration = Duration::from_secs(1);
 /// The longest back-off period, reached by doubling while failures repeat.
 pub(super) const BACKOFF_MAX: Duration = Duration::from_secs(30);
-/// Inodes a new fill takes: its file (it creates its `objects/ab/cd/` before it
-/// reserves, so a disk out of inodes refuses it there).
-pub(super) const INODES_PER_FILL: u64 = 1;
+/// Inodes a new fill may take: its file, and `objects/ab/` and `objects/ab/cd/` when
+/// it must make them (it reserves before it makes them, so that a disk short of
+/// inodes evicts for them rather than refusing the fill at the `mkdir`).
+pub(super) const INODES_PER_FILL: u64 = 3;
 
 /// Throttles the line about a failing `statvfs`, which every fill would otherwise write.
 static STATVFS_LOG: Throttle = Throttle::new();
@@ -351,10 +352,10 @@ impl Space {
     }
 
     /// An entry of `size` bytes was unlinked to make room.
-    pub(super) fn freed(&self, size: u64) {
+    pub(super) fn freed(&self, size: u64, inodes: u64) {
         if let Some(reading) = self.state().reading.as_mut() {
             reading.spent -= i128::from(round_up(size, reading.block));
-            reading.spent_inodes -= 1;
+            reading.spent_inodes -= i128::from(inodes);
         }
     }
 
@@ -484,8 +485,8 @@ impl Inner {
                 return Err(self.space.disk_full(shortfall));
             };
             debug!(key_hash = %format_args!("{key_hash:032x}"), size = fill.size, "evicting to keep cache.min_free");
-            self.unlink(key_hash, fill).await;
-            self.space.freed(fill.size);
+            let inodes = self.unlink(key_hash, fill).await;
+            self.space.freed(fill.size, inodes);
             evicted += 1;
         }
     }

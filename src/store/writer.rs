@@ -167,7 +167,9 @@ pub(super) async fn begin(
         }
         error
     };
-    // Before the reservation, so that the floor counts only the fill's own file.
+    // The reservation counts the directories' inodes too (`space::INODES_PER_FILL`), so
+    // it comes first: on a disk short of inodes it evicts to make room for them.
+    let reservation = Reservation::take(inner, initial).await.map_err(refused)?;
     if !inner.leaf_dirs.known(key_hash) {
         let dest = inner.object_path(key_hash, fill_id);
         disk::ensure_parent(&dest, inner.opts.fsync)
@@ -175,7 +177,6 @@ pub(super) async fn begin(
             .map_err(refused)?;
         inner.leaf_dirs.learn(key_hash);
     }
-    let reservation = Reservation::take(inner, initial).await.map_err(refused)?;
     // Before the file exists, so the scan can tell this run's files from old ones.
     inner.scan.register_fill(key_hash, fill_id);
     let tmp_path = disk::tmp_path(&inner.tmp, key_hash, fill_id);

@@ -363,3 +363,49 @@ async fn fills_resume_once_other_files_stop_filling_the_disk() {
     assert_eq!(proxy.temp_files(), Vec::<PathBuf>::new());
     proxy.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fills_evict_for_inodes_and_leave_no_empty_directories_behind() {
+    // Few inodes, a floor of about a third of them: every new key's `objects/ab/cd/`
+    // takes inodes too, which evictions must give back or fills stop for good.
+    let Some(fs) = Tmpfs::mount("disk_full::inode_churn", "size=64m,nr_inodes=300") else {
+        return;
+    };
+    let small = |i: usize| body_bytes(1_000 + (i * 37) % 3_000, i as u8);
+    let origin = origin(small).await;
+    let proxy = proxy(&origin, &fs.path().join("cache"), 20 * 1024 * 1024).await;
+    proxy.wait_scanned().await;
+    const COUNT: usize = 600;
+    let mut stored = 0;
+    for i in (0..COUNT).map(|i| i * 2) {
+        let got = get(&proxy.url(&format!("/obj/{i}"))).await;
+        assert!(got.body == small(i), "/obj/{i}");
+        if got.cache.stored {
+            stored += 1;
+            proxy.wait_committed(stored).await;
+        }
+        if i >= COUNT {
+            assert!(
+                got.cache.stored,
+                "/obj/{i}, late in the run: {:?}",
+                got.cache
+            );
+        }
+    }
+    let stats = proxy.store.stats();
+    assert!(stats.evictions > 0, "{stats:?}");
+    let objects = proxy.cache_dir.join("objects");
+    let empty_leaves = std::fs::read_dir(&objects)
+        .expect("objects/")
+        .flatten()
+        .filter(|top| top.path().is_dir())
+        .flat_map(|top| {
+            std::fs::read_dir(top.path())
+                .expect("objects/ab/")
+                .flatten()
+        })
+        .filter(|leaf| std::fs::read_dir(leaf.path()).is_ok_and(|mut items| items.next().is_none()))
+        .count();
+    assert_eq!(empty_leaves, 0, "evictions leave no empty directory behind");
+    proxy.stop().await;
+}

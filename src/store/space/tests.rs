@@ -109,7 +109,7 @@ fn a_floor_above_the_free_space_asks_for_eviction_or_gives_up() {
     );
     // Evicted bytes count as free until the next reading (`now` is the reading's time,
     // so it is fresh).
-    space.freed(300_000_000);
+    space.freed(300_000_000, 1);
     assert_eq!(space.check(4096, false, plenty, now), Verdict::Room);
     let little = Evictable {
         objects: 1,
