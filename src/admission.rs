@@ -366,6 +366,18 @@ pub fn assemble(
         config.snapshot_every,
     ));
     snapshots.restore();
+    match snapshots.reserve() {
+        Ok(bytes) => tracing::info!(
+            path = %snapshots.path().display(),
+            bytes,
+            "room for the filter snapshot taken ahead"
+        ),
+        Err(error) => tracing::warn!(
+            path = %snapshots.path().display(),
+            %error,
+            "cannot take room for the filter snapshot ahead; a save may fail on a full disk"
+        ),
+    }
     let policy: Arc<dyn Admission> = match config.policy {
         AdmissionPolicy::Shadow => Arc::new(Shadow::new(pair, stored)),
         AdmissionPolicy::SecondHit | AdmissionPolicy::Always => pair,

@@ -6,7 +6,12 @@
 //! shutdown, and read back at start-up.
 //!
 //! A snapshot is written atomically (temp file in the same directory, fsync, rename, fsync of
-//! the directory): a crash leaves the old snapshot or the new one, never half of one. It is
+//! the directory): a crash leaves the old snapshot or the new one, never half of one.
+//!
+//! Room for the next snapshot is taken ahead ([`Snapshots::reserve`]): its temp file is
+//! made and allocated to the snapshot's size at start-up and after every save, so a disk
+//! that fills up meanwhile (down to `cache.min_free`, or past it) cannot fail the save at
+//! shutdown with `ENOSPC` and leave the next start with empty filters. It is
 //! ignored with a warning — the proxy then starts with empty filters — when its checksum
 //! fails, when it was written with other parameters (bits, probes, generation size) or
 //! another seed, or when it cannot be read.
@@ -29,6 +34,7 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -57,10 +63,16 @@ pub struct Snapshots {
     seed_fingerprint: u64,
     /// `admission.snapshot_every`.
     every: Duration,
-    /// Serialises saves of this pair: they share the temp file. (Saves of the pairs a
-    /// reload swaps in and out are serialised by `LiveAdmission`.)
-    saving: Mutex<()>,
+    /// This pair's temp file, of its own name, so that the pairs a reload swaps in and
+    /// out never share one.
+    tmp: PathBuf,
+    /// Serialises saves of this pair, and holds the temp file with room already
+    /// allocated for the next one ([`Snapshots::reserve`]), if there is one.
+    saving: Mutex<Option<File>>,
 }
+
+/// Numbers the temp files of the pairs of this process.
+static NEXT_TMP: AtomicU64 = AtomicU64::new(0);
 
 /// Why a snapshot was not restored.
 #[derive(Debug, thiserror::Error)]
@@ -78,13 +90,56 @@ enum Unusable {
 impl Snapshots {
     /// Snapshots of `pair` in `state_dir`, hashed with `seed`, saved every `every`.
     pub fn new(pair: Arc<AgingPair>, state_dir: &Path, seed: u64, every: Duration) -> Snapshots {
+        let n = NEXT_TMP.fetch_add(1, Ordering::Relaxed);
+        let tmp = format!(".{SNAPSHOT_FILE}.{}.{n}.tmp", std::process::id());
         Snapshots {
             pair,
             path: state_dir.join(SNAPSHOT_FILE),
+            tmp: state_dir.join(tmp),
             seed_fingerprint: fingerprint(seed),
             every,
-            saving: Mutex::new(()),
+            saving: Mutex::new(None),
         }
+    }
+
+    /// Takes room on the disk for the next save: makes the temp file and allocates it to
+    /// the size a snapshot of this pair has. Returns that size. Call it at start-up (the
+    /// server logs the outcome); every save takes room for the next one itself.
+    pub fn reserve(&self) -> io::Result<u64> {
+        let mut saving = self.saving.lock().unwrap_or_else(PoisonError::into_inner);
+        *saving = None;
+        let dir = self.path.parent().unwrap_or(Path::new("."));
+        remove_stale_temp_files(dir);
+        let file = self.reserve_locked()?;
+        let len = file.metadata()?.len();
+        *saving = Some(file);
+        Ok(len)
+    }
+
+    /// The temp file, made and allocated to a snapshot's size (the caller holds `saving`).
+    fn reserve_locked(&self) -> io::Result<File> {
+        let mut size = Counted(0);
+        self.encode(
+            &self.pair.image_at(Instant::now()),
+            SystemTime::now(),
+            &mut size,
+        )?;
+        // The checksum after the encoded bytes.
+        let len = size.0 + 8;
+        if let Some(dir) = self.tmp.parent() {
+            fs::create_dir_all(dir)?;
+        }
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&self.tmp)?;
+        let allocated = rustix::fs::fallocate(&file, rustix::fs::FallocateFlags::empty(), 0, len);
+        if let Err(error) = allocated {
+            let _ = fs::remove_file(&self.tmp);
+            return Err(error.into());
+        }
+        Ok(file)
     }
 
     /// The snapshot file's path.
@@ -131,19 +186,36 @@ impl Snapshots {
         }
     }
 
-    /// Writes a snapshot now (blocking: call it off the async runtime's worker threads).
+    /// Writes a snapshot now (blocking: call it off the async runtime's worker threads),
+    /// into the room [`Snapshots::reserve`] took when there is some; then takes room for
+    /// the next one (a failure to is logged, not returned: this save went through).
     pub fn save(&self) -> io::Result<()> {
-        let _saving = self.saving.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut saving = self.saving.lock().unwrap_or_else(PoisonError::into_inner);
         let image = self.pair.image_at(Instant::now());
         let dir = self.path.parent().unwrap_or(Path::new("."));
-        write_atomically(dir, &self.path, |file| {
-            let mut out = Checksummed::new(BufWriter::with_capacity(1 << 20, file));
-            self.encode(&image, SystemTime::now(), &mut out)?;
-            let sum = out.hasher.digest();
-            let mut inner = out.inner;
-            inner.write_all(&sum.to_le_bytes())?;
-            inner.flush()
-        })
+        let reserved = saving.take();
+        write_atomically_at(dir, &self.tmp, &self.path, reserved, |file| {
+            {
+                let mut out = Checksummed::new(BufWriter::with_capacity(1 << 20, &mut *file));
+                self.encode(&image, SystemTime::now(), &mut out)?;
+                let sum = out.hasher.digest();
+                let mut inner = out.inner;
+                inner.write_all(&sum.to_le_bytes())?;
+                inner.flush()?;
+            }
+            // Room taken ahead may be larger than this snapshot: cut it to what was written.
+            let written = std::io::Seek::stream_position(file)?;
+            file.set_len(written)
+        })?;
+        match self.reserve_locked() {
+            Ok(file) => *saving = Some(file),
+            Err(error) => tracing::warn!(
+                path = %self.tmp.display(),
+                %error,
+                "cannot take room for the next filter snapshot; it may fail on a full disk"
+            ),
+        }
+        Ok(())
     }
 
     /// Writes everything but the checksum.
@@ -321,17 +393,33 @@ pub(super) fn write_atomically(
     path: &Path,
     write: impl FnOnce(&mut File) -> io::Result<()>,
 ) -> io::Result<()> {
-    fs::create_dir_all(dir)?;
     let name = path.file_name().unwrap_or_default().to_string_lossy();
     // The process id keeps two processes from sharing a temp file; a leftover from a crash is
     // simply truncated and reused.
     let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    write_atomically_at(dir, &tmp, path, None, write)
+}
+
+/// [`write_atomically`] through the temp file `tmp`, already open as `reserved` when the
+/// caller took room for it (written from its start), else made anew.
+fn write_atomically_at(
+    dir: &Path,
+    tmp: &Path,
+    path: &Path,
+    reserved: Option<File>,
+    write: impl FnOnce(&mut File) -> io::Result<()>,
+) -> io::Result<()> {
+    fs::create_dir_all(dir)?;
+    let tmp = tmp.to_owned();
     let result = (|| {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)?;
+        let mut file = match reserved {
+            Some(file) => file,
+            None => OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(&tmp)?,
+        };
         write(&mut file)?;
         file.sync_all()?;
         fs::rename(&tmp, path)?;
@@ -342,6 +430,37 @@ pub(super) fn write_atomically(
         let _ = fs::remove_file(&tmp);
     }
     result
+}
+
+/// Removes the temp files of snapshots other processes left in `dir` (a crash between
+/// taking room and renaming leaves one as large as a snapshot).
+fn remove_stale_temp_files(dir: &Path) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    let prefix = format!(".{SNAPSHOT_FILE}.");
+    let ours = format!("{prefix}{}.", std::process::id());
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with(&prefix) && name.ends_with(".tmp") && !name.starts_with(&ours) {
+            let _ = fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// Counts the bytes written to it, keeping none.
+struct Counted(u64);
+
+impl Write for Counted {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0 += buf.len() as u64;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Makes a rename in `dir` durable (fsync of the directory, a Unix notion).

@@ -409,3 +409,43 @@ async fn fills_evict_for_inodes_and_leave_no_empty_directories_behind() {
     assert_eq!(empty_leaves, 0, "evictions leave no empty directory behind");
     proxy.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_filters_are_saved_at_shutdown_on_a_disk_filled_to_the_last_byte() {
+    let Some(fs) = Tmpfs::mount("disk_full::snapshot", "size=16m") else {
+        return;
+    };
+    let origin = origin(object).await;
+    let cache_dir = fs.path().join("cache");
+    let second_hit = |c: &mut secondhit::config::Config| {
+        c.cache.min_free = 0;
+        c.cache.memory_size = 0;
+    };
+    let proxy = TestProxy::start_in(origin.addr, &cache_dir, second_hit).await;
+    proxy.wait_scanned().await;
+    // One Host for both runs: the restarted proxy listens on another port.
+    let fetch = |proxy: &TestProxy| {
+        let request = crate::support::client().get(proxy.url("/obj/2"));
+        crate::support::send(request.header("host", "cache.test"))
+    };
+    let first = fetch(&proxy).await;
+    assert_eq!(first.cache.detail.as_deref(), Some("first-sight"));
+    // Something else takes every byte left, so a save needing new room fails (ENOSPC).
+    let filler = fs.path().join("filler");
+    let mut file = std::fs::File::create(&filler).expect("filler");
+    let chunk = vec![0u8; 64 * 1024];
+    while std::io::Write::write_all(&mut file, &chunk).is_ok() {}
+    drop(file);
+    proxy.stop().await;
+    std::fs::remove_file(&filler).expect("free the disk again");
+
+    let proxy = TestProxy::start_in(origin.addr, &cache_dir, second_hit).await;
+    proxy.wait_scanned().await;
+    let second = fetch(&proxy).await;
+    assert!(
+        second.cache.stored,
+        "the restarted filters remember the first sight: {:?}",
+        second.cache
+    );
+    proxy.stop().await;
+}

@@ -53,12 +53,51 @@ fn save_then_restore_gives_the_same_answers() {
     let stats = restored.pair.stats_at(Instant::now());
     assert_eq!(stats.current.inserts, 500);
     assert_eq!(stats.previous.map(|p| p.inserts), Some(500));
-    // Only the snapshot is left in the directory: no temp file.
-    let names: Vec<_> = fs::read_dir(dir.path())
+    // The snapshot, and the room taken for the next one: a temp file of its size.
+    let snapshot_len = fs::metadata(original.path()).unwrap().len();
+    let mut others: Vec<_> = fs::read_dir(dir.path())
         .unwrap()
-        .map(|e| e.unwrap().file_name())
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_name() != SNAPSHOT_FILE)
         .collect();
-    assert_eq!(names, [SNAPSHOT_FILE]);
+    assert_eq!(others.len(), 1);
+    let reserved = others.remove(0);
+    assert!(reserved.file_name().to_string_lossy().ends_with(".tmp"));
+    assert!(reserved.metadata().unwrap().len() >= snapshot_len);
+}
+
+#[test]
+fn a_save_into_room_taken_ahead_writes_a_snapshot_of_its_own_length() {
+    let dir = tempfile::tempdir().unwrap();
+    let saver = snapshots(dir.path(), params(), 7);
+    let reserved = saver.reserve().unwrap();
+    saver.save().unwrap();
+    let saved = fs::metadata(saver.path()).unwrap().len();
+    assert_eq!(
+        saved, reserved,
+        "an empty pair's snapshot fills its room exactly"
+    );
+    // Room taken for a fuller pair is cut to what the save wrote.
+    for i in 0..500 {
+        saver.pair.check_and_record_at(key(i), Instant::now());
+    }
+    saver.reserve().unwrap();
+    let restored = snapshots(dir.path(), params(), 7);
+    saver.save().unwrap();
+    assert!(
+        restored.restore(),
+        "the snapshot written into the room reads back"
+    );
+    assert!((0..500).all(|i| restored.pair.contains(key(i))));
+}
+
+#[test]
+fn temp_files_other_processes_left_are_removed_when_room_is_taken() {
+    let dir = tempfile::tempdir().unwrap();
+    let stale = dir.path().join(format!(".{SNAPSHOT_FILE}.999999999.0.tmp"));
+    fs::write(&stale, vec![0u8; 4096]).unwrap();
+    snapshots(dir.path(), params(), 7).reserve().unwrap();
+    assert!(!stale.exists());
 }
 
 #[test]
