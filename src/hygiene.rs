@@ -12,13 +12,15 @@
 //! sees the token.
 //!
 //! A request's hop-by-hop fields are removed on arrival (`origin::strip_hop_by_hop`);
-//! [`Forwarding`] then appends `Via` and `X-Forwarded-For` and sets `X-Forwarded-Proto`
-//! and `X-Forwarded-Host` on each request sent to the origin on a client's behalf.
+//! [`Forwarding`] then appends `Via` and `X-Forwarded-For`, sets `X-Forwarded-Proto`
+//! and `X-Forwarded-Host`, and appends this hop's element to `Forwarded` (RFC 7239),
+//! keeping only the earlier elements' `for` and `by`, on each request sent to the origin
+//! on a client's behalf.
 //! [`add_response_via`] appends `Via` to every response.
 
 use std::net::IpAddr;
 
-use http::header::{HOST, VIA};
+use http::header::{FORWARDED, HOST, VIA};
 use http::uri::{Authority, Scheme};
 use http::{HeaderMap, HeaderName, HeaderValue, Version, request};
 
@@ -266,7 +268,9 @@ pub struct ClientConnection {
 }
 
 /// The fields a request gets when it is forwarded to the origin: `Via` and
-/// `X-Forwarded-For` appended, `X-Forwarded-Proto` and `X-Forwarded-Host` set.
+/// `X-Forwarded-For` appended, `X-Forwarded-Proto` and `X-Forwarded-Host` set, and
+/// `Forwarded` rewritten as the earlier elements' `for` and `by` followed by this hop's
+/// `for`, `host` and `proto` (RFC 7239 §4).
 ///
 /// Made from the client's head only where a request leaves for the origin, never on
 /// arrival: a cache hit forwards nothing, and formatting the client's address and joining
@@ -316,7 +320,155 @@ impl Forwarding {
             Some(host) => headers.insert(X_FORWARDED_HOST, host.clone()),
             None => headers.remove(X_FORWARDED_HOST),
         };
+        self.apply_forwarded(headers);
     }
+
+    /// Rewrites `Forwarded` (RFC 7239 §4) as `X-Forwarded-*` are treated: the chain of
+    /// earlier hops (their `for` and `by`) kept and this hop's element appended, while the
+    /// client's `host`, `proto` and other parameters are dropped, since nothing vouches
+    /// for them and an origin would read them as this hop's. A value that is not a valid
+    /// `Forwarded` is replaced by this hop's element alone.
+    fn apply_forwarded(&self, headers: &mut HeaderMap) {
+        let own = self.forwarded_element();
+        let mut elements = earlier_forwarded_hops(headers).unwrap_or_default();
+        elements.push(own.clone());
+        // The kept pairs were valid in a field value, and ours are tokens or quoted
+        // strings: the join is a valid value; should it not be, ours alone is sent.
+        match HeaderValue::from_str(&elements.join(", ")).or_else(|_| HeaderValue::from_str(&own)) {
+            Ok(value) => {
+                headers.insert(FORWARDED, value);
+            }
+            Err(_) => {
+                headers.remove(FORWARDED);
+            }
+        }
+    }
+
+    /// This hop's `Forwarded` element: `for=<client>;host=<host>;proto=<scheme>`, `host`
+    /// left out when the client named none.
+    fn forwarded_element(&self) -> String {
+        // An IPv6 address is bracketed and, as ':' is no token character, quoted (§6).
+        let element = match self.client.to_canonical() {
+            IpAddr::V4(v4) => format!("for={v4}"),
+            IpAddr::V6(v6) => format!("for=\"[{v6}]\""),
+        };
+        let host = (self.host.as_ref()).and_then(|host| host.to_str().ok());
+        let host = host.map_or(String::new(), |host| {
+            format!(";host={}", forwarded_value(host))
+        });
+        format!("{element}{host};proto={}", self.proto.as_str())
+    }
+}
+
+/// The earlier hops of the request's `Forwarded` (RFC 7239 §4): for each element, its
+/// `for` and `by` pairs as sent (an element with neither is dropped); `None` when a line
+/// is not a valid `Forwarded` value (a pair that is not `token=value`, a parameter given
+/// twice in one element, an unterminated quoted string, bytes that are not ASCII).
+/// Whitespace is allowed only around the commas of the list (RFC 9110 §5.6.1), where
+/// empty elements are skipped.
+fn earlier_forwarded_hops(headers: &HeaderMap) -> Option<Vec<String>> {
+    let mut hops = Vec::new();
+    for line in headers.get_all(FORWARDED) {
+        for element in split_unquoted(line.to_str().ok()?, b',')? {
+            let mut names: Vec<String> = Vec::new();
+            let mut kept: Vec<&str> = Vec::new();
+            for pair in split_unquoted(element.trim_matches([' ', '\t']), b';')? {
+                // `forwarded-element` allows empty pairs between semicolons.
+                if pair.is_empty() {
+                    continue;
+                }
+                let (name, value) = pair.split_once('=')?;
+                if !is_token(name) || !(is_token(value) || is_quoted_string(value)) {
+                    return None;
+                }
+                let name = name.to_ascii_lowercase();
+                if names.contains(&name) {
+                    return None;
+                }
+                if name == "for" || name == "by" {
+                    kept.push(pair);
+                }
+                names.push(name);
+            }
+            if !kept.is_empty() {
+                hops.push(kept.join(";"));
+            }
+        }
+    }
+    Some(hops)
+}
+
+/// `text` split at each `separator` outside a quoted string; `None` when a quoted string
+/// is left open.
+fn split_unquoted(text: &str, separator: u8) -> Option<Vec<&str>> {
+    let mut parts = Vec::new();
+    let (mut start, mut quoted, mut escaped) = (0, false, false);
+    for (at, byte) in text.bytes().enumerate() {
+        match byte {
+            _ if escaped => escaped = false,
+            b'\\' if quoted => escaped = true,
+            b'"' => quoted = !quoted,
+            _ if byte == separator && !quoted => {
+                parts.push(&text[start..at]);
+                start = at + 1;
+            }
+            _ => {}
+        }
+    }
+    if quoted {
+        return None;
+    }
+    parts.push(&text[start..]);
+    Some(parts)
+}
+
+/// True if `text` is a token (RFC 9110 §5.6.2).
+fn is_token(text: &str) -> bool {
+    !text.is_empty()
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+/// True if `text` is one quoted string (RFC 9110 §5.6.4), its closing quote unescaped.
+fn is_quoted_string(text: &str) -> bool {
+    let Some(inner) = text.strip_prefix('"').and_then(|t| t.strip_suffix('"')) else {
+        return false;
+    };
+    let mut bytes = inner.bytes();
+    while let Some(byte) = bytes.next() {
+        let valid = match byte {
+            // A quoted-pair: the escaped byte may be anything visible, or a space or tab.
+            b'\\' => bytes
+                .next()
+                .is_some_and(|b| b == b'\t' || b >= b' ' && b != 0x7f),
+            b'"' => false,
+            b'\t' => true,
+            _ => byte >= b' ' && byte != 0x7f,
+        };
+        if !valid {
+            return false;
+        }
+    }
+    true
+}
+
+/// A `Forwarded` value (RFC 7239 §4): `text` as a token when it is one, else quoted, as a
+/// host with a port must be (':' is no token character).
+fn forwarded_value(text: &str) -> String {
+    if is_token(text) {
+        return text.to_owned();
+    }
+    let mut quoted = String::with_capacity(text.len() + 2);
+    quoted.push('"');
+    for c in text.chars() {
+        if c == '"' || c == '\\' {
+            quoted.push('\\');
+        }
+        quoted.push(c);
+    }
+    quoted.push('"');
+    quoted
 }
 
 /// Appends this proxy to a response's `Via`.

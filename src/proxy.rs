@@ -46,6 +46,7 @@
 
 mod cache;
 mod collapse;
+mod failure_log;
 mod forward;
 mod invalidate;
 mod max_forwards;
@@ -210,7 +211,8 @@ impl Proxy {
         let mut response = match routed {
             Ok(response) => response,
             Err(error) => {
-                tracing::warn!(method = %head.method, uri = %head.uri, %error, "request failed");
+                // One failure can come with every request: the warning is throttled per kind.
+                failure_log::log(&head.method, &head.uri, &error);
                 self.cache.metrics.count_error(error.kind());
                 error_response(&error)
             }

@@ -232,6 +232,98 @@ fn forwarding_fields_are_appended_or_set() {
     );
 }
 
+/// The `Forwarded` a request from `client` over `scheme` with `headers` reaches the
+/// origin with.
+fn forwarded_after(headers: &[(&str, &str)], client: IpAddr, scheme: ClientScheme) -> String {
+    let mut request = head(Version::HTTP_11, "/", headers);
+    forward_over(&mut request, client, scheme);
+    let lines: Vec<_> = request.headers.get_all(FORWARDED).iter().collect();
+    assert_eq!(lines.len(), 1, "one field line: {lines:?}");
+    lines[0].to_str().expect("ASCII").to_owned()
+}
+
+#[test]
+fn forwarded_keeps_earlier_hops_and_appends_this_one_with_its_own_host_and_proto() {
+    let v4 = IpAddr::V4(Ipv4Addr::new(198, 51, 100, 7));
+    // The client's host and proto are dropped, whatever their case; for and by are kept.
+    assert_eq!(
+        forwarded_after(
+            &[
+                ("host", "shop.example"),
+                ("forwarded", "host=evil.example;proto=https"),
+                (
+                    "forwarded",
+                    "for=192.0.2.60;Proto=https;by=203.0.113.43, ,for=\"[2001:db8:cafe::17]:4711\";HOST=x",
+                ),
+            ],
+            v4,
+            ClientScheme::Http,
+        ),
+        "for=192.0.2.60;by=203.0.113.43, for=\"[2001:db8:cafe::17]:4711\", \
+         for=198.51.100.7;host=shop.example;proto=http"
+    );
+    // Without one: this hop's element alone. A host with a port is quoted, an IPv6 client
+    // bracketed and quoted, an IPv4-mapped one written as IPv4.
+    assert_eq!(
+        forwarded_after(
+            &[("host", "shop.example:8080")],
+            IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1)),
+            ClientScheme::Https,
+        ),
+        "for=\"[2001:db8::1]\";host=\"shop.example:8080\";proto=https"
+    );
+    let mapped = IpAddr::V6(Ipv4Addr::new(203, 0, 113, 9).to_ipv6_mapped());
+    assert_eq!(
+        forwarded_after(&[("host", "[::1]")], mapped, ClientScheme::Http),
+        "for=203.0.113.9;host=\"[::1]\";proto=http"
+    );
+    // No host named (HTTP/1.0 without Host): no host parameter.
+    let mut request = head(Version::HTTP_10, "/", &[]);
+    forward(&mut request, v4);
+    assert_eq!(
+        request.headers.get(FORWARDED).expect("forwarded"),
+        "for=198.51.100.7;proto=http"
+    );
+}
+
+#[test]
+fn a_forwarded_value_that_does_not_parse_is_replaced_by_this_hops_element() {
+    let v4 = IpAddr::V4(Ipv4Addr::new(198, 51, 100, 7));
+    let own = "for=198.51.100.7;host=a.example;proto=http";
+    for bad in [
+        "for=192.0.2.1; proto=https",
+        "for=192.0.2.1;for=192.0.2.2",
+        "for=\"[2001:db8::1]",
+        "for",
+        "for=a b",
+        "=192.0.2.1",
+        "for=\"a\"b",
+    ] {
+        let headers = [
+            ("host", "a.example"),
+            ("forwarded", "for=192.0.2.9"),
+            ("forwarded", bad),
+        ];
+        assert_eq!(
+            forwarded_after(&headers, v4, ClientScheme::Http),
+            own,
+            "{bad:?}"
+        );
+    }
+    // Empty pairs and elements are allowed, quoted values may hold ';', ',' and escapes.
+    assert_eq!(
+        forwarded_after(
+            &[
+                ("host", "a.example"),
+                ("forwarded", ";for=\"x;y,\\\"z\";;,"),
+            ],
+            v4,
+            ClientScheme::Http,
+        ),
+        format!("for=\"x;y,\\\"z\", {own}")
+    );
+}
+
 #[test]
 fn responses_get_via_appended() {
     let mut headers = HeaderMap::new();

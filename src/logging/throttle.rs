@@ -30,11 +30,12 @@ impl Throttle {
     /// `Some(held)` when this event should be logged, with the number of events held back
     /// since the last line; `None` when it is held back (and counted).
     pub fn admit(&self) -> Option<u64> {
-        let now = u64::try_from(epoch().elapsed().as_millis()).unwrap_or(u64::MAX);
-        self.admit_at(now)
+        self.admit_at(clock_ms())
     }
 
-    fn admit_at(&self, now_ms: u64) -> Option<u64> {
+    /// [`Throttle::admit`] at `now_ms` on the throttles' clock ([`clock_ms`]): for a
+    /// caller that takes the time as an argument, so that a test can inject it.
+    pub fn admit_at(&self, now_ms: u64) -> Option<u64> {
         let next = self.next.load(Ordering::Relaxed);
         let every = u64::try_from(EVERY.as_millis()).unwrap_or(u64::MAX);
         // One thread wins the window; the others count themselves as held back.
@@ -60,6 +61,11 @@ impl Default for Throttle {
     fn default() -> Self {
         Throttle::new()
     }
+}
+
+/// The throttles' clock: milliseconds since the process's first look at it (monotonic).
+pub fn clock_ms() -> u64 {
+    u64::try_from(epoch().elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
 /// The process's reference instant for every throttle.

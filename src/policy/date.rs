@@ -7,7 +7,13 @@
 //! two-digit year fixed to 1970–2069, where §5.6.7 requires "more than 50 years in the
 //! future" to mean the century before. So the forms are read here: names of days, months
 //! and `GMT` case-insensitively (as nginx and Varnish read them), the day name checked to
-//! be one but not against the date (it is redundant), runs of spaces as one.
+//! be one but not against the date (it is redundant), a day of one digit as of two.
+//!
+//! The layout itself is not relaxed: the comma after the day name that IMF-fixdate and
+//! RFC 850 require (and asctime forbids) must be there, and fields are separated by one
+//! space, the only two being asctime's before a one-digit day (`Nov  6`). A date without
+//! its comma or with a run of spaces is not one of the three forms, so it is invalid (an
+//! `Expires` with it: already expired, RFC 9111 §5.3).
 
 use std::time::{Duration, SystemTime};
 
@@ -37,30 +43,41 @@ const DAYS: [&str; 14] = [
 /// The moment `text` names in any of the three forms, if it is a valid date; `now` places
 /// an RFC 850 two-digit year.
 pub fn parse(text: &str, now: SystemTime) -> Option<SystemTime> {
-    let tokens: Vec<&str> = text
-        .split(|c: char| c == ',' || c.is_ascii_whitespace())
-        .filter(|t| !t.is_empty())
-        .collect();
-    let (day_name, rest) = tokens.split_first()?;
+    // Only the field's surrounding whitespace (OWS, not part of the value) is dropped.
+    let text = text.trim_matches([' ', '\t']);
+    let (day_name, rest) = text.split_once(' ')?;
+    // The comma tells the forms apart: IMF-fixdate and RFC 850 have it, asctime has not.
+    let (day_name, comma) = match day_name.strip_suffix(',') {
+        Some(name) => (name, true),
+        None => (day_name, false),
+    };
     if !DAYS.iter().any(|d| d.eq_ignore_ascii_case(day_name)) {
         return None;
     }
-    let (year, month, day, time) = match *rest {
+    // Split on each single space: a run of spaces leaves an empty field, which no form has.
+    let fields: Vec<&str> = rest.split(' ').collect();
+    let (year, month, day, time) = match (comma, fields.as_slice()) {
         // IMF-fixdate: day month year time GMT.
-        [day, month, year, time, gmt] if year.len() == 4 && is_gmt(gmt) => {
-            (number(year)?, month, day, time)
+        (true, [day, month, year, time, gmt]) if year.len() == 4 && is_gmt(gmt) => {
+            (number(year)?, *month, *day, *time)
         }
         // RFC 850: day-month-yy time GMT.
-        [date, time, gmt] if is_gmt(gmt) => {
+        (true, [date, time, gmt]) if is_gmt(gmt) => {
             let mut parts = date.split('-');
             let (day, month, yy) = (parts.next()?, parts.next()?, parts.next()?);
             if parts.next().is_some() || yy.len() != 2 {
                 return None;
             }
-            (two_digit_year(number(yy)?, now), month, day, time)
+            (two_digit_year(number(yy)?, now), month, day, *time)
+        }
+        // asctime with a one-digit day after two spaces: month SP SP day time year.
+        (false, [month, "", day, time, year]) if day.len() == 1 && year.len() == 4 => {
+            (number(year)?, *month, *day, *time)
         }
         // asctime: month day time year.
-        [month, day, time, year] if year.len() == 4 => (number(year)?, month, day, time),
+        (false, [month, day, time, year]) if year.len() == 4 => {
+            (number(year)?, *month, *day, *time)
+        }
         _ => return None,
     };
     let month = MONTHS.iter().position(|m| m.eq_ignore_ascii_case(month))?;
@@ -170,6 +187,12 @@ mod tests {
             "sun, 06 nov 1994 08:49:37 gmt",
             "SUNDAY, 06-NOV-94 08:49:37 GMT",
             "sun NOV  6 08:49:37 1994",
+            // Whitespace around the value is not part of it.
+            " Sun, 06 Nov 1994 08:49:37 GMT\t",
+            // A one-digit day: two digits in asctime, or one after a single space.
+            "Sun Nov 06 08:49:37 1994",
+            "Sun Nov 6 08:49:37 1994",
+            "Sun, 6 Nov 1994 08:49:37 GMT",
             // The day name is redundant: a wrong one does not change the date.
             "Mon, 06 Nov 1994 08:49:37 GMT",
         ] {
@@ -204,6 +227,40 @@ mod tests {
             assert_eq!(at(text), None, "{text:?}");
         }
         assert!(at("Thu, 29 Feb 1996 00:00:00 GMT").is_some(), "a leap day");
+    }
+
+    #[test]
+    fn a_date_without_its_comma_or_with_a_run_of_spaces_is_refused() {
+        for text in [
+            // IMF-fixdate and RFC 850 without the comma after the day name.
+            "Sun 06 Nov 2094 08:49:37 GMT",
+            "Sunday 06-Nov-94 08:49:37 GMT",
+            "Sun , 06 Nov 2094 08:49:37 GMT",
+            // asctime with one.
+            "Sun, Nov  6 08:49:37 1994",
+            // Runs of spaces between fields.
+            "Sun,  06 Nov 2094 08:49:37 GMT",
+            "Sun, 06  Nov 2094 08:49:37 GMT",
+            "Sun, 06 Nov  2094 08:49:37 GMT",
+            "Sun, 06 Nov 2094  08:49:37 GMT",
+            "Sun, 06 Nov 2094 08:49:37  GMT",
+            "Sunday, 06-Nov-94  08:49:37 GMT",
+            "Sun  Nov  6 08:49:37 1994",
+            "Sun Nov   6 08:49:37 1994",
+            "Sun Nov  06 08:49:37 1994",
+            "Sun Nov  6  08:49:37 1994",
+            // A tab is not the space the grammar has.
+            "Sun,\t06 Nov 2094 08:49:37 GMT",
+        ] {
+            assert_eq!(at(text), None, "{text:?}");
+            // A client's If-Modified-Since and If-Range dates are read by httpdate: it
+            // refuses them as well, so every date field agrees.
+            assert!(httpdate::parse_http_date(text).is_err(), "{text:?}");
+        }
+        assert!(
+            at("Sun, 06 Nov 2094 08:49:37 GMT").is_some(),
+            "the same date, well formed"
+        );
     }
 
     #[test]

@@ -9,7 +9,10 @@
 //! structured-field Dictionary (RFC 9213 §2.2, RFC 8941 §3.2) holding the same directives
 //! with the same meaning. The first field of the target list (the operator's field, then
 //! `CDN-Cache-Control`) with a valid, non-empty value replaces `Cache-Control` and
-//! `Expires` for this cache (§2.1); one that fails to parse is ignored as if absent.
+//! `Expires` for this cache (§2.1); one that fails to parse is ignored as if absent. A
+//! member whose value has a type its directive cannot have (`max-age=1.5`,
+//! `s-maxage="60"`, `no-store=3`) is ignored as if absent (§2.2: values that violate the
+//! inferred types are not to be consumed), the rest of the field still applying.
 
 use http::header::CACHE_CONTROL;
 use http::{HeaderMap, HeaderName};
@@ -110,10 +113,7 @@ impl Directives {
 
 /// The directives of the targeted field `name`, if present with a valid, non-empty
 /// Dictionary (RFC 9213 §2.2). Its lines are joined with commas, as RFC 8941 §4.2 combines
-/// them. A member that is `?0` is absent; `?1` (a bare name) has no value; an Integer,
-/// Token or String is its text (so a negative or non-integer delta-seconds is invalid, as
-/// in `Cache-Control`); an Inner List (field names) is its items joined with commas.
-/// Parameters are ignored (§2.2).
+/// them. Each member is read as [`member_value`] says; parameters are ignored (§2.2).
 fn targeted(headers: &HeaderMap, name: &HeaderName) -> Option<Directives> {
     let mut lines = headers.get_all(name).iter().peekable();
     lines.peek()?;
@@ -129,39 +129,89 @@ fn targeted(headers: &HeaderMap, name: &HeaderName) -> Option<Directives> {
     if dictionary.is_empty() {
         return None;
     }
-    let mut list = Vec::with_capacity(dictionary.len());
-    for (key, member) in &dictionary {
-        let value = match member {
-            sfv::ListEntry::Item(item) => match &item.bare_item {
-                sfv::BareItem::Boolean(false) => continue,
-                sfv::BareItem::Boolean(true) => None,
-                other => Some(bare_text(other)),
-            },
-            sfv::ListEntry::InnerList(inner) => Some(
-                inner
-                    .items
-                    .iter()
-                    .map(|item| bare_text(&item.bare_item))
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            ),
-        };
-        list.push((key.as_str().to_owned(), value));
-    }
+    let list = dictionary
+        .iter()
+        .filter_map(|(key, member)| {
+            let name = key.as_str();
+            member_value(name, member).map(|value| (name.to_owned(), value))
+        })
+        .collect();
     Some(Directives {
         list,
         targeted: true,
     })
 }
 
-/// The text of a directive's value. A Decimal, Byte Sequence, Date or Display String
-/// means nothing to any cache directive: it reads as empty, so delta-seconds are invalid.
-fn bare_text(item: &sfv::BareItem) -> String {
+/// The value type RFC 9213 §2.2 infers for a response directive from its `Cache-Control`
+/// argument syntax.
+#[derive(Clone, Copy)]
+enum Expected {
+    /// delta-seconds: an Integer (`max-age=60`).
+    Integer,
+    /// No argument: Boolean true, a bare name (`no-store`).
+    Flag,
+    /// Optionally field names: a bare name, or the names as a String, a Token or an
+    /// Inner List of them (`private="set-cookie"`).
+    FlagOrFieldNames,
+    /// A directive this cache does not act on: any value.
+    Any,
+}
+
+/// The type `name`'s value must have, for the response directives this cache acts on.
+fn expected(name: &str) -> Expected {
+    match name {
+        "max-age" | "s-maxage" | "stale-while-revalidate" | "stale-if-error" => Expected::Integer,
+        "no-cache" | "private" => Expected::FlagOrFieldNames,
+        "no-store" | "public" | "must-revalidate" | "proxy-revalidate" | "must-understand"
+        | "no-transform" | "immutable" => Expected::Flag,
+        _ => Expected::Any,
+    }
+}
+
+/// The directive a Dictionary member stands for: `Some(None)` for a bare name (`?1`),
+/// `Some(Some(text))` for a value, `None` when it counts as absent: `?0`, or a value of a
+/// type its directive cannot have, which §2.2 says not to consume (reading `max-age=1.5`
+/// as 1 or `s-maxage="60"` as 60 would differ from other caches). A negative Integer is of
+/// the right type but not delta-seconds: invalid, so stale, as in `Cache-Control`.
+fn member_value(name: &str, member: &sfv::ListEntry) -> Option<Option<String>> {
+    use sfv::BareItem;
+    let expected = expected(name);
+    let item = match member {
+        sfv::ListEntry::Item(item) => &item.bare_item,
+        sfv::ListEntry::InnerList(inner) => {
+            return match expected {
+                Expected::FlagOrFieldNames | Expected::Any => inner
+                    .items
+                    .iter()
+                    .map(|item| field_name(&item.bare_item, expected))
+                    .collect::<Option<Vec<_>>>()
+                    .map(|names| Some(names.join(", "))),
+                Expected::Integer | Expected::Flag => None,
+            };
+        }
+    };
+    match (expected, item) {
+        (_, BareItem::Boolean(false)) => None,
+        (Expected::Integer, BareItem::Integer(n)) => Some(Some(n.to_string())),
+        (Expected::Integer, _) => None,
+        (_, BareItem::Boolean(true)) => Some(None),
+        (Expected::Flag, _) => None,
+        (Expected::FlagOrFieldNames | Expected::Any, other) => {
+            field_name(other, expected).map(Some)
+        }
+    }
+}
+
+/// The text of a value that is not a Boolean: for field names only a String or a Token;
+/// for a directive this cache does not act on, any (a Decimal, Byte Sequence, Date or
+/// Display String reads as empty: nothing here looks at it).
+fn field_name(item: &sfv::BareItem, expected: Expected) -> Option<String> {
     match item {
-        sfv::BareItem::String(text) => text.as_str().to_owned(),
-        sfv::BareItem::Token(token) => token.as_str().to_owned(),
-        sfv::BareItem::Integer(n) => n.to_string(),
-        _ => String::new(),
+        sfv::BareItem::String(text) => Some(text.as_str().to_owned()),
+        sfv::BareItem::Token(token) => Some(token.as_str().to_owned()),
+        sfv::BareItem::Integer(n) if matches!(expected, Expected::Any) => Some(n.to_string()),
+        _ if matches!(expected, Expected::Any) => Some(String::new()),
+        _ => None,
     }
 }
 
@@ -333,8 +383,8 @@ mod tests {
         );
         assert!(!cc.has("no-store"), "?0 is absent");
         assert!(cc.has("private") && cc.has("public"));
-        assert_eq!(cc.seconds("max-age"), Some(Seconds::Invalid));
-        assert_eq!(cc.seconds("s-maxage"), Some(Seconds::Invalid));
+        assert_eq!(cc.seconds("max-age"), Some(Seconds::Invalid), "negative");
+        assert_eq!(cc.seconds("s-maxage"), None, "a Decimal is ignored");
         // An empty value is ignored; a non-empty one replaces Cache-Control whole, even
         // when it holds no directive this cache knows.
         let empty = response(&[("cache-control", "max-age=7"), ("cdn-cache-control", "")]);
@@ -344,5 +394,54 @@ mod tests {
         let replaced = Directives::of_response(&unknown, None);
         assert!(replaced.is_targeted());
         assert_eq!(replaced.seconds("max-age"), None);
+    }
+
+    #[test]
+    fn a_targeted_directive_whose_value_has_the_wrong_type_is_ignored() {
+        let cc = Directives::of_response(
+            &response(&[
+                ("cache-control", "no-store, max-age=9"),
+                (
+                    "cdn-cache-control",
+                    "s-maxage=\"60\", max-age=1.5, no-store=3, public=\"yes\", \
+                     private=4, no-cache=(1 2), must-revalidate=(\"a\"), \
+                     stale-while-revalidate=?1, stale-if-error=abc, x-ext=2.5",
+                ),
+            ]),
+            None,
+        );
+        // The field is a valid Dictionary: it still replaces Cache-Control whole.
+        assert!(cc.is_targeted());
+        for name in [
+            "s-maxage",
+            "max-age",
+            "stale-while-revalidate",
+            "stale-if-error",
+        ] {
+            assert_eq!(cc.seconds(name), None, "{name} is ignored");
+        }
+        for name in [
+            "no-store",
+            "public",
+            "private",
+            "no-cache",
+            "must-revalidate",
+        ] {
+            assert!(!cc.has(name), "{name} is ignored");
+        }
+        assert!(cc.has("x-ext"), "an unknown directive takes any value");
+        // The same directives with the types they must have are honoured.
+        let typed = Directives::of_response(
+            &response(&[(
+                "cdn-cache-control",
+                "s-maxage=60, no-store, private=\"set-cookie\", no-cache=x-a, \
+                 must-revalidate;p=\"ignored\"",
+            )]),
+            None,
+        );
+        assert_eq!(typed.seconds("s-maxage"), Some(Seconds::Valid(60)));
+        for name in ["no-store", "private", "no-cache", "must-revalidate"] {
+            assert!(typed.has(name), "{name}");
+        }
     }
 }

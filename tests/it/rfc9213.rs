@@ -151,3 +151,43 @@ async fn a_changed_targeted_field_applies_to_the_next_hit() {
     );
     assert_eq!(origin.count("/swap"), 1);
 }
+
+/// RFC 9213 §2.2: a delta-seconds directive whose value is not an Integer (the String
+/// `s-maxage="600"`, the Decimal `max-age=1.5`) is ignored, not read as a number: the
+/// field still replaces `Cache-Control`, so the response has no lifetime and is not
+/// stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lifetime_of_the_wrong_type_is_ignored() {
+    let origin = TestOrigin::start(|_| {
+        Reply::ok("max-age=100", b"typed".to_vec())
+            .header("cdn-cache-control", "s-maxage=\"600\", max-age=1.5")
+    })
+    .await;
+    let proxy = proxy_always(&origin).await;
+    for _ in 0..2 {
+        let seen = get_with(&proxy, "/typed", &[]).await;
+        assert!(!seen.cache.hit, "{:?}", seen.cache);
+        assert_eq!(seen.cache.detail.as_deref(), Some("no-lifetime"));
+        assert_eq!(seen.body, b"typed");
+    }
+    assert_eq!(origin.count("/typed"), 2);
+}
+
+/// RFC 9213 §2.2: `no-store=3` (an Integer where `no-store` takes no value) is ignored,
+/// and the field's well-typed `max-age` gives the lifetime.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flag_with_a_value_is_ignored() {
+    let origin = TestOrigin::start(|_| {
+        Reply::ok("no-store", b"flag".to_vec())
+            .header("cdn-cache-control", "no-store=3, max-age=100")
+    })
+    .await;
+    let proxy = proxy_always(&origin).await;
+    fill(&proxy, "/flag", &[], 1).await;
+    let hit = get_with(&proxy, "/flag", &[]).await;
+    assert_hit(&hit);
+    assert_eq!(hit.body, b"flag");
+    assert_eq!(origin.count("/flag"), 1);
+    let ttl = ttl(&hit);
+    assert!((90..=100).contains(&ttl), "ttl from max-age=100: {ttl}");
+}

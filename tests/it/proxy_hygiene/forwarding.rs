@@ -117,3 +117,41 @@ async fn rfc7239_x_forwarded_proto_and_host_set_over_client_values() {
         "shop.example"
     );
 }
+
+/// RFC 7239 §4, §5.3–5.4: a client's `Forwarded` reaches the origin with the earlier hops'
+/// `for` and `by` kept, the `host` and `proto` it claimed dropped, and this hop's element
+/// (the client's address, the `Host` it asked for, quoted for its port, and the scheme it
+/// used) appended, in one field line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rfc7239_forwarded_keeps_the_chain_and_replaces_the_clients_host_and_proto() {
+    let (origin, proxy) = setup().await;
+    let raw = exchange(
+        &proxy,
+        b"GET /fwd HTTP/1.1\r\nHost: shop.example:8080\r\nForwarded: host=evil.example;proto=https\r\nForwarded: for=192.0.2.60;by=203.0.113.43;proto=https\r\n\r\n",
+    )
+    .await;
+    assert_eq!(raw.status, 200);
+    let headers = origin.last_headers("/fwd").expect("forwarded");
+    let lines: Vec<_> = headers.get_all("forwarded").iter().collect();
+    assert_eq!(
+        lines,
+        ["for=192.0.2.60;by=203.0.113.43, for=127.0.0.1;host=\"shop.example:8080\";proto=http"]
+    );
+}
+
+/// RFC 7239 §4: a `Forwarded` that does not parse is not passed on: the origin gets this
+/// hop's element alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rfc7239_an_unparseable_forwarded_is_replaced() {
+    let (origin, proxy) = setup().await;
+    let raw = exchange(
+        &proxy,
+        b"GET /fwd-bad HTTP/1.1\r\nHost: shop.example\r\nForwarded: for=192.0.2.60; host=evil.example\r\n\r\n",
+    )
+    .await;
+    assert_eq!(raw.status, 200);
+    assert_eq!(
+        origin_list(&origin, "/fwd-bad", "forwarded"),
+        "for=127.0.0.1;host=shop.example;proto=http"
+    );
+}

@@ -170,6 +170,35 @@ async fn invalid_expires_zero_is_stale() {
     assert_eq!(origin.count("/zero"), 2);
 }
 
+/// RFC 9111 §5.3 and RFC 9110 §5.6.7: an `Expires` far in the future but in none of the
+/// three date forms (no comma after the day name, or two spaces between fields) is
+/// invalid, so already expired: not served fresh, and without a validator not stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expires_without_its_comma_or_with_a_run_of_spaces_is_stale() {
+    let origin = TestOrigin::start(|head| {
+        let expires = match head.uri.path() {
+            "/no-comma" => "Sun 06 Nov 2094 08:49:37 GMT",
+            _ => "Sun, 06  Nov 2094 08:49:37 GMT",
+        };
+        dated(b"malformed", &[("expires", expires)])
+    })
+    .await;
+    let proxy = proxy_always(&origin).await;
+    for path in ["/no-comma", "/two-spaces"] {
+        for _ in 0..2 {
+            let seen = get_with(&proxy, path, &[]).await;
+            assert!(!seen.cache.hit, "{path}: {:?}", seen.cache);
+            assert_eq!(seen.cache.detail.as_deref(), Some("no-lifetime"), "{path}");
+            assert_eq!(seen.body, b"malformed");
+        }
+        assert_eq!(
+            origin.count(path),
+            2,
+            "{path}: both requests reach the origin"
+        );
+    }
+}
+
 /// RFC 9111 §5.3: an invalid `Expires` with a validator: stored stale, revalidated next time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn invalid_expires_with_validator_is_stored_and_revalidated() {
