@@ -266,8 +266,8 @@ pub fn normalise_target(
             .parse()
             .map_err(|_| KeyError::InvalidTarget(target.clone()))?,
     );
-    let uri = http::Uri::from_parts(uri)
-        .map_err(|_| KeyError::InvalidTarget(parts.uri.to_string()))?;
+    let uri =
+        http::Uri::from_parts(uri).map_err(|_| KeyError::InvalidTarget(parts.uri.to_string()))?;
     Ok(Some(std::mem::replace(&mut parts.uri, uri)))
 }
 

@@ -28,8 +28,8 @@ mod origin_failures;
 mod origin_limits;
 mod origin_pool;
 mod orphan_fills;
-mod proxy;
 mod poisoning;
+mod proxy;
 mod proxy_hygiene;
 // `secondhit simulate --recommend` and `--plot`, bench-only commands.
 #[cfg(feature = "bench")]

@@ -66,7 +66,11 @@ async fn assert_keyed_as_forwarded(raw_target: &str, raw_host: &str, target: &st
         "{target} Host: {host} never gets the answer to {raw_target} Host: {raw_host}"
     );
     if raw_target != target {
-        assert_eq!(origin.count(raw_target), 0, "the raw target never reached the origin");
+        assert_eq!(
+            origin.count(raw_target),
+            0,
+            "the raw target never reached the origin"
+        );
     }
     assert_eq!(origin.total(), 1, "one origin fetch for one key");
     proxy.stop().await;
@@ -110,8 +114,7 @@ async fn host_spellings_are_forwarded_as_the_host_they_are_keyed_as() {
 #[tokio::test]
 async fn an_absolute_form_target_is_forwarded_as_it_is_keyed() {
     let (origin, proxy) = echoing_setup().await;
-    let request =
-        b"GET http://LOCALHOST./evil/../abs.js HTTP/1.1\r\nHost: localhost.\r\n\r\n";
+    let request = b"GET http://LOCALHOST./evil/../abs.js HTTP/1.1\r\nHost: localhost.\r\n\r\n";
     let raw = exchange(&proxy, request).await;
     assert_eq!(raw.status, 200);
     assert_eq!(body(&raw), echo("/abs.js", "localhost"));
