@@ -63,8 +63,10 @@ const PAGE_POLICY: &str = "default-src 'none'; script-src 'unsafe-inline'; \
     style-src 'unsafe-inline'; connect-src 'self'; base-uri 'none'; form-action 'none'; \
     frame-ancestors 'none'";
 
+use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -81,7 +83,8 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use subtle::ConstantTimeEq;
 use tokio::net::TcpListener;
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
 use crate::admission::LiveAdmission;
 use crate::config::SettingsHandle;
@@ -90,9 +93,15 @@ use crate::metrics::export::{self, Exporter};
 use crate::proxy::Proxy;
 use crate::store::Store;
 
-/// Admin connections served at once; more wait in the kernel's backlog. The admin API is
-/// for a scraper and a few operators, and must not compete with clients for resources.
+/// Admin connections open at once. The admin API is for a scraper and a few operators,
+/// and must not compete with clients for resources. A connection arriving with this many
+/// open closes the oldest one that is not answering a request (see [`serve`]).
 const MAX_CONNECTIONS: usize = 64;
+
+/// Time an admin client has to send a request head, and a kept-alive admin connection
+/// to send its next one; separate from `server.header_read_timeout`, which is sized for
+/// the public's slow links, while admin clients are local tools that send a head at once.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Everything the admin endpoints read or act on.
 pub struct Admin {
@@ -105,11 +114,10 @@ pub struct Admin {
     settings: SettingsHandle,
 }
 
-/// How the admin listener's connections are bounded.
+/// How the admin listener's connections are bounded beyond its own fixed limits
+/// (`MAX_CONNECTIONS`, `HEADER_READ_TIMEOUT`).
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {
-    /// Time a client has to send a request head (`server.header_read_timeout`).
-    pub header_read_timeout: Duration,
     /// Time open connections get to finish at shutdown (`server.shutdown_timeout`).
     pub grace: Duration,
 }
@@ -134,6 +142,13 @@ impl Admin {
 
 /// Serves `admin` on `listener` until `stop` changes (or its sender is dropped), then gives
 /// open connections `limits.grace` to finish.
+///
+/// At `MAX_CONNECTIONS`, a new connection is taken and the oldest one not answering a
+/// request (an unfinished head, or a kept-alive connection between requests) is closed:
+/// refusing the newcomer, or letting it wait in the backlog, would let a flood of slow or
+/// idle connections lock out the health check and the operator until their heads time
+/// out, whereas the newest arrival is the last one closed. Only when every connection is
+/// answering a request is the newcomer refused.
 pub async fn serve(
     listener: TcpListener,
     admin: Admin,
@@ -142,22 +157,19 @@ pub async fn serve(
 ) {
     let admin = Arc::new(admin);
     let graceful = GracefulShutdown::new();
-    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    // Oldest first; finished ones are removed at the next accept.
+    let mut open: VecDeque<AdminConnection> = VecDeque::new();
     let mut builder = http1::Builder::new();
+    // hyper's head timer also runs while a kept-alive connection waits for its next
+    // head, so it bounds idle connections too.
     builder
         .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_read_timeout);
+        .header_read_timeout(HEADER_READ_TIMEOUT);
     match listener.local_addr() {
         Ok(addr) => tracing::info!(%addr, "admin listener ready"),
         Err(error) => tracing::warn!(%error, "admin listener ready, address unknown"),
     }
     loop {
-        let slot = tokio::select! {
-            slot = slots.clone().acquire_owned() => slot,
-            _ = stop.changed() => break,
-        };
-        // The semaphore is never closed.
-        let Ok(slot) = slot else { break };
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
@@ -169,18 +181,41 @@ pub async fn serve(
             },
             _ = stop.changed() => break,
         };
+        open.retain(|connection| !connection.task.is_finished());
+        if open.len() >= MAX_CONNECTIONS {
+            let idle = open
+                .iter()
+                .position(|connection| connection.answering.load(Ordering::Relaxed) == 0);
+            match idle.and_then(|index| open.remove(index)) {
+                Some(oldest) => {
+                    tracing::debug!(%peer, "admin connections at their limit; closing the oldest idle one");
+                    oldest.task.abort();
+                }
+                None => {
+                    tracing::debug!(%peer, "every admin connection is answering a request; refusing");
+                    continue;
+                }
+            }
+        }
+        let answering = Arc::new(AtomicU32::new(0));
         let admin = admin.clone();
+        let counted = answering.clone();
         let service = service_fn(move |request: Request<Incoming>| {
             let admin = admin.clone();
-            async move { Ok::<_, Infallible>(admin.answer(request).await) }
+            let busy = Answering::new(&counted);
+            async move {
+                let response = admin.answer(request).await;
+                drop(busy);
+                Ok::<_, Infallible>(response)
+            }
         });
         let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
-        tokio::spawn(async move {
+        let task = tokio::spawn(async move {
             if let Err(error) = connection.await {
                 tracing::debug!(%peer, %error, "admin connection ended with an error");
             }
-            drop(slot);
         });
+        open.push_back(AdminConnection { task, answering });
     }
     drop(listener);
     if tokio::time::timeout(limits.grace, graceful.shutdown())
@@ -188,6 +223,30 @@ pub async fn serve(
         .is_err()
     {
         tracing::warn!("admin connections still open at shutdown_timeout; closing them");
+    }
+}
+
+/// An open admin connection, as [`serve`] keeps it to close it at the limit.
+struct AdminConnection {
+    /// Its task: aborting it closes the connection.
+    task: JoinHandle<()>,
+    /// Requests it is answering now.
+    answering: Arc<AtomicU32>,
+}
+
+/// A request being answered: counted in its connection's `answering` until dropped.
+struct Answering(Arc<AtomicU32>);
+
+impl Answering {
+    fn new(count: &Arc<AtomicU32>) -> Answering {
+        count.fetch_add(1, Ordering::Relaxed);
+        Answering(count.clone())
+    }
+}
+
+impl Drop for Answering {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 

@@ -32,7 +32,9 @@
 //! [`Server::run`] serves the admin API on it ([`crate::admin`]) beside the proxy. One
 //! shutdown ends both: when `run`'s shutdown future completes, a `watch` channel tells the
 //! admin listener to stop accepting, and its connections get the same
-//! `server.shutdown_timeout` to finish.
+//! `server.shutdown_timeout` to finish. The admin listener bounds its connections itself
+//! (count and head timeout, see [`crate::admin::serve`]), apart from the proxy port's
+//! limits, so that a flood on either port leaves the other served.
 //!
 //! `[server.tls]` adds a TLS listener, bound by [`Server::bind`] with its certificates
 //! read; the accept loop takes clients from both, and a TLS client's handshake runs in its
@@ -277,10 +279,7 @@ impl Server {
         let (stop_admin, admin_stopping) = watch::channel(());
         let admin = self.admin.take().map(|(listener, admin)| {
             let grace = self.config.shutdown_timeout;
-            let limits = admin::Limits {
-                header_read_timeout: self.config.header_read_timeout,
-                grace,
-            };
+            let limits = admin::Limits { grace };
             tokio::spawn(admin::serve(listener, admin, admin_stopping, limits))
         });
         let builder = protocols::builder(&self.config);

@@ -6,20 +6,23 @@
 //! and an HTTP/2 connection with no open stream, would be kept for ever: clients that
 //! only connected, or only sent the preface, could hold every connection slot.
 //! [`drive`] therefore watches each connection's [`Activity`]: a request counts from its
-//! head until its response head is ready, which costs two uncontended atomic updates per
-//! request and no clock read. A timer ticks [`IDLE_TICKS`] times per `idle_timeout`; after
-//! that many ticks in a row with no request open and none started, the connection is shut
-//! down gracefully — HTTP/1 closes it (or after the response in flight), HTTP/2 sends
-//! GOAWAY and closes once its streams are done. So an idle connection is closed between
-//! `idle_timeout` and `idle_timeout` plus one tick after its last request.
+//! head until its response body ended (or was dropped), which costs two uncontended
+//! atomic updates per request and no clock read. A timer ticks [`IDLE_TICKS`] times per
+//! `idle_timeout`; after that many ticks in a row with no request open and none started,
+//! the connection is shut down gracefully — HTTP/1 closes it (or after the response in
+//! flight), HTTP/2 sends GOAWAY and closes once its streams are done. So an idle
+//! connection is closed between `idle_timeout` and `idle_timeout` plus one tick after its
+//! last response ended.
 //!
-//! A response body still streaming when the timer fires is not cut: the graceful shutdown
-//! lets it finish, and only the connection's reuse is lost.
+//! A response body still streaming is not idle, and a graceful shutdown (a reap's or the
+//! stop's) lets it finish: only the connection's reuse is lost.
 //!
-//! An HTTP/2 graceful shutdown closes the connection once the client answered the PING
-//! sent with the GOAWAY. A client that never answers is left to hyper's keep-alive: its
-//! pings (every `idle_timeout`) go unanswered too, and hyper drops the connection
-//! `header_read_timeout` after one (`Server::run` sets both).
+//! A graceful shutdown has a deadline: a connection that has not finished closing after
+//! [`CLOSE_GRACE`] with no request open is dropped. An HTTP/2 graceful shutdown closes
+//! only once the client answered the PING sent with the GOAWAY, so a client that sent its
+//! preface and then never read or answered would otherwise keep its slot until hyper's
+//! keep-alive gave up on it (`idle_timeout` plus `header_read_timeout`, 70 s by default):
+//! `max_connections` such clients made every new client wait that long.
 
 use std::convert::Infallible;
 use std::future::{Future, poll_fn};
@@ -30,9 +33,11 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
+use bytes::Bytes;
 use futures_util::Stream;
 use futures_util::task::AtomicWaker;
 use http::Request;
+use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -42,6 +47,7 @@ use tokio::sync::watch;
 use tokio::time::{Instant, MissedTickBehavior};
 
 use super::head_guard::{self, HeadGuard};
+use crate::error::{BoxError, ProxyBody};
 use crate::hygiene::{ConnectionToken, REJECTION_FIELD};
 use crate::key::ClientScheme;
 use crate::proxy::Proxy;
@@ -88,8 +94,10 @@ impl Serving {
             let open = requests.request();
             async move {
                 let response = proxy.handle(request, peer, scheme).await;
-                drop(open);
-                Ok::<_, Infallible>(response)
+                Ok::<_, Infallible>(response.map(|body| TrackedBody {
+                    body,
+                    open: Some(open),
+                }))
             }
         });
         let io = HeadGuard::new(io, token, self.limits, self.header_read_timeout);
@@ -106,10 +114,16 @@ impl Serving {
 /// one timer wakeup per tick and connection.
 pub(super) const IDLE_TICKS: u32 = 4;
 
+/// How long a connection being shut down gracefully may go on with no request open before
+/// it is dropped. With nothing left to send, it only waits for the client's answer to
+/// the GOAWAY's PING (one round trip) and for its last bytes to be written: a few seconds
+/// are many round trips, and a response still streaming holds it open regardless.
+pub(super) const CLOSE_GRACE: Duration = Duration::from_secs(3);
+
 /// What the idle timer needs to know of a connection's requests.
 #[derive(Debug, Default)]
 pub(super) struct Activity {
-    /// Requests whose response head is not ready yet.
+    /// Requests whose response body has not ended yet.
     open: AtomicU32,
     /// A request started since the timer last looked.
     used: AtomicBool,
@@ -143,6 +157,39 @@ impl Drop for OpenRequest {
     }
 }
 
+/// A response body that keeps its request open until it ended, failed or was dropped,
+/// so that a connection streaming a response is neither idle nor reaped.
+struct TrackedBody {
+    body: ProxyBody,
+    /// Released when the body ends: hyper may keep the body a while after its last frame.
+    open: Option<OpenRequest>,
+}
+
+impl Body for TrackedBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.body).poll_frame(cx);
+        if matches!(polled, Poll::Ready(None | Some(Err(_)))) {
+            this.open = None;
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
 /// The signals every connection listens to.
 pub(super) struct Signals {
     /// Changes once, when the server stops accepting: shut down gracefully.
@@ -165,7 +212,8 @@ impl Signals {
 }
 
 /// Runs `connection` to its end, calling `close` (its graceful shutdown) once: when it was
-/// idle for `idle_timeout`, on a reap with no request open, or at stop.
+/// idle for `idle_timeout`, on a reap with no request open, or at stop. Once closing, it
+/// is dropped (and `Ok` returned) if it goes on for [`CLOSE_GRACE`] with no request open.
 ///
 /// The connection is what wakes the task nearly every time, so the idle timer and the
 /// two signals are not polled on each of its wakeups (a `select!` over them created,
@@ -184,10 +232,7 @@ where
 {
     let Signals { mut stop, reap } = signals;
     tokio::pin!(connection);
-    // At least a millisecond: a zero period would make the interval panic.
-    let tick = (idle_timeout / IDLE_TICKS).max(Duration::from_millis(1));
-    let mut timer = tokio::time::interval_at(Instant::now() + tick, tick);
-    timer.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut timer = quiet_timer(idle_timeout);
     // A closed channel means the server is gone: stop too.
     let stop = stop.changed();
     tokio::pin!(stop);
@@ -209,9 +254,6 @@ where
             if let Poll::Ready(ended) = connection.as_mut().poll(cx) {
                 return Poll::Ready(ended);
             }
-            if closing {
-                return Poll::Pending;
-            }
             side.task.register(cx.waker());
             if !side.woken.swap(false, Ordering::Acquire) {
                 return Poll::Pending;
@@ -221,10 +263,21 @@ where
             // Polled until pending, so that each is registered again.
             while timer.poll_tick(&mut side_cx).is_ready() {
                 quiet_ticks = if activity.quiet() { quiet_ticks + 1 } else { 0 };
-                if quiet_ticks >= IDLE_TICKS {
-                    tracing::debug!(?idle_timeout, "closing an idle connection");
-                    close_now = true;
+                if quiet_ticks < IDLE_TICKS {
+                    continue;
                 }
+                if closing {
+                    tracing::debug!(
+                        grace = ?CLOSE_GRACE,
+                        "dropping a connection that did not finish closing"
+                    );
+                    return Poll::Ready(Ok(()));
+                }
+                tracing::debug!(?idle_timeout, "closing an idle connection");
+                close_now = true;
+            }
+            if closing {
+                return Poll::Pending;
             }
             if stop.as_mut().poll(&mut side_cx).is_ready() {
                 close_now = true;
@@ -242,10 +295,24 @@ where
             }
             close(connection.as_mut());
             closing = true;
+            // From now on the timer counts quiet ticks toward the close's deadline; the
+            // side waker is marked so that the new timer gets registered.
+            timer = quiet_timer(CLOSE_GRACE);
+            quiet_ticks = 0;
+            side.woken.store(true, Ordering::Release);
             // The connection is polled again: its shutdown has to start.
         }
     })
     .await
+}
+
+/// A timer ticking [`IDLE_TICKS`] times per `period`, from one tick from now.
+fn quiet_timer(period: Duration) -> tokio::time::Interval {
+    // At least a millisecond: a zero period would make the interval panic.
+    let tick = (period / IDLE_TICKS).max(Duration::from_millis(1));
+    let mut timer = tokio::time::interval_at(Instant::now() + tick, tick);
+    timer.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    timer
 }
 
 /// The waker the idle timer and the signals of one connection are polled with: it

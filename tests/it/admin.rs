@@ -1,12 +1,33 @@
 //! The admin listener over real sockets: `/metrics` after a scripted sequence (exact
 //! counts), `/purge` (variants, memory tier, unknown URLs), `/rotate` and `/stats`, the
-//! bearer token on every endpoint, methods and paths, and `admin_listen = "off"`.
+//! bearer token on every endpoint, methods and paths, `admin_listen = "off"`, and
+//! `/healthz` answering while partial request heads crowd the admin or the proxy port.
 
 use crate::support::{
     Reply, TestOrigin, TestProxy, body_bytes, client, get, sample, scrape, send, send_until_hit,
     stats,
 };
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::support::PATIENCE;
 use secondhit::config::{AdmissionPolicy, Config};
+
+/// A request head that never ends: no blank line after its last field.
+const PARTIAL_HEAD: &[u8] = b"GET /healthz HTTP/1.1\r\nHost: a\r\n";
+
+/// Opens `count` connections to `addr`, each sending [`PARTIAL_HEAD`] and then nothing.
+async fn partial_heads(addr: std::net::SocketAddr, count: usize) -> Vec<TcpStream> {
+    let mut streams = Vec::new();
+    for _ in 0..count {
+        let mut stream = TcpStream::connect(addr).await.expect("connect");
+        stream.write_all(PARTIAL_HEAD).await.expect("partial head");
+        streams.push(stream);
+    }
+    streams
+}
 
 /// The admin URL that purges `url` (form-encoded, as `curl --data-urlencode` would).
 fn purge_url(proxy: &TestProxy, url: &str) -> String {
@@ -378,4 +399,48 @@ async fn admin_listen_off_means_no_listener_and_the_public_port_is_refused() {
     );
     let off = Config::from_toml_str("[server]\nadmin_listen = \"off\"").expect("off is valid");
     assert_eq!(off.server.admin_listen, None);
+}
+
+/// More partial heads than the admin listener's connection limit (64) cannot keep
+/// `/healthz` waiting for their header timeout: the oldest ones are closed to make room.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn healthz_answers_while_partial_heads_exceed_the_admin_limit() {
+    let origin = TestOrigin::start(|_| Reply::ok("max-age=60", b"x".to_vec())).await;
+    let proxy = TestProxy::start(origin.addr, |_| {}).await;
+    let admin = proxy.admin.expect("the admin listener is on");
+    // One bound for connecting and the answer: connections the listener does not take
+    // wait in its backlog, and past it a connect waits too.
+    let health = tokio::time::timeout(PATIENCE, async {
+        let held = partial_heads(admin, 300).await;
+        let health = get(&proxy.admin_url("/healthz")).await;
+        (held, health)
+    })
+    .await;
+    let (mut held, health) = health.expect("/healthz is answered while partial heads crowd in");
+    assert_eq!((health.status, health.body.as_slice()), (200, &b"ok\n"[..]));
+    // The first partial head was among the oldest: closed without an answer.
+    let mut rest = Vec::new();
+    let closed = tokio::time::timeout(PATIENCE, held[0].read_to_end(&mut rest)).await;
+    assert!(closed.is_ok(), "the oldest partial head was closed");
+    proxy.stop().await;
+}
+
+/// Partial heads holding every one of the proxy port's `server.max_connections` slots do
+/// not reach the admin listener: `/healthz` still answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn healthz_answers_while_partial_heads_fill_the_proxy_port() {
+    let origin = TestOrigin::start(|_| Reply::ok("max-age=60", b"x".to_vec())).await;
+    let proxy = TestProxy::start(origin.addr, |c| {
+        c.server.max_connections = 8;
+        // Longer than the test waits: the partial heads keep their slots throughout.
+        c.server.header_read_timeout = Duration::from_secs(60);
+    })
+    .await;
+    let held = partial_heads(proxy.addr, 12).await;
+    let health = tokio::time::timeout(PATIENCE, get(&proxy.admin_url("/healthz")))
+        .await
+        .expect("/healthz is answered while the proxy port is full");
+    assert_eq!((health.status, health.body.as_slice()), (200, &b"ok\n"[..]));
+    drop(held);
+    proxy.stop().await;
 }

@@ -156,8 +156,8 @@ async fn idle_h2c_connections_get_goaway_after_idle_timeout() {
     }
 }
 
-/// A client that never answers a PING cannot keep its connection open after GOAWAY:
-/// hyper's keep-alive drops it `header_read_timeout` after an unanswered ping.
+/// A client that never answers a PING cannot keep its connection open after GOAWAY: the
+/// graceful close's deadline drops it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_h2c_client_that_never_answers_pings_is_dropped() {
     let origin = origin().await;
@@ -212,6 +212,41 @@ async fn with_max_connections_full_of_idle_h2c_a_new_client_is_served() {
         assert!(
             types.contains(&GOAWAY),
             "closed with GOAWAY: frames {types:?}"
+        );
+    }
+}
+
+/// h2c clients that sent their preface and then never read nor answered anything cannot
+/// keep a new client waiting at `server.max_connections`: the graceful close a reap
+/// starts has a deadline, after which their connections are dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_max_connections_full_of_silent_h2c_a_new_client_is_served() {
+    let origin = origin().await;
+    let proxy = TestProxy::start(origin.addr, |c| {
+        c.server.max_connections = 4;
+        // Longer than the test waits: neither the idle timer nor hyper's keep-alive
+        // (an unanswered ping is given `header_read_timeout`) can free a slot in time.
+        c.server.idle_timeout = Duration::from_secs(60);
+        c.server.header_read_timeout = Duration::from_secs(60);
+    })
+    .await;
+    let mut silent = Vec::new();
+    for _ in 0..4 {
+        let mut stream = TcpStream::connect(proxy.addr).await.expect("connect");
+        stream.write_all(H2C_PREFACE).await.expect("preface");
+        // The server's first frame, peeked and left unread: the connection holds a slot.
+        let mut first = [0u8; 9];
+        stream.peek(&mut first).await.expect("server settings");
+        silent.push(stream);
+    }
+    let seen = tokio::time::timeout(PATIENCE, send(client().get(proxy.url("/new"))))
+        .await
+        .expect("the new client is answered while silent clients hold every slot");
+    assert_eq!(seen.status, 200, "the new client is served");
+    for stream in &mut silent {
+        assert!(
+            read_to_close(stream).await.is_some(),
+            "a silent h2c connection was dropped to make room"
         );
     }
 }
