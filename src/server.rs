@@ -55,6 +55,7 @@ mod open_files;
 pub mod privileges;
 mod protocols;
 pub mod runtime;
+mod send_watch;
 pub mod tls;
 mod zero_copy;
 
@@ -292,6 +293,7 @@ impl Server {
             },
             header_read_timeout: self.config.header_read_timeout,
             idle_timeout: self.config.idle_timeout,
+            send_timeout: self.config.send_timeout,
         });
         let tls = self.tls.take();
         let (tls_listener, acceptor) = match &tls {

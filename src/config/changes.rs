@@ -88,6 +88,7 @@ fn server(running: &ServerConfig, next: &mut ServerConfig, changes: &mut Changes
         max_connections,
         header_read_timeout,
         idle_timeout,
+        send_timeout,
         max_concurrent_streams,
         max_headers,
         max_header_bytes,
@@ -126,6 +127,8 @@ fn server(running: &ServerConfig, next: &mut ServerConfig, changes: &mut Changes
     );
     let idle = &r.idle_timeout;
     changes.compare("server.idle_timeout", Restart, idle, idle_timeout);
+    let send = &r.send_timeout;
+    changes.compare("server.send_timeout", Restart, send, send_timeout);
     let streams = &r.max_concurrent_streams;
     changes.compare(
         "server.max_concurrent_streams",

@@ -24,6 +24,9 @@ pub struct ServerConfig {
     pub header_read_timeout: Duration,
     /// A connection with no request for this long is closed, HTTP/2 with GOAWAY (> 0).
     pub idle_timeout: Duration,
+    /// A connection whose client takes no response bytes for this long while a response
+    /// waits for it (a full socket, or a shut HTTP/2 flow-control window) is closed (> 0).
+    pub send_timeout: Duration,
     /// Most streams an HTTP/2 client may have open at once on one connection (> 0).
     pub max_concurrent_streams: u32,
     /// Most header fields in an HTTP/1 request head; more get 431 (1..=[`MAX_MAX_HEADERS`]).
@@ -83,6 +86,7 @@ impl Default for ServerConfig {
             max_connections: 10_000,
             header_read_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
+            send_timeout: Duration::from_secs(60),
             max_concurrent_streams: 128,
             max_headers: 100,
             max_header_bytes: 64 * 1024,

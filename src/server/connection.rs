@@ -47,6 +47,7 @@ use tokio::sync::watch;
 use tokio::time::{Instant, MissedTickBehavior};
 
 use super::head_guard::{self, HeadGuard};
+use super::send_watch::{SendProgress, Watched};
 use crate::error::{BoxError, ProxyBody};
 use crate::hygiene::{ConnectionToken, REJECTION_FIELD};
 use crate::key::ClientScheme;
@@ -64,6 +65,8 @@ pub(super) struct Serving {
     pub(super) header_read_timeout: Duration,
     /// `server.idle_timeout`.
     pub(super) idle_timeout: Duration,
+    /// `server.send_timeout`.
+    pub(super) send_timeout: Duration,
 }
 
 impl Serving {
@@ -97,13 +100,19 @@ impl Serving {
                 Ok::<_, Infallible>(response.map(|body| TrackedBody {
                     body,
                     open: Some(open),
+                    handed_out: false,
                 }))
             }
         });
         let io = HeadGuard::new(io, token, self.limits, self.header_read_timeout);
+        let io = Watched::new(io, activity.send.clone());
         let connection = self.builder.serve_connection(TokioIo::new(io), service);
         let close = |connection: Pin<&mut _>| auto::Connection::graceful_shutdown(connection);
-        let ended = drive(connection, close, activity, self.idle_timeout, signals);
+        let timeouts = Timeouts {
+            idle: self.idle_timeout,
+            send: self.send_timeout,
+        };
+        let ended = drive(connection, close, activity, timeouts, signals);
         if let Err(error) = ended.await {
             tracing::debug!(%peer, %error, "connection ended with an error");
         }
@@ -127,6 +136,8 @@ pub(super) struct Activity {
     open: AtomicU32,
     /// A request started since the timer last looked.
     used: AtomicBool,
+    /// Whether the client takes what it is sent (`server.send_timeout`).
+    send: Arc<SendProgress>,
 }
 
 impl Activity {
@@ -158,11 +169,31 @@ impl Drop for OpenRequest {
 }
 
 /// A response body that keeps its request open until it ended, failed or was dropped,
-/// so that a connection streaming a response is neither idle nor reaped.
+/// so that a connection streaming a response is neither idle nor reaped; and tells the
+/// connection's [`SendProgress`] when it handed out a frame and when hyper asked for the
+/// next one.
 struct TrackedBody {
     body: ProxyBody,
     /// Released when the body ends: hyper may keep the body a while after its last frame.
     open: Option<OpenRequest>,
+    /// A frame was handed out and hyper has not asked for the next one yet.
+    handed_out: bool,
+}
+
+impl TrackedBody {
+    fn send_progress(&self) -> Option<&SendProgress> {
+        self.open.as_ref().map(|open| &*open.0.send)
+    }
+}
+
+impl Drop for TrackedBody {
+    fn drop(&mut self) {
+        if self.handed_out
+            && let Some(progress) = self.send_progress()
+        {
+            progress.frame_taken(false);
+        }
+    }
 }
 
 impl Body for TrackedBody {
@@ -174,9 +205,21 @@ impl Body for TrackedBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = self.get_mut();
+        if std::mem::take(&mut this.handed_out)
+            && let Some(progress) = this.send_progress()
+        {
+            progress.frame_taken(true);
+        }
         let polled = Pin::new(&mut this.body).poll_frame(cx);
-        if matches!(polled, Poll::Ready(None | Some(Err(_)))) {
-            this.open = None;
+        match &polled {
+            Poll::Ready(Some(Ok(_))) => {
+                if let Some(progress) = this.send_progress() {
+                    progress.frame_handed_out();
+                    this.handed_out = true;
+                }
+            }
+            Poll::Ready(None | Some(Err(_))) => this.open = None,
+            Poll::Pending => {}
         }
         polled
     }
@@ -211,9 +254,20 @@ impl Signals {
     }
 }
 
+/// A connection's timeouts.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Timeouts {
+    /// `server.idle_timeout`.
+    pub(super) idle: Duration,
+    /// `server.send_timeout`.
+    pub(super) send: Duration,
+}
+
 /// Runs `connection` to its end, calling `close` (its graceful shutdown) once: when it was
-/// idle for `idle_timeout`, on a reap with no request open, or at stop. Once closing, it
+/// idle for `timeouts.idle`, on a reap with no request open, or at stop. Once closing, it
 /// is dropped (and `Ok` returned) if it goes on for [`CLOSE_GRACE`] with no request open.
+/// It is dropped at once when it waited on its client with no progress for
+/// `timeouts.send` ([`SendProgress`]), or for a tick when a reap comes.
 ///
 /// The connection is what wakes the task nearly every time, so the idle timer and the
 /// two signals are not polled on each of its wakeups (a `select!` over them created,
@@ -224,7 +278,7 @@ pub(super) async fn drive<C, E>(
     connection: C,
     close: impl Fn(Pin<&mut C>),
     activity: Arc<Activity>,
-    idle_timeout: Duration,
+    timeouts: Timeouts,
     signals: Signals,
 ) -> Result<(), E>
 where
@@ -232,7 +286,15 @@ where
 {
     let Signals { mut stop, reap } = signals;
     tokio::pin!(connection);
-    let mut timer = quiet_timer(idle_timeout);
+    let Timeouts {
+        idle: idle_timeout,
+        send: send_timeout,
+    } = timeouts;
+    // Fine enough for both timeouts: four ticks to the shorter one.
+    let mut timer = quiet_timer(idle_timeout.min(send_timeout));
+    let mut quiet_needed = ticks_in(idle_timeout, idle_timeout.min(send_timeout));
+    // Since when the connection has waited on its client without progress.
+    let mut stalled_since: Option<Instant> = None;
     // A closed channel means the server is gone: stop too.
     let stop = stop.changed();
     tokio::pin!(stop);
@@ -262,8 +324,20 @@ where
             let mut close_now = false;
             // Polled until pending, so that each is registered again.
             while timer.poll_tick(&mut side_cx).is_ready() {
+                let (waiting, progressed) = activity.send.look();
+                stalled_since = match waiting && !progressed {
+                    true => stalled_since.or_else(|| Some(Instant::now())),
+                    false => None,
+                };
+                if stalled_since.is_some_and(|since| since.elapsed() >= send_timeout) {
+                    tracing::debug!(
+                        ?send_timeout,
+                        "dropping a connection whose client takes nothing"
+                    );
+                    return Poll::Ready(Ok(()));
+                }
                 quiet_ticks = if activity.quiet() { quiet_ticks + 1 } else { 0 };
-                if quiet_ticks < IDLE_TICKS {
+                if quiet_ticks < quiet_needed {
                     continue;
                 }
                 if closing {
@@ -285,6 +359,12 @@ where
             while reaping {
                 match reaps.as_mut().poll_next(&mut side_cx) {
                     Poll::Ready(Some(())) if !activity.has_open_request() => close_now = true,
+                    // Its client took nothing for a tick or more: the first to go for a
+                    // client that would.
+                    Poll::Ready(Some(())) if stalled_since.is_some() => {
+                        tracing::debug!("dropping a stalled connection to make room");
+                        return Poll::Ready(Ok(()));
+                    }
                     Poll::Ready(Some(())) => {}
                     Poll::Ready(None) => reaping = false,
                     Poll::Pending => break,
@@ -298,6 +378,7 @@ where
             // From now on the timer counts quiet ticks toward the close's deadline; the
             // side waker is marked so that the new timer gets registered.
             timer = quiet_timer(CLOSE_GRACE);
+            quiet_needed = IDLE_TICKS;
             quiet_ticks = 0;
             side.woken.store(true, Ordering::Release);
             // The connection is polled again: its shutdown has to start.
@@ -306,10 +387,21 @@ where
     .await
 }
 
+/// The tick of [`quiet_timer`]`(period)`.
+fn tick_of(period: Duration) -> Duration {
+    // At least a millisecond: a zero period would make the interval panic.
+    (period / IDLE_TICKS).max(Duration::from_millis(1))
+}
+
+/// Ticks of [`quiet_timer`]`(period)` in `span`, rounded up.
+fn ticks_in(span: Duration, period: Duration) -> u32 {
+    let ticks = span.as_nanos().div_ceil(tick_of(period).as_nanos());
+    u32::try_from(ticks).unwrap_or(u32::MAX)
+}
+
 /// A timer ticking [`IDLE_TICKS`] times per `period`, from one tick from now.
 fn quiet_timer(period: Duration) -> tokio::time::Interval {
-    // At least a millisecond: a zero period would make the interval panic.
-    let tick = (period / IDLE_TICKS).max(Duration::from_millis(1));
+    let tick = tick_of(period);
     let mut timer = tokio::time::interval_at(Instant::now() + tick, tick);
     timer.set_missed_tick_behavior(MissedTickBehavior::Delay);
     timer

@@ -493,3 +493,84 @@ async fn a_later_head_that_stops_halfway_is_disconnected() {
     );
     assert_eq!(origin.count("/second"), 0);
 }
+
+/// A proxy storing everything, its body streamed from disk (no memory tier), with a
+/// short `send_timeout` and timeouts the tests outlast otherwise; and an origin whose
+/// `/big` is 8 MB, far more than socket buffers hold.
+async fn stalling_setup(max_connections: usize) -> (TestOrigin, TestProxy) {
+    let big = crate::support::body_bytes(8_000_000, 5);
+    let origin = TestOrigin::start(move |head| match head.uri.path() {
+        "/big" => Reply::ok("max-age=600", big.clone()),
+        _ => Reply::ok("max-age=600", b"hello".to_vec()),
+    })
+    .await;
+    let proxy = TestProxy::start(origin.addr, |c| {
+        c.admission.policy = AdmissionPolicy::Always;
+        c.cache.memory_size = 0;
+        c.server.max_connections = max_connections;
+        c.server.send_timeout = Duration::from_secs(1);
+        c.server.idle_timeout = Duration::from_secs(60);
+        c.server.header_read_timeout = Duration::from_secs(60);
+    })
+    .await;
+    let stored = send(client().get(proxy.url("/big"))).await;
+    assert!(stored.cache.stored, "{:?}", stored.cache);
+    proxy.wait_committed(1).await;
+    (origin, proxy)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_that_stop_reading_do_not_lock_others_out() {
+    let (_origin, proxy) = stalling_setup(3).await;
+    // Three clients with tiny receive buffers ask for the big object and never read.
+    let mut stalled = Vec::new();
+    for _ in 0..3 {
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        socket.set_recv_buffer_size(4096).expect("SO_RCVBUF");
+        let mut stream = socket.connect(proxy.addr).await.expect("connect");
+        let request = b"GET /big HTTP/1.1\r\nHost: stall.test\r\n\r\n";
+        stream.write_all(request).await.expect("request");
+        stalled.push(stream);
+    }
+    let seen = tokio::time::timeout(PATIENCE, send(client().get(proxy.url("/small"))))
+        .await
+        .expect("a new client is answered while stalled readers hold every slot");
+    assert_eq!(seen.status, 200);
+    for stream in &mut stalled {
+        assert!(dropped_unread(stream).await, "a stalled reader is dropped");
+    }
+}
+
+/// Whether the proxy drops `stream` within `PATIENCE`, found without reading from it
+/// (reading would let its response go on): once the proxy's socket is gone, a byte
+/// written to it is answered with a reset, and a later write fails.
+async fn dropped_unread(stream: &mut TcpStream) -> bool {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while tokio::time::Instant::now() < deadline {
+        if stream.write_all(b"x").await.is_err() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http2_client_that_grants_no_window_is_dropped_after_send_timeout() {
+    let (_origin, proxy) = stalling_setup(100).await;
+    // Answers pings (hyper's client does), but never lets a byte of the body through.
+    let stingy = reqwest::Client::builder()
+        .http2_prior_knowledge()
+        .http2_initial_stream_window_size(0)
+        .build()
+        .expect("h2c client");
+    let response = tokio::time::timeout(PATIENCE, stingy.get(proxy.url("/big")).send())
+        .await
+        .expect("the head comes: it needs no window")
+        .expect("a response head");
+    assert_eq!(response.status(), 200);
+    let body = tokio::time::timeout(PATIENCE, response.bytes())
+        .await
+        .expect("the connection is dropped within PATIENCE, not held for ever");
+    assert!(body.is_err(), "the body cannot have arrived with no window");
+}

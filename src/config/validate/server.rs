@@ -20,6 +20,7 @@ pub(super) struct RawServer {
     max_headers: Option<usize>,
     max_header_bytes: Option<RawSize>,
     idle_timeout: Option<String>,
+    send_timeout: Option<String>,
     max_concurrent_streams: Option<u32>,
     shutdown_timeout: Option<String>,
     workers: Option<usize>,
@@ -88,6 +89,7 @@ pub(super) fn validate_server(
             d.header_read_timeout,
         )?,
         idle_timeout: positive_duration("server.idle_timeout", raw.idle_timeout, d.idle_timeout)?,
+        send_timeout: positive_duration("server.send_timeout", raw.send_timeout, d.send_timeout)?,
         max_concurrent_streams: positive(
             "server.max_concurrent_streams",
             raw.max_concurrent_streams,
