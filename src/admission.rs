@@ -43,8 +43,8 @@ use xxhash_rust::xxh3::{xxh3_64, xxh3_128_with_seed};
 use crate::config::{AdmissionConfig, AdmissionPolicy, FilterSizing, RotateMode};
 
 pub use aging_pair::{
-    AUTO_KEYS_PER_OBJECT, AUTO_MIN_KEYS_PER_OBJECT, AUTO_WRITES_PER_NEW_KEY, AgingPair, Cause,
-    ObjectCount, Rotation,
+    AUTO_KEYS_PER_OBJECT, AUTO_MIN_KEYS_PER_OBJECT, AUTO_WRITES_PER_NEW_KEY, AgingPair,
+    BURST_HOLD_SHARE, Cause, ObjectCount, Rotation,
 };
 pub use bloom::FilterParams;
 pub use live::LiveAdmission;
@@ -432,7 +432,10 @@ fn pair_from_config(config: &AdmissionConfig, objects: ObjectCount) -> Option<Ar
     let params = filter_params(config)?;
     let rotation = match config.rotate {
         RotateMode::Fill => Rotation::Fill,
-        RotateMode::Auto => Rotation::Auto(objects),
+        RotateMode::Auto => Rotation::Auto {
+            objects,
+            min_generation_age: config.min_generation_age,
+        },
     };
     let now = std::time::Instant::now();
     Some(Arc::new(AgingPair::new(

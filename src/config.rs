@@ -248,6 +248,10 @@ pub struct AdmissionConfig {
     pub max_age: Duration,
     /// How a generation's size is chosen.
     pub rotate: RotateMode,
+    /// Under `rotate = "auto"`, the longest a generation that reaches its target of new keys
+    /// early (a burst) is held open, taking keys up to the filter's capacity; at most
+    /// `max_age`, zero turns the hold off (see `admission::BURST_HOLD_SHARE`).
+    pub min_generation_age: Duration,
     /// Filter hash key; `None` means generate one and keep it in `cache.dir`.
     pub seed: Option<String>,
     /// How often the filters are saved to `cache.dir/state/` (> 0).
@@ -262,11 +266,17 @@ impl Default for AdmissionConfig {
             false_positive_rate: 0.01,
             max_age: Duration::from_secs(3600),
             rotate: RotateMode::Auto,
+            min_generation_age: Duration::from_secs(3600) / MIN_GENERATION_AGE_SHARE,
             seed: None,
             snapshot_every: Duration::from_secs(60),
         }
     }
 }
+
+/// `admission.min_generation_age` defaults to `max_age` divided by this: long enough that
+/// a scan burst cannot flush the filters in less than minutes at the default `max_age`,
+/// short enough that the hold ends well before `max_age` would end the generation anyway.
+pub const MIN_GENERATION_AGE_SHARE: u32 = 4;
 
 /// The admission policy (`admission.policy`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -103,6 +103,7 @@ fn filter_pair(config: &AdmissionConfig, stats: &PairStats) -> Value {
             "memory_bytes": memory,
             "false_positive_rate": config.false_positive_rate,
             "max_age_seconds": config.max_age.as_secs_f64(),
+            "min_generation_age_seconds": config.min_generation_age.as_secs_f64(),
             "rotate": match config.rotate {
                 RotateMode::Fill => "fill",
                 RotateMode::Auto => "auto",

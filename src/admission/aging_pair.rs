@@ -14,7 +14,9 @@
 //! A generation ends on the first of: its target of new keys is reached ([`Cause::Fill`]; the
 //! target is `generation_size`, or under `rotate = "auto"` one to two times the number of
 //! objects in the disk cache, steered by the disk writes per new key (`auto`), clamped to
-//! `[auto_floor, generation_size]`); `max_age` has passed since it began
+//! `[auto_floor, generation_size]`; under `auto` a generation that reaches it in a burst,
+//! sooner than half as long as the one before it lasted, is held open until then, at most
+//! `min_generation_age`, up to `generation_size` keys: see [`BURST_HOLD_SHARE`]); `max_age` has passed since it began
 //! ([`Cause::Age`]); more than 60% of its bits are set although the count says it has room
 //! ([`Cause::Saturation`] — a filter past that point answers "yes" too often, whatever the
 //! count says; it guards against a count that is wrong, e.g. restored against other bits,
@@ -124,9 +126,34 @@ pub enum Rotation {
     /// Between [`AUTO_MIN_KEYS_PER_OBJECT`] and [`AUTO_KEYS_PER_OBJECT`] times the number of
     /// objects in the disk cache at the generation's start, steered toward
     /// [`AUTO_WRITES_PER_NEW_KEY`] disk writes per new key, clamped to
-    /// `[auto_floor(generation_size), generation_size]` (`rotate = "auto"`).
-    Auto(ObjectCount),
+    /// `[auto_floor(generation_size), generation_size]` (`rotate = "auto"`); a generation
+    /// that reaches that target early is held open against bursts (see [`BURST_HOLD_SHARE`]).
+    Auto {
+        /// The objects in the disk cache.
+        objects: ObjectCount,
+        /// The longest a generation that reaches its target early is held open
+        /// (`admission.min_generation_age`; zero: never).
+        min_generation_age: Duration,
+    },
 }
+
+/// Under `rotate = "auto"`, a generation that reaches its target of new keys is not ended by
+/// it before it is `1 / BURST_HOLD_SHARE` as old as the generation before it lasted (nor
+/// `min_generation_age`): until then it keeps taking keys, up to `generation_size`.
+///
+/// Why: a generation sized from a nearly empty cache is tiny (the floor, [`AUTO_FLOOR`]), and
+/// a burst of first sights (a scan) used to fill it and the next one within moments,
+/// dropping the generation that held the keys seen just before. A floor in keys is no
+/// answer (any burst larger than it flushes all the same, and a large floor makes a small
+/// cache remember too long: see [`AUTO_FLOOR`]); a hold in time bounds how fast keys are
+/// forgotten, whatever the burst's size. Relative to the generation before, so that steady
+/// traffic, whose generations last about as long as each other, is never held and `auto`
+/// keeps its sizing (a generation filling at least twice as fast as the one before is what
+/// a burst looks like); capped by `min_generation_age` so that the hold stays short after a
+/// generation ended by `max_age` or an idle gap. The false-positive rate stays bounded: a
+/// held generation still ends at `generation_size` new keys (where one filter reaches the
+/// configured rate, the same bound as `rotate = "fill"`), and at [`SATURATION`].
+pub const BURST_HOLD_SHARE: i64 = 2;
 
 /// Blocks read to estimate the current filter's fill (see [`BloomFilter::sampled_fill`]).
 const SATURATION_SAMPLE: usize = 32;
@@ -310,11 +337,11 @@ impl AgingPair {
         // key counts as new when `current` lacked some of its bits; two threads inserting the
         // same new key at once both count it, which only brings the rotation forward a key.
         current.insert_absent(&absent);
-        if let Some((_, target)) = slot.ready_for(state.number)
+        if let Some((start, target)) = slot.ready_for(state.number)
             && let Some(weight) = counted_weight(hash, target, shared.saturation_check_mask)
         {
             let inserts = slot.inserts.fetch_add(weight, Ordering::Relaxed) + weight;
-            if inserts >= target {
+            if inserts >= target && shared.fill_may_end(slot, inserts, now - start) {
                 shared.rotate(state, Cause::Fill, now);
             } else if inserts & shared.saturation_check_mask == 0
                 && current.sampled_fill(SATURATION_SAMPLE) >= SATURATION
@@ -386,7 +413,7 @@ fn log_sizing(params: &FilterParams, max_age: Duration, rotation: &Rotation) {
         generation_size = params.generation_size,
         rotate = match rotation {
             Rotation::Fill => "fill",
-            Rotation::Auto(_) => "auto",
+            Rotation::Auto { .. } => "auto",
         },
         max_age_secs = max_age.as_secs_f64(),
         target_false_positive_rate = params.false_positive_rate,

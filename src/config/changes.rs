@@ -308,6 +308,7 @@ fn admission(running: &AdmissionConfig, next: &mut AdmissionConfig, changes: &mu
         false_positive_rate,
         max_age,
         rotate,
+        min_generation_age,
         seed,
         snapshot_every,
     } = next;
@@ -327,6 +328,14 @@ fn admission(running: &AdmissionConfig, next: &mut AdmissionConfig, changes: &mu
     );
     changes.compare("admission.max_age", Live, &r.max_age, max_age);
     changes.compare("admission.rotate", Live, &r.rotate, rotate);
+    // Read at each rotation of the pair, which a reload of `[admission]` rebuilds.
+    let hold = &r.min_generation_age;
+    changes.compare(
+        "admission.min_generation_age",
+        Live,
+        hold,
+        min_generation_age,
+    );
     changes.compare("admission.seed", Live, &r.seed, seed);
     changes.compare(
         "admission.snapshot_every",

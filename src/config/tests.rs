@@ -157,6 +157,8 @@ fn full_file_from_disk_gives_typed_values() {
     assert_eq!(c.admission.false_positive_rate, 0.001);
     assert_eq!(c.admission.max_age, Duration::from_secs(600));
     assert_eq!(c.admission.rotate, RotateMode::Fill);
+    // Not given: a quarter of the `max_age` given, so that it never exceeds it.
+    assert_eq!(c.admission.min_generation_age, Duration::from_secs(150));
     assert_eq!(c.admission.seed.as_deref(), Some("s3cret"));
     assert_eq!(c.admission.snapshot_every, Duration::from_secs(300));
     assert_eq!(c.log.level, "warn");
@@ -310,4 +312,16 @@ fn exact_messages() {
         "{e}"
     );
     assert!(e.to_string().ends_with("(line 2)"), "{e}");
+}
+
+#[test]
+fn min_generation_age_defaults_to_a_quarter_of_max_age_and_may_be_zero() {
+    let c = Config::from_toml_str("").expect("a valid config");
+    assert_eq!(c.admission.min_generation_age, Duration::from_secs(900));
+    let c =
+        Config::from_toml_str("[admission]\nmin_generation_age = \"0s\"").expect("a valid config");
+    assert_eq!(c.admission.min_generation_age, Duration::ZERO);
+    let c = Config::from_toml_str("[admission]\nmax_age = \"2h\"\nmin_generation_age = \"2h\"")
+        .expect("a valid config");
+    assert_eq!(c.admission.min_generation_age, Duration::from_secs(7200));
 }

@@ -1,6 +1,7 @@
 //! The raw layer of config loading and its validation into the public types.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use http::HeaderName;
 use http::header::CACHE_CONTROL;
@@ -9,8 +10,8 @@ use serde::Deserialize;
 use super::{
     AccessFormat, AccessLog, AdmissionConfig, AdmissionPolicy, CacheConfig, Config, ConfigError,
     FilterSizing, HostHeader, LogConfig, LogFormat, MAX_BODY_BUFFER_SIZE, MAX_OPEN_FILES,
-    MAX_ORPHAN_FILLS, MAX_VERIFY_WHOLE_BELOW, MaxObjectSize, OriginConfig, RotateMode,
-    ServerConfig,
+    MAX_ORPHAN_FILLS, MAX_VERIFY_WHOLE_BELOW, MIN_GENERATION_AGE_SHARE, MaxObjectSize,
+    OriginConfig, RotateMode, ServerConfig,
 };
 
 mod server;
@@ -90,6 +91,7 @@ struct RawAdmission {
     false_positive_rate: Option<f64>,
     max_age: Option<String>,
     rotate: Option<String>,
+    min_generation_age: Option<String>,
     seed: Option<String>,
     snapshot_every: Option<String>,
 }
@@ -329,12 +331,15 @@ fn validate_admission(
             format!("{false_positive_rate} must be strictly between 0 and 1 (example: 0.01)");
         return Err(invalid("admission.false_positive_rate", reason));
     }
+    let max_age = positive_duration("admission.max_age", raw.max_age, d.max_age)?;
+    let min_generation_age = min_generation_age(raw.min_generation_age, max_age)?;
     Ok(AdmissionConfig {
         policy,
         sizing,
         false_positive_rate,
-        max_age: positive_duration("admission.max_age", raw.max_age, d.max_age)?,
+        max_age,
         rotate,
+        min_generation_age,
         seed: raw.seed.filter(|s| !s.is_empty()).or(d.seed),
         snapshot_every: positive_duration(
             "admission.snapshot_every",
@@ -342,6 +347,24 @@ fn validate_admission(
             d.snapshot_every,
         )?,
     })
+}
+
+/// `admission.min_generation_age`: a duration no longer than `max_age` ("0s" turns the
+/// hold off); absent, `max_age / MIN_GENERATION_AGE_SHARE`, so that it follows a changed
+/// `max_age` rather than exceeding it.
+fn min_generation_age(raw: Option<String>, max_age: Duration) -> Result<Duration, ConfigError> {
+    const KEY: &str = "admission.min_generation_age";
+    let default = max_age / MIN_GENERATION_AGE_SHARE;
+    let value = duration(KEY, raw, default)?;
+    if value > max_age {
+        let reason = format!(
+            "{} must not exceed admission.max_age ({}): a generation that old has already ended",
+            humantime::format_duration(value),
+            humantime::format_duration(max_age)
+        );
+        return Err(invalid(KEY, reason));
+    }
+    Ok(value)
 }
 
 fn validate_log(raw: RawLog, d: LogConfig) -> Result<LogConfig, ConfigError> {

@@ -194,7 +194,11 @@ mod tests {
         let params = FilterParams::for_expected_keys(largest, 0.01);
         let count = Arc::new(move || objects);
         let hour = Duration::from_secs(3600);
-        Arc::new(AgingPair::new(params, hour, Rotation::Auto(count), t0))
+        let rotation = Rotation::Auto {
+            objects: count,
+            min_generation_age: hour / 4,
+        };
+        Arc::new(AgingPair::new(params, hour, rotation, t0))
     }
 
     /// On `pair`, over a cache of `objects` whose generations take `target` keys: a warm-up

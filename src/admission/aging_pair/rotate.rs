@@ -6,8 +6,11 @@
 use std::sync::atomic::Ordering;
 
 use super::history::Record;
+use super::slots::Slot;
 use super::slots::{FilterState, State};
-use super::{AUTO_KEYS_PER_OBJECT, Cause, Rotation, Shared, auto_floor, duration};
+use super::{
+    AUTO_KEYS_PER_OBJECT, BURST_HOLD_SHARE, Cause, Rotation, Shared, auto_floor, duration, nanos_of,
+};
 
 impl Shared {
     /// `Idle` at `2 · max_age` or more, `Age` at `max_age` or more, else none.
@@ -30,7 +33,7 @@ impl Shared {
         let largest = self.params.generation_size;
         match &self.rotation {
             Rotation::Fill => largest,
-            Rotation::Auto(objects) => {
+            Rotation::Auto { objects, .. } => {
                 let objects = objects();
                 let keys_per_object = match ended {
                     Some(ended) => self.steer_after(ended, objects),
@@ -40,6 +43,28 @@ impl Shared {
                 ((objects as f64 * keys_per_object) as u64).clamp(auto_floor(largest), largest)
             }
         }
+    }
+
+    /// The hold of a generation starting `now` after generation `ended` (see
+    /// [`super::BURST_HOLD_SHARE`]): the age before which reaching its target does not end it.
+    fn next_hold(&self, ended: u64, now: i64) -> i64 {
+        let Rotation::Auto {
+            min_generation_age, ..
+        } = &self.rotation
+        else {
+            return 0; // `fill`'s target is already the most a generation takes
+        };
+        let Some((start, _)) = self.slot(ended).ready_for(ended) else {
+            return 0; // the ended generation's slot is gone: nothing to measure a burst by
+        };
+        ((now - start).max(0) / BURST_HOLD_SHARE).min(nanos_of(*min_generation_age))
+    }
+
+    /// Whether a generation in `slot` that has counted `inserts` new keys, at least its
+    /// target, and is `age` old ends now: at once, unless a burst hold keeps it open, and
+    /// always at `generation_size` keys, so that its false-positive rate stays bounded.
+    pub(super) fn fill_may_end(&self, slot: &Slot, inserts: u64, age: i64) -> bool {
+        inserts >= self.params.generation_size || age >= slot.hold.load(Ordering::Relaxed)
     }
 
     /// Installs `state` directly (construction and restore only: no check runs yet), its
@@ -62,10 +87,10 @@ impl Shared {
             return;
         }
         let next = seen.number + 1;
-        if !self
-            .slot(next)
-            .claim_and_fill(next, now, || self.next_target(Some(seen.number)))
-        {
+        if !self.slot(next).claim_and_fill(next, now, || {
+            let target = self.next_target(Some(seen.number));
+            (target, self.next_hold(seen.number, now))
+        }) {
             return; // a newer generation already uses the slot: `seen` is long gone
         }
         let Some(spare) = self.clean_spare(seen) else {

@@ -73,6 +73,9 @@ pub(super) struct Slot {
     pub start: AtomicI64,
     /// New keys the generation takes before a fill rotation.
     pub target: AtomicU64,
+    /// The age, in nanoseconds, before which reaching `target` does not end the generation
+    /// (`rotate = "auto"`'s hold against bursts; 0: none). Written with `start` and `target`.
+    pub hold: AtomicI64,
     /// New keys counted so far.
     pub inserts: AtomicU64,
     /// Disk writes the generation's admissions led to so far (see `auto`).
@@ -94,7 +97,9 @@ impl Slot {
     /// check runs).
     pub fn fill(&self, number: u64, start: i64, target: u64, inserts: u64) {
         self.claimed.store(number + 1, Ordering::Relaxed);
-        self.write(number, start, target, inserts);
+        // No hold: a generation installed directly has no predecessor of this run whose
+        // length would measure a burst.
+        self.write(number, start, (target, 0), inserts);
     }
 
     /// Forgets which generation the slot was for (restore, before any check runs).
@@ -103,11 +108,16 @@ impl Slot {
         self.ready.store(0, Ordering::Release);
     }
 
-    /// Claims the slot for generation `number` and writes it (start `start`, target from
-    /// `target`, no inserts). True if the slot is now for `number` — written here, or being
+    /// Claims the slot for generation `number` and writes it (start `start`, target and hold
+    /// from `target`, no inserts). True if the slot is now for `number` — written here, or being
     /// written by another thread rotating to the same generation; false if a newer generation
     /// holds it (the caller's view of the pair is at least four rotations old).
-    pub fn claim_and_fill(&self, number: u64, start: i64, target: impl FnOnce() -> u64) -> bool {
+    pub fn claim_and_fill(
+        &self,
+        number: u64,
+        start: i64,
+        target: impl FnOnce() -> (u64, i64),
+    ) -> bool {
         let mine = number + 1;
         let mut seen = self.claimed.load(Ordering::Acquire);
         loop {
@@ -131,9 +141,10 @@ impl Slot {
         true
     }
 
-    fn write(&self, number: u64, start: i64, target: u64, inserts: u64) {
+    fn write(&self, number: u64, start: i64, (target, hold): (u64, i64), inserts: u64) {
         self.start.store(start, Ordering::Relaxed);
         self.target.store(target, Ordering::Relaxed);
+        self.hold.store(hold, Ordering::Relaxed);
         self.inserts.store(inserts, Ordering::Relaxed);
         self.fills.store(0, Ordering::Relaxed);
         self.ready.store(number + 1, Ordering::Release);

@@ -197,7 +197,11 @@ fn auto_rotation_follows_the_object_count_within_its_clamp() {
         Arc::new(move || objects.load(Ordering::Relaxed))
     };
     let params = FilterParams::for_expected_keys(100_000, 0.01);
-    let pair = AgingPair::new(params, HOUR, Rotation::Auto(source), t0);
+    let rotation = Rotation::Auto {
+        objects: source,
+        min_generation_age: HOUR / 4,
+    };
+    let pair = AgingPair::new(params, HOUR, rotation, t0);
     // An empty cache: the floor, so the pair still remembers a little.
     assert_eq!(auto_floor(100_000), 1_024);
     assert_eq!(pair.stats_at(t0).generation_target, 1_024);
@@ -418,4 +422,122 @@ fn a_forced_rotation_starts_a_generation_and_keeps_the_last_one_answering() {
         Decision::Admit(AdmitReason::SeenBefore)
     );
     assert_eq!(Admission::rotate(&pair), Some(2));
+}
+
+/// A pair under `rotate = "auto"` over a nearly empty cache (ten objects: every generation
+/// gets the floor's target, 1,024 keys) in filters sized for `largest` keys, starting at `t0`,
+/// holding a burst for at most a quarter of an hour.
+fn nearly_empty_auto_pair(largest: u64, t0: Instant) -> AgingPair {
+    let rotation = Rotation::Auto {
+        objects: Arc::new(|| 10),
+        min_generation_age: HOUR / 4,
+    };
+    let pair = AgingPair::new(
+        FilterParams::for_expected_keys(largest, 0.01),
+        HOUR,
+        rotation,
+        t0,
+    );
+    assert_eq!(pair.stats_at(t0).generation_target, AUTO_FLOOR);
+    pair
+}
+
+/// Real keys `0..500`, one a second from `t0`; then at `t0 + 10 min` a burst of `junk`
+/// first sights (from key 1,000,000 on), 1,000 a second. Returns when the burst ended.
+fn real_keys_then_a_burst(pair: &AgingPair, junk: u64, t0: Instant) -> Instant {
+    for i in 0..500 {
+        pair.check_and_record_at(key(i), t0 + Duration::from_secs(i));
+    }
+    let burst = t0 + 10 * MINUTE;
+    for i in 0..junk {
+        pair.check_and_record_at(key(1_000_000 + i), burst + Duration::from_millis(i));
+    }
+    burst + Duration::from_millis(junk)
+}
+
+#[test]
+fn a_burst_of_first_sights_does_not_flush_the_keys_seen_just_before_it() {
+    let t0 = Instant::now();
+    let pair = nearly_empty_auto_pair(100_000, t0);
+    // Twenty times the generation the nearly empty cache sizes: without the hold, twenty
+    // rotations, and the real keys dropped with the second.
+    let end = real_keys_then_a_burst(&pair, 20_000, t0);
+    let forgotten = (0..500).filter(|&i| !pair.contains(key(i))).count();
+    assert_eq!(forgotten, 0, "real keys forgotten by the burst");
+    // One rotation (the real keys' generation reached its target), then the next generation
+    // held the rest of the burst: it began 10 minutes after the one before, so it is held
+    // for 5 minutes, and the burst lasted 20 seconds.
+    assert_eq!(pair.generation(), 1);
+    assert_eq!(pair.check_and_record_at(key(7), end), SEEN);
+    // The hold ends: the next new key past the target ends the generation as usual.
+    pair.check_and_record_at(key(2_000_000), end + 5 * MINUTE);
+    assert_eq!(pair.generation(), 2);
+}
+
+#[test]
+fn a_held_generation_still_ends_at_the_keys_its_filter_is_sized_for() {
+    let t0 = Instant::now();
+    let pair = nearly_empty_auto_pair(5_000, t0);
+    let largest = pair.params().generation_size;
+    let mut most = 0;
+    let mut generation = 0;
+    // A burst of six times the filter's capacity, in 30 s: held or not, no generation takes
+    // more keys than its filter keeps at the configured false-positive rate.
+    for i in 0..500 {
+        pair.check_and_record_at(key(i), t0 + Duration::from_secs(i));
+    }
+    let burst = t0 + 10 * MINUTE;
+    for i in 0..6 * largest {
+        let now = burst + Duration::from_micros(i);
+        pair.check_and_record_at(key(1_000_000 + i), now);
+        if pair.generation() != generation {
+            generation = pair.generation();
+            let stats = pair.stats_at(now);
+            let ended = stats.previous.expect("a rotation leaves a previous filter");
+            most = most.max(ended.inserts);
+            assert!(ended.bits_set_ratio < SATURATION, "{ended:?}");
+            assert_eq!(stats.last_rotation, Some(Cause::Fill));
+        }
+    }
+    assert!(
+        most <= largest,
+        "{most} new keys in a filter sized for {largest}"
+    );
+    assert_eq!(most, largest, "the burst was held to the filter's capacity");
+    assert!(generation >= 3, "a burst past the capacity still rotates");
+}
+
+#[test]
+fn steady_traffic_is_not_held_and_keys_still_age_out() {
+    let t0 = Instant::now();
+    let pair = nearly_empty_auto_pair(100_000, t0);
+    for i in 0..500 {
+        pair.check_and_record_at(key(i), t0);
+    }
+    // A steady 20 new keys a second: each generation reaches its 1,024 keys in about 51 s,
+    // as fast as the one before, so none is held.
+    let mut next = 1_000_000;
+    for tick in 0..10 * 60 * 20 {
+        pair.check_and_record_at(key(next), t0 + Duration::from_millis(50 * tick));
+        next += 1;
+    }
+    let stats = pair.stats_at(t0 + 10 * MINUTE);
+    // 500 real and 12,000 junk new keys, 1,024 a generation: every rotation on its target.
+    assert_eq!(stats.rotations.fill, 12, "{:?}", stats.rotations);
+    let remembered = (0..500).filter(|&i| pair.contains(key(i))).count();
+    assert!(remembered < 25, "{remembered} of 500 keys still remembered");
+
+    // A trickle, one new key every 5 minutes, never reaches the target: `max_age` still
+    // ends each generation, and two of them forget the keys.
+    let pair = nearly_empty_auto_pair(100_000, t0);
+    for i in 0..500 {
+        pair.check_and_record_at(key(i), t0);
+    }
+    for step in 1..=25 {
+        pair.check_and_record_at(key(next), t0 + step * 5 * MINUTE);
+        next += 1;
+    }
+    assert_eq!(pair.stats_at(t0 + 125 * MINUTE).rotations.age, 2);
+    let remembered = (0..500).filter(|&i| pair.contains(key(i))).count();
+    assert!(remembered < 25, "{remembered} of 500 keys still remembered");
 }

@@ -379,6 +379,16 @@ const REJECTED: &[(&str, &str, &str)] = &[
         "invalid",
     ),
     (
+        "[admission]\nmax_age = \"10m\"\nmin_generation_age = \"11m\"",
+        "admission.min_generation_age",
+        "invalid",
+    ),
+    (
+        "[admission]\nmin_generation_age = \"soon\"",
+        "admission.min_generation_age",
+        "invalid",
+    ),
+    (
         "[admission]\nsnapshot_every = \"0s\"",
         "admission.snapshot_every",
         "invalid",
