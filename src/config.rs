@@ -109,8 +109,13 @@ pub struct OriginConfig {
     /// Bytes of a request body read before an origin permit is taken (at most
     /// [`MAX_BODY_BUFFER_SIZE`]; zero: stream it from the start).
     pub body_buffer_size: u64,
-    /// Longest wait for the next bytes of a client's request body (> 0); then 408.
+    /// Longest wait for the next bytes of a client's request body (> 0), and the window
+    /// over which `body_min_rate` is averaged; then 408.
     pub body_read_timeout: Duration,
+    /// Bytes per second a client's request body must average over each
+    /// `body_read_timeout` (the first one is a grace period); then 408, which frees the
+    /// origin permit a streaming upload holds (zero: only a stall is cut).
+    pub body_min_rate: u64,
 }
 
 /// Upper limit of `origin.body_buffer_size`: every request with a body may hold this much.
@@ -129,6 +134,9 @@ impl Default for OriginConfig {
             queue_timeout: Duration::from_secs(5),
             body_buffer_size: 64 * 1024,
             body_read_timeout: Duration::from_secs(10),
+            // Twice Apache mod_reqtimeout's default `MinRate=500`, a tenth of a slow
+            // mobile uplink: 10KiB per 10s window.
+            body_min_rate: 1024,
         }
     }
 }

@@ -71,7 +71,8 @@ pub enum ErrorKind {
     MustRevalidate,
     /// Every origin permit stayed taken for `origin.queue_timeout` (503).
     OriginBusy,
-    /// The client's request body stalled for `origin.body_read_timeout` (408).
+    /// The client's request body stalled for `origin.body_read_timeout`, or averaged less
+    /// than `origin.body_min_rate` over it (408).
     RequestBodyTimeout,
     /// A store lookup failed; the request was proxied uncached.
     StoreLookup,

@@ -54,10 +54,10 @@ pub enum OriginError {
     /// broke, or its framing was invalid): nothing complete to forward.
     #[error("the request body failed before it was read: {0}")]
     ClientBody(#[source] BoxError),
-    /// The client's request body stalled for `origin.body_read_timeout` before the
-    /// request could be sent.
-    #[error("the request body stalled for {0:?} (origin.body_read_timeout)")]
-    RequestBodyTimeout(Duration),
+    /// The client's request body stalled for `origin.body_read_timeout`, or fell below
+    /// `origin.body_min_rate` over it, before the origin's response head came.
+    #[error("the request body was too slow: {0}")]
+    RequestBodyTimeout(ReadTimedOut),
     /// The origin did not answer within the connect or read timeout.
     #[error("origin timed out: {0}")]
     Timeout(#[source] BoxError),
@@ -227,8 +227,8 @@ pub struct Origin {
     in_flight: Arc<Semaphore>,
     /// `origin.queue_timeout`: the longest wait for a permit before a 503.
     queue_timeout: Duration,
-    /// How much of a request body is read before a permit is taken, and how long it may
-    /// stall (`origin.body_buffer_size`, `origin.body_read_timeout`).
+    /// How much of a request body is read before a permit is taken, and the pace it must
+    /// keep (`origin.body_buffer_size`, `origin.body_read_timeout`, `origin.body_min_rate`).
     upload: upload::Limits,
     /// Where the time to each response head is recorded.
     metrics: Arc<Metrics>,
@@ -279,6 +279,7 @@ impl Origin {
             upload: upload::Limits {
                 buffer: config.body_buffer_size,
                 read_timeout: config.body_read_timeout,
+                min_rate: config.body_min_rate,
             },
             metrics,
         })
@@ -329,10 +330,8 @@ impl Origin {
         let response = match response {
             Ok(response) => response?,
             Err(_) => {
-                let waited = ReadTimedOut {
-                    after: self.head_timeout,
-                    key: "origin.connect_timeout + origin.read_timeout",
-                };
+                let key = "origin.connect_timeout + origin.read_timeout";
+                let waited = ReadTimedOut::silent(self.head_timeout, key);
                 return Err(OriginError::Timeout(waited.into()));
             }
         };

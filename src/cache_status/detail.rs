@@ -56,7 +56,8 @@ pub enum Detail {
     ServerOptions,
     /// Every `origin.max_in_flight` permit stayed taken for `origin.queue_timeout` (503).
     OriginBusy,
-    /// The client's request body stalled for `origin.body_read_timeout` (408).
+    /// The client's request body stalled for `origin.body_read_timeout`, or averaged less
+    /// than `origin.body_min_rate` over it (408).
     RequestBodyTimeout,
     /// A response that reached the end of the request path without a `Cache-Status` of
     /// its own: a bug, labelled rather than sent unlabelled.

@@ -194,6 +194,7 @@ fn origin(running: &OriginConfig, next: &mut OriginConfig, changes: &mut Changes
         queue_timeout,
         body_buffer_size,
         body_read_timeout,
+        body_min_rate,
     } = next;
     let r = running;
     changes.compare("origin.url", Live, &r.url, url);
@@ -226,6 +227,8 @@ fn origin(running: &OriginConfig, next: &mut OriginConfig, changes: &mut Changes
     changes.compare("origin.body_buffer_size", Live, buffer, body_buffer_size);
     let body = &r.body_read_timeout;
     changes.compare("origin.body_read_timeout", Live, body, body_read_timeout);
+    let rate = &r.body_min_rate;
+    changes.compare("origin.body_min_rate", Live, rate, body_min_rate);
 }
 
 fn cache(running: &CacheConfig, next: &mut CacheConfig, changes: &mut Changes) {

@@ -87,6 +87,7 @@ const FULL: &str = r#"
     connect_timeout = "1s"
     read_timeout = "2m"
     max_in_flight = 7
+    body_min_rate = "2KiB"
     [cache]
     dir = "/srv/cache"
     max_size = "2GiB"
@@ -138,6 +139,7 @@ fn full_file_from_disk_gives_typed_values() {
     assert_eq!(c.origin.connect_timeout, Duration::from_secs(1));
     assert_eq!(c.origin.read_timeout, Duration::from_secs(120));
     assert_eq!(c.origin.max_in_flight, 7);
+    assert_eq!(c.origin.body_min_rate, 2048);
     assert_eq!(c.cache.dir, PathBuf::from("/srv/cache"));
     assert_eq!(
         c.cache.max_object_size,

@@ -60,6 +60,7 @@ struct RawOrigin {
     queue_timeout: Option<String>,
     body_buffer_size: Option<RawSize>,
     body_read_timeout: Option<String>,
+    body_min_rate: Option<RawSize>,
 }
 
 #[derive(Deserialize, Default)]
@@ -175,6 +176,11 @@ fn validate_origin(raw: RawOrigin, d: OriginConfig) -> Result<OriginConfig, Conf
             raw.body_read_timeout,
             d.body_read_timeout,
         )?,
+        // Zero is allowed: only a stall (`body_read_timeout`) is cut.
+        body_min_rate: match raw.body_min_rate {
+            None => d.body_min_rate,
+            Some(rate) => parse_size("origin.body_min_rate", rate)?,
+        },
     })
 }
 

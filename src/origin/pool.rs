@@ -117,7 +117,13 @@ impl Pool {
                     // The origin closed the idle connection before the request was
                     // written: nothing was sent, so it goes out on another one.
                     Some(unsent) if reused => request = unsent,
-                    _ => return Err(OriginError::Protocol(failed.into_error().into())),
+                    _ => {
+                        let error = failed.into_error();
+                        return Err(match super::upload::cut_for_pace(&error) {
+                            Some(slow) => OriginError::RequestBodyTimeout(slow),
+                            None => OriginError::Protocol(error.into()),
+                        });
+                    }
                 },
             }
         }

@@ -1,6 +1,8 @@
 //! Read timeouts between a body's frames: an origin's response body
-//! (`origin.read_timeout`) and the rest of a client's upload (`origin.body_read_timeout`).
+//! (`origin.read_timeout`) and a client's upload (`origin.body_read_timeout`, which also
+//! needs `origin.body_min_rate`).
 
+use std::fmt;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
@@ -11,43 +13,96 @@ use tokio::time::{Instant, Sleep};
 
 use crate::error::BoxError;
 
-/// A body went silent for longer than its timeout: the origin's response
-/// (`origin.read_timeout`) or the client's upload (`origin.body_read_timeout`).
-#[derive(Debug, thiserror::Error)]
-#[error("no body bytes for {after:?} ({key})")]
+/// A body was too slow over its timeout: silent, for the origin's response
+/// (`origin.read_timeout`) or the client's upload (`origin.body_read_timeout`), or, for
+/// an upload, slower than `origin.body_min_rate`.
+#[derive(Clone, Copy, Debug)]
 pub struct ReadTimedOut {
-    /// How long the body was silent.
+    /// The window judged: the timeout.
     pub(super) after: Duration,
     /// The setting that timed out.
     pub(super) key: &'static str,
+    /// Data bytes received in that window.
+    pub(super) bytes: u64,
+    /// The rate the body fell below, when it had one and was not silent.
+    pub(super) min_rate: Option<MinRate>,
 }
 
-/// A body that fails with [`ReadTimedOut`] when no frame arrives for its timeout: a
-/// response from the origin (`origin.read_timeout`), or the rest of a client's upload
-/// (`origin.body_read_timeout`). A long transfer is never cut while frames keep coming.
+/// A body's minimum rate, averaged over its timeout.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct MinRate {
+    /// Bytes per second.
+    pub(super) per_second: u64,
+    /// The setting it comes from.
+    pub(super) key: &'static str,
+}
+
+impl ReadTimedOut {
+    /// A body silent for `after` (no rate to name).
+    pub(super) fn silent(after: Duration, key: &'static str) -> ReadTimedOut {
+        ReadTimedOut {
+            after,
+            key,
+            bytes: 0,
+            min_rate: None,
+        }
+    }
+}
+
+impl std::error::Error for ReadTimedOut {}
+
+impl fmt::Display for ReadTimedOut {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.min_rate {
+            Some(rate) if self.bytes > 0 => write!(
+                f,
+                "{} body bytes in {:?} ({}), under {} bytes/s ({})",
+                self.bytes, self.after, self.key, rate.per_second, rate.key
+            ),
+            _ => write!(f, "no body bytes for {:?} ({})", self.after, self.key),
+        }
+    }
+}
+
+/// A body that fails with [`ReadTimedOut`] when fewer than its minimum bytes arrive over
+/// its timeout: one byte (silence) for a response from the origin (`origin.read_timeout`),
+/// `origin.body_min_rate` times the timeout for a client's upload
+/// (`origin.body_read_timeout`). A long transfer is never cut while it keeps that pace.
 ///
 /// The timer is lazy, as the connection idle timer is: it is armed only when the body
 /// first has to wait (a short body whose frames are all ready never arms one), it ticks
-/// [`READ_TICKS`] times per timeout, and a frame only sets a flag. The body fails after
-/// that many ticks in a row without a frame, so after between the timeout and a quarter
-/// more of silence. Why: restarting a timer for every frame took the time driver's lock
-/// and read the clock twice per pass-through response.
+/// [`READ_TICKS`] times per timeout, and a frame only adds to a count. At each tick the
+/// body fails if that many last ticks together counted fewer bytes than the
+/// minimum, so after between the timeout and a quarter more below it; no tick judges
+/// before that many have passed since the first wait, which is a slow start's grace. A
+/// tick is only waited for while the inner body has nothing ready, so time the reader
+/// spends not polling (a slow client downstream, an origin that reads slowly upstream)
+/// never counts against the body. Why ticks: restarting a timer for every frame took the
+/// time driver's lock and read the clock twice per pass-through response.
 pub struct ReadTimeout<B = super::PooledBody> {
     inner: B,
     timeout: Duration,
     /// The setting named when it fires.
     key: &'static str,
+    /// Data bytes needed per timeout (at least one).
+    min_bytes: u64,
+    /// Where `min_bytes` comes from, when more than one.
+    min_rate: Option<MinRate>,
     /// Armed at the first wait. Boxed: a `Sleep` is `!Unpin`, and the body moves between
     /// owners.
     tick: Option<Pin<Box<Sleep>>>,
-    /// Ticks in a row with no frame.
-    quiet_ticks: u32,
-    /// A frame arrived since the last tick.
-    progressed: bool,
+    /// Data bytes counted in each of the last ticks (a ring, oldest at `oldest`).
+    ticks: [u64; READ_TICKS],
+    /// Where the next tick's count goes.
+    oldest: usize,
+    /// Ticks so far, up to [`READ_TICKS`]: none judges before the ring is full.
+    ticked: usize,
+    /// Data bytes since the last tick.
+    since_tick: u64,
 }
 
 /// Timer ticks per read timeout (see [`ReadTimeout`]).
-const READ_TICKS: u32 = 4;
+const READ_TICKS: usize = 4;
 
 impl<B> ReadTimeout<B> {
     /// `inner`, failing after `timeout` of silence with an error naming `key`.
@@ -56,15 +111,45 @@ impl<B> ReadTimeout<B> {
             inner,
             timeout,
             key,
+            min_bytes: 1,
+            min_rate: None,
             tick: None,
-            quiet_ticks: 0,
-            progressed: false,
+            ticks: [0; READ_TICKS],
+            oldest: 0,
+            ticked: 0,
+            since_tick: 0,
         }
+    }
+
+    /// Also fails when the body averages under `rate` over its timeout (zero: only
+    /// silence fails).
+    pub(super) fn with_min_rate(mut self, rate: MinRate) -> ReadTimeout<B> {
+        let per_timeout = u128::from(rate.per_second) * self.timeout.as_nanos() / 1_000_000_000;
+        self.min_bytes = u64::try_from(per_timeout).unwrap_or(u64::MAX).max(1);
+        self.min_rate = (rate.per_second > 0).then_some(rate);
+        self
     }
 
     /// The time between ticks (never zero: validation keeps timeouts positive).
     fn tick_period(&self) -> Duration {
-        self.timeout / READ_TICKS
+        self.timeout / READ_TICKS as u32
+    }
+
+    /// Counts a tick; the error when the last [`READ_TICKS`] counted too few bytes.
+    fn count_tick(&mut self) -> Option<ReadTimedOut> {
+        self.ticks[self.oldest] = std::mem::take(&mut self.since_tick);
+        self.oldest = (self.oldest + 1) % READ_TICKS;
+        self.ticked = (self.ticked + 1).min(READ_TICKS);
+        let bytes = self
+            .ticks
+            .iter()
+            .fold(0u64, |sum, &n| sum.saturating_add(n));
+        (self.ticked == READ_TICKS && bytes < self.min_bytes).then_some(ReadTimedOut {
+            after: self.timeout,
+            key: self.key,
+            bytes,
+            min_rate: self.min_rate,
+        })
     }
 }
 
@@ -82,30 +167,24 @@ where
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = &mut *self;
         if let Poll::Ready(frame) = Pin::new(&mut this.inner).poll_frame(cx) {
-            this.progressed = true;
+            if let Some(Ok(frame)) = &frame {
+                let len = frame.data_ref().map_or(0, |data| data.len() as u64);
+                this.since_tick = this.since_tick.saturating_add(len);
+            }
             return Poll::Ready(frame.map(|f| f.map_err(Into::into)));
         }
         let period = this.tick_period();
-        let tick = this
-            .tick
-            .get_or_insert_with(|| Box::pin(tokio::time::sleep(period)));
         loop {
+            let tick = this
+                .tick
+                .get_or_insert_with(|| Box::pin(tokio::time::sleep(period)));
             ready!(tick.as_mut().poll(cx));
-            if std::mem::take(&mut this.progressed) {
-                this.quiet_ticks = 0;
-            } else {
-                this.quiet_ticks += 1;
-            }
-            if this.quiet_ticks >= READ_TICKS {
-                let timed_out = ReadTimedOut {
-                    after: this.timeout,
-                    key: this.key,
-                };
+            // From now, not from the last deadline: a body its reader left unpolled for
+            // a while must not count the ticks it missed as slowness.
+            tick.as_mut().reset(Instant::now() + period);
+            if let Some(timed_out) = this.count_tick() {
                 return Poll::Ready(Some(Err(timed_out.into())));
             }
-            // From now, not from the last deadline: a body its reader left unpolled for
-            // a while (a slow client) must not count the ticks it missed as silence.
-            tick.as_mut().reset(Instant::now() + period);
         }
     }
 

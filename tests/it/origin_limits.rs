@@ -1,8 +1,9 @@
 //! Origin protection (issue 17, item 4): `origin.max_in_flight` excess waits at most
 //! `origin.queue_timeout`, then gets 503 with `Retry-After`; request bodies are read ahead
 //! (`origin.body_buffer_size`) before a slot is taken, so a slow upload holds none, and
-//! stall for at most `origin.body_read_timeout` (408). Real sockets: an echoing origin
-//! and the real proxy on 127.0.0.1:0.
+//! stall for at most `origin.body_read_timeout`, or keep under `origin.body_min_rate` for
+//! at most that long (408). Real sockets: an echoing origin and the real proxy on
+//! 127.0.0.1:0.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -15,7 +16,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::proxy_hygiene::common::{Conn, detail};
@@ -243,6 +244,81 @@ async fn an_upload_that_breaks_off_is_a_bad_request_not_an_origin_error() {
     };
     assert_eq!(errors("bad-request"), 1.0);
     assert_eq!(errors("origin-error"), 0.0);
+}
+
+/// A POST declaring 200000 body bytes that sends 70000 at once (more than the default
+/// `origin.body_buffer_size`, so it streams on to the origin and holds a slot), then one
+/// byte every 200ms until the proxy closes the connection. Returns the response head.
+async fn trickling_upload(proxy: SocketAddr) -> String {
+    let stream = TcpStream::connect(proxy).await.expect("connect");
+    let (mut read, mut write) = stream.into_split();
+    let head = "POST /upload HTTP/1.1\r\nHost: a\r\nContent-Length: 200000\r\n\r\n";
+    write.write_all(head.as_bytes()).await.expect("upload head");
+    write.write_all(&[b'u'; 70_000]).await.expect("burst");
+    let trickle = tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            if write.write_all(b"t").await.is_err() {
+                break;
+            }
+        }
+    });
+    let mut answer = Vec::new();
+    let read_head = async {
+        let mut buf = [0u8; 1024];
+        while !answer.windows(4).any(|w| w == b"\r\n\r\n") {
+            match read.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => answer.extend_from_slice(&buf[..n]),
+            }
+        }
+    };
+    let answered = tokio::time::timeout(PATIENCE, read_head).await;
+    trickle.abort();
+    assert!(answered.is_ok(), "the trickling upload got no answer");
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uploads_trickling_past_the_buffer_are_cut_and_give_their_slots_back() {
+    let origin = EchoOrigin::start().await;
+    let proxy = TestProxy::start(origin.addr, |c| {
+        c.origin.max_in_flight = 4;
+        c.origin.queue_timeout = Duration::from_millis(100);
+        // A response head may take this long, so slots held until then stay held past
+        // PATIENCE: only the pace frees them.
+        c.origin.read_timeout = Duration::from_secs(60);
+        // One byte per 200ms is never a stall of a second, but far under 1000 bytes/s.
+        c.origin.body_read_timeout = Duration::from_secs(1);
+        c.origin.body_min_rate = 1000;
+    })
+    .await;
+    let uploads: Vec<_> = (0..4)
+        .map(|_| tokio::spawn(trickling_upload(proxy.addr)))
+        .collect();
+    // Every slot is taken by an upload streaming to the origin.
+    until_busy(&origin, 4).await;
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    for attempt in 0.. {
+        let seen = send(client().get(proxy.url(&format!("/after/{attempt}")))).await;
+        if seen.status == 200 {
+            break;
+        }
+        assert_eq!(
+            (seen.status, seen.cache.detail.as_deref()),
+            (503, Some("origin-busy"))
+        );
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "GET misses still found every slot taken after {PATIENCE:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for upload in uploads {
+        let head = upload.await.expect("upload task");
+        assert!(head.starts_with("HTTP/1.1 408"), "{head}");
+        assert!(head.contains("detail=request-body-timeout"), "{head}");
+    }
 }
 
 /// Writes `request` to the proxy over a new connection and reads the whole answer until

@@ -136,6 +136,11 @@ const REJECTED: &[(&str, &str, &str)] = &[
         "invalid",
     ),
     (
+        "[origin]\nbody_min_rate = \"fast\"",
+        "origin.body_min_rate",
+        "invalid",
+    ),
+    (
         "[origin]\nbody_buffer_size = \"17MiB\"",
         "origin.body_buffer_size",
         "invalid",
