@@ -150,9 +150,9 @@ pub fn storability(
         rules.heuristic_max,
     );
     let explicit = source == LifetimeSource::Explicit;
-    // Errors only with explicit freshness; other statuses that are not cacheable by
-    // default (302, 307...) likewise (RFC 9111 §3, item 5).
-    if !explicit && !freshness::heuristic_status(status) {
+    // Errors only with explicit freshness or `public`; other statuses that are not
+    // cacheable by default (302, 307...) likewise (RFC 9111 §3, item 5).
+    if !explicit && !freshness::heuristic_allowed(status, &cc) {
         return Err(NotStored::NotCacheable);
     }
     let age = freshness::initial_age(&response.headers, response_time, response_time);

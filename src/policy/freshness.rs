@@ -40,6 +40,14 @@ pub fn heuristic_status(status: StatusCode) -> bool {
     HEURISTIC_STATUSES.contains(&status.as_u16())
 }
 
+/// True if a response with `status` and directives `cc` may get a heuristic lifetime:
+/// by its status, or whatever its status when the origin marked it `public` (RFC 9111
+/// §3 and §4.2.2: the origin itself then asks for it to be cached, so an error cannot be
+/// cached by accident).
+pub fn heuristic_allowed(status: StatusCode, cc: &Directives) -> bool {
+    heuristic_status(status) || cc.has("public")
+}
+
 /// Where a freshness lifetime came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LifetimeSource {
@@ -85,7 +93,7 @@ pub fn lifetime(
             _ => (Duration::ZERO, LifetimeSource::Explicit),
         };
     }
-    if heuristic_status(status)
+    if heuristic_allowed(status, cc)
         && let Some(modified) = headers.get(LAST_MODIFIED).and_then(parse_date)
         && let Ok(since) = date.duration_since(modified)
     {
@@ -401,6 +409,10 @@ mod tests {
             (Duration::from_secs(100), LifetimeSource::Heuristic)
         );
         assert_eq!(life(404, &lm, now).1, LifetimeSource::None);
+        // Marked public by the origin, any status may get one.
+        let public = [lm[0].clone(), ("cache-control", "public".to_owned())];
+        assert_eq!(life(599, &public, now).1, LifetimeSource::Heuristic);
+        assert_eq!(life(404, &public, now).1, LifetimeSource::Heuristic);
         let old = [("last-modified", httpdate::fmt_http_date(now - 100 * DAY))];
         assert_eq!(life(200, &old, now).0, DAY, "capped by heuristic_max");
     }

@@ -159,3 +159,22 @@ async fn interim_responses_are_neither_stored_nor_merged() {
         assert_eq!(header(seen, "link"), None, "{:?}", seen.headers);
     }
 }
+
+/// RFC 9111 §3 and §4.2.2: a response the origin marked `public` gets a heuristic
+/// lifetime whatever its status, a 599 unknown to this cache and a 404 included: the
+/// origin asked for it to be cached, so it is not cached by accident.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_public_response_of_any_status_is_stored_with_a_heuristic_lifetime() {
+    for status in [599, 404] {
+        let origin =
+            TestOrigin::start(move |_| heuristic_only(status).header("cache-control", "public"))
+                .await;
+        let proxy = proxy_always(&origin).await;
+        let first = get_with(&proxy, "/public", &[]).await;
+        assert_eq!(first.status, status);
+        assert!(first.cache.stored, "{status}: {:?}", first.cache);
+        let second = get_with(&proxy, "/public", &[]).await;
+        assert!(second.cache.hit, "{status}: {:?}", second.cache);
+        assert_eq!(origin.count("/public"), 1, "{status}");
+    }
+}
