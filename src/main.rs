@@ -18,6 +18,31 @@ use secondhit::server::{Listeners, Server};
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// How often the memory-release thread asks mimalloc to return freed memory.
+const RELEASE_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Starts a thread that asks mimalloc every [`RELEASE_EVERY`] to return the memory it
+/// has freed. mimalloc returns freed pages lazily, on later allocations, so a proxy that
+/// went idle after a burst kept the memory of every closed connection until its next
+/// traffic (`benches/conn_memory.sh`; figures in `benches/RESULTS.md`). A thread of its
+/// own, because a runtime worker that has gone idle is not woken to do it; nothing on the
+/// request path pays for it.
+fn spawn_memory_release() {
+    let spawned = std::thread::Builder::new()
+        .name("secondhit-mem".to_owned())
+        .spawn(|| {
+            loop {
+                std::thread::sleep(RELEASE_EVERY);
+                // SAFETY: `mi_collect` may be called from any thread at any time; with
+                // `force` it also purges the freed pages other threads left to the arenas.
+                unsafe { libmimalloc_sys::mi_collect(true) };
+            }
+        });
+    if let Err(error) = spawned {
+        tracing::warn!(%error, "cannot start the memory-release thread; freed memory returns to the system only with later traffic");
+    }
+}
+
 /// A reverse-proxy cache that writes an object to disk only on its second request.
 #[derive(Parser)]
 #[command(name = "secondhit", version, about)]
@@ -160,6 +185,7 @@ fn serve(path: Option<PathBuf>) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    spawn_memory_release();
     let runtime = match secondhit::server::runtime::build(&config.server) {
         Ok(runtime) => runtime,
         Err(error) => {

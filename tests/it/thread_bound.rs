@@ -14,9 +14,9 @@ use crate::support::{Reply, TestOrigin, body_bytes, client};
 const WORKERS: usize = 2;
 const BLOCKING_THREADS: usize = 4;
 /// Threads beside the runtime's: `main` (which blocks on the runtime), the access log's
-/// writer, the filter cleaner and the start-up scan (gone once it finished), and one to
-/// spare for any other helper.
-const OTHER_THREADS: usize = 5;
+/// writer, the filter cleaner, the start-up scan (gone once it finished), the memory
+/// release, and one to spare for any other helper.
+const OTHER_THREADS: usize = 6;
 const MISSES: usize = 200;
 /// How much the resident set may grow per waiting miss over its size before the wave.
 /// Measured: about 140 KiB each (25 → 53 MiB for 200; connection and origin buffers,
