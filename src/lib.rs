@@ -108,6 +108,7 @@ pub mod admission;
 pub mod bench;
 pub mod cache_status;
 pub mod config;
+mod crypto;
 pub mod error;
 pub mod hygiene;
 pub mod key;

@@ -59,6 +59,7 @@
 //!
 //! The file format is in [`entry`]; paths, header reads and fsyncs in `disk`.
 
+mod derived;
 mod disk;
 mod dropped;
 pub mod entry;

@@ -107,6 +107,7 @@ use std::sync::atomic::{AtomicI64, AtomicU8, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::bloom::{BloomFilter, FilterParams};
+pub use super::stats::Cause;
 use super::stats::PairStats;
 use super::{Admission, AdmitReason, Decision, FilterHash, RejectReason};
 pub use auto::{AUTO_KEYS_PER_OBJECT, AUTO_MIN_KEYS_PER_OBJECT, AUTO_WRITES_PER_NEW_KEY};
@@ -163,44 +164,6 @@ const SATURATION_SAMPLE: usize = 32;
 /// optimal `k` does); 60% is well past it (the false-positive rate is then about `0.6^k`, 3×
 /// the 1% target at `k = 6`).
 pub const SATURATION: f64 = 0.6;
-
-/// Why the pair rotated.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Cause {
-    /// The current generation took its target of new keys.
-    Fill,
-    /// The current generation was older than `max_age`.
-    Age,
-    /// More than [`SATURATION`] of the current filter's bits were set.
-    Saturation,
-    /// No request for `2 · max_age` or more: both generations were forgotten.
-    Idle,
-    /// An operator asked for it ([`AgingPair::force_rotation`], the admin listener's
-    /// `POST /rotate`).
-    Forced,
-}
-
-impl Cause {
-    /// Every cause, in declaration order (the rotation counters index by `cause as usize`).
-    pub const ALL: [Cause; 5] = [
-        Cause::Fill,
-        Cause::Age,
-        Cause::Saturation,
-        Cause::Idle,
-        Cause::Forced,
-    ];
-
-    /// Token for logs and metrics: "fill" | "age" | "saturation" | "idle" | "forced".
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Cause::Fill => "fill",
-            Cause::Age => "age",
-            Cause::Saturation => "saturation",
-            Cause::Idle => "idle",
-            Cause::Forced => "forced",
-        }
-    }
-}
 
 /// The smallest generation `rotate = "auto"` uses, in keys (but never more than the largest,
 /// `generation_size`). An empty cache would otherwise give generations of zero keys, which

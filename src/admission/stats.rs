@@ -9,7 +9,6 @@
 
 use std::time::Duration;
 
-use super::aging_pair::Cause;
 use super::bloom::{BloomFilter, FilterParams};
 
 /// One filter's fill and estimates.
@@ -179,4 +178,42 @@ impl PairStats {
 pub fn estimated_keys(bits_set: u64, bits: u64, probes: u32) -> f64 {
     let m = bits as f64;
     -(m / f64::from(probes)) * (1.0 - bits_set as f64 / m).ln()
+}
+
+/// Why the pair rotated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cause {
+    /// The current generation took its target of new keys.
+    Fill,
+    /// The current generation was older than `max_age`.
+    Age,
+    /// More than `aging_pair::SATURATION` of the current filter's bits were set.
+    Saturation,
+    /// No request for `2 · max_age` or more: both generations were forgotten.
+    Idle,
+    /// An operator asked for it (`AgingPair::force_rotation`, the admin listener's
+    /// `POST /rotate`).
+    Forced,
+}
+
+impl Cause {
+    /// Every cause, in declaration order (the rotation counters index by `cause as usize`).
+    pub const ALL: [Cause; 5] = [
+        Cause::Fill,
+        Cause::Age,
+        Cause::Saturation,
+        Cause::Idle,
+        Cause::Forced,
+    ];
+
+    /// Token for logs and metrics: "fill" | "age" | "saturation" | "idle" | "forced".
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Cause::Fill => "fill",
+            Cause::Age => "age",
+            Cause::Saturation => "saturation",
+            Cause::Idle => "idle",
+            Cause::Forced => "forced",
+        }
+    }
 }

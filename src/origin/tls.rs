@@ -27,7 +27,7 @@ use crate::config::OriginConfig;
 
 /// The rustls client settings for the origin of `config` (its `ca_file` read now).
 pub fn client_config(config: &OriginConfig) -> Result<ClientConfig, OriginError> {
-    let provider = crate::server::tls::provider();
+    let provider = crate::crypto::tls_provider();
     let builder = ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
         .map_err(|e| OriginError::Client(format!("origin TLS: {e}")))?;

@@ -62,12 +62,6 @@ impl CertificateError {
     }
 }
 
-/// The crypto provider of both TLS sides: ring (see `Cargo.toml`), named explicitly rather
-/// than installed process-wide, so no other crate's choice can change it.
-pub(crate) fn provider() -> Arc<CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
-}
-
 /// One loaded certificate and the files it came from.
 #[derive(Debug)]
 struct Loaded {
@@ -90,7 +84,7 @@ pub struct Prepared(Vec<Loaded>);
 impl Certificates {
     /// Reads every certificate of `tls`; the first that fails is the error.
     pub fn load(tls: &TlsConfig) -> Result<Arc<Certificates>, CertificateError> {
-        let provider = provider();
+        let provider = crate::crypto::tls_provider();
         let loaded = tls
             .certificates
             .iter()
@@ -110,7 +104,7 @@ impl Certificates {
     /// naming its file, and keeps its running version if there is one (same paths), else
     /// is left out; `None` when nothing would be left.
     pub fn prepare(&self, files: &[CertificateFiles]) -> Option<Prepared> {
-        let provider = provider();
+        let provider = crate::crypto::tls_provider();
         let running = self.current.load();
         let mut next = Vec::with_capacity(files.len());
         for (index, files) in files.iter().enumerate() {
@@ -214,7 +208,7 @@ pub fn check(tls: &TlsConfig) -> Result<(), CertificateError> {
 
 /// The handshake side of the TLS listener, serving `certificates`.
 pub(super) fn acceptor(certificates: Arc<Certificates>) -> Result<TlsAcceptor, rustls::Error> {
-    let mut config = rustls::ServerConfig::builder_with_provider(provider())
+    let mut config = rustls::ServerConfig::builder_with_provider(crate::crypto::tls_provider())
         .with_safe_default_protocol_versions()?
         .with_no_client_auth()
         .with_cert_resolver(certificates);

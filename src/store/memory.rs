@@ -52,7 +52,7 @@ pub(super) struct HotEntry {
     /// The body's offset in the entry file (its header length), for range reads.
     pub(super) body_offset: u64,
     /// What the proxy derived from the entry (see `StoredEntry::derived`).
-    pub(super) derived: super::read::Derived,
+    pub(super) derived: super::derived::Derived,
 }
 
 impl HotEntry {
@@ -82,7 +82,7 @@ pub(super) struct OpenFile {
     /// The open file: positioned reads share it between concurrent hits.
     pub(super) file: Arc<std::fs::File>,
     /// What the proxy derived from the entry (see `StoredEntry::derived`).
-    pub(super) derived: super::read::Derived,
+    pub(super) derived: super::derived::Derived,
 }
 
 /// The weight `quick_cache` evicts by: an entry's bytes.

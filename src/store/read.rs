@@ -14,12 +14,13 @@
 
 use std::any::Any;
 use std::io;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use futures_util::future::Either;
 
 use super::Inner;
+use super::derived::Derived;
 use super::disk::{self, Damage, Wait};
 use super::entry::EntryMeta;
 use super::memory::HotEntry;
@@ -81,10 +82,6 @@ pub struct StoredEntry {
     /// shared with the memory tier's copy so that hits from memory reuse it.
     derived: Derived,
 }
-
-/// A slot for one value derived from an entry's metadata, computed at most once per
-/// copy of the entry (type-erased: the store does not know what its users derive).
-pub(super) type Derived = Arc<OnceLock<Arc<dyn Any + Send + Sync>>>;
 
 impl std::fmt::Debug for StoredEntry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -10,12 +10,13 @@ use bytes::Bytes;
 use tracing::debug;
 use xxhash_rust::xxh3::xxh3_64;
 
+use super::super::derived::Derived;
 use super::super::disk::{self, Damage, FIRST_READ, HeaderError, Wait, io_err};
 use super::super::entry::{EntryMeta, Preamble};
 use super::super::mapped;
 use super::super::memory::OpenFile;
 use super::super::{Inner, StoreError};
-use super::{Derived, StoredEntry};
+use super::StoredEntry;
 
 /// An entry file, opened, with its header verified.
 pub(in crate::store) struct OpenEntry {
