@@ -20,35 +20,14 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use arc_swap::ArcSwap;
-
 use crate::access_log::{AccessLog, AccessLogError};
-use crate::admission::{AdmissionError, LiveAdmission};
-use crate::config::{Config, ConfigError, SettingsHandle};
+use crate::admission::AdmissionError;
+use crate::config::{Config, ConfigError};
 use crate::logging::LogReload;
-use crate::metrics::Metrics;
 use crate::origin::OriginError;
-use crate::server::tls::Certificates;
 use crate::sites::Sites;
-use crate::store::Store;
 
-/// The parts of a running server that a reload swaps, from `server::Server::live_parts`.
-pub struct LiveParts {
-    /// The settings read per request.
-    pub settings: SettingsHandle,
-    /// The sites in use: their origin clients and rules.
-    pub sites: Arc<ArcSwap<Sites>>,
-    /// The admission in use.
-    pub admission: Arc<LiveAdmission>,
-    /// The store, whose state directory and object count a new admission is built over.
-    pub store: Arc<Store>,
-    /// The access log.
-    pub access_log: AccessLog,
-    /// The counters, which a new origin client feeds too.
-    pub metrics: Arc<Metrics>,
-    /// The TLS listener's certificates, read again on every reload; `None`: no TLS listener.
-    pub certificates: Option<Arc<Certificates>>,
-}
+pub use crate::server::LiveParts;
 
 /// Why a reload was rejected (the running config is kept).
 #[derive(Debug, thiserror::Error)]

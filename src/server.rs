@@ -247,8 +247,8 @@ impl Server {
 
     /// What a reload swaps in this server — the settings, the sites, the admission
     /// and the access log — for [`crate::lifecycle::Reloader`].
-    pub fn live_parts(&self) -> crate::lifecycle::LiveParts {
-        crate::lifecycle::LiveParts {
+    pub fn live_parts(&self) -> LiveParts {
+        LiveParts {
             settings: self.settings.clone(),
             sites: self.sites.clone(),
             admission: self.admission.clone(),
@@ -428,6 +428,25 @@ impl Server {
         }
         self.access_log.close().await;
     }
+}
+
+/// The parts of a running server that a reload (`lifecycle::Reloader`) swaps, from
+/// [`Server::live_parts`].
+pub struct LiveParts {
+    /// The settings read per request.
+    pub settings: SettingsHandle,
+    /// The sites in use: their origin clients and rules.
+    pub sites: Arc<ArcSwap<Sites>>,
+    /// The admission in use.
+    pub admission: Arc<LiveAdmission>,
+    /// The store, whose state directory and object count a new admission is built over.
+    pub store: Arc<Store>,
+    /// The access log.
+    pub access_log: AccessLog,
+    /// The counters, which a new origin client feeds too.
+    pub metrics: Arc<Metrics>,
+    /// The TLS listener's certificates, read again on every reload; `None`: no TLS listener.
+    pub certificates: Option<Arc<tls::Certificates>>,
 }
 
 /// How often at most reaching `server.max_connections` is logged.
