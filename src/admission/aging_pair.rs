@@ -142,18 +142,18 @@ pub enum Rotation {
 /// it before it is `1 / BURST_HOLD_SHARE` as old as the generation before it lasted (nor
 /// `min_generation_age`): until then it keeps taking keys, up to `generation_size`.
 ///
-/// Why: a generation sized from a nearly empty cache is tiny (the floor, [`AUTO_FLOOR`]), and
+/// Why: a generation sized from a nearly empty cache is tiny (the floor, `AUTO_FLOOR`), and
 /// a burst of first sights (a scan) used to fill it and the next one within moments,
 /// dropping the generation that held the keys seen just before. A floor in keys is no
 /// answer (any burst larger than it flushes all the same, and a large floor makes a small
-/// cache remember too long: see [`AUTO_FLOOR`]); a hold in time bounds how fast keys are
+/// cache remember too long: see `AUTO_FLOOR`); a hold in time bounds how fast keys are
 /// forgotten, whatever the burst's size. Relative to the generation before, so that steady
 /// traffic, whose generations last about as long as each other, is never held and `auto`
 /// keeps its sizing (a generation filling at least twice as fast as the one before is what
 /// a burst looks like); capped by `min_generation_age` so that the hold stays short after a
 /// generation ended by `max_age` or an idle gap. The false-positive rate stays bounded: a
 /// held generation still ends at `generation_size` new keys (where one filter reaches the
-/// configured rate, the same bound as `rotate = "fill"`), and at [`SATURATION`].
+/// configured rate, the same bound as `rotate = "fill"`), and at `SATURATION`.
 pub const BURST_HOLD_SHARE: i64 = 2;
 
 /// Blocks read to estimate the current filter's fill (see [`BloomFilter::sampled_fill`]).
