@@ -42,8 +42,8 @@ use http::{HeaderValue, Method, StatusCode, Uri, Version};
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
 
+use crate::body::{BoxError, ProxyBody};
 use crate::config::{AccessFormat, AccessLog as Destination, LogConfig};
-use crate::error::{BoxError, ProxyBody};
 use writer::{Control, Output};
 
 /// Records the queue holds; beyond them, records are dropped and counted. At 50 ms between

@@ -20,15 +20,14 @@
 
 mod detail;
 
-use http::{HeaderName, HeaderValue};
+use http::HeaderValue;
 
 pub use detail::Detail;
 
 /// The name of this cache in `Cache-Status` (RFC 9211 §2: a cache identifies itself).
 pub const CACHE_NAME: &str = "secondhit";
 
-/// The `Cache-Status` header name.
-pub const CACHE_STATUS: HeaderName = HeaderName::from_static("cache-status");
+pub use crate::header_names::CACHE_STATUS;
 
 /// Why a request went forward to the origin (RFC 9211 §2.2 `fwd`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

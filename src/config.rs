@@ -23,17 +23,17 @@ use std::time::Duration;
 
 use http::{HeaderName, Uri};
 
-use crate::sites::Rules;
-
 mod changes;
 mod live;
 mod object_size;
+pub mod rules;
 mod server;
 mod validate;
 
 pub use changes::Changes;
 pub use live::SettingsHandle;
 pub use object_size::MaxObjectSize;
+pub use rules::Rules;
 pub use server::{
     CertificateFiles, MAX_BLOCKING_THREADS, MAX_MAX_HEADER_BYTES, MAX_MAX_HEADERS, MAX_WORKERS,
     MIN_MAX_HEADER_BYTES, ServerConfig, TlsConfig,
@@ -68,7 +68,7 @@ pub struct SiteConfig {
     pub hosts: Vec<String>,
     /// `[site.origin]`: the same keys as `[origin]`, each defaulting to `[origin]`'s value.
     pub origin: OriginConfig,
-    /// `[[site.rule]]`: at most [`crate::sites::rule::MAX_RULES`], first match wins.
+    /// `[[site.rule]]`: at most [`rules::MAX_RULES`], first match wins.
     pub rules: Rules,
 }
 

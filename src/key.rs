@@ -33,7 +33,7 @@ use crate::store::Store;
 
 mod shape;
 
-pub use shape::{KeyShape, QueryParams};
+pub use crate::config::rules::{KeyShape, QueryParams};
 use shape::{push_query, strip_port};
 
 /// Why no cache key could be built for a request (the proxy answers 400).
@@ -378,7 +378,7 @@ fn push_percent_normalised(out: &mut String, text: &str) {
             && let (Some(high), Some(low)) = (hex_value(bytes[i + 1]), hex_value(bytes[i + 2]))
         {
             let decoded = high << 4 | low;
-            if is_unreserved(decoded) {
+            if is_unreserved(decoded) && !completes_stray_escape(out, decoded) {
                 out.push(char::from(decoded));
             } else {
                 out.push('%');
@@ -392,6 +392,19 @@ fn push_percent_normalised(out: &mut String, text: &str) {
         out.push(char::from(bytes[i]));
         i += 1;
     }
+}
+
+/// Whether `decoded`, pushed after `out`, would make a stray `%` before it (one not
+/// followed by two hex digits in the request) read as an escape: then the escape stays
+/// encoded, so normalising the result again changes nothing.
+fn completes_stray_escape(out: &str, decoded: u8) -> bool {
+    let tail = out.as_bytes();
+    decoded.is_ascii_hexdigit()
+        && match tail {
+            [.., b'%'] => true,
+            [.., b'%', digit] => digit.is_ascii_hexdigit(),
+            _ => false,
+        }
 }
 
 fn hex_value(byte: u8) -> Option<u8> {
@@ -467,6 +480,19 @@ mod tests {
 
     fn key_text(uri: &str, host: &str) -> String {
         key(uri, Some(host)).expect("valid key").as_str().to_owned()
+    }
+
+    #[test]
+    fn a_stray_percent_never_becomes_an_escape() {
+        // `%33` is `3`, but decoded after a stray `%e` it would read as `%e3`.
+        assert_eq!(key_text("/?%e%33", "a"), "http://a/?%e%33");
+        assert_eq!(key_text("/%%341", "a"), "http://a/%%341");
+        assert_eq!(key_text("/%g%33", "a"), "http://a/%g3");
+        for raw in ["/?%e%33", "/%%341", "/%4%31"] {
+            let text = key_text(raw, "a");
+            let target = text.trim_start_matches("http://a");
+            assert_eq!(key_text(target, "a"), text, "{raw}");
+        }
     }
 
     #[test]

@@ -47,8 +47,8 @@
 //!   a client that leaves (up to `cache.max_orphan_fills` at once), and a graceful
 //!   shutdown waits for the fills in flight.
 //! - [`cache_status`] formats the RFC 9211 `Cache-Status` header every response carries;
-//!   [`error`] turns request failures into 400/408/501/502/503/504 responses, in one
-//!   function.
+//!   `proxy::error` turns request failures into 400/408/501/502/503/504 responses, in
+//!   one function.
 //! - When the response's body is done, [`access_log`] queues one record for its writer
 //!   thread, without waiting: a line in nginx's combined format or JSON.
 //!
@@ -100,27 +100,36 @@
 //! reachable; items only the bench needs are crate-private and built with its feature.
 //!
 //! The design, why it is so, and where new features go: `docs/design.md`.
+//!
+//! # Layers
+//!
+//! The modules below are listed top-down: each uses only itself and the modules listed
+//! after it (`tests/it/layers.rs` checks this, and that no files name each other in a
+//! circle). Leaves at the bottom hold what several layers share: [`outcome`] (what became
+//! of a request), [`body`] (the response body type) and the header names.
 
-pub mod access_log;
-pub mod admin;
-pub mod admission;
+pub mod lifecycle;
 #[cfg(feature = "bench")]
 pub mod bench;
-pub mod cache_status;
-pub mod config;
-mod crypto;
-pub mod error;
-pub mod hygiene;
-pub mod key;
-pub mod lifecycle;
-pub mod logging;
-pub mod metrics;
-pub mod origin;
-pub mod policy;
+pub mod server;
+pub mod admin;
 pub mod preflight;
 pub mod proxy;
-pub mod range;
-pub mod server;
-pub mod sites;
-pub mod store;
 pub mod tee;
+pub mod access_log;
+pub mod cache_status;
+pub mod hygiene;
+pub mod sites;
+pub mod origin;
+pub mod metrics;
+pub mod policy;
+pub mod range;
+pub mod key;
+pub mod admission;
+pub mod store;
+pub mod logging;
+pub mod config;
+pub mod outcome;
+pub mod body;
+mod header_names;
+mod crypto;

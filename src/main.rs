@@ -8,8 +8,8 @@ use clap::{Parser, Subcommand};
 #[cfg(feature = "bench")]
 use secondhit::bench::cli::{BenchArgs, SimulateArgs};
 use secondhit::config::Config;
-use secondhit::error::StartError;
 use secondhit::lifecycle::{Reloader, Signals};
+use secondhit::server::StartError;
 use secondhit::server::{Listeners, Server};
 
 /// mimalloc instead of the system allocator: a request allocates and frees dozens of

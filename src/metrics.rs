@@ -46,7 +46,7 @@ use http::header::CONTENT_LENGTH;
 use http::{HeaderValue, Method, Response, StatusCode};
 
 use crate::admission::Decision;
-use crate::error::ErrorKind;
+use crate::outcome::ErrorKind;
 
 /// What a request counted as (see the module docs for the exact mapping).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

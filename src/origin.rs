@@ -28,8 +28,8 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
+use crate::body::BoxError;
 use crate::config::{HostHeader, OriginConfig};
-use crate::error::BoxError;
 use crate::metrics::Metrics;
 
 mod pool;

@@ -46,6 +46,7 @@
 
 mod cache;
 mod collapse;
+mod error;
 mod failure_log;
 mod forward;
 mod invalidate;
@@ -67,15 +68,17 @@ use hyper::body::Incoming;
 
 use crate::access_log::{AccessLog, Record};
 use crate::admission::{Admission, AdmitReason, Decision, LiveAdmission};
+use crate::body::{BoxError, ProxyBody};
 use crate::cache_status::{CACHE_STATUS, CacheStatus, Detail, Forward};
 use crate::config::SettingsHandle;
-use crate::error::{BoxError, ProxyBody, ProxyError, error_response};
 use crate::hygiene::{self, ClientConnection};
 use crate::key::{CacheKey, ClientScheme};
 use crate::metrics::{Metrics, RequestResult, body_len};
 use crate::policy::NotStored;
 use crate::policy::freshness::{RequestDirectives, Reuse};
 use crate::policy::validation;
+use crate::proxy::error::{ProxyError, error_response};
+use crate::sites::rule::Matched;
 use crate::sites::{Site, Sites};
 use crate::store::Store;
 use crate::tee::Fills;
@@ -276,8 +279,8 @@ impl Proxy {
             return Box::pin(self.unsafe_or_other(head, client, site, body)).await;
         }
         // No rules (the usual case): nothing matched, no key shaped, nothing allocated.
-        let matched = site.rules.matching(&head.method, head.uri.path());
-        let rule = site.rules.request_rule(matched);
+        let matched = Matched::of(&site.rules, &head.method, head.uri.path());
+        let rule = matched.request_rule(&site.rules);
         if rule.is_some_and(|rule| rule.bypass) {
             let status = CacheStatus::forward(Forward::Bypass).detail(Detail::Bypass);
             return Box::pin(self.pass_through(head, client, site, body, status)).await;
@@ -458,7 +461,7 @@ impl Proxy {
             // Each URL's key as a GET of it would have it, shaped by the site's rules.
             let rules = &site.rules;
             let shape_of = |path: &str| {
-                let rule = rules.request_rule(rules.matching(&Method::GET, path));
+                let rule = Matched::of(rules, &Method::GET, path).request_rule(rules);
                 rule.and_then(|rule| rule.key.as_ref())
             };
             for key in invalidate::targets(head, client.scheme, response.headers(), shape_of) {

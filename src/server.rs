@@ -56,10 +56,12 @@ pub mod privileges;
 mod protocols;
 pub mod runtime;
 mod send_watch;
+mod start_error;
 pub mod tls;
 mod zero_copy;
 
 pub use listeners::Listeners;
+pub use start_error::StartError;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -76,7 +78,6 @@ use crate::access_log::AccessLog;
 use crate::admin::{self, Admin};
 use crate::admission::{self, LiveAdmission};
 use crate::config::{AdmissionConfig, Config, ServerConfig, SettingsHandle};
-use crate::error::StartError;
 use crate::hygiene::ConnectionToken;
 use crate::key::ClientScheme;
 use crate::metrics::Metrics;

@@ -21,10 +21,10 @@ use std::sync::Arc;
 
 use http::StatusCode;
 
+pub use crate::config::Rules;
 use crate::config::{Config, UnknownHost};
 use crate::metrics::Metrics;
 use crate::origin::{Origin, OriginError};
-pub use rule::Rules;
 
 /// One site: its origin client and its rules.
 pub struct Site {

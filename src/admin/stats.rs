@@ -19,8 +19,8 @@ use serde_json::{Value, json};
 
 use crate::admission::{Decision, FilterStats, PairStats};
 use crate::config::{AdmissionConfig, FilterSizing, RotateMode};
-use crate::error::ErrorKind;
 use crate::metrics::{Counts, RequestResult};
+use crate::outcome::ErrorKind;
 use crate::store::StoreStats;
 
 /// The document, from the configured `[admission]`, the policy's name, the counters, the

@@ -21,8 +21,8 @@ use crate::bench::synthetic_origin::SyntheticOrigin;
 use crate::bench::workload::Workload;
 use crate::cache_status::CACHE_STATUS;
 use crate::config::{AccessLog, AdmissionPolicy, Config};
-use crate::error::StartError;
 use crate::server::Server;
+use crate::server::StartError;
 use crate::store::Store;
 
 /// How requests are driven.

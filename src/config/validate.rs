@@ -19,7 +19,7 @@ mod sites;
 mod tls;
 mod values;
 
-use crate::policy::directives::CDN_CACHE_CONTROL;
+use crate::header_names::CDN_CACHE_CONTROL;
 
 use values::{
     RawSize, choice, duration, invalid, parse_error, parse_size, positive, positive_duration,

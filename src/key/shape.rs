@@ -2,49 +2,7 @@
 //! which order, and whether the port does.
 
 use super::push_percent_normalised;
-
-/// How a cache rule shapes the keys of the requests it matches: which query parameters
-/// count, in which order, and whether the port does. The request sent to the origin is
-/// never changed, only the key.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct KeyShape {
-    /// Which query parameters stay in the key.
-    pub query: QueryParams,
-    /// Parameters sorted (by name, then value), so their order does not split objects.
-    pub sort_query: bool,
-    /// The authority's port left out, so `host:8080` and `host` share objects.
-    pub ignore_port: bool,
-}
-
-/// Which query parameters a [`KeyShape`] keeps, by name (compared after percent
-/// normalisation, case-sensitively as URIs are).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub enum QueryParams {
-    /// Every parameter.
-    #[default]
-    All,
-    /// Every parameter but these (tracking parameters, say).
-    Drop(Vec<String>),
-    /// Only these.
-    Keep(Vec<String>),
-}
-
-impl QueryParams {
-    fn keeps(&self, name: &str) -> bool {
-        match self {
-            QueryParams::All => true,
-            QueryParams::Drop(names) => !names.iter().any(|n| n == name),
-            QueryParams::Keep(names) => names.iter().any(|n| n == name),
-        }
-    }
-}
-
-impl KeyShape {
-    /// Whether it changes the query at all (else the query is appended as usual).
-    pub(super) fn shapes_query(&self) -> bool {
-        self.sort_query || self.query != QueryParams::All
-    }
-}
+use crate::config::rules::KeyShape;
 
 /// Removes the port from the normalised authority that ends `text`, after its scheme
 /// prefix of `prefix_len` bytes (an IPv6 literal's colons are inside its brackets, so
@@ -86,6 +44,7 @@ fn param_name(param: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::rules::QueryParams;
     use crate::key::{CacheKey, ClientScheme};
 
     fn shaped_text(uri: &str, host: &str, shape: &KeyShape) -> String {

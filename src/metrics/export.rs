@@ -21,7 +21,7 @@ use prometheus_client::registry::Registry;
 
 use super::{Counts, Metrics, RequestResult};
 use crate::admission::{Cause, Decision, FilterStats, LiveAdmission, PairStats};
-use crate::error::ErrorKind;
+use crate::outcome::ErrorKind;
 use crate::store::{DiskStats, FillDrop, Store, StoreStats};
 
 /// The `Content-Type` of the exposition: OpenMetrics text 1.0.0.

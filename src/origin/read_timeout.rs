@@ -11,7 +11,7 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use tokio::time::{Instant, Sleep};
 
-use crate::error::BoxError;
+use crate::body::BoxError;
 
 /// A body was too slow over its timeout: silent, for the origin's response
 /// (`origin.read_timeout`) or the client's upload (`origin.body_read_timeout`), or, for

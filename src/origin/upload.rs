@@ -31,7 +31,7 @@ use http_body_util::BodyExt;
 
 use super::read_timeout::MinRate;
 use super::{OriginError, ReadTimedOut, ReadTimeout, RequestBody};
-use crate::error::BoxError;
+use crate::body::BoxError;
 
 /// How a request body is read ahead.
 #[derive(Clone, Copy, Debug)]

@@ -31,8 +31,7 @@ pub enum Seconds {
     Invalid,
 }
 
-/// The CDN-targeted field of RFC 9213 §3, after the operator's own on the target list.
-pub const CDN_CACHE_CONTROL: HeaderName = HeaderName::from_static("cdn-cache-control");
+pub use crate::header_names::CDN_CACHE_CONTROL;
 
 /// The directives of every `Cache-Control` field of one message, in order (or of the
 /// targeted field that replaces them).

@@ -12,7 +12,7 @@ use http::header::{
 use http::{HeaderMap, HeaderName, response};
 
 use super::freshness::parse_date;
-use crate::cache_status::CACHE_STATUS;
+use crate::header_names::CACHE_STATUS;
 use crate::store::EntryMeta;
 
 /// True if the stored response has a validator the origin can be asked about.

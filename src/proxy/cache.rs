@@ -17,11 +17,11 @@ use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 
 use crate::admission::LiveAdmission;
 use crate::config::{CacheConfig, SettingsHandle};
-use crate::error::ErrorKind;
 use crate::hygiene::Forwarding;
 use crate::key::CacheKey;
 use crate::metrics::Metrics;
 use crate::origin::{BodyFraming, OriginError, OriginResponse};
+use crate::outcome::ErrorKind;
 use crate::policy::freshness::StoredFreshness;
 use crate::policy::vary::{self, VarySpec};
 use crate::policy::{self, NotStored, Rules, validation};

@@ -7,8 +7,9 @@
 
 use std::fmt::Display;
 
-use crate::error::{ErrorKind, ProxyError};
 use crate::logging::throttle::{self, Throttle};
+use crate::outcome::ErrorKind;
+use crate::proxy::error::ProxyError;
 
 /// One throttle per error kind, indexed like [`ErrorKind::ALL`].
 pub type FailureThrottles = [Throttle; ErrorKind::ALL.len()];

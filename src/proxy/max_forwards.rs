@@ -13,8 +13,8 @@ use bytes::Bytes;
 use http::header::{AUTHORIZATION, CONTENT_TYPE, COOKIE, HeaderName, PROXY_AUTHORIZATION};
 use http::{HeaderValue, Method, Response, StatusCode, request};
 
+use crate::body::{ProxyBody, full_body};
 use crate::cache_status::{CACHE_STATUS, CacheStatus, Detail};
-use crate::error::{ProxyBody, full_body};
 use crate::hygiene::Rejection;
 
 /// The `Max-Forwards` header name.

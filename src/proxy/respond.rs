@@ -13,8 +13,8 @@ use http_body_util::{BodyExt, Empty, Full, StreamBody};
 use hyper::body::Frame;
 
 use super::cache::Found;
+use crate::body::{BoxError, ProxyBody};
 use crate::cache_status::{CACHE_STATUS, CacheStatus};
-use crate::error::{BoxError, ProxyBody};
 use crate::policy::freshness::StoredFreshness;
 use crate::policy::validation;
 use crate::range::{self, Multipart, RangeAnswer};

@@ -7,10 +7,11 @@ use http::{HeaderMap, Response, StatusCode, request};
 
 use super::{Proxy, respond};
 use crate::admission::Decision;
+use crate::body::ProxyBody;
 use crate::cache_status::{CACHE_STATUS, CacheStatus, Detail};
-use crate::error::ProxyBody;
+use crate::config::Rules;
 use crate::sites::Site;
-use crate::sites::rule::{Matched, Rules};
+use crate::sites::rule::Matched;
 
 impl Proxy {
     /// The site that serves `head`'s host — its URI authority (HTTP/2, absolute form)
@@ -58,13 +59,13 @@ impl<'a> RuleCheck<'a> {
 
     /// The admission known before the response ([`Rules::planned`]).
     pub(super) fn planned(self) -> Decision {
-        self.rules.planned(self.matched, self.filter)
+        self.matched.planned(self.rules, self.filter)
     }
 
     /// The admission of a response with `headers` and a declared `length`
     /// ([`Rules::admission`]).
     pub(super) fn admission(self, headers: &HeaderMap, length: Option<u64>) -> Decision {
-        self.rules
-            .admission(self.matched, headers, length, self.filter)
+        self.matched
+            .admission(self.rules, headers, length, self.filter)
     }
 }

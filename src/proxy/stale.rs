@@ -12,12 +12,13 @@ use super::cache::{Cache, Found, Lookup, OriginRequest, Revalidated};
 use super::collapse::Leader;
 use super::forward::{self, Exchange, Teed, drain};
 use super::{Proxy, READMIT, respond};
+use crate::body::ProxyBody;
 use crate::cache_status::{CacheStatus, Detail, Forward};
-use crate::error::{ProxyBody, ProxyError};
 use crate::hygiene::{ClientConnection, Forwarding};
 use crate::key::CacheKey;
 use crate::origin::OriginError;
 use crate::policy::freshness::StoredFreshness;
+use crate::proxy::error::ProxyError;
 use crate::sites::Site;
 use crate::store::EntryMeta;
 

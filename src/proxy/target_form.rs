@@ -20,9 +20,10 @@
 use http::header::{ALLOW, CONTENT_LENGTH};
 use http::{HeaderValue, Method, Response, StatusCode, request};
 
+use crate::body::{ProxyBody, full_body};
 use crate::cache_status::{CACHE_STATUS, CacheStatus, Detail};
-use crate::error::{ProxyBody, ProxyError, full_body};
 use crate::hygiene::Rejection;
+use crate::proxy::error::ProxyError;
 
 /// The methods `OPTIONS *` reports: what the proxy answers or passes on.
 const ALLOWED: &str = "GET, HEAD, OPTIONS, POST, PUT, PATCH, DELETE, TRACE";

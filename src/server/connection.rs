@@ -48,7 +48,7 @@ use tokio::time::{Instant, MissedTickBehavior};
 
 use super::head_guard::{self, HeadGuard};
 use super::send_watch::{SendProgress, Watched};
-use crate::error::{BoxError, ProxyBody};
+use crate::body::{BoxError, ProxyBody};
 use crate::hygiene::{ConnectionToken, REJECTION_FIELD};
 use crate::key::ClientScheme;
 use crate::proxy::Proxy;

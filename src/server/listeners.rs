@@ -21,8 +21,8 @@
 
 use std::net::{SocketAddr, TcpListener};
 
+use super::StartError;
 use crate::config::ServerConfig;
-use crate::error::StartError;
 
 /// The sockets a server listens on, not yet registered with the async runtime.
 #[derive(Debug)]

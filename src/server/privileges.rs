@@ -9,7 +9,7 @@
 
 use nix::unistd::{Gid, Uid, setgid, setgroups, setuid};
 
-use crate::error::StartError;
+use super::StartError;
 use crate::preflight::{PreflightError, RunAs};
 
 /// Switches the process to `run_as` for good. Already running as that account (user and

@@ -33,8 +33,8 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 
+use super::StartError;
 use crate::config::{CertificateFiles, TlsConfig};
-use crate::error::StartError;
 use crate::key::ClientScheme;
 
 /// A certificate or key file of `server.tls.certificates` that cannot be used.

@@ -9,153 +9,14 @@
 //! with response conditions may therefore only set `admission` (the loader refuses
 //! anything else on it).
 //!
-//! Matching reads the request once ([`Rules::matching`]): a bit per rule whose request
+//! Matching reads the request once ([`Matched::of`]): a bit per rule whose request
 //! conditions hold, so the response-time pass tests only the response.
 
-use globset::GlobMatcher;
 use http::header::CONTENT_TYPE;
 use http::{HeaderMap, Method};
 
 use crate::admission::{AdmitReason, Decision, RejectReason};
-use crate::key::KeyShape;
-
-/// Most rules one site may have: the request-side matches are one bit each in a `u64`.
-pub const MAX_RULES: usize = 64;
-
-/// One rule: conditions, all of which must hold, and actions.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Rule {
-    /// Which request paths it applies to; `None`: every path.
-    pub path: Option<PathMatch>,
-    /// Which methods it applies to; empty: every method.
-    pub methods: Vec<Method>,
-    /// Media-type prefixes of the response's `Content-Type` (lower-case, e.g. `image/`);
-    /// empty: any. A response without the field matches none.
-    pub content_types: Vec<String>,
-    /// Smallest declared response length (`Content-Length`) it applies to.
-    pub min_size: Option<u64>,
-    /// Largest declared response length it applies to.
-    pub max_size: Option<u64>,
-    /// The admission it imposes on storable responses; `None`: the policy's.
-    pub admission: Option<RuleAdmission>,
-    /// No lookup and no store: the request goes to the origin as it is.
-    pub bypass: bool,
-    /// The client's `Cache-Control: no-cache` (or `Pragma: no-cache`) does not force a
-    /// revalidation.
-    pub ignore_client_no_cache: bool,
-    /// How the key of a matching request is shaped; `None`: as usual.
-    pub key: Option<KeyShape>,
-}
-
-/// A rule's path condition.
-#[derive(Debug, Clone)]
-pub enum PathMatch {
-    /// The path starts with this.
-    Prefix(String),
-    /// The path matches this glob (`*` stays within a segment, `**` crosses them).
-    Glob {
-        /// The pattern as written, for equality and messages.
-        pattern: String,
-        /// The compiled pattern.
-        matcher: GlobMatcher,
-    },
-}
-
-impl PathMatch {
-    /// Compiles a glob in which `*` stays within a segment and `**` crosses them.
-    pub fn glob(pattern: &str) -> Result<PathMatch, globset::Error> {
-        let matcher = globset::GlobBuilder::new(pattern)
-            .literal_separator(true)
-            .build()?
-            .compile_matcher();
-        Ok(PathMatch::Glob {
-            pattern: pattern.to_owned(),
-            matcher,
-        })
-    }
-}
-
-impl PartialEq for PathMatch {
-    // A compiled glob has no equality of its own; its pattern decides it.
-    fn eq(&self, other: &PathMatch) -> bool {
-        match (self, other) {
-            (PathMatch::Prefix(a), PathMatch::Prefix(b)) => a == b,
-            (PathMatch::Glob { pattern: a, .. }, PathMatch::Glob { pattern: b, .. }) => a == b,
-            _ => false,
-        }
-    }
-}
-
-/// The admission a rule imposes (`admission = "..."`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RuleAdmission {
-    /// What the filters say, whatever the policy (`"second-hit"`); the loader refuses it
-    /// under `admission.policy = "always"`, which keeps no filters.
-    SecondHit,
-    /// Store every storable response (`"always"`).
-    Always,
-    /// Store none (`"never"`).
-    Never,
-}
-
-impl RuleAdmission {
-    /// `filter`, the policy's decision for the key, as this rule overrides it.
-    fn apply(self, filter: Decision) -> Decision {
-        match (self, filter) {
-            (RuleAdmission::Always, _) => Decision::Admit(AdmitReason::Rule),
-            (RuleAdmission::Never, _) => Decision::Reject(RejectReason::Rule),
-            // Shadow mode admits what its filters rejected; this rule wants them obeyed.
-            (RuleAdmission::SecondHit, Decision::Admit(AdmitReason::Shadowed(reason))) => {
-                Decision::Reject(reason)
-            }
-            (RuleAdmission::SecondHit, decision) => decision,
-        }
-    }
-}
-
-impl Rule {
-    /// Whether it looks at the response, and so can match only after its head.
-    pub fn on_response(&self) -> bool {
-        !self.content_types.is_empty() || self.min_size.is_some() || self.max_size.is_some()
-    }
-
-    fn matches_request(&self, method: &Method, path: &str) -> bool {
-        let path_matches = match &self.path {
-            None => true,
-            Some(PathMatch::Prefix(prefix)) => path.starts_with(prefix.as_str()),
-            Some(PathMatch::Glob { matcher, .. }) => matcher.is_match(path),
-        };
-        path_matches && (self.methods.is_empty() || self.methods.contains(method))
-    }
-
-    fn matches_response(&self, headers: &HeaderMap, length: Option<u64>) -> bool {
-        if !self.content_types.is_empty() {
-            let Some(media) = headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()) else {
-                return false;
-            };
-            let media = media.trim_start();
-            let starts = |prefix: &String| {
-                media
-                    .get(..prefix.len())
-                    .is_some_and(|head| head.eq_ignore_ascii_case(prefix))
-            };
-            if !self.content_types.iter().any(starts) {
-                return false;
-            }
-        }
-        let at_least = self
-            .min_size
-            .is_none_or(|min| length.is_some_and(|l| l >= min));
-        let at_most = self
-            .max_size
-            .is_none_or(|max| length.is_some_and(|l| l <= max));
-        at_least && at_most
-    }
-}
-
-/// A site's rules, in order.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Rules(pub Vec<Rule>);
+use crate::config::rules::{MAX_RULES, PathMatch, Rule, RuleAdmission, Rules};
 
 /// The rules whose request conditions hold for one request: what the request-time and
 /// response-time decisions are read from.
@@ -167,13 +28,13 @@ pub struct Matched {
     request_rule: Option<usize>,
 }
 
-impl Rules {
+impl Matched {
     /// Tests every rule's request conditions against `method` and `path`. No rules: no
     /// work beyond the check that there are none.
-    pub fn matching(&self, method: &Method, path: &str) -> Matched {
+    pub fn of(rules: &Rules, method: &Method, path: &str) -> Matched {
         let mut matched = Matched::default();
-        for (i, rule) in self.0.iter().enumerate().take(MAX_RULES) {
-            if rule.matches_request(method, path) {
+        for (i, rule) in rules.0.iter().enumerate().take(MAX_RULES) {
+            if matches_request(rule, method, path) {
                 matched.bits |= 1 << i;
                 if matched.request_rule.is_none() && !rule.on_response() {
                     matched.request_rule = Some(i);
@@ -184,18 +45,18 @@ impl Rules {
     }
 
     /// The rule that decides the request's own handling (bypass, `no-cache`, the key).
-    pub fn request_rule(&self, matched: Matched) -> Option<&Rule> {
-        matched.request_rule.and_then(|i| self.0.get(i))
+    pub fn request_rule(self, rules: &Rules) -> Option<&Rule> {
+        self.request_rule.and_then(|i| rules.0.get(i))
     }
 
     /// The admission planned before the response: `filter` as the request's rule
     /// overrides it, when that rule is also the first match (no rule before it waits for
     /// the response). Used to prepare the fetch (may it be stored, may it lead a collapse);
-    /// the response's own decision is [`Rules::admission`].
-    pub fn planned(&self, matched: Matched, filter: Decision) -> Decision {
-        let first = (matched.bits != 0).then(|| matched.bits.trailing_zeros() as usize);
-        match (first, matched.request_rule) {
-            (Some(first), Some(rule)) if first == rule => self.override_of(rule, filter),
+    /// the response's own decision is [`Matched::admission`].
+    pub fn planned(self, rules: &Rules, filter: Decision) -> Decision {
+        let first = (self.bits != 0).then(|| self.bits.trailing_zeros() as usize);
+        match (first, self.request_rule) {
+            (Some(first), Some(rule)) if first == rule => override_of(rules, rule, filter),
             _ => filter,
         }
     }
@@ -204,30 +65,76 @@ impl Rules {
     /// first rule whose every condition holds decides, or `filter` when none does or it
     /// sets no admission.
     pub fn admission(
-        &self,
-        matched: Matched,
+        self,
+        rules: &Rules,
         headers: &HeaderMap,
         length: Option<u64>,
         filter: Decision,
     ) -> Decision {
-        let mut bits = matched.bits;
+        let mut bits = self.bits;
         while bits != 0 {
             let i = bits.trailing_zeros() as usize;
             bits &= bits - 1;
-            if let Some(rule) = self.0.get(i)
-                && (!rule.on_response() || rule.matches_response(headers, length))
+            if let Some(rule) = rules.0.get(i)
+                && (!rule.on_response() || matches_response(rule, headers, length))
             {
-                return self.override_of(i, filter);
+                return override_of(rules, i, filter);
             }
         }
         filter
     }
+}
 
-    fn override_of(&self, rule: usize, filter: Decision) -> Decision {
-        match self.0.get(rule).and_then(|rule| rule.admission) {
-            Some(admission) => admission.apply(filter),
-            None => filter,
+fn override_of(rules: &Rules, rule: usize, filter: Decision) -> Decision {
+    match rules.0.get(rule).and_then(|rule| rule.admission) {
+        Some(admission) => apply(admission, filter),
+        None => filter,
+    }
+}
+
+fn matches_request(rule: &Rule, method: &Method, path: &str) -> bool {
+    let path_matches = match &rule.path {
+        None => true,
+        Some(PathMatch::Prefix(prefix)) => path.starts_with(prefix.as_str()),
+        Some(PathMatch::Glob { matcher, .. }) => matcher.is_match(path),
+    };
+    path_matches && (rule.methods.is_empty() || rule.methods.contains(method))
+}
+
+fn matches_response(rule: &Rule, headers: &HeaderMap, length: Option<u64>) -> bool {
+    if !rule.content_types.is_empty() {
+        let Some(media) = headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()) else {
+            return false;
+        };
+        let media = media.trim_start();
+        let starts = |prefix: &String| {
+            media
+                .get(..prefix.len())
+                .is_some_and(|head| head.eq_ignore_ascii_case(prefix))
+        };
+        if !rule.content_types.iter().any(starts) {
+            return false;
         }
+    }
+    let at_least = rule
+        .min_size
+        .is_none_or(|min| length.is_some_and(|l| l >= min));
+    let at_most = rule
+        .max_size
+        .is_none_or(|max| length.is_some_and(|l| l <= max));
+    at_least && at_most
+}
+
+/// `filter`, the policy's decision for the key, as `admission` overrides it.
+fn apply(admission: RuleAdmission, filter: Decision) -> Decision {
+    match (admission, filter) {
+        (RuleAdmission::Always, _) => Decision::Admit(AdmitReason::Rule),
+        (RuleAdmission::Never, _) => Decision::Reject(RejectReason::Rule),
+        // Shadow mode admits what its filters rejected; this rule wants them obeyed.
+        (RuleAdmission::SecondHit, Decision::Admit(AdmitReason::Shadowed(reason))) => {
+            Decision::Reject(reason)
+        }
+        (RuleAdmission::SecondHit, decision) => decision,
     }
 }
 
@@ -260,16 +167,16 @@ mod tests {
             },
         ]);
         let get = Method::GET;
-        let m = rules.matching(&get, "/a/x");
-        assert_eq!(rules.planned(m, FIRST), RULE_ADMIT);
-        let m = rules.matching(&get, "/a/private/x");
+        let m = Matched::of(&rules, &get, "/a/x");
+        assert_eq!(m.planned(&rules, FIRST), RULE_ADMIT);
+        let m = Matched::of(&rules, &get, "/a/private/x");
         assert_eq!(
-            rules.planned(m, FIRST),
+            m.planned(&rules, FIRST),
             Decision::Reject(RejectReason::Rule)
         );
-        let m = rules.matching(&get, "/b");
-        assert_eq!(rules.planned(m, FIRST), FIRST);
-        assert!(rules.request_rule(m).is_none());
+        let m = Matched::of(&rules, &get, "/b");
+        assert_eq!(m.planned(&rules, FIRST), FIRST);
+        assert!(m.request_rule(&rules).is_none());
     }
 
     #[test]
@@ -285,15 +192,15 @@ mod tests {
                 ..rule("/img/")
             },
         ]);
-        let m = rules.matching(&Method::GET, "/img/a.png");
+        let m = Matched::of(&rules, &Method::GET, "/img/a.png");
         // The request's own rule is the bypass; the admission waits for the response.
-        assert!(rules.request_rule(m).is_some_and(|r| r.bypass));
-        assert_eq!(rules.planned(m, FIRST), FIRST);
+        assert!(m.request_rule(&rules).is_some_and(|r| r.bypass));
+        assert_eq!(m.planned(&rules, FIRST), FIRST);
         let mut png = HeaderMap::new();
         png.insert(CONTENT_TYPE, HeaderValue::from_static("Image/PNG"));
-        assert_eq!(rules.admission(m, &png, None, FIRST), RULE_ADMIT);
-        let m = rules.matching(&Method::GET, "/other");
-        assert_eq!(rules.admission(m, &HeaderMap::new(), None, FIRST), FIRST);
+        assert_eq!(m.admission(&rules, &png, None, FIRST), RULE_ADMIT);
+        let m = Matched::of(&rules, &Method::GET, "/other");
+        assert_eq!(m.admission(&rules, &HeaderMap::new(), None, FIRST), FIRST);
     }
 
     #[test]
@@ -304,19 +211,19 @@ mod tests {
             admission: Some(RuleAdmission::Always),
             ..Rule::default()
         }]);
-        let m = rules.matching(&Method::GET, "/");
+        let m = Matched::of(&rules, &Method::GET, "/");
         let none = HeaderMap::new();
-        assert_eq!(rules.admission(m, &none, Some(15), FIRST), RULE_ADMIT);
-        assert_eq!(rules.admission(m, &none, Some(21), FIRST), FIRST);
-        assert_eq!(rules.admission(m, &none, None, FIRST), FIRST);
+        assert_eq!(m.admission(&rules, &none, Some(15), FIRST), RULE_ADMIT);
+        assert_eq!(m.admission(&rules, &none, Some(21), FIRST), FIRST);
+        assert_eq!(m.admission(&rules, &none, None, FIRST), FIRST);
     }
 
     #[test]
     fn second_hit_obeys_the_filters_even_in_shadow_mode() {
         let shadowed = Decision::Admit(AdmitReason::Shadowed(RejectReason::FirstSight));
-        assert_eq!(RuleAdmission::SecondHit.apply(shadowed), FIRST);
+        assert_eq!(apply(RuleAdmission::SecondHit, shadowed), FIRST);
         let seen = Decision::Admit(AdmitReason::SeenBefore);
-        assert_eq!(RuleAdmission::SecondHit.apply(seen), seen);
+        assert_eq!(apply(RuleAdmission::SecondHit, seen), seen);
     }
 
     #[test]
@@ -327,7 +234,8 @@ mod tests {
             admission: Some(RuleAdmission::Always),
             ..Rule::default()
         }]);
-        let planned = |method: &Method, path| rules.planned(rules.matching(method, path), FIRST);
+        let planned =
+            |method: &Method, path| Matched::of(&rules, method, path).planned(&rules, FIRST);
         assert_eq!(planned(&Method::GET, "/img/a/b.png"), RULE_ADMIT);
         assert_eq!(planned(&Method::HEAD, "/img/a/b.png"), FIRST);
         assert_eq!(planned(&Method::GET, "/img/a/b.jpg"), FIRST);
@@ -338,11 +246,11 @@ mod tests {
         }]);
         // `*` stays within its segment.
         assert_eq!(
-            one.planned(one.matching(&Method::GET, "/a/b.png"), FIRST),
+            Matched::of(&one, &Method::GET, "/a/b.png").planned(&one, FIRST),
             FIRST
         );
         assert_eq!(
-            one.planned(one.matching(&Method::GET, "/b.png"), FIRST),
+            Matched::of(&one, &Method::GET, "/b.png").planned(&one, FIRST),
             RULE_ADMIT
         );
     }

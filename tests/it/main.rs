@@ -6,6 +6,7 @@
 //! Run one area with e.g. `cargo test --test it rfc9111::vary::`, or one test by name with
 //! `cargo test NAME` as before.
 
+mod layers;
 mod support;
 
 // Reads the access log back with the trace parser of `secondhit simulate`, a bench module.

@@ -2,9 +2,8 @@
 //! rule's index and the field.
 
 use super::{err, kind};
+use crate::config::rules::{PathMatch, QueryParams, RuleAdmission};
 use crate::config::{Config, UnknownHost};
-use crate::key::QueryParams;
-use crate::sites::rule::{PathMatch, RuleAdmission};
 
 /// A site with a valid origin, then `rest` (more of the site: `[[site.rule]]`s).
 fn site(hosts: &str, rest: &str) -> String {

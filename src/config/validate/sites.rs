@@ -6,12 +6,12 @@ use serde::Deserialize;
 
 use super::values::{RawSize, choice, invalid, parse_size};
 use super::{RawOrigin, validate_origin};
+use crate::config::rules::{
+    KeyShape, MAX_RULES, PathMatch, QueryParams, Rule, RuleAdmission, Rules,
+};
 use crate::config::{
     AdmissionPolicy, ConfigError, OriginConfig, ServerConfig, SiteConfig, UnknownHost,
 };
-use crate::key::{KeyShape, QueryParams};
-use crate::sites::Rules;
-use crate::sites::rule::{MAX_RULES, PathMatch, Rule, RuleAdmission};
 
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields, default, expecting = "a [[site]] table")]
