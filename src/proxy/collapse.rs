@@ -119,6 +119,8 @@ pub(super) struct Leader {
     hash: u128,
     /// Set by [`Leader::not_storable`]: the slot is left as `Refused`, not freed.
     refused: bool,
+    /// The slot was already freed (or refused): by then it may be another leader's.
+    vacated: bool,
     /// Its drop wakes the followers (their `changed()` then fails); it is sent on only
     /// to tell them the answer was refused or the fill dropped.
     done: watch::Sender<Ending>,
@@ -186,6 +188,7 @@ impl Collapser {
             collapser: Arc::clone(self),
             hash,
             refused: false,
+            vacated: false,
             done,
         })
     }
@@ -252,8 +255,24 @@ impl Leader {
             | NotStored::CollapseTimeout => false,
         };
         if self.refused {
+            // Vacated before the followers hear of it: one that looks again at once must
+            // not find this slot and wait on an ending it was already told.
+            self.vacate();
             // No follower may be left to tell: nothing to do then.
             let _ = self.done.send(Ending::Refused);
+        }
+    }
+
+    /// Takes the slot out of the map (or leaves it refused), once.
+    fn vacate(&mut self) {
+        if std::mem::replace(&mut self.vacated, true) {
+            return;
+        }
+        let mut slots = self.collapser.lock();
+        if self.refused {
+            slots.refuse(self.hash, Instant::now());
+        } else {
+            slots.map.remove(&self.hash);
         }
     }
 }
@@ -276,6 +295,8 @@ impl Leader {
             true => Ending::Refused,
             false => Ending::Dropped,
         };
+        // Vacated first, as in `not_storable`.
+        self.vacate();
         // No follower may be left to tell: nothing to do then.
         let _ = self.done.send(ending);
     }
@@ -285,12 +306,7 @@ impl Drop for Leader {
     fn drop(&mut self) {
         // Out of the map (or refused) first, then (as the fields drop) the followers are
         // woken: a follower that looks again finds the entry, or a free slot.
-        let mut slots = self.collapser.lock();
-        if self.refused {
-            slots.refuse(self.hash, Instant::now());
-        } else {
-            slots.map.remove(&self.hash);
-        }
+        self.vacate();
     }
 }
 
