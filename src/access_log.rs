@@ -44,6 +44,7 @@ use http_body_util::BodyExt;
 
 use crate::body::{BoxError, ProxyBody};
 use crate::config::{AccessFormat, AccessLog as Destination, LogConfig};
+use crate::outcome::Outcome;
 use writer::{Control, Output};
 
 /// Records the queue holds; beyond them, records are dropped and counted. At 50 ms between
@@ -68,8 +69,8 @@ pub struct Record {
     pub referer: Option<HeaderValue>,
     /// The request's `User-Agent`.
     pub user_agent: Option<HeaderValue>,
-    /// The response's `Cache-Status`.
-    pub cache_status: Option<HeaderValue>,
+    /// What became of the request; the line shows it as the `Cache-Status` sent.
+    pub outcome: Outcome,
     /// Body bytes sent to the client (set when the body is done).
     pub bytes: u64,
     /// From arrival to the body being done (set then).

@@ -17,25 +17,8 @@
 //!
 //! # Which result a request counts as
 //!
-//! A request's `secondhit_requests_total{result}` follows from the `Cache-Status` this
-//! proxy sent ([`RequestResult::of_cache_status`]), so the access log and the metric
-//! always agree:
-//!
-//! - `hit`: served from storage, fresh (`hit`, no `detail`) — including a 304 to the
-//!   client's conditional, a 206 range and a HEAD answered from storage.
-//! - `stale`: served from storage while stale (`hit` with `detail=max-stale`,
-//!   `stale-while-revalidate`, `stale-if-error` or `stale-if-unreachable`).
-//! - `miss`: a GET/HEAD that went to the origin because storage could not answer it:
-//!   `fwd=uri-miss`, `fwd=vary-miss`, and `fwd=stale` (a revalidation, whether the origin
-//!   answered 304 or a new response).
-//! - `pass`: everything else — methods other than GET and HEAD (`fwd=method`), requests
-//!   whose own directives or conditions decided the cache's answer could not be used
-//!   (`fwd=request`: `no-cache`, `no-store`, `max-age=0`, `If-Match`, credentials on a
-//!   response not shareable), and answers the proxy made itself (400 rejections,
-//!   502/504 errors, `only-if-cached` misses, `Max-Forwards: 0`).
-//!
-//! So `hit / (hit + stale + miss)` is the hit ratio of the requests the cache was allowed
-//! to answer, and the sum of all four is every request.
+//! [`crate::outcome::Outcome::result`] says; the module docs of [`crate::outcome`] list
+//! the mapping.
 
 pub mod export;
 
@@ -43,67 +26,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use http::header::CONTENT_LENGTH;
-use http::{HeaderValue, Method, Response, StatusCode};
+use http::{Method, Response, StatusCode};
 
 use crate::admission::Decision;
-use crate::outcome::ErrorKind;
-
-/// What a request counted as (see the module docs for the exact mapping).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RequestResult {
-    /// Served fresh from storage.
-    Hit,
-    /// Served stale from storage.
-    Stale,
-    /// Went to the origin because storage could not answer.
-    Miss,
-    /// Proxied (or answered) without the cache's involvement.
-    Pass,
-}
-
-impl RequestResult {
-    /// Every result, in counter order.
-    pub const ALL: [RequestResult; 4] = [
-        RequestResult::Hit,
-        RequestResult::Stale,
-        RequestResult::Miss,
-        RequestResult::Pass,
-    ];
-
-    /// The metric label: "hit" | "stale" | "miss" | "pass".
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RequestResult::Hit => "hit",
-            RequestResult::Stale => "stale",
-            RequestResult::Miss => "miss",
-            RequestResult::Pass => "pass",
-        }
-    }
-
-    /// The result of a request answered with this proxy's `Cache-Status` value: reads the
-    /// `hit` flag, the `fwd` token and whether a `detail` follows, nothing else. The value
-    /// is the one [`crate::cache_status::CacheStatus::to_header_value`] made, parameters
-    /// separated by `"; "`.
-    pub fn of_cache_status(value: &HeaderValue) -> RequestResult {
-        let (mut hit, mut detail, mut forward) = (false, false, None);
-        for param in value.as_bytes().split(|&b| b == b';').skip(1) {
-            let param = param.trim_ascii();
-            if param == b"hit" {
-                hit = true;
-            } else if param.starts_with(b"detail=") {
-                detail = true;
-            } else if let Some(token) = param.strip_prefix(b"fwd=") {
-                forward = Some(token);
-            }
-        }
-        match (hit, detail, forward) {
-            (true, false, _) => RequestResult::Hit,
-            (true, true, _) => RequestResult::Stale,
-            (false, _, Some(b"uri-miss" | b"vary-miss" | b"stale")) => RequestResult::Miss,
-            (false, _, _) => RequestResult::Pass,
-        }
-    }
-}
+use crate::outcome::{ErrorKind, RequestResult};
 
 /// Counters of body bytes, bumped as a body streams (see [`Metrics::add_bytes`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -379,10 +305,9 @@ impl DurationHistogram {
 mod tests {
     use std::convert::Infallible;
 
+    use http::HeaderValue;
+
     use super::*;
-    use crate::admission::RejectReason;
-    use crate::cache_status::{CacheStatus, Detail, Forward};
-    use crate::policy::NotStored;
 
     #[test]
     fn body_len_is_what_the_response_declares() {
@@ -420,53 +345,6 @@ mod tests {
         // Passed requests are not the cache's to answer.
         metrics.count_body_bytes(RequestResult::Pass, Some(5000));
         assert_eq!(metrics.snapshot().byte_hit_ratio(), Some(0.9));
-    }
-
-    #[test]
-    fn results_follow_the_cache_status_parameters() {
-        use RequestResult::*;
-        let ok = http::StatusCode::OK;
-        let cases = [
-            (CacheStatus::hit().ttl(30), Hit),
-            (CacheStatus::hit().ttl(-3).detail(Detail::MaxStale), Stale),
-            (
-                CacheStatus::hit().detail(Detail::StaleWhileRevalidate),
-                Stale,
-            ),
-            (CacheStatus::hit().detail(Detail::StaleIfError), Stale),
-            (
-                CacheStatus::forward(Forward::UriMiss)
-                    .fwd_status(ok)
-                    .stored(),
-                Miss,
-            ),
-            (
-                CacheStatus::forward(Forward::UriMiss)
-                    .fwd_status(ok)
-                    .detail(Detail::Admission(RejectReason::FirstSight)),
-                Miss,
-            ),
-            (CacheStatus::forward(Forward::VaryMiss).fwd_status(ok), Miss),
-            (
-                CacheStatus::forward(Forward::Stale)
-                    .fwd_status(http::StatusCode::NOT_MODIFIED)
-                    .ttl(60),
-                Miss,
-            ),
-            (
-                CacheStatus::forward(Forward::Request)
-                    .fwd_status(ok)
-                    .detail(Detail::NotStored(NotStored::NoStore)),
-                Pass,
-            ),
-            (CacheStatus::forward(Forward::Method).fwd_status(ok), Pass),
-            (CacheStatus::own(Detail::OriginUnreachable), Pass),
-            (CacheStatus::own(Detail::MaxForwards), Pass),
-        ];
-        for (status, result) in cases {
-            let value = status.to_header_value();
-            assert_eq!(RequestResult::of_cache_status(&value), result, "{value:?}");
-        }
     }
 
     #[test]

@@ -69,11 +69,12 @@ use hyper::body::Incoming;
 use crate::access_log::{AccessLog, Record};
 use crate::admission::{Admission, AdmitReason, Decision, LiveAdmission};
 use crate::body::{BoxError, ProxyBody};
-use crate::cache_status::{CACHE_STATUS, CacheStatus, Detail, Forward};
+use crate::cache_status::{self, CACHE_STATUS};
 use crate::config::SettingsHandle;
 use crate::hygiene::{self, ClientConnection};
 use crate::key::{CacheKey, ClientScheme};
-use crate::metrics::{Metrics, RequestResult, body_len};
+use crate::metrics::{Metrics, body_len};
+use crate::outcome::{Detail, Forward, Outcome};
 use crate::policy::NotStored;
 use crate::policy::freshness::{RequestDirectives, Reuse};
 use crate::policy::validation;
@@ -91,6 +92,21 @@ use routing::RuleCheck;
 /// asking the filter.
 const READMIT: Decision = Decision::Admit(AdmitReason::AlreadyStored);
 use max_forwards::Hop;
+
+/// A response and what became of its request. Every stage of the request path returns
+/// one, and [`Proxy::handle`] renders the outcome — `Cache-Status`, the request counters
+/// and the access log — once.
+pub struct Answer {
+    response: Response<ProxyBody>,
+    outcome: Outcome,
+}
+
+impl Answer {
+    /// `response`, which `outcome` describes.
+    pub(crate) fn new(response: Response<ProxyBody>, outcome: Outcome) -> Answer {
+        Answer { response, outcome }
+    }
+}
 
 /// Everything a request needs, shared by all connections.
 pub struct Proxy {
@@ -211,8 +227,11 @@ impl Proxy {
             Ok(Hop::Answer) => Ok(max_forwards::answer(&head)),
             Err(rejection) => Err(ProxyError::Rejected(rejection)),
         };
-        let mut response = match routed {
-            Ok(response) => response,
+        let Answer {
+            mut response,
+            outcome,
+        } = match routed {
+            Ok(answer) => answer,
             Err(error) => {
                 // One failure can come with every request: the warning is throttled per kind.
                 failure_log::log(&head.method, &head.uri, &error);
@@ -220,18 +239,11 @@ impl Proxy {
                 error_response(&error)
             }
         };
-        // The origin may have sent a Cache-Status of its own; ours is the only one about this cache.
-        if response.headers().get(CACHE_STATUS).is_none() {
-            response.headers_mut().insert(
-                CACHE_STATUS,
-                CacheStatus::own(Detail::Internal).to_header_value(),
-            );
-        }
-        hygiene::add_response_via(response.headers_mut());
-        let result = response
-            .headers()
-            .get(CACHE_STATUS)
-            .map_or(RequestResult::Pass, RequestResult::of_cache_status);
+        // Replaces any the origin sent: ours is the only one about this cache.
+        let headers = response.headers_mut();
+        headers.insert(CACHE_STATUS, cache_status::header_value(&outcome));
+        hygiene::add_response_via(headers);
+        let result = outcome.result();
         self.cache.metrics.count_request(result);
         self.cache
             .metrics
@@ -251,7 +263,7 @@ impl Proxy {
             status: response.status(),
             referer: head.headers.remove(REFERER),
             user_agent: head.headers.remove(USER_AGENT),
-            cache_status: response.headers().get(CACHE_STATUS).cloned(),
+            outcome,
             bytes: 0,
             duration: std::time::Duration::ZERO,
         };
@@ -269,7 +281,7 @@ impl Proxy {
         head: &request::Parts,
         client: ClientConnection,
         body: Incoming,
-    ) -> Result<Response<ProxyBody>, ProxyError> {
+    ) -> Result<Answer, ProxyError> {
         let site = match self.site_of(head) {
             Ok(site) => site,
             Err(status) => return Ok(routing::unknown_host(status)),
@@ -282,7 +294,7 @@ impl Proxy {
         let matched = Matched::of(&site.rules, &head.method, head.uri.path());
         let rule = matched.request_rule(&site.rules);
         if rule.is_some_and(|rule| rule.bypass) {
-            let status = CacheStatus::forward(Forward::Bypass).detail(Detail::Bypass);
+            let status = Outcome::forward(Forward::Bypass).detail(Detail::Bypass);
             return Box::pin(self.pass_through(head, client, site, body, status)).await;
         }
         let key = CacheKey::shaped(head, client.scheme, rule.and_then(|rule| rule.key.as_ref()))?;
@@ -303,13 +315,13 @@ impl Proxy {
         if directives.no_store {
             // Nothing of this exchange may be stored (RFC 9111 §5.2.1.5), so it is not
             // served from storage either: the client asked to keep it out of caches.
-            let status = CacheStatus::forward(Forward::Request)
-                .detail(Detail::NotStored(NotStored::NoStore));
+            let status =
+                Outcome::forward(Forward::Request).detail(Detail::NotStored(NotStored::NoStore));
             return Box::pin(self.pass_through(head, client, site, body, status)).await;
         }
         if validation::has_origin_preconditions(&head.headers) {
             // If-Match / If-Unmodified-Since are about the origin's current state.
-            let status = CacheStatus::forward(Forward::Request);
+            let status = Outcome::forward(Forward::Request);
             return Box::pin(self.pass_through(head, client, site, body, status)).await;
         }
         // Set once this request waited for another one's fill: the miss it was.
@@ -376,17 +388,17 @@ impl Proxy {
             Reuse::Fresh => {
                 self.note_hit(&found);
                 let status = match collapsed {
-                    None => CacheStatus::hit().ttl(ttl),
+                    None => Outcome::hit().ttl(ttl),
                     Some(forward) => {
                         self.cache.metrics.count_collapsed();
-                        CacheStatus::forward(forward).ttl(ttl).collapsed()
+                        Outcome::forward(forward).ttl(ttl).collapsed()
                     }
                 };
                 return Ok(respond::from_store(head, *found, &freshness, now, status));
             }
             Reuse::StaleAccepted => {
                 self.note_hit(&found);
-                let status = CacheStatus::hit().ttl(ttl).detail(Detail::MaxStale);
+                let status = Outcome::hit().ttl(ttl).detail(Detail::MaxStale);
                 return Ok(respond::from_store(head, *found, &freshness, now, status));
             }
             Reuse::Stale => Forward::Stale,
@@ -399,14 +411,12 @@ impl Proxy {
             let stored = found.entry.meta.response_headers.clone();
             self.refresh_in_background(head, client, site, &key, stored);
             self.note_hit(&found);
-            let status = CacheStatus::hit()
-                .ttl(ttl)
-                .detail(Detail::StaleWhileRevalidate);
+            let status = Outcome::hit().ttl(ttl).detail(Detail::StaleWhileRevalidate);
             return Ok(respond::from_store(head, *found, &freshness, now, status));
         }
         if head.method == Method::HEAD {
             // Revalidating for a HEAD would fetch a body nobody reads; ask the origin.
-            let status = CacheStatus::forward(forward);
+            let status = Outcome::forward(forward);
             return Box::pin(self.pass_through(head, client, site, body, status)).await;
         }
         let target = stale::origin_request(head, client, site)?;
@@ -447,16 +457,11 @@ impl Proxy {
         client: ClientConnection,
         site: &Arc<Site>,
         body: Incoming,
-    ) -> Result<Response<ProxyBody>, ProxyError> {
-        let response = self
-            .pass_through(
-                head,
-                client,
-                site,
-                body,
-                CacheStatus::forward(Forward::Method),
-            )
+    ) -> Result<Answer, ProxyError> {
+        let answer = self
+            .pass_through(head, client, site, body, Outcome::forward(Forward::Method))
             .await?;
+        let response = &answer.response;
         if invalidate::is_unsafe(&head.method) && invalidate::invalidates(response.status()) {
             // Each URL's key as a GET of it would have it, shaped by the site's rules.
             let rules = &site.rules;
@@ -468,7 +473,7 @@ impl Proxy {
                 self.cache.invalidate(&key).await;
             }
         }
-        Ok(response)
+        Ok(answer)
     }
 
     /// Sends a request to the origin unchanged (but for hop-by-hop fields) and relays the answer.
@@ -478,8 +483,8 @@ impl Proxy {
         client: ClientConnection,
         site: &Site,
         body: Incoming,
-        status: CacheStatus,
-    ) -> Result<Response<ProxyBody>, ProxyError> {
+        outcome: Outcome,
+    ) -> Result<Answer, ProxyError> {
         let body = crate::origin::client_body(body);
         let origin = self
             .send(
@@ -491,12 +496,11 @@ impl Proxy {
                 body,
             )
             .await?;
-        let status = status.fwd_status(origin.head.status);
+        let outcome = outcome.fwd_status(origin.head.status);
         let body = origin.body.map_err(BoxError::from).boxed_unsync();
-        let mut response = Response::from_parts(origin.head, body);
-        response
-            .headers_mut()
-            .insert(CACHE_STATUS, status.to_header_value());
-        Ok(response)
+        Ok(Answer::new(
+            Response::from_parts(origin.head, body),
+            outcome,
+        ))
     }
 }

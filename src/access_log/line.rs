@@ -53,7 +53,9 @@ impl LineFormat {
         out.extend_from_slice(b"\" \"");
         quoted_field(record.user_agent.as_ref(), out);
         out.extend_from_slice(b"\" \"");
-        quoted_field(record.cache_status.as_ref(), out);
+        let mut cache_status = String::with_capacity(64);
+        crate::cache_status::write(&record.outcome, &mut cache_status);
+        escaped(cache_status.as_bytes(), out);
         out.extend_from_slice(b"\" ");
         seconds(record.duration, out);
         out.push(b'\n');
@@ -159,7 +161,7 @@ fn json(record: &Record, out: &mut Vec<u8>) {
         body_bytes_sent: u64,
         http_referer: Option<Cow<'a, str>>,
         http_user_agent: Option<Cow<'a, str>>,
-        cache_status: Option<Cow<'a, str>>,
+        cache_status: String,
         request_time: f64,
     }
     let line = Line {
@@ -172,7 +174,11 @@ fn json(record: &Record, out: &mut Vec<u8>) {
         body_bytes_sent: record.bytes,
         http_referer: text(record.referer.as_ref()),
         http_user_agent: text(record.user_agent.as_ref()),
-        cache_status: text(record.cache_status.as_ref()),
+        cache_status: {
+            let mut text = String::with_capacity(64);
+            crate::cache_status::write(&record.outcome, &mut text);
+            text
+        },
         // Microseconds, as in the combined format: finer digits would be noise.
         request_time: record.duration.as_micros() as f64 / 1e6,
     };
@@ -215,6 +221,7 @@ mod tests {
     use http::{Method, StatusCode, Uri};
 
     use super::*;
+    use crate::outcome::{Forward, Outcome};
 
     /// 2026-10-10T13:55:36.25Z.
     fn at() -> SystemTime {
@@ -231,7 +238,7 @@ mod tests {
             status: StatusCode::OK,
             referer: None,
             user_agent: Some(HeaderValue::from_static("curl/8.5.0")),
-            cache_status: Some(HeaderValue::from_static("secondhit; fwd=uri-miss; stored")),
+            outcome: Outcome::forward(Forward::UriMiss).stored(),
             bytes: 2326,
             duration: Duration::from_micros(1_234),
         }

@@ -18,7 +18,7 @@ fn record(path: &str) -> Record {
         status: StatusCode::OK,
         referer: None,
         user_agent: None,
-        cache_status: Some(HeaderValue::from_static("secondhit; hit")),
+        outcome: crate::outcome::Outcome::hit(),
         bytes: 0,
         duration: Duration::ZERO,
     }

@@ -19,8 +19,9 @@ use serde_json::{Value, json};
 
 use crate::admission::{Decision, FilterStats, PairStats};
 use crate::config::{AdmissionConfig, FilterSizing, RotateMode};
-use crate::metrics::{Counts, RequestResult};
+use crate::metrics::Counts;
 use crate::outcome::ErrorKind;
+use crate::outcome::RequestResult;
 use crate::store::StoreStats;
 
 /// The document, from the configured `[admission]`, the policy's name, the counters, the

@@ -11,12 +11,13 @@ use bytes::Bytes;
 use http::header::{CONNECTION, CONTENT_TYPE, HeaderValue, RETRY_AFTER};
 use http::{Response, StatusCode};
 
-use crate::body::{ProxyBody, full_body};
-use crate::cache_status::{CACHE_STATUS, CacheStatus, Detail};
+use super::Answer;
+use crate::body::full_body;
 use crate::hygiene::Rejection;
 use crate::key::KeyError;
 use crate::origin::OriginError;
 use crate::outcome::ErrorKind;
+use crate::outcome::{Detail, Outcome};
 
 /// A failure that decides the response to one request.
 #[derive(Debug, thiserror::Error)]
@@ -61,7 +62,7 @@ impl ProxyError {
 }
 
 /// Turns a request failure into the response the client receives.
-pub fn error_response(error: &ProxyError) -> Response<ProxyBody> {
+pub fn error_response(error: &ProxyError) -> Answer {
     let (status, detail) = match error {
         // A request body that broke off is an incomplete request, not an origin failure.
         ProxyError::BadRequest(_) | ProxyError::Origin(OriginError::ClientBody(_)) => {
@@ -104,7 +105,6 @@ pub fn error_response(error: &ProxyError) -> Response<ProxyBody> {
         CONTENT_TYPE,
         HeaderValue::from_static("text/plain; charset=utf-8"),
     );
-    headers.insert(CACHE_STATUS, CacheStatus::own(detail).to_header_value());
     match error {
         // When to try again: after about as long as this request queued (RFC 9110 §10.2.3).
         ProxyError::Origin(OriginError::Busy(waited)) => {
@@ -117,5 +117,5 @@ pub fn error_response(error: &ProxyError) -> Response<ProxyBody> {
         }
         _ => {}
     }
-    response
+    Answer::new(response, Outcome::own(detail))
 }

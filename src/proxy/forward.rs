@@ -12,19 +12,20 @@ use http::{HeaderMap, HeaderValue, Method, Response, StatusCode, request, respon
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
+use super::Answer;
 use super::cache::{Cache, Marker};
 use super::collapse::{Fetching, Leader};
 use super::routing::RuleCheck;
 use super::{Proxy, respond};
 use crate::admission::{AdmitReason, Decision};
 use crate::body::{BoxError, ProxyBody};
-use crate::cache_status::{CACHE_STATUS, CacheStatus, Detail, Forward};
 use crate::hygiene::{ClientConnection, Forwarding};
 use crate::key::{CacheKey, KeyError};
 use crate::logging::throttle::Throttle;
 use crate::metrics::ByteCounter;
 use crate::origin::{self, BodyFraming, OriginResponse};
 use crate::outcome::ErrorKind;
+use crate::outcome::{Detail, Forward, Outcome};
 use crate::policy::NotStored;
 use crate::policy::validation;
 use crate::proxy::error::ProxyError;
@@ -43,7 +44,7 @@ impl Proxy {
         body: Incoming,
         key: &CacheKey,
         miss: Miss<'_>,
-    ) -> Result<Response<ProxyBody>, ProxyError> {
+    ) -> Result<Answer, ProxyError> {
         let Miss {
             marker,
             forward,
@@ -136,58 +137,62 @@ impl Proxy {
         origin: OriginResponse,
         exchange: Exchange<'_>,
         leader: Option<Leader>,
-    ) -> Response<ProxyBody> {
+    ) -> Answer {
         let (method, request) = (&head.method, &head.headers);
-        let Teed {
-            head: mut response_head,
-            framing,
-            stored,
-            body,
-        } = fill(&self.cache, method, request, &exchange, origin, leader).await;
-        let miss = CacheStatus::forward(exchange.forward).fwd_status(response_head.status);
-        let status = match stored {
+        let teed = fill(&self.cache, method, request, &exchange, origin, leader).await;
+        let miss = Outcome::forward(exchange.forward).fwd_status(teed.head.status);
+        let outcome = match teed.stored {
             Ok(()) => miss.stored(),
             Err(detail) => miss.detail(detail),
         };
-        response_head
-            .headers
-            .insert(CACHE_STATUS, status.to_header_value());
-        let whole_get = !exchange.range_forwarded
-            && head.method == Method::GET
-            && response_head.status == StatusCode::OK;
-        if whole_get && validation::client_not_modified(&head.headers, &response_head.headers) {
-            // The client's validators were held back so that the origin sent a storable
-            // 200, and that 200 matches them: the client gets its 304 (RFC 9110 §13.1.2)
-            // while the body is read to its end in the background for the fill.
-            tokio::spawn(drain(body));
-            let head = validation::not_modified_head(response_head);
-            return Response::from_parts(head, respond::empty());
-        }
-        if whole_get && let BodyFraming::Length(len) = framing {
-            match range::answer(&head.headers, &response_head.headers, len) {
-                RangeAnswer::Part { first, last } => {
-                    respond::part_head(&mut response_head, first, last, len);
-                    let body = PartsBody::range(body, first, last);
-                    return Response::from_parts(
-                        response_head,
-                        body.map_err(BoxError::from).boxed_unsync(),
-                    );
-                }
-                RangeAnswer::Parts(parts) if range::ascending(&parts) => {
-                    let multipart = respond::multipart_head(&mut response_head, &parts, len);
-                    let body = PartsBody::multipart(body, &multipart, parts);
-                    return Response::from_parts(
-                        response_head,
-                        body.map_err(BoxError::from).boxed_unsync(),
-                    );
-                }
-                _ => {}
-            }
-        }
-        // A whole object for a range of unknown or unsatisfiable extent: the whole
-        // 200 is a valid answer to any range request (RFC 9110 §14.2).
-        Response::from_parts(response_head, body.map_err(BoxError::from).boxed_unsync())
+        Answer::new(relay(head, teed, exchange.range_forwarded), outcome)
     }
+}
+
+/// The client's response to `head` from the origin's `teed` answer: a 304 when the
+/// client's validators match a whole 200, the client's range cut out of a whole object
+/// (unless the range was `forwarded` to the origin), else the answer as it is.
+fn relay(head: &request::Parts, teed: Teed, forwarded: bool) -> Response<ProxyBody> {
+    let Teed {
+        head: mut response_head,
+        framing,
+        body,
+        ..
+    } = teed;
+    let whole_get =
+        !forwarded && head.method == Method::GET && response_head.status == StatusCode::OK;
+    if whole_get && validation::client_not_modified(&head.headers, &response_head.headers) {
+        // The client's validators were held back so that the origin sent a storable
+        // 200, and that 200 matches them: the client gets its 304 (RFC 9110 §13.1.2)
+        // while the body is read to its end in the background for the fill.
+        tokio::spawn(drain(body));
+        let head = validation::not_modified_head(response_head);
+        return Response::from_parts(head, respond::empty());
+    }
+    if whole_get && let BodyFraming::Length(len) = framing {
+        match range::answer(&head.headers, &response_head.headers, len) {
+            RangeAnswer::Part { first, last } => {
+                respond::part_head(&mut response_head, first, last, len);
+                let body = PartsBody::range(body, first, last);
+                return Response::from_parts(
+                    response_head,
+                    body.map_err(BoxError::from).boxed_unsync(),
+                );
+            }
+            RangeAnswer::Parts(parts) if range::ascending(&parts) => {
+                let multipart = respond::multipart_head(&mut response_head, &parts, len);
+                let body = PartsBody::multipart(body, &multipart, parts);
+                return Response::from_parts(
+                    response_head,
+                    body.map_err(BoxError::from).boxed_unsync(),
+                );
+            }
+            _ => {}
+        }
+    }
+    // A whole object for a range of unknown or unsatisfiable extent: the whole
+    // 200 is a valid answer to any range request (RFC 9110 §14.2).
+    Response::from_parts(response_head, body.map_err(BoxError::from).boxed_unsync())
 }
 
 /// The origin's answer after [`fill`]: its head, and its body teed into the fill if one began.

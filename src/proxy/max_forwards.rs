@@ -13,9 +13,10 @@ use bytes::Bytes;
 use http::header::{AUTHORIZATION, CONTENT_TYPE, COOKIE, HeaderName, PROXY_AUTHORIZATION};
 use http::{HeaderValue, Method, Response, StatusCode, request};
 
-use crate::body::{ProxyBody, full_body};
-use crate::cache_status::{CACHE_STATUS, CacheStatus, Detail};
+use super::Answer;
+use crate::body::full_body;
 use crate::hygiene::Rejection;
+use crate::outcome::{Detail, Outcome};
 
 /// The `Max-Forwards` header name.
 const MAX_FORWARDS: HeaderName = HeaderName::from_static("max-forwards");
@@ -62,7 +63,7 @@ pub fn take_hop(head: &mut request::Parts) -> Result<Hop, Rejection> {
 
 /// The answer of the final recipient (see the module docs). Marked in `Cache-Status` with
 /// `detail=max-forwards`: neither from storage nor from the origin.
-pub fn answer(head: &request::Parts) -> Response<ProxyBody> {
+pub fn answer(head: &request::Parts) -> Answer {
     let (content_type, body) = if head.method == Method::TRACE {
         (Some("message/http"), Bytes::from(echo(head)))
     } else {
@@ -74,11 +75,7 @@ pub fn answer(head: &request::Parts) -> Response<ProxyBody> {
     if let Some(content_type) = content_type {
         headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
     }
-    headers.insert(
-        CACHE_STATUS,
-        CacheStatus::own(Detail::MaxForwards).to_header_value(),
-    );
-    response
+    Answer::new(response, Outcome::own(Detail::MaxForwards))
 }
 
 /// The request as received, as `message/http`: request line and fields, without the

@@ -12,21 +12,31 @@ use http::{HeaderValue, Method, Response, StatusCode, request, response};
 use http_body_util::{BodyExt, Empty, Full, StreamBody};
 use hyper::body::Frame;
 
+use super::Answer;
 use super::cache::Found;
 use crate::body::{BoxError, ProxyBody};
-use crate::cache_status::{CACHE_STATUS, CacheStatus};
+use crate::outcome::Outcome;
 use crate::policy::freshness::StoredFreshness;
 use crate::policy::validation;
 use crate::range::{self, Multipart, RangeAnswer};
 
 /// Answers `request` from `found`, whose freshness was judged by `freshness` at `now`;
-/// `status` is the Cache-Status to send.
+/// `outcome` says what the answer is (a hit, a stale hit, a revalidated entry).
 pub fn from_store(
     request: &request::Parts,
     found: Found,
     freshness: &StoredFreshness,
     now: SystemTime,
-    status: CacheStatus,
+    outcome: Outcome,
+) -> Answer {
+    Answer::new(response_from_store(request, found, freshness, now), outcome)
+}
+
+fn response_from_store(
+    request: &request::Parts,
+    found: Found,
+    freshness: &StoredFreshness,
+    now: SystemTime,
 ) -> Response<ProxyBody> {
     let entry = found.entry;
     let mut head = Response::new(()).into_parts().0;
@@ -34,7 +44,6 @@ pub fn from_store(
     head.headers = entry.meta.response_headers.clone();
     head.headers
         .insert(AGE, HeaderValue::from(freshness.age(now).as_secs()));
-    head.headers.insert(CACHE_STATUS, status.to_header_value());
     let len = entry.body_len;
     // Conditionals select among representations: only a successful response has one.
     if head.status.is_success()

@@ -5,11 +5,11 @@ use std::sync::Arc;
 use http::header::HOST;
 use http::{HeaderMap, Response, StatusCode, request};
 
+use super::Answer;
 use super::{Proxy, respond};
 use crate::admission::Decision;
-use crate::body::ProxyBody;
-use crate::cache_status::{CACHE_STATUS, CacheStatus, Detail};
 use crate::config::Rules;
+use crate::outcome::{Detail, Outcome};
 use crate::sites::Site;
 use crate::sites::rule::Matched;
 
@@ -29,12 +29,10 @@ impl Proxy {
 
 /// The proxy's own answer to a host no site names: `status` (421 or 404) and an empty
 /// body.
-pub(super) fn unknown_host(status: StatusCode) -> Response<ProxyBody> {
+pub(super) fn unknown_host(status: StatusCode) -> Answer {
     let mut response = Response::new(respond::empty());
     *response.status_mut() = status;
-    let cache_status = CacheStatus::own(Detail::UnknownHost).to_header_value();
-    response.headers_mut().insert(CACHE_STATUS, cache_status);
-    response
+    Answer::new(response, Outcome::own(Detail::UnknownHost))
 }
 
 /// What a site's rules need to decide the admission of a storable response once its

@@ -6,17 +6,17 @@
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use http::{Method, Response, StatusCode, request};
+use http::{Method, StatusCode, request};
 
+use super::Answer;
 use super::cache::{Cache, Found, Lookup, OriginRequest, Revalidated};
 use super::collapse::Leader;
 use super::forward::{self, Exchange, Teed, drain};
 use super::{Proxy, READMIT, respond};
-use crate::body::ProxyBody;
-use crate::cache_status::{CacheStatus, Detail, Forward};
 use crate::hygiene::{ClientConnection, Forwarding};
 use crate::key::CacheKey;
 use crate::origin::OriginError;
+use crate::outcome::{Detail, Forward, Outcome};
 use crate::policy::freshness::StoredFreshness;
 use crate::proxy::error::ProxyError;
 use crate::sites::Site;
@@ -42,12 +42,12 @@ impl Proxy {
         found: Box<Found>,
         freshness: &StoredFreshness,
         forward: Forward,
-    ) -> Result<Response<ProxyBody>, ProxyError> {
+    ) -> Result<Answer, ProxyError> {
         let now = SystemTime::now();
         let ttl = freshness.ttl_seconds(now);
         let serve_stale = |found: Box<Found>, detail: Detail| {
             self.note_hit(&found);
-            let status = CacheStatus::hit().ttl(ttl).detail(detail);
+            let status = Outcome::hit().ttl(ttl).detail(detail);
             respond::from_store(head, *found, freshness, now, status)
         };
         let marker = found.marker.clone();
@@ -60,7 +60,7 @@ impl Proxy {
                 // would have too: the request that revalidated it would have stored it.
                 (self.cache.admission.load().policy).note_served(found.entry.key_hash());
                 let fresh = StoredFreshness::new(&found.entry.meta, &self.cache.rules());
-                let status = CacheStatus::forward(forward)
+                let status = Outcome::forward(forward)
                     .fwd_status(StatusCode::NOT_MODIFIED)
                     .ttl(fresh.ttl_seconds(now));
                 Ok(respond::from_store(head, *found, &fresh, now, status))

@@ -20,9 +20,10 @@
 use http::header::{ALLOW, CONTENT_LENGTH};
 use http::{HeaderValue, Method, Response, StatusCode, request};
 
-use crate::body::{ProxyBody, full_body};
-use crate::cache_status::{CACHE_STATUS, CacheStatus, Detail};
+use super::Answer;
+use crate::body::full_body;
 use crate::hygiene::Rejection;
+use crate::outcome::{Detail, Outcome};
 use crate::proxy::error::ProxyError;
 
 /// The methods `OPTIONS *` reports: what the proxy answers or passes on.
@@ -40,7 +41,7 @@ fn is_asterisk(head: &request::Parts) -> bool {
 }
 
 /// The answer to a request [`is_own`] accepted; see the module docs.
-pub(super) fn answer(head: &request::Parts) -> Result<Response<ProxyBody>, ProxyError> {
+pub(super) fn answer(head: &request::Parts) -> Result<Answer, ProxyError> {
     if head.method == Method::CONNECT {
         return Err(ProxyError::Rejected(Rejection::Connect));
     }
@@ -52,9 +53,5 @@ pub(super) fn answer(head: &request::Parts) -> Result<Response<ProxyBody>, Proxy
     let headers = response.headers_mut();
     headers.insert(ALLOW, HeaderValue::from_static(ALLOWED));
     headers.insert(CONTENT_LENGTH, HeaderValue::from_static("0"));
-    headers.insert(
-        CACHE_STATUS,
-        CacheStatus::own(Detail::ServerOptions).to_header_value(),
-    );
-    Ok(response)
+    Ok(Answer::new(response, Outcome::own(Detail::ServerOptions)))
 }
