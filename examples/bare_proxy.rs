@@ -12,15 +12,7 @@
 //! taskset -c 1 wrk -t1 -c64 -d10s --latency http://127.0.0.1:8090/pass/one-1k
 //! ```
 //!
-//! Measured 2026-11-24 on the 2-core VM (proxy on CPU 0; wrk and an nginx origin on CPU 1;
-//! 1 KiB `no-store` responses; CPU time per request from `/proc/<pid>/stat`, two runs each):
-//! this bare proxy 14.6–15.2 µs per request (5.1–5.7 µs of it in user space; four runs), secondhit
-//! 24.8–25.2 µs (12.1–12.2 user), nginx `proxy_pass` 11.8 µs. Later that day, after
-//! secondhit's lazy read timer: this proxy 14.4–15.8 µs (three runs), secondhit 20.4–21.4 µs
-//! (10.0–10.4 user; five runs), nginx 11.7–12.3 µs (2.7–3.0 user; two runs, with
-//! `perf record` attached to it). In the evening, three 5 s runs each, alternating
-//! (medians): this proxy 13.72 µs, secondhit 17.77 µs, nginx 10.97 µs, and
-//! `examples/raw_forward.rs` (hand-written HTTP/1.1, no hyper) 10.27 µs.
+//! The figures: `benches/RESULTS.md`, "the pass-through floor".
 
 use std::convert::Infallible;
 use std::error::Error;

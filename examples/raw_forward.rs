@@ -16,13 +16,7 @@
 //! taskset -c 1 wrk -t1 -c64 -d10s --latency http://127.0.0.1:8090/pass/one-1k
 //! ```
 //!
-//! Measured 2026-11-24 on the 2-core VM (forwarder on CPU 0; wrk and an nginx origin on
-//! CPU 1; 1 KiB `no-store` answers; CPU time per request from `/proc/<pid>/stat`; three
-//! 5 s runs each, alternating, medians): this forwarder 10.27 µs per request (1.3–1.7 µs
-//! of it in user space) at 75.2k req/s, nginx `proxy_pass` 10.97 µs at 80.9k,
-//! `bare_proxy` 13.72 µs at 72.0k, secondhit 17.77 µs at 55.9k. This forwarder leaves
-//! CPU 0 about a quarter idle: wrk and the origin, sharing CPU 1, are what limit its
-//! requests per second.
+//! The figures: `benches/RESULTS.md`, "the pass-through floor".
 
 use std::cell::RefCell;
 use std::error::Error;

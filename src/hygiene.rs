@@ -257,8 +257,7 @@ fn valid_authority(authority: &Authority) -> Result<(), Rejection> {
 /// passed with the request's head to wherever it is forwarded, for [`Forwarding::of`].
 /// Passed, not attached to the head's extensions: the first extension of a request
 /// allocates its map, its table and the value's box, and a hit, which forwards nothing,
-/// paid for them too (without them a 1 KiB hit's user-space CPU time went from 2.70 to
-/// 2.49 µs).
+/// would pay for them too (`benches/RESULTS.md`, "client connection beside the head").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ClientConnection {
     /// The client's address.
@@ -274,9 +273,10 @@ pub struct ClientConnection {
 ///
 /// Made from the client's head only where a request leaves for the origin, never on
 /// arrival: a cache hit forwards nothing, and formatting the client's address and joining
-/// the lists cost about 4% of a hit's CPU time. The cache therefore judges the request as
-/// the client presented it (RFC 9111 §4.1 matches `Vary` against the presented request),
-/// with its hop-by-hop fields removed on arrival.
+/// the lists is work it need not pay for (`benches/RESULTS.md`, "forwarding fields made
+/// where a request leaves"). The cache therefore judges the request as the client
+/// presented it (RFC 9111 §4.1 matches `Vary` against the presented request), with its
+/// hop-by-hop fields removed on arrival.
 #[derive(Clone, Debug)]
 pub struct Forwarding {
     /// `<received-protocol> secondhit`.

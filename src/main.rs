@@ -13,8 +13,8 @@ use secondhit::server::StartError;
 use secondhit::server::{Listeners, Server};
 
 /// mimalloc instead of the system allocator: a request allocates and frees dozens of
-/// small buffers (header maps, bytes, futures), and glibc's malloc spent about 8% of a
-/// pass-through request's CPU time on them.
+/// small buffers (header maps, bytes, futures), and glibc's malloc spent more CPU time on
+/// them (`benches/RESULTS.md`, "mimalloc as the allocator").
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -8,8 +8,8 @@
 //! bytes ([`ReadTimeout`]), never a whole-response timeout, which would cut large
 //! downloads. It is hyper's HTTP/1.1 client connection with a pool of its own ([`pool`]),
 //! not reqwest: the proxy already has `http` types in hand, and reqwest's URL parsing,
-//! redirect and retry layers cost about an eighth of a pass-through request's CPU time
-//! in a profile.
+//! redirect and retry layers are paid by every pass-through request (`benches/RESULTS.md`,
+//! "origin client without reqwest").
 //!
 //! Hop-by-hop headers (RFC 9110 §7.6.1) are removed in both directions here, so the
 //! proxy only ever sees end-to-end fields.

@@ -273,9 +273,9 @@ impl Proxy {
     /// Routes a checked request: the hit path inline, everything that goes to the origin
     /// boxed (`Box::pin(..).await`). Why boxed: hyper moves each request's future into its
     /// connection state, and an async fn's future is as large as its largest branch; with
-    /// the miss, pass and revalidation paths inline a hit carried (and copied) about 5 KiB
-    /// of their state. Boxing them, and the store's file read, took it to about 1.6 KiB
-    /// and cut a 1 KiB memory hit's CPU time by a few percent; a miss pays one allocation.
+    /// the miss, pass and revalidation paths inline a hit would carry (and copy) their
+    /// state. Boxing them, and the store's file read, keeps a hit's future small
+    /// (`benches/RESULTS.md`, "origin paths boxed"); a miss pays one allocation.
     async fn route(
         &self,
         head: &request::Parts,

@@ -170,10 +170,10 @@ pub const SATURATION: f64 = 0.6;
 /// remember nothing and so admit nothing.
 ///
 /// Fixed, not a share of `generation_size`: a floor that grows with `expected_urls` starves
-/// a small cache. With the default `expected_urls = 1000000` a floor of 1/64 of it was
+/// a small cache. With the default `expected_urls = 1000000` a floor of 1/64 of it would be
 /// 15,625 keys, about ten times the objects a cache of 1% of the simulator's CDN workload
-/// holds (20% one-hit wonders), and the pair remembered far too long: 37.04% object hits
-/// and 4.4 GiB written, against 41.29% and 616 MiB with this floor.
+/// holds (20% one-hit wonders), and the pair would remember far too long: fewer hits and
+/// several times the disk writes (`benches/RESULTS.md`, "the `rotate = "auto"` floor").
 pub const AUTO_FLOOR: u64 = 1024;
 
 /// [`AUTO_FLOOR`], at most `generation_size`.
@@ -404,8 +404,9 @@ fn nanos_since(epoch: Instant, now: Instant) -> i64 {
 /// exactly; larger ones count one new key in `2^s` (chosen by its hash) with weight `2^s`, `s` such that at
 /// least `2^COUNT_EXACT_BITS` keys are counted per generation. Why: the count is the only
 /// write to memory shared by every thread on the request path, one locked add per new key
-/// (about 4 ns, and a cache line bouncing between cores under load); sampled, the
-/// generation still ends within about 1% of its target (standard error `2^-7`).
+/// and a cache line bouncing between cores under load (`benches/RESULTS.md`, "sampled count
+/// of new keys"); sampled, the generation still ends within about 1% of its target
+/// (standard error `2^-7`).
 const COUNT_EXACT_BITS: u32 = 14;
 
 /// The weight with which a new key `hash` counts toward a generation of `target` new keys,

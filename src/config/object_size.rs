@@ -3,15 +3,13 @@
 //!
 //! Why a share of the cache: one object of a few percent of the cache pushes out
 //! hundreds of small ones, each about as likely to be requested again, so a body that
-//! large costs more byte hits than it brings. Measured with the simulator on CDN-like
-//! workloads (Zipf 0.9, lognormal sizes with a 16 KiB median, 20–70% one-hit wonders): at
-//! a cache of 1% of the unique bytes, `max_size / 48` raised `second-hit`'s object hit
-//! ratio by 0.2–0.6 points and its byte hit ratio by 0.2 (by −0.07 at 70%), and cut its
-//! disk writes; `/32` and `/40` gained less, `/64` more objects but fewer bytes. At 5% the
-//! cap changes almost nothing; a fixed cap (1 MiB) cost a 5% cache 1.4 points of byte hit
-//! ratio, so the cap follows the cache. It has a floor of 1 MiB ([`AUTO_LEAST`]): in a
-//! cache of a few hundred objects a 48th cost 3–4 points of byte hit ratio. The README's
-//! "Against S3-FIFO" has the table and the commands.
+//! large costs more byte hits than it brings. In the simulator's CDN-like workloads a 48th
+//! of a small cache raised `second-hit`'s hit ratios and cut its disk writes, where a 32nd
+//! or a 40th gained less and a 64th lost bytes; a fixed cap cost a larger cache byte hits,
+//! so the cap follows the cache. It has a floor of 1 MiB ([`AUTO_LEAST`]), because in a
+//! cache of a few hundred objects a 48th costs byte hits. The figures: `benches/RESULTS.md`,
+//! "`cache.max_object_size = "auto"`"; the README's "Against S3-FIFO" has the table and the
+//! commands.
 
 use super::CacheConfig;
 
@@ -19,8 +17,8 @@ use super::CacheConfig;
 pub const AUTO_DIVISOR: u64 = 48;
 
 /// The least the `"auto"` limit allows (unless the cache is smaller): 1 MiB. Below a cache of
-/// 48 MiB, a 48th would refuse bodies that are merely above the mean, not rare giants: a
-/// cache of a few hundred objects then lost 3–4 points of byte hit ratio to it.
+/// 48 MiB, a 48th would refuse bodies that are merely above the mean, not rare giants, and
+/// a cache of a few hundred objects would lose byte hits to it.
 pub const AUTO_LEAST: u64 = 1024 * 1024;
 
 /// The most the `"auto"` limit allows, however large the cache: 256 MiB (the limit before

@@ -34,9 +34,9 @@
 //! every later one that long after its first bytes came. Between requests the connection
 //! idles under `server.idle_timeout` instead, as nginx separates `keepalive_timeout` from
 //! `client_header_timeout`. Why not hyper's timer: it arms a fresh timer for every
-//! request, even when the whole head is already in the buffer, which cost about 4% of a
-//! 1 KiB cache hit's CPU time; here a timer is armed only when a read leaves a head
-//! incomplete.
+//! request, even when the whole head is already in the buffer, a cost every cache hit pays
+//! (`benches/RESULTS.md`, "head guard enforces the header timeout"); here a timer is
+//! armed only when a read leaves a head incomplete.
 //!
 //! When a connection ends after a refusal (the guard's or hyper's), the guard lingers
 //! on close: it shuts down its write half and reads and discards what the client still
@@ -224,7 +224,8 @@ impl<IO: AsyncRead + Unpin> AsyncRead for HeadGuard<IO> {
                 this.scanner.pass(n);
                 return Poll::Ready(Ok(()));
             }
-            // Uninitialised: zeroing 8 KiB for every read cost about 1% of a hit's CPU time.
+            // Uninitialised: zeroing 8 KiB for every read is work every hit would pay for
+            // (`benches/RESULTS.md`, "head guard reads into uninitialised scratch").
             let mut scratch = [MaybeUninit::<u8>::uninit(); SCRATCH];
             let mut part = ReadBuf::uninit(&mut scratch);
             ready!(this.poll_socket(cx, &mut part))?;

@@ -2,9 +2,9 @@
 //! `server.blocking_threads`.
 //!
 //! - One worker gets tokio's single-threaded runtime: with nothing to steal work from
-//!   or hand it to, the multi-threaded scheduler only adds cross-thread wakeups. On one
-//!   core, uncacheable requests passed to the origin went from about 22k to 29k per
-//!   second with it (`benches/vs_nginx.sh`); cache hits were the same either way.
+//!   or hand it to, the multi-threaded scheduler only adds cross-thread wakeups, which
+//!   slow down uncacheable requests passed to the origin (`benches/RESULTS.md`, "one
+//!   worker on the current-thread runtime").
 //! - Several workers get the work-stealing runtime with that many threads.
 //! - The blocking pool, where fills write and where reads go that must wait for the
 //!   disk, is bounded by `server.blocking_threads` instead of tokio's 512, so a burst of

@@ -20,16 +20,16 @@
 //! SOSP 2023) without its ghost queue: every entry here was already requested twice
 //! before it was written, and the admission filter, which remembers keys seen once,
 //! plays the ghost's part. Why, measured with the simulator (it runs this index; the
-//! README's "Against S3-FIFO" has the numbers): with the main queue alone, a fill
-//! never hit again stayed for a whole pass of the cache, and secondhit trailed S3-FIFO
-//! by up to 0.2 points at a cache of 5% of the unique bytes; the small queue evicts it
-//! after a tenth of one and beats S3-FIFO on all six workloads. Measured and not kept:
-//! new fills, or refills of recently evicted keys (a ghost), starting with a count
-//! (worse: unhit fills stay longer), and SIEVE's hand that leaves survivors in place
-//! (Zhang et al., NSDI 2024: better than one CLOCK, worse than the small queue). A hit
-//! costs one shard lock and a counter update, no list move and no shared atomic, and
-//! one hash lookup when its entry is in the queue holding more of its shard's entries
-//! (two otherwise).
+//! README's "Against S3-FIFO" and `benches/RESULTS.md`, "S3-FIFO's small queue", have the
+//! numbers): with the main queue alone, a fill never hit again stays for a whole pass of
+//! the cache, and secondhit trailed S3-FIFO at a cache of 5% of the unique bytes; the
+//! small queue evicts it after a tenth of one and beats S3-FIFO on all six workloads.
+//! Measured and not kept: new fills, or refills of recently evicted keys (a ghost),
+//! starting with a count (worse: unhit fills stay longer), and SIEVE's hand that leaves
+//! survivors in place (Zhang et al., NSDI 2024: better than one CLOCK, worse than the small
+//! queue). A hit costs one shard lock and a counter update, no list move and no shared
+//! atomic, and one hash lookup when its entry is in the queue holding more of its shard's
+//! entries (two otherwise).
 //!
 //! # Fill order without a global lock
 //!
@@ -74,8 +74,8 @@ pub(crate) const SHARDS: usize = 32;
 /// How often eviction looks again when fills keep changing the tail it chose.
 const EVICT_ATTEMPTS: usize = 8;
 
-/// A hit counter saturates here (3 bits, where S3-FIFO has 2): measured up to 0.06
-/// points of bytes better at a cache of 1% of the unique bytes, never worse.
+/// A hit counter saturates here (3 bits, where S3-FIFO has 2): in the simulator better in
+/// byte hits at a small cache and never worse (`benches/RESULTS.md`, "S3-FIFO's small queue").
 const MAX_HITS: u8 = 7;
 
 /// The small queue's share, as in S3-FIFO: eviction takes from it while it holds more

@@ -5,8 +5,8 @@
 //! temp file and writes the header, one writes each [`WRITE_BATCH`] of body (a small
 //! body waits in memory), and one writes the rest with the block table, fsyncs and
 //! renames. Why: each call is a hand-off to a blocking thread and back, and with one
-//! per write, seek, flush, fsync and rename a 1 KiB fill took about fifteen of them, and
-//! 0.3 ms of CPU time, most of it threads waking each other.
+//! per write, seek, flush, fsync and rename a small fill spent most of its CPU time on
+//! threads waking each other (`benches/RESULTS.md`, "a fill's file work in few calls").
 
 use std::io::{self, Write};
 use std::path::PathBuf;

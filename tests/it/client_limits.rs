@@ -1,4 +1,4 @@
-//! Client limits (issue 17, item 5): `server.idle_timeout` closes idle HTTP/1.1 and h2c
+//! Client limits: `server.idle_timeout` closes idle HTTP/1.1 and h2c
 //! connections (h2c with GOAWAY) but not one with a request open; reaching
 //! `server.max_connections` closes connections with no request open, so a new client is
 //! served; slow-header clients do not keep a well-behaved one from its hits, and a head

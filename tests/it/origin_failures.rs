@@ -1,4 +1,4 @@
-//! How an origin's failures reach the client (issue 17, item 4 evidence), as the README's
+//! How an origin's failures reach the client, as the README's
 //! "When the origin fails" lists them: refused, silent before its head, reset or silent
 //! mid-body with `Content-Length` and chunked framing. Each is answered or aborted within
 //! the configured timeouts, and nothing half-received is stored. A raw TCP origin on

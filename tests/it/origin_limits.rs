@@ -1,4 +1,4 @@
-//! Origin protection (issue 17, item 4): `origin.max_in_flight` excess waits at most
+//! Origin protection: `origin.max_in_flight` excess waits at most
 //! `origin.queue_timeout`, then gets 503 with `Retry-After`; request bodies are read ahead
 //! (`origin.body_buffer_size`) before a slot is taken, so a slow upload holds none, and
 //! stall for at most `origin.body_read_timeout`, or keep under `origin.body_min_rate` for

@@ -1,4 +1,4 @@
-//! Proxy hygiene over real sockets (issue 6, item 9): hop-by-hop fields, `Via`,
+//! Proxy hygiene over real sockets: hop-by-hop fields, `Via`,
 //! `X-Forwarded-*`, request framing and `Host` rules, head limits, and `Max-Forwards`.
 //! Each test names the RFC section it checks. Malformed requests are written with a raw
 //! `TcpStream`.

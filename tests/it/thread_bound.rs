@@ -1,8 +1,8 @@
-//! The proxy's thread count and memory stay bounded while the origin is slow (issue 17,
-//! item 4): hundreds of concurrent misses, each stored, queue their file work on
-//! `server.blocking_threads` instead of starting a thread each, and hold no more memory
-//! than their small bodies. The real `secondhit serve`
-//! runs as a child process, so its `/proc/<pid>/task` holds its threads alone.
+//! The proxy's thread count and memory stay bounded while the origin is slow: hundreds of
+//! concurrent misses, each stored, queue their file work on `server.blocking_threads`
+//! instead of starting a thread each, and hold no more memory than their small bodies. The
+//! real `secondhit serve` runs as a child process, so its `/proc/<pid>/task` holds its
+//! threads alone.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -18,9 +18,10 @@ const BLOCKING_THREADS: usize = 4;
 /// release, and one to spare for any other helper.
 const OTHER_THREADS: usize = 6;
 const MISSES: usize = 200;
-/// How much the resident set may grow per waiting miss over its size before the wave.
-/// Measured: about 140 KiB each (25 → 53 MiB for 200; connection and origin buffers,
-/// tasks, the fills' state); a thread per waiting request would add a 2 MiB stack each.
+/// How much the resident set may grow per waiting miss over its size before the wave: above
+/// what a waiting miss holds (connection and origin buffers, tasks, the fills' state;
+/// `benches/RESULTS.md`, "resident set per waiting miss"), far below the 2 MiB stack a
+/// thread per waiting request would add.
 const RSS_GROWTH_PER_MISS_KIB: u64 = 256;
 
 /// The resident set size of process `pid` in KiB (`VmRSS` in `/proc/<pid>/status`).

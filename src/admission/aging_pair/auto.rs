@@ -7,10 +7,11 @@
 //! objects that are never requested a third time. Which `k` is best depends on how many
 //! keys come back, and no fixed one fitted every workload. On the simulator's CDN
 //! workloads (20–70% one-hit wonders, caches of 1% and 5% of the unique bytes; the README's
-//! "Against S3-FIFO") `k = 2` beats S3-FIFO's hit ratios everywhere but writes 11% of
-//! admit-all's bytes with 20% one-hit wonders at 5%, where many keys return; `k = 1.5`
-//! writes 8.5% there but falls behind S3-FIFO at 50–70% one-hit wonders, where fewer
-//! return and each one counts.
+//! "Against S3-FIFO") `k = 2` beats S3-FIFO's hit ratios everywhere but writes more than a
+//! tenth of admit-all's bytes with 20% one-hit wonders at 5%, where many keys return; a
+//! smaller fixed `k` writes less there but falls behind S3-FIFO at 50–70% one-hit wonders,
+//! where fewer return and each one counts (`benches/RESULTS.md`, "`rotate = "auto"`
+//! steered by its writes").
 //!
 //! So `k` starts at [`AUTO_KEYS_PER_OBJECT`] and is steered by the writes it causes, a
 //! proportional controller on the generation's own counts: each generation counts the new
@@ -20,24 +21,20 @@
 //! the cache holds) times [`AUTO_WRITES_PER_NEW_KEY`] / (its fills per new key), kept between
 //! [`AUTO_MIN_KEYS_PER_OBJECT`] and [`AUTO_KEYS_PER_OBJECT`]: a workload that writes less
 //! than the target keeps `k = 2`, one that writes more gets a shorter memory.
-//! Fills per new key grow a little more slowly than the generation (measured: `k` from 2
-//! to 1.75 cut them by a tenth), so one step lands a little short of the target and the
-//! next ones close in, without overshooting.
+//! Fills per new key grow a little more slowly than the generation, so one step lands a
+//! little short of the target and the next ones close in, without overshooting.
 //!
 //! Why fills per new key: every key new to the current generation is a request the filter
 //! had to record, mostly a miss that an admit-all cache writes, so the ratio follows the
-//! share of admit-all's writes that the issue's goal bounds (measured at `k = 2` on the
-//! small trace: 10.98% against 11.03% of `lru`'s bytes with 20% one-hit wonders at 5%,
-//! 8.58% against 8.65% at 50%, 5.28% against 5.50% at 70%). The pair needs no count of requests or bytes for it:
-//! the new keys are already counted on the request path, and a fill is counted once, off
-//! the hit path.
+//! share of admit-all's writes that `auto` keeps below a tenth (in the simulator the two
+//! agree closely). The pair needs no count of requests or bytes for it: the new keys are
+//! already counted on the request path, and a fill is counted once, off the hit path.
 //!
 //! Steering starts only once this run has written as many objects as the cache holds when
 //! full. Before that the cache is still filling and every second request is a miss that is
-//! written whatever the generation's size; steering on those writes shrank the generations
-//! of workloads that write far less once warm (measured: 0.18 points of byte hit ratio lost
-//! with 50% one-hit wonders at 5%). A restart that finds a full cache also waits a cache's
-//! worth of fills, at `k = 2`.
+//! written whatever the generation's size; steering on those writes would shrink the
+//! generations of workloads that write far less once warm, and cost them byte hits. A
+//! restart that finds a full cache also waits a cache's worth of fills, at `k = 2`.
 
 use std::sync::atomic::Ordering;
 
@@ -50,8 +47,8 @@ use crate::admission::{Admission, AdmitReason};
 /// measured: with the store's eviction an admitted object that is never hit again is the
 /// first to go, so a longer memory costs little cache and catches more real
 /// second requests; on the simulator's CDN workloads (20–70% one-hit wonders, caches of
-/// 1–5% of the unique bytes) twice the cache's objects stays within half a point of the
-/// best fixed generation, where once fell up to 1.6 points short.
+/// 1–5% of the unique bytes) twice the cache's objects stays close to the best fixed
+/// generation, where once falls well short (`benches/RESULTS.md`, "two keys per object").
 pub const AUTO_KEYS_PER_OBJECT: u64 = 2;
 
 /// The fewest new keys per cached object `rotate = "auto"` steers a generation down to: a
@@ -60,11 +57,11 @@ pub const AUTO_KEYS_PER_OBJECT: u64 = 2;
 pub const AUTO_MIN_KEYS_PER_OBJECT: f64 = 1.0;
 
 /// The disk writes per new key `rotate = "auto"` steers toward (see the module docs). Below
-/// the issue's bound of a tenth of admit-all's writes by the margin the warm-up and the
+/// the bound of a tenth of admit-all's writes by the margin the warm-up and the
 /// controller's noise need: the warm-up's fills are not steered, and a generation's count
-/// varies by a few percent. Measured with 20% one-hit wonders at 5%, the one case above
-/// the bound at `k = 2`: 0.08 wrote 9.33% (small trace) and 9.40% (full) of `lru`'s bytes;
-/// a throw-away build of this steering (9.38% at 0.08) wrote 9.8% at 0.085 and 10.1% at 0.09.
+/// varies by a few percent. In the one simulated case above the bound at `k = 2`, 0.08
+/// keeps the writes below it where slightly higher targets did not (`benches/RESULTS.md`,
+/// "`rotate = "auto"` steered by its writes").
 pub const AUTO_WRITES_PER_NEW_KEY: f64 = 0.08;
 
 /// The keys per object after a generation of `sized` keys per object (its target over the

@@ -7,11 +7,12 @@
 //! pair's guarantee allows: it only covers checks that end before the second rotation after
 //! the record).
 //!
-//! The same thread ticks a clock every [`TICK`]: `Instant::now()` costs about 25 ns here, a
-//! good part of a whole check, and the pair needs the time on every check only to notice
-//! `max_age`, which a few milliseconds of slack do not change. Reading the clock is one
-//! relaxed load; it is behind the real time by at most about a tick (more if the machine
-//! starves the thread), never ahead. Relaxed is enough: the value publishes nothing else.
+//! The same thread ticks a clock every [`TICK`]: `Instant::now()` costs a good part of a
+//! whole check (`benches/RESULTS.md`, "the coarse clock"), and the pair needs the time on
+//! every check only to notice `max_age`, which a few milliseconds of slack do not change.
+//! Reading the clock is one relaxed load; it is behind the real time by at most about a
+//! tick (more if the machine starves the thread), never ahead. Relaxed is enough: the value
+//! publishes nothing else.
 //!
 //! The thread holds only a `Weak` reference and ends at the first tick after the pair is
 //! dropped. The clearing steps themselves (a compare-and-swap from retired to clearing, so

@@ -187,7 +187,8 @@ pub(crate) fn sectorized_false_positive_rate(n: u64, blocks: u64, k: u32) -> f64
 /// The chance that `bits` probes of an absent key all land on set bits of one 64-bit word
 /// into which `x` keys have put `bits` uniformly random bits each — exactly, not as
 /// `(fraction set)^bits`: the fraction set varies from word to word, and with only 64
-/// bits that variance is worth 3–11% of the rate (measured at 1%–0.01%).
+/// bits that variance changes the rate noticeably at every target rate (`benches/RESULTS.md`,
+/// "the sizing model's exact word probability").
 ///
 /// The probes hit `d` distinct positions with chance `64·63···(64-d+1) · S(bits, d) / 64^bits`
 /// (`S` the Stirling numbers of the second kind), and `d` given positions are all set with

@@ -113,7 +113,7 @@ fn no_false_negatives() {
     }
 }
 
-/// The accuracy bar: at the design load, the measured per-filter rate over 1M absent
+/// The accuracy bar: at the design load, the measured per-filter rate over 1M absent
 /// keys is within 1.25× of the configured target. (In practice it is within a few percent,
 /// below or above: the sizing model is this layout's own.)
 #[test]

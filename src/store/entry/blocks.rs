@@ -3,7 +3,7 @@
 //! module's docs).
 //!
 //! Why 64 KiB blocks: a range read then reads at most one block too many at each end
-//! (128 KiB for the smallest range, hashed in some 10 µs), and that is also the size in
+//! (128 KiB for the smallest range, quick to hash), and that is also the size in
 //! which the store reads bodies anyway, so a block is one positioned read. The table costs
 //! 8 bytes per 64 KiB (0.012% of the body; 640 bytes for 5 MB, 128 KiB for 1 GiB), so the
 //! few entries a range needs are one small read. Smaller blocks would cut the over-read of

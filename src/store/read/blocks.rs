@@ -25,7 +25,7 @@ use super::{Source, StoredEntry, discard, read_file};
 
 /// Largest span of whole blocks a range may touch to be verified before the head is
 /// sent: 4 blocks. Small ranges (a document viewer's pages, a resumed download's
-/// first request, the 21 bytes) touch one or two; holding 256 KiB per such
+/// first request, 21 bytes around a damaged one) touch one or two; holding 256 KiB per such
 /// request is no more than a few socket buffers, and a larger range streams verified
 /// block by block, holding one block at a time.
 pub(crate) const VERIFY_FIRST_MAX: u64 = 256 * 1024;

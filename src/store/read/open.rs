@@ -192,7 +192,8 @@ impl Inner {
     /// only the body is read. A file cut short behind the store's back ends that
     /// read early, and is discarded as damaged; one unlinked behind its back is
     /// served on, as a memory copy of it would be, until its entry leaves the store.
-    /// (A `fstat` per hit to notice that cost about a twelfth of a file hit.)
+    /// (Not noticed by an `fstat` per hit: a system call every file hit would pay for;
+    /// `benches/RESULTS.md`, "no `fstat` per held-file hit".)
     fn reopen_sync(
         &self,
         (key_hash, fill_id): (u128, u64),

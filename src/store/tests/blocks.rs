@@ -81,7 +81,7 @@ async fn a_small_range_is_verified_before_anything_is_sent() {
     assert!(e.verify_range(10, 20).await);
     let (got, error) = collect(e.into_range_stream(30, 40)).await;
     assert!(error.is_none() && got == data[30..=40]);
-    // The 21 bytes around the flipped one: a miss before any byte.
+    // 21 bytes around the flipped one: a miss before any byte.
     let mut e = entry(&store, "k").await;
     assert!(!e.verify_range(FLIPPED - 10, FLIPPED + 10).await);
     assert!(!path.exists());

@@ -1,4 +1,4 @@
-//! Bad input costs one cheap answer and never a panic or a wrong answer (issue 17, item 6):
+//! Bad input costs one cheap answer and never a panic or a wrong answer:
 //! asterisk-form targets and `CONNECT` answered by the proxy (RFC 9112 §3.2.4, RFC 9110
 //! §9.3.6/§9.3.7), floods of ranges and huge offsets, long URLs, invalid percent-escapes,
 //! absolute-form targets, and `If-Range` per RFC 9110 §13.1.5.

@@ -58,7 +58,8 @@ async fn hits_through_churning_held_files_are_byte_identical_and_no_deleted_file
     for client in clients {
         hits += client.await.expect("client");
     }
-    // 327 of the 600 in a run on 2026-11-24; far fewer would mean few held files read.
+    // Most of the 600 hit in a run (`benches/RESULTS.md`, "hits through churning held
+    // files"); far fewer would mean few held files read.
     assert!(
         hits >= 100,
         "{hits} hits: the held files were hardly exercised"

@@ -6,7 +6,7 @@ use crate::support::{self, TestProxy};
 
 /// Five megabytes: 77 blocks of 64 KiB.
 const SIZE: u64 = 5_000_000;
-/// The flipped body byte, as in the issue's `bytes=99990-100010`: inside block 1.
+/// The flipped body byte, which `bytes=99990-100010` covers: inside block 1.
 const FLIPPED: u64 = 100_000;
 /// Block 1's body bytes.
 const BLOCK_1: (u64, u64) = (65_536, 131_071);
