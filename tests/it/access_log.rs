@@ -41,13 +41,14 @@ async fn drive(proxy: &TestProxy) -> (HashMap<String, u64>, usize) {
         assert!(first.cache.stored, "{path}: {:?}", first.cache);
         sent += 1;
         // Until the fill committed; every try is a request (and a line).
-        loop {
-            sent += 1;
-            if send(client().get(&url)).await.cache.hit {
-                break;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
+        crate::support::wait_until_async(
+            || format!("{path} never became a hit"),
+            async || {
+                sent += 1;
+                send(client().get(&url)).await.cache.hit
+            },
+        )
+        .await;
         let head = send(client().head(&url)).await;
         assert!(head.cache.hit, "{path}: {:?}", head.cache);
         sent += 1;

@@ -537,22 +537,19 @@ async fn clients_that_stop_reading_do_not_lock_others_out() {
         .expect("a new client is answered while stalled readers hold every slot");
     assert_eq!(seen.status, 200);
     for stream in &mut stalled {
-        assert!(dropped_unread(stream).await, "a stalled reader is dropped");
+        dropped_unread(stream, "a stalled reader is dropped").await;
     }
 }
 
-/// Whether the proxy drops `stream` within `PATIENCE`, found without reading from it
-/// (reading would let its response go on): once the proxy's socket is gone, a byte
-/// written to it is answered with a reset, and a later write fails.
-async fn dropped_unread(stream: &mut TcpStream) -> bool {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    while tokio::time::Instant::now() < deadline {
-        if stream.write_all(b"x").await.is_err() {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    false
+/// Asserts (with `what`) that the proxy drops `stream` within `PATIENCE`, found without
+/// reading from it (reading would let its response go on): once the proxy's socket is
+/// gone, a byte written to it is answered with a reset, and a later write fails.
+async fn dropped_unread(stream: &mut TcpStream, what: &str) {
+    crate::support::wait_until_async(
+        || what.to_owned(),
+        async || stream.write_all(b"x").await.is_err(),
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

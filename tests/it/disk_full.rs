@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use crate::support::{PATIENCE, Reply, TestOrigin, TestProxy, body_bytes, get, sample, scrape};
 use secondhit::config::AdmissionPolicy;
-use secondhit::store::{FillDrop, Store};
+use secondhit::store::{FillDrop, Store, StoreStats};
 
 /// A tmpfs mounted on a temp directory for one test; unmounted on drop.
 struct Tmpfs {
@@ -152,21 +152,17 @@ async fn load(
 /// Waits until every fill that began has ended (committed or counted as dropped), then
 /// checks that no temp file is left.
 async fn fills_settle(proxy: &TestProxy, began: u64) {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
-        let stats = proxy.store.stats();
-        let ended = stats.committed_fills + stats.dropped_fills.total();
-        if ended >= began {
-            // `/warm` is a fill too; each began one ends one way.
-            assert_eq!(ended, began, "{stats:?}");
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{began} fills began, {ended} ended: {stats:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let ended = |stats: &StoreStats| stats.committed_fills + stats.dropped_fills.total();
+    let stats = crate::support::eventually(
+        || {
+            let stats = proxy.store.stats();
+            format!("{began} fills began, {} ended: {stats:?}", ended(&stats))
+        },
+        async || Some(proxy.store.stats()).filter(|stats| ended(stats) >= began),
+    )
+    .await;
+    // `/warm` is a fill too; each began one ends one way.
+    assert_eq!(ended(&stats), began, "{stats:?}");
     assert_eq!(proxy.temp_files(), Vec::<PathBuf>::new(), "temp files left");
 }
 
@@ -359,6 +355,8 @@ async fn fills_resume_once_other_files_stop_filling_the_disk() {
             "fills never resumed: {:?}",
             proxy.store.stats().disk
         );
+        // Paced on the wall clock, not `support::eventually`: each try fetches (and may
+        // store) a new object, so a faster poll would fill the small disk faster.
         tokio::time::sleep(Duration::from_millis(50)).await;
         i += 2;
     }

@@ -4,9 +4,7 @@
 
 use std::time::Duration;
 
-use crate::support::{
-    self, PATIENCE, Reply, ReplyBody, TestOrigin, TestProxy, body_bytes, client, get,
-};
+use crate::support::{self, Reply, ReplyBody, TestOrigin, TestProxy, body_bytes, client, get};
 use secondhit::config::{AdmissionPolicy, MaxObjectSize};
 use secondhit::store::FillDrop;
 
@@ -56,14 +54,11 @@ async fn begin_fill(proxy: &TestProxy, path: &str) -> reqwest::Response {
 /// Waits until `proxy` counted a dropped fill, then asserts it is the only one, dropped
 /// for `reason`, and that nothing was committed.
 async fn assert_one_drop(proxy: &TestProxy, reason: FillDrop) {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    while proxy.store.stats().dropped_fills.total() == 0 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no dropped fill was counted"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    crate::support::wait_until(
+        || "no dropped fill was counted".into(),
+        || proxy.store.stats().dropped_fills.total() > 0,
+    )
+    .await;
     let dropped = proxy.store.stats().dropped_fills;
     assert_eq!(dropped.get(reason), 1, "{dropped:?}");
     assert_eq!(dropped.total(), 1, "{dropped:?}");

@@ -115,19 +115,14 @@ async fn a_corrupted_snapshot_is_ignored() {
 
 /// Waits until the file at `path` was modified after `after`; returns its modification time.
 async fn modified_after(path: &Path, after: SystemTime) -> SystemTime {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
-        if let Ok(modified) = std::fs::metadata(path).and_then(|m| m.modified())
-            && modified > after
-        {
-            return modified;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no new periodic snapshot"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    crate::support::eventually(
+        || "no new periodic snapshot".into(),
+        async || {
+            let modified = std::fs::metadata(path).and_then(|m| m.modified()).ok()?;
+            (modified > after).then_some(modified)
+        },
+    )
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::support::serve::ServeProcess;
-use crate::support::{PATIENCE, Reply, Seen, TestOrigin, client, send};
+use crate::support::{Reply, Seen, TestOrigin, client, send};
 
 /// A `serve` config on port 0 (no admin listener: tests rewrite the listen address) in
 /// front of `origin`, its cache in `dir/cache`, a fixed filter seed and a JSON diagnostic
@@ -279,15 +279,11 @@ async fn sigusr1_reopens_the_access_log_after_it_was_moved() {
 
 /// Waits until the file at `path` holds a line containing `needle`.
 async fn wait_for_line(path: &Path, needle: &str) {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    while !std::fs::read_to_string(path).is_ok_and(|text| text.contains(needle)) {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{} never held {needle:?}",
-            path.display()
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    crate::support::wait_until(
+        || format!("{} never held {needle:?}", path.display()),
+        || std::fs::read_to_string(path).is_ok_and(|text| text.contains(needle)),
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

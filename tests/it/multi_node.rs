@@ -8,12 +8,11 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::Duration;
 
 use secondhit::config::AdmissionPolicy;
 use tokio::process::{Child, Command};
 
-use crate::support::{PATIENCE, Reply, TestOrigin, TestProxy, get};
+use crate::support::{Reply, TestOrigin, TestProxy, get};
 
 /// The shipped example.
 const EXAMPLE: &str = include_str!("../../config/nginx-balancer.conf");
@@ -76,21 +75,23 @@ async fn start_nginx(nginx: &Path, dir: &Path, conf: &str, port: u16) -> Child {
         .kill_on_drop(true)
         .spawn()
         .expect("start nginx");
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    while tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .is_err()
-    {
-        if let Ok(Some(status)) = child.try_wait() {
-            let log = std::fs::read_to_string(dir.join("error.log")).unwrap_or_default();
-            panic!("nginx exited ({status}): {log}");
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "nginx never listened"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    crate::support::eventually(
+        || "nginx never listened".into(),
+        async || {
+            if tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .is_ok()
+            {
+                return Some(());
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                let log = std::fs::read_to_string(dir.join("error.log")).unwrap_or_default();
+                panic!("nginx exited ({status}): {log}");
+            }
+            None
+        },
+    )
+    .await;
     child
 }
 
@@ -132,16 +133,12 @@ async fn a_hashing_balancer_keeps_each_url_on_one_node() {
         assert!(seen.cache.stored, "{}: {:?}", url(i), seen.cache);
     }
     // Every first request was stored by the node it reached; wait for the fills to commit.
-    let deadline = tokio::time::Instant::now() + PATIENCE;
     let committed = || -> u64 { nodes.iter().map(|n| n.store.stats().committed_fills).sum() };
-    while committed() < URLS as u64 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{} of {URLS} fills committed",
-            committed()
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    crate::support::wait_until(
+        || format!("{} of {URLS} fills committed", committed()),
+        || committed() >= URLS as u64,
+    )
+    .await;
     // Every later request reaches the same node: a hit, never a second copy.
     for _ in 1..ROUNDS {
         for i in 0..URLS {

@@ -90,14 +90,11 @@ fn one_slot(config: &mut Config) {
 
 /// Waits until the origin is working on `n` requests.
 async fn until_busy(origin: &EchoOrigin, n: usize) {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    while origin.busy.load(Ordering::SeqCst) < n {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the origin never got busy"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    crate::support::wait_until(
+        || "the origin never got busy".into(),
+        || origin.busy.load(Ordering::SeqCst) >= n,
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -298,22 +295,23 @@ async fn uploads_trickling_past_the_buffer_are_cut_and_give_their_slots_back() {
         .collect();
     // Every slot is taken by an upload streaming to the origin.
     until_busy(&origin, 4).await;
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    for attempt in 0.. {
-        let seen = send(client().get(proxy.url(&format!("/after/{attempt}")))).await;
-        if seen.status == 200 {
-            break;
-        }
-        assert_eq!(
-            (seen.status, seen.cache.detail.as_deref()),
-            (503, Some("origin-busy"))
-        );
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "GET misses still found every slot taken after {PATIENCE:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let mut attempt = 0;
+    crate::support::wait_until_async(
+        || format!("GET misses still found every slot taken after {PATIENCE:?}"),
+        async || {
+            let seen = send(client().get(proxy.url(&format!("/after/{attempt}")))).await;
+            attempt += 1;
+            if seen.status == 200 {
+                return true;
+            }
+            assert_eq!(
+                (seen.status, seen.cache.detail.as_deref()),
+                (503, Some("origin-busy"))
+            );
+            false
+        },
+    )
+    .await;
     for upload in uploads {
         let head = upload.await.expect("upload task");
         assert!(head.starts_with("HTTP/1.1 408"), "{head}");

@@ -11,7 +11,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::support::{PATIENCE, TestProxy, client, get};
+use crate::support::{TestProxy, client, get};
 
 /// What the origin does after each answer.
 #[derive(Clone, Copy, PartialEq)]
@@ -164,14 +164,11 @@ async fn a_body_abandoned_halfway_closes_its_connection() {
     let seen = get(&proxy.url("/next")).await;
     assert_eq!(seen.body, b"hello");
     assert_eq!(connections(&log), [0, 1]);
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    while *closed_by_proxy.lock().expect("count") == 0 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the proxy kept the abandoned connection open"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    crate::support::wait_until(
+        || "the proxy kept the abandoned connection open".into(),
+        || *closed_by_proxy.lock().expect("count") > 0,
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

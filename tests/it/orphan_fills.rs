@@ -62,6 +62,7 @@ async fn a_first_byte_poll_of_a_slow_large_object_makes_one_origin_fetch() {
             .get(proxy.url("/poll"))
             .header("range", "bytes=0-0");
         polls.push(tokio::spawn(send(request)));
+        // Wall clock: the polls are spread over the real origin's slow body, on real sockets.
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     for poll in polls {

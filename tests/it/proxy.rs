@@ -143,6 +143,8 @@ async fn stale_stored_object_is_readmitted_after_the_filter_forgot_it() {
     proxy.wait_committed(1).await;
     request_fillers(&proxy, "x", 120).await;
     // The entry's lifetime is one second: wait it out (freshness is measured in whole seconds).
+    // Wall clock: freshness is read from `SystemTime::now()` in src/policy and src/proxy,
+    // which have no clock to inject.
     tokio::time::sleep(Duration::from_millis(2100)).await;
     let refetch = get(&proxy.url("/short")).await;
     assert_eq!(refetch.cache.fwd.as_deref(), Some("stale"));
@@ -336,14 +338,11 @@ async fn origin_reset_mid_body_aborts_the_client_and_stores_nothing() {
         "the client must see an aborted body, not a short one"
     );
     // Give the fill's writer task a moment to notice the abort, bounded.
-    let deadline = tokio::time::Instant::now() + support::PATIENCE;
-    while !proxy.temp_files().is_empty() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "temp file left behind"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    crate::support::wait_until(
+        || "temp file left behind".into(),
+        || proxy.temp_files().is_empty(),
+    )
+    .await;
     assert!(proxy.entry_files().is_empty());
     assert_eq!(proxy.store.stats().committed_fills, 0);
 }

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::support::{PATIENCE, Reply, TestOrigin, TestProxy, body_bytes, get};
+use crate::support::{Reply, TestOrigin, TestProxy, body_bytes, get};
 use secondhit::config::{AdmissionPolicy, Config, MaxObjectSize};
 use secondhit::store::FillDrop;
 
@@ -22,15 +22,14 @@ fn with_max_object_size(proxy: &TestProxy, limit: u64) -> Config {
 
 /// Waits until `proxy` counted `n` fills dropped for growing past the size limit.
 async fn wait_dropped_too_large(proxy: &TestProxy, n: u64) {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    while proxy.store.stats().dropped_fills.get(FillDrop::TooLarge) < n {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no fill was dropped as too large: {:?}",
-            proxy.store.stats().dropped_fills
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    crate::support::wait_until(
+        || {
+            let dropped = proxy.store.stats().dropped_fills;
+            format!("no fill was dropped as too large: {dropped:?}")
+        },
+        || proxy.store.stats().dropped_fills.get(FillDrop::TooLarge) >= n,
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

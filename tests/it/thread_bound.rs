@@ -98,6 +98,7 @@ async fn threads_and_memory_stay_bounded_while_hundreds_of_misses_wait_for_a_slo
         }
         tokio::select! {
             Some(done) = misses.join_next() => answered.push(done.expect("miss task")),
+            // Wall clock: it samples the process's threads and RSS from /proc as they are.
             () = tokio::time::sleep(Duration::from_millis(20)) => {}
         }
     }

@@ -252,25 +252,24 @@ async fn the_deploying_walk_through_works_as_written() {
 /// Waits until the proxy whose admin listener is at `admin` (token `s3cret`) holds an
 /// object and no fill is in progress.
 async fn fills_committed(admin: &str) {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
-        let stats = send(
-            client()
-                .get(format!("http://{admin}/stats"))
-                .bearer_auth("s3cret"),
-        )
-        .await;
-        let json: serde_json::Value = serde_json::from_slice(&stats.body).expect("/stats is JSON");
-        let store = &json["store"];
-        if store["objects"].as_u64() >= Some(1) && store["reserved_bytes"].as_u64() == Some(0) {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the fill never committed: {store}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    let last = std::cell::RefCell::new(serde_json::Value::Null);
+    crate::support::wait_until_async(
+        || format!("the fill never committed: {}", last.borrow()),
+        async || {
+            let stats = send(
+                client()
+                    .get(format!("http://{admin}/stats"))
+                    .bearer_auth("s3cret"),
+            )
+            .await;
+            let json: serde_json::Value =
+                serde_json::from_slice(&stats.body).expect("/stats is JSON");
+            let store = &json["store"];
+            *last.borrow_mut() = store.clone();
+            store["objects"].as_u64() >= Some(1) && store["reserved_bytes"].as_u64() == Some(0)
+        },
+    )
+    .await;
 }
 
 /// The admin session under "Operating": each command (a line starting with `$ `) with the

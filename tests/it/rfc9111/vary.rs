@@ -3,8 +3,6 @@
 //! The first varied response of a URL commits two entries, the URL's variant marker and
 //! the variant itself; the commit counts the tests wait for include the marker.
 
-use std::time::Duration;
-
 use secondhit::config::AdmissionPolicy;
 
 use super::common::*;
@@ -141,8 +139,12 @@ async fn junk_accept_encoding_values_cannot_explode_variants() {
         let seen = get_with(&proxy, "/e", &[("accept-encoding", &value)]).await;
         assert_eq!(seen.status, 200);
     }
-    // Let the last fills commit.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Let the last fills end: each holds a reservation and a temp file until it does.
+    crate::support::wait_until(
+        || format!("fills still running: {:?}", proxy.store.stats()),
+        || proxy.store.stats().reserved_bytes == 0 && proxy.temp_files().is_empty(),
+    )
+    .await;
     let files = proxy.entry_files().len();
     assert!(
         (1..=8).contains(&files),

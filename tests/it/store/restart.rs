@@ -1,11 +1,9 @@
 //! Restarts, clean and after SIGKILL: what was stored is served again, fills racing the
 //! start-up scan survive, and leaked temp files are removed.
 
-use std::time::Duration;
-
 use super::common::*;
 use crate::support::serve::ServeProcess;
-use crate::support::{PATIENCE, TestProxy, files_under, send_until_hit};
+use crate::support::{TestProxy, files_under, send_until_hit};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restart_serves_everything_stored_before_without_asking_the_origin() {
@@ -87,14 +85,11 @@ async fn objects_survive_sigkill_and_its_temp_files_are_removed() {
     }
     // A fill in progress when the process dies: its origin never finishes the body.
     let stalled = tokio::spawn(request(&b, "/stall-1").send());
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    while files_under(&tmp).is_empty() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the fill never began"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    crate::support::wait_until(
+        || "the fill never began".into(),
+        || !files_under(&tmp).is_empty(),
+    )
+    .await;
     first.kill().await;
     stalled.abort();
     assert_eq!(

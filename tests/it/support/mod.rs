@@ -21,6 +21,39 @@ use http::HeaderMap;
 /// the 10 s this was, and tests failed on the client's timeout alone.
 pub const PATIENCE: Duration = Duration::from_secs(30);
 
+/// How often [`eventually`] looks again.
+const POLL_EVERY: Duration = Duration::from_millis(5);
+
+/// Waits until `check` yields `Some`, looking again every [`POLL_EVERY`], and panics
+/// with `what()` once [`PATIENCE`] has passed. The one place the tests poll on the wall
+/// clock: the conditions they wait for (store counters, files, an origin's state) come
+/// with no notification to wait on.
+pub async fn eventually<T>(
+    what: impl FnOnce() -> String,
+    mut check: impl AsyncFnMut() -> Option<T>,
+) -> T {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        if let Some(found) = check().await {
+            return found;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            panic!("{}", what());
+        }
+        tokio::time::sleep(POLL_EVERY).await;
+    }
+}
+
+/// [`eventually`] for a yes-or-no condition that needs an `await`.
+pub async fn wait_until_async(what: impl FnOnce() -> String, mut done: impl AsyncFnMut() -> bool) {
+    eventually(what, async || done().await.then_some(())).await
+}
+
+/// [`eventually`] for a condition that needs no `await`.
+pub async fn wait_until(what: impl FnOnce() -> String, mut done: impl FnMut() -> bool) {
+    eventually(what, async || done().then_some(())).await
+}
+
 /// An HTTP-date (RFC 9110 §5.6.7, IMF-fixdate) for `time`.
 pub fn http_date(time: std::time::SystemTime) -> String {
     let secs = time
@@ -140,19 +173,19 @@ pub async fn get(url: &str) -> Seen {
 
 /// Sends `request()` until the answer is a hit (the fill behind it committed), within PATIENCE.
 pub async fn send_until_hit(request: impl Fn() -> reqwest::RequestBuilder) -> Seen {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
-        let seen = send(request()).await;
-        if seen.cache.hit {
-            return seen;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "never became a hit: {:?}",
-            seen.cache
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let last = std::cell::RefCell::new(None);
+    eventually(
+        || format!("never became a hit: {:?}", last.borrow()),
+        async || {
+            let seen = send(request()).await;
+            if seen.cache.hit {
+                return Some(seen);
+            }
+            *last.borrow_mut() = Some(seen.cache);
+            None
+        },
+    )
+    .await
 }
 
 /// The parameters of this cache's `Cache-Status` entry (RFC 9211), parsed rather than compared whole.

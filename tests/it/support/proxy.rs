@@ -11,7 +11,7 @@ use secondhit::server::Server;
 use secondhit::store::Store;
 use tokio::sync::oneshot;
 
-use super::{PATIENCE, files_under};
+use super::{files_under, wait_until};
 
 /// The proxy under test, serving on 127.0.0.1:0 with its own temp cache directory.
 pub struct TestProxy {
@@ -109,26 +109,20 @@ impl TestProxy {
         let store = Arc::downgrade(&self.store);
         drop(self.store);
         // Fill writer tasks may hold the store a moment longer.
-        let deadline = tokio::time::Instant::now() + PATIENCE;
-        while store.strong_count() > 0 {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "the store stays open"
-            );
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        wait_until(
+            || "the store stays open".into(),
+            || store.strong_count() == 0,
+        )
+        .await;
     }
 
     /// Waits until the store's start-up scan has indexed everything it found.
     pub async fn wait_scanned(&self) {
-        let deadline = tokio::time::Instant::now() + PATIENCE;
-        while !self.store.stats().scan_complete {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "the scan never finished"
-            );
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        wait_until(
+            || "the scan never finished".into(),
+            || self.store.stats().scan_complete,
+        )
+        .await;
     }
 
     /// `http://127.0.0.1:port{path}`.
@@ -144,14 +138,11 @@ impl TestProxy {
 
     /// Waits until `n` fills have been committed since start.
     pub async fn wait_committed(&self, n: u64) {
-        let deadline = tokio::time::Instant::now() + PATIENCE;
-        while self.store.stats().committed_fills < n {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "timed out waiting for {n} committed fills"
-            );
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        wait_until(
+            || format!("timed out waiting for {n} committed fills"),
+            || self.store.stats().committed_fills >= n,
+        )
+        .await;
     }
 
     /// Entry files under objects/.

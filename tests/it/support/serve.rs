@@ -3,7 +3,6 @@
 use std::path::Path;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Child;
@@ -82,29 +81,30 @@ impl ServeProcess {
     /// Waits for the first log line from line `mark` on containing every one of
     /// `needles`, and returns it.
     pub async fn wait_for_log_with(&mut self, mark: usize, needles: &[&str]) -> String {
-        let deadline = tokio::time::Instant::now() + PATIENCE;
-        loop {
-            let found = self
-                .lines
-                .lock()
-                .expect("log lines")
-                .iter()
-                .skip(mark)
-                .find(|line| needles.iter().all(|needle| line.contains(needle)))
-                .cloned();
-            if let Some(line) = found {
-                return line;
-            }
-            if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("secondhit exited ({status}) before logging {needles:?}");
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "secondhit never logged {needles:?}; its log:\n{}",
-                self.lines.lock().expect("log lines").join("\n")
-            );
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        let lines = &self.lines;
+        let child = &mut self.child;
+        super::eventually(
+            || {
+                let log = lines.lock().expect("log lines").join("\n");
+                format!("secondhit never logged {needles:?}; its log:\n{log}")
+            },
+            async || {
+                let found = lines
+                    .lock()
+                    .expect("log lines")
+                    .iter()
+                    .skip(mark)
+                    .find(|line| needles.iter().all(|needle| line.contains(needle)))
+                    .cloned();
+                if found.is_none()
+                    && let Ok(Some(status)) = child.try_wait()
+                {
+                    panic!("secondhit exited ({status}) before logging {needles:?}");
+                }
+                found
+            },
+        )
+        .await
     }
 
     /// Sends `signal` (a name `kill` knows: "HUP", "TERM", "USR1") to the process.
