@@ -108,6 +108,39 @@ impl Answer {
     }
 }
 
+/// What [`Proxy::plan`] found a GET/HEAD to be.
+enum Plan<'s> {
+    /// The cache may answer it: look it up.
+    Cache(Cacheable<'s>),
+    /// The cache may not answer it (a bypass rule, `no-store`, origin preconditions):
+    /// pass it through, with this outcome.
+    Pass(Outcome),
+}
+
+/// A request the cache may answer: what its lookup, its fill and its answer need.
+struct Cacheable<'s> {
+    /// Its key, shaped by the site's rule.
+    key: CacheKey,
+    /// Its `Cache-Control` (and `Pragma`) directives, as the site's rule leaves them.
+    directives: RequestDirectives,
+    /// The admission planned before the response: the policy's, as the rules override it.
+    decision: Decision,
+    /// The site's rules, for the decision once the response head is known.
+    rules: Option<RuleCheck<'s>>,
+}
+
+/// How [`Proxy::look_up`] ended.
+enum Looked<'s> {
+    /// An entry to answer from; `collapsed`: found after waiting for another request's
+    /// fill, which was a miss of this kind.
+    Found {
+        found: Box<Found>,
+        collapsed: Option<Forward>,
+    },
+    /// Nothing to answer from: fetch.
+    Missed(Miss<'s>),
+}
+
 /// Everything a request needs, shared by all connections.
 pub struct Proxy {
     /// The sites: each request's origin and cache rules, chosen by its host (a reload
@@ -290,12 +323,39 @@ impl Proxy {
         if head.method != Method::GET && head.method != Method::HEAD {
             return Box::pin(self.unsafe_or_other(head, client, site, body)).await;
         }
+        let cacheable = match self.plan(head, client, site)? {
+            Plan::Cache(cacheable) => cacheable,
+            Plan::Pass(outcome) => {
+                return Box::pin(self.pass_through(head, client, site, body, outcome)).await;
+            }
+        };
+        match self.look_up(head, &cacheable).await? {
+            Looked::Found { found, collapsed } => {
+                self.answer_found(head, client, site, body, &cacheable, found, collapsed)
+                    .await
+            }
+            Looked::Missed(miss) => {
+                Box::pin(self.fetch(head, client, site, body, &cacheable.key, miss)).await
+            }
+        }
+    }
+
+    /// What a GET/HEAD to `site` needs before its lookup: the site's rules, its key, its
+    /// directives and the admission decision (the key is recorded in the filters here,
+    /// hits included); or, when the cache may not answer it, the outcome to pass it
+    /// through with.
+    fn plan<'s>(
+        &self,
+        head: &request::Parts,
+        client: ClientConnection,
+        site: &'s Site,
+    ) -> Result<Plan<'s>, ProxyError> {
         // No rules (the usual case): nothing matched, no key shaped, nothing allocated.
         let matched = Matched::of(&site.rules, &head.method, head.uri.path());
         let rule = matched.request_rule(&site.rules);
         if rule.is_some_and(|rule| rule.bypass) {
-            let status = Outcome::forward(Forward::Bypass).detail(Detail::Bypass);
-            return Box::pin(self.pass_through(head, client, site, body, status)).await;
+            let outcome = Outcome::forward(Forward::Bypass).detail(Detail::Bypass);
+            return Ok(Plan::Pass(outcome));
         }
         let key = CacheKey::shaped(head, client.scheme, rule.and_then(|rule| rule.key.as_ref()))?;
         let (directives, decision) = {
@@ -310,36 +370,56 @@ impl Proxy {
             }
             (directives, admission.policy.check_and_record(filter_hash))
         };
-        let rules = RuleCheck::of(site, matched, decision);
-        let decision = rules.map_or(decision, RuleCheck::planned);
         if directives.no_store {
             // Nothing of this exchange may be stored (RFC 9111 §5.2.1.5), so it is not
             // served from storage either: the client asked to keep it out of caches.
-            let status =
+            let outcome =
                 Outcome::forward(Forward::Request).detail(Detail::NotStored(NotStored::NoStore));
-            return Box::pin(self.pass_through(head, client, site, body, status)).await;
+            return Ok(Plan::Pass(outcome));
         }
         if validation::has_origin_preconditions(&head.headers) {
             // If-Match / If-Unmodified-Since are about the origin's current state.
-            let status = Outcome::forward(Forward::Request);
-            return Box::pin(self.pass_through(head, client, site, body, status)).await;
+            return Ok(Plan::Pass(Outcome::forward(Forward::Request)));
         }
+        let rules = RuleCheck::of(site, matched, decision);
+        Ok(Plan::Cache(Cacheable {
+            key,
+            directives,
+            decision: rules.map_or(decision, RuleCheck::planned),
+            rules,
+        }))
+    }
+
+    /// Looks the request's key up until it finds an entry or a miss to fetch: a miss of a
+    /// key another request is filling waits for that fill (as a follower) and looks
+    /// again, once more after a fill that was dropped; see `proxy::collapse`.
+    async fn look_up<'s>(
+        &self,
+        head: &request::Parts,
+        cacheable: &Cacheable<'s>,
+    ) -> Result<Looked<'s>, ProxyError> {
+        let Cacheable {
+            key,
+            directives,
+            decision,
+            rules,
+        } = cacheable;
         // Set once this request waited for another one's fill: the miss it was.
         let mut collapsed = None;
         // Its waits for other requests' fills end by then, however many there are.
         let mut deadline = None;
         // Set once a fill it waited for was dropped: if the next one is too, it goes alone.
         let mut waited_for_a_drop = false;
-        let found = loop {
-            let (marker, forward) = match self.cache.lookup(&key, &head.headers).await {
-                Lookup::Found(found) => break found,
+        loop {
+            let (marker, forward) = match self.cache.lookup(key, &head.headers).await {
+                Lookup::Found(found) => return Ok(Looked::Found { found, collapsed }),
                 Lookup::Miss | Lookup::VaryMiss(_) if directives.only_if_cached => {
                     return Err(ProxyError::OnlyIfCached);
                 }
                 Lookup::Miss => (None, Forward::UriMiss),
                 Lookup::VaryMiss(marker) => (Some(marker), Forward::VaryMiss),
             };
-            let fetching = match self.collapse_role(head, &key, decision) {
+            let fetching = match self.collapse_role(head, key, *decision) {
                 Role::Leader(leader) => Fetching::Leading(leader),
                 Role::Alone => Fetching::Alone,
                 Role::Follower(follower) => {
@@ -360,67 +440,103 @@ impl Proxy {
                     }
                 }
             };
-            let miss = Miss {
+            return Ok(Looked::Missed(Miss {
                 marker,
                 forward,
-                admission: decision,
-                rules,
+                admission: *decision,
+                rules: *rules,
                 fetching,
-            };
-            return Box::pin(self.fetch(head, client, site, body, &key, miss)).await;
-        };
+            }));
+        }
+    }
+
+    /// Answers from the entry the lookup `found`: a fresh hit (or the answer of the fill
+    /// this request waited for, `collapsed`), a stale one the client or
+    /// `stale-while-revalidate` accepts, or else a revalidation with the origin.
+    #[allow(clippy::too_many_arguments)]
+    async fn answer_found(
+        &self,
+        head: &request::Parts,
+        client: ClientConnection,
+        site: &Arc<Site>,
+        body: Incoming,
+        cacheable: &Cacheable<'_>,
+        found: Box<Found>,
+        collapsed: Option<Forward>,
+    ) -> Result<Answer, ProxyError> {
+        let key = &cacheable.key;
         let now = SystemTime::now();
         let freshness = self.cache.freshness(&found.entry);
         if head.headers.contains_key(AUTHORIZATION) && !freshness.shareable_with_credentials() {
             // RFC 9111 §3.5: only a response declared shareable may answer credentials.
-            let marker = found.marker;
             let miss = Miss {
-                marker,
+                marker: found.marker,
                 forward: Forward::Request,
                 admission: READMIT,
                 rules: None,
                 fetching: Fetching::Alone,
             };
-            return Box::pin(self.fetch(head, client, site, body, &key, miss)).await;
+            return Box::pin(self.fetch(head, client, site, body, key, miss)).await;
         }
-        let ttl = freshness.ttl_seconds(now);
-        let forward = match freshness.reuse(&directives, now) {
-            Reuse::Fresh => {
-                self.note_hit(&found);
-                let status = match collapsed {
-                    None => Outcome::hit().ttl(ttl),
-                    Some(forward) => {
-                        self.cache.metrics.count_collapsed();
-                        Outcome::forward(forward).ttl(ttl).collapsed()
-                    }
-                };
-                return Ok(respond::from_store(head, *found, &freshness, now, status));
-            }
-            Reuse::StaleAccepted => {
-                self.note_hit(&found);
-                let status = Outcome::hit().ttl(ttl).detail(Detail::MaxStale);
-                return Ok(respond::from_store(head, *found, &freshness, now, status));
-            }
-            Reuse::Stale => Forward::Stale,
-            Reuse::RequestForbids => Forward::Request,
+        let (found, forward) = match self.reuse(
+            head,
+            found,
+            &freshness,
+            &cacheable.directives,
+            collapsed,
+            now,
+        ) {
+            Ok(answer) => return Ok(answer),
+            Err(stale) => stale,
         };
-        if directives.only_if_cached {
+        if cacheable.directives.only_if_cached {
             return Err(ProxyError::OnlyIfCached);
         }
         if forward == Forward::Stale && freshness.within_stale_while_revalidate(now) {
             let stored = found.entry.meta.response_headers.clone();
-            self.refresh_in_background(head, client, site, &key, stored);
+            self.refresh_in_background(head, client, site, key, stored);
             self.note_hit(&found);
-            let status = Outcome::hit().ttl(ttl).detail(Detail::StaleWhileRevalidate);
-            return Ok(respond::from_store(head, *found, &freshness, now, status));
+            let outcome = Outcome::hit()
+                .ttl(freshness.ttl_seconds(now))
+                .detail(Detail::StaleWhileRevalidate);
+            return Ok(respond::from_store(head, *found, &freshness, now, outcome));
         }
         if head.method == Method::HEAD {
             // Revalidating for a HEAD would fetch a body nobody reads; ask the origin.
-            let status = Outcome::forward(forward);
-            return Box::pin(self.pass_through(head, client, site, body, status)).await;
+            let outcome = Outcome::forward(forward);
+            return Box::pin(self.pass_through(head, client, site, body, outcome)).await;
         }
         let target = stale::origin_request(head, client, site)?;
-        Box::pin(self.revalidate(head, target, &key, found, &freshness, forward)).await
+        Box::pin(self.revalidate(head, target, key, found, &freshness, forward)).await
+    }
+
+    /// Answers from `found` when its freshness allows, as the request's `directives` see
+    /// it at `now`; else hands the entry back with why it goes forward (`stale`, or the
+    /// request's own directives).
+    fn reuse(
+        &self,
+        head: &request::Parts,
+        found: Box<Found>,
+        freshness: &crate::policy::freshness::StoredFreshness,
+        directives: &RequestDirectives,
+        collapsed: Option<Forward>,
+        now: SystemTime,
+    ) -> Result<Answer, (Box<Found>, Forward)> {
+        let ttl = freshness.ttl_seconds(now);
+        let outcome = match freshness.reuse(directives, now) {
+            Reuse::Fresh => match collapsed {
+                None => Outcome::hit().ttl(ttl),
+                Some(forward) => {
+                    self.cache.metrics.count_collapsed();
+                    Outcome::forward(forward).ttl(ttl).collapsed()
+                }
+            },
+            Reuse::StaleAccepted => Outcome::hit().ttl(ttl).detail(Detail::MaxStale),
+            Reuse::Stale => return Err((found, Forward::Stale)),
+            Reuse::RequestForbids => return Err((found, Forward::Request)),
+        };
+        self.note_hit(&found);
+        Ok(respond::from_store(head, *found, freshness, now, outcome))
     }
 
     /// The part a miss of `key` takes in its collapse slot (none while
