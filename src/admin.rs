@@ -87,8 +87,8 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::admission::LiveAdmission;
-use crate::config::SettingsHandle;
 use crate::key::{CacheKey, ClientScheme};
+use crate::live::Live;
 use crate::metrics::export::{self, Exporter};
 use crate::proxy::Proxy;
 use crate::store::Store;
@@ -110,8 +110,8 @@ pub struct Admin {
     exporter: Exporter,
     /// `server.admin_token` (`[server]` changes need a restart, so it is read once).
     token: Option<String>,
-    /// The live settings: `/stats` shows `[admission]` as it is now.
-    settings: SettingsHandle,
+    /// The live view: `/stats` shows `[admission]` as it is now.
+    live: Live,
 }
 
 /// How the admin listener's connections are bounded beyond its own fixed limits
@@ -128,14 +128,14 @@ impl Admin {
         proxy: &Arc<Proxy>,
         store: &Arc<Store>,
         admission: &Arc<LiveAdmission>,
-        settings: &SettingsHandle,
+        live: &Live,
     ) -> Admin {
         Admin {
             proxy: proxy.clone(),
             store: store.clone(),
             exporter: Exporter::new(proxy.metrics(), store.clone(), admission.clone()),
-            token: settings.load().server.admin_token.clone(),
-            settings: settings.clone(),
+            token: live.load().settings.server.admin_token.clone(),
+            live: live.clone(),
         }
     }
 }
@@ -312,7 +312,8 @@ impl Admin {
 
     fn stats(&self) -> Response<AdminBody> {
         let policy = self.proxy.admission();
-        let settings = self.settings.load();
+        let live = self.live.load();
+        let settings = &live.settings;
         let value = stats::snapshot(
             &settings.admission,
             policy.name(),

@@ -13,9 +13,9 @@
 //! 1000 bytes and "KiB" 1024) or a TOML integer number of bytes; durations are
 //! strings parsed by `humantime` ("500ms", "10s", "1h").
 //!
-//! A running server reads its `Config` through a [`SettingsHandle`], which a reload can
-//! swap for a new one; its doc says which settings a swap changes. [`Config::reload`] says
-//! which keys of a reloaded file a running server applies and which need a restart.
+//! A running server reads its `Config` from its live snapshot (`live::Live`), which a
+//! reload swaps whole. [`Config::reload`] says which keys of a reloaded file a running
+//! server applies and which need a restart.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -24,14 +24,12 @@ use std::time::Duration;
 use http::{HeaderName, Uri};
 
 mod changes;
-mod live;
 mod object_size;
 pub mod rules;
 mod server;
 mod validate;
 
 pub use changes::Changes;
-pub use live::SettingsHandle;
 pub use object_size::MaxObjectSize;
 pub use rules::Rules;
 pub use server::{

@@ -58,7 +58,7 @@
 //! listener (`server.admin_listen`).
 //!
 //! [`config`] turns the TOML file into a validated [`config::Config`]; a running server
-//! reads it through a [`config::SettingsHandle`], which can be swapped while it serves
+//! reads it from a [`live::Live`] snapshot, which a reload swaps whole while it serves
 //! (its doc says which settings a swap changes). [`preflight`] checks the config against
 //! the machine (run-as user, cache directory, access log, memory for the filters) for
 //! `check-config` and before `serve` starts, which binds its sockets (or takes them from
@@ -87,7 +87,7 @@
 //! - [`server::Server::store`] with [`store::Store::stats`]: the one window into a running
 //!   proxy, through which the bench counts disk writes and the tests wait for a fill to
 //!   commit or the start-up scan to finish.
-//! - [`server::Server::settings`] ([`config::SettingsHandle::replace`]),
+//! - [`server::Server::live`] ([`live::Live::replace_settings`]),
 //!   [`server::Server::live_parts`] and [`logging::init`] ([`logging::LogReload::apply`]):
 //!   what a reload ([`lifecycle::Reloader`]) swaps while the proxy runs.
 //! - [`store::Store`] on its own ([`store::Store::open`], `lookup`, `begin_fill`,
@@ -115,6 +115,7 @@ pub mod server;
 pub mod admin;
 pub mod preflight;
 pub mod proxy;
+pub mod live;
 pub mod tee;
 pub mod access_log;
 pub mod cache_status;

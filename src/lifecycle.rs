@@ -20,9 +20,10 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::access_log::{AccessLog, AccessLogError};
+use crate::access_log::{self, AccessLog, AccessLogError};
 use crate::admission::AdmissionError;
 use crate::config::{Config, ConfigError};
+use crate::live::Snapshot;
 use crate::logging::LogReload;
 use crate::origin::OriginError;
 use crate::sites::Sites;
@@ -55,13 +56,14 @@ pub struct Reloader {
     /// reload.
     path: Option<PathBuf>,
     parts: LiveParts,
-    /// The diagnostic log's filter, for `log.level`.
-    log: LogReload,
+    /// The diagnostic log's filter, for `log.level`; `None` where the process's subscriber
+    /// is not this crate's (an embedding program, the tests).
+    log: Option<LogReload>,
 }
 
 impl Reloader {
     /// A reloader of `path` into `parts`, applying `log.level` through `log`.
-    pub fn new(path: Option<PathBuf>, parts: LiveParts, log: LogReload) -> Reloader {
+    pub fn new(path: Option<PathBuf>, parts: LiveParts, log: Option<LogReload>) -> Reloader {
         Reloader { path, parts, log }
     }
 
@@ -88,8 +90,9 @@ impl Reloader {
 
     /// Applies `next` over the running config. Everything that can fail is built first;
     /// only then is anything swapped, so a failure changes nothing.
-    async fn apply(&self, next: Config) -> Result<(), ReloadError> {
-        let running = Arc::clone(&self.parts.settings.load());
+    pub async fn apply(&self, next: Config) -> Result<(), ReloadError> {
+        let current = self.parts.live.load_full();
+        let running = &current.settings;
         let (next, changes) = running.reload(next);
         // The file was validated whole, but `cache.max_size` keeps its running value.
         if next.cache.max_size < next.cache.max_object_bytes() {
@@ -121,6 +124,42 @@ impl Reloader {
             tracing::info!("config reloaded; nothing to apply");
             return Ok(());
         }
+        let built = self.build(&current, &next).await?;
+        // Everything that can fail was built: from here on, nothing fails.
+        let admission = match built.admission {
+            Some(admission) => {
+                self.parts.admission.replace(admission);
+                self.parts.admission.current()
+            }
+            None => current.admission.clone(),
+        };
+        let log_level_changed = next.log.level != running.log.level;
+        let log = next.log.clone();
+        self.parts.live.replace(Snapshot {
+            settings: Arc::new(next),
+            sites: built.sites,
+            admission,
+        });
+        if let Some((running, prepared)) = certificates {
+            running.swap(prepared);
+        }
+        if let Some(access_log) = built.access_log {
+            self.parts.access_log.apply(access_log);
+        }
+        if log_level_changed
+            && let Some(reload) = &self.log
+            && let Err(error) = reload.apply(&log)
+        {
+            tracing::warn!(%error, "log.level: cannot apply the new level");
+        }
+        tracing::info!(changed = %changes.live.join(", "), "config reloaded");
+        Ok(())
+    }
+
+    /// Builds the parts of `next` that differ from `current`'s — the sites with new origin
+    /// clients, the access log's destination, the admission — reusing the rest.
+    async fn build(&self, current: &Snapshot, next: &Config) -> Result<Built, ReloadError> {
+        let running = &current.settings;
         let sites_changed = (
             &next.origin,
             &next.sites,
@@ -132,9 +171,10 @@ impl Reloader {
             &running.rules,
             running.server.unknown_host,
         );
-        let sites = sites_changed
-            .then(|| Sites::new(&next, &self.parts.metrics))
-            .transpose()?;
+        let sites = match sites_changed {
+            true => Arc::new(Sites::new(next, &self.parts.metrics)?),
+            false => current.sites.clone(),
+        };
         let access_changed = (&next.log.access_log, next.log.access_format)
             != (&running.log.access_log, running.log.access_format);
         let access_log = access_changed
@@ -152,27 +192,24 @@ impl Reloader {
         } else {
             None
         };
-        if let Some(sites) = sites {
-            self.parts.sites.store(Arc::new(sites));
-        }
-        if let Some((running, prepared)) = certificates {
-            running.swap(prepared);
-        }
-        if let Some(admission) = admission {
-            self.parts.admission.replace(admission);
-        }
-        if let Some(access_log) = access_log {
-            self.parts.access_log.apply(access_log);
-        }
-        if next.log.level != running.log.level
-            && let Err(error) = self.log.apply(&next.log)
-        {
-            tracing::warn!(%error, "log.level: cannot apply the new level");
-        }
-        self.parts.settings.replace(next);
-        tracing::info!(changed = %changes.live.join(", "), "config reloaded");
-        Ok(())
+        Ok(Built {
+            sites,
+            access_log,
+            admission,
+        })
     }
+}
+
+/// The parts of a reload that differ from the running ones, built before anything is
+/// swapped.
+struct Built {
+    /// The sites: new ones when an origin, a site, a rule or `server.unknown_host`
+    /// changed, else the running ones (their origin pools kept).
+    sites: Arc<Sites>,
+    /// The access log's new destination, when it changed.
+    access_log: Option<access_log::Prepared>,
+    /// The new admission, when `[admission]` changed.
+    admission: Option<crate::admission::Assembled>,
 }
 
 /// The signals `serve` acts on, installed before it accepts connections.

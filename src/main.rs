@@ -235,7 +235,7 @@ fn serve(path: Option<PathBuf>) -> ExitCode {
             ),
             Err(error) => tracing::warn!(%error, "listening, but the bound address is unknown"),
         }
-        let reloader = Reloader::new(path, server.live_parts(), log_reload);
+        let reloader = Reloader::new(path, server.live_parts(), Some(log_reload));
         server.run(signals.until_stopped(reloader)).await;
         ExitCode::SUCCESS
     })

@@ -60,27 +60,26 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
-use arc_swap::ArcSwap;
 use http::header::{AUTHORIZATION, RANGE, REFERER, USER_AGENT};
 use http::{Method, Request, Response, request};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
 use crate::access_log::{AccessLog, Record};
-use crate::admission::{Admission, AdmitReason, Decision, LiveAdmission};
+use crate::admission::{Admission, AdmitReason, Decision};
 use crate::body::{BoxError, ProxyBody};
 use crate::cache_status::{self, CACHE_STATUS};
-use crate::config::SettingsHandle;
 use crate::hygiene::{self, ClientConnection};
 use crate::key::{CacheKey, ClientScheme};
+use crate::live::{Live, Snapshot};
 use crate::metrics::{Metrics, body_len};
 use crate::outcome::{Detail, Forward, Outcome};
 use crate::policy::NotStored;
 use crate::policy::freshness::{RequestDirectives, Reuse};
 use crate::policy::validation;
 use crate::proxy::error::{ProxyError, error_response};
+use crate::sites::Site;
 use crate::sites::rule::Matched;
-use crate::sites::{Site, Sites};
 use crate::store::Store;
 use crate::tee::Fills;
 use cache::{Cache, Found, Lookup};
@@ -143,10 +142,9 @@ enum Looked<'s> {
 
 /// Everything a request needs, shared by all connections.
 pub struct Proxy {
-    /// The sites: each request's origin and cache rules, chosen by its host (a reload
-    /// swaps them whole).
-    sites: Arc<ArcSwap<Sites>>,
-    /// The store, the admission policy, the counters and the live settings.
+    /// What a reload can change: each request loads it once ([`Live`]).
+    live: Live,
+    /// The store, the counters and the fills in flight.
     cache: Cache,
     /// Where each request's line goes, when the access log is on.
     access_log: AccessLog,
@@ -157,13 +155,10 @@ pub struct Proxy {
 
 /// The parts a proxy is built from, each made once by `server::Server::bind`.
 pub struct Parts {
-    /// The sites, with their pooled origin clients, loaded per request (a reload swaps
-    /// them).
-    pub sites: Arc<ArcSwap<Sites>>,
+    /// The settings, the sites and the admission, loaded once per request.
+    pub live: Live,
     /// The disk store.
     pub store: Arc<Store>,
-    /// The admission policy every GET/HEAD key is checked against, with its hasher.
-    pub admission: Arc<LiveAdmission>,
     /// The counters every request feeds (the origin client holds the same `Arc`).
     pub metrics: Arc<Metrics>,
     /// The fills in flight, which shutdown waits for (the server holds a clone).
@@ -173,17 +168,14 @@ pub struct Parts {
 }
 
 impl Proxy {
-    /// Assembles a proxy from its parts and the live settings, which it reads per request
-    /// (see [`SettingsHandle`] for which values those are).
-    pub fn new(parts: Parts, settings: SettingsHandle) -> Proxy {
+    /// Assembles a proxy from its parts.
+    pub fn new(parts: Parts) -> Proxy {
         Proxy {
-            sites: parts.sites,
+            live: parts.live,
             cache: Cache {
                 store: parts.store,
-                admission: parts.admission,
                 metrics: parts.metrics,
                 fills: parts.fills,
-                settings,
             },
             access_log: parts.access_log,
             collapser: Arc::new(Collapser::default()),
@@ -194,7 +186,7 @@ impl Proxy {
     /// exports its filters and rotates them). A reload may replace it: ask again rather
     /// than keep it.
     pub fn admission(&self) -> Arc<dyn Admission> {
-        self.cache.admission.load().policy.clone()
+        self.live.load().admission.policy.clone()
     }
 
     /// The counters every request feeds.
@@ -253,7 +245,9 @@ impl Proxy {
                         ip: peer.ip(),
                         scheme,
                     };
-                    self.route(&head, client, body).await
+                    // One view of the settings, sites and admission for the whole request.
+                    let live = self.live.load();
+                    self.route(&head, client, body, &live).await
                 }
                 Err(error) => Err(ProxyError::BadRequest(error)),
             },
@@ -314,8 +308,9 @@ impl Proxy {
         head: &request::Parts,
         client: ClientConnection,
         body: Incoming,
+        live: &Arc<Snapshot>,
     ) -> Result<Answer, ProxyError> {
-        let site = match self.site_of(head) {
+        let site = match routing::site_of(&live.sites, head) {
             Ok(site) => site,
             Err(status) => return Ok(routing::unknown_host(status)),
         };
@@ -323,15 +318,16 @@ impl Proxy {
         if head.method != Method::GET && head.method != Method::HEAD {
             return Box::pin(self.unsafe_or_other(head, client, site, body)).await;
         }
-        let cacheable = match self.plan(head, client, site)? {
+        let cacheable = match self.plan(head, client, site, live)? {
             Plan::Cache(cacheable) => cacheable,
             Plan::Pass(outcome) => {
                 return Box::pin(self.pass_through(head, client, site, body, outcome)).await;
             }
         };
-        match self.look_up(head, &cacheable).await? {
+        match self.look_up(head, &cacheable, live).await? {
             Looked::Found { found, collapsed } => {
-                self.answer_found(head, client, site, body, &cacheable, found, collapsed)
+                let stored = (found, collapsed);
+                self.answer_found(head, client, site, body, &cacheable, stored, live)
                     .await
             }
             Looked::Missed(miss) => {
@@ -349,6 +345,7 @@ impl Proxy {
         head: &request::Parts,
         client: ClientConnection,
         site: &'s Site,
+        live: &Snapshot,
     ) -> Result<Plan<'s>, ProxyError> {
         // No rules (the usual case): nothing matched, no key shaped, nothing allocated.
         let matched = Matched::of(&site.rules, &head.method, head.uri.path());
@@ -359,8 +356,8 @@ impl Proxy {
         }
         let key = CacheKey::shaped(head, client.scheme, rule.and_then(|rule| rule.key.as_ref()))?;
         let (directives, decision) = {
-            // One load: the hasher and the policy of the same assembly.
-            let admission = self.cache.admission.load();
+            // The hasher and the policy of the same assembly.
+            let admission = &live.admission;
             let filter_hash = admission.hasher.hash(key.as_str().as_bytes());
             // The filter's blocks load from memory while the request's directives are parsed.
             admission.policy.prefetch(filter_hash);
@@ -397,6 +394,7 @@ impl Proxy {
         &self,
         head: &request::Parts,
         cacheable: &Cacheable<'s>,
+        live: &'s Snapshot,
     ) -> Result<Looked<'s>, ProxyError> {
         let Cacheable {
             key,
@@ -419,11 +417,11 @@ impl Proxy {
                 Lookup::Miss => (None, Forward::UriMiss),
                 Lookup::VaryMiss(marker) => (Some(marker), Forward::VaryMiss),
             };
-            let fetching = match self.collapse_role(head, key, *decision) {
+            let fetching = match self.collapse_role(head, key, *decision, live) {
                 Role::Leader(leader) => Fetching::Leading(leader),
                 Role::Alone => Fetching::Alone,
                 Role::Follower(follower) => {
-                    let timeout = self.cache.collapse_timeout();
+                    let timeout = live.collapse_timeout();
                     let until = *deadline.get_or_insert_with(|| Instant::now() + timeout);
                     match Box::pin(follower.wait_until(until.into())).await {
                         // Look again: the entry, or no entry and the key to join again.
@@ -441,6 +439,7 @@ impl Proxy {
                 }
             };
             return Ok(Looked::Missed(Miss {
+                live,
                 marker,
                 forward,
                 admission: *decision,
@@ -461,15 +460,16 @@ impl Proxy {
         site: &Arc<Site>,
         body: Incoming,
         cacheable: &Cacheable<'_>,
-        found: Box<Found>,
-        collapsed: Option<Forward>,
+        (found, collapsed): (Box<Found>, Option<Forward>),
+        live: &Arc<Snapshot>,
     ) -> Result<Answer, ProxyError> {
         let key = &cacheable.key;
         let now = SystemTime::now();
-        let freshness = self.cache.freshness(&found.entry);
+        let freshness = self.cache.freshness(live, &found.entry);
         if head.headers.contains_key(AUTHORIZATION) && !freshness.shareable_with_credentials() {
             // RFC 9111 §3.5: only a response declared shareable may answer credentials.
             let miss = Miss {
+                live,
                 marker: found.marker,
                 forward: Forward::Request,
                 admission: READMIT,
@@ -484,7 +484,7 @@ impl Proxy {
             &freshness,
             &cacheable.directives,
             collapsed,
-            now,
+            (now, live),
         ) {
             Ok(answer) => return Ok(answer),
             Err(stale) => stale,
@@ -494,8 +494,8 @@ impl Proxy {
         }
         if forward == Forward::Stale && freshness.within_stale_while_revalidate(now) {
             let stored = found.entry.meta.response_headers.clone();
-            self.refresh_in_background(head, client, site, key, stored);
-            self.note_hit(&found);
+            self.refresh_in_background(head, client, site, key, stored, live);
+            self.note_hit(&found, live);
             let outcome = Outcome::hit()
                 .ttl(freshness.ttl_seconds(now))
                 .detail(Detail::StaleWhileRevalidate);
@@ -507,7 +507,8 @@ impl Proxy {
             return Box::pin(self.pass_through(head, client, site, body, outcome)).await;
         }
         let target = stale::origin_request(head, client, site)?;
-        Box::pin(self.revalidate(head, target, key, found, &freshness, forward)).await
+        let stale = (found, &**freshness);
+        Box::pin(self.revalidate(head, target, key, stale, (forward, live))).await
     }
 
     /// Answers from `found` when its freshness allows, as the request's `directives` see
@@ -520,7 +521,7 @@ impl Proxy {
         freshness: &crate::policy::freshness::StoredFreshness,
         directives: &RequestDirectives,
         collapsed: Option<Forward>,
-        now: SystemTime,
+        (now, live): (SystemTime, &Snapshot),
     ) -> Result<Answer, (Box<Found>, Forward)> {
         let ttl = freshness.ttl_seconds(now);
         let outcome = match freshness.reuse(directives, now) {
@@ -535,7 +536,7 @@ impl Proxy {
             Reuse::Stale => return Err((found, Forward::Stale)),
             Reuse::RequestForbids => return Err((found, Forward::Request)),
         };
-        self.note_hit(&found);
+        self.note_hit(&found, live);
         Ok(respond::from_store(head, *found, freshness, now, outcome))
     }
 
@@ -544,8 +545,14 @@ impl Proxy {
     /// admits and that fetches the whole object (no range, or one cut from the whole) may
     /// lead: any other answer will not be stored, so nobody should wait for it. Asked on
     /// a miss only, so a hit reads no more of the request than it did.
-    fn collapse_role(&self, head: &request::Parts, key: &CacheKey, decision: Decision) -> Role {
-        if self.cache.collapse_timeout().is_zero() {
+    fn collapse_role(
+        &self,
+        head: &request::Parts,
+        key: &CacheKey,
+        decision: Decision,
+        live: &Snapshot,
+    ) -> Role {
+        if live.collapse_timeout().is_zero() {
             return Role::Alone;
         }
         let may_lead = head.method == Method::GET
@@ -557,8 +564,8 @@ impl Proxy {
 
     /// Tells the admission policy that `found` answers a request from storage; counts the
     /// hit second-hit would have lost when the (shadow) policy says so.
-    fn note_hit(&self, found: &Found) {
-        if (self.cache.admission.load().policy).note_served(found.entry.key_hash()) {
+    fn note_hit(&self, found: &Found, live: &Snapshot) {
+        if live.admission.policy.note_served(found.entry.key_hash()) {
             self.cache
                 .metrics
                 .count_shadow_hit_lost(found.entry.body_len);

@@ -5,7 +5,7 @@
 //! or inherited from systemd), cache directory, filter seed, admission policy, sites
 //! (origin clients), access log — so a bad setting fails before the first connection
 //! (`serve` binds the sockets first and drops privileges before the rest,
-//! [`Server::start`]), and puts the `Config` behind a [`SettingsHandle`] that the
+//! [`Server::start`]), and puts the `Config` in the live snapshot ([`Live`]) that the
 //! proxy reads per request and [`Server::settings`] hands out to swap (with the sites,
 //! the admission and the access log: [`Server::live_parts`]). [`Server::run`]
 //! then accepts until its shutdown future completes, stops accepting, gives open
@@ -72,14 +72,13 @@ use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 
-use arc_swap::ArcSwap;
-
 use crate::access_log::AccessLog;
 use crate::admin::{self, Admin};
 use crate::admission::{self, LiveAdmission};
-use crate::config::{AdmissionConfig, Config, ServerConfig, SettingsHandle};
+use crate::config::{AdmissionConfig, Config, ServerConfig};
 use crate::hygiene::ConnectionToken;
 use crate::key::ClientScheme;
+use crate::live::{Live, Snapshot};
 use crate::metrics::Metrics;
 use crate::proxy::{self, Proxy};
 use crate::sites::Sites;
@@ -98,17 +97,16 @@ pub struct Server {
     /// The admission in use: `run` saves its filters periodically and at shutdown (none
     /// for `policy = "always"`), and a reload swaps it.
     admission: Arc<LiveAdmission>,
-    /// The sites (origin clients and rules) in use, which a reload swaps.
-    sites: Arc<ArcSwap<Sites>>,
     /// The access log: `run` closes it last, so its last lines are written.
     access_log: AccessLog,
     /// The fills in flight: `run` waits for them after the connections, within
     /// `server.shutdown_timeout`.
     fills: Fills,
-    /// The settings the proxy reads per request; [`Server::settings`] hands it out to swap.
-    settings: SettingsHandle,
+    /// The settings, sites and admission the proxy loads once per request;
+    /// [`Server::live`] hands it out to swap.
+    live: Live,
     /// `[server]` as it was at bind: it shapes the listener and connections `run` sets up
-    /// once, so a swap of the settings does not change it (see [`SettingsHandle`]).
+    /// once, so a swap of the settings does not change it.
     config: ServerConfig,
 }
 
@@ -159,7 +157,7 @@ impl Server {
         listeners: Listeners,
     ) -> Result<Server, StartError> {
         let metrics = Arc::new(Metrics::new());
-        let sites = Arc::new(ArcSwap::from_pointee(Sites::new(config, &metrics)?));
+        let sites = Arc::new(Sites::new(config, &metrics)?);
         let access_log = AccessLog::start(&config.log)?;
         let listen = config.server.listen;
         let listener =
@@ -178,20 +176,23 @@ impl Server {
             ),
             _ => None,
         };
-        let settings = SettingsHandle::new(config.clone());
         let admission = Arc::new(LiveAdmission::new(admission));
+        let live = Live::new(Snapshot {
+            settings: Arc::new(config.clone()),
+            sites,
+            admission: admission.current(),
+        });
         let fills = Fills::new(config.cache.max_orphan_fills);
         let parts = proxy::Parts {
-            sites: sites.clone(),
+            live: live.clone(),
             store: store.clone(),
-            admission: admission.clone(),
             metrics: metrics.clone(),
             access_log: access_log.clone(),
             fills: fills.clone(),
         };
-        let proxy = Arc::new(Proxy::new(parts, settings.clone()));
+        let proxy = Arc::new(Proxy::new(parts));
         let admin = admin_listener
-            .map(|listener| (listener, Admin::new(&proxy, &store, &admission, &settings)));
+            .map(|listener| (listener, Admin::new(&proxy, &store, &admission, &live)));
         Ok(Server {
             listener,
             tls,
@@ -199,10 +200,9 @@ impl Server {
             proxy,
             store,
             admission,
-            sites,
             access_log,
             fills,
-            settings,
+            live,
             config: config.server.clone(),
         })
     }
@@ -240,18 +240,17 @@ impl Server {
         self.store.clone()
     }
 
-    /// The settings the running proxy reads per request: [`SettingsHandle::replace`] swaps
-    /// them while it serves (its doc lists what a swap changes and what needs a restart).
-    pub fn settings(&self) -> SettingsHandle {
-        self.settings.clone()
+    /// The live view the running proxy loads once per request — settings, sites and
+    /// admission ([`Live`]); [`Live::replace_settings`] swaps the settings while it serves.
+    pub fn live(&self) -> Live {
+        self.live.clone()
     }
 
     /// What a reload swaps in this server — the settings, the sites, the admission
     /// and the access log — for [`crate::lifecycle::Reloader`].
     pub fn live_parts(&self) -> LiveParts {
         LiveParts {
-            settings: self.settings.clone(),
-            sites: self.sites.clone(),
+            live: self.live.clone(),
             admission: self.admission.clone(),
             store: self.store.clone(),
             access_log: self.access_log.clone(),
@@ -434,11 +433,9 @@ impl Server {
 /// The parts of a running server that a reload (`lifecycle::Reloader`) swaps, from
 /// [`Server::live_parts`].
 pub struct LiveParts {
-    /// The settings read per request.
-    pub settings: SettingsHandle,
-    /// The sites in use: their origin clients and rules.
-    pub sites: Arc<ArcSwap<Sites>>,
-    /// The admission in use.
+    /// The settings, sites and admission the proxy loads per request, swapped whole.
+    pub live: Live,
+    /// The admission in use, which saves its filters' snapshots.
     pub admission: Arc<LiveAdmission>,
     /// The store, whose state directory and object count a new admission is built over.
     pub store: Arc<Store>,

@@ -18,7 +18,7 @@ use super::Assembled;
 /// under one lock, so a replaced pair can never overwrite the snapshot of the pair that
 /// replaced it.
 pub struct LiveAdmission {
-    /// arc-swap: see `config::SettingsHandle` for why.
+    /// arc-swap: see `live::Live` for why.
     current: ArcSwap<Assembled>,
     /// Bumped by every [`LiveAdmission::replace`], so the periodic task follows the new
     /// pair's `snapshot_every` (and starts or stops with its snapshots).
@@ -41,6 +41,11 @@ impl LiveAdmission {
     /// `.await`).
     pub fn load(&self) -> Guard<Arc<Assembled>> {
         self.current.load()
+    }
+
+    /// The admission in use, to keep (a live snapshot holds it for its requests).
+    pub fn current(&self) -> Arc<Assembled> {
+        self.current.load_full()
     }
 
     /// Swaps in `next` for every later request and save. Requests in flight finish with

@@ -10,15 +10,14 @@
 //! once; orphans are never reachable again and leave by eviction.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use http::header::{CONTENT_LENGTH, RANGE, VARY};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 
-use crate::admission::LiveAdmission;
-use crate::config::{CacheConfig, SettingsHandle};
 use crate::hygiene::Forwarding;
 use crate::key::CacheKey;
+use crate::live::Snapshot;
 use crate::metrics::Metrics;
 use crate::origin::{BodyFraming, OriginError, OriginResponse};
 use crate::outcome::ErrorKind;
@@ -123,13 +122,6 @@ impl std::ops::Deref for Judged {
 }
 
 /// The [`Rules`] that `cache` sets.
-fn rules_of(cache: &CacheConfig) -> Rules {
-    Rules {
-        heuristic_max: cache.heuristic_max_age,
-        targeted_field: cache.targeted_field.clone(),
-    }
-}
-
 /// What the origin said to a revalidation.
 pub enum Revalidated {
     /// 304 for the stored representation: the entry's metadata is updated (boxed like
@@ -165,37 +157,21 @@ pub struct OriginRequest {
 pub struct Cache {
     /// The disk store.
     pub store: Arc<Store>,
-    /// The admission policy and its hasher, loaded once per step (a reload swaps them):
-    /// consulted for storable misses, told of fills and hits.
-    pub admission: Arc<LiveAdmission>,
     /// The counters the request path feeds.
     pub metrics: Arc<Metrics>,
     /// The fills in flight, and the bound on those that outlive their client.
     pub fills: Fills,
-    /// The live settings: the `[cache]` rules below are read from it where they are used,
-    /// so a swap applies to the next read.
-    pub settings: SettingsHandle,
 }
 
 impl Cache {
-    /// `cache.max_object_size` as the settings say now: larger bodies are not stored.
-    pub fn max_object_size(&self) -> u64 {
-        self.settings.load().cache.max_object_bytes()
-    }
-
-    /// The `[cache]` settings RFC 9111 judgements depend on, as the settings say now.
-    pub fn rules(&self) -> Rules {
-        rules_of(&self.settings.load().cache)
-    }
-
     /// `entry`'s freshness (RFC 9111 §4.2), judged once per fill and kept with it
     /// ([`StoredEntry::derived`]): a hit from the memory tier parses no date or directive.
     /// Judged again, without keeping it, when `cache.heuristic_max_age` or
     /// `cache.targeted_field` changed since.
-    pub fn freshness(&self, entry: &StoredEntry) -> Arc<Judged> {
-        let settings = self.settings.load();
+    pub fn freshness(&self, live: &Snapshot, entry: &StoredEntry) -> Arc<Judged> {
+        let settings = &live.settings;
         let judge = |entry: &StoredEntry| {
-            let rules = rules_of(&settings.cache);
+            let rules = live.cache_rules();
             Judged {
                 freshness: StoredFreshness::new(&entry.meta, &rules),
                 rules,
@@ -210,18 +186,6 @@ impl Cache {
         } else {
             Arc::new(judge(entry))
         }
-    }
-
-    /// `cache.stale_if_unreachable` as the settings say now: how stale an entry may be
-    /// served while the origin cannot be reached.
-    pub fn stale_if_unreachable(&self) -> Duration {
-        self.settings.load().cache.stale_if_unreachable
-    }
-
-    /// `cache.collapse_timeout` as the settings say now: how long a miss waits for another
-    /// request's fill of its key; zero: misses are not collapsed.
-    pub fn collapse_timeout(&self) -> Duration {
-        self.settings.load().cache.collapse_timeout
     }
 
     /// Finds the stored response for `key` and the request's `Vary` fields. A store
@@ -331,17 +295,17 @@ impl Cache {
         Ok((response, request_time, SystemTime::now()))
     }
 
-    /// Storability of the origin's answer to a GET: RFC 9111 policy, framing, and a size
-    /// within `max_len` (`cache.max_object_size`, read once by the caller so that the
-    /// fill gets the same limit).
+    /// Storability of the origin's answer to a GET under `live`'s settings: RFC 9111
+    /// policy, framing, and a size within `cache.max_object_size`.
     pub fn storable(
         &self,
+        live: &Snapshot,
         request: &HeaderMap,
         origin: &OriginResponse,
         response_time: SystemTime,
-        max_len: u64,
     ) -> Result<(), NotStored> {
-        policy::storability(request, &origin.head, response_time, &self.rules())?;
+        policy::storability(request, &origin.head, response_time, &live.cache_rules())?;
+        let max_len = live.max_object_size();
         match origin.framing {
             BodyFraming::UntilClose => Err(NotStored::NoLength),
             BodyFraming::Length(length) if length > max_len => Err(NotStored::TooLarge),

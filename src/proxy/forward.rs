@@ -21,6 +21,7 @@ use crate::admission::{AdmitReason, Decision};
 use crate::body::{BoxError, ProxyBody};
 use crate::hygiene::{ClientConnection, Forwarding};
 use crate::key::{CacheKey, KeyError};
+use crate::live::Snapshot;
 use crate::logging::throttle::Throttle;
 use crate::metrics::ByteCounter;
 use crate::origin::{self, BodyFraming, OriginResponse};
@@ -46,6 +47,7 @@ impl Proxy {
         miss: Miss<'_>,
     ) -> Result<Answer, ProxyError> {
         let Miss {
+            live,
             marker,
             forward,
             admission,
@@ -80,10 +82,8 @@ impl Proxy {
                 origin::client_body(body),
             )
             .await?;
-        // A swap of the settings between this read and `fill`'s is harmless: either way
-        // the client gets its range, from the origin or cut out of the whole object.
         if whole_for_range
-            && matches!(origin.framing, BodyFraming::Length(len) if len > self.cache.max_object_size())
+            && matches!(origin.framing, BodyFraming::Length(len) if len > live.max_object_size())
         {
             // Too large to store: fetching it whole would only serve one range of it. Drop
             // this response (and its connection) and let the origin answer the range.
@@ -95,6 +95,7 @@ impl Proxy {
                 .await?;
         }
         let exchange = Exchange {
+            live,
             key,
             marker: marker.as_ref(),
             forward,
@@ -226,8 +227,9 @@ pub(super) async fn fill(
     origin: OriginResponse,
     leader: Option<Leader>,
 ) -> Teed {
-    // Read once: the size that makes the answer storable is the limit its fill gets.
-    let max_len = cache.max_object_size();
+    let live = exchange.live;
+    // The size that makes the answer storable is the limit its fill gets.
+    let max_len = live.max_object_size();
     let verdict = if method != Method::GET {
         Err(NotStored::Method)
     } else if exchange.collapse_timed_out {
@@ -235,7 +237,7 @@ pub(super) async fn fill(
     } else if exchange.range_forwarded {
         Err(NotStored::Range)
     } else {
-        cache.storable(request, &origin, exchange.times.1, max_len)
+        cache.storable(live, request, &origin, exchange.times.1)
     };
     let key = exchange.key;
     // A site's rule may decide by the response's type or size, now that its head is here.
@@ -293,7 +295,7 @@ pub(super) async fn fill(
         }
     };
     if let Ok(writer) = &began {
-        (cache.admission.load().policy).note_fill(writer.key_hash(), decision);
+        live.admission.policy.note_fill(writer.key_hash(), decision);
     }
     // Not storable: the slot is freed now (below, or here), and for a reason of the
     // response's own the key is passed uncollapsed for a while.
@@ -380,6 +382,8 @@ pub(super) async fn drain<B: hyper::body::Body + Unpin>(mut body: B) {
 
 /// One origin exchange for a GET/HEAD, and what the cache decided about it beforehand.
 pub(super) struct Exchange<'a> {
+    /// The view of the settings and the admission the request loaded.
+    pub(super) live: &'a Snapshot,
     /// The URL's key (variants are derived from it).
     pub(super) key: &'a CacheKey,
     /// The URL's variant set, when one is stored.
@@ -401,6 +405,8 @@ pub(super) struct Exchange<'a> {
 /// A miss on its way to the origin: what the lookup and admission found, and its part in
 /// the key's collapse slot.
 pub(super) struct Miss<'a> {
+    /// The view of the settings and the admission the request loaded.
+    pub(super) live: &'a Snapshot,
     /// The URL's variant set, when one is stored.
     pub(super) marker: Option<Marker>,
     /// Why the request goes to the origin (Cache-Status `fwd`).

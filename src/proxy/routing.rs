@@ -6,25 +6,21 @@ use http::header::HOST;
 use http::{HeaderMap, Response, StatusCode, request};
 
 use super::Answer;
-use super::{Proxy, respond};
+use super::respond;
 use crate::admission::Decision;
 use crate::config::Rules;
 use crate::outcome::{Detail, Outcome};
-use crate::sites::Site;
 use crate::sites::rule::Matched;
+use crate::sites::{Site, Sites};
 
-impl Proxy {
-    /// The site that serves `head`'s host — its URI authority (HTTP/2, absolute form)
-    /// or its `Host`, as for the cache key — or the status that answers a host no site
-    /// names (`server.unknown_host`). One lock-free load of the sites and one reference
-    /// count; the site is then held for the whole exchange, so a reload meanwhile does
-    /// not move a request to another origin halfway.
-    pub(super) fn site_of(&self, head: &request::Parts) -> Result<Arc<Site>, StatusCode> {
-        let authority = (head.uri.authority().map(|a| a.as_str()))
-            .or_else(|| head.headers.get(HOST).and_then(|host| host.to_str().ok()))
-            .unwrap_or("");
-        self.sites.load().route(authority).cloned()
-    }
+/// The site of `sites` that serves `head`'s host — its URI authority (HTTP/2, absolute
+/// form) or its `Host`, as for the cache key — or the status that answers a host no site
+/// names (`server.unknown_host`). The site is then held for the whole exchange.
+pub(super) fn site_of(sites: &Sites, head: &request::Parts) -> Result<Arc<Site>, StatusCode> {
+    let authority = (head.uri.authority().map(|a| a.as_str()))
+        .or_else(|| head.headers.get(HOST).and_then(|host| host.to_str().ok()))
+        .unwrap_or("");
+    sites.route(authority).cloned()
 }
 
 /// The proxy's own answer to a host no site names: `status` (421 or 404) and an empty

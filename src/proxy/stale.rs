@@ -15,6 +15,7 @@ use super::forward::{self, Exchange, Teed, drain};
 use super::{Proxy, READMIT, respond};
 use crate::hygiene::{ClientConnection, Forwarding};
 use crate::key::CacheKey;
+use crate::live::Snapshot;
 use crate::origin::OriginError;
 use crate::outcome::{Detail, Forward, Outcome};
 use crate::policy::freshness::StoredFreshness;
@@ -33,20 +34,19 @@ const ERROR_STATUSES: [StatusCode; 4] = [
 impl Proxy {
     /// Validates a stale (or `no-cache`) stored response with the origin, sending
     /// `target` (the client's request as [`origin_request`] made it), and answers from
-    /// whichever response wins.
+    /// whichever response wins; `forward` says why it is revalidated, under `live`.
     pub(super) async fn revalidate(
         &self,
         head: &request::Parts,
         target: OriginRequest,
         key: &CacheKey,
-        found: Box<Found>,
-        freshness: &StoredFreshness,
-        forward: Forward,
+        (found, freshness): (Box<Found>, &StoredFreshness),
+        (forward, live): (Forward, &Snapshot),
     ) -> Result<Answer, ProxyError> {
         let now = SystemTime::now();
         let ttl = freshness.ttl_seconds(now);
         let serve_stale = |found: Box<Found>, detail: Detail| {
-            self.note_hit(&found);
+            self.note_hit(&found, live);
             let status = Outcome::hit().ttl(ttl).detail(detail);
             respond::from_store(head, *found, freshness, now, status)
         };
@@ -58,8 +58,8 @@ impl Proxy {
             Ok(Revalidated::NotModified(found)) => {
                 // Not a hit (the origin was asked), but the entry is now one second-hit
                 // would have too: the request that revalidated it would have stored it.
-                (self.cache.admission.load().policy).note_served(found.entry.key_hash());
-                let fresh = StoredFreshness::new(&found.entry.meta, &self.cache.rules());
+                live.admission.policy.note_served(found.entry.key_hash());
+                let fresh = StoredFreshness::new(&found.entry.meta, &live.cache_rules());
                 let status = Outcome::forward(forward)
                     .fwd_status(StatusCode::NOT_MODIFIED)
                     .ttl(fresh.ttl_seconds(now));
@@ -78,6 +78,7 @@ impl Proxy {
                     return Ok(serve_stale(found, Detail::StaleIfError));
                 }
                 let exchange = Exchange {
+                    live,
                     key,
                     marker: marker.as_ref(),
                     forward,
@@ -103,7 +104,7 @@ impl Proxy {
                 // validated) and whose response does not forbid serving it stale.
                 let unreachable =
                     matches!(error, OriginError::Connect(_) | OriginError::Timeout(_));
-                let allowance = self.cache.stale_if_unreachable();
+                let allowance = live.stale_if_unreachable();
                 if unreachable
                     && forward == Forward::Stale
                     && !allowance.is_zero()
@@ -148,6 +149,7 @@ impl Proxy {
         site: &Arc<Site>,
         key: &CacheKey,
         stored: http::HeaderMap,
+        live: &Arc<Snapshot>,
     ) {
         let Ok(target) = origin_request(head, client, site) else {
             return;
@@ -157,9 +159,9 @@ impl Proxy {
         let Some(leader) = self.collapser.try_lead(key.store_hash()) else {
             return;
         };
-        let (cache, key) = (self.cache.clone(), key.clone());
+        let (cache, key, live) = (self.cache.clone(), key.clone(), Arc::clone(live));
         tokio::spawn(async move {
-            refresh(&cache, &target, &key, &stored, leader).await;
+            refresh(&cache, &live, &target, &key, (&stored, leader)).await;
         });
     }
 }
@@ -169,10 +171,10 @@ impl Proxy {
 /// `leader` holds the key's slot until then (until the new entry is committed).
 async fn refresh(
     cache: &Cache,
+    live: &Snapshot,
     target: &OriginRequest,
     key: &CacheKey,
-    stored: &http::HeaderMap,
-    leader: Leader,
+    (stored, leader): (&http::HeaderMap, Leader),
 ) {
     let (found, marker) = match cache.lookup(key, &target.headers).await {
         // Only if it is still the response that was served stale.
@@ -196,6 +198,7 @@ async fn refresh(
     };
     // No client reads this exchange's Cache-Status; `fwd=stale` is what it would say.
     let exchange = Exchange {
+        live,
         key,
         marker: marker.as_ref(),
         forward: Forward::Stale,

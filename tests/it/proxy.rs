@@ -263,7 +263,8 @@ async fn the_default_object_limit_is_a_48th_of_the_cache() {
     .await;
     // The default policy (second-hit) and max_object_size ("auto"): 72 MB / 48 = 1.5 MB.
     let proxy = TestProxy::start(origin.addr, |c| c.cache.max_size = 48 * LIMIT as u64).await;
-    let settings = proxy.settings.load();
+    let live = proxy.settings.load();
+    let settings = &live.settings;
     assert_eq!(settings.cache.max_object_size, MaxObjectSize::Auto);
     assert_eq!(settings.cache.max_object_bytes(), LIMIT as u64);
 

@@ -139,9 +139,9 @@ async fn a_changed_targeted_field_applies_to_the_next_hit() {
         let ttl = ttl(&hit);
         assert!((990..=1000).contains(&ttl), "ttl from {MINE}: {ttl}");
     }
-    let mut config = Config::clone(&proxy.settings.load());
+    let mut config = Config::clone(&proxy.settings.load().settings);
     config.cache.targeted_field = None;
-    proxy.settings.replace(config);
+    proxy.settings.replace_settings(config);
     let hit = get_with(&proxy, "/swap", &[]).await;
     assert_hit(&hit);
     let ttl = ttl(&hit);

@@ -1,4 +1,4 @@
-//! Settings swapped on a running proxy through `Server::settings`: a value read per
+//! Settings swapped on a running proxy through `Server::live`: a value read per
 //! request changes what the next request does, over real sockets (a scripted origin and
 //! the real proxy on 127.0.0.1:0 with a temp cache directory).
 
@@ -15,7 +15,7 @@ const LARGE: u64 = 1024 * 1024;
 
 /// The running proxy's settings with `cache.max_object_size` set to `limit`.
 fn with_max_object_size(proxy: &TestProxy, limit: u64) -> Config {
-    let mut config = Config::clone(&proxy.settings.load());
+    let mut config = Config::clone(&proxy.settings.load().settings);
     config.cache.max_object_size = MaxObjectSize::Bytes(limit);
     config
 }
@@ -58,7 +58,9 @@ async fn swapping_max_object_size_changes_what_the_next_request_stores() {
     wait_dropped_too_large(&proxy, 1).await;
     assert_eq!(proxy.store.stats().committed_fills, 0);
 
-    let old = proxy.settings.replace(with_max_object_size(&proxy, LARGE));
+    let old = proxy
+        .settings
+        .replace_settings(with_max_object_size(&proxy, LARGE));
     assert_eq!(old.cache.max_object_size, MaxObjectSize::Bytes(SMALL));
 
     // The same URLs, on the next requests: both are stored now, and then hits.
@@ -79,7 +81,9 @@ async fn swapping_max_object_size_changes_what_the_next_request_stores() {
     assert_eq!(origin.count("/chunked-1"), 2);
 
     // And back: a lower limit applies to the next request just the same.
-    proxy.settings.replace(with_max_object_size(&proxy, SMALL));
+    proxy
+        .settings
+        .replace_settings(with_max_object_size(&proxy, SMALL));
     let declared = get(&proxy.url("/declared-2")).await;
     assert_eq!(declared.cache.detail.as_deref(), Some("too-large"));
     get(&proxy.url("/chunked-2")).await;
@@ -116,9 +120,9 @@ async fn swapping_heuristic_max_age_changes_the_next_hits_ttl() {
         let ttl = ttl_of_hit().await;
         assert!((900..=1_000).contains(&ttl), "10% of 10,000 s: {ttl}");
     }
-    let mut config = Config::clone(&proxy.settings.load());
+    let mut config = Config::clone(&proxy.settings.load().settings);
     config.cache.heuristic_max_age = Duration::from_secs(50);
-    proxy.settings.replace(config);
+    proxy.settings.replace_settings(config);
     let ttl = ttl_of_hit().await;
     assert!((40..=50).contains(&ttl), "capped at the new 50 s: {ttl}");
     assert_eq!(origin.count("/h"), 1);

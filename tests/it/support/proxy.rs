@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use secondhit::config::{AccessLog, Config, SettingsHandle};
+use secondhit::config::{AccessLog, Config};
+use secondhit::lifecycle::Reloader;
+use secondhit::live::Live;
 use secondhit::server::Server;
 use secondhit::store::Store;
 use tokio::sync::oneshot;
@@ -22,7 +24,9 @@ pub struct TestProxy {
     pub tls: Option<SocketAddr>,
     pub store: Arc<Store>,
     /// The running proxy's settings, to swap them while it serves.
-    pub settings: SettingsHandle,
+    pub settings: Live,
+    /// Applies a whole config to the running proxy, as SIGHUP does with the file.
+    pub reloader: Arc<Reloader>,
     pub cache_dir: PathBuf,
     /// The temp directory holding `cache_dir`, unless the test brought its own.
     _temp: Option<tempfile::TempDir>,
@@ -83,7 +87,8 @@ impl TestProxy {
         let admin = server.admin_addr().map(|addr| addr.expect("admin address"));
         let tls = server.tls_addr().map(|addr| addr.expect("TLS address"));
         let store = server.store();
-        let settings = server.settings();
+        let settings = server.live();
+        let reloader = Arc::new(Reloader::new(None, server.live_parts(), None));
         let (stop, stopped) = oneshot::channel::<()>();
         let server = tokio::spawn(server.run(async move {
             let _ = stopped.await;
@@ -94,6 +99,7 @@ impl TestProxy {
             tls,
             store,
             settings,
+            reloader,
             cache_dir: cache_dir.to_path_buf(),
             _temp: None,
             stop,
@@ -107,6 +113,10 @@ impl TestProxy {
         let _ = self.stop.send(());
         self.server.await.expect("server task");
         let store = Arc::downgrade(&self.store);
+        // The live view and the reloader hold the admission, whose policy counts the
+        // store's objects.
+        drop(self.reloader);
+        drop(self.settings);
         drop(self.store);
         // Fill writer tasks may hold the store a moment longer.
         wait_until(
