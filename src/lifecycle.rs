@@ -20,8 +20,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::access_log::{AccessLog, AccessLogError};
-use crate::admission::AdmissionError;
+use crate::access_log::{self, AccessLog, AccessLogError};
+use crate::admission::{AdmissionError, Assembled};
 use crate::config::{Config, ConfigError};
 use crate::logging::LogReload;
 use crate::origin::OriginError;
@@ -91,16 +91,7 @@ impl Reloader {
     async fn apply(&self, next: Config) -> Result<(), ReloadError> {
         let running = Arc::clone(&self.parts.settings.load());
         let (next, changes) = running.reload(next);
-        // The file was validated whole, but `cache.max_size` keeps its running value.
-        if next.cache.max_size < next.cache.max_object_bytes() {
-            let reason = format!(
-                "{} bytes is over the running cache.max_size ({} bytes; changing it needs a restart)",
-                next.cache.max_object_bytes(),
-                next.cache.max_size
-            );
-            let key = "cache.max_object_size";
-            return Err(ConfigError::Invalid { key, reason }.into());
-        }
+        check_object_size(&next)?;
         if !changes.restart.is_empty() {
             tracing::warn!(
                 keys = %changes.restart.join(", "),
@@ -121,6 +112,32 @@ impl Reloader {
             tracing::info!("config reloaded; nothing to apply");
             return Ok(());
         }
+        let rebuilt = self.rebuild(&running, &next).await?;
+        if let Some(sites) = rebuilt.sites {
+            self.parts.sites.store(Arc::new(sites));
+        }
+        if let Some((running, prepared)) = certificates {
+            running.swap(prepared);
+        }
+        if let Some(admission) = rebuilt.admission {
+            self.parts.admission.replace(admission);
+        }
+        if let Some(access_log) = rebuilt.access_log {
+            self.parts.access_log.apply(access_log);
+        }
+        if next.log.level != running.log.level
+            && let Err(error) = self.log.apply(&next.log)
+        {
+            tracing::warn!(%error, "log.level: cannot apply the new level");
+        }
+        self.parts.settings.replace(next);
+        tracing::info!(changed = %changes.live.join(", "), "config reloaded");
+        Ok(())
+    }
+
+    /// Builds the parts that `next` changes from `running` — the sites (their origin
+    /// clients), the access log's destination, the admission — without swapping any.
+    async fn rebuild(&self, running: &Config, next: &Config) -> Result<Rebuilt, ReloadError> {
         let sites_changed = (
             &next.origin,
             &next.sites,
@@ -133,7 +150,7 @@ impl Reloader {
             running.server.unknown_host,
         );
         let sites = sites_changed
-            .then(|| Sites::new(&next, &self.parts.metrics))
+            .then(|| Sites::new(next, &self.parts.metrics))
             .transpose()?;
         let access_changed = (&next.log.access_log, next.log.access_format)
             != (&running.log.access_log, running.log.access_format);
@@ -152,27 +169,34 @@ impl Reloader {
         } else {
             None
         };
-        if let Some(sites) = sites {
-            self.parts.sites.store(Arc::new(sites));
-        }
-        if let Some((running, prepared)) = certificates {
-            running.swap(prepared);
-        }
-        if let Some(admission) = admission {
-            self.parts.admission.replace(admission);
-        }
-        if let Some(access_log) = access_log {
-            self.parts.access_log.apply(access_log);
-        }
-        if next.log.level != running.log.level
-            && let Err(error) = self.log.apply(&next.log)
-        {
-            tracing::warn!(%error, "log.level: cannot apply the new level");
-        }
-        self.parts.settings.replace(next);
-        tracing::info!(changed = %changes.live.join(", "), "config reloaded");
-        Ok(())
+        Ok(Rebuilt {
+            sites,
+            access_log,
+            admission,
+        })
     }
+}
+
+/// The parts a reload built anew, ready to be swapped in; `None`: unchanged.
+struct Rebuilt {
+    sites: Option<Sites>,
+    access_log: Option<access_log::Prepared>,
+    admission: Option<Assembled>,
+}
+
+/// Rejects a `next` whose largest object no longer fits the cache: the file was validated
+/// whole, but `cache.max_size` keeps its running value.
+fn check_object_size(next: &Config) -> Result<(), ReloadError> {
+    if next.cache.max_size < next.cache.max_object_bytes() {
+        let reason = format!(
+            "{} bytes is over the running cache.max_size ({} bytes; changing it needs a restart)",
+            next.cache.max_object_bytes(),
+            next.cache.max_size
+        );
+        let key = "cache.max_object_size";
+        return Err(ConfigError::Invalid { key, reason }.into());
+    }
+    Ok(())
 }
 
 /// The signals `serve` acts on, installed before it accepts connections.
