@@ -65,6 +65,7 @@ const PAGE_POLICY: &str = "default-src 'none'; script-src 'unsafe-inline'; \
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
@@ -82,7 +83,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use subtle::ConstantTimeEq;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -159,12 +160,12 @@ pub async fn serve(
     let graceful = GracefulShutdown::new();
     // Oldest first; finished ones are removed at the next accept.
     let mut open: VecDeque<AdminConnection> = VecDeque::new();
-    let mut builder = http1::Builder::new();
-    // hyper's head timer also runs while a kept-alive connection waits for its next
-    // head, so it bounds idle connections too.
-    builder
-        .timer(TokioTimer::new())
-        .header_read_timeout(HEADER_READ_TIMEOUT);
+    let builder = connection_builder();
+    let served = Served {
+        admin: &admin,
+        builder: &builder,
+        graceful: &graceful,
+    };
     match listener.local_addr() {
         Ok(addr) => tracing::info!(%addr, "admin listener ready"),
         Err(error) => tracing::warn!(%error, "admin listener ready, address unknown"),
@@ -181,24 +182,67 @@ pub async fn serve(
             },
             _ = stop.changed() => break,
         };
-        open.retain(|connection| !connection.task.is_finished());
-        if open.len() >= MAX_CONNECTIONS {
-            let idle = open
-                .iter()
-                .position(|connection| connection.answering.load(Ordering::Relaxed) == 0);
-            match idle.and_then(|index| open.remove(index)) {
-                Some(oldest) => {
-                    tracing::debug!(%peer, "admin connections at their limit; closing the oldest idle one");
-                    oldest.task.abort();
-                }
-                None => {
-                    tracing::debug!(%peer, "every admin connection is answering a request; refusing");
-                    continue;
-                }
+        if !make_room(&mut open, peer) {
+            continue;
+        }
+        open.push_back(served.spawn(stream, peer));
+    }
+    drop(listener);
+    if tokio::time::timeout(limits.grace, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!("admin connections still open at shutdown_timeout; closing them");
+    }
+}
+
+/// hyper's HTTP/1 builder for admin connections, with [`HEADER_READ_TIMEOUT`].
+fn connection_builder() -> http1::Builder {
+    let mut builder = http1::Builder::new();
+    // hyper's head timer also runs while a kept-alive connection waits for its next
+    // head, so it bounds idle connections too.
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT);
+    builder
+}
+
+/// Forgets the finished connections in `open` and, at `MAX_CONNECTIONS`, closes the
+/// oldest one not answering a request to make room for `peer`; `false` when every one is
+/// answering a request, so `peer` is refused.
+fn make_room(open: &mut VecDeque<AdminConnection>, peer: SocketAddr) -> bool {
+    open.retain(|connection| !connection.task.is_finished());
+    if open.len() >= MAX_CONNECTIONS {
+        let idle = open
+            .iter()
+            .position(|connection| connection.answering.load(Ordering::Relaxed) == 0);
+        match idle.and_then(|index| open.remove(index)) {
+            Some(oldest) => {
+                tracing::debug!(%peer, "admin connections at their limit; closing the oldest idle one");
+                oldest.task.abort();
+            }
+            None => {
+                tracing::debug!(%peer, "every admin connection is answering a request; refusing");
+                return false;
             }
         }
+    }
+    true
+}
+
+/// What [`serve`] serves each admin connection with.
+struct Served<'a> {
+    admin: &'a Arc<Admin>,
+    builder: &'a http1::Builder,
+    /// Counts the connection for the drain at shutdown.
+    graceful: &'a GracefulShutdown,
+}
+
+impl Served<'_> {
+    /// Serves the connection `stream` from `peer` in a task of its own.
+    fn spawn(&self, stream: TcpStream, peer: SocketAddr) -> AdminConnection {
         let answering = Arc::new(AtomicU32::new(0));
-        let admin = admin.clone();
+        let admin = self.admin.clone();
         let counted = answering.clone();
         let service = service_fn(move |request: Request<Incoming>| {
             let admin = admin.clone();
@@ -209,20 +253,15 @@ pub async fn serve(
                 Ok::<_, Infallible>(response)
             }
         });
-        let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
+        let connection = self
+            .graceful
+            .watch(self.builder.serve_connection(TokioIo::new(stream), service));
         let task = tokio::spawn(async move {
             if let Err(error) = connection.await {
                 tracing::debug!(%peer, %error, "admin connection ended with an error");
             }
         });
-        open.push_back(AdminConnection { task, answering });
-    }
-    drop(listener);
-    if tokio::time::timeout(limits.grace, graceful.shutdown())
-        .await
-        .is_err()
-    {
-        tracing::warn!("admin connections still open at shutdown_timeout; closing them");
+        AdminConnection { task, answering }
     }
 }
 

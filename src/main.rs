@@ -1,6 +1,7 @@
 //! The `secondhit` command line: `serve`, `check-config`, and with the `bench` feature (on
 //! by default) `bench` and `simulate`; the work happens in the library.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -9,6 +10,7 @@ use clap::{Parser, Subcommand};
 use secondhit::bench::cli::{BenchArgs, SimulateArgs};
 use secondhit::config::Config;
 use secondhit::lifecycle::{Reloader, Signals};
+use secondhit::logging::LogReload;
 use secondhit::server::StartError;
 use secondhit::server::{Listeners, Server};
 
@@ -166,18 +168,7 @@ fn serve(path: Option<PathBuf>) -> ExitCode {
         None => Config::default(),
     };
     let log_reload = secondhit::logging::init(&config.log);
-    // In this order, before any thread exists: check the machine, bind (or take systemd's
-    // sockets) as whoever started the process, then drop root for good.
-    let started = secondhit::preflight::check(&config)
-        .map_err(StartError::from)
-        .and_then(|run_as| {
-            let listeners = Listeners::open(&config.server)?;
-            if let Some(run_as) = &run_as {
-                secondhit::server::privileges::drop_to(run_as)?;
-            }
-            Ok(listeners)
-        });
-    let listeners = match started {
+    let listeners = match open_listeners(&config) {
         Ok(listeners) => listeners,
         Err(error) => {
             tracing::error!(%error, "cannot start");
@@ -193,50 +184,80 @@ fn serve(path: Option<PathBuf>) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    runtime.block_on(async {
-        let server = match Server::start(&config, listeners).await {
-            Ok(server) => server,
-            Err(error) => {
-                tracing::error!(%error, "cannot start");
-                eprintln!("secondhit: {error}");
-                return ExitCode::FAILURE;
+    runtime.block_on(run_server(&config, listeners, path, log_reload))
+}
+
+/// Checks the machine, binds the sockets (or takes systemd's) as whoever started the
+/// process, then drops root for good: in this order, before any thread exists.
+fn open_listeners(config: &Config) -> Result<Listeners, StartError> {
+    secondhit::preflight::check(config)
+        .map_err(StartError::from)
+        .and_then(|run_as| {
+            let listeners = Listeners::open(&config.server)?;
+            if let Some(run_as) = &run_as {
+                secondhit::server::privileges::drop_to(run_as)?;
             }
-        };
-        // Before "listening": a signal sent once that line is out must find its handler.
-        let signals = match Signals::install() {
-            Ok(signals) => signals,
-            Err(error) => {
-                tracing::error!(%error, "cannot install signal handlers");
-                eprintln!("secondhit: cannot install signal handlers: {error}");
-                return ExitCode::FAILURE;
-            }
-        };
-        // The admin listener's address too: with port 0 in the config, the log is the only
-        // place a script (or a test) can learn it.
-        let admin = match server.admin_addr() {
-            Some(Ok(addr)) => addr.to_string(),
-            Some(Err(_)) => "unknown".to_owned(),
-            None => "off".to_owned(),
-        };
-        let tls = match server.tls_addr() {
-            Some(Ok(addr)) => addr.to_string(),
-            Some(Err(_)) => "unknown".to_owned(),
-            None => "off".to_owned(),
-        };
-        match server.local_addr() {
-            Ok(addr) => tracing::info!(
-                %addr,
-                %tls,
-                %admin,
-                origin = %config.origin.url,
-                cache_dir = %config.cache.dir.display(),
-                workers = secondhit::server::runtime::workers(&config.server),
-                "listening"
-            ),
-            Err(error) => tracing::warn!(%error, "listening, but the bound address is unknown"),
+            Ok(listeners)
+        })
+}
+
+/// Starts the server on `listeners`, installs the signal handlers and serves until a
+/// signal stops it; a SIGHUP reloads the config file at `path` (see [`Reloader`]).
+async fn run_server(
+    config: &Config,
+    listeners: Listeners,
+    path: Option<PathBuf>,
+    log_reload: LogReload,
+) -> ExitCode {
+    let server = match Server::start(config, listeners).await {
+        Ok(server) => server,
+        Err(error) => {
+            tracing::error!(%error, "cannot start");
+            eprintln!("secondhit: {error}");
+            return ExitCode::FAILURE;
         }
-        let reloader = Reloader::new(path, server.live_parts(), Some(log_reload));
-        server.run(signals.until_stopped(reloader)).await;
-        ExitCode::SUCCESS
-    })
+    };
+    // Before "listening": a signal sent once that line is out must find its handler.
+    let signals = match Signals::install() {
+        Ok(signals) => signals,
+        Err(error) => {
+            tracing::error!(%error, "cannot install signal handlers");
+            eprintln!("secondhit: cannot install signal handlers: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    log_listening(&server, config);
+    let reloader = Reloader::new(path, server.live_parts(), Some(log_reload));
+    server.run(signals.until_stopped(reloader)).await;
+    ExitCode::SUCCESS
+}
+
+/// Logs the "listening" line, with the admin listener's and the TLS listener's
+/// addresses too: with port 0 in the config, the log is the only place a script (or a
+/// test) can learn them.
+fn log_listening(server: &Server, config: &Config) {
+    let admin = address_text(server.admin_addr());
+    let tls = address_text(server.tls_addr());
+    match server.local_addr() {
+        Ok(addr) => tracing::info!(
+            %addr,
+            %tls,
+            %admin,
+            origin = %config.origin.url,
+            cache_dir = %config.cache.dir.display(),
+            workers = secondhit::server::runtime::workers(&config.server),
+            "listening"
+        ),
+        Err(error) => tracing::warn!(%error, "listening, but the bound address is unknown"),
+    }
+}
+
+/// An optional listener's address as the "listening" line shows it: `off` when there is
+/// no such listener, `unknown` when its address cannot be read.
+fn address_text(addr: Option<std::io::Result<SocketAddr>>) -> String {
+    match addr {
+        Some(Ok(addr)) => addr.to_string(),
+        Some(Err(_)) => "unknown".to_owned(),
+        None => "off".to_owned(),
+    }
 }

@@ -65,12 +65,14 @@ pub use start_error::StartError;
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hyper_util::server::graceful::GracefulShutdown;
-use tokio::net::TcpListener;
-use tokio::sync::{Semaphore, watch};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio_rustls::TlsAcceptor;
 
 use crate::access_log::AccessLog;
 use crate::admin::{self, Admin};
@@ -259,34 +261,70 @@ impl Server {
         }
     }
 
-    /// A client arrived with `server.max_connections` reached: asks connections with no
-    /// request open to close (`reap`), and logs it at most once per [`FULL_LOG_EVERY`].
-    fn note_full(&self, reap: &watch::Sender<()>, last_log: &mut Option<Instant>) {
-        reap.send_replace(());
-        if last_log.is_some_and(|at| at.elapsed() < FULL_LOG_EVERY) {
-            return;
-        }
-        *last_log = Some(Instant::now());
-        tracing::warn!(
-            max_connections = self.config.max_connections,
-            "server.max_connections reached: new connections wait in the listen backlog; \
-             connections with no request open are being closed (logged at most once a minute)"
-        );
-    }
-
     /// Serves until `shutdown` completes, then drains connections (the proxy's and the
     /// admin listener's) for up to `shutdown_timeout`.
     pub async fn run(mut self, shutdown: impl Future<Output = ()>) {
         let (stop_admin, admin_stopping) = watch::channel(());
-        let admin = self.admin.take().map(|(listener, admin)| {
+        let admin = self.spawn_admin(admin_stopping);
+        let serving = Arc::new(self.connection_serving());
+        let tls = self.tls.take();
+        let (reap, reaping) = watch::channel(());
+        let mut accepting = Accepting {
+            serving,
+            acceptor: tls.as_ref().map(|tls| tls.acceptor.clone()),
+            graceful: GracefulShutdown::new(),
+            slots: Arc::new(Semaphore::new(self.config.max_connections)),
+            reap,
+            signals: connection::Signals {
+                stop: stop_admin.subscribe(),
+                reap: reaping,
+            },
+            full_since_log: None,
+            max_connections: self.config.max_connections,
+        };
+        let periodic = tokio::spawn(self.admission.clone().run_periodic());
+        tokio::pin!(shutdown);
+        let tls_listener = tls.as_ref().map(|tls| &tls.listener);
+        accepting
+            .accept_until(&self.listener, tls_listener, shutdown)
+            .await;
+        drop(self.listener);
+        drop(tls);
+        // Sent even when no admin listener runs: then nobody receives it.
+        let _ = stop_admin.send(());
+        tracing::info!("shutting down: no new connections; waiting for open ones");
+        let timeout = self.config.shutdown_timeout;
+        drain(accepting.graceful, &self.fills, timeout).await;
+        periodic.abort();
+        if let Some(admin) = admin
+            && let Err(error) = admin.await
+        {
+            tracing::warn!(%error, "the admin listener's task failed");
+        }
+        if self.admission.save_in_background().await {
+            tracing::info!("admission filters saved");
+        }
+        self.access_log.close().await;
+    }
+
+    /// Spawns the admin listener's task (if one is bound), which stops accepting when
+    /// `stopping` changes and gives its connections `server.shutdown_timeout` to finish.
+    fn spawn_admin(
+        &mut self,
+        stopping: watch::Receiver<()>,
+    ) -> Option<tokio::task::JoinHandle<()>> {
+        self.admin.take().map(|(listener, admin)| {
             let grace = self.config.shutdown_timeout;
             let limits = admin::Limits { grace };
-            tokio::spawn(admin::serve(listener, admin, admin_stopping, limits))
-        });
-        let builder = protocols::builder(&self.config);
-        let serving = Arc::new(connection::Serving {
+            tokio::spawn(admin::serve(listener, admin, stopping, limits))
+        })
+    }
+
+    /// What every connection is served with, from `[server]` as it was at bind.
+    fn connection_serving(&self) -> connection::Serving {
+        connection::Serving {
             proxy: self.proxy.clone(),
-            builder,
+            builder: protocols::builder(&self.config),
             limits: head_guard::Limits {
                 max_head_bytes: self.config.max_header_bytes,
                 max_headers: self.config.max_headers,
@@ -294,51 +332,80 @@ impl Server {
             header_read_timeout: self.config.header_read_timeout,
             idle_timeout: self.config.idle_timeout,
             send_timeout: self.config.send_timeout,
-        });
-        let tls = self.tls.take();
-        let (tls_listener, acceptor) = match &tls {
-            Some(tls) => (Some(&tls.listener), Some(tls.acceptor.clone())),
-            None => (None, None),
-        };
-        let graceful = GracefulShutdown::new();
-        let periodic = tokio::spawn(self.admission.clone().run_periodic());
-        let slots = Arc::new(Semaphore::new(self.config.max_connections));
-        let (reap, reaping) = watch::channel(());
-        let signals = connection::Signals {
-            stop: stop_admin.subscribe(),
-            reap: reaping,
-        };
-        let mut full_since_log: Option<Instant> = None;
-        tokio::pin!(shutdown);
+        }
+    }
+}
+
+/// Waits for the open connections (shut down gracefully through `graceful`) and then for
+/// the fills they leave running, with one deadline `timeout` from now for both.
+async fn drain(graceful: GracefulShutdown, fills: &Fills, timeout: Duration) {
+    let deadline = tokio::time::Instant::now() + timeout;
+    if tokio::time::timeout_at(deadline, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            ?timeout,
+            "connections still open at shutdown_timeout; closing them"
+        );
+    }
+    // A fill may run on after its client has the whole body (the disk is behind) or
+    // left (an orphan): let it commit rather than throw the download away.
+    if tokio::time::timeout_at(deadline, fills.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            ?timeout,
+            "fills still running at shutdown_timeout; dropping them"
+        );
+    }
+}
+
+/// A client just accepted, ready to be served.
+struct Client {
+    stream: TcpStream,
+    peer: SocketAddr,
+    /// The scheme of the listener that accepted it.
+    scheme: ClientScheme,
+    token: ConnectionToken,
+}
+
+/// The accept loop's state: what each connection is served with, and the connection
+/// slots (`server.max_connections`) it hands out.
+struct Accepting {
+    serving: Arc<connection::Serving>,
+    /// Handshakes the TLS listener's clients; `None` without `[server.tls]`.
+    acceptor: Option<TlsAcceptor>,
+    /// Counts the open connections for the drain at shutdown.
+    graceful: GracefulShutdown,
+    /// One permit per open connection.
+    slots: Arc<Semaphore>,
+    /// Asks connections with no request open to close, when the slots run out.
+    reap: watch::Sender<()>,
+    /// What every connection listens to; each gets its own copy.
+    signals: connection::Signals,
+    /// When reaching `max_connections` was last logged.
+    full_since_log: Option<Instant>,
+    /// `server.max_connections`, for the log line.
+    max_connections: usize,
+}
+
+impl Accepting {
+    /// Accepts clients from `plain` and `tls` and serves each in a task of its own, until
+    /// `shutdown` completes.
+    async fn accept_until(
+        &mut self,
+        plain: &TcpListener,
+        tls: Option<&TcpListener>,
+        mut shutdown: Pin<&mut impl Future<Output = ()>>,
+    ) {
         loop {
-            let (slot, accepted) = match slots.clone().try_acquire_owned() {
-                Ok(slot) => {
-                    let accepted = tokio::select! {
-                        accepted = tls::accept_either(&self.listener, tls_listener) => accepted,
-                        () = &mut shutdown => break,
-                    };
-                    (slot, accepted)
-                }
-                Err(_) => {
-                    // Every slot is taken. Once a client wants in (its connection is held,
-                    // at most one beyond the limit), connections with no request open are
-                    // asked to close, as nginx drains keep-alive connections when it runs
-                    // out; then the client waits for the first free slot.
-                    let accepted = tokio::select! {
-                        accepted = tls::accept_either(&self.listener, tls_listener) => accepted,
-                        () = &mut shutdown => break,
-                    };
-                    self.note_full(&reap, &mut full_since_log);
-                    let slot = tokio::select! {
-                        slot = slots.clone().acquire_owned() => slot,
-                        () = &mut shutdown => break,
-                    };
-                    // The semaphore is never closed.
-                    let Ok(slot) = slot else { break };
-                    (slot, accepted)
-                }
+            let Some((slot, (accepted, scheme))) =
+                self.next_client(plain, tls, shutdown.as_mut()).await
+            else {
+                break;
             };
-            let (accepted, scheme) = accepted;
             let (stream, peer) = match accepted {
                 Ok(accepted) => accepted,
                 Err(error) => {
@@ -360,75 +427,120 @@ impl Server {
                     continue;
                 }
             };
-            // Not `graceful.watch`: the idle timer must shut the connection down too. The
-            // watcher still counts it for the drain at shutdown.
-            let watcher = graceful.watcher();
-            let (serving, signals) = (serving.clone(), signals.for_connection());
-            match (scheme, &acceptor) {
-                (ClientScheme::Https, Some(acceptor)) => {
-                    let handshake = acceptor.accept(stream);
-                    tokio::spawn(async move {
-                        // The handshake counts toward `max_connections` (the slot is held)
-                        // and gets `header_read_timeout`; then the head guard reads the
-                        // decrypted stream. No sendfile under TLS: rustls encrypts the
-                        // mapped bodies from memory.
-                        let limit = serving.header_read_timeout;
-                        match tokio::time::timeout(limit, handshake).await {
-                            Ok(Ok(stream)) => {
-                                serving.serve(stream, peer, scheme, token, signals).await;
-                            }
-                            Ok(Err(error)) => {
-                                tracing::debug!(%peer, %error, "TLS handshake failed");
-                            }
-                            Err(_) => {
-                                tracing::debug!(%peer, ?limit, "TLS handshake timed out (server.header_read_timeout)");
-                            }
-                        }
-                        drop((watcher, slot));
-                    });
-                }
-                _ => {
-                    let stream = zero_copy::ZeroCopyStream::new(stream);
-                    tokio::spawn(async move {
-                        serving.serve(stream, peer, scheme, token, signals).await;
-                        drop((watcher, slot));
-                    });
-                }
+            let client = Client {
+                stream,
+                peer,
+                scheme,
+                token,
+            };
+            self.spawn_connection(client, slot);
+        }
+    }
+
+    /// The next client with a connection slot for it; `None` once `shutdown` completed.
+    async fn next_client(
+        &mut self,
+        plain: &TcpListener,
+        tls: Option<&TcpListener>,
+        mut shutdown: Pin<&mut impl Future<Output = ()>>,
+    ) -> Option<(OwnedSemaphorePermit, Accepted)> {
+        match self.slots.clone().try_acquire_owned() {
+            Ok(slot) => {
+                let accepted = tokio::select! {
+                    accepted = tls::accept_either(plain, tls) => accepted,
+                    () = &mut shutdown => return None,
+                };
+                Some((slot, accepted))
+            }
+            Err(_) => {
+                // Every slot is taken. Once a client wants in (its connection is held,
+                // at most one beyond the limit), connections with no request open are
+                // asked to close, as nginx drains keep-alive connections when it runs
+                // out; then the client waits for the first free slot.
+                let accepted = tokio::select! {
+                    accepted = tls::accept_either(plain, tls) => accepted,
+                    () = &mut shutdown => return None,
+                };
+                self.note_full();
+                let slot = tokio::select! {
+                    slot = self.slots.clone().acquire_owned() => slot,
+                    () = &mut shutdown => return None,
+                };
+                // The semaphore is never closed.
+                let slot = slot.ok()?;
+                Some((slot, accepted))
             }
         }
-        drop(self.listener);
-        drop(tls);
-        // Sent even when no admin listener runs: then nobody receives it.
-        let _ = stop_admin.send(());
-        tracing::info!("shutting down: no new connections; waiting for open ones");
-        // One deadline for the connections and then the fills they leave running.
-        let deadline = tokio::time::Instant::now() + self.config.shutdown_timeout;
-        if tokio::time::timeout_at(deadline, graceful.shutdown())
-            .await
-            .is_err()
+    }
+
+    /// A client arrived with `server.max_connections` reached: asks connections with no
+    /// request open to close (`reap`), and logs it at most once per [`FULL_LOG_EVERY`].
+    fn note_full(&mut self) {
+        self.reap.send_replace(());
+        if self
+            .full_since_log
+            .is_some_and(|at| at.elapsed() < FULL_LOG_EVERY)
         {
-            tracing::warn!(timeout = ?self.config.shutdown_timeout, "connections still open at shutdown_timeout; closing them");
+            return;
         }
-        // A fill may run on after its client has the whole body (the disk is behind) or
-        // left (an orphan): let it commit rather than throw the download away.
-        if tokio::time::timeout_at(deadline, self.fills.wait())
-            .await
-            .is_err()
-        {
-            tracing::warn!(timeout = ?self.config.shutdown_timeout, "fills still running at shutdown_timeout; dropping them");
+        self.full_since_log = Some(Instant::now());
+        tracing::warn!(
+            max_connections = self.max_connections,
+            "server.max_connections reached: new connections wait in the listen backlog; \
+             connections with no request open are being closed (logged at most once a minute)"
+        );
+    }
+
+    /// Serves `client` in a task of its own, holding `slot` until it ends; a client of
+    /// the TLS listener is handshaken first.
+    fn spawn_connection(&self, client: Client, slot: OwnedSemaphorePermit) {
+        let Client {
+            stream,
+            peer,
+            scheme,
+            token,
+        } = client;
+        // Not `graceful.watch`: the idle timer must shut the connection down too. The
+        // watcher still counts it for the drain at shutdown.
+        let watcher = self.graceful.watcher();
+        let (serving, signals) = (self.serving.clone(), self.signals.for_connection());
+        match (scheme, &self.acceptor) {
+            (ClientScheme::Https, Some(acceptor)) => {
+                let handshake = acceptor.accept(stream);
+                tokio::spawn(async move {
+                    // The handshake counts toward `max_connections` (the slot is held)
+                    // and gets `header_read_timeout`; then the head guard reads the
+                    // decrypted stream. No sendfile under TLS: rustls encrypts the
+                    // mapped bodies from memory.
+                    let limit = serving.header_read_timeout;
+                    match tokio::time::timeout(limit, handshake).await {
+                        Ok(Ok(stream)) => {
+                            serving.serve(stream, peer, scheme, token, signals).await;
+                        }
+                        Ok(Err(error)) => {
+                            tracing::debug!(%peer, %error, "TLS handshake failed");
+                        }
+                        Err(_) => {
+                            tracing::debug!(%peer, ?limit, "TLS handshake timed out (server.header_read_timeout)");
+                        }
+                    }
+                    drop((watcher, slot));
+                });
+            }
+            _ => {
+                let stream = zero_copy::ZeroCopyStream::new(stream);
+                tokio::spawn(async move {
+                    serving.serve(stream, peer, scheme, token, signals).await;
+                    drop((watcher, slot));
+                });
+            }
         }
-        periodic.abort();
-        if let Some(admin) = admin
-            && let Err(error) = admin.await
-        {
-            tracing::warn!(%error, "the admin listener's task failed");
-        }
-        if self.admission.save_in_background().await {
-            tracing::info!("admission filters saved");
-        }
-        self.access_log.close().await;
     }
 }
+
+/// What [`tls::accept_either`] gives: the accepted connection (or why not) and the scheme
+/// of the listener it came from.
+type Accepted = (std::io::Result<(TcpStream, SocketAddr)>, ClientScheme);
 
 /// The parts of a running server that a reload (`lifecycle::Reloader`) swaps, from
 /// [`Server::live_parts`].

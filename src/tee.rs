@@ -338,29 +338,8 @@ async fn write_fill(
     ended: oneshot::Receiver<FillEnd>,
     key: Arc<str>,
 ) -> Option<FillDrop> {
-    while let Some((first, first_permit)) = frames.recv().await {
-        // Coalesce what is already queued into one write: each write is a trip to the
-        // blocking pool, which costs more than copying the frames together.
-        let mut queued = vec![first];
-        let mut permits = vec![first_permit];
-        let mut queued_len = queued[0].len();
-        while queued_len < WRITE_BATCH_BYTES {
-            let Ok((more, permit)) = frames.try_recv() else {
-                break;
-            };
-            queued_len += more.len();
-            queued.push(more);
-            permits.push(permit);
-        }
-        let data = if queued.len() == 1 {
-            queued.swap_remove(0)
-        } else {
-            let mut joined = BytesMut::with_capacity(queued_len);
-            queued
-                .iter()
-                .for_each(|frame| joined.extend_from_slice(frame));
-            joined.freeze()
-        };
+    while let Some(first) = frames.recv().await {
+        let (data, permits) = coalesce(first, &mut frames);
         if let Err(error) = writer.write(&data).await {
             // Returning drops the receivers too, which tells the tee.
             let reason = FillDrop::of(&error);
@@ -372,28 +351,64 @@ async fn write_fill(
     // The tee signals the end before it drops the frame sender, so by now the signal
     // is either there or will never come.
     let reason = match ended.await {
-        Ok(Ok(())) => {
-            // A failed commit is counted by `finish` itself.
-            let error = match writer.finish().await {
-                Ok(()) => {
-                    tracing::debug!(key = %key, "fill committed");
-                    return None;
-                }
-                Err(error) => error,
-            };
-            // The store logs disk trouble once per back-off period, not per fill.
-            if error.trouble().is_some() {
-                tracing::debug!(key = %key, %error, "fill not committed");
-            } else {
-                tracing::warn!(key = %key, %error, "fill not committed");
-            }
-            return Some(FillDrop::of(&error));
-        }
+        Ok(Ok(())) => return commit(writer, &key).await,
         Ok(Err(reason)) => reason,
         Err(_) => FillDrop::ClientGone,
     };
     abandon(writer, reason, &key, None);
     Some(reason)
+}
+
+/// Joins `first` and the frames already queued behind it (up to [`WRITE_BATCH_BYTES`])
+/// into one write, with their permits, which are to be dropped once it is written: each
+/// write is a trip to the blocking pool, which costs more than copying the frames
+/// together.
+fn coalesce(
+    first: (Bytes, OwnedSemaphorePermit),
+    frames: &mut mpsc::UnboundedReceiver<(Bytes, OwnedSemaphorePermit)>,
+) -> (Bytes, Vec<OwnedSemaphorePermit>) {
+    let (first, first_permit) = first;
+    let mut queued = vec![first];
+    let mut permits = vec![first_permit];
+    let mut queued_len = queued[0].len();
+    while queued_len < WRITE_BATCH_BYTES {
+        let Ok((more, permit)) = frames.try_recv() else {
+            break;
+        };
+        queued_len += more.len();
+        queued.push(more);
+        permits.push(permit);
+    }
+    let data = if queued.len() == 1 {
+        queued.swap_remove(0)
+    } else {
+        let mut joined = BytesMut::with_capacity(queued_len);
+        queued
+            .iter()
+            .for_each(|frame| joined.extend_from_slice(frame));
+        joined.freeze()
+    };
+    (data, permits)
+}
+
+/// Commits the whole body written to `writer`; `None` when it is in place, else why the
+/// fill was dropped.
+async fn commit(writer: EntryWriter, key: &str) -> Option<FillDrop> {
+    // A failed commit is counted by `finish` itself.
+    let error = match writer.finish().await {
+        Ok(()) => {
+            tracing::debug!(key = %key, "fill committed");
+            return None;
+        }
+        Err(error) => error,
+    };
+    // The store logs disk trouble once per back-off period, not per fill.
+    if error.trouble().is_some() {
+        tracing::debug!(key = %key, %error, "fill not committed");
+    } else {
+        tracing::warn!(key = %key, %error, "fill not committed");
+    }
+    Some(FillDrop::of(&error))
 }
 
 /// One log line per drop reason per `throttle::EVERY`, indexed like [`FillDrop::ALL`].

@@ -62,20 +62,7 @@ pub(super) fn snapshot(
             "disk_writes_avoided_bytes": counts.writes_avoided_bytes,
         },
         "filters": filters.map(|stats| filter_pair(config, stats)),
-        "store": {
-            "objects": store.objects,
-            "bytes": store.bytes,
-            "max_bytes": store.max_bytes,
-            "reserved_bytes": store.reserved_bytes,
-            "memory_objects": store.memory_objects,
-            "memory_bytes": store.memory_bytes,
-            "open_files": store.open_files,
-            "evictions": store.evictions,
-            "committed_fills": store.committed_fills,
-            "committed_bytes": store.committed_bytes,
-            "dropped_fills": store.dropped_fills.total(),
-            "scan_complete": store.scan_complete,
-        },
+        "store": store_figures(store),
         "origin": {
             "requests": origin.count,
             "mean_seconds": (origin.count > 0).then(|| origin.sum_seconds / origin.count as f64),
@@ -87,6 +74,24 @@ pub(super) fn snapshot(
             "hits_lost": counts.shadow_hits_lost,
             "hits_lost_bytes": counts.shadow_hits_lost_bytes,
         })),
+    })
+}
+
+/// The store's figures, for `/stats`.
+fn store_figures(store: &StoreStats) -> Value {
+    json!({
+        "objects": store.objects,
+        "bytes": store.bytes,
+        "max_bytes": store.max_bytes,
+        "reserved_bytes": store.reserved_bytes,
+        "memory_objects": store.memory_objects,
+        "memory_bytes": store.memory_bytes,
+        "open_files": store.open_files,
+        "evictions": store.evictions,
+        "committed_fills": store.committed_fills,
+        "committed_bytes": store.committed_bytes,
+        "dropped_fills": store.dropped_fills.total(),
+        "scan_complete": store.scan_complete,
     })
 }
 

@@ -184,73 +184,18 @@ fn validate_origin(raw: RawOrigin, d: OriginConfig) -> Result<OriginConfig, Conf
     })
 }
 
-fn validate_cache(raw: RawCache, d: CacheConfig) -> Result<CacheConfig, ConfigError> {
-    let dir = match raw.dir {
-        None => d.dir,
-        Some(text) if text.is_empty() => {
-            return Err(invalid("cache.dir", "must not be empty".to_owned()));
-        }
-        Some(text) => PathBuf::from(text),
-    };
-    let size = |key, raw: Option<RawSize>, default| match raw {
-        None => Ok(default),
-        Some(size) => parse_size(key, size),
-    };
-    let max_object_size = match raw.max_object_size {
-        None => d.max_object_size,
-        Some(RawSize::Text(text)) if text == "auto" => MaxObjectSize::Auto,
-        Some(raw) => {
-            let key = "cache.max_object_size";
-            MaxObjectSize::Bytes(positive(key, None, parse_size(key, raw)?)?)
-        }
-    };
-    let max_size = size("cache.max_size", raw.max_size, d.max_size)?;
-    // An object the budget cannot hold is fetched, offered for storage and refused on
-    // every request; a budget below the object limit is a mistake to name at start
-    // (`"auto"` is a share of the budget, so always within it).
-    if let Some(max_object_size) = max_object_size.explicit()
-        && max_size < max_object_size
-    {
-        let reason = format!(
-            "{max_size} bytes is smaller than cache.max_object_size ({max_object_size} bytes); \
-             raise cache.max_size or lower cache.max_object_size"
-        );
-        return Err(invalid("cache.max_size", reason));
-    }
-    // Both bound a body read whole into memory before its hit is served.
-    let read_whole = |key, raw, default, why: &str| {
-        let value = size(key, raw, default)?;
-        if value > MAX_VERIFY_WHOLE_BELOW {
-            let reason = format!("{value} bytes is over the limit of 16MiB ({why})");
-            return Err(invalid(key, reason));
-        }
-        Ok(value)
-    };
-    let verify_whole_below = read_whole(
-        "cache.verify_whole_below",
-        raw.verify_whole_below,
-        d.verify_whole_below,
-        "bodies below it are held in memory whole on every hit",
-    )?;
-    let memory_max_object_size = read_whole(
-        "cache.memory_max_object_size",
-        raw.memory_max_object_size,
-        d.memory_max_object_size,
-        "such a body is read whole before its first hit from disk is served",
-    )?;
-    // Zero is allowed: no memory tier.
-    let memory_size = size("cache.memory_size", raw.memory_size, d.memory_size)?;
-    // Zero is allowed: no floor (a fill still needs room for itself).
-    let min_free = size("cache.min_free", raw.min_free, d.min_free)?;
+fn validate_cache(mut raw: RawCache, d: CacheConfig) -> Result<CacheConfig, ConfigError> {
+    let dir = cache_dir(raw.dir.take(), &d.dir)?;
+    let sizes = cache_sizes(&mut raw, &d)?;
     Ok(CacheConfig {
         dir,
-        max_size: positive("cache.max_size", None, max_size)?,
-        max_object_size,
-        min_free,
+        max_size: sizes.max_size,
+        max_object_size: sizes.max_object_size,
+        min_free: sizes.min_free,
         fsync: raw.fsync.unwrap_or(d.fsync),
         // Zero is allowed: fail at once if another process holds the directory.
         lock_timeout: duration("cache.lock_timeout", raw.lock_timeout, d.lock_timeout)?,
-        verify_whole_below,
+        verify_whole_below: sizes.verify_whole_below,
         // Zero is allowed: no heuristic freshness at all.
         heuristic_max_age: duration(
             "cache.heuristic_max_age",
@@ -264,8 +209,8 @@ fn validate_cache(raw: RawCache, d: CacheConfig) -> Result<CacheConfig, ConfigEr
             raw.stale_if_unreachable,
             d.stale_if_unreachable,
         )?,
-        memory_size,
-        memory_max_object_size,
+        memory_size: sizes.memory_size,
+        memory_max_object_size: sizes.memory_max_object_size,
         // Zero is allowed: every hit opens its file.
         open_files: within(
             "cache.open_files",
@@ -287,6 +232,100 @@ fn validate_cache(raw: RawCache, d: CacheConfig) -> Result<CacheConfig, ConfigEr
             MAX_ORPHAN_FILLS,
         )?,
     })
+}
+
+/// `cache.dir`: `default` when unset; an empty path is refused.
+fn cache_dir(raw: Option<String>, default: &Path) -> Result<PathBuf, ConfigError> {
+    match raw {
+        None => Ok(default.to_path_buf()),
+        Some(text) if text.is_empty() => Err(invalid("cache.dir", "must not be empty".to_owned())),
+        Some(text) => Ok(PathBuf::from(text)),
+    }
+}
+
+/// The sizes of `[cache]`, validated.
+struct CacheSizes {
+    max_size: u64,
+    max_object_size: MaxObjectSize,
+    min_free: u64,
+    verify_whole_below: u64,
+    memory_size: u64,
+    memory_max_object_size: u64,
+}
+
+/// Validates the sizes of `[cache]` (taking them out of `raw`; `d` holds the defaults):
+/// the budget must hold the largest object, and the sizes read whole into memory stay
+/// within [`MAX_VERIFY_WHOLE_BELOW`].
+fn cache_sizes(raw: &mut RawCache, d: &CacheConfig) -> Result<CacheSizes, ConfigError> {
+    let max_object_size = match raw.max_object_size.take() {
+        None => d.max_object_size,
+        Some(RawSize::Text(text)) if text == "auto" => MaxObjectSize::Auto,
+        Some(raw) => {
+            let key = "cache.max_object_size";
+            MaxObjectSize::Bytes(positive(key, None, parse_size(key, raw)?)?)
+        }
+    };
+    let max_size = size_or("cache.max_size", raw.max_size.take(), d.max_size)?;
+    // An object the budget cannot hold is fetched, offered for storage and refused on
+    // every request; a budget below the object limit is a mistake to name at start
+    // (`"auto"` is a share of the budget, so always within it).
+    if let Some(max_object_size) = max_object_size.explicit()
+        && max_size < max_object_size
+    {
+        let reason = format!(
+            "{max_size} bytes is smaller than cache.max_object_size ({max_object_size} bytes); \
+             raise cache.max_size or lower cache.max_object_size"
+        );
+        return Err(invalid("cache.max_size", reason));
+    }
+    let verify_whole_below = read_whole(
+        "cache.verify_whole_below",
+        raw.verify_whole_below.take(),
+        d.verify_whole_below,
+        "bodies below it are held in memory whole on every hit",
+    )?;
+    let memory_max_object_size = read_whole(
+        "cache.memory_max_object_size",
+        raw.memory_max_object_size.take(),
+        d.memory_max_object_size,
+        "such a body is read whole before its first hit from disk is served",
+    )?;
+    // Zero is allowed: no memory tier.
+    let memory_size = size_or("cache.memory_size", raw.memory_size.take(), d.memory_size)?;
+    // Zero is allowed: no floor (a fill still needs room for itself).
+    let min_free = size_or("cache.min_free", raw.min_free.take(), d.min_free)?;
+    Ok(CacheSizes {
+        max_size: positive("cache.max_size", None, max_size)?,
+        max_object_size,
+        min_free,
+        verify_whole_below,
+        memory_size,
+        memory_max_object_size,
+    })
+}
+
+/// The size at `key`: `default` when unset.
+fn size_or(key: &'static str, raw: Option<RawSize>, default: u64) -> Result<u64, ConfigError> {
+    match raw {
+        None => Ok(default),
+        Some(size) => parse_size(key, size),
+    }
+}
+
+/// A size that bounds a body read whole into memory before its hit is served: at most
+/// [`MAX_VERIFY_WHOLE_BELOW`]; `why` says what it holds in memory.
+fn read_whole(
+    key: &'static str,
+    raw: Option<RawSize>,
+    default: u64,
+    why: &str,
+) -> Result<u64, ConfigError> {
+    let value = size_or(key, raw, default)?;
+    if value > MAX_VERIFY_WHOLE_BELOW {
+        let reason = format!("{value} bytes is over the limit of 16MiB ({why})");
+        return Err(invalid(key, reason));
+    }
+    Ok(value)
 }
 
 /// `cache.targeted_field`: a valid field name (RFC 9110 §5.1), lower-cased, that is not

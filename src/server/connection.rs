@@ -286,31 +286,20 @@ where
 {
     let Signals { mut stop, reap } = signals;
     tokio::pin!(connection);
-    let Timeouts {
-        idle: idle_timeout,
-        send: send_timeout,
-    } = timeouts;
-    // Fine enough for both timeouts: four ticks to the shorter one.
-    let mut timer = quiet_timer(idle_timeout.min(send_timeout));
-    let mut quiet_needed = ticks_in(idle_timeout, idle_timeout.min(send_timeout));
-    // Since when the connection has waited on its client without progress.
-    let mut stalled_since: Option<Instant> = None;
+    let mut clock = QuietClock::new(timeouts);
     // A closed channel means the server is gone: stop too.
     let stop = stop.changed();
     tokio::pin!(stop);
-    // Each change of `reap`; ends when the server is gone.
-    let reaps = futures_util::stream::unfold(reap, |mut reap| async move {
-        reap.changed().await.ok().map(|()| ((), reap))
-    });
+    let reaps = reaps(reap);
     tokio::pin!(reaps);
-    let side = Arc::new(SideWaker {
-        woken: AtomicBool::new(true),
-        task: AtomicWaker::new(),
-    });
+    let mut signals = SignalWatch {
+        stop,
+        reaps,
+        reaping: true,
+    };
+    let side = SideWaker::new();
     let side_waker = Waker::from(side.clone());
-    let mut quiet_ticks = 0;
     let mut closing = false;
-    let mut reaping = true;
     poll_fn(|cx| {
         loop {
             if let Poll::Ready(ended) = connection.as_mut().poll(cx) {
@@ -321,70 +310,172 @@ where
                 return Poll::Pending;
             }
             let mut side_cx = Context::from_waker(&side_waker);
-            let mut close_now = false;
-            // Polled until pending, so that each is registered again.
-            while timer.poll_tick(&mut side_cx).is_ready() {
-                let (waiting, progressed) = activity.send.look();
-                stalled_since = match waiting && !progressed {
-                    true => stalled_since.or_else(|| Some(Instant::now())),
-                    false => None,
-                };
-                if stalled_since.is_some_and(|since| since.elapsed() >= send_timeout) {
-                    tracing::debug!(
-                        ?send_timeout,
-                        "dropping a connection whose client takes nothing"
-                    );
-                    return Poll::Ready(Ok(()));
-                }
-                quiet_ticks = if activity.quiet() { quiet_ticks + 1 } else { 0 };
-                if quiet_ticks < quiet_needed {
-                    continue;
-                }
-                if closing {
-                    tracing::debug!(
-                        grace = ?CLOSE_GRACE,
-                        "dropping a connection that did not finish closing"
-                    );
-                    return Poll::Ready(Ok(()));
-                }
-                tracing::debug!(?idle_timeout, "closing an idle connection");
-                close_now = true;
+            let timer = clock.poll(&mut side_cx, &activity, closing);
+            if let Side::Drop = timer {
+                return Poll::Ready(Ok(()));
             }
             if closing {
                 return Poll::Pending;
             }
-            if stop.as_mut().poll(&mut side_cx).is_ready() {
-                close_now = true;
-            }
-            while reaping {
-                match reaps.as_mut().poll_next(&mut side_cx) {
-                    Poll::Ready(Some(())) if !activity.has_open_request() => close_now = true,
-                    // Its client took nothing for a tick or more: the first to go for a
-                    // client that would.
-                    Poll::Ready(Some(())) if stalled_since.is_some() => {
-                        tracing::debug!("dropping a stalled connection to make room");
-                        return Poll::Ready(Ok(()));
-                    }
-                    Poll::Ready(Some(())) => {}
-                    Poll::Ready(None) => reaping = false,
-                    Poll::Pending => break,
-                }
-            }
-            if !close_now {
-                return Poll::Pending;
+            match signals.poll(&mut side_cx, &activity, clock.stalled()) {
+                Side::Drop => return Poll::Ready(Ok(())),
+                Side::Close => {}
+                Side::Wait if matches!(timer, Side::Close) => {}
+                Side::Wait => return Poll::Pending,
             }
             close(connection.as_mut());
             closing = true;
             // From now on the timer counts quiet ticks toward the close's deadline; the
             // side waker is marked so that the new timer gets registered.
-            timer = quiet_timer(CLOSE_GRACE);
-            quiet_needed = IDLE_TICKS;
-            quiet_ticks = 0;
+            clock.count_to_close();
             side.woken.store(true, Ordering::Release);
             // The connection is polled again: its shutdown has to start.
         }
     })
     .await
+}
+
+/// Each change of `reap`; ends when the server is gone.
+fn reaps(reap: watch::Receiver<()>) -> impl Stream<Item = ()> {
+    futures_util::stream::unfold(reap, |mut reap| async move {
+        reap.changed().await.ok().map(|()| ((), reap))
+    })
+}
+
+/// What the idle timer or the signals ask of a connection.
+enum Side {
+    /// Nothing: go on serving.
+    Wait,
+    /// Shut it down gracefully.
+    Close,
+    /// Drop it now.
+    Drop,
+}
+
+/// The idle timer of [`drive`]: counts quiet ticks toward a close (or, once closing,
+/// toward dropping the connection), and how long the client has taken nothing.
+struct QuietClock {
+    timer: tokio::time::Interval,
+    /// Quiet ticks in a row that close the connection (or drop it once closing).
+    quiet_needed: u32,
+    /// Quiet ticks in a row so far.
+    quiet_ticks: u32,
+    /// Since when the connection has waited on its client without progress.
+    stalled_since: Option<Instant>,
+    timeouts: Timeouts,
+}
+
+impl QuietClock {
+    /// A clock for a connection that has just begun.
+    fn new(timeouts: Timeouts) -> QuietClock {
+        let Timeouts { idle, send } = timeouts;
+        // Fine enough for both timeouts: four ticks to the shorter one.
+        QuietClock {
+            timer: quiet_timer(idle.min(send)),
+            quiet_needed: ticks_in(idle, idle.min(send)),
+            quiet_ticks: 0,
+            stalled_since: None,
+            timeouts,
+        }
+    }
+
+    /// Whether the client has taken nothing since the last tick or longer.
+    fn stalled(&self) -> bool {
+        self.stalled_since.is_some()
+    }
+
+    /// Takes the ticks that are due, until the timer is pending again (so that it is
+    /// registered with `cx`): `Drop` when the client took nothing for
+    /// `server.send_timeout` or a closing connection stayed quiet past [`CLOSE_GRACE`],
+    /// `Close` when the connection was idle for `server.idle_timeout`.
+    fn poll(&mut self, cx: &mut Context<'_>, activity: &Activity, closing: bool) -> Side {
+        let mut side = Side::Wait;
+        while self.timer.poll_tick(cx).is_ready() {
+            let (waiting, progressed) = activity.send.look();
+            self.stalled_since = match waiting && !progressed {
+                true => self.stalled_since.or_else(|| Some(Instant::now())),
+                false => None,
+            };
+            let send_timeout = self.timeouts.send;
+            if self
+                .stalled_since
+                .is_some_and(|since| since.elapsed() >= send_timeout)
+            {
+                tracing::debug!(
+                    ?send_timeout,
+                    "dropping a connection whose client takes nothing"
+                );
+                return Side::Drop;
+            }
+            self.quiet_ticks = if activity.quiet() {
+                self.quiet_ticks + 1
+            } else {
+                0
+            };
+            if self.quiet_ticks < self.quiet_needed {
+                continue;
+            }
+            if closing {
+                tracing::debug!(
+                    grace = ?CLOSE_GRACE,
+                    "dropping a connection that did not finish closing"
+                );
+                return Side::Drop;
+            }
+            let idle_timeout = self.timeouts.idle;
+            tracing::debug!(?idle_timeout, "closing an idle connection");
+            side = Side::Close;
+        }
+        side
+    }
+
+    /// Restarts the count for a connection being shut down gracefully: it is dropped
+    /// after [`CLOSE_GRACE`] with no request open.
+    fn count_to_close(&mut self) {
+        self.timer = quiet_timer(CLOSE_GRACE);
+        self.quiet_needed = IDLE_TICKS;
+        self.quiet_ticks = 0;
+    }
+}
+
+/// The two signals of [`drive`], polled with its side waker.
+struct SignalWatch<'a, S, R> {
+    /// Completes when the server stops.
+    stop: Pin<&'a mut S>,
+    /// Yields at each reap; ends when the server is gone.
+    reaps: Pin<&'a mut R>,
+    /// `reaps` has not ended.
+    reaping: bool,
+}
+
+impl<S, R> SignalWatch<'_, S, R>
+where
+    S: Future,
+    R: Stream<Item = ()>,
+{
+    /// Polls both until pending (so that each is registered with `cx`): `Close` at stop,
+    /// or on a reap with no request open; `Drop` on a reap when the client is `stalled`.
+    fn poll(&mut self, cx: &mut Context<'_>, activity: &Activity, stalled: bool) -> Side {
+        let mut side = Side::Wait;
+        if self.stop.as_mut().poll(cx).is_ready() {
+            side = Side::Close;
+        }
+        while self.reaping {
+            match self.reaps.as_mut().poll_next(cx) {
+                Poll::Ready(Some(())) if !activity.has_open_request() => side = Side::Close,
+                // Its client took nothing for a tick or more: the first to go for a
+                // client that would.
+                Poll::Ready(Some(())) if stalled => {
+                    tracing::debug!("dropping a stalled connection to make room");
+                    return Side::Drop;
+                }
+                Poll::Ready(Some(())) => {}
+                Poll::Ready(None) => self.reaping = false,
+                Poll::Pending => break,
+            }
+        }
+        side
+    }
 }
 
 /// The tick of [`quiet_timer`]`(period)`.
@@ -414,6 +505,17 @@ struct SideWaker {
     woken: AtomicBool,
     /// The connection's task.
     task: AtomicWaker,
+}
+
+impl SideWaker {
+    /// A side waker marked as woken, so that the first poll registers the timer and the
+    /// signals.
+    fn new() -> Arc<SideWaker> {
+        Arc::new(SideWaker {
+            woken: AtomicBool::new(true),
+            task: AtomicWaker::new(),
+        })
+    }
 }
 
 impl Wake for SideWaker {

@@ -238,12 +238,38 @@ fn scan_file(inner: &Inner, path: &Path, name: OsString, tally: &mut Tally) {
         }
         Verdict::Free => {}
     }
+    let file = EntryFile {
+        path,
+        key_hash,
+        fill_id,
+    };
+    let Some(size) = checked_size(inner, &file, tally) else {
+        return;
+    };
+    index_file(inner, &file, size, tally);
+}
+
+/// An entry file the scan found, named for its key and fill.
+struct EntryFile<'a> {
+    path: &'a Path,
+    key_hash: u128,
+    fill_id: u64,
+}
+
+/// The size of `file` when its header checks out; else `None`, after removing it when it
+/// is damaged or of an older format.
+fn checked_size(inner: &Inner, file: &EntryFile<'_>, tally: &mut Tally) -> Option<u64> {
+    let EntryFile {
+        path,
+        key_hash,
+        fill_id,
+    } = *file;
     let header = std::fs::File::open(path)
         .map_err(|e| HeaderError::Io(disk::io_err(path)(e)))
         .and_then(|file| disk::read_header_sync(&file, path, key_hash, fill_id));
-    let size = match header {
+    match header {
         // `read_header_sync` checked that this is the file's length.
-        Ok(header) => header.preamble.file_len(),
+        Ok(header) => Some(header.preamble.file_len()),
         Err(HeaderError::Damaged(disk::Damage::Outdated, reason)) => {
             // Every file of the previous release, after an upgrade: one line in the summary,
             // not a warning each.
@@ -251,25 +277,35 @@ fn scan_file(inner: &Inner, path: &Path, name: OsString, tally: &mut Tally) {
             inner.count_damage(disk::Damage::Outdated);
             tally.outdated += 1;
             disk::remove_quietly_sync(path);
-            return;
+            None
         }
         Err(HeaderError::Damaged(damage, reason)) => {
             warn!(path = %path.display(), reason, "removing damaged cache file");
             inner.count_damage(damage);
             tally.damaged += 1;
             disk::remove_quietly_sync(path);
-            return;
+            None
         }
         Err(HeaderError::Io(StoreError::Io { source, .. }))
             if source.kind() == std::io::ErrorKind::NotFound =>
         {
-            return; // Removed since listed: a fill of this run replaced it.
+            None // Removed since listed: a fill of this run replaced it.
         }
         Err(HeaderError::Io(error)) => {
             warn!(%error, "cannot read cache file; left alone");
-            return;
+            None
         }
-    };
+    }
+}
+
+/// Indexes `file`, of `size` bytes, within `cache.max_size` (else removes it), keeping the
+/// newer fill when the key already has one.
+fn index_file(inner: &Inner, file: &EntryFile<'_>, size: u64, tally: &mut Tally) {
+    let EntryFile {
+        path,
+        key_hash,
+        fill_id,
+    } = *file;
     // Fill ids of this run stay above every valid id on disk, keeping names unique.
     (inner.next_fill_id).fetch_max(fill_id.saturating_add(1), Ordering::Relaxed);
     if !inner.reserve_sync(size) {

@@ -1,11 +1,13 @@
 //! `[server]`: the listeners, their limits, and the account the process runs as.
 
+use std::net::SocketAddr;
+
 use serde::Deserialize;
 
 use super::values::{RawSize, duration, invalid, parse_size, positive, positive_duration, within};
 use crate::config::{
     ConfigError, MAX_BLOCKING_THREADS, MAX_MAX_HEADER_BYTES, MAX_MAX_HEADERS, MAX_WORKERS,
-    MIN_MAX_HEADER_BYTES, ServerConfig,
+    MIN_MAX_HEADER_BYTES, ServerConfig, TlsConfig,
 };
 
 /// `[server]` as serde reads it: `None` marks a key as absent.
@@ -38,42 +40,9 @@ pub(super) fn validate_server(
     raw: RawServer,
     d: ServerConfig,
 ) -> Result<ServerConfig, ConfigError> {
-    let listen = match raw.listen {
-        None => d.listen,
-        Some(text) => text.parse().map_err(|_| {
-            let example = r#"(example: "127.0.0.1:8080")"#;
-            invalid(
-                "server.listen",
-                format!("{text:?} is not a socket address {example}"),
-            )
-        })?,
-    };
-    let admin_listen = match raw.admin_listen {
-        None => d.admin_listen,
-        Some(text) if text == "off" => None,
-        Some(text) => Some(text.parse().map_err(|_| {
-            let example = r#"(example: "127.0.0.1:9090", or "off")"#;
-            invalid(
-                "server.admin_listen",
-                format!("{text:?} is not a socket address {example}"),
-            )
-        })?),
-    };
-    // Metrics, purge and rotate are for operators: never on the port clients use. Port 0
-    // asks the system for a free port, so two of them never clash (the tests bind so).
-    if admin_listen == Some(listen) && listen.port() != 0 {
-        let reason = format!(
-            "{listen} is also server.listen; the admin listener needs an address of its own (or \"off\")"
-        );
-        return Err(invalid("server.admin_listen", reason));
-    }
-    let max_header_bytes = match raw.max_header_bytes {
-        None => d.max_header_bytes,
-        Some(size) => {
-            let bytes = parse_size("server.max_header_bytes", size)?;
-            usize::try_from(bytes).unwrap_or(usize::MAX)
-        }
-    };
+    let listen = listen_address(raw.listen, d.listen)?;
+    let admin_listen = admin_address(raw.admin_listen, d.admin_listen, listen)?;
+    let max_header_bytes = header_bytes(raw.max_header_bytes, d.max_header_bytes)?;
     Ok(ServerConfig {
         listen,
         admin_listen,
@@ -114,10 +83,7 @@ pub(super) fn validate_server(
             raw.shutdown_timeout,
             d.shutdown_timeout,
         )?,
-        workers: match raw.workers {
-            None => d.workers,
-            Some(workers) => Some(within("server.workers", workers, 1, MAX_WORKERS)?),
-        },
+        workers: workers(raw.workers, d.workers)?,
         blocking_threads: within(
             "server.blocking_threads",
             raw.blocking_threads.unwrap_or(d.blocking_threads),
@@ -126,13 +92,86 @@ pub(super) fn validate_server(
         )?,
         user: account_name("server.user", raw.user)?,
         group: account_name("server.group", raw.group)?,
-        tls: match raw.tls {
-            None => d.tls,
-            Some(raw) => Some(super::tls::server_tls(raw, listen, admin_listen)?),
-        },
+        tls: tls(raw.tls, d.tls, listen, admin_listen)?,
         // Read with the sites it is about (`validate`).
         unknown_host: d.unknown_host,
     })
+}
+
+/// `server.max_header_bytes` as given, `default` when unset; its range is checked with
+/// the other limits.
+fn header_bytes(raw: Option<RawSize>, default: usize) -> Result<usize, ConfigError> {
+    Ok(match raw {
+        None => default,
+        Some(size) => {
+            let bytes = parse_size("server.max_header_bytes", size)?;
+            usize::try_from(bytes).unwrap_or(usize::MAX)
+        }
+    })
+}
+
+/// `server.workers`: `default` when unset.
+fn workers(raw: Option<usize>, default: Option<usize>) -> Result<Option<usize>, ConfigError> {
+    Ok(match raw {
+        None => default,
+        Some(workers) => Some(within("server.workers", workers, 1, MAX_WORKERS)?),
+    })
+}
+
+/// `[server.tls]`, for the listeners `listen` and `admin_listen`: `default` when unset.
+fn tls(
+    raw: Option<super::tls::RawTls>,
+    default: Option<TlsConfig>,
+    listen: SocketAddr,
+    admin_listen: Option<SocketAddr>,
+) -> Result<Option<TlsConfig>, ConfigError> {
+    Ok(match raw {
+        None => default,
+        Some(raw) => Some(super::tls::server_tls(raw, listen, admin_listen)?),
+    })
+}
+
+/// `server.listen`: `default` when unset.
+fn listen_address(raw: Option<String>, default: SocketAddr) -> Result<SocketAddr, ConfigError> {
+    match raw {
+        None => Ok(default),
+        Some(text) => text.parse().map_err(|_| {
+            let example = r#"(example: "127.0.0.1:8080")"#;
+            invalid(
+                "server.listen",
+                format!("{text:?} is not a socket address {example}"),
+            )
+        }),
+    }
+}
+
+/// `server.admin_listen`: `default` when unset, `None` for `"off"`; refused when it is
+/// `listen`'s address.
+fn admin_address(
+    raw: Option<String>,
+    default: Option<SocketAddr>,
+    listen: SocketAddr,
+) -> Result<Option<SocketAddr>, ConfigError> {
+    let admin_listen = match raw {
+        None => default,
+        Some(text) if text == "off" => None,
+        Some(text) => Some(text.parse().map_err(|_| {
+            let example = r#"(example: "127.0.0.1:9090", or "off")"#;
+            invalid(
+                "server.admin_listen",
+                format!("{text:?} is not a socket address {example}"),
+            )
+        })?),
+    };
+    // Metrics, purge and rotate are for operators: never on the port clients use. Port 0
+    // asks the system for a free port, so two of them never clash (the tests bind so).
+    if admin_listen == Some(listen) && listen.port() != 0 {
+        let reason = format!(
+            "{listen} is also server.listen; the admin listener needs an address of its own (or \"off\")"
+        );
+        return Err(invalid("server.admin_listen", reason));
+    }
+    Ok(admin_listen)
 }
 
 /// `server.user` and `server.group`: empty means none; a name is looked up on this machine

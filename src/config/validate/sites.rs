@@ -159,25 +159,7 @@ pub(super) fn validate_rules(
 }
 
 fn validate_rule(prefix: &str, raw: RawRule, policy: AdmissionPolicy) -> Result<Rule, ConfigError> {
-    let path = match (raw.path, raw.glob) {
-        (Some(_), Some(_)) => {
-            return Err(at(
-                prefix,
-                "glob",
-                "set together with path; give one of the two",
-            ));
-        }
-        (Some(prefix_path), None) if !prefix_path.starts_with('/') => {
-            let reason = format!(r#"{prefix_path:?} must start with "/""#);
-            return Err(at(prefix, "path", reason));
-        }
-        (Some(prefix_path), None) => Some(PathMatch::Prefix(prefix_path)),
-        (None, Some(glob)) => Some(
-            PathMatch::glob(&glob)
-                .map_err(|e| at(prefix, "glob", format!("{glob:?} is not a glob ({e})")))?,
-        ),
-        (None, None) => None,
-    };
+    let path = rule_path(prefix, raw.path, raw.glob)?;
     let methods = raw
         .methods
         .unwrap_or_default()
@@ -194,44 +176,9 @@ fn validate_rule(prefix: &str, raw: RawRule, policy: AdmissionPolicy) -> Result<
         }
         content_types.push(media.to_ascii_lowercase());
     }
-    let size = |key, raw: Option<RawSize>| {
-        raw.map(|size| parse_size(key, size))
-            .transpose()
-            .map_err(|e| under(prefix, e))
-    };
-    let (min_size, max_size) = (
-        size("min_size", raw.min_size)?,
-        size("max_size", raw.max_size)?,
-    );
-    if let (Some(min), Some(max)) = (min_size, max_size)
-        && min > max
-    {
-        let reason = format!("{max} bytes is smaller than min_size ({min} bytes)");
-        return Err(at(prefix, "max_size", reason));
-    }
-    let admissions = [
-        ("second-hit", Some(RuleAdmission::SecondHit)),
-        ("always", Some(RuleAdmission::Always)),
-        ("never", Some(RuleAdmission::Never)),
-    ];
-    let admission =
-        choice("admission", raw.admission, None, &admissions).map_err(|e| under(prefix, e))?;
-    if admission == Some(RuleAdmission::SecondHit) && policy == AdmissionPolicy::Always {
-        let reason = r#""second-hit" needs the filters, which admission.policy = "always" does not keep; use "second-hit" or "shadow" as the policy"#;
-        return Err(at(prefix, "admission", reason));
-    }
-    let query = match (raw.drop_query, raw.keep_query) {
-        (Some(_), Some(_)) => {
-            return Err(at(
-                prefix,
-                "keep_query",
-                "set together with drop_query; give one of the two",
-            ));
-        }
-        (Some(names), None) => QueryParams::Drop(names),
-        (None, Some(names)) => QueryParams::Keep(names),
-        (None, None) => QueryParams::All,
-    };
+    let (min_size, max_size) = rule_sizes(prefix, raw.min_size, raw.max_size)?;
+    let admission = rule_admission(prefix, raw.admission, policy)?;
+    let query = rule_query(prefix, raw.drop_query, raw.keep_query)?;
     let key = KeyShape {
         query,
         sort_query: raw.sort_query.unwrap_or(false),
@@ -250,6 +197,94 @@ fn validate_rule(prefix: &str, raw: RawRule, policy: AdmissionPolicy) -> Result<
     };
     check_actions(prefix, &rule)?;
     Ok(rule)
+}
+
+/// The rule's `path` (a prefix, starting with `/`) or `glob`, of which at most one is set.
+fn rule_path(
+    prefix: &str,
+    path: Option<String>,
+    glob: Option<String>,
+) -> Result<Option<PathMatch>, ConfigError> {
+    Ok(match (path, glob) {
+        (Some(_), Some(_)) => {
+            return Err(at(
+                prefix,
+                "glob",
+                "set together with path; give one of the two",
+            ));
+        }
+        (Some(prefix_path), None) if !prefix_path.starts_with('/') => {
+            let reason = format!(r#"{prefix_path:?} must start with "/""#);
+            return Err(at(prefix, "path", reason));
+        }
+        (Some(prefix_path), None) => Some(PathMatch::Prefix(prefix_path)),
+        (None, Some(glob)) => Some(
+            PathMatch::glob(&glob)
+                .map_err(|e| at(prefix, "glob", format!("{glob:?} is not a glob ({e})")))?,
+        ),
+        (None, None) => None,
+    })
+}
+
+/// The rule's `min_size` and `max_size`, which must not be the wrong way round.
+fn rule_sizes(
+    prefix: &str,
+    min_size: Option<RawSize>,
+    max_size: Option<RawSize>,
+) -> Result<(Option<u64>, Option<u64>), ConfigError> {
+    let size = |key, raw: Option<RawSize>| {
+        raw.map(|size| parse_size(key, size))
+            .transpose()
+            .map_err(|e| under(prefix, e))
+    };
+    let (min_size, max_size) = (size("min_size", min_size)?, size("max_size", max_size)?);
+    if let (Some(min), Some(max)) = (min_size, max_size)
+        && min > max
+    {
+        let reason = format!("{max} bytes is smaller than min_size ({min} bytes)");
+        return Err(at(prefix, "max_size", reason));
+    }
+    Ok((min_size, max_size))
+}
+
+/// The rule's `admission`; `"second-hit"` needs a policy that keeps the filters.
+fn rule_admission(
+    prefix: &str,
+    raw: Option<String>,
+    policy: AdmissionPolicy,
+) -> Result<Option<RuleAdmission>, ConfigError> {
+    let admissions = [
+        ("second-hit", Some(RuleAdmission::SecondHit)),
+        ("always", Some(RuleAdmission::Always)),
+        ("never", Some(RuleAdmission::Never)),
+    ];
+    let admission = choice("admission", raw, None, &admissions).map_err(|e| under(prefix, e))?;
+    if admission == Some(RuleAdmission::SecondHit) && policy == AdmissionPolicy::Always {
+        let reason = r#""second-hit" needs the filters, which admission.policy = "always" does not keep; use "second-hit" or "shadow" as the policy"#;
+        return Err(at(prefix, "admission", reason));
+    }
+    Ok(admission)
+}
+
+/// The rule's `drop_query` or `keep_query` (at most one is set): the query parameters
+/// its keys keep.
+fn rule_query(
+    prefix: &str,
+    drop: Option<Vec<String>>,
+    keep: Option<Vec<String>>,
+) -> Result<QueryParams, ConfigError> {
+    Ok(match (drop, keep) {
+        (Some(_), Some(_)) => {
+            return Err(at(
+                prefix,
+                "keep_query",
+                "set together with drop_query; give one of the two",
+            ));
+        }
+        (Some(names), None) => QueryParams::Drop(names),
+        (None, Some(names)) => QueryParams::Keep(names),
+        (None, None) => QueryParams::All,
+    })
 }
 
 /// A rule must do something, a response rule can only set admission (the rest is
