@@ -107,6 +107,9 @@ const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
 pub struct Admin {
     proxy: Arc<Proxy>,
     store: Arc<Store>,
+    /// The admission in use, loaded per request (a reload may replace it): `/stats` reads
+    /// what its policy reports, `/rotate` rotates its filters.
+    admission: Arc<LiveAdmission>,
     exporter: Exporter,
     /// `server.admin_token` (`[server]` changes need a restart, so it is read once).
     token: Option<String>,
@@ -133,6 +136,7 @@ impl Admin {
         Admin {
             proxy: proxy.clone(),
             store: store.clone(),
+            admission: admission.clone(),
             exporter: Exporter::new(proxy.metrics(), store.clone(), admission.clone()),
             token: settings.load().server.admin_token.clone(),
             settings: settings.clone(),
@@ -311,7 +315,7 @@ impl Admin {
     }
 
     fn stats(&self) -> Response<AdminBody> {
-        let policy = self.proxy.admission();
+        let policy = self.admission.load().stats.clone();
         let settings = self.settings.load();
         let value = stats::snapshot(
             &settings.admission,
@@ -361,7 +365,7 @@ impl Admin {
     }
 
     fn rotate(&self) -> Response<AdminBody> {
-        let policy = self.proxy.admission();
+        let policy = self.admission.load().stats.clone();
         match policy.rotate() {
             Some(generation) => {
                 tracing::info!(generation, "admission filters rotated on request");

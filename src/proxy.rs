@@ -33,8 +33,8 @@
 //! Every request is counted in [`Metrics`] once its `Cache-Status` is final (in
 //! [`Proxy::handle`], beside the access log); the fill path counts admission decisions and
 //! the bytes admission kept off the disk, and every answer from storage is reported to the
-//! admission policy ([`Admission::note_served`]), which in shadow mode counts the hits
-//! second-hit would have lost.
+//! admission policy ([`crate::admission::Admission::note_served`]), which in shadow mode
+//! counts the hits second-hit would have lost.
 //!
 //! Submodules: `cache` (lookup with variants, revalidation, fills), `collapse` (one
 //! origin fetch per key at a time), `forward` (the miss
@@ -67,7 +67,7 @@ use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
 use crate::access_log::{AccessLog, Record};
-use crate::admission::{Admission, AdmitReason, Decision, LiveAdmission};
+use crate::admission::{Decision, LiveAdmission};
 use crate::body::{BoxError, ProxyBody};
 use crate::cache_status::{CACHE_STATUS, CacheStatus, Detail, Forward};
 use crate::config::SettingsHandle;
@@ -85,11 +85,11 @@ use crate::tee::Fills;
 use cache::{Cache, Found, Lookup};
 use collapse::{Collapser, Fetching, Role, Waited};
 use forward::Miss;
-use routing::RuleCheck;
+use routing::{Admitting, RuleCheck};
 
 /// The admission of a key already stored once: a refetch of it is re-admitted without
 /// asking the filter.
-const READMIT: Decision = Decision::Admit(AdmitReason::AlreadyStored);
+const READMIT: Admitting = Admitting::AlreadyStored;
 use max_forwards::Hop;
 
 /// Everything a request needs, shared by all connections.
@@ -139,13 +139,6 @@ impl Proxy {
             access_log: parts.access_log,
             collapser: Arc::new(Collapser::default()),
         }
-    }
-
-    /// The admission policy in use now (the bench reports its memory; the admin listener
-    /// exports its filters and rotates them). A reload may replace it: ask again rather
-    /// than keep it.
-    pub fn admission(&self) -> Arc<dyn Admission> {
-        self.cache.admission.load().policy.clone()
     }
 
     /// The counters every request feeds.
@@ -286,7 +279,7 @@ impl Proxy {
             return Box::pin(self.pass_through(head, client, site, body, status)).await;
         }
         let key = CacheKey::shaped(head, client.scheme, rule.and_then(|rule| rule.key.as_ref()))?;
-        let (directives, decision) = {
+        let (directives, pending) = {
             // One load: the hasher and the policy of the same assembly.
             let admission = self.cache.admission.load();
             let filter_hash = admission.hasher.hash(key.as_str().as_bytes());
@@ -296,10 +289,11 @@ impl Proxy {
             if rule.is_some_and(|rule| rule.ignore_client_no_cache) {
                 directives.no_cache = false;
             }
-            (directives, admission.policy.check_and_record(filter_hash))
+            // Admission's first phase: records the key, hits included.
+            (directives, admission.policy.on_request(filter_hash))
         };
-        let rules = RuleCheck::of(site, matched, decision);
-        let decision = rules.map_or(decision, RuleCheck::planned);
+        let rules = RuleCheck::of(site, matched);
+        let decision = rules.map_or(pending.planned, |rules| rules.planned(pending.planned));
         if directives.no_store {
             // Nothing of this exchange may be stored (RFC 9111 §5.2.1.5), so it is not
             // served from storage either: the client asked to keep it out of caches.
@@ -351,7 +345,10 @@ impl Proxy {
             let miss = Miss {
                 marker,
                 forward,
-                admission: decision,
+                admission: Admitting::Asked {
+                    pending,
+                    planned: decision,
+                },
                 rules,
                 fetching,
             };

@@ -216,8 +216,11 @@ fn validate_rule(prefix: &str, raw: RawRule, policy: AdmissionPolicy) -> Result<
     ];
     let admission =
         choice("admission", raw.admission, None, &admissions).map_err(|e| under(prefix, e))?;
-    if admission == Some(RuleAdmission::SecondHit) && policy == AdmissionPolicy::Always {
-        let reason = r#""second-hit" needs the filters, which admission.policy = "always" does not keep; use "second-hit" or "shadow" as the policy"#;
+    if admission == Some(RuleAdmission::SecondHit) && !policy.keeps_filters() {
+        let reason = format!(
+            r#""second-hit" needs the filters, which admission.policy = "{}" does not keep; use "second-hit" or "shadow" as the policy"#,
+            policy.as_str()
+        );
         return Err(at(prefix, "admission", reason));
     }
     let query = match (raw.drop_query, raw.keep_query) {
