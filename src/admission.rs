@@ -447,7 +447,7 @@ pub struct Assembled {
 }
 
 /// Builds what the server needs from `[admission]` (config validation already checked its
-/// values): resolves the seed in `state_dir`, builds the policy ([`build`]), and restores
+/// values): resolves the seed in `state_dir`, builds the policy (`build`), and restores
 /// the snapshot of the filter pair it keeps, if any. `objects` counts the objects in the
 /// disk cache, for `rotate = "auto"`; `stored` tells whether the store still holds an
 /// entry, for the shadow policy's bookkeeping.

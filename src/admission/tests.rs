@@ -184,3 +184,65 @@ fn decision_tokens() {
     }
     assert_eq!(cases.len(), Decision::ALL.len());
 }
+
+/// A policy that decides by the response's declared size, as a new policy file would: the
+/// two traits and nothing else.
+struct AtMost(u64);
+
+impl Admission for AtMost {
+    fn on_request(&self, hash: FilterHash) -> Pending {
+        Pending::new(hash, Decision::Admit(AdmitReason::Always))
+    }
+
+    fn on_response(&self, pending: Pending, response: &ResponseInfo<'_>) -> Decision {
+        match response.size {
+            Some(size) if size <= self.0 => pending.planned,
+            _ => Decision::Reject(RejectReason::FirstSight),
+        }
+    }
+}
+
+impl AdmissionStats for AtMost {
+    fn name(&self) -> &'static str {
+        "at-most"
+    }
+
+    fn memory_bytes(&self) -> u64 {
+        0
+    }
+}
+
+#[test]
+fn a_policy_can_decide_by_the_response_and_a_rule_overrides_it() {
+    let policy = Policy::new(Arc::new(AtMost(10)));
+    let pending = policy.admission.on_request(FilterHash(1));
+    assert_eq!(pending.planned, Decision::Admit(AdmitReason::Always));
+    let sized = |size| ResponseInfo {
+        size,
+        content_type: Some("text/html"),
+        status: 200,
+    };
+    let small = policy.admission.on_response(pending, &sized(Some(10)));
+    assert_eq!(small, Decision::Admit(AdmitReason::Always));
+    let large = policy.admission.on_response(pending, &sized(Some(11)));
+    assert_eq!(large, Decision::Reject(RejectReason::FirstSight));
+    let unknown = policy.admission.on_response(pending, &sized(None));
+    assert!(!unknown.is_admit());
+    assert_eq!(
+        large.overridden_by(RuleAdmission::Always),
+        Decision::Admit(AdmitReason::Rule)
+    );
+    assert_eq!(
+        small.overridden_by(RuleAdmission::Never),
+        Decision::Reject(RejectReason::Rule)
+    );
+    assert_eq!(policy.stats.name(), "at-most");
+    assert!(policy.stats.filter_stats().is_none());
+    assert_eq!(policy.stats.rotate(), None);
+}
+
+#[test]
+fn pending_is_a_small_copy_value() {
+    // Carried on the hit path, across the store lookup: the hash and the plan, no more.
+    assert!(std::mem::size_of::<Pending>() <= 32);
+}
