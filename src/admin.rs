@@ -108,6 +108,9 @@ const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
 pub struct Admin {
     proxy: Arc<Proxy>,
     store: Arc<Store>,
+    /// The admission in use, loaded per request (a reload may replace it): `/stats` reads
+    /// what its policy reports, `/rotate` rotates its filters.
+    admission: Arc<LiveAdmission>,
     exporter: Exporter,
     /// `server.admin_token` (`[server]` changes need a restart, so it is read once).
     token: Option<String>,
@@ -134,6 +137,7 @@ impl Admin {
         Admin {
             proxy: proxy.clone(),
             store: store.clone(),
+            admission: admission.clone(),
             exporter: Exporter::new(proxy.metrics(), store.clone(), admission.clone()),
             token: live.load().settings.server.admin_token.clone(),
             live: live.clone(),
@@ -350,8 +354,8 @@ impl Admin {
     }
 
     fn stats(&self) -> Response<AdminBody> {
-        let policy = self.proxy.admission();
         let live = self.live.load();
+        let policy = live.admission.stats.clone();
         let settings = &live.settings;
         let value = stats::snapshot(
             &settings.admission,
@@ -401,7 +405,7 @@ impl Admin {
     }
 
     fn rotate(&self) -> Response<AdminBody> {
-        let policy = self.proxy.admission();
+        let policy = self.admission.load().stats.clone();
         match policy.rotate() {
             Some(generation) => {
                 tracing::info!(generation, "admission filters rotated on request");

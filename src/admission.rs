@@ -7,10 +7,18 @@
 //! pair of Bloom filters that forget old keys ([`AgingPair`], after Yoon, "Aging Bloom Filter
 //! with Two Active Buffers", IEEE TKDE 2010).
 //!
-//! This module never sees HTTP: the proxy hashes each cache key with a [`FilterHasher`] into a
-//! [`FilterHash`] and calls [`Admission::check_and_record`] on every request for a cacheable
-//! method (hits included, so a hot key stays known). The answer is a [`Decision`] with a reason,
-//! rendered by [`Decision::as_str`] into `Cache-Status` details and logs.
+//! A policy decides in two phases ([`Admission`]). The proxy hashes each cache key with a
+//! [`FilterHasher`] into a [`FilterHash`] and calls [`Admission::on_request`] on every
+//! request for a cacheable method, before the store lookup (hits included, so a hot key
+//! stays known); the policy records the key and returns a small [`Pending`] with the
+//! decision it plans. Once the head of a storable response to a miss is known, the proxy
+//! calls [`Admission::on_response`] with that `Pending` and a [`ResponseInfo`] (declared
+//! size, content type, status). The answer is a [`Decision`] with a reason, rendered by
+//! [`Decision::as_str`] into `Cache-Status` details and logs; a site's rule may override it
+//! ([`Decision::overridden_by`]). This module never sees HTTP types: a hash before, plain
+//! values after. What a policy reports (its name, memory, filter statistics) and the
+//! operator's rotation are a separate trait, [`AdmissionStats`], read by the admin listener
+//! and the metrics only.
 //!
 //! The filter hash is keyed with a per-deployment secret seed ([`resolve_seed`]) so crafted URLs
 //! cannot aim at chosen filter bits; it is independent of the store's unkeyed hash, so changing
@@ -20,10 +28,14 @@
 //! `aging_pair` the rotating pair, lock-free on the request path, with a background thread
 //! that clears retired filters; `persist` the snapshots in `<cache.dir>/state/`
 //! ([`Snapshots`]); `stats` what the pair reports ([`PairStats`], through
-//! [`Admission::filter_stats`]); `shadow` the policy that stores like `always` while a pair
-//! counts what second-hit would have done ([`Shadow`]). [`assemble`] puts them together for
-//! the server, at start and on every reload that changes `[admission]`; `live` holds what
-//! it built ([`LiveAdmission`]) so that a reload can swap it while the proxy serves.
+//! [`AdmissionStats::filter_stats`]); `shadow` the policy that stores like `always` while a
+//! pair counts what second-hit would have done ([`Shadow`]). [`assemble`] puts them together
+//! for the server, at start and on every reload that changes `[admission]`; `live` holds
+//! what it built ([`LiveAdmission`]) so that a reload can swap it while the proxy serves.
+//!
+//! A new policy is one file here that implements [`Admission`] and [`AdmissionStats`], one
+//! value of [`AdmissionPolicy`] in `config` (its name in `config::validate`, and whether it
+//! keeps filters), and one match arm in `build`, which [`assemble`] calls.
 
 mod aging_pair;
 mod bloom;
@@ -40,6 +52,7 @@ use std::sync::Arc;
 
 use xxhash_rust::xxh3::{xxh3_64, xxh3_128_with_seed};
 
+use crate::config::rules::RuleAdmission;
 use crate::config::{AdmissionConfig, AdmissionPolicy, FilterSizing, RotateMode};
 
 pub use aging_pair::{
@@ -258,39 +271,93 @@ impl Decision {
             Decision::Reject(RejectReason::Rule) => "rule-never",
         }
     }
+
+    /// This decision as a site rule's `admission` overrides it (`sites` matches the rule;
+    /// this says what its value means for a policy's decision): `always` and `never`
+    /// decide whatever the policy said, and `second-hit` obeys the filters, also where the
+    /// shadow policy admitted what they rejected. Applied over both phases: over
+    /// [`Pending::planned`] before the response, over [`Admission::on_response`] after.
+    pub fn overridden_by(self, rule: RuleAdmission) -> Decision {
+        match (rule, self) {
+            (RuleAdmission::Always, _) => Decision::Admit(AdmitReason::Rule),
+            (RuleAdmission::Never, _) => Decision::Reject(RejectReason::Rule),
+            // Shadow mode admits what its filters rejected; this rule wants them obeyed.
+            (RuleAdmission::SecondHit, Decision::Admit(AdmitReason::Shadowed(reason))) => {
+                Decision::Reject(reason)
+            }
+            (RuleAdmission::SecondHit, decision) => decision,
+        }
+    }
 }
 
-/// An admission policy. Called on EVERY request for a cacheable method (hits included, so hot keys stay known), concurrently from many threads.
-pub trait Admission: Send + Sync {
-    /// Records `hash` as requested and says whether a response for it should be stored.
-    fn check_and_record(&self, hash: FilterHash) -> Decision;
-    /// [`Admission::check_and_record`] at a given time, for replaying a trace on its own
-    /// clock (the simulator). Policies without a notion of time ignore `now`.
-    fn check_and_record_at(&self, hash: FilterHash, now: std::time::Instant) -> Decision {
-        let _ = now;
-        self.check_and_record(hash)
+/// What a policy's first phase ([`Admission::on_request`]) hands to its second
+/// ([`Admission::on_response`]): a small `Copy` value the proxy keeps while the request
+/// goes to the store and the origin, so the hit path allocates nothing for it.
+///
+/// The second phase may be asked of another policy than the first (a reload can swap the
+/// policy in between), so a policy reads nothing from a `Pending` but these fields.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pending {
+    /// The request's filter hash, as recorded.
+    pub hash: FilterHash,
+    /// The decision the policy expects before the response is known: the proxy prepares
+    /// the fetch by it (may the answer be stored, so fetch it whole; may the request lead
+    /// a collapsed fetch) and, for a policy that decides by the key alone, it is final.
+    pub planned: Decision,
+}
+
+impl Pending {
+    /// A request recorded under `hash`, with the decision planned for it.
+    pub const fn new(hash: FilterHash, planned: Decision) -> Pending {
+        Pending { hash, planned }
     }
-    /// A hint that `hash` will be checked soon: a policy that keeps filters starts loading the
-    /// key's blocks into the CPU's cache, so that the check does not wait for memory. Changes
-    /// no answer. Worth calling a few keys ahead when the keys are known in advance (the
-    /// simulator replaying a trace) or a little before the check (the proxy, before its
-    /// store lookup); a check of a key in a large filter otherwise waits one memory latency.
+}
+
+/// What the proxy knows of a storable response when its head has arrived: the facts a
+/// policy may decide by in its second phase. Plain values, so that a policy needs no
+/// HTTP types (and the simulator can make one from a trace).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ResponseInfo<'a> {
+    /// The body's declared length (`Content-Length`); `None` when the framing declares
+    /// none (chunked).
+    pub size: Option<u64>,
+    /// The `Content-Type` value as sent, when present and visible ASCII.
+    pub content_type: Option<&'a str>,
+    /// The response's status code.
+    pub status: u16,
+}
+
+/// An admission policy, in two phases: [`Admission::on_request`] on every request for a
+/// cacheable method (hits included, so hot keys stay known), and
+/// [`Admission::on_response`] once the head of a storable response to a miss is known.
+/// Called concurrently from many threads. What a policy reports is a separate trait,
+/// [`AdmissionStats`].
+pub trait Admission: Send + Sync {
+    /// Records `hash` as requested, before the store lookup, and says what the policy
+    /// plans for it. On the hit path: no allocation, no lock.
+    fn on_request(&self, hash: FilterHash) -> Pending;
+    /// [`Admission::on_request`] at a given time, for replaying a trace on its own clock
+    /// (the simulator). Policies without a notion of time ignore `now`.
+    fn on_request_at(&self, hash: FilterHash, now: std::time::Instant) -> Pending {
+        let _ = now;
+        self.on_request(hash)
+    }
+    /// Decides whether a storable response to the request that gave `pending` is written,
+    /// now that its head is known. Asked only of storable answers to misses (a refetch of
+    /// a stored key is re-admitted without asking). The default keeps the planned
+    /// decision: a policy that decides by the key alone need not implement it.
+    fn on_response(&self, pending: Pending, response: &ResponseInfo<'_>) -> Decision {
+        let _ = response;
+        pending.planned
+    }
+    /// A hint that `hash` will be recorded soon: a policy that keeps filters starts loading
+    /// the key's blocks into the CPU's cache, so that [`Admission::on_request`] does not
+    /// wait for memory. Changes no answer. Worth calling a few keys ahead when the keys are
+    /// known in advance (the simulator replaying a trace) or a little before the check (the
+    /// proxy, before its store lookup); a check of a key in a large filter otherwise waits
+    /// one memory latency.
     fn prefetch(&self, hash: FilterHash) {
         let _ = hash;
-    }
-    /// Bytes of memory the policy holds (for metrics).
-    fn memory_bytes(&self) -> u64;
-    /// The policy's config name, for logs and metrics.
-    fn name(&self) -> &'static str;
-    /// The filter pair's statistics, for policies that keep one (`O(m/64)`: for metrics, not
-    /// for the request path).
-    fn filter_stats(&self) -> Option<PairStats> {
-        None
-    }
-    /// Ends the filters' current generation now (an operator's request) and returns the new
-    /// generation's number; `None` for a policy that keeps no filters.
-    fn rotate(&self) -> Option<u64> {
-        None
     }
     /// A fill of the store entry named `entry` (its store hash) began under `decision`.
     /// The shadow policy keeps track of the entry (see [`Shadow`]), and the filter pair
@@ -308,15 +375,56 @@ pub trait Admission: Send + Sync {
     }
 }
 
+/// What an admission policy reports and the operator may ask of it: read by the admin
+/// listener (`/stats`, `/rotate`) and the metrics at their pace, never on the request path.
+pub trait AdmissionStats: Send + Sync {
+    /// The policy's config name, for logs and metrics.
+    fn name(&self) -> &'static str;
+    /// Bytes of memory the policy holds (for metrics).
+    fn memory_bytes(&self) -> u64;
+    /// The filter pair's statistics, for policies that keep one (`O(m/64)`: for metrics, not
+    /// for the request path).
+    fn filter_stats(&self) -> Option<PairStats> {
+        None
+    }
+    /// Ends the filters' current generation now (an operator's request) and returns the new
+    /// generation's number; `None` for a policy that keeps no filters.
+    fn rotate(&self) -> Option<u64> {
+        None
+    }
+}
+
+/// One policy behind its two interfaces: the phases the request path calls, and what the
+/// admin listener and the metrics read. Usually one object behind both ([`Policy::new`]).
+#[derive(Clone)]
+pub struct Policy {
+    /// The request path's side.
+    pub admission: Arc<dyn Admission>,
+    /// The reporting side.
+    pub stats: Arc<dyn AdmissionStats>,
+}
+
+impl Policy {
+    /// `policy` behind both interfaces.
+    pub fn new<P: Admission + AdmissionStats + 'static>(policy: Arc<P>) -> Policy {
+        Policy {
+            admission: policy.clone(),
+            stats: policy,
+        }
+    }
+}
+
 /// The policy that admits every response (config `policy = "always"`), remembering nothing.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct AlwaysAdmit;
 
 impl Admission for AlwaysAdmit {
-    fn check_and_record(&self, _hash: FilterHash) -> Decision {
-        Decision::Admit(AdmitReason::Always)
+    fn on_request(&self, hash: FilterHash) -> Pending {
+        Pending::new(hash, Decision::Admit(AdmitReason::Always))
     }
+}
 
+impl AdmissionStats for AlwaysAdmit {
     fn memory_bytes(&self) -> u64 {
         0
     }
@@ -328,8 +436,10 @@ impl Admission for AlwaysAdmit {
 
 /// What [`assemble`] builds for the proxy and the server.
 pub struct Assembled {
-    /// The policy the proxy consults.
+    /// The policy the proxy consults (its two phases).
     pub policy: Arc<dyn Admission>,
+    /// The same policy's report, for the admin listener and the metrics.
+    pub stats: Arc<dyn AdmissionStats>,
     /// The keyed hasher the proxy feeds it with.
     pub hasher: FilterHasher,
     /// The filter pair's snapshots, when the policy keeps filters.
@@ -337,13 +447,10 @@ pub struct Assembled {
 }
 
 /// Builds what the server needs from `[admission]` (config validation already checked its
-/// values): resolves the seed in `state_dir`, sizes the filter pair, restores its snapshot.
-/// `objects` counts the objects in the disk cache, for `rotate = "auto"`; `stored` tells
-/// whether the store still holds an entry, for the shadow policy's bookkeeping.
-///
-/// The one place that maps `admission.policy` to a policy: `always` keeps no filters;
-/// `second-hit` is the pair itself; `shadow` is the same pair (sized, rotated and
-/// snapshotted alike) watched by a [`Shadow`] that stores everything.
+/// values): resolves the seed in `state_dir`, builds the policy (`build`), and restores
+/// the snapshot of the filter pair it keeps, if any. `objects` counts the objects in the
+/// disk cache, for `rotate = "auto"`; `stored` tells whether the store still holds an
+/// entry, for the shadow policy's bookkeeping.
 pub fn assemble(
     config: &AdmissionConfig,
     state_dir: &Path,
@@ -351,49 +458,61 @@ pub fn assemble(
     stored: StoredCheck,
 ) -> Result<Assembled, AdmissionError> {
     let seed = resolve_seed(config.seed.as_deref(), state_dir)?;
-    let hasher = FilterHasher::new(seed);
-    let Some(pair) = pair_from_config(config, objects) else {
-        return Ok(Assembled {
-            policy: Arc::new(AlwaysAdmit),
-            hasher,
-            snapshots: None,
-        });
-    };
-    let snapshots = Arc::new(Snapshots::new(
-        pair.clone(),
-        state_dir,
-        seed,
-        config.snapshot_every,
-    ));
-    snapshots.restore();
-    match snapshots.reserve() {
-        Ok(bytes) => tracing::info!(
-            path = %snapshots.path().display(),
-            bytes,
-            "room for the filter snapshot taken ahead"
-        ),
-        Err(error) => tracing::warn!(
-            path = %snapshots.path().display(),
-            %error,
-            "cannot take room for the filter snapshot ahead; a save may fail on a full disk"
-        ),
-    }
-    let policy: Arc<dyn Admission> = match config.policy {
-        AdmissionPolicy::Shadow => Arc::new(Shadow::new(pair, stored)),
-        AdmissionPolicy::SecondHit | AdmissionPolicy::Always => pair,
-    };
+    let (policy, pair) = build(config, objects, stored);
+    let snapshots = pair.map(|pair| {
+        let snapshots = Arc::new(Snapshots::new(pair, state_dir, seed, config.snapshot_every));
+        snapshots.restore();
+        match snapshots.reserve() {
+            Ok(bytes) => tracing::info!(
+                path = %snapshots.path().display(),
+                bytes,
+                "room for the filter snapshot taken ahead"
+            ),
+            Err(error) => tracing::warn!(
+                path = %snapshots.path().display(),
+                %error,
+                "cannot take room for the filter snapshot ahead; a save may fail on a full disk"
+            ),
+        }
+        snapshots
+    });
     Ok(Assembled {
-        policy,
-        hasher,
-        snapshots: Some(snapshots),
+        policy: policy.admission,
+        stats: policy.stats,
+        hasher: FilterHasher::new(seed),
+        snapshots,
     })
+}
+
+/// The one place that maps `admission.policy` to a policy, one match arm per value, with
+/// the filter pair the policy keeps (which [`assemble`] snapshots): `always` keeps no
+/// filters; `second-hit` is the pair itself; `shadow` is the same pair (sized, rotated and
+/// snapshotted alike) watched by a [`Shadow`] that stores everything. Nothing is used
+/// before `assemble` restores the pair's snapshot.
+fn build(
+    config: &AdmissionConfig,
+    objects: ObjectCount,
+    stored: StoredCheck,
+) -> (Policy, Option<Arc<AgingPair>>) {
+    match config.policy {
+        AdmissionPolicy::Always => (Policy::new(Arc::new(AlwaysAdmit)), None),
+        AdmissionPolicy::SecondHit => {
+            let pair = pair_from_config(config, objects);
+            (Policy::new(pair.clone()), Some(pair))
+        }
+        AdmissionPolicy::Shadow => {
+            let pair = pair_from_config(config, objects);
+            let shadow = Shadow::new(pair.clone(), stored);
+            (Policy::new(Arc::new(shadow)), Some(pair))
+        }
+    }
 }
 
 /// Just the policy named by `[admission]`, fresh and without snapshots (for tests). Without
 /// a disk cache to count, `rotate = "auto"` sizes every generation to its upper clamp,
 /// `expected_urls`.
 #[cfg(test)]
-pub(crate) fn from_config(config: &AdmissionConfig) -> Arc<dyn Admission> {
+pub(crate) fn from_config(config: &AdmissionConfig) -> Policy {
     from_config_counting(config, Arc::new(|| u64::MAX))
 }
 
@@ -402,34 +521,40 @@ pub(crate) fn from_config(config: &AdmissionConfig) -> Arc<dyn Admission> {
 /// compares policies itself (the simulator counts the entries of its own index). Without a
 /// store to ask, a shadow policy takes every entry for gone (it counts no lost hits).
 #[cfg(any(test, feature = "bench"))]
-pub(crate) fn from_config_counting(
-    config: &AdmissionConfig,
-    objects: ObjectCount,
-) -> Arc<dyn Admission> {
-    match (pair_from_config(config, objects), config.policy) {
-        (Some(pair), AdmissionPolicy::Shadow) => Arc::new(Shadow::new(pair, Arc::new(|_| false))),
-        (Some(pair), _) => pair,
-        (None, _) => Arc::new(AlwaysAdmit),
-    }
+pub(crate) fn from_config_counting(config: &AdmissionConfig, objects: ObjectCount) -> Policy {
+    build(config, objects, Arc::new(|_| false)).0
 }
 
-/// The size of each filter of the pair `[admission]` describes; `None` for
-/// `policy = "always"`, which has no filters.
+/// Both phases for one request with a plain 200 response of unknown size: the decision a
+/// policy that decides by the key alone makes (for tests).
+#[cfg(test)]
+pub(crate) fn decide(policy: &dyn Admission, hash: FilterHash) -> Decision {
+    let response = ResponseInfo {
+        size: None,
+        content_type: None,
+        status: 200,
+    };
+    policy.on_response(policy.on_request(hash), &response)
+}
+
+/// The size of each filter of the pair `[admission]` describes; `None` for a policy that
+/// keeps no filters ([`AdmissionPolicy::keeps_filters`]).
 pub fn filter_params(config: &AdmissionConfig) -> Option<FilterParams> {
-    if config.policy == AdmissionPolicy::Always {
-        return None;
-    }
-    Some(match config.sizing {
+    config.policy.keeps_filters().then(|| sizing(config))
+}
+
+/// The size of each filter `[admission]` asks for, whether or not its policy keeps any.
+fn sizing(config: &AdmissionConfig) -> FilterParams {
+    match config.sizing {
         FilterSizing::ExpectedUrls(keys) => {
             FilterParams::for_expected_keys(keys, config.false_positive_rate)
         }
         FilterSizing::Memory(bytes) => FilterParams::for_memory(bytes, config.false_positive_rate),
-    })
+    }
 }
 
-/// The filter pair `[admission]` describes; `None` for `policy = "always"`.
-fn pair_from_config(config: &AdmissionConfig, objects: ObjectCount) -> Option<Arc<AgingPair>> {
-    let params = filter_params(config)?;
+/// The filter pair `[admission]` describes, for a policy that keeps one.
+fn pair_from_config(config: &AdmissionConfig, objects: ObjectCount) -> Arc<AgingPair> {
     let rotation = match config.rotate {
         RotateMode::Fill => Rotation::Fill,
         RotateMode::Auto => Rotation::Auto {
@@ -438,12 +563,12 @@ fn pair_from_config(config: &AdmissionConfig, objects: ObjectCount) -> Option<Ar
         },
     };
     let now = std::time::Instant::now();
-    Some(Arc::new(AgingPair::new(
-        params,
+    Arc::new(AgingPair::new(
+        sizing(config),
         config.max_age,
         rotation,
         now,
-    )))
+    ))
 }
 
 /// Proptest settings for the filters' property tests: `cases` cases, and a failing case

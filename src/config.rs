@@ -305,6 +305,16 @@ impl AdmissionPolicy {
             Self::Shadow => "shadow",
         }
     }
+
+    /// Whether the policy keeps the filter pair: sized by `[admission]`, snapshotted,
+    /// counted by preflight's memory check, and needed by a rule's
+    /// `admission = "second-hit"`.
+    pub fn keeps_filters(self) -> bool {
+        match self {
+            Self::SecondHit | Self::Shadow => true,
+            Self::Always => false,
+        }
+    }
 }
 
 /// How a filter generation's size is chosen (`admission.rotate`).

@@ -26,7 +26,8 @@
 //!   path, query) and
 //!   its stable, unkeyed xxh3-128 store hash.
 //! - [`admission`] checks the key's *keyed* hash against the filter pair and records
-//!   it — every GET/HEAD, hits included — and returns a [`admission::Decision`].
+//!   it — every GET/HEAD, hits included — and plans a [`admission::Decision`], which it
+//!   makes once the head of a storable response to a miss is known.
 //! - [`store`] looks the key (and the request's variant) up on disk; [`policy`] judges
 //!   the entry with RFC 9111: a fresh one is streamed to the client, whole or as a
 //!   [`range`] (`Cache-Status: secondhit; hit`); a stale one is revalidated with a

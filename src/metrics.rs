@@ -12,7 +12,7 @@
 //! objects, bytes, evictions, bytes written — is read when `/metrics` is scraped, not
 //! kept up to date per request: [`export::Exporter`] is a prometheus-client collector
 //! that reads [`Metrics`], [`crate::store::Store::stats`] and
-//! [`crate::admission::Admission::filter_stats`] (`O(m/64)`: once per scrape is cheap, once
+//! [`crate::admission::AdmissionStats::filter_stats`] (`O(m/64)`: once per scrape is cheap, once
 //! per request would not be) and encodes them with prometheus-client's text encoder.
 //!
 //! # Which result a request counts as

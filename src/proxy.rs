@@ -33,8 +33,8 @@
 //! Every request is counted in [`Metrics`] once its `Cache-Status` is final (in
 //! [`Proxy::handle`], beside the access log); the fill path counts admission decisions and
 //! the bytes admission kept off the disk, and every answer from storage is reported to the
-//! admission policy ([`Admission::note_served`]), which in shadow mode counts the hits
-//! second-hit would have lost.
+//! admission policy ([`crate::admission::Admission::note_served`]), which in shadow mode
+//! counts the hits second-hit would have lost.
 //!
 //! Submodules: `cache` (lookup with variants, revalidation, fills), `collapse` (one
 //! origin fetch per key at a time), `forward` (the miss
@@ -66,7 +66,7 @@ use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
 use crate::access_log::{AccessLog, Record};
-use crate::admission::{Admission, AdmitReason, Decision};
+use crate::admission::Decision;
 use crate::body::{BoxError, ProxyBody};
 use crate::cache_status::{self, CACHE_STATUS};
 use crate::hygiene::{self, ClientConnection};
@@ -85,11 +85,11 @@ use crate::tee::Fills;
 use cache::{Cache, Found, Lookup};
 use collapse::{Collapser, Fetching, Role, Waited};
 use forward::Miss;
-use routing::RuleCheck;
+use routing::{Admitting, RuleCheck};
 
 /// The admission of a key already stored once: a refetch of it is re-admitted without
 /// asking the filter.
-const READMIT: Decision = Decision::Admit(AdmitReason::AlreadyStored);
+const READMIT: Admitting = Admitting::AlreadyStored;
 use max_forwards::Hop;
 
 /// A response and what became of its request. Every stage of the request path returns
@@ -122,8 +122,9 @@ struct Cacheable<'s> {
     key: CacheKey,
     /// Its `Cache-Control` (and `Pragma`) directives, as the site's rule leaves them.
     directives: RequestDirectives,
-    /// The admission planned before the response: the policy's, as the rules override it.
-    decision: Decision,
+    /// The admission's first phase, and the decision planned before the response: the
+    /// policy's, as the rules override it.
+    admitting: Admitting,
     /// The site's rules, for the decision once the response head is known.
     rules: Option<RuleCheck<'s>>,
 }
@@ -180,13 +181,6 @@ impl Proxy {
             access_log: parts.access_log,
             collapser: Arc::new(Collapser::default()),
         }
-    }
-
-    /// The admission policy in use now (the bench reports its memory; the admin listener
-    /// exports its filters and rotates them). A reload may replace it: ask again rather
-    /// than keep it.
-    pub fn admission(&self) -> Arc<dyn Admission> {
-        self.live.load().admission.policy.clone()
     }
 
     /// The counters every request feeds.
@@ -355,7 +349,7 @@ impl Proxy {
             return Ok(Plan::Pass(outcome));
         }
         let key = CacheKey::shaped(head, client.scheme, rule.and_then(|rule| rule.key.as_ref()))?;
-        let (directives, decision) = {
+        let (directives, pending) = {
             // The hasher and the policy of the same assembly.
             let admission = &live.admission;
             let filter_hash = admission.hasher.hash(key.as_str().as_bytes());
@@ -365,8 +359,11 @@ impl Proxy {
             if rule.is_some_and(|rule| rule.ignore_client_no_cache) {
                 directives.no_cache = false;
             }
-            (directives, admission.policy.check_and_record(filter_hash))
+            // Admission's first phase: records the key, hits included.
+            (directives, admission.policy.on_request(filter_hash))
         };
+        let rules = RuleCheck::of(site, matched);
+        let decision = rules.map_or(pending.planned, |rules| rules.planned(pending.planned));
         if directives.no_store {
             // Nothing of this exchange may be stored (RFC 9111 §5.2.1.5), so it is not
             // served from storage either: the client asked to keep it out of caches.
@@ -378,11 +375,13 @@ impl Proxy {
             // If-Match / If-Unmodified-Since are about the origin's current state.
             return Ok(Plan::Pass(Outcome::forward(Forward::Request)));
         }
-        let rules = RuleCheck::of(site, matched, decision);
         Ok(Plan::Cache(Cacheable {
             key,
             directives,
-            decision: rules.map_or(decision, RuleCheck::planned),
+            admitting: Admitting::Asked {
+                pending,
+                planned: decision,
+            },
             rules,
         }))
     }
@@ -399,7 +398,7 @@ impl Proxy {
         let Cacheable {
             key,
             directives,
-            decision,
+            admitting,
             rules,
         } = cacheable;
         // Set once this request waited for another one's fill: the miss it was.
@@ -417,7 +416,7 @@ impl Proxy {
                 Lookup::Miss => (None, Forward::UriMiss),
                 Lookup::VaryMiss(marker) => (Some(marker), Forward::VaryMiss),
             };
-            let fetching = match self.collapse_role(head, key, *decision, live) {
+            let fetching = match self.collapse_role(head, key, admitting.planned(), live) {
                 Role::Leader(leader) => Fetching::Leading(leader),
                 Role::Alone => Fetching::Alone,
                 Role::Follower(follower) => {
@@ -442,7 +441,7 @@ impl Proxy {
                 live,
                 marker,
                 forward,
-                admission: *decision,
+                admission: *admitting,
                 rules: *rules,
                 fetching,
             }));

@@ -137,13 +137,14 @@ impl Server {
     #[cfg(feature = "bench")]
     pub(crate) async fn bind_with_admission(
         config: &Config,
-        policy: Arc<dyn admission::Admission>,
+        policy: admission::Policy,
     ) -> Result<Server, StartError> {
         let listeners = Listeners::open(&config.server)?;
         let store = open_store(config)?;
         let seed = admission::resolve_seed(config.admission.seed.as_deref(), &store.state_dir())?;
         let assembled = admission::Assembled {
-            policy,
+            policy: policy.admission,
+            stats: policy.stats,
             hasher: admission::FilterHasher::new(seed),
             snapshots: None,
         };
@@ -228,10 +229,10 @@ impl Server {
             .map(|(listener, _)| listener.local_addr())
     }
 
-    /// The admission policy the proxy consults: the bench reports its memory.
+    /// What the admission policy in use reports: the bench reports its memory.
     #[cfg(feature = "bench")]
-    pub(crate) fn admission(&self) -> Arc<dyn admission::Admission> {
-        self.proxy.admission()
+    pub(crate) fn admission(&self) -> Arc<dyn admission::AdmissionStats> {
+        self.admission.load().stats.clone()
     }
 
     /// The store, for its statistics ([`Store::stats`]): the one window into a running

@@ -109,7 +109,7 @@ use std::time::{Duration, Instant};
 use super::bloom::{BloomFilter, FilterParams};
 pub use super::stats::Cause;
 use super::stats::PairStats;
-use super::{Admission, AdmitReason, Decision, FilterHash, RejectReason};
+use super::{Admission, AdmissionStats, AdmitReason, Decision, FilterHash, Pending, RejectReason};
 pub use auto::{AUTO_KEYS_PER_OBJECT, AUTO_MIN_KEYS_PER_OBJECT, AUTO_WRITES_PER_NEW_KEY};
 use cleaner::CoarseClock;
 use history::History;
@@ -185,7 +185,7 @@ pub fn auto_floor(generation_size: u64) -> u64 {
 pub struct AgingPair {
     /// Everything the cleaner thread shares.
     shared: Arc<Shared>,
-    /// Ticked by the cleaner thread; read by [`Admission::check_and_record`].
+    /// Ticked by the cleaner thread; read by [`AgingPair::check_and_record`].
     clock: Arc<CoarseClock>,
 }
 
@@ -269,8 +269,16 @@ impl AgingPair {
         AgingPair { shared, clock }
     }
 
-    /// [`Admission::check_and_record`] with an explicit clock reading, the deterministic entry
-    /// point for tests and the simulator; the trait method reads the coarse clock.
+    /// Records `hash` and says whether it was seen before: `Admit(SeenBefore)` if the key
+    /// is in either filter, else `Reject(FirstSight)`. Reads the cleaner thread's coarse
+    /// clock (a few milliseconds of slack on `max_age`) rather than the system clock, which
+    /// costs as much as the rest of the check. The pair's [`Admission::on_request`].
+    pub fn check_and_record(&self, hash: FilterHash) -> Decision {
+        self.check_and_record_nanos(hash, self.clock.nanos())
+    }
+
+    /// [`AgingPair::check_and_record`] with an explicit clock reading, the deterministic
+    /// entry point for tests and the simulator.
     pub fn check_and_record_at(&self, hash: FilterHash, now: Instant) -> Decision {
         self.check_and_record_nanos(hash, self.shared.nanos(now))
     }
@@ -447,21 +455,29 @@ impl Shared {
 }
 
 impl Admission for AgingPair {
-    /// `Admit(SeenBefore)` if the key is in either filter, else `Reject(FirstSight)`; always
-    /// records it. Reads the cleaner thread's coarse clock (a few milliseconds of slack on
-    /// `max_age`) rather than the system clock, which costs as much as the rest of the check.
-    fn check_and_record(&self, hash: FilterHash) -> Decision {
-        self.check_and_record_nanos(hash, self.clock.nanos())
+    /// Checks and records the key ([`AgingPair::check_and_record`]); the filters' answer
+    /// is the plan, and the response changes nothing of it (the default `on_response`).
+    fn on_request(&self, hash: FilterHash) -> Pending {
+        Pending::new(hash, self.check_and_record(hash))
     }
 
-    fn check_and_record_at(&self, hash: FilterHash, now: Instant) -> Decision {
-        AgingPair::check_and_record_at(self, hash, now)
+    fn on_request_at(&self, hash: FilterHash, now: Instant) -> Pending {
+        Pending::new(hash, self.check_and_record_at(hash, now))
     }
 
     fn prefetch(&self, hash: FilterHash) {
         AgingPair::prefetch(self, hash)
     }
 
+    /// Counts a fill the filter's own admission led to, for `rotate = "auto"`.
+    fn note_fill(&self, _entry: u128, decision: Decision) {
+        if decision == Decision::Admit(AdmitReason::SeenBefore) {
+            self.shared.count_fill();
+        }
+    }
+}
+
+impl AdmissionStats for AgingPair {
     fn memory_bytes(&self) -> u64 {
         AgingPair::memory_for(&self.shared.params)
     }
@@ -476,13 +492,6 @@ impl Admission for AgingPair {
 
     fn rotate(&self) -> Option<u64> {
         Some(self.force_rotation())
-    }
-
-    /// Counts a fill the filter's own admission led to, for `rotate = "auto"`.
-    fn note_fill(&self, _entry: u128, decision: Decision) {
-        if decision == Decision::Admit(AdmitReason::SeenBefore) {
-            self.shared.count_fill();
-        }
     }
 }
 

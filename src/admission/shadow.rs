@@ -31,7 +31,9 @@
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::{Admission, AdmitReason, AgingPair, Decision, FilterHash, PairStats};
+use super::{
+    Admission, AdmissionStats, AdmitReason, AgingPair, Decision, FilterHash, PairStats, Pending,
+};
 
 /// Whether the store still holds an entry, by its store hash (`Store::contains`).
 pub type StoredCheck = Arc<dyn Fn(u128) -> bool + Send + Sync>;
@@ -83,34 +85,18 @@ impl Shadow {
 }
 
 impl Admission for Shadow {
-    /// The pair's check and record; a rejection becomes an admission that says so.
-    fn check_and_record(&self, hash: FilterHash) -> Decision {
-        shadowed(self.pair.check_and_record(hash))
+    /// The pair's check and record; a rejection becomes an admission that says so. The
+    /// response changes nothing of it (the default `on_response`).
+    fn on_request(&self, hash: FilterHash) -> Pending {
+        Pending::new(hash, shadowed(self.pair.check_and_record(hash)))
     }
 
-    fn check_and_record_at(&self, hash: FilterHash, now: std::time::Instant) -> Decision {
-        shadowed(self.pair.check_and_record_at(hash, now))
+    fn on_request_at(&self, hash: FilterHash, now: std::time::Instant) -> Pending {
+        Pending::new(hash, shadowed(self.pair.check_and_record_at(hash, now)))
     }
 
     fn prefetch(&self, hash: FilterHash) {
         self.pair.prefetch(hash);
-    }
-
-    /// The pair's memory; the ledger is not counted (it is bounded by the store's objects).
-    fn memory_bytes(&self) -> u64 {
-        self.pair.memory_bytes()
-    }
-
-    fn name(&self) -> &'static str {
-        "shadow"
-    }
-
-    fn filter_stats(&self) -> Option<PairStats> {
-        self.pair.filter_stats()
-    }
-
-    fn rotate(&self) -> Option<u64> {
-        Some(self.pair.force_rotation())
     }
 
     fn note_fill(&self, entry: u128, decision: Decision) {
@@ -134,6 +120,25 @@ impl Admission for Shadow {
     }
 }
 
+impl AdmissionStats for Shadow {
+    /// The pair's memory; the ledger is not counted (it is bounded by the store's objects).
+    fn memory_bytes(&self) -> u64 {
+        self.pair.memory_bytes()
+    }
+
+    fn name(&self) -> &'static str {
+        "shadow"
+    }
+
+    fn filter_stats(&self) -> Option<PairStats> {
+        self.pair.filter_stats()
+    }
+
+    fn rotate(&self) -> Option<u64> {
+        Some(self.pair.force_rotation())
+    }
+}
+
 /// What a shadow policy answers for the pair's `decision`: always an admission.
 fn shadowed(decision: Decision) -> Decision {
     match decision {
@@ -148,7 +153,7 @@ mod tests {
     use std::time::{Duration, Instant};
 
     use super::*;
-    use crate::admission::{FilterParams, RejectReason, Rotation};
+    use crate::admission::{FilterParams, RejectReason, Rotation, decide};
 
     fn shadow(stored: StoredCheck) -> Shadow {
         let params = FilterParams::for_expected_keys(1_000, 0.01);
@@ -166,9 +171,9 @@ mod tests {
     #[test]
     fn admits_everything_and_says_what_second_hit_would_have_done() {
         let policy = shadow(Arc::new(|_| true));
-        assert_eq!(policy.check_and_record(FilterHash(7)), SHADOWED);
+        assert_eq!(decide(&policy, FilterHash(7)), SHADOWED);
         assert_eq!(
-            policy.check_and_record(FilterHash(7)),
+            decide(&policy, FilterHash(7)),
             Decision::Admit(AdmitReason::SeenBefore)
         );
         assert_eq!(policy.name(), "shadow");

@@ -95,7 +95,7 @@ fn hasher_is_keyed() {
 fn always_admit_admits_everything() {
     let policy = AlwaysAdmit;
     for i in 0..1_000u64 {
-        let decision = policy.check_and_record(FilterHash(u128::from(i)));
+        let decision = decide(&policy, FilterHash(u128::from(i)));
         assert_eq!(decision, Decision::Admit(AdmitReason::Always));
     }
     assert_eq!(policy.memory_bytes(), 0);
@@ -105,18 +105,18 @@ fn always_admit_admits_everything() {
 #[test]
 fn policies_from_config() {
     let mut config = AdmissionConfig::default();
-    let pair = from_config(&config);
+    let pair = from_config(&config).stats;
     assert_eq!(pair.name(), "second-hit");
     let stats = pair.filter_stats().unwrap();
     assert_eq!(stats.params.generation_size, 1_000_000);
     assert_eq!(stats.generation_target, 1_000_000);
     // Without a cache to count, auto takes its upper clamp.
     config.rotate = RotateMode::Auto;
-    let auto = from_config(&config).filter_stats().unwrap();
+    let auto = from_config(&config).stats.filter_stats().unwrap();
     assert_eq!(auto.generation_target, 1_000_000);
     config.policy = AdmissionPolicy::Always;
-    assert_eq!(from_config(&config).name(), "always");
-    assert!(from_config(&config).filter_stats().is_none());
+    assert_eq!(from_config(&config).stats.name(), "always");
+    assert!(from_config(&config).stats.filter_stats().is_none());
 }
 
 #[test]
@@ -129,10 +129,10 @@ fn assemble_keeps_snapshots_for_filters_only() {
     let objects: ObjectCount = Arc::new(|| 50_000);
     let stored: StoredCheck = Arc::new(|_| true);
     let built = assemble(&config, dir.path(), objects.clone(), stored.clone()).unwrap();
-    assert_eq!(built.policy.name(), "second-hit");
+    assert_eq!(built.stats.name(), "second-hit");
     // rotate = "auto": two keys per object the cache holds, before any steering.
     assert_eq!(
-        built.policy.filter_stats().unwrap().generation_target,
+        built.stats.filter_stats().unwrap().generation_target,
         100_000
     );
     let snapshots = built.snapshots.unwrap();
@@ -143,8 +143,8 @@ fn assemble_keeps_snapshots_for_filters_only() {
     // Shadow keeps the same pair, snapshotted like second-hit's.
     config.policy = AdmissionPolicy::Shadow;
     let shadow = assemble(&config, dir.path(), objects, stored).unwrap();
-    assert_eq!(shadow.policy.name(), "shadow");
-    assert!(shadow.policy.filter_stats().is_some());
+    assert_eq!(shadow.stats.name(), "shadow");
+    assert!(shadow.stats.filter_stats().is_some());
     assert!(shadow.snapshots.is_some());
     // Both resolved the same generated seed.
     assert_eq!(always.hasher.hash(b"k"), built.hasher.hash(b"k"));
@@ -183,4 +183,66 @@ fn decision_tokens() {
         assert_eq!(Decision::ALL[decision.index()], decision);
     }
     assert_eq!(cases.len(), Decision::ALL.len());
+}
+
+/// A policy that decides by the response's declared size, as a new policy file would: the
+/// two traits and nothing else.
+struct AtMost(u64);
+
+impl Admission for AtMost {
+    fn on_request(&self, hash: FilterHash) -> Pending {
+        Pending::new(hash, Decision::Admit(AdmitReason::Always))
+    }
+
+    fn on_response(&self, pending: Pending, response: &ResponseInfo<'_>) -> Decision {
+        match response.size {
+            Some(size) if size <= self.0 => pending.planned,
+            _ => Decision::Reject(RejectReason::FirstSight),
+        }
+    }
+}
+
+impl AdmissionStats for AtMost {
+    fn name(&self) -> &'static str {
+        "at-most"
+    }
+
+    fn memory_bytes(&self) -> u64 {
+        0
+    }
+}
+
+#[test]
+fn a_policy_can_decide_by_the_response_and_a_rule_overrides_it() {
+    let policy = Policy::new(Arc::new(AtMost(10)));
+    let pending = policy.admission.on_request(FilterHash(1));
+    assert_eq!(pending.planned, Decision::Admit(AdmitReason::Always));
+    let sized = |size| ResponseInfo {
+        size,
+        content_type: Some("text/html"),
+        status: 200,
+    };
+    let small = policy.admission.on_response(pending, &sized(Some(10)));
+    assert_eq!(small, Decision::Admit(AdmitReason::Always));
+    let large = policy.admission.on_response(pending, &sized(Some(11)));
+    assert_eq!(large, Decision::Reject(RejectReason::FirstSight));
+    let unknown = policy.admission.on_response(pending, &sized(None));
+    assert!(!unknown.is_admit());
+    assert_eq!(
+        large.overridden_by(RuleAdmission::Always),
+        Decision::Admit(AdmitReason::Rule)
+    );
+    assert_eq!(
+        small.overridden_by(RuleAdmission::Never),
+        Decision::Reject(RejectReason::Rule)
+    );
+    assert_eq!(policy.stats.name(), "at-most");
+    assert!(policy.stats.filter_stats().is_none());
+    assert_eq!(policy.stats.rotate(), None);
+}
+
+#[test]
+fn pending_is_a_small_copy_value() {
+    // Carried on the hit path, across the store lookup: the hash and the plan, no more.
+    assert!(std::mem::size_of::<Pending>() <= 32);
 }

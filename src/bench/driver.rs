@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressStyle};
 
+use crate::admission::Policy;
 use crate::bench::policies::ExactSecondHit;
 use crate::bench::report::PolicyReport;
 use crate::bench::synthetic_origin::SyntheticOrigin;
@@ -105,7 +106,8 @@ pub async fn run_policy(
             Server::bind(&config).await?
         }
         "exact-second-hit" => {
-            Server::bind_with_admission(&config, Arc::new(ExactSecondHit::default())).await?
+            let policy = Policy::new(Arc::new(ExactSecondHit::default()));
+            Server::bind_with_admission(&config, policy).await?
         }
         other => return Err(BenchError::UnknownPolicy(other.to_owned())),
     };

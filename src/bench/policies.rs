@@ -9,7 +9,8 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::admission::{
-    self, Admission, AdmitReason, Decision, FilterHash, ObjectCount, RejectReason,
+    self, Admission, AdmissionStats, AdmitReason, Decision, FilterHash, ObjectCount, Pending,
+    Policy, RejectReason,
 };
 use crate::config::{AdmissionConfig, AdmissionPolicy};
 
@@ -22,19 +23,22 @@ pub struct ExactSecondHit {
 }
 
 impl Admission for ExactSecondHit {
-    fn check_and_record(&self, hash: FilterHash) -> Decision {
+    fn on_request(&self, hash: FilterHash) -> Pending {
         let newly_inserted = self
             .seen
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(hash);
-        if newly_inserted {
+        let planned = if newly_inserted {
             Decision::Reject(RejectReason::FirstSight)
         } else {
             Decision::Admit(AdmitReason::SeenBefore)
-        }
+        };
+        Pending::new(hash, planned)
     }
+}
 
+impl AdmissionStats for ExactSecondHit {
     /// The hash table's allocation: one 16-byte key plus one control byte per bucket.
     fn memory_bytes(&self) -> u64 {
         let capacity = self
@@ -56,11 +60,7 @@ pub const POLICY_NAMES: [&str; 3] = ["second-hit", "always", "exact-second-hit"]
 /// A fresh instance of the policy `name` (see [`POLICY_NAMES`]); `second-hit` is sized by
 /// `config` as the proxy would size it, with `objects` counting the cache's objects for
 /// `rotate = "auto"`. `None` for an unknown name.
-pub fn build(
-    name: &str,
-    config: &AdmissionConfig,
-    objects: ObjectCount,
-) -> Option<Arc<dyn Admission>> {
+pub fn build(name: &str, config: &AdmissionConfig, objects: ObjectCount) -> Option<Policy> {
     match name {
         "second-hit" => Some(admission::from_config_counting(
             &AdmissionConfig {
@@ -69,8 +69,8 @@ pub fn build(
             },
             objects,
         )),
-        "always" => Some(Arc::new(admission::AlwaysAdmit)),
-        "exact-second-hit" => Some(Arc::new(ExactSecondHit::default())),
+        "always" => Some(Policy::new(Arc::new(admission::AlwaysAdmit))),
+        "exact-second-hit" => Some(Policy::new(Arc::new(ExactSecondHit::default()))),
         _ => None,
     }
 }
@@ -84,12 +84,12 @@ mod tests {
         let policy = ExactSecondHit::default();
         for key in 0..10_000u128 {
             assert_eq!(
-                policy.check_and_record(FilterHash(key)),
+                admission::decide(&policy, FilterHash(key)),
                 Decision::Reject(RejectReason::FirstSight)
             );
         }
         for key in 0..10_000u128 {
-            assert!(policy.check_and_record(FilterHash(key)).is_admit());
+            assert!(admission::decide(&policy, FilterHash(key)).is_admit());
         }
         assert!(policy.memory_bytes() >= 10_000 * 17);
     }
@@ -99,7 +99,7 @@ mod tests {
         let config = AdmissionConfig::default();
         for name in POLICY_NAMES {
             assert_eq!(
-                build(name, &config, Arc::new(|| 0)).map(|p| p.name()),
+                build(name, &config, Arc::new(|| 0)).map(|p| p.stats.name()),
                 Some(name)
             );
         }

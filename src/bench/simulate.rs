@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use xxhash_rust::xxh3::xxh3_128;
 
-use crate::admission::{FilterHash, FilterHasher, ObjectCount};
+use crate::admission::{FilterHash, FilterHasher, ObjectCount, Policy, ResponseInfo};
 use crate::bench::policies;
 use crate::bench::reference::{self, ReferenceCache};
 use crate::bench::report::PolicyReport;
@@ -252,7 +252,7 @@ fn replay_admission(
         let index = index.clone();
         Arc::new(move || index.objects_when_full())
     };
-    let admission = policies::build(policy, config, objects)?;
+    let Policy { admission, stats } = policies::build(policy, config, objects)?;
     let max_object_size = cache.admission_limit();
     let started = Instant::now();
     let first_at = workload.requests.first().map_or(0.0, |r| r.at);
@@ -282,11 +282,21 @@ fn replay_admission(
         // `Instant` arithmetic would overflow (and panic) past that.
         let offset = (request.at - first_at).clamp(0.0, CENTURY_SECS);
         let now = started + Duration::from_secs_f64(offset);
-        let decision = admission.check_and_record_at(filter_hash, now);
+        let pending = admission.on_request_at(filter_hash, now);
         let hit = index.touch(key_hash).is_some();
         observe(request, hit);
         tally.request(request.size, hit);
-        if hit || !decision.is_admit() || request.size > max_object_size {
+        if hit || request.size > max_object_size {
+            continue;
+        }
+        // As the proxy asks for a storable answer to a miss: a trace knows only its size.
+        let response = ResponseInfo {
+            size: Some(request.size),
+            content_type: None,
+            status: 200,
+        };
+        let decision = admission.on_response(pending, &response);
+        if !decision.is_admit() {
             continue;
         }
         let file_size = request.size + ENTRY_OVERHEAD;
@@ -307,12 +317,7 @@ fn replay_admission(
         }
     }
     let requests = workload.requests.len() as u64;
-    Some(tally.report(
-        admission.name(),
-        requests,
-        started,
-        admission.memory_bytes(),
-    ))
+    Some(tally.report(stats.name(), requests, started, stats.memory_bytes()))
 }
 
 /// Reserves `size` bytes, evicting in the index's order as the store does; false

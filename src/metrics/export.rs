@@ -68,7 +68,7 @@ struct Scrape {
 impl fmt::Debug for Scrape {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Scrape")
-            .field("policy", &self.admission.load().policy.name())
+            .field("policy", &self.admission.load().stats.name())
             .finish_non_exhaustive()
     }
 }
@@ -77,7 +77,7 @@ impl Collector for Scrape {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
         let counts = self.metrics.snapshot();
         let store = self.store.stats();
-        let policy = self.admission.load().policy.clone();
+        let policy = self.admission.load().stats.clone();
         let filters = policy.filter_stats();
         let out = &mut encoder;
         requests(out, &counts)?;

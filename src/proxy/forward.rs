@@ -15,7 +15,7 @@ use hyper::body::Incoming;
 use super::Answer;
 use super::cache::{Cache, Marker};
 use super::collapse::{Fetching, Leader};
-use super::routing::RuleCheck;
+use super::routing::{Admitting, RuleCheck};
 use super::{Proxy, respond};
 use crate::admission::{AdmitReason, Decision};
 use crate::body::{BoxError, ProxyBody};
@@ -61,7 +61,7 @@ impl Proxy {
         };
         // Whether the answer may be stored, if storable: not for a request that gave up
         // waiting for another one's fill (it gets the range it asked for, not the whole).
-        let may_store = head.method == Method::GET && admission.is_admit() && !timed_out;
+        let may_store = head.method == Method::GET && admission.planned().is_admit() && !timed_out;
         // Byte ranges of an object about to be stored are fetched whole and answered from
         // it; any other range is passed to the origin and not stored.
         let whole_for_range = may_store && range::is_answerable_range(&head.headers);
@@ -240,16 +240,21 @@ pub(super) async fn fill(
         cache.storable(live, request, &origin, exchange.times.1)
     };
     let key = exchange.key;
-    // A site's rule may decide by the response's type or size, now that its head is here.
-    let decision = match exchange.rules {
-        Some(rules) => {
+    let decision = match verdict {
+        // Admission's second phase, for a storable answer only: the policy, then a site's
+        // rule, may decide by the response's type or size, now that its head is here.
+        Ok(()) => {
             let length = match origin.framing {
                 BodyFraming::Length(length) => Some(length),
                 _ => None,
             };
-            rules.admission(&origin.head.headers, length)
+            let policy = &*live.admission.policy;
+            exchange
+                .admission
+                .on_response(policy, exchange.rules, &origin.head, length)
         }
-        None => exchange.admission,
+        // Not stored whatever admission says: the policy is not asked.
+        Err(_) => exchange.admission.planned(),
     };
     if verdict.is_ok() {
         cache.metrics.count_decision(decision);
@@ -390,9 +395,10 @@ pub(super) struct Exchange<'a> {
     pub(super) marker: Option<&'a Marker>,
     /// Why the request went to the origin (Cache-Status `fwd`).
     pub(super) forward: Forward,
-    /// What admission decided for the key, consulted only if the answer is storable.
-    pub(super) admission: Decision,
-    /// The site's rules, which decide the admission instead once the response is known.
+    /// What admission recorded for the key, asked again only if the answer is storable.
+    pub(super) admission: Admitting,
+    /// The site's rules, which may override the policy's decision once the response is
+    /// known.
     pub(super) rules: Option<RuleCheck<'a>>,
     /// When the request was sent and when the response head arrived.
     pub(super) times: (SystemTime, SystemTime),
@@ -411,9 +417,9 @@ pub(super) struct Miss<'a> {
     pub(super) marker: Option<Marker>,
     /// Why the request goes to the origin (Cache-Status `fwd`).
     pub(super) forward: Forward,
-    /// What admission decided for the key, as far as the site's rules know before the
-    /// response.
-    pub(super) admission: Decision,
+    /// What admission recorded for the key, and planned as far as the site's rules know
+    /// before the response.
+    pub(super) admission: Admitting,
     /// The site's rules, for the decision after the response head.
     pub(super) rules: Option<RuleCheck<'a>>,
     /// Whether it leads a collapse, goes alone, or gave up waiting.

@@ -15,8 +15,8 @@
 use http::header::CONTENT_TYPE;
 use http::{HeaderMap, Method};
 
-use crate::admission::{AdmitReason, Decision, RejectReason};
-use crate::config::rules::{MAX_RULES, PathMatch, Rule, RuleAdmission, Rules};
+use crate::admission::Decision;
+use crate::config::rules::{MAX_RULES, PathMatch, Rule, Rules};
 
 /// The rules whose request conditions hold for one request: what the request-time and
 /// response-time decisions are read from.
@@ -85,9 +85,11 @@ impl Matched {
     }
 }
 
+/// `filter`, the policy's decision, as rule number `rule`'s `admission` overrides it
+/// ([`Decision::overridden_by`]), or as it is when the rule sets none.
 fn override_of(rules: &Rules, rule: usize, filter: Decision) -> Decision {
     match rules.0.get(rule).and_then(|rule| rule.admission) {
-        Some(admission) => apply(admission, filter),
+        Some(admission) => filter.overridden_by(admission),
         None => filter,
     }
 }
@@ -125,24 +127,13 @@ fn matches_response(rule: &Rule, headers: &HeaderMap, length: Option<u64>) -> bo
     at_least && at_most
 }
 
-/// `filter`, the policy's decision for the key, as `admission` overrides it.
-fn apply(admission: RuleAdmission, filter: Decision) -> Decision {
-    match (admission, filter) {
-        (RuleAdmission::Always, _) => Decision::Admit(AdmitReason::Rule),
-        (RuleAdmission::Never, _) => Decision::Reject(RejectReason::Rule),
-        // Shadow mode admits what its filters rejected; this rule wants them obeyed.
-        (RuleAdmission::SecondHit, Decision::Admit(AdmitReason::Shadowed(reason))) => {
-            Decision::Reject(reason)
-        }
-        (RuleAdmission::SecondHit, decision) => decision,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use http::HeaderValue;
 
     use super::*;
+    use crate::admission::{AdmitReason, RejectReason};
+    use crate::config::rules::RuleAdmission;
 
     fn rule(path: &str) -> Rule {
         Rule {
@@ -221,9 +212,9 @@ mod tests {
     #[test]
     fn second_hit_obeys_the_filters_even_in_shadow_mode() {
         let shadowed = Decision::Admit(AdmitReason::Shadowed(RejectReason::FirstSight));
-        assert_eq!(apply(RuleAdmission::SecondHit, shadowed), FIRST);
+        assert_eq!(shadowed.overridden_by(RuleAdmission::SecondHit), FIRST);
         let seen = Decision::Admit(AdmitReason::SeenBefore);
-        assert_eq!(apply(RuleAdmission::SecondHit, seen), seen);
+        assert_eq!(seen.overridden_by(RuleAdmission::SecondHit), seen);
     }
 
     #[test]

@@ -174,7 +174,7 @@ mod tests {
         let before = pair.generation();
         while pair.generation() == before {
             assert!(*next < 1_000_000, "no rotation");
-            policy.check_and_record_at(key(*next), t0);
+            policy.on_request_at(key(*next), t0);
             *next += 1;
         }
         pair.stats_at(t0).generation_target

@@ -421,7 +421,7 @@ fn a_forced_rotation_starts_a_generation_and_keeps_the_last_one_answering() {
         pair.check_and_record_at(key(1), t0),
         Decision::Admit(AdmitReason::SeenBefore)
     );
-    assert_eq!(Admission::rotate(&pair), Some(2));
+    assert_eq!(AdmissionStats::rotate(&pair), Some(2));
 }
 
 /// A pair under `rotate = "auto"` over a nearly empty cache (ten objects: every generation

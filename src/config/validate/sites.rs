@@ -259,8 +259,11 @@ fn rule_admission(
         ("never", Some(RuleAdmission::Never)),
     ];
     let admission = choice("admission", raw, None, &admissions).map_err(|e| under(prefix, e))?;
-    if admission == Some(RuleAdmission::SecondHit) && policy == AdmissionPolicy::Always {
-        let reason = r#""second-hit" needs the filters, which admission.policy = "always" does not keep; use "second-hit" or "shadow" as the policy"#;
+    if admission == Some(RuleAdmission::SecondHit) && !policy.keeps_filters() {
+        let reason = format!(
+            r#""second-hit" needs the filters, which admission.policy = "{}" does not keep; use "second-hit" or "shadow" as the policy"#,
+            policy.as_str()
+        );
         return Err(at(prefix, "admission", reason));
     }
     Ok(admission)
