@@ -26,15 +26,13 @@ use http::{HeaderMap, HeaderName, HeaderValue, Version, request};
 
 use crate::key::ClientScheme;
 
-/// The pseudonym as a literal, for `concat!` in the static `Via` values.
+/// The pseudonym this proxy uses in `Via` (RFC 9110 §7.6.3: a received-by name), as a
+/// literal for `concat!` in the static `Via` values.
 macro_rules! via_pseudonym {
     () => {
         "secondhit"
     };
 }
-
-/// The pseudonym this proxy uses in `Via` (RFC 9110 §7.6.3: a received-by name).
-pub const VIA_PSEUDONYM: &str = via_pseudonym!();
 
 /// The private field a synthesized rejection head carries: `<token> <reason>`.
 pub const REJECTION_FIELD: HeaderName = HeaderName::from_static("x-secondhit-rejected");

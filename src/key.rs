@@ -33,7 +33,7 @@ use crate::store::Store;
 
 mod shape;
 
-pub use crate::config::rules::{KeyShape, QueryParams};
+pub use crate::config::rules::KeyShape;
 use shape::{push_query, strip_port};
 
 /// Why no cache key could be built for a request (the proxy answers 400).

@@ -2,7 +2,7 @@
 //! `log.level` — or by `RUST_LOG`, when it is set at start — through a filter that the
 //! running process can replace ([`LogReload::apply`], on SIGHUP).
 //!
-//! The access log is not part of it: requests are logged by [`crate::access_log`], which
+//! The access log is not part of it: requests are logged by `access_log`, which
 //! has its own destination and formats and never waits on this log's filter or lock.
 
 pub mod throttle;

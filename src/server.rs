@@ -6,11 +6,11 @@
 //! (origin clients), access log — so a bad setting fails before the first connection
 //! (`serve` binds the sockets first and drops privileges before the rest,
 //! [`Server::start`]), and puts the `Config` in the live snapshot ([`Live`]) that the
-//! proxy reads per request and [`Server::settings`] hands out to swap (with the sites,
-//! the admission and the access log: [`Server::live_parts`]). [`Server::run`]
+//! proxy reads per request and [`Server::live`] hands out to swap (with the
+//! access log and the certificates: [`Server::live_parts`]). [`Server::run`]
 //! then accepts until its shutdown future completes, stops accepting, gives open
 //! connections and then the fills in flight (which may outlive their client,
-//! [`crate::tee`]) `server.shutdown_timeout` in all to finish, saves the admission
+//! `tee`) `server.shutdown_timeout` in all to finish, saves the admission
 //! filters and writes out the access log.
 //!
 //! Limits: at most `server.max_connections` connections are open at once (the
@@ -29,11 +29,11 @@
 //! GOAWAY).
 //!
 //! `server.admin_listen` (unless `"off"`) is bound by [`Server::bind`] too, and
-//! [`Server::run`] serves the admin API on it ([`crate::admin`]) beside the proxy. One
+//! [`Server::run`] serves the admin API on it (`admin`) beside the proxy. One
 //! shutdown ends both: when `run`'s shutdown future completes, a `watch` channel tells the
 //! admin listener to stop accepting, and its connections get the same
 //! `server.shutdown_timeout` to finish. The admin listener bounds its connections itself
-//! (count and head timeout, see [`crate::admin::serve`]), apart from the proxy port's
+//! (count and head timeout, see `admin::serve`), apart from the proxy port's
 //! limits, so that a flood on either port leaves the other served.
 //!
 //! `[server.tls]` adds a TLS listener, bound by [`Server::bind`] with its certificates
@@ -41,11 +41,11 @@
 //! connection's task (holding its `max_connections` slot, within
 //! `server.header_read_timeout`) before the connection is served like a plain one, on the
 //! decrypted stream. Each connection knows its listener's scheme
-//! ([`crate::key::ClientScheme`]), which every request of it passes to the proxy.
+//! (`key::ClientScheme`), which every request of it passes to the proxy.
 //!
 //! Every connection is read through a `head_guard`, which answers request heads with
 //! ambiguous body framing (`Content-Length` with `Transfer-Encoding`) with 400 before
-//! hyper would forward them, and carries a per-connection [`ConnectionToken`] that
+//! hyper would forward them, and carries a per-connection `ConnectionToken` that
 //! every request of the connection gets as an extension.
 
 mod connection;
