@@ -221,37 +221,10 @@ impl Proxy {
         let (mut head, body) = request.into_parts();
         // The target as the client sent it, when normalising changed it: the access log's.
         let mut sent_target = None;
-        let routed = match hygiene::check_request(&mut head)
-            .and_then(|()| max_forwards::take_hop(&mut head))
-        {
-            // `*` targets and `CONNECT` name nothing on the origin.
-            Ok(_) if target_form::is_own(&head) => target_form::answer(&head),
-            Ok(Hop::Forward) => match crate::key::normalise_target(&mut head, scheme) {
-                // From here on the request is the one its key names: what is looked up,
-                // stored and forwarded are the same target and host.
-                Ok(sent) => {
-                    sent_target = sent;
-                    // Fields about the client's connection are gone before anything
-                    // judges the request; the forwarding fields are added only where it
-                    // is forwarded (`hygiene::Forwarding`).
-                    crate::origin::strip_hop_by_hop(&mut head.headers);
-                    let client = ClientConnection {
-                        ip: peer.ip(),
-                        scheme,
-                    };
-                    // One view of the settings, sites and admission for the whole request.
-                    let live = self.live.load();
-                    self.route(&head, client, body, &live).await
-                }
-                Err(error) => Err(ProxyError::BadRequest(error)),
-            },
-            Ok(Hop::Answer) => Ok(max_forwards::answer(&head)),
-            Err(rejection) => Err(ProxyError::Rejected(rejection)),
-        };
-        let Answer {
-            mut response,
-            outcome,
-        } = match routed {
+        let routed = self
+            .check_and_route(&mut head, body, peer, scheme, &mut sent_target)
+            .await;
+        let answer = match routed {
             Ok(answer) => answer,
             Err(error) => {
                 // One failure can come with every request: the warning is throttled per kind.
@@ -260,15 +233,7 @@ impl Proxy {
                 error_response(&error)
             }
         };
-        // Replaces any the origin sent: ours is the only one about this cache.
-        let headers = response.headers_mut();
-        headers.insert(CACHE_STATUS, cache_status::header_value(&outcome));
-        hygiene::add_response_via(headers);
-        let result = outcome.result();
-        self.cache.metrics.count_request(result);
-        self.cache
-            .metrics
-            .count_body_bytes(result, body_len(&head.method, &response));
+        let (response, outcome) = self.render(&head.method, answer);
         let Some(started) = started else {
             return response;
         };
@@ -289,6 +254,58 @@ impl Proxy {
             duration: std::time::Duration::ZERO,
         };
         response.map(|body| self.access_log.wrap_body(record, started, body))
+    }
+
+    /// Checks the head and answers what the proxy answers itself (a `*` target, `CONNECT`,
+    /// `Max-Forwards: 0`); normalises the target and routes everything else, with one
+    /// view of the settings, sites and admission for the whole request. `sent_target`:
+    /// the target as the client sent it, when normalising changed it.
+    async fn check_and_route(
+        &self,
+        head: &mut request::Parts,
+        body: Incoming,
+        peer: SocketAddr,
+        scheme: ClientScheme,
+        sent_target: &mut Option<http::Uri>,
+    ) -> Result<Answer, ProxyError> {
+        match hygiene::check_request(head).and_then(|()| max_forwards::take_hop(head)) {
+            // `*` targets and `CONNECT` name nothing on the origin.
+            Ok(_) if target_form::is_own(head) => target_form::answer(head),
+            Ok(Hop::Forward) => {
+                // From here on the request is the one its key names: what is looked up,
+                // stored and forwarded are the same target and host.
+                *sent_target = crate::key::normalise_target(head, scheme)?;
+                // Fields about the client's connection are gone before anything judges
+                // the request; the forwarding fields are added only where it is
+                // forwarded (`hygiene::Forwarding`).
+                crate::origin::strip_hop_by_hop(&mut head.headers);
+                let client = ClientConnection {
+                    ip: peer.ip(),
+                    scheme,
+                };
+                let live = self.live.load();
+                self.route(head, client, body, &live).await
+            }
+            Ok(Hop::Answer) => Ok(max_forwards::answer(head)),
+            Err(rejection) => Err(ProxyError::Rejected(rejection)),
+        }
+    }
+
+    /// Renders the answer's outcome, once: its `Cache-Status` (replacing any the origin
+    /// sent: ours is the only one about this cache) and `Via`, and the request counters.
+    fn render(&self, method: &Method, answer: Answer) -> (Response<ProxyBody>, Outcome) {
+        let Answer {
+            mut response,
+            outcome,
+        } = answer;
+        let headers = response.headers_mut();
+        headers.insert(CACHE_STATUS, cache_status::header_value(&outcome));
+        hygiene::add_response_via(headers);
+        let result = outcome.result();
+        self.cache.metrics.count_request(result);
+        let bytes = body_len(method, &response);
+        self.cache.metrics.count_body_bytes(result, bytes);
+        (response, outcome)
     }
 
     /// Routes a checked request: the hit path inline, everything that goes to the origin

@@ -32,7 +32,7 @@ use crate::policy::validation;
 use crate::proxy::error::ProxyError;
 use crate::range::{self, PartsBody, RangeAnswer};
 use crate::sites::Site;
-use crate::store::{StoreError, Trouble};
+use crate::store::{EntryWriter, StoreError, Trouble};
 use crate::tee::TeeBody;
 
 impl Proxy {
@@ -227,80 +227,25 @@ pub(super) async fn fill(
     origin: OriginResponse,
     leader: Option<Leader>,
 ) -> Teed {
-    let live = exchange.live;
-    // The size that makes the answer storable is the limit its fill gets.
-    let max_len = live.max_object_size();
-    let verdict = if method != Method::GET {
-        Err(NotStored::Method)
-    } else if exchange.collapse_timed_out {
-        Err(NotStored::CollapseTimeout)
-    } else if exchange.range_forwarded {
-        Err(NotStored::Range)
-    } else {
-        cache.storable(live, request, &origin, exchange.times.1)
-    };
-    let key = exchange.key;
-    let decision = match verdict {
-        // Admission's second phase, for a storable answer only: the policy, then a site's
-        // rule, may decide by the response's type or size, now that its head is here.
-        Ok(()) => {
-            let length = match origin.framing {
-                BodyFraming::Length(length) => Some(length),
-                _ => None,
-            };
-            let policy = &*live.admission.policy;
-            exchange
-                .admission
-                .on_response(policy, exchange.rules, &origin.head, length)
-        }
-        // Not stored whatever admission says: the policy is not asked.
-        Err(_) => exchange.admission.planned(),
-    };
-    if verdict.is_ok() {
-        cache.metrics.count_decision(decision);
-    }
+    let (verdict, decision) = judge(cache, method, request, exchange, &origin);
     let began = match (verdict, decision) {
         (Err(reason), _) => Err(Detail::NotStored(reason)),
         (Ok(()), Decision::Reject(reason)) => Err(Detail::Admission(reason)),
         (Ok(()), Decision::Admit(_)) => {
-            let (marker, times) = (exchange.marker, exchange.times);
             // Boxed, as the commit below: starting a fill (a marker write, the entry's
             // file) is about 2 KiB of future state, and every GET answered from the
             // origin, stored or not, would carry it and copy it on each move; an admitted
             // fill, which writes to disk, affords the allocation.
-            let began =
-                Box::pin(cache.begin_fill(key, marker, request, &origin, times, max_len)).await;
-            began.map_err(|error| match error {
-                // Larger than the whole budget: no eviction can make room, so this is the
-                // object's size, not a failure of the store.
-                StoreError::NoSpace { needed, max_size } if needed > max_size => {
-                    if let Some(held) = TOO_LARGE_LOG.admit() {
-                        tracing::info!(
-                            key = %key,
-                            needed,
-                            max_size,
-                            held_back = held,
-                            "object larger than cache.max_size; proxying it uncached"
-                        );
-                    }
-                    Detail::NotStored(NotStored::TooLarge)
-                }
-                error if error.trouble().is_some() => {
-                    // The store logs disk trouble once per back-off period, not per fill.
-                    tracing::debug!(key = %key, %error, "disk cannot take the fill; proxying uncached");
-                    cache.metrics.count_error(ErrorKind::FillNotStarted);
-                    trouble_detail(&error)
-                }
-                error => {
-                    tracing::warn!(key = %key, %error, "cannot start fill; proxying uncached");
-                    cache.metrics.count_error(ErrorKind::FillNotStarted);
-                    Detail::StoreError
-                }
-            })
+            let (marker, times) = (exchange.marker, exchange.times);
+            let max_len = exchange.live.max_object_size();
+            let began = cache.begin_fill(exchange.key, marker, request, &origin, times, max_len);
+            let began = Box::pin(began).await;
+            began.map_err(|error| not_started(cache, exchange.key, error))
         }
     };
     if let Ok(writer) = &began {
-        live.admission.policy.note_fill(writer.key_hash(), decision);
+        let policy = &exchange.live.admission.policy;
+        policy.note_fill(writer.key_hash(), decision);
     }
     // Not storable: the slot is freed now (below, or here), and for a reason of the
     // response's own the key is passed uncollapsed for a while.
@@ -311,21 +256,117 @@ pub(super) async fn fill(
         }
         (_, leader) => leader,
     };
-    // Which of the body's bytes count as writes (second-hit would have) avoided.
-    let counted = match (&began, decision) {
+    let counted = writes_avoided(cache, &began, decision);
+    let OriginResponse {
+        head,
+        body,
+        framing,
+    } = origin;
+    let (stored, body) = tee(cache, exchange.key, began, leader, body, framing).await;
+    let body = match counted {
+        Some(counter) => body.counting(cache.metrics.clone(), counter),
+        None => body,
+    };
+    Teed {
+        head,
+        framing,
+        stored,
+        body,
+    }
+}
+
+/// Whether `origin` may be stored (`Err`: why not), and the admission of it: for a
+/// storable answer, admission's second phase — the policy, then a site's rule, may
+/// decide by the response's type or size, now that its head is here — counted as a
+/// decision; otherwise the decision planned before, and the policy is not asked.
+fn judge(
+    cache: &Cache,
+    method: &Method,
+    request: &HeaderMap,
+    exchange: &Exchange<'_>,
+    origin: &OriginResponse,
+) -> (Result<(), NotStored>, Decision) {
+    let live = exchange.live;
+    let verdict = if method != Method::GET {
+        Err(NotStored::Method)
+    } else if exchange.collapse_timed_out {
+        Err(NotStored::CollapseTimeout)
+    } else if exchange.range_forwarded {
+        Err(NotStored::Range)
+    } else {
+        cache.storable(live, request, origin, exchange.times.1)
+    };
+    if verdict.is_err() {
+        return (verdict, exchange.admission.planned());
+    }
+    let length = match origin.framing {
+        BodyFraming::Length(length) => Some(length),
+        _ => None,
+    };
+    let policy = &*live.admission.policy;
+    let decision = (exchange.admission).on_response(policy, exchange.rules, &origin.head, length);
+    cache.metrics.count_decision(decision);
+    (verdict, decision)
+}
+
+/// The `detail` of a fill of `key` that could not start for `error`, logged and counted.
+fn not_started(cache: &Cache, key: &CacheKey, error: StoreError) -> Detail {
+    match error {
+        // Larger than the whole budget: no eviction can make room, so this is the
+        // object's size, not a failure of the store.
+        StoreError::NoSpace { needed, max_size } if needed > max_size => {
+            if let Some(held) = TOO_LARGE_LOG.admit() {
+                tracing::info!(
+                    key = %key,
+                    needed,
+                    max_size,
+                    held_back = held,
+                    "object larger than cache.max_size; proxying it uncached"
+                );
+            }
+            Detail::NotStored(NotStored::TooLarge)
+        }
+        error if error.trouble().is_some() => {
+            // The store logs disk trouble once per back-off period, not per fill.
+            tracing::debug!(key = %key, %error, "disk cannot take the fill; proxying uncached");
+            cache.metrics.count_error(ErrorKind::FillNotStarted);
+            trouble_detail(&error)
+        }
+        error => {
+            tracing::warn!(key = %key, %error, "cannot start fill; proxying uncached");
+            cache.metrics.count_error(ErrorKind::FillNotStarted);
+            Detail::StoreError
+        }
+    }
+}
+
+/// Which of the body's bytes count as writes (second-hit would have) avoided.
+fn writes_avoided(
+    cache: &Cache,
+    began: &Result<EntryWriter, Detail>,
+    decision: Decision,
+) -> Option<ByteCounter> {
+    match (began, decision) {
         (Err(Detail::Admission(_)), _) => Some(ByteCounter::WritesAvoided),
         (Ok(_), Decision::Admit(AdmitReason::Shadowed(_))) => {
             cache.metrics.count_shadow_write_avoided();
             Some(ByteCounter::ShadowWritesAvoided)
         }
         _ => None,
-    };
-    let OriginResponse {
-        head,
-        body,
-        framing,
-    } = origin;
-    let (stored, body) = match began {
+    }
+}
+
+/// The origin's `body`, teed into the fill that `began` (committed at once when there is
+/// no body); `leader` is told how the fill ended. `Ok`: stored, else why not.
+async fn tee(
+    cache: &Cache,
+    key: &CacheKey,
+    began: Result<EntryWriter, Detail>,
+    leader: Option<Leader>,
+    body: origin::ReadTimeout,
+    framing: BodyFraming,
+) -> (Result<(), Detail>, TeeBody<origin::ReadTimeout>) {
+    match began {
         Ok(writer) if framing == BodyFraming::Length(0) => {
             // No body to tee (a 204 is not even polled): commit it now.
             let committed = Box::pin(writer.finish()).await.map_err(|error| {
@@ -349,16 +390,6 @@ pub(super) async fn fill(
             (Ok(()), body)
         }
         Err(detail) => (Err(detail), TeeBody::passthrough(body)),
-    };
-    let body = match counted {
-        Some(counter) => body.counting(cache.metrics.clone(), counter),
-        None => body,
-    };
-    Teed {
-        head,
-        framing,
-        stored,
-        body,
     }
 }
 
