@@ -439,6 +439,29 @@ pub(super) struct Exchange<'a> {
     pub(super) collapse_timed_out: bool,
 }
 
+impl<'a> Exchange<'a> {
+    /// The exchange of a revalidation of a stored key (`live`, `key`, `marker`) that went
+    /// forward for `forward` at `times`: re-admitted without asking the policy, and
+    /// always for the whole object.
+    pub(super) fn revalidation(
+        (live, key, marker): (&'a Snapshot, &'a CacheKey, Option<&'a Marker>),
+        forward: Forward,
+        times: (SystemTime, SystemTime),
+    ) -> Exchange<'a> {
+        Exchange {
+            live,
+            key,
+            marker,
+            forward,
+            admission: Admitting::AlreadyStored,
+            rules: None,
+            times,
+            range_forwarded: false,
+            collapse_timed_out: false,
+        }
+    }
+}
+
 /// A miss on its way to the origin: what the lookup and admission found, and its part in
 /// the key's collapse slot.
 pub(super) struct Miss<'a> {

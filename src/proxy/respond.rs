@@ -19,6 +19,7 @@ use crate::outcome::Outcome;
 use crate::policy::freshness::StoredFreshness;
 use crate::policy::validation;
 use crate::range::{self, Multipart, RangeAnswer};
+use crate::store::StoredEntry;
 
 /// Answers `request` from `found`, whose freshness was judged by `freshness` at `now`;
 /// `outcome` says what the answer is (a hit, a stale hit, a revalidated entry).
@@ -64,6 +65,17 @@ fn response_from_store(
     } else {
         RangeAnswer::Whole
     };
+    answer_range(head, entry, ranged, len)
+}
+
+/// The 200, 206 or 416 that `ranged` calls for, with `head` and `entry`'s body (of `len`
+/// bytes) or the parts of it.
+fn answer_range(
+    mut head: response::Parts,
+    entry: StoredEntry,
+    ranged: RangeAnswer,
+    len: u64,
+) -> Response<ProxyBody> {
     match ranged {
         RangeAnswer::Whole => {
             if let Some(body) = entry.body_in_memory() {
@@ -86,30 +98,7 @@ fn response_from_store(
                 .map_err(BoxError::from);
             Response::from_parts(head, BodyExt::boxed_unsync(StreamBody::new(frames)))
         }
-        RangeAnswer::Parts(parts) => {
-            let multipart = multipart_head(&mut head, &parts, len);
-            let heads: Vec<Bytes> = (parts.iter())
-                .map(|&(first, last)| multipart.part_head(first, last))
-                .collect();
-            // Each part's head goes out just before its first chunk.
-            let mut started = None;
-            let frames = entry
-                .into_ranges_stream(parts)
-                .map_ok(move |(part, chunk)| {
-                    let head = (started != Some(part)).then(|| heads[part].clone());
-                    started = Some(part);
-                    futures_util::stream::iter(
-                        head.into_iter().chain([chunk]).map(Ok::<_, std::io::Error>),
-                    )
-                })
-                .try_flatten()
-                .chain(futures_util::stream::once(async move {
-                    Ok(multipart.closing())
-                }))
-                .map_ok(Frame::data)
-                .map_err(BoxError::from);
-            Response::from_parts(head, BodyExt::boxed_unsync(StreamBody::new(frames)))
-        }
+        RangeAnswer::Parts(parts) => multipart_body(head, entry, parts, len),
         RangeAnswer::Unsatisfiable => {
             head.status = StatusCode::RANGE_NOT_SATISFIABLE;
             head.headers
@@ -118,6 +107,35 @@ fn response_from_store(
             Response::from_parts(head, empty())
         }
     }
+}
+
+/// A `multipart/byteranges` 206 of `parts` of `entry` (of `len` bytes), with `head`.
+fn multipart_body(
+    mut head: response::Parts,
+    entry: StoredEntry,
+    parts: Vec<(u64, u64)>,
+    len: u64,
+) -> Response<ProxyBody> {
+    let multipart = multipart_head(&mut head, &parts, len);
+    let heads: Vec<Bytes> = (parts.iter())
+        .map(|&(first, last)| multipart.part_head(first, last))
+        .collect();
+    // Each part's head goes out just before its first chunk.
+    let mut started = None;
+    let frames = entry
+        .into_ranges_stream(parts)
+        .map_ok(move |(part, chunk)| {
+            let head = (started != Some(part)).then(|| heads[part].clone());
+            started = Some(part);
+            futures_util::stream::iter(head.into_iter().chain([chunk]).map(Ok::<_, std::io::Error>))
+        })
+        .try_flatten()
+        .chain(futures_util::stream::once(async move {
+            Ok(multipart.closing())
+        }))
+        .map_ok(Frame::data)
+        .map_err(BoxError::from);
+    Response::from_parts(head, BodyExt::boxed_unsync(StreamBody::new(frames)))
 }
 
 /// Makes `head`, a 200 for a whole object of `len` bytes, the head of the 206 answering

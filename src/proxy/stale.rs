@@ -12,7 +12,7 @@ use super::Answer;
 use super::cache::{Cache, Found, Lookup, OriginRequest, Revalidated};
 use super::collapse::Leader;
 use super::forward::{self, Exchange, Teed, drain};
-use super::{Proxy, READMIT, respond};
+use super::{Proxy, respond};
 use crate::hygiene::{ClientConnection, Forwarding};
 use crate::key::CacheKey;
 use crate::live::Snapshot;
@@ -56,14 +56,7 @@ impl Proxy {
         let outcome = self.cache.revalidate(&target, found).await;
         match outcome {
             Ok(Revalidated::NotModified(found)) => {
-                // Not a hit (the origin was asked), but the entry is now one second-hit
-                // would have too: the request that revalidated it would have stored it.
-                live.admission.policy.note_served(found.entry.key_hash());
-                let fresh = StoredFreshness::new(&found.entry.meta, &live.cache_rules());
-                let status = Outcome::forward(forward)
-                    .fwd_status(StatusCode::NOT_MODIFIED)
-                    .ttl(fresh.ttl_seconds(now));
-                Ok(respond::from_store(head, *found, &fresh, now, status))
+                Ok(not_modified(head, *found, forward, live, now))
             }
             Ok(Revalidated::Replaced {
                 response,
@@ -77,18 +70,11 @@ impl Proxy {
                 {
                     return Ok(serve_stale(found, Detail::StaleIfError));
                 }
-                let exchange = Exchange {
-                    live,
-                    key,
-                    marker: marker.as_ref(),
+                let exchange = Exchange::revalidation(
+                    (live, key, marker.as_ref()),
                     forward,
-                    admission: READMIT,
-                    rules: None,
-                    times: (request_time, response_time),
-                    // A revalidation always asks for the whole object.
-                    range_forwarded: false,
-                    collapse_timed_out: false,
-                };
+                    (request_time, response_time),
+                );
                 Ok(self
                     .answer_from_origin(head, response, exchange, None)
                     .await)
@@ -166,6 +152,24 @@ impl Proxy {
     }
 }
 
+/// The answer from `found` after the origin said 304 to its revalidation for `forward`:
+/// not a hit (the origin was asked), but the entry is now one second-hit would have too,
+/// since the request that revalidated it would have stored it.
+fn not_modified(
+    head: &request::Parts,
+    found: Found,
+    forward: Forward,
+    live: &Snapshot,
+    now: SystemTime,
+) -> Answer {
+    live.admission.policy.note_served(found.entry.key_hash());
+    let fresh = StoredFreshness::new(&found.entry.meta, &live.cache_rules());
+    let outcome = Outcome::forward(forward)
+        .fwd_status(StatusCode::NOT_MODIFIED)
+        .ttl(fresh.ttl_seconds(now));
+    respond::from_store(head, found, &fresh, now, outcome)
+}
+
 /// The background half of `stale-while-revalidate`: revalidates the stored response
 /// for `key` and stores whatever the origin answers, reading the body to its end.
 /// `leader` holds the key's slot until then (until the new entry is committed).
@@ -197,17 +201,7 @@ async fn refresh(
         }
     };
     // No client reads this exchange's Cache-Status; `fwd=stale` is what it would say.
-    let exchange = Exchange {
-        live,
-        key,
-        marker: marker.as_ref(),
-        forward: Forward::Stale,
-        admission: READMIT,
-        rules: None,
-        times,
-        range_forwarded: false,
-        collapse_timed_out: false,
-    };
+    let exchange = Exchange::revalidation((live, key, marker.as_ref()), Forward::Stale, times);
     let request = &target.headers;
     let Teed { stored, body, .. } = forward::fill(
         cache,
