@@ -5,6 +5,11 @@
 //! left unfinished, first or later on a kept-alive connection, ends the connection at
 //! `server.header_read_timeout`. Real sockets on 127.0.0.1; h2c connections are written
 //! byte by byte.
+//!
+//! Most run on tokio's paused clock (`start_paused`, one thread): the proxy's timeouts are
+//! tokio timers, which the runtime advances when every task waits, so a test waits for
+//! no timeout on the wall clock. The two that fill the clients' socket buffers stay on
+//! the wall clock: a stalled write is real back-pressure, not a timer.
 
 use std::time::Duration;
 
@@ -105,7 +110,7 @@ async fn idle_h2c(stream: &mut TcpStream) -> Option<Vec<u8>> {
     Some(types)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn idle_http1_connections_are_closed_after_idle_timeout() {
     let origin = origin().await;
     let proxy = TestProxy::start(origin.addr, short_idle).await;
@@ -129,7 +134,7 @@ async fn idle_http1_connections_are_closed_after_idle_timeout() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn idle_h2c_connections_get_goaway_after_idle_timeout() {
     let origin = origin().await;
     let proxy = TestProxy::start(origin.addr, short_idle).await;
@@ -158,7 +163,7 @@ async fn idle_h2c_connections_get_goaway_after_idle_timeout() {
 
 /// A client that never answers a PING cannot keep its connection open after GOAWAY: the
 /// graceful close's deadline drops it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn an_idle_h2c_client_that_never_answers_pings_is_dropped() {
     let origin = origin().await;
     let proxy = TestProxy::start(origin.addr, |c| {
@@ -174,7 +179,7 @@ async fn an_idle_h2c_client_that_never_answers_pings_is_dropped() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_request_open_longer_than_idle_timeout_is_not_cut() {
     let origin = origin().await;
     let proxy = TestProxy::start(origin.addr, short_idle).await;
@@ -184,7 +189,7 @@ async fn a_request_open_longer_than_idle_timeout_is_not_cut() {
     assert_eq!((seen.status, seen.body.as_slice()), (200, &b"hello"[..]));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn with_max_connections_full_of_idle_h2c_a_new_client_is_served() {
     let origin = origin().await;
     let proxy = TestProxy::start(origin.addr, |c| {
@@ -219,7 +224,7 @@ async fn with_max_connections_full_of_idle_h2c_a_new_client_is_served() {
 /// h2c clients that sent their preface and then never read nor answered anything cannot
 /// keep a new client waiting at `server.max_connections`: the graceful close a reap
 /// starts has a deadline, after which their connections are dropped.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn with_max_connections_full_of_silent_h2c_a_new_client_is_served() {
     let origin = origin().await;
     let proxy = TestProxy::start(origin.addr, |c| {
@@ -251,7 +256,7 @@ async fn with_max_connections_full_of_silent_h2c_a_new_client_is_served() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn slow_header_clients_do_not_keep_a_good_client_from_its_hits() {
     let origin = origin().await;
     let proxy = TestProxy::start(origin.addr, |c| {
@@ -376,7 +381,7 @@ async fn frames_until_close(stream: &mut TcpStream) -> Vec<(u8, Vec<u8>)> {
 /// The server's SETTINGS announce `server.max_concurrent_streams`, and a client that opens
 /// and at once resets streams in a loop (rapid reset, CVE-2023-44487) gets GOAWAY with
 /// ENHANCE_YOUR_CALM instead of costing the origin a request per stream.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn http2_stream_limits_are_announced_and_rapid_reset_ends_in_goaway() {
     let origin = origin().await;
     let proxy = TestProxy::start(origin.addr, |c| c.server.max_concurrent_streams = 7).await;
@@ -425,7 +430,7 @@ async fn http2_stream_limits_are_announced_and_rapid_reset_ends_in_goaway() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn client_that_never_finishes_its_head_is_disconnected() {
     let origin = origin().await;
     let proxy = TestProxy::start(origin.addr, |c| {
@@ -447,7 +452,7 @@ async fn client_that_never_finishes_its_head_is_disconnected() {
 /// A later head is timed from its first byte: after one answered request, a head that
 /// stops halfway ends the connection at `header_read_timeout`, long before the idle
 /// timeout would.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_later_head_that_stops_halfway_is_disconnected() {
     let origin = origin().await;
     let proxy = TestProxy::start(origin.addr, |c| {
@@ -552,7 +557,7 @@ async fn dropped_unread(stream: &mut TcpStream, what: &str) {
     .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn an_http2_client_that_grants_no_window_is_dropped_after_send_timeout() {
     let (_origin, proxy) = stalling_setup(100).await;
     // Answers pings (hyper's client does), but never lets a byte of the body through.

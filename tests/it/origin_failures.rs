@@ -60,7 +60,9 @@ fn short_timeouts(config: &mut Config) {
 
 /// An origin that accepts the connection and never answers: 504 `origin-timeout` after
 /// `connect_timeout + read_timeout`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// On the paused clock: the proxy's head timeout is a tokio timer, which the runtime
+// advances when nothing else can run.
+#[tokio::test(start_paused = true)]
 async fn silent_origin_is_a_504() {
     let origin = raw_origin(b"", Then::Hang).await;
     let proxy = TestProxy::start(origin, short_timeouts).await;

@@ -173,6 +173,8 @@ async fn a_public_response_of_any_status_is_stored_with_a_heuristic_lifetime() {
         let first = get_with(&proxy, "/public", &[]).await;
         assert_eq!(first.status, status);
         assert!(first.cache.stored, "{status}: {:?}", first.cache);
+        // The entry exists once its fill committed, which may be after the body arrived.
+        proxy.wait_committed(1).await;
         let second = get_with(&proxy, "/public", &[]).await;
         assert!(second.cache.hit, "{status}: {:?}", second.cache);
         assert_eq!(origin.count("/public"), 1, "{status}");
