@@ -65,23 +65,12 @@ impl Proxy {
         // Byte ranges of an object about to be stored are fetched whole and answered from
         // it; any other range is passed to the origin and not stored.
         let whole_for_range = may_store && range::is_answerable_range(&head.headers);
-        let mut headers = head.headers.clone();
-        if may_store && (whole_for_range || !headers.contains_key(RANGE)) {
-            // The client's validators would let the origin answer 304, leaving nothing to store.
-            validation::whole_object_request(&mut headers, None);
-        }
+        let headers = origin_headers(head, may_store, whole_for_range);
         let mut range_forwarded = headers.contains_key(RANGE);
         let request_time = SystemTime::now();
-        let mut origin = self
-            .send(
-                head,
-                client,
-                site,
-                head.method.clone(),
-                headers,
-                origin::client_body(body),
-            )
-            .await?;
+        let body = origin::client_body(body);
+        let method = head.method.clone();
+        let mut origin = self.send(head, client, site, method, headers, body).await?;
         if whole_for_range
             && matches!(origin.framing, BodyFraming::Length(len) if len > live.max_object_size())
         {
@@ -148,6 +137,17 @@ impl Proxy {
         };
         Answer::new(relay(head, teed, exchange.range_forwarded), outcome)
     }
+}
+
+/// The headers of a GET/HEAD miss's request to the origin: the client's, without its
+/// validators (which would let the origin answer 304, leaving nothing to store) and
+/// without a range that is cut from the whole object, when the answer `may_store`.
+fn origin_headers(head: &request::Parts, may_store: bool, whole_for_range: bool) -> HeaderMap {
+    let mut headers = head.headers.clone();
+    if may_store && (whole_for_range || !headers.contains_key(RANGE)) {
+        validation::whole_object_request(&mut headers, None);
+    }
+    headers
 }
 
 /// The client's response to `head` from the origin's `teed` answer: a 304 when the

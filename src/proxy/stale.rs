@@ -88,13 +88,7 @@ impl Proxy {
                 // Disconnected from the origin (RFC 9111 §4.2.4): the operator's allowance,
                 // for an entry that went stale by itself (not one the client asked to have
                 // validated) and whose response does not forbid serving it stale.
-                let unreachable =
-                    matches!(error, OriginError::Connect(_) | OriginError::Timeout(_));
-                let allowance = live.stale_if_unreachable();
-                if unreachable
-                    && forward == Forward::Stale
-                    && !allowance.is_zero()
-                    && freshness.stale_within(allowance, now)
+                if unreachable_allows(&error, forward, live, freshness, now)
                     && let Some(found) = self.reopen(key, head, &entry_ref).await
                 {
                     return Ok(serve_stale(found, Detail::StaleIfUnreachable));
@@ -150,6 +144,23 @@ impl Proxy {
             refresh(&cache, &live, &target, &key, (&stored, leader)).await;
         });
     }
+}
+
+/// Whether `cache.stale_if_unreachable` lets a stale entry (judged by `freshness` at
+/// `now`) answer after `error`: the origin could not be reached or timed out, and the
+/// entry went stale by itself (`forward` is `stale`, not the client's own `no-cache`).
+fn unreachable_allows(
+    error: &OriginError,
+    forward: Forward,
+    live: &Snapshot,
+    freshness: &StoredFreshness,
+    now: SystemTime,
+) -> bool {
+    let allowance = live.stale_if_unreachable();
+    matches!(error, OriginError::Connect(_) | OriginError::Timeout(_))
+        && forward == Forward::Stale
+        && !allowance.is_zero()
+        && freshness.stale_within(allowance, now)
 }
 
 /// The answer from `found` after the origin said 304 to its revalidation for `forward`:
