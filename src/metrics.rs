@@ -22,6 +22,7 @@
 
 pub mod export;
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -46,6 +47,15 @@ pub enum ByteCounter {
 pub struct Metrics {
     /// When the proxy started, for "since start" figures.
     started: Instant,
+    /// One set of counters per worker, summed when read: a worker bumps only its own, so
+    /// no cache line of counters moves between cores per request.
+    shards: Box<[Shard]>,
+}
+
+/// One worker's counters, on cache lines of their own.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct Shard {
     /// Requests by [`RequestResult`], indexed by its position in `RequestResult::ALL`.
     requests: [AtomicU64; RequestResult::ALL.len()],
     /// Decisions applied to storable responses, indexed by [`Decision::index`].
@@ -65,8 +75,21 @@ pub struct Metrics {
     collapsed: AtomicU64,
     /// Errors by [`ErrorKind`], indexed by its position in `ErrorKind::ALL`.
     errors: [AtomicU64; ErrorKind::ALL.len()],
+    /// Client connections this worker accepted.
+    connections: AtomicU64,
     /// Time from sending an origin request to its response head (or its failure).
     origin: DurationHistogram,
+}
+
+thread_local! {
+    /// The worker this thread serves (its blocking threads included); 0 elsewhere.
+    static WORKER: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Marks this thread as worker `index`'s, so that what it counts goes to that worker's
+/// counters.
+pub fn set_worker(index: usize) {
+    WORKER.with(|worker| worker.set(index));
 }
 
 impl Default for Metrics {
@@ -76,92 +99,113 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    /// All counters at zero, started now.
+    /// All counters at zero, started now, for one worker.
     pub fn new() -> Metrics {
+        Metrics::for_workers(1)
+    }
+
+    /// All counters at zero, started now, for `workers` workers (at least one).
+    pub fn for_workers(workers: usize) -> Metrics {
         Metrics {
             started: Instant::now(),
-            requests: Default::default(),
-            decisions: Default::default(),
-            bytes: Default::default(),
-            body_bytes: Default::default(),
-            shadow_writes_avoided: AtomicU64::new(0),
-            shadow_hits_lost: AtomicU64::new(0),
-            collapsed: AtomicU64::new(0),
-            shadow_hits_lost_bytes: AtomicU64::new(0),
-            errors: Default::default(),
-            origin: DurationHistogram::default(),
+            shards: (0..workers.max(1)).map(|_| Shard::default()).collect(),
         }
+    }
+
+    /// This thread's worker's counters.
+    fn shard(&self) -> &Shard {
+        let index = WORKER.with(Cell::get);
+        // Set only by the server, for the workers it counts: never out of range there.
+        &self.shards[index % self.shards.len()]
     }
 
     /// Counts one request answered with `result`.
     pub fn count_request(&self, result: RequestResult) {
-        self.requests[result as usize].fetch_add(1, Ordering::Relaxed);
+        self.shard().requests[result as usize].fetch_add(1, Ordering::Relaxed);
     }
 
     /// Adds `bytes` (from [`body_len`]; nothing for `None`) to the body bytes of `result`.
     pub fn count_body_bytes(&self, result: RequestResult, bytes: Option<u64>) {
         if let Some(bytes) = bytes {
-            self.body_bytes[result as usize].fetch_add(bytes, Ordering::Relaxed);
+            self.shard().body_bytes[result as usize].fetch_add(bytes, Ordering::Relaxed);
         }
     }
 
     /// Counts `decision`, applied to a storable response.
     pub fn count_decision(&self, decision: Decision) {
-        self.decisions[decision.index()].fetch_add(1, Ordering::Relaxed);
+        self.shard().decisions[decision.index()].fetch_add(1, Ordering::Relaxed);
     }
 
     /// Adds `bytes` to `counter`.
     pub fn add_bytes(&self, counter: ByteCounter, bytes: u64) {
-        self.bytes[counter as usize].fetch_add(bytes, Ordering::Relaxed);
+        self.shard().bytes[counter as usize].fetch_add(bytes, Ordering::Relaxed);
     }
 
     /// Counts a fill that second-hit would not have written (its bytes are counted as the
     /// body streams, into [`ByteCounter::ShadowWritesAvoided`]).
     pub fn count_shadow_write_avoided(&self) {
-        self.shadow_writes_avoided.fetch_add(1, Ordering::Relaxed);
+        self.shard()
+            .shadow_writes_avoided
+            .fetch_add(1, Ordering::Relaxed);
     }
 
     /// Counts a hit second-hit would not have had, on an entry of `body_len` bytes.
     pub fn count_shadow_hit_lost(&self, body_len: u64) {
-        self.shadow_hits_lost.fetch_add(1, Ordering::Relaxed);
-        self.shadow_hits_lost_bytes
+        let shard = self.shard();
+        shard.shadow_hits_lost.fetch_add(1, Ordering::Relaxed);
+        shard
+            .shadow_hits_lost_bytes
             .fetch_add(body_len, Ordering::Relaxed);
     }
 
-    /// Counts one error of `kind`.
     /// Counts a miss answered from another request's fill of its key instead of an origin
     /// fetch of its own (request collapsing).
     pub fn count_collapsed(&self) {
-        self.collapsed.fetch_add(1, Ordering::Relaxed);
+        self.shard().collapsed.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Counts one error of `kind`.
     pub fn count_error(&self, kind: ErrorKind) {
-        self.errors[kind as usize].fetch_add(1, Ordering::Relaxed);
+        self.shard().errors[kind as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a client connection accepted by this thread's worker.
+    pub fn count_connection(&self) {
+        self.shard().connections.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Records how long an origin request took to its response head.
     pub fn observe_origin(&self, elapsed: Duration) {
-        self.origin.observe(elapsed);
+        self.shard().origin.observe(elapsed);
     }
 
-    /// A consistent-enough copy of every counter (each read on its own).
+    /// A consistent-enough copy of every counter (each read on its own), summed over
+    /// the workers.
     pub fn snapshot(&self) -> Counts {
-        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let sum = |read: &dyn Fn(&Shard) -> &AtomicU64| -> u64 {
+            self.shards
+                .iter()
+                .map(|shard| read(shard).load(Ordering::Relaxed))
+                .sum()
+        };
         Counts {
             uptime: self.started.elapsed(),
-            requests: self.requests.each_ref().map(load),
-            body_bytes: self.body_bytes.each_ref().map(load),
-            decisions: self.decisions.each_ref().map(load),
-            writes_avoided_bytes: load(&self.bytes[ByteCounter::WritesAvoided as usize]),
-            shadow_writes_avoided: load(&self.shadow_writes_avoided),
-            shadow_writes_avoided_bytes: load(
-                &self.bytes[ByteCounter::ShadowWritesAvoided as usize],
-            ),
-            shadow_hits_lost: load(&self.shadow_hits_lost),
-            shadow_hits_lost_bytes: load(&self.shadow_hits_lost_bytes),
-            collapsed: load(&self.collapsed),
-            errors: self.errors.each_ref().map(load),
-            origin: self.origin.snapshot(),
+            requests: std::array::from_fn(|i| sum(&|s| &s.requests[i])),
+            body_bytes: std::array::from_fn(|i| sum(&|s| &s.body_bytes[i])),
+            decisions: std::array::from_fn(|i| sum(&|s| &s.decisions[i])),
+            writes_avoided_bytes: sum(&|s| &s.bytes[ByteCounter::WritesAvoided as usize]),
+            shadow_writes_avoided: sum(&|s| &s.shadow_writes_avoided),
+            shadow_writes_avoided_bytes: sum(&|s| {
+                &s.bytes[ByteCounter::ShadowWritesAvoided as usize]
+            }),
+            shadow_hits_lost: sum(&|s| &s.shadow_hits_lost),
+            shadow_hits_lost_bytes: sum(&|s| &s.shadow_hits_lost_bytes),
+            collapsed: sum(&|s| &s.collapsed),
+            errors: std::array::from_fn(|i| sum(&|s| &s.errors[i])),
+            connections: (self.shards.iter())
+                .map(|shard| shard.connections.load(Ordering::Relaxed))
+                .collect(),
+            origin: HistogramCounts::sum(self.shards.iter().map(|shard| shard.origin.snapshot())),
         }
     }
 }
@@ -192,6 +236,8 @@ pub struct Counts {
     pub collapsed: u64,
     /// Errors, in the order of [`ErrorKind::ALL`].
     pub errors: [u64; ErrorKind::ALL.len()],
+    /// Client connections accepted, by worker.
+    pub connections: Vec<u64>,
     /// Origin request durations.
     pub origin: HistogramCounts,
 }
@@ -273,6 +319,28 @@ pub struct HistogramCounts {
     pub count: u64,
     /// Their sum, in seconds.
     pub sum_seconds: f64,
+}
+
+impl HistogramCounts {
+    /// The histogram of all the observations of `parts` (all over the same buckets).
+    fn sum(parts: impl Iterator<Item = HistogramCounts>) -> HistogramCounts {
+        let mut total = HistogramCounts {
+            buckets: Vec::new(),
+            count: 0,
+            sum_seconds: 0.0,
+        };
+        for part in parts {
+            if total.buckets.is_empty() {
+                total.buckets = part.buckets.iter().map(|&(bound, _)| (bound, 0)).collect();
+            }
+            for (sum, (_, count)) in total.buckets.iter_mut().zip(part.buckets) {
+                sum.1 += count;
+            }
+            total.count += part.count;
+            total.sum_seconds += part.sum_seconds;
+        }
+        total
+    }
 }
 
 impl DurationHistogram {

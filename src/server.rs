@@ -48,6 +48,7 @@
 //! hyper would forward them, and carries a per-connection `ConnectionToken` that
 //! every request of the connection gets as an extension.
 
+mod accept;
 mod connection;
 mod head_guard;
 mod listeners;
@@ -58,28 +59,25 @@ pub mod runtime;
 mod send_watch;
 mod start_error;
 pub mod tls;
+mod workers;
 mod zero_copy;
 
-pub use listeners::Listeners;
+pub use listeners::{Listeners, WorkerSockets};
 pub use start_error::StartError;
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hyper_util::server::graceful::GracefulShutdown;
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
-use tokio_rustls::TlsAcceptor;
+use tokio::net::TcpListener;
+use tokio::sync::{Semaphore, watch};
 
 use crate::access_log::AccessLog;
 use crate::admin::{self, Admin};
 use crate::admission::{self, LiveAdmission};
 use crate::config::{AdmissionConfig, Config, ServerConfig};
-use crate::hygiene::ConnectionToken;
-use crate::key::ClientScheme;
 use crate::live::{Live, Snapshot};
 use crate::metrics::Metrics;
 use crate::proxy::{self, Proxy};
@@ -110,6 +108,8 @@ pub struct Server {
     /// `[server]` as it was at bind: it shapes the listener and connections `run` sets up
     /// once, so a swap of the settings does not change it.
     config: ServerConfig,
+    /// The second and later workers, which `run` starts (see `runtime`).
+    workers: Vec<workers::Worker>,
 }
 
 impl Server {
@@ -159,7 +159,7 @@ impl Server {
         admission: admission::Assembled,
         listeners: Listeners,
     ) -> Result<Server, StartError> {
-        let metrics = Arc::new(Metrics::new());
+        let metrics = Arc::new(Metrics::for_workers(listeners.workers.len() + 1));
         let sites = Arc::new(Sites::new(config, &metrics)?);
         let access_log = AccessLog::start(&config.log)?;
         let listen = config.server.listen;
@@ -196,6 +196,9 @@ impl Server {
         let proxy = Arc::new(Proxy::new(parts));
         let admin = admin_listener
             .map(|listener| (listener, Admin::new(&proxy, &store, &admission, &live)));
+        let workers = (listeners.workers.into_iter().enumerate())
+            .map(|(i, sockets)| workers::Worker::build(&config.server, i + 1, sockets))
+            .collect::<Result<_, _>>()?;
         Ok(Server {
             listener,
             tls,
@@ -207,6 +210,7 @@ impl Server {
             fills,
             live,
             config: config.server.clone(),
+            workers,
         })
     }
 
@@ -263,26 +267,27 @@ impl Server {
     }
 
     /// Serves until `shutdown` completes, then drains connections (the proxy's and the
-    /// admin listener's) for up to `shutdown_timeout`.
+    /// admin listener's) for up to `shutdown_timeout`. This runtime is the first worker;
+    /// the others run on threads of their own (see `runtime`).
     pub async fn run(mut self, shutdown: impl Future<Output = ()>) {
-        let (stop_admin, admin_stopping) = watch::channel(());
-        let admin = self.spawn_admin(admin_stopping);
-        let serving = Arc::new(self.connection_serving());
+        let (stop, stopping) = watch::channel(());
+        let admin = self.spawn_admin(stopping.clone());
         let tls = self.tls.take();
-        let (reap, reaping) = watch::channel(());
-        let mut accepting = Accepting {
-            serving,
+        let shared = Arc::new(accept::Shared {
+            serving: Arc::new(self.connection_serving()),
             acceptor: tls.as_ref().map(|tls| tls.acceptor.clone()),
-            graceful: GracefulShutdown::new(),
             slots: Arc::new(Semaphore::new(self.config.max_connections)),
-            reap,
-            signals: connection::Signals {
-                stop: stop_admin.subscribe(),
-                reap: reaping,
-            },
-            full_since_log: None,
+            reap: watch::Sender::new(()),
+            stop: stopping,
+            metrics: self.proxy.metrics(),
             max_connections: self.config.max_connections,
-        };
+        });
+        let timeout = self.config.shutdown_timeout;
+        let workers: Vec<_> = std::mem::take(&mut self.workers)
+            .into_iter()
+            .filter_map(|worker| worker.spawn(shared.clone(), self.fills.clone(), timeout))
+            .collect();
+        let mut accepting = accept::Accepting::new(shared);
         let periodic = tokio::spawn(self.admission.clone().run_periodic());
         tokio::pin!(shutdown);
         let tls_listener = tls.as_ref().map(|tls| &tls.listener);
@@ -291,11 +296,14 @@ impl Server {
             .await;
         drop(self.listener);
         drop(tls);
-        // Sent even when no admin listener runs: then nobody receives it.
-        let _ = stop_admin.send(());
+        // Stops the other workers' accept loops and the admin listener, and tells every
+        // connection to finish.
+        let _ = stop.send(());
         tracing::info!("shutting down: no new connections; waiting for open ones");
-        let timeout = self.config.shutdown_timeout;
         drain(accepting.graceful, &self.fills, timeout).await;
+        for worker in workers {
+            worker.finished().await;
+        }
         periodic.abort();
         if let Some(admin) = admin
             && let Err(error) = admin.await
@@ -363,186 +371,6 @@ async fn drain(graceful: GracefulShutdown, fills: &Fills, timeout: Duration) {
     }
 }
 
-/// A client just accepted, ready to be served.
-struct Client {
-    stream: TcpStream,
-    peer: SocketAddr,
-    /// The scheme of the listener that accepted it.
-    scheme: ClientScheme,
-    token: ConnectionToken,
-}
-
-/// The accept loop's state: what each connection is served with, and the connection
-/// slots (`server.max_connections`) it hands out.
-struct Accepting {
-    serving: Arc<connection::Serving>,
-    /// Handshakes the TLS listener's clients; `None` without `[server.tls]`.
-    acceptor: Option<TlsAcceptor>,
-    /// Counts the open connections for the drain at shutdown.
-    graceful: GracefulShutdown,
-    /// One permit per open connection.
-    slots: Arc<Semaphore>,
-    /// Asks connections with no request open to close, when the slots run out.
-    reap: watch::Sender<()>,
-    /// What every connection listens to; each gets its own copy.
-    signals: connection::Signals,
-    /// When reaching `max_connections` was last logged.
-    full_since_log: Option<Instant>,
-    /// `server.max_connections`, for the log line.
-    max_connections: usize,
-}
-
-impl Accepting {
-    /// Accepts clients from `plain` and `tls` and serves each in a task of its own, until
-    /// `shutdown` completes.
-    async fn accept_until(
-        &mut self,
-        plain: &TcpListener,
-        tls: Option<&TcpListener>,
-        mut shutdown: Pin<&mut impl Future<Output = ()>>,
-    ) {
-        loop {
-            let Some((slot, (accepted, scheme))) =
-                self.next_client(plain, tls, shutdown.as_mut()).await
-            else {
-                break;
-            };
-            let (stream, peer) = match accepted {
-                Ok(accepted) => accepted,
-                Err(error) => {
-                    // Usually out of file descriptors: back off instead of spinning.
-                    tracing::warn!(%error, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            };
-            if let Err(error) = stream.set_nodelay(true) {
-                tracing::debug!(%peer, %error, "cannot set TCP_NODELAY");
-            }
-            let token = match ConnectionToken::random() {
-                Ok(token) => token,
-                Err(error) => {
-                    // Without a token the guard cannot mark a rejection: refuse the
-                    // connection rather than serve it unguarded.
-                    tracing::warn!(%peer, %error, "no random token for the connection; closing it");
-                    continue;
-                }
-            };
-            let client = Client {
-                stream,
-                peer,
-                scheme,
-                token,
-            };
-            self.spawn_connection(client, slot);
-        }
-    }
-
-    /// The next client with a connection slot for it; `None` once `shutdown` completed.
-    async fn next_client(
-        &mut self,
-        plain: &TcpListener,
-        tls: Option<&TcpListener>,
-        mut shutdown: Pin<&mut impl Future<Output = ()>>,
-    ) -> Option<(OwnedSemaphorePermit, Accepted)> {
-        match self.slots.clone().try_acquire_owned() {
-            Ok(slot) => {
-                let accepted = tokio::select! {
-                    accepted = tls::accept_either(plain, tls) => accepted,
-                    () = &mut shutdown => return None,
-                };
-                Some((slot, accepted))
-            }
-            Err(_) => {
-                // Every slot is taken. Once a client wants in (its connection is held,
-                // at most one beyond the limit), connections with no request open are
-                // asked to close, as nginx drains keep-alive connections when it runs
-                // out; then the client waits for the first free slot.
-                let accepted = tokio::select! {
-                    accepted = tls::accept_either(plain, tls) => accepted,
-                    () = &mut shutdown => return None,
-                };
-                self.note_full();
-                let slot = tokio::select! {
-                    slot = self.slots.clone().acquire_owned() => slot,
-                    () = &mut shutdown => return None,
-                };
-                // The semaphore is never closed.
-                let slot = slot.ok()?;
-                Some((slot, accepted))
-            }
-        }
-    }
-
-    /// A client arrived with `server.max_connections` reached: asks connections with no
-    /// request open to close (`reap`), and logs it at most once per [`FULL_LOG_EVERY`].
-    fn note_full(&mut self) {
-        self.reap.send_replace(());
-        if self
-            .full_since_log
-            .is_some_and(|at| at.elapsed() < FULL_LOG_EVERY)
-        {
-            return;
-        }
-        self.full_since_log = Some(Instant::now());
-        tracing::warn!(
-            max_connections = self.max_connections,
-            "server.max_connections reached: new connections wait in the listen backlog; \
-             connections with no request open are being closed (logged at most once a minute)"
-        );
-    }
-
-    /// Serves `client` in a task of its own, holding `slot` until it ends; a client of
-    /// the TLS listener is handshaken first.
-    fn spawn_connection(&self, client: Client, slot: OwnedSemaphorePermit) {
-        let Client {
-            stream,
-            peer,
-            scheme,
-            token,
-        } = client;
-        // Not `graceful.watch`: the idle timer must shut the connection down too. The
-        // watcher still counts it for the drain at shutdown.
-        let watcher = self.graceful.watcher();
-        let (serving, signals) = (self.serving.clone(), self.signals.for_connection());
-        match (scheme, &self.acceptor) {
-            (ClientScheme::Https, Some(acceptor)) => {
-                let handshake = acceptor.accept(stream);
-                tokio::spawn(async move {
-                    // The handshake counts toward `max_connections` (the slot is held)
-                    // and gets `header_read_timeout`; then the head guard reads the
-                    // decrypted stream. No sendfile under TLS: rustls encrypts the
-                    // mapped bodies from memory.
-                    let limit = serving.header_read_timeout;
-                    match tokio::time::timeout(limit, handshake).await {
-                        Ok(Ok(stream)) => {
-                            serving.serve(stream, peer, scheme, token, signals).await;
-                        }
-                        Ok(Err(error)) => {
-                            tracing::debug!(%peer, %error, "TLS handshake failed");
-                        }
-                        Err(_) => {
-                            tracing::debug!(%peer, ?limit, "TLS handshake timed out (server.header_read_timeout)");
-                        }
-                    }
-                    drop((watcher, slot));
-                });
-            }
-            _ => {
-                let stream = zero_copy::ZeroCopyStream::new(stream);
-                tokio::spawn(async move {
-                    serving.serve(stream, peer, scheme, token, signals).await;
-                    drop((watcher, slot));
-                });
-            }
-        }
-    }
-}
-
-/// What [`tls::accept_either`] gives: the accepted connection (or why not) and the scheme
-/// of the listener it came from.
-type Accepted = (std::io::Result<(TcpStream, SocketAddr)>, ClientScheme);
-
 /// The parts of a running server that a reload (`lifecycle::Reloader`) swaps, from
 /// [`Server::live_parts`].
 pub struct LiveParts {
@@ -559,9 +387,6 @@ pub struct LiveParts {
     /// The TLS listener's certificates, read again on every reload; `None`: no TLS listener.
     pub certificates: Option<Arc<tls::Certificates>>,
 }
-
-/// How often at most reaching `server.max_connections` is logged.
-const FULL_LOG_EVERY: Duration = Duration::from_secs(60);
 
 /// The admission `[admission]` names, over `store`'s state directory (seed, snapshot) and,
 /// for `rotate = "auto"`, its object count: at bind, and on a reload that changes it.

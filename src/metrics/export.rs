@@ -88,6 +88,7 @@ impl Collector for Scrape {
         store_and_disk(out, &store)?;
         origin(out, &counts)?;
         errors(out, &counts, &store)?;
+        connections(out, &counts)?;
         counter(
             out,
             "secondhit_collapsed_requests",
@@ -107,6 +108,22 @@ fn requests(out: &mut DescriptorEncoder, counts: &Counts) -> fmt::Result {
         out,
         "secondhit_requests",
         "Requests by result: hit (fresh from storage), stale (stale from storage), miss (to the origin for want of a usable stored response), pass (everything else)",
+        &samples,
+    )
+}
+
+fn connections(out: &mut DescriptorEncoder, counts: &Counts) -> fmt::Result {
+    let workers: Vec<String> = (0..counts.connections.len())
+        .map(|i| i.to_string())
+        .collect();
+    let samples: Vec<_> = (workers.iter())
+        .zip(&counts.connections)
+        .map(|(worker, &count)| ([("worker", worker.as_str())], count))
+        .collect();
+    counter_family(
+        out,
+        "secondhit_connections",
+        "Client connections accepted, by worker (server.workers): how evenly the kernel spreads them",
         &samples,
     )
 }

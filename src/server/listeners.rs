@@ -18,10 +18,20 @@
 //!
 //! Sockets are opened before the async runtime and before privileges are dropped, so a
 //! port below 1024 can be bound by a process that then runs as `server.user`.
+//!
+//! With several workers (`server.workers`), each worker accepts on sockets of its own, so
+//! no worker hands a connection to another. A bound proxy or TLS listener is then bound
+//! once per worker with `SO_REUSEPORT`, and the kernel spreads new connections over them
+//! by their address hash, as nginx's `reuseport` does. Before that, the address is bound
+//! once without it: another process listening there already is an error, as with one
+//! worker, rather than a silent share of its port. An inherited socket cannot get
+//! `SO_REUSEPORT` after systemd bound it, so every worker accepts on a duplicate of it.
 
 use std::net::{SocketAddr, TcpListener};
 
-use super::StartError;
+use socket2::{Domain, Protocol, Socket, Type};
+
+use super::{StartError, runtime};
 use crate::config::ServerConfig;
 
 /// The sockets a server listens on, not yet registered with the async runtime.
@@ -32,6 +42,17 @@ pub struct Listeners {
     /// The admin API (`server.admin_listen`); `None` when it is `"off"`.
     pub admin: Option<TcpListener>,
     /// TLS clients (`server.tls.listen`); `None` without `[server.tls]`.
+    pub tls: Option<TcpListener>,
+    /// The sockets of the second and later workers, one entry per worker.
+    pub workers: Vec<WorkerSockets>,
+}
+
+/// The sockets one more worker accepts on: siblings of the proxy's and the TLS listener.
+#[derive(Debug)]
+pub struct WorkerSockets {
+    /// Beside [`Listeners::proxy`].
+    pub proxy: TcpListener,
+    /// Beside [`Listeners::tls`].
     pub tls: Option<TcpListener>,
 }
 
@@ -48,9 +69,10 @@ impl Listeners {
     /// the others bound here.
     pub fn open(config: &ServerConfig) -> Result<Listeners, StartError> {
         let mut inherited = inherited()?;
-        let proxy = match inherited.proxy.take() {
-            Some(listener) => listener,
-            None => bind(config.listen, |addr, source| StartError::Bind {
+        let workers = runtime::workers(config);
+        let (proxy, proxy_siblings) = match inherited.proxy.take() {
+            Some(listener) => duplicated(listener, workers)?,
+            None => bound(config.listen, workers, |addr, source| StartError::Bind {
                 addr,
                 source,
             })?,
@@ -76,13 +98,29 @@ impl Listeners {
                 ));
             }
             (None, None) => None,
-            (Some(_), Some(listener)) => Some(listener),
-            (Some(tls), None) => Some(bind(tls.listen, |addr, source| StartError::TlsBind {
-                addr,
-                source,
+            (Some(_), Some(listener)) => Some(duplicated(listener, workers)?),
+            (Some(tls), None) => Some(bound(tls.listen, workers, |addr, source| {
+                StartError::TlsBind { addr, source }
             })?),
         };
-        Ok(Listeners { proxy, admin, tls })
+        let (tls, mut tls_siblings) = match tls {
+            Some((listener, siblings)) => {
+                (Some(listener), siblings.into_iter().map(Some).collect())
+            }
+            None => (None, Vec::new()),
+        };
+        tls_siblings.resize_with(proxy_siblings.len(), || None);
+        let workers = proxy_siblings
+            .into_iter()
+            .zip(tls_siblings)
+            .map(|(proxy, tls)| WorkerSockets { proxy, tls })
+            .collect();
+        Ok(Listeners {
+            proxy,
+            admin,
+            tls,
+            workers,
+        })
     }
 
     /// The proxy listener's address (useful with port 0, or to log an inherited socket).
@@ -101,6 +139,58 @@ fn bind(
         .set_nonblocking(true)
         .map_err(|source| error(addr, source))?;
     Ok(listener)
+}
+
+/// A listener on `addr` for each of `workers`: the first, and its siblings (see the
+/// module docs).
+fn bound(
+    addr: SocketAddr,
+    workers: usize,
+    error: impl Fn(SocketAddr, std::io::Error) -> StartError,
+) -> Result<(TcpListener, Vec<TcpListener>), StartError> {
+    if workers <= 1 {
+        return Ok((bind(addr, error)?, Vec::new()));
+    }
+    if addr.port() != 0 {
+        // Fails when anyone listens there, whatever their options: then so do we.
+        drop(bind(addr, &error)?);
+    }
+    let first = bind_shared(addr).map_err(|source| error(addr, source))?;
+    // With port 0, the siblings join the port the first one got.
+    let addr = first.local_addr().map_err(|source| error(addr, source))?;
+    let siblings = (1..workers)
+        .map(|_| bind_shared(addr).map_err(|source| error(addr, source)))
+        .collect::<Result<_, _>>()?;
+    Ok((first, siblings))
+}
+
+/// Binds `addr` with `SO_REUSEPORT`, non-blocking.
+fn bind_shared(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    socket.set_reuse_address(true)?;
+    socket.set_reuse_port(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(LISTEN_BACKLOG)?;
+    socket.set_nonblocking(true)?;
+    Ok(socket.into())
+}
+
+/// The listen backlog of a worker's socket; the kernel caps it at `net.core.somaxconn`.
+const LISTEN_BACKLOG: i32 = 1024;
+
+/// An inherited `listener` and a duplicate of it for each worker after the first.
+fn duplicated(
+    listener: TcpListener,
+    workers: usize,
+) -> Result<(TcpListener, Vec<TcpListener>), StartError> {
+    let siblings = (1..workers)
+        .map(|_| {
+            listener.try_clone().map_err(|error| {
+                StartError::Inherited(format!("cannot share a passed socket: {error}"))
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    Ok((listener, siblings))
 }
 
 /// The sockets systemd passed, by role.

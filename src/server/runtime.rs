@@ -1,14 +1,15 @@
-//! The async runtime the server runs on, shaped by `server.workers` and
+//! The async runtimes the server runs on, shaped by `server.workers` and
 //! `server.blocking_threads`.
 //!
-//! - One worker gets tokio's single-threaded runtime: with nothing to steal work from
-//!   or hand it to, the multi-threaded scheduler only adds cross-thread wakeups, which
-//!   slow down uncacheable requests passed to the origin (`benches/RESULTS.md`, "one
-//!   worker on the current-thread runtime").
-//! - Several workers get the work-stealing runtime with that many threads.
-//! - The blocking pool, where fills write and where reads go that must wait for the
-//!   disk, is bounded by `server.blocking_threads` instead of tokio's 512, so a burst of
-//!   misses queues its file work rather than starting hundreds of threads.
+//! - Each worker is one thread running tokio's single-threaded runtime, with listening
+//!   sockets of its own (`listeners`): a connection is accepted, served and sent to the
+//!   origin on one thread, with no cross-thread wake-up or hand-off on the request path
+//!   (`benches/RESULTS.md`, "thread per core"). The first worker is the runtime `main`
+//!   blocks on; `Server::run` starts the others.
+//! - Each worker's blocking pool, where fills write and where reads go that must wait for
+//!   the disk, gets its share of `server.blocking_threads` (at least one thread) instead of
+//!   tokio's 512, so a burst of misses queues its file work rather than starting hundreds
+//!   of threads.
 
 use std::io;
 use std::num::NonZeroUsize;
@@ -17,26 +18,37 @@ use tokio::runtime::{Builder, Runtime};
 
 use crate::config::ServerConfig;
 
-/// The runtime for `config`: see the module docs. Its threads are named
-/// `secondhit-rt`, so `top -H` and `/proc/<pid>/task` tell them apart.
+/// The threads of every worker's runtime are named this, so `top -H` and
+/// `/proc/<pid>/task` tell them apart.
+pub const THREAD_NAME: &str = "secondhit-rt";
+
+/// The first worker's runtime, for `main` to block on: see the module docs.
 pub fn build(config: &ServerConfig) -> io::Result<Runtime> {
-    build_named(config, "secondhit-rt")
+    worker(config, 0, THREAD_NAME)
 }
 
-fn build_named(config: &ServerConfig, thread_name: &str) -> io::Result<Runtime> {
-    let mut builder = match workers(config) {
-        1 => Builder::new_current_thread(),
-        workers => {
-            let mut builder = Builder::new_multi_thread();
-            builder.worker_threads(workers);
-            builder
-        }
-    };
-    builder
-        .max_blocking_threads(config.blocking_threads)
+/// Worker `index`'s runtime: single-threaded, with its share of the blocking threads.
+pub(super) fn worker(
+    config: &ServerConfig,
+    index: usize,
+    thread_name: &str,
+) -> io::Result<Runtime> {
+    Builder::new_current_thread()
+        .max_blocking_threads(blocking_share(config, index))
+        // Its blocking threads count into the worker's counters, like the worker itself.
+        .on_thread_start(move || crate::metrics::set_worker(index))
         .thread_name(thread_name)
         .enable_all()
         .build()
+}
+
+/// Worker `index`'s share of `server.blocking_threads`: an even split, the remainder to
+/// the first workers, and at least one each.
+fn blocking_share(config: &ServerConfig, index: usize) -> usize {
+    let workers = workers(config);
+    let share =
+        config.blocking_threads / workers + usize::from(index < config.blocking_threads % workers);
+    share.max(1)
 }
 
 /// `server.workers`, or one per CPU this process may run on (its affinity mask).
@@ -68,26 +80,33 @@ mod tests {
     }
 
     #[test]
-    fn one_worker_is_a_single_threaded_runtime_and_more_are_work_stealing() {
-        let one = ServerConfig {
-            workers: Some(1),
-            ..ServerConfig::default()
-        };
-        let runtime = build(&one).expect("runtime");
-        assert_eq!(
-            runtime.handle().runtime_flavor(),
-            RuntimeFlavor::CurrentThread
-        );
+    fn every_worker_is_a_single_threaded_runtime() {
         let three = ServerConfig {
             workers: Some(3),
             ..ServerConfig::default()
         };
-        let runtime = build(&three).expect("runtime");
-        assert_eq!(
-            runtime.handle().runtime_flavor(),
-            RuntimeFlavor::MultiThread
-        );
-        assert_eq!(runtime.metrics().num_workers(), 3);
+        for index in 0..3 {
+            let runtime = worker(&three, index, THREAD_NAME).expect("runtime");
+            assert_eq!(
+                runtime.handle().runtime_flavor(),
+                RuntimeFlavor::CurrentThread
+            );
+        }
+    }
+
+    #[test]
+    fn the_blocking_threads_are_split_over_the_workers() {
+        let config = |workers, blocking_threads| ServerConfig {
+            workers: Some(workers),
+            blocking_threads,
+            ..ServerConfig::default()
+        };
+        let shares = |c: &ServerConfig| -> Vec<usize> {
+            (0..workers(c)).map(|i| blocking_share(c, i)).collect()
+        };
+        assert_eq!(shares(&config(1, 32)), [32]);
+        assert_eq!(shares(&config(3, 32)), [11, 11, 10]);
+        assert_eq!(shares(&config(4, 2)), [1, 1, 1, 1]);
     }
 
     #[test]
@@ -103,7 +122,7 @@ mod tests {
         };
         // A name no other test's threads carry (at most 15 bytes, the kernel's limit).
         const NAME: &str = "sh-rt-bounded";
-        let runtime = build_named(&config, NAME).expect("runtime");
+        let runtime = worker(&config, 0, NAME).expect("runtime");
         let (running, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
         runtime.block_on(async {
             let tasks: Vec<_> = (0..8)

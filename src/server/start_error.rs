@@ -57,6 +57,14 @@ pub enum StartError {
         /// Why binding failed.
         source: std::io::Error,
     },
+    /// A worker's runtime cannot be built, or its sockets not registered with it.
+    #[error("server.workers: cannot set up worker {index}: {source}")]
+    Worker {
+        /// Which worker (the first is 0).
+        index: usize,
+        /// Why.
+        source: std::io::Error,
+    },
     /// The sockets passed by systemd (`LISTEN_FDS`) cannot be used.
     #[error("socket activation: {0}")]
     Inherited(String),

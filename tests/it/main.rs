@@ -46,3 +46,4 @@ mod store;
 mod thread_bound;
 mod tls;
 mod walkthrough;
+mod workers;

@@ -54,6 +54,9 @@ pub fn test_config(origin: SocketAddr, cache_dir: &Path) -> Config {
     let mut config = Config::default();
     config.server.listen = "127.0.0.1:0".parse().expect("listen address");
     config.server.admin_listen = Some("127.0.0.1:0".parse().expect("admin address"));
+    // One worker: the test's own runtime serves every connection, so a test on tokio's
+    // paused clock governs all of their timers. Tests of several workers ask for them.
+    config.server.workers = Some(1);
     config.origin.url = format!("http://{origin}").parse().expect("origin url");
     config.origin.connect_timeout = Duration::from_secs(2);
     config.origin.read_timeout = Duration::from_secs(5);

@@ -1,0 +1,228 @@
+//! The accept loop: takes clients from a worker's listeners while a connection slot
+//! (`server.max_connections`, shared by all workers) is free, and serves each in a task of
+//! its own on that worker.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio_rustls::TlsAcceptor;
+
+use super::{connection, tls, zero_copy};
+use crate::hygiene::ConnectionToken;
+use crate::key::ClientScheme;
+use crate::metrics::Metrics;
+
+/// A client just accepted, ready to be served.
+struct Client {
+    stream: TcpStream,
+    peer: SocketAddr,
+    /// The scheme of the listener that accepted it.
+    scheme: ClientScheme,
+    token: ConnectionToken,
+}
+
+/// One worker's accept loop: what each connection is served with, and the connection
+/// slots (`server.max_connections`) it hands out.
+pub(super) struct Accepting {
+    /// What every worker's accept loop shares.
+    shared: Arc<Shared>,
+    /// Counts this worker's open connections for the drain at shutdown.
+    pub(super) graceful: GracefulShutdown,
+    /// What every connection of this worker listens to; each gets its own copy.
+    signals: connection::Signals,
+    /// When reaching `max_connections` was last logged by this worker.
+    full_since_log: Option<Instant>,
+}
+
+/// What the workers' accept loops share.
+pub(super) struct Shared {
+    /// What every connection is served with.
+    pub(super) serving: Arc<connection::Serving>,
+    /// Handshakes the TLS listener's clients; `None` without `[server.tls]`.
+    pub(super) acceptor: Option<TlsAcceptor>,
+    /// One permit per open connection, of any worker.
+    pub(super) slots: Arc<Semaphore>,
+    /// Asks connections with no request open to close, when the slots run out.
+    pub(super) reap: watch::Sender<()>,
+    /// Changes once, when the server stops accepting.
+    pub(super) stop: watch::Receiver<()>,
+    /// Counts the connections each worker accepts.
+    pub(super) metrics: Arc<Metrics>,
+    /// `server.max_connections`, for the log line.
+    pub(super) max_connections: usize,
+}
+
+impl Accepting {
+    /// A worker's accept loop over `shared`.
+    pub(super) fn new(shared: Arc<Shared>) -> Accepting {
+        let signals = connection::Signals {
+            stop: shared.stop.clone(),
+            reap: shared.reap.subscribe(),
+        };
+        Accepting {
+            shared,
+            graceful: GracefulShutdown::new(),
+            signals,
+            full_since_log: None,
+        }
+    }
+
+    /// Accepts clients from `plain` and `tls` and serves each in a task of its own, until
+    /// `shutdown` completes.
+    pub(super) async fn accept_until(
+        &mut self,
+        plain: &TcpListener,
+        tls: Option<&TcpListener>,
+        mut shutdown: Pin<&mut impl Future<Output = ()>>,
+    ) {
+        loop {
+            let Some((slot, (accepted, scheme))) =
+                self.next_client(plain, tls, shutdown.as_mut()).await
+            else {
+                break;
+            };
+            let (stream, peer) = match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    // Usually out of file descriptors: back off instead of spinning.
+                    tracing::warn!(%error, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            self.shared.metrics.count_connection();
+            if let Err(error) = stream.set_nodelay(true) {
+                tracing::debug!(%peer, %error, "cannot set TCP_NODELAY");
+            }
+            let token = match ConnectionToken::random() {
+                Ok(token) => token,
+                Err(error) => {
+                    // Without a token the guard cannot mark a rejection: refuse the
+                    // connection rather than serve it unguarded.
+                    tracing::warn!(%peer, %error, "no random token for the connection; closing it");
+                    continue;
+                }
+            };
+            let client = Client {
+                stream,
+                peer,
+                scheme,
+                token,
+            };
+            self.spawn_connection(client, slot);
+        }
+    }
+
+    /// The next client with a connection slot for it; `None` once `shutdown` completed.
+    async fn next_client(
+        &mut self,
+        plain: &TcpListener,
+        tls: Option<&TcpListener>,
+        mut shutdown: Pin<&mut impl Future<Output = ()>>,
+    ) -> Option<(OwnedSemaphorePermit, Accepted)> {
+        match self.shared.slots.clone().try_acquire_owned() {
+            Ok(slot) => {
+                let accepted = tokio::select! {
+                    accepted = tls::accept_either(plain, tls) => accepted,
+                    () = &mut shutdown => return None,
+                };
+                Some((slot, accepted))
+            }
+            Err(_) => {
+                // Every slot is taken. Once a client wants in (its connection is held,
+                // at most one beyond the limit), connections with no request open are
+                // asked to close, as nginx drains keep-alive connections when it runs
+                // out; then the client waits for the first free slot.
+                let accepted = tokio::select! {
+                    accepted = tls::accept_either(plain, tls) => accepted,
+                    () = &mut shutdown => return None,
+                };
+                self.note_full();
+                let slot = tokio::select! {
+                    slot = self.shared.slots.clone().acquire_owned() => slot,
+                    () = &mut shutdown => return None,
+                };
+                // The semaphore is never closed.
+                let slot = slot.ok()?;
+                Some((slot, accepted))
+            }
+        }
+    }
+
+    /// A client arrived with `server.max_connections` reached: asks connections with no
+    /// request open to close (`reap`), and logs it at most once per [`FULL_LOG_EVERY`].
+    fn note_full(&mut self) {
+        self.shared.reap.send_replace(());
+        if self
+            .full_since_log
+            .is_some_and(|at| at.elapsed() < FULL_LOG_EVERY)
+        {
+            return;
+        }
+        self.full_since_log = Some(Instant::now());
+        tracing::warn!(
+            max_connections = self.shared.max_connections,
+            "server.max_connections reached: new connections wait in the listen backlog; \
+             connections with no request open are being closed (logged at most once a minute)"
+        );
+    }
+
+    /// Serves `client` in a task of its own, holding `slot` until it ends; a client of
+    /// the TLS listener is handshaken first.
+    fn spawn_connection(&self, client: Client, slot: OwnedSemaphorePermit) {
+        let Client {
+            stream,
+            peer,
+            scheme,
+            token,
+        } = client;
+        // Not `graceful.watch`: the idle timer must shut the connection down too. The
+        // watcher still counts it for the drain at shutdown.
+        let watcher = self.graceful.watcher();
+        let (serving, signals) = (self.shared.serving.clone(), self.signals.for_connection());
+        match (scheme, &self.shared.acceptor) {
+            (ClientScheme::Https, Some(acceptor)) => {
+                let handshake = acceptor.accept(stream);
+                tokio::spawn(async move {
+                    // The handshake counts toward `max_connections` (the slot is held)
+                    // and gets `header_read_timeout`; then the head guard reads the
+                    // decrypted stream. No sendfile under TLS: rustls encrypts the
+                    // mapped bodies from memory.
+                    let limit = serving.header_read_timeout;
+                    match tokio::time::timeout(limit, handshake).await {
+                        Ok(Ok(stream)) => {
+                            serving.serve(stream, peer, scheme, token, signals).await;
+                        }
+                        Ok(Err(error)) => {
+                            tracing::debug!(%peer, %error, "TLS handshake failed");
+                        }
+                        Err(_) => {
+                            tracing::debug!(%peer, ?limit, "TLS handshake timed out (server.header_read_timeout)");
+                        }
+                    }
+                    drop((watcher, slot));
+                });
+            }
+            _ => {
+                let stream = zero_copy::ZeroCopyStream::new(stream);
+                tokio::spawn(async move {
+                    serving.serve(stream, peer, scheme, token, signals).await;
+                    drop((watcher, slot));
+                });
+            }
+        }
+    }
+}
+
+/// What [`tls::accept_either`] gives: the accepted connection (or why not) and the scheme
+/// of the listener it came from.
+type Accepted = (std::io::Result<(TcpStream, SocketAddr)>, ClientScheme);
+
+/// How often at most reaching `server.max_connections` is logged.
+const FULL_LOG_EVERY: Duration = Duration::from_secs(60);
