@@ -269,8 +269,16 @@ EOF
   done
   wait_for_port "$NGINX_PORT"
   for name in secondhit files first nofsync; do wait_for_port "${PORT[$name]}"; done
-  # The workers do nginx's proxying (the master only supervises): their CPU time counts.
-  NGINX_WORKERS=$(pgrep -P "$NGINX_MASTER" | tr '\n' ' ')
+  # The workers do nginx's proxying (the master supervises, the cache loader and manager
+  # keep the cache's index): their CPU time counts.
+  local tries
+  for tries in $(seq 1 50); do
+    NGINX_WORKERS=$(pgrep -P "$NGINX_MASTER" -f "worker process" | tr '\n' ' ' || true)
+    (($(wc -w <<<"$NGINX_WORKERS") == n)) && return 0
+    sleep 0.1
+  done
+  echo "vs_nginx: nginx started ${NGINX_WORKERS:-no} workers, not $n ($tries tries)" >&2
+  exit 1
 }
 
 stop_proxies() {

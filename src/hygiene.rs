@@ -308,8 +308,9 @@ impl Forwarding {
     pub fn apply(&self, headers: &mut HeaderMap) {
         append_to_list(headers, VIA, self.via.clone());
         // An IPv4 client on a dual-stack socket appears as ::ffff:a.b.c.d.
-        let client = self.client.to_canonical().to_string();
-        if let Ok(client) = HeaderValue::from_str(&client) {
+        let client = self.client.to_canonical();
+        // The value's own bytes, without a copy (`TryFrom<String>`).
+        if let Ok(client) = HeaderValue::try_from(client.to_string()) {
             append_to_list(headers, X_FORWARDED_FOR, client);
         }
         let proto = HeaderValue::from_static(self.proto.as_str());
@@ -318,7 +319,7 @@ impl Forwarding {
             Some(host) => headers.insert(X_FORWARDED_HOST, host.clone()),
             None => headers.remove(X_FORWARDED_HOST),
         };
-        self.apply_forwarded(headers);
+        self.apply_forwarded(headers, client);
     }
 
     /// Rewrites `Forwarded` (RFC 7239 §4) as `X-Forwarded-*` are treated: the chain of
@@ -326,13 +327,20 @@ impl Forwarding {
     /// client's `host`, `proto` and other parameters are dropped, since nothing vouches
     /// for them and an origin would read them as this hop's. A value that is not a valid
     /// `Forwarded` is replaced by this hop's element alone.
-    fn apply_forwarded(&self, headers: &mut HeaderMap) {
-        let own = self.forwarded_element();
-        let mut elements = earlier_forwarded_hops(headers).unwrap_or_default();
-        elements.push(own.clone());
+    fn apply_forwarded(&self, headers: &mut HeaderMap, client: IpAddr) {
+        let mut value = String::with_capacity(64);
+        if let Some(earlier) = earlier_forwarded_hops(headers) {
+            for hop in earlier {
+                value.push_str(&hop);
+                value.push_str(", ");
+            }
+        }
+        let own = value.len();
+        self.write_forwarded_element(&mut value, client);
         // The kept pairs were valid in a field value, and ours are tokens or quoted
         // strings: the join is a valid value; should it not be, ours alone is sent.
-        match HeaderValue::from_str(&elements.join(", ")).or_else(|_| HeaderValue::from_str(&own)) {
+        let own_alone = || HeaderValue::from_str(&value[own..]);
+        match HeaderValue::from_str(&value).or_else(|_| own_alone()) {
             Ok(value) => {
                 headers.insert(FORWARDED, value);
             }
@@ -342,19 +350,22 @@ impl Forwarding {
         }
     }
 
-    /// This hop's `Forwarded` element: `for=<client>;host=<host>;proto=<scheme>`, `host`
-    /// left out when the client named none.
-    fn forwarded_element(&self) -> String {
+    /// Writes this hop's `Forwarded` element to `out`: `for=<client>;host=<host>;proto=<scheme>`,
+    /// `host` left out when the client named none.
+    fn write_forwarded_element(&self, out: &mut String, client: IpAddr) {
+        use std::fmt::Write as _;
         // An IPv6 address is bracketed and, as ':' is no token character, quoted (§6).
-        let element = match self.client.to_canonical() {
-            IpAddr::V4(v4) => format!("for={v4}"),
-            IpAddr::V6(v6) => format!("for=\"[{v6}]\""),
+        // Writing to a String cannot fail.
+        let _ = match client {
+            IpAddr::V4(v4) => write!(out, "for={v4}"),
+            IpAddr::V6(v6) => write!(out, "for=\"[{v6}]\""),
         };
-        let host = (self.host.as_ref()).and_then(|host| host.to_str().ok());
-        let host = host.map_or(String::new(), |host| {
-            format!(";host={}", forwarded_value(host))
-        });
-        format!("{element}{host};proto={}", self.proto.as_str())
+        if let Some(host) = (self.host.as_ref()).and_then(|host| host.to_str().ok()) {
+            out.push_str(";host=");
+            push_forwarded_value(out, host);
+        }
+        out.push_str(";proto=");
+        out.push_str(self.proto.as_str());
     }
 }
 
@@ -451,22 +462,21 @@ fn is_quoted_string(text: &str) -> bool {
     true
 }
 
-/// A `Forwarded` value (RFC 7239 §4): `text` as a token when it is one, else quoted, as a
-/// host with a port must be (':' is no token character).
-fn forwarded_value(text: &str) -> String {
+/// Appends `text` to `out` as a `Forwarded` value (RFC 7239 §4): a token when it is one,
+/// else quoted, as a host with a port must be (':' is no token character).
+fn push_forwarded_value(out: &mut String, text: &str) {
     if is_token(text) {
-        return text.to_owned();
+        out.push_str(text);
+        return;
     }
-    let mut quoted = String::with_capacity(text.len() + 2);
-    quoted.push('"');
+    out.push('"');
     for c in text.chars() {
         if c == '"' || c == '\\' {
-            quoted.push('\\');
+            out.push('\\');
         }
-        quoted.push(c);
+        out.push(c);
     }
-    quoted.push('"');
-    quoted
+    out.push('"');
 }
 
 /// Appends this proxy to a response's `Via`.
