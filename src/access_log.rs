@@ -17,9 +17,15 @@
 //! log, and memory stays bounded ([`CAPACITY`] records).
 //!
 //! The file is opened for appending and reopened by path on [`AccessLog::reopen`]
-//! (SIGUSR1), so logrotate's move-then-signal works as with nginx. A reload switches
-//! destination or format with [`AccessLog::prepare`] (which opens the new file, so a path
-//! that cannot be opened rejects the reload) and [`AccessLog::apply`].
+//! (SIGUSR1), so logrotate's move-then-signal works as with nginx.
+//!
+//! Each destination has its own queue and writer thread, opened by [`Writers::open`]; the
+//! live snapshot holds its [`AccessLog`] handle, so a request is logged where the config
+//! it was served under says. A reload that changes the destination or format opens a new
+//! one (a path that cannot be opened rejects the reload) and swaps it in with the rest of
+//! the snapshot; the old writer goes on writing what its requests give it, and when its
+//! last handle is gone it writes out its queue and ends. [`Writers::close`] stops them
+//! all at shutdown, after writing what they hold.
 //!
 //! `secondhit simulate --trace` reads the log directly, in either format: the request
 //! target is the key, and the body bytes of a full `200` to a GET are the object's size.
@@ -30,11 +36,11 @@ mod writer;
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
-use std::thread::JoinHandle;
+use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
@@ -43,7 +49,7 @@ use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
 
 use crate::body::{BoxError, ProxyBody};
-use crate::config::{AccessFormat, AccessLog as Destination, LogConfig};
+use crate::config::{AccessLog as Destination, LogConfig};
 use crate::outcome::Outcome;
 use writer::{Control, Output};
 
@@ -93,7 +99,8 @@ pub enum AccessLogError {
     Thread(std::io::Error),
 }
 
-/// The running access log: cloned into the proxy and the reload handler.
+/// One destination's log: its queue and writer thread. Cloned into the live snapshot and
+/// each logged body; when the last clone is gone, the writer writes out its queue and ends.
 #[derive(Clone)]
 pub struct AccessLog {
     inner: Arc<Inner>,
@@ -102,41 +109,26 @@ pub struct AccessLog {
 struct Inner {
     queue: SyncSender<Record>,
     /// Whether lines are written anywhere; when not, the proxy builds no record at all.
-    /// Relaxed loads and stores: a reload's switch may reach a request a moment late.
-    on: AtomicBool,
+    on: bool,
     control: Arc<Control>,
-    /// The writer, joined by [`AccessLog::close`].
-    thread: Mutex<Option<JoinHandle<()>>>,
+    /// The writer, woken for a reopen and when the last handle goes.
+    thread: Thread,
 }
 
-/// A destination opened by [`AccessLog::prepare`], ready for [`AccessLog::apply`].
-pub struct Prepared {
-    output: Output,
-    format: AccessFormat,
+/// Every writer thread started and not yet seen to end, so that shutdown can have each
+/// write what it holds before the process exits; cloned into the server and the reloader.
+#[derive(Clone, Default)]
+pub struct Writers {
+    started: Arc<Mutex<Vec<Started>>>,
 }
 
-impl AccessLog {
-    /// Opens the destination `[log]` names and starts the writer thread.
-    pub fn start(config: &LogConfig) -> Result<AccessLog, AccessLogError> {
-        let Prepared { output, format } = AccessLog::prepare(config)?;
-        let (queue, receiver) = mpsc::sync_channel(CAPACITY);
-        let control = Arc::new(Control::default());
-        let on = !matches!(output, Output::Off);
-        let thread = writer::spawn(receiver, control.clone(), output, format)
-            .map_err(AccessLogError::Thread)?;
-        Ok(AccessLog {
-            inner: Arc::new(Inner {
-                queue,
-                on: AtomicBool::new(on),
-                control,
-                thread: Mutex::new(Some(thread)),
-            }),
-        })
-    }
+/// A writer thread and what its handles share with it.
+type Started = (Arc<Control>, JoinHandle<()>);
 
-    /// Opens the destination of `config` (creating the file when missing), without
-    /// switching to it yet: a reload checks that it can before it changes anything.
-    pub fn prepare(config: &LogConfig) -> Result<Prepared, AccessLogError> {
+impl Writers {
+    /// Opens the destination `[log]` names (creating the file when missing) and starts its
+    /// writer thread.
+    pub fn open(&self, config: &LogConfig) -> Result<AccessLog, AccessLogError> {
         let output = match &config.access_log {
             Destination::Off => Output::Off,
             Destination::Stdout => Output::Stdout,
@@ -147,26 +139,52 @@ impl AccessLog {
                 })?
             }
         };
-        Ok(Prepared {
-            output,
-            format: config.access_format,
-        })
+        let (queue, receiver) = mpsc::sync_channel(CAPACITY);
+        let control = Arc::new(Control::default());
+        let on = !matches!(output, Output::Off);
+        let thread = writer::spawn(receiver, control.clone(), output, config.access_format)
+            .map_err(AccessLogError::Thread)?;
+        let log = AccessLog {
+            inner: Arc::new(Inner {
+                queue,
+                on,
+                control: control.clone(),
+                thread: thread.thread().clone(),
+            }),
+        };
+        let mut started = self.lock();
+        started.retain(|(_, thread)| !thread.is_finished());
+        started.push((control, thread));
+        Ok(log)
     }
 
-    /// Switches to a prepared destination and format; records queued before are written
-    /// there too.
-    pub fn apply(&self, prepared: Prepared) {
-        let on = !matches!(prepared.output, Output::Off);
-        self.inner.control.switch(prepared.output, prepared.format);
-        self.inner.on.store(on, Ordering::Relaxed);
-        self.wake();
+    /// Has every writer write what is queued and stop, waiting for each: the last lines
+    /// reach their files before the process exits. Records sent later are discarded.
+    pub async fn close(&self) {
+        let started = std::mem::take(&mut *self.lock());
+        for (control, thread) in started {
+            control.closing.store(true, Ordering::Release);
+            thread.thread().unpark();
+            match tokio::task::spawn_blocking(move || thread.join()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => tracing::error!("the access log writer panicked"),
+                Err(error) => tracing::warn!(%error, "cannot wait for the access log writer"),
+            }
+        }
     }
 
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Started>> {
+        // The list stays consistent across a panic: entries are pushed and taken whole.
+        self.started.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl AccessLog {
     /// Reopens the file by its path at the writer's next round (SIGUSR1, after logrotate
     /// moved it away); nothing happens for stdout.
     pub fn reopen(&self) {
-        self.inner.control.reopen();
-        self.wake();
+        self.inner.control.reopen.store(true, Ordering::Release);
+        self.inner.thread.unpark();
     }
 
     /// Records dropped since the start because the queue was full.
@@ -177,7 +195,7 @@ impl AccessLog {
 
     /// Whether requests are logged: the proxy builds a record only then.
     pub fn is_on(&self) -> bool {
-        self.inner.on.load(Ordering::Relaxed)
+        self.inner.on
     }
 
     /// `body` as it is sent to the client, logging `record` when it is done or dropped,
@@ -204,38 +222,6 @@ impl AccessLog {
             Err(TrySendError::Disconnected(_)) => {}
         }
     }
-
-    /// Writes what is queued and stops the writer, waiting for it: the last lines reach
-    /// the file before the process exits. Records sent later are discarded.
-    pub async fn close(&self) {
-        self.inner.control.closing.store(true, Ordering::Release);
-        let thread = self
-            .inner
-            .thread
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        if let Some(thread) = thread {
-            thread.thread().unpark();
-            match tokio::task::spawn_blocking(move || thread.join()).await {
-                Ok(Ok(())) => {}
-                Ok(Err(_)) => tracing::error!("the access log writer panicked"),
-                Err(error) => tracing::warn!(%error, "cannot wait for the access log writer"),
-            }
-        }
-    }
-
-    /// Wakes the writer for a change that should not wait for its next round.
-    fn wake(&self) {
-        if let Some(thread) = &*self
-            .inner
-            .thread
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-        {
-            thread.thread().unpark();
-        }
-    }
 }
 
 impl Drop for Inner {
@@ -243,13 +229,7 @@ impl Drop for Inner {
     /// writes what is left and ends.
     fn drop(&mut self) {
         self.control.closing.store(true, Ordering::Release);
-        if let Some(thread) = &*self
-            .thread
-            .get_mut()
-            .unwrap_or_else(PoisonError::into_inner)
-        {
-            thread.thread().unpark();
-        }
+        self.thread.unpark();
     }
 }
 

@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use http::{HeaderName, Uri};
+use serde::Serialize;
 
 mod changes;
 mod object_size;
@@ -37,8 +38,9 @@ pub use server::{
     MIN_MAX_HEADER_BYTES, ServerConfig, TlsConfig,
 };
 
-/// The whole validated configuration.
-#[derive(Debug, Clone, PartialEq, Default)]
+/// The whole validated configuration. Serialized only for [`Config::reload`] to compare
+/// two configs key by key.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct Config {
     /// `[server]`: the client-facing listener.
     pub server: ServerConfig,
@@ -51,9 +53,12 @@ pub struct Config {
     /// `[log]`: diagnostics and access log.
     pub log: LogConfig,
     /// `[[site]]`s: hosts with an origin and rules of their own. Empty: `[origin]` and the
-    /// top-level `[[rule]]`s serve every host.
+    /// top-level `[[rule]]`s serve every host. Compared whole by a reload.
+    #[serde(skip)]
     pub sites: Vec<SiteConfig>,
-    /// Top-level `[[rule]]`s: the cache rules of the default site (`[origin]`'s).
+    /// Top-level `[[rule]]`s: the cache rules of the default site (`[origin]`'s). Compared
+    /// whole by a reload.
+    #[serde(skip)]
     pub rules: Rules,
 }
 
@@ -72,7 +77,7 @@ pub struct SiteConfig {
 
 /// What a request for a host no `[[site]]` names gets (`server.unknown_host`); only
 /// consulted when there are sites.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum UnknownHost {
     /// Served by `[origin]` and the top-level `[[rule]]`s (`"default"`).
     Default,
@@ -83,9 +88,10 @@ pub enum UnknownHost {
 }
 
 /// `[origin]`: the upstream that misses are fetched from.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct OriginConfig {
     /// Absolute `http://` or `https://` URI with a host and no path or query.
+    #[serde(serialize_with = "changes::shown")]
     pub url: Uri,
     /// PEM file of the CA certificates an `https://` origin is verified against, instead
     /// of the system's trust store; `None`: the system's.
@@ -140,7 +146,7 @@ impl Default for OriginConfig {
 }
 
 /// Which `Host` header is sent to the origin.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum HostHeader {
     /// Forward the client's `Host` (`"client"`).
     Client,
@@ -149,7 +155,7 @@ pub enum HostHeader {
 }
 
 /// `[cache]`: the disk store.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CacheConfig {
     /// Directory holding objects, fills in progress and filter state (non-empty).
     pub dir: PathBuf,
@@ -178,6 +184,7 @@ pub struct CacheConfig {
     /// `Secondhit-Cache-Control`): when a response carries it with a valid value, its
     /// directives replace those of `CDN-Cache-Control`, `Cache-Control` and `Expires`
     /// for this cache. `None`: only `CDN-Cache-Control` is targeted at it.
+    #[serde(serialize_with = "changes::shown_if_some")]
     pub targeted_field: Option<HeaderName>,
     /// How long past its freshness a stored response may still be served when the origin
     /// cannot be reached (connection refused or timed out) and the response does not
@@ -242,11 +249,12 @@ impl Default for CacheConfig {
 }
 
 /// `[admission]`: which misses are written to disk.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AdmissionConfig {
     /// The admission policy.
     pub policy: AdmissionPolicy,
-    /// How the Bloom filter pair is sized.
+    /// How the Bloom filter pair is sized (serialized as the key the file gives it).
+    #[serde(flatten)]
     pub sizing: FilterSizing,
     /// Target false-positive rate of one filter, strictly inside (0, 1).
     pub false_positive_rate: f64,
@@ -285,7 +293,7 @@ impl Default for AdmissionConfig {
 pub const MIN_GENERATION_AGE_SHARE: u32 = 4;
 
 /// The admission policy (`admission.policy`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum AdmissionPolicy {
     /// Store a response only when its key was seen before (`"second-hit"`).
     SecondHit,
@@ -318,7 +326,7 @@ impl AdmissionPolicy {
 }
 
 /// How a filter generation's size is chosen (`admission.rotate`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum RotateMode {
     /// Rotate when a generation took `expected_urls` new keys (`"fill"`).
     Fill,
@@ -330,7 +338,8 @@ pub enum RotateMode {
 }
 
 /// How the Bloom filter pair is sized.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum FilterSizing {
     /// New keys one generation records before it rotates (`admission.expected_urls`).
     ExpectedUrls(u64),
@@ -339,7 +348,7 @@ pub enum FilterSizing {
 }
 
 /// `[log]`: diagnostics and access log.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LogConfig {
     /// One of `trace`, `debug`, `info`, `warn`, `error` (lowercase).
     pub level: String,
@@ -363,7 +372,7 @@ impl Default for LogConfig {
 }
 
 /// Output format of the diagnostic log.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum LogFormat {
     /// Human-readable lines (`"text"`).
     Text,
@@ -372,7 +381,7 @@ pub enum LogFormat {
 }
 
 /// Where access-log lines go.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub enum AccessLog {
     /// To standard output (`"stdout"`).
     Stdout,
@@ -383,7 +392,7 @@ pub enum AccessLog {
 }
 
 /// The layout of an access-log line (`log.access_format`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum AccessFormat {
     /// nginx's `combined` format plus the `Cache-Status` and the duration (`"combined"`).
     Combined,

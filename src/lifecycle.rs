@@ -6,13 +6,15 @@
 //! - SIGHUP: [`Reloader::reload`] reads the config file again and applies what a running
 //!   server can change (see [`Config::reload`] for the list), logging the changed keys at
 //!   info; keys that need a restart are named in a warning and keep their running values.
-//!   The TLS listener's certificate files are read again on every reload, changed or not
-//!   (renewed files keep their names); one that fails keeps its running version, with an
-//!   error naming the file ([`crate::server::tls`]).
-//!   A file that does not load or validate, or a part that cannot be rebuilt from it (an
-//!   access-log file that cannot be opened, say), rejects the whole reload with an error
-//!   naming the key: the running config stays as it was.
-//! - SIGUSR1: the access log reopens its file by path (after logrotate moved it).
+//!   [`Reloader::apply`] builds the whole next live snapshot (`live::Snapshot`) — the
+//!   sites with their origin clients, the admission, the access log's writer, each rebuilt
+//!   only when its keys changed, and the TLS listener's certificates, read again on every
+//!   reload, changed or not (renewed files keep their names) — and swaps it in one step.
+//!   A file that does not load or validate, or a part that cannot be built from it (an
+//!   access-log file that cannot be opened, a certificate file that does not load),
+//!   rejects the whole reload with an error naming the key: the running snapshot stays as
+//!   it was.
+//! - SIGUSR1: the access log in use reopens its file by path (after logrotate moved it).
 //!
 //! The handlers are installed by [`Signals::install`] before the server accepts anything,
 //! so an early SIGHUP never meets the default action (which would end the process).
@@ -20,12 +22,13 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::access_log::{self, AccessLog, AccessLogError};
-use crate::admission::AdmissionError;
+use crate::access_log::{AccessLog, AccessLogError};
+use crate::admission::{AdmissionError, Assembled};
 use crate::config::{Config, ConfigError};
-use crate::live::Snapshot;
+use crate::live::{Certificate, Snapshot};
 use crate::logging::LogReload;
 use crate::origin::OriginError;
+use crate::server::tls::{self, CertificateError};
 use crate::sites::Sites;
 
 pub use crate::server::LiveParts;
@@ -42,6 +45,9 @@ pub enum ReloadError {
     /// The new access-log destination cannot be opened.
     #[error("{0}")]
     AccessLog(#[from] AccessLogError),
+    /// A certificate file of the TLS listener does not load; names the key and the file.
+    #[error("{0}")]
+    Certificate(#[from] CertificateError),
     /// The new admission cannot be built (its seed file, usually).
     #[error("admission: {0}")]
     Admission(#[from] AdmissionError),
@@ -88,41 +94,18 @@ impl Reloader {
         }
     }
 
-    /// Applies `next` over the running config. Everything that can fail is built first;
+    /// Applies `next` over the running config. The whole next snapshot is built first;
     /// only then is anything swapped, so a failure changes nothing.
     pub async fn apply(&self, next: Config) -> Result<(), ReloadError> {
         let current = self.parts.live.load_full();
         let running = &current.settings;
         let (next, changes) = running.reload(next);
-        // The file was validated whole, but `cache.max_size` keeps its running value.
-        if next.cache.max_size < next.cache.max_object_bytes() {
-            let reason = format!(
-                "{} bytes is over the running cache.max_size ({} bytes; changing it needs a restart)",
-                next.cache.max_object_bytes(),
-                next.cache.max_size
-            );
-            let key = "cache.max_object_size";
-            return Err(ConfigError::Invalid { key, reason }.into());
-        }
+        within_running_max_size(&next)?;
         if !changes.restart.is_empty() {
             tracing::warn!(
                 keys = %changes.restart.join(", "),
                 "changed keys need a restart; their running values are kept"
             );
-        }
-        // Read whether or not the file names changed: a renewal writes over the same files.
-        let certificates = match (&self.parts.certificates, &next.server.tls) {
-            (Some(running), Some(tls)) => running
-                .prepare(&tls.certificates)
-                .map(|prepared| (running, prepared)),
-            _ => None,
-        };
-        if changes.live.is_empty() {
-            if let Some((running, prepared)) = certificates {
-                running.swap(prepared);
-            }
-            tracing::info!("config reloaded; nothing to apply");
-            return Ok(());
         }
         let built = self.build(&current, &next).await?;
         // Everything that can fail was built: from here on, nothing fails.
@@ -135,16 +118,16 @@ impl Reloader {
         };
         let log_level_changed = next.log.level != running.log.level;
         let log = next.log.clone();
+        let certificates = built.certificates.len();
         self.parts.live.replace(Snapshot {
             settings: Arc::new(next),
             sites: built.sites,
             admission,
+            access_log: built.access_log,
+            certificates: built.certificates,
         });
-        if let Some((running, prepared)) = certificates {
-            running.swap(prepared);
-        }
-        if let Some(access_log) = built.access_log {
-            self.parts.access_log.apply(access_log);
+        if certificates > 0 {
+            tracing::info!(certificates, "TLS certificates reloaded");
         }
         if log_level_changed
             && let Some(reload) = &self.log
@@ -152,12 +135,16 @@ impl Reloader {
         {
             tracing::warn!(%error, "log.level: cannot apply the new level");
         }
-        tracing::info!(changed = %changes.live.join(", "), "config reloaded");
+        match changes.live.is_empty() {
+            true => tracing::info!("config reloaded; nothing to apply"),
+            false => tracing::info!(changed = %changes.live.join(", "), "config reloaded"),
+        }
         Ok(())
     }
 
-    /// Builds the parts of `next` that differ from `current`'s — the sites with new origin
-    /// clients, the access log's destination, the admission — reusing the rest.
+    /// Builds the parts of the next snapshot: those whose keys differ from `current`'s —
+    /// the sites with new origin clients, the access log's writer, the admission — new,
+    /// the others reused; the certificates read again whenever a TLS listener runs.
     async fn build(&self, current: &Snapshot, next: &Config) -> Result<Built, ReloadError> {
         let running = &current.settings;
         let sites_changed = (
@@ -177,39 +164,67 @@ impl Reloader {
         };
         let access_changed = (&next.log.access_log, next.log.access_format)
             != (&running.log.access_log, running.log.access_format);
-        let access_log = access_changed
-            .then(|| AccessLog::prepare(&next.log))
-            .transpose()?;
-        let admission = if next.admission != running.admission {
-            // Saved first, so that filters of the same size carry over: the new pair
-            // restores this snapshot, as after a restart (other sizes start empty).
-            self.parts.admission.save_in_background().await;
-            let (config, store) = (next.admission.clone(), self.parts.store.clone());
-            let built = tokio::task::spawn_blocking(move || {
-                crate::server::assemble_admission(&config, &store)
-            });
-            Some(built.await??)
-        } else {
-            None
+        let access_log = match access_changed {
+            true => self.parts.access_logs.open(&next.log)?,
+            false => current.access_log.clone(),
+        };
+        // Read whether or not the file names changed: a renewal writes over the same files.
+        // `server.tls` needs a restart, so a listener runs exactly when it is still set.
+        let certificates = match &next.server.tls {
+            Some(tls) if !current.certificates.is_empty() => tls::load(tls)?,
+            _ => current.certificates.clone(),
+        };
+        let admission = match next.admission != running.admission {
+            true => Some(self.assemble(next).await?),
+            false => None,
         };
         Ok(Built {
             sites,
             access_log,
+            certificates,
             admission,
         })
     }
+
+    /// A new admission for `next.admission`.
+    async fn assemble(&self, next: &Config) -> Result<Assembled, ReloadError> {
+        // Saved first, so that filters of the same size carry over: the new pair restores
+        // this snapshot, as after a restart (other sizes start empty).
+        self.parts.admission.save_in_background().await;
+        let (config, store) = (next.admission.clone(), self.parts.store.clone());
+        let built =
+            tokio::task::spawn_blocking(move || crate::server::assemble_admission(&config, &store));
+        Ok(built.await??)
+    }
 }
 
-/// The parts of a reload that differ from the running ones, built before anything is
-/// swapped.
+/// Checks `cache.max_object_size` against `cache.max_size`: the file was validated whole,
+/// but `cache.max_size` keeps its running value.
+fn within_running_max_size(next: &Config) -> Result<(), ConfigError> {
+    if next.cache.max_size >= next.cache.max_object_bytes() {
+        return Ok(());
+    }
+    let reason = format!(
+        "{} bytes is over the running cache.max_size ({} bytes; changing it needs a restart)",
+        next.cache.max_object_bytes(),
+        next.cache.max_size
+    );
+    let key = "cache.max_object_size";
+    Err(ConfigError::Invalid { key, reason })
+}
+
+/// The parts of the next snapshot besides its settings, built before anything is swapped.
 struct Built {
     /// The sites: new ones when an origin, a site, a rule or `server.unknown_host`
     /// changed, else the running ones (their origin pools kept).
     sites: Arc<Sites>,
-    /// The access log's new destination, when it changed.
-    access_log: Option<access_log::Prepared>,
+    /// A new destination's writer when `log.access_log` or `log.access_format` changed,
+    /// else the running one.
+    access_log: AccessLog,
+    /// The TLS listener's certificates, read again (empty without a listener).
+    certificates: Arc<[Certificate]>,
     /// The new admission, when `[admission]` changed.
-    admission: Option<crate::admission::Assembled>,
+    admission: Option<Assembled>,
 }
 
 /// The signals `serve` acts on, installed before it accepts connections.
@@ -255,7 +270,7 @@ impl Signals {
                 }
                 _ = self.user1.recv() => {
                     tracing::info!("SIGUSR1: reopening the access log");
-                    reloader.parts.access_log.reopen();
+                    reloader.parts.live.load().access_log.reopen();
                 }
             }
         }

@@ -1,26 +1,27 @@
-//! The live view: everything a reload can change that a request reads — the settings,
-//! the sites with their origin clients and rules, and the admission policy with its
-//! hasher — as one [`Snapshot`] in one swappable handle ([`Live`]).
+//! The live view: everything a reload can change — the settings, the sites with their
+//! origin clients and rules, the admission policy with its hasher, the access log's
+//! destination and the TLS listener's certificates — as one [`Snapshot`] in one swappable
+//! handle ([`Live`]).
 //!
-//! A request loads the snapshot once, when it arrives, and reads every setting, its site
-//! and the admission from that one view until its answer is done: it never sees a mix of
-//! an old and a new config. A reload (`lifecycle`) builds the whole next snapshot first —
-//! new origin clients, a new admission — and swaps it in one step; a reload that fails
-//! to build changes nothing.
-//!
-//! Two reloadable parts live outside the snapshot, because no request reads them: the
-//! access log's destination (its writer thread switches, `access_log::AccessLog::apply`)
-//! and the TLS certificates (read per handshake, `server::tls::Certificates`). A reload
-//! switches them right after the swap. Keys that need a restart keep their running
-//! values in the next snapshot (`config::Config::reload` says which).
+//! A request loads the snapshot once, when it arrives, and reads every setting, its site,
+//! the admission and the access log it is logged to from that one view until its answer
+//! is done: it never sees a mix of an old and a new config. A TLS handshake loads it too,
+//! for the certificate it serves (`server::tls`). A reload (`lifecycle`) builds the whole
+//! next snapshot first — new origin clients, a new admission, a new access-log writer,
+//! the certificates read again — and swaps it in one step; a reload that fails to build
+//! changes nothing. Keys that need a restart keep their running values in the next
+//! snapshot (`config::Config::reload` says which).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::{ArcSwap, Guard};
 
+use rustls::sign::CertifiedKey;
+
+use crate::access_log::AccessLog;
 use crate::admission::Assembled;
-use crate::config::Config;
+use crate::config::{CertificateFiles, Config};
 use crate::policy::Rules;
 use crate::sites::Sites;
 
@@ -32,15 +33,33 @@ pub struct Snapshot {
     pub sites: Arc<Sites>,
     /// The admission policy every GET/HEAD key is checked against, with its hasher.
     pub admission: Arc<Assembled>,
+    /// Where each request's line goes: a handle to its destination's writer, which goes
+    /// on writing out what it was given after a reload switched to another.
+    pub access_log: AccessLog,
+    /// The TLS listener's certificates in `server.tls.certificates` order, which each
+    /// handshake chooses from; empty without a TLS listener.
+    pub certificates: Arc<[Certificate]>,
+}
+
+/// One certificate the TLS listener serves, and the files it was read from.
+#[derive(Debug)]
+pub struct Certificate {
+    /// Its entry of `server.tls.certificates`.
+    pub files: CertificateFiles,
+    /// The chain and its signing key, as rustls serves them.
+    pub key: Arc<CertifiedKey>,
 }
 
 impl Snapshot {
-    /// This snapshot with other `settings`, and the same sites and admission.
+    /// This snapshot with other `settings`, and the same sites, admission, access log and
+    /// certificates.
     pub fn with_settings(&self, settings: Config) -> Snapshot {
         Snapshot {
             settings: Arc::new(settings),
             sites: self.sites.clone(),
             admission: self.admission.clone(),
+            access_log: self.access_log.clone(),
+            certificates: self.certificates.clone(),
         }
     }
 
@@ -102,16 +121,13 @@ impl Live {
         self.current.swap(Arc::new(next))
     }
 
-    /// Swaps in a snapshot with `settings` and the running sites and admission, and
-    /// returns the settings it replaced. What `settings` holds for the sites or the
-    /// admission is not applied: those parts are rebuilt only by a reload.
+    /// Swaps in a snapshot with `settings` and the running sites, admission, access log
+    /// and certificates, and returns the settings it replaced. What `settings` holds for
+    /// those parts is not applied: they are rebuilt only by a reload.
     pub fn replace_settings(&self, settings: Config) -> Arc<Config> {
-        let settings = Arc::new(settings);
-        let previous = self.current.rcu(|current| Snapshot {
-            settings: settings.clone(),
-            sites: current.sites.clone(),
-            admission: current.admission.clone(),
-        });
+        let previous = self
+            .current
+            .rcu(|current| current.with_settings(Config::clone(&settings)));
         previous.settings.clone()
     }
 }

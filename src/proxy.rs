@@ -65,7 +65,7 @@ use http::{Method, Request, Response, request};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
-use crate::access_log::{AccessLog, Record};
+use crate::access_log::Record;
 use crate::admission::Decision;
 use crate::body::{BoxError, ProxyBody};
 use crate::cache_status::{self, CACHE_STATUS};
@@ -147,8 +147,6 @@ pub struct Proxy {
     live: Live,
     /// The store, the counters and the fills in flight.
     cache: Cache,
-    /// Where each request's line goes, when the access log is on.
-    access_log: AccessLog,
     /// The keys with a fill or a `stale-while-revalidate` refresh in flight: one origin
     /// fetch per key, however many requests miss it (or see it stale) meanwhile.
     collapser: Arc<Collapser>,
@@ -164,8 +162,6 @@ pub struct Parts {
     pub metrics: Arc<Metrics>,
     /// The fills in flight, which shutdown waits for (the server holds a clone).
     pub fills: Fills,
-    /// The access log.
-    pub access_log: AccessLog,
 }
 
 impl Proxy {
@@ -178,7 +174,6 @@ impl Proxy {
                 metrics: parts.metrics,
                 fills: parts.fills,
             },
-            access_log: parts.access_log,
             collapser: Arc::new(Collapser::default()),
         }
     }
@@ -209,20 +204,26 @@ impl Proxy {
     /// and is routed; every request sent to the origin for it carries the forwarding
     /// fields ([`hygiene::Forwarding`]), and every response gets `Via`. When the access
     /// log is on, the response's body logs the request once it is done
-    /// ([`AccessLog::wrap_body`]).
+    /// ([`crate::access_log::AccessLog::wrap_body`]).
     pub async fn handle(
         &self,
         request: Request<Incoming>,
         peer: SocketAddr,
         scheme: ClientScheme,
     ) -> Response<ProxyBody> {
+        // One view for the whole request, the access log it is logged to included.
+        let live = self.live.load();
         // The clock is read for the access log only.
-        let started = self.access_log.is_on().then(Instant::now);
+        let started = live.access_log.is_on().then(Instant::now);
         let (mut head, body) = request.into_parts();
         // The target as the client sent it, when normalising changed it: the access log's.
         let mut sent_target = None;
+        let client = ClientConnection {
+            ip: peer.ip(),
+            scheme,
+        };
         let routed = self
-            .check_and_route(&mut head, body, peer, scheme, &mut sent_target)
+            .check_and_route(&mut head, body, client, &live, &mut sent_target)
             .await;
         let answer = match routed {
             Ok(answer) => answer,
@@ -253,7 +254,7 @@ impl Proxy {
             bytes: 0,
             duration: std::time::Duration::ZERO,
         };
-        response.map(|body| self.access_log.wrap_body(record, started, body))
+        response.map(|body| live.access_log.wrap_body(record, started, body))
     }
 
     /// Checks the head and answers what the proxy answers itself (a `*` target, `CONNECT`,
@@ -264,8 +265,8 @@ impl Proxy {
         &self,
         head: &mut request::Parts,
         body: Incoming,
-        peer: SocketAddr,
-        scheme: ClientScheme,
+        client: ClientConnection,
+        live: &Arc<Snapshot>,
         sent_target: &mut Option<http::Uri>,
     ) -> Result<Answer, ProxyError> {
         match hygiene::check_request(head).and_then(|()| max_forwards::take_hop(head)) {
@@ -274,17 +275,12 @@ impl Proxy {
             Ok(Hop::Forward) => {
                 // From here on the request is the one its key names: what is looked up,
                 // stored and forwarded are the same target and host.
-                *sent_target = crate::key::normalise_target(head, scheme)?;
+                *sent_target = crate::key::normalise_target(head, client.scheme)?;
                 // Fields about the client's connection are gone before anything judges
                 // the request; the forwarding fields are added only where it is
                 // forwarded (`hygiene::Forwarding`).
                 crate::origin::strip_hop_by_hop(&mut head.headers);
-                let client = ClientConnection {
-                    ip: peer.ip(),
-                    scheme,
-                };
-                let live = self.live.load();
-                self.route(head, client, body, &live).await
+                self.route(head, client, body, live).await
             }
             Ok(Hop::Answer) => Ok(max_forwards::answer(head)),
             Err(rejection) => Err(ProxyError::Rejected(rejection)),

@@ -6,8 +6,9 @@
 //! (origin clients), access log — so a bad setting fails before the first connection
 //! (`serve` binds the sockets first and drops privileges before the rest,
 //! [`Server::start`]), and puts the `Config` in the live snapshot ([`Live`]) that the
-//! proxy reads per request and [`Server::live`] hands out to swap (with the
-//! access log and the certificates: [`Server::live_parts`]). [`Server::run`]
+//! proxy reads per request — with the sites, the admission, the access log and the TLS
+//! certificates — and [`Server::live`] hands out to swap (for a reload:
+//! [`Server::live_parts`]). [`Server::run`]
 //! then accepts until its shutdown future completes, stops accepting, gives open
 //! connections and then the fills in flight (which may outlive their client,
 //! `tee`) `server.shutdown_timeout` in all to finish, saves the admission
@@ -74,7 +75,7 @@ use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 
-use crate::access_log::AccessLog;
+use crate::access_log;
 use crate::admin::{self, Admin};
 use crate::admission::{self, LiveAdmission};
 use crate::config::{AdmissionConfig, Config, ServerConfig};
@@ -97,13 +98,13 @@ pub struct Server {
     /// The admission in use: `run` saves its filters periodically and at shutdown (none
     /// for `policy = "always"`), and a reload swaps it.
     admission: Arc<LiveAdmission>,
-    /// The access log: `run` closes it last, so its last lines are written.
-    access_log: AccessLog,
+    /// The access log's writers: `run` closes them last, so their last lines are written.
+    access_logs: access_log::Writers,
     /// The fills in flight: `run` waits for them after the connections, within
     /// `server.shutdown_timeout`.
     fills: Fills,
-    /// The settings, sites and admission the proxy loads once per request;
-    /// [`Server::live`] hands it out to swap.
+    /// What a reload can change, which the proxy loads once per request and a TLS
+    /// handshake once per handshake; [`Server::live`] hands it out to swap.
     live: Live,
     /// `[server]` as it was at bind: it shapes the listener and connections `run` sets up
     /// once, so a swap of the settings does not change it.
@@ -161,17 +162,15 @@ impl Server {
     ) -> Result<Server, StartError> {
         let metrics = Arc::new(Metrics::for_workers(listeners.workers.len() + 1));
         let sites = Arc::new(Sites::new(config, &metrics)?);
-        let access_log = AccessLog::start(&config.log)?;
-        let listen = config.server.listen;
-        let listener =
-            TcpListener::from_std(listeners.proxy).map_err(|source| StartError::Bind {
-                addr: listen,
-                source,
-            })?;
-        let tls = match (&config.server.tls, listeners.tls) {
-            (Some(tls), Some(listener)) => Some(tls::TlsListener::start(tls, listener)?),
-            _ => None,
+        let access_logs = access_log::Writers::default();
+        let access_log = access_logs.open(&config.log)?;
+        let certificates = match (&config.server.tls, &listeners.tls) {
+            (Some(tls), Some(_)) => tls::load(tls)?,
+            _ => Arc::new([]),
         };
+        let addr = config.server.listen;
+        let listener = TcpListener::from_std(listeners.proxy)
+            .map_err(|source| StartError::Bind { addr, source })?;
         let admin_listener = match (config.server.admin_listen, listeners.admin) {
             (Some(addr), Some(listener)) => Some(
                 TcpListener::from_std(listener)
@@ -184,13 +183,18 @@ impl Server {
             settings: Arc::new(config.clone()),
             sites,
             admission: admission.current(),
+            access_log,
+            certificates,
         });
+        let tls = match (&config.server.tls, listeners.tls) {
+            (Some(tls), Some(listener)) => Some(tls::TlsListener::start(tls, listener, &live)?),
+            _ => None,
+        };
         let fills = Fills::new(config.cache.max_orphan_fills);
         let parts = proxy::Parts {
             live: live.clone(),
             store: store.clone(),
             metrics: metrics.clone(),
-            access_log: access_log.clone(),
             fills: fills.clone(),
         };
         let proxy = Arc::new(Proxy::new(parts));
@@ -206,7 +210,7 @@ impl Server {
             proxy,
             store,
             admission,
-            access_log,
+            access_logs,
             fills,
             live,
             config: config.server.clone(),
@@ -253,16 +257,14 @@ impl Server {
         self.live.clone()
     }
 
-    /// What a reload swaps in this server — the settings, the sites, the admission
-    /// and the access log — for [`crate::lifecycle::Reloader`].
+    /// What a reload builds its next snapshot with, for [`crate::lifecycle::Reloader`].
     pub fn live_parts(&self) -> LiveParts {
         LiveParts {
             live: self.live.clone(),
             admission: self.admission.clone(),
             store: self.store.clone(),
-            access_log: self.access_log.clone(),
+            access_logs: self.access_logs.clone(),
             metrics: self.proxy.metrics(),
-            certificates: self.tls.as_ref().map(|tls| tls.certificates.clone()),
         }
     }
 
@@ -313,7 +315,7 @@ impl Server {
         if self.admission.save_in_background().await {
             tracing::info!("admission filters saved");
         }
-        self.access_log.close().await;
+        self.access_logs.close().await;
     }
 
     /// Spawns the admin listener's task (if one is bound), which stops accepting when
@@ -374,18 +376,16 @@ async fn drain(graceful: GracefulShutdown, fills: &Fills, timeout: Duration) {
 /// The parts of a running server that a reload (`lifecycle::Reloader`) swaps, from
 /// [`Server::live_parts`].
 pub struct LiveParts {
-    /// The settings, sites and admission the proxy loads per request, swapped whole.
+    /// Everything a reload can change, which the proxy loads per request; swapped whole.
     pub live: Live,
     /// The admission in use, which saves its filters' snapshots.
     pub admission: Arc<LiveAdmission>,
     /// The store, whose state directory and object count a new admission is built over.
     pub store: Arc<Store>,
-    /// The access log.
-    pub access_log: AccessLog,
+    /// The access log's writers, which a new destination's writer joins.
+    pub access_logs: access_log::Writers,
     /// The counters, which a new origin client feeds too.
     pub metrics: Arc<Metrics>,
-    /// The TLS listener's certificates, read again on every reload; `None`: no TLS listener.
-    pub certificates: Option<Arc<tls::Certificates>>,
 }
 
 /// The admission `[admission]` names, over `store`'s state directory (seed, snapshot) and,

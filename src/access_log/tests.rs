@@ -7,6 +7,7 @@ use std::path::Path;
 use http_body_util::{BodyExt, Full};
 
 use super::*;
+use crate::config::AccessFormat;
 
 fn record(path: &str) -> Record {
     Record {
@@ -46,12 +47,15 @@ fn read(path: &Path) -> String {
 async fn a_body_read_to_its_end_logs_its_bytes_once_it_is_dropped() {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("access.log");
-    let log = AccessLog::start(&to_file(&path, AccessFormat::Combined)).expect("start");
+    let writers = Writers::default();
+    let log = writers
+        .open(&to_file(&path, AccessFormat::Combined))
+        .expect("open");
     assert!(log.is_on());
     let wrapped = log.wrap_body(record("/a"), Instant::now(), body(b"twelve bytes"));
     let sent = wrapped.collect().await.expect("whole body").to_bytes();
     assert_eq!(&sent[..], b"twelve bytes");
-    log.close().await;
+    writers.close().await;
     let text = read(&path);
     assert!(
         text.contains("\"GET /a HTTP/1.1\" 200 12 \"-\" \"-\" \"secondhit; hit\" "),
@@ -64,9 +68,12 @@ async fn a_body_read_to_its_end_logs_its_bytes_once_it_is_dropped() {
 async fn a_body_dropped_unread_logs_zero_bytes() {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("access.jsonl");
-    let log = AccessLog::start(&to_file(&path, AccessFormat::Json)).expect("start");
+    let writers = Writers::default();
+    let log = writers
+        .open(&to_file(&path, AccessFormat::Json))
+        .expect("open");
     drop(log.wrap_body(record("/head"), Instant::now(), body(b"unsent")));
-    log.close().await;
+    writers.close().await;
     let line: serde_json::Value = serde_json::from_str(&read(&path)).expect("a JSON line");
     assert_eq!(line["request_uri"], "/head");
     assert_eq!(line["body_bytes_sent"], 0);
@@ -77,7 +84,10 @@ async fn reopen_follows_the_path_after_the_file_was_moved() {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("access.log");
     let rotated = dir.path().join("access.log.1");
-    let log = AccessLog::start(&to_file(&path, AccessFormat::Combined)).expect("start");
+    let writers = Writers::default();
+    let log = writers
+        .open(&to_file(&path, AccessFormat::Combined))
+        .expect("open");
     log.send(record("/before"));
     wait_for(&path, "/before").await;
     std::fs::rename(&path, &rotated).expect("rotate");
@@ -87,32 +97,38 @@ async fn reopen_follows_the_path_after_the_file_was_moved() {
     log.reopen();
     wait_until(|| path.exists()).await;
     log.send(record("/after"));
-    log.close().await;
+    writers.close().await;
     assert!(read(&path).contains("/after"));
     assert!(!read(&rotated).contains("/after"));
 }
 
 #[tokio::test]
-async fn apply_switches_destination_and_format_and_off_stops_logging() {
+async fn a_new_destination_gets_its_own_writer_and_the_old_one_writes_out_its_queue() {
     let dir = tempfile::tempdir().expect("temp dir");
     let first = dir.path().join("first.log");
     let second = dir.path().join("second.jsonl");
-    let log = AccessLog::start(&to_file(&first, AccessFormat::Combined)).expect("start");
-    log.send(record("/one"));
+    let writers = Writers::default();
+    let old = writers
+        .open(&to_file(&first, AccessFormat::Combined))
+        .expect("open");
+    let new = writers
+        .open(&to_file(&second, AccessFormat::Json))
+        .expect("open");
+    assert!(second.exists(), "opening creates the file");
+    // Queued, then its last handle dropped at once, before its writer's next round.
+    old.send(record("/one"));
+    drop(old);
+    new.send(record("/two"));
     wait_for(&first, "/one").await;
-    let prepared = AccessLog::prepare(&to_file(&second, AccessFormat::Json)).expect("prepare");
-    assert!(second.exists(), "prepare opens (creates) the file");
-    log.apply(prepared);
-    log.send(record("/two"));
     wait_for(&second, "\"request_uri\":\"/two\"").await;
     let off = LogConfig {
         access_log: Destination::Off,
         ..LogConfig::default()
     };
-    log.apply(AccessLog::prepare(&off).expect("prepare off"));
-    assert!(!log.is_on());
-    log.close().await;
+    assert!(!writers.open(&off).expect("open off").is_on());
+    writers.close().await;
     assert!(!read(&first).contains("/two"));
+    assert!(!read(&second).contains("/one"));
 }
 
 #[test]
@@ -122,7 +138,7 @@ fn a_file_that_cannot_be_opened_is_an_error_naming_the_key() {
         &dir.path().join("missing/dir/access.log"),
         AccessFormat::Combined,
     );
-    let Err(error) = AccessLog::prepare(&config) else {
+    let Err(error) = Writers::default().open(&config) else {
         panic!("a file in a missing directory was opened");
     };
     assert!(error.to_string().starts_with("log.access_log: "), "{error}");
@@ -132,13 +148,16 @@ fn a_file_that_cannot_be_opened_is_an_error_naming_the_key() {
 async fn a_full_queue_drops_and_counts_rather_than_blocks() {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("access.log");
-    let log = AccessLog::start(&to_file(&path, AccessFormat::Combined)).expect("start");
+    let writers = Writers::default();
+    let log = writers
+        .open(&to_file(&path, AccessFormat::Combined))
+        .expect("open");
     // Far more than the queue holds, faster than one round of the writer.
     let sent = 4 * CAPACITY as u64;
     for _ in 0..sent {
         log.send(record("/flood"));
     }
-    log.close().await;
+    writers.close().await;
     let written = read(&path).lines().count() as u64;
     assert!(log.dropped() > 0, "nothing dropped: {written} written");
     assert_eq!(written + log.dropped(), sent);

@@ -2,16 +2,15 @@
 //! round, formats them into one reused buffer and writes that with one `write` call.
 //!
 //! It polls rather than wakes per record so that a request never pays for waking it (a
-//! futex wake is a system call, dearer than the whole line). Changes of destination or
-//! format, and reopen requests (SIGUSR1), are left in [`Control`] and applied at the start
-//! of the next round, so they need no lock on the request path either.
+//! futex wake is a system call, dearer than the whole line). Reopen requests (SIGUSR1) are
+//! left in [`Control`] and applied at the start of the next round. Its destination and
+//! format never change: a reload that changes them starts another writer.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, TryRecvError};
-use std::sync::{Mutex, PoisonError};
 use std::thread;
 use std::time::Duration;
 
@@ -68,37 +67,12 @@ impl Output {
 /// What the log's handle and its thread share besides the queue.
 #[derive(Default)]
 pub(super) struct Control {
-    /// A destination and format to switch to (a reload), and whether to reopen the file.
-    /// Locked once per round by the thread and on a reload or signal, never per request.
-    pending: Mutex<Pending>,
+    /// Set to have the file reopened by its path at the next round (SIGUSR1).
+    pub(super) reopen: AtomicBool,
     /// Set when the log closes: the thread writes what is queued and ends.
     pub(super) closing: AtomicBool,
     /// Records dropped because the queue was full, since the start.
     pub(super) dropped: AtomicU64,
-}
-
-/// Changes waiting for the thread's next round.
-#[derive(Default)]
-struct Pending {
-    switch: Option<(Output, AccessFormat)>,
-    reopen: bool,
-}
-
-impl Control {
-    /// Asks for a switch to `output` in `format`.
-    pub(super) fn switch(&self, output: Output, format: AccessFormat) {
-        self.lock().switch = Some((output, format));
-    }
-
-    /// Asks for the file to be reopened by its path.
-    pub(super) fn reopen(&self) {
-        self.lock().reopen = true;
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Pending> {
-        // The data stays consistent across a panic: each field is replaced whole.
-        self.pending.lock().unwrap_or_else(PoisonError::into_inner)
-    }
 }
 
 /// Starts the thread writing `queue` to `output` in `format`.
@@ -142,8 +116,8 @@ impl Writer {
         let mut busy = false;
         loop {
             if !busy {
-                // Parked without a timeout while off: nothing is queued then, and a switch,
-                // reopen or close unparks the thread.
+                // Parked without a timeout while off: nothing is queued then, and a reopen
+                // or close unparks the thread.
                 match self.output {
                     Output::Off => thread::park(),
                     _ => thread::park_timeout(FLUSH_EVERY),
@@ -152,7 +126,10 @@ impl Writer {
             // Acquire: pairs with the Release store in `close`, after which nothing new is
             // expected; what is queued is still written below.
             let closing = self.control.closing.load(Ordering::Acquire);
-            self.apply_pending();
+            // Acquire: pairs with the Release store of the handle asking for it.
+            if self.control.reopen.swap(false, Ordering::Acquire) {
+                self.reopen();
+            }
             let (taken, disconnected) = self.write_queued();
             self.report_dropped();
             if closing || disconnected {
@@ -160,18 +137,6 @@ impl Writer {
             }
             // A full round means the queue may hold more: go again without waiting.
             busy = taken == CAPACITY;
-        }
-    }
-
-    /// Switches destination or reopens the file, as asked since the last round.
-    fn apply_pending(&mut self) {
-        let pending = std::mem::take(&mut *self.control.lock());
-        if let Some((output, format)) = pending.switch {
-            self.output = output;
-            self.format = format;
-        }
-        if pending.reopen {
-            self.reopen();
         }
     }
 

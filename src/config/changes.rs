@@ -1,53 +1,91 @@
 //! What a reload may change: [`Config::reload`] compares a newly loaded file with the
 //! running config key by key, and keeps the running value of every key that only a
 //! restart can apply.
+//!
+//! The keys are not listed one by one: both configs are serialized (to JSON, the derived
+//! `Serialize` of the config types, which writes the keys in the order the structs declare
+//! them) and walked key by key, and one table, [`RESTART`], names the keys that need a
+//! restart; every other key is live. A `None` is written as `null`, so both configs have
+//! the same keys, but for `admission.expected_urls` and `admission.memory`, of which a
+//! config has one: the one the file sets names the change.
 
-use super::{
-    AdmissionConfig, CacheConfig, Config, FilterSizing, LogConfig, OriginConfig, ServerConfig,
-    TlsConfig,
-};
+use std::fmt::Display;
+
+use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
+use serde_json::value::RawValue;
+
+use super::Config;
 
 /// The keys that differ between the running config and a reloaded one.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Changes {
     /// Changed keys a running server applies (dotted, in file order).
-    pub live: Vec<&'static str>,
+    pub live: Vec<String>,
     /// Changed keys that need a restart; the reload keeps their running values.
-    pub restart: Vec<&'static str>,
+    pub restart: Vec<String>,
 }
 
-/// Whether a running server can apply a key.
-#[derive(Clone, Copy)]
-enum Applies {
-    /// Read per request, or part of something a reload rebuilds.
-    Live,
-    /// Shapes something built once: the listener, the runtime, the open store, the log's
-    /// formatter.
-    Restart,
+/// Puts the running value of one restart-only key back into the next config.
+type KeepRunning = fn(&Config, &mut Config);
+
+/// A [`RESTART`] entry: the dotted key and how its running value is kept.
+macro_rules! restart {
+    ($section:ident $(. $key:ident)+) => {
+        (
+            concat!(stringify!($section) $(, ".", stringify!($key))+),
+            |running: &Config, next: &mut Config| {
+                next.$section$(.$key)+ = running.$section$(.$key)+.clone()
+            },
+        )
+    };
 }
 
-impl Changes {
-    /// Notes `key` if `next` differs from `running`; a restart-only key gets the running
-    /// value back.
-    fn compare<T: PartialEq + Clone>(
-        &mut self,
-        key: &'static str,
-        applies: Applies,
-        running: &T,
-        next: &mut T,
-    ) {
-        if running == next {
-            return;
+/// The keys only a restart applies: they shape something built once. Every other key is
+/// live: read per request, or part of something a reload rebuilds (the sites and their
+/// origin clients, the admission, the access log's writer, the certificates).
+const RESTART: &[(&str, KeepRunning)] = &[
+    // The listeners, their limits and the runtime are set up once, at start; the admin
+    // listener's token is read then too.
+    restart!(server.listen),
+    restart!(server.admin_listen),
+    restart!(server.admin_token),
+    restart!(server.max_connections),
+    restart!(server.header_read_timeout),
+    restart!(server.idle_timeout),
+    restart!(server.send_timeout),
+    restart!(server.max_concurrent_streams),
+    restart!(server.max_headers),
+    restart!(server.max_header_bytes),
+    restart!(server.shutdown_timeout),
+    restart!(server.workers),
+    restart!(server.blocking_threads),
+    // Privileges are dropped once, after binding: there is no way back to change them.
+    restart!(server.user),
+    restart!(server.group),
+    // A TLS listener added, removed or moved: a listener to bind or close. Its
+    // certificates are live.
+    restart!(server.tls),
+    ("server.tls.listen", |running, next| {
+        if let (Some(running), Some(next)) = (&running.server.tls, &mut next.server.tls) {
+            next.listen = running.listen;
         }
-        match applies {
-            Applies::Live => self.live.push(key),
-            Applies::Restart => {
-                self.restart.push(key);
-                *next = running.clone();
-            }
-        }
-    }
-}
+    }),
+    // The store is opened once; `cache.max_object_size` and the RFC 9111 settings are
+    // read per request.
+    restart!(cache.dir),
+    restart!(cache.max_size),
+    restart!(cache.min_free),
+    restart!(cache.fsync),
+    restart!(cache.lock_timeout),
+    restart!(cache.verify_whole_below),
+    restart!(cache.memory_size),
+    restart!(cache.memory_max_object_size),
+    restart!(cache.open_files),
+    // The orphan fills' semaphore is sized once, at start.
+    restart!(cache.max_orphan_fills),
+    // The diagnostic log's formatter is installed once.
+    restart!(log.format),
+];
 
 impl Config {
     /// `next` as a reload applies it over `self` (the running config): the keys a running
@@ -62,305 +100,130 @@ impl Config {
     /// `cache.collapse_timeout`, `server.tls.certificates` (whose files a reload reads
     /// again even when the file names did not change), `log.level`, `log.access_log` and
     /// `log.access_format`. Restart: the rest of `[server]` (a TLS listener added, removed
-    /// or moved included), the store's other `[cache]` keys, and `log.format`.
+    /// or moved included), the store's other `[cache]` keys, and `log.format` ([`RESTART`]).
     pub fn reload(&self, mut next: Config) -> (Config, Changes) {
-        let mut changes = Changes::default();
-        server(&self.server, &mut next.server, &mut changes);
-        origin(&self.origin, &mut next.origin, &mut changes);
-        cache(&self.cache, &mut next.cache, &mut changes);
-        admission(&self.admission, &mut next.admission, &mut changes);
-        log(&self.log, &mut next.log, &mut changes);
+        let mut changed = Vec::new();
+        let (running_json, next_json) = (json(self), json(&next));
+        walk("", Some(&running_json), &next_json, &mut changed);
         // The sites, their origins and rules are rebuilt whole (`sites::Sites`); a change
         // anywhere in them is named by its table.
-        changes.compare("site", Applies::Live, &self.sites, &mut next.sites);
-        changes.compare("rule", Applies::Live, &self.rules, &mut next.rules);
+        if self.sites != next.sites {
+            changed.push("site".to_owned());
+        }
+        if self.rules != next.rules {
+            changed.push("rule".to_owned());
+        }
+        let mut changes = Changes::default();
+        for key in changed {
+            match RESTART.iter().find(|(restart, _)| *restart == key) {
+                Some((_, keep_running)) => {
+                    keep_running(self, &mut next);
+                    changes.restart.push(key);
+                }
+                None => changes.live.push(key),
+            }
+        }
         (next, changes)
     }
 }
 
-// Each section is destructured without `..`, so a new key fails to compile until it is
-// classified here.
-
-fn server(running: &ServerConfig, next: &mut ServerConfig, changes: &mut Changes) {
-    use Applies::{Live, Restart};
-    let ServerConfig {
-        listen,
-        max_connections,
-        header_read_timeout,
-        idle_timeout,
-        send_timeout,
-        max_concurrent_streams,
-        max_headers,
-        max_header_bytes,
-        shutdown_timeout,
-        workers,
-        blocking_threads,
-        admin_listen,
-        admin_token,
-        user,
-        group,
-        tls,
-        unknown_host,
-    } = next;
-    let r = running;
-    changes.compare("server.listen", Restart, &r.listen, listen);
-    // The admin listener is bound, and its token read, once at start.
-    changes.compare(
-        "server.admin_listen",
-        Restart,
-        &r.admin_listen,
-        admin_listen,
-    );
-    changes.compare("server.admin_token", Restart, &r.admin_token, admin_token);
-    changes.compare(
-        "server.max_connections",
-        Restart,
-        &r.max_connections,
-        max_connections,
-    );
-    let timeout = &r.header_read_timeout;
-    changes.compare(
-        "server.header_read_timeout",
-        Restart,
-        timeout,
-        header_read_timeout,
-    );
-    let idle = &r.idle_timeout;
-    changes.compare("server.idle_timeout", Restart, idle, idle_timeout);
-    let send = &r.send_timeout;
-    changes.compare("server.send_timeout", Restart, send, send_timeout);
-    let streams = &r.max_concurrent_streams;
-    changes.compare(
-        "server.max_concurrent_streams",
-        Restart,
-        streams,
-        max_concurrent_streams,
-    );
-    changes.compare("server.max_headers", Restart, &r.max_headers, max_headers);
-    let bytes = &r.max_header_bytes;
-    changes.compare("server.max_header_bytes", Restart, bytes, max_header_bytes);
-    let shutdown = &r.shutdown_timeout;
-    changes.compare(
-        "server.shutdown_timeout",
-        Restart,
-        shutdown,
-        shutdown_timeout,
-    );
-    changes.compare("server.workers", Restart, &r.workers, workers);
-    let blocking = &r.blocking_threads;
-    changes.compare(
-        "server.blocking_threads",
-        Restart,
-        blocking,
-        blocking_threads,
-    );
-    // Part of the sites, rebuilt on reload.
-    let unknown = &r.unknown_host;
-    changes.compare("server.unknown_host", Live, unknown, unknown_host);
-    // Privileges are dropped once, after binding: there is no way back to change them.
-    changes.compare("server.user", Restart, &r.user, user);
-    changes.compare("server.group", Restart, &r.group, group);
-    server_tls(&r.tls, tls, changes);
+/// `config` as JSON text, its keys in the order the structs declare them.
+fn json(config: &Config) -> Box<RawValue> {
+    // Cannot fail: every map in a config has string keys, and every value has a JSON form.
+    serde_json::value::to_raw_value(config).expect("a config serializes to JSON")
 }
 
-/// The TLS listener is bound once, at start; its certificates are swapped by a reload.
-fn server_tls(running: &Option<TlsConfig>, next: &mut Option<TlsConfig>, changes: &mut Changes) {
-    use Applies::{Live, Restart};
-    match (running, next.as_mut()) {
-        (Some(r), Some(next)) => {
-            let TlsConfig {
-                listen,
-                certificates,
-            } = next;
-            changes.compare("server.tls.listen", Restart, &r.listen, listen);
-            let certs = &r.certificates;
-            changes.compare("server.tls.certificates", Live, certs, certificates);
+/// Adds to `changed` the dotted key (below `prefix`) of every member of the object `next`
+/// whose value differs from its value in `running`; `running: None` counts every member
+/// as changed. The sections are walked into, and so is a table holding a [`RESTART`] key
+/// when it is a table on both sides; any other value is compared whole.
+fn walk(prefix: &str, running: Option<&RawValue>, next: &RawValue, changed: &mut Vec<String>) {
+    let (Some(next), running) = (Members::of(next), running.and_then(Members::of)) else {
+        return;
+    };
+    for (name, value) in &next.0 {
+        let key = match prefix {
+            "" => name.clone(),
+            _ => format!("{prefix}.{name}"),
+        };
+        let was = running.as_ref().map(|running| running.get(name));
+        if let Some(Some(was)) = was
+            && was.get() == value.get()
+        {
+            continue;
         }
-        // Added or removed: a listener to bind or close.
-        _ => changes.compare("server.tls", Restart, running, next),
+        let walked = prefix.is_empty()
+            || RESTART.iter().any(|(restart, _)| {
+                restart
+                    .strip_prefix(key.as_str())
+                    .is_some_and(|rest| rest.starts_with('.'))
+            });
+        let table = |raw: &RawValue| raw.get().starts_with('{');
+        match was {
+            None if walked && table(value) => walk(&key, None, value, changed),
+            Some(Some(was)) if walked && table(was) && table(value) => {
+                walk(&key, Some(was), value, changed)
+            }
+            _ => changed.push(key),
+        }
     }
 }
 
-fn origin(running: &OriginConfig, next: &mut OriginConfig, changes: &mut Changes) {
-    use Applies::Live;
-    let OriginConfig {
-        url,
-        ca_file,
-        danger_accept_invalid_certs,
-        host_header,
-        connect_timeout,
-        read_timeout,
-        max_in_flight,
-        queue_timeout,
-        body_buffer_size,
-        body_read_timeout,
-        body_min_rate,
-    } = next;
-    let r = running;
-    changes.compare("origin.url", Live, &r.url, url);
-    changes.compare("origin.ca_file", Live, &r.ca_file, ca_file);
-    let danger = &r.danger_accept_invalid_certs;
-    let unverified = danger_accept_invalid_certs;
-    changes.compare(
-        "origin.danger_accept_invalid_certs",
-        Live,
-        danger,
-        unverified,
-    );
-    changes.compare("origin.host_header", Live, &r.host_header, host_header);
-    changes.compare(
-        "origin.connect_timeout",
-        Live,
-        &r.connect_timeout,
-        connect_timeout,
-    );
-    changes.compare("origin.read_timeout", Live, &r.read_timeout, read_timeout);
-    changes.compare(
-        "origin.max_in_flight",
-        Live,
-        &r.max_in_flight,
-        max_in_flight,
-    );
-    let queue = &r.queue_timeout;
-    changes.compare("origin.queue_timeout", Live, queue, queue_timeout);
-    let buffer = &r.body_buffer_size;
-    changes.compare("origin.body_buffer_size", Live, buffer, body_buffer_size);
-    let body = &r.body_read_timeout;
-    changes.compare("origin.body_read_timeout", Live, body, body_read_timeout);
-    let rate = &r.body_min_rate;
-    changes.compare("origin.body_min_rate", Live, rate, body_min_rate);
+/// A JSON object's members in the order they are written, each value as its JSON text:
+/// `serde_json`'s own map sorts its keys.
+struct Members(Vec<(String, Box<RawValue>)>);
+
+impl Members {
+    /// The members of `value`; `None` when it is not an object.
+    fn of(value: &RawValue) -> Option<Members> {
+        serde_json::from_str(value.get()).ok()
+    }
+
+    /// The value of the member `name`.
+    fn get(&self, name: &str) -> Option<&RawValue> {
+        let member = self.0.iter().find(|(member, _)| member == name);
+        member.map(|(_, value)| value.as_ref())
+    }
 }
 
-fn cache(running: &CacheConfig, next: &mut CacheConfig, changes: &mut Changes) {
-    use Applies::{Live, Restart};
-    let CacheConfig {
-        dir,
-        max_size,
-        max_object_size,
-        min_free,
-        fsync,
-        lock_timeout,
-        verify_whole_below,
-        heuristic_max_age,
-        targeted_field,
-        stale_if_unreachable,
-        memory_size,
-        memory_max_object_size,
-        open_files,
-        collapse_timeout,
-        max_orphan_fills,
-    } = next;
-    let r = running;
-    changes.compare("cache.dir", Restart, &r.dir, dir);
-    changes.compare("cache.max_size", Restart, &r.max_size, max_size);
-    changes.compare(
-        "cache.max_object_size",
-        Live,
-        &r.max_object_size,
-        max_object_size,
-    );
-    changes.compare("cache.min_free", Restart, &r.min_free, min_free);
-    changes.compare("cache.fsync", Restart, &r.fsync, fsync);
-    changes.compare("cache.lock_timeout", Restart, &r.lock_timeout, lock_timeout);
-    let verify = &r.verify_whole_below;
-    changes.compare(
-        "cache.verify_whole_below",
-        Restart,
-        verify,
-        verify_whole_below,
-    );
-    let heuristic = &r.heuristic_max_age;
-    changes.compare(
-        "cache.heuristic_max_age",
-        Live,
-        heuristic,
-        heuristic_max_age,
-    );
-    let targeted = &r.targeted_field;
-    changes.compare("cache.targeted_field", Live, targeted, targeted_field);
-    let stale = &r.stale_if_unreachable;
-    changes.compare(
-        "cache.stale_if_unreachable",
-        Live,
-        stale,
-        stale_if_unreachable,
-    );
-    changes.compare("cache.memory_size", Restart, &r.memory_size, memory_size);
-    let memory_max = &r.memory_max_object_size;
-    changes.compare(
-        "cache.memory_max_object_size",
-        Restart,
-        memory_max,
-        memory_max_object_size,
-    );
-    let open = &r.open_files;
-    changes.compare("cache.open_files", Restart, open, open_files);
-    // Read per miss.
-    let collapse = &r.collapse_timeout;
-    changes.compare("cache.collapse_timeout", Live, collapse, collapse_timeout);
-    // The orphan fills' semaphore is sized once, at start.
-    let orphans = &r.max_orphan_fills;
-    changes.compare("cache.max_orphan_fills", Restart, orphans, max_orphan_fills);
+impl<'de> Deserialize<'de> for Members {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Members, D::Error> {
+        struct InOrder;
+        impl<'de> Visitor<'de> for InOrder {
+            type Value = Members;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members, A::Error> {
+                let mut members = Vec::new();
+                while let Some(member) = map.next_entry()? {
+                    members.push(member);
+                }
+                Ok(Members(members))
+            }
+        }
+        deserializer.deserialize_map(InOrder)
+    }
 }
 
-fn admission(running: &AdmissionConfig, next: &mut AdmissionConfig, changes: &mut Changes) {
-    use Applies::Live;
-    let AdmissionConfig {
-        policy,
-        sizing,
-        false_positive_rate,
-        max_age,
-        rotate,
-        min_generation_age,
-        seed,
-        snapshot_every,
-    } = next;
-    let r = running;
-    changes.compare("admission.policy", Live, &r.policy, policy);
-    let sizing_key = match sizing {
-        FilterSizing::ExpectedUrls(_) => "admission.expected_urls",
-        FilterSizing::Memory(_) => "admission.memory",
-    };
-    changes.compare(sizing_key, Live, &r.sizing, sizing);
-    let rate = &r.false_positive_rate;
-    changes.compare(
-        "admission.false_positive_rate",
-        Live,
-        rate,
-        false_positive_rate,
-    );
-    changes.compare("admission.max_age", Live, &r.max_age, max_age);
-    changes.compare("admission.rotate", Live, &r.rotate, rotate);
-    // Read at each rotation of the pair, which a reload of `[admission]` rebuilds.
-    let hold = &r.min_generation_age;
-    changes.compare(
-        "admission.min_generation_age",
-        Live,
-        hold,
-        min_generation_age,
-    );
-    changes.compare("admission.seed", Live, &r.seed, seed);
-    changes.compare(
-        "admission.snapshot_every",
-        Live,
-        &r.snapshot_every,
-        snapshot_every,
-    );
+/// Serializes a value that has no `Serialize` of its own (a URI, a header name) as its
+/// text.
+pub(super) fn shown<S: serde::Serializer>(
+    value: &impl Display,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    serializer.collect_str(value)
 }
 
-fn log(running: &LogConfig, next: &mut LogConfig, changes: &mut Changes) {
-    use Applies::{Live, Restart};
-    let LogConfig {
-        level,
-        format,
-        access_log,
-        access_format,
-    } = next;
-    let r = running;
-    changes.compare("log.level", Live, &r.level, level);
-    changes.compare("log.format", Restart, &r.format, format);
-    changes.compare("log.access_log", Live, &r.access_log, access_log);
-    changes.compare("log.access_format", Live, &r.access_format, access_format);
+/// [`shown`] for an optional value: `None` as a JSON `null`.
+pub(super) fn shown_if_some<S: serde::Serializer>(
+    value: &Option<impl Display>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    match value {
+        Some(value) => serializer.collect_str(value),
+        None => serializer.serialize_none(),
+    }
 }
 
 #[cfg(test)]
@@ -368,7 +231,93 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::config::{AccessLog, AdmissionPolicy, LogFormat, MaxObjectSize};
+    use crate::config::{
+        AccessLog, AdmissionPolicy, CertificateFiles, FilterSizing, LogFormat, MaxObjectSize,
+        TlsConfig,
+    };
+
+    /// The keys a reload applies; every other key must be in [`RESTART`]. A key added to
+    /// the config fails `every_key_is_live_or_restart_only` until it is put in one of them.
+    const LIVE: &[&str] = &[
+        "server.unknown_host",
+        "server.tls.certificates",
+        "origin.url",
+        "origin.ca_file",
+        "origin.danger_accept_invalid_certs",
+        "origin.host_header",
+        "origin.connect_timeout",
+        "origin.read_timeout",
+        "origin.max_in_flight",
+        "origin.queue_timeout",
+        "origin.body_buffer_size",
+        "origin.body_read_timeout",
+        "origin.body_min_rate",
+        "cache.max_object_size",
+        "cache.heuristic_max_age",
+        "cache.targeted_field",
+        "cache.stale_if_unreachable",
+        "cache.collapse_timeout",
+        "admission.policy",
+        "admission.expected_urls",
+        "admission.memory",
+        "admission.false_positive_rate",
+        "admission.max_age",
+        "admission.rotate",
+        "admission.min_generation_age",
+        "admission.seed",
+        "admission.snapshot_every",
+        "log.level",
+        "log.access_log",
+        "log.access_format",
+    ];
+
+    /// A config with every optional key set, its filters sized by `sizing`.
+    fn populated(sizing: FilterSizing) -> Config {
+        let mut config = Config::default();
+        config.server.admin_token = Some("token".to_owned());
+        config.server.workers = Some(2);
+        config.server.user = Some("nobody".to_owned());
+        config.server.group = Some("nogroup".to_owned());
+        config.server.tls = Some(TlsConfig {
+            listen: "127.0.0.1:8443".parse().expect("address"),
+            certificates: vec![CertificateFiles {
+                chain: "/c.pem".into(),
+                key: "/k.pem".into(),
+            }],
+        });
+        config.origin.ca_file = Some("/ca.pem".into());
+        config.cache.targeted_field = Some(http::HeaderName::from_static("x-cc"));
+        config.admission.sizing = sizing;
+        config.admission.seed = Some("seed".to_owned());
+        config
+    }
+
+    #[test]
+    fn every_key_is_live_or_restart_only_and_restart_names_only_keys_that_exist() {
+        let mut keys = Vec::new();
+        for sizing in [FilterSizing::ExpectedUrls(1), FilterSizing::Memory(1)] {
+            walk("", None, &json(&populated(sizing)), &mut keys);
+        }
+        let restart = |key: &str| RESTART.iter().any(|(restart, _)| *restart == key);
+        for key in &keys {
+            assert!(
+                restart(key) != LIVE.contains(&key.as_str()),
+                "{key}: in neither or both of RESTART and LIVE"
+            );
+        }
+        // A table a reload walks into (`server.tls`) is a key too: added or removed.
+        let exists = |key: &str| {
+            let below = format!("{key}.");
+            keys.iter().any(|k| k == key || k.starts_with(&below))
+        };
+        for key in RESTART
+            .iter()
+            .map(|(key, _)| *key)
+            .chain(LIVE.iter().copied())
+        {
+            assert!(exists(key), "{key} names no key of the config");
+        }
+    }
 
     #[test]
     fn an_unchanged_file_changes_nothing() {

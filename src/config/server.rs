@@ -5,10 +5,12 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use serde::Serialize;
+
 use super::UnknownHost;
 
 /// `[server]`: the client-facing listener.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ServerConfig {
     /// Address to accept clients on.
     pub listen: SocketAddr,
@@ -59,7 +61,7 @@ pub struct ServerConfig {
 }
 
 /// `[server.tls]`: the TLS listener and the certificates it serves.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TlsConfig {
     /// Address to accept TLS clients on (never `server.listen` or `server.admin_listen`).
     pub listen: SocketAddr,
@@ -69,7 +71,7 @@ pub struct TlsConfig {
 }
 
 /// One certificate of `server.tls.certificates`: two PEM files, absolute paths.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct CertificateFiles {
     /// The certificate chain, the server's own certificate first.
     pub chain: PathBuf,
