@@ -154,6 +154,27 @@ pub enum HostHeader {
     Origin,
 }
 
+/// `cache.fsync`: when the store makes committed fills durable. Whichever it is, a fill
+/// is renamed into place only when whole and checksummed, so a crash can lose entries
+/// but never leaves one that serves wrong bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Fsync {
+    /// `true`: each fill's file and its directory are fsynced before it counts as stored.
+    EachFill,
+    /// A duration: the cache's filesystem is synced (`syncfs`) at most this often, when
+    /// fills were committed since the last sync; a crash loses at most that much of them.
+    Every(Duration),
+    /// `false`: the kernel writes fills back when it chooses.
+    Off,
+}
+
+impl Fsync {
+    /// Whether each file and directory change is fsynced as it is made.
+    pub fn each_change(self) -> bool {
+        self == Fsync::EachFill
+    }
+}
+
 /// `[cache]`: the disk store.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CacheConfig {
@@ -169,8 +190,8 @@ pub struct CacheConfig {
     /// written) when eviction cannot; the same share of the filesystem's inodes is kept
     /// free. Zero: no floor.
     pub min_free: u64,
-    /// Whether a fill is fsynced before it is renamed into place.
-    pub fsync: bool,
+    /// When committed fills reach the disk (`cache.fsync`).
+    pub fsync: Fsync,
     /// How long start-up waits for another process to release `dir` (zero: fail at once).
     pub lock_timeout: Duration,
     /// Bodies shorter than this are read and verified whole before a hit is
@@ -231,7 +252,7 @@ impl Default for CacheConfig {
             // on for a while after the cache stops growing; small next to a disk worth
             // caching on. A small dedicated disk lowers it.
             min_free: 1024 * 1024 * 1024,
-            fsync: true,
+            fsync: Fsync::EachFill,
             lock_timeout: Duration::from_secs(5),
             verify_whole_below: 64 * 1024,
             heuristic_max_age: Duration::from_secs(24 * 3600),

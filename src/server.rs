@@ -291,6 +291,7 @@ impl Server {
             .collect();
         let mut accepting = accept::Accepting::new(shared);
         let periodic = tokio::spawn(self.admission.clone().run_periodic());
+        let syncs = tokio::spawn(self.store.clone().sync_periodically());
         tokio::pin!(shutdown);
         let tls_listener = tls.as_ref().map(|tls| &tls.listener);
         accepting
@@ -307,6 +308,11 @@ impl Server {
             worker.finished().await;
         }
         periodic.abort();
+        syncs.abort();
+        // The fills committed since the last periodic sync reach the disk before exit.
+        if let Err(error) = self.store.sync().await {
+            tracing::warn!(%error, "cannot sync the cache's filesystem at shutdown");
+        }
         if let Some(admin) = admin
             && let Err(error) = admin.await
         {

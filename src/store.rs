@@ -83,7 +83,7 @@ mod update;
 mod writer;
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -97,6 +97,7 @@ pub use read::StoredEntry;
 pub use space::{DiskStats, Trouble};
 pub use writer::EntryWriter;
 
+use crate::config::Fsync;
 use disk::Damage;
 use error::map_entry_error;
 use index::{Fill, Index};
@@ -106,8 +107,9 @@ use index::{Fill, Index};
 pub struct StoreOptions {
     /// The cache directory (holds `secondhit.lock`, `objects/`, `tmp/`, `state/`).
     pub dir: PathBuf,
-    /// Fsync each committed file and its directory before it counts.
-    pub fsync: bool,
+    /// When committed changes reach the disk: each as it is made, in a periodic
+    /// `syncfs` ([`Store::sync`]), or when the kernel chooses.
+    pub fsync: Fsync,
     /// Budget in bytes for entry files plus reservations of fills in progress.
     pub max_size: u64,
     /// How long [`Store::open`] waits for another process to release the directory.
@@ -164,6 +166,8 @@ pub struct StoreStats {
     pub open_files: u64,
     /// Fills that began but were dropped before they committed, by reason.
     pub dropped_fills: DroppedFills,
+    /// Syncs of the cache's filesystem made for `cache.fsync = "<interval>"`.
+    pub syncs: u64,
     /// Free space on the cache's filesystem, and fills refused or failed for lack of it.
     pub disk: DiskStats,
 }
@@ -201,6 +205,10 @@ struct Inner {
     /// inside the blocking task, so it is held exactly while the file is
     /// written, even if the caller's future is dropped meanwhile.
     meta_update: Mutex<()>,
+    /// Whether files changed since the last [`Store::sync`] (with `Fsync::Every`).
+    unsynced: AtomicBool,
+    /// Syncs [`Store::sync`] made.
+    syncs: AtomicU64,
     /// Fills committed since open. Incremented with Release after the index
     /// insert and read with Acquire, so a reader that sees the count also sees
     /// the entry in the index.
@@ -230,6 +238,18 @@ async fn blocking<T: Send + 'static>(
 }
 
 impl Inner {
+    /// Whether each file and directory change is fsynced as it is made.
+    fn fsync_each(&self) -> bool {
+        self.opts.fsync.each_change()
+    }
+
+    /// Notes a change to the files for the next [`Store::sync`], when syncs are batched.
+    fn changed(&self) {
+        if matches!(self.opts.fsync, Fsync::Every(_)) {
+            self.unsynced.store(true, Ordering::Release);
+        }
+    }
+
     fn object_path(&self, key_hash: u128, fill_id: u64) -> PathBuf {
         disk::object_path(&self.objects, key_hash, fill_id)
     }
@@ -375,6 +395,8 @@ impl Store {
             next_fill_id: AtomicU64::new(now_us),
             fences: fence::Fences::default(),
             meta_update: Mutex::new(()),
+            unsynced: AtomicBool::new(false),
+            syncs: AtomicU64::new(0),
             committed: AtomicU64::new(0),
             committed_body_bytes: AtomicU64::new(0),
             removed_invalid: AtomicU64::new(0),
@@ -409,6 +431,54 @@ impl Store {
         self.inner.index.objects_when_full()
     }
 
+    /// How often [`Store::sync`] should run: `cache.fsync`'s interval; `None` when each
+    /// change is fsynced as it is made, or none is.
+    pub fn sync_interval(&self) -> Option<Duration> {
+        match self.inner.opts.fsync {
+            Fsync::Every(every) => Some(every),
+            Fsync::EachFill | Fsync::Off => None,
+        }
+    }
+
+    /// Makes the changes since the last sync durable with one `syncfs(2)` of the cache's
+    /// filesystem, when there were any: one system call for however many fills, where
+    /// `cache.fsync = true` pays two fsyncs per fill. Returns whether it synced.
+    pub async fn sync(&self) -> Result<bool, StoreError> {
+        if !self.inner.unsynced.swap(false, Ordering::AcqRel) {
+            return Ok(false);
+        }
+        let dir = self.inner.objects.clone();
+        let synced = blocking(&dir.clone(), move || {
+            let objects = std::fs::File::open(&dir).map_err(disk::io_err(&dir))?;
+            rustix::fs::syncfs(&objects).map_err(|e| disk::io_err(&dir)(e.into()))
+        })
+        .await;
+        if synced.is_err() {
+            // Not durable yet: the next sync tries again.
+            self.inner.unsynced.store(true, Ordering::Release);
+        }
+        synced?;
+        self.inner.syncs.fetch_add(1, Ordering::Relaxed);
+        Ok(true)
+    }
+
+    /// Runs [`Store::sync`] every `cache.fsync` interval, for as long as it is polled
+    /// (a server aborts it at shutdown and syncs once more); returns at once when that
+    /// setting asks for no periodic sync.
+    pub async fn sync_periodically(self: Arc<Self>) {
+        let Some(every) = self.sync_interval() else {
+            return;
+        };
+        let mut ticks = tokio::time::interval(every);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticks.tick().await;
+            if let Err(error) = self.sync().await {
+                warn!(%error, "cannot sync the cache's filesystem; trying again at the next interval");
+            }
+        }
+    }
+
     /// The counters, for metrics.
     pub fn stats(&self) -> StoreStats {
         let inner = &self.inner;
@@ -429,6 +499,7 @@ impl Store {
             memory_objects,
             open_files: inner.memory.open_files(),
             dropped_fills: inner.dropped.snapshot(),
+            syncs: inner.syncs.load(Ordering::Relaxed),
             disk: inner.space.stats(Instant::now()),
         }
     }

@@ -21,7 +21,7 @@ use crate::bench::report::PolicyReport;
 use crate::bench::synthetic_origin::SyntheticOrigin;
 use crate::bench::workload::Workload;
 use crate::cache_status::CACHE_STATUS;
-use crate::config::{AccessLog, AdmissionPolicy, Config};
+use crate::config::{AccessLog, AdmissionPolicy, Config, Fsync};
 use crate::server::Server;
 use crate::server::StartError;
 use crate::store::Store;
@@ -92,7 +92,7 @@ pub async fn run_policy(
         .map_err(|_| BenchError::Target(origin.addr().to_string()))?;
     config.cache.dir = cache_dir.path().join("cache");
     config.cache.max_size = cache_size;
-    config.cache.fsync = false;
+    config.cache.fsync = Fsync::Off;
     config.log.access_log = AccessLog::Off;
     // The proxy's own policies are built from the config, exactly as `serve` builds them
     // (so `rotate = "auto"` counts this cache's objects); the reference policy is handed in.

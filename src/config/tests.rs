@@ -147,7 +147,7 @@ fn full_file_from_disk_gives_typed_values() {
     );
     assert_eq!(c.cache.max_size, 2 * 1024 * 1024 * 1024);
     assert_eq!(c.cache.min_free, 300 * 1024 * 1024);
-    assert!(!c.cache.fsync);
+    assert_eq!(c.cache.fsync, Fsync::Off);
     assert_eq!(c.cache.lock_timeout, Duration::from_millis(250));
     assert_eq!(c.cache.verify_whole_below, 4096);
     assert_eq!(c.cache.memory_size, 0);
@@ -326,4 +326,21 @@ fn min_generation_age_defaults_to_a_quarter_of_max_age_and_may_be_zero() {
     let c = Config::from_toml_str("[admission]\nmax_age = \"2h\"\nmin_generation_age = \"2h\"")
         .expect("a valid config");
     assert_eq!(c.admission.min_generation_age, Duration::from_secs(7200));
+}
+
+#[test]
+fn cache_fsync_is_each_fill_off_or_an_interval() {
+    let parsed = |value: &str| {
+        Config::from_toml_str(&format!("[cache]\nfsync = {value}"))
+            .expect("valid")
+            .cache
+            .fsync
+    };
+    assert_eq!(Config::default().cache.fsync, Fsync::EachFill);
+    assert_eq!(parsed("true"), Fsync::EachFill);
+    assert_eq!(parsed("false"), Fsync::Off);
+    assert_eq!(
+        parsed("\"250ms\""),
+        Fsync::Every(Duration::from_millis(250))
+    );
 }

@@ -9,7 +9,7 @@ use serde::Deserialize;
 
 use super::{
     AccessFormat, AccessLog, AdmissionConfig, AdmissionPolicy, CacheConfig, Config, ConfigError,
-    FilterSizing, HostHeader, LogConfig, LogFormat, MAX_BODY_BUFFER_SIZE, MAX_OPEN_FILES,
+    FilterSizing, Fsync, HostHeader, LogConfig, LogFormat, MAX_BODY_BUFFER_SIZE, MAX_OPEN_FILES,
     MAX_ORPHAN_FILLS, MAX_VERIFY_WHOLE_BELOW, MIN_GENERATION_AGE_SHARE, MaxObjectSize,
     OriginConfig, RotateMode, ServerConfig,
 };
@@ -70,7 +70,7 @@ struct RawCache {
     max_size: Option<RawSize>,
     max_object_size: Option<RawSize>,
     min_free: Option<RawSize>,
-    fsync: Option<bool>,
+    fsync: Option<RawFsync>,
     lock_timeout: Option<String>,
     verify_whole_below: Option<RawSize>,
     heuristic_max_age: Option<String>,
@@ -192,7 +192,7 @@ fn validate_cache(mut raw: RawCache, d: CacheConfig) -> Result<CacheConfig, Conf
         max_size: sizes.max_size,
         max_object_size: sizes.max_object_size,
         min_free: sizes.min_free,
-        fsync: raw.fsync.unwrap_or(d.fsync),
+        fsync: fsync(raw.fsync, d.fsync)?,
         // Zero is allowed: fail at once if another process holds the directory.
         lock_timeout: duration("cache.lock_timeout", raw.lock_timeout, d.lock_timeout)?,
         verify_whole_below: sizes.verify_whole_below,
@@ -232,6 +232,32 @@ fn validate_cache(mut raw: RawCache, d: CacheConfig) -> Result<CacheConfig, Conf
             MAX_ORPHAN_FILLS,
         )?,
     })
+}
+
+/// `cache.fsync` as written: `true`, `false`, or how often to sync.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawFsync {
+    Flag(bool),
+    Every(String),
+}
+
+/// `cache.fsync`: `default` when unset; an interval must be a positive duration.
+fn fsync(raw: Option<RawFsync>, default: Fsync) -> Result<Fsync, ConfigError> {
+    match raw {
+        None => Ok(default),
+        Some(RawFsync::Flag(true)) => Ok(Fsync::EachFill),
+        Some(RawFsync::Flag(false)) => Ok(Fsync::Off),
+        Some(RawFsync::Every(text)) => match humantime::parse_duration(&text) {
+            Ok(every) if !every.is_zero() => Ok(Fsync::Every(every)),
+            _ => Err(invalid(
+                "cache.fsync",
+                format!(
+                    r#"{text:?} is neither true, false nor a positive duration (examples: "1s", "500ms")"#
+                ),
+            )),
+        },
+    }
 }
 
 /// `cache.dir`: `default` when unset; an empty path is refused.

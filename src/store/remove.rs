@@ -56,7 +56,8 @@ impl Store {
         let removed = disk::remove_file(&path).await;
         inner.index.release_object(fill.size);
         removed?;
-        if let (true, Some(dir)) = (inner.opts.fsync, path.parent()) {
+        inner.changed();
+        if let (true, Some(dir)) = (inner.fsync_each(), path.parent()) {
             disk::fsync_dir(dir).await?;
         }
         debug!(path = %path.display(), "cache entry removed");
@@ -97,7 +98,10 @@ impl Store {
                 removed = true;
             }
         }
-        if removed && inner.opts.fsync {
+        if removed {
+            inner.changed();
+        }
+        if removed && inner.fsync_each() {
             disk::fsync_dir(dir).await?;
         }
         Ok(removed)

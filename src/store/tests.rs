@@ -27,7 +27,7 @@ const MAX: u64 = 1 << 20;
 fn options(dir: &Path) -> StoreOptions {
     StoreOptions {
         dir: dir.to_owned(),
-        fsync: true,
+        fsync: Fsync::EachFill,
         max_size: 64 * MAX,
         lock_timeout: Duration::from_secs(5),
         verify_whole_below: 64 * 1024,
@@ -172,6 +172,40 @@ async fn read(store: &Store, key: &str) -> Option<(EntryMeta, Vec<u8>)> {
     }
     assert_eq!(out.len() as u64, len);
     Some((meta, out))
+}
+
+#[tokio::test]
+async fn a_batched_sync_runs_only_after_a_change_and_once_for_many() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_with(StoreOptions {
+        fsync: Fsync::Every(Duration::from_secs(3600)),
+        ..options(dir.path())
+    })
+    .await;
+    assert_eq!(store.sync_interval(), Some(Duration::from_secs(3600)));
+    assert!(!store.sync().await.unwrap(), "nothing changed yet");
+    put(&store, "k1", &body(100, 1)).await;
+    put(&store, "k2", &body(100, 2)).await;
+    assert!(store.sync().await.unwrap(), "two fills, one sync");
+    assert!(!store.sync().await.unwrap(), "nothing changed since");
+    assert!(store.remove("k1", Store::key_hash("k1")).await.unwrap());
+    assert!(store.sync().await.unwrap(), "a removal is a change too");
+    assert_eq!(store.stats().syncs, 2);
+}
+
+#[tokio::test]
+async fn fsync_per_fill_or_none_makes_no_batched_sync() {
+    for fsync in [Fsync::EachFill, Fsync::Off] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open_with(StoreOptions {
+            fsync,
+            ..options(dir.path())
+        })
+        .await;
+        assert_eq!(store.sync_interval(), None);
+        put(&store, "k", &body(100, 1)).await;
+        assert!(!store.sync().await.unwrap(), "{fsync:?}");
+    }
 }
 
 #[tokio::test]

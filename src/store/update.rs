@@ -128,7 +128,8 @@ fn write_meta(
     // waiting for this task, so the held file and the copy with the old metadata
     // must go whatever follows.
     inner.memory.forget_updated(key_hash);
-    if inner.opts.fsync {
+    inner.changed();
+    if inner.fsync_each() {
         // The file's length and name are unchanged: its data is all to sync.
         file.sync_data().map_err(disk::io_err(path))?;
     }

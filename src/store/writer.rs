@@ -172,7 +172,7 @@ pub(super) async fn begin(
     let reservation = Reservation::take(inner, initial).await.map_err(refused)?;
     if !inner.leaf_dirs.known(key_hash) {
         let dest = inner.object_path(key_hash, fill_id);
-        disk::ensure_parent(&dest, inner.opts.fsync)
+        disk::ensure_parent(&dest, inner.fsync_each())
             .await
             .map_err(refused)?;
         inner.leaf_dirs.learn(key_hash);
@@ -322,7 +322,7 @@ impl EntryWriter {
         let (key_hash, fill_id) = (self.key_hash, self.preamble.fill_id);
         let dest = self.inner.object_path(key_hash, fill_id);
         let size = self.preamble.file_len();
-        let fsync = self.inner.opts.fsync;
+        let fsync = self.inner.fsync_each();
         // The rest of the body, the table and the commit: one blocking call.
         let rest = std::mem::take(&mut self.unwritten);
         let (tmp, renamed_to) = (self.tmp_path.clone(), dest.clone());
@@ -336,6 +336,7 @@ impl EntryWriter {
         self.release_held();
         renamed?;
         self.renamed = true;
+        self.inner.changed();
         self.reservation.commit(size);
         let inner = &self.inner;
         let fill = Fill { fill_id, size };

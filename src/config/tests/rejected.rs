@@ -39,7 +39,9 @@ const REJECTED: &[(&str, &str, &str)] = &[
         "cache.max_object_size",
         "parse",
     ),
-    ("[cache]\nfsync = \"yes\"", "cache.fsync", "parse"),
+    ("[cache]\nfsync = \"yes\"", "cache.fsync", "invalid"),
+    ("[cache]\nfsync = \"0s\"", "cache.fsync", "invalid"),
+    ("[cache]\nfsync = 1", "cache.fsync", "parse"),
     (
         "[admission]\nexpected_urls = -5",
         "admission.expected_urls",

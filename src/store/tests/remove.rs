@@ -99,7 +99,7 @@ async fn a_removal_during_the_start_up_scan_is_on_disk_when_it_returns() {
     let dir = tempfile::tempdir().unwrap();
     // Without fsync, so that the setup is quick and the removals race the scan.
     let quick = || StoreOptions {
-        fsync: false,
+        fsync: Fsync::Off,
         ..options(dir.path())
     };
     {

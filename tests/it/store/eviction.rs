@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use http::{HeaderMap, HeaderValue, StatusCode};
+use secondhit::config::Fsync;
 use secondhit::store::{EntryMeta, Store, StoreOptions};
 
 use super::common::*;
@@ -94,7 +95,7 @@ async fn a_refill_racing_the_eviction_of_its_key_leaves_the_newer_entry_intact()
     let store = Arc::new(
         Store::open(StoreOptions {
             dir: dir.path().to_owned(),
-            fsync: false,
+            fsync: Fsync::Off,
             max_size: 200_000,
             lock_timeout: Duration::from_secs(5),
             verify_whole_below: 64 * 1024,

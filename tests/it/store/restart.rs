@@ -1,9 +1,13 @@
 //! Restarts, clean and after SIGKILL: what was stored is served again, fills racing the
 //! start-up scan survive, and leaked temp files are removed.
 
+use std::time::Duration;
+
+use secondhit::config::Fsync;
+
 use super::common::*;
 use crate::support::serve::ServeProcess;
-use crate::support::{TestProxy, files_under, send_until_hit};
+use crate::support::{TestProxy, files_under, send_until_hit, wait_until};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restart_serves_everything_stored_before_without_asking_the_origin() {
@@ -116,4 +120,30 @@ async fn objects_survive_sigkill_and_its_temp_files_are_removed() {
         );
     }
     second.kill().await;
+}
+
+#[tokio::test]
+async fn a_batched_fsync_syncs_the_cache_after_fills() {
+    let origin = versioned_origin().await;
+    let proxy = TestProxy::start(origin.addr, |config| {
+        always(config);
+        config.cache.fsync = Fsync::Every(Duration::from_millis(20));
+    })
+    .await;
+    let b = base(&proxy);
+    for path in ["/synced-1-3000", "/synced-2-3000"] {
+        assert!(fetch(&b, path).await.cache.stored, "{path}");
+    }
+    proxy.wait_committed(2).await;
+    wait_until(
+        || format!("no sync after two fills: {:?}", proxy.store.stats().syncs),
+        || proxy.store.stats().syncs >= 1,
+    )
+    .await;
+    // A hit changes no file: the intervals since made no sync of their own.
+    let synced = proxy.store.stats().syncs;
+    let hit = fetch(&b, "/synced-1-3000").await;
+    assert!(hit.cache.hit, "{:?}", hit.cache);
+    assert!(synced <= 2, "{synced} syncs for two fills");
+    proxy.stop().await;
 }

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use secondhit::config::{AccessLog, Config};
+use secondhit::config::{AccessLog, Config, Fsync};
 use secondhit::lifecycle::Reloader;
 use secondhit::live::Live;
 use secondhit::server::Server;
@@ -61,7 +61,7 @@ pub fn test_config(origin: SocketAddr, cache_dir: &Path) -> Config {
     config.origin.connect_timeout = Duration::from_secs(2);
     config.origin.read_timeout = Duration::from_secs(5);
     config.cache.dir = cache_dir.to_path_buf();
-    config.cache.fsync = false;
+    config.cache.fsync = Fsync::Off;
     config.admission.seed = Some("secondhit tests".to_owned());
     config.log.access_log = AccessLog::Off;
     config
