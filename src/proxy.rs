@@ -39,7 +39,8 @@
 //! Submodules: `cache` (lookup with variants, revalidation, fills), `collapse` (one
 //! origin fetch per key at a time), `forward` (the miss
 //! path, and the one storable → fill → tee step every origin answer to a GET takes),
-//! `respond` (answers from storage), `stale` (stale entries),
+//! `respond` (answers from storage, and the head of every range answer), `stale` (stale
+//! entries), `origin_request` (the one way a request is sent to the origin),
 //! `invalidate` (unsafe methods), `max_forwards` (`TRACE`/`OPTIONS` hop counting),
 //! `target_form` (`*` targets and `CONNECT`, answered by the proxy), `routing` (the
 //! request's site, and its rules' part in admission).
@@ -51,6 +52,7 @@ mod failure_log;
 mod forward;
 mod invalidate;
 mod max_forwards;
+mod origin_request;
 mod respond;
 mod routing;
 mod stale;
@@ -91,6 +93,7 @@ use routing::{Admitting, RuleCheck};
 /// asking the filter.
 const READMIT: Admitting = Admitting::AlreadyStored;
 use max_forwards::Hop;
+use origin_request::OriginRequest;
 
 /// A response and what became of its request. Every stage of the request path returns
 /// one, and [`Proxy::handle`] renders the outcome — `Cache-Status`, the request counters
@@ -522,9 +525,9 @@ impl Proxy {
             let outcome = Outcome::forward(forward);
             return Box::pin(self.pass_through(head, client, site, body, outcome)).await;
         }
-        let target = stale::origin_request(head, client, site)?;
+        let origin = OriginRequest::of(head, client, site)?;
         let stale = (found, &**freshness);
-        Box::pin(self.revalidate(head, target, key, stale, (forward, live))).await
+        Box::pin(self.revalidate(head, origin, key, stale, (forward, live))).await
     }
 
     /// Answers from `found` when its freshness allows, as the request's `directives` see
@@ -620,21 +623,14 @@ impl Proxy {
         &self,
         head: &request::Parts,
         client: ClientConnection,
-        site: &Site,
+        site: &Arc<Site>,
         body: Incoming,
         outcome: Outcome,
     ) -> Result<Answer, ProxyError> {
+        let to_origin = OriginRequest::of(head, client, site)?;
         let body = crate::origin::client_body(body);
-        let origin = self
-            .send(
-                head,
-                client,
-                site,
-                head.method.clone(),
-                head.headers.clone(),
-                body,
-            )
-            .await?;
+        let (method, headers) = (head.method.clone(), head.headers.clone());
+        let origin = to_origin.send(method, headers, body).await?;
         let outcome = outcome.fwd_status(origin.head.status);
         let body = origin.body.map_err(BoxError::from).boxed_unsync();
         Ok(Answer::new(
