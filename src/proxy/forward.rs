@@ -5,7 +5,6 @@
 //! for the client's own validators, and the client's range (or ascending ranges, as
 //! `multipart/byteranges`) cut out of a whole object fetched to be stored.
 
-use std::sync::Arc;
 use std::time::SystemTime;
 
 use http::header::RANGE;
@@ -13,16 +12,13 @@ use http::{HeaderMap, Method, Response, StatusCode, request, response};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
-use super::Answer;
-use super::Proxy;
 use super::cache::{Cache, Marker};
 use super::collapse::{Fetching, Leader};
-use super::origin_request::OriginRequest;
 use super::respond::{self, Cut};
 use super::routing::{Admitting, RuleCheck};
+use super::{Answer, Ask, Proxy};
 use crate::admission::{AdmitReason, Decision};
 use crate::body::{BoxError, ProxyBody};
-use crate::hygiene::ClientConnection;
 use crate::key::CacheKey;
 use crate::live::Snapshot;
 use crate::logging::throttle::Throttle;
@@ -34,7 +30,6 @@ use crate::policy::NotStored;
 use crate::policy::validation;
 use crate::proxy::error::ProxyError;
 use crate::range::{self, PartsBody, RangeAnswer};
-use crate::sites::Site;
 use crate::store::{EntryWriter, StoreError, Trouble};
 use crate::tee::TeeBody;
 
@@ -42,15 +37,13 @@ impl Proxy {
     /// Forwards a GET/HEAD miss, storing the response when policy and admission allow.
     pub(super) async fn fetch(
         &self,
-        head: &request::Parts,
-        client: ClientConnection,
-        site: &Arc<Site>,
+        ask: &Ask<'_>,
         body: Incoming,
         key: &CacheKey,
         miss: Miss<'_>,
     ) -> Result<Answer, ProxyError> {
+        let (head, live) = (ask.head, &**ask.live);
         let Miss {
-            live,
             marker,
             forward,
             admission,
@@ -70,7 +63,7 @@ impl Proxy {
         let whole_for_range = may_store && range::is_answerable_range(&head.headers);
         let headers = origin_headers(head, may_store, whole_for_range);
         let mut range_forwarded = headers.contains_key(RANGE);
-        let to_origin = OriginRequest::of(head, client, site)?;
+        let to_origin = ask.origin()?;
         let request_time = SystemTime::now();
         let body = origin::client_body(body);
         let mut origin = (to_origin.send(head.method.clone(), headers, body)).await?;
@@ -467,8 +460,6 @@ impl<'a> Exchange<'a> {
 /// A miss on its way to the origin: what the lookup and admission found, and its part in
 /// the key's collapse slot.
 pub(super) struct Miss<'a> {
-    /// The view of the settings and the admission the request loaded.
-    pub(super) live: &'a Snapshot,
     /// The URL's variant set, when one is stored.
     pub(super) marker: Option<Marker>,
     /// Why the request goes to the origin (Cache-Status `fwd`).

@@ -8,20 +8,17 @@ use std::time::SystemTime;
 
 use http::{Method, StatusCode, request};
 
-use super::Answer;
 use super::cache::{Cache, Found, Lookup, Revalidated};
 use super::collapse::Leader;
 use super::forward::{self, Exchange, Teed, drain};
 use super::origin_request::OriginRequest;
-use super::{Proxy, respond};
-use crate::hygiene::ClientConnection;
+use super::{Answer, Ask, Proxy, respond};
 use crate::key::CacheKey;
 use crate::live::Snapshot;
 use crate::origin::OriginError;
 use crate::outcome::{Detail, Forward, Outcome};
 use crate::policy::freshness::StoredFreshness;
 use crate::proxy::error::ProxyError;
-use crate::sites::Site;
 use crate::store::EntryMeta;
 
 /// Statuses that count as the origin failing, for `stale-if-error` (RFC 5861 §4).
@@ -33,17 +30,16 @@ const ERROR_STATUSES: [StatusCode; 4] = [
 ];
 
 impl Proxy {
-    /// Validates a stale (or `no-cache`) stored response with the client's `origin`,
-    /// and answers from whichever response wins; `forward` says why it is revalidated,
-    /// under `live`.
+    /// Validates a stale (or `no-cache`) stored response with the origin, and answers
+    /// from whichever response wins; `forward` says why it is revalidated.
     pub(super) async fn revalidate(
         &self,
-        head: &request::Parts,
-        origin: OriginRequest,
+        ask: &Ask<'_>,
         key: &CacheKey,
         (found, freshness): (Box<Found>, &StoredFreshness),
-        (forward, live): (Forward, &Snapshot),
+        forward: Forward,
     ) -> Result<Answer, ProxyError> {
+        let (head, live, origin) = (ask.head, &**ask.live, ask.origin()?);
         let now = SystemTime::now();
         let ttl = freshness.ttl_seconds(now);
         let serve_stale = |found: Box<Found>, detail: Detail| {
@@ -125,14 +121,11 @@ impl Proxy {
     /// `stale-while-revalidate`, unless one is already running for the key.
     pub(super) fn refresh_in_background(
         &self,
-        head: &request::Parts,
-        client: ClientConnection,
-        site: &Arc<Site>,
+        ask: &Ask<'_>,
         key: &CacheKey,
         stored: http::HeaderMap,
-        live: &Arc<Snapshot>,
     ) {
-        let Ok(origin) = OriginRequest::of(head, client, site) else {
+        let Ok(origin) = ask.origin() else {
             return;
         };
         // The key's collapse slot: one refresh at a time, and misses of the key meanwhile
@@ -140,8 +133,8 @@ impl Proxy {
         let Some(leader) = self.collapser.try_lead(key.store_hash()) else {
             return;
         };
-        let (cache, key, live) = (self.cache.clone(), key.clone(), Arc::clone(live));
-        let request = head.headers.clone();
+        let (cache, key, live) = (self.cache.clone(), key.clone(), Arc::clone(ask.live));
+        let request = ask.head.headers.clone();
         tokio::spawn(async move {
             refresh(&cache, &live, (&origin, &request), &key, (&stored, leader)).await;
         });
