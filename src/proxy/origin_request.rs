@@ -57,10 +57,7 @@ impl OriginRequest {
         body: RequestBody,
     ) -> Result<OriginResponse, OriginError> {
         self.forwarding.apply(&mut headers);
-        let (target, host) = (self.target.as_str(), self.host.clone());
-        self.site
-            .origin
-            .send(method, target, headers, host, body)
-            .await
+        let (origin, target, host) = (&self.site.origin, self.target.as_str(), self.host.clone());
+        origin.send(method, target, headers, host, body).await
     }
 }
