@@ -302,6 +302,11 @@ impl Forwarding {
         }
     }
 
+    /// What the client named as host: its `Host`, or the target's authority.
+    pub fn client_host(&self) -> Option<&HeaderValue> {
+        self.host.as_ref()
+    }
+
     /// Adds the fields to `headers`, the headers of a request about to be sent to the
     /// origin (the client's, hop-by-hop fields already removed, so a client cannot name
     /// ours in `Connection` to have them stripped).

@@ -39,7 +39,8 @@
 //! Submodules: `cache` (lookup with variants, revalidation, fills), `collapse` (one
 //! origin fetch per key at a time), `forward` (the miss
 //! path, and the one storable → fill → tee step every origin answer to a GET takes),
-//! `respond` (answers from storage), `stale` (stale entries),
+//! `respond` (answers from storage, and the head of every range answer), `stale` (stale
+//! entries), `origin_request` (the one way a request is sent to the origin),
 //! `invalidate` (unsafe methods), `max_forwards` (`TRACE`/`OPTIONS` hop counting),
 //! `target_form` (`*` targets and `CONNECT`, answered by the proxy), `routing` (the
 //! request's site, and its rules' part in admission).
@@ -51,6 +52,7 @@ mod failure_log;
 mod forward;
 mod invalidate;
 mod max_forwards;
+mod origin_request;
 mod respond;
 mod routing;
 mod stale;
@@ -91,6 +93,7 @@ use routing::{Admitting, RuleCheck};
 /// asking the filter.
 const READMIT: Admitting = Admitting::AlreadyStored;
 use max_forwards::Hop;
+use origin_request::OriginRequest;
 
 /// A response and what became of its request. Every stage of the request path returns
 /// one, and [`Proxy::handle`] renders the outcome — `Cache-Status`, the request counters
@@ -104,6 +107,27 @@ impl Answer {
     /// `response`, which `outcome` describes.
     pub(crate) fn new(response: Response<ProxyBody>, outcome: Outcome) -> Answer {
         Answer { response, outcome }
+    }
+}
+
+/// One routed request as its stages see it: the client's head and connection, the site
+/// that serves it and the one view of the settings it loaded.
+#[derive(Clone, Copy)]
+struct Ask<'a> {
+    /// The client's head, normalised, hop-by-hop fields removed.
+    head: &'a request::Parts,
+    /// The connection it came on.
+    client: ClientConnection,
+    /// The site its host picked.
+    site: &'a Arc<Site>,
+    /// The settings, sites and admission it loaded.
+    live: &'a Arc<Snapshot>,
+}
+
+impl Ask<'_> {
+    /// The request as it goes to its site's origin.
+    fn origin(&self) -> Result<OriginRequest, ProxyError> {
+        OriginRequest::of(self.head, self.client, self.site)
     }
 }
 
@@ -321,25 +345,24 @@ impl Proxy {
             Ok(site) => site,
             Err(status) => return Ok(routing::unknown_host(status)),
         };
-        let site = &site;
-        if head.method != Method::GET && head.method != Method::HEAD {
-            return Box::pin(self.unsafe_or_other(head, client, site, body)).await;
-        }
-        let cacheable = match self.plan(head, client, site, live)? {
-            Plan::Cache(cacheable) => cacheable,
-            Plan::Pass(outcome) => {
-                return Box::pin(self.pass_through(head, client, site, body, outcome)).await;
-            }
+        let ask = &Ask {
+            head,
+            client,
+            site: &site,
+            live,
         };
-        match self.look_up(head, &cacheable, live).await? {
+        if head.method != Method::GET && head.method != Method::HEAD {
+            return Box::pin(self.unsafe_or_other(ask, body)).await;
+        }
+        let cacheable = match self.plan(ask)? {
+            Plan::Cache(cacheable) => cacheable,
+            Plan::Pass(outcome) => return Box::pin(self.pass_through(ask, body, outcome)).await,
+        };
+        match self.look_up(ask, &cacheable).await? {
             Looked::Found { found, collapsed } => {
-                let stored = (found, collapsed);
-                self.answer_found(head, client, site, body, &cacheable, stored, live)
-                    .await
+                (self.answer_found(ask, body, &cacheable, (found, collapsed))).await
             }
-            Looked::Missed(miss) => {
-                Box::pin(self.fetch(head, client, site, body, &cacheable.key, miss)).await
-            }
+            Looked::Missed(miss) => Box::pin(self.fetch(ask, body, &cacheable.key, miss)).await,
         }
     }
 
@@ -347,13 +370,8 @@ impl Proxy {
     /// directives and the admission decision (the key is recorded in the filters here,
     /// hits included); or, when the cache may not answer it, the outcome to pass it
     /// through with.
-    fn plan<'s>(
-        &self,
-        head: &request::Parts,
-        client: ClientConnection,
-        site: &'s Site,
-        live: &Snapshot,
-    ) -> Result<Plan<'s>, ProxyError> {
+    fn plan<'a>(&self, ask: &Ask<'a>) -> Result<Plan<'a>, ProxyError> {
+        let (head, client, site) = (ask.head, ask.client, ask.site);
         // No rules (the usual case): nothing matched, no key shaped, nothing allocated.
         let matched = Matched::of(&site.rules, &head.method, head.uri.path());
         let rule = matched.request_rule(&site.rules);
@@ -364,7 +382,7 @@ impl Proxy {
         let key = CacheKey::shaped(head, client.scheme, rule.and_then(|rule| rule.key.as_ref()))?;
         let (directives, pending) = {
             // The hasher and the policy of the same assembly.
-            let admission = &live.admission;
+            let admission = &ask.live.admission;
             let filter_hash = admission.hasher.hash(key.as_str().as_bytes());
             // The filter's blocks load from memory while the request's directives are parsed.
             admission.policy.prefetch(filter_hash);
@@ -402,12 +420,11 @@ impl Proxy {
     /// Looks the request's key up until it finds an entry or a miss to fetch: a miss of a
     /// key another request is filling waits for that fill (as a follower) and looks
     /// again, once more after a fill that was dropped; see `proxy::collapse`.
-    async fn look_up<'s>(
+    async fn look_up<'a>(
         &self,
-        head: &request::Parts,
-        cacheable: &Cacheable<'s>,
-        live: &'s Snapshot,
-    ) -> Result<Looked<'s>, ProxyError> {
+        ask: &Ask<'a>,
+        cacheable: &Cacheable<'a>,
+    ) -> Result<Looked<'a>, ProxyError> {
         let Cacheable {
             key,
             directives,
@@ -421,7 +438,7 @@ impl Proxy {
         // Set once a fill it waited for was dropped: if the next one is too, it goes alone.
         let mut waited_for_a_drop = false;
         loop {
-            let (marker, forward) = match self.cache.lookup(key, &head.headers).await {
+            let (marker, forward) = match self.cache.lookup(key, &ask.head.headers).await {
                 Lookup::Found(found) => return Ok(Looked::Found { found, collapsed }),
                 Lookup::Miss | Lookup::VaryMiss(_) if directives.only_if_cached => {
                     return Err(ProxyError::OnlyIfCached);
@@ -429,11 +446,11 @@ impl Proxy {
                 Lookup::Miss => (None, Forward::UriMiss),
                 Lookup::VaryMiss(marker) => (Some(marker), Forward::VaryMiss),
             };
-            let fetching = match self.collapse_role(head, key, admitting.planned(), live) {
+            let fetching = match self.collapse_role(ask, key, admitting.planned()) {
                 Role::Leader(leader) => Fetching::Leading(leader),
                 Role::Alone => Fetching::Alone,
                 Role::Follower(follower) => {
-                    let timeout = live.collapse_timeout();
+                    let timeout = ask.live.collapse_timeout();
                     let until = *deadline.get_or_insert_with(|| Instant::now() + timeout);
                     match Box::pin(follower.wait_until(until.into())).await {
                         // Look again: the entry, or no entry and the key to join again.
@@ -451,7 +468,6 @@ impl Proxy {
                 }
             };
             return Ok(Looked::Missed(Miss {
-                live,
                 marker,
                 forward,
                 admission: *admitting,
@@ -464,50 +480,40 @@ impl Proxy {
     /// Answers from the entry the lookup `found`: a fresh hit (or the answer of the fill
     /// this request waited for, `collapsed`), a stale one the client or
     /// `stale-while-revalidate` accepts, or else a revalidation with the origin.
-    #[allow(clippy::too_many_arguments)]
     async fn answer_found(
         &self,
-        head: &request::Parts,
-        client: ClientConnection,
-        site: &Arc<Site>,
+        ask: &Ask<'_>,
         body: Incoming,
         cacheable: &Cacheable<'_>,
         (found, collapsed): (Box<Found>, Option<Forward>),
-        live: &Arc<Snapshot>,
     ) -> Result<Answer, ProxyError> {
-        let key = &cacheable.key;
+        let (head, key) = (ask.head, &cacheable.key);
         let now = SystemTime::now();
-        let freshness = self.cache.freshness(live, &found.entry);
+        let freshness = self.cache.freshness(ask.live, &found.entry);
         if head.headers.contains_key(AUTHORIZATION) && !freshness.shareable_with_credentials() {
             // RFC 9111 §3.5: only a response declared shareable may answer credentials.
             let miss = Miss {
-                live,
                 marker: found.marker,
                 forward: Forward::Request,
                 admission: READMIT,
                 rules: None,
                 fetching: Fetching::Alone,
             };
-            return Box::pin(self.fetch(head, client, site, body, key, miss)).await;
+            return Box::pin(self.fetch(ask, body, key, miss)).await;
         }
-        let (found, forward) = match self.reuse(
-            head,
-            found,
-            &freshness,
-            &cacheable.directives,
-            collapsed,
-            (now, live),
-        ) {
-            Ok(answer) => return Ok(answer),
-            Err(stale) => stale,
-        };
-        if cacheable.directives.only_if_cached {
+        let directives = &cacheable.directives;
+        let (found, forward) =
+            match self.reuse(ask, found, &freshness, directives, (collapsed, now)) {
+                Ok(answer) => return Ok(answer),
+                Err(stale) => stale,
+            };
+        if directives.only_if_cached {
             return Err(ProxyError::OnlyIfCached);
         }
         if forward == Forward::Stale && freshness.within_stale_while_revalidate(now) {
             let stored = found.entry.meta.response_headers.clone();
-            self.refresh_in_background(head, client, site, key, stored, live);
-            self.note_hit(&found, live);
+            self.refresh_in_background(ask, key, stored);
+            self.note_hit(&found, ask.live);
             let outcome = Outcome::hit()
                 .ttl(freshness.ttl_seconds(now))
                 .detail(Detail::StaleWhileRevalidate);
@@ -516,11 +522,10 @@ impl Proxy {
         if head.method == Method::HEAD {
             // Revalidating for a HEAD would fetch a body nobody reads; ask the origin.
             let outcome = Outcome::forward(forward);
-            return Box::pin(self.pass_through(head, client, site, body, outcome)).await;
+            return Box::pin(self.pass_through(ask, body, outcome)).await;
         }
-        let target = stale::origin_request(head, client, site)?;
         let stale = (found, &**freshness);
-        Box::pin(self.revalidate(head, target, key, stale, (forward, live))).await
+        Box::pin(self.revalidate(ask, key, stale, forward)).await
     }
 
     /// Answers from `found` when its freshness allows, as the request's `directives` see
@@ -528,12 +533,11 @@ impl Proxy {
     /// request's own directives).
     fn reuse(
         &self,
-        head: &request::Parts,
+        ask: &Ask<'_>,
         found: Box<Found>,
         freshness: &crate::policy::freshness::StoredFreshness,
         directives: &RequestDirectives,
-        collapsed: Option<Forward>,
-        (now, live): (SystemTime, &Snapshot),
+        (collapsed, now): (Option<Forward>, SystemTime),
     ) -> Result<Answer, (Box<Found>, Forward)> {
         let ttl = freshness.ttl_seconds(now);
         let outcome = match freshness.reuse(directives, now) {
@@ -548,8 +552,10 @@ impl Proxy {
             Reuse::Stale => return Err((found, Forward::Stale)),
             Reuse::RequestForbids => return Err((found, Forward::Request)),
         };
-        self.note_hit(&found, live);
-        Ok(respond::from_store(head, *found, freshness, now, outcome))
+        self.note_hit(&found, ask.live);
+        Ok(respond::from_store(
+            ask.head, *found, freshness, now, outcome,
+        ))
     }
 
     /// The part a miss of `key` takes in its collapse slot (none while
@@ -557,16 +563,11 @@ impl Proxy {
     /// admits and that fetches the whole object (no range, or one cut from the whole) may
     /// lead: any other answer will not be stored, so nobody should wait for it. Asked on
     /// a miss only, so a hit reads no more of the request than it did.
-    fn collapse_role(
-        &self,
-        head: &request::Parts,
-        key: &CacheKey,
-        decision: Decision,
-        live: &Snapshot,
-    ) -> Role {
-        if live.collapse_timeout().is_zero() {
+    fn collapse_role(&self, ask: &Ask<'_>, key: &CacheKey, decision: Decision) -> Role {
+        if ask.live.collapse_timeout().is_zero() {
             return Role::Alone;
         }
+        let head = ask.head;
         let may_lead = head.method == Method::GET
             && decision.is_admit()
             && (!head.headers.contains_key(RANGE)
@@ -586,16 +587,9 @@ impl Proxy {
 
     /// Passes a request of another method through; a non-error answer to an unsafe
     /// method invalidates what it names.
-    async fn unsafe_or_other(
-        &self,
-        head: &request::Parts,
-        client: ClientConnection,
-        site: &Arc<Site>,
-        body: Incoming,
-    ) -> Result<Answer, ProxyError> {
-        let answer = self
-            .pass_through(head, client, site, body, Outcome::forward(Forward::Method))
-            .await?;
+    async fn unsafe_or_other(&self, ask: &Ask<'_>, body: Incoming) -> Result<Answer, ProxyError> {
+        let answer = (self.pass_through(ask, body, Outcome::forward(Forward::Method))).await?;
+        let (head, client, site) = (ask.head, ask.client, ask.site);
         let response = &answer.response;
         if invalidate::is_unsafe(&head.method) && invalidate::invalidates(response.status()) {
             // Each URL's key as a GET of it would have it, shaped by the site's rules.
@@ -614,23 +608,14 @@ impl Proxy {
     /// Sends a request to the origin unchanged (but for hop-by-hop fields) and relays the answer.
     async fn pass_through(
         &self,
-        head: &request::Parts,
-        client: ClientConnection,
-        site: &Site,
+        ask: &Ask<'_>,
         body: Incoming,
         outcome: Outcome,
     ) -> Result<Answer, ProxyError> {
+        let to_origin = ask.origin()?;
         let body = crate::origin::client_body(body);
-        let origin = self
-            .send(
-                head,
-                client,
-                site,
-                head.method.clone(),
-                head.headers.clone(),
-                body,
-            )
-            .await?;
+        let (method, headers) = (ask.head.method.clone(), ask.head.headers.clone());
+        let origin = to_origin.send(method, headers, body).await?;
         let outcome = outcome.fwd_status(origin.head.status);
         let body = origin.body.map_err(BoxError::from).boxed_unsync();
         Ok(Answer::new(

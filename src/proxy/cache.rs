@@ -15,7 +15,7 @@ use std::time::SystemTime;
 use http::header::{CONTENT_LENGTH, RANGE, VARY};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 
-use crate::hygiene::Forwarding;
+use super::origin_request::OriginRequest;
 use crate::key::CacheKey;
 use crate::live::Snapshot;
 use crate::metrics::Metrics;
@@ -25,7 +25,6 @@ use crate::policy::freshness::StoredFreshness;
 use crate::policy::vary::{self, VarySpec};
 use crate::policy::{self, NotStored, Rules, validation};
 use crate::range::{self, RangeAnswer};
-use crate::sites::Site;
 use crate::store::{EntryMeta, EntryWriter, Store, StoreError, StoredEntry};
 use crate::tee::Fills;
 
@@ -121,7 +120,6 @@ impl std::ops::Deref for Judged {
     }
 }
 
-/// The [`Rules`] that `cache` sets.
 /// What the origin said to a revalidation.
 pub enum Revalidated {
     /// 304 for the stored representation: the entry's metadata is updated (boxed like
@@ -136,20 +134,6 @@ pub enum Revalidated {
         /// When the head arrived.
         response_time: SystemTime,
     },
-}
-
-/// Where and how to reach the origin for one request.
-pub struct OriginRequest {
-    /// The site whose origin is asked.
-    pub site: Arc<Site>,
-    /// Path and query as the client sent them.
-    pub path_and_query: String,
-    /// The host the client named.
-    pub host: HeaderValue,
-    /// The client's end-to-end headers.
-    pub headers: HeaderMap,
-    /// The fields added to the request sent to the origin.
-    pub forwarding: Forwarding,
 }
 
 /// The store, with the rules that connect it to the origins.
@@ -228,17 +212,19 @@ impl Cache {
         }
     }
 
-    /// Asks the origin whether `found` is still good: a conditional GET with its
-    /// validators (a plain GET when it has none). A 304 updates the entry's metadata in
-    /// place (RFC 9111 §4.3.4), without touching the body.
-    pub async fn revalidate(
+    /// Asks `origin` whether `found` is still good: a conditional GET with its
+    /// validators (a plain GET when it has none), with the client's `request` headers.
+    /// A 304 updates the entry's metadata in place (RFC 9111 §4.3.4), without touching
+    /// the body.
+    pub(super) async fn revalidate(
         &self,
-        target: &OriginRequest,
+        (origin, request): (&OriginRequest, &HeaderMap),
         mut found: Box<Found>,
     ) -> Result<Revalidated, OriginError> {
         let stored = &found.entry.meta.response_headers;
         let conditional = validation::has_validator(stored).then_some(stored);
-        let (response, request_time, response_time) = self.fetch_whole(target, conditional).await?;
+        let (response, request_time, response_time) =
+            fetch_whole(origin, request, conditional).await?;
         if response.head.status != StatusCode::NOT_MODIFIED {
             return Ok(Revalidated::Replaced {
                 response: Box::new(response),
@@ -253,7 +239,8 @@ impl Cache {
             response_time,
         ) else {
             // A 304 for a representation we do not have: ask again, unconditionally.
-            let (response, request_time, response_time) = self.fetch_whole(target, None).await?;
+            let (response, request_time, response_time) =
+                fetch_whole(origin, request, None).await?;
             return Ok(Revalidated::Replaced {
                 response: Box::new(response),
                 request_time,
@@ -270,29 +257,6 @@ impl Cache {
         }
         found.entry.meta = Arc::new(meta);
         Ok(Revalidated::NotModified(found))
-    }
-
-    /// GETs the whole object (no client conditionals or ranges), with the stored
-    /// validators when given.
-    pub async fn fetch_whole(
-        &self,
-        target: &OriginRequest,
-        validators_of: Option<&HeaderMap>,
-    ) -> Result<(OriginResponse, SystemTime, SystemTime), OriginError> {
-        let mut headers = target.headers.clone();
-        validation::whole_object_request(&mut headers, validators_of);
-        target.forwarding.apply(&mut headers);
-        let request_time = SystemTime::now();
-        let response = (target.site.origin)
-            .send(
-                Method::GET,
-                &target.path_and_query,
-                headers,
-                target.host.clone(),
-                crate::origin::empty_body(),
-            )
-            .await?;
-        Ok((response, request_time, SystemTime::now()))
     }
 
     /// Storability of the origin's answer to a GET under `live`'s settings: RFC 9111
@@ -402,4 +366,18 @@ impl Cache {
             Err(error) => tracing::warn!(key = %key, %error, "cannot invalidate a cache entry"),
         }
     }
+}
+
+/// GETs the whole object from `origin`: the client's `request` headers without its
+/// conditionals or ranges, with the stored validators when given.
+async fn fetch_whole(
+    origin: &OriginRequest,
+    request: &HeaderMap,
+    validators_of: Option<&HeaderMap>,
+) -> Result<(OriginResponse, SystemTime, SystemTime), OriginError> {
+    let mut headers = request.clone();
+    validation::whole_object_request(&mut headers, validators_of);
+    let request_time = SystemTime::now();
+    let response = (origin.send(Method::GET, headers, crate::origin::empty_body())).await?;
+    Ok((response, request_time, SystemTime::now()))
 }

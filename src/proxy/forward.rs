@@ -7,20 +7,19 @@
 
 use std::time::SystemTime;
 
-use http::header::{HOST, RANGE};
-use http::{HeaderMap, HeaderValue, Method, Response, StatusCode, request, response};
+use http::header::RANGE;
+use http::{HeaderMap, Method, Response, StatusCode, request, response};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
-use super::Answer;
 use super::cache::{Cache, Marker};
 use super::collapse::{Fetching, Leader};
+use super::respond::{self, Cut};
 use super::routing::{Admitting, RuleCheck};
-use super::{Proxy, respond};
+use super::{Answer, Ask, Proxy};
 use crate::admission::{AdmitReason, Decision};
 use crate::body::{BoxError, ProxyBody};
-use crate::hygiene::{ClientConnection, Forwarding};
-use crate::key::{CacheKey, KeyError};
+use crate::key::CacheKey;
 use crate::live::Snapshot;
 use crate::logging::throttle::Throttle;
 use crate::metrics::ByteCounter;
@@ -31,7 +30,6 @@ use crate::policy::NotStored;
 use crate::policy::validation;
 use crate::proxy::error::ProxyError;
 use crate::range::{self, PartsBody, RangeAnswer};
-use crate::sites::Site;
 use crate::store::{EntryWriter, StoreError, Trouble};
 use crate::tee::TeeBody;
 
@@ -39,15 +37,13 @@ impl Proxy {
     /// Forwards a GET/HEAD miss, storing the response when policy and admission allow.
     pub(super) async fn fetch(
         &self,
-        head: &request::Parts,
-        client: ClientConnection,
-        site: &Site,
+        ask: &Ask<'_>,
         body: Incoming,
         key: &CacheKey,
         miss: Miss<'_>,
     ) -> Result<Answer, ProxyError> {
+        let (head, live) = (ask.head, &**ask.live);
         let Miss {
-            live,
             marker,
             forward,
             admission,
@@ -67,10 +63,10 @@ impl Proxy {
         let whole_for_range = may_store && range::is_answerable_range(&head.headers);
         let headers = origin_headers(head, may_store, whole_for_range);
         let mut range_forwarded = headers.contains_key(RANGE);
+        let to_origin = ask.origin()?;
         let request_time = SystemTime::now();
         let body = origin::client_body(body);
-        let method = head.method.clone();
-        let mut origin = self.send(head, client, site, method, headers, body).await?;
+        let mut origin = (to_origin.send(head.method.clone(), headers, body)).await?;
         if whole_for_range
             && matches!(origin.framing, BodyFraming::Length(len) if len > live.max_object_size())
         {
@@ -79,9 +75,7 @@ impl Proxy {
             drop(origin);
             range_forwarded = true;
             let empty = origin::empty_body();
-            origin = self
-                .send(head, client, site, Method::GET, head.headers.clone(), empty)
-                .await?;
+            origin = (to_origin.send(Method::GET, head.headers.clone(), empty)).await?;
         }
         let exchange = Exchange {
             live,
@@ -97,25 +91,6 @@ impl Proxy {
         Ok(self
             .answer_from_origin(head, origin, exchange, leader)
             .await)
-    }
-
-    /// Sends `method` with `headers` and `body` to `site`'s origin, for the client's
-    /// target and host in `head`, adding the forwarding fields.
-    pub(super) async fn send(
-        &self,
-        head: &request::Parts,
-        client: ClientConnection,
-        site: &Site,
-        method: Method,
-        mut headers: HeaderMap,
-        body: origin::RequestBody,
-    ) -> Result<OriginResponse, ProxyError> {
-        let (target, host) = (path_and_query(head), client_host(head)?);
-        Forwarding::of(head, client).apply(&mut headers);
-        Ok(site
-            .origin
-            .send(method, target, headers, host, body)
-            .await?)
     }
 
     /// Relays the origin's answer to a GET/HEAD, teeing it to a fill when it is
@@ -170,30 +145,50 @@ fn relay(head: &request::Parts, teed: Teed, forwarded: bool) -> Response<ProxyBo
         let head = validation::not_modified_head(response_head);
         return Response::from_parts(head, respond::empty());
     }
-    if whole_get && let BodyFraming::Length(len) = framing {
-        match range::answer(&head.headers, &response_head.headers, len) {
-            RangeAnswer::Part { first, last } => {
-                respond::part_head(&mut response_head, first, last, len);
-                let body = PartsBody::range(body, first, last);
-                return Response::from_parts(
-                    response_head,
-                    body.map_err(BoxError::from).boxed_unsync(),
-                );
-            }
-            RangeAnswer::Parts(parts) if range::ascending(&parts) => {
-                let multipart = respond::multipart_head(&mut response_head, &parts, len);
-                let body = PartsBody::multipart(body, &multipart, parts);
-                return Response::from_parts(
-                    response_head,
-                    body.map_err(BoxError::from).boxed_unsync(),
-                );
-            }
-            _ => {}
+    let body = match framing {
+        BodyFraming::Length(len) if whole_get => {
+            let ranged = streamable(range::answer(&head.headers, &response_head.headers, len));
+            cut_body(body, respond::cut(&mut response_head, ranged, len))
+        }
+        _ => boxed(body),
+    };
+    Response::from_parts(response_head, body)
+}
+
+/// What of `ranged` a whole object can answer as it streams in from the origin: parts
+/// only in ascending order; for parts out of order, and for a range of unsatisfiable
+/// extent, the whole object, which is a valid answer to any range request (RFC 9110
+/// §14.2).
+fn streamable(ranged: RangeAnswer) -> RangeAnswer {
+    match ranged {
+        RangeAnswer::Parts(parts) if !range::ascending(&parts) => RangeAnswer::Whole,
+        RangeAnswer::Unsatisfiable => RangeAnswer::Whole,
+        ranged => ranged,
+    }
+}
+
+/// The bytes `cut` names, cut out of the whole object's `body` as it streams in.
+fn cut_body(body: TeeBody<origin::ReadTimeout>, cut: Cut) -> ProxyBody {
+    match cut {
+        Cut::Whole => boxed(body),
+        Cut::Part(first, last) => boxed(PartsBody::range(body, first, last)),
+        Cut::Parts(parts, multipart) => boxed(PartsBody::multipart(body, &multipart, parts)),
+        Cut::Nothing => {
+            // `streamable` sends no such answer; the body would still be read to its end
+            // for the fill, as for a 304.
+            tokio::spawn(drain(body));
+            respond::empty()
         }
     }
-    // A whole object for a range of unknown or unsatisfiable extent: the whole
-    // 200 is a valid answer to any range request (RFC 9110 §14.2).
-    Response::from_parts(response_head, body.map_err(BoxError::from).boxed_unsync())
+}
+
+/// `body` as the client's response body.
+fn boxed<B>(body: B) -> ProxyBody
+where
+    B: hyper::body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    body.map_err(Into::into).boxed_unsync()
 }
 
 /// The origin's answer after [`fill`]: its head, and its body teed into the fill if one began.
@@ -465,8 +460,6 @@ impl<'a> Exchange<'a> {
 /// A miss on its way to the origin: what the lookup and admission found, and its part in
 /// the key's collapse slot.
 pub(super) struct Miss<'a> {
-    /// The view of the settings and the admission the request loaded.
-    pub(super) live: &'a Snapshot,
     /// The URL's variant set, when one is stored.
     pub(super) marker: Option<Marker>,
     /// Why the request goes to the origin (Cache-Status `fwd`).
@@ -478,22 +471,4 @@ pub(super) struct Miss<'a> {
     pub(super) rules: Option<RuleCheck<'a>>,
     /// Whether it leads a collapse, goes alone, or gave up waiting.
     pub(super) fetching: Fetching,
-}
-
-/// The request target to send to the origin: the client's own path and query.
-pub(super) fn path_and_query(head: &request::Parts) -> &str {
-    head.uri.path_and_query().map_or("/", |pq| pq.as_str())
-}
-
-/// What the client named as host: its `Host` header, or the URI authority (HTTP/2, absolute form).
-pub(super) fn client_host(head: &request::Parts) -> Result<HeaderValue, ProxyError> {
-    head.headers
-        .get(HOST)
-        .cloned()
-        .or_else(|| {
-            head.uri
-                .authority()
-                .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
-        })
-        .ok_or(ProxyError::BadRequest(KeyError::MissingHost))
 }

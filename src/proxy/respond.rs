@@ -76,53 +76,43 @@ fn answer_range(
     ranged: RangeAnswer,
     len: u64,
 ) -> Response<ProxyBody> {
-    match ranged {
-        RangeAnswer::Whole => {
+    match cut(&mut head, ranged, len) {
+        Cut::Whole => {
             if let Some(body) = entry.body_in_memory() {
                 // One frame of known size: hyper ends the response without polling a
                 // stream again, and no checksum state is set up for a verified body.
                 let body = Full::new(body.clone()).map_err(|never| match never {});
                 return Response::from_parts(head, body.boxed_unsync());
             }
-            let frames = entry
-                .into_body_stream()
-                .map_ok(Frame::data)
-                .map_err(BoxError::from);
-            Response::from_parts(head, BodyExt::boxed_unsync(StreamBody::new(frames)))
+            streamed(head, entry.into_body_stream())
         }
-        RangeAnswer::Part { first, last } => {
-            part_head(&mut head, first, last, len);
-            let frames = entry
-                .into_range_stream(first, last)
-                .map_ok(Frame::data)
-                .map_err(BoxError::from);
-            Response::from_parts(head, BodyExt::boxed_unsync(StreamBody::new(frames)))
-        }
-        RangeAnswer::Parts(parts) => multipart_body(head, entry, parts, len),
-        RangeAnswer::Unsatisfiable => {
-            head.status = StatusCode::RANGE_NOT_SATISFIABLE;
-            head.headers
-                .insert(CONTENT_RANGE, range::unsatisfied_range(len));
-            head.headers.insert(CONTENT_LENGTH, HeaderValue::from(0u64));
-            Response::from_parts(head, empty())
-        }
+        Cut::Part(first, last) => streamed(head, entry.into_range_stream(first, last)),
+        Cut::Parts(parts, multipart) => streamed(head, multipart_stream(entry, parts, multipart)),
+        Cut::Nothing => Response::from_parts(head, empty()),
     }
 }
 
-/// A `multipart/byteranges` 206 of `parts` of `entry` (of `len` bytes), with `head`.
-fn multipart_body(
-    mut head: response::Parts,
+/// The response of `head` whose body is the chunks of `stream`.
+fn streamed(
+    head: response::Parts,
+    stream: impl futures_util::Stream<Item = std::io::Result<Bytes>> + Send + 'static,
+) -> Response<ProxyBody> {
+    let frames = stream.map_ok(Frame::data).map_err(BoxError::from);
+    Response::from_parts(head, BodyExt::boxed_unsync(StreamBody::new(frames)))
+}
+
+/// The `multipart/byteranges` body of `parts` of `entry`, framed by `multipart`.
+fn multipart_stream(
     entry: StoredEntry,
     parts: Vec<(u64, u64)>,
-    len: u64,
-) -> Response<ProxyBody> {
-    let multipart = multipart_head(&mut head, &parts, len);
+    multipart: Multipart,
+) -> impl futures_util::Stream<Item = std::io::Result<Bytes>> + Send + 'static {
     let heads: Vec<Bytes> = (parts.iter())
         .map(|&(first, last)| multipart.part_head(first, last))
         .collect();
     // Each part's head goes out just before its first chunk.
     let mut started = None;
-    let frames = entry
+    entry
         .into_ranges_stream(parts)
         .map_ok(move |(part, chunk)| {
             let head = (started != Some(part)).then(|| heads[part].clone());
@@ -133,14 +123,48 @@ fn multipart_body(
         .chain(futures_util::stream::once(async move {
             Ok(multipart.closing())
         }))
-        .map_ok(Frame::data)
-        .map_err(BoxError::from);
-    Response::from_parts(head, BodyExt::boxed_unsync(StreamBody::new(frames)))
+}
+
+/// Which bytes of a whole object answer a range request, once [`cut`] has set the head.
+pub(super) enum Cut {
+    /// The whole body (200).
+    Whole,
+    /// Bytes `first..=last` (206).
+    Part(u64, u64),
+    /// These ranges, each framed by the `multipart/byteranges` body's framing (206).
+    Parts(Vec<(u64, u64)>, Multipart),
+    /// No body at all (416).
+    Nothing,
+}
+
+/// Makes `head`, a 200 for a whole object of `len` bytes, the head of the answer that
+/// `ranged` calls for, and says which bytes of the object its body carries: the one
+/// place the status and framing fields of a range answer are decided, for an entry read
+/// from storage and for an object cut as it streams in from the origin alike.
+pub(super) fn cut(head: &mut response::Parts, ranged: RangeAnswer, len: u64) -> Cut {
+    match ranged {
+        RangeAnswer::Whole => Cut::Whole,
+        RangeAnswer::Part { first, last } => {
+            part_head(head, first, last, len);
+            Cut::Part(first, last)
+        }
+        RangeAnswer::Parts(parts) => {
+            let multipart = multipart_head(head, &parts, len);
+            Cut::Parts(parts, multipart)
+        }
+        RangeAnswer::Unsatisfiable => {
+            head.status = StatusCode::RANGE_NOT_SATISFIABLE;
+            let headers = &mut head.headers;
+            headers.insert(CONTENT_RANGE, range::unsatisfied_range(len));
+            headers.insert(CONTENT_LENGTH, HeaderValue::from(0u64));
+            Cut::Nothing
+        }
+    }
 }
 
 /// Makes `head`, a 200 for a whole object of `len` bytes, the head of the 206 answering
 /// the one range `first..=last` of it (RFC 9110 §14.4).
-pub(super) fn part_head(head: &mut response::Parts, first: u64, last: u64, len: u64) {
+fn part_head(head: &mut response::Parts, first: u64, last: u64, len: u64) {
     head.status = StatusCode::PARTIAL_CONTENT;
     let headers = &mut head.headers;
     headers.insert(CONTENT_RANGE, range::content_range(first, last, len));
@@ -150,11 +174,7 @@ pub(super) fn part_head(head: &mut response::Parts, first: u64, last: u64, len: 
 /// Makes `head`, a 200 for a whole object of `len` bytes, the head of the 206
 /// `multipart/byteranges` answering `parts` of it (RFC 9110 §14.6), and returns the
 /// framing its body must follow (the object's own `Content-Type` moves into each part).
-pub(super) fn multipart_head(
-    head: &mut response::Parts,
-    parts: &[(u64, u64)],
-    len: u64,
-) -> Multipart {
+fn multipart_head(head: &mut response::Parts, parts: &[(u64, u64)], len: u64) -> Multipart {
     let headers = &mut head.headers;
     let multipart = Multipart::new(headers.get(CONTENT_TYPE).cloned(), len);
     head.status = StatusCode::PARTIAL_CONTENT;

@@ -8,19 +8,17 @@ use std::time::SystemTime;
 
 use http::{Method, StatusCode, request};
 
-use super::Answer;
-use super::cache::{Cache, Found, Lookup, OriginRequest, Revalidated};
+use super::cache::{Cache, Found, Lookup, Revalidated};
 use super::collapse::Leader;
 use super::forward::{self, Exchange, Teed, drain};
-use super::{Proxy, respond};
-use crate::hygiene::{ClientConnection, Forwarding};
+use super::origin_request::OriginRequest;
+use super::{Answer, Ask, Proxy, respond};
 use crate::key::CacheKey;
 use crate::live::Snapshot;
 use crate::origin::OriginError;
 use crate::outcome::{Detail, Forward, Outcome};
 use crate::policy::freshness::StoredFreshness;
 use crate::proxy::error::ProxyError;
-use crate::sites::Site;
 use crate::store::EntryMeta;
 
 /// Statuses that count as the origin failing, for `stale-if-error` (RFC 5861 §4).
@@ -32,17 +30,16 @@ const ERROR_STATUSES: [StatusCode; 4] = [
 ];
 
 impl Proxy {
-    /// Validates a stale (or `no-cache`) stored response with the origin, sending
-    /// `target` (the client's request as [`origin_request`] made it), and answers from
-    /// whichever response wins; `forward` says why it is revalidated, under `live`.
+    /// Validates a stale (or `no-cache`) stored response with the origin, and answers
+    /// from whichever response wins; `forward` says why it is revalidated.
     pub(super) async fn revalidate(
         &self,
-        head: &request::Parts,
-        target: OriginRequest,
+        ask: &Ask<'_>,
         key: &CacheKey,
         (found, freshness): (Box<Found>, &StoredFreshness),
-        (forward, live): (Forward, &Snapshot),
+        forward: Forward,
     ) -> Result<Answer, ProxyError> {
+        let (head, live, origin) = (ask.head, &**ask.live, ask.origin()?);
         let now = SystemTime::now();
         let ttl = freshness.ttl_seconds(now);
         let serve_stale = |found: Box<Found>, detail: Detail| {
@@ -53,7 +50,7 @@ impl Proxy {
         let marker = found.marker.clone();
         let entry_ref = (found.entry.meta.clone(), found.entry.body_len);
         // Keep what is needed to serve stale if the origin fails.
-        let outcome = self.cache.revalidate(&target, found).await;
+        let outcome = self.cache.revalidate((&origin, &head.headers), found).await;
         match outcome {
             Ok(Revalidated::NotModified(found)) => {
                 Ok(not_modified(head, *found, forward, live, now))
@@ -124,14 +121,11 @@ impl Proxy {
     /// `stale-while-revalidate`, unless one is already running for the key.
     pub(super) fn refresh_in_background(
         &self,
-        head: &request::Parts,
-        client: ClientConnection,
-        site: &Arc<Site>,
+        ask: &Ask<'_>,
         key: &CacheKey,
         stored: http::HeaderMap,
-        live: &Arc<Snapshot>,
     ) {
-        let Ok(target) = origin_request(head, client, site) else {
+        let Ok(origin) = ask.origin() else {
             return;
         };
         // The key's collapse slot: one refresh at a time, and misses of the key meanwhile
@@ -139,9 +133,10 @@ impl Proxy {
         let Some(leader) = self.collapser.try_lead(key.store_hash()) else {
             return;
         };
-        let (cache, key, live) = (self.cache.clone(), key.clone(), Arc::clone(live));
+        let (cache, key, live) = (self.cache.clone(), key.clone(), Arc::clone(ask.live));
+        let request = ask.head.headers.clone();
         tokio::spawn(async move {
-            refresh(&cache, &live, &target, &key, (&stored, leader)).await;
+            refresh(&cache, &live, (&origin, &request), &key, (&stored, leader)).await;
         });
     }
 }
@@ -182,16 +177,17 @@ fn not_modified(
 }
 
 /// The background half of `stale-while-revalidate`: revalidates the stored response
-/// for `key` and stores whatever the origin answers, reading the body to its end.
-/// `leader` holds the key's slot until then (until the new entry is committed).
+/// for `key` with `origin` (for a client that sent `request` headers) and stores
+/// whatever the origin answers, reading the body to its end. `leader` holds the key's
+/// slot until then (until the new entry is committed).
 async fn refresh(
     cache: &Cache,
     live: &Snapshot,
-    target: &OriginRequest,
+    (origin, request): (&OriginRequest, &http::HeaderMap),
     key: &CacheKey,
     (stored, leader): (&http::HeaderMap, Leader),
 ) {
-    let (found, marker) = match cache.lookup(key, &target.headers).await {
+    let (found, marker) = match cache.lookup(key, request).await {
         // Only if it is still the response that was served stale.
         Lookup::Found(found) if &found.entry.meta.response_headers == stored => {
             let marker = found.marker.clone();
@@ -199,7 +195,7 @@ async fn refresh(
         }
         _ => return,
     };
-    let (response, times) = match cache.revalidate(target, found).await {
+    let (response, times) = match cache.revalidate((origin, request), found).await {
         Ok(Revalidated::NotModified(_)) => return,
         Ok(Revalidated::Replaced {
             response,
@@ -213,7 +209,6 @@ async fn refresh(
     };
     // No client reads this exchange's Cache-Status; `fwd=stale` is what it would say.
     let exchange = Exchange::revalidation((live, key, marker.as_ref()), Forward::Stale, times);
-    let request = &target.headers;
     let Teed { stored, body, .. } = forward::fill(
         cache,
         &Method::GET,
@@ -229,20 +224,4 @@ async fn refresh(
     }
     // Read to the end so the fill completes; the frames themselves go nowhere.
     drain(body).await;
-}
-
-/// The origin-facing parts of a client request to `site`, for a revalidation that may
-/// outlive it.
-pub(super) fn origin_request(
-    head: &request::Parts,
-    client: ClientConnection,
-    site: &Arc<Site>,
-) -> Result<OriginRequest, ProxyError> {
-    Ok(OriginRequest {
-        site: site.clone(),
-        path_and_query: forward::path_and_query(head).to_owned(),
-        host: forward::client_host(head)?,
-        headers: head.headers.clone(),
-        forwarding: Forwarding::of(head, client),
-    })
 }
