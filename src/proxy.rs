@@ -480,7 +480,7 @@ impl Proxy {
         live: &Arc<Snapshot>,
     ) -> Result<Answer, ProxyError> {
         let key = &cacheable.key;
-        let now = SystemTime::now();
+        let now = crate::clock::now();
         let freshness = self.cache.freshness(live, &found.entry);
         if head.headers.contains_key(AUTHORIZATION) && !freshness.shareable_with_credentials() {
             // RFC 9111 §3.5: only a response declared shareable may answer credentials.

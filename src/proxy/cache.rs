@@ -282,7 +282,7 @@ impl Cache {
         let mut headers = target.headers.clone();
         validation::whole_object_request(&mut headers, validators_of);
         target.forwarding.apply(&mut headers);
-        let request_time = SystemTime::now();
+        let request_time = crate::clock::now();
         let response = (target.site.origin)
             .send(
                 Method::GET,
@@ -292,7 +292,7 @@ impl Cache {
                 crate::origin::empty_body(),
             )
             .await?;
-        Ok((response, request_time, SystemTime::now()))
+        Ok((response, request_time, crate::clock::now()))
     }
 
     /// Storability of the origin's answer to a GET under `live`'s settings: RFC 9111
@@ -379,7 +379,7 @@ impl Cache {
                 .unwrap_or_else(|_| HeaderValue::from_static("0")),
         );
         headers.insert(CONTENT_LENGTH, HeaderValue::from(0u64));
-        let now = SystemTime::now();
+        let now = crate::clock::now();
         let meta = EntryMeta {
             request_time: now,
             response_time: now,

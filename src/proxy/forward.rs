@@ -67,7 +67,7 @@ impl Proxy {
         let whole_for_range = may_store && range::is_answerable_range(&head.headers);
         let headers = origin_headers(head, may_store, whole_for_range);
         let mut range_forwarded = headers.contains_key(RANGE);
-        let request_time = SystemTime::now();
+        let request_time = crate::clock::now();
         let body = origin::client_body(body);
         let method = head.method.clone();
         let mut origin = self.send(head, client, site, method, headers, body).await?;
@@ -90,7 +90,7 @@ impl Proxy {
             forward,
             admission,
             rules,
-            times: (request_time, SystemTime::now()),
+            times: (request_time, crate::clock::now()),
             range_forwarded,
             collapse_timed_out: timed_out,
         };

@@ -43,7 +43,7 @@ impl Proxy {
         (found, freshness): (Box<Found>, &StoredFreshness),
         (forward, live): (Forward, &Snapshot),
     ) -> Result<Answer, ProxyError> {
-        let now = SystemTime::now();
+        let now = crate::clock::now();
         let ttl = freshness.ttl_seconds(now);
         let serve_stale = |found: Box<Found>, detail: Detail| {
             self.note_hit(&found, live);
