@@ -438,8 +438,10 @@ impl Proxy {
                 Role::Alone => Fetching::Alone,
                 Role::Follower(follower) => {
                     let timeout = live.collapse_timeout();
-                    let until = *deadline.get_or_insert_with(|| Instant::now() + timeout);
-                    match Box::pin(follower.wait_until(until.into())).await {
+                    // On tokio's clock, like the wait itself (and so paused with it in tests).
+                    let until =
+                        *deadline.get_or_insert_with(|| tokio::time::Instant::now() + timeout);
+                    match Box::pin(follower.wait_until(until)).await {
                         // Look again: the entry, or no entry and the key to join again.
                         Waited::Released => {
                             collapsed = Some(forward);

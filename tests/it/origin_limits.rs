@@ -97,7 +97,8 @@ async fn until_busy(origin: &EchoOrigin, n: usize) {
     .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// On the paused clock: the queue timeout and the origin's two seconds are tokio timers.
+#[tokio::test(start_paused = true)]
 async fn excess_waits_at_most_queue_timeout_then_gets_503_with_retry_after() {
     let origin = EchoOrigin::start().await;
     let proxy = TestProxy::start(origin.addr, one_slot).await;
@@ -180,7 +181,8 @@ async fn a_slow_upload_holds_no_origin_slot() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// On the paused clock: `origin.body_read_timeout` is a tokio timer.
+#[tokio::test(start_paused = true)]
 async fn a_stalled_upload_gets_408_and_never_reaches_the_origin() {
     let origin = EchoOrigin::start().await;
     let proxy = TestProxy::start(origin.addr, |c| {
