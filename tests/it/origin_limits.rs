@@ -117,6 +117,8 @@ async fn excess_waits_at_most_queue_timeout_then_gets_503_with_retry_after() {
     assert_eq!(slow.status, 200, "the request holding the slot is answered");
 }
 
+// Wall clock: with two hundred clients at once a paused clock, which jumps ahead whenever
+// the runtime waits on their sockets, reaches the clients' own timeout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_misses_on_a_slow_origin_fail_fast_and_never_exceed_max_in_flight() {
     let origin = EchoOrigin::start().await;
@@ -278,7 +280,8 @@ async fn trickling_upload(proxy: SocketAddr) -> String {
     String::from_utf8_lossy(&answer).into_owned()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// On the paused clock: the trickle's pace, `origin.body_min_rate` and the timeouts are tokio timers.
+#[tokio::test(start_paused = true)]
 async fn uploads_trickling_past_the_buffer_are_cut_and_give_their_slots_back() {
     let origin = EchoOrigin::start().await;
     let proxy = TestProxy::start(origin.addr, |c| {
