@@ -32,6 +32,8 @@
 //! - [`store::Store`] on its own: the store's integration tests drive it without HTTP.
 //! - [`admission::AgingPair`] and its parameters: the filter benchmark measures it alone.
 //! - [`origin::tls`]: `check-config` tests the origin's TLS settings with it.
+//! - [`clock`]: the integration tests make the proxy's wall clock follow tokio's (paused)
+//!   clock with [`clock::follow_tokio_time`].
 //! - `bench` (feature `bench`): the `bench` and `simulate` commands.
 //!
 //! Every other module is crate-private.
@@ -62,3 +64,4 @@ pub mod config;
 pub(crate) mod body;
 mod header_names;
 mod crypto;
+pub mod clock;

@@ -451,8 +451,10 @@ impl Proxy {
                 Role::Alone => Fetching::Alone,
                 Role::Follower(follower) => {
                     let timeout = ask.live.collapse_timeout();
-                    let until = *deadline.get_or_insert_with(|| Instant::now() + timeout);
-                    match Box::pin(follower.wait_until(until.into())).await {
+                    // On tokio's clock, like the wait itself (and so paused with it in tests).
+                    let until =
+                        *deadline.get_or_insert_with(|| tokio::time::Instant::now() + timeout);
+                    match Box::pin(follower.wait_until(until)).await {
                         // Look again: the entry, or no entry and the key to join again.
                         Waited::Released => {
                             collapsed = Some(forward);
@@ -488,7 +490,7 @@ impl Proxy {
         (found, collapsed): (Box<Found>, Option<Forward>),
     ) -> Result<Answer, ProxyError> {
         let (head, key) = (ask.head, &cacheable.key);
-        let now = SystemTime::now();
+        let now = crate::clock::now();
         let freshness = self.cache.freshness(ask.live, &found.entry);
         if head.headers.contains_key(AUTHORIZATION) && !freshness.shareable_with_credentials() {
             // RFC 9111 §3.5: only a response declared shareable may answer credentials.

@@ -168,6 +168,7 @@ async fn wait_for(path: &Path, needle: &str) {
     wait_until(|| std::fs::read_to_string(path).is_ok_and(|text| text.contains(needle))).await;
 }
 
+/// Polls `done` on the wall clock: the log's writer is a thread of its own.
 async fn wait_until(done: impl Fn() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(10);
     while !done() {

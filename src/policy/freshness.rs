@@ -145,7 +145,7 @@ fn date_value(headers: &HeaderMap) -> Option<SystemTime> {
 
 /// An HTTP-date in any of its three forms, if valid ([`super::date`]).
 pub fn parse_date(value: &HeaderValue) -> Option<SystemTime> {
-    super::date::parse(value.to_str().ok()?, SystemTime::now())
+    super::date::parse(value.to_str().ok()?, crate::clock::now())
 }
 
 /// The request's own caching directives (RFC 9111 §5.2.1, §5.4).

@@ -343,7 +343,7 @@ impl Cache {
                 .unwrap_or_else(|_| HeaderValue::from_static("0")),
         );
         headers.insert(CONTENT_LENGTH, HeaderValue::from(0u64));
-        let now = SystemTime::now();
+        let now = crate::clock::now();
         let meta = EntryMeta {
             request_time: now,
             response_time: now,
@@ -377,7 +377,7 @@ async fn fetch_whole(
 ) -> Result<(OriginResponse, SystemTime, SystemTime), OriginError> {
     let mut headers = request.clone();
     validation::whole_object_request(&mut headers, validators_of);
-    let request_time = SystemTime::now();
+    let request_time = crate::clock::now();
     let response = (origin.send(Method::GET, headers, crate::origin::empty_body())).await?;
-    Ok((response, request_time, SystemTime::now()))
+    Ok((response, request_time, crate::clock::now()))
 }

@@ -64,7 +64,7 @@ impl Proxy {
         let headers = origin_headers(head, may_store, whole_for_range);
         let mut range_forwarded = headers.contains_key(RANGE);
         let to_origin = ask.origin()?;
-        let request_time = SystemTime::now();
+        let request_time = crate::clock::now();
         let body = origin::client_body(body);
         let mut origin = (to_origin.send(head.method.clone(), headers, body)).await?;
         if whole_for_range
@@ -84,7 +84,7 @@ impl Proxy {
             forward,
             admission,
             rules,
-            times: (request_time, SystemTime::now()),
+            times: (request_time, crate::clock::now()),
             range_forwarded,
             collapse_timed_out: timed_out,
         };

@@ -40,7 +40,7 @@ impl Proxy {
         forward: Forward,
     ) -> Result<Answer, ProxyError> {
         let (head, live, origin) = (ask.head, &**ask.live, ask.origin()?);
-        let now = SystemTime::now();
+        let now = crate::clock::now();
         let ttl = freshness.ttl_seconds(now);
         let serve_stale = |found: Box<Found>, detail: Detail| {
             self.note_hit(&found, live);

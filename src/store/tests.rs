@@ -48,7 +48,8 @@ async fn open_with(opts: StoreOptions) -> Store {
     store
 }
 
-/// Waits for the background scan of `store` to finish.
+/// Waits for the background scan of `store` to finish, on the wall clock: the scan runs on
+/// a thread of its own.
 async fn wait_for_scan(store: &Store) {
     for _ in 0..1000 {
         if store.stats().scan_complete {

@@ -2,6 +2,10 @@
 //! requests that waited are answered from what it stored (`Cache-Status: collapsed`);
 //! a leader whose answer is not stored releases them to the origin at once. Real
 //! sockets: a scripted (slowed) origin and the real proxy on 127.0.0.1:0.
+//!
+//! The tests that send a burst stay on the wall clock: a burst must reach the proxy while
+//! the origin's delay runs, and a paused clock jumps past that delay whenever the
+//! runtime waits on a socket.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -139,7 +143,9 @@ async fn a_no_store_leader_releases_its_followers_to_the_origin_at_once() {
     assert_eq!(origin.count("/private"), 2 * WAVE);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// On the paused clock: the collapse timeout and the origin's pauses are tokio timers, and
+// the two requests are sent one after the other.
+#[tokio::test(start_paused = true)]
 async fn a_follower_that_waits_past_collapse_timeout_fetches_uncached() {
     let origin = TestOrigin::start(|_| {
         let pause = Duration::from_millis(100);

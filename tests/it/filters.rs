@@ -125,7 +125,9 @@ async fn modified_after(path: &Path, after: SystemTime) -> SystemTime {
     .await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// On the paused clock: `admission.snapshot_every` is a tokio timer, and each save runs on
+// the blocking pool, which holds the paused clock still until it is done.
+#[tokio::test(start_paused = true)]
 async fn snapshots_are_taken_periodically() {
     let origin = cacheable_origin().await;
     let temp = tempfile::tempdir().unwrap();

@@ -72,7 +72,8 @@ async fn silent_origin_is_a_504() {
 }
 
 /// An origin that closes the connection before any response: 502 `origin-error`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// On the paused clock: the origin's moment before it closes is a tokio timer.
+#[tokio::test(start_paused = true)]
 async fn origin_closing_before_its_head_is_a_502() {
     let origin = raw_origin(b"", Then::Close).await;
     let proxy = TestProxy::start(origin, short_timeouts).await;
@@ -100,7 +101,8 @@ const CHUNKED_HEAD: &[u8] =
 
 /// A chunked body cut before its last chunk: the client's body aborts (never a short body
 /// that looks whole), and nothing is stored.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// On the paused clock: the origin's moment before it closes is a tokio timer.
+#[tokio::test(start_paused = true)]
 async fn chunked_body_reset_mid_body_aborts_the_client() {
     let origin = raw_origin(CHUNKED_HEAD, Then::Close).await;
     let proxy = TestProxy::start(origin, short_timeouts).await;
@@ -111,7 +113,8 @@ async fn chunked_body_reset_mid_body_aborts_the_client() {
 }
 
 /// A chunked body that goes silent: aborted after `read_timeout`, nothing stored.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// On the paused clock: the proxy's read timeout is a tokio timer.
+#[tokio::test(start_paused = true)]
 async fn chunked_body_silent_mid_body_aborts_after_read_timeout() {
     let origin = raw_origin(CHUNKED_HEAD, Then::Hang).await;
     let proxy = TestProxy::start(origin, short_timeouts).await;
@@ -125,7 +128,8 @@ const LENGTH_HEAD: &[u8] =
     b"HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nContent-Length: 100\r\n\r\nonly ten b";
 
 /// A `Content-Length` body cut short: the client's body aborts, nothing stored.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// On the paused clock: the origin's moment before it closes is a tokio timer.
+#[tokio::test(start_paused = true)]
 async fn length_body_reset_mid_body_aborts_the_client() {
     let origin = raw_origin(LENGTH_HEAD, Then::Close).await;
     let proxy = TestProxy::start(origin, short_timeouts).await;
@@ -136,7 +140,8 @@ async fn length_body_reset_mid_body_aborts_the_client() {
 }
 
 /// A `Content-Length` body that goes silent: aborted after `read_timeout`, nothing stored.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// On the paused clock: the proxy's read timeout is a tokio timer.
+#[tokio::test(start_paused = true)]
 async fn length_body_silent_mid_body_aborts_after_read_timeout() {
     let origin = raw_origin(LENGTH_HEAD, Then::Hang).await;
     let proxy = TestProxy::start(origin, short_timeouts).await;

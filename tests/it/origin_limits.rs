@@ -97,7 +97,8 @@ async fn until_busy(origin: &EchoOrigin, n: usize) {
     .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// On the paused clock: the queue timeout and the origin's two seconds are tokio timers.
+#[tokio::test(start_paused = true)]
 async fn excess_waits_at_most_queue_timeout_then_gets_503_with_retry_after() {
     let origin = EchoOrigin::start().await;
     let proxy = TestProxy::start(origin.addr, one_slot).await;
@@ -116,6 +117,8 @@ async fn excess_waits_at_most_queue_timeout_then_gets_503_with_retry_after() {
     assert_eq!(slow.status, 200, "the request holding the slot is answered");
 }
 
+// Wall clock: with two hundred clients at once a paused clock, which jumps ahead whenever
+// the runtime waits on their sockets, reaches the clients' own timeout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_misses_on_a_slow_origin_fail_fast_and_never_exceed_max_in_flight() {
     let origin = EchoOrigin::start().await;
@@ -180,7 +183,8 @@ async fn a_slow_upload_holds_no_origin_slot() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// On the paused clock: `origin.body_read_timeout` is a tokio timer.
+#[tokio::test(start_paused = true)]
 async fn a_stalled_upload_gets_408_and_never_reaches_the_origin() {
     let origin = EchoOrigin::start().await;
     let proxy = TestProxy::start(origin.addr, |c| {
@@ -276,7 +280,8 @@ async fn trickling_upload(proxy: SocketAddr) -> String {
     String::from_utf8_lossy(&answer).into_owned()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// On the paused clock: the trickle's pace, `origin.body_min_rate` and the timeouts are tokio timers.
+#[tokio::test(start_paused = true)]
 async fn uploads_trickling_past_the_buffer_are_cut_and_give_their_slots_back() {
     let origin = EchoOrigin::start().await;
     let proxy = TestProxy::start(origin.addr, |c| {

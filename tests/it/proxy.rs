@@ -124,7 +124,9 @@ async fn rotations_forget_once_seen_keys_but_keep_keys_seen_every_generation() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// On the paused clock: the entry ages with `tokio::time::advance`, as the proxy's wall
+// clock follows tokio's in the tests (`secondhit::clock`).
+#[tokio::test(start_paused = true)]
 async fn stale_stored_object_is_readmitted_after_the_filter_forgot_it() {
     let origin = TestOrigin::start(|head| {
         if head.uri.path() == "/short" {
@@ -142,10 +144,8 @@ async fn stale_stored_object_is_readmitted_after_the_filter_forgot_it() {
     assert!(get(&proxy.url("/short")).await.cache.stored);
     proxy.wait_committed(1).await;
     request_fillers(&proxy, "x", 120).await;
-    // The entry's lifetime is one second: wait it out (freshness is measured in whole seconds).
-    // Wall clock: freshness is read from `SystemTime::now()` in src/policy and src/proxy,
-    // which have no clock to inject.
-    tokio::time::sleep(Duration::from_millis(2100)).await;
+    // The entry's lifetime is one second: let it pass (freshness is measured in whole seconds).
+    tokio::time::advance(Duration::from_millis(2100)).await;
     let refetch = get(&proxy.url("/short")).await;
     assert_eq!(refetch.cache.fwd.as_deref(), Some("stale"));
     assert!(

@@ -299,7 +299,8 @@ fn retired_filters_are_cleared_in_the_background_and_reused() {
             .filter(|&i| i != state.current && state.previous != Some(i))
             .collect();
         assert_eq!(spares.len(), 1);
-        // The cleaner thread clears the retired filter after its grace period.
+        // The cleaner thread clears the retired filter after its grace period. Wall clock:
+        // the cleaner is a thread of its own that ticks and sleeps on the real clock.
         for _ in 0..2_000 {
             if pair.shared.filter_state(spares[0]) == FilterState::Clean {
                 break;

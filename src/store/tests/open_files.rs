@@ -304,6 +304,7 @@ async fn a_metadata_update_nobody_waits_for_still_drops_the_held_file() {
     let new_meta = refreshed();
     let _ = store.update_meta(&found, &new_meta).now_or_never();
     drop(found);
+    // Wall clock: the write lands on a blocking thread the test cannot await.
     let mut waited = 0;
     while sequence() == before {
         assert!(waited < 500, "the update's write never landed");

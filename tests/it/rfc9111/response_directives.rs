@@ -234,6 +234,34 @@ async fn stale_while_revalidate_window_exceeded_fetches_synchronously() {
     assert_eq!(origin.count("/st"), 2);
 }
 
+/// RFC 5861 §3: the `stale-while-revalidate` window starts when the entry goes stale, on
+/// the clock: two seconds past `max-age` a stale copy is served at once, six seconds past
+/// it (beyond the five-second window) the request waits for the origin.
+// On the paused clock: the entries age with `tokio::time::advance`.
+#[tokio::test(start_paused = true)]
+async fn stale_while_revalidate_window_is_counted_from_staleness() {
+    let origin = TestOrigin::start(|_| {
+        Reply::ok("max-age=1, stale-while-revalidate=5", b"swr".to_vec()).header("etag", "\"w\"")
+    })
+    .await;
+    let proxy = proxy_always(&origin).await;
+    fill(&proxy, "/within", &[], 1).await;
+    fill(&proxy, "/beyond", &[], 2).await;
+    assert_hit(&get_with(&proxy, "/beyond", &[]).await);
+    tokio::time::advance(Duration::from_secs(3)).await;
+    let within = get_with(&proxy, "/within", &[]).await;
+    assert!(within.cache.hit, "{:?}", within.cache);
+    assert_eq!(
+        within.cache.detail.as_deref(),
+        Some("stale-while-revalidate")
+    );
+    assert_eq!(within.body, b"swr");
+    tokio::time::advance(Duration::from_secs(4)).await;
+    let beyond = get_with(&proxy, "/beyond", &[]).await;
+    assert_forwarded(&beyond, "stale");
+    assert_eq!(origin.count("/beyond"), 2);
+}
+
 /// Sends `/auth` twice with `Authorization` to an origin answering `cc`.
 async fn twice_with_authorization(cc: &'static str) -> (TestOrigin, crate::support::TestProxy) {
     let origin = TestOrigin::start(move |_| Reply::ok(cc, b"for-credentials".to_vec())).await;

@@ -171,8 +171,19 @@ async fn serve_connection<IO>(
                 .lock()
                 .expect("received")
                 .push((target, head.headers.clone()));
-            let reply = script(&head);
+            let mut reply = script(&head);
             tokio::time::sleep(reply.delay).await;
+            if !reply
+                .headers
+                .iter()
+                .any(|(name, _)| name.eq_ignore_ascii_case("date"))
+            {
+                // What hyper would add, on the proxy's clock: on a paused runtime a
+                // response's age then comes from the proxy's timing alone.
+                reply
+                    .headers
+                    .push(("date", super::http_date(secondhit::clock::now())));
+            }
             Ok::<_, Infallible>(build_reply(reply))
         }
     });
@@ -214,6 +225,7 @@ impl TestOrigin {
     }
 
     async fn start_with(tls: Option<tokio_rustls::TlsAcceptor>, script: Script) -> TestOrigin {
+        secondhit::clock::follow_tokio_time();
         let listener = TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind test origin");

@@ -83,6 +83,9 @@ impl TestProxy {
         tweak: impl FnOnce(&mut Config),
     ) -> TestProxy {
         init_logs();
+        // Freshness follows tokio's clock, so a test on a paused runtime can age entries
+        // with `tokio::time::advance`.
+        secondhit::clock::follow_tokio_time();
         let mut config = test_config(origin, cache_dir);
         tweak(&mut config);
         let server = Server::bind(&config).await.expect("proxy starts");
