@@ -283,6 +283,7 @@ impl Server {
             stop: stopping,
             metrics: self.proxy.metrics(),
             max_connections: self.config.max_connections,
+            full_logged: std::sync::Mutex::new(None),
         });
         let timeout = self.config.shutdown_timeout;
         let workers: Vec<_> = std::mem::take(&mut self.workers)

@@ -36,8 +36,6 @@ pub(super) struct Accepting {
     pub(super) graceful: GracefulShutdown,
     /// What every connection of this worker listens to; each gets its own copy.
     signals: connection::Signals,
-    /// When reaching `max_connections` was last logged by this worker.
-    full_since_log: Option<Instant>,
 }
 
 /// What the workers' accept loops share.
@@ -56,6 +54,9 @@ pub(super) struct Shared {
     pub(super) metrics: Arc<Metrics>,
     /// `server.max_connections`, for the log line.
     pub(super) max_connections: usize,
+    /// When reaching `max_connections` was last logged, by any worker: only a full
+    /// server takes this lock.
+    pub(super) full_logged: std::sync::Mutex<Option<Instant>>,
 }
 
 impl Accepting {
@@ -69,7 +70,6 @@ impl Accepting {
             shared,
             graceful: GracefulShutdown::new(),
             signals,
-            full_since_log: None,
         }
     }
 
@@ -159,13 +159,16 @@ impl Accepting {
     /// request open to close (`reap`), and logs it at most once per [`FULL_LOG_EVERY`].
     fn note_full(&mut self) {
         self.shared.reap.send_replace(());
-        if self
-            .full_since_log
-            .is_some_and(|at| at.elapsed() < FULL_LOG_EVERY)
-        {
+        let mut logged = match self.shared.full_logged.lock() {
+            Ok(logged) => logged,
+            // A worker panicked while holding it; the time is still good.
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if logged.is_some_and(|at| at.elapsed() < FULL_LOG_EVERY) {
             return;
         }
-        self.full_since_log = Some(Instant::now());
+        *logged = Some(Instant::now());
+        drop(logged);
         tracing::warn!(
             max_connections = self.shared.max_connections,
             "server.max_connections reached: new connections wait in the listen backlog; \
