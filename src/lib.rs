@@ -65,3 +65,4 @@ pub(crate) mod body;
 mod header_names;
 mod crypto;
 pub mod clock;
+pub(crate) mod worker;

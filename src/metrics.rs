@@ -22,7 +22,6 @@
 
 pub mod export;
 
-use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -81,17 +80,6 @@ struct Shard {
     origin: DurationHistogram,
 }
 
-thread_local! {
-    /// The worker this thread serves (its blocking threads included); 0 elsewhere.
-    static WORKER: Cell<usize> = const { Cell::new(0) };
-}
-
-/// Marks this thread as worker `index`'s, so that what it counts goes to that worker's
-/// counters.
-pub fn set_worker(index: usize) {
-    WORKER.with(|worker| worker.set(index));
-}
-
 impl Default for Metrics {
     fn default() -> Self {
         Metrics::new()
@@ -114,7 +102,7 @@ impl Metrics {
 
     /// This thread's worker's counters.
     fn shard(&self) -> &Shard {
-        let index = WORKER.with(Cell::get);
+        let index = crate::worker::index();
         // Set only by the server, for the workers it counts: never out of range there.
         &self.shards[index % self.shards.len()]
     }

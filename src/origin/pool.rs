@@ -13,6 +13,10 @@
 //! of in a burst with the other requests of the same scheduler pass, and the origin
 //! process was woken more often.
 //!
+//! Each worker (`server.workers`) keeps its own idle connections, whose tasks run on its
+//! runtime: a request goes out on a connection of its own worker, so its exchange with
+//! the origin never wakes another thread. Workers beyond [`LISTS`] share lists.
+//!
 //! A connection goes back to the pool when its response body has ended; one whose body
 //! was dropped halfway or broke is not pooled, and hyper closes it. A pooled connection
 //! is taken only once it takes another request: one still sending an upload that the
@@ -22,6 +26,7 @@
 //! out on another one: nothing was sent.
 
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -45,6 +50,9 @@ const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 /// having waited too long, so that neither lingers while no request comes.
 const SWEEP_EVERY: Duration = Duration::from_secs(10);
 
+/// Idle lists, one per worker up to this many.
+const LISTS: usize = 64;
+
 /// Where requests go on one connection; its connection task does the I/O.
 type Sender = http1::SendRequest<RequestBody>;
 
@@ -56,8 +64,11 @@ pub(super) struct Pool {
 struct Shared {
     /// Opens connections: TCP with the connect timeout, and TLS for `https://`.
     connector: HttpsConnector<HttpConnector>,
-    idle: Mutex<Idle>,
-    /// The most idle connections kept.
+    /// Per worker ([`crate::worker::index`] modulo [`LISTS`]): its idle connections.
+    idle: Box<[Mutex<Idle>]>,
+    /// Idle connections in all the lists.
+    idle_count: AtomicUsize,
+    /// The most idle connections kept, in all.
     max_idle: usize,
 }
 
@@ -77,7 +88,8 @@ impl Pool {
         Pool {
             shared: Arc::new(Shared {
                 connector,
-                idle: Mutex::new(Idle::default()),
+                idle: (0..LISTS).map(|_| Mutex::default()).collect(),
+                idle_count: AtomicUsize::new(0),
                 max_idle,
             }),
         }
@@ -91,8 +103,9 @@ impl Pool {
         origin: &Uri,
         mut request: Request<RequestBody>,
     ) -> Result<Response<PooledBody>, OriginError> {
+        let list = crate::worker::index() % LISTS;
         loop {
-            let (mut sender, reused) = match self.shared.take() {
+            let (mut sender, reused) = match self.shared.take(list) {
                 Some(sender) => (sender, true),
                 None => (self.shared.connect(origin).await?, false),
             };
@@ -111,6 +124,7 @@ impl Pool {
                         body,
                         sender: Some(sender),
                         pool,
+                        list,
                     }));
                 }
                 Err(mut failed) => match failed.take_message() {
@@ -131,25 +145,34 @@ impl Pool {
 }
 
 impl Shared {
-    fn lock(&self) -> MutexGuard<'_, Idle> {
+    fn lock(&self, list: usize) -> MutexGuard<'_, Idle> {
         // A poisoned lock only means another thread panicked while holding it; the list
         // itself is always whole (only whole entries are pushed and removed).
-        self.idle.lock().unwrap_or_else(PoisonError::into_inner)
+        self.idle[list]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Notes that `removed` idle connections left the lists.
+    fn forget(&self, removed: usize) {
+        self.idle_count.fetch_sub(removed, Ordering::Relaxed);
     }
 
     /// The most recently used idle connection that takes a request now, if any. One
     /// that is still finishing its exchange (the rest of an upload that the origin
     /// answered early) stays for later, so that no request waits behind it; one that
     /// closed or waited too long is dropped (its task then closes it).
-    fn take(&self) -> Option<Sender> {
-        let mut idle = self.lock();
+    fn take(&self, list: usize) -> Option<Sender> {
+        let mut idle = self.lock(list);
         let mut at = idle.senders.len();
         while at > 0 {
             at -= 1;
             let (sender, since) = &idle.senders[at];
             if sender.is_closed() || since.elapsed() >= IDLE_TIMEOUT {
                 idle.senders.remove(at);
+                self.forget(1);
             } else if sender.is_ready() {
+                self.forget(1);
                 return Some(idle.senders.remove(at).0);
             }
         }
@@ -176,14 +199,16 @@ impl Shared {
     }
 
     /// Keeps `sender` for a later request, unless its connection closed or there is no
-    /// room.
-    fn put(self: &Arc<Self>, sender: Sender) {
+    /// room. `list`: the worker's whose runtime runs the connection's task.
+    fn put(self: &Arc<Self>, sender: Sender, list: usize) {
         if sender.is_closed() {
             return;
         }
         let now = Instant::now();
-        let mut idle = self.lock();
-        if idle.senders.len() >= self.max_idle {
+        let mut idle = self.lock(list);
+        // Counted before the push, so that racing workers never keep more than the most.
+        if self.idle_count.fetch_add(1, Ordering::Relaxed) >= self.max_idle {
+            self.forget(1);
             return;
         }
         idle.senders.push((sender, now));
@@ -191,14 +216,14 @@ impl Shared {
             && let Ok(runtime) = tokio::runtime::Handle::try_current()
         {
             idle.sweeping = true;
-            runtime.spawn(sweep(Arc::downgrade(self)));
+            runtime.spawn(sweep(Arc::downgrade(self), list));
         }
     }
 }
 
-/// Every [`SWEEP_EVERY`], closes the idle connections that the origin closed or that
+/// Every [`SWEEP_EVERY`], closes the idle connections of `list` that the origin closed or that
 /// waited longer than [`IDLE_TIMEOUT`]; ends with the pool.
-async fn sweep(shared: Weak<Shared>) {
+async fn sweep(shared: Weak<Shared>, list: usize) {
     loop {
         tokio::time::sleep(SWEEP_EVERY).await;
         let Some(shared) = shared.upgrade() else {
@@ -206,12 +231,13 @@ async fn sweep(shared: Weak<Shared>) {
         };
         let now = Instant::now();
         let closing: Vec<_> = shared
-            .lock()
+            .lock(list)
             .senders
             .extract_if(.., |(sender, since)| {
                 sender.is_closed() || now.duration_since(*since) >= IDLE_TIMEOUT
             })
             .collect();
+        shared.forget(closing.len());
         // Dropped outside the lock; each connection's task then closes its socket.
         drop(closing);
     }
@@ -227,6 +253,8 @@ pub struct PooledBody {
     /// Weak: a body outliving the proxy (a download in flight at shutdown) does not keep
     /// the pool alive.
     pool: Weak<Shared>,
+    /// The idle list the connection goes back to: its worker's.
+    list: usize,
 }
 
 impl PooledBody {
@@ -235,7 +263,7 @@ impl PooledBody {
         if let Some(sender) = self.sender.take()
             && let Some(pool) = self.pool.upgrade()
         {
-            pool.put(sender);
+            pool.put(sender, self.list);
         }
     }
 }

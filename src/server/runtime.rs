@@ -12,7 +12,6 @@
 //!   of threads.
 
 use std::io;
-use std::num::NonZeroUsize;
 
 use tokio::runtime::{Builder, Runtime};
 
@@ -36,7 +35,7 @@ pub(super) fn worker(
     Builder::new_current_thread()
         .max_blocking_threads(blocking_share(config, index))
         // Its blocking threads count into the worker's counters, like the worker itself.
-        .on_thread_start(move || crate::metrics::set_worker(index))
+        .on_thread_start(move || crate::worker::set(index))
         .thread_name(thread_name)
         .enable_all()
         .build()
@@ -53,9 +52,7 @@ fn blocking_share(config: &ServerConfig, index: usize) -> usize {
 
 /// `server.workers`, or one per CPU this process may run on (its affinity mask).
 pub fn workers(config: &ServerConfig) -> usize {
-    config
-        .workers
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, NonZeroUsize::get))
+    crate::worker::count(config.workers)
 }
 
 #[cfg(test)]

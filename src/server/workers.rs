@@ -73,7 +73,7 @@ impl Worker {
                 let Some(runtime) = unstarted.0.take() else {
                     return;
                 };
-                crate::metrics::set_worker(index);
+                crate::worker::set(index);
                 runtime.block_on(serve(sockets, shared, fills, grace));
                 // Whatever outlived the grace period ends with the runtime, which waits
                 // for its blocking threads' work (a fill's last write) to return.
