@@ -336,7 +336,10 @@ fn cache_fsync_is_each_fill_off_or_an_interval() {
             .cache
             .fsync
     };
-    assert_eq!(Config::default().cache.fsync, Fsync::EachFill);
+    assert_eq!(
+        Config::default().cache.fsync,
+        Fsync::Every(Duration::from_secs(1))
+    );
     assert_eq!(parsed("true"), Fsync::EachFill);
     assert_eq!(parsed("false"), Fsync::Off);
     assert_eq!(

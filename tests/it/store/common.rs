@@ -88,13 +88,14 @@ pub async fn fill_and_stop(origin: &TestOrigin, cache_dir: &Path, paths: &[Strin
     proxy.stop().await;
 }
 
-/// A config file for the binary: json logs (the harness reads them), policy always.
+/// A config file for the binary: json logs (the harness reads them), policy always,
+/// `cache.fsync` at its default.
 pub fn serve_config(dir: &Path, name: &str, origin: &TestOrigin, extra: &str) -> PathBuf {
     let path = dir.join(format!("{name}.toml"));
     let text = format!(
         "[server]\nlisten = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\nshutdown_timeout = \"1s\"\n\
          [origin]\nurl = \"http://{}\"\n\
-         [cache]\ndir = \"{}\"\nfsync = false\n{extra}\n\
+         [cache]\ndir = \"{}\"\n{extra}\n\
          [admission]\npolicy = \"always\"\nseed = \"store test\"\n\
          [log]\nformat = \"json\"\naccess_log = \"off\"\n",
         origin.addr,

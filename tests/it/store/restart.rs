@@ -122,6 +122,71 @@ async fn objects_survive_sigkill_and_its_temp_files_are_removed() {
     second.kill().await;
 }
 
+/// SIGKILL while a hundred fills run at once, under the default `cache.fsync`: after the
+/// restart no temp file is left, and every answer is byte for byte an object the origin
+/// sent, a hit its first version. Ten of the fills stall (their origin sends part of the
+/// body and then nothing), so some are surely in their temp files at the kill.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_during_a_hundred_concurrent_fills_leaves_no_wrong_byte_and_no_temp_file() {
+    let origin = versioned_origin().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = serve_config(dir.path(), "serve", &origin, "");
+    let (tmp, objects) = (
+        dir.path().join("cache/tmp"),
+        dir.path().join("cache/objects"),
+    );
+    let paths: Vec<String> = (0..90)
+        .map(|i| format!("/burst-{i}-{}", if i % 3 == 0 { 300_000 } else { 3000 }))
+        .collect();
+    let first = ServeProcess::start(&config).await;
+    let b = format!("http://{}", first.addr);
+    let mut fills = tokio::task::JoinSet::new();
+    for i in 0..10 {
+        fills.spawn(request(&b, &format!("/stall-{i}")).send());
+    }
+    for path in &paths {
+        fills.spawn(request(&b, path).send());
+    }
+    wait_until(
+        || "half the fills never committed".into(),
+        || files_under(&objects).len() >= paths.len() / 2 && !files_under(&tmp).is_empty(),
+    )
+    .await;
+    first.kill().await;
+    fills.abort_all();
+
+    let mut second = ServeProcess::start(&config).await;
+    assert!(
+        files_under(&tmp).is_empty(),
+        "temp files are removed at start-up"
+    );
+    second.wait_for_log("cache scan finished").await;
+    let b = format!("http://{}", second.addr);
+    let mut hits = 0;
+    for path in &paths {
+        let seen = fetch(&b, path).await;
+        if seen.cache.hit {
+            hits += 1;
+            assert!(
+                seen.body == object(path, 1),
+                "{path}: a hit that is not what was stored"
+            );
+        } else {
+            let version = origin.count(path);
+            assert!(
+                seen.body == object(path, version),
+                "{path}: v{version} from the origin"
+            );
+        }
+    }
+    assert!(
+        hits >= paths.len() / 2,
+        "{hits} of {} committed fills kept",
+        paths.len()
+    );
+    second.kill().await;
+}
+
 #[tokio::test]
 async fn a_batched_fsync_syncs_the_cache_after_fills() {
     let origin = versioned_origin().await;
