@@ -28,9 +28,10 @@
 # first-sight-1k (a new URL on every request through a secondhit with the default
 # `second-hit` policy, which stores none of them, against nginx's `proxy_pass` of the
 # same URLs), miss-1k (a new URL on every request, each a 1 KiB answer that both
-# proxies store: nginx's cache file, secondhit's fill fsynced as `cache.fsync = true`
-# asks, which nginx does not do), miss-1k-sync1s (the same with `cache.fsync = "1s"`: one
-# syncfs a second) and miss-1k-nofsync (with `cache.fsync = false`).
+# proxies store: nginx's cache file, secondhit's fill under the default `cache.fsync =
+# "1s"`, one syncfs a second), miss-1k-fsync (the same with `cache.fsync = true`: each
+# fill and its directory fsynced, which nginx does not do) and miss-1k-nofsync (with
+# `cache.fsync = false`).
 #
 # CPUs: on a machine with 16 or more CPUs the defaults are ORIGIN_CPUS="0 1",
 # PROXY_CPUS="2 .. 9", LOAD_CPUS="10 .. 15" and WORKERS="1 4 8". On fewer (the 2-core VM)
@@ -49,7 +50,7 @@ set -euo pipefail
 ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-10s}
 RSS_SECONDS=${RSS_SECONDS:-60}
-CASES=${CASES:-"hit-1k hit-100k hit-10k-keys hit-10k-files pass-1k first-sight-1k miss-1k miss-1k-sync1s miss-1k-nofsync"}
+CASES=${CASES:-"hit-1k hit-100k hit-10k-keys hit-10k-files pass-1k first-sight-1k miss-1k miss-1k-fsync miss-1k-nofsync"}
 if (($(nproc) >= 16)); then
   ORIGIN_CPUS=${ORIGIN_CPUS:-"0 1"}
   PROXY_CPUS=${PROXY_CPUS:-"2 3 4 5 6 7 8 9"}
@@ -256,21 +257,21 @@ EOF
   NGINX_MASTER=$!
   PIDS+=("$NGINX_MASTER")
   declare -gA PORT PID
-  for name in secondhit files first sync1s nofsync; do
+  for name in secondhit files first fsync nofsync; do
     PORT[$name]=$(free_port)
   done
   secondhit_config "$n" "${PORT[secondhit]}" "cache-$n" "" always >"$WORK/secondhit-$n.toml"
   secondhit_config "$n" "${PORT[files]}" "files-cache-$n" 'memory_size = "0"' always >"$WORK/files-$n.toml"
   secondhit_config "$n" "${PORT[first]}" "first-cache-$n" "" second-hit >"$WORK/first-$n.toml"
-  secondhit_config "$n" "${PORT[sync1s]}" "sync1s-cache-$n" 'fsync = "1s"' always >"$WORK/sync1s-$n.toml"
+  secondhit_config "$n" "${PORT[fsync]}" "fsync-cache-$n" "fsync = true" always >"$WORK/fsync-$n.toml"
   secondhit_config "$n" "${PORT[nofsync]}" "nofsync-cache-$n" "fsync = false" always >"$WORK/nofsync-$n.toml"
-  for name in secondhit files first sync1s nofsync; do
+  for name in secondhit files first fsync nofsync; do
     taskset -c "$(commas "${cpus[@]}")" "$SECONDHIT_BIN" serve --config "$WORK/$name-$n.toml" >"$WORK/$name-$n.log" 2>&1 &
     PID[$name]=$!
     PIDS+=($!)
   done
   wait_for_port "$NGINX_PORT"
-  for name in secondhit files first sync1s nofsync; do wait_for_port "${PORT[$name]}"; done
+  for name in secondhit files first fsync nofsync; do wait_for_port "${PORT[$name]}"; done
   # The workers do nginx's proxying (the master supervises, the cache loader and manager
   # keep the cache's index): their CPU time counts.
   local tries
@@ -347,7 +348,7 @@ run_wrk() {
     hit-10k-keys | hit-10k-files) url="/k/0" script=(-s "$WORK/keys.lua") ;;
     pass-1k) url="/pass/one-1k" ;;
     # A prefix of its own per run, so no run finds another's URLs stored.
-    first-sight-1k | miss-1k | miss-1k-sync1s | miss-1k-nofsync)
+    first-sight-1k | miss-1k | miss-1k-fsync | miss-1k-nofsync)
       url="/m/" script=(-s "$WORK/miss.lua") args=(-- "$port-$(date +%s%N)")
       if [[ $case_name == first-sight-1k && $port == "$NGINX_PORT" ]]; then url="/first/"; fi
       ;;
@@ -390,7 +391,7 @@ for n in $WORKERS; do
     case "$case_name" in
       hit-10k-files) name=files ;;
       first-sight-1k) name=first ;;
-      miss-1k-sync1s) name=sync1s ;;
+      miss-1k-fsync) name=fsync ;;
       miss-1k-nofsync) name=nofsync ;;
     esac
     for round in $(seq 1 "$ROUNDS"); do

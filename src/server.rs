@@ -168,16 +168,8 @@ impl Server {
             (Some(tls), Some(_)) => tls::load(tls)?,
             _ => Arc::new([]),
         };
-        let addr = config.server.listen;
-        let listener = TcpListener::from_std(listeners.proxy)
-            .map_err(|source| StartError::Bind { addr, source })?;
-        let admin_listener = match (config.server.admin_listen, listeners.admin) {
-            (Some(addr), Some(listener)) => Some(
-                TcpListener::from_std(listener)
-                    .map_err(|source| StartError::AdminBind { addr, source })?,
-            ),
-            _ => None,
-        };
+        let (listener, admin_listener) =
+            register(&config.server, listeners.proxy, listeners.admin)?;
         let admission = Arc::new(LiveAdmission::new(admission));
         let live = Live::new(Snapshot {
             settings: Arc::new(config.clone()),
@@ -352,6 +344,24 @@ impl Server {
             send_timeout: self.config.send_timeout,
         }
     }
+}
+
+/// The proxy's and the admin listener's sockets, registered with this runtime.
+fn register(
+    config: &ServerConfig,
+    proxy: std::net::TcpListener,
+    admin: Option<std::net::TcpListener>,
+) -> Result<(TcpListener, Option<TcpListener>), StartError> {
+    let addr = config.listen;
+    let proxy = TcpListener::from_std(proxy).map_err(|source| StartError::Bind { addr, source })?;
+    let admin = match (config.admin_listen, admin) {
+        (Some(addr), Some(listener)) => Some(
+            TcpListener::from_std(listener)
+                .map_err(|source| StartError::AdminBind { addr, source })?,
+        ),
+        _ => None,
+    };
+    Ok((proxy, admin))
 }
 
 /// Waits for the open connections (shut down gracefully through `graceful`) and then for
