@@ -14,9 +14,10 @@
 //! `tee`) `server.shutdown_timeout` in all to finish, saves the admission
 //! filters and writes out the access log.
 //!
-//! Limits: at most `server.max_connections` connections are open at once (the
-//! accept loop waits for a free slot, so excess clients queue in the kernel's
-//! backlog instead of being accepted and starved; when a client arrives at the limit,
+//! Limits: at most `server.max_connections` connections are open at once (a worker that
+//! accepted a client beyond the limit holds it until a slot is free and accepts no
+//! other, so excess clients queue in the kernel's backlog instead of being accepted and
+//! starved; when a client arrives at the limit,
 //! every connection that has no request open is closed, as nginx drains keep-alive
 //! connections when it runs out, and that is logged at most once a minute), an HTTP/1
 //! client has

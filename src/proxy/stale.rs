@@ -77,18 +77,10 @@ impl Proxy {
                     .await)
             }
             Err(error) => {
-                if freshness.within_stale_if_error(now)
+                if let Some(detail) = stale_allowance(&error, forward, live, freshness, now)
                     && let Some(found) = self.reopen(key, head, &entry_ref).await
                 {
-                    return Ok(serve_stale(found, Detail::StaleIfError));
-                }
-                // Disconnected from the origin (RFC 9111 §4.2.4): the operator's allowance,
-                // for an entry that went stale by itself (not one the client asked to have
-                // validated) and whose response does not forbid serving it stale.
-                if unreachable_allows(&error, forward, live, freshness, now)
-                    && let Some(found) = self.reopen(key, head, &entry_ref).await
-                {
-                    return Ok(serve_stale(found, Detail::StaleIfUnreachable));
+                    return Ok(serve_stale(found, detail));
                 }
                 if freshness.forbids_stale() {
                     return Err(ProxyError::MustRevalidate(error));
@@ -139,6 +131,22 @@ impl Proxy {
             refresh(&cache, &live, (&origin, &request), &key, (&stored, leader)).await;
         });
     }
+}
+
+/// Whether the stored entry may answer after the origin failed with `error`, and why:
+/// the response's own `stale-if-error`, else the operator's allowance for a disconnected
+/// origin (RFC 9111 §4.2.4, [`unreachable_allows`]).
+fn stale_allowance(
+    error: &OriginError,
+    forward: Forward,
+    live: &Snapshot,
+    freshness: &StoredFreshness,
+    now: SystemTime,
+) -> Option<Detail> {
+    if freshness.within_stale_if_error(now) {
+        return Some(Detail::StaleIfError);
+    }
+    unreachable_allows(error, forward, live, freshness, now).then_some(Detail::StaleIfUnreachable)
 }
 
 /// Whether `cache.stale_if_unreachable` lets a stale entry (judged by `freshness` at

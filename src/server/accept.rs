@@ -120,39 +120,32 @@ impl Accepting {
     }
 
     /// The next client with a connection slot for it; `None` once `shutdown` completed.
+    /// The slot is taken once the client is accepted, not before: a worker waiting for
+    /// clients holds no slot that another worker's client could use.
     async fn next_client(
         &mut self,
         plain: &TcpListener,
         tls: Option<&TcpListener>,
         mut shutdown: Pin<&mut impl Future<Output = ()>>,
     ) -> Option<(OwnedSemaphorePermit, Accepted)> {
-        match self.shared.slots.clone().try_acquire_owned() {
-            Ok(slot) => {
-                let accepted = tokio::select! {
-                    accepted = tls::accept_either(plain, tls) => accepted,
-                    () = &mut shutdown => return None,
-                };
-                Some((slot, accepted))
-            }
-            Err(_) => {
-                // Every slot is taken. Once a client wants in (its connection is held,
-                // at most one beyond the limit), connections with no request open are
-                // asked to close, as nginx drains keep-alive connections when it runs
-                // out; then the client waits for the first free slot.
-                let accepted = tokio::select! {
-                    accepted = tls::accept_either(plain, tls) => accepted,
-                    () = &mut shutdown => return None,
-                };
-                self.note_full();
-                let slot = tokio::select! {
-                    slot = self.shared.slots.clone().acquire_owned() => slot,
-                    () = &mut shutdown => return None,
-                };
-                // The semaphore is never closed.
-                let slot = slot.ok()?;
-                Some((slot, accepted))
-            }
+        let accepted = tokio::select! {
+            accepted = tls::accept_either(plain, tls) => accepted,
+            () = &mut shutdown => return None,
+        };
+        if let Ok(slot) = self.shared.slots.clone().try_acquire_owned() {
+            return Some((slot, accepted));
         }
+        // Every slot is taken. This client's connection is held (at most one beyond the
+        // limit per worker; later ones wait in the listen backlog), connections with no
+        // request open are asked to close, as nginx drains keep-alive connections when it
+        // runs out, and the client waits for the first free slot.
+        self.note_full();
+        let slot = tokio::select! {
+            slot = self.shared.slots.clone().acquire_owned() => slot,
+            () = &mut shutdown => return None,
+        };
+        // The semaphore is never closed.
+        Some((slot.ok()?, accepted))
     }
 
     /// A client arrived with `server.max_connections` reached: asks connections with no
