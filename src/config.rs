@@ -35,7 +35,7 @@ pub use object_size::MaxObjectSize;
 pub use rules::Rules;
 pub use server::{
     CertificateFiles, MAX_BLOCKING_THREADS, MAX_MAX_HEADER_BYTES, MAX_MAX_HEADERS, MAX_WORKERS,
-    MIN_MAX_HEADER_BYTES, ServerConfig, TlsConfig,
+    MIN_MAX_HEADER_BYTES, Runtime, ServerConfig, TlsConfig,
 };
 
 /// The whole validated configuration. Serialized only for [`Config::reload`] to compare

@@ -58,6 +58,7 @@ const RESTART: &[(&str, KeepRunning)] = &[
     restart!(server.max_header_bytes),
     restart!(server.shutdown_timeout),
     restart!(server.workers),
+    restart!(server.runtime),
     restart!(server.blocking_threads),
     // Privileges are dropped once, after binding: there is no way back to change them.
     restart!(server.user),

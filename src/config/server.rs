@@ -39,9 +39,10 @@ pub struct ServerConfig {
     /// Grace period for in-flight requests on shutdown (zero allowed).
     pub shutdown_timeout: Duration,
     /// Threads that run requests (1..=[`MAX_WORKERS`]); `None`: one per CPU the process
-    /// may run on. One thread runs a single-threaded runtime, which has no work-stealing
-    /// to pay for.
+    /// may run on.
     pub workers: Option<usize>,
+    /// How the workers share the requests (`server.runtime`).
+    pub runtime: Runtime,
     /// Most threads doing blocking file work at once (fills, reads that must wait for
     /// the disk, metadata updates, snapshots): 1..=[`MAX_BLOCKING_THREADS`].
     pub blocking_threads: usize,
@@ -94,6 +95,7 @@ impl Default for ServerConfig {
             max_header_bytes: 64 * 1024,
             shutdown_timeout: Duration::from_secs(30),
             workers: None,
+            runtime: Runtime::ThreadPerCore,
             blocking_threads: 32,
             user: None,
             group: None,
@@ -118,3 +120,14 @@ pub const MIN_MAX_HEADER_BYTES: usize = 8 * 1024;
 
 /// Upper limit of `server.max_header_bytes`: every connection may buffer this much for a head.
 pub const MAX_MAX_HEADER_BYTES: usize = 1024 * 1024;
+
+/// `server.runtime`: how the workers share the requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Runtime {
+    /// `"thread-per-core"`: each worker a single-threaded runtime with sockets of its own,
+    /// serving what it accepts to the end, with no hand-off between threads.
+    ThreadPerCore,
+    /// `"work-stealing"`: one tokio multi-threaded runtime whose workers take each
+    /// other's tasks, with one listening socket.
+    WorkStealing,
+}

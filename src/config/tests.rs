@@ -347,3 +347,10 @@ fn cache_fsync_is_each_fill_off_or_an_interval() {
         Fsync::Every(Duration::from_millis(250))
     );
 }
+
+#[test]
+fn server_runtime_is_thread_per_core_unless_work_stealing_is_asked_for() {
+    assert_eq!(Config::default().server.runtime, Runtime::ThreadPerCore);
+    let config = Config::from_toml_str("[server]\nruntime = \"work-stealing\"").expect("valid");
+    assert_eq!(config.server.runtime, Runtime::WorkStealing);
+}

@@ -69,7 +69,7 @@ impl Listeners {
     /// the others bound here.
     pub fn open(config: &ServerConfig) -> Result<Listeners, StartError> {
         let mut inherited = inherited()?;
-        let workers = runtime::workers(config);
+        let workers = runtime::own_runtimes(config);
         let (proxy, proxy_siblings) = match inherited.proxy.take() {
             Some(listener) => duplicated(listener, workers)?,
             None => bound(config.listen, workers, |addr, source| StartError::Bind {

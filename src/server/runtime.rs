@@ -10,20 +10,42 @@
 //!   the disk, gets its share of `server.blocking_threads` (at least one thread) instead of
 //!   tokio's 512, so a burst of misses queues its file work rather than starting hundreds
 //!   of threads.
+//! - `server.runtime = "work-stealing"` builds one tokio multi-threaded runtime with that
+//!   many workers and one blocking pool instead, on one set of sockets: on the 2-core VM,
+//!   with the second worker sharing a CPU with the load, it spent less CPU per cached hit
+//!   and more per pass-through and stored miss (`benches/RESULTS.md`, 2026-11-27).
 
 use std::io;
 
 use tokio::runtime::{Builder, Runtime};
 
-use crate::config::ServerConfig;
+use crate::config::{self, ServerConfig};
 
 /// The threads of every worker's runtime are named this, so `top -H` and
 /// `/proc/<pid>/task` tell them apart.
 pub const THREAD_NAME: &str = "secondhit-rt";
 
-/// The first worker's runtime, for `main` to block on: see the module docs.
+/// The first worker's runtime, for `main` to block on (with work-stealing, the one
+/// runtime): see the module docs.
 pub fn build(config: &ServerConfig) -> io::Result<Runtime> {
-    worker(config, 0, THREAD_NAME)
+    match config.runtime {
+        config::Runtime::ThreadPerCore => worker(config, 0, THREAD_NAME),
+        config::Runtime::WorkStealing => Builder::new_multi_thread()
+            .worker_threads(workers(config))
+            .max_blocking_threads(config.blocking_threads)
+            .thread_name(THREAD_NAME)
+            .enable_all()
+            .build(),
+    }
+}
+
+/// How many workers run a runtime of their own, each with its own sockets: all of them
+/// with thread-per-core, one (the work-stealing runtime) otherwise.
+pub fn own_runtimes(config: &ServerConfig) -> usize {
+    match config.runtime {
+        config::Runtime::ThreadPerCore => workers(config),
+        config::Runtime::WorkStealing => 1,
+    }
 }
 
 /// Worker `index`'s runtime: single-threaded, with its share of the blocking threads.
@@ -89,6 +111,22 @@ mod tests {
                 RuntimeFlavor::CurrentThread
             );
         }
+    }
+
+    #[test]
+    fn work_stealing_is_one_multi_threaded_runtime_with_every_worker() {
+        let config = ServerConfig {
+            workers: Some(3),
+            runtime: config::Runtime::WorkStealing,
+            ..ServerConfig::default()
+        };
+        let runtime = build(&config).expect("runtime");
+        assert_eq!(
+            runtime.handle().runtime_flavor(),
+            RuntimeFlavor::MultiThread
+        );
+        assert_eq!(runtime.metrics().num_workers(), 3);
+        assert_eq!(own_runtimes(&config), 1);
     }
 
     #[test]

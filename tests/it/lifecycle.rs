@@ -149,6 +149,22 @@ async fn sigterm_saves_the_filters_and_the_next_start_remembers_a_key() {
 
 const ALWAYS: (&str, &str) = ("admission", "policy = \"always\"");
 
+/// The work-stealing runtime, the option beside thread per core: it serves, stores, and
+/// stops cleanly on SIGTERM.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_work_stealing_runtime_serves_and_stops_cleanly() {
+    let extra = [
+        ("server", "workers = 2\nruntime = \"work-stealing\""),
+        ALWAYS,
+    ];
+    let node = Running::start(&extra).await;
+    let miss = node.get("/ws").await;
+    assert!(miss.cache.stored, "{:?}", miss.cache);
+    let hit = node.get("/ws").await;
+    assert!(hit.cache.hit, "{:?}", hit.cache);
+    node.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sighup_switches_the_admission_policy_for_the_next_request() {
     let mut node = Running::start(&[ALWAYS]).await;

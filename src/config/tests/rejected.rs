@@ -42,6 +42,7 @@ const REJECTED: &[(&str, &str, &str)] = &[
     ("[cache]\nfsync = \"yes\"", "cache.fsync", "invalid"),
     ("[cache]\nfsync = \"0s\"", "cache.fsync", "invalid"),
     ("[cache]\nfsync = 1", "cache.fsync", "parse"),
+    ("[server]\nruntime = \"fast\"", "server.runtime", "invalid"),
     (
         "[admission]\nexpected_urls = -5",
         "admission.expected_urls",

@@ -4,10 +4,12 @@ use std::net::SocketAddr;
 
 use serde::Deserialize;
 
-use super::values::{RawSize, duration, invalid, parse_size, positive, positive_duration, within};
+use super::values::{
+    RawSize, choice, duration, invalid, parse_size, positive, positive_duration, within,
+};
 use crate::config::{
     ConfigError, MAX_BLOCKING_THREADS, MAX_MAX_HEADER_BYTES, MAX_MAX_HEADERS, MAX_WORKERS,
-    MIN_MAX_HEADER_BYTES, ServerConfig, TlsConfig,
+    MIN_MAX_HEADER_BYTES, Runtime, ServerConfig, TlsConfig,
 };
 
 /// `[server]` as serde reads it: `None` marks a key as absent.
@@ -26,6 +28,7 @@ pub(super) struct RawServer {
     max_concurrent_streams: Option<u32>,
     shutdown_timeout: Option<String>,
     workers: Option<usize>,
+    runtime: Option<String>,
     blocking_threads: Option<usize>,
     user: Option<String>,
     group: Option<String>,
@@ -84,6 +87,15 @@ pub(super) fn validate_server(
             d.shutdown_timeout,
         )?,
         workers: workers(raw.workers, d.workers)?,
+        runtime: choice(
+            "server.runtime",
+            raw.runtime,
+            d.runtime,
+            &[
+                ("thread-per-core", Runtime::ThreadPerCore),
+                ("work-stealing", Runtime::WorkStealing),
+            ],
+        )?,
         blocking_threads: within(
             "server.blocking_threads",
             raw.blocking_threads.unwrap_or(d.blocking_threads),
