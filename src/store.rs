@@ -448,7 +448,7 @@ impl Store {
             return Ok(false);
         }
         let dir = self.inner.objects.clone();
-        let synced = blocking(&dir.clone(), move || {
+        let synced = blocking(&self.inner.objects, move || {
             let objects = std::fs::File::open(&dir).map_err(disk::io_err(&dir))?;
             rustix::fs::syncfs(&objects).map_err(|e| disk::io_err(&dir)(e.into()))
         })
