@@ -8,7 +8,7 @@
 //! or a 40th gained less and a 64th lost bytes; a fixed cap cost a larger cache byte hits,
 //! so the cap follows the cache. It has a floor of 1 MiB ([`AUTO_LEAST`]), because in a
 //! cache of a few hundred objects a 48th costs byte hits. The figures: `benches/RESULTS.md`,
-//! "`cache.max_object_size = "auto"`"; the README's "Against S3-FIFO" has the table and the
+//! "`cache.max_object_size = "auto"`"; `docs/guide/sizing.md`, "Against S3-FIFO", has the table and the
 //! commands.
 
 use super::CacheConfig;

@@ -9,7 +9,7 @@
 //! ([`CONTENT_TYPE`]), which Prometheus reads natively; a counter's samples carry the
 //! `_total` suffix there (the descriptors name the family without it).
 //!
-//! The metric names are an interface: the README's "Operating" section lists each one.
+//! The metric names are an interface: `docs/guide/admin.md` lists each one.
 
 use std::fmt;
 use std::sync::Arc;
