@@ -323,3 +323,32 @@ async fn sighup_applies_new_sites_and_their_rules() {
     assert_eq!(node.origin.count("/account"), 2);
     node.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_over_the_object_limit_is_logged_once_per_url_naming_the_limit() {
+    // "auto" with an 8 MiB cache: an eighth is under the floor, so the limit is 1 MiB.
+    const LIMIT: usize = 1024 * 1024;
+    let origin = TestOrigin::start(|_| Reply::ok("max-age=60", vec![7; LIMIT + 1])).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let extra = [("cache", "max_size = \"8MiB\"")];
+    write(dir.path(), &config_text(dir.path(), origin.addr, &extra));
+    let mut node = Running::serve(origin, dir).await;
+
+    for path in ["/big", "/big", "/big", "/other-big"] {
+        let seen = node.get(path).await;
+        assert_eq!(seen.body.len(), LIMIT + 1, "{path} is served whole");
+        assert_eq!(seen.cache.detail.as_deref(), Some("too-large"), "{path}");
+    }
+    let line = node.serve.wait_for_log("http://site.test/other-big").await;
+    assert!(
+        line.contains("larger than cache.max_object_size")
+            && line.contains(&format!("\"max_object_size\":{LIMIT}"))
+            && line.contains(&format!("\"length\":{}", LIMIT + 1)),
+        "the line names the limit and the length: {line}"
+    );
+    let lines = node
+        .serve
+        .log_lines_containing("larger than cache.max_object_size");
+    assert_eq!(lines, 2, "one line per URL, not per request");
+    node.stop().await;
+}
