@@ -473,6 +473,22 @@ impl Config {
     pub fn from_toml_str(text: &str) -> Result<Config, ConfigError> {
         validate::parse(text)
     }
+
+    /// A warning when `[[site]]`s turn away every other host (`server.unknown_host` of
+    /// 421 or 404): a file that adds its first site stops `[origin]` from serving hosts it
+    /// served before, which a valid file cannot show otherwise.
+    pub fn unknown_hosts_warning(&self) -> Option<String> {
+        let status = match self.server.unknown_host {
+            _ if self.sites.is_empty() => return None,
+            UnknownHost::Default => return None,
+            UnknownHost::Misdirected => "421",
+            UnknownHost::NotFound => "404",
+        };
+        Some(format!(
+            "a request for a host no [[site]] names gets {status}, and [origin] serves none; \
+             set server.unknown_host = \"default\" to have [origin] serve them"
+        ))
+    }
 }
 
 #[cfg(test)]

@@ -107,6 +107,11 @@ impl Reloader {
                 "changed keys need a restart; their running values are kept"
             );
         }
+        if running.sites.is_empty()
+            && let Some(warning) = next.unknown_hosts_warning()
+        {
+            tracing::warn!("the reloaded config adds [[site]]s: {warning}");
+        }
         let built = self.build(&current, &next).await?;
         // Everything that can fail was built: from here on, nothing fails.
         let admission = match built.admission {

@@ -352,3 +352,22 @@ async fn a_response_over_the_object_limit_is_logged_once_per_url_naming_the_limi
     assert_eq!(lines, 2, "one line per URL, not per request");
     node.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_that_adds_the_first_site_warns_that_other_hosts_are_turned_away() {
+    let mut node = Running::start(&[]).await;
+    assert_eq!(node.get("/before").await.status, 200);
+    let with_site = format!(
+        "{}[[site]]\nhosts = [\"www.example.com\"]\n[site.origin]\nurl = \"http://{}\"\n",
+        node.text(&[]),
+        node.origin.addr
+    );
+    let line = node
+        .reload(&with_site, &["the reloaded config adds [[site]]s"])
+        .await;
+    assert!(line.contains("gets 421"), "{line}");
+    node.serve.wait_for_log("config reloaded").await;
+    // As the warning says: site.test is no site's host.
+    assert_eq!(node.get("/after").await.status, 421);
+    node.stop().await;
+}
