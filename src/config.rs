@@ -24,6 +24,7 @@ use std::time::Duration;
 use http::{HeaderName, Uri};
 use serde::Serialize;
 
+pub mod access_format;
 mod changes;
 mod object_size;
 pub mod rules;
@@ -381,6 +382,9 @@ pub struct LogConfig {
     pub access_log: AccessLog,
     /// The layout of an access-log line.
     pub access_format: AccessFormat,
+    /// Proxies whose `X-Forwarded-For` names the client (`log.trusted_proxies`).
+    #[serde(serialize_with = "changes::shown_list")]
+    pub trusted_proxies: Vec<ipnet::IpNet>,
 }
 
 impl Default for LogConfig {
@@ -388,8 +392,9 @@ impl Default for LogConfig {
         Self {
             level: "info".to_owned(),
             format: LogFormat::Text,
-            access_log: AccessLog::Stdout,
+            access_log: AccessLog::Off,
             access_format: AccessFormat::Combined,
+            trusted_proxies: Vec::new(),
         }
     }
 }
@@ -415,12 +420,14 @@ pub enum AccessLog {
 }
 
 /// The layout of an access-log line (`log.access_format`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub enum AccessFormat {
     /// nginx's `combined` format plus the `Cache-Status` and the duration (`"combined"`).
     Combined,
     /// One JSON object per line (`"json"`).
     Json,
+    /// A template of nginx-style variables (any value with a `$`), parsed.
+    Template(Vec<access_format::Piece>),
 }
 
 /// Why a configuration could not be loaded.

@@ -167,8 +167,15 @@ impl Reloader {
             true => Arc::new(Sites::new(next, &self.parts.metrics)?),
             false => current.sites.clone(),
         };
-        let access_changed = (&next.log.access_log, next.log.access_format)
-            != (&running.log.access_log, running.log.access_format);
+        let access_changed = (
+            &next.log.access_log,
+            &next.log.access_format,
+            &next.log.trusted_proxies,
+        ) != (
+            &running.log.access_log,
+            &running.log.access_format,
+            &running.log.trusted_proxies,
+        );
         let access_log = match access_changed {
             true => self.parts.access_logs.open(&next.log)?,
             false => current.access_log.clone(),

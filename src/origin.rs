@@ -195,8 +195,21 @@ const HOP_BY_HOP: [HeaderName; 7] = [
     UPGRADE,
 ];
 
+/// Which origin server answered a request, and how: the access log's `$upstream_*`.
+#[derive(Clone, Debug)]
+pub struct Upstream {
+    /// The server's `host:port`, as its URL names it.
+    pub addr: Arc<str>,
+    /// The status it answered.
+    pub status: http::StatusCode,
+    /// From sending the request to its response head.
+    pub header_time: Duration,
+}
+
 /// A response head from the origin, its framing, and its still-streaming body.
 pub struct OriginResponse {
+    /// Who answered, for the access log.
+    pub upstream: Upstream,
     /// Status and end-to-end headers (hop-by-hop fields already removed).
     pub head: response::Parts,
     /// How the origin delimited the body, read before `Transfer-Encoding` was removed.
@@ -214,6 +227,8 @@ pub struct Origin {
     address: Uri,
     /// The `Host` sent when `host_header = "origin"`: the origin URL's authority.
     origin_host: HeaderValue,
+    /// The origin URL's authority as the access log names the server.
+    addr: Arc<str>,
     host_header: HostHeader,
     /// `origin.read_timeout`: between bytes of a body, and for the response head.
     read_timeout: Duration,
@@ -241,6 +256,7 @@ impl Origin {
         let authority = config.url.authority().cloned().ok_or_else(|| {
             OriginError::Client(format!("origin.url {} names no host", config.url))
         })?;
+        let authority_text = authority.as_str().to_owned();
         let origin_host = HeaderValue::from_str(authority.as_str())
             .map_err(|e| OriginError::Client(format!("origin.url host as Host: {e}")))?;
         let scheme = config.url.scheme().cloned().unwrap_or(Scheme::HTTP);
@@ -269,6 +285,7 @@ impl Origin {
         Ok(Origin {
             // As many idle connections as requests may wait for a head at once.
             pool: pool::Pool::new(connector, config.max_in_flight),
+            addr: Arc::from(authority_text.as_str()),
             address,
             origin_host,
             host_header: config.host_header,
@@ -325,7 +342,8 @@ impl Origin {
         let sent = Instant::now();
         let response =
             tokio::time::timeout(self.head_timeout, self.pool.send(&self.address, request)).await;
-        self.metrics.observe_origin(sent.elapsed());
+        let header_time = sent.elapsed();
+        self.metrics.observe_origin(header_time);
         drop(permit);
         let response = match response {
             Ok(response) => response?,
@@ -342,6 +360,11 @@ impl Origin {
         // (an HTTP/1.0 origin must not turn the client's HTTP/1.1 response into 1.0).
         head.version = Version::default();
         Ok(OriginResponse {
+            upstream: Upstream {
+                addr: self.addr.clone(),
+                status: head.status,
+                header_time,
+            },
             head,
             body: ReadTimeout::new(body, self.read_timeout, "origin.read_timeout"),
             framing,

@@ -216,6 +216,14 @@ pub(super) fn shown<S: serde::Serializer>(
     serializer.collect_str(value)
 }
 
+/// [`shown`] for each value of a list.
+pub(super) fn shown_list<S: serde::Serializer>(
+    values: &[impl Display],
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    serializer.collect_seq(values.iter().map(ToString::to_string))
+}
+
 /// [`shown`] for an optional value: `None` as a JSON `null`.
 pub(super) fn shown_if_some<S: serde::Serializer>(
     value: &Option<impl Display>,
@@ -270,6 +278,7 @@ mod tests {
         "log.level",
         "log.access_log",
         "log.access_format",
+        "log.trusted_proxies",
     ];
 
     /// A config with every optional key set, its filters sized by `sizing`.
@@ -404,7 +413,7 @@ mod tests {
         file.cache.max_object_size = MaxObjectSize::Bytes(1);
         file.cache.targeted_field = Some(http::HeaderName::from_static("x-cc"));
         file.log.level = "debug".to_owned();
-        file.log.access_log = AccessLog::Off;
+        file.log.access_log = AccessLog::Stdout;
         let (next, changes) = running.reload(file);
         assert_eq!(
             changes.live,
@@ -428,7 +437,7 @@ mod tests {
         assert_eq!(next.origin.read_timeout, Duration::from_secs(3));
         assert_eq!(next.admission.policy, AdmissionPolicy::Always);
         assert_eq!(next.cache.max_object_size, MaxObjectSize::Bytes(1));
-        assert_eq!(next.log.access_log, AccessLog::Off);
+        assert_eq!(next.log.access_log, AccessLog::Stdout);
     }
 
     #[test]

@@ -105,13 +105,14 @@ impl Proxy {
         leader: Option<Leader>,
     ) -> Answer {
         let (method, request) = (&head.method, &head.headers);
+        let upstream = origin.upstream.clone();
         let teed = fill(&self.cache, method, request, &exchange, origin, leader).await;
         let miss = Outcome::forward(exchange.forward).fwd_status(teed.head.status);
         let outcome = match teed.stored {
             Ok(()) => miss.stored(),
             Err(detail) => miss.detail(detail),
         };
-        Answer::new(relay(head, teed, exchange.range_forwarded), outcome)
+        Answer::new(relay(head, teed, exchange.range_forwarded), outcome).with_upstream(upstream)
     }
 }
 
@@ -257,6 +258,7 @@ pub(super) async fn fill(
         head,
         body,
         framing,
+        ..
     } = origin;
     let (stored, body) = tee(cache, exchange.key, began, leader, body, framing).await;
     let body = match counted {
