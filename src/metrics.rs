@@ -311,6 +311,31 @@ pub struct HistogramCounts {
 }
 
 impl HistogramCounts {
+    /// The `q` quantile (0 to 1) estimated from the buckets as Prometheus's
+    /// `histogram_quantile` does: linearly within the bucket it falls in; the largest
+    /// finite bound when it falls above them all. `None` without observations.
+    pub fn quantile(&self, q: f64) -> Option<f64> {
+        if self.count == 0 {
+            return None;
+        }
+        let rank = q.clamp(0.0, 1.0) * self.count as f64;
+        let (mut below, mut lower) = (0u64, 0.0);
+        for &(upper, count) in &self.buckets {
+            if count > 0 && (below + count) as f64 >= rank {
+                if upper.is_infinite() {
+                    return Some(lower);
+                }
+                let within = (rank - below as f64) / count as f64;
+                return Some(lower + (upper - lower) * within);
+            }
+            below += count;
+            if upper.is_finite() {
+                lower = upper;
+            }
+        }
+        Some(lower)
+    }
+
     /// The histogram of all the observations of `parts` (all over the same buckets).
     fn sum(parts: impl Iterator<Item = HistogramCounts>) -> HistogramCounts {
         let mut total = HistogramCounts {
@@ -402,6 +427,32 @@ mod tests {
         // Passed requests are not the cache's to answer.
         metrics.count_body_bytes(RequestResult::Pass, Some(5000));
         assert_eq!(metrics.snapshot().byte_hit_ratio(), Some(0.9));
+    }
+
+    #[test]
+    fn quantiles_interpolate_within_their_bucket() {
+        let histogram = HistogramCounts {
+            buckets: vec![(0.01, 50), (0.1, 40), (1.0, 9), (f64::INFINITY, 1)],
+            count: 100,
+            sum_seconds: 0.0,
+        };
+        let near = |a: Option<f64>, b: f64| a.is_some_and(|a| (a - b).abs() < 1e-9);
+        assert!(
+            near(histogram.quantile(0.5), 0.01),
+            "{:?}",
+            histogram.quantile(0.5)
+        );
+        // The 70th observation is halfway through the (0.01, 0.1] bucket.
+        assert!(near(histogram.quantile(0.7), 0.055));
+        assert!(near(histogram.quantile(0.99), 1.0));
+        // Above every finite bound: the largest one.
+        assert!(near(histogram.quantile(1.0), 1.0));
+        let empty = HistogramCounts {
+            buckets: vec![(1.0, 0)],
+            count: 0,
+            sum_seconds: 0.0,
+        };
+        assert_eq!(empty.quantile(0.5), None);
     }
 
     #[test]
