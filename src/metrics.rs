@@ -22,7 +22,11 @@
 
 pub mod export;
 mod process;
+mod sites;
 
+pub use sites::{SiteCounters, SiteTotals};
+
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -50,6 +54,8 @@ pub struct Metrics {
     /// One set of counters per worker, summed when read: a worker bumps only its own, so
     /// no cache line of counters moves between cores per request.
     shards: Box<[Shard]>,
+    /// Each `[[site]]`'s own counters, by name.
+    sites: sites::SiteRegistry,
 }
 
 /// One worker's counters, on cache lines of their own.
@@ -98,7 +104,18 @@ impl Metrics {
         Metrics {
             started: Instant::now(),
             shards: (0..workers.max(1)).map(|_| Shard::default()).collect(),
+            sites: sites::SiteRegistry::default(),
         }
+    }
+
+    /// The counters of the site called `name` (made on first use, kept across reloads).
+    pub fn site(&self, name: &str) -> Arc<SiteCounters> {
+        self.sites.site(name, self.shards.len())
+    }
+
+    /// Each site's name and totals, in the order the sites were first seen.
+    pub fn site_totals(&self) -> Vec<(String, SiteTotals)> {
+        self.sites.totals()
     }
 
     /// This thread's worker's counters.

@@ -23,7 +23,7 @@ use http::StatusCode;
 
 pub use crate::config::Rules;
 use crate::config::{Config, UnknownHost};
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, SiteCounters};
 use crate::origin::{Origin, OriginError};
 
 /// One site: its origin client and its rules.
@@ -32,6 +32,8 @@ pub struct Site {
     pub origin: Origin,
     /// The site's cache rules, in order.
     pub rules: Rules,
+    /// Its requests and response bytes by result, when there are `[[site]]`s to tell apart.
+    pub counters: Option<Arc<SiteCounters>>,
 }
 
 /// Every site of the config, and how a host finds its own.
@@ -49,10 +51,13 @@ impl Sites {
     /// Builds each site's origin client from the validated config; every client records
     /// its origin requests in `metrics`.
     pub fn new(config: &Config, metrics: &Arc<Metrics>) -> Result<Sites, OriginError> {
+        // Named by its first host; `[origin]`'s site is `default`.
+        let counters = |name: &str| (!config.sites.is_empty()).then(|| metrics.site(name));
         let default = || -> Result<Arc<Site>, OriginError> {
             Ok(Arc::new(Site {
                 origin: Origin::new(&config.origin, metrics.clone())?,
                 rules: config.rules.clone(),
+                counters: counters("default"),
             }))
         };
         let unknown = match (config.sites.is_empty(), config.server.unknown_host) {
@@ -72,6 +77,7 @@ impl Sites {
             sites.push(Arc::new(Site {
                 origin: Origin::new(&site.origin, metrics.clone())?,
                 rules: site.rules.clone(),
+                counters: site.hosts.first().and_then(|host| counters(host)),
             }));
         }
         Ok(Sites {
