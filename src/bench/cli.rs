@@ -237,20 +237,14 @@ pub struct SimulateArgs {
 
 /// Runs `secondhit simulate`; returns the table to print.
 pub fn simulate(args: &SimulateArgs) -> Result<String, String> {
-    let published = simulated_policy_names();
+    let known = simulated_policy_names();
     // --recommend tunes second-hit against always: by default the reference caches would
     // only add a simulation per cache size each.
     let defaults: &[&str] = if args.recommend.is_some() {
         &POLICY_NAMES
     } else {
-        &published
+        &known
     };
-    // The probation experiment runs only when named.
-    let known: Vec<&str> = published
-        .iter()
-        .copied()
-        .chain([super::simulate::PROBATION_POLICY])
-        .collect();
     let policies = args.policy.policies(defaults, &known)?;
     let workload = args.workload.source().load().map_err(|e| e.to_string())?;
     if let Some(out) = &args.recommend {

@@ -146,75 +146,7 @@ fn replay(
     if let Some(reference) = reference::build(policy, cache.max_size) {
         return Some(replay_reference(workload, reference, cache, observe));
     }
-    if policy == PROBATION_POLICY {
-        let probation = Probation::new((cache.max_size as f64 * PROBATION_SHARE) as u64);
-        let disk = SimCache {
-            max_size: cache.max_size - probation.capacity,
-            ..cache
-        };
-        let mut report = replay_admission(
-            workload,
-            "second-hit",
-            config,
-            hasher,
-            disk,
-            Some(probation),
-            observe,
-        )?;
-        report.policy = PROBATION_POLICY.to_owned();
-        return Some(report);
-    }
-    replay_admission(workload, policy, config, hasher, cache, None, observe)
-}
-
-/// The simulator-only experiment of issue 36's "probation of first-sight objects in the
-/// memory tier": `second-hit` with [`PROBATION_SHARE`] of the cache's bytes taken from the
-/// disk cache for a FIFO in memory that holds the objects the filter turned away. A request
-/// found there is a hit and writes the object to disk (its second request); nothing else
-/// changes.
-pub const PROBATION_POLICY: &str = "second-hit-probation";
-
-/// The memory probation's share of the cache's bytes (S3-FIFO's small queue's share).
-pub const PROBATION_SHARE: f64 = 0.10;
-
-/// First-sight objects kept in memory, oldest evicted first, inside a byte budget.
-struct Probation {
-    entries: lru::LruCache<u64, u64>,
-    bytes: u64,
-    capacity: u64,
-}
-
-impl Probation {
-    fn new(capacity: u64) -> Probation {
-        Probation {
-            entries: lru::LruCache::unbounded(),
-            bytes: 0,
-            capacity,
-        }
-    }
-
-    /// Takes `key` out if it is held: its size.
-    fn take(&mut self, key: u64) -> Option<u64> {
-        let size = self.entries.pop(&key)?;
-        self.bytes -= size;
-        Some(size)
-    }
-
-    /// Holds `key` of `size` bytes, dropping the oldest to fit; one larger than the whole
-    /// probation is not held.
-    fn hold(&mut self, key: u64, size: u64) {
-        if size > self.capacity {
-            return;
-        }
-        while self.bytes + size > self.capacity {
-            match self.entries.pop_lru() {
-                Some((_, dropped)) => self.bytes -= dropped,
-                None => break,
-            }
-        }
-        self.bytes += size;
-        self.entries.put(key, size);
-    }
+    replay_admission(workload, policy, config, hasher, cache, observe)
 }
 
 /// What a replay counted; turned into the report at the end.
@@ -307,15 +239,13 @@ fn replay_reference(
     tally.report(reference.name(), requests, started, 0)
 }
 
-/// An admission policy of the proxy over the store's own index, with the memory
-/// `probation` of [`PROBATION_POLICY`] when given.
+/// An admission policy of the proxy over the store's own index.
 fn replay_admission(
     workload: &Workload,
     policy: &str,
     config: &AdmissionConfig,
     hasher: &FilterHasher,
     cache: SimCache,
-    mut probation: Option<Probation>,
     mut observe: impl FnMut(&Request, bool),
 ) -> Option<PolicyReport> {
     let index = Arc::new(Index::new(cache.max_size));
@@ -355,22 +285,9 @@ fn replay_admission(
         let now = started + Duration::from_secs_f64(offset);
         let pending = admission.on_request_at(filter_hash, now);
         let hit = index.touch(key_hash).is_some();
-        let held = match &mut probation {
-            Some(probation) if !hit => probation.take(request.object).is_some(),
-            _ => false,
-        };
-        observe(request, hit || held);
-        tally.request(request.size, hit || held);
+        observe(request, hit);
+        tally.request(request.size, hit);
         if hit || request.size > max_object_size {
-            continue;
-        }
-        let file_size = request.size + ENTRY_OVERHEAD;
-        if held {
-            // Its second request: written without asking the filter again.
-            if reserve(&index, file_size) {
-                place(&index, key_hash, fill_id, file_size);
-                tally.write(request.size);
-            }
             continue;
         }
         // As the proxy asks for a storable answer to a miss: a trace knows only its size.
@@ -381,13 +298,20 @@ fn replay_admission(
         };
         let decision = admission.on_response(pending, &response);
         if !decision.is_admit() {
-            if let Some(probation) = &mut probation {
-                probation.hold(request.object, file_size);
-            }
             continue;
         }
+        let file_size = request.size + ENTRY_OVERHEAD;
         if reserve(&index, file_size) {
-            place(&index, key_hash, fill_id, file_size);
+            // A miss means the key has no entry, so placing it cannot replace one.
+            index.place(
+                key_hash,
+                Fill {
+                    fill_id,
+                    size: file_size,
+                },
+                Provenance::Live,
+            );
+            index.commit_reservation(file_size, file_size);
             tally.write(request.size);
             // As the proxy tells the policy of each fill it began (`rotate = "auto"` counts them).
             admission.note_fill(key_hash, decision);
@@ -395,13 +319,6 @@ fn replay_admission(
     }
     let requests = workload.requests.len() as u64;
     Some(tally.report(stats.name(), requests, started, stats.memory_bytes()))
-}
-
-/// Indexes a fill of `size` bytes whose reservation is held. A miss means the key has no
-/// entry, so placing it cannot replace one.
-fn place(index: &Index, key_hash: u128, fill_id: u64, size: u64) {
-    index.place(key_hash, Fill { fill_id, size }, Provenance::Live);
-    index.commit_reservation(size, size);
 }
 
 /// Reserves `size` bytes, evicting in the index's order as the store does; false
