@@ -7,9 +7,11 @@
 //! `max_object_size = "auto"`, with `expected_urls` four times the objects the cache holds,
 //! as `secondhit bench` sets it), `always`, and `exact-second-hit` (remembers
 //! every key forever, like nginx's `proxy_cache_min_uses 2`), and the simulator's reference
-//! caches `s3fifo` (S3-FIFO, SOSP'23) and `lru`, both admit-all. The simulator uses the same
-//! admission code and the same store index as the proxy; `tests/it/bench.rs` checks that it
-//! agrees with the HTTP bench within one point of hit ratio.
+//! caches `s3fifo` (S3-FIFO, SOSP'23), `sieve` (SIEVE, NSDI'24), `w-tinylfu` (W-TinyLFU,
+//! ToS'17) and `lru`, all admit-all (the table below predates `sieve` and `w-tinylfu`). The
+//! simulator uses the same admission code and the same store index as the proxy;
+//! `tests/it/bench.rs` checks that it agrees with the HTTP bench within one point of hit
+//! ratio.
 //!
 //! Run: `cargo bench --bench hit_rate` (a few seconds once built; the build took about seven
 //! minutes here, niced, beside other builds).

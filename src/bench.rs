@@ -6,8 +6,10 @@
 //! - [`policies`]: `second-hit`, `always`, and the bench-only `exact-second-hit` reference.
 //! - [`driver`]: the HTTP bench, driving the real proxy over loopback.
 //! - [`simulate`]: the same policies and the store's own index, without HTTP or disk.
-//! - [`reference`]: the simulator's admit-all reference caches, `s3fifo` and `lru`.
+//! - [`reference`]: the simulator's reference caches, `s3fifo`, `sieve`, `w-tinylfu` and `lru`.
 //! - [`report`]: the per-policy table, JSON and SVG chart, and the headline.
+//! - [`goal`]: the goal table, `second-hit` beside the published policies on the synthetic
+//!   CDN workloads at four cache sizes (`cargo bench --bench goal_table`).
 //! - [`recommend`]: `simulate --recommend`, from a trace to a config fragment, and the
 //!   hit-ratio curve over cache sizes it (and `simulate --plot`) is based on.
 //! - [`plot`]: `simulate --plot`, that curve and the hit ratio over the trace's time as SVG.
@@ -19,6 +21,7 @@
 
 pub mod cli;
 pub mod driver;
+pub mod goal;
 pub mod html;
 pub mod plot;
 pub mod policies;
@@ -44,8 +47,9 @@ use workload::{SyntheticSpec, Workload, WorkloadError};
 pub enum WorkloadSource {
     /// Generated from a seeded spec.
     Synthetic(SyntheticSpec),
-    /// Read from an access log or a `.csv` trace.
-    Trace(PathBuf),
+    /// Read from a trace file: an access log, a CSV or a public trace format, in the format
+    /// given or detected.
+    Trace(PathBuf, Option<workload::TraceFormat>),
 }
 
 impl WorkloadSource {
@@ -53,7 +57,7 @@ impl WorkloadSource {
     pub fn load(&self) -> Result<Workload, WorkloadError> {
         match self {
             WorkloadSource::Synthetic(spec) => workload::synthetic(spec),
-            WorkloadSource::Trace(path) => workload::from_trace(path),
+            WorkloadSource::Trace(path, format) => workload::from_trace_as(path, *format),
         }
     }
 }

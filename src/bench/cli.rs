@@ -12,7 +12,7 @@ use super::policies::POLICY_NAMES;
 use super::recommend;
 use super::reference::REFERENCE_NAMES;
 use super::report::Report;
-use super::workload::{SyntheticSpec, Workload};
+use super::workload::{SyntheticSpec, TraceFormat, Workload};
 use super::{BenchOptions, CacheSize, Sweep, WorkloadSource};
 use crate::config::{Config, FilterSizing, RotateMode};
 
@@ -20,10 +20,15 @@ use crate::config::{Config, FilterSizing, RotateMode};
 #[derive(Args, Debug, Clone)]
 pub struct WorkloadArgs {
     /// Replay this nginx/Apache access log (common or combined format; secondhit's own
-    /// access log in either format), `.jsonl` (secondhit's JSON access log) or `.csv`
-    /// (`timestamp,key,size`) instead of synthetic traffic.
+    /// access log in either format), `.jsonl` (secondhit's JSON access log), `.csv`
+    /// (`timestamp,key,size`), libCacheSim `oracleGeneral` binary (detected by
+    /// "oracleGeneral" in the name) or Twitter cache-trace CSV (detected by its first line)
+    /// instead of synthetic traffic.
     #[arg(long)]
     pub trace: Option<PathBuf>,
+    /// The --trace file's format, when detection would guess wrong.
+    #[arg(long, value_enum, requires = "trace")]
+    pub trace_format: Option<TraceFormat>,
     /// Synthetic: requests to send.
     #[arg(long, default_value_t = SyntheticSpec::default().requests)]
     pub requests: u64,
@@ -55,7 +60,7 @@ impl WorkloadArgs {
     /// The workload source these arguments describe.
     pub fn source(&self) -> WorkloadSource {
         match &self.trace {
-            Some(path) => WorkloadSource::Trace(path.clone()),
+            Some(path) => WorkloadSource::Trace(path.clone(), self.trace_format),
             None => WorkloadSource::Synthetic(SyntheticSpec {
                 catalog: self.catalog,
                 zipf_exponent: self.zipf,
@@ -80,7 +85,7 @@ pub struct PolicyArgs {
     #[arg(long)]
     pub cache_size: Option<CacheSize>,
     /// Policies to compare, comma-separated [default: second-hit,always,exact-second-hit;
-    /// a plain `simulate` adds the reference caches s3fifo,lru].
+    /// a plain `simulate` adds the reference caches s3fifo,sieve,w-tinylfu,lru].
     // No clap default: the default list depends on the command (the reference caches exist
     // only in the simulator).
     #[arg(long, value_delimiter = ',')]

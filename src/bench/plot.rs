@@ -41,6 +41,8 @@ fn colour(policy: &str) -> RGBColor {
         "always" => RGBColor(255, 127, 14),
         "exact-second-hit" => RGBColor(44, 160, 44),
         "s3fifo" => RGBColor(148, 103, 189),
+        "sieve" => RGBColor(227, 119, 194),
+        "w-tinylfu" => RGBColor(23, 190, 207),
         "lru" => RGBColor(140, 86, 75),
         _ => RGBColor(120, 120, 120),
     }

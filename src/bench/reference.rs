@@ -3,6 +3,10 @@
 //! here (like `exact-second-hit`); the proxy never runs them.
 //!
 //! - `lru`: admit-all, least-recently-used eviction by bytes.
+//! - `sieve`: SIEVE (Zhang et al., NSDI 2024), see [`sieve`].
+//! - `w-tinylfu`: W-TinyLFU (Einziger et al., ACM ToS 2017) as Caffeine lays it out, see
+//!   [`tinylfu`]. Its window admits every miss; the frequency sketch decides which objects
+//!   leave the window for the main cache.
 //! - `s3fifo`: S3-FIFO (Yang et al., "FIFO queues are all you need for cache eviction",
 //!   SOSP 2023), as the paper's Algorithm 1 describes it and libCacheSim's `S3FIFO`
 //!   implements it, size-aware: a small FIFO holding 10% of the bytes takes every new
@@ -15,7 +19,7 @@
 //!   than its 90% (or the small one is empty), else from the small one. An object larger
 //!   than the small FIFO is not cached, as in libCacheSim.
 //!
-//! Both count each object at the size the simulator gives it (body plus the store's entry
+//! All count each object at the size the simulator gives it (body plus the store's entry
 //! overhead), inside the same byte budget as the store's index, and every insertion as one
 //! disk write (a move from the small to the main FIFO is not a new write).
 
@@ -23,16 +27,25 @@ use std::collections::{HashMap, VecDeque};
 
 use lru::LruCache;
 
+pub mod sieve;
+pub mod tinylfu;
+
+use sieve::Sieve;
+use tinylfu::WTinyLfu;
+
 /// The names of the reference caches, in report order.
-pub const REFERENCE_NAMES: [&str; 2] = ["s3fifo", "lru"];
+pub const REFERENCE_NAMES: [&str; 4] = ["s3fifo", "sieve", "w-tinylfu", "lru"];
 
 /// A cache that decides admission and eviction itself, keyed by object id.
 pub(super) trait ReferenceCache {
-    /// True (and the object's recency or frequency updated) if `key` is cached.
-    fn lookup(&mut self, key: u64) -> bool;
-    /// Caches `key` of `size` bytes after a miss, evicting to make room; false if the
-    /// object is not cached (too large).
+    /// The size `key` was inserted with (and the object's recency or frequency updated) if
+    /// it is cached.
+    fn lookup(&mut self, key: u64) -> Option<u64>;
+    /// Caches `key` of `size` bytes after a miss (`key` is not cached), evicting to make
+    /// room; false if the object is not cached (too large).
     fn insert(&mut self, key: u64, size: u64) -> bool;
+    /// The bytes of the objects cached.
+    fn used_bytes(&self) -> u64;
     /// The policy's name in reports.
     fn name(&self) -> &'static str;
 }
@@ -41,6 +54,8 @@ pub(super) trait ReferenceCache {
 pub(super) fn build(name: &str, capacity: u64) -> Option<Box<dyn ReferenceCache>> {
     match name {
         "s3fifo" => Some(Box::new(S3Fifo::new(capacity))),
+        "sieve" => Some(Box::new(Sieve::new(capacity))),
+        "w-tinylfu" => Some(Box::new(WTinyLfu::new(capacity))),
         "lru" => Some(Box::new(Lru::new(capacity))),
         _ => None,
     }
@@ -64,8 +79,8 @@ impl Lru {
 }
 
 impl ReferenceCache for Lru {
-    fn lookup(&mut self, key: u64) -> bool {
-        self.entries.get(&key).is_some()
+    fn lookup(&mut self, key: u64) -> Option<u64> {
+        self.entries.get(&key).copied()
     }
 
     fn insert(&mut self, key: u64, size: u64) -> bool {
@@ -81,6 +96,10 @@ impl ReferenceCache for Lru {
         self.used += size;
         self.entries.put(key, size);
         true
+    }
+
+    fn used_bytes(&self) -> u64 {
+        self.used
     }
 
     fn name(&self) -> &'static str {
@@ -219,14 +238,10 @@ impl S3Fifo {
 }
 
 impl ReferenceCache for S3Fifo {
-    fn lookup(&mut self, key: u64) -> bool {
-        match self.resident.get_mut(&key) {
-            Some(object) => {
-                object.freq = (object.freq + 1).min(MAX_FREQ);
-                true
-            }
-            None => false,
-        }
+    fn lookup(&mut self, key: u64) -> Option<u64> {
+        let object = self.resident.get_mut(&key)?;
+        object.freq = (object.freq + 1).min(MAX_FREQ);
+        Some(object.size)
     }
 
     fn insert(&mut self, key: u64, size: u64) -> bool {
@@ -252,6 +267,10 @@ impl ReferenceCache for S3Fifo {
         }
         self.resident.insert(key, Resident { size, freq: 0 });
         true
+    }
+
+    fn used_bytes(&self) -> u64 {
+        self.used()
     }
 
     fn name(&self) -> &'static str {

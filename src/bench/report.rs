@@ -14,7 +14,8 @@ use serde::Serialize;
 /// run could not observe (the disk and origin of a `--target` proxy) is `None` (`null`).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct PolicyReport {
-    /// `second-hit`, `always`, `exact-second-hit`, or (simulator only) `s3fifo` or `lru`.
+    /// `second-hit`, `always`, `exact-second-hit`, or (simulator only) `s3fifo`, `sieve`,
+    /// `w-tinylfu` or `lru`.
     pub policy: String,
     /// Requests sent.
     pub requests: u64,

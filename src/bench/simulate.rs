@@ -1,6 +1,6 @@
 //! The offline simulator: the proxy's admission policies and the store's own index,
 //! run over a workload without HTTP or disk, at millions of requests per second; and,
-//! beside them, the published admit-all caches of [`reference`] (`s3fifo`, `lru`) over
+//! beside them, the published caches of [`reference`] (`s3fifo`, `sieve`, `w-tinylfu`, `lru`) over
 //! the same requests, sizes and byte budget.
 //!
 //! Per request it does what the proxy does: check and record the key in the admission
@@ -214,7 +214,7 @@ impl Tally {
     }
 }
 
-/// A reference cache (`s3fifo`, `lru`): it admits every miss and evicts by its own order.
+/// A reference cache (`s3fifo`, `sieve`, `w-tinylfu`, `lru`): it admits every miss and evicts by its own order.
 fn replay_reference(
     workload: &Workload,
     mut reference: Box<dyn ReferenceCache>,
@@ -224,7 +224,7 @@ fn replay_reference(
     let started = Instant::now();
     let mut tally = Tally::default();
     for request in &workload.requests {
-        let hit = reference.lookup(request.object);
+        let hit = reference.lookup(request.object).is_some();
         observe(request, hit);
         tally.request(request.size, hit);
         if !hit
@@ -233,6 +233,7 @@ fn replay_reference(
         {
             tally.write(request.size);
         }
+        debug_assert!(reference.used_bytes() <= cache.max_size);
     }
     let requests = workload.requests.len() as u64;
     tally.report(reference.name(), requests, started, 0)

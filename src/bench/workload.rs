@@ -17,8 +17,9 @@
 //!
 //! # Trace replay
 //! An nginx/Apache access log in common or combined format (the request target and the
-//! response size fields are used; only GET and HEAD lines count), or a CSV of
-//! `timestamp,key,size`. A malformed line is skipped and counted, never a panic.
+//! response size fields are used; only GET and HEAD lines count), a CSV of
+//! `timestamp,key,size`, libCacheSim's `oracleGeneral` binary or Twitter's cache-trace CSV
+//! (see [`trace`]). A malformed line is skipped and counted, never a panic.
 
 use std::collections::HashMap;
 use std::io;
@@ -29,9 +30,11 @@ use rand::{RngExt, SeedableRng};
 use rand_distr::{Distribution, LogNormal, Zipf};
 use xxhash_rust::xxh3::xxh3_64;
 
-mod trace;
+pub mod trace;
 
-pub use trace::{TraceFormat, from_trace, parse_trace};
+pub use trace::{
+    TraceFormat, detect_format, from_trace, from_trace_as, parse_oracle_general, parse_trace,
+};
 
 /// One request of a workload.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -203,7 +203,15 @@ fn simulate_command_replays_a_trace_and_reports_skipped_lines() {
         "{stdout}"
     );
     // A plain simulate sets the reference caches beside the proxy's policies.
-    for policy in ["second-hit", "always", "exact-second-hit", "s3fifo", "lru"] {
+    for policy in [
+        "second-hit",
+        "always",
+        "exact-second-hit",
+        "s3fifo",
+        "sieve",
+        "w-tinylfu",
+        "lru",
+    ] {
         assert!(
             stdout.lines().any(|line| line.starts_with(policy)),
             "{stdout}"
@@ -233,6 +241,64 @@ fn simulate_command_replays_a_trace_and_reports_skipped_lines() {
         1,
         "{stdout}"
     );
+}
+
+/// A libCacheSim `oracleGeneral` file under a name that does not say so: `--trace-format`
+/// names it, and the published policies run on it.
+#[test]
+fn simulate_command_reads_a_trace_in_the_format_named() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let trace = dir.path().join("requests.bin");
+    let mut bytes = Vec::new();
+    for i in 0u32..400 {
+        let id = u64::from(i % 50);
+        bytes.extend_from_slice(&i.to_le_bytes());
+        bytes.extend_from_slice(&id.to_le_bytes());
+        bytes.extend_from_slice(&(1_000 + id as u32).to_le_bytes());
+        bytes.extend_from_slice(&(-1i64).to_le_bytes());
+    }
+    std::fs::write(&trace, &bytes).expect("write trace");
+    let run = |format: Option<&str>| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_secondhit"));
+        command.args([
+            "simulate",
+            "--policies",
+            "sieve,w-tinylfu",
+            "--cache-size",
+            "1MiB",
+        ]);
+        if let Some(format) = format {
+            command.args(["--trace-format", format]);
+        }
+        command
+            .arg("--trace")
+            .arg(&trace)
+            .output()
+            .expect("run simulate")
+    };
+    let output = run(Some("oracle-general"));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    for policy in ["sieve", "w-tinylfu"] {
+        let row = stdout
+            .lines()
+            .find(|line| line.starts_with(policy))
+            .unwrap_or_else(|| panic!("no {policy} row: {stdout}"));
+        // 50 objects requested 8 times each, all of them fit: every request after the first
+        // 50 is a hit.
+        let hit: f64 = row
+            .split_whitespace()
+            .nth(2)
+            .and_then(|v| v.parse().ok())
+            .expect("hit%");
+        assert_eq!(hit, 87.5, "{row}");
+    }
+    // Unnamed, the binary is not an access log: nothing usable in it.
+    assert!(!run(None).status.success());
 }
 
 #[test]

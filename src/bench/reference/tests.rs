@@ -4,7 +4,7 @@ use super::*;
 fn replay(cache: &mut dyn ReferenceCache, keys: &[u64]) -> usize {
     keys.iter()
         .filter(|&&key| {
-            let hit = cache.lookup(key);
+            let hit = cache.lookup(key).is_some();
             if !hit {
                 assert!(cache.insert(key, 1), "key {key} fits");
             }
@@ -90,7 +90,7 @@ fn s3fifo_forgets_ghosts_past_its_share_and_skips_stale_turns() {
         "as large as the small FIFO: not cached"
     );
     for key in 0..200 {
-        assert!(!cache.lookup(key));
+        assert!(cache.lookup(key).is_none());
         assert!(cache.insert(key, 9));
         assert!(cache.used() <= 100);
         assert!(cache.ghost_bytes <= 90);
@@ -110,4 +110,134 @@ fn s3fifo_forgets_ghosts_past_its_share_and_skips_stale_turns() {
     ghost.sort_unstable();
     assert_eq!(ghost, (181..=190).collect::<Vec<_>>());
     assert_eq!(cache.ghost_bytes, 90);
+}
+
+/// Capacity 3, objects of 1 byte; `[newest .. oldest]` is the queue, `^` the hand.
+#[test]
+fn sieve_follows_the_paper_on_a_trace_worked_by_hand() {
+    let mut cache = Sieve::new(3);
+    // 1, 2, 3: misses, [3 2 1]. 1: a hit, 1 visited (nothing moves).
+    assert_eq!(replay(&mut cache, &[1, 2, 3, 1]), 1);
+    assert_eq!(cache.keys_newest_first(), [3, 2, 1]);
+    // 4: the hand starts at the tail: 1 visited → cleared, kept; 2 evicted; the hand stays
+    // at 2's newer neighbour 3. [4 3^ 1].
+    assert_eq!(replay(&mut cache, &[4]), 0);
+    assert_eq!(cache.keys_newest_first(), [4, 3, 1]);
+    assert_eq!(cache.hand_key(), Some(3));
+    // 3: a hit. 5: 3 visited → cleared; 4 evicted; the hand passes the head. [5 3 1].
+    assert_eq!(replay(&mut cache, &[3, 5]), 1);
+    assert_eq!(cache.keys_newest_first(), [5, 3, 1]);
+    assert_eq!(cache.hand_key(), None);
+    // 1: a hit. 6: from the tail again: 1 visited → cleared; 3 (cleared before) evicted;
+    // the hand at 5. [6 5^ 1].
+    assert_eq!(replay(&mut cache, &[1, 6]), 1);
+    assert_eq!(cache.keys_newest_first(), [6, 5, 1]);
+    assert_eq!(cache.hand_key(), Some(5));
+    // 4: 5 unvisited → evicted at once, the hand at 6. [4 6^ 1].
+    assert_eq!(replay(&mut cache, &[4]), 0);
+    assert_eq!(cache.keys_newest_first(), [4, 6, 1]);
+    assert_eq!(cache.hand_key(), Some(6));
+    assert_eq!(cache.used_bytes(), 3);
+}
+
+#[test]
+fn sieve_evicts_as_many_objects_as_a_large_one_needs() {
+    let mut cache = Sieve::new(10);
+    for key in 1..=5 {
+        assert!(cache.insert(key, 2));
+    }
+    assert_eq!(cache.lookup(1), Some(2));
+    // 7 bytes need 4 objects of 2 gone (the hand clears 1, evicts 2, 3, 4, 5).
+    assert!(cache.insert(9, 7));
+    assert_eq!(cache.keys_newest_first(), [9, 1]);
+    assert_eq!(cache.used_bytes(), 9);
+    assert!(!cache.insert(10, 11), "larger than the whole cache");
+}
+
+/// Capacity 100 bytes: window 1, main 99, protected 79; objects of 20 bytes, so every new
+/// object leaves the window at once as a candidate and protected holds three.
+#[test]
+fn w_tinylfu_follows_the_paper_on_a_trace_worked_by_hand() {
+    let mut cache = WTinyLfu::new(100);
+    let sized = |cache: &mut WTinyLfu, keys: &[u64]| {
+        keys.iter()
+            .filter(|&&key| {
+                let hit = cache.lookup(key).is_some();
+                if !hit {
+                    assert!(cache.insert(key, 20));
+                }
+                hit
+            })
+            .count()
+    };
+    // 1..=5 fill the cache through the window into probation; 1 and 2 are hit, so move to
+    // protected.
+    assert_eq!(sized(&mut cache, &[1, 2, 3, 4, 5, 1, 2]), 2);
+    assert_eq!(cache.segments(), [vec![], vec![3, 4, 5], vec![1, 2]]);
+    // 6, seen once, meets probation's oldest 3, seen once: a tie keeps the victim.
+    assert_eq!(sized(&mut cache, &[6]), 0);
+    assert_eq!(cache.segments(), [vec![], vec![3, 4, 5], vec![1, 2]]);
+    // 6 again (frequency 2) wins over 3 (1); then 3 (now 2) wins over 4 (1).
+    assert_eq!(sized(&mut cache, &[6, 3]), 0);
+    assert_eq!(cache.segments(), [vec![], vec![5, 6, 3], vec![1, 2]]);
+    // Hits on 5, 6, 3 promote them; protected's overflow (80 > 79 bytes) demotes its least
+    // recent, 1 and then 2, to probation.
+    assert_eq!(sized(&mut cache, &[5, 6, 3]), 3);
+    assert_eq!(cache.segments(), [vec![], vec![1, 2], vec![5, 6, 3]]);
+    assert_eq!(cache.used_bytes(), 100);
+    assert!(!cache.insert(7, 101), "larger than the whole cache");
+}
+
+#[test]
+fn frequency_sketch_saturates_at_fifteen_and_halves_after_its_sample() {
+    let mut cache = WTinyLfu::new(100);
+    for _ in 0..20 {
+        cache.sketch.increment(7);
+    }
+    assert_eq!(cache.sketch.frequency(7), 15);
+    assert_eq!(cache.sketch.additions, 15, "a saturated key adds nothing");
+    // 16 counters a row, so the 160th counted addition halves every counter.
+    let mut key = 1_000;
+    while cache.sketch.additions < 159 {
+        cache.sketch.increment(key);
+        key += 1;
+    }
+    assert_eq!(cache.sketch.frequency(7), 15);
+    cache.sketch.increment(key + 1);
+    assert_eq!(cache.sketch.additions, 80);
+    assert_eq!(cache.sketch.frequency(7), 7);
+}
+
+mod properties {
+    use std::collections::HashMap;
+
+    use proptest::prelude::*;
+
+    use super::super::{REFERENCE_NAMES, build};
+
+    proptest! {
+        /// Every reference cache, on any sequence of requests: the bytes it holds never
+        /// pass its capacity, and a hit returns the size the key was inserted with.
+        #[test]
+        fn reference_caches_stay_in_budget_and_hits_return_what_was_inserted(
+            capacity in 1u64..2_000,
+            requests in prop::collection::vec((0u64..64, 1u64..600), 1..400),
+        ) {
+            for name in REFERENCE_NAMES {
+                let mut cache = build(name, capacity).expect("a named reference cache");
+                let mut inserted: HashMap<u64, u64> = HashMap::new();
+                for &(key, size) in &requests {
+                    match cache.lookup(key) {
+                        Some(cached) => prop_assert_eq!(Some(&cached), inserted.get(&key), "{}", name),
+                        None => {
+                            if cache.insert(key, size) {
+                                inserted.insert(key, size);
+                            }
+                        }
+                    }
+                    prop_assert!(cache.used_bytes() <= capacity, "{} holds {} > {}", name, cache.used_bytes(), capacity);
+                }
+            }
+        }
+    }
 }

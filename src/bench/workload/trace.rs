@@ -1,7 +1,21 @@
 //! Trace replay: an nginx/Apache access log (common or combined format, which includes
 //! secondhit's own `log.access_format = "combined"`), secondhit's JSON-lines access log
-//! (`log.access_format = "json"`), or a CSV of `timestamp,key,size`, read into a
-//! [`Workload`]. A malformed line is skipped and counted, never a panic.
+//! (`log.access_format = "json"`), a CSV of `timestamp,key,size`, or one of the formats
+//! public cache traces come in: libCacheSim's `oracleGeneral` binary and Twitter's
+//! cache-trace CSV. Read into a [`Workload`]; a malformed line or record is skipped and
+//! counted, never a panic.
+//!
+//! - `oracleGeneral` (libCacheSim, e.g. the traces of the S3-FIFO and SIEVE papers): packed
+//!   little-endian 24-byte records `u32 timestamp (s), u64 obj_id, u32 obj_size, i64
+//!   next_access_vtime`; the last field (the future, for Belady) is not used. A compressed
+//!   `.zst` file must be decompressed first (`zstd -d`).
+//! - Twitter (`twitter/cache-trace`): `timestamp,key,key size,value size,client,op,ttl`.
+//!   `get` and `gets` are the requests, each of `key size + value size` bytes as
+//!   libCacheSim counts them; a get whose value size is 0 keeps the object's last known
+//!   size. `set`, `add`, `replace`, `cas`, `append` and `prepend` are not requests: a reverse
+//!   proxy fills its cache on a read miss, while a write goes to the origin. They only tell
+//!   the object's new size to the gets after them, and are counted as ignored lines, like
+//!   `delete`, `incr` and `decr`.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -14,7 +28,7 @@ use xxhash_rust::xxh3::xxh3_64;
 use super::{Request, Workload, WorkloadError};
 
 /// The layout of a trace file.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum TraceFormat {
     /// nginx/Apache common or combined log format.
     AccessLog,
@@ -23,7 +37,20 @@ pub enum TraceFormat {
     JsonLines,
     /// `timestamp,key,size` lines (an optional header line is skipped).
     Csv,
+    /// libCacheSim's `oracleGeneral` binary records (see the module docs).
+    OracleGeneral,
+    /// Twitter's cache-trace CSV, `timestamp,key,key size,value size,client,op,ttl`.
+    Twitter,
 }
+
+/// The operations of a Twitter trace that write an object (see the module docs).
+const TWITTER_WRITES: [&str; 6] = ["set", "add", "replace", "cas", "append", "prepend"];
+/// The operations of a Twitter trace that read one.
+const TWITTER_READS: [&str; 2] = ["get", "gets"];
+/// The other operations a Twitter trace has.
+const TWITTER_OTHERS: [&str; 3] = ["delete", "incr", "decr"];
+/// Bytes of one `oracleGeneral` record.
+const ORACLE_RECORD: usize = 24;
 
 impl TraceFormat {
     /// `.csv` files are CSV, `.jsonl` and `.json` files JSON lines; anything else is read as
@@ -39,19 +66,28 @@ impl TraceFormat {
     }
 }
 
-/// Reads a trace file (format from its extension; an access log whose first byte is `{` is
-/// read as JSON lines, whatever its name).
+/// Reads a trace file, its format detected (see [`detect_format`]).
 pub fn from_trace(path: &Path) -> Result<Workload, WorkloadError> {
+    from_trace_as(path, None)
+}
+
+/// Reads a trace file in `format`, or in the format [`detect_format`] finds.
+pub fn from_trace_as(path: &Path, format: Option<TraceFormat>) -> Result<Workload, WorkloadError> {
     let failed = |source| WorkloadError::Trace {
         path: path.to_owned(),
         source,
     };
     let mut reader = BufReader::new(File::open(path).map_err(failed)?);
-    let mut format = TraceFormat::from_path(path);
-    if format == TraceFormat::AccessLog && reader.fill_buf().map_err(failed)?.starts_with(b"{") {
-        format = TraceFormat::JsonLines;
+    let format = match format {
+        Some(format) => format,
+        None => detect_format(path, reader.fill_buf().map_err(failed)?).map_err(failed)?,
+    };
+    let name = path.display().to_string();
+    let workload = match format {
+        TraceFormat::OracleGeneral => parse_oracle_general(reader, &name),
+        _ => parse_trace(reader, format, &name),
     }
-    let workload = parse_trace(reader, format, &path.display().to_string()).map_err(failed)?;
+    .map_err(failed)?;
     if workload.requests.is_empty() {
         return Err(WorkloadError::EmptyTrace {
             path: path.to_owned(),
@@ -60,6 +96,37 @@ pub fn from_trace(path: &Path) -> Result<Workload, WorkloadError> {
         });
     }
     Ok(workload)
+}
+
+/// The format of the trace at `path` whose first bytes are `start`: `oracleGeneral` in the
+/// name means libCacheSim's binary (an error if it is still `.zst`-compressed); a first line
+/// of seven fields whose sixth is an operation is Twitter's; a first byte `{` means JSON
+/// lines; otherwise the extension decides ([`TraceFormat::from_path`]).
+pub fn detect_format(path: &Path, start: &[u8]) -> io::Result<TraceFormat> {
+    let name = path
+        .file_name()
+        .map(|name| name.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default();
+    if name.ends_with(".zst") {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "a zstd-compressed trace: decompress it first (zstd -d)",
+        ));
+    }
+    if name.contains("oraclegeneral") {
+        return Ok(TraceFormat::OracleGeneral);
+    }
+    let first_line = start.split(|&b| b == b'\n').next().unwrap_or_default();
+    if matches!(
+        parse_twitter_line(&String::from_utf8_lossy(first_line)),
+        Line::Request { .. } | Line::Update { .. } | Line::Ignored
+    ) {
+        return Ok(TraceFormat::Twitter);
+    }
+    if start.starts_with(b"{") {
+        return Ok(TraceFormat::JsonLines);
+    }
+    Ok(TraceFormat::from_path(path))
 }
 
 /// What one trace line says.
@@ -71,6 +138,8 @@ enum Line {
         size: Option<u64>,
         at: f64,
     },
+    /// A write of `key` with `size` bytes: not a request, but later requests have that size.
+    Update { key: String, size: u64 },
     /// A line to skip silently (a CSV header, a blank line).
     Skip,
     /// A valid line that is not a cacheable request (another method).
@@ -97,6 +166,9 @@ pub fn parse_trace(reader: impl BufRead, format: TraceFormat, name: &str) -> io:
             TraceFormat::AccessLog => parse_access_log_line(text),
             TraceFormat::JsonLines => parse_json_line(text),
             TraceFormat::Csv => parse_csv_line(text),
+            TraceFormat::Twitter => parse_twitter_line(text),
+            // Binary, never split into lines (see `parse_oracle_general`).
+            TraceFormat::OracleGeneral => Line::Malformed,
         };
         match parsed {
             Line::Request { key, size, at } => {
@@ -113,6 +185,10 @@ pub fn parse_trace(reader: impl BufRead, format: TraceFormat, name: &str) -> io:
                     size,
                     at,
                 });
+            }
+            Line::Update { key, size } => {
+                sizes.insert(key, size);
+                workload.ignored_lines += 1;
             }
             Line::Skip => {}
             Line::Ignored => workload.ignored_lines += 1,
@@ -284,6 +360,97 @@ fn parse_csv_line(text: &str) -> Line {
     }
 }
 
+/// `timestamp,key,key size,value size,client,op,ttl`; the key may itself contain commas.
+fn parse_twitter_line(text: &str) -> Line {
+    let text = text.trim();
+    if text.is_empty() {
+        return Line::Skip;
+    }
+    let mut right = text.rsplitn(6, ',');
+    let (Some(_ttl), Some(op), Some(_client), Some(value_size), Some(key_size), Some(left)) = (
+        right.next(),
+        right.next(),
+        right.next(),
+        right.next(),
+        right.next(),
+        right.next(),
+    ) else {
+        return Line::Malformed;
+    };
+    let Some((timestamp, key)) = left.split_once(',') else {
+        return Line::Malformed;
+    };
+    let (Ok(at), Ok(key_size), Ok(value_size)) = (
+        timestamp.trim().parse::<f64>(),
+        key_size.trim().parse::<u64>(),
+        value_size.trim().parse::<u64>(),
+    ) else {
+        return Line::Malformed;
+    };
+    let op = op.trim();
+    if !at.is_finite() || key.is_empty() {
+        return Line::Malformed;
+    }
+    let key = key.to_owned();
+    let size = key_size + value_size;
+    if TWITTER_READS.contains(&op) {
+        let size = (value_size > 0).then_some(size);
+        Line::Request { key, size, at }
+    } else if TWITTER_WRITES.contains(&op) {
+        Line::Update { key, size }
+    } else if TWITTER_OTHERS.contains(&op) {
+        Line::Ignored
+    } else {
+        Line::Malformed
+    }
+}
+
+/// Reads libCacheSim `oracleGeneral` records from `reader`; `name` describes the trace. A
+/// last record cut short is counted as malformed. Only I/O errors fail.
+pub fn parse_oracle_general(mut reader: impl BufRead, name: &str) -> io::Result<Workload> {
+    let mut workload = Workload {
+        name: format!("trace: {name}"),
+        requests: Vec::new(),
+        malformed_lines: 0,
+        ignored_lines: 0,
+    };
+    let mut record = [0u8; ORACLE_RECORD];
+    loop {
+        let filled = read_full(&mut reader, &mut record)?;
+        if filled < ORACLE_RECORD {
+            if filled > 0 {
+                workload.malformed_lines += 1;
+            }
+            return Ok(workload);
+        }
+        let field = |at: usize, len: usize| {
+            record[at..at + len]
+                .iter()
+                .rev()
+                .fold(0u64, |value, &byte| value << 8 | u64::from(byte))
+        };
+        workload.requests.push(Request {
+            at: field(0, 4) as f64,
+            object: field(4, 8),
+            size: field(12, 4),
+        });
+    }
+}
+
+/// Reads until `buf` is full or the input ends; the bytes read.
+fn read_full(reader: &mut impl BufRead, buf: &mut [u8]) -> io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match reader.read(&mut buf[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(filled)
+}
+
 #[cfg(test)]
 mod tests {
     use rand::rngs::Xoshiro256PlusPlus;
@@ -344,6 +511,75 @@ not json
     }
 
     #[test]
+    fn twitter_traces_read_gets_as_requests_and_sets_as_sizes() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("cluster52.000");
+        let lines = "\
+0,key1,4,100,1,get,0
+1,key2,4,0,1,get,0
+2,key2,4,50,1,set,3600
+3,key2,4,0,2,gets,0
+4,key1,4,0,1,delete,0
+5,a,b,c,d,get
+6,k,e,y,4,10,1,get,0
+";
+        std::fs::write(&path, lines).expect("write trace");
+        let workload = from_trace(&path).expect("a Twitter trace, detected");
+        let sizes: Vec<u64> = workload.requests.iter().map(|r| r.size).collect();
+        // key + value bytes; a get of value size 0 keeps the size the set before it told.
+        assert_eq!(sizes, [104, 0, 54, 14]);
+        assert_eq!(workload.requests[1].object, workload.requests[2].object);
+        assert_eq!(workload.requests[3].object, xxh3_64(b"k,e,y"));
+        assert_eq!(workload.requests[2].at, 3.0);
+        assert_eq!((workload.ignored_lines, workload.malformed_lines), (2, 1));
+    }
+
+    /// One `oracleGeneral` record, little-endian.
+    fn oracle_record(time: u32, id: u64, size: u32, next: i64) -> Vec<u8> {
+        [
+            &time.to_le_bytes()[..],
+            &id.to_le_bytes(),
+            &size.to_le_bytes(),
+            &next.to_le_bytes(),
+        ]
+        .concat()
+    }
+
+    #[test]
+    fn oracle_general_traces_read_their_24_byte_records() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut bytes = [
+            oracle_record(10, 1, 100, 2),
+            oracle_record(11, u64::MAX - 1, 200, -1),
+            oracle_record(12, 1, 100, -1),
+        ]
+        .concat();
+        bytes.extend_from_slice(&[1, 2, 3, 4, 5]);
+        let path = dir.path().join("w01.oracleGeneral.bin");
+        std::fs::write(&path, &bytes).expect("write trace");
+        let workload = from_trace(&path).expect("detected by its name");
+        let read: Vec<(u64, u64, f64)> = workload
+            .requests
+            .iter()
+            .map(|r| (r.object, r.size, r.at))
+            .collect();
+        assert_eq!(
+            read,
+            [(1, 100, 10.0), (u64::MAX - 1, 200, 11.0), (1, 100, 12.0)]
+        );
+        assert_eq!(workload.malformed_lines, 1, "the record cut short");
+        let renamed = dir.path().join("trace.bin");
+        std::fs::write(&renamed, &bytes).expect("write trace");
+        let named =
+            from_trace_as(&renamed, Some(TraceFormat::OracleGeneral)).expect("the format named");
+        assert_eq!(named.requests, workload.requests);
+        let compressed = dir.path().join("w01.oracleGeneral.zst");
+        std::fs::write(&compressed, &bytes).expect("write trace");
+        let error = from_trace(&compressed).expect_err("compressed").to_string();
+        assert!(error.contains("zstd -d"), "{error}");
+    }
+
+    #[test]
     fn arbitrary_bytes_never_panic_the_parsers() {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(7);
         for _ in 0..2_000 {
@@ -353,9 +589,11 @@ not json
                 TraceFormat::AccessLog,
                 TraceFormat::JsonLines,
                 TraceFormat::Csv,
+                TraceFormat::Twitter,
             ] {
                 parse_trace(&bytes[..], format, "fuzz").expect("in-memory read");
             }
+            parse_oracle_general(&bytes[..], "fuzz").expect("in-memory read");
         }
     }
 
