@@ -312,6 +312,22 @@ fn rooted_config(root: &Path, unit_settings: &[(String, String)]) -> PathBuf {
     path
 }
 
+/// The package's control files, unpacked into `dir`: the config is a conffile (an upgrade
+/// keeps its edits) and `postinst` creates the user.
+fn assert_control_files(deb: &Path, dir: &Path) {
+    run_ok(Command::new("dpkg-deb").arg("--control").arg(deb).arg(dir));
+    let conffiles = read(&dir.join("conffiles"));
+    assert!(
+        conffiles.lines().any(|line| line == CONFIG_PATH),
+        "conffiles: {conffiles}"
+    );
+    let postinst = read(&dir.join("postinst"));
+    assert!(
+        postinst.contains("adduser --system"),
+        "postinst: {postinst}"
+    );
+}
+
 #[test]
 fn the_debian_package_installs_a_unit_and_a_config_that_check_config_accepts() {
     let test = "the_debian_package_installs_a_unit_and_a_config_that_check_config_accepts";
@@ -335,23 +351,7 @@ fn the_debian_package_installs_a_unit_and_a_config_that_check_config_accepts() {
     let socket = unit_path.replace(".service", ".socket");
     assert!(files.contains(&socket), "no {socket} in {files:#?}");
 
-    let control = scratch.path().join("control");
-    run_ok(
-        Command::new("dpkg-deb")
-            .arg("--control")
-            .arg(&deb)
-            .arg(&control),
-    );
-    let conffiles = read(&control.join("conffiles"));
-    assert!(
-        conffiles.lines().any(|line| line == CONFIG_PATH),
-        "conffiles: {conffiles}"
-    );
-    let postinst = read(&control.join("postinst"));
-    assert!(
-        postinst.contains("adduser --system"),
-        "postinst: {postinst}"
-    );
+    assert_control_files(&deb, &scratch.path().join("control"));
 
     let root = scratch.path().join("root");
     run_ok(
