@@ -1,11 +1,12 @@
-//! The `secondhit` command line: `serve`, `check-config`, and with the `bench` feature (on
-//! by default) `bench` and `simulate`; the work happens in the library.
+//! The `secondhit` command line: `serve`, `check-config`, `completions` and `man`, and with
+//! the `bench` feature (on by default) `bench` and `simulate`; the work happens in the
+//! library.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 #[cfg(feature = "bench")]
 use secondhit::bench::cli::{BenchArgs, SimulateArgs};
 use secondhit::config::Config;
@@ -45,9 +46,21 @@ fn spawn_memory_release() {
     }
 }
 
+/// What `--version` prints after the name: the version, the git commit the binary was built
+/// from ("unknown" when it was built outside a git checkout) and the cargo features built
+/// in ("none" for `--no-default-features`), from `build.rs`.
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("SECONDHIT_COMMIT"),
+    "; features: ",
+    env!("SECONDHIT_FEATURES"),
+    ")"
+);
+
 /// A reverse-proxy cache that writes an object to disk only on its second request.
 #[derive(Parser)]
-#[command(name = "secondhit", version, about)]
+#[command(name = "secondhit", version = VERSION, about)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -68,6 +81,20 @@ enum Command {
     /// HTTP or disk, to choose expected_urls and the cache size from your own logs.
     #[cfg(feature = "bench")]
     Simulate(Box<SimulateArgs>),
+    /// Print the shell completion script for SHELL on stdout (the package installs bash's,
+    /// zsh's and fish's).
+    Completions {
+        /// The shell to complete for.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page secondhit(1) on stdout, or with --dir write it and one page per
+    /// command (secondhit-serve(1), ...) into a directory.
+    Man {
+        /// Write secondhit.1 and a page per command into this existing directory instead.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
 }
 
 /// The config file, given either way: `serve FILE` and `serve --config FILE` (and the same
@@ -97,6 +124,42 @@ fn main() -> ExitCode {
         Command::Simulate(args) => print_outcome(secondhit::bench::cli::simulate(&args)),
         Command::Serve(file) => serve(file.path()),
         Command::CheckConfig(file) => check_config(file.path()),
+        Command::Completions { shell } => completions(shell),
+        Command::Man { dir } => man(dir),
+    }
+}
+
+/// Prints the completion script for `shell`; an error (such as a closed pipe) is reported,
+/// not a panic.
+fn completions(shell: clap_complete::Shell) -> ExitCode {
+    use clap_complete::Generator;
+    let mut command = Cli::command();
+    command.set_bin_name("secondhit");
+    command.build();
+    match shell.try_generate(&command, &mut std::io::stdout()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("secondhit: cannot write the {shell} completions: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Renders the man pages from the parser's own definition, so they never disagree with
+/// `--help`: secondhit(1) on stdout, or every page into `dir`.
+fn man(dir: Option<PathBuf>) -> ExitCode {
+    let command = Cli::command();
+    let written = match &dir {
+        Some(dir) => clap_mangen::generate_to(command, dir),
+        None => clap_mangen::Man::new(command).render(&mut std::io::stdout()),
+    };
+    match written {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            let place = dir.map_or("stdout".to_owned(), |dir| dir.display().to_string());
+            eprintln!("secondhit: cannot write the man page to {place}: {error}");
+            ExitCode::FAILURE
+        }
     }
 }
 

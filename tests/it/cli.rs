@@ -179,15 +179,89 @@ async fn serve_proxies_and_caches_then_stops_on_sigterm() {
     assert!(status.success(), "graceful shutdown exits 0: {status:?}");
 }
 
-#[test]
-fn version_prints_the_crate_version() {
-    let output = Command::new(BIN)
-        .arg("--version")
+/// The commit `git` names for the source tree's HEAD, or "unknown" without git.
+fn head_commit() -> String {
+    Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
-        .expect("run --version");
-    assert!(output.status.success());
-    assert_eq!(
-        String::from_utf8_lossy(&output.stdout).trim(),
-        format!("secondhit {}", env!("CARGO_PKG_VERSION"))
+        .ok()
+        .filter(|output| output.status.success())
+        .map(|output| String::from_utf8_lossy(&output.stdout).trim().to_owned())
+        .unwrap_or_else(|| "unknown".to_owned())
+}
+
+fn stdout_of(args: &[&str]) -> String {
+    let output = Command::new(BIN)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run secondhit");
+    assert!(
+        output.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
     );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[test]
+fn version_names_the_version_the_git_commit_and_the_features_built_in() {
+    let features = if cfg!(feature = "bench") {
+        "bench"
+    } else {
+        "none"
+    };
+    let expected = format!(
+        "secondhit {} (commit {}; features: {features})",
+        env!("CARGO_PKG_VERSION"),
+        head_commit()
+    );
+    assert_eq!(stdout_of(&["--version"]).trim(), expected);
+    assert_eq!(stdout_of(&["-V"]).trim(), expected);
+}
+
+#[test]
+fn completions_for_bash_zsh_and_fish_complete_the_commands() {
+    let shells = [
+        ("bash", "complete -F _secondhit"),
+        ("zsh", "#compdef secondhit"),
+        ("fish", "complete -c secondhit"),
+    ];
+    for (shell, marker) in shells {
+        let script = stdout_of(&["completions", shell]);
+        assert!(script.contains(marker), "{shell}: {script}");
+        for command in ["serve", "check-config", "completions", "man"] {
+            assert!(script.contains(command), "{shell} lacks {command}");
+        }
+    }
+    let (code, stderr) = run(&["completions", "tcsh"]);
+    assert_eq!(code, Some(2), "an unknown shell is a usage error: {stderr}");
+}
+
+#[test]
+fn man_prints_secondhit_1_and_writes_a_page_per_command_to_a_directory() {
+    let page = stdout_of(&["man"]);
+    assert!(page.starts_with(".ie"), "roff: {page}");
+    assert!(page.contains(".TH secondhit 1"), "{page}");
+    assert!(
+        page.contains("check\\-config"),
+        "lists the commands: {page}"
+    );
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let dir_arg = dir.path().to_str().expect("a UTF-8 temp path");
+    assert!(stdout_of(&["man", "--dir", dir_arg]).is_empty());
+    for name in [
+        "secondhit.1",
+        "secondhit-serve.1",
+        "secondhit-check-config.1",
+    ] {
+        let written = std::fs::read_to_string(dir.path().join(name))
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(written.contains(".TH secondhit"), "{name}: {written}");
+    }
+    let (code, stderr) = run(&["man", "--dir", "/nonexistent/secondhit-man"]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("/nonexistent/secondhit-man"), "{stderr}");
 }

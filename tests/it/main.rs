@@ -29,6 +29,7 @@ mod origin_failures;
 mod origin_limits;
 mod origin_pool;
 mod orphan_fills;
+mod package;
 mod poisoning;
 mod proxy;
 mod proxy_hygiene;
