@@ -11,7 +11,9 @@
 //! how long the generation they ended lasted, and the spare filters' states: `retired`,
 //! `clearing` or `clean`), `store` (objects, bytes,
 //! budget, memory tier, evictions, fills committed), `origin` (requests and mean time to
-//! the response head), `errors` (by kind) and `shadow` (`null` unless `policy = "shadow"`).
+//! the response head, and `servers`: each origin server's URL, whether it is `up`, its
+//! requests, failures, mean time to the response head and latency buckets as `[upper
+//! bound in seconds, count]` pairs, not cumulative), `errors` (by kind) and `shadow` (`null` unless `policy = "shadow"`).
 //! Everything is counted since start-up. Numbers that cannot be represented (an estimate of
 //! infinitely many keys in a full filter) are `null`.
 
@@ -19,7 +21,7 @@ use serde_json::{Value, json};
 
 use crate::admission::{Decision, FilterStats, PairStats};
 use crate::config::{AdmissionConfig, FilterSizing, RotateMode};
-use crate::metrics::Counts;
+use crate::metrics::{Counts, ServerSample};
 use crate::outcome::ErrorKind;
 use crate::outcome::RequestResult;
 use crate::store::StoreStats;
@@ -32,6 +34,7 @@ pub(super) fn snapshot(
     counts: &Counts,
     filters: Option<&PairStats>,
     store: &StoreStats,
+    servers: &[ServerSample],
 ) -> Value {
     let requests: serde_json::Map<String, Value> = RequestResult::ALL
         .iter()
@@ -66,6 +69,7 @@ pub(super) fn snapshot(
         "origin": {
             "requests": origin.count,
             "mean_seconds": (origin.count > 0).then(|| origin.sum_seconds / origin.count as f64),
+            "servers": servers.iter().map(server_figures).collect::<Vec<_>>(),
         },
         "errors": errors,
         "shadow": (policy == "shadow").then(|| json!({
@@ -74,6 +78,21 @@ pub(super) fn snapshot(
             "hits_lost": counts.shadow_hits_lost,
             "hits_lost_bytes": counts.shadow_hits_lost_bytes,
         })),
+    })
+}
+
+/// One origin server's figures, for `/stats`.
+fn server_figures(server: &ServerSample) -> Value {
+    let latency = &server.latency;
+    json!({
+        "url": server.url,
+        "up": server.up,
+        "requests": server.requests,
+        "failures": server.failures,
+        "mean_seconds": (latency.count > 0).then(|| latency.sum_seconds / latency.count as f64),
+        "latency_buckets": latency.buckets.iter()
+            .map(|(bound, count)| json!([if bound.is_finite() { json!(bound) } else { json!("+Inf") }, count]))
+            .collect::<Vec<_>>(),
     })
 }
 
