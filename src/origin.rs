@@ -332,16 +332,20 @@ impl Origin {
         let urls: Vec<String> = servers.iter().map(|s| s.state.url().to_owned()).collect();
         let weights: Vec<u32> = pool.iter().map(|server| server.weight).collect();
         let head_timeout = config.connect_timeout + config.read_timeout;
+        let passive = (servers.len() > 1).then_some(Passive {
+            max_fails: config.max_fails,
+            fail_timeout: config.fail_timeout,
+            until_probe: config.health_check.is_some(),
+        });
+        for server in &servers {
+            server.state.adopt(passive, config.health_check.is_some());
+        }
         if let Some(check) = &config.health_check {
             probe::start(&servers, check, head_timeout);
         }
         Ok(Origin {
             balancer: balance::Balancer::new(config.balance, &urls, &weights),
-            passive: (servers.len() > 1).then_some(Passive {
-                max_fails: config.max_fails,
-                fail_timeout: config.fail_timeout,
-                until_probe: config.health_check.is_some(),
-            }),
+            passive,
             servers,
             host_header: config.host_header,
             read_timeout: config.read_timeout,

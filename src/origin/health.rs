@@ -120,12 +120,10 @@ impl ServerState {
         &self.url
     }
 
-    /// Milliseconds from the epoch to now; at least 1, so that 0 can mean "not out".
+    /// Milliseconds from the epoch to now, plus one, so that 0 can mean "not out".
     fn now_ms(&self) -> u64 {
         let since = Instant::now().saturating_duration_since(self.epoch);
-        u64::try_from(since.as_millis())
-            .unwrap_or(u64::MAX - 1)
-            .max(1)
+        u64::try_from(since.as_millis()).map_or(u64::MAX - 1, |ms| ms.saturating_add(1))
     }
 
     /// Whether it is in rotation now.
@@ -173,6 +171,25 @@ impl ServerState {
                 tracing::warn!(server = %self.url, max_fails = rule.max_fails,
                     fail_timeout = ?rule.fail_timeout, "origin server out of rotation after failures");
             }
+        }
+    }
+
+    /// Fits a state carried over from the previous config to this one's rules: without
+    /// probes nothing would end a wait for one, so such a wait becomes `fail_timeout`
+    /// from now (or ends, where failures take no server out: `passive` is `None`).
+    pub(crate) fn adopt(&self, passive: Option<Passive>, probes: bool) {
+        if probes {
+            return;
+        }
+        self.probe_down.store(false, Ordering::Relaxed);
+        let until = self.down_until.load(Ordering::Relaxed);
+        match passive {
+            None => self.down_until.store(0, Ordering::Relaxed),
+            Some(rule) if until == UNTIL_PROBE => {
+                let until = self.now_ms().saturating_add(millis(rule.fail_timeout));
+                self.down_until.store(until, Ordering::Relaxed);
+            }
+            Some(_) => {}
         }
     }
 
@@ -261,6 +278,28 @@ mod tests {
         server.probed(true, "200");
         server.record(Duration::ZERO, true, None);
         assert!(server.is_up());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_server_waiting_for_a_probe_waits_fail_timeout_once_probes_are_gone() {
+        let server = Health::new().server("http://a");
+        let probed = Passive {
+            until_probe: true,
+            ..RULE
+        };
+        server.probed(false, "503");
+        server.record(Duration::ZERO, true, Some(probed));
+        server.record(Duration::ZERO, true, Some(probed));
+        server.adopt(Some(probed), true);
+        assert!(!server.is_up(), "probes still decide");
+        server.adopt(Some(RULE), false);
+        assert!(!server.is_up(), "out for fail_timeout from the reload");
+        tokio::time::advance(RULE.fail_timeout).await;
+        assert!(server.is_up());
+        server.record(Duration::ZERO, true, Some(probed));
+        server.record(Duration::ZERO, true, Some(probed));
+        server.adopt(None, false);
+        assert!(server.is_up(), "a pool of one is never out by failures");
     }
 
     #[test]
