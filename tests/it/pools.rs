@@ -1,5 +1,5 @@
 //! Origin pools over real sockets: round robin spreads by weight; consistent hashing keeps
-//! a key on one server; a refused connection goes to the next server; failures
+//! a key on one server; `host_header = "origin"` sends each server its own host; a refused connection goes to the next server; failures
 //! (`max_fails` within `fail_timeout`) and failed probes take a server out of rotation,
 //! and it comes back after `fail_timeout` or a passing probe; a server killed mid-load
 //! costs no more than its requests in flight and rejoins once it is back; every server
@@ -140,11 +140,16 @@ async fn serve(listener: TcpListener, name: &'static str, shared: Arc<Shared>) {
 
 async fn answer(request: Request<Incoming>, name: &str, shared: &Shared) -> Response<Full<Bytes>> {
     let path = request.uri().path().to_owned();
+    let host = request.headers().get("host").cloned();
     let _ = request.into_body().collect().await;
     let reply = |status: u16| {
         Response::builder()
             .status(status)
             .header("x-server", name)
+            .header(
+                "x-host",
+                host.clone().unwrap_or(http::HeaderValue::from_static("")),
+            )
             .header("cache-control", "no-store")
             .body(Full::new(Bytes::from(name.to_owned())))
             .expect("response")
@@ -241,6 +246,24 @@ async fn round_robin_spreads_requests_over_the_servers_by_weight() {
         !order.windows(3).any(|w| w.iter().all(|s| s == "c")),
         "{order:?}"
     );
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_host_header_origin_each_server_gets_its_own_host() {
+    let (a, b) = (Backend::start("a").await, Backend::start("b").await);
+    let proxy = proxy_for(pool(&[&a, &b]), |config| {
+        config.origin.host_header = secondhit::config::HostHeader::Origin;
+    })
+    .await;
+    for i in 0..4 {
+        let seen = get(&proxy.url(&format!("/h/{i}"))).await;
+        let backend = match &seen.headers["x-server"] {
+            name if name == "a" => &a,
+            _ => &b,
+        };
+        assert_eq!(seen.headers["x-host"], backend.addr.to_string().as_str());
+    }
     proxy.stop().await;
 }
 
