@@ -49,13 +49,7 @@
 //! table is `second-hit` relative to it.
 //!
 //! These caches are tiny (6.3 MiB at 0.5%, a few hundred objects): the default
-//! `max_object_size` is its floor, 1 MiB, at 0.5% and 1%. A 48th of the cache alone (132
-//! and 265 KiB) gave `second-hit` 30.59% / 15.68% and 33.85% / 21.43%: more requests,
-//! 4.2–5.6 points fewer bytes. With `max_object_size = "256MiB"` it has 28.08% / 21.04%
-//! and 32.73% / 25.39%, against 28.48% / 21.25% and 32.81% / 25.59% with `"auto"`
-//! (`secondhit simulate --cache-size 0.5% --config` a file setting it, so the filters are
-//! sized as the file's defaults). At 5% the limit gains 0.14 points, at 10% it changes
-//! nothing.
+//! `max_object_size`, an eighth of the cache, is held at its 1 MiB floor at 0.5%.
 
 use secondhit::bench::workload::{self, SyntheticSpec};
 use secondhit::bench::{self, CacheSize, policies::POLICY_NAMES, reference::REFERENCE_NAMES};

@@ -50,7 +50,9 @@ use http_body_util::BodyExt;
 
 use crate::body::{BoxError, ProxyBody};
 use crate::config::{AccessLog as Destination, LogConfig};
+use crate::origin::Upstream;
 use crate::outcome::Outcome;
+use line::LineFormat;
 use writer::{Control, Output};
 
 /// Records the queue holds; beyond them, records are dropped and counted. At 50 ms between
@@ -77,6 +79,12 @@ pub struct Record {
     pub user_agent: Option<HeaderValue>,
     /// What became of the request; the line shows it as the `Cache-Status` sent.
     pub outcome: Outcome,
+    /// The host the client named (`Host`, or HTTP/2's `:authority`).
+    pub host: Option<HeaderValue>,
+    /// The request's `X-Forwarded-For`: the client, when the peer is a trusted proxy.
+    pub forwarded_for: Option<HeaderValue>,
+    /// The origin server asked for the response, when one was.
+    pub upstream: Option<Upstream>,
     /// Body bytes sent to the client (set when the body is done).
     pub bytes: u64,
     /// From arrival to the body being done (set then).
@@ -142,7 +150,8 @@ impl Writers {
         let (queue, receiver) = mpsc::sync_channel(CAPACITY);
         let control = Arc::new(Control::default());
         let on = !matches!(output, Output::Off);
-        let thread = writer::spawn(receiver, control.clone(), output, config.access_format)
+        let lines = LineFormat::new(config.access_format.clone(), config.trusted_proxies.clone());
+        let thread = writer::spawn(receiver, control.clone(), output, lines)
             .map_err(AccessLogError::Thread)?;
         let log = AccessLog {
             inner: Arc::new(Inner {

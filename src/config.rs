@@ -24,6 +24,7 @@ use std::time::Duration;
 use http::{HeaderName, Uri};
 use serde::Serialize;
 
+pub mod access_format;
 mod changes;
 mod object_size;
 pub mod rules;
@@ -452,6 +453,9 @@ pub struct LogConfig {
     pub access_log: AccessLog,
     /// The layout of an access-log line.
     pub access_format: AccessFormat,
+    /// Proxies whose `X-Forwarded-For` names the client (`log.trusted_proxies`).
+    #[serde(serialize_with = "changes::shown_list")]
+    pub trusted_proxies: Vec<ipnet::IpNet>,
 }
 
 impl Default for LogConfig {
@@ -459,8 +463,9 @@ impl Default for LogConfig {
         Self {
             level: "info".to_owned(),
             format: LogFormat::Text,
-            access_log: AccessLog::Stdout,
+            access_log: AccessLog::Off,
             access_format: AccessFormat::Combined,
+            trusted_proxies: Vec::new(),
         }
     }
 }
@@ -486,12 +491,14 @@ pub enum AccessLog {
 }
 
 /// The layout of an access-log line (`log.access_format`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub enum AccessFormat {
     /// nginx's `combined` format plus the `Cache-Status` and the duration (`"combined"`).
     Combined,
     /// One JSON object per line (`"json"`).
     Json,
+    /// A template of nginx-style variables (any value with a `$`), parsed.
+    Template(Vec<access_format::Piece>),
 }
 
 /// Why a configuration could not be loaded.
@@ -543,6 +550,22 @@ impl Config {
     /// Parses and validates TOML text; an empty text gives [`Config::default`].
     pub fn from_toml_str(text: &str) -> Result<Config, ConfigError> {
         validate::parse(text)
+    }
+
+    /// A warning when `[[site]]`s turn away every other host (`server.unknown_host` of
+    /// 421 or 404): a file that adds its first site stops `[origin]` from serving hosts it
+    /// served before, which a valid file cannot show otherwise.
+    pub fn unknown_hosts_warning(&self) -> Option<String> {
+        let status = match self.server.unknown_host {
+            _ if self.sites.is_empty() => return None,
+            UnknownHost::Default => return None,
+            UnknownHost::Misdirected => "421",
+            UnknownHost::NotFound => "404",
+        };
+        Some(format!(
+            "a request for a host no [[site]] names gets {status}, and [origin] serves none; \
+             set server.unknown_host = \"default\" to have [origin] serve them"
+        ))
     }
 }
 

@@ -107,6 +107,11 @@ impl Reloader {
                 "changed keys need a restart; their running values are kept"
             );
         }
+        if running.sites.is_empty()
+            && let Some(warning) = next.unknown_hosts_warning()
+        {
+            tracing::warn!("the reloaded config adds [[site]]s: {warning}");
+        }
         let built = self.build(&current, &next).await?;
         // Everything that can fail was built: from here on, nothing fails.
         let admission = match built.admission {
@@ -166,8 +171,15 @@ impl Reloader {
             }
             false => current.sites.clone(),
         };
-        let access_changed = (&next.log.access_log, next.log.access_format)
-            != (&running.log.access_log, running.log.access_format);
+        let access_changed = (
+            &next.log.access_log,
+            &next.log.access_format,
+            &next.log.trusted_proxies,
+        ) != (
+            &running.log.access_log,
+            &running.log.access_format,
+            &running.log.trusted_proxies,
+        );
         let access_log = match access_changed {
             true => self.parts.access_logs.open(&next.log)?,
             false => current.access_log.clone(),

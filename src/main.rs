@@ -111,10 +111,14 @@ fn check_config(path: Option<PathBuf>) -> ExitCode {
         .and_then(|config| {
             check_files(&config)?;
             // What serve would refuse on this machine, beyond the file itself.
-            secondhit::preflight::check(&config).map_err(|error| error.to_string())
+            secondhit::preflight::check(&config).map_err(|error| error.to_string())?;
+            Ok(config)
         });
     match checked {
-        Ok(_) => {
+        Ok(config) => {
+            if let Some(warning) = config.unknown_hosts_warning() {
+                eprintln!("{}: warning: {warning}", path.display());
+            }
             println!("{}: OK", path.display());
             ExitCode::SUCCESS
         }

@@ -21,6 +21,7 @@
 //! the mapping.
 
 pub mod export;
+mod process;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};

@@ -211,8 +211,21 @@ const HOP_BY_HOP: [HeaderName; 7] = [
     UPGRADE,
 ];
 
+/// Which origin server answered a request, and how: the access log's `$upstream_*`.
+#[derive(Clone, Debug)]
+pub struct Upstream {
+    /// The server's `host:port`, as its URL names it.
+    pub addr: Arc<str>,
+    /// The status it answered.
+    pub status: http::StatusCode,
+    /// From sending the request to its response head.
+    pub header_time: Duration,
+}
+
 /// A response head from the origin, its framing, and its still-streaming body.
 pub struct OriginResponse {
+    /// Who answered, for the access log.
+    pub upstream: Upstream,
     /// Status and end-to-end headers (hop-by-hop fields already removed).
     pub head: response::Parts,
     /// How the origin delimited the body, read before `Transfer-Encoding` was removed.
@@ -230,6 +243,8 @@ struct Server {
     address: Uri,
     /// The `Host` sent when `host_header = "origin"`: its URL's authority.
     origin_host: HeaderValue,
+    /// Its URL's authority as the access log names the server (`$upstream_addr`).
+    addr: Arc<str>,
     /// Up or down, and its figures; shared with the other snapshots naming its URL.
     state: Arc<ServerState>,
 }
@@ -248,6 +263,7 @@ impl Server {
         let scheme = url.scheme().cloned().unwrap_or(Scheme::HTTP);
         // Its name: as configured, without the "/" a URI prints after its authority.
         let name = format!("{scheme}://{authority}");
+        let addr: Arc<str> = Arc::from(authority.as_str());
         let address = Uri::builder()
             .scheme(scheme)
             .authority(authority)
@@ -257,6 +273,7 @@ impl Server {
         Ok(Server {
             pool: pool::Pool::new(connector.clone(), max_idle),
             state: health.server(&name),
+            addr,
             address,
             origin_host,
         })
@@ -405,15 +422,21 @@ impl Origin {
                 .await
                 .map_err(|_| OriginError::Busy(self.queue_timeout))?,
         };
-        let response = self.to_a_server(request, client_host, &key).await;
+        let answered = self.to_a_server(request, client_host, &key).await;
         drop(permit);
-        let (mut head, body) = response?.into_parts();
+        let (response, addr, header_time) = answered?;
+        let (mut head, body) = response.into_parts();
         let framing = body_framing(&head);
         strip_hop_by_hop(&mut head.headers);
         // The protocol version is per connection: the client's connection has its own
         // (an HTTP/1.0 origin must not turn the client's HTTP/1.1 response into 1.0).
         head.version = Version::default();
         Ok(OriginResponse {
+            upstream: Upstream {
+                addr,
+                status: head.status,
+                header_time,
+            },
             head,
             body: ReadTimeout::new(body, self.read_timeout, "origin.read_timeout"),
             framing,
@@ -423,13 +446,14 @@ impl Origin {
     /// Sends `request` to a server in rotation that the balancer picks for `key`, and to
     /// the next one while a connection cannot be opened (nothing was sent: nginx's
     /// `proxy_next_upstream error`), each server at most once. Fails at once, unsent,
-    /// when no server is in rotation.
+    /// when no server is in rotation. Returns the response head with the address of the
+    /// server that answered and its time to that head.
     async fn to_a_server(
         &self,
         mut request: Request<RequestBody>,
         client_host: HeaderValue,
         key: &[u8],
-    ) -> Result<http::Response<PooledBody>, OriginError> {
+    ) -> Result<(http::Response<PooledBody>, Arc<str>, Duration), OriginError> {
         let mut tried = 0u64;
         let mut last_error = None;
         let turn = self.balancer.turn();
@@ -467,7 +491,7 @@ impl Origin {
                 Ok(response) => {
                     let failed = response.status().is_server_error();
                     server.state.record(elapsed, failed, self.passive);
-                    return Ok(response);
+                    return Ok((response, server.addr.clone(), elapsed));
                 }
                 Err(pool::Failed { error, unsent }) => {
                     server

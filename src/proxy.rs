@@ -62,7 +62,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
-use http::header::{AUTHORIZATION, RANGE, REFERER, USER_AGENT};
+use http::header::{AUTHORIZATION, HOST, RANGE, REFERER, USER_AGENT};
 use http::{Method, Request, Response, request};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
@@ -75,6 +75,7 @@ use crate::hygiene::{self, ClientConnection};
 use crate::key::{CacheKey, ClientScheme};
 use crate::live::{Live, Snapshot};
 use crate::metrics::{Metrics, body_len};
+use crate::origin::Upstream;
 use crate::outcome::{Detail, Forward, Outcome};
 use crate::policy::NotStored;
 use crate::policy::freshness::{RequestDirectives, Reuse};
@@ -101,12 +102,24 @@ use origin_request::OriginRequest;
 pub struct Answer {
     response: Response<ProxyBody>,
     outcome: Outcome,
+    /// The origin server that answered, when one did: for the access log.
+    upstream: Option<Upstream>,
 }
 
 impl Answer {
     /// `response`, which `outcome` describes.
     pub(crate) fn new(response: Response<ProxyBody>, outcome: Outcome) -> Answer {
-        Answer { response, outcome }
+        Answer {
+            response,
+            outcome,
+            upstream: None,
+        }
+    }
+
+    /// This answer, noting the origin server whose response it is or came from.
+    pub(crate) fn with_upstream(mut self, upstream: Upstream) -> Answer {
+        self.upstream = Some(upstream);
+        self
     }
 }
 
@@ -258,13 +271,17 @@ impl Proxy {
                 error_response(&error)
             }
         };
-        let (response, outcome) = self.render(&head.method, answer);
+        let (response, outcome, upstream) = self.render(&head.method, answer);
         let Some(started) = started else {
             return response;
         };
         // Moved out of the request head, which is no longer needed: no copies. The wall
         // clock is read only here, so a proxy without an access log never reads it.
         let now = SystemTime::now();
+        let host = head.headers.remove(HOST).or_else(|| {
+            let authority = head.uri.authority()?;
+            http::HeaderValue::from_str(authority.as_str()).ok()
+        });
         let record = Record {
             received: now.checked_sub(started.elapsed()).unwrap_or(now),
             peer: peer.ip(),
@@ -274,6 +291,9 @@ impl Proxy {
             status: response.status(),
             referer: head.headers.remove(REFERER),
             user_agent: head.headers.remove(USER_AGENT),
+            host,
+            forwarded_for: head.headers.remove(hygiene::X_FORWARDED_FOR),
+            upstream,
             outcome,
             bytes: 0,
             duration: std::time::Duration::ZERO,
@@ -313,10 +333,15 @@ impl Proxy {
 
     /// Renders the answer's outcome, once: its `Cache-Status` (replacing any the origin
     /// sent: ours is the only one about this cache) and `Via`, and the request counters.
-    fn render(&self, method: &Method, answer: Answer) -> (Response<ProxyBody>, Outcome) {
+    fn render(
+        &self,
+        method: &Method,
+        answer: Answer,
+    ) -> (Response<ProxyBody>, Outcome, Option<Upstream>) {
         let Answer {
             mut response,
             outcome,
+            upstream,
         } = answer;
         let headers = response.headers_mut();
         headers.insert(CACHE_STATUS, cache_status::header_value(&outcome));
@@ -325,7 +350,7 @@ impl Proxy {
         self.cache.metrics.count_request(result);
         let bytes = body_len(method, &response);
         self.cache.metrics.count_body_bytes(result, bytes);
-        (response, outcome)
+        (response, outcome, upstream)
     }
 
     /// Routes a checked request: the hit path inline, everything that goes to the origin
@@ -619,10 +644,9 @@ impl Proxy {
         let (method, headers) = (ask.head.method.clone(), ask.head.headers.clone());
         let origin = to_origin.send(method, headers, body).await?;
         let outcome = outcome.fwd_status(origin.head.status);
+        let upstream = origin.upstream;
         let body = origin.body.map_err(BoxError::from).boxed_unsync();
-        Ok(Answer::new(
-            Response::from_parts(origin.head, body),
-            outcome,
-        ))
+        let response = Response::from_parts(origin.head, body);
+        Ok(Answer::new(response, outcome).with_upstream(upstream))
     }
 }

@@ -16,7 +16,6 @@ use std::time::Duration;
 
 use super::line::LineFormat;
 use super::{CAPACITY, Record};
-use crate::config::AccessFormat;
 
 /// How long queued records wait at most before they are written.
 pub(super) const FLUSH_EVERY: Duration = Duration::from_millis(50);
@@ -75,12 +74,12 @@ pub(super) struct Control {
     pub(super) dropped: AtomicU64,
 }
 
-/// Starts the thread writing `queue` to `output` in `format`.
+/// Starts the thread writing `queue` to `output` as `lines` formats them.
 pub(super) fn spawn(
     queue: Receiver<Record>,
     control: std::sync::Arc<Control>,
     output: Output,
-    format: AccessFormat,
+    lines: LineFormat,
 ) -> io::Result<thread::JoinHandle<()>> {
     thread::Builder::new()
         .name("access-log".to_owned())
@@ -89,8 +88,7 @@ pub(super) fn spawn(
                 queue,
                 control,
                 output,
-                format,
-                lines: LineFormat::default(),
+                lines,
                 reported: 0,
                 buffer: Vec::with_capacity(WRITE_AT + 4096),
             }
@@ -103,7 +101,6 @@ struct Writer {
     queue: Receiver<Record>,
     control: std::sync::Arc<Control>,
     output: Output,
-    format: AccessFormat,
     lines: LineFormat,
     /// `Control::dropped` when the thread last warned about it.
     reported: u64,
@@ -172,7 +169,7 @@ impl Writer {
                     if matches!(self.output, Output::Off) {
                         continue;
                     }
-                    self.lines.append(&record, self.format, &mut self.buffer);
+                    self.lines.append(&record, &mut self.buffer);
                     if self.buffer.len() >= WRITE_AT {
                         self.flush();
                     }

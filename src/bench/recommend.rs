@@ -27,14 +27,16 @@ use serde::Serialize;
 
 use super::report::{PolicyReport, Report, human_bytes};
 use super::workload::Workload;
-use super::{CacheSize, SweepRow, run_settings};
-use crate::config::{Config, FilterSizing, RotateMode};
+use super::{CacheSize, SweepRow, run_settings, run_simulation};
+use crate::config::{Config, FilterSizing, MaxObjectSize, RotateMode};
 
 mod curve;
 mod fragment;
+mod object_limit;
 
 pub use curve::{CURVE_SHARES, TIME_STRETCHES, TraceSummary, curve, curve_sizes, timelines};
 use curve::{config_at, curve_table, share};
+pub use object_limit::ObjectLimit;
 
 /// The share of `second-hit`'s byte hit ratio at the largest size the chosen size must reach.
 pub const KNEE: f64 = 0.9;
@@ -59,6 +61,8 @@ pub struct Recommendation {
     pub cache_size: u64,
     /// Why that size.
     pub cache_size_reason: String,
+    /// What `cache.max_object_size` keeps out at that size, and the limit chosen.
+    pub object_limit: ObjectLimit,
     /// `second-hit` with each generation candidate at the chosen size; the chosen one best.
     pub generation: Vec<SweepRow>,
     /// `second-hit` with each `max_age` candidate; the chosen one best.
@@ -104,7 +108,58 @@ pub fn recommend(
     )?;
     let (cache_size, cache_size_reason) = choose_cache_size(&curve, given, trace.unique_bytes);
 
-    let base = config_at(workload, file, cache_size);
+    let mut base = config_at(workload, file, cache_size);
+    let object_limit = object_limit::examine(workload, &base, cache_size)?;
+    let limit_raised = object_limit.chosen != object_limit.limit;
+    if limit_raised {
+        base.cache.max_object_size = MaxObjectSize::Bytes(object_limit.chosen);
+    }
+    let (generation, sized, expected_urls) = generation_stage(workload, &base, cache_size)?;
+    let (max_age, config, second_hit, max_age_reason) =
+        max_age_stage(workload, sized, cache_size, &generation, &trace)?;
+    let always = if limit_raised {
+        // The curve's `always` ran under the old limit; compare at the same one.
+        let report = run_simulation(
+            workload,
+            &["always".to_owned()],
+            &config,
+            CacheSize::Bytes(cache_size),
+        )?;
+        report.policy("always").cloned()
+    } else {
+        curve
+            .iter()
+            .find(|report| report.cache_size_bytes == cache_size)
+            .and_then(|report| report.policy("always"))
+            .cloned()
+    }
+    .ok_or("no always row at the chosen size")?;
+    let mut recommendation = Recommendation {
+        trace,
+        curve,
+        cache_size,
+        cache_size_reason,
+        object_limit,
+        generation,
+        max_age,
+        max_age_reason,
+        second_hit,
+        always,
+        expected_urls,
+        config,
+        fragment: String::new(),
+    };
+    recommendation.fragment = fragment::write(&recommendation);
+    Ok(recommendation)
+}
+
+/// Stage 2: `second-hit` with each generation candidate at `cache_size` (see the module
+/// doc); the rows, the chosen config and its `expected_urls`.
+fn generation_stage(
+    workload: &Workload,
+    base: &Config,
+    cache_size: u64,
+) -> Result<(Vec<SweepRow>, Config, u64), String> {
     let held = objects_held(workload, cache_size);
     let mut candidates: Vec<u64> = GENERATION_MULTIPLES
         .iter()
@@ -139,6 +194,21 @@ pub fn recommend(
     let sized = configs[chosen].clone();
     let expected_urls = candidates.get(chosen).copied().unwrap_or(largest);
 
+    Ok((generation, sized, expected_urls))
+}
+
+/// What stage 3 found: its rows, the chosen config, `second-hit`'s result with it, and why
+/// `max_age` was kept when the trace could not tell the candidates apart.
+type MaxAgeFound = (Vec<SweepRow>, Config, PolicyReport, Option<String>);
+
+/// Stage 3: `second-hit` with each `max_age` candidate, on the generation chosen before.
+fn max_age_stage(
+    workload: &Workload,
+    sized: Config,
+    cache_size: u64,
+    generation: &[SweepRow],
+    trace: &TraceSummary,
+) -> Result<MaxAgeFound, String> {
     let settings: Vec<(String, Config, CacheSize)> = MAX_AGES
         .iter()
         .map(|&secs| {
@@ -174,7 +244,11 @@ pub fn recommend(
             humantime::format_duration(Duration::from_secs(trace.span_secs as u64)),
             humantime::format_duration(config.admission.max_age)
         );
-        let same = generation[chosen].result.clone();
+        let same = generation
+            .iter()
+            .find(|row| row.best)
+            .map(|row| row.result.clone())
+            .ok_or("no generation was chosen")?;
         (config, same, Some(reason))
     } else {
         let chosen = mark_choice(&mut max_age);
@@ -184,28 +258,7 @@ pub fn recommend(
             None,
         )
     };
-    let always = curve
-        .iter()
-        .find(|report| report.cache_size_bytes == cache_size)
-        .and_then(|report| report.policy("always"))
-        .cloned()
-        .ok_or("the curve has no always row at the chosen size")?;
-    let mut recommendation = Recommendation {
-        trace,
-        curve,
-        cache_size,
-        cache_size_reason,
-        generation,
-        max_age,
-        max_age_reason,
-        second_hit,
-        always,
-        expected_urls,
-        config,
-        fragment: String::new(),
-    };
-    recommendation.fragment = fragment::write(&recommendation);
-    Ok(recommendation)
+    Ok((max_age, config, second_hit, max_age_reason))
 }
 
 impl Recommendation {
@@ -233,6 +286,21 @@ impl Recommendation {
             "chosen: the fewest disk write bytes within {:.2} points of the best byte hit ratio",
             TIE * 100.0
         );
+        let _ = writeln!(out, "{}.", self.object_limit.describe());
+        if !self.object_limit.rows.is_empty() {
+            let _ = writeln!(out, "\nthe object limit at that size:");
+            out.push_str(&super::sweep_table_noting(&self.object_limit.rows, &why));
+            if self.object_limit.chosen != self.object_limit.limit {
+                let _ = writeln!(
+                    out,
+                    "  the stages below use max_object_size = {}; the curve and the cache size \
+                     above were simulated under the configured limit: run --recommend again \
+                     with it in --config to see the curve under the new one",
+                    human_bytes(self.object_limit.chosen)
+                );
+            }
+            out.push('\n');
+        }
         let _ = writeln!(out, "the filter's generation at that size:");
         out.push_str(&super::sweep_table_noting(&self.generation, &why));
         let _ = writeln!(out, "\nmax_age with that generation:");

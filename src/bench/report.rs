@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 use serde::Serialize;
 
 /// What one policy did with the workload. Field names are the JSON contract; a figure the
@@ -148,10 +149,17 @@ impl Report {
         std::fs::write(path, text + "\n")
     }
 
-    /// Draws byte hit ratio and disk write bytes per policy, side by side, as SVG.
+    /// Draws byte hit ratio and disk write bytes per policy, side by side, as SVG, under a
+    /// title naming the workload and the cache size, each bar labelled with its value.
     pub fn write_svg(&self, path: &Path) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-        let root = SVGBackend::new(path, (1000, 420)).into_drawing_area();
+        let root = SVGBackend::new(path, (1000, 460)).into_drawing_area();
         root.fill(&WHITE)?;
+        let title = format!(
+            "{}; cache {}",
+            self.workload,
+            human_bytes(self.cache_size_bytes)
+        );
+        let root = root.titled(&title, ("sans-serif", 16))?;
         let panels = root.split_evenly((1, 2));
         let hit: Vec<(String, f64)> = self
             .policies
@@ -168,18 +176,23 @@ impl Report {
                 )
             })
             .collect();
-        bar_chart(&panels[0], "byte hit ratio (%)", &hit)?;
-        bar_chart(&panels[1], "disk writes (MiB)", &writes)?;
+        bar_chart(&panels[0], "byte hit ratio (%)", &hit, |v| {
+            format!("{v:.2}%")
+        })?;
+        bar_chart(&panels[1], "disk writes (MiB)", &writes, |v| {
+            format!("{v:.1} MiB")
+        })?;
         root.present()?;
         Ok(())
     }
 }
 
-/// One panel: a bar per policy.
+/// One panel: a bar per policy, its value (as `label` writes it) above it.
 fn bar_chart<DB: DrawingBackend>(
     area: &DrawingArea<DB, plotters::coord::Shift>,
     title: &str,
     bars: &[(String, f64)],
+    label: impl Fn(f64) -> String,
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>>
 where
     DB::ErrorType: 'static,
@@ -226,6 +239,17 @@ where
                 colour.filled(),
             )
         }))
+        .map_err(|e| e.to_string())?;
+    let above = ("sans-serif", 13)
+        .into_font()
+        .into_text_style(area)
+        .pos(Pos::new(HPos::Center, VPos::Bottom));
+    chart
+        .draw_series(
+            bars.iter()
+                .enumerate()
+                .map(|(i, (_, value))| Text::new(label(*value), (i as f64, *value), &above)),
+        )
         .map_err(|e| e.to_string())?;
     Ok(())
 }
@@ -336,6 +360,19 @@ mod tests {
         report().write_svg(&path).expect("write svg");
         let text = std::fs::read_to_string(&path).expect("read svg");
         assert!(text.starts_with("<svg") && text.contains("second-hit"));
+        let report = report();
+        assert!(
+            text.contains(&report.workload),
+            "the title names the workload"
+        );
+        for row in &report.policies {
+            let value = format!("{:.2}%", row.byte_hit_ratio * 100.0);
+            assert!(
+                text.contains(&value),
+                "the bar of {} says {value}",
+                row.policy
+            );
+        }
     }
 
     #[test]

@@ -216,6 +216,14 @@ pub(super) fn shown<S: serde::Serializer>(
     serializer.collect_str(value)
 }
 
+/// [`shown`] for each value of a list.
+pub(super) fn shown_list<S: serde::Serializer>(
+    values: &[impl Display],
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    serializer.collect_seq(values.iter().map(ToString::to_string))
+}
+
 /// [`shown`] for an optional value: `None` as a JSON `null`.
 pub(super) fn shown_if_some<S: serde::Serializer>(
     value: &Option<impl Display>,
@@ -275,6 +283,7 @@ mod tests {
         "log.level",
         "log.access_log",
         "log.access_format",
+        "log.trusted_proxies",
     ];
 
     /// A config with every optional key set, its filters sized by `sizing`.
@@ -330,6 +339,69 @@ mod tests {
         }
     }
 
+    /// Every key of a fully populated config, dotted (`cache.max_size`).
+    fn every_key() -> Vec<String> {
+        let mut keys = Vec::new();
+        for sizing in [FilterSizing::ExpectedUrls(1), FilterSizing::Memory(1)] {
+            walk("", None, &json(&populated(sizing)), &mut keys);
+        }
+        keys.sort();
+        keys.dedup();
+        keys
+    }
+
+    /// The `(section, key)` pairs `config/secondhit.toml` shows, set or commented out
+    /// (`# [server.tls]` opens a section as `[server.tls]` does).
+    fn example_keys(example: &str) -> Vec<(String, String)> {
+        let mut section = String::new();
+        let mut pairs = Vec::new();
+        for line in example.lines() {
+            let line = line.trim_start_matches(['#', ' ']);
+            if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+                section = name.trim_matches(['[', ']']).to_owned();
+            } else if let Some((key, _)) = line.split_once(" = ")
+                && !key.contains(' ')
+            {
+                pairs.push((section.clone(), key.to_owned()));
+            }
+        }
+        pairs
+    }
+
+    #[test]
+    fn the_configuration_reference_and_the_example_file_document_every_key_and_no_other() {
+        let root = env!("CARGO_MANIFEST_DIR");
+        let reference = std::fs::read_to_string(format!("{root}/docs/guide/configure.md"))
+            .expect("read docs/guide/configure.md");
+        let documented: Vec<&str> = reference
+            .lines()
+            .filter_map(|line| line.strip_prefix("| `"))
+            .filter_map(|rest| rest.split('`').next())
+            .collect();
+        let example = std::fs::read_to_string(format!("{root}/config/secondhit.toml"))
+            .expect("read config/secondhit.toml");
+        let keys = every_key();
+        for key in &keys {
+            assert!(
+                documented.contains(&key.as_str()),
+                "{key} has no row in docs/guide/configure.md"
+            );
+            let (section, name) = key.rsplit_once('.').expect("a dotted key");
+            let in_example =
+                example_keys(&example).contains(&(section.to_owned(), name.to_owned()));
+            assert!(
+                in_example,
+                "{key} is not shown in config/secondhit.toml's [{section}]"
+            );
+        }
+        for row in documented {
+            assert!(
+                keys.iter().any(|key| key == row),
+                "docs/guide/configure.md documents {row}, which is no key of the config"
+            );
+        }
+    }
+
     #[test]
     fn an_unchanged_file_changes_nothing() {
         let running = Config::default();
@@ -351,7 +423,7 @@ mod tests {
         file.cache.max_object_size = MaxObjectSize::Bytes(1);
         file.cache.targeted_field = Some(http::HeaderName::from_static("x-cc"));
         file.log.level = "debug".to_owned();
-        file.log.access_log = AccessLog::Off;
+        file.log.access_log = AccessLog::Stdout;
         let (next, changes) = running.reload(file);
         assert_eq!(
             changes.live,
@@ -375,7 +447,7 @@ mod tests {
         assert_eq!(next.origin.read_timeout, Duration::from_secs(3));
         assert_eq!(next.admission.policy, AdmissionPolicy::Always);
         assert_eq!(next.cache.max_object_size, MaxObjectSize::Bytes(1));
-        assert_eq!(next.log.access_log, AccessLog::Off);
+        assert_eq!(next.log.access_log, AccessLog::Stdout);
     }
 
     #[test]

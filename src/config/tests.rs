@@ -37,8 +37,8 @@ fn empty_text_gives_the_defaults() {
     assert_eq!(config.origin.url, "http://127.0.0.1:8081");
     assert_eq!(config.cache.max_object_size, MaxObjectSize::Auto);
     assert_eq!(config.cache.max_size, 10 * 1024 * 1024 * 1024);
-    // "auto": a 48th of max_size (213.3 MiB of 10 GiB), at most 256 MiB.
-    assert_eq!(config.cache.max_object_bytes(), 223_696_213);
+    // "auto": an eighth of max_size (1.25 GiB of 10 GiB), at most 256 MiB.
+    assert_eq!(config.cache.max_object_bytes(), 256 * 1024 * 1024);
     assert_eq!(config.cache.min_free, 1024 * 1024 * 1024);
     assert_eq!(config.cache.lock_timeout, Duration::from_secs(5));
     assert_eq!(config.cache.collapse_timeout, Duration::from_secs(10));
@@ -189,7 +189,7 @@ fn sizes_accept_units_and_plain_integers() {
     let c =
         Config::from_toml_str("[cache]\nmax_object_size = \"auto\"\nmax_size = \"48MiB\"").unwrap();
     assert_eq!(c.cache.max_object_size, MaxObjectSize::Auto);
-    assert_eq!(c.cache.max_object_bytes(), 1024 * 1024);
+    assert_eq!(c.cache.max_object_bytes(), 6 * 1024 * 1024);
     let c =
         Config::from_toml_str("[cache]\nmax_object_size = \"auto\"\nmax_size = \"1TiB\"").unwrap();
     assert_eq!(c.cache.max_object_bytes(), 256 * 1024 * 1024);

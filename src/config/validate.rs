@@ -11,7 +11,7 @@ use super::{
     AccessFormat, AccessLog, AdmissionConfig, AdmissionPolicy, CacheConfig, Config, ConfigError,
     FilterSizing, Fsync, HostHeader, LogConfig, LogFormat, MAX_BODY_BUFFER_SIZE, MAX_OPEN_FILES,
     MAX_ORPHAN_FILLS, MAX_VERIFY_WHOLE_BELOW, MIN_GENERATION_AGE_SHARE, MaxObjectSize,
-    OriginConfig, RotateMode, ServerConfig,
+    OriginConfig, RotateMode, ServerConfig, access_format,
 };
 
 mod pool;
@@ -110,6 +110,7 @@ struct RawLog {
     format: Option<String>,
     access_log: Option<String>,
     access_format: Option<String>,
+    trusted_proxies: Option<Vec<String>>,
 }
 
 /// Checks every key of `raw` once and builds the typed [`Config`].
@@ -472,19 +473,52 @@ fn validate_log(raw: RawLog, d: LogConfig) -> Result<LogConfig, ConfigError> {
             return Err(invalid("log.access_log", reason));
         }
     };
-    let access_formats = [
-        ("combined", AccessFormat::Combined),
-        ("json", AccessFormat::Json),
-    ];
     Ok(LogConfig {
         level: choice("log.level", level, d.level, &levels)?,
         format: choice("log.format", raw.format, d.format, &formats)?,
         access_log,
-        access_format: choice(
-            "log.access_format",
-            raw.access_format,
-            d.access_format,
-            &access_formats,
-        )?,
+        access_format: access_format(raw.access_format, d.access_format)?,
+        trusted_proxies: trusted_proxies(raw.trusted_proxies, d.trusted_proxies)?,
     })
+}
+
+/// `log.access_format`: `"combined"`, `"json"`, or a template of `$variables`.
+fn access_format(raw: Option<String>, d: AccessFormat) -> Result<AccessFormat, ConfigError> {
+    const KEY: &str = "log.access_format";
+    match raw {
+        Some(template) if template.contains('$') => access_format::parse(&template)
+            .map(AccessFormat::Template)
+            .map_err(|reason| invalid(KEY, reason)),
+        raw => {
+            let formats = [
+                ("combined", AccessFormat::Combined),
+                ("json", AccessFormat::Json),
+            ];
+            choice(KEY, raw, d, &formats).map_err(|_| {
+                let reason = "must be \"combined\", \"json\" or a template of $variables \
+                              such as \"$remote_addr $host \\\"$request\\\" $status\"";
+                invalid(KEY, reason.to_owned())
+            })
+        }
+    }
+}
+
+/// `log.trusted_proxies`: addresses or CIDR networks (`"10.0.0.0/8"`, `"::1"`).
+fn trusted_proxies(
+    raw: Option<Vec<String>>,
+    d: Vec<ipnet::IpNet>,
+) -> Result<Vec<ipnet::IpNet>, ConfigError> {
+    let Some(raw) = raw else { return Ok(d) };
+    raw.iter()
+        .map(|text| {
+            let parsed = text
+                .parse::<ipnet::IpNet>()
+                .or_else(|_| text.parse::<std::net::IpAddr>().map(ipnet::IpNet::from));
+            parsed.map_err(|_| {
+                let reason =
+                    format!("{text:?} is not an IP address or a network such as \"10.0.0.0/8\"");
+                invalid("log.trusted_proxies", reason)
+            })
+        })
+        .collect()
 }

@@ -63,6 +63,41 @@ impl Default for Throttle {
     }
 }
 
+/// Lets an event through once per key: a key is remembered in one of [`ONCE_SLOTS`] slots
+/// picked by its hash, so memory stays fixed; a key whose slot another key took since is
+/// let through again. For events an operator must see per object (a response too large
+/// to store), where one line per [`EVERY`] would hide all but a few of the objects.
+pub struct OncePerKey {
+    slots: Box<[AtomicU64]>,
+}
+
+/// Keys an [`OncePerKey`] remembers at most (8 bytes each).
+pub const ONCE_SLOTS: usize = 4096;
+
+impl OncePerKey {
+    /// Nothing remembered yet.
+    pub fn new() -> OncePerKey {
+        OncePerKey {
+            slots: (0..ONCE_SLOTS).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    /// Whether the event for the key of 64-bit hash `hash` should be logged: true the first
+    /// time, false while the key stays remembered.
+    pub fn first(&self, hash: u64) -> bool {
+        // 0 marks an empty slot, so a key hashing to 0 is kept as 1.
+        let hash = hash.max(1);
+        let slot = &self.slots[(hash % ONCE_SLOTS as u64) as usize];
+        slot.swap(hash, Ordering::Relaxed) != hash
+    }
+}
+
+impl Default for OncePerKey {
+    fn default() -> Self {
+        OncePerKey::new()
+    }
+}
+
 /// The throttles' clock: milliseconds since the process's first look at it (monotonic).
 pub fn clock_ms() -> u64 {
     u64::try_from(epoch().elapsed().as_millis()).unwrap_or(u64::MAX)
@@ -91,5 +126,21 @@ mod tests {
             "the next window's line says how many were held back"
         );
         assert_eq!(throttle.admit_at(5 + every), None);
+    }
+
+    #[test]
+    fn a_key_is_let_through_once_until_another_key_takes_its_slot() {
+        let once = OncePerKey::new();
+        assert!(once.first(7));
+        assert!(!once.first(7), "the same key again");
+        assert!(once.first(8), "another key has its own slot");
+        assert!(!once.first(7));
+        let rival = 7 + ONCE_SLOTS as u64;
+        assert!(once.first(rival), "a key sharing the slot");
+        assert!(once.first(7), "forgotten once its slot was taken");
+        assert!(
+            once.first(0) && !once.first(0),
+            "a zero hash is remembered too"
+        );
     }
 }

@@ -9,7 +9,7 @@
 //! ([`CONTENT_TYPE`]), which Prometheus reads natively; a counter's samples carry the
 //! `_total` suffix there (the descriptors name the family without it).
 //!
-//! The metric names are an interface: the README's "Operating" section lists each one.
+//! The metric names are an interface: `docs/guide/admin.md` lists each one.
 
 use std::fmt;
 use std::sync::Arc;
@@ -19,6 +19,7 @@ use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, NoLabelSet}
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
+use super::process::ProcessStats;
 use super::{Counts, Metrics, RequestResult, ServerSample, ServerSource};
 use crate::admission::{Cause, Decision, FilterStats, LiveAdmission, PairStats};
 use crate::outcome::ErrorKind;
@@ -104,8 +105,65 @@ impl Collector for Scrape {
         if policy.name() == "shadow" {
             shadow(out, &counts)?;
         }
+        build_info(out)?;
+        if let Some(process) = super::process::read() {
+            process_metrics(out, &process)?;
+        }
         Ok(())
     }
+}
+
+/// `secondhit_build_info`: 1, labelled with the version and the features built in, so
+/// a dashboard can tell which build each node runs.
+fn build_info(out: &mut DescriptorEncoder) -> fmt::Result {
+    let features = if cfg!(feature = "bench") { "bench" } else { "" };
+    let labels = [
+        ("version", env!("CARGO_PKG_VERSION")),
+        ("features", features),
+    ];
+    gauge_family(
+        out,
+        "secondhit_build_info",
+        "Always 1; the labels name the running build",
+        &[(labels, 1.0)],
+    )
+}
+
+/// The `process_*` metrics, named as Prometheus's client libraries name them.
+fn process_metrics(out: &mut DescriptorEncoder, process: &ProcessStats) -> fmt::Result {
+    let mut cpu = out.encode_descriptor(
+        "process_cpu_seconds",
+        "Total user and system CPU time spent, in seconds",
+        None,
+        MetricType::Counter,
+    )?;
+    cpu.encode_counter::<NoLabelSet, f64, f64>(&process.cpu_seconds, None)?;
+    gauge(
+        out,
+        "process_resident_memory_bytes",
+        "Resident memory size, in bytes",
+        process.resident_bytes as f64,
+    )?;
+    gauge(
+        out,
+        "process_open_fds",
+        "Open file descriptors",
+        process.open_fds as f64,
+    )?;
+    if let Some(max) = process.max_fds {
+        gauge(
+            out,
+            "process_max_fds",
+            "The limit on open file descriptors",
+            max as f64,
+        )?;
+    }
+    gauge(
+        out,
+        "process_start_time_seconds",
+        "Start time of the process, in seconds since the Unix epoch",
+        process.start_time_seconds,
+    )
 }
 
 fn requests(out: &mut DescriptorEncoder, counts: &Counts) -> fmt::Result {
@@ -115,6 +173,14 @@ fn requests(out: &mut DescriptorEncoder, counts: &Counts) -> fmt::Result {
         "secondhit_requests",
         "Requests by result: hit (fresh from storage), stale (stale from storage), miss (to the origin for want of a usable stored response), pass (everything else)",
         &samples,
+    )?;
+    let bytes =
+        RequestResult::ALL.map(|r| ([("result", r.as_str())], counts.body_bytes[r as usize]));
+    counter_family(
+        out,
+        "secondhit_response_body_bytes",
+        "Response body bytes by result, as the responses declared them (the byte hit ratio is hit / all)",
+        &bytes,
     )
 }
 

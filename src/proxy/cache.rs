@@ -19,7 +19,7 @@ use super::origin_request::OriginRequest;
 use crate::key::CacheKey;
 use crate::live::Snapshot;
 use crate::metrics::Metrics;
-use crate::origin::{BodyFraming, OriginError, OriginResponse};
+use crate::origin::{BodyFraming, OriginError, OriginResponse, Upstream};
 use crate::outcome::ErrorKind;
 use crate::policy::freshness::StoredFreshness;
 use crate::policy::vary::{self, VarySpec};
@@ -124,7 +124,7 @@ impl std::ops::Deref for Judged {
 pub enum Revalidated {
     /// 304 for the stored representation: the entry's metadata is updated (boxed like
     /// [`Lookup::Found`]).
-    NotModified(Box<Found>),
+    NotModified(Box<Found>, Upstream),
     /// A new response (or a 304 for another representation, refetched whole).
     Replaced {
         /// The origin's answer, body still streaming (boxed: a head and a body are large).
@@ -256,7 +256,7 @@ impl Cache {
             }
         }
         found.entry.meta = Arc::new(meta);
-        Ok(Revalidated::NotModified(found))
+        Ok(Revalidated::NotModified(found, response.upstream))
     }
 
     /// Storability of the origin's answer to a GET under `live`'s settings: RFC 9111

@@ -5,6 +5,7 @@
 //! for the client's own validators, and the client's range (or ascending ranges, as
 //! `multipart/byteranges`) cut out of a whole object fetched to be stored.
 
+use std::sync::OnceLock;
 use std::time::SystemTime;
 
 use http::header::RANGE;
@@ -21,7 +22,7 @@ use crate::admission::{AdmitReason, Decision};
 use crate::body::{BoxError, ProxyBody};
 use crate::key::CacheKey;
 use crate::live::Snapshot;
-use crate::logging::throttle::Throttle;
+use crate::logging::throttle::{OncePerKey, Throttle};
 use crate::metrics::ByteCounter;
 use crate::origin::{self, BodyFraming, OriginResponse};
 use crate::outcome::ErrorKind;
@@ -104,13 +105,14 @@ impl Proxy {
         leader: Option<Leader>,
     ) -> Answer {
         let (method, request) = (&head.method, &head.headers);
+        let upstream = origin.upstream.clone();
         let teed = fill(&self.cache, method, request, &exchange, origin, leader).await;
         let miss = Outcome::forward(exchange.forward).fwd_status(teed.head.status);
         let outcome = match teed.stored {
             Ok(()) => miss.stored(),
             Err(detail) => miss.detail(detail),
         };
-        Answer::new(relay(head, teed, exchange.range_forwarded), outcome)
+        Answer::new(relay(head, teed, exchange.range_forwarded), outcome).with_upstream(upstream)
     }
 }
 
@@ -256,6 +258,7 @@ pub(super) async fn fill(
         head,
         body,
         framing,
+        ..
     } = origin;
     let (stored, body) = tee(cache, exchange.key, began, leader, body, framing).await;
     let body = match counted {
@@ -292,6 +295,9 @@ fn judge(
         cache.storable(live, request, origin, exchange.times.1)
     };
     if verdict.is_err() {
+        if verdict == Err(NotStored::TooLarge) {
+            log_too_large(exchange.key, origin, live.max_object_size());
+        }
         return (verdict, exchange.admission.planned());
     }
     let length = match origin.framing {
@@ -394,6 +400,29 @@ fn trouble_detail(error: &StoreError) -> Detail {
     match error.trouble() {
         Some(Trouble::NoSpace) => Detail::DiskFull,
         _ => Detail::StoreError,
+    }
+}
+
+/// Says, once per key, that a response declared larger than `cache.max_object_size` is
+/// passed on and not stored, naming the limit: an operator whose large files all come
+/// back `too-large` learns which setting to raise.
+fn log_too_large(key: &CacheKey, origin: &OriginResponse, limit: u64) {
+    static ONCE: OnceLock<OncePerKey> = OnceLock::new();
+    let BodyFraming::Length(length) = origin.framing else {
+        return;
+    };
+    // The key's store hash, folded to 64 bits, picks its slot.
+    let hash = key.store_hash();
+    if ONCE
+        .get_or_init(OncePerKey::new)
+        .first((hash ^ (hash >> 64)) as u64)
+    {
+        tracing::info!(
+            key = %key,
+            length,
+            max_object_size = limit,
+            "response larger than cache.max_object_size; proxying it uncached"
+        );
     }
 }
 

@@ -52,8 +52,8 @@ impl Proxy {
         // Keep what is needed to serve stale if the origin fails.
         let outcome = self.cache.revalidate((&origin, &head.headers), found).await;
         match outcome {
-            Ok(Revalidated::NotModified(found)) => {
-                Ok(not_modified(head, *found, forward, live, now))
+            Ok(Revalidated::NotModified(found, upstream)) => {
+                Ok(not_modified(head, *found, forward, live, now).with_upstream(upstream))
             }
             Ok(Revalidated::Replaced {
                 response,
@@ -204,7 +204,7 @@ async fn refresh(
         _ => return,
     };
     let (response, times) = match cache.revalidate((origin, request), found).await {
-        Ok(Revalidated::NotModified(_)) => return,
+        Ok(Revalidated::NotModified(..)) => return,
         Ok(Revalidated::Replaced {
             response,
             request_time,

@@ -49,10 +49,10 @@ pub(super) fn budget(configured: usize, mapped: u64) -> usize {
         warn!(
             mapped_bodies = mapped,
             limit,
-            "cache.memory_size may hold as many mapped bodies (one open file each, for \
-             bodies of 64 KiB or more) as half the open-file limit (RLIMIT_NOFILE); no entry \
-             file is kept open between hits (cache.open_files); raise the limit \
-             (systemd: LimitNOFILE) or lower cache.memory_size"
+            "the open-file limit is too low: the memory tier (cache.memory_size) may keep \
+             mapped_bodies bodies mapped, one open file each, which is half the limit or \
+             more, so no entry file is kept open between hits (cache.open_files is not \
+             used); raise the limit (systemd: LimitNOFILE) or lower cache.memory_size"
         );
         return 0;
     }
@@ -63,9 +63,10 @@ pub(super) fn budget(configured: usize, mapped: u64) -> usize {
             mapped_bodies = mapped,
             limit,
             using = room,
-            "cache.open_files and the bodies cache.memory_size may map exceed half the \
-             open-file limit (RLIMIT_NOFILE); raise the limit (systemd: LimitNOFILE) to \
-             keep that many open"
+            "the open-file limit is too low for cache.open_files: with the memory tier's \
+             mapped bodies (one open file each), they would take more than half of it, so \
+             only `using` entry files are kept open between hits; raise the limit \
+             (systemd: LimitNOFILE) to keep cache.open_files open"
         );
         return room;
     }

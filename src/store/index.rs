@@ -19,9 +19,9 @@
 //! This is S3-FIFO (Yang et al., "FIFO queues are all you need for cache eviction",
 //! SOSP 2023) without its ghost queue: every entry here was already requested twice
 //! before it was written, and the admission filter, which remembers keys seen once,
-//! plays the ghost's part. Why, measured with the simulator (it runs this index; the
-//! README's "Against S3-FIFO" and `benches/RESULTS.md`, "S3-FIFO's small queue", have the
-//! numbers): with the main queue alone, a fill never hit again stays for a whole pass of
+//! plays the ghost's part. Why, measured with the simulator (it runs this index;
+//! `docs/guide/sizing.md`, "Against S3-FIFO", and `benches/RESULTS.md`, "S3-FIFO's small
+//! queue", have the numbers): with the main queue alone, a fill never hit again stays for a whole pass of
 //! the cache, and secondhit trailed S3-FIFO at a cache of 5% of the unique bytes; the
 //! small queue evicts it after a tenth of one and beats S3-FIFO on all six workloads.
 //! Measured and not kept: new fills, or refills of recently evicted keys (a ghost),

@@ -136,3 +136,57 @@ async fn the_json_access_log_reads_back_as_a_trace() {
     );
     assert!(first["request_time"].as_f64().is_some_and(|t| t > 0.0));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_template_logs_the_host_the_real_client_and_the_origin_server_asked() {
+    let logs = tempfile::tempdir().expect("temp dir");
+    let log = logs.path().join("access.log");
+    let origin = sized_origin().await;
+    let template = "$remote_addr|$realip_remote_addr|$host|$request|$status|\
+                    $upstream_addr|$upstream_status|$upstream_header_time|$cache_status";
+    let proxy = TestProxy::start(origin.addr, |c| {
+        c.admission.policy = AdmissionPolicy::Always;
+        c.log.access_log = AccessLog::File(log.clone());
+        c.log.access_format = AccessFormat::Template(
+            secondhit::config::access_format::parse(template).expect("template"),
+        );
+        // The test's client is the balancer in front.
+        c.log.trusted_proxies = vec!["127.0.0.0/8".parse().expect("network")];
+    })
+    .await;
+    let url = proxy.url("/obj-4");
+    let from_balancer = || {
+        client()
+            .get(&url)
+            .header("host", "www.example.test:8080")
+            .header("x-forwarded-for", "203.0.113.9")
+    };
+    assert!(send(from_balancer()).await.cache.stored);
+    crate::support::wait_until_async(
+        || "/obj-4 never became a hit".to_owned(),
+        async || send(from_balancer()).await.cache.hit,
+    )
+    .await;
+    proxy.stop().await;
+    let text = std::fs::read_to_string(&log).expect("read the log");
+    let lines: Vec<Vec<&str>> = text.lines().map(|l| l.split('|').collect()).collect();
+    let miss = &lines[0];
+    assert_eq!(
+        miss[..7],
+        [
+            "203.0.113.9",
+            "127.0.0.1",
+            "www.example.test",
+            "GET /obj-4 HTTP/1.1",
+            "200",
+            &origin.addr.to_string(),
+            "200",
+        ],
+        "{text}"
+    );
+    let header_time: f64 = miss[7].parse().expect("seconds");
+    assert!(header_time > 0.0, "{text}");
+    let hit = lines.last().expect("the hit's line");
+    assert_eq!(hit[5..8], ["-", "-", "-"], "a hit asked no origin: {text}");
+    assert!(hit[8].starts_with("secondhit; hit"), "{text}");
+}

@@ -138,6 +138,22 @@ async fn metrics_count_a_scripted_sequence_exactly() {
     );
     assert!(sample(&m, "secondhit_filter_generation_age_seconds") >= 0.0);
     assert!(sample(&m, "secondhit_filter_estimated_fp_rate") < 0.01);
+    // Response bytes by result: the hit's 1000, and the two misses of /a.
+    assert_eq!(
+        sample(&m, "secondhit_response_body_bytes_total{result=\"hit\"}"),
+        1000.0
+    );
+    assert!(sample(&m, "secondhit_response_body_bytes_total{result=\"miss\"}") >= 2000.0);
+    let version = env!("CARGO_PKG_VERSION");
+    assert!(
+        m.keys()
+            .any(|k| k.starts_with("secondhit_build_info{") && k.contains(version)),
+        "build info names {version}"
+    );
+    assert!(sample(&m, "process_open_fds") > 0.0);
+    assert!(sample(&m, "process_resident_memory_bytes") > 0.0);
+    assert!(sample(&m, "process_cpu_seconds_total") > 0.0);
+    assert!(sample(&m, "process_start_time_seconds") > 1.7e9);
     assert!(
         !m.keys().any(|name| name.starts_with("secondhit_shadow_")),
         "shadow metrics only in shadow mode"
@@ -455,4 +471,31 @@ async fn healthz_answers_while_partial_heads_fill_the_proxy_port() {
     assert_healthy(&health);
     drop(held);
     proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_metric_served_is_documented_in_the_guide() {
+    let origin = TestOrigin::start(|_| Reply::ok("max-age=60", b"x".to_vec())).await;
+    let proxy = TestProxy::start(origin.addr, |_| {}).await;
+    let seen = get(&proxy.admin_url("/metrics")).await;
+    let text = String::from_utf8(seen.body).expect("utf-8 metrics");
+    let guide: String = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/guide"))
+        .expect("the guide")
+        .map(|entry| std::fs::read_to_string(entry.expect("a page").path()).expect("read"))
+        .collect();
+    let mut families = 0;
+    for line in text.lines().filter_map(|l| l.strip_prefix("# TYPE ")) {
+        let (name, kind) = line.split_once(' ').expect("name and type");
+        // OpenMetrics names a counter's family without the `_total` its samples carry.
+        let shown = match kind {
+            "counter" => format!("`{name}_total`"),
+            _ => format!("`{name}`"),
+        };
+        assert!(
+            guide.contains(&shown),
+            "{shown} ({kind}) is served but not in docs/guide"
+        );
+        families += 1;
+    }
+    assert!(families > 20, "{text}");
 }

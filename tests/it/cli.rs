@@ -40,6 +40,40 @@ fn check_config_accepts_the_shipped_example() {
 }
 
 #[test]
+fn check_config_warns_when_sites_turn_every_other_host_away() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cache = dir.path().join("cache");
+    let site =
+        "[[site]]\nhosts = [\"www.example.com\"]\n[site.origin]\nurl = \"http://127.0.0.1:8081\"\n";
+    let check = |server: &str| {
+        let text = format!(
+            "[server]\nadmin_listen = \"off\"\n{server}[cache]\ndir = \"{}\"\n{site}",
+            cache.display()
+        );
+        run(&[
+            "check-config",
+            &write_config(dir.path(), &text).to_string_lossy(),
+        ])
+    };
+    let (code, stderr) = check("");
+    assert_eq!(code, Some(0), "a warning, not an error: {stderr}");
+    assert!(
+        stderr.contains("warning: a request for a host no [[site]] names gets 421")
+            && stderr.contains("server.unknown_host = \"default\""),
+        "{stderr}"
+    );
+    let (code, stderr) = check("unknown_host = \"404\"\n");
+    assert_eq!(code, Some(0));
+    assert!(stderr.contains("gets 404"), "{stderr}");
+    let (code, stderr) = check("unknown_host = \"default\"\n");
+    assert_eq!(code, Some(0));
+    assert!(
+        stderr.is_empty(),
+        "[origin] serves other hosts: no warning: {stderr}"
+    );
+}
+
+#[test]
 fn check_config_and_serve_reject_bad_files_naming_the_key() {
     let dir = tempfile::tempdir().expect("temp dir");
     let cases = [

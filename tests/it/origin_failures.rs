@@ -1,5 +1,5 @@
-//! How an origin's failures reach the client, as the README's
-//! "When the origin fails" lists them: refused, silent before its head, reset or silent
+//! How an origin's failures reach the client, as
+//! `docs/guide/origin-failures.md` lists them: refused, silent before its head, reset or silent
 //! mid-body with `Content-Length` and chunked framing. Each is answered or aborted within
 //! the configured timeouts, and nothing half-received is stored. A raw TCP origin on
 //! 127.0.0.1:0 plays each failure byte for byte.

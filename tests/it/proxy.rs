@@ -254,15 +254,15 @@ async fn objects_over_max_object_size_are_served_but_not_stored() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_default_object_limit_is_a_48th_of_the_cache() {
+async fn the_default_object_limit_is_an_eighth_of_the_cache() {
     const LIMIT: usize = 1_500_000;
     let origin = TestOrigin::start(|head| match head.uri.path() {
         "/over" => Reply::ok("max-age=60", body_bytes(LIMIT + 1, 7)),
         _ => Reply::ok("max-age=60", body_bytes(LIMIT, 8)),
     })
     .await;
-    // The default policy (second-hit) and max_object_size ("auto"): 72 MB / 48 = 1.5 MB.
-    let proxy = TestProxy::start(origin.addr, |c| c.cache.max_size = 48 * LIMIT as u64).await;
+    // The default policy (second-hit) and max_object_size ("auto"): 12 MB / 8 = 1.5 MB.
+    let proxy = TestProxy::start(origin.addr, |c| c.cache.max_size = 8 * LIMIT as u64).await;
     let live = proxy.settings.load();
     let settings = &live.settings;
     assert_eq!(settings.cache.max_object_size, MaxObjectSize::Auto);

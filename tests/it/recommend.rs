@@ -268,3 +268,40 @@ async fn the_report_page_shows_the_tables_and_the_picture_in_a_browser() {
         kept.join("report.png").display()
     );
 }
+
+#[test]
+fn recommend_raises_an_object_limit_that_keeps_the_trace_out_of_the_cache() {
+    // Ten 4 MB files requested over and over, behind a 1 MiB limit: nothing could be a
+    // byte hit until the limit lets them in.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let trace = dir.path().join("files.csv");
+    let text: String = (0..400)
+        .map(|i| format!("{i},/file/{},4000000\n", i % 10))
+        .collect();
+    std::fs::write(&trace, text).expect("write trace");
+    let limited = dir.path().join("limited.toml");
+    std::fs::write(&limited, "[cache]\nmax_object_size = \"1MiB\"\n").expect("write config");
+    let fragment = dir.path().join("tuned.toml");
+    let (ok, out, err) = run(&[
+        "simulate".as_ref(),
+        "--trace".as_ref(),
+        trace.as_os_str(),
+        "--config".as_ref(),
+        limited.as_os_str(),
+        "--cache-size".as_ref(),
+        "100%".as_ref(),
+        "--recommend".as_ref(),
+        fragment.as_os_str(),
+    ]);
+    assert!(ok, "{out}\n{err}");
+    assert!(
+        out.contains("max_object_size of 1.0 MiB keeps") && out.contains("(100.0%, 10 objects)"),
+        "the report says what the limit keeps out: {out}"
+    );
+    let tuned = std::fs::read_to_string(&fragment).expect("read fragment");
+    let config = Config::from_toml_str(&tuned).expect("the fragment is a valid config");
+    assert!(
+        config.cache.max_object_bytes() >= 4_000_000,
+        "the fragment raises the limit: {tuned}"
+    );
+}

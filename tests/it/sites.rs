@@ -273,8 +273,8 @@ async fn a_shaped_key_turns_other_spellings_into_hits() {
 }
 
 #[tokio::test]
-async fn the_readme_sites_config_checks_and_serves_as_it_says() {
-    let text = crate::support::readme_toml_block("## Sites and rules");
+async fn the_guide_sites_config_checks_and_serves_as_it_says() {
+    let text = crate::support::guide_toml_block("sites.md");
     let dir = tempfile::tempdir().expect("temp dir");
     let file = dir.path().join("sites.toml");
     std::fs::write(&file, &text).expect("write the config");

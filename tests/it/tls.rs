@@ -401,9 +401,9 @@ fn check_config_reads_the_certificate_files_and_names_the_key_of_one_that_does_n
 }
 
 #[test]
-fn the_readme_tls_example_passes_check_config_with_its_files_in_place() {
-    let text = crate::support::readme_toml_block("### TLS");
-    let config = Config::from_toml_str(&text).expect("the README's TLS config validates");
+fn the_guide_tls_example_passes_check_config_with_its_files_in_place() {
+    let text = crate::support::guide_toml_block("tls.md");
+    let config = Config::from_toml_str(&text).expect("the guide's TLS config validates");
     let tls = config.server.tls.as_ref().expect("a TLS listener");
     assert_eq!(tls.certificates.len(), 2);
     assert_eq!(config.origin.url.scheme_str(), Some("https"));
@@ -415,10 +415,7 @@ fn the_readme_tls_example_passes_check_config_with_its_files_in_place() {
     ca.issue(dir.path(), "example.org", &["*.example.org"]);
     ca.write_pem(dir.path(), "origin-ca.pem");
     let moved = text.replace("/etc/secondhit/tls", &dir.path().display().to_string());
-    assert_ne!(
-        moved, text,
-        "the README's paths moved to the temp directory"
-    );
+    assert_ne!(moved, text, "the guide's paths moved to the temp directory");
     let path = dir.path().join("secondhit.toml");
     std::fs::write(&path, moved).expect("write config");
     let (ok, stderr) = check_config(&path);

@@ -6,7 +6,7 @@
 //! generations. A longer memory catches more real second requests, and also writes more
 //! objects that are never requested a third time. Which `k` is best depends on how many
 //! keys come back, and no fixed one fitted every workload. On the simulator's CDN
-//! workloads (20–70% one-hit wonders, caches of 1% and 5% of the unique bytes; the README's
+//! workloads (20–70% one-hit wonders, caches of 1% and 5% of the unique bytes; `docs/guide/sizing.md`,
 //! "Against S3-FIFO") `k = 2` beats S3-FIFO's hit ratios everywhere but writes more than a
 //! tenth of admit-all's bytes with 20% one-hit wonders at 5%, where many keys return; a
 //! smaller fixed `k` writes less there but falls behind S3-FIFO at 50–70% one-hit wonders,

@@ -75,10 +75,29 @@ pub(super) fn write(recommendation: &Recommendation) -> String {
         "max_size = \"{}\"",
         config_size(recommendation.cache_size)
     );
+    let limit = &recommendation.object_limit;
+    if !limit.rows.is_empty() {
+        let choice = if limit.chosen == limit.limit {
+            "no larger limit simulated gained more than"
+        } else {
+            "of the limits simulated, the fewest disk write bytes within"
+        };
+        comment(
+            &mut out,
+            &format!(
+                "The configured {}; {choice} {:.2} points of the best byte hit ratio ({}).",
+                limit.describe(),
+                TIE * 100.0,
+                rows_summary(&limit.rows)
+            ),
+        );
+    }
     // A larger object could never be stored in this cache, and a max_size below
     // max_object_size is a config the proxy can refuse ("auto" is always within it).
     let named = config.cache.max_object_size.explicit();
-    if named.is_some_and(|size| size > recommendation.cache_size) {
+    if limit.chosen != limit.limit {
+        let _ = writeln!(out, "max_object_size = \"{}\"", config_size(limit.chosen));
+    } else if named.is_some_and(|size| size > recommendation.cache_size) {
         comment(
             &mut out,
             "No larger object fits the cache, so none larger is written to disk.",

@@ -137,8 +137,8 @@ async fn partial_content_is_never_stored() {
 
 /// RFC 9110 §15.2 and RFC 9111 §3: an origin's interim response (103 Early Hints) is never
 /// stored and its fields never reach the final response, whether it is forwarded from
-/// the origin or served from storage. (It is not forwarded either: see the README's
-/// Standards table for why.)
+/// the origin or served from storage. (It is not forwarded either: see the
+/// Standards table in `docs/guide/standards.md` for why.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn interim_responses_are_neither_stored_nor_merged() {
     let (origin, _stop) = crate::support::start_raw_origin(

@@ -300,19 +300,14 @@ pub async fn stats(proxy: &TestProxy) -> serde_json::Value {
     serde_json::from_slice(&seen.body).expect("stats is JSON")
 }
 
-/// The first ```` ```toml ```` block after the heading line `heading` of README.md (e.g.
-/// `"## Sites and rules"`), as written: the tests load the README's examples.
-pub fn readme_toml_block(heading: &str) -> String {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
-        .expect("read README.md");
-    let section = readme
-        .split(&format!("\n{heading}\n"))
-        .nth(1)
-        .unwrap_or_else(|| panic!("README has a {heading:?} section"));
-    section
-        .split("```toml\n")
+/// The first ```` ```toml ```` block of the guide page `docs/guide/<page>`, as written:
+/// the tests load the guide's examples.
+pub fn guide_toml_block(page: &str) -> String {
+    let path = format!("{}/docs/guide/{page}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {path}: {e}"));
+    text.split("```toml\n")
         .nth(1)
         .and_then(|rest| rest.split("```").next())
-        .unwrap_or_else(|| panic!("a toml block under {heading:?}"))
+        .unwrap_or_else(|| panic!("a toml block in {path}"))
         .to_owned()
 }
