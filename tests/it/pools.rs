@@ -5,7 +5,7 @@
 //! costs no more than its requests in flight and rejoins once it is back; every server
 //! down is a 502 at once, or a stale copy; a reload keeps the state of servers that
 //! stay; `/healthz` names the site whose servers are all down; `/metrics` and `/stats`
-//! show each server.
+//! show each server, and the access log's `$upstream_addr` the one that answered.
 //!
 //! Each backend is a small hyper server on 127.0.0.1 that can be killed (its listener
 //! and every connection closed) and started again on the same port. Timers are short
@@ -685,4 +685,28 @@ async fn healthz_answers_503_when_the_disk_is_under_min_free_or_the_store_unwrit
     std::fs::remove_file(&state).expect("remove the file");
     std::fs::rename(&moved, &state).expect("put the state directory back");
     proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_access_log_names_the_server_of_the_pool_that_answered() {
+    let logs = tempfile::tempdir().expect("temp dir");
+    let log = logs.path().join("access.log");
+    let (a, b) = (Backend::start("a").await, Backend::start("b").await);
+    let proxy = proxy_for(pool(&[&a, &b]), |config| {
+        config.log.access_log = secondhit::config::AccessLog::File(log.clone());
+        config.log.access_format = secondhit::config::AccessFormat::Template(
+            secondhit::config::access_format::parse("$upstream_addr $upstream_status")
+                .expect("template"),
+        );
+    })
+    .await;
+    let mut answered = Vec::new();
+    for i in 0..4 {
+        let (_, server) = served_by(&proxy, &format!("/log/{i}")).await;
+        let backend = if server == "a" { &a } else { &b };
+        answered.push(format!("{} 200", backend.addr));
+    }
+    proxy.stop().await;
+    let text = std::fs::read_to_string(&log).expect("read the log");
+    assert_eq!(text.lines().collect::<Vec<_>>(), answered);
 }
