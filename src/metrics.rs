@@ -22,7 +22,11 @@
 
 pub mod export;
 mod process;
+mod sites;
 
+pub use sites::{SiteCounters, SiteTotals};
+
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -50,6 +54,8 @@ pub struct Metrics {
     /// One set of counters per worker, summed when read: a worker bumps only its own, so
     /// no cache line of counters moves between cores per request.
     shards: Box<[Shard]>,
+    /// Each `[[site]]`'s own counters, by name.
+    sites: sites::SiteRegistry,
 }
 
 /// One worker's counters, on cache lines of their own.
@@ -98,7 +104,18 @@ impl Metrics {
         Metrics {
             started: Instant::now(),
             shards: (0..workers.max(1)).map(|_| Shard::default()).collect(),
+            sites: sites::SiteRegistry::default(),
         }
+    }
+
+    /// The counters of the site called `name` (made on first use, kept across reloads).
+    pub fn site(&self, name: &str) -> Arc<SiteCounters> {
+        self.sites.site(name, self.shards.len())
+    }
+
+    /// Each site's name and totals, in the order the sites were first seen.
+    pub fn site_totals(&self) -> Vec<(String, SiteTotals)> {
+        self.sites.totals()
     }
 
     /// This thread's worker's counters.
@@ -331,6 +348,31 @@ pub struct HistogramCounts {
 }
 
 impl HistogramCounts {
+    /// The `q` quantile (0 to 1) estimated from the buckets as Prometheus's
+    /// `histogram_quantile` does: linearly within the bucket it falls in; the largest
+    /// finite bound when it falls above them all. `None` without observations.
+    pub fn quantile(&self, q: f64) -> Option<f64> {
+        if self.count == 0 {
+            return None;
+        }
+        let rank = q.clamp(0.0, 1.0) * self.count as f64;
+        let (mut below, mut lower) = (0u64, 0.0);
+        for &(upper, count) in &self.buckets {
+            if count > 0 && (below + count) as f64 >= rank {
+                if upper.is_infinite() {
+                    return Some(lower);
+                }
+                let within = (rank - below as f64) / count as f64;
+                return Some(lower + (upper - lower) * within);
+            }
+            below += count;
+            if upper.is_finite() {
+                lower = upper;
+            }
+        }
+        Some(lower)
+    }
+
     /// The histogram of all the observations of `parts` (all over the same buckets).
     fn sum(parts: impl Iterator<Item = HistogramCounts>) -> HistogramCounts {
         let mut total = HistogramCounts {
@@ -424,6 +466,32 @@ mod tests {
         // Passed requests are not the cache's to answer.
         metrics.count_body_bytes(RequestResult::Pass, Some(5000));
         assert_eq!(metrics.snapshot().byte_hit_ratio(), Some(0.9));
+    }
+
+    #[test]
+    fn quantiles_interpolate_within_their_bucket() {
+        let histogram = HistogramCounts {
+            buckets: vec![(0.01, 50), (0.1, 40), (1.0, 9), (f64::INFINITY, 1)],
+            count: 100,
+            sum_seconds: 0.0,
+        };
+        let near = |a: Option<f64>, b: f64| a.is_some_and(|a| (a - b).abs() < 1e-9);
+        assert!(
+            near(histogram.quantile(0.5), 0.01),
+            "{:?}",
+            histogram.quantile(0.5)
+        );
+        // The 70th observation is halfway through the (0.01, 0.1] bucket.
+        assert!(near(histogram.quantile(0.7), 0.055));
+        assert!(near(histogram.quantile(0.99), 1.0));
+        // Above every finite bound: the largest one.
+        assert!(near(histogram.quantile(1.0), 1.0));
+        let empty = HistogramCounts {
+            buckets: vec![(1.0, 0)],
+            count: 0,
+            sum_seconds: 0.0,
+        };
+        assert_eq!(empty.quantile(0.5), None);
     }
 
     #[test]

@@ -376,6 +376,17 @@ impl Proxy {
             site: &site,
             live,
         };
+        let answer = self.serve_site(ask, body).await;
+        if let (Some(counters), Ok(answer)) = (&site.counters, &answer) {
+            let bytes = body_len(&head.method, &answer.response);
+            counters.count(answer.outcome.result(), bytes);
+        }
+        answer
+    }
+
+    /// [`Proxy::route`] once the site is known.
+    async fn serve_site(&self, ask: &Ask<'_>, body: Incoming) -> Result<Answer, ProxyError> {
+        let head = ask.head;
         if head.method != Method::GET && head.method != Method::HEAD {
             return Box::pin(self.unsafe_or_other(ask, body)).await;
         }

@@ -23,7 +23,7 @@ use http::StatusCode;
 
 pub use crate::config::Rules;
 use crate::config::{Config, UnknownHost};
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, SiteCounters};
 use crate::origin::health::Health;
 use crate::origin::{Origin, OriginError};
 
@@ -35,6 +35,8 @@ pub struct Site {
     pub origin: Origin,
     /// The site's cache rules, in order.
     pub rules: Rules,
+    /// Its requests and response bytes by result, when there are `[[site]]`s to tell apart.
+    pub counters: Option<Arc<SiteCounters>>,
 }
 
 /// Every site of the config, and how a host finds its own.
@@ -60,11 +62,14 @@ impl Sites {
         metrics: &Arc<Metrics>,
         health: Arc<Health>,
     ) -> Result<Sites, OriginError> {
+        // Named by its first host; `[origin]`'s site is `default`.
+        let counters = |name: &str| (!config.sites.is_empty()).then(|| metrics.site(name));
         let default = || -> Result<Arc<Site>, OriginError> {
             Ok(Arc::new(Site {
                 name: "default".to_owned(),
                 origin: Origin::new(&config.origin, metrics.clone(), &health)?,
                 rules: config.rules.clone(),
+                counters: counters("default"),
             }))
         };
         let unknown = match (config.sites.is_empty(), config.server.unknown_host) {
@@ -85,6 +90,7 @@ impl Sites {
                 name: site.hosts.first().cloned().unwrap_or_default(),
                 origin: Origin::new(&site.origin, metrics.clone(), &health)?,
                 rules: site.rules.clone(),
+                counters: site.hosts.first().and_then(|host| counters(host)),
             }));
         }
         Ok(Sites {

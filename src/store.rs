@@ -164,6 +164,10 @@ pub struct StoreStats {
     pub memory_objects: u64,
     /// Entry files held open with their verified headers (`cache.open_files`).
     pub open_files: u64,
+    /// The memory tier's budget, `cache.memory_size`.
+    pub memory_max_bytes: u64,
+    /// The most entry files held open (`cache.open_files`, as the open-file limit allows).
+    pub open_files_max: u64,
     /// Fills that began but were dropped before they committed, by reason.
     pub dropped_fills: DroppedFills,
     /// Syncs of the cache's filesystem made for `cache.fsync = "<interval>"`.
@@ -484,6 +488,7 @@ impl Store {
         let inner = &self.inner;
         let counts = inner.index.counts();
         let (memory_bytes, memory_objects) = inner.memory.usage();
+        let (memory_max_bytes, open_files_max) = inner.memory.limits();
         StoreStats {
             objects: counts.objects,
             bytes: counts.object_bytes,
@@ -498,6 +503,8 @@ impl Store {
             memory_bytes,
             memory_objects,
             open_files: inner.memory.open_files(),
+            memory_max_bytes,
+            open_files_max,
             dropped_fills: inner.dropped.snapshot(),
             syncs: inner.syncs.load(Ordering::Relaxed),
             disk: inner.space.stats(Instant::now()),

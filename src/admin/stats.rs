@@ -10,10 +10,13 @@
 //! the latest cause, the last 16 rotations newest first with their cause, how long ago and
 //! how long the generation they ended lasted, and the spare filters' states: `retired`,
 //! `clearing` or `clean`), `store` (objects, bytes,
-//! budget, memory tier, evictions, fills committed), `origin` (requests and mean time to
-//! the response head, and `servers`: each origin server's URL, whether it is `up`, its
-//! requests, failures, mean time to the response head and latency buckets as `[upper
-//! bound in seconds, count]` pairs, not cumulative), `errors` (by kind) and `shadow` (`null` unless `policy = "shadow"`).
+//! budget, memory tier and its budget, files held open and their most, evictions, fills
+//! committed), `origin` (requests, and the mean, median and 99th percentile of the time
+//! to the response head, the percentiles estimated from the latency histogram's buckets;
+//! and `servers`: each origin server's URL, whether it is `up`, its requests, failures,
+//! mean time to the response head and latency buckets as `[upper bound in seconds,
+//! count]` pairs, not cumulative), `errors` (by kind) and `shadow` (`null` unless
+//! `policy = "shadow"`).
 //! Everything is counted since start-up. Numbers that cannot be represented (an estimate of
 //! infinitely many keys in a full filter) are `null`.
 
@@ -69,6 +72,8 @@ pub(super) fn snapshot(
         "origin": {
             "requests": origin.count,
             "mean_seconds": (origin.count > 0).then(|| origin.sum_seconds / origin.count as f64),
+            "p50_seconds": origin.quantile(0.5),
+            "p99_seconds": origin.quantile(0.99),
             "servers": servers.iter().map(server_figures).collect::<Vec<_>>(),
         },
         "errors": errors,
@@ -105,7 +110,9 @@ fn store_figures(store: &StoreStats) -> Value {
         "reserved_bytes": store.reserved_bytes,
         "memory_objects": store.memory_objects,
         "memory_bytes": store.memory_bytes,
+        "memory_max_bytes": store.memory_max_bytes,
         "open_files": store.open_files,
+        "open_files_max": store.open_files_max,
         "evictions": store.evictions,
         "committed_fills": store.committed_fills,
         "committed_bytes": store.committed_bytes,

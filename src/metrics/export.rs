@@ -105,12 +105,43 @@ impl Collector for Scrape {
         if policy.name() == "shadow" {
             shadow(out, &counts)?;
         }
+        sites(out, &self.metrics.site_totals())?;
         build_info(out)?;
         if let Some(process) = super::process::read() {
             process_metrics(out, &process)?;
         }
         Ok(())
     }
+}
+
+/// Requests and response body bytes by site and result; nothing without `[[site]]`s.
+fn sites(out: &mut DescriptorEncoder, totals: &[(String, super::SiteTotals)]) -> fmt::Result {
+    if totals.is_empty() {
+        return Ok(());
+    }
+    let samples = |pick: fn(&super::SiteTotals) -> &[u64; RequestResult::ALL.len()]| {
+        totals
+            .iter()
+            .flat_map(|(site, counts)| {
+                RequestResult::ALL.map(|r| {
+                    let labels = [("site", site.as_str()), ("result", r.as_str())];
+                    (labels, pick(counts)[r as usize])
+                })
+            })
+            .collect::<Vec<_>>()
+    };
+    counter_family(
+        out,
+        "secondhit_site_requests",
+        "Requests a site answered, by site (its first host, default for [origin]'s) and result",
+        &samples(|counts| &counts.0),
+    )?;
+    counter_family(
+        out,
+        "secondhit_site_response_body_bytes",
+        "Response body bytes by site and result, as the responses declared them",
+        &samples(|counts| &counts.1),
+    )
 }
 
 /// `secondhit_build_info`: 1, labelled with the version and the features built in, so

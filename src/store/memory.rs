@@ -103,6 +103,10 @@ pub(super) struct MemoryTier {
     open_files: Option<Cache<u128, Arc<OpenFile>>>,
     /// Bodies longer than this are not offered (`cache.memory_max_object_size`).
     max_object: u64,
+    /// `cache.memory_size`, for statistics.
+    budget: u64,
+    /// Entry files held open at most, for statistics.
+    open_limit: u64,
     /// Raised by every metadata update, before it drops the copy; see [`MemoryTier::offer`].
     epoch: AtomicU64,
 }
@@ -133,6 +137,8 @@ impl MemoryTier {
             entries,
             open_files: (open_files > 0).then(|| Cache::new(open_files)),
             max_object,
+            budget,
+            open_limit: open_files as u64,
             epoch: AtomicU64::new(0),
         }
     }
@@ -249,6 +255,11 @@ impl MemoryTier {
     /// Entry files held open, for statistics.
     pub(super) fn open_files(&self) -> u64 {
         self.open_files.as_ref().map_or(0, |o| o.len() as u64)
+    }
+
+    /// The byte budget and the most files held open, for statistics.
+    pub(super) fn limits(&self) -> (u64, u64) {
+        (self.budget, self.open_limit)
     }
 
     /// Bytes held and entries, for statistics.

@@ -124,6 +124,42 @@ async fn the_page_renders_the_live_filters_rotations_and_decisions() {
         )
     );
     assert!(text_of(&dom, "generation").ends_with("generation 1"));
+    // Both generations on the same basis: the filters' capacity, the target beside it.
+    let current_keys = text_of(&dom, "current-keys");
+    assert!(current_keys.contains(" of 8 ("), "{current_keys}");
+    // The operations panel, as /stats has it.
+    let requests = &truth["requests"];
+    let total: u64 = ["hit", "stale", "miss", "pass"]
+        .iter()
+        .map(|r| requests[r].as_u64().expect("a count"))
+        .sum();
+    assert!(
+        text_of(&dom, "ops-requests").starts_with(&format!("{total}: hit {}", requests["hit"])),
+        "{}",
+        text_of(&dom, "ops-requests")
+    );
+    let store = &truth["store"];
+    assert!(
+        text_of(&dom, "ops-store").ends_with(&format!(", {} objects", store["objects"])),
+        "{}",
+        text_of(&dom, "ops-store")
+    );
+    assert!(
+        text_of(&dom, "ops-origin").starts_with("p50 "),
+        "{}",
+        text_of(&dom, "ops-origin")
+    );
+    assert_eq!(text_of(&dom, "ops-errors"), "none");
+    assert!(
+        text_of(&dom, "ops-memory").contains(" of 64.0 MiB ("),
+        "{}",
+        text_of(&dom, "ops-memory")
+    );
+    assert!(text_of(&dom, "ops-open-files").starts_with(&format!("{} of ", store["open_files"])));
+    assert_eq!(
+        text_of(&dom, "series-req-hit-total"),
+        requests["hit"].to_string()
+    );
     // The rotation and its timeline entry.
     assert_eq!(text_of(&dom, "rotations-total"), "1");
     assert!(

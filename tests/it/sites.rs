@@ -97,6 +97,44 @@ async fn two_sites_route_by_host_to_their_own_origins_and_objects() {
 }
 
 #[tokio::test]
+async fn each_site_has_its_own_requests_and_bytes_in_the_metrics() {
+    let (a, b) = (named_origin("a").await, named_origin("b").await);
+    let proxy = proxy_with(TWO_SITES, &a, &b).await;
+    // a.test: a first sight, a stored miss, then hits; one.b.test: one first sight.
+    let hit = hit_as(&proxy, "a.test", "/x").await;
+    get_as(&proxy, "one.b.test", "/y", &[]).await;
+    // A host no site names: the proxy answers 421 itself, which no site counts.
+    assert_eq!(get_as(&proxy, "other.test", "/z", &[]).await.status, 421);
+    let m = crate::support::scrape(&proxy).await;
+    let site = |name: &str, site: &str, result: &str| {
+        let key = format!("{name}{{site=\"{site}\",result=\"{result}\"}}");
+        crate::support::sample(&m, &key)
+    };
+    let a_hits = site("secondhit_site_requests_total", "a.test", "hit");
+    assert!(a_hits >= 1.0, "{a_hits}");
+    assert_eq!(site("secondhit_site_requests_total", "a.test", "miss"), 2.0);
+    assert_eq!(
+        site("secondhit_site_requests_total", "*.b.test", "miss"),
+        1.0
+    );
+    assert_eq!(
+        site("secondhit_site_requests_total", "*.b.test", "hit"),
+        0.0
+    );
+    assert_eq!(
+        site("secondhit_site_response_body_bytes_total", "a.test", "hit"),
+        a_hits * hit.body.len() as f64
+    );
+    let b_bytes = site(
+        "secondhit_site_response_body_bytes_total",
+        "*.b.test",
+        "miss",
+    );
+    assert_eq!(b_bytes, "b:/y".len() as f64);
+    proxy.stop().await;
+}
+
+#[tokio::test]
 async fn an_unknown_host_gets_the_configured_answer() {
     let (a, b) = (named_origin("a").await, named_origin("b").await);
     let proxy = proxy_with(TWO_SITES, &a, &b).await;
