@@ -9,7 +9,7 @@
 //! |---|---|
 //! | `GET /` | the live admin page: one self-contained HTML document that polls `/stats` (see below) |
 //! | `GET /metrics` | every metric, OpenMetrics text (see [`crate::metrics`]) |
-//! | `GET /healthz` | `200 ok`: the process runs and its runtime answers (it checks neither the origin nor the disk) |
+//! | `GET /healthz` | `200` or `503` with JSON naming what is wrong: the store takes writes, the disk has more than `cache.min_free` free, every site has an origin server in rotation (see `health`) |
 //! | `GET /stats` | JSON: requests, hit ratio, filter sizes and fill, store, errors (see `stats`) |
 //! | `POST /purge?url=<absolute URL>` | removes what is stored for that URL, all its variants; 404 if nothing was |
 //! | `POST /rotate` | ends the filters' generation now; 409 for `policy = "always"` |
@@ -53,6 +53,7 @@
 //! never served again and leave the disk by eviction) — the same removal a `POST` or
 //! `DELETE` to the URL makes. The memory tier forgets the entry with the disk.
 
+mod health;
 mod stats;
 
 /// The admin page (see the module docs), compiled in.
@@ -90,6 +91,7 @@ use tokio::task::JoinHandle;
 use crate::admission::LiveAdmission;
 use crate::key::{CacheKey, ClientScheme};
 use crate::live::Live;
+use crate::metrics::ServerSource;
 use crate::metrics::export::{self, Exporter};
 use crate::proxy::Proxy;
 use crate::store::Store;
@@ -138,11 +140,22 @@ impl Admin {
             proxy: proxy.clone(),
             store: store.clone(),
             admission: admission.clone(),
-            exporter: Exporter::new(proxy.metrics(), store.clone(), admission.clone()),
+            exporter: Exporter::new(
+                proxy.metrics(),
+                store.clone(),
+                admission.clone(),
+                server_source(live),
+            ),
             token: live.load().settings.server.admin_token.clone(),
             live: live.clone(),
         }
     }
+}
+
+/// Reads the origin servers' figures from the sites in use at each scrape.
+fn server_source(live: &Live) -> ServerSource {
+    let live = live.clone();
+    Arc::new(move || live.load().sites.health().samples())
 }
 
 /// Serves `admin` on `listener` until `stop` changes (or its sender is dropped), then gives
@@ -317,7 +330,7 @@ impl Admin {
         }
         match (request.uri().path(), readable, method == Method::POST) {
             ("/metrics", true, _) => self.metrics(),
-            ("/healthz", true, _) => text(StatusCode::OK, "ok\n"),
+            ("/healthz", true, _) => self.healthz().await,
             ("/stats", true, _) => self.stats(),
             ("/purge", _, true) => self.purge(request.uri()).await,
             ("/rotate", _, true) => self.rotate(),
@@ -353,6 +366,13 @@ impl Admin {
         }
     }
 
+    async fn healthz(&self) -> Response<AdminBody> {
+        let (status, value) = health::report(&self.store, &self.live.load_full()).await;
+        let mut body = value.to_string();
+        body.push('\n');
+        with_type(status, "application/json", body.into())
+    }
+
     fn stats(&self) -> Response<AdminBody> {
         let live = self.live.load();
         let policy = live.admission.stats.clone();
@@ -363,6 +383,7 @@ impl Admin {
             &self.proxy.metrics().snapshot(),
             policy.filter_stats().as_ref(),
             &self.store.stats(),
+            &live.sites.health().samples(),
         );
         let mut body = value.to_string();
         body.push('\n');

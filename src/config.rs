@@ -121,6 +121,58 @@ pub struct OriginConfig {
     /// `body_read_timeout` (the first one is a grace period); then 408, which frees the
     /// origin permit a streaming upload holds (zero: only a stall is cut).
     pub body_min_rate: u64,
+    /// `servers`: the pool's servers, each with its weight. Empty: `url` alone is the
+    /// pool (weight 1); otherwise `url` is the first of them, and all share its scheme.
+    pub servers: Vec<OriginServer>,
+    /// How requests are spread over the servers that are up.
+    pub balance: Balance,
+    /// Failures (connection errors, timeouts, 5xx) within `fail_timeout` that take a
+    /// server out of rotation; zero: never by failures. Ignored for a pool of one server,
+    /// as nginx does: taking the only server out would turn every request into a 502.
+    pub max_fails: u32,
+    /// The window `max_fails` are counted in, and how long a server is then out of
+    /// rotation when no `health_check` is set (> 0).
+    pub fail_timeout: Duration,
+    /// Active probes of every server; `None`: passive checks only.
+    pub health_check: Option<HealthCheck>,
+}
+
+/// One server of an origin pool (`origin.servers`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OriginServer {
+    /// `http://` or `https://host[:port]`, as `origin.url`.
+    #[serde(serialize_with = "changes::shown")]
+    pub url: Uri,
+    /// Its share of the requests relative to the others' (1 to [`MAX_WEIGHT`]).
+    pub weight: u32,
+}
+
+/// The largest `weight` of an origin server: round robin cycles through a list as long
+/// as the weights' sum.
+pub const MAX_WEIGHT: u32 = 100;
+
+/// The most servers in one origin pool.
+pub const MAX_SERVERS: usize = 64;
+
+/// `origin.balance`: which server of the pool a request goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Balance {
+    /// Each server in turn, in proportion to its weight (`"round-robin"`).
+    RoundRobin,
+    /// Rendezvous hashing of the request's host and target (its cache key's URL): a key
+    /// always goes to the same server while that server is up (`"consistent-hash"`).
+    ConsistentHash,
+}
+
+/// `origin.health_check`: an active probe of every server of the pool.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HealthCheck {
+    /// The path (and query) asked with `GET`.
+    pub path: String,
+    /// Time between probes of one server (> 0); the first is made at once.
+    pub interval: Duration,
+    /// The status a healthy server answers.
+    pub expect: u16,
 }
 
 /// Upper limit of `origin.body_buffer_size`: every request with a body may hold this much.
@@ -142,6 +194,25 @@ impl Default for OriginConfig {
             // Twice Apache mod_reqtimeout's default `MinRate=500`, a tenth of a slow
             // mobile uplink: 10KiB per 10s window.
             body_min_rate: 1024,
+            servers: Vec::new(),
+            balance: Balance::RoundRobin,
+            // nginx's defaults for an upstream server.
+            max_fails: 1,
+            fail_timeout: Duration::from_secs(10),
+            health_check: None,
+        }
+    }
+}
+
+impl OriginConfig {
+    /// The pool's servers: `servers`, or `url` alone with weight 1.
+    pub fn pool(&self) -> Vec<OriginServer> {
+        match self.servers.is_empty() {
+            true => vec![OriginServer {
+                url: self.url.clone(),
+                weight: 1,
+            }],
+            false => self.servers.clone(),
         }
     }
 }
@@ -151,7 +222,7 @@ impl Default for OriginConfig {
 pub enum HostHeader {
     /// Forward the client's `Host` (`"client"`).
     Client,
-    /// Send the host of `origin.url` (`"origin"`).
+    /// Send the host of the origin server the request goes to (`"origin"`).
     Origin,
 }
 

@@ -164,7 +164,11 @@ impl Reloader {
             running.server.unknown_host,
         );
         let sites = match sites_changed {
-            true => Arc::new(Sites::new(next, &self.parts.metrics)?),
+            // The servers' health carries over: one that stays keeps its state.
+            true => {
+                let health = current.sites.health().clone();
+                Arc::new(Sites::new(next, &self.parts.metrics, health)?)
+            }
             false => current.sites.clone(),
         };
         let access_changed = (

@@ -305,12 +305,16 @@ async fn run_server(
 fn log_listening(server: &Server, config: &Config) {
     let admin = address_text(server.admin_addr());
     let tls = address_text(server.tls_addr());
+    // Every server of `[origin]`'s pool, space-separated.
+    let origins: Vec<String> = (config.origin.pool().iter())
+        .map(|server| server.url.to_string())
+        .collect();
     match server.local_addr() {
         Ok(addr) => tracing::info!(
             %addr,
             %tls,
             %admin,
-            origin = %config.origin.url,
+            origin = %origins.join(" "),
             cache_dir = %config.cache.dir.display(),
             workers = secondhit::server::runtime::workers(&config.server),
             "listening"

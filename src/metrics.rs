@@ -299,6 +299,26 @@ pub fn body_len<B: http_body::Body>(method: &Method, response: &Response<B>) -> 
     })
 }
 
+/// One origin server's figures, as `/metrics` and `/stats` show them: the origin client
+/// keeps them (`origin::health`), which this module cannot name, so the exporter is
+/// handed a function that reads them ([`ServerSource`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ServerSample {
+    /// The server's URL (`origin.servers`), which names its state across reloads.
+    pub url: String,
+    /// Whether it is in rotation now.
+    pub up: bool,
+    /// Requests sent to it (probes not included).
+    pub requests: u64,
+    /// Those that failed: a connection error, a timeout, or a 5xx answer.
+    pub failures: u64,
+    /// Time from sending each request to its response head (or its failure).
+    pub latency: HistogramCounts,
+}
+
+/// Reads every origin server's [`ServerSample`] as of now.
+pub type ServerSource = std::sync::Arc<dyn Fn() -> Vec<ServerSample> + Send + Sync>;
+
 /// Upper bounds of the origin latency buckets, in seconds: 1 ms to 30 s.
 pub const ORIGIN_BUCKETS: [f64; 14] = [
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
@@ -307,7 +327,7 @@ pub const ORIGIN_BUCKETS: [f64; 14] = [
 /// A latency histogram of atomics (prometheus-client's `Histogram` takes a mutex per
 /// observation): one count per bucket, and the sum in nanoseconds.
 #[derive(Debug, Default)]
-struct DurationHistogram {
+pub struct DurationHistogram {
     /// Observations per bucket of [`ORIGIN_BUCKETS`], the last one for above them all.
     buckets: [AtomicU64; ORIGIN_BUCKETS.len() + 1],
     /// Sum of all observations, in nanoseconds.
@@ -375,7 +395,8 @@ impl HistogramCounts {
 }
 
 impl DurationHistogram {
-    fn observe(&self, elapsed: Duration) {
+    /// Counts one observation of `elapsed`.
+    pub fn observe(&self, elapsed: Duration) {
         let seconds = elapsed.as_secs_f64();
         let bucket = ORIGIN_BUCKETS
             .iter()
@@ -386,7 +407,8 @@ impl DurationHistogram {
         self.sum_nanos.fetch_add(nanos, Ordering::Relaxed);
     }
 
-    fn snapshot(&self) -> HistogramCounts {
+    /// Its figures now.
+    pub fn snapshot(&self) -> HistogramCounts {
         let bounds = ORIGIN_BUCKETS.iter().copied().chain([f64::INFINITY]);
         let buckets: Vec<(f64, u64)> = bounds
             .zip(&self.buckets)

@@ -1,6 +1,8 @@
-//! The origin client: pooled hyper connections to the one origin in the config, over
-//! TCP for an `http://` origin and TLS for an `https://` one ([`tls`] says what its
-//! certificate is verified against).
+//! The origin client: pooled hyper connections to the origin in the config, over TCP
+//! for an `http://` origin and TLS for an `https://` one ([`tls`] says what its
+//! certificate is verified against). The origin may be a pool of servers
+//! (`origin.servers`): [`balance`] picks one per request among those [`health`] keeps
+//! in rotation, from passive counts of failures and from active probes ([`probe`]).
 //!
 //! Set up for a proxy rather than a browser (`docs/design.md`, "Known traps"): it
 //! follows no redirects (they are passed to the client), reads no proxy environment
@@ -31,8 +33,12 @@ use tokio::time::Instant;
 use crate::body::BoxError;
 use crate::config::{HostHeader, OriginConfig};
 use crate::metrics::Metrics;
+use health::{Health, Passive, ServerState};
 
+mod balance;
+pub mod health;
 mod pool;
+mod probe;
 mod read_timeout;
 pub mod tls;
 mod upload;
@@ -70,6 +76,16 @@ pub enum OriginError {
 }
 
 impl OriginError {
+    /// Whether the failure counts against the server (`origin.max_fails`): it could not
+    /// be reached or broke the exchange, as opposed to the client's body or this proxy's
+    /// own queue failing.
+    fn is_the_servers(&self) -> bool {
+        matches!(
+            self,
+            OriginError::Connect(_) | OriginError::Timeout(_) | OriginError::Protocol(_)
+        )
+    }
+
     /// A failure to open a connection: a timeout, a failed TLS handshake (named), or
     /// an unreachable origin.
     fn connect(error: BoxError) -> OriginError {
@@ -218,17 +234,66 @@ pub struct OriginResponse {
     pub body: ReadTimeout,
 }
 
-/// The pooled client for the configured origin.
-pub struct Origin {
-    /// Connections to the origin, kept open between requests.
+/// One server of the pool: its connections, where they go, and its health.
+struct Server {
+    /// Connections to it, kept open between requests.
     pool: pool::Pool,
-    /// The origin URL's scheme and authority: where connections go (its host is the
-    /// TLS server name). hyper-rustls's connector takes `http://` and `https://` alike.
+    /// Its URL's scheme and authority: where connections go (its host is the TLS server
+    /// name). hyper-rustls's connector takes `http://` and `https://` alike.
     address: Uri,
-    /// The `Host` sent when `host_header = "origin"`: the origin URL's authority.
+    /// The `Host` sent when `host_header = "origin"`: its URL's authority.
     origin_host: HeaderValue,
-    /// The origin URL's authority as the access log names the server.
+    /// Its URL's authority as the access log names the server (`$upstream_addr`).
     addr: Arc<str>,
+    /// Up or down, and its figures; shared with the other snapshots naming its URL.
+    state: Arc<ServerState>,
+}
+
+impl Server {
+    fn new(
+        url: &Uri,
+        connector: &Connector,
+        max_idle: usize,
+        health: &Health,
+    ) -> Result<Server, OriginError> {
+        let authority = (url.authority().cloned())
+            .ok_or_else(|| OriginError::Client(format!("origin server {url} names no host")))?;
+        let origin_host = HeaderValue::from_str(authority.as_str())
+            .map_err(|e| OriginError::Client(format!("origin server {url} host as Host: {e}")))?;
+        let scheme = url.scheme().cloned().unwrap_or(Scheme::HTTP);
+        // Its name: as configured, without the "/" a URI prints after its authority.
+        let name = format!("{scheme}://{authority}");
+        let addr: Arc<str> = Arc::from(authority.as_str());
+        let address = Uri::builder()
+            .scheme(scheme)
+            .authority(authority)
+            .path_and_query("/")
+            .build()
+            .map_err(|e| OriginError::Client(format!("origin server {url}: {e}")))?;
+        Ok(Server {
+            pool: pool::Pool::new(connector.clone(), max_idle),
+            state: health.server(&name),
+            addr,
+            address,
+            origin_host,
+        })
+    }
+}
+
+/// The connector every server's connections are opened with: TCP, and TLS for `https://`.
+type Connector = hyper_rustls::HttpsConnector<HttpConnector>;
+
+/// The pooled client for the configured origin: one server, or a pool of them
+/// (`origin.servers`) spread over by `origin.balance`, each taken out of rotation while
+/// it fails ([`health`]).
+pub struct Origin {
+    /// The pool's servers, in `origin.servers` order.
+    servers: Box<[Arc<Server>]>,
+    /// Picks the server for each request.
+    balancer: balance::Balancer,
+    /// When failures take a server out of rotation; `None` for a pool of one server,
+    /// which (as in nginx) is never taken out by failures: it is all there is.
+    passive: Option<Passive>,
     host_header: HostHeader,
     /// `origin.read_timeout`: between bytes of a body, and for the response head.
     read_timeout: Duration,
@@ -251,21 +316,14 @@ pub struct Origin {
 
 impl Origin {
     /// Builds the client from the validated config; it records each request's time to its
-    /// response head in `metrics`.
-    pub fn new(config: &OriginConfig, metrics: Arc<Metrics>) -> Result<Origin, OriginError> {
-        let authority = config.url.authority().cloned().ok_or_else(|| {
-            OriginError::Client(format!("origin.url {} names no host", config.url))
-        })?;
-        let authority_text = authority.as_str().to_owned();
-        let origin_host = HeaderValue::from_str(authority.as_str())
-            .map_err(|e| OriginError::Client(format!("origin.url host as Host: {e}")))?;
-        let scheme = config.url.scheme().cloned().unwrap_or(Scheme::HTTP);
-        let address = Uri::builder()
-            .scheme(scheme)
-            .authority(authority)
-            .path_and_query("/")
-            .build()
-            .map_err(|e| OriginError::Client(format!("origin.url {}: {e}", config.url)))?;
+    /// response head in `metrics`, and each server's health in `health` (under its URL).
+    /// With `origin.health_check`, probes start on the current runtime and end with the
+    /// client.
+    pub fn new(
+        config: &OriginConfig,
+        metrics: Arc<Metrics>,
+        health: &Health,
+    ) -> Result<Origin, OriginError> {
         let mut connector = HttpConnector::new();
         connector.set_connect_timeout(Some(config.connect_timeout));
         connector.set_nodelay(true);
@@ -282,15 +340,33 @@ impl Origin {
             .https_or_http()
             .enable_http1()
             .wrap_connector(connector);
+        let pool = config.pool();
+        let servers = (pool.iter())
+            // As many idle connections per server as requests may wait for a head at once.
+            .map(|server| Server::new(&server.url, &connector, config.max_in_flight, health))
+            .map(|server| server.map(Arc::new))
+            .collect::<Result<Box<[_]>, _>>()?;
+        let urls: Vec<String> = servers.iter().map(|s| s.state.url().to_owned()).collect();
+        let weights: Vec<u32> = pool.iter().map(|server| server.weight).collect();
+        let head_timeout = config.connect_timeout + config.read_timeout;
+        let passive = (servers.len() > 1).then_some(Passive {
+            max_fails: config.max_fails,
+            fail_timeout: config.fail_timeout,
+            until_probe: config.health_check.is_some(),
+        });
+        for server in &servers {
+            server.state.adopt(passive, config.health_check.is_some());
+        }
+        if let Some(check) = &config.health_check {
+            probe::start(&servers, check, head_timeout);
+        }
         Ok(Origin {
-            // As many idle connections as requests may wait for a head at once.
-            pool: pool::Pool::new(connector, config.max_in_flight),
-            addr: Arc::from(authority_text.as_str()),
-            address,
-            origin_host,
+            balancer: balance::Balancer::new(config.balance, &urls, &weights),
+            passive,
+            servers,
             host_header: config.host_header,
             read_timeout: config.read_timeout,
-            head_timeout: config.connect_timeout + config.read_timeout,
+            head_timeout,
             in_flight: Arc::new(Semaphore::new(config.max_in_flight)),
             queue_timeout: config.queue_timeout,
             upload: upload::Limits {
@@ -300,6 +376,13 @@ impl Origin {
             },
             metrics,
         })
+    }
+
+    /// Each server's URL and whether it is in rotation now, in `origin.servers` order.
+    pub fn servers_up(&self) -> Vec<(String, bool)> {
+        (self.servers.iter())
+            .map(|server| (server.state.url().to_owned(), server.state.is_up()))
+            .collect()
     }
 
     /// Sends a request and returns the response head with its streaming body.
@@ -315,11 +398,12 @@ impl Origin {
         body: RequestBody,
     ) -> Result<OriginResponse, OriginError> {
         strip_hop_by_hop(&mut headers);
-        let host = match self.host_header {
-            HostHeader::Client => client_host,
-            HostHeader::Origin => self.origin_host.clone(),
+        // Hashed by the URL the cache key names (host and normalised target): a key
+        // always goes to the same server.
+        let key = match self.balancer.hashes() {
+            true => [client_host.as_bytes(), path_and_query.as_bytes()].concat(),
+            false => Vec::new(),
         };
-        headers.insert(HOST, host);
         // Origin-form: the connection already goes to the origin.
         let uri = Uri::try_from(path_and_query).map_err(|e| OriginError::Protocol(e.into()))?;
         // Before a permit: a client that trickles its body holds no origin capacity.
@@ -338,21 +422,9 @@ impl Origin {
                 .await
                 .map_err(|_| OriginError::Busy(self.queue_timeout))?,
         };
-        // Timed from here: the wait for a permit is this proxy's queue, not the origin's time.
-        let sent = Instant::now();
-        let response =
-            tokio::time::timeout(self.head_timeout, self.pool.send(&self.address, request)).await;
-        let header_time = sent.elapsed();
-        self.metrics.observe_origin(header_time);
+        let answered = self.to_a_server(request, client_host, &key).await;
         drop(permit);
-        let response = match response {
-            Ok(response) => response?,
-            Err(_) => {
-                let key = "origin.connect_timeout + origin.read_timeout";
-                let waited = ReadTimedOut::silent(self.head_timeout, key);
-                return Err(OriginError::Timeout(waited.into()));
-            }
-        };
+        let (response, addr, header_time) = answered?;
         let (mut head, body) = response.into_parts();
         let framing = body_framing(&head);
         strip_hop_by_hop(&mut head.headers);
@@ -361,7 +433,7 @@ impl Origin {
         head.version = Version::default();
         Ok(OriginResponse {
             upstream: Upstream {
-                addr: self.addr.clone(),
+                addr,
                 status: head.status,
                 header_time,
             },
@@ -369,6 +441,70 @@ impl Origin {
             body: ReadTimeout::new(body, self.read_timeout, "origin.read_timeout"),
             framing,
         })
+    }
+
+    /// Sends `request` to a server in rotation that the balancer picks for `key`, and to
+    /// the next one while a connection cannot be opened (nothing was sent: nginx's
+    /// `proxy_next_upstream error`), each server at most once. Fails at once, unsent,
+    /// when no server is in rotation. Returns the response head with the address of the
+    /// server that answered and its time to that head.
+    async fn to_a_server(
+        &self,
+        mut request: Request<RequestBody>,
+        client_host: HeaderValue,
+        key: &[u8],
+    ) -> Result<(http::Response<PooledBody>, Arc<str>, Duration), OriginError> {
+        let mut tried = 0u64;
+        let mut last_error = None;
+        let turn = self.balancer.turn();
+        loop {
+            let usable = |i: usize| tried & (1 << i) == 0 && self.servers[i].state.is_up();
+            let Some(index) = self.balancer.pick(key, turn, usable) else {
+                let down = "every origin server is out of rotation (failing or probed down)";
+                return Err(last_error.unwrap_or_else(|| OriginError::Connect(down.into())));
+            };
+            tried |= 1 << index;
+            let server = &self.servers[index];
+            let host = match self.host_header {
+                HostHeader::Client => client_host.clone(),
+                HostHeader::Origin => server.origin_host.clone(),
+            };
+            request.headers_mut().insert(HOST, host);
+            // Timed from here: the wait for a permit is this proxy's queue, not the origin's.
+            let sent = Instant::now();
+            let sending = server.pool.send(&server.address, request);
+            let result = match tokio::time::timeout(self.head_timeout, sending).await {
+                Ok(result) => result,
+                Err(_) => {
+                    let key = "origin.connect_timeout + origin.read_timeout";
+                    let waited = ReadTimedOut::silent(self.head_timeout, key);
+                    let error = OriginError::Timeout(waited.into());
+                    Err(pool::Failed {
+                        error,
+                        unsent: None,
+                    })
+                }
+            };
+            let elapsed = sent.elapsed();
+            self.metrics.observe_origin(elapsed);
+            match result {
+                Ok(response) => {
+                    let failed = response.status().is_server_error();
+                    server.state.record(elapsed, failed, self.passive);
+                    return Ok((response, server.addr.clone(), elapsed));
+                }
+                Err(pool::Failed { error, unsent }) => {
+                    server
+                        .state
+                        .record(elapsed, error.is_the_servers(), self.passive);
+                    match unsent {
+                        Some(unsent) => request = *unsent,
+                        None => return Err(error),
+                    }
+                    last_error = Some(error);
+                }
+            }
+        }
     }
 }
 

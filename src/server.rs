@@ -162,7 +162,7 @@ impl Server {
         listeners: Listeners,
     ) -> Result<Server, StartError> {
         let metrics = Arc::new(Metrics::for_workers(listeners.workers.len() + 1));
-        let sites = Arc::new(Sites::new(config, &metrics)?);
+        let sites = Arc::new(Sites::new(config, &metrics, Arc::default())?);
         let access_logs = access_log::Writers::default();
         let access_log = access_logs.open(&config.log)?;
         let certificates = match (&config.server.tls, &listeners.tls) {

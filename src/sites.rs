@@ -24,10 +24,13 @@ use http::StatusCode;
 pub use crate::config::Rules;
 use crate::config::{Config, UnknownHost};
 use crate::metrics::{Metrics, SiteCounters};
+use crate::origin::health::Health;
 use crate::origin::{Origin, OriginError};
 
 /// One site: its origin client and its rules.
 pub struct Site {
+    /// What `/healthz` calls it: its first host, or `default` for `[origin]`'s site.
+    pub name: String,
     /// The pooled client of the site's origin.
     pub origin: Origin,
     /// The site's cache rules, in order.
@@ -45,17 +48,26 @@ pub struct Sites {
     wildcard: HashMap<Box<str>, usize>,
     /// What a host no site names gets: a site, or a status.
     unknown: Result<Arc<Site>, StatusCode>,
+    /// The origin servers' health, by URL: the next `Sites` a reload builds takes it
+    /// over, so that servers which stay keep their state.
+    health: Arc<Health>,
 }
 
 impl Sites {
     /// Builds each site's origin client from the validated config; every client records
-    /// its origin requests in `metrics`.
-    pub fn new(config: &Config, metrics: &Arc<Metrics>) -> Result<Sites, OriginError> {
+    /// its origin requests in `metrics` and its servers' health in `health` (a new
+    /// [`Health`] at start, the running sites' [`Sites::health`] on a reload).
+    pub fn new(
+        config: &Config,
+        metrics: &Arc<Metrics>,
+        health: Arc<Health>,
+    ) -> Result<Sites, OriginError> {
         // Named by its first host; `[origin]`'s site is `default`.
         let counters = |name: &str| (!config.sites.is_empty()).then(|| metrics.site(name));
         let default = || -> Result<Arc<Site>, OriginError> {
             Ok(Arc::new(Site {
-                origin: Origin::new(&config.origin, metrics.clone())?,
+                name: "default".to_owned(),
+                origin: Origin::new(&config.origin, metrics.clone(), &health)?,
                 rules: config.rules.clone(),
                 counters: counters("default"),
             }))
@@ -75,7 +87,8 @@ impl Sites {
                 };
             }
             sites.push(Arc::new(Site {
-                origin: Origin::new(&site.origin, metrics.clone())?,
+                name: site.hosts.first().cloned().unwrap_or_default(),
+                origin: Origin::new(&site.origin, metrics.clone(), &health)?,
                 rules: site.rules.clone(),
                 counters: site.hosts.first().and_then(|host| counters(host)),
             }));
@@ -85,7 +98,19 @@ impl Sites {
             exact,
             wildcard,
             unknown,
+            health,
         })
+    }
+
+    /// The origin servers' health, by URL.
+    pub fn health(&self) -> &Arc<Health> {
+        &self.health
+    }
+
+    /// Every site that serves requests: the `[[site]]`s in order, then the default site
+    /// when one serves the hosts they do not name.
+    pub fn all(&self) -> impl Iterator<Item = &Arc<Site>> {
+        self.sites.iter().chain(self.unknown.as_ref().ok())
     }
 
     /// The site of `authority` (a `Host` value or a URI authority), or the status that
@@ -159,7 +184,7 @@ mod tests {
             ..Config::default()
         };
         assert_eq!(config.server.unknown_host, UnknownHost::Misdirected);
-        let sites = Sites::new(&config, &Arc::new(Metrics::new())).expect("sites");
+        let sites = Sites::new(&config, &Arc::new(Metrics::new()), Arc::default()).expect("sites");
         assert_eq!(routed(&sites, "A.Example:8080"), Ok(0));
         assert_eq!(routed(&sites, "x.example.com."), Ok(0));
         assert_eq!(routed(&sites, "b.example.com"), Ok(1));
@@ -178,11 +203,11 @@ mod tests {
     async fn without_sites_the_default_site_serves_every_host() {
         let mut config = Config::default();
         config.origin.url = "http://127.0.0.1:3".parse().expect("url");
-        let sites = Sites::new(&config, &Arc::new(Metrics::new())).expect("sites");
+        let sites = Sites::new(&config, &Arc::new(Metrics::new()), Arc::default()).expect("sites");
         assert_eq!(routed(&sites, "anything"), Ok(usize::MAX));
         config.sites = vec![site(&["a.example"], "http://127.0.0.1:1")];
         config.server.unknown_host = UnknownHost::Default;
-        let sites = Sites::new(&config, &Arc::new(Metrics::new())).expect("sites");
+        let sites = Sites::new(&config, &Arc::new(Metrics::new()), Arc::default()).expect("sites");
         assert_eq!(routed(&sites, "other"), Ok(usize::MAX));
         assert_eq!(routed(&sites, "a.example"), Ok(0));
     }

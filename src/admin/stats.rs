@@ -12,8 +12,11 @@
 //! `clearing` or `clean`), `store` (objects, bytes,
 //! budget, memory tier and its budget, files held open and their most, evictions, fills
 //! committed), `origin` (requests, and the mean, median and 99th percentile of the time
-//! to the response head, the percentiles estimated from the latency histogram's buckets),
-//! `errors` (by kind) and `shadow` (`null` unless `policy = "shadow"`).
+//! to the response head, the percentiles estimated from the latency histogram's buckets;
+//! and `servers`: each origin server's URL, whether it is `up`, its requests, failures,
+//! mean time to the response head and latency buckets as `[upper bound in seconds,
+//! count]` pairs, not cumulative), `errors` (by kind) and `shadow` (`null` unless
+//! `policy = "shadow"`).
 //! Everything is counted since start-up. Numbers that cannot be represented (an estimate of
 //! infinitely many keys in a full filter) are `null`.
 
@@ -21,7 +24,7 @@ use serde_json::{Value, json};
 
 use crate::admission::{Decision, FilterStats, PairStats};
 use crate::config::{AdmissionConfig, FilterSizing, RotateMode};
-use crate::metrics::Counts;
+use crate::metrics::{Counts, ServerSample};
 use crate::outcome::ErrorKind;
 use crate::outcome::RequestResult;
 use crate::store::StoreStats;
@@ -34,6 +37,7 @@ pub(super) fn snapshot(
     counts: &Counts,
     filters: Option<&PairStats>,
     store: &StoreStats,
+    servers: &[ServerSample],
 ) -> Value {
     let requests: serde_json::Map<String, Value> = RequestResult::ALL
         .iter()
@@ -70,6 +74,7 @@ pub(super) fn snapshot(
             "mean_seconds": (origin.count > 0).then(|| origin.sum_seconds / origin.count as f64),
             "p50_seconds": origin.quantile(0.5),
             "p99_seconds": origin.quantile(0.99),
+            "servers": servers.iter().map(server_figures).collect::<Vec<_>>(),
         },
         "errors": errors,
         "shadow": (policy == "shadow").then(|| json!({
@@ -78,6 +83,21 @@ pub(super) fn snapshot(
             "hits_lost": counts.shadow_hits_lost,
             "hits_lost_bytes": counts.shadow_hits_lost_bytes,
         })),
+    })
+}
+
+/// One origin server's figures, for `/stats`.
+fn server_figures(server: &ServerSample) -> Value {
+    let latency = &server.latency;
+    json!({
+        "url": server.url,
+        "up": server.up,
+        "requests": server.requests,
+        "failures": server.failures,
+        "mean_seconds": (latency.count > 0).then(|| latency.sum_seconds / latency.count as f64),
+        "latency_buckets": latency.buckets.iter()
+            .map(|(bound, count)| json!([if bound.is_finite() { json!(bound) } else { json!("+Inf") }, count]))
+            .collect::<Vec<_>>(),
     })
 }
 

@@ -261,6 +261,11 @@ mod tests {
         "origin.body_buffer_size",
         "origin.body_read_timeout",
         "origin.body_min_rate",
+        "origin.servers",
+        "origin.balance",
+        "origin.max_fails",
+        "origin.fail_timeout",
+        "origin.health_check",
         "cache.max_object_size",
         "cache.heuristic_max_age",
         "cache.targeted_field",
@@ -296,6 +301,11 @@ mod tests {
             }],
         });
         config.origin.ca_file = Some("/ca.pem".into());
+        config.origin.health_check = Some(crate::config::HealthCheck {
+            path: "/healthz".to_owned(),
+            interval: Duration::from_secs(5),
+            expect: 200,
+        });
         config.cache.targeted_field = Some(http::HeaderName::from_static("x-cc"));
         config.admission.sizing = sizing;
         config.admission.seed = Some("seed".to_owned());

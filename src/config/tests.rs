@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 
 use super::*;
 
+mod pools;
 mod rejected;
 mod sites;
 

@@ -14,6 +14,7 @@ use super::{
     OriginConfig, RotateMode, ServerConfig, access_format,
 };
 
+mod pool;
 mod server;
 mod sites;
 mod tls;
@@ -61,6 +62,11 @@ struct RawOrigin {
     body_buffer_size: Option<RawSize>,
     body_read_timeout: Option<String>,
     body_min_rate: Option<RawSize>,
+    servers: Option<Vec<pool::RawServer>>,
+    balance: Option<String>,
+    max_fails: Option<u32>,
+    fail_timeout: Option<String>,
+    health_check: Option<pool::RawHealthCheck>,
 }
 
 #[derive(Deserialize, Default)]
@@ -129,10 +135,18 @@ fn validate(mut raw: RawConfig) -> Result<Config, ConfigError> {
 }
 
 fn validate_origin(raw: RawOrigin, d: OriginConfig) -> Result<OriginConfig, ConfigError> {
-    let url = match raw.url {
-        None => d.url,
-        Some(text) => tls::origin_url(&text)?,
-    };
+    let pool = pool::validate_pool(
+        pool::RawPool {
+            url: raw.url,
+            servers: raw.servers,
+            balance: raw.balance,
+            max_fails: raw.max_fails,
+            fail_timeout: raw.fail_timeout,
+            health_check: raw.health_check,
+        },
+        &d,
+    )?;
+    let url = pool.url;
     let danger_accept_invalid_certs = raw
         .danger_accept_invalid_certs
         .unwrap_or(d.danger_accept_invalid_certs);
@@ -182,6 +196,11 @@ fn validate_origin(raw: RawOrigin, d: OriginConfig) -> Result<OriginConfig, Conf
             None => d.body_min_rate,
             Some(rate) => parse_size("origin.body_min_rate", rate)?,
         },
+        servers: pool.servers,
+        balance: pool.balance,
+        max_fails: pool.max_fails,
+        fail_timeout: pool.fail_timeout,
+        health_check: pool.health_check,
     })
 }
 

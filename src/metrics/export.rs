@@ -20,7 +20,7 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
 use super::process::ProcessStats;
-use super::{Counts, Metrics, RequestResult};
+use super::{Counts, Metrics, RequestResult, ServerSample, ServerSource};
 use crate::admission::{Cause, Decision, FilterStats, LiveAdmission, PairStats};
 use crate::outcome::ErrorKind;
 use crate::store::{DiskStats, FillDrop, Store, StoreStats};
@@ -34,17 +34,20 @@ pub struct Exporter {
 }
 
 impl Exporter {
-    /// An exporter of `metrics`, `store`'s statistics and `admission`'s filter statistics.
+    /// An exporter of `metrics`, `store`'s statistics, `admission`'s filter statistics
+    /// and the origin servers' figures `servers` reads.
     pub fn new(
         metrics: Arc<Metrics>,
         store: Arc<Store>,
         admission: Arc<LiveAdmission>,
+        servers: ServerSource,
     ) -> Exporter {
         let mut registry = Registry::default();
         registry.register_collector(Box::new(Scrape {
             metrics,
             store,
             admission,
+            servers,
         }));
         Exporter { registry }
     }
@@ -63,6 +66,8 @@ struct Scrape {
     store: Arc<Store>,
     /// Loaded per scrape: a reload may replace the policy.
     admission: Arc<LiveAdmission>,
+    /// Read per scrape: a reload may change the servers.
+    servers: ServerSource,
 }
 
 // By hand: prometheus-client wants collectors to be `Debug`, and a policy is not.
@@ -88,6 +93,7 @@ impl Collector for Scrape {
         }
         store_and_disk(out, &store)?;
         origin(out, &counts)?;
+        origin_servers(out, &(self.servers)())?;
         errors(out, &counts, &store)?;
         connections(out, &counts)?;
         counter(
@@ -387,6 +393,52 @@ fn origin(out: &mut DescriptorEncoder, counts: &Counts) -> fmt::Result {
         &histogram.buckets,
         None,
     )
+}
+
+/// Each origin server's state and figures, labelled with its URL.
+fn origin_servers(out: &mut DescriptorEncoder, servers: &[ServerSample]) -> fmt::Result {
+    let label = |server: &ServerSample| [("server", server.url.clone())];
+    let up: Vec<_> = (servers.iter())
+        .map(|s| (label(s), if s.up { 1.0 } else { 0.0 }))
+        .collect();
+    gauge_family(
+        out,
+        "secondhit_origin_server_up",
+        "1 while an origin server is in rotation, 0 while failures or a failed probe keep it out",
+        &up,
+    )?;
+    let requests: Vec<_> = servers.iter().map(|s| (label(s), s.requests)).collect();
+    counter_family(
+        out,
+        "secondhit_origin_server_requests",
+        "Requests sent to each origin server (probes not included)",
+        &requests,
+    )?;
+    let failures: Vec<_> = servers.iter().map(|s| (label(s), s.failures)).collect();
+    counter_family(
+        out,
+        "secondhit_origin_server_failures",
+        "Requests to each origin server that failed: a connection error, a timeout or a 5xx answer",
+        &failures,
+    )?;
+    let mut metric = out.encode_descriptor(
+        "secondhit_origin_server_request_duration_seconds",
+        "Time from sending a request to each origin server to its response head (or its failure)",
+        None,
+        MetricType::Histogram,
+    )?;
+    for server in servers {
+        let latency = &server.latency;
+        metric
+            .encode_family(&label(server))?
+            .encode_histogram::<NoLabelSet>(
+                latency.sum_seconds,
+                latency.count,
+                &latency.buckets,
+                None,
+            )?;
+    }
+    Ok(())
 }
 
 fn errors(out: &mut DescriptorEncoder, counts: &Counts, store: &StoreStats) -> fmt::Result {

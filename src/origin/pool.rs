@@ -5,7 +5,8 @@
 //! origins, so every request looked its origin up in a keyed map, raced the checkout
 //! against a connect future it built (and dropped) each time, and went back to the pool
 //! through a guard of its own, all of it paid by every pass-through request
-//! (`benches/RESULTS.md`, "origin pool"). There is one origin here, so the pool is a list.
+//! (`benches/RESULTS.md`, "origin pool"). Each server of an origin pool (`origin.servers`) has
+//! one of these, so it is a list.
 //!
 //! The connections stay in tasks of their own rather than being driven by the request
 //! that holds them: measured both ways, driving them inline cost less in user space but
@@ -56,7 +57,7 @@ const LISTS: usize = 64;
 /// Where requests go on one connection; its connection task does the I/O.
 type Sender = http1::SendRequest<RequestBody>;
 
-/// Connections to the one origin, and how to open new ones.
+/// Connections to one origin server, and how to open new ones.
 pub(super) struct Pool {
     shared: Arc<Shared>,
 }
@@ -97,17 +98,21 @@ impl Pool {
 
     /// Sends `request` (origin-form target, `Host` set) on a pooled connection, or on a
     /// new one to `origin` (scheme and authority), and returns the response head. The
-    /// body holds the connection until it ends.
+    /// body holds the connection until it ends. A failure to open a connection gives the
+    /// request back ([`Failed::unsent`]): nothing of it was sent, so it may go elsewhere.
     pub(super) async fn send(
         &self,
         origin: &Uri,
         mut request: Request<RequestBody>,
-    ) -> Result<Response<PooledBody>, OriginError> {
+    ) -> Result<Response<PooledBody>, Failed> {
         let list = crate::worker::index() % LISTS;
         loop {
             let (mut sender, reused) = match self.shared.take(list) {
                 Some(sender) => (sender, true),
-                None => (self.shared.connect(origin).await?, false),
+                None => match self.shared.connect(origin).await {
+                    Ok(sender) => (sender, false),
+                    Err(error) => return Err(Failed::unsent(error, request)),
+                },
             };
             // A new connection takes requests once its task has run.
             if sender.ready().await.is_err() {
@@ -115,7 +120,7 @@ impl Pool {
                     continue;
                 }
                 let closed = "the new origin connection closed before the request was sent";
-                return Err(OriginError::Connect(closed.into()));
+                return Err(Failed::unsent(OriginError::Connect(closed.into()), request));
             }
             match sender.try_send_request(request).await {
                 Ok(response) => {
@@ -133,13 +138,34 @@ impl Pool {
                     Some(unsent) if reused => request = unsent,
                     _ => {
                         let error = failed.into_error();
-                        return Err(match super::upload::cut_for_pace(&error) {
+                        let error = match super::upload::cut_for_pace(&error) {
                             Some(slow) => OriginError::RequestBodyTimeout(slow),
                             None => OriginError::Protocol(error.into()),
+                        };
+                        return Err(Failed {
+                            error,
+                            unsent: None,
                         });
                     }
                 },
             }
+        }
+    }
+}
+
+/// Why [`Pool::send`] got no response head.
+pub(super) struct Failed {
+    /// What went wrong.
+    pub(super) error: OriginError,
+    /// The request, when none of it was sent (boxed: the error path stays small).
+    pub(super) unsent: Option<Box<Request<RequestBody>>>,
+}
+
+impl Failed {
+    fn unsent(error: OriginError, request: Request<RequestBody>) -> Failed {
+        Failed {
+            error,
+            unsent: Some(Box::new(request)),
         }
     }
 }

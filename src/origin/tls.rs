@@ -9,8 +9,8 @@
 //!   only the handshake's signatures are checked. For tests against self-signed origins;
 //!   `Origin::new` logs it at warn whenever it builds such a client.
 //!
-//! The name checked, and sent as SNI, is the host of `origin.url`, whatever `Host` the
-//! origin gets (`origin.host_header`). The client offers HTTP/1.1 only (ALPN
+//! The name checked, and sent as SNI, is the host of `origin.url` (of each server's URL
+//! in a pool, `origin.servers`), whatever `Host` the origin gets (`origin.host_header`). The client offers HTTP/1.1 only (ALPN
 //! `http/1.1`), as it speaks to http:// origins: the proxy's `Via` and framing rules
 //! assume an HTTP/1.1 origin.
 

@@ -28,6 +28,7 @@ mod multi_node;
 mod origin_failures;
 mod origin_limits;
 mod origin_pool;
+mod pools;
 mod orphan_fills;
 mod package;
 mod poisoning;

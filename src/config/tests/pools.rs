@@ -1,0 +1,142 @@
+//! Origin pools: `servers` in both forms, `balance`, `max_fails`, `fail_timeout` and
+//! `health_check`, their defaults and inheritance by sites, and what is refused.
+
+use std::time::Duration;
+
+use super::{err, kind};
+use crate::config::{Balance, Config, ConfigError, HealthCheck, OriginServer};
+
+fn server(url: &str, weight: u32) -> OriginServer {
+    OriginServer {
+        url: url.parse().expect("url"),
+        weight,
+    }
+}
+
+#[test]
+fn servers_load_as_urls_or_weighted_tables_with_the_pool_keys() {
+    let text = r#"
+[origin]
+servers = ["http://10.0.0.1:8080", { url = "http://10.0.0.2:8080", weight = 3 }]
+balance = "consistent-hash"
+max_fails = 3
+fail_timeout = "30s"
+health_check = { path = "/healthz", interval = "2s", expect = 204 }
+"#;
+    let config = Config::from_toml_str(text).expect("loads");
+    let origin = &config.origin;
+    let servers = [
+        server("http://10.0.0.1:8080", 1),
+        server("http://10.0.0.2:8080", 3),
+    ];
+    assert_eq!(origin.servers, servers);
+    assert_eq!(origin.pool(), servers);
+    assert_eq!(
+        origin.url, "http://10.0.0.1:8080",
+        "url is the first server"
+    );
+    assert_eq!(origin.balance, Balance::ConsistentHash);
+    assert_eq!(
+        (origin.max_fails, origin.fail_timeout),
+        (3, Duration::from_secs(30))
+    );
+    let check = HealthCheck {
+        path: "/healthz".to_owned(),
+        interval: Duration::from_secs(2),
+        expect: 204,
+    };
+    assert_eq!(origin.health_check, Some(check));
+}
+
+#[test]
+fn url_alone_is_a_pool_of_one_with_nginx_defaults() {
+    let config = Config::from_toml_str("[origin]\nurl = \"http://10.0.0.9\"").expect("loads");
+    let origin = &config.origin;
+    assert_eq!(origin.pool(), [server("http://10.0.0.9", 1)]);
+    assert_eq!(origin.balance, Balance::RoundRobin);
+    assert_eq!(
+        (origin.max_fails, origin.fail_timeout),
+        (1, Duration::from_secs(10))
+    );
+    assert_eq!(origin.health_check, None);
+    let probed = "[origin]\nhealth_check = {}";
+    let check = Config::from_toml_str(probed)
+        .expect("loads")
+        .origin
+        .health_check;
+    let check = check.expect("a health check");
+    assert_eq!(
+        (check.path.as_str(), check.interval, check.expect),
+        ("/", Duration::from_secs(5), 200)
+    );
+}
+
+#[test]
+fn a_site_inherits_the_pool_unless_it_names_its_own_url_or_servers() {
+    let text = r#"
+[origin]
+servers = ["http://10.0.0.1", "http://10.0.0.2"]
+max_fails = 5
+[[site]]
+hosts = ["inherits.example"]
+[[site]]
+hosts = ["own.example"]
+[site.origin]
+url = "http://10.0.0.3"
+"#;
+    let config = Config::from_toml_str(text).expect("loads");
+    let (inherits, own) = (&config.sites[0].origin, &config.sites[1].origin);
+    assert_eq!(inherits.pool(), config.origin.pool());
+    assert_eq!(own.pool(), [server("http://10.0.0.3", 1)]);
+    assert_eq!((inherits.max_fails, own.max_fails), (5, 5));
+}
+
+#[test]
+fn bad_pools_are_refused_naming_the_key() {
+    let cases = [
+        ("servers = []", "origin.servers"),
+        (
+            "url = \"http://a\"\nservers = [\"http://b\"]",
+            "origin.servers",
+        ),
+        ("servers = [\"http://a\", \"http://a\"]", "origin.servers"),
+        ("servers = [\"http://a\", \"https://b\"]", "origin.servers"),
+        ("servers = [\"http://a/path\"]", "origin.servers"),
+        (
+            "servers = [{ url = \"http://a\", weight = 0 }]",
+            "origin.servers",
+        ),
+        (
+            "servers = [{ url = \"http://a\", weight = 101 }]",
+            "origin.servers",
+        ),
+        ("balance = \"random\"", "origin.balance"),
+        ("fail_timeout = \"0s\"", "origin.fail_timeout"),
+        (
+            "health_check = { path = \"healthz\" }",
+            "origin.health_check",
+        ),
+        (
+            "health_check = { interval = \"0s\" }",
+            "origin.health_check",
+        ),
+        ("health_check = { expect = 42 }", "origin.health_check"),
+    ];
+    for (keys, key) in cases {
+        let error = err(&format!("[origin]\n{keys}"));
+        match &error {
+            ConfigError::Invalid { key: named, .. } => assert_eq!(*named, key, "{keys}"),
+            other => panic!("{keys}: {} error {other}", kind(other)),
+        }
+    }
+    // A malformed entry is a parse error that says what an entry looks like.
+    let error = err("[origin]\nservers = [42]").to_string();
+    assert!(error.contains("weight"), "{error}");
+    let error = err("[origin]\nhealth_check = { path = \"/\", every = \"1s\" }").to_string();
+    assert!(error.contains("every"), "{error}");
+    let site = "[[site]]\nhosts = [\"a.example\"]\n[site.origin]\nservers = []";
+    assert_eq!(
+        err(site).to_string().split(':').next(),
+        Some("site[0].origin.servers")
+    );
+}

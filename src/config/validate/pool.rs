@@ -1,0 +1,160 @@
+//! The origin pool's keys: `url` or `servers`, `balance`, `max_fails`, `fail_timeout`
+//! and `health_check`, in `[origin]` and each `[site.origin]`.
+
+use std::time::Duration;
+
+use http::Uri;
+use serde::Deserialize;
+
+use super::super::{Balance, HealthCheck, MAX_SERVERS, MAX_WEIGHT, OriginConfig, OriginServer};
+use super::values::{choice, duration, invalid, positive_duration};
+use super::{ConfigError, tls};
+
+/// One entry of `servers` as written: a URL, or a table with its weight.
+#[derive(Deserialize)]
+#[serde(
+    untagged,
+    expecting = r#"a URL ("http://10.0.0.1:8080") or a table { url = "http://10.0.0.1:8080", weight = 2 }"#
+)]
+pub(super) enum RawServer {
+    Url(String),
+    Weighted { url: String, weight: Option<u32> },
+}
+
+/// `health_check` as written.
+#[derive(Deserialize, Default)]
+#[serde(
+    deny_unknown_fields,
+    default,
+    expecting = r#"a table { path = "/healthz", interval = "5s", expect = 200 }"#
+)]
+pub(super) struct RawHealthCheck {
+    path: Option<String>,
+    interval: Option<String>,
+    expect: Option<u16>,
+}
+
+/// The pool's keys as written.
+pub(super) struct RawPool {
+    pub(super) url: Option<String>,
+    pub(super) servers: Option<Vec<RawServer>>,
+    pub(super) balance: Option<String>,
+    pub(super) max_fails: Option<u32>,
+    pub(super) fail_timeout: Option<String>,
+    pub(super) health_check: Option<RawHealthCheck>,
+}
+
+/// The validated pool keys.
+pub(super) struct Pool {
+    pub(super) url: Uri,
+    pub(super) servers: Vec<OriginServer>,
+    pub(super) balance: Balance,
+    pub(super) max_fails: u32,
+    pub(super) fail_timeout: Duration,
+    pub(super) health_check: Option<HealthCheck>,
+}
+
+/// Validates the pool keys; each key absent takes `d`'s value, and `url` or `servers`
+/// given replaces both of `d`'s (a site naming its own `url` has that one server).
+pub(super) fn validate_pool(raw: RawPool, d: &OriginConfig) -> Result<Pool, ConfigError> {
+    let (url, servers) = match (raw.url, raw.servers) {
+        (Some(_), Some(_)) => {
+            let reason = "is set beside origin.url; give one server as url or several as servers";
+            return Err(invalid("origin.servers", reason.to_owned()));
+        }
+        (Some(text), None) => (tls::origin_url(&text)?, Vec::new()),
+        (None, Some(servers)) => {
+            let servers = validate_servers(servers)?;
+            (servers[0].url.clone(), servers)
+        }
+        (None, None) => (d.url.clone(), d.servers.clone()),
+    };
+    let balances = [
+        ("round-robin", Balance::RoundRobin),
+        ("consistent-hash", Balance::ConsistentHash),
+    ];
+    Ok(Pool {
+        url,
+        servers,
+        balance: choice("origin.balance", raw.balance, d.balance, &balances)?,
+        // Zero is allowed: nginx's "max_fails=0", failures never take a server out.
+        max_fails: raw.max_fails.unwrap_or(d.max_fails),
+        fail_timeout: positive_duration("origin.fail_timeout", raw.fail_timeout, d.fail_timeout)?,
+        health_check: match raw.health_check {
+            Some(raw) => Some(health_check(raw)?),
+            None => d.health_check.clone(),
+        },
+    })
+}
+
+/// `servers`: one to [`MAX_SERVERS`] distinct URLs of one scheme, weights 1 to [`MAX_WEIGHT`].
+fn validate_servers(raw: Vec<RawServer>) -> Result<Vec<OriginServer>, ConfigError> {
+    const KEY: &str = "origin.servers";
+    if raw.is_empty() || raw.len() > MAX_SERVERS {
+        let reason = format!("names {} servers; give 1 to {MAX_SERVERS}", raw.len());
+        return Err(invalid(KEY, reason));
+    }
+    let mut servers: Vec<OriginServer> = Vec::with_capacity(raw.len());
+    for entry in raw {
+        let (text, weight) = match entry {
+            RawServer::Url(url) => (url, None),
+            RawServer::Weighted { url, weight } => (url, weight),
+        };
+        let url = tls::origin_url(&text).map_err(|error| rekeyed(KEY, error))?;
+        let weight = weight.unwrap_or(1);
+        if !(1..=MAX_WEIGHT).contains(&weight) {
+            let reason = format!("{text:?} has weight {weight}; give 1 to {MAX_WEIGHT}");
+            return Err(invalid(KEY, reason));
+        }
+        if servers.iter().any(|s| s.url == url) {
+            return Err(invalid(KEY, format!("{text:?} is named twice")));
+        }
+        if let Some(first) = servers.first()
+            && first.url.scheme() != url.scheme()
+        {
+            let reason = "mixes http:// and https:// servers; a pool shares one TLS setting";
+            return Err(invalid(KEY, reason.to_owned()));
+        }
+        servers.push(OriginServer { url, weight });
+    }
+    Ok(servers)
+}
+
+/// An error about `origin.url` (the URL rules of a server) told about `key` instead.
+fn rekeyed(key: &'static str, error: ConfigError) -> ConfigError {
+    match error {
+        ConfigError::Invalid { reason, .. } => invalid(key, reason),
+        other => other,
+    }
+}
+
+/// `health_check`: a path starting with `/`, an interval above zero, a status 100-599.
+fn health_check(raw: RawHealthCheck) -> Result<HealthCheck, ConfigError> {
+    const KEY: &str = "origin.health_check";
+    let path = raw.path.unwrap_or_else(|| "/".to_owned());
+    if !path.starts_with('/') || path.parse::<http::uri::PathAndQuery>().is_err() {
+        return Err(invalid(
+            KEY,
+            format!("path {path:?} is not a path like \"/healthz\""),
+        ));
+    }
+    let interval = duration(KEY, raw.interval, Duration::from_secs(5))?;
+    if interval.is_zero() {
+        return Err(invalid(
+            KEY,
+            "interval must be greater than zero".to_owned(),
+        ));
+    }
+    let expect = raw.expect.unwrap_or(200);
+    if !(100..=599).contains(&expect) {
+        return Err(invalid(
+            KEY,
+            format!("expect {expect} is not an HTTP status"),
+        ));
+    }
+    Ok(HealthCheck {
+        path,
+        interval,
+        expect,
+    })
+}

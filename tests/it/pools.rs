@@ -1,0 +1,712 @@
+//! Origin pools over real sockets: round robin spreads by weight; consistent hashing keeps
+//! a key on one server; `host_header = "origin"` sends each server its own host; a refused connection goes to the next server; failures
+//! (`max_fails` within `fail_timeout`) and failed probes take a server out of rotation,
+//! and it comes back after `fail_timeout` or a passing probe; a server killed mid-load
+//! costs no more than its requests in flight and rejoins once it is back; every server
+//! down is a 502 at once, or a stale copy; a reload keeps the state of servers that
+//! stay; `/healthz` names the site whose servers are all down; `/metrics` and `/stats`
+//! show each server, and the access log's `$upstream_addr` the one that answered.
+//!
+//! Each backend is a small hyper server on 127.0.0.1 that can be killed (its listener
+//! and every connection closed) and started again on the same port. Timers are short
+//! (probes every 50 ms, `fail_timeout` of a few hundred ms) and waited for with
+//! `eventually`, which polls; no test sleeps for a fixed time to let something happen.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use http::{Request, Response};
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Bytes, Incoming};
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use secondhit::config::{Balance, Config, HealthCheck, OriginServer};
+use tokio::net::TcpListener;
+use tokio::task::JoinSet;
+
+use crate::support::{TestProxy, client, eventually, get, scrape, send, stats, wait_until};
+
+/// One origin server of a pool: answers `GET` with its name, `/health` with
+/// `health_status`, everything else with `status`.
+struct Backend {
+    name: &'static str,
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    /// The accept loop, whose `JoinSet` owns every connection: aborting it closes them.
+    task: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+#[derive(Default)]
+struct Shared {
+    /// Requests answered, probes not counted, by path.
+    hits: Mutex<HashMap<String, usize>>,
+    /// Requests being answered now (probes not counted).
+    in_flight: AtomicUsize,
+    status: AtomicU16,
+    health_status: AtomicU16,
+    /// How long each answer (probes excepted) waits.
+    delay_ms: AtomicUsize,
+    /// Probes received.
+    probes: AtomicUsize,
+}
+
+impl Backend {
+    async fn start(name: &'static str) -> Backend {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("address");
+        let shared = Arc::new(Shared::default());
+        shared.status.store(200, Ordering::Relaxed);
+        shared.health_status.store(200, Ordering::Relaxed);
+        let task = tokio::spawn(serve(listener, name, shared.clone()));
+        Backend {
+            name,
+            addr,
+            shared,
+            task: Mutex::new(Some(task)),
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Closes the listener and every open connection, as a crashed server would.
+    fn kill(&self) -> usize {
+        let in_flight = self.shared.in_flight.load(Ordering::SeqCst);
+        if let Some(task) = self.task.lock().expect("task").take() {
+            task.abort();
+        }
+        in_flight
+    }
+
+    /// Listens again on the same port.
+    async fn restart(&self) {
+        // The aborted task drops its listener at its next poll, a moment after `kill`.
+        let listener = eventually(
+            || format!("{} cannot listen on {} again", self.name, self.addr),
+            async || TcpListener::bind(self.addr).await.ok(),
+        )
+        .await;
+        let task = tokio::spawn(serve(listener, self.name, self.shared.clone()));
+        *self.task.lock().expect("task") = Some(task);
+    }
+
+    fn hits(&self) -> usize {
+        self.shared.hits.lock().expect("hits").values().sum()
+    }
+
+    fn set_status(&self, status: u16) {
+        self.shared.status.store(status, Ordering::Relaxed);
+    }
+
+    fn set_health(&self, status: u16) {
+        self.shared.health_status.store(status, Ordering::Relaxed);
+    }
+
+    fn probes(&self) -> usize {
+        self.shared.probes.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for Backend {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+async fn serve(listener: TcpListener, name: &'static str, shared: Arc<Shared>) {
+    let mut connections = JoinSet::new();
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let shared = shared.clone();
+        let service = service_fn(move |request: Request<Incoming>| {
+            let shared = shared.clone();
+            async move { Ok::<_, Infallible>(answer(request, name, &shared).await) }
+        });
+        connections.spawn(async move {
+            let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            let _ = builder
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+async fn answer(request: Request<Incoming>, name: &str, shared: &Shared) -> Response<Full<Bytes>> {
+    let path = request.uri().path().to_owned();
+    let host = request.headers().get("host").cloned();
+    let _ = request.into_body().collect().await;
+    let reply = |status: u16| {
+        Response::builder()
+            .status(status)
+            .header("x-server", name)
+            .header(
+                "x-host",
+                host.clone().unwrap_or(http::HeaderValue::from_static("")),
+            )
+            .header("cache-control", "no-store")
+            .body(Full::new(Bytes::from(name.to_owned())))
+            .expect("response")
+    };
+    if path == "/cacheable" {
+        // Stale on arrival (age 70 > max-age 60): served again only as a stale copy.
+        let mut response = reply(200);
+        let headers = response.headers_mut();
+        headers.insert(
+            "cache-control",
+            http::HeaderValue::from_static("max-age=60"),
+        );
+        headers.insert("age", http::HeaderValue::from_static("70"));
+        headers.insert("etag", http::HeaderValue::from_static("\"c\""));
+        return response;
+    }
+    if path == "/health" {
+        shared.probes.fetch_add(1, Ordering::Relaxed);
+        return reply(shared.health_status.load(Ordering::Relaxed));
+    }
+    shared.in_flight.fetch_add(1, Ordering::SeqCst);
+    let delay = shared.delay_ms.load(Ordering::Relaxed) as u64;
+    if delay > 0 {
+        tokio::time::sleep(Duration::from_millis(delay)).await;
+    }
+    *shared.hits.lock().expect("hits").entry(path).or_insert(0) += 1;
+    shared.in_flight.fetch_sub(1, Ordering::SeqCst);
+    reply(shared.status.load(Ordering::Relaxed))
+}
+
+/// The pool of `backends`, each with weight 1.
+fn pool(backends: &[&Backend]) -> Vec<OriginServer> {
+    (backends.iter())
+        .map(|backend| OriginServer {
+            url: backend.url().parse().expect("url"),
+            weight: 1,
+        })
+        .collect()
+}
+
+/// A proxy in front of `servers` (the first one is also `origin.url`), then `tweak`.
+async fn proxy_for(servers: Vec<OriginServer>, tweak: impl FnOnce(&mut Config)) -> TestProxy {
+    let first = servers[0].url.to_string();
+    let addr: SocketAddr = first
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .parse()
+        .expect("addr");
+    TestProxy::start(addr, |config| {
+        config.origin.url = servers[0].url.clone();
+        config.origin.servers = servers;
+        tweak(config);
+    })
+    .await
+}
+
+fn probes_every(interval_ms: u64) -> Option<HealthCheck> {
+    Some(HealthCheck {
+        path: "/health".to_owned(),
+        interval: Duration::from_millis(interval_ms),
+        expect: 200,
+    })
+}
+
+/// Which backend answered a `GET path`, and its status.
+async fn served_by(proxy: &TestProxy, path: &str) -> (u16, String) {
+    let seen = get(&proxy.url(path)).await;
+    let server = seen
+        .headers
+        .get("x-server")
+        .map(|v| v.to_str().unwrap_or("?").to_owned());
+    (seen.status, server.unwrap_or_default())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn round_robin_spreads_requests_over_the_servers_by_weight() {
+    let (a, b, c) = (
+        Backend::start("a").await,
+        Backend::start("b").await,
+        Backend::start("c").await,
+    );
+    let mut servers = pool(&[&a, &b, &c]);
+    servers[2].weight = 2;
+    let proxy = proxy_for(servers, |_| {}).await;
+    let mut order = Vec::new();
+    for i in 0..40 {
+        let (status, server) = served_by(&proxy, &format!("/rr/{i}")).await;
+        assert_eq!(status, 200);
+        order.push(server);
+    }
+    assert_eq!((a.hits(), b.hits(), c.hits()), (10, 10, 20));
+    // Smooth: the heavier server's turns are spread out, never three in a row.
+    assert!(
+        !order.windows(3).any(|w| w.iter().all(|s| s == "c")),
+        "{order:?}"
+    );
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_host_header_origin_each_server_gets_its_own_host() {
+    let (a, b) = (Backend::start("a").await, Backend::start("b").await);
+    let proxy = proxy_for(pool(&[&a, &b]), |config| {
+        config.origin.host_header = secondhit::config::HostHeader::Origin;
+    })
+    .await;
+    for i in 0..4 {
+        let seen = get(&proxy.url(&format!("/h/{i}"))).await;
+        let backend = match &seen.headers["x-server"] {
+            name if name == "a" => &a,
+            _ => &b,
+        };
+        assert_eq!(seen.headers["x-host"], backend.addr.to_string().as_str());
+    }
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consistent_hashing_keeps_each_key_on_one_server_and_moves_only_a_lost_servers_keys() {
+    let (a, b, c) = (
+        Backend::start("a").await,
+        Backend::start("b").await,
+        Backend::start("c").await,
+    );
+    let proxy = proxy_for(pool(&[&a, &b, &c]), |config| {
+        config.origin.balance = Balance::ConsistentHash;
+        config.origin.health_check = probes_every(50);
+    })
+    .await;
+    let mut owner = HashMap::new();
+    for round in 0..3 {
+        for key in 0..30 {
+            let (status, server) = served_by(&proxy, &format!("/key/{key}")).await;
+            assert_eq!(status, 200);
+            let first = owner.entry(key).or_insert_with(|| server.clone());
+            assert_eq!(*first, server, "key {key} moved in round {round}");
+        }
+    }
+    let used: std::collections::HashSet<_> = owner.values().collect();
+    assert_eq!(
+        used.len(),
+        3,
+        "30 keys spread over the three servers: {owner:?}"
+    );
+    b.kill();
+    wait_until(|| "b probed down".into(), || !server_up(&proxy, 1)).await;
+    for key in 0..30 {
+        let (status, server) = served_by(&proxy, &format!("/key/{key}")).await;
+        assert_eq!(status, 200);
+        match owner[&key].as_str() {
+            "b" => assert_ne!(server, "b"),
+            kept => assert_eq!(server, kept, "key {key} moved though its server stayed up"),
+        }
+    }
+    proxy.stop().await;
+}
+
+/// Whether the `index`th server of the default site is in rotation.
+fn server_up(proxy: &TestProxy, index: usize) -> bool {
+    let live = proxy.settings.load();
+    let site = live.sites.all().last().expect("the default site").clone();
+    site.origin.servers_up()[index].1
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_connection_goes_to_the_next_server_unseen_by_the_client() {
+    let a = Backend::start("a").await;
+    let dead = Backend::start("dead").await;
+    dead.kill();
+    let proxy = proxy_for(pool(&[&dead, &a]), |config| {
+        // Never out of rotation: every request that picks it must be retried.
+        config.origin.max_fails = 0;
+    })
+    .await;
+    for i in 0..10 {
+        assert_eq!(
+            served_by(&proxy, &format!("/r/{i}")).await,
+            (200, "a".to_owned())
+        );
+    }
+    let metrics = scrape(&proxy).await;
+    let failures = format!(
+        "secondhit_origin_server_failures_total{{server=\"{}\"}}",
+        dead.url()
+    );
+    assert_eq!(metrics.get(&failures), Some(&5.0), "{metrics:?}");
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failures_take_a_server_out_for_fail_timeout_then_it_is_tried_again() {
+    const FAIL_TIMEOUT: Duration = Duration::from_secs(1);
+    let (a, b) = (Backend::start("a").await, Backend::start("b").await);
+    b.set_status(500);
+    let proxy = proxy_for(pool(&[&a, &b]), |config| {
+        config.origin.max_fails = 2;
+        config.origin.fail_timeout = FAIL_TIMEOUT;
+    })
+    .await;
+    let first_failure = Instant::now();
+    let mut statuses = Vec::new();
+    for i in 0..4 {
+        statuses.push(served_by(&proxy, &format!("/p/{i}")).await);
+    }
+    // Round robin: a, b (500), a, b (500): the second failure takes b out.
+    assert_eq!(
+        statuses.iter().filter(|(s, _)| *s == 500).count(),
+        2,
+        "{statuses:?}"
+    );
+    for i in 0..4 {
+        let (_, server) = served_by(&proxy, &format!("/q/{i}")).await;
+        assert!(
+            server == "a" || first_failure.elapsed() >= FAIL_TIMEOUT,
+            "{i}: {server}"
+        );
+    }
+    let (up, failures) = server_figures(&proxy, &b).await;
+    assert!(!up || first_failure.elapsed() >= FAIL_TIMEOUT, "b is out");
+    assert_eq!(failures, 2.0);
+    b.set_status(200);
+    eventually(
+        || "b back in rotation after fail_timeout".into(),
+        async || (served_by(&proxy, "/again").await.1 == "b").then_some(()),
+    )
+    .await;
+    assert!(
+        first_failure.elapsed() >= FAIL_TIMEOUT,
+        "b was out for fail_timeout"
+    );
+    proxy.stop().await;
+}
+
+/// Whether `backend` is up, and its failures, on `/metrics`; `/stats` must agree.
+async fn server_figures(proxy: &TestProxy, backend: &Backend) -> (bool, f64) {
+    let label = format!("{{server=\"{}\"}}", backend.url());
+    let metrics = scrape(proxy).await;
+    let up = metrics[&format!("secondhit_origin_server_up{label}")] == 1.0;
+    let failures = metrics[&format!("secondhit_origin_server_failures_total{label}")];
+    let requests = metrics[&format!("secondhit_origin_server_requests_total{label}")];
+    let count = metrics[&format!("secondhit_origin_server_request_duration_seconds_count{label}")];
+    assert_eq!(
+        requests, count,
+        "every request's latency is in the histogram"
+    );
+    let stats = stats(proxy).await;
+    let servers = stats["origin"]["servers"].as_array().expect("servers");
+    let url = backend.url();
+    let server = servers
+        .iter()
+        .find(|s| s["url"] == url.as_str())
+        .expect("in /stats");
+    assert_eq!(server["failures"].as_f64(), Some(failures));
+    (up, failures)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_probe_takes_a_server_out_and_a_passing_one_brings_it_back() {
+    let (a, b) = (Backend::start("a").await, Backend::start("b").await);
+    let proxy = proxy_for(pool(&[&a, &b]), |config| {
+        config.origin.health_check = probes_every(50);
+    })
+    .await;
+    wait_until(|| "b probed".into(), || b.probes() > 0).await;
+    b.set_health(503);
+    wait_until(|| "b probed down".into(), || !server_up(&proxy, 1)).await;
+    let before = b.hits();
+    for i in 0..6 {
+        assert_eq!(served_by(&proxy, &format!("/x/{i}")).await.1, "a");
+    }
+    assert_eq!(b.hits(), before, "no request goes to a server probed down");
+    assert!(!server_figures(&proxy, &b).await.0, "b shows as out");
+    b.set_health(200);
+    wait_until(|| "b probed up".into(), || server_up(&proxy, 1)).await;
+    let served: Vec<String> = futures_util::future::join_all((0..4).map(|i| {
+        let proxy = &proxy;
+        async move { served_by(proxy, &format!("/y/{i}")).await.1 }
+    }))
+    .await;
+    assert!(served.iter().any(|s| s == "b"), "{served:?}");
+    proxy.stop().await;
+}
+
+/// Clients sending one request after another, each on its own connection to the proxy.
+struct Load {
+    stop: Arc<AtomicBool>,
+    served: Arc<AtomicUsize>,
+    /// Answers other than 200.
+    errors: Arc<AtomicUsize>,
+    clients: JoinSet<()>,
+}
+
+impl Load {
+    fn start(proxy: &TestProxy, clients: usize) -> Load {
+        let mut load = Load {
+            stop: Arc::default(),
+            served: Arc::default(),
+            errors: Arc::default(),
+            clients: JoinSet::new(),
+        };
+        for worker in 0..clients {
+            let url = proxy.url("");
+            let (stop, served, errors) =
+                (load.stop.clone(), load.served.clone(), load.errors.clone());
+            load.clients.spawn(async move {
+                let http = client();
+                let mut i = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    i += 1;
+                    let seen = send(http.get(format!("{url}/load/{worker}/{i}"))).await;
+                    match seen.status {
+                        200 => served.fetch_add(1, Ordering::Relaxed),
+                        _ => errors.fetch_add(1, Ordering::Relaxed),
+                    };
+                }
+            });
+        }
+        load
+    }
+
+    /// Stops the clients after their requests in flight; returns the errors in all.
+    async fn stop(mut self) -> usize {
+        self.stop.store(true, Ordering::Relaxed);
+        while self.clients.join_next().await.is_some() {}
+        self.errors.load(Ordering::Relaxed)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_killed_mid_load_costs_at_most_its_requests_in_flight_and_rejoins() {
+    const CLIENTS: usize = 8;
+    let backends = [
+        Backend::start("a").await,
+        Backend::start("b").await,
+        Backend::start("c").await,
+    ];
+    for backend in &backends {
+        backend.shared.delay_ms.store(5, Ordering::Relaxed);
+    }
+    let [a, b, c] = &backends;
+    let proxy = proxy_for(pool(&[a, b, c]), |config| {
+        config.origin.health_check = probes_every(50);
+    })
+    .await;
+    let load = Load::start(&proxy, CLIENTS);
+    let (served, errors) = (&load.served, &load.errors);
+    wait_until(|| "load reaches b".into(), || b.hits() > 20).await;
+    let in_flight = b.kill();
+    let served_at_kill = served.load(Ordering::Relaxed);
+    wait_until(
+        || "load goes on without b".into(),
+        || served.load(Ordering::Relaxed) > served_at_kill + 200,
+    )
+    .await;
+    let errors_while_down = errors.load(Ordering::Relaxed);
+    assert!(
+        errors_while_down <= CLIENTS,
+        "{errors_while_down} client errors; b had {in_flight} requests in flight, and each of \
+         {CLIENTS} clients has at most one request open"
+    );
+    b.restart().await;
+    let hits = b.hits();
+    wait_until(
+        || "b back in rotation under load".into(),
+        || b.hits() > hits + 20,
+    )
+    .await;
+    let errors = load.stop().await;
+    assert_eq!(errors, errors_while_down, "no error after b rejoined");
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_every_server_down_a_request_gets_502_at_once_or_a_stale_copy() {
+    let (a, b) = (Backend::start("a").await, Backend::start("b").await);
+    let proxy = proxy_for(pool(&[&a, &b]), |config| {
+        config.origin.health_check = probes_every(50);
+        config.cache.stale_if_unreachable = Duration::from_secs(3600);
+        config.admission.policy = secondhit::config::AdmissionPolicy::Always;
+    })
+    .await;
+    let stored = get(&proxy.url("/cacheable")).await;
+    assert!(stored.cache.stored, "{:?}", stored.cache);
+    proxy.wait_committed(1).await;
+    a.kill();
+    b.kill();
+    wait_until(
+        || "both probed down".into(),
+        || !server_up(&proxy, 0) && !server_up(&proxy, 1),
+    )
+    .await;
+    let asked = Instant::now();
+    let (status, _) = served_by(&proxy, "/anything").await;
+    assert_eq!(status, 502);
+    // The stored entry (stale on arrival) is served where the allowance permits.
+    let seen = get(&proxy.url("/cacheable")).await;
+    assert_eq!(
+        (seen.status, seen.body.as_slice()),
+        (200, stored.body.as_slice())
+    );
+    assert!(seen.cache.hit, "{:?}", seen.cache);
+    assert_eq!(seen.cache.detail.as_deref(), Some("stale-if-unreachable"));
+    assert!(
+        asked.elapsed() < Duration::from_secs(1),
+        "answered at once: {:?}",
+        asked.elapsed()
+    );
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_keeps_the_state_of_servers_that_stay() {
+    let (a, b, c) = (
+        Backend::start("a").await,
+        Backend::start("b").await,
+        Backend::start("c").await,
+    );
+    b.set_status(500);
+    let proxy = proxy_for(pool(&[&a, &b]), |config| {
+        config.origin.max_fails = 1;
+        config.origin.fail_timeout = Duration::from_secs(600);
+    })
+    .await;
+    served_by(&proxy, "/1").await;
+    served_by(&proxy, "/2").await;
+    assert!(!server_up(&proxy, 1), "b failed once: out for fail_timeout");
+    let mut next = (*proxy.settings.load().settings).clone();
+    next.origin.servers = pool(&[&a, &b, &c]);
+    proxy.reloader.apply(next).await.expect("reload");
+    assert!(!server_up(&proxy, 1), "b is still out after the reload");
+    assert!(server_up(&proxy, 2), "c starts in rotation");
+    for i in 0..6 {
+        assert_ne!(served_by(&proxy, &format!("/after/{i}")).await.1, "b");
+    }
+    let (_, failures) = server_figures(&proxy, &b).await;
+    assert_eq!(failures, 1.0, "b's counters carried over");
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn healthz_answers_503_naming_the_site_whose_servers_are_all_down() {
+    let (a, b, other) = (
+        Backend::start("a").await,
+        Backend::start("b").await,
+        Backend::start("o").await,
+    );
+    let proxy = proxy_for(pool(&[&other]), |config| {
+        let mut origin = config.origin.clone();
+        origin.servers = pool(&[&a, &b]);
+        origin.health_check = probes_every(50);
+        config.sites = vec![secondhit::config::SiteConfig {
+            hosts: vec!["shop.example".to_owned()],
+            origin,
+            ..Default::default()
+        }];
+        config.server.unknown_host = secondhit::config::UnknownHost::Default;
+    })
+    .await;
+    let health = get(&proxy.admin_url("/healthz")).await;
+    let body: serde_json::Value = serde_json::from_slice(&health.body).expect("JSON");
+    assert_eq!(
+        (health.status, body["status"].as_str()),
+        (200, Some("ok")),
+        "{body}"
+    );
+    assert_eq!(body["store"]["writable"], true);
+    a.kill();
+    wait_until(|| "a probed down".into(), || !server_up_in(&proxy, 0, 0)).await;
+    assert_eq!(
+        get(&proxy.admin_url("/healthz")).await.status,
+        200,
+        "b is still up"
+    );
+    b.kill();
+    wait_until(|| "b probed down".into(), || !server_up_in(&proxy, 0, 1)).await;
+    let health = get(&proxy.admin_url("/healthz")).await;
+    let body: serde_json::Value = serde_json::from_slice(&health.body).expect("JSON");
+    assert_eq!(
+        (health.status, body["status"].as_str()),
+        (503, Some("fail")),
+        "{body}"
+    );
+    let problems = body["problems"].to_string();
+    assert!(problems.contains("site shop.example"), "{problems}");
+    assert!(
+        !problems.contains("default"),
+        "the default site is fine: {problems}"
+    );
+    b.restart().await;
+    wait_until(|| "b probed up".into(), || server_up_in(&proxy, 0, 1)).await;
+    assert_eq!(get(&proxy.admin_url("/healthz")).await.status, 200);
+    proxy.stop().await;
+}
+
+/// Whether server `index` of site `site` (in `[[site]]` order) is in rotation.
+fn server_up_in(proxy: &TestProxy, site: usize, index: usize) -> bool {
+    let live = proxy.settings.load();
+    let site = live.sites.all().nth(site).expect("the site").clone();
+    site.origin.servers_up()[index].1
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn healthz_answers_503_when_the_disk_is_under_min_free_or_the_store_unwritable() {
+    let a = Backend::start("a").await;
+    let proxy = proxy_for(pool(&[&a]), |config| {
+        // More than any test machine's disk has free.
+        config.cache.min_free = u64::MAX / 2;
+    })
+    .await;
+    let health = get(&proxy.admin_url("/healthz")).await;
+    let body: serde_json::Value = serde_json::from_slice(&health.body).expect("JSON");
+    assert_eq!(health.status, 503, "{body}");
+    assert!(
+        body["problems"].to_string().contains("cache.min_free"),
+        "{body}"
+    );
+    proxy.stop().await;
+
+    let proxy = proxy_for(pool(&[&a]), |_| {}).await;
+    assert_eq!(get(&proxy.admin_url("/healthz")).await.status, 200);
+    // A file where the state directory was: no write there can succeed, even as root.
+    let state = proxy.cache_dir.join("state");
+    let moved = proxy.cache_dir.join("state-moved");
+    std::fs::rename(&state, &moved).expect("move the state directory");
+    std::fs::write(&state, b"not a directory").expect("a file in its place");
+    let health = get(&proxy.admin_url("/healthz")).await;
+    let body: serde_json::Value = serde_json::from_slice(&health.body).expect("JSON");
+    assert_eq!(
+        (health.status, &body["store"]["writable"]),
+        (503, &serde_json::Value::Bool(false)),
+        "{body}"
+    );
+    std::fs::remove_file(&state).expect("remove the file");
+    std::fs::rename(&moved, &state).expect("put the state directory back");
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_access_log_names_the_server_of_the_pool_that_answered() {
+    let logs = tempfile::tempdir().expect("temp dir");
+    let log = logs.path().join("access.log");
+    let (a, b) = (Backend::start("a").await, Backend::start("b").await);
+    let proxy = proxy_for(pool(&[&a, &b]), |config| {
+        config.log.access_log = secondhit::config::AccessLog::File(log.clone());
+        config.log.access_format = secondhit::config::AccessFormat::Template(
+            secondhit::config::access_format::parse("$upstream_addr $upstream_status")
+                .expect("template"),
+        );
+    })
+    .await;
+    let mut answered = Vec::new();
+    for i in 0..4 {
+        let (_, server) = served_by(&proxy, &format!("/log/{i}")).await;
+        let backend = if server == "a" { &a } else { &b };
+        answered.push(format!("{} 200", backend.addr));
+    }
+    proxy.stop().await;
+    let text = std::fs::read_to_string(&log).expect("read the log");
+    assert_eq!(text.lines().collect::<Vec<_>>(), answered);
+}
