@@ -87,6 +87,7 @@ fn store_figures(store: &StoreStats) -> Value {
         "memory_objects": store.memory_objects,
         "memory_bytes": store.memory_bytes,
         "open_files": store.open_files,
+        "tag_bytes": store.tag_bytes,
         "evictions": store.evictions,
         "committed_fills": store.committed_fills,
         "committed_bytes": store.committed_bytes,

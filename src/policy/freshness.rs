@@ -219,6 +219,8 @@ pub struct StoredFreshness {
     lifetime: Duration,
     initial_age: Duration,
     response_time: SystemTime,
+    /// A soft purge marked the response stale.
+    purged: bool,
 }
 
 impl StoredFreshness {
@@ -232,16 +234,35 @@ impl StoredFreshness {
             meta.response_time,
             rules.heuristic_max,
         );
+        let initial_age = initial_age(
+            &meta.response_headers,
+            meta.request_time,
+            meta.response_time,
+        );
+        // A soft purge ends the lifetime at the response's age when it was purged, so it
+        // is stale from then on and its stale windows count from the purge.
+        let lifetime = match meta.purged {
+            Some(at) => {
+                let since = at
+                    .duration_since(meta.response_time)
+                    .unwrap_or(Duration::ZERO);
+                lifetime.min(initial_age + since)
+            }
+            None => lifetime,
+        };
         StoredFreshness {
-            initial_age: initial_age(
-                &meta.response_headers,
-                meta.request_time,
-                meta.response_time,
-            ),
+            initial_age,
             cc,
             lifetime,
             response_time: meta.response_time,
+            purged: meta.purged.is_some(),
         }
+    }
+
+    /// True if a soft purge marked the response stale (until a revalidation replaces
+    /// its metadata).
+    pub fn purged(&self) -> bool {
+        self.purged
     }
 
     /// The response's current age (RFC 9111 §4.2.3).

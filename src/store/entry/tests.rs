@@ -22,6 +22,8 @@ fn meta() -> EntryMeta {
         status: StatusCode::NON_AUTHORITATIVE_INFORMATION,
         response_headers,
         request_headers,
+        tags: Vec::new(),
+        purged: None,
     }
 }
 
