@@ -32,6 +32,7 @@ mod orphan_fills;
 mod poisoning;
 mod proxy;
 mod proxy_hygiene;
+mod purge;
 mod reload;
 // `secondhit simulate --recommend` and `--plot`, bench-only commands.
 #[cfg(feature = "bench")]
