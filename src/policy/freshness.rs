@@ -396,6 +396,43 @@ mod tests {
     }
 
     #[test]
+    fn a_soft_purge_ends_the_lifetime_and_starts_the_stale_windows() {
+        let sent = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let cc = (
+            "cache-control",
+            "max-age=3600, stale-while-revalidate=60".to_owned(),
+        );
+        let meta = |purged| EntryMeta {
+            request_time: sent,
+            response_time: sent,
+            status: StatusCode::OK,
+            response_headers: headers(&[cc.clone(), ("date", httpdate::fmt_http_date(sent))]),
+            request_headers: HeaderMap::new(),
+            tags: Vec::new(),
+            purged,
+        };
+        let rules = Rules {
+            heuristic_max: DAY,
+            targeted_field: None,
+        };
+        let later = sent + Duration::from_secs(100);
+        let kept = StoredFreshness::new(&meta(None), &rules);
+        assert!(kept.is_fresh(later) && !kept.purged());
+        let purged = StoredFreshness::new(&meta(Some(sent + Duration::from_secs(90))), &rules);
+        assert!(purged.purged());
+        assert!(!purged.is_fresh(later), "stale from the purge on");
+        assert!(
+            purged.within_stale_while_revalidate(later),
+            "10s past the purge"
+        );
+        let much_later = sent + Duration::from_secs(200);
+        assert!(
+            !purged.within_stale_while_revalidate(much_later),
+            "110s past it"
+        );
+    }
+
+    #[test]
     fn lifetime_precedence_s_maxage_max_age_expires() {
         let now = SystemTime::now();
         let date = httpdate::fmt_http_date(now);

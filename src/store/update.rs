@@ -131,19 +131,14 @@ pub(super) fn write_meta(
         let reason = "metadata sequence at its maximum".to_owned();
         return Ok(Outcome::Damaged(Damage::Invalid, reason));
     };
-    let payload = match payload {
-        Payload::Encoded(payload) => payload,
-        Payload::Purged(_) if header.meta.purged.is_some() => return Ok(Outcome::Written),
-        Payload::Purged(at) => {
-            let mut meta = header.meta;
-            meta.purged = Some(at);
-            entry::encode_meta(&meta).map_err(map_entry_error)?
-        }
-    };
     let preamble = header.preamble;
+    let slot_now = header.slot;
+    let Some(payload) = encoded(payload, header.meta)? else {
+        return Ok(Outcome::Written);
+    };
     let slot =
         entry::encode_slot(&payload, sequence, preamble.slot_capacity).map_err(map_entry_error)?;
-    let offset = preamble.slot_offset(header.slot.other());
+    let offset = preamble.slot_offset(slot_now.other());
     file.write_all_at(&slot, offset)
         .map_err(disk::io_err(path))?;
     // Right after the write, on this thread: the new slot is what a fresh read of
@@ -157,4 +152,20 @@ pub(super) fn write_meta(
         file.sync_data().map_err(disk::io_err(path))?;
     }
     Ok(Outcome::Written)
+}
+
+/// The bytes `payload` writes over `current`, the metadata in force; `None` when there is
+/// nothing to write (a soft purge of an entry marked already).
+fn encoded(payload: Payload, current: EntryMeta) -> Result<Option<Vec<u8>>, StoreError> {
+    match payload {
+        Payload::Encoded(payload) => Ok(Some(payload)),
+        Payload::Purged(_) if current.purged.is_some() => Ok(None),
+        Payload::Purged(at) => {
+            let meta = EntryMeta {
+                purged: Some(at),
+                ..current
+            };
+            entry::encode_meta(&meta).map(Some).map_err(map_entry_error)
+        }
+    }
 }

@@ -70,17 +70,12 @@ fn percentiles(mut took: Vec<Duration>) -> String {
     )
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "a measurement: run alone, with --ignored --nocapture"]
-async fn purge_bench() {
-    let entries: usize = std::env::var("SECONDHIT_PURGE_ENTRIES")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(100_000);
-    let dir = tempfile::tempdir().expect("temp dir");
+/// A store in `dir` holding `entries` entries tagged `bench` and 1000 tagged `kept`, and
+/// the keys of those.
+async fn filled(dir: &std::path::Path, entries: usize) -> (Arc<Store>, Vec<String>) {
     let store = Arc::new(
         Store::open(StoreOptions {
-            dir: dir.path().to_owned(),
+            dir: dir.to_owned(),
             fsync: Fsync::Off,
             max_size: 1 << 40,
             lock_timeout: Duration::from_secs(5),
@@ -95,12 +90,8 @@ async fn purge_bench() {
     );
     let started = Instant::now();
     for i in 0..entries {
-        put(
-            &store,
-            &format!("http://bench.test/tagged/{i}"),
-            &["bench", "other"],
-        )
-        .await;
+        let key = format!("http://bench.test/tagged/{i}");
+        put(&store, &key, &["bench", "other"]).await;
     }
     let keys: Vec<String> = (0..1000)
         .map(|i| format!("http://bench.test/kept/{i}"))
@@ -113,6 +104,18 @@ async fn purge_bench() {
         entries + keys.len(),
         started.elapsed()
     );
+    (store, keys)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement: run alone, with --ignored --nocapture"]
+async fn purge_bench() {
+    let entries: usize = std::env::var("SECONDHIT_PURGE_ENTRIES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(100_000);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (store, keys) = filled(dir.path(), entries).await;
     let keys = Arc::new(keys);
 
     let stop = Arc::new(AtomicBool::new(false));
