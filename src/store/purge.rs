@@ -10,8 +10,9 @@
 //!    files it has not reached yet are removed when it does.
 //! 3. The catalog's reverse map is walked in batches (`catalog::BATCH` members under
 //!    one lock); each member still selected is taken out of the index (hits miss it from
-//!    then on) and its file unlinked on a blocking thread, a batch per trip; or, soft,
-//!    its metadata is rewritten with the purge's time (`update`), which makes it stale.
+//!    then on), and once every batch is out their files are unlinked on a blocking
+//!    thread, a batch per trip, before the purge returns; or, soft, each one's metadata is
+//!    rewritten with the purge's time (`update`), which makes it stale.
 //!
 //! An entry whose metadata slot has no room for the mark is removed instead.
 
@@ -20,7 +21,7 @@ use std::time::SystemTime;
 
 use tracing::{debug, warn};
 
-use super::catalog::PurgeSelector;
+use super::catalog::{BATCH, PurgeSelector};
 use super::disk::{self, Damage};
 use super::index::Fill;
 use super::update::{self, Outcome, Payload};
@@ -73,30 +74,38 @@ impl Store {
             };
         }
         let mut after = None;
+        // Removed entries leave the index batch by batch (each a miss from then on); their
+        // files are unlinked once all have left, so what is purged stops being served
+        // long before the last file is gone.
+        let mut unreachable = Vec::new();
         loop {
             let batch = inner.catalog.members(selector, after);
             let Some(&last) = batch.last() else {
                 break;
             };
             after = Some(last);
-            purged += match mode {
-                PurgeMode::Remove => self.remove_batch(selector, &batch).await?,
-                PurgeMode::MarkStale(at) => self.purge_batch(selector, &batch, at).await?,
-            };
+            match mode {
+                PurgeMode::Remove => unreachable.extend(self.take_out(selector, &batch)),
+                PurgeMode::MarkStale(at) => {
+                    purged += self.purge_batch(selector, &batch, at).await?
+                }
+            }
+        }
+        purged += unreachable.len() as u64;
+        for chunk in unreachable.chunks(BATCH) {
+            let (owned, chunk) = (Arc::clone(inner), chunk.to_vec());
+            super::blocking(&inner.objects, move || unlink_all(&owned, &chunk)).await?;
+            inner.changed();
         }
         debug!(?selector, ?mode, purged, "purged");
         Ok(purged)
     }
 
-    /// Removes the entries of `batch` that `selector` still selects: out of the index at
-    /// once, their files unlinked in one trip to the blocking pool.
-    async fn remove_batch(
-        &self,
-        selector: &PurgeSelector,
-        batch: &[u128],
-    ) -> Result<u64, StoreError> {
+    /// Takes the entries of `batch` that `selector` still selects out of the index (and
+    /// the memory tier and the catalog); the caller unlinks their files.
+    fn take_out(&self, selector: &PurgeSelector, batch: &[u128]) -> Vec<(u128, Fill)> {
         let inner = &self.inner;
-        let mut taken: Vec<(u128, Fill)> = Vec::with_capacity(batch.len());
+        let mut taken = Vec::with_capacity(batch.len());
         for &key_hash in batch {
             let Some(fill_id) = inner.catalog.selected(key_hash, selector) else {
                 continue;
@@ -109,14 +118,7 @@ impl Store {
                 taken.push((key_hash, fill));
             }
         }
-        let count = taken.len() as u64;
-        if taken.is_empty() {
-            return Ok(0);
-        }
-        let owned = Arc::clone(inner);
-        super::blocking(&inner.objects, move || unlink_all(&owned, &taken)).await?;
-        inner.changed();
-        Ok(count)
+        taken
     }
 
     /// Marks the entries of `batch` that `selector` still selects stale as of `at`, in

@@ -1,8 +1,9 @@
 //! A measurement, not a check (`#[ignore]`d; run it alone with `cargo test --release --test
 //! it purge_bench -- --ignored --nocapture`): a store holding `SECONDHIT_PURGE_ENTRIES`
 //! entries tagged `bench` (default 100000) beside 1000 untagged ones is purged by tag while
-//! another task looks the untagged ones up in a loop. It prints how long the purge took and
-//! the lookups' latency percentiles before and during it. A lookup here is a store hit from
+//! another task looks the untagged ones up in a loop. It prints how long the purge took
+//! (until a sample of the purged entries all miss, and until it returned, its files
+//! unlinked) and the lookups' latency percentiles before and during it. A lookup here is a store hit from
 //! the memory tier (`Store::lookup`), the part of a hit a purge could hold up.
 
 use std::sync::Arc;
@@ -55,6 +56,19 @@ async fn look_up_until(
         tokio::task::yield_now().await;
     }
     took
+}
+
+/// How long after `started` every one of a thousand sampled tagged entries is a miss.
+async fn all_gone(store: Arc<Store>, entries: usize, started: Instant) -> Duration {
+    let step = (entries / 1000).max(1);
+    let sample: Vec<u128> = (0..entries)
+        .step_by(step)
+        .map(|i| Store::key_hash(&format!("http://bench.test/tagged/{i}")))
+        .collect();
+    while sample.iter().any(|&hash| store.contains(hash)) {
+        tokio::task::yield_now().await;
+    }
+    started.elapsed()
 }
 
 fn percentiles(mut took: Vec<Duration>) -> String {
@@ -130,6 +144,7 @@ async fn purge_bench() {
     let stop = Arc::new(AtomicBool::new(false));
     let during = tokio::spawn(look_up_until(store.clone(), keys.clone(), stop.clone()));
     let started = Instant::now();
+    let gone = tokio::spawn(all_gone(store.clone(), entries, started));
     let selector = PurgeSelector::Tag("bench".to_owned());
     let purged = store
         .purge(&selector, PurgeMode::Remove)
@@ -137,7 +152,8 @@ async fn purge_bench() {
         .expect("purge");
     let took = started.elapsed();
     stop.store(true, Ordering::Relaxed);
-    println!("purged {purged} entries by tag in {took:?}");
+    let gone = gone.await.expect("sampler");
+    println!("purged {purged} entries by tag: all misses after {gone:?}, returned after {took:?}");
     println!(
         "during the purge: {}",
         percentiles(during.await.expect("lookups"))
