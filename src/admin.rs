@@ -12,6 +12,8 @@
 //! | `GET /healthz` | `200` or `503` with JSON naming what is wrong: the store takes writes, the disk has more than `cache.min_free` free, every site has an origin server in rotation (see `health`) |
 //! | `GET /stats` | JSON: requests, hit ratio, filter sizes and fill, store, errors (see `stats`) |
 //! | `POST /purge?url=<absolute URL>` | removes what is stored for that URL, all its variants; 404 if nothing was |
+//! | `POST /purge?tag=T`, `?prefix=<URL>`, `?site=HOST` | removes every entry carrying the tag (exact match; several: repeat `tag=`), under the prefix, or of the host |
+//! | `&soft=1` on any purge | marks the entries stale instead: revalidated before they are served fresh again |
 //! | `POST /rotate` | ends the filters' generation now; 409 for `policy = "always"` |
 //!
 //! With `server.admin_token` set, every request but `GET /` must carry `Authorization: Bearer
@@ -37,6 +39,9 @@
 //! every value from `/stats` into the document as text (`textContent`), never as markup, so
 //! there is no injection point for `'unsafe-inline'` to widen — while a hash would have to
 //! be recomputed by hand (or by a SHA-256 dependency) at every edit of the page.
+//!
+//! Every purge answers JSON, `{"purged": <entries>, "soft": <bool>, ...}` with the selector
+//! (see `proxy::purge`, which the proxy's `PURGE` method shares).
 //!
 //! # Which URL a purge names
 //!
@@ -89,11 +94,10 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::admission::LiveAdmission;
-use crate::key::{CacheKey, ClientScheme};
 use crate::live::Live;
 use crate::metrics::ServerSource;
 use crate::metrics::export::{self, Exporter};
-use crate::proxy::Proxy;
+use crate::proxy::{Proxy, PurgeRequest};
 use crate::store::Store;
 
 /// Admin connections open at once. The admin API is for a scraper and a few operators,
@@ -391,38 +395,15 @@ impl Admin {
     }
 
     async fn purge(&self, uri: &Uri) -> Response<AdminBody> {
-        let url = uri.query().and_then(|query| {
-            form_urlencoded::parse(query.as_bytes())
-                .find(|(name, _)| name == "url")
-                .map(|(_, value)| value.into_owned())
-        });
-        let Some(url) = url else {
-            return text(
-                StatusCode::BAD_REQUEST,
-                "give the URL to purge as ?url=http://host/path\n",
-            );
-        };
-        let key = match purge_key(&url) {
-            Ok(key) => key,
-            Err(reason) => return text(StatusCode::BAD_REQUEST, &format!("{reason}\n")),
-        };
-        match self.proxy.purge(&key).await {
-            Ok(true) => {
-                tracing::info!(key = %key, "purged");
-                text(StatusCode::OK, &format!("purged {key}\n"))
+        let request = match PurgeRequest::from_query(uri.query()) {
+            Ok(request) => request,
+            Err(reason) => {
+                let body = serde_json::json!({ "error": reason }).to_string() + "\n";
+                return with_type(StatusCode::BAD_REQUEST, "application/json", body.into());
             }
-            Ok(false) => text(
-                StatusCode::NOT_FOUND,
-                &format!("nothing stored for {key}\n"),
-            ),
-            Err(error) => {
-                tracing::warn!(key = %key, %error, "purge failed");
-                text(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    &format!("cannot purge {key}: {error}\n"),
-                )
-            }
-        }
+        };
+        let report = self.proxy.purge(&request).await;
+        with_type(report.status, "application/json", report.body.into())
     }
 
     fn rotate(&self) -> Response<AdminBody> {
@@ -444,26 +425,6 @@ impl Admin {
             ),
         }
     }
-}
-
-/// The cache key of `url`, an absolute `http://` or `https://` URL (see the module docs).
-fn purge_key(url: &str) -> Result<CacheKey, String> {
-    let example = "e.g. http://example.com/path?query";
-    let uri: Uri = url
-        .parse()
-        .map_err(|e| format!("{url:?} is not a URL ({e}); give the absolute URL, {example}"))?;
-    let scheme = match uri.scheme_str() {
-        Some(name) => ClientScheme::from_name(name)
-            .ok_or_else(|| format!("only http:// and https:// URLs are cached, not {name}://"))?,
-        None => {
-            return Err(format!(
-                "{url:?} has no scheme and host; give the absolute URL, {example}"
-            ));
-        }
-    };
-    let mut parts = Request::new(()).into_parts().0;
-    parts.uri = uri;
-    CacheKey::from_request(&parts, scheme).map_err(|e| e.to_string())
 }
 
 /// A `text/plain` response.
@@ -515,27 +476,6 @@ fn with_type(status: StatusCode, content_type: &'static str, body: Bytes) -> Res
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn purge_urls_map_to_the_keys_requests_get() {
-        let key = |url| purge_key(url).map(|k| k.as_str().to_owned());
-        assert_eq!(
-            key("http://Example.COM:80/a/../b?x=%7e").as_deref(),
-            Ok("http://example.com/b?x=~")
-        );
-        assert_eq!(
-            key("http://example.com:8080/").as_deref(),
-            Ok("http://example.com:8080/")
-        );
-        // What came in over the TLS listener is keyed https://.
-        assert_eq!(
-            key("HTTPS://example.com:443/").as_deref(),
-            Ok("https://example.com/")
-        );
-        assert!(key("/just/a/path").is_err());
-        assert!(key("ftp://example.com/").is_err());
-        assert!(key("not a url").is_err());
-    }
 
     #[test]
     fn the_page_is_confined_and_builds_no_markup_from_data() {

@@ -27,12 +27,14 @@ use serde::Serialize;
 pub mod access_format;
 mod changes;
 mod object_size;
+mod purge;
 pub mod rules;
 mod server;
 mod validate;
 
 pub use changes::Changes;
 pub use object_size::MaxObjectSize;
+pub use purge::{MAX_TAG_LENGTH, PurgeConfig, TAG_OVERHEAD, TagSeparator, TagsConfig};
 pub use rules::Rules;
 pub use server::{
     CertificateFiles, MAX_BLOCKING_THREADS, MAX_MAX_HEADER_BYTES, MAX_MAX_HEADERS, MAX_WORKERS,
@@ -53,6 +55,10 @@ pub struct Config {
     pub admission: AdmissionConfig,
     /// `[log]`: diagnostics and access log.
     pub log: LogConfig,
+    /// `[tags]`: the cache tags read from stored responses.
+    pub tags: TagsConfig,
+    /// `[purge]`: the `PURGE` method on the proxy's listeners.
+    pub purge: PurgeConfig,
     /// `[[site]]`s: hosts with an origin and rules of their own. Empty: `[origin]` and the
     /// top-level `[[rule]]`s serve every host. Compared whole by a reload.
     #[serde(skip)]

@@ -55,7 +55,9 @@ mod max_forwards;
 mod origin_request;
 mod respond;
 mod routing;
+mod purge;
 mod stale;
+mod tags;
 mod target_form;
 
 use std::net::SocketAddr;
@@ -84,10 +86,12 @@ use crate::proxy::error::{ProxyError, error_response};
 use crate::sites::Site;
 use crate::sites::rule::Matched;
 use crate::store::Store;
+
 use crate::tee::Fills;
 use cache::{Cache, Found, Lookup};
 use collapse::{Collapser, Fetching, Role, Waited};
 use forward::Miss;
+pub(crate) use purge::PurgeRequest;
 use routing::{Admitting, RuleCheck};
 
 /// The admission of a key already stored once: a refetch of it is re-admitted without
@@ -220,17 +224,6 @@ impl Proxy {
         self.cache.metrics.clone()
     }
 
-    /// Removes what is stored for the URL of `key` — its entry, or for a varying response
-    /// the marker that names its variants, which makes every variant unreachable at once —
-    /// from the disk and the memory tier, as an unsafe method's invalidation does.
-    /// `Ok(false)`: nothing was stored for it.
-    pub async fn purge(&self, key: &CacheKey) -> Result<bool, crate::store::StoreError> {
-        self.cache
-            .store
-            .remove(key.as_str(), key.store_hash())
-            .await
-    }
-
     /// Answers one request from `peer`, received on the listener of `scheme`. Never fails:
     /// errors become responses through `error_response`.
     ///
@@ -271,7 +264,12 @@ impl Proxy {
                 error_response(&error)
             }
         };
-        let (response, outcome, upstream) = self.render(&head.method, answer);
+        let (mut response, outcome, upstream) = self.render(&head.method, answer);
+        let tags = &live.settings.tags;
+        if !tags.keep_header {
+            // The cache's tags are for purges, not for clients (as Fastly does).
+            response.headers_mut().remove(&tags.header);
+        }
         let Some(started) = started else {
             return response;
         };
@@ -387,6 +385,10 @@ impl Proxy {
     /// [`Proxy::route`] once the site is known.
     async fn serve_site(&self, ask: &Ask<'_>, body: Incoming) -> Result<Answer, ProxyError> {
         let head = ask.head;
+        if head.method.as_str() == "PURGE" {
+            // Answered here whoever sends it: a purge is never the origin's business.
+            return Box::pin(self.purge_method(ask)).await;
+        }
         if head.method != Method::GET && head.method != Method::HEAD {
             return Box::pin(self.unsafe_or_other(ask, body)).await;
         }

@@ -59,6 +59,7 @@
 //!
 //! The file format is in [`entry`]; paths, header reads and fsyncs in `disk`.
 
+mod catalog;
 mod derived;
 mod disk;
 mod dropped;
@@ -75,6 +76,7 @@ mod leaf_dirs;
 mod lock;
 pub mod mapped;
 mod memory;
+mod purge;
 mod read;
 mod remove;
 mod scan;
@@ -90,9 +92,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tracing::{debug, info, warn};
 use xxhash_rust::xxh3::xxh3_128;
 
+pub use catalog::PurgeSelector;
 pub use dropped::{DroppedFills, FillDrop};
 pub use entry::EntryMeta;
 pub use error::StoreError;
+pub use purge::PurgeMode;
 pub use read::StoredEntry;
 pub use space::{DiskStats, Trouble};
 pub use writer::EntryWriter;
@@ -128,6 +132,8 @@ pub struct StoreOptions {
     /// Free bytes to keep on the cache's filesystem (`cache.min_free`): fills evict
     /// entries to stay above it, and are refused when eviction cannot (see `space`).
     pub min_free: u64,
+    /// Memory the tag index may use (`tags.max_memory`, see `catalog`).
+    pub tag_memory: u64,
 }
 
 /// The store's counters, for metrics. Each is read on its own, so a snapshot
@@ -168,6 +174,8 @@ pub struct StoreStats {
     pub memory_max_bytes: u64,
     /// The most entry files held open (`cache.open_files`, as the open-file limit allows).
     pub open_files_max: u64,
+    /// What the tag index is charged, against `tags.max_memory` (an estimate).
+    pub tag_bytes: u64,
     /// Fills that began but were dropped before they committed, by reason.
     pub dropped_fills: DroppedFills,
     /// Syncs of the cache's filesystem made for `cache.fsync = "<interval>"`.
@@ -194,6 +202,8 @@ struct Inner {
     leaf_dirs: leaf_dirs::LeafDirs,
     /// Key hash → newest committed fill, in CLOCK order, with the byte budget.
     index: Index,
+    /// Each indexed entry's key and tags, and the reverse maps purges search.
+    catalog: catalog::Catalog,
     /// Verified copies of hot entries (see `memory`).
     memory: memory::MemoryTier,
     /// Keeps the background scan and fills of this run from stepping on each other.
@@ -315,6 +325,7 @@ impl Inner {
     /// last entry in them.
     async fn unlink(&self, key_hash: u128, fill: Fill) -> u64 {
         self.memory.forget(key_hash);
+        self.catalog.forget(key_hash, fill.fill_id);
         let path = self.object_path(key_hash, fill.fill_id);
         let dirs = disk::remove_entry_quietly(&path).await;
         self.forget_leaf_dir(key_hash, dirs);
@@ -325,6 +336,7 @@ impl Inner {
     /// The blocking twin of [`Inner::unlink`], for the scan thread.
     fn unlink_sync(&self, key_hash: u128, fill: Fill) {
         self.memory.forget(key_hash);
+        self.catalog.forget(key_hash, fill.fill_id);
         let path = self.object_path(key_hash, fill.fill_id);
         let dirs = disk::remove_entry_quietly_sync(&path);
         self.forget_leaf_dir(key_hash, dirs);
@@ -389,6 +401,7 @@ impl Store {
             tmp,
             leaf_dirs: leaf_dirs::LeafDirs::new(),
             index: Index::new(opts.max_size),
+            catalog: catalog::Catalog::new(opts.tag_memory),
             memory: memory::MemoryTier::new(
                 opts.memory_size,
                 opts.memory_max_object_size,
@@ -505,6 +518,7 @@ impl Store {
             open_files: inner.memory.open_files(),
             memory_max_bytes,
             open_files_max,
+            tag_bytes: inner.catalog.tag_bytes(),
             dropped_fills: inner.dropped.snapshot(),
             syncs: inner.syncs.load(Ordering::Relaxed),
             disk: inner.space.stats(Instant::now()),

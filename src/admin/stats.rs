@@ -113,6 +113,7 @@ fn store_figures(store: &StoreStats) -> Value {
         "memory_max_bytes": store.memory_max_bytes,
         "open_files": store.open_files,
         "open_files_max": store.open_files_max,
+        "tag_bytes": store.tag_bytes,
         "evictions": store.evictions,
         "committed_fills": store.committed_fills,
         "committed_bytes": store.committed_bytes,

@@ -86,6 +86,8 @@ const RESTART: &[(&str, KeepRunning)] = &[
     restart!(cache.max_orphan_fills),
     // The diagnostic log's formatter is installed once.
     restart!(log.format),
+    // The tag index's budget is the store's, set when it opens.
+    restart!(tags.max_memory),
 ];
 
 impl Config {
@@ -100,8 +102,9 @@ impl Config {
     /// `cache.heuristic_max_age`, `cache.targeted_field`, `cache.stale_if_unreachable`,
     /// `cache.collapse_timeout`, `server.tls.certificates` (whose files a reload reads
     /// again even when the file names did not change), `log.level`, `log.access_log` and
-    /// `log.access_format`. Restart: the rest of `[server]` (a TLS listener added, removed
-    /// or moved included), the store's other `[cache]` keys, and `log.format` ([`RESTART`]).
+    /// `log.access_format`, `[purge]` and the rest of `[tags]`. Restart: the rest of
+    /// `[server]` (a TLS listener added, removed or moved included), the store's other
+    /// `[cache]` keys, `tags.max_memory` and `log.format` ([`RESTART`]).
     pub fn reload(&self, mut next: Config) -> (Config, Changes) {
         let mut changed = Vec::new();
         let (running_json, next_json) = (json(self), json(&next));
@@ -284,6 +287,12 @@ mod tests {
         "log.access_log",
         "log.access_format",
         "log.trusted_proxies",
+        "tags.header",
+        "tags.separator",
+        "tags.keep_header",
+        "tags.max_per_entry",
+        "tags.max_length",
+        "purge.allow",
     ];
 
     /// A config with every optional key set, its filters sized by `sizing`.

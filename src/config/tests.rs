@@ -355,3 +355,37 @@ fn server_runtime_is_thread_per_core_unless_work_stealing_is_asked_for() {
     let config = Config::from_toml_str("[server]\nruntime = \"work-stealing\"").expect("valid");
     assert_eq!(config.server.runtime, Runtime::WorkStealing);
 }
+
+#[test]
+fn tags_read_their_separator_from_the_field_and_purge_takes_networks() {
+    let config = Config::from_toml_str(
+        "[tags]\nheader = \"Cache-Tag\"\n[purge]\nallow = [\"10.1.2.3/8\", \"::1\", \"127.0.0.1\"]\n",
+    )
+    .expect("valid");
+    assert_eq!(config.tags.header.as_str(), "cache-tag");
+    assert_eq!(config.tags.separator, TagSeparator::Comma);
+    assert_eq!(Config::default().tags.separator, TagSeparator::Space);
+    let allows = |ip: &str| config.purge.allows(ip.parse().expect("ip"));
+    assert!(allows("10.200.0.1") && allows("::1") && allows("127.0.0.1"));
+    assert!(
+        allows("::ffff:127.0.0.1"),
+        "an IPv4 client on a dual-stack socket"
+    );
+    assert!(!allows("11.0.0.1") && !allows("127.0.0.2"));
+    assert!(
+        !Config::default()
+            .purge
+            .allows("127.0.0.1".parse().expect("ip"))
+    );
+    for (text, key) in [
+        ("[purge]\nallow = [\"10.0.0.0/33\"]", "purge.allow"),
+        ("[purge]\nallow = [\"example.com\"]", "purge.allow"),
+        ("[tags]\nmax_length = 0", "tags.max_length"),
+        ("[tags]\nmax_per_entry = 0", "tags.max_per_entry"),
+        ("[tags]\nheader = \"a b\"", "tags.header"),
+        ("[tags]\nseparator = \"tab\"", "tags.separator"),
+    ] {
+        let error = err(text).to_string();
+        assert!(error.starts_with(key), "{text:?}: {error}");
+    }
+}

@@ -15,6 +15,7 @@ use super::{
 };
 
 mod pool;
+mod purge;
 mod server;
 mod sites;
 mod tls;
@@ -44,6 +45,8 @@ struct RawConfig {
     cache: RawCache,
     admission: RawAdmission,
     log: RawLog,
+    tags: purge::RawTags,
+    purge: purge::RawPurge,
     site: Vec<sites::RawSite>,
     rule: Vec<sites::RawRule>,
 }
@@ -131,6 +134,8 @@ fn validate(mut raw: RawConfig) -> Result<Config, ConfigError> {
         cache: validate_cache(raw.cache, d.cache)?,
         admission,
         log: validate_log(raw.log, d.log)?,
+        tags: purge::validate_tags(raw.tags, d.tags)?,
+        purge: purge::validate_purge(raw.purge)?,
     })
 }
 

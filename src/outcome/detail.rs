@@ -67,11 +67,18 @@ pub enum Detail {
     /// The request's host matches no `[[site]]`, and `server.unknown_host` answers such
     /// requests itself (421 or 404).
     UnknownHost,
+    /// A stored response that a soft purge marked stale, revalidated with the origin
+    /// (`fwd=stale`).
+    Purged,
+    /// A `PURGE` from a network `purge.allow` names, carried out by this proxy.
+    Purge,
+    /// A `PURGE` from anywhere else, or with `purge.allow` empty: 405, never forwarded.
+    PurgeRefused,
 }
 
 impl Detail {
     /// Every detail, for a fixed set of metric labels and for tests.
-    pub const ALL: [Detail; 44] = [
+    pub const ALL: [Detail; 47] = [
         Detail::NotStored(NotStored::Method),
         Detail::NotStored(NotStored::NoStore),
         Detail::NotStored(NotStored::Private),
@@ -116,6 +123,9 @@ impl Detail {
         Detail::DiskFull,
         Detail::Bypass,
         Detail::UnknownHost,
+        Detail::Purged,
+        Detail::Purge,
+        Detail::PurgeRefused,
     ];
 
     /// The token sent as `detail=<token>`, also the access log's word for it.
@@ -143,6 +153,9 @@ impl Detail {
             Detail::Internal => "internal",
             Detail::Bypass => "bypass",
             Detail::UnknownHost => "unknown-host",
+            Detail::Purged => "purged",
+            Detail::Purge => "purge",
+            Detail::PurgeRefused => "purge-refused",
         }
     }
 }
@@ -157,7 +170,7 @@ mod tests {
     /// ones included), with no wildcard. A new variant does not compile until it gets an
     /// arm here; a new slot index does not compile (`unconditional_panic`) until `seen`
     /// grows; and then `all_lists_every_variant` fails until `Detail::ALL` holds it.
-    fn mark(detail: Detail, seen: &mut [bool; 44]) {
+    fn mark(detail: Detail, seen: &mut [bool; 47]) {
         match detail {
             Detail::NotStored(NotStored::Method) => seen[0] = true,
             Detail::NotStored(NotStored::NoStore) => seen[1] = true,
@@ -203,12 +216,15 @@ mod tests {
             Detail::Admission(RejectReason::Rule) => seen[41] = true,
             Detail::Bypass => seen[42] = true,
             Detail::UnknownHost => seen[43] = true,
+            Detail::Purged => seen[44] = true,
+            Detail::Purge => seen[45] = true,
+            Detail::PurgeRefused => seen[46] = true,
         }
     }
 
     #[test]
     fn all_lists_every_variant() {
-        let mut seen = [false; 44];
+        let mut seen = [false; 47];
         for detail in Detail::ALL {
             mark(detail, &mut seen);
         }

@@ -219,6 +219,8 @@ pub struct StoredFreshness {
     lifetime: Duration,
     initial_age: Duration,
     response_time: SystemTime,
+    /// A soft purge marked the response stale.
+    purged: bool,
 }
 
 impl StoredFreshness {
@@ -232,16 +234,35 @@ impl StoredFreshness {
             meta.response_time,
             rules.heuristic_max,
         );
+        let initial_age = initial_age(
+            &meta.response_headers,
+            meta.request_time,
+            meta.response_time,
+        );
+        // A soft purge ends the lifetime at the response's age when it was purged, so it
+        // is stale from then on and its stale windows count from the purge.
+        let lifetime = match meta.purged {
+            Some(at) => {
+                let since = at
+                    .duration_since(meta.response_time)
+                    .unwrap_or(Duration::ZERO);
+                lifetime.min(initial_age + since)
+            }
+            None => lifetime,
+        };
         StoredFreshness {
-            initial_age: initial_age(
-                &meta.response_headers,
-                meta.request_time,
-                meta.response_time,
-            ),
+            initial_age,
             cc,
             lifetime,
             response_time: meta.response_time,
+            purged: meta.purged.is_some(),
         }
+    }
+
+    /// True if a soft purge marked the response stale (until a revalidation replaces
+    /// its metadata).
+    pub fn purged(&self) -> bool {
+        self.purged
     }
 
     /// The response's current age (RFC 9111 §4.2.3).
@@ -372,6 +393,43 @@ mod tests {
         let h = headers(pairs);
         let status = StatusCode::from_u16(status).expect("status");
         lifetime(status, &h, &Directives::parse(&h), now, DAY)
+    }
+
+    #[test]
+    fn a_soft_purge_ends_the_lifetime_and_starts_the_stale_windows() {
+        let sent = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let cc = (
+            "cache-control",
+            "max-age=3600, stale-while-revalidate=60".to_owned(),
+        );
+        let meta = |purged| EntryMeta {
+            request_time: sent,
+            response_time: sent,
+            status: StatusCode::OK,
+            response_headers: headers(&[cc.clone(), ("date", httpdate::fmt_http_date(sent))]),
+            request_headers: HeaderMap::new(),
+            tags: Vec::new(),
+            purged,
+        };
+        let rules = Rules {
+            heuristic_max: DAY,
+            targeted_field: None,
+        };
+        let later = sent + Duration::from_secs(100);
+        let kept = StoredFreshness::new(&meta(None), &rules);
+        assert!(kept.is_fresh(later) && !kept.purged());
+        let purged = StoredFreshness::new(&meta(Some(sent + Duration::from_secs(90))), &rules);
+        assert!(purged.purged());
+        assert!(!purged.is_fresh(later), "stale from the purge on");
+        assert!(
+            purged.within_stale_while_revalidate(later),
+            "10s past the purge"
+        );
+        let much_later = sent + Duration::from_secs(200);
+        assert!(
+            !purged.within_stale_while_revalidate(much_later),
+            "110s past it"
+        );
     }
 
     #[test]

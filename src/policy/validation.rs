@@ -141,6 +141,9 @@ pub fn freshen(
         status: stored.status,
         response_headers: headers,
         request_headers: stored.request_headers.clone(),
+        // The tags are the fill's; a revalidation ends a soft purge.
+        tags: stored.tags.clone(),
+        purged: None,
     })
 }
 
@@ -225,6 +228,8 @@ mod tests {
             status: http::StatusCode::OK,
             response_headers: map(&[("etag", "\"a\""), ("content-length", "10"), ("x-rev", "1")]),
             request_headers: HeaderMap::new(),
+            tags: Vec::new(),
+            purged: None,
         };
         let mut head = http::Response::new(()).into_parts().0;
         head.status = http::StatusCode::NOT_MODIFIED;

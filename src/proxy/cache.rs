@@ -278,9 +278,10 @@ impl Cache {
     }
 
     /// Starts the fill of `origin`, a storable response to a GET of `key` with `request`
-    /// headers, for a body of at most `max_len` bytes: under the variant's key when the
-    /// response varies (writing a new marker when the URL has none for these fields),
-    /// under `key` itself otherwise.
+    /// headers, for a body of at most `live`'s `cache.max_object_size`, with the cache
+    /// tags `[tags]` reads from it: under the variant's key when the response varies
+    /// (writing a new marker when the URL has none for these fields), under `key` itself
+    /// otherwise.
     pub async fn begin_fill(
         &self,
         key: &CacheKey,
@@ -288,8 +289,9 @@ impl Cache {
         request: &HeaderMap,
         origin: &OriginResponse,
         times: (SystemTime, SystemTime),
-        max_len: u64,
+        live: &Snapshot,
     ) -> Result<EntryWriter, StoreError> {
+        let max_len = live.max_object_size();
         let head = &origin.head;
         let fill_key = match VarySpec::of(&head.headers) {
             VarySpec::Fields(fields) => {
@@ -308,8 +310,10 @@ impl Cache {
             request_time: times.0,
             response_time: times.1,
             status: head.status,
+            tags: super::tags::of(&head.headers, &live.settings.tags),
             response_headers,
             request_headers: HeaderMap::new(),
+            purged: None,
         };
         let declared = match origin.framing {
             BodyFraming::Length(length) => Some(length),
@@ -350,6 +354,8 @@ impl Cache {
             status: StatusCode::OK,
             response_headers: headers,
             request_headers: HeaderMap::new(),
+            tags: Vec::new(),
+            purged: None,
         };
         let writer = self
             .store

@@ -233,9 +233,8 @@ pub(super) async fn fill(
             // file) is about 2 KiB of future state, and every GET answered from the
             // origin, stored or not, would carry it and copy it on each move; an admitted
             // fill, which writes to disk, affords the allocation.
-            let (marker, times) = (exchange.marker, exchange.times);
-            let max_len = exchange.live.max_object_size();
-            let began = cache.begin_fill(exchange.key, marker, request, &origin, times, max_len);
+            let (marker, times, live) = (exchange.marker, exchange.times, exchange.live);
+            let began = cache.begin_fill(exchange.key, marker, request, &origin, times, live);
             let began = Box::pin(began).await;
             began.map_err(|error| not_started(cache, exchange.key, error))
         }

@@ -51,9 +51,10 @@ impl Proxy {
         let entry_ref = (found.entry.meta.clone(), found.entry.body_len);
         // Keep what is needed to serve stale if the origin fails.
         let outcome = self.cache.revalidate((&origin, &head.headers), found).await;
+        let purged = |answer: Answer| purged_detail(answer, freshness.purged());
         match outcome {
             Ok(Revalidated::NotModified(found, upstream)) => {
-                Ok(not_modified(head, *found, forward, live, now).with_upstream(upstream))
+                Ok(purged(not_modified(head, *found, forward, live, now)).with_upstream(upstream))
             }
             Ok(Revalidated::Replaced {
                 response,
@@ -72,9 +73,8 @@ impl Proxy {
                     forward,
                     (request_time, response_time),
                 );
-                Ok(self
-                    .answer_from_origin(head, response, exchange, None)
-                    .await)
+                let answer = self.answer_from_origin(head, response, exchange, None);
+                Ok(purged(answer.await))
             }
             Err(error) => {
                 if let Some(detail) = stale_allowance(&error, forward, live, freshness, now)
@@ -182,6 +182,18 @@ fn not_modified(
         .fwd_status(StatusCode::NOT_MODIFIED)
         .ttl(fresh.ttl_seconds(now));
     respond::from_store(head, found, &fresh, now, outcome)
+}
+
+/// `answer` to the revalidation of a soft-purged entry with `detail=purged`, unless it
+/// has a detail of its own (why it was not stored): `Cache-Status` carries one.
+fn purged_detail(mut answer: Answer, purged: bool) -> Answer {
+    if purged
+        && let Outcome::Forwarded(forwarded) = &mut answer.outcome
+        && forwarded.detail.is_none()
+    {
+        forwarded.detail = Some(Detail::Purged);
+    }
+    answer
 }
 
 /// The background half of `stale-while-revalidate`: revalidates the stored response

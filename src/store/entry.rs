@@ -62,6 +62,11 @@
 //! The payload: request time and response time as unix milliseconds (u64 each),
 //! status (u16), then the response headers and the stored request headers, each
 //! as a count (u32) of (name length u16, name, value length u32, value bytes).
+//! An entry with cache tags or a soft-purge mark has one more section after them:
+//! the tag count (u32), each tag as (length u16, UTF-8 bytes), then the time of the
+//! soft purge as unix milliseconds (u64, 0 for none). An entry with neither ends
+//! after the request headers, as every entry written before tags existed does, so
+//! those are read unchanged (no new format version).
 //! Request credentials (`Authorization`, `Cookie`, `Proxy-Authorization`) are
 //! refused by the encoder and never reach the disk.
 
@@ -109,6 +114,13 @@ pub struct EntryMeta {
     pub response_headers: HeaderMap,
     /// Request headers kept for matching (e.g. `Vary`); never credentials.
     pub request_headers: HeaderMap,
+    /// The entry's cache tags (`Surrogate-Key` or `Cache-Tag`, within the configured
+    /// limits), for purges by tag; kept here so the start-up scan indexes them again.
+    pub tags: Vec<String>,
+    /// When a soft purge marked the entry stale: it is then revalidated before it is
+    /// served fresh again. `None` for an entry never soft-purged, and after a
+    /// revalidation replaced its metadata.
+    pub purged: Option<SystemTime>,
 }
 
 /// Why bytes could not be encoded or decoded as an entry.

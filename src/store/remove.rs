@@ -52,6 +52,7 @@ impl Store {
             return Ok(false);
         };
         inner.memory.forget(key_hash);
+        inner.catalog.forget(key_hash, fill.fill_id);
         let path = inner.object_path(key_hash, fill.fill_id);
         let removed = disk::remove_file(&path).await;
         inner.index.release_object(fill.size);

@@ -25,6 +25,13 @@
 //!   (`index::Provenance`), whatever the fill ids say, so a clock that went back
 //!   between runs cannot make an old file win.
 //!
+//! A purge while the scan runs (`Store::purge`) cannot find the entries the scan has not
+//! indexed yet, so it registers its selector with the gate too: the scan removes every
+//! file it reaches afterwards that the selector selects (a soft purge included: the
+//! entry is then fetched again rather than revalidated). The check and the index and
+//! catalog inserts happen under the gate's lock, so a file is either indexed and
+//! catalogued before the purge registers (and the purge finds it), or checked after.
+//!
 //! The thread holds only a `Weak` reference to the store, so dropping the store
 //! stops the scan (and releases the directory lock) after the current file.
 
@@ -37,7 +44,9 @@ use std::time::Instant;
 
 use tracing::{debug, info, warn};
 
+use super::catalog::{Catalog, PurgeSelector};
 use super::disk::{self, HeaderError};
+use super::entry::DecodedHeader;
 use super::index::{Fill, Index, Placed, Provenance};
 use super::{Inner, StoreError};
 
@@ -50,6 +59,16 @@ pub(crate) struct ScanGate {
     /// Key hash → fill ids begun by this run while the scan runs (none for a
     /// key this run only removed); `None` once it has finished.
     live: Mutex<Option<HashMap<u128, Vec<u64>>>>,
+    /// The purges made while the scan runs; taken after `live`'s lock, never before.
+    purges: Mutex<Vec<PurgeSelector>>,
+}
+
+/// A file the scan is about to index, as the catalog records it.
+pub(crate) struct Scanned<'a> {
+    pub key_hash: u128,
+    pub fill: Fill,
+    pub key: &'a str,
+    pub tags: &'a [String],
 }
 
 /// What the scan should do with one well-named file.
@@ -68,7 +87,25 @@ impl ScanGate {
         ScanGate {
             scanning: AtomicBool::new(true),
             live: Mutex::new(Some(HashMap::new())),
+            purges: Mutex::new(Vec::new()),
         }
+    }
+
+    fn purges(&self) -> MutexGuard<'_, Vec<PurgeSelector>> {
+        self.purges.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Records a purge while the scan runs: the scan removes the files it selects that
+    /// it reaches from now on. Returns whether the scan was still running.
+    pub(crate) fn register_purge(&self, selector: &PurgeSelector) -> bool {
+        if !self.scanning.load(Ordering::Acquire) {
+            return false;
+        }
+        let live = self.live();
+        if live.is_some() {
+            self.purges().push(selector.clone());
+        }
+        live.is_some()
     }
 
     fn live(&self) -> MutexGuard<'_, Option<HashMap<u128, Vec<u64>>>> {
@@ -118,19 +155,33 @@ impl ScanGate {
         }
     }
 
-    /// Indexes a scanned fill unless its key got a fill of this run meanwhile.
-    /// The check and the insert happen under one lock, so no fill of the key
-    /// can begin, commit and be evicted in between.
-    fn place(&self, index: &Index, key_hash: u128, fill: Fill) -> Placed {
+    /// Indexes and catalogues a scanned fill unless its key got a fill of this run
+    /// meanwhile, or a purge during the scan selects it. The checks and the inserts
+    /// happen under one lock, so no fill of the key can begin, commit and be evicted,
+    /// and no purge can look, in between.
+    fn place(&self, index: &Index, catalog: &Catalog, file: &Scanned<'_>) -> Placed {
         let live = self.live();
-        if live.as_ref().is_some_and(|l| l.contains_key(&key_hash)) {
+        if live
+            .as_ref()
+            .is_some_and(|l| l.contains_key(&file.key_hash))
+        {
             return Placed::Lost;
         }
-        index.place(key_hash, fill, Provenance::Scanned)
+        let boxed: Vec<Box<str>> = file.tags.iter().map(|t| t.as_str().into()).collect();
+        if self.purges().iter().any(|p| p.matches(file.key, &boxed)) {
+            return Placed::Lost;
+        }
+        let placed = index.place(file.key_hash, file.fill, Provenance::Scanned);
+        if placed != Placed::Lost {
+            catalog.insert(file.key_hash, file.fill.fill_id, file.key, file.tags);
+        }
+        placed
     }
 
     fn finish(&self) {
-        *self.live() = None;
+        let mut live = self.live();
+        *live = None;
+        self.purges().clear();
         self.scanning.store(false, Ordering::Release);
     }
 }
@@ -243,10 +294,10 @@ fn scan_file(inner: &Inner, path: &Path, name: OsString, tally: &mut Tally) {
         key_hash,
         fill_id,
     };
-    let Some(size) = checked_size(inner, &file, tally) else {
+    let Some(header) = checked_header(inner, &file, tally) else {
         return;
     };
-    index_file(inner, &file, size, tally);
+    index_file(inner, &file, &header, tally);
 }
 
 /// An entry file the scan found, named for its key and fill.
@@ -256,9 +307,9 @@ struct EntryFile<'a> {
     fill_id: u64,
 }
 
-/// The size of `file` when its header checks out; else `None`, after removing it when it
+/// The header of `file` when it checks out; else `None`, after removing the file when it
 /// is damaged or of an older format.
-fn checked_size(inner: &Inner, file: &EntryFile<'_>, tally: &mut Tally) -> Option<u64> {
+fn checked_header(inner: &Inner, file: &EntryFile<'_>, tally: &mut Tally) -> Option<DecodedHeader> {
     let EntryFile {
         path,
         key_hash,
@@ -268,8 +319,7 @@ fn checked_size(inner: &Inner, file: &EntryFile<'_>, tally: &mut Tally) -> Optio
         .map_err(|e| HeaderError::Io(disk::io_err(path)(e)))
         .and_then(|file| disk::read_header_sync(&file, path, key_hash, fill_id));
     match header {
-        // `read_header_sync` checked that this is the file's length.
-        Ok(header) => Some(header.preamble.file_len()),
+        Ok(header) => Some(header),
         Err(HeaderError::Damaged(disk::Damage::Outdated, reason)) => {
             // Every file of the previous release, after an upgrade: one line in the summary,
             // not a warning each.
@@ -298,14 +348,16 @@ fn checked_size(inner: &Inner, file: &EntryFile<'_>, tally: &mut Tally) -> Optio
     }
 }
 
-/// Indexes `file`, of `size` bytes, within `cache.max_size` (else removes it), keeping the
-/// newer fill when the key already has one.
-fn index_file(inner: &Inner, file: &EntryFile<'_>, size: u64, tally: &mut Tally) {
+/// Indexes `file` within `cache.max_size` (else removes it), keeping the newer fill when
+/// the key already has one.
+fn index_file(inner: &Inner, file: &EntryFile<'_>, header: &DecodedHeader, tally: &mut Tally) {
     let EntryFile {
         path,
         key_hash,
         fill_id,
     } = *file;
+    // `read_header_sync` checked that this is the file's length.
+    let size = header.preamble.file_len();
     // Fill ids of this run stay above every valid id on disk, keeping names unique.
     (inner.next_fill_id).fetch_max(fill_id.saturating_add(1), Ordering::Relaxed);
     if !inner.reserve_sync(size) {
@@ -316,7 +368,13 @@ fn index_file(inner: &Inner, file: &EntryFile<'_>, size: u64, tally: &mut Tally)
     }
     inner.index.commit_reservation(size, size);
     let fill = Fill { fill_id, size };
-    match inner.scan.place(&inner.index, key_hash, fill) {
+    let scanned = Scanned {
+        key_hash,
+        fill,
+        key: &header.key,
+        tags: &header.meta.tags,
+    };
+    match inner.scan.place(&inner.index, &inner.catalog, &scanned) {
         Placed::New => tally.indexed += 1,
         Placed::Replaced(old) => {
             tally.superseded += 1;
@@ -343,9 +401,19 @@ mod tests {
         // Any other file of a key this run has filled is older: removed, never indexed.
         assert!(matches!(gate.verdict(1, 49), Verdict::Superseded));
         assert!(matches!(gate.verdict(1, 51), Verdict::Superseded));
-        assert_eq!(gate.place(&index, 1, fill(49)), Placed::Lost);
+        let catalog = Catalog::new(u64::MAX);
+        let scanned = |key_hash, fill_id| Scanned {
+            key_hash,
+            fill: fill(fill_id),
+            key: "http://a/",
+            tags: &[],
+        };
+        assert_eq!(gate.place(&index, &catalog, &scanned(1, 49)), Placed::Lost);
         assert!(matches!(gate.verdict(2, 7), Verdict::Free));
-        assert_eq!(gate.place(&index, 2, fill(7)), Placed::New);
+        assert_eq!(gate.place(&index, &catalog, &scanned(2, 7)), Placed::New);
+        // A purge during the scan keeps the files it selects out.
+        assert!(gate.register_purge(&PurgeSelector::Site("a".to_owned())));
+        assert_eq!(gate.place(&index, &catalog, &scanned(3, 8)), Placed::Lost);
         assert!(!gate.complete());
         gate.finish();
         assert!(gate.complete());

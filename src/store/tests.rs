@@ -38,6 +38,7 @@ fn options(dir: &Path) -> StoreOptions {
         open_files: 16,
         // Off: these tests are about the budget; the floor has tests of its own.
         min_free: 0,
+        tag_memory: u64::MAX,
     }
 }
 
@@ -75,6 +76,8 @@ fn meta(status: u16) -> EntryMeta {
         status: StatusCode::from_u16(status).unwrap(),
         response_headers,
         request_headers: HeaderMap::new(),
+        tags: Vec::new(),
+        purged: None,
     }
 }
 

@@ -10,6 +10,7 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::{Arc, PoisonError};
+use std::time::SystemTime;
 
 use tracing::debug;
 
@@ -17,8 +18,17 @@ use super::disk::{self, Damage, HeaderError};
 use super::entry::{self, EntryMeta};
 use super::{Inner, Store, StoreError, StoredEntry, map_entry_error};
 
+/// What an update writes.
+pub(super) enum Payload {
+    /// This encoded metadata.
+    Encoded(Vec<u8>),
+    /// The current metadata, marked soft-purged at this time (left as it is when it is
+    /// marked already: the entry went stale at the first purge).
+    Purged(SystemTime),
+}
+
 /// What the blocking part of an update did.
-enum Outcome {
+pub(super) enum Outcome {
     /// The new metadata is written (and fsynced, if configured).
     Written,
     /// The entry is no longer stored; nothing was written.
@@ -56,7 +66,12 @@ impl Store {
         let task = {
             let path = path.clone();
             tokio::task::spawn_blocking(move || {
-                write_meta(&inner, &path, key_hash, fill_id, &payload)
+                write_meta(
+                    &inner,
+                    &path,
+                    (key_hash, fill_id),
+                    Payload::Encoded(payload),
+                )
             })
         };
         let outcome = task
@@ -78,12 +93,11 @@ impl Store {
 }
 
 /// Writes `payload` into the entry file's non-current slot; blocking.
-fn write_meta(
+pub(super) fn write_meta(
     inner: &Inner,
     path: &Path,
-    key_hash: u128,
-    fill_id: u64,
-    payload: &[u8],
+    (key_hash, fill_id): (u128, u64),
+    payload: Payload,
 ) -> Result<Outcome, StoreError> {
     let _serialized = inner
         .meta_update
@@ -118,9 +132,13 @@ fn write_meta(
         return Ok(Outcome::Damaged(Damage::Invalid, reason));
     };
     let preamble = header.preamble;
+    let slot_now = header.slot;
+    let Some(payload) = encoded(payload, header.meta)? else {
+        return Ok(Outcome::Written);
+    };
     let slot =
-        entry::encode_slot(payload, sequence, preamble.slot_capacity).map_err(map_entry_error)?;
-    let offset = preamble.slot_offset(header.slot.other());
+        entry::encode_slot(&payload, sequence, preamble.slot_capacity).map_err(map_entry_error)?;
+    let offset = preamble.slot_offset(slot_now.other());
     file.write_all_at(&slot, offset)
         .map_err(disk::io_err(path))?;
     // Right after the write, on this thread: the new slot is what a fresh read of
@@ -134,4 +152,20 @@ fn write_meta(
         file.sync_data().map_err(disk::io_err(path))?;
     }
     Ok(Outcome::Written)
+}
+
+/// The bytes `payload` writes over `current`, the metadata in force; `None` when there is
+/// nothing to write (a soft purge of an entry marked already).
+fn encoded(payload: Payload, current: EntryMeta) -> Result<Option<Vec<u8>>, StoreError> {
+    match payload {
+        Payload::Encoded(payload) => Ok(Some(payload)),
+        Payload::Purged(_) if current.purged.is_some() => Ok(None),
+        Payload::Purged(at) => {
+            let meta = EntryMeta {
+                purged: Some(at),
+                ..current
+            };
+            entry::encode_meta(&meta).map(Some).map_err(map_entry_error)
+        }
+    }
 }

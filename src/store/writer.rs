@@ -85,8 +85,13 @@ struct Registration {
 
 impl Registration {
     /// Registers a fill of `key_hash`; returns the registration and the fill id.
-    fn begin(inner: &Arc<Inner>, key_hash: u128) -> (Registration, u64) {
-        let fill_id = inner.fences.begin(key_hash, &inner.next_fill_id);
+    fn begin(
+        inner: &Arc<Inner>,
+        (key_hash, key, tags): (u128, &str, &[String]),
+    ) -> (Registration, u64) {
+        let fill_id = inner
+            .fences
+            .begin((key_hash, key, tags), &inner.next_fill_id);
         let registration = Registration {
             inner: Arc::clone(inner),
             key_hash,
@@ -107,6 +112,8 @@ pub struct EntryWriter {
     inner: Arc<Inner>,
     key: String,
     key_hash: u128,
+    /// The entry's cache tags, recorded in the catalog when it commits.
+    tags: Vec<String>,
     /// Body fields are filled in by `finish`.
     preamble: Preamble,
     tmp_path: PathBuf,
@@ -156,7 +163,7 @@ pub(super) async fn begin(
     if declared_len.is_some_and(|d| d > max_len) {
         return Err(StoreError::TooLarge { limit: max_len });
     }
-    let (registration, fill_id) = Registration::begin(inner, key_hash);
+    let (registration, fill_id) = Registration::begin(inner, (key_hash, key, &meta.tags));
     let (preamble, header) = entry::encode_header(key, meta, fill_id).map_err(map_entry_error)?;
     let initial = file_len(preamble.header_len(), declared_len.unwrap_or(0));
     // A fill refused for disk trouble is counted; a failed file operation backs off.
@@ -190,6 +197,7 @@ pub(super) async fn begin(
         inner: Arc::clone(inner),
         key: key.to_owned(),
         key_hash,
+        tags: meta.tags.clone(),
         preamble,
         tmp_path,
         file: Some(file),
@@ -340,7 +348,12 @@ impl EntryWriter {
         self.reservation.commit(size);
         let inner = &self.inner;
         let fill = Fill { fill_id, size };
-        let won = match inner.fences.place(&inner.index, key_hash, fill) {
+        let record = || {
+            inner
+                .catalog
+                .insert(key_hash, fill_id, &self.key, &self.tags)
+        };
+        let won = match inner.fences.place(&inner.index, (key_hash, fill), record) {
             Placed::New => true,
             Placed::Replaced(old) => {
                 inner.unlink(key_hash, old).await;

@@ -34,6 +34,9 @@ mod package;
 mod poisoning;
 mod proxy;
 mod proxy_hygiene;
+mod purge;
+mod purge_bench;
+mod purge_guide;
 mod reload;
 // `secondhit simulate --recommend` and `--plot`, bench-only commands.
 #[cfg(feature = "bench")]

@@ -22,7 +22,46 @@ pub(crate) fn encode_meta(meta: &EntryMeta) -> Result<Vec<u8>, EntryError> {
     out.extend_from_slice(&meta.status.as_u16().to_le_bytes());
     encode_headers(&mut out, &meta.response_headers)?;
     encode_headers(&mut out, &meta.request_headers)?;
+    if !meta.tags.is_empty() || meta.purged.is_some() {
+        encode_tags(&mut out, &meta.tags)?;
+        // A purge at the epoch itself would read back as none: it is stored as 1 ms.
+        let purged = meta.purged.map_or(0, |at| unix_millis(at).max(1));
+        out.extend_from_slice(&purged.to_le_bytes());
+    }
     Ok(out)
+}
+
+/// The tag section's list: a count, then each tag's length and bytes.
+fn encode_tags(out: &mut Vec<u8>, tags: &[String]) -> Result<(), EntryError> {
+    let count = u32::try_from(tags.len()).map_err(|_| EntryError::Invalid("tag count"))?;
+    out.extend_from_slice(&count.to_le_bytes());
+    for tag in tags {
+        let len = u16::try_from(tag.len()).map_err(|_| EntryError::Invalid("tag length"))?;
+        out.extend_from_slice(&len.to_le_bytes());
+        out.extend_from_slice(tag.as_bytes());
+    }
+    Ok(())
+}
+
+/// Decodes the optional tag section (see the parent module's docs).
+fn decode_tags(r: &mut Reader<'_>) -> Result<(Vec<String>, Option<SystemTime>), &'static str> {
+    if r.is_empty() {
+        return Ok((Vec::new(), None));
+    }
+    let truncated = |_| "tag list truncated";
+    let count = r.u32().map_err(truncated)?;
+    // Not preallocated from `count`: garbage could claim billions.
+    let mut tags = Vec::new();
+    for _ in 0..count {
+        let len = r.u16().map_err(truncated)? as usize;
+        let bytes = r.take(len).map_err(truncated)?;
+        tags.push(String::from_utf8(bytes.to_vec()).map_err(|_| "tag not UTF-8")?);
+    }
+    let purged = match r.u64().map_err(truncated)? {
+        0 => None,
+        ms => Some(from_unix_millis(ms)?),
+    };
+    Ok((tags, purged))
 }
 
 fn encode_headers(out: &mut Vec<u8>, map: &HeaderMap) -> Result<(), EntryError> {
@@ -55,6 +94,7 @@ pub(super) fn decode_meta(payload: &[u8]) -> Result<EntryMeta, &'static str> {
     let status = StatusCode::from_u16(r.u16().map_err(truncated)?).map_err(|_| "status code")?;
     let response_headers = decode_headers(&mut r, &shared)?;
     let request_headers = decode_headers(&mut r, &shared)?;
+    let (tags, purged) = decode_tags(&mut r)?;
     if !r.is_empty() {
         return Err("trailing bytes after metadata");
     }
@@ -64,6 +104,8 @@ pub(super) fn decode_meta(payload: &[u8]) -> Result<EntryMeta, &'static str> {
         status,
         response_headers,
         request_headers,
+        tags,
+        purged,
     })
 }
 

@@ -22,6 +22,8 @@ fn meta() -> EntryMeta {
         status: StatusCode::NON_AUTHORITATIVE_INFORMATION,
         response_headers,
         request_headers,
+        tags: Vec::new(),
+        purged: None,
     }
 }
 
@@ -54,6 +56,32 @@ fn round_trip_keeps_order_repeats_and_raw_bytes() {
         .collect();
     assert_eq!(cookies, ["a=1", "b=2"]);
     assert_eq!(h.meta.response_headers["x-raw"].as_bytes(), b"caf\xe9 \xff");
+}
+
+#[test]
+fn tags_and_the_purge_mark_round_trip_and_entries_without_them_read_as_before() {
+    let plain = encode_meta(&meta()).unwrap();
+    let tagged = EntryMeta {
+        tags: vec!["article-1".to_owned(), "home".to_owned()],
+        purged: Some(UNIX_EPOCH + Duration::from_millis(1_700_000_000_789)),
+        ..meta()
+    };
+    let payload = encode_meta(&tagged).unwrap();
+    assert_eq!(decode_meta(&payload), Ok(tagged.clone()));
+    // The section is appended: the bytes before it are the plain entry's, and the plain
+    // entry (as written before tags existed) ends where they end.
+    assert_eq!(&payload[..plain.len()], &plain[..]);
+    assert_eq!(decode_meta(&plain), Ok(meta()));
+    let marked_only = EntryMeta {
+        tags: Vec::new(),
+        ..tagged
+    };
+    assert_eq!(
+        decode_meta(&encode_meta(&marked_only).unwrap()),
+        Ok(marked_only)
+    );
+    // A cut section is an error, not a shorter list.
+    assert!(decode_meta(&payload[..payload.len() - 3]).is_err());
 }
 
 #[test]

@@ -61,6 +61,8 @@ fn meta() -> EntryMeta {
         status: StatusCode::OK,
         response_headers,
         request_headers: HeaderMap::new(),
+        tags: Vec::new(),
+        purged: None,
     }
 }
 
@@ -104,6 +106,7 @@ async fn a_refill_racing_the_eviction_of_its_key_leaves_the_newer_entry_intact()
             memory_max_object_size: 0,
             open_files: 16,
             min_free: 0,
+            tag_memory: u64::MAX,
         })
         .expect("open store"),
     );

@@ -1,0 +1,297 @@
+//! Purges as operators ask for them: `POST /purge?...` on the admin listener, and the
+//! `PURGE` method on the proxy's own port from the networks `purge.allow` names. Both
+//! take the same [`PurgeRequest`] through [`Proxy::purge`] and answer the same JSON.
+//!
+//! | query | purges |
+//! |---|---|
+//! | `url=<absolute URL>` | that URL's entry, every `Vary` variant of it included (404 when nothing was stored) |
+//! | `tag=<tag>` | every entry carrying the tag (exact match); repeat `tag=` or separate tags with spaces for several |
+//! | `prefix=<absolute URL>` | every entry whose key starts with it, within its host (`http://example.com/img/`) |
+//! | `site=<host[:port]>` | every entry of that host, over `http://` and `https://` alike |
+//! | `soft=1` (beside any) | marks them stale instead (revalidated before they are served fresh again) |
+//!
+//! The answer is one JSON object: `{"purged": <entries>, "soft": <bool>, ...}` with the
+//! selector echoed (`"url"`, `"tags"`, `"prefix"` or `"site"`, normalised as keys are).
+
+use http::header::{ALLOW, CONTENT_TYPE};
+use http::{HeaderValue, Method, Request, Response, StatusCode, Uri};
+use serde_json::{Value, json};
+
+use super::{Answer, Ask, Proxy};
+use crate::body::full_body;
+use crate::key::{CacheKey, ClientScheme};
+use crate::outcome::{Detail, Outcome};
+use crate::sites::rule::Matched;
+use crate::store::{PurgeMode, PurgeSelector};
+
+/// The request field that makes a `PURGE` on the proxy port soft (`Soft-Purge: 1`).
+pub(crate) const SOFT_PURGE: &str = "soft-purge";
+
+/// What a purge request selects, parsed and normalised.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum PurgeTarget {
+    /// One URL's key (and its variants).
+    Url(String),
+    /// Entries carrying any of these tags.
+    Tags(Vec<String>),
+    /// Keys starting with this text.
+    Prefix(String),
+    /// Keys of this authority.
+    Site(String),
+}
+
+/// One purge, as [`Proxy::purge`] carries it out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct PurgeRequest {
+    /// What it selects.
+    pub target: PurgeTarget,
+    /// Mark stale rather than remove.
+    pub soft: bool,
+}
+
+/// What a purge answers: a status and a JSON body.
+#[derive(Debug)]
+pub(crate) struct PurgeReport {
+    /// 200; 404 for a URL with nothing stored; 500 when the store failed.
+    pub status: StatusCode,
+    /// The JSON object, one line.
+    pub body: String,
+}
+
+impl PurgeRequest {
+    /// Parses the admin listener's query (see the module docs); the error says what to
+    /// send instead.
+    pub(crate) fn from_query(query: Option<&str>) -> Result<PurgeRequest, String> {
+        let pairs: Vec<(String, String)> = form_urlencoded::parse(query.unwrap_or("").as_bytes())
+            .map(|(name, value)| (name.into_owned(), value.into_owned()))
+            .collect();
+        let one = |name: &str| {
+            pairs
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.as_str())
+        };
+        let soft = match one("soft") {
+            None | Some("0" | "false") => false,
+            Some("1" | "true") => true,
+            Some(other) => return Err(format!("soft={other:?}: give soft=1 or soft=0")),
+        };
+        let tags: Vec<String> = pairs
+            .iter()
+            .filter(|(name, _)| name == "tag")
+            .flat_map(|(_, value)| value.split_ascii_whitespace().map(str::to_owned))
+            .collect();
+        let given = [
+            one("url").is_some(),
+            !tags.is_empty(),
+            one("prefix").is_some(),
+            one("site").is_some(),
+        ];
+        if given.iter().filter(|&&g| g).count() != 1 {
+            return Err("give exactly one of ?url=http://host/path, ?tag=T, \
+                ?prefix=http://host/path/ or ?site=host (and &soft=1 to mark stale)"
+                .to_owned());
+        }
+        let target = if let Some(url) = one("url") {
+            PurgeTarget::Url(purge_key(url)?.as_str().to_owned())
+        } else if let Some(prefix) = one("prefix") {
+            PurgeTarget::Prefix(purge_key(prefix)?.as_str().to_owned())
+        } else if let Some(site) = one("site") {
+            PurgeTarget::Site(site_name(site)?)
+        } else {
+            PurgeTarget::Tags(tags)
+        };
+        Ok(PurgeRequest { target, soft })
+    }
+
+    /// The selectors to run, and the field the answer echoes them under.
+    fn selectors(&self) -> (Vec<PurgeSelector>, &'static str, Value) {
+        match &self.target {
+            PurgeTarget::Url(url) => (vec![PurgeSelector::Url(url.clone())], "url", json!(url)),
+            PurgeTarget::Tags(tags) => (
+                tags.iter().cloned().map(PurgeSelector::Tag).collect(),
+                "tags",
+                json!(tags),
+            ),
+            PurgeTarget::Prefix(prefix) => {
+                let selector = PurgeSelector::Prefix(prefix.clone());
+                (vec![selector], "prefix", json!(prefix))
+            }
+            PurgeTarget::Site(site) => {
+                (vec![PurgeSelector::Site(site.clone())], "site", json!(site))
+            }
+        }
+    }
+}
+
+/// The cache key of `url`, an absolute `http://` or `https://` URL (see the admin module's
+/// docs, "Which URL a purge names").
+pub(crate) fn purge_key(url: &str) -> Result<CacheKey, String> {
+    let example = "e.g. http://example.com/path?query";
+    let uri: Uri = url
+        .parse()
+        .map_err(|e| format!("{url:?} is not a URL ({e}); give the absolute URL, {example}"))?;
+    let scheme = match uri.scheme_str() {
+        Some(name) => ClientScheme::from_name(name)
+            .ok_or_else(|| format!("only http:// and https:// URLs are cached, not {name}://"))?,
+        None => {
+            return Err(format!(
+                "{url:?} has no scheme and host; give the absolute URL, {example}"
+            ));
+        }
+    };
+    let mut parts = Request::new(()).into_parts().0;
+    parts.uri = uri;
+    CacheKey::from_request(&parts, scheme).map_err(|e| e.to_string())
+}
+
+/// `site=`'s host, as keys hold it: lower case, with the port unless it is the default
+/// one (`example.com`, `example.com:8080`).
+fn site_name(site: &str) -> Result<String, String> {
+    let wrong = || format!("{site:?} is not a host name (e.g. example.com or example.com:8080)");
+    if site.is_empty() || site.contains(['/', '?', '#', '@', ' ']) {
+        return Err(wrong());
+    }
+    let key = purge_key(&format!("http://{site}/")).map_err(|_| wrong())?;
+    Ok(key.authority().to_owned())
+}
+
+impl Proxy {
+    /// Carries out `request` (see the module docs): every selector in turn, the entries
+    /// of each counted.
+    pub(crate) async fn purge(&self, request: &PurgeRequest) -> PurgeReport {
+        let (selectors, field, shown) = request.selectors();
+        let mode = if request.soft {
+            PurgeMode::MarkStale(crate::clock::now())
+        } else {
+            PurgeMode::Remove
+        };
+        let mut purged = 0;
+        for selector in &selectors {
+            match self.cache.store.purge(selector, mode).await {
+                Ok(count) => purged += count,
+                Err(error) => {
+                    tracing::warn!(?selector, %error, "purge failed");
+                    let body =
+                        json!({ "error": error.to_string(), "purged": purged, field: shown });
+                    return report(StatusCode::INTERNAL_SERVER_ERROR, &body);
+                }
+            }
+        }
+        tracing::info!(field, selector = %shown, purged, soft = request.soft, "purged");
+        let body = json!({ "purged": purged, "soft": request.soft, field: shown });
+        let nothing_for_url = purged == 0 && matches!(request.target, PurgeTarget::Url(_));
+        let status = if nothing_for_url {
+            StatusCode::NOT_FOUND
+        } else {
+            StatusCode::OK
+        };
+        report(status, &body)
+    }
+
+    /// Answers a `PURGE` on the proxy's port: from a network `purge.allow` names, a purge
+    /// of the request's URL (keyed as a GET of it would be, the site's rules included;
+    /// soft with `Soft-Purge: 1`) answered with the admin API's JSON; from anywhere else
+    /// 405. Never forwarded to the origin.
+    pub(super) async fn purge_method(&self, ask: &Ask<'_>) -> Result<Answer, super::ProxyError> {
+        let (head, client, site) = (ask.head, ask.client, ask.site);
+        if !ask.live.settings.purge.allows(client.ip) {
+            let mut response =
+                Response::new(full_body("PURGE is not allowed from this address\n".into()));
+            *response.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
+            let headers = response.headers_mut();
+            headers.insert(
+                ALLOW,
+                HeaderValue::from_static("GET, HEAD, OPTIONS, POST, PUT, PATCH, DELETE"),
+            );
+            headers.insert(
+                CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; charset=utf-8"),
+            );
+            return Ok(Answer::new(response, Outcome::own(Detail::PurgeRefused)));
+        }
+        let rules = &site.rules;
+        let rule = Matched::of(rules, &Method::GET, head.uri.path()).request_rule(rules);
+        let key = CacheKey::shaped(head, client.scheme, rule.and_then(|rule| rule.key.as_ref()))?;
+        let soft = head
+            .headers
+            .get(SOFT_PURGE)
+            .is_some_and(|v| v.as_bytes() == b"1");
+        let request = PurgeRequest {
+            target: PurgeTarget::Url(key.as_str().to_owned()),
+            soft,
+        };
+        let done = self.purge(&request).await;
+        let mut response = Response::new(full_body(done.body.into()));
+        *response.status_mut() = done.status;
+        let headers = response.headers_mut();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        Ok(Answer::new(response, Outcome::own(Detail::Purge)))
+    }
+}
+
+/// A report of `status` with `body` on one line.
+fn report(status: StatusCode, body: &Value) -> PurgeReport {
+    let mut body = body.to_string();
+    body.push('\n');
+    PurgeReport { status, body }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn purge_urls_map_to_the_keys_requests_get() {
+        let key = |url| purge_key(url).map(|k| k.as_str().to_owned());
+        assert_eq!(
+            key("http://Example.COM:80/a/../b?x=%7e").as_deref(),
+            Ok("http://example.com/b?x=~")
+        );
+        assert_eq!(
+            key("http://example.com:8080/").as_deref(),
+            Ok("http://example.com:8080/")
+        );
+        // What came in over the TLS listener is keyed https://.
+        assert_eq!(
+            key("HTTPS://example.com:443/").as_deref(),
+            Ok("https://example.com/")
+        );
+        assert!(key("/just/a/path").is_err());
+        assert!(key("ftp://example.com/").is_err());
+        assert!(key("not a url").is_err());
+    }
+
+    #[test]
+    fn queries_name_exactly_one_selector() {
+        let parse = |q| PurgeRequest::from_query(Some(q));
+        let tags =
+            |list: &[&str]| PurgeTarget::Tags(list.iter().map(|t| (*t).to_owned()).collect());
+        assert_eq!(
+            parse("tag=a&tag=b%20c").map(|r| r.target),
+            Ok(tags(&["a", "b", "c"]))
+        );
+        assert_eq!(
+            parse("prefix=http://Example.com/img/&soft=1"),
+            Ok(PurgeRequest {
+                target: PurgeTarget::Prefix("http://example.com/img/".to_owned()),
+                soft: true
+            })
+        );
+        assert_eq!(
+            parse("site=Example.COM:80").map(|r| r.target),
+            Ok(PurgeTarget::Site("example.com".to_owned()))
+        );
+        for bad in [
+            "",
+            "tag=",
+            "tag=a&site=b",
+            "url=/x",
+            "soft=1",
+            "site=a/b",
+            "tag=a&soft=yes",
+        ] {
+            assert!(parse(bad).is_err(), "{bad:?}");
+        }
+    }
+}
