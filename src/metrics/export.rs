@@ -144,13 +144,14 @@ fn sites(out: &mut DescriptorEncoder, totals: &[(String, super::SiteTotals)]) ->
     )
 }
 
-/// `secondhit_build_info`: 1, labelled with the version and the features built in, so
-/// a dashboard can tell which build each node runs.
+/// `secondhit_build_info`: 1, labelled with the version, the commit and the features built
+/// in (as `--version` names them, from `build.rs`), so a dashboard can tell which build
+/// each node runs.
 fn build_info(out: &mut DescriptorEncoder) -> fmt::Result {
-    let features = if cfg!(feature = "bench") { "bench" } else { "" };
     let labels = [
         ("version", env!("CARGO_PKG_VERSION")),
-        ("features", features),
+        ("commit", env!("SECONDHIT_COMMIT")),
+        ("features", env!("SECONDHIT_FEATURES")),
     ];
     gauge_family(
         out,

@@ -146,8 +146,9 @@ async fn metrics_count_a_scripted_sequence_exactly() {
     assert!(sample(&m, "secondhit_response_body_bytes_total{result=\"miss\"}") >= 2000.0);
     let version = env!("CARGO_PKG_VERSION");
     assert!(
-        m.keys()
-            .any(|k| k.starts_with("secondhit_build_info{") && k.contains(version)),
+        m.keys().any(|k| k.starts_with("secondhit_build_info{")
+            && k.contains(version)
+            && k.contains(&format!("features=\"{}\"", env!("SECONDHIT_FEATURES")))),
         "build info names {version}"
     );
     assert!(sample(&m, "process_open_fds") > 0.0);
