@@ -79,6 +79,7 @@ mod memory;
 mod purge;
 mod read;
 mod remove;
+mod purge_log;
 mod scan;
 mod space;
 mod update;
@@ -208,6 +209,10 @@ struct Inner {
     memory: memory::MemoryTier,
     /// Keeps the background scan and fills of this run from stepping on each other.
     scan: scan::ScanGate,
+    /// Purges whose files are still being unlinked, kept on disk until they are.
+    purge_log: purge_log::PurgeLog,
+    /// The ids of the purges a previous run left undone, replayed by this run's scan.
+    replayed: Vec<u64>,
     /// The next fill id, allocated under the `fences` lock (see
     /// `Fences::begin` for the ordering).
     next_fill_id: AtomicU64,
@@ -386,6 +391,7 @@ impl Store {
         }
         disk::check_same_filesystem(&tmp, &objects)?;
         let leftovers = disk::clear_dir(&tmp)?;
+        let (purge_log, undone) = purge_log::PurgeLog::open(&opts.dir.join(disk::STATE))?;
         let now_us = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
@@ -408,6 +414,8 @@ impl Store {
                 opts.open_files,
             ),
             scan: scan::ScanGate::new(),
+            purge_log,
+            replayed: undone.iter().map(|(id, _)| *id).collect(),
             // The scan raises this past every fill id it finds.
             next_fill_id: AtomicU64::new(now_us),
             fences: fence::Fences::default(),
@@ -423,6 +431,15 @@ impl Store {
             _lock: lock,
             opts,
         });
+        if !undone.is_empty() {
+            info!(
+                purges = undone.len(),
+                "purges the last run left unfinished: the scan removes what they select"
+            );
+        }
+        for (_, selector) in &undone {
+            inner.scan.register_purge(selector);
+        }
         scan::spawn(&inner)?;
         Ok(Store { inner })
     }

@@ -92,13 +92,45 @@ impl Store {
             }
         }
         purged += unreachable.len() as u64;
-        for chunk in unreachable.chunks(BATCH) {
-            let (owned, chunk) = (Arc::clone(inner), chunk.to_vec());
-            super::blocking(&inner.objects, move || unlink_all(&owned, &chunk)).await?;
-            inner.changed();
+        if !unreachable.is_empty() {
+            self.unlink_after_answer(selector, unreachable).await?;
         }
         debug!(?selector, ?mode, purged, "purged");
         Ok(purged)
+    }
+
+    /// Unlinks the files of `taken` (out of the index already) in the background, once
+    /// the purge is written to `state/pending-purges`, so that the purge answers without
+    /// waiting for the disk and a stop before the last file is gone replays it.
+    async fn unlink_after_answer(
+        &self,
+        selector: &PurgeSelector,
+        taken: Vec<(u128, Fill)>,
+    ) -> Result<(), StoreError> {
+        let inner = &self.inner;
+        let (owned, recorded) = (Arc::clone(inner), selector.clone());
+        let id = super::blocking(&inner.objects, move || owned.purge_log.record(&recorded)).await?;
+        let owned = Arc::clone(inner);
+        tokio::spawn(async move {
+            for chunk in taken.chunks(BATCH) {
+                let (inner, chunk) = (Arc::clone(&owned), chunk.to_vec());
+                if let Err(error) =
+                    super::blocking(&owned.objects, move || unlink_all(&inner, &chunk)).await
+                {
+                    // The purge stays written: the next start's scan finishes it.
+                    warn!(%error, "cannot unlink the files of a purge; the next start will");
+                    return;
+                }
+                owned.changed();
+            }
+            let log = Arc::clone(&owned);
+            if let Err(error) =
+                super::blocking(&owned.objects, move || log.purge_log.done(id)).await
+            {
+                warn!(%error, "cannot drop a finished purge from state/pending-purges");
+            }
+        });
+        Ok(())
     }
 
     /// Takes the entries of `batch` that `selector` still selects out of the index (and

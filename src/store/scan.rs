@@ -250,6 +250,12 @@ fn run(weak: &Weak<Inner>, objects: &Path) {
     }
     let Some(inner) = weak.upgrade() else { return };
     inner.scan.finish();
+    // The previous run's unfinished purges have now reached every file.
+    for &id in &inner.replayed {
+        if let Err(error) = inner.purge_log.done(id) {
+            warn!(%error, "cannot drop a replayed purge from state/pending-purges");
+        }
+    }
     info!(
         indexed = tally.indexed,
         damaged = tally.damaged,

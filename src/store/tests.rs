@@ -8,6 +8,7 @@ mod budget;
 mod damage;
 mod memory;
 mod open_files;
+mod purge_log;
 mod range;
 mod remove;
 mod update;
