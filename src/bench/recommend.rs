@@ -73,6 +73,9 @@ pub struct Recommendation {
     pub second_hit: PolicyReport,
     /// `always` at the chosen size.
     pub always: PolicyReport,
+    /// The published policy the simulator runs (`s3fifo`, `sieve`, `w-tinylfu`) with the
+    /// best byte hit ratio at the chosen size: what a better eviction could get there.
+    pub published: Option<PolicyReport>,
     /// The chosen `expected_urls` (the generation, or with `rotate = "auto"` its cap).
     pub expected_urls: u64,
     /// The chosen config: `[cache]` and `[admission]` as the fragment writes them.
@@ -134,6 +137,7 @@ pub fn recommend(
             .cloned()
     }
     .ok_or("no always row at the chosen size")?;
+    let published = best_published(workload, &config, cache_size)?;
     let mut recommendation = Recommendation {
         trace,
         curve,
@@ -145,6 +149,7 @@ pub fn recommend(
         max_age_reason,
         second_hit,
         always,
+        published,
         expected_urls,
         config,
         fragment: String::new(),
@@ -260,6 +265,24 @@ fn max_age_stage(
     };
     Ok((max_age, config, second_hit, max_age_reason))
 }
+
+/// Of the published policies the simulator runs, the one with the best byte hit ratio at
+/// `cache_size`.
+fn best_published(
+    workload: &Workload,
+    config: &Config,
+    cache_size: u64,
+) -> Result<Option<PolicyReport>, String> {
+    let names: Vec<String> = PUBLISHED.iter().map(|&name| name.to_owned()).collect();
+    let report = run_simulation(workload, &names, config, CacheSize::Bytes(cache_size))?;
+    Ok(report
+        .policies
+        .into_iter()
+        .max_by(|a, b| a.byte_hit_ratio.total_cmp(&b.byte_hit_ratio)))
+}
+
+/// The published policies `--recommend` sets second-hit against.
+const PUBLISHED: [&str; 3] = ["s3fifo", "sieve", "w-tinylfu"];
 
 impl Recommendation {
     /// True when `second-hit` loses more than [`TIE`] of byte hit ratio to `always`.

@@ -305,3 +305,30 @@ fn recommend_raises_an_object_limit_that_keeps_the_trace_out_of_the_cache() {
         "the fragment raises the limit: {tuned}"
     );
 }
+
+#[test]
+fn recommend_says_when_a_published_policy_beats_second_hit_at_the_chosen_size() {
+    // Every object comes back at once, twice, in a cache that holds them all: second-hit
+    // misses each second request, which S3-FIFO and the others serve.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let trace = dir.path().join("repeats.csv");
+    let text: String = (0..300)
+        .flat_map(|object| (0..3).map(move |round| (object, round)))
+        .enumerate()
+        .map(|(at, (object, _))| format!("{at},/o/{object},10000\n"))
+        .collect();
+    std::fs::write(&trace, text).expect("write trace");
+    let (ok, out, err) = run(&[
+        "simulate".as_ref(),
+        "--trace".as_ref(),
+        trace.as_os_str(),
+        "--cache-size".as_ref(),
+        "100%".as_ref(),
+        "--recommend".as_ref(),
+    ]);
+    assert!(ok, "{out}\n{err}");
+    assert!(
+        out.contains("a published policy the simulator runs, which secondhit does not implement"),
+        "the verdict names what a better eviction would gain: {out}"
+    );
+}
