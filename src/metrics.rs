@@ -374,7 +374,7 @@ impl HistogramCounts {
     }
 
     /// The histogram of all the observations of `parts` (all over the same buckets).
-    fn sum(parts: impl Iterator<Item = HistogramCounts>) -> HistogramCounts {
+    pub(crate) fn sum(parts: impl Iterator<Item = HistogramCounts>) -> HistogramCounts {
         let mut total = HistogramCounts {
             buckets: Vec::new(),
             count: 0,

@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::metrics::{DurationHistogram, ServerSample};
+use crate::metrics::{DurationHistogram, HistogramCounts, ServerSample};
 
 /// `down_until` of a server out of rotation until a probe passes.
 const UNTIL_PROBE: u64 = u64::MAX;
@@ -96,6 +96,19 @@ pub(crate) struct ServerState {
     probe_down: AtomicBool,
     /// Failures counted in the current window, and when it began.
     window: Mutex<(u32, Instant)>,
+    /// Requests, failures and latency, one set per worker (by `worker::index() %
+    /// SHARDS`), summed when read: every origin request counts here, and a counter all
+    /// workers bump would move its cache line between cores on each.
+    shards: Box<[ServerShard]>,
+}
+
+/// How many sets of counters a server keeps (as many as the origin pool's idle lists).
+const SHARDS: usize = 64;
+
+/// One worker's share of a server's figures, on cache lines of its own.
+#[derive(Default)]
+#[repr(align(128))]
+struct ServerShard {
     requests: AtomicU64,
     failures: AtomicU64,
     latency: DurationHistogram,
@@ -109,10 +122,13 @@ impl ServerState {
             down_until: AtomicU64::new(0),
             probe_down: AtomicBool::new(false),
             window: Mutex::new((0, epoch)),
-            requests: AtomicU64::new(0),
-            failures: AtomicU64::new(0),
-            latency: DurationHistogram::default(),
+            shards: (0..SHARDS).map(|_| ServerShard::default()).collect(),
         }
+    }
+
+    /// This worker's counters.
+    fn shard(&self) -> &ServerShard {
+        &self.shards[crate::worker::index() % SHARDS]
     }
 
     /// The server's URL.
@@ -138,12 +154,13 @@ impl ServerState {
     /// Records one request's outcome: `failed` when it broke or answered 5xx. `passive`:
     /// the pool's rule, `None` where failures never take the server out.
     pub(crate) fn record(&self, elapsed: Duration, failed: bool, passive: Option<Passive>) {
-        self.requests.fetch_add(1, Ordering::Relaxed);
-        self.latency.observe(elapsed);
+        let shard = self.shard();
+        shard.requests.fetch_add(1, Ordering::Relaxed);
+        shard.latency.observe(elapsed);
         if !failed {
             return;
         }
-        self.failures.fetch_add(1, Ordering::Relaxed);
+        shard.failures.fetch_add(1, Ordering::Relaxed);
         let Some(rule) = passive.filter(|rule| rule.max_fails > 0) else {
             return;
         };
@@ -216,9 +233,17 @@ impl ServerState {
         ServerSample {
             url: self.url.clone(),
             up: self.is_up(),
-            requests: self.requests.load(Ordering::Relaxed),
-            failures: self.failures.load(Ordering::Relaxed),
-            latency: self.latency.snapshot(),
+            requests: self
+                .shards
+                .iter()
+                .map(|s| s.requests.load(Ordering::Relaxed))
+                .sum(),
+            failures: self
+                .shards
+                .iter()
+                .map(|s| s.failures.load(Ordering::Relaxed))
+                .sum(),
+            latency: HistogramCounts::sum(self.shards.iter().map(|s| s.latency.snapshot())),
         }
     }
 }
