@@ -8,7 +8,8 @@
 
 use secondhit::config::AdmissionPolicy;
 
-use crate::support::{PATIENCE, Reply, TestOrigin, TestProxy};
+use crate::support::shell::{on_path, sh};
+use crate::support::{Reply, TestOrigin, TestProxy};
 
 /// The guide's walk-through: each command with the output lines shown under it.
 fn session() -> Vec<(String, Vec<String>)> {
@@ -34,30 +35,6 @@ fn session() -> Vec<(String, Vec<String>)> {
         }
     }
     session
-}
-
-/// Runs `script` with `sh -c` and returns its standard output.
-async fn sh(script: &str) -> String {
-    let output = tokio::time::timeout(
-        PATIENCE,
-        tokio::process::Command::new("sh")
-            .args(["-c", script])
-            .output(),
-    )
-    .await
-    .unwrap_or_else(|_| panic!("`{script}` took over {PATIENCE:?}"))
-    .expect("run sh");
-    assert!(
-        output.status.success(),
-        "`{script}` failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-fn on_path(tool: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(tool).is_file()))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

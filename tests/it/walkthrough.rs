@@ -25,6 +25,7 @@ use std::process::Stdio;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use crate::support::serve::ServeProcess;
+use crate::support::shell::{on_path, sh};
 use crate::support::{PATIENCE, client, send};
 
 /// The commands of the first indented block after `## Try it in five minutes`.
@@ -53,31 +54,6 @@ fn command<'a>(commands: &'a [String], prefix: &str) -> &'a str {
          if it changed, teach this test the new steps"
     );
     found[0]
-}
-
-fn on_path(tool: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(tool).is_file()))
-}
-
-/// Runs `script` with `sh -c` and returns its standard output; fails the test on an error.
-async fn sh(script: &str) -> String {
-    let output = tokio::time::timeout(
-        PATIENCE,
-        tokio::process::Command::new("sh")
-            .args(["-c", script])
-            .stdin(Stdio::null())
-            .output(),
-    )
-    .await
-    .unwrap_or_else(|_| panic!("`{script}` took over {PATIENCE:?}"))
-    .expect("run sh");
-    assert!(
-        output.status.success(),
-        "`{script}` failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
 /// Sets `table[section][key]` in a parsed TOML document.

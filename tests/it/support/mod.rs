@@ -5,6 +5,7 @@ pub mod browser;
 mod origin;
 mod proxy;
 pub mod serve;
+pub mod shell;
 pub mod tls;
 
 // Flat `support::X` paths for every area.
