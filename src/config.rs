@@ -424,6 +424,16 @@ impl AdmissionPolicy {
             Self::Always => false,
         }
     }
+
+    /// Whether the policy stores a URL on its first request, so the store's small queue
+    /// sees one-hit wonders and its ghost of evicted keys earns its memory
+    /// (see [`crate::store::Store::keep_ghost`]).
+    pub fn stores_first_sights(self) -> bool {
+        match self {
+            Self::Always | Self::Shadow => true,
+            Self::SecondHit => false,
+        }
+    }
 }
 
 /// How a filter generation's size is chosen (`admission.rotate`).

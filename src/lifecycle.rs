@@ -117,6 +117,8 @@ impl Reloader {
         let admission = match built.admission {
             Some(admission) => {
                 self.parts.admission.replace(admission);
+                let policy = next.admission.policy;
+                self.parts.store.keep_ghost(policy.stores_first_sights());
                 self.parts.admission.current()
             }
             None => current.admission.clone(),

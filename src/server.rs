@@ -448,5 +448,7 @@ fn open_store(config: &Config) -> Result<Arc<Store>, StartError> {
     // Opening may wait up to `cache.lock_timeout` for the directory lock; nothing is
     // served yet, so blocking this thread delays only the start. The index is built
     // in the background while requests are served.
-    Ok(Arc::new(Store::open(options)?))
+    let store = Arc::new(Store::open(options)?);
+    store.keep_ghost(config.admission.policy.stores_first_sights());
+    Ok(store)
 }

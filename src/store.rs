@@ -465,6 +465,15 @@ impl Store {
         self.inner.index.objects_when_full()
     }
 
+    /// Whether the index remembers the keys its small queue evicts unhit, so a refill
+    /// of one skips the probation it failed (S3-FIFO's ghost). Worth its memory only
+    /// under a policy that stores first sights; under second-hit the admission filter
+    /// already keeps one-hit wonders out (`benches/RESULTS.md`, "a ghost in the
+    /// store's index"). Off when the store opens; turning it off forgets every key.
+    pub fn keep_ghost(&self, on: bool) {
+        self.inner.index.keep_ghost(on);
+    }
+
     /// How often [`Store::sync`] should run: `cache.fsync`'s interval; `None` when each
     /// change is fsynced as it is made, or none is.
     pub fn sync_interval(&self) -> Option<Duration> {

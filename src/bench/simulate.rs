@@ -249,6 +249,8 @@ fn replay_admission(
     mut observe: impl FnMut(&Request, bool),
 ) -> Option<PolicyReport> {
     let index = Arc::new(Index::new(cache.max_size));
+    // As the proxy does under `admission.policy = "always"` (`Store::keep_ghost`).
+    index.keep_ghost(policy == "always");
     let objects: ObjectCount = {
         let index = index.clone();
         Arc::new(move || index.objects_when_full())

@@ -309,7 +309,8 @@ fn recommend_raises_an_object_limit_that_keeps_the_trace_out_of_the_cache() {
 #[test]
 fn recommend_says_when_a_published_policy_beats_second_hit_at_the_chosen_size() {
     // Every object comes back at once, twice, in a cache that holds them all: second-hit
-    // misses each second request, which S3-FIFO and the others serve.
+    // misses each second request, which S3-FIFO and the others serve, and so does always,
+    // whose eviction is S3-FIFO's.
     let dir = tempfile::tempdir().expect("temp dir");
     let trace = dir.path().join("repeats.csv");
     let text: String = (0..300)
@@ -328,7 +329,11 @@ fn recommend_says_when_a_published_policy_beats_second_hit_at_the_chosen_size() 
     ]);
     assert!(ok, "{out}\n{err}");
     assert!(
-        out.contains("a published policy the simulator runs, which secondhit does not implement"),
-        "the verdict names what a better eviction would gain: {out}"
+        out.contains("more than second-hit; always, which evicts as S3-FIFO does, is within"),
+        "the verdict names the published policy and that always matches it: {out}"
+    );
+    assert!(
+        out.contains("Recommended: policy = \"always\""),
+        "always is recommended: {out}"
     );
 }

@@ -3,6 +3,7 @@
 use lru::LruCache;
 
 use super::Slot;
+use super::ghost::Ghost;
 
 /// The two queues of the module docs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -13,12 +14,15 @@ pub(super) enum Queue {
     Main,
 }
 
-/// One shard: its keys, each in exactly one of the two queues.
+/// One shard: its keys, each in exactly one of the two queues, and the keys its small
+/// queue evicted.
 pub(super) struct Shard {
     /// The small queue's entries of this shard, in stamp order.
     pub(super) small: LruCache<u128, Slot>,
     /// The main queue's entries of this shard, in stamp order.
     pub(super) main: LruCache<u128, Slot>,
+    /// Keys the small queue evicted unhit, not indexed any more.
+    pub(super) ghost: Ghost,
 }
 
 impl Shard {
@@ -27,6 +31,7 @@ impl Shard {
         Shard {
             small: LruCache::unbounded(),
             main: LruCache::unbounded(),
+            ghost: Ghost::default(),
         }
     }
 

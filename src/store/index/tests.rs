@@ -388,3 +388,74 @@ fn objects_when_full_extrapolates_the_mean_entry_size() {
     // 4 entries of 500 bytes in 2,000 bytes: a full 10,000-byte cache holds 20.
     assert_eq!(index.objects_when_full(), 20);
 }
+
+/// A key hash for the ghost's tests: its low bits pick shard `n % SHARDS`, its high bits
+/// (what the ghost keeps) are `n`.
+fn spread(n: u128) -> u128 {
+    (n << 64) | n
+}
+
+/// Nine hit entries of 10 bytes in the main queue, and `spread(10)` evicted unhit from
+/// the small queue (and so remembered when the ghost is on).
+fn with_ten_evicted_unhit(ghost: bool) -> Index {
+    let index = Index::new(10_000);
+    index.keep_ghost(ghost);
+    for n in 1..=9u128 {
+        index.place(spread(n), fill(n as u64, 10), Provenance::Live);
+        index.touch(spread(n));
+    }
+    index.place(spread(10), fill(10, 10), Provenance::Live);
+    assert_eq!(drain_one(&index), Some(spread(10)));
+    index
+}
+
+#[test]
+fn with_the_ghost_on_a_key_evicted_unhit_is_filled_again_into_the_main_queue() {
+    for ghost in [false, true] {
+        let index = with_ten_evicted_unhit(ghost);
+        assert_eq!(
+            index.place(spread(10), fill(20, 10), Provenance::Live),
+            Placed::New
+        );
+        index.place(spread(11), fill(21, 20), Provenance::Live);
+        // The small queue is over its share: its oldest unhit entry goes. With the
+        // ghost, 10 skipped the small queue and 11 is its only entry.
+        let expected = if ghost { spread(11) } else { spread(10) };
+        assert_eq!(drain_one(&index), Some(expected), "ghost {ghost}");
+    }
+}
+
+#[test]
+fn turning_the_ghost_off_forgets_the_keys_it_remembered() {
+    let index = with_ten_evicted_unhit(true);
+    index.keep_ghost(false);
+    index.keep_ghost(true);
+    index.place(spread(10), fill(20, 10), Provenance::Live);
+    index.place(spread(11), fill(21, 20), Provenance::Live);
+    assert_eq!(
+        drain_one(&index),
+        Some(spread(10)),
+        "10 went to the small queue"
+    );
+}
+
+#[test]
+fn the_ghost_forgets_keys_past_its_share_of_the_budget() {
+    // Each shard remembers up to 9/10 of the budget over 32 shards: 28 bytes here.
+    let index = Index::new(1000);
+    index.keep_ghost(true);
+    // Keys of shard 0, evicted unhit in this order.
+    let keys: Vec<u128> = (1..=3u128).map(|n| n << 64).collect();
+    for (i, &key) in keys.iter().enumerate() {
+        index.place(key, fill(i as u64, 10), Provenance::Live);
+    }
+    assert_eq!(drain(&index), keys);
+    // 30 bytes were evicted: the first key was forgotten, the others are remembered.
+    for (i, &key) in keys.iter().enumerate() {
+        index.place(key, fill(10 + i as u64, 10), Provenance::Live);
+    }
+    let new = 99 << 64;
+    index.place(new, fill(20, 10), Provenance::Live);
+    // Small queue: the forgotten first key and the new one; main: the other two.
+    assert_eq!(drain(&index), vec![keys[0], new, keys[1], keys[2]]);
+}
