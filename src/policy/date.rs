@@ -55,8 +55,15 @@ pub fn parse(text: &str, now: SystemTime) -> Option<SystemTime> {
         return None;
     }
     // Split on each single space: a run of spaces leaves an empty field, which no form has.
-    let fields: Vec<&str> = rest.split(' ').collect();
-    let (year, month, day, time) = match (comma, fields.as_slice()) {
+    // Into an array, not a `Vec`: every response's `Date` is parsed, and no form has more
+    // than five fields.
+    let mut fields = [""; 5];
+    let mut count = 0;
+    for field in rest.split(' ') {
+        *fields.get_mut(count)? = field;
+        count += 1;
+    }
+    let (year, month, day, time) = match (comma, &fields[..count]) {
         // IMF-fixdate: day month year time GMT.
         (true, [day, month, year, time, gmt]) if year.len() == 4 && is_gmt(gmt) => {
             (number(year)?, *month, *day, *time)
