@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Packs what `benches/vs_nginx.sh` needs into `.bench-bundle/`, so that it runs on a
+# machine where nothing can be installed (the many-core run of docs/guide/bench.md):
+# the release secondhit, nginx and wrk with every shared library they load, the dynamic
+# loader included, and wrappers that start each through that loader, so the machine's
+# own C library (older or newer) is never used. Then:
+#
+#   bash benches/device_bundle.sh            # here: build and pack (about 30 MiB)
+#   bash .bench-bundle/run.sh                # there, from the repository root
+#
+# run.sh puts the wrappers first on PATH, makes the directories Debian's nginx expects,
+# and runs vs_nginx.sh with the bundled secondhit; its defaults (WORKERS="1 4 8",
+# five cases, two rounds of 4 s) take about 5 minutes on 16 CPUs, and any of
+# vs_nginx.sh's variables can be set to change them. With OUT set, the table is also
+# written to $OUT/vs_nginx.txt. Needs here: nginx, wrk, cargo, ldd; there: bash,
+# python3, taskset. SECONDHIT_BIN packs that binary instead of building one, and BUNDLE
+# names another directory (run.sh then needs benches/ beside it, as in the repository).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+for tool in nginx wrk ldd; do
+  if ! command -v "$tool" >/dev/null 2>&1; then
+    echo "device_bundle: '$tool' is not installed (Debian: apt-get install nginx wrk)" >&2
+    exit 2
+  fi
+done
+
+BUNDLE=${BUNDLE:-.bench-bundle}
+rm -rf "$BUNDLE"
+mkdir -p "$BUNDLE/real" "$BUNDLE/lib" "$BUNDLE/bin"
+if [[ -z "${SECONDHIT_BIN:-}" ]]; then
+  cargo build --release --locked --quiet
+  SECONDHIT_BIN=target/release/secondhit
+fi
+cp "$SECONDHIT_BIN" "$BUNDLE/real/secondhit"
+cp "$(command -v nginx)" "$BUNDLE/real/nginx"
+cp "$(command -v wrk)" "$BUNDLE/real/wrk"
+
+# Every library the three load, by the path the loader resolved here.
+loader=""
+for binary in "$BUNDLE"/real/*; do
+  while read -r path; do
+    cp -L "$path" "$BUNDLE/lib/"
+    case "$path" in */ld-linux*) loader=$(basename "$path") ;; esac
+  done < <(ldd "$binary" | awk '/=> \// {print $3} /^[ \t]*\/.*ld-linux/ {print $1}')
+done
+if [[ -z "$loader" ]]; then
+  echo "device_bundle: ldd named no dynamic loader for the binaries" >&2
+  exit 1
+fi
+
+# A wrapper per program: exec keeps the PID, so vs_nginx.sh's PIDs and CPU times are the
+# program's own; nginx's workers name themselves, so pgrep still finds them.
+for program in secondhit nginx wrk; do
+  cat >"$BUNDLE/bin/$program" <<EOF
+#!/usr/bin/env bash
+here=\$(cd "\$(dirname "\${BASH_SOURCE[0]}")/.." && pwd)
+exec "\$here/lib/$loader" --library-path "\$here/lib" "\$here/real/$program" "\$@"
+EOF
+  chmod +x "$BUNDLE/bin/$program"
+done
+
+cat >"$BUNDLE/run.sh" <<'EOF'
+#!/usr/bin/env bash
+# Runs benches/vs_nginx.sh with the bundled programs (see benches/device_bundle.sh).
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+export PATH="$here/bin:$PATH"
+# Debian's nginx checks its compiled-in temp and log directories at start.
+mkdir -p /var/lib/nginx /var/log/nginx 2>/dev/null || true
+export SECONDHIT_BIN="$here/bin/secondhit"
+export WORKERS=${WORKERS:-"1 4 8"}
+export CASES=${CASES:-"hit-1k hit-100k pass-1k first-sight-1k miss-1k-nofsync"}
+export ROUNDS=${ROUNDS:-2} DURATION=${DURATION:-4s} RSS_SECONDS=${RSS_SECONDS:-5}
+{
+  echo "machine: $(nproc) CPUs, $(uname -srm), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
+  echo "command: WORKERS=\"$WORKERS\" CASES=\"$CASES\" ROUNDS=$ROUNDS DURATION=$DURATION bash benches/vs_nginx.sh"
+  "$SECONDHIT_BIN" --version
+  bash "$here/../benches/vs_nginx.sh"
+} 2>&1 | tee "${OUT:-/tmp}/vs_nginx.txt"
+EOF
+chmod +x "$BUNDLE/run.sh"
+du -sh "$BUNDLE"

@@ -1,0 +1,79 @@
+//! `benches/device_bundle.sh`: the bundle it packs runs secondhit, nginx and wrk through
+//! its own loader and libraries, for a machine where nothing can be installed. Needs
+//! nginx, wrk and ldd, and says why it skips without them.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use super::support::shell::on_path;
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+/// Runs `program` from the bundle with `args`; its standard output and error together.
+/// `wrk --version` prints its version and exits 1, so the status is checked only where
+/// `succeeds`.
+fn run_bundled(bundle: &Path, program: &str, args: &[&str], succeeds: bool) -> String {
+    let output = Command::new(bundle.join("bin").join(program))
+        .args(args)
+        .stdin(Stdio::null())
+        // Nothing of the system's on PATH but the shell tools the wrappers use.
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .unwrap_or_else(|e| panic!("run the bundled {program}: {e}"));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        output.status.success() || !succeeds,
+        "bundled {program} failed: {text}"
+    );
+    text
+}
+
+#[test]
+fn the_device_bundle_runs_each_program_through_its_own_loader_and_libraries() {
+    for tool in ["nginx", "wrk", "ldd"] {
+        if !on_path(tool) {
+            eprintln!("skipped: {tool} is not installed (Debian: apt-get install nginx wrk)");
+            return;
+        }
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let bundle = dir.path().join("bundle");
+    let status = Command::new("bash")
+        .arg(Path::new(ROOT).join("benches/device_bundle.sh"))
+        .env("BUNDLE", &bundle)
+        .env("SECONDHIT_BIN", env!("CARGO_BIN_EXE_secondhit"))
+        .stdin(Stdio::null())
+        .status()
+        .expect("run device_bundle.sh");
+    assert!(status.success(), "device_bundle.sh failed");
+    let libs: Vec<String> = std::fs::read_dir(bundle.join("lib"))
+        .expect("the bundle's lib/")
+        .map(|entry| {
+            entry
+                .expect("entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    for needed in ["ld-linux", "libc.so", "libssl", "libluajit"] {
+        assert!(
+            libs.iter().any(|lib| lib.starts_with(needed)),
+            "{needed} is packed: {libs:?}"
+        );
+    }
+    assert!(run_bundled(&bundle, "secondhit", &["--version"], true).starts_with("secondhit "));
+    assert!(run_bundled(&bundle, "nginx", &["-v"], true).contains("nginx version"));
+    assert!(run_bundled(&bundle, "wrk", &["--version"], false).starts_with("wrk "));
+    // The wrappers start the packed loader, not the system's.
+    let wrapper = std::fs::read_to_string(bundle.join("bin/nginx")).expect("read wrapper");
+    assert!(
+        wrapper.contains("/lib/ld-linux") && wrapper.contains("--library-path"),
+        "{wrapper}"
+    );
+    assert!(bundle.join("run.sh").is_file());
+}
