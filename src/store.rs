@@ -152,6 +152,8 @@ pub struct StoreStats {
     pub max_bytes: u64,
     /// Entries evicted to make room, since open.
     pub evictions: u64,
+    /// Keys of evicted entries the index remembers (S3-FIFO's ghost; [`Store::keep_ghost`]).
+    pub ghost_keys: u64,
     /// Files removed because they were not valid entries (wrong name, format
     /// or length), found by the scan, a lookup or a body stream.
     pub removed_invalid: u64,
@@ -534,6 +536,7 @@ impl Store {
             reserved_bytes: counts.reserved_bytes,
             max_bytes: inner.index.max_bytes(),
             evictions: counts.evictions,
+            ghost_keys: counts.ghost_keys,
             removed_invalid: inner.removed_invalid.load(Ordering::Relaxed),
             checksum_failures: inner.checksum_failures.load(Ordering::Relaxed),
             scan_complete: inner.scan.complete(),

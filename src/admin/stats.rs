@@ -115,6 +115,7 @@ fn store_figures(store: &StoreStats) -> Value {
         "open_files_max": store.open_files_max,
         "tag_bytes": store.tag_bytes,
         "evictions": store.evictions,
+        "ghost_keys": store.ghost_keys,
         "committed_fills": store.committed_fills,
         "committed_bytes": store.committed_bytes,
         "dropped_fills": store.dropped_fills.total(),

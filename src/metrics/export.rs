@@ -326,6 +326,12 @@ fn store_and_disk(out: &mut DescriptorEncoder, store: &StoreStats) -> fmt::Resul
     )?;
     gauge(
         out,
+        "secondhit_store_ghost_keys",
+        "Keys of evicted entries the index remembers (S3-FIFO's ghost, under policy always or shadow)",
+        store.ghost_keys as f64,
+    )?;
+    gauge(
+        out,
         "secondhit_store_memory_bytes",
         "Bytes the memory tier holds: copies of hot entries (cache.memory_size)",
         store.memory_bytes as f64,

@@ -19,7 +19,8 @@
 //! This is S3-FIFO (Yang et al., "FIFO queues are all you need for cache eviction",
 //! SOSP 2023). Its ghost queue is kept only under a policy that stores first sights
 //! (`always`, `shadow`; [`Index::keep_ghost`]): each shard then remembers the keys its
-//! small queue evicted unhit, up to [`GHOST_TENTHS`] of the budget at their sizes, and a
+//! small queue evicted unhit, up to [`GHOST_TENTHS`] of the budget at their sizes over
+//! all shards, and a
 //! fill of a remembered key goes straight to the main queue. Under `second-hit` every
 //! entry was already requested twice before it was written, the admission filter, which
 //! remembers keys seen once, plays the ghost's part, and a ghost changed its misses by
@@ -147,6 +148,8 @@ pub(crate) struct Counts {
     pub object_bytes: u64,
     pub reserved_bytes: u64,
     pub evictions: u64,
+    /// Keys the ghost remembers ([`Index::keep_ghost`]).
+    pub ghost_keys: u64,
 }
 
 /// The sharded two-queue index with its byte budget.
@@ -156,8 +159,10 @@ pub(crate) struct Index {
     clock: AtomicU64,
     /// `cache.max_size`.
     max_bytes: u64,
-    /// Each shard's ghost capacity in bytes: its share of [`GHOST_TENTHS`] of the budget.
+    /// The ghost's capacity in bytes, over all shards: [`GHOST_TENTHS`] of the budget.
     ghost_bytes: u64,
+    /// What all shards' ghosts remember, in bytes at the evicted entries' sizes.
+    ghost_total: AtomicU64,
     /// Whether evicted keys are remembered ([`Index::keep_ghost`]).
     ghost_on: AtomicBool,
     /// Object bytes (including evicted files not yet unlinked) plus reservations.
@@ -192,7 +197,8 @@ impl Index {
             shards: (0..SHARDS).map(|_| Mutex::new(Shard::new())).collect(),
             clock: AtomicU64::new(1),
             max_bytes,
-            ghost_bytes: max_bytes / 10 * GHOST_TENTHS / SHARDS as u64,
+            ghost_bytes: max_bytes / 10 * GHOST_TENTHS,
+            ghost_total: AtomicU64::new(0),
             ghost_on: AtomicBool::new(false),
             used: AtomicU64::new(0),
             object_bytes: AtomicU64::new(0),
@@ -290,7 +296,7 @@ impl Index {
         };
         // A key the small queue evicted unhit, back within the ghost's memory, skips
         // the probation it failed once (S3-FIFO).
-        if !scanned && shard.ghost.take(key_hash) {
+        if !scanned && shard.ghost.take(key_hash, &self.ghost_total) {
             shard.main.push(key_hash, slot);
             self.main_bytes.fetch_add(fill.size, Relaxed);
         } else {
@@ -371,7 +377,8 @@ impl Index {
             if slot.hits == 0 {
                 entries.pop_lru();
                 if queue == Queue::Small && self.ghost_on.load(Relaxed) {
-                    shard.ghost.remember(key, slot.fill.size, self.ghost_bytes);
+                    let (total, capacity) = (&self.ghost_total, self.ghost_bytes);
+                    shard.ghost.remember(key, slot.fill.size, total, capacity);
                 }
                 self.left(queue, slot.fill);
                 self.evictions.fetch_add(1, Relaxed);
@@ -425,9 +432,17 @@ impl Index {
     pub(crate) fn keep_ghost(&self, on: bool) {
         if self.ghost_on.swap(on, Relaxed) && !on {
             for no in 0..SHARDS {
-                self.lock(no).ghost = Default::default();
+                self.lock(no).ghost.clear(&self.ghost_total);
             }
         }
+    }
+
+    /// Keys the ghost remembers, summed over the shards (0 while it is off).
+    fn ghost_keys(&self) -> u64 {
+        if !self.ghost_on.load(Relaxed) {
+            return 0;
+        }
+        (0..SHARDS).map(|no| self.lock(no).ghost.len() as u64).sum()
     }
 
     /// The budget, `cache.max_size`.
@@ -502,6 +517,7 @@ impl Index {
             object_bytes: self.object_bytes.load(Relaxed),
             reserved_bytes: self.reserved.load(Relaxed),
             evictions: self.evictions.load(Relaxed),
+            ghost_keys: self.ghost_keys(),
         }
     }
 }

@@ -24,6 +24,7 @@ mod device_bundle;
 mod disk_full;
 mod dropped_fills;
 mod filters;
+mod ghost;
 mod lifecycle;
 mod multi_node;
 mod origin_failures;

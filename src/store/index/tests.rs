@@ -440,22 +440,27 @@ fn turning_the_ghost_off_forgets_the_keys_it_remembered() {
 }
 
 #[test]
-fn the_ghost_forgets_keys_past_its_share_of_the_budget() {
-    // Each shard remembers up to 9/10 of the budget over 32 shards: 28 bytes here.
+fn the_ghost_forgets_keys_past_nine_tenths_of_the_budget() {
+    // 900 bytes over all shards: each key here is larger than a shard's 32nd of them.
     let index = Index::new(1000);
     index.keep_ghost(true);
     // Keys of shard 0, evicted unhit in this order.
     let keys: Vec<u128> = (1..=3u128).map(|n| n << 64).collect();
     for (i, &key) in keys.iter().enumerate() {
-        index.place(key, fill(i as u64, 10), Provenance::Live);
+        index.place(key, fill(i as u64, 400), Provenance::Live);
     }
     assert_eq!(drain(&index), keys);
-    // 30 bytes were evicted: the first key was forgotten, the others are remembered.
+    assert_eq!(
+        index.counts().ghost_keys,
+        2,
+        "1200 bytes evicted, 900 remembered at most"
+    );
+    // The first key was forgotten, the others are remembered.
     for (i, &key) in keys.iter().enumerate() {
-        index.place(key, fill(10 + i as u64, 10), Provenance::Live);
+        index.place(key, fill(10 + i as u64, 400), Provenance::Live);
     }
     let new = 99 << 64;
-    index.place(new, fill(20, 10), Provenance::Live);
+    index.place(new, fill(20, 400), Provenance::Live);
     // Small queue: the forgotten first key and the new one; main: the other two.
     assert_eq!(drain(&index), vec![keys[0], new, keys[1], keys[2]]);
 }
