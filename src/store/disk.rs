@@ -402,7 +402,7 @@ fn preallocate(_file: &std::fs::File, _len: u64) -> io::Result<()> {
 
 /// Commits a fill whose body is written: checks the temp file's length,
 /// rewrites its preamble with `front`, fsyncs it (with `fsync`), renames it to
-/// `dest` (whose `objects/ab/cd/` the fill created as it began, [`ensure_parent`])
+/// `dest` (whose `objects/ab/cd/` the fill created as it began, [`make_parent`])
 /// and fsyncs that directory (with `fsync`). Blocking; on error the file is not in
 /// `objects/`.
 pub(crate) fn commit(
@@ -454,17 +454,11 @@ pub(crate) fn commit(
 }
 
 /// Creates `objects/ab/cd/` for `path` if missing. With `fsync`, a newly made
-/// directory is made durable by syncing its parents, which hold its name. A fill
-/// does this as it begins, so a disk out of inodes refuses it before its response
-/// head says `stored`; nothing removes these directories afterwards.
-pub(crate) async fn ensure_parent(path: &Path, fsync: bool) -> Result<(), StoreError> {
-    let owned = path.to_owned();
-    // One trip to the blocking pool for the check and, rarely, the creation.
-    super::blocking(path, move || make_parent(&owned, fsync)).await
-}
-
-/// The blocking work of [`ensure_parent`].
-fn make_parent(path: &Path, fsync: bool) -> Result<(), StoreError> {
+/// directory is made durable by syncing its parents, which hold its name. A fill does
+/// this as it begins, in the call that creates its temp file, so a disk out of inodes
+/// refuses it before its response head says `stored`; nothing removes these
+/// directories afterwards but an eviction that empties one. Blocking.
+pub(crate) fn make_parent(path: &Path, fsync: bool) -> Result<(), StoreError> {
     let Some(leaf) = path.parent() else {
         return Ok(());
     };

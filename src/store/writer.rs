@@ -2,7 +2,7 @@
 //! the block table's) and its share of the byte budget.
 //!
 //! The file work runs on the blocking pool in as few calls as it can: one creates the
-//! temp file and writes the header, one writes each [`WRITE_BATCH`] of body (a small
+//! temp file (and, the first time, the entry's directory) and writes the header, one writes each [`WRITE_BATCH`] of body (a small
 //! body waits in memory), and one writes the rest with the block table, fsyncs and
 //! renames. Why: each call is a hand-off to a blocking thread and back, and with one
 //! per write, seek, flush, fsync and rename a small fill spent most of its CPU time on
@@ -177,20 +177,27 @@ pub(super) async fn begin(
     // The reservation counts the directories' inodes too (`space::INODES_PER_FILL`), so
     // it comes first: on a disk short of inodes it evicts to make room for them.
     let reservation = Reservation::take(inner, initial).await.map_err(refused)?;
-    if !inner.leaf_dirs.known(key_hash) {
-        let dest = inner.object_path(key_hash, fill_id);
-        disk::ensure_parent(&dest, inner.fsync_each())
-            .await
-            .map_err(refused)?;
-        inner.leaf_dirs.learn(key_hash);
-    }
     // Before the file exists, so the scan can tell this run's files from old ones.
     inner.scan.register_fill(key_hash, fill_id);
     let tmp_path = disk::tmp_path(&inner.tmp, key_hash, fill_id);
+    // The entry's `objects/ab/cd/`, made in the same blocking call as the temp file the
+    // first time this run fills into it: a cache filling from empty would otherwise pay
+    // a second hand-off per fill until most of its 65536 directories exist.
+    let parent = (!inner.leaf_dirs.known(key_hash)).then(|| inner.object_path(key_hash, fill_id));
     let file = {
-        let path = tmp_path.clone();
-        let created = super::blocking(&tmp_path, move || disk::create_tmp(&path, initial, &header));
-        created.await.map_err(refused)?
+        let (path, fsync) = (tmp_path.clone(), inner.fsync_each());
+        let made_parent = parent.is_some();
+        let created = super::blocking(&tmp_path, move || {
+            if let Some(dest) = &parent {
+                disk::make_parent(dest, fsync)?;
+            }
+            disk::create_tmp(&path, initial, &header)
+        });
+        let file = created.await.map_err(refused)?;
+        if made_parent {
+            inner.leaf_dirs.learn(key_hash);
+        }
+        file
     };
     // From here on the writer's Drop removes the temp file on any error.
     Ok(EntryWriter {
