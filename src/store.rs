@@ -66,6 +66,7 @@ mod dropped;
 pub mod entry;
 mod error;
 mod fence;
+mod inline_io;
 // The simulator (feature `bench`) replays workloads through this very index, so that its
 // evictions are the store's; nothing else outside the store reaches it.
 #[cfg(feature = "bench")]
@@ -245,6 +246,8 @@ struct Inner {
     dropped: dropped::FillDrops,
     /// The `cache.min_free` floor and the back-off after failed writes.
     space: space::Space,
+    /// Whether fills run their file work on the worker (see `inline_io`).
+    inline_io: inline_io::InlineGate,
     /// Held for the store's lifetime; released when the last `Arc` drops.
     _lock: lock::DirLock,
 }
@@ -259,6 +262,20 @@ async fn blocking<T: Send + 'static>(
 }
 
 impl Inner {
+    /// Runs one file call of a fill: on this worker, timed, while `inline_io`'s gate is
+    /// open; on the blocking pool otherwise.
+    async fn fill_io<T: Send + 'static>(
+        &self,
+        path: &std::path::Path,
+        job: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let began = std::time::Instant::now();
+        if self.inline_io.open_at(began) {
+            return self.inline_io.run(began, job);
+        }
+        blocking(path, job).await
+    }
+
     /// Whether each file and directory change is fsynced as it is made.
     fn fsync_each(&self) -> bool {
         self.opts.fsync.each_change()
@@ -430,6 +447,7 @@ impl Store {
             checksum_failures: AtomicU64::new(0),
             dropped: dropped::FillDrops::default(),
             space: space::Space::new(opts.dir.clone(), opts.min_free),
+            inline_io: inline_io::InlineGate::new(!opts.fsync.each_change()),
             _lock: lock,
             opts,
         });

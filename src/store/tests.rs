@@ -481,3 +481,27 @@ async fn a_second_open_of_the_directory_fails_while_the_first_holds_it() {
     drop(first);
     open(dir.path()).await;
 }
+
+#[tokio::test]
+async fn after_a_slow_file_call_fills_commit_through_the_blocking_pool() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path()).await;
+    put(&store, "on-worker", b"first").await;
+    // A call that took a second closes the gate: the next fill's calls use the pool.
+    let now = std::time::Instant::now();
+    store
+        .inner
+        .inline_io
+        .ran(now - Duration::from_secs(1), now, || true);
+    assert!(!store.inner.inline_io.open_at(std::time::Instant::now()));
+    put(&store, "on-pool", b"second").await;
+    for (key, body) in [("on-worker", &b"first"[..]), ("on-pool", &b"second"[..])] {
+        let stored = entry(&store, key).await;
+        let read: Vec<u8> = stored
+            .into_body_stream()
+            .map(|chunk| chunk.unwrap().to_vec())
+            .concat()
+            .await;
+        assert_eq!(read, body, "{key}");
+    }
+}

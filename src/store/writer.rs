@@ -1,12 +1,14 @@
 //! A fill in progress: its temp file, its running checksums (the whole body's and
 //! the block table's) and its share of the byte budget.
 //!
-//! The file work runs on the blocking pool in as few calls as it can: one creates the
-//! temp file (and, the first time, the entry's directory) and writes the header, one writes each [`WRITE_BATCH`] of body (a small
-//! body waits in memory), and one writes the rest with the block table, fsyncs and
-//! renames. Why: each call is a hand-off to a blocking thread and back, and with one
-//! per write, seek, flush, fsync and rename a small fill spent most of its CPU time on
-//! threads waking each other (`benches/RESULTS.md`, "a fill's file work in few calls").
+//! The file work runs in as few calls as it can: one creates the temp file (and, the
+//! first time, the entry's directory) and writes the header, one writes each
+//! [`WRITE_BATCH`] of body (a small body waits in memory), and one writes the rest with
+//! the block table, fsyncs and renames. Each call runs on the worker while the disk
+//! answers quickly and on the blocking pool otherwise (`inline_io`). Why few: a call on
+//! the pool is a hand-off to a blocking thread and back, and with one per write, seek,
+//! flush, fsync and rename a small fill spent most of its CPU time on threads waking
+//! each other (`benches/RESULTS.md`, "a fill's file work in few calls").
 
 use std::io::{self, Write};
 use std::path::PathBuf;
@@ -187,7 +189,7 @@ pub(super) async fn begin(
     let file = {
         let (path, fsync) = (tmp_path.clone(), inner.fsync_each());
         let made_parent = parent.is_some();
-        let created = super::blocking(&tmp_path, move || {
+        let created = inner.fill_io(&tmp_path, move || {
             if let Some(dest) = &parent {
                 disk::make_parent(dest, fsync)?;
             }
@@ -285,11 +287,13 @@ impl EntryWriter {
             disk::io_err(&self.tmp_path)(error)
         };
         let file = self.file.take().ok_or_else(lost)?;
-        let (file, done) = super::blocking(&self.tmp_path, move || {
-            let done = job(&file);
-            Ok((file, done))
-        })
-        .await?;
+        let (file, done) = self
+            .inner
+            .fill_io(&self.tmp_path, move || {
+                let done = job(&file);
+                Ok((file, done))
+            })
+            .await?;
         self.file = Some(file);
         done
     }
