@@ -132,13 +132,18 @@ pub struct OriginConfig {
     pub servers: Vec<OriginServer>,
     /// How requests are spread over the servers that are up.
     pub balance: Balance,
-    /// Failures (connection errors, timeouts, 5xx) within `fail_timeout` that take a
-    /// server out of rotation; zero: never by failures. Ignored for a pool of one server,
+    /// Failures (connection errors, timeouts, answers with a status in `fail_statuses`)
+    /// within `fail_timeout` that take a server out of rotation; zero: never by failures. Ignored for a pool of one server,
     /// as nginx does: taking the only server out would turn every request into a 502.
     pub max_fails: u32,
     /// The window `max_fails` are counted in, and how long a server is then out of
     /// rotation when no `health_check` is set (> 0).
     pub fail_timeout: Duration,
+    /// The answer statuses that count as a failure of the server (each 500 to 599,
+    /// sorted, no duplicates); empty: only connection errors and timeouts count. Other
+    /// 5xx answers are the application's, so one failing URL does not take the server
+    /// out for every URL.
+    pub fail_statuses: Vec<u16>,
     /// Active probes of every server; `None`: passive checks only.
     pub health_check: Option<HealthCheck>,
 }
@@ -205,6 +210,8 @@ impl Default for OriginConfig {
             // nginx's defaults for an upstream server.
             max_fails: 1,
             fail_timeout: Duration::from_secs(10),
+            // The gateway answers: the server (or what stands behind it) cannot serve now.
+            fail_statuses: vec![502, 503, 504],
             health_check: None,
         }
     }

@@ -33,7 +33,7 @@ use tokio::time::Instant;
 use crate::body::BoxError;
 use crate::config::{HostHeader, OriginConfig};
 use crate::metrics::Metrics;
-use health::{Health, Passive, ServerState};
+use health::{Attempt, FailStatuses, Health, Passive, ServerState};
 
 mod balance;
 pub mod health;
@@ -352,6 +352,7 @@ impl Origin {
         let passive = (servers.len() > 1).then_some(Passive {
             max_fails: config.max_fails,
             fail_timeout: config.fail_timeout,
+            fail_statuses: FailStatuses::new(&config.fail_statuses),
             until_probe: config.health_check.is_some(),
         });
         for server in &servers {
@@ -489,14 +490,16 @@ impl Origin {
             self.metrics.observe_origin(elapsed);
             match result {
                 Ok(response) => {
-                    let failed = response.status().is_server_error();
-                    server.state.record(elapsed, failed, self.passive);
+                    let attempt = Attempt::Answered(response.status().as_u16());
+                    server.state.record(elapsed, attempt, self.passive);
                     return Ok((response, server.addr.clone(), elapsed));
                 }
                 Err(pool::Failed { error, unsent }) => {
-                    server
-                        .state
-                        .record(elapsed, error.is_the_servers(), self.passive);
+                    let attempt = match error.is_the_servers() {
+                        true => Attempt::Broke,
+                        false => Attempt::Abandoned,
+                    };
+                    server.state.record(elapsed, attempt, self.passive);
                     match unsent {
                         Some(unsent) => request = *unsent,
                         None => return Err(error),

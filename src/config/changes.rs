@@ -268,6 +268,7 @@ mod tests {
         "origin.balance",
         "origin.max_fails",
         "origin.fail_timeout",
+        "origin.fail_statuses",
         "origin.health_check",
         "cache.max_object_size",
         "cache.heuristic_max_age",

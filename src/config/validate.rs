@@ -69,6 +69,7 @@ struct RawOrigin {
     balance: Option<String>,
     max_fails: Option<u32>,
     fail_timeout: Option<String>,
+    fail_statuses: Option<Vec<i64>>,
     health_check: Option<pool::RawHealthCheck>,
 }
 
@@ -147,6 +148,7 @@ fn validate_origin(raw: RawOrigin, d: OriginConfig) -> Result<OriginConfig, Conf
             balance: raw.balance,
             max_fails: raw.max_fails,
             fail_timeout: raw.fail_timeout,
+            fail_statuses: raw.fail_statuses,
             health_check: raw.health_check,
         },
         &d,
@@ -205,6 +207,7 @@ fn validate_origin(raw: RawOrigin, d: OriginConfig) -> Result<OriginConfig, Conf
         balance: pool.balance,
         max_fails: pool.max_fails,
         fail_timeout: pool.fail_timeout,
+        fail_statuses: pool.fail_statuses,
         health_check: pool.health_check,
     })
 }

@@ -1,10 +1,17 @@
 //! Origin server health: whether each server of a pool is in rotation, and its figures.
 //!
 //! A server leaves rotation in two ways, as nginx's upstreams and their health checks
-//! do. Passively: `origin.max_fails` failures (a connection error, a timeout, a 5xx
-//! answer) within `origin.fail_timeout` take it out for `fail_timeout`, or, with
-//! `origin.health_check` set, until a probe passes. Actively: a probe that fails takes
-//! it out, and one that passes puts it back ([`super::probe`]).
+//! do. Passively: `origin.max_fails` failures (a connection error, a timeout, a broken
+//! exchange, an answer whose status is in `origin.fail_statuses`) within
+//! `origin.fail_timeout` take it out for `fail_timeout`, or, with `origin.health_check`
+//! set, until a probe passes. Actively: a probe that fails takes it out, and one that
+//! passes puts it back ([`super::probe`]).
+//!
+//! Only the statuses `fail_statuses` names count (by default 502, 503 and 504, the
+//! answers saying the server cannot serve now), as nginx counts only the statuses its
+//! `proxy_next_upstream` names: a 500 from one URL is that URL's application failing,
+//! and counting it would take the server out for every URL. The server's `failures`
+//! figure still counts every 5xx answer, so the application's errors stay visible.
 //!
 //! The state of a server is kept in a [`Health`] registry keyed by its URL, which the
 //! sites built by a reload take over from the running ones (`sites::Sites::health`): a
@@ -73,16 +80,71 @@ impl Health {
     }
 }
 
-/// When failures take a server out of rotation (the pool's `max_fails`, `fail_timeout`
-/// and whether it has a `health_check`).
+/// When failures take a server out of rotation (the pool's `max_fails`, `fail_timeout`,
+/// `fail_statuses` and whether it has a `health_check`).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Passive {
     /// Failures within `fail_timeout` that take a server out; zero: never.
     pub(crate) max_fails: u32,
     /// The window failures are counted in, and how long a server is out without probes.
     pub(crate) fail_timeout: Duration,
+    /// The answer statuses that are failures of the server.
+    pub(crate) fail_statuses: FailStatuses,
     /// With probes, a server taken out stays out until one passes.
     pub(crate) until_probe: bool,
+}
+
+/// A set of 5xx statuses (`origin.fail_statuses`), one bit per status, so that the rule
+/// stays `Copy` and a lookup is a shift.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct FailStatuses(u128);
+
+impl FailStatuses {
+    /// The set of `statuses`; any outside 500 to 599 (which validation refuses) is left out.
+    pub(crate) fn new(statuses: &[u16]) -> FailStatuses {
+        let bits = (statuses.iter())
+            .filter(|status| (500..=599).contains(*status))
+            .fold(0u128, |bits, status| bits | 1 << (status - 500));
+        FailStatuses(bits)
+    }
+
+    /// Whether an answer with `status` is a failure of the server.
+    pub(crate) fn contains(self, status: u16) -> bool {
+        (500..=599).contains(&status) && self.0 & 1 << (status - 500) != 0
+    }
+}
+
+/// How one request to a server went, as its health sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Attempt {
+    /// The server answered with this status.
+    Answered(u16),
+    /// The server could not be reached or broke the exchange (a connection error, a
+    /// timeout, an invalid response): always a failure of the server.
+    Broke,
+    /// No answer, through no fault of the server's (the client's body, this proxy's own
+    /// queue): neither a failure nor counted toward `max_fails`.
+    Abandoned,
+}
+
+impl Attempt {
+    /// Whether it goes into the server's `failures` figure: it broke or answered 5xx.
+    fn failed(self) -> bool {
+        match self {
+            Attempt::Answered(status) => (500..=599).contains(&status),
+            Attempt::Broke => true,
+            Attempt::Abandoned => false,
+        }
+    }
+
+    /// Whether it counts toward `max_fails` under `rule`.
+    fn counts(self, rule: &Passive) -> bool {
+        match self {
+            Attempt::Answered(status) => rule.fail_statuses.contains(status),
+            Attempt::Broke => true,
+            Attempt::Abandoned => false,
+        }
+    }
 }
 
 /// One server's health and figures.
@@ -151,17 +213,18 @@ impl ServerState {
         until == 0 || (until != UNTIL_PROBE && self.now_ms() >= until)
     }
 
-    /// Records one request's outcome: `failed` when it broke or answered 5xx. `passive`:
-    /// the pool's rule, `None` where failures never take the server out.
-    pub(crate) fn record(&self, elapsed: Duration, failed: bool, passive: Option<Passive>) {
+    /// Records one request's outcome in the server's figures, and counts it toward
+    /// taking the server out where it is a failure of the server. `passive`: the pool's
+    /// rule, `None` where failures never take the server out.
+    pub(crate) fn record(&self, elapsed: Duration, attempt: Attempt, passive: Option<Passive>) {
         let shard = self.shard();
         shard.requests.fetch_add(1, Ordering::Relaxed);
         shard.latency.observe(elapsed);
-        if !failed {
+        if !attempt.failed() {
             return;
         }
         shard.failures.fetch_add(1, Ordering::Relaxed);
-        let Some(rule) = passive.filter(|rule| rule.max_fails > 0) else {
+        let Some(rule) = passive.filter(|rule| rule.max_fails > 0 && attempt.counts(rule)) else {
             return;
         };
         let now = Instant::now();
@@ -259,6 +322,7 @@ mod tests {
     const RULE: Passive = Passive {
         max_fails: 2,
         fail_timeout: Duration::from_secs(10),
+        fail_statuses: FailStatuses(0),
         until_probe: false,
     };
 
@@ -266,14 +330,14 @@ mod tests {
     async fn max_fails_within_fail_timeout_take_a_server_out_for_fail_timeout() {
         let health = Health::new();
         let server = health.server("http://a");
-        server.record(Duration::ZERO, true, Some(RULE));
+        server.record(Duration::ZERO, Attempt::Broke, Some(RULE));
         assert!(server.is_up(), "one failure of two allowed");
         // The window has passed: the count starts again.
         tokio::time::advance(Duration::from_secs(11)).await;
-        server.record(Duration::ZERO, true, Some(RULE));
+        server.record(Duration::ZERO, Attempt::Broke, Some(RULE));
         assert!(server.is_up());
-        server.record(Duration::ZERO, false, Some(RULE));
-        server.record(Duration::ZERO, true, Some(RULE));
+        server.record(Duration::ZERO, Attempt::Answered(200), Some(RULE));
+        server.record(Duration::ZERO, Attempt::Broke, Some(RULE));
         assert!(!server.is_up(), "two failures within fail_timeout");
         tokio::time::advance(Duration::from_secs(9)).await;
         assert!(!server.is_up());
@@ -292,7 +356,7 @@ mod tests {
             until_probe: true,
             ..RULE
         };
-        server.record(Duration::ZERO, true, Some(rule));
+        server.record(Duration::ZERO, Attempt::Broke, Some(rule));
         tokio::time::advance(Duration::from_secs(60)).await;
         assert!(!server.is_up());
         server.probed(true, "200");
@@ -301,7 +365,7 @@ mod tests {
         assert!(!server.is_up());
         // Without a rule (a pool of one server), failures never take it out.
         server.probed(true, "200");
-        server.record(Duration::ZERO, true, None);
+        server.record(Duration::ZERO, Attempt::Broke, None);
         assert!(server.is_up());
     }
 
@@ -313,18 +377,49 @@ mod tests {
             ..RULE
         };
         server.probed(false, "503");
-        server.record(Duration::ZERO, true, Some(probed));
-        server.record(Duration::ZERO, true, Some(probed));
+        server.record(Duration::ZERO, Attempt::Broke, Some(probed));
+        server.record(Duration::ZERO, Attempt::Broke, Some(probed));
         server.adopt(Some(probed), true);
         assert!(!server.is_up(), "probes still decide");
         server.adopt(Some(RULE), false);
         assert!(!server.is_up(), "out for fail_timeout from the reload");
         tokio::time::advance(RULE.fail_timeout).await;
         assert!(server.is_up());
-        server.record(Duration::ZERO, true, Some(probed));
-        server.record(Duration::ZERO, true, Some(probed));
+        server.record(Duration::ZERO, Attempt::Broke, Some(probed));
+        server.record(Duration::ZERO, Attempt::Broke, Some(probed));
         server.adopt(None, false);
         assert!(server.is_up(), "a pool of one is never out by failures");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn only_the_fail_statuses_count_toward_max_fails_while_every_5xx_is_a_failure() {
+        let health = Health::new();
+        let server = health.server("http://a");
+        let rule = Passive {
+            max_fails: 1,
+            fail_statuses: FailStatuses::new(&[502, 503, 504]),
+            ..RULE
+        };
+        server.record(Duration::ZERO, Attempt::Answered(500), Some(rule));
+        server.record(Duration::ZERO, Attempt::Answered(404), Some(rule));
+        server.record(Duration::ZERO, Attempt::Abandoned, Some(rule));
+        assert!(
+            server.is_up(),
+            "500, 404 and an abandoned request do not count"
+        );
+        server.record(Duration::ZERO, Attempt::Answered(503), Some(rule));
+        assert!(!server.is_up(), "503 is one of fail_statuses");
+        let sample = &health.samples()[0];
+        assert_eq!(
+            (sample.requests, sample.failures),
+            (4, 2),
+            "500 and 503 failed"
+        );
+        let none = FailStatuses::new(&[]);
+        assert!((500..=599).all(|status| !none.contains(status)));
+        let some = FailStatuses::new(&[500, 599, 500]);
+        let listed: Vec<u16> = (0..=999).filter(|s| some.contains(*s)).collect();
+        assert_eq!(listed, [500, 599]);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Origin pools over real sockets: round robin spreads by weight; consistent hashing keeps
 //! a key on one server; `host_header = "origin"` sends each server its own host; a refused connection goes to the next server; failures
-//! (`max_fails` within `fail_timeout`) and failed probes take a server out of rotation,
+//! (`max_fails` within `fail_timeout`; of the answers, only the statuses in
+//! `fail_statuses`) and failed probes take a server out of rotation,
 //! and it comes back after `fail_timeout` or a passing probe; a server killed mid-load
 //! costs no more than its requests in flight and rejoins once it is back; every server
 //! down is a 502 at once, or a stale copy; a reload keeps the state of servers that
@@ -343,7 +344,7 @@ async fn a_refused_connection_goes_to_the_next_server_unseen_by_the_client() {
 async fn failures_take_a_server_out_for_fail_timeout_then_it_is_tried_again() {
     const FAIL_TIMEOUT: Duration = Duration::from_secs(1);
     let (a, b) = (Backend::start("a").await, Backend::start("b").await);
-    b.set_status(500);
+    b.set_status(503);
     let proxy = proxy_for(pool(&[&a, &b]), |config| {
         config.origin.max_fails = 2;
         config.origin.fail_timeout = FAIL_TIMEOUT;
@@ -354,9 +355,9 @@ async fn failures_take_a_server_out_for_fail_timeout_then_it_is_tried_again() {
     for i in 0..4 {
         statuses.push(served_by(&proxy, &format!("/p/{i}")).await);
     }
-    // Round robin: a, b (500), a, b (500): the second failure takes b out.
+    // Round robin: a, b (503), a, b (503): the second failure takes b out.
     assert_eq!(
-        statuses.iter().filter(|(s, _)| *s == 500).count(),
+        statuses.iter().filter(|(s, _)| *s == 503).count(),
         2,
         "{statuses:?}"
     );
@@ -380,6 +381,66 @@ async fn failures_take_a_server_out_for_fail_timeout_then_it_is_tried_again() {
         first_failure.elapsed() >= FAIL_TIMEOUT,
         "b was out for fail_timeout"
     );
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_500_leaves_a_server_in_rotation_unless_fail_statuses_names_it_while_a_503_takes_it_out()
+{
+    let (a, b, c) = (
+        Backend::start("a").await,
+        Backend::start("b").await,
+        Backend::start("c").await,
+    );
+    b.set_status(500);
+    c.set_status(503);
+    let proxy = proxy_for(pool(&[&a, &b, &c]), |config| {
+        config.origin.max_fails = 1;
+        // Out for the rest of the test once out: nothing waits for a server to return.
+        config.origin.fail_timeout = Duration::from_secs(600);
+    })
+    .await;
+    let mut seen = Vec::new();
+    for i in 0..6 {
+        seen.push(served_by(&proxy, &format!("/bug/{i}")).await);
+    }
+    assert!(seen.contains(&(500, "b".to_owned())), "{seen:?}");
+    assert!(seen.contains(&(503, "c".to_owned())), "{seen:?}");
+    assert!(
+        server_up(&proxy, 1),
+        "b's 500 is its application's, not b's"
+    );
+    assert!(
+        !server_up(&proxy, 2),
+        "c's 503 is in the default fail_statuses"
+    );
+    let (up, failures) = server_figures(&proxy, &b).await;
+    assert!(up);
+    assert!(failures >= 1.0, "a 500 is still a failure in b's figures");
+    // b keeps its share of every other URL.
+    b.set_status(200);
+    let mut servers = Vec::new();
+    for i in 0..4 {
+        servers.push(served_by(&proxy, &format!("/fine/{i}")).await.1);
+    }
+    assert!(servers.contains(&"b".to_owned()), "{servers:?}");
+    assert!(!servers.contains(&"c".to_owned()), "{servers:?}");
+    // Named in fail_statuses (applied by a reload), a 500 takes b out too.
+    b.set_status(500);
+    let mut next = (*proxy.settings.load().settings).clone();
+    next.origin.fail_statuses = vec![500];
+    proxy.reloader.apply(next).await.expect("reload");
+    let mut seen = Vec::new();
+    // Three turns of round robin reach b once (c's turn goes to the next server up).
+    for i in 0..3 {
+        seen.push(served_by(&proxy, &format!("/counted/{i}")).await);
+    }
+    assert!(seen.contains(&(500, "b".to_owned())), "{seen:?}");
+    assert!(!server_up(&proxy, 1), "b answered 500, now a failure of b");
+    for i in 0..4 {
+        let (status, server) = served_by(&proxy, &format!("/after/{i}")).await;
+        assert_eq!((status, server.as_str()), (200, "a"));
+    }
     proxy.stop().await;
 }
 
@@ -567,7 +628,7 @@ async fn a_reload_keeps_the_state_of_servers_that_stay() {
         Backend::start("b").await,
         Backend::start("c").await,
     );
-    b.set_status(500);
+    b.set_status(503);
     let proxy = proxy_for(pool(&[&a, &b]), |config| {
         config.origin.max_fails = 1;
         config.origin.fail_timeout = Duration::from_secs(600);

@@ -1,5 +1,5 @@
-//! Origin pools: `servers` in both forms, `balance`, `max_fails`, `fail_timeout` and
-//! `health_check`, their defaults and inheritance by sites, and what is refused.
+//! Origin pools: `servers` in both forms, `balance`, `max_fails`, `fail_timeout`,
+//! `fail_statuses` and `health_check`, their defaults and inheritance by sites, and what is refused.
 
 use std::time::Duration;
 
@@ -121,6 +121,9 @@ fn bad_pools_are_refused_naming_the_key() {
             "origin.health_check",
         ),
         ("health_check = { expect = 42 }", "origin.health_check"),
+        ("fail_statuses = [404]", "origin.fail_statuses"),
+        ("fail_statuses = [502, 600]", "origin.fail_statuses"),
+        ("fail_statuses = [-500]", "origin.fail_statuses"),
     ];
     for (keys, key) in cases {
         let error = err(&format!("[origin]\n{keys}"));
@@ -139,4 +142,40 @@ fn bad_pools_are_refused_naming_the_key() {
         err(site).to_string().split(':').next(),
         Some("site[0].origin.servers")
     );
+}
+
+#[test]
+fn fail_statuses_default_to_the_gateway_answers_and_are_inherited_or_overridden_per_site() {
+    let config = Config::from_toml_str("").expect("loads");
+    assert_eq!(config.origin.fail_statuses, [502, 503, 504]);
+    let text = r#"
+[origin]
+servers = ["http://10.0.0.1", "http://10.0.0.2"]
+fail_statuses = [504, 500, 504]
+[[site]]
+hosts = ["inherits.example"]
+[[site]]
+hosts = ["own.example"]
+[site.origin]
+fail_statuses = []
+"#;
+    let config = Config::from_toml_str(text).expect("loads");
+    assert_eq!(
+        config.origin.fail_statuses,
+        [500, 504],
+        "sorted, a duplicate kept once"
+    );
+    let (inherits, own) = (&config.sites[0].origin, &config.sites[1].origin);
+    assert_eq!(inherits.fail_statuses, [500, 504]);
+    assert!(own.fail_statuses.is_empty(), "[]: no status counts");
+}
+
+#[test]
+fn a_fail_status_outside_5xx_is_refused_naming_the_key_and_the_value() {
+    let error = err("[origin]\nfail_statuses = [503, 429]").to_string();
+    assert!(error.contains("origin.fail_statuses"), "{error}");
+    assert!(error.contains("429"), "{error}");
+    let site = "[[site]]\nhosts = [\"a.example\"]\n[site.origin]\nfail_statuses = [499]";
+    let error = err(site).to_string();
+    assert!(error.starts_with("site[0].origin.fail_statuses"), "{error}");
 }

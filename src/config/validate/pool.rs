@@ -1,5 +1,5 @@
-//! The origin pool's keys: `url` or `servers`, `balance`, `max_fails`, `fail_timeout`
-//! and `health_check`, in `[origin]` and each `[site.origin]`.
+//! The origin pool's keys: `url` or `servers`, `balance`, `max_fails`, `fail_timeout`,
+//! `fail_statuses` and `health_check`, in `[origin]` and each `[site.origin]`.
 
 use std::time::Duration;
 
@@ -41,6 +41,7 @@ pub(super) struct RawPool {
     pub(super) balance: Option<String>,
     pub(super) max_fails: Option<u32>,
     pub(super) fail_timeout: Option<String>,
+    pub(super) fail_statuses: Option<Vec<i64>>,
     pub(super) health_check: Option<RawHealthCheck>,
 }
 
@@ -51,6 +52,7 @@ pub(super) struct Pool {
     pub(super) balance: Balance,
     pub(super) max_fails: u32,
     pub(super) fail_timeout: Duration,
+    pub(super) fail_statuses: Vec<u16>,
     pub(super) health_check: Option<HealthCheck>,
 }
 
@@ -80,6 +82,10 @@ pub(super) fn validate_pool(raw: RawPool, d: &OriginConfig) -> Result<Pool, Conf
         // Zero is allowed: nginx's "max_fails=0", failures never take a server out.
         max_fails: raw.max_fails.unwrap_or(d.max_fails),
         fail_timeout: positive_duration("origin.fail_timeout", raw.fail_timeout, d.fail_timeout)?,
+        fail_statuses: match raw.fail_statuses {
+            Some(raw) => fail_statuses(raw)?,
+            None => d.fail_statuses.clone(),
+        },
         health_check: match raw.health_check {
             Some(raw) => Some(health_check(raw)?),
             None => d.health_check.clone(),
@@ -126,6 +132,25 @@ fn rekeyed(key: &'static str, error: ConfigError) -> ConfigError {
         ConfigError::Invalid { reason, .. } => invalid(key, reason),
         other => other,
     }
+}
+
+/// `fail_statuses`: each 500 to 599, kept sorted and once each. A 4xx is refused: it
+/// says the request was wrong, not that the server cannot serve, and the server's
+/// `failures` figure counts 5xx answers, so every status that counts is in it.
+fn fail_statuses(raw: Vec<i64>) -> Result<Vec<u16>, ConfigError> {
+    let mut statuses = Vec::with_capacity(raw.len());
+    for status in raw {
+        match u16::try_from(status) {
+            Ok(status) if (500..=599).contains(&status) => statuses.push(status),
+            _ => {
+                let reason = format!("{status} is not a 5xx status; give codes 500 to 599");
+                return Err(invalid("origin.fail_statuses", reason));
+            }
+        }
+    }
+    statuses.sort_unstable();
+    statuses.dedup();
+    Ok(statuses)
 }
 
 /// `health_check`: a path starting with `/`, an interval above zero, a status 100-599.
