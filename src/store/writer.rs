@@ -182,9 +182,10 @@ pub(super) async fn begin(
     // Before the file exists, so the scan can tell this run's files from old ones.
     inner.scan.register_fill(key_hash, fill_id);
     let tmp_path = disk::tmp_path(&inner.tmp, key_hash, fill_id);
-    // The entry's `objects/ab/cd/`, made in the same blocking call as the temp file the
-    // first time this run fills into it: a cache filling from empty would otherwise pay
-    // a second hand-off per fill until most of its 65536 directories exist.
+    // The entry's `objects/ab/cd/`, made in the same file call as the temp file the first
+    // time this run fills into it: a cache filling from empty would otherwise pay a
+    // second call (on the blocking pool, a second hand-off) per fill until most of its
+    // 65536 directories exist.
     let parent = (!inner.leaf_dirs.known(key_hash)).then(|| inner.object_path(key_hash, fill_id));
     let file = {
         let (path, fsync) = (tmp_path.clone(), inner.fsync_each());
