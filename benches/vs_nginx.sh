@@ -43,6 +43,12 @@
 # `apt-get install nginx wrk`. Installs nothing itself. Builds the release binary
 # with cargo unless SECONDHIT_BIN names one.
 #
+# Files: the caches and logs live in a new directory under $TMPDIR (default /tmp),
+# removed at the end. The stored-miss cases measure that filesystem as much as the
+# proxies: point TMPDIR at the kind of filesystem a cache would use (a journaled ext4 or
+# XFS with room for a few GiB): an ext4 without a journal (as on the 2-core VM) allocates
+# inodes slowly for minutes after many files were removed, this script's own included.
+#
 # Run:  bash benches/vs_nginx.sh            (about 15 minutes with the defaults)
 #       WORKERS=1 CASES="hit-1k pass-1k" ROUNDS=5 DURATION=10s bash benches/vs_nginx.sh
 set -euo pipefail
@@ -85,7 +91,7 @@ if [[ -z "${SECONDHIT_BIN:-}" ]]; then
   SECONDHIT_BIN=target/release/secondhit
 fi
 
-WORK=$(mktemp -d /tmp/secondhit-vs-nginx.XXXXXX)
+WORK=$(mktemp -d -t secondhit-vs-nginx.XXXXXX)
 # nginx started as root serves files as an unprivileged user: let it read them.
 chmod 755 "$WORK"
 PIDS=()
