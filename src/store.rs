@@ -202,7 +202,7 @@ struct Inner {
     objects: PathBuf,
     /// `<dir>/tmp`.
     tmp: PathBuf,
-    /// The `objects/ab/cd/` directories known to exist.
+    /// The `objects/a/bc/` directories known to exist.
     leaf_dirs: leaf_dirs::LeafDirs,
     /// Key hash → newest committed fill, in CLOCK order, with the byte budget.
     index: Index,

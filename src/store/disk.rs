@@ -3,12 +3,17 @@
 //!
 //! ```text
 //! <dir>/secondhit.lock                                     held while a store is open (see `lock`)
-//! <dir>/objects/ab/cd/<32 hex key hash>-<16 hex fill id>   one file per fill
+//! <dir>/objects/a/bc/<32 hex key hash>-<16 hex fill id>    one file per fill
 //! <dir>/tmp/<same name>.tmp                                fills in progress
 //! <dir>/state/                                             other modules' files; never read here
 //! ```
-//! `ab` and `cd` are the first four hex digits of the key hash, so no directory
-//! grows past a few hundred files even with tens of millions of entries. Every
+//! `a` and `bc` are the first three hex digits of the key hash: 4,096 directories, as
+//! nginx's `levels=1:2`, some 2,500 files each at ten million entries. A cache filling
+//! from empty makes each directory once, and a `mkdir` costs about what the fill's own
+//! file does, so more directories would make most early fills pay twice, and each
+//! holds an inode and a block whether it has one file or thousands (`benches/RESULTS.md`,
+//! "4,096 entry directories"). Earlier builds used `objects/ab/cd/`, 65,536
+//! directories; the start-up scan moves their files ([`legacy_object_path`]). Every
 //! fill has its own name, so removing a file can never delete a newer fill of
 //! the same key. `tmp/` sits beside `objects/` so the commit is one `rename` on
 //! one filesystem, which [`check_same_filesystem`] makes sure of at start-up.
@@ -74,8 +79,15 @@ pub(crate) fn parse_file_name(name: &str) -> Option<(u128, u64)> {
     ))
 }
 
-/// `objects/ab/cd/<name>` for one fill.
+/// `objects/a/bc/<name>` for one fill.
 pub(crate) fn object_path(objects: &Path, key_hash: u128, fill_id: u64) -> PathBuf {
+    let name = file_name(key_hash, fill_id);
+    objects.join(&name[0..1]).join(&name[1..3]).join(name)
+}
+
+/// `objects/ab/cd/<name>`: where earlier builds kept the fill, and where the
+/// start-up scan looks for files to move to [`object_path`].
+pub(crate) fn legacy_object_path(objects: &Path, key_hash: u128, fill_id: u64) -> PathBuf {
     let name = file_name(key_hash, fill_id);
     objects.join(&name[0..2]).join(&name[2..4]).join(name)
 }
@@ -320,8 +332,8 @@ pub(crate) async fn remove_file(path: &Path) -> Result<(), StoreError> {
     }
 }
 
-/// Removes the entry file at `path` (`objects/ab/cd/<name>`) as
-/// [`remove_quietly_sync`] does, then its directories `objects/ab/cd/` and `objects/ab/` if that left them
+/// Removes the entry file at `path` (`objects/a/bc/<name>`) as
+/// [`remove_quietly_sync`] does, then its directories `objects/a/bc/` and `objects/a/` if that left them
 /// empty, so that evictions give back the inodes directories hold, not only the files'
 /// (a filesystem short of inodes would otherwise fill up with empty directories).
 /// Returns how many directories it removed. A fill committing into a directory removed
@@ -402,7 +414,7 @@ fn preallocate(_file: &std::fs::File, _len: u64) -> io::Result<()> {
 
 /// Commits a fill whose body is written: checks the temp file's length,
 /// rewrites its preamble with `front`, fsyncs it (with `fsync`), renames it to
-/// `dest` (whose `objects/ab/cd/` the fill created as it began, [`make_parent`])
+/// `dest` (whose `objects/a/bc/` the fill created as it began, [`make_parent`])
 /// and fsyncs that directory (with `fsync`). Blocking; on error the file is not in
 /// `objects/`.
 pub(crate) fn commit(
@@ -426,23 +438,7 @@ pub(crate) fn commit(
     if fsync {
         file.sync_all().map_err(io_err(tmp))?;
     }
-    // An eviction removes `objects/ab/cd/` once it is empty, and something else may
-    // have: the entry is not lost for it, the directory is made again. A few tries,
-    // since another eviction may empty and remove it again in between.
-    let mut tries = 0;
-    loop {
-        match std::fs::rename(tmp, dest) {
-            Err(e)
-                if e.kind() == io::ErrorKind::NotFound
-                    && tries < 3
-                    && dest.parent().is_some_and(|d| !d.exists()) =>
-            {
-                tries += 1;
-                make_parent(dest, fsync)?;
-            }
-            renamed => break renamed.map_err(io_err(dest))?,
-        }
-    }
+    rename_into(tmp, dest, fsync)?;
     if let (true, Some(dir)) = (fsync, dest.parent())
         && let Err(e) = fsync_dir_sync(dir)
     {
@@ -453,7 +449,28 @@ pub(crate) fn commit(
     Ok(())
 }
 
-/// Creates `objects/ab/cd/` for `path` if missing. With `fsync`, a newly made
+/// Renames `from` to `dest` in `objects/a/bc/`. An eviction removes `objects/a/bc/` once
+/// it is empty, and something else may have: the file is not lost for it, the directory
+/// is made again (with `fsync`, durably). A few tries, since another eviction may empty
+/// and remove it again in between. Blocking.
+pub(crate) fn rename_into(from: &Path, dest: &Path, fsync: bool) -> Result<(), StoreError> {
+    let mut tries = 0;
+    loop {
+        match std::fs::rename(from, dest) {
+            Err(e)
+                if e.kind() == io::ErrorKind::NotFound
+                    && tries < 3
+                    && dest.parent().is_some_and(|d| !d.exists()) =>
+            {
+                tries += 1;
+                make_parent(dest, fsync)?;
+            }
+            renamed => return renamed.map_err(io_err(dest)),
+        }
+    }
+}
+
+/// Creates `objects/a/bc/` for `path` if missing. With `fsync`, a newly made
 /// directory is made durable by syncing its parents, which hold its name. A fill does
 /// this as it begins, in the call that creates its temp file, so a disk out of inodes
 /// refuses it before its response head says `stored`; nothing removes these
@@ -462,7 +479,7 @@ pub(crate) fn make_parent(path: &Path, fsync: bool) -> Result<(), StoreError> {
     let Some(leaf) = path.parent() else {
         return Ok(());
     };
-    // One stat on the common path; creation happens at most 65536 times.
+    // One stat on the common path; creation happens at most 4096 times.
     if std::fs::exists(leaf).map_err(io_err(leaf))? {
         return Ok(());
     }
@@ -499,7 +516,9 @@ mod tests {
         assert_eq!(name, "0123456789abcdef0011223344556677-000000000000002a");
         assert_eq!(parse_file_name(&name), Some((h, f)));
         let p = object_path(Path::new("/c/objects"), h, f);
-        assert_eq!(p, Path::new("/c/objects/01/23").join(&name));
+        assert_eq!(p, Path::new("/c/objects/0/12").join(&name));
+        let legacy = legacy_object_path(Path::new("/c/objects"), h, f);
+        assert_eq!(legacy, Path::new("/c/objects/01/23").join(&name));
         for bad in [
             "",
             "x",

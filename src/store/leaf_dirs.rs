@@ -1,6 +1,6 @@
-//! Which `objects/ab/cd/` directories this run knows to exist, so that a fill asks the
-//! filesystem about its directory (a trip to the blocking pool) only the first time one
-//! is used, not on every fill. One bit per directory: 65,536 of them, 8 KiB.
+//! Which `objects/a/bc/` directories this run knows to exist, so that a fill asks the
+//! filesystem about its directory only the first time one is used, not on every fill.
+//! One bit per directory: 4,096 of them, 512 bytes.
 //!
 //! An eviction removes a directory it leaves empty (its inode is worth having back on a
 //! filesystem short of inodes) and forgets its bit; a fill's commit makes a directory
@@ -8,10 +8,10 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Directories under `objects/`: the first four hex digits of a key hash name them.
-const LEAVES: usize = 1 << 16;
+/// Directories under `objects/`: the first three hex digits of a key hash name them.
+const LEAVES: usize = 1 << 12;
 
-/// One bit per `objects/ab/cd/`, set once it is known to exist.
+/// One bit per `objects/a/bc/`, set once it is known to exist.
 #[derive(Debug)]
 pub(super) struct LeafDirs {
     bits: Box<[AtomicU64]>,
@@ -47,10 +47,10 @@ impl LeafDirs {
     }
 }
 
-/// The word and bit of `key_hash`'s directory: its top 16 bits, which are the first
-/// four hex digits of its file name.
+/// The word and bit of `key_hash`'s directory: its top 12 bits, which are the first
+/// three hex digits of its file name.
 fn slot(key_hash: u128) -> (usize, u64) {
-    let leaf = (key_hash >> 112) as usize;
+    let leaf = (key_hash >> 116) as usize;
     (leaf / 64, 1 << (leaf % 64))
 }
 
@@ -64,9 +64,9 @@ mod tests {
     #[test]
     fn a_bit_stands_for_the_directory_the_entry_path_names() {
         let dirs = LeafDirs::new();
-        let hash = 0xabcd_0000_0000_0000_0000_0000_0000_0042_u128;
-        let same_dir = 0xabcd_ffff_0000_0000_0000_0000_0000_0000_u128;
-        let next_dir = 0xabce_0000_0000_0000_0000_0000_0000_0042_u128;
+        let hash = 0xabc0_0000_0000_0000_0000_0000_0000_0042_u128;
+        let same_dir = 0xabcf_ffff_0000_0000_0000_0000_0000_0000_u128;
+        let next_dir = 0xabd0_0000_0000_0000_0000_0000_0000_0042_u128;
         let parent = |h| {
             let path = disk::object_path(Path::new("/o"), h, 1);
             path.parent().map(Path::to_path_buf)

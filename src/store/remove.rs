@@ -1,5 +1,7 @@
 //! Invalidation (RFC 9111 §4.4): removing a key's entry for good.
 
+use std::path::Path;
+
 use tracing::debug;
 
 use super::{Store, StoreError, disk};
@@ -68,13 +70,29 @@ impl Store {
     /// Unlinks the files of `key_hash` that earlier runs left and the start-up
     /// scan has not indexed: the ones it would remove itself when it gets there
     /// (files of this run's fills are left to their fences). As the scan does,
-    /// it goes by the hash in the name and does not open the files.
+    /// it goes by the hash in the name and does not open the files. It looks in the
+    /// `objects/ab/cd/` of earlier builds first, then in `objects/a/bc/`, so a file the
+    /// scan moves between the two meanwhile is found in one of them.
     async fn remove_unscanned(&self, key_hash: u128) -> Result<bool, StoreError> {
         let inner = &self.inner;
-        let any = inner.object_path(key_hash, 0);
-        let Some(dir) = any.parent() else {
-            return Ok(false);
-        };
+        let mut removed = false;
+        for any in [
+            disk::legacy_object_path(&inner.objects, key_hash, 0),
+            inner.object_path(key_hash, 0),
+        ] {
+            if let Some(dir) = any.parent() {
+                removed |= self.remove_unscanned_in(dir, key_hash).await?;
+            }
+        }
+        if removed {
+            inner.changed();
+        }
+        Ok(removed)
+    }
+
+    /// [`Store::remove_unscanned`] in one directory.
+    async fn remove_unscanned_in(&self, dir: &Path, key_hash: u128) -> Result<bool, StoreError> {
+        let inner = &self.inner;
         let mut items = match tokio::fs::read_dir(dir).await {
             Ok(items) => items,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
@@ -98,9 +116,6 @@ impl Store {
                 debug!(path = %path.display(), "cache file not scanned yet removed");
                 removed = true;
             }
-        }
-        if removed {
-            inner.changed();
         }
         if removed && inner.fsync_each() {
             disk::fsync_dir(dir).await?;

@@ -1,7 +1,7 @@
 //! The start-up scan: rebuilds the index from `objects/` in the background
 //! while the proxy already serves.
 //!
-//! A thread walks `objects/ab/cd/`, reads each entry's header (never its
+//! A thread walks `objects/a/bc/`, reads each entry's header (never its
 //! body), and indexes the valid ones as the oldest entries, inside the byte
 //! budget (evicting earlier scanned entries when the directory holds more than
 //! `cache.max_size`). Files that are not valid entries are removed, logged and
@@ -196,6 +196,8 @@ struct Tally {
     outdated: u64,
     superseded: u64,
     over_budget: u64,
+    /// Moved from the `objects/ab/cd/` of an earlier build to its place.
+    moved: u64,
 }
 
 /// Starts the scan thread for a freshly opened store.
@@ -209,7 +211,8 @@ pub(crate) fn spawn(inner: &Arc<Inner>) -> Result<(), StoreError> {
         .map_err(disk::io_err(&inner.objects))
 }
 
-/// Walks `objects/ab/cd/` and indexes every valid entry.
+/// Walks `objects/a/bc/` (and the `objects/ab/cd/` of earlier builds) and indexes every
+/// valid entry.
 fn run(weak: &Weak<Inner>, objects: &Path) {
     let started = Instant::now();
     let mut tally = Tally::default();
@@ -243,7 +246,7 @@ fn run(weak: &Weak<Inner>, objects: &Path) {
                 }
                 (false, 2) => scan_file(&inner, &path, item.file_name(), &mut tally),
                 (false, _) => {
-                    remove_invalid(&inner, &path, "file outside objects/ab/cd/", &mut tally)
+                    remove_invalid(&inner, &path, "file outside objects/a/bc/", &mut tally)
                 }
             }
         }
@@ -262,6 +265,7 @@ fn run(weak: &Weak<Inner>, objects: &Path) {
         outdated = tally.outdated,
         superseded = tally.superseded,
         over_budget = tally.over_budget,
+        moved = tally.moved,
         objects = inner.index.len(),
         elapsed_ms = started.elapsed().as_millis() as u64,
         "cache scan finished"
@@ -277,14 +281,32 @@ fn remove_invalid(inner: &Inner, path: &Path, reason: &str, tally: &mut Tally) {
 
 /// Verifies one file's header and indexes it, or removes it.
 fn scan_file(inner: &Inner, path: &Path, name: OsString, tally: &mut Tally) {
-    let parsed = name.to_str().and_then(disk::parse_file_name);
-    // The name must also sit in its own `ab/cd/` directory.
-    let Some((key_hash, fill_id)) =
-        parsed.filter(|&(h, f)| inner.object_path(h, f).as_path() == path)
-    else {
-        remove_invalid(inner, path, "not an entry file name in its place", tally);
+    let Some((key_hash, fill_id)) = name.to_str().and_then(disk::parse_file_name) else {
+        remove_invalid(inner, path, "not an entry file name", tally);
         return;
     };
+    // The name must also sit in its own `a/bc/` directory, or in the `ab/cd/` of earlier
+    // builds, from where it moves to its place.
+    let place = inner.object_path(key_hash, fill_id);
+    if place != path {
+        if disk::legacy_object_path(&inner.objects, key_hash, fill_id) != path {
+            remove_invalid(inner, path, "not an entry file name in its place", tally);
+            return;
+        }
+        if !move_legacy(inner, path, &place, tally) {
+            return;
+        }
+    }
+    let path = place.as_path();
+    // Moved here from `objects/ab/cd/` and indexed already, then listed again (or a fill
+    // of this run, which is not the scan's business either).
+    if inner
+        .index
+        .peek(key_hash)
+        .is_some_and(|f| f.fill_id == fill_id)
+    {
+        return;
+    }
     match inner.scan.verdict(key_hash, fill_id) {
         Verdict::Ours => return,
         Verdict::Superseded => {
@@ -304,6 +326,26 @@ fn scan_file(inner: &Inner, path: &Path, name: OsString, tally: &mut Tally) {
         return;
     };
     index_file(inner, &file, &header, tally);
+}
+
+/// Moves an entry file of an earlier build from `objects/ab/cd/` to `place` in
+/// `objects/a/bc/`, then removes the old directories if that left them empty. False when
+/// it could not be moved: it stays where it is, unindexed, for the next start-up's scan.
+fn move_legacy(inner: &Inner, from: &Path, place: &Path, tally: &mut Tally) -> bool {
+    if let Err(error) = disk::make_parent(place, inner.fsync_each())
+        .and_then(|()| disk::rename_into(from, place, inner.fsync_each()))
+    {
+        warn!(%error, from = %from.display(), "cannot move cache file of an earlier build to its place; left alone");
+        return false;
+    }
+    tally.moved += 1;
+    // `rmdir` removes only an empty directory: one still holding files stays.
+    for dir in from.ancestors().skip(1).take(2) {
+        if std::fs::remove_dir(dir).is_err() {
+            break;
+        }
+    }
+    true
 }
 
 /// An entry file the scan found, named for its key and fill.

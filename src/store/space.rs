@@ -41,7 +41,7 @@ pub(super) const REFRESH_AFTER: Duration = Duration::from_millis(100);
 pub(super) const BACKOFF_MIN: Duration = Duration::from_secs(1);
 /// The longest back-off period, reached by doubling while failures repeat.
 pub(super) const BACKOFF_MAX: Duration = Duration::from_secs(30);
-/// Inodes a new fill may take: its file, and `objects/ab/` and `objects/ab/cd/` when
+/// Inodes a new fill may take: its file, and `objects/a/` and `objects/a/bc/` when
 /// it must make them (it reserves before it makes them, so that a disk short of
 /// inodes evicts for them rather than refusing the fill at the `mkdir`).
 pub(super) const INODES_PER_FILL: u64 = 3;

@@ -6,6 +6,7 @@
 mod blocks;
 mod budget;
 mod damage;
+mod layout;
 mod memory;
 mod open_files;
 mod purge_log;
@@ -108,6 +109,17 @@ fn cache_files(dir: &Path) -> Vec<PathBuf> {
     let mut all = files(&dir.join("objects"));
     all.extend(files(&dir.join("tmp")));
     all
+}
+
+/// The names of the files of `hash` in the directory of `any` (a path in it).
+fn key_files_beside(any: &Path, hash: u128) -> Vec<String> {
+    let prefix = format!("{hash:032x}-");
+    std::fs::read_dir(any.parent().unwrap())
+        .into_iter()
+        .flatten()
+        .filter_map(|item| item.ok()?.file_name().into_string().ok())
+        .filter(|name| name.starts_with(&prefix))
+        .collect()
 }
 
 async fn fill(store: &Store, key: &str, status: u16, data: &[u8]) -> EntryWriter {
@@ -228,7 +240,7 @@ async fn fill_finish_lookup_round_trip() {
     assert_eq!(objects.len(), 1);
     let name = format!("{:032x}", Store::key_hash("k"));
     let rel = objects[0].strip_prefix(dir.path().join("objects")).unwrap();
-    assert!(rel.starts_with(Path::new(&name[0..2]).join(&name[2..4])));
+    assert!(rel.starts_with(Path::new(&name[0..1]).join(&name[1..3])));
     // An empty body is an entry too.
     fill(&store, "empty", 204, b"")
         .await
@@ -365,9 +377,9 @@ async fn reopen_finds_entries_and_clears_tmp() {
     assert_eq!(files(&dir.path().join("objects")).len(), 1);
 }
 
-/// The store never removes an `objects/ab/cd/` directory, and remembers which exist; if
-/// something else removes one, the next fill there still commits (it makes the
-/// directory again), and the entry reads back.
+/// The store remembers which `objects/a/bc/` directories exist; if something else
+/// removes one, the next fill there still commits (it makes the directory again), and
+/// the entry reads back.
 #[tokio::test]
 async fn a_fill_into_a_removed_entry_directory_makes_it_again() {
     let dir = tempfile::tempdir().unwrap();

@@ -182,10 +182,10 @@ pub(super) async fn begin(
     // Before the file exists, so the scan can tell this run's files from old ones.
     inner.scan.register_fill(key_hash, fill_id);
     let tmp_path = disk::tmp_path(&inner.tmp, key_hash, fill_id);
-    // The entry's `objects/ab/cd/`, made in the same file call as the temp file the first
+    // The entry's `objects/a/bc/`, made in the same file call as the temp file the first
     // time this run fills into it: a cache filling from empty would otherwise pay a
     // second call (on the blocking pool, a second hand-off) per fill until most of its
-    // 65536 directories exist.
+    // 4096 directories exist.
     let parent = (!inner.leaf_dirs.known(key_hash)).then(|| inner.object_path(key_hash, fill_id));
     let file = {
         let (path, fsync) = (tmp_path.clone(), inner.fsync_each());
@@ -301,7 +301,7 @@ impl EntryWriter {
 
     /// Commits the fill: checks the body length against the declared length,
     /// appends the block table, writes body length and checksum into the preamble, fsyncs the file (if
-    /// configured), renames it into `objects/ab/cd/`, fsyncs that directory (if
+    /// configured), renames it into `objects/a/bc/`, fsyncs that directory (if
     /// configured) and indexes it as the newest entry (not yet hit). If the
     /// index already holds a newer fill of this key, this one loses and its
     /// file is removed, so an older fill finishing late never replaces a newer

@@ -119,14 +119,7 @@ async fn a_removal_during_the_start_up_scan_is_on_disk_when_it_returns() {
         during_scan += usize::from(!store.stats().scan_complete);
         // Its answer may be false if the scan itself unlinked the file first.
         store.remove(&key, hash).await.unwrap();
-        let prefix = format!("{hash:032x}-");
-        let shard = disk::object_path(&objects, hash, 0);
-        let left: Vec<_> = std::fs::read_dir(shard.parent().unwrap())
-            .into_iter()
-            .flatten()
-            .filter_map(|item| item.ok()?.file_name().into_string().ok())
-            .filter(|name| name.starts_with(&prefix))
-            .collect();
+        let left = key_files_beside(&disk::object_path(&objects, hash, 0), hash);
         assert!(left.is_empty(), "{key} still on disk: {left:?}");
     }
     eprintln!("{during_scan} of {KEYS} removals ran while the scan had not finished");
