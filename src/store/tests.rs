@@ -499,12 +499,11 @@ async fn after_a_slow_file_call_fills_commit_through_the_blocking_pool() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path()).await;
     put(&store, "on-worker", b"first").await;
-    // A call that took a second closes the gate: the next fill's calls use the pool.
+    // A call that slept past the stall budget closes the gate: the next fill's calls use
+    // the pool.
     let now = std::time::Instant::now();
-    store
-        .inner
-        .inline_io
-        .ran(now - Duration::from_secs(1), now, || true);
+    let slow = super::inline_io::STALL_BUDGET * 2;
+    store.inner.inline_io.ran(now - slow, now, || true);
     assert!(!store.inner.inline_io.open_at(std::time::Instant::now()));
     put(&store, "on-pool", b"second").await;
     for (key, body) in [("on-worker", &b"first"[..]), ("on-pool", &b"second"[..])] {
