@@ -372,19 +372,27 @@ pub(crate) fn remove_quietly_sync(path: &Path) {
 /// room up front (Linux `fallocate` with `FALLOC_FL_KEEP_SIZE`: the file's length stays
 /// what is written), so that a disk without room fails the fill here, before the
 /// response head says `stored`, rather than mid-body, and writes `header`. A
-/// filesystem that cannot preallocate just gets the file. Blocking; on error no file is
-/// left behind.
+/// filesystem that cannot preallocate just gets the file. With the filesystem's
+/// allocation unit `block` known, a file no longer than the blocks its header takes
+/// skips `fallocate`: the header's write itself reserves those blocks (a
+/// delayed-allocation filesystem at `write`, others by allocating) and fails without
+/// room, and the call would cost a small fill a tenth of its CPU (`benches/RESULTS.md`,
+/// "fallocate for small fills"). Blocking; on error no file is left behind.
 pub(crate) fn create_tmp(
     path: &Path,
     len: u64,
     header: &[u8],
+    block: Option<u64>,
 ) -> Result<std::fs::File, StoreError> {
+    let reserved = reserved_by_write(len, header.len() as u64, block);
     let created = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .open(path)
         .and_then(|mut file| {
-            preallocate(&file, len)?;
+            if !reserved {
+                preallocate(&file, len)?;
+            }
             file.write_all(header)?;
             Ok(file)
         });
@@ -392,6 +400,12 @@ pub(crate) fn create_tmp(
         remove_quietly_sync(path);
         io_err(path)(error)
     })
+}
+
+/// Whether a file of `len` bytes fits in the `block`s that writing its first `written`
+/// bytes takes (unknown `block`: no).
+fn reserved_by_write(len: u64, written: u64, block: Option<u64>) -> bool {
+    block.is_some_and(|b| b > 0 && len.div_ceil(b) <= written.div_ceil(b))
 }
 
 /// Allocates `len` bytes for `file` without changing its length; a filesystem (or
@@ -508,6 +522,41 @@ fn fsync_dir_sync(dir: &Path) -> Result<(), StoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_file_within_its_header_blocks_skips_preallocation() {
+        let kib = 1024;
+        assert!(reserved_by_write(3600, 2500, Some(4 * kib)));
+        assert!(reserved_by_write(4 * kib, 1, Some(4 * kib)));
+        assert!(!reserved_by_write(4 * kib + 1, 2500, Some(4 * kib)));
+        assert!(
+            !reserved_by_write(3600, 2500, Some(kib)),
+            "4 blocks against 3"
+        );
+        assert!(!reserved_by_write(3600, 2500, None));
+        assert!(!reserved_by_write(3600, 2500, Some(0)));
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_file_longer_than_its_header_blocks_gets_its_room_up_front() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let (len, header) = (1 << 20, vec![7u8; 2500]);
+        let path = dir.path().join("big.tmp");
+        let file = create_tmp(&path, len, &header, Some(4096)).unwrap();
+        let meta = file.metadata().unwrap();
+        assert_eq!(meta.len(), 2500, "the length stays what was written");
+        let allocated = meta.blocks() * 512;
+        if allocated < len {
+            // Only where the filesystem cannot preallocate (create_tmp ignores that).
+            let probe = std::fs::File::create(dir.path().join("probe")).unwrap();
+            let flags = rustix::fs::FallocateFlags::KEEP_SIZE;
+            let supported = rustix::fs::fallocate(&probe, flags, 0, len).is_ok();
+            assert!(!supported, "{allocated} bytes allocated for {len}");
+            eprintln!("skipped: the temp dir's filesystem cannot preallocate");
+        }
+    }
 
     #[test]
     fn names_round_trip_and_reject_strangers() {

@@ -351,6 +351,12 @@ impl Space {
         })
     }
 
+    /// The cache filesystem's allocation unit (`f_frsize`) from the latest reading;
+    /// `None` before the first.
+    pub(super) fn block_size(&self) -> Option<u64> {
+        self.state().reading.map(|reading| reading.block)
+    }
+
     /// An entry of `size` bytes was unlinked to make room.
     pub(super) fn freed(&self, size: u64, inodes: u64) {
         if let Some(reading) = self.state().reading.as_mut() {

@@ -189,12 +189,13 @@ pub(super) async fn begin(
     let parent = (!inner.leaf_dirs.known(key_hash)).then(|| inner.object_path(key_hash, fill_id));
     let file = {
         let (path, fsync) = (tmp_path.clone(), inner.fsync_each());
+        let block = inner.space.block_size();
         let made_parent = parent.is_some();
         let created = inner.fill_io(&tmp_path, move || {
             if let Some(dest) = &parent {
                 disk::make_parent(dest, fsync)?;
             }
-            disk::create_tmp(&path, initial, &header)
+            disk::create_tmp(&path, initial, &header, block)
         });
         let file = created.await.map_err(refused)?;
         if made_parent {
