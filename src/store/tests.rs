@@ -111,6 +111,22 @@ fn cache_files(dir: &Path) -> Vec<PathBuf> {
     all
 }
 
+/// Options without fsync, so that a setup is quick and what follows races the scan.
+fn quick_options(dir: &Path) -> StoreOptions {
+    StoreOptions {
+        fsync: Fsync::Off,
+        ..options(dir)
+    }
+}
+
+/// Stores `keys` entries `k0`, `k1`, … of 100 bytes in `dir` and closes the store.
+async fn put_many_quickly(dir: &Path, keys: usize) {
+    let store = open_with(quick_options(dir)).await;
+    for i in 0..keys {
+        put(&store, &format!("k{i}"), &body(100, i as u8)).await;
+    }
+}
+
 /// The names of the files of `hash` in the directory of `any` (a path in it).
 fn key_files_beside(any: &Path, hash: u128) -> Vec<String> {
     let prefix = format!("{hash:032x}-");

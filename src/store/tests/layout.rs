@@ -72,19 +72,9 @@ async fn a_removal_while_the_scan_moves_files_of_the_earlier_layout_is_on_disk_w
     const KEYS: usize = 1500;
     let dir = tempfile::tempdir().unwrap();
     let objects = dir.path().join("objects");
-    // Without fsync, so that the setup is quick and the removals race the scan.
-    let quick = || StoreOptions {
-        fsync: Fsync::Off,
-        ..options(dir.path())
-    };
-    {
-        let store = open_with(quick()).await;
-        for i in 0..KEYS {
-            put(&store, &format!("k{i}"), &body(100, i as u8)).await;
-        }
-    }
+    put_many_quickly(dir.path(), KEYS).await;
     to_earlier_layout(&objects);
-    let store = Store::open(quick()).unwrap();
+    let store = Store::open(quick_options(dir.path())).unwrap();
     let mut during_scan = 0;
     for i in 0..KEYS {
         let key = format!("k{i}");

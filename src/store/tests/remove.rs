@@ -97,20 +97,10 @@ async fn a_removal_during_the_start_up_scan_sticks() {
 async fn a_removal_during_the_start_up_scan_is_on_disk_when_it_returns() {
     const KEYS: usize = 2000;
     let dir = tempfile::tempdir().unwrap();
-    // Without fsync, so that the setup is quick and the removals race the scan.
-    let quick = || StoreOptions {
-        fsync: Fsync::Off,
-        ..options(dir.path())
-    };
-    {
-        let store = open_with(quick()).await;
-        for i in 0..KEYS {
-            put(&store, &format!("k{i}"), &body(100, i as u8)).await;
-        }
-    }
+    put_many_quickly(dir.path(), KEYS).await;
     // Remove every key while the scan runs: whether the scan has reached a
     // key's file or not, the file is gone when `remove` returns.
-    let store = Store::open(quick()).unwrap();
+    let store = Store::open(quick_options(dir.path())).unwrap();
     let objects = dir.path().join("objects");
     let mut during_scan = 0;
     for i in 0..KEYS {
