@@ -5,8 +5,8 @@
 //! ([`store::mapped::file_span`]), [`ZeroCopyStream`] sends it with `sendfile(2)`
 //! from that file instead of copying it from memory into the socket, as nginx does
 //! with `sendfile on`; the kernel then hands the file's pages to the socket.
-//! Slices before it are written first, as usual, and hyper asks again for the rest,
-//! so a response head and its body take two system calls. Any other slice (heads,
+//! Slices before it are written first, with `MSG_MORE`, and hyper asks again for the
+//! rest, so a response head and its body take two system calls but leave in one packet. Any other slice (heads,
 //! heap bodies) is written as it would be without this stream. TLS connections are not
 //! wrapped in it at all: rustls must encrypt every byte, so it reads a mapped body from
 //! memory like any other. A short `sendfile` is a short write, which hyper
@@ -59,6 +59,35 @@ impl ZeroCopyStream {
     }
 }
 
+#[cfg(target_os = "linux")]
+impl ZeroCopyStream {
+    /// Writes `bufs` with `MSG_MORE`: the body that `sendfile` sends next leaves in the
+    /// same packet instead of the head going out alone, which saves the loopback or
+    /// network a packet (and its ACK) per response. `sendfile`'s last chunk pushes both.
+    fn poll_write_more(
+        &self,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        loop {
+            std::task::ready!(self.io.poll_write_ready(cx))?;
+            let sent = self.io.try_io(tokio::io::Interest::WRITABLE, || {
+                rustix::net::sendmsg(
+                    &self.io,
+                    bufs,
+                    &mut rustix::net::SendAncillaryBuffer::default(),
+                    rustix::net::SendFlags::MORE | rustix::net::SendFlags::NOSIGNAL,
+                )
+                .map_err(io::Error::from)
+            });
+            match sent {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                sent => return Poll::Ready(sent),
+            }
+        }
+    }
+}
+
 /// The first slice worth sending from its file, with its position in `bufs`.
 #[cfg(target_os = "linux")]
 fn first_mapped(bufs: &[io::IoSlice<'_>]) -> Option<(usize, std::sync::Arc<std::fs::File>, u64)> {
@@ -100,9 +129,7 @@ impl AsyncWrite for ZeroCopyStream {
         match first_mapped(bufs) {
             Some((0, file, offset)) => return this.poll_sendfile(cx, &file, offset, bufs[0].len()),
             // What comes before goes first; hyper calls again for the rest.
-            Some((index, ..)) => {
-                return Pin::new(&mut this.io).poll_write_vectored(cx, &bufs[..index]);
-            }
+            Some((index, ..)) => return this.poll_write_more(cx, &bufs[..index]),
             None => {}
         }
         Pin::new(&mut this.io).poll_write_vectored(cx, bufs)
