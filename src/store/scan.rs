@@ -211,45 +211,13 @@ pub(crate) fn spawn(inner: &Arc<Inner>) -> Result<(), StoreError> {
         .map_err(disk::io_err(&inner.objects))
 }
 
-/// Walks `objects/a/bc/` (and the `objects/ab/cd/` of earlier builds) and indexes every
-/// valid entry.
+/// Indexes every valid entry ([`walk`]), then opens the store to purges and logs the tally.
 fn run(weak: &Weak<Inner>, objects: &Path) {
     let started = Instant::now();
     let mut tally = Tally::default();
-    let mut dirs: Vec<(PathBuf, u8)> = vec![(objects.to_owned(), 0)];
-    while let Some((dir, depth)) = dirs.pop() {
-        let items = match std::fs::read_dir(&dir) {
-            Ok(items) => items,
-            Err(error) => {
-                warn!(dir = %dir.display(), %error, "cannot list cache directory; skipped");
-                continue;
-            }
-        };
-        for item in items {
-            let Some(inner) = weak.upgrade() else {
-                debug!("store closed; scan stopped");
-                return;
-            };
-            let item = match item {
-                Ok(item) => item,
-                Err(error) => {
-                    warn!(dir = %dir.display(), %error, "cannot list cache directory entry");
-                    continue;
-                }
-            };
-            let path = item.path();
-            let is_dir = item.file_type().is_ok_and(|t| t.is_dir());
-            match (is_dir, depth) {
-                (true, 0 | 1) => dirs.push((path, depth + 1)),
-                (true, _) => {
-                    warn!(path = %path.display(), "unexpected directory in objects/, left alone")
-                }
-                (false, 2) => scan_file(&inner, &path, item.file_name(), &mut tally),
-                (false, _) => {
-                    remove_invalid(&inner, &path, "file outside objects/a/bc/", &mut tally)
-                }
-            }
-        }
+    if walk(weak, objects, &mut tally).is_none() {
+        debug!("store closed; scan stopped");
+        return;
     }
     let Some(inner) = weak.upgrade() else { return };
     inner.scan.finish();
@@ -270,6 +238,57 @@ fn run(weak: &Weak<Inner>, objects: &Path) {
         elapsed_ms = started.elapsed().as_millis() as u64,
         "cache scan finished"
     );
+}
+
+/// Walks `objects/a/bc/` (and the `objects/ab/cd/` of earlier builds, removing those
+/// directories once empty) and scans every file. `None` when the store closed meanwhile.
+fn walk(weak: &Weak<Inner>, objects: &Path, tally: &mut Tally) -> Option<()> {
+    // Each directory to list, its depth, and whether it is of the earlier layout.
+    let mut dirs: Vec<(PathBuf, u8, bool)> = vec![(objects.to_owned(), 0, false)];
+    // `objects/ab/` and `objects/ab/cd/` of earlier builds, parents before children.
+    let mut legacy_dirs: Vec<PathBuf> = Vec::new();
+    while let Some((dir, depth, in_legacy)) = dirs.pop() {
+        let items = match std::fs::read_dir(&dir) {
+            Ok(items) => items,
+            Err(error) => {
+                warn!(dir = %dir.display(), %error, "cannot list cache directory; skipped");
+                continue;
+            }
+        };
+        for item in items {
+            let inner = weak.upgrade()?;
+            let item = match item {
+                Ok(item) => item,
+                Err(error) => {
+                    warn!(dir = %dir.display(), %error, "cannot list cache directory entry");
+                    continue;
+                }
+            };
+            let path = item.path();
+            let is_dir = item.file_type().is_ok_and(|t| t.is_dir());
+            match (is_dir, depth) {
+                (true, 0 | 1) => {
+                    let legacy = in_legacy || (depth == 0 && item.file_name().len() == 2);
+                    if legacy {
+                        legacy_dirs.push(path.clone());
+                    }
+                    dirs.push((path, depth + 1, legacy));
+                }
+                (true, _) => {
+                    warn!(path = %path.display(), "unexpected directory in objects/, left alone")
+                }
+                (false, 2) => scan_file(&inner, &path, item.file_name(), tally),
+                (false, _) => remove_invalid(&inner, &path, "file outside objects/a/bc/", tally),
+            }
+        }
+    }
+    // Children first. Moving a directory's last file removed most of them already, but an
+    // earlier build's evictions could leave one empty; `rmdir` keeps any still holding a
+    // file that could not be moved.
+    for dir in legacy_dirs.iter().rev() {
+        let _ = std::fs::remove_dir(dir);
+    }
+    Some(())
 }
 
 fn remove_invalid(inner: &Inner, path: &Path, reason: &str, tally: &mut Tally) {
