@@ -6,11 +6,11 @@
 //! from that file instead of copying it from memory into the socket, as nginx does
 //! with `sendfile on`; the kernel then hands the file's pages to the socket.
 //! Slices before it are written first, with `MSG_MORE`, and hyper asks again for the
-//! rest, so a response head and its body take two system calls but leave in one packet. Any other slice (heads,
-//! heap bodies) is written as it would be without this stream. TLS connections are not
-//! wrapped in it at all: rustls must encrypt every byte, so it reads a mapped body from
-//! memory like any other. A short `sendfile` is a short write, which hyper
-//! continues like any other.
+//! rest, so a response head and its body take two system calls but leave in one
+//! packet. Any other slice (heads, heap bodies) is written as it would be without this
+//! stream. TLS connections are not wrapped in it at all: rustls must encrypt every
+//! byte, so it reads a mapped body from memory like any other. A short `sendfile` is a
+//! short write, which hyper continues like any other.
 //!
 //! [`store::mapped::file_span`]: crate::store::mapped::file_span
 
@@ -45,40 +45,39 @@ impl ZeroCopyStream {
         mut offset: u64,
         len: usize,
     ) -> Poll<io::Result<usize>> {
-        loop {
-            std::task::ready!(self.io.poll_write_ready(cx))?;
-            let sent = self.io.try_io(tokio::io::Interest::WRITABLE, || {
-                rustix::fs::sendfile(&self.io, file, Some(&mut offset), len)
-                    .map_err(io::Error::from)
-            });
-            match sent {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                sent => return Poll::Ready(sent),
-            }
-        }
+        self.poll_send(cx, || {
+            rustix::fs::sendfile(&self.io, file, Some(&mut offset), len)
+        })
     }
-}
 
-#[cfg(target_os = "linux")]
-impl ZeroCopyStream {
     /// Writes `bufs` with `MSG_MORE`: the body that `sendfile` sends next leaves in the
     /// same packet instead of the head going out alone, which saves the loopback or
     /// network a packet (and its ACK) per response. `sendfile`'s last chunk pushes both.
+    #[cfg(target_os = "linux")]
     fn poll_write_more(
         &self,
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
+        use rustix::net::{SendAncillaryBuffer, SendFlags};
+        self.poll_send(cx, || {
+            let flags = SendFlags::MORE | SendFlags::NOSIGNAL;
+            rustix::net::sendmsg(&self.io, bufs, &mut SendAncillaryBuffer::default(), flags)
+        })
+    }
+
+    /// Runs the non-blocking `send` once the socket can take bytes, again after each
+    /// spurious readiness.
+    #[cfg(target_os = "linux")]
+    fn poll_send(
+        &self,
+        cx: &mut Context<'_>,
+        mut send: impl FnMut() -> rustix::io::Result<usize>,
+    ) -> Poll<io::Result<usize>> {
         loop {
             std::task::ready!(self.io.poll_write_ready(cx))?;
             let sent = self.io.try_io(tokio::io::Interest::WRITABLE, || {
-                rustix::net::sendmsg(
-                    &self.io,
-                    bufs,
-                    &mut rustix::net::SendAncillaryBuffer::default(),
-                    rustix::net::SendFlags::MORE | rustix::net::SendFlags::NOSIGNAL,
-                )
-                .map_err(io::Error::from)
+                send().map_err(io::Error::from)
             });
             match sent {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
