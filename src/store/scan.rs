@@ -282,8 +282,7 @@ fn walk(weak: &Weak<Inner>, objects: &Path, tally: &mut Tally) -> Option<()> {
             }
         }
     }
-    // Children first. Moving a directory's last file removed most of them already, but an
-    // earlier build's evictions could leave one empty; `rmdir` keeps any still holding a
+    // Children first, once every file was moved out; `rmdir` keeps any still holding a
     // file that could not be moved.
     for dir in legacy_dirs.iter().rev() {
         let _ = std::fs::remove_dir(dir);
@@ -348,8 +347,8 @@ fn scan_file(inner: &Inner, path: &Path, name: OsString, tally: &mut Tally) {
 }
 
 /// Moves an entry file of an earlier build from `objects/ab/cd/` to `place` in
-/// `objects/a/bc/`, then removes the old directories if that left them empty. False when
-/// it could not be moved: it stays where it is, unindexed, for the next start-up's scan.
+/// `objects/a/bc/` ([`walk`] removes the emptied directories at its end). False when it
+/// could not be moved: it stays where it is, unindexed, for the next start-up's scan.
 fn move_legacy(inner: &Inner, from: &Path, place: &Path, tally: &mut Tally) -> bool {
     if let Err(error) = disk::make_parent(place, inner.fsync_each())
         .and_then(|()| disk::rename_into(from, place, inner.fsync_each()))
@@ -358,12 +357,6 @@ fn move_legacy(inner: &Inner, from: &Path, place: &Path, tally: &mut Tally) -> b
         return false;
     }
     tally.moved += 1;
-    // `rmdir` removes only an empty directory: one still holding files stays.
-    for dir in from.ancestors().skip(1).take(2) {
-        if std::fs::remove_dir(dir).is_err() {
-            break;
-        }
-    }
     true
 }
 
