@@ -138,6 +138,36 @@ fn key_files_beside(any: &Path, hash: u128) -> Vec<String> {
         .collect()
 }
 
+/// Where a layout keeps a fill: `disk::object_path` or `disk::legacy_object_path`.
+type Layout = fn(&Path, u128, u64) -> PathBuf;
+
+/// Opens the store in `dir` (holding `k0`, `k1`, … up to `keys`) and removes each key
+/// while the start-up scan runs, checking as each `remove` returns that no file of the
+/// key is left where any of `layouts` keeps it; then, after a crash-like drop, that a
+/// new store finds nothing.
+async fn remove_each_during_the_scan(dir: &Path, keys: usize, layouts: &[Layout]) {
+    let store = Store::open(quick_options(dir)).unwrap();
+    let objects = dir.join("objects");
+    let mut during_scan = 0;
+    for i in 0..keys {
+        let key = format!("k{i}");
+        let hash = Store::key_hash(&key);
+        during_scan += usize::from(!store.stats().scan_complete);
+        // Its answer may be false if the scan itself unlinked the file first.
+        store.remove(&key, hash).await.unwrap();
+        for layout in layouts {
+            let left = key_files_beside(&layout(&objects, hash, 0), hash);
+            assert!(left.is_empty(), "{key} still on disk: {left:?}");
+        }
+    }
+    eprintln!("{during_scan} of {keys} removals ran while the scan had not finished");
+    // Dropping the store stops the scan, as a crash would: nothing comes back.
+    drop(store);
+    let store = open(dir).await;
+    assert_eq!(store.stats().objects, 0);
+    assert!(cache_files(dir).is_empty());
+}
+
 async fn fill(store: &Store, key: &str, status: u16, data: &[u8]) -> EntryWriter {
     let hash = Store::key_hash(key);
     let len = Some(data.len() as u64);

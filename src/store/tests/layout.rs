@@ -78,24 +78,6 @@ async fn a_removal_while_the_scan_moves_files_of_the_earlier_layout_is_on_disk_w
     let objects = dir.path().join("objects");
     put_many_quickly(dir.path(), KEYS).await;
     to_earlier_layout(&objects);
-    let store = Store::open(quick_options(dir.path())).unwrap();
-    let mut during_scan = 0;
-    for i in 0..KEYS {
-        let key = format!("k{i}");
-        let hash = Store::key_hash(&key);
-        during_scan += usize::from(!store.stats().scan_complete);
-        store.remove(&key, hash).await.unwrap();
-        for any in [
-            disk::object_path(&objects, hash, 0),
-            disk::legacy_object_path(&objects, hash, 0),
-        ] {
-            let left = key_files_beside(&any, hash);
-            assert!(left.is_empty(), "{key} still on disk: {left:?}");
-        }
-    }
-    eprintln!("{during_scan} of {KEYS} removals ran while the scan had not finished");
-    drop(store);
-    let store = open(dir.path()).await;
-    assert_eq!(store.stats().objects, 0);
-    assert!(cache_files(dir.path()).is_empty());
+    let layouts: [Layout; 2] = [disk::object_path, disk::legacy_object_path];
+    remove_each_during_the_scan(dir.path(), KEYS, &layouts).await;
 }

@@ -98,24 +98,7 @@ async fn a_removal_during_the_start_up_scan_is_on_disk_when_it_returns() {
     const KEYS: usize = 2000;
     let dir = tempfile::tempdir().unwrap();
     put_many_quickly(dir.path(), KEYS).await;
-    // Remove every key while the scan runs: whether the scan has reached a
-    // key's file or not, the file is gone when `remove` returns.
-    let store = Store::open(quick_options(dir.path())).unwrap();
-    let objects = dir.path().join("objects");
-    let mut during_scan = 0;
-    for i in 0..KEYS {
-        let key = format!("k{i}");
-        let hash = Store::key_hash(&key);
-        during_scan += usize::from(!store.stats().scan_complete);
-        // Its answer may be false if the scan itself unlinked the file first.
-        store.remove(&key, hash).await.unwrap();
-        let left = key_files_beside(&disk::object_path(&objects, hash, 0), hash);
-        assert!(left.is_empty(), "{key} still on disk: {left:?}");
-    }
-    eprintln!("{during_scan} of {KEYS} removals ran while the scan had not finished");
-    // A crash now (dropping the store stops the scan) brings nothing back.
-    drop(store);
-    let store = open(dir.path()).await;
-    assert_eq!(store.stats().objects, 0);
-    assert!(cache_files(dir.path()).is_empty());
+    // Whether the scan has reached a key's file or not, the file is gone when `remove`
+    // returns.
+    remove_each_during_the_scan(dir.path(), KEYS, &[disk::object_path]).await;
 }
