@@ -33,6 +33,8 @@ if [[ -z "${SECONDHIT_BIN:-}" ]]; then
   SECONDHIT_BIN=target/release/secondhit
 fi
 cp "$SECONDHIT_BIN" "$BUNDLE/real/secondhit"
+# The commit the binary was built from, "+changes" when the tree differed from it.
+echo "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo +changes)" >"$BUNDLE/commit"
 cp "$(command -v nginx)" "$BUNDLE/real/nginx"
 cp "$(command -v wrk)" "$BUNDLE/real/wrk"
 
@@ -74,6 +76,8 @@ export CASES=${CASES:-"hit-1k hit-100k pass-1k first-sight-1k miss-1k-nofsync"}
 export ROUNDS=${ROUNDS:-2} DURATION=${DURATION:-4s} RSS_SECONDS=${RSS_SECONDS:-5}
 {
   echo "machine: $(nproc) CPUs, $(uname -srm), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
+  echo "caches on: $(df -T "${TMPDIR:-/tmp}" | awk 'NR == 2 {print $2, "(" $1 ")"}') under ${TMPDIR:-/tmp}"
+  echo "built from: $(cat "$here/commit")"
   echo "command: WORKERS=\"$WORKERS\" CASES=\"$CASES\" ROUNDS=$ROUNDS DURATION=$DURATION bash benches/vs_nginx.sh"
   "$SECONDHIT_BIN" --version
   bash "$here/../benches/vs_nginx.sh"

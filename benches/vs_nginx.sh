@@ -402,9 +402,13 @@ for n in $WORKERS; do
     esac
     for round in $(seq 1 "$ROUNDS"); do
       # shellcheck disable=SC2086 # one PID per nginx worker
-      echo "$n $case_name nginx $(run_wrk "$n" "$NGINX_PORT" "$case_name" "$DURATION" $NGINX_WORKERS) -" >>"$RESULTS"
-      echo "$n $case_name secondhit $(run_wrk "$n" "${PORT[$name]}" "$case_name" "$DURATION" "${PID[$name]}") $(threads_of "${PID[$name]}")" >>"$RESULTS"
-      echo "  N=$n $case_name round $round/$ROUNDS done" >&2
+      nginx_row=$(run_wrk "$n" "$NGINX_PORT" "$case_name" "$DURATION" $NGINX_WORKERS)
+      secondhit_row=$(run_wrk "$n" "${PORT[$name]}" "$case_name" "$DURATION" "${PID[$name]}")
+      echo "$n $case_name nginx $nginx_row -" >>"$RESULTS"
+      echo "$n $case_name secondhit $secondhit_row $(threads_of "${PID[$name]}")" >>"$RESULTS"
+      # Each round's figures as they come (req/s p50 p99 cpu-us), so a run cut short
+      # still shows what it measured.
+      echo "  N=$n $case_name round $round/$ROUNDS: nginx $nginx_row, secondhit $secondhit_row" >&2
     done
   done
   stop_proxies
