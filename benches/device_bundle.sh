@@ -10,7 +10,7 @@
 #
 # run.sh puts the wrappers first on PATH, makes the directories Debian's nginx expects,
 # and runs vs_nginx.sh with the bundled secondhit; its defaults (WORKERS="1 4 8",
-# five cases, two rounds of 4 s) take about 5 minutes on 16 CPUs, and any of
+# five cases, two rounds of 4 s) take about 6 minutes on 16 CPUs, and any of
 # vs_nginx.sh's variables can be set to change them. With OUT set, the table is also
 # written to $OUT/vs_nginx.txt. Needs here: nginx, wrk, cargo, ldd; there: bash,
 # python3, taskset. SECONDHIT_BIN packs that binary instead of building one, and BUNDLE
