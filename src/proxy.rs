@@ -182,7 +182,9 @@ enum Looked<'s> {
     Missed(Miss<'s>),
 }
 
-/// Everything a request needs, shared by all connections.
+/// Everything a request needs, shared by all connections. A clone shares all of it (each
+/// worker holds one, so that the handle its requests clone is its own).
+#[derive(Clone)]
 pub struct Proxy {
     /// What a reload can change: each request loads it once ([`Live`]).
     live: Live,

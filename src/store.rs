@@ -66,6 +66,7 @@ mod dropped;
 pub mod entry;
 mod error;
 mod fence;
+mod hot;
 mod inline_io;
 // The simulator (feature `bench`) replays workloads through this very index, so that its
 // evictions are the store's; nothing else outside the store reaches it.
@@ -83,6 +84,7 @@ mod remove;
 mod purge_log;
 mod scan;
 mod space;
+mod thread_copies;
 mod update;
 mod writer;
 
@@ -591,11 +593,7 @@ impl Store {
         };
         let fill_id = fill.fill_id;
         if let Some(hot) = inner.memory.get(key, key_hash, fill_id) {
-            return Ok(Some(StoredEntry::from_memory(
-                &hot,
-                key_hash,
-                Arc::clone(inner),
-            )));
+            return Ok(Some(StoredEntry::from_memory(&hot, key_hash)));
         }
         let epoch = inner.memory.epoch();
         let whole_below = (inner.opts.verify_whole_below).max(inner.memory.read_whole_below());

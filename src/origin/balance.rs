@@ -51,8 +51,11 @@ impl Balancer {
     /// retry goes on to the next server in the cycle rather than taking another turn.
     pub(super) fn turn(&self) -> usize {
         match self.kind {
-            Balance::RoundRobin => self.next.fetch_add(1, Ordering::Relaxed),
-            Balance::ConsistentHash => 0,
+            // One server has one turn: no count, which every worker would write.
+            Balance::RoundRobin if self.seeds.len() > 1 => {
+                self.next.fetch_add(1, Ordering::Relaxed)
+            }
+            Balance::RoundRobin | Balance::ConsistentHash => 0,
         }
     }
 

@@ -32,6 +32,9 @@ struct Client {
 pub(super) struct Accepting {
     /// What every worker's accept loop shares.
     shared: Arc<Shared>,
+    /// What this worker's connections are served with: its own copy of `shared.serving`
+    /// ([`connection::Serving::for_worker`]).
+    serving: Arc<connection::Serving>,
     /// Counts this worker's open connections for the drain at shutdown.
     pub(super) graceful: GracefulShutdown,
     /// What every connection of this worker listens to; each gets its own copy.
@@ -67,6 +70,7 @@ impl Accepting {
             reap: shared.reap.subscribe(),
         };
         Accepting {
+            serving: Arc::new(shared.serving.for_worker()),
             shared,
             graceful: GracefulShutdown::new(),
             signals,
@@ -181,7 +185,7 @@ impl Accepting {
         // Not `graceful.watch`: the idle timer must shut the connection down too. The
         // watcher still counts it for the drain at shutdown.
         let watcher = self.graceful.watcher();
-        let (serving, signals) = (self.shared.serving.clone(), self.signals.for_connection());
+        let (serving, signals) = (self.serving.clone(), self.signals.for_connection());
         match (scheme, &self.shared.acceptor) {
             (ClientScheme::Https, Some(acceptor)) => {
                 let handshake = acceptor.accept(stream);

@@ -70,6 +70,20 @@ pub(super) struct Serving {
 }
 
 impl Serving {
+    /// A copy for one worker, with its own handle on the proxy: every request clones the
+    /// handle (and every connection this), and a count that every worker bumped would
+    /// move its cache line between their cores on each request.
+    pub(super) fn for_worker(&self) -> Serving {
+        Serving {
+            proxy: Arc::new(Proxy::clone(&self.proxy)),
+            builder: self.builder.clone(),
+            limits: self.limits,
+            header_read_timeout: self.header_read_timeout,
+            idle_timeout: self.idle_timeout,
+            send_timeout: self.send_timeout,
+        }
+    }
+
     /// Serves the connection `io` from `peer`, accepted on the listener of `scheme` (for a
     /// TLS connection, `io` is the decrypted stream), until it ends: through the head
     /// guard to hyper, each request to the proxy, and [`drive`] closing it when idle,

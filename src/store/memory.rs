@@ -26,47 +26,12 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use bytes::Bytes;
 use quick_cache::Weighter;
 use quick_cache::sync::Cache;
 
 use super::entry::{EntryMeta, Preamble};
-
-/// Bytes counted for an entry beyond its body, key and header bytes: the map
-/// slot, the `Arc`, the metadata struct and the header map's tables.
-const ENTRY_OVERHEAD: u64 = 256;
-
-/// A verified copy of one fill of one key.
-#[derive(Debug)]
-pub(super) struct HotEntry {
-    /// The fill this is a copy of.
-    pub(super) fill_id: u64,
-    /// The full key, compared on every use: the map is keyed by its hash.
-    pub(super) key: Box<str>,
-    /// The entry's metadata as it was read with the body.
-    pub(super) meta: Arc<EntryMeta>,
-    /// The whole body, verified against `body_hash` when it was read.
-    pub(super) body: Bytes,
-    /// The body's xxh3-64, as stored.
-    pub(super) body_hash: u64,
-    /// The body's offset in the entry file (its header length), for range reads.
-    pub(super) body_offset: u64,
-    /// What the proxy derived from the entry (see `StoredEntry::derived`).
-    pub(super) derived: super::derived::Derived,
-}
-
-impl HotEntry {
-    /// Bytes the entry counts against the budget.
-    fn weight(&self) -> u64 {
-        let headers = |map: &http::HeaderMap| -> usize {
-            map.iter()
-                .map(|(name, value)| name.as_str().len() + value.len())
-                .sum()
-        };
-        let meta = headers(&self.meta.response_headers) + headers(&self.meta.request_headers);
-        (self.body.len() + self.key.len() + meta) as u64 + ENTRY_OVERHEAD
-    }
-}
+use super::hot::HotEntry;
+use super::thread_copies::{self, Stamps};
 
 /// An entry file, open, with its header verified when it was opened.
 #[derive(Debug)]
@@ -109,6 +74,8 @@ pub(super) struct MemoryTier {
     open_limit: u64,
     /// Raised by every metadata update, before it drops the copy; see [`MemoryTier::offer`].
     epoch: AtomicU64,
+    /// The keys' stamps, which this tier's copies in each thread are checked against.
+    stamps: Stamps,
 }
 
 impl std::fmt::Debug for MemoryTier {
@@ -140,6 +107,7 @@ impl MemoryTier {
             budget,
             open_limit: open_files as u64,
             epoch: AtomicU64::new(0),
+            stamps: Stamps::new(),
         }
     }
 
@@ -151,10 +119,20 @@ impl MemoryTier {
         }
     }
 
-    /// The copy of fill `fill_id` of `key`, if this tier holds it.
+    /// The copy of fill `fill_id` of `key`, if this tier holds it: this thread's own
+    /// copy of it when it has one ([`thread_copies`]).
     pub(super) fn get(&self, key: &str, key_hash: u128, fill_id: u64) -> Option<Arc<HotEntry>> {
-        let entry = self.entries.as_ref()?.get(&key_hash)?;
-        (entry.fill_id == fill_id && &*entry.key == key).then_some(entry)
+        let entries = self.entries.as_ref()?;
+        let stamp = self.stamps.read(key_hash);
+        if let Some(copy) = thread_copies::get(&self.stamps, key, key_hash, fill_id, stamp) {
+            return Some(copy);
+        }
+        let entry = entries.get(&key_hash)?;
+        if entry.fill_id != fill_id || &*entry.key != key {
+            return None;
+        }
+        thread_copies::offer(&self.stamps, key_hash, stamp, &entry);
+        Some(entry)
     }
 
     /// The open file of fill `fill_id` of `key`, if this tier holds it.
@@ -237,6 +215,8 @@ impl MemoryTier {
         if let Some(entries) = &self.entries {
             entries.remove(&key_hash);
         }
+        // After the removal: see `thread_copies`.
+        self.stamps.bump(key_hash);
     }
 
     /// Whether the file this tier holds open for `key_hash` is `file`.

@@ -23,7 +23,7 @@ use super::Inner;
 use super::derived::Derived;
 use super::disk::{self, Damage, Wait};
 use super::entry::EntryMeta;
-use super::memory::HotEntry;
+use super::hot::HotEntry;
 
 /// Bodies read from disk stream in chunks of at most one block of the block table.
 #[cfg(test)]
@@ -76,8 +76,11 @@ pub struct StoredEntry {
     /// With `fill_id`, names the file for discards and metadata updates.
     pub(super) key_hash: u128,
     pub(super) fill_id: u64,
-    /// To discard the entry if its body fails the checksum.
-    inner: Arc<Inner>,
+    /// To discard the entry if its body fails the checksum. `None` for a copy from the
+    /// memory tier, whose body was verified before it got there and is never read from a
+    /// file: without it, every such hit would write the store's one reference count,
+    /// which all workers share.
+    inner: Option<Arc<Inner>>,
     /// What the layers above derived from this fill once ([`StoredEntry::derived`]),
     /// shared with the memory tier's copy so that hits from memory reuse it.
     derived: Derived,
@@ -139,13 +142,13 @@ impl StoredEntry {
             source,
             key_hash,
             fill_id,
-            inner,
+            inner: Some(inner),
             derived,
         }
     }
 
     /// An entry served from the memory tier's copy `hot` of fill `hot.fill_id`.
-    pub(super) fn from_memory(hot: &HotEntry, key_hash: u128, inner: Arc<Inner>) -> StoredEntry {
+    pub(super) fn from_memory(hot: &HotEntry, key_hash: u128) -> StoredEntry {
         StoredEntry {
             meta: Arc::clone(&hot.meta),
             body_len: hot.body.len() as u64,
@@ -154,7 +157,7 @@ impl StoredEntry {
             source: Source::Memory(hot.body.clone()),
             key_hash,
             fill_id: hot.fill_id,
-            inner,
+            inner: None,
             derived: Arc::clone(&hot.derived),
         }
     }
@@ -416,8 +419,10 @@ async fn read_file(
 }
 
 async fn discard(entry: &StoredEntry, damage: Damage, reason: &str) {
-    let inner = &entry.inner;
-    inner
-        .discard(entry.key_hash, entry.fill_id, damage, reason)
-        .await;
+    // Only an entry read from its file reaches this, and it always has the store.
+    if let Some(inner) = &entry.inner {
+        inner
+            .discard(entry.key_hash, entry.fill_id, damage, reason)
+            .await;
+    }
 }

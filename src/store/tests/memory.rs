@@ -94,6 +94,76 @@ async fn removal_newer_fills_and_metadata_updates_reach_the_memory_tier() {
     assert_eq!(store.stats().memory_objects, 2, "replaced and updated");
 }
 
+/// Where the body of `key`'s entry lies in memory, as the lookup returned it.
+async fn body_address(store: &Store, key: &str) -> usize {
+    let found = entry(store, key).await;
+    found.body_in_memory().expect("served from memory").as_ptr() as usize
+}
+
+#[tokio::test]
+async fn a_key_hit_often_is_served_from_this_threads_copy_until_its_entry_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_with(with_memory(dir.path(), 1 << 20)).await;
+    put_and_promote(&store, "hot", &body(1000, 6)).await;
+    // The first hits share the tier's buffer; after a run of them this thread serves
+    // its own copy, the same one from then on.
+    let shared = body_address(&store, "hot").await;
+    let mut addresses = Vec::new();
+    for _ in 0..12 {
+        addresses.push(body_address(&store, "hot").await);
+    }
+    let own = *addresses.last().unwrap();
+    assert_ne!(own, shared, "a copy of its own after a run of hits");
+    assert_eq!(addresses[0], shared);
+    assert!(
+        addresses
+            .iter()
+            .skip_while(|&&a| a == shared)
+            .all(|&a| a == own)
+    );
+    assert_eq!(
+        body_of(&store, "hot").await,
+        Some((meta(200), body(1000, 6)))
+    );
+
+    // A metadata update in place keeps the fill: the copy must not serve the old one.
+    let found = entry(&store, "hot").await;
+    let mut refreshed = meta(200);
+    refreshed
+        .response_headers
+        .insert("etag", HeaderValue::from_static("\"v2\""));
+    assert!(store.update_meta(&found, &refreshed).await.unwrap());
+    drop(found);
+    for _ in 0..12 {
+        assert_eq!(
+            body_of(&store, "hot").await,
+            Some((refreshed.clone(), body(1000, 6)))
+        );
+    }
+    // A newer fill, then a removal.
+    put(&store, "hot", &body(900, 7)).await;
+    for _ in 0..12 {
+        assert_eq!(
+            body_of(&store, "hot").await,
+            Some((meta(200), body(900, 7)))
+        );
+    }
+    assert!(store.remove("hot", Store::key_hash("hot")).await.unwrap());
+    assert!(missing(&store, "hot").await);
+}
+
+#[tokio::test]
+async fn a_body_over_the_copy_limit_is_always_served_from_the_tier() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_with(with_memory(dir.path(), 1 << 20)).await;
+    let len = crate::store::thread_copies::COPY_MAX + 1;
+    put_and_promote(&store, "large", &body(len, 8)).await;
+    let shared = body_address(&store, "large").await;
+    for _ in 0..20 {
+        assert_eq!(body_address(&store, "large").await, shared);
+    }
+}
+
 #[tokio::test]
 async fn the_memory_tier_stays_within_its_budget_and_size_limit() {
     let dir = tempfile::tempdir().unwrap();
