@@ -16,7 +16,11 @@
 //!
 //! Each worker (`server.workers`) keeps its own idle connections, whose tasks run on its
 //! runtime: a request goes out on a connection of its own worker, so its exchange with
-//! the origin never wakes another thread. Workers beyond [`LISTS`] share lists.
+//! the origin never wakes another thread. Workers beyond [`LISTS`] share lists. Each list
+//! is an allocation of its own with its own limit (the most idle connections kept is per
+//! worker), so that nothing a request writes to take and give back its connection (the
+//! list's lock, its count, the body's handle on the list) is written by another worker:
+//! a shared count moves its cache line between cores on every request.
 //!
 //! A connection goes back to the pool when its response body has ended; one whose body
 //! was dropped halfway or broke is not pooled, and hyper closes it. A pooled connection
@@ -27,7 +31,6 @@
 //! out on another one: nothing was sent.
 
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -66,10 +69,13 @@ struct Shared {
     /// Opens connections: TCP with the connect timeout, and TLS for `https://`.
     connector: HttpsConnector<HttpConnector>,
     /// Per worker ([`crate::worker::index`] modulo [`LISTS`]): its idle connections.
-    idle: Box<[Mutex<Idle>]>,
-    /// Idle connections in all the lists.
-    idle_count: AtomicUsize,
-    /// The most idle connections kept, in all.
+    lists: Box<[Arc<List>]>,
+}
+
+/// One worker's idle connections.
+struct List {
+    idle: Mutex<Idle>,
+    /// The most idle connections this list keeps.
     max_idle: usize,
 }
 
@@ -84,14 +90,19 @@ struct Idle {
 }
 
 impl Pool {
-    /// An empty pool opening connections with `connector`, keeping `max_idle` at most.
+    /// An empty pool opening connections with `connector`, keeping `max_idle` idle ones
+    /// at most per worker.
     pub(super) fn new(connector: HttpsConnector<HttpConnector>, max_idle: usize) -> Pool {
+        let list = || {
+            Arc::new(List {
+                idle: Mutex::default(),
+                max_idle,
+            })
+        };
         Pool {
             shared: Arc::new(Shared {
                 connector,
-                idle: (0..LISTS).map(|_| Mutex::default()).collect(),
-                idle_count: AtomicUsize::new(0),
-                max_idle,
+                lists: (0..LISTS).map(|_| list()).collect(),
             }),
         }
     }
@@ -105,9 +116,9 @@ impl Pool {
         origin: &Uri,
         mut request: Request<RequestBody>,
     ) -> Result<Response<PooledBody>, Failed> {
-        let list = crate::worker::index() % LISTS;
+        let list = &self.shared.lists[crate::worker::index() % LISTS];
         loop {
-            let (mut sender, reused) = match self.shared.take(list) {
+            let (mut sender, reused) = match list.take() {
                 Some(sender) => (sender, true),
                 None => match self.shared.connect(origin).await {
                     Ok(sender) => (sender, false),
@@ -124,11 +135,10 @@ impl Pool {
             }
             match sender.try_send_request(request).await {
                 Ok(response) => {
-                    let pool = Arc::downgrade(&self.shared);
+                    let list = Arc::downgrade(list);
                     return Ok(response.map(|body| PooledBody {
                         body,
                         sender: Some(sender),
-                        pool,
                         list,
                     }));
                 }
@@ -170,41 +180,54 @@ impl Failed {
     }
 }
 
-impl Shared {
-    fn lock(&self, list: usize) -> MutexGuard<'_, Idle> {
+impl List {
+    fn lock(&self) -> MutexGuard<'_, Idle> {
         // A poisoned lock only means another thread panicked while holding it; the list
         // itself is always whole (only whole entries are pushed and removed).
-        self.idle[list]
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Notes that `removed` idle connections left the lists.
-    fn forget(&self, removed: usize) {
-        self.idle_count.fetch_sub(removed, Ordering::Relaxed);
+        self.idle.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The most recently used idle connection that takes a request now, if any. One
     /// that is still finishing its exchange (the rest of an upload that the origin
     /// answered early) stays for later, so that no request waits behind it; one that
     /// closed or waited too long is dropped (its task then closes it).
-    fn take(&self, list: usize) -> Option<Sender> {
-        let mut idle = self.lock(list);
+    fn take(&self) -> Option<Sender> {
+        let mut idle = self.lock();
         let mut at = idle.senders.len();
         while at > 0 {
             at -= 1;
             let (sender, since) = &idle.senders[at];
             if sender.is_closed() || since.elapsed() >= IDLE_TIMEOUT {
                 idle.senders.remove(at);
-                self.forget(1);
             } else if sender.is_ready() {
-                self.forget(1);
                 return Some(idle.senders.remove(at).0);
             }
         }
         None
     }
 
+    /// Keeps `sender` for a later request, unless its connection closed or the list is
+    /// full.
+    fn put(self: &Arc<Self>, sender: Sender) {
+        if sender.is_closed() {
+            return;
+        }
+        let now = Instant::now();
+        let mut idle = self.lock();
+        if idle.senders.len() >= self.max_idle {
+            return;
+        }
+        idle.senders.push((sender, now));
+        if !idle.sweeping
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            idle.sweeping = true;
+            runtime.spawn(sweep(Arc::downgrade(self)));
+        }
+    }
+}
+
+impl Shared {
     /// Opens a new connection to `origin` and starts its task.
     async fn connect(&self, origin: &Uri) -> Result<Sender, OriginError> {
         let mut connector = self.connector.clone();
@@ -223,47 +246,24 @@ impl Shared {
         });
         Ok(sender)
     }
-
-    /// Keeps `sender` for a later request, unless its connection closed or there is no
-    /// room. `list`: the worker's whose runtime runs the connection's task.
-    fn put(self: &Arc<Self>, sender: Sender, list: usize) {
-        if sender.is_closed() {
-            return;
-        }
-        let now = Instant::now();
-        let mut idle = self.lock(list);
-        // Counted before the push, so that racing workers never keep more than the most.
-        if self.idle_count.fetch_add(1, Ordering::Relaxed) >= self.max_idle {
-            self.forget(1);
-            return;
-        }
-        idle.senders.push((sender, now));
-        if !idle.sweeping
-            && let Ok(runtime) = tokio::runtime::Handle::try_current()
-        {
-            idle.sweeping = true;
-            runtime.spawn(sweep(Arc::downgrade(self), list));
-        }
-    }
 }
 
 /// Every [`SWEEP_EVERY`], closes the idle connections of `list` that the origin closed or that
 /// waited longer than [`IDLE_TIMEOUT`]; ends with the pool.
-async fn sweep(shared: Weak<Shared>, list: usize) {
+async fn sweep(list: Weak<List>) {
     loop {
         tokio::time::sleep(SWEEP_EVERY).await;
-        let Some(shared) = shared.upgrade() else {
+        let Some(list) = list.upgrade() else {
             return;
         };
         let now = Instant::now();
-        let closing: Vec<_> = shared
-            .lock(list)
+        let closing: Vec<_> = list
+            .lock()
             .senders
             .extract_if(.., |(sender, since)| {
                 sender.is_closed() || now.duration_since(*since) >= IDLE_TIMEOUT
             })
             .collect();
-        shared.forget(closing.len());
         // Dropped outside the lock; each connection's task then closes its socket.
         drop(closing);
     }
@@ -276,20 +276,18 @@ pub struct PooledBody {
     body: Incoming,
     /// `None` once it went back to the pool, or the body broke.
     sender: Option<Sender>,
-    /// Weak: a body outliving the proxy (a download in flight at shutdown) does not keep
-    /// the pool alive.
-    pool: Weak<Shared>,
-    /// The idle list the connection goes back to: its worker's.
-    list: usize,
+    /// The idle list the connection goes back to: its worker's. Weak: a body outliving
+    /// the proxy (a download in flight at shutdown) does not keep the pool alive.
+    list: Weak<List>,
 }
 
 impl PooledBody {
     /// Pools the connection again.
     fn release(&mut self) {
         if let Some(sender) = self.sender.take()
-            && let Some(pool) = self.pool.upgrade()
+            && let Some(list) = self.list.upgrade()
         {
-            pool.put(sender, self.list);
+            list.put(sender);
         }
     }
 }
@@ -329,5 +327,46 @@ impl Drop for PooledBody {
         if self.body.is_end_stream() {
             self.release();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hyper_util::rt::TokioIo;
+    use tokio::net::{TcpListener, TcpStream};
+
+    /// A sender on a new connection to `listener`'s address, its task running.
+    async fn sender(addr: std::net::SocketAddr) -> Sender {
+        let stream = TcpStream::connect(addr).await.unwrap();
+        let (sender, connection) = http1::handshake(TokioIo::new(stream)).await.unwrap();
+        tokio::spawn(connection);
+        sender
+    }
+
+    #[tokio::test]
+    async fn a_list_keeps_at_most_its_limit_of_idle_connections() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        // Accepts and holds every connection open.
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((stream, _)) = listener.accept().await {
+                held.push(stream);
+            }
+        });
+        let list = Arc::new(List {
+            idle: Mutex::default(),
+            max_idle: 2,
+        });
+        for _ in 0..3 {
+            let mut sender = sender(addr).await;
+            sender.ready().await.unwrap();
+            list.put(sender);
+        }
+        assert_eq!(list.lock().senders.len(), 2, "the third is not kept");
+        assert!(list.take().is_some());
+        assert!(list.take().is_some());
+        assert!(list.take().is_none());
     }
 }
