@@ -588,11 +588,15 @@ impl Store {
         key_hash: u128,
     ) -> Result<Option<StoredEntry>, StoreError> {
         let inner = &self.inner;
-        let Some(fill) = inner.index.touch(key_hash) else {
+        let unchanged = |version| inner.index.unchanged_since(key_hash, version);
+        if let Some(hot) = inner.memory.get_unchanged(key, key_hash, unchanged) {
+            return Ok(Some(StoredEntry::from_memory(&hot, key_hash)));
+        }
+        let Some((fill, index_version)) = inner.index.touch(key_hash) else {
             return Ok(None);
         };
         let fill_id = fill.fill_id;
-        if let Some(hot) = inner.memory.get(key, key_hash, fill_id) {
+        if let Some(hot) = inner.memory.get(key, (key_hash, fill_id), index_version) {
             return Ok(Some(StoredEntry::from_memory(&hot, key_hash)));
         }
         let epoch = inner.memory.epoch();

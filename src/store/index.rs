@@ -36,7 +36,11 @@
 //! survivors in place (Zhang et al., NSDI 2024: better than one CLOCK, worse than the small
 //! queue). A hit costs one shard lock and a counter update, no list move and no shared
 //! atomic, and one hash lookup when its entry is in the queue holding more of its shard's
-//! entries (two otherwise).
+//! entries (two otherwise). Once an entry's count is full, a hit has nothing to count:
+//! every change of a shard's fills or counts raises the shard's version, and a hit whose
+//! shard kept the version it had when the count was full may skip the lock (the store
+//! does, for the copies a thread keeps of its hottest entries), so that a key every
+//! worker hits does not move its shard's lock between cores.
 //!
 //! # Fill order without a global lock
 //!
@@ -67,7 +71,9 @@
 //! The byte counters are plain counters that publish no other memory, so they
 //! use `Relaxed`; the budget check is one atomic read-modify-write on `used`.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use shard::{Queue, Shard};
@@ -78,6 +84,11 @@ mod shard;
 /// Number of index shards. A power of two well above the core count keeps two
 /// hits on different keys from meeting on one lock.
 pub(crate) const SHARDS: usize = 32;
+
+/// A shard's version, on a cache line of its own: the shards' changes do not disturb
+/// each other's readers.
+#[repr(align(64))]
+struct Version(AtomicU64);
 
 /// How often eviction looks again when fills keep changing the tail it chose.
 const EVICT_ATTEMPTS: usize = 8;
@@ -155,6 +166,9 @@ pub(crate) struct Counts {
 /// The sharded two-queue index with its byte budget.
 pub(crate) struct Index {
     shards: Box<[Mutex<Shard>]>,
+    /// Per shard: raised by every change of which fill a key has, or of a hit count other
+    /// than a hit's ([`Index::touch`], [`Index::unchanged_since`]).
+    versions: Box<[Version]>,
     /// The fill-order clock; see the module docs for why one counter suffices.
     clock: AtomicU64,
     /// `cache.max_size`.
@@ -195,6 +209,7 @@ impl Index {
     pub(crate) fn new(max_bytes: u64) -> Index {
         Index {
             shards: (0..SHARDS).map(|_| Mutex::new(Shard::new())).collect(),
+            versions: (0..SHARDS).map(|_| Version(AtomicU64::new(0))).collect(),
             clock: AtomicU64::new(1),
             max_bytes,
             ghost_bytes: max_bytes / 10 * GHOST_TENTHS,
@@ -214,6 +229,20 @@ impl Index {
         self.lock(key_hash as usize % SHARDS)
     }
 
+    /// The shard of `key_hash`, locked to change which fill a key has or a count.
+    fn shard_to_change(&self, key_hash: u128) -> MutexGuard<'_, Shard> {
+        self.lock_to_change(key_hash as usize % SHARDS)
+    }
+
+    /// Shard `shard_no`, locked, its version raised before anything changes: a reader
+    /// that still sees the old version reads nothing of the shard, and one that sees the
+    /// new one takes the lock after this.
+    fn lock_to_change(&self, shard_no: usize) -> MutexGuard<'_, Shard> {
+        let shard = self.lock(shard_no);
+        self.versions[shard_no].0.fetch_add(1, Release);
+        shard
+    }
+
     fn lock(&self, shard_no: usize) -> MutexGuard<'_, Shard> {
         // The key hash is a uniform 128-bit hash: its low bits pick the shard.
         // Every critical section is a handful of list operations that cannot
@@ -229,12 +258,22 @@ impl Index {
     }
 
     /// The indexed fill of `key_hash`, with one more hit counted (the entry does
-    /// not move).
-    pub(crate) fn touch(&self, key_hash: u128) -> Option<Fill> {
-        let mut shard = self.shard(key_hash);
+    /// not move); and, once its count is full, its shard's version from before the
+    /// lookup: while [`Index::unchanged_since`] that version, the key still has this fill
+    /// and a full count, so a later hit may skip the lock, having nothing to count.
+    pub(crate) fn touch(&self, key_hash: u128) -> Option<(Fill, Option<u64>)> {
+        let shard_no = key_hash as usize % SHARDS;
+        let version = self.versions[shard_no].0.load(Acquire);
+        let mut shard = self.lock(shard_no);
         let slot = shard.slot_mut(&key_hash)?;
         slot.hits = (slot.hits + 1).min(MAX_HITS);
-        Some(slot.fill)
+        Some((slot.fill, (slot.hits == MAX_HITS).then_some(version)))
+    }
+
+    /// Whether nothing changed a fill or a count in the shard of `key_hash` since
+    /// [`Index::touch`] gave `version`.
+    pub(crate) fn unchanged_since(&self, key_hash: u128, version: u64) -> bool {
+        self.versions[key_hash as usize % SHARDS].0.load(Acquire) == version
     }
 
     /// The indexed fill of `key_hash`; no hit is counted.
@@ -257,7 +296,7 @@ impl Index {
     /// old end, and one replacing another keeps the replaced one's place.
     pub(crate) fn place(&self, key_hash: u128, fill: Fill, provenance: Provenance) -> Placed {
         let scanned = provenance == Provenance::Scanned;
-        let mut shard = self.shard(key_hash);
+        let mut shard = self.shard_to_change(key_hash);
         let old = shard.find(&key_hash);
         if let Some((queue, old)) = old {
             let wins = match (scanned, old.scanned) {
@@ -314,7 +353,7 @@ impl Index {
     /// may have replaced it). The caller unlinks the file, then releases its
     /// bytes with [`Index::release_object`].
     pub(crate) fn remove(&self, key_hash: u128, fill_id: u64) -> Option<Fill> {
-        let mut shard = self.shard(key_hash);
+        let mut shard = self.shard_to_change(key_hash);
         let (queue, slot) = shard.find(&key_hash)?;
         if slot.fill.fill_id != fill_id {
             return None;
@@ -361,7 +400,7 @@ impl Index {
                 self.oldest_tail(queue)?;
                 continue;
             };
-            let mut shard = self.lock(shard_no);
+            let mut shard = self.lock_to_change(shard_no);
             let entries = shard.queue(queue);
             let still_oldest =
                 matches!(entries.peek_lru(), Some((k, s)) if *k == key && s.stamp == stamp);

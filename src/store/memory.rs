@@ -120,19 +120,39 @@ impl MemoryTier {
     }
 
     /// The copy of fill `fill_id` of `key`, if this tier holds it: this thread's own
-    /// copy of it when it has one ([`thread_copies`]).
-    pub(super) fn get(&self, key: &str, key_hash: u128, fill_id: u64) -> Option<Arc<HotEntry>> {
+    /// copy of it when it has one ([`thread_copies`]). The index named `fill_id` at
+    /// `index_version` (from `Index::touch`).
+    pub(super) fn get(
+        &self,
+        key: &str,
+        (key_hash, fill_id): (u128, u64),
+        index_version: Option<u64>,
+    ) -> Option<Arc<HotEntry>> {
         let entries = self.entries.as_ref()?;
         let stamp = self.stamps.read(key_hash);
-        if let Some(copy) = thread_copies::get(&self.stamps, key, key_hash, fill_id, stamp) {
+        let ids = (key_hash, fill_id);
+        if let Some(copy) = thread_copies::get(&self.stamps, key, ids, stamp, index_version) {
             return Some(copy);
         }
         let entry = entries.get(&key_hash)?;
         if entry.fill_id != fill_id || &*entry.key != key {
             return None;
         }
-        thread_copies::offer(&self.stamps, key_hash, stamp, &entry);
+        thread_copies::offer(&self.stamps, (key_hash, stamp), index_version, &entry);
         Some(entry)
+    }
+
+    /// This thread's copy of `key`, when `unchanged` confirms that the index still has
+    /// the copy's fill with nothing to count ([`thread_copies::get_unchanged`]); then the
+    /// lookup needs neither the index nor the tier.
+    pub(super) fn get_unchanged(
+        &self,
+        key: &str,
+        key_hash: u128,
+        unchanged: impl FnOnce(u64) -> bool,
+    ) -> Option<Arc<HotEntry>> {
+        self.entries.as_ref()?;
+        thread_copies::get_unchanged(&self.stamps, key, key_hash, unchanged)
     }
 
     /// The open file of fill `fill_id` of `key`, if this tier holds it.

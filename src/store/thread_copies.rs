@@ -72,11 +72,32 @@ impl Stamps {
     }
 }
 
+/// A thread's copy of one entry.
+struct ThreadCopy {
+    /// The tier it was copied from.
+    tier: u64,
+    key_hash: u128,
+    /// The key's stamp before the tier's entry was read.
+    stamp: u64,
+    /// Once the index counts the entry's hits as full: the index shard's version from
+    /// the last lookup that confirmed the copy's fill (see [`get_unchanged`]).
+    index_version: Option<u64>,
+    entry: Arc<HotEntry>,
+}
+
+impl ThreadCopy {
+    fn is_of(&self, stamps: &Stamps, key: &str, key_hash: u128, stamp: u64) -> bool {
+        self.tier == stamps.tier
+            && self.key_hash == key_hash
+            && self.stamp == stamp
+            && *self.entry.key == *key
+    }
+}
+
 /// One slot: a copy, and the key that lately looked it up without one.
 #[derive(Default)]
 struct Slot {
-    /// The copy with its tier, key hash and stamp.
-    copy: Option<(u64, u128, u64, Arc<HotEntry>)>,
+    copy: Option<ThreadCopy>,
     /// The key (tier, hash) that missed on this slot last, and how often in a row.
     candidate: (u64, u128),
     seen: u8,
@@ -92,29 +113,58 @@ fn slot_of(key_hash: u128) -> usize {
 }
 
 /// This thread's copy of fill `fill_id` of `key`, if it has one whose stamp is still
-/// `stamp` (read with [`Stamps::read`]).
+/// `stamp` (read with [`Stamps::read`]); the lookup that called it found `fill_id` in
+/// the index at `index_version` (see [`get_unchanged`]).
 pub(super) fn get(
     stamps: &Stamps,
     key: &str,
-    key_hash: u128,
-    fill_id: u64,
+    (key_hash, fill_id): (u128, u64),
     stamp: u64,
+    index_version: Option<u64>,
+) -> Option<Arc<HotEntry>> {
+    COPIES.with_borrow_mut(|slots| {
+        let copy = slots.get_mut(slot_of(key_hash))?.copy.as_mut()?;
+        if !copy.is_of(stamps, key, key_hash, stamp) || copy.entry.fill_id != fill_id {
+            return None;
+        }
+        copy.index_version = index_version;
+        Some(Arc::clone(&copy.entry))
+    })
+}
+
+/// This thread's copy of `key`, if its stamp is unchanged and `unchanged` says
+/// that the index has changed nothing in the key's shard since a lookup found the
+/// copy's fill there with a full count: that fill is still the key's, and the hit has
+/// nothing to count, so the caller need not look in the index at all.
+pub(super) fn get_unchanged(
+    stamps: &Stamps,
+    key: &str,
+    key_hash: u128,
+    unchanged: impl FnOnce(u64) -> bool,
 ) -> Option<Arc<HotEntry>> {
     COPIES.with_borrow(|slots| {
-        let (tier, hash, kept, copy) = slots.get(slot_of(key_hash))?.copy.as_ref()?;
-        let same = *tier == stamps.tier
-            && *hash == key_hash
-            && *kept == stamp
-            && copy.fill_id == fill_id
-            && *copy.key == *key;
-        same.then(|| Arc::clone(copy))
+        let copy = slots.get(slot_of(key_hash))?.copy.as_ref()?;
+        // This thread's own memory first: most lookups end there, reading no stamp.
+        if copy.key_hash != key_hash || copy.tier != stamps.tier {
+            return None;
+        }
+        let version = copy.index_version?;
+        let stamp = stamps.read(key_hash);
+        (copy.is_of(stamps, key, key_hash, stamp) && unchanged(version))
+            .then(|| Arc::clone(&copy.entry))
     })
 }
 
 /// Tells this thread that `entry`, the tier's entry of `key_hash` read after its stamp
-/// was `stamp`, answered a lookup that found no copy; it copies the entry once the key
-/// has come often enough in a row, or at once when the slot held a stale copy of it.
-pub(super) fn offer(stamps: &Stamps, key_hash: u128, stamp: u64, entry: &HotEntry) {
+/// was `stamp`, answered a lookup that found no copy (and its fill in the index at
+/// `index_version`); it copies the entry once the key has come often enough in a row,
+/// or at once when the slot held a stale copy of it.
+pub(super) fn offer(
+    stamps: &Stamps,
+    (key_hash, stamp): (u128, u64),
+    index_version: Option<u64>,
+    entry: &HotEntry,
+) {
     if entry.body.len() > COPY_MAX {
         return;
     }
@@ -127,7 +177,7 @@ pub(super) fn offer(stamps: &Stamps, key_hash: u128, stamp: u64, entry: &HotEntr
         let stale_copy = slot
             .copy
             .as_ref()
-            .is_some_and(|(tier, hash, _, _)| (*tier, *hash) == key);
+            .is_some_and(|copy| (copy.tier, copy.key_hash) == key);
         if !stale_copy {
             if slot.candidate == key {
                 slot.seen = slot.seen.saturating_add(1);
@@ -140,6 +190,12 @@ pub(super) fn offer(stamps: &Stamps, key_hash: u128, stamp: u64, entry: &HotEntr
             }
         }
         slot.seen = 0;
-        slot.copy = Some((stamps.tier, key_hash, stamp, Arc::new(entry.unshared())));
+        slot.copy = Some(ThreadCopy {
+            tier: stamps.tier,
+            key_hash,
+            stamp,
+            index_version,
+            entry: Arc::new(entry.unshared()),
+        });
     });
 }

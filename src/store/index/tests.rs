@@ -149,7 +149,7 @@ fn newer_fill_wins_and_live_beats_scanned() {
         index.place(k, fill(99, 4), Provenance::Scanned),
         Placed::Lost
     );
-    assert_eq!(index.touch(k), Some(fill(6, 3)));
+    assert_eq!(index.touch(k).map(|(found, _)| found), Some(fill(6, 3)));
     assert_eq!(index.len(), 1);
 
     let s = 8;
@@ -293,7 +293,7 @@ fn matches_a_simple_model_under_random_operations() {
                         entry.2 = (entry.2 + 1).min(MAX_HITS);
                         entry.1
                     });
-                    assert_eq!(index.touch(key), expected);
+                    assert_eq!(index.touch(key).map(|(found, _)| found), expected);
                 }
                 2 => assert_eq!(index.pop_victim(), model.evict(), "seed {seed}"),
                 _ => {
@@ -463,4 +463,39 @@ fn the_ghost_forgets_keys_past_nine_tenths_of_the_budget() {
     index.place(new, fill(20, 400), Provenance::Live);
     // Small queue: the forgotten first key and the new one; main: the other two.
     assert_eq!(drain(&index), vec![keys[0], new, keys[1], keys[2]]);
+}
+
+#[test]
+fn a_full_count_gives_a_version_that_every_change_of_its_shard_ends() {
+    let index = Index::new(1 << 20);
+    let (key, neighbour) = (3u128, 3 + SHARDS as u128);
+    index.place(key, fill(1, 100), Provenance::Live);
+    // The count fills on the MAX_HITS-th hit; only then is there nothing left to count.
+    for _ in 1..MAX_HITS {
+        assert_eq!(index.touch(key).map(|(_, version)| version), Some(None));
+    }
+    let (_, Some(version)) = index.touch(key).unwrap() else {
+        panic!("a full count gives a version");
+    };
+    assert!(index.unchanged_since(key, version));
+    // Hits change nothing.
+    index.touch(key);
+    index.touch(neighbour);
+    assert!(index.unchanged_since(key, version));
+    // A fill of another key of the shard does.
+    index.place(neighbour, fill(2, 100), Provenance::Live);
+    assert!(!index.unchanged_since(key, version));
+
+    let (_, Some(version)) = index.touch(key).unwrap() else {
+        panic!("the count is still full");
+    };
+    assert!(index.remove(neighbour, 2).is_some());
+    assert!(!index.unchanged_since(key, version));
+
+    let (_, Some(version)) = index.touch(key).unwrap() else {
+        panic!("the count is still full");
+    };
+    // An eviction pass spends counts and moves entries.
+    index.pop_victim();
+    assert!(!index.unchanged_since(key, version));
 }
