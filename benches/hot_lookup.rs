@@ -9,11 +9,13 @@
 //! its own single-threaded runtime as a worker has, looks entries up for 2 s and does with each what a response does:
 //! clones the stored header map and the body, then drops them. `hot`: every lookup of
 //! every thread is the one entry; `spread`: each thread picks among the 1,000 others
-//! uniformly at random, with a generator of its own. Prints ns per lookup per thread (the thread's time over its
+//! uniformly at random, with a generator of its own; `large`: every lookup is one 100
+//! KiB entry, which the tier holds as a sealed memory file, and each also finds the
+//! body's file twice, as sending a head and then the body with `sendfile` does. Prints ns per lookup per thread (the thread's time over its
 //! lookups) and the lookups per second of all threads together.
 //!
 //! # Running
-//! `cargo bench --bench hot_lookup` (about 10 s). Results: `benches/RESULTS.md`.
+//! `cargo bench --bench hot_lookup` (about 15 s). Results: `benches/RESULTS.md`.
 
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant, SystemTime};
@@ -21,9 +23,10 @@ use std::time::{Duration, Instant, SystemTime};
 use http::{HeaderMap, HeaderValue, StatusCode};
 use secondhit::config::Fsync;
 use secondhit::store::entry::EntryMeta;
-use secondhit::store::{Store, StoreOptions};
+use secondhit::store::{Store, StoreOptions, mapped};
 
 const SPREAD: usize = 1000;
+const LARGE: usize = 100 * 1024;
 const RUN: Duration = Duration::from_secs(2);
 
 fn meta() -> EntryMeta {
@@ -52,10 +55,16 @@ fn meta() -> EntryMeta {
     }
 }
 
-async fn put(store: &Store, key: &str) {
-    let body = vec![b'x'; 1024];
+async fn put(store: &Store, key: &str, len: usize) {
+    let body = vec![b'x'; len];
     let mut writer = store
-        .begin_fill(key, Store::key_hash(key), &meta(), Some(1024), 1 << 20)
+        .begin_fill(
+            key,
+            Store::key_hash(key),
+            &meta(),
+            Some(len as u64),
+            1 << 20,
+        )
         .await
         .expect("a fill starts");
     writer.write(&body).await.expect("the body is written");
@@ -69,6 +78,16 @@ async fn hit(store: &Store, key: &str, hash: u128) -> bool {
     };
     let headers = entry.meta.response_headers.clone();
     let body = entry.body_in_memory().cloned();
+    if let Some(body) = &body
+        && body.len() >= LARGE
+    {
+        for _ in 0..2 {
+            let found = mapped::with_file_span(body, |file, offset| {
+                std::hint::black_box((file, offset));
+            });
+            assert!(found.is_some(), "a large body is mapped");
+        }
+    }
     std::hint::black_box((&headers, &body));
     body.is_some()
 }
@@ -94,8 +113,26 @@ fn pin_to_cpu(n: usize) {
     }
 }
 
-/// Runs `threads` threads of lookups of `keys[0]` (`hot`) or of the others.
-fn run(store: &Arc<Store>, threads: usize, keys: &Arc<Vec<(String, u128)>>, hot: bool) {
+/// Which keys a run looks up.
+#[derive(Clone, Copy)]
+enum Case {
+    Hot,
+    Spread,
+    Large,
+}
+
+impl Case {
+    fn name(self) -> &'static str {
+        match self {
+            Case::Hot => "hot",
+            Case::Spread => "spread",
+            Case::Large => "large",
+        }
+    }
+}
+
+/// Runs `threads` threads of lookups of the keys `case` names.
+fn run(store: &Arc<Store>, threads: usize, keys: &Arc<Vec<(String, u128)>>, case: Case) {
     let start = Arc::new(Barrier::new(threads));
     let handles: Vec<_> = (0..threads)
         .map(|thread| {
@@ -120,10 +157,10 @@ fn run(store: &Arc<Store>, threads: usize, keys: &Arc<Vec<(String, u128)>>, hot:
                     };
                     while began.elapsed() < RUN {
                         for _ in 0..256 {
-                            let (key, hash) = if hot {
-                                &keys[0]
-                            } else {
-                                &keys[1 + next() % SPREAD]
+                            let (key, hash) = match case {
+                                Case::Hot => &keys[0],
+                                Case::Spread => &keys[1 + next() % SPREAD],
+                                Case::Large => &keys[SPREAD + 1],
                             };
                             assert!(hit(&store, key, *hash).await, "{key} is stored");
                             lookups += 1;
@@ -148,7 +185,7 @@ fn run(store: &Arc<Store>, threads: usize, keys: &Arc<Vec<(String, u128)>>, hot:
         .sum();
     println!(
         "{:<6} threads={threads}  ns/lookup per thread: {:<14} lookups/s: {:.0}",
-        if hot { "hot" } else { "spread" },
+        case.name(),
         per_thread.join(", "),
         total
     );
@@ -171,7 +208,7 @@ fn main() {
     .expect("the store opens");
     let store = Arc::new(store);
     let keys: Arc<Vec<(String, u128)>> = Arc::new(
-        (0..=SPREAD)
+        (0..=SPREAD + 1)
             .map(|i| {
                 let key = format!("GET http://bench.test/object/{i}");
                 let hash = Store::key_hash(&key);
@@ -184,16 +221,16 @@ fn main() {
         .build()
         .expect("a runtime");
     runtime.block_on(async {
-        for (key, hash) in keys.iter() {
-            put(&store, key).await;
+        for (i, (key, hash)) in keys.iter().enumerate() {
+            put(&store, key, if i == SPREAD + 1 { LARGE } else { 1024 }).await;
             // Twice: the first lookup reads the file and offers the tier a copy.
             hit(&store, key, *hash).await;
             assert!(hit(&store, key, *hash).await, "{key} is stored");
         }
     });
     for threads in [1, 2] {
-        for hot in [true, false] {
-            run(&store, threads, &keys, hot);
+        for case in [Case::Hot, Case::Spread, Case::Large] {
+            run(&store, threads, &keys, case);
         }
     }
 }

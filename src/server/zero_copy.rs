@@ -2,7 +2,7 @@
 //!
 //! hyper writes a response as slices of `Bytes` (`poll_write_vectored`). When one of
 //! them is (part of) a body the memory tier holds as a sealed memory file
-//! ([`store::mapped::file_span`]), [`ZeroCopyStream`] sends it with `sendfile(2)`
+//! ([`store::mapped::with_file_span`]), [`ZeroCopyStream`] sends it with `sendfile(2)`
 //! from that file instead of copying it from memory into the socket, as nginx does
 //! with `sendfile on`; the kernel then hands the file's pages to the socket.
 //! Slices before it are written first, with `MSG_MORE`, and hyper asks again for the
@@ -12,7 +12,7 @@
 //! byte, so it reads a mapped body from memory like any other. A short `sendfile` is a
 //! short write, which hyper continues like any other.
 //!
-//! [`store::mapped::file_span`]: crate::store::mapped::file_span
+//! [`store::mapped::with_file_span`]: crate::store::mapped::with_file_span
 
 use std::io;
 use std::pin::Pin;
@@ -87,18 +87,6 @@ impl ZeroCopyStream {
     }
 }
 
-/// The first slice worth sending from its file, with its position in `bufs`.
-#[cfg(target_os = "linux")]
-fn first_mapped(bufs: &[io::IoSlice<'_>]) -> Option<(usize, std::sync::Arc<std::fs::File>, u64)> {
-    bufs.iter().enumerate().find_map(|(index, buf)| {
-        if buf.len() < SENDFILE_MIN {
-            return None;
-        }
-        let (file, offset) = crate::store::mapped::file_span(buf)?;
-        Some((index, file, offset))
-    })
-}
-
 impl AsyncRead for ZeroCopyStream {
     fn poll_read(
         self: Pin<&mut Self>,
@@ -125,11 +113,19 @@ impl AsyncWrite for ZeroCopyStream {
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         #[cfg(target_os = "linux")]
-        match first_mapped(bufs) {
-            Some((0, file, offset)) => return this.poll_sendfile(cx, &file, offset, bufs[0].len()),
-            // What comes before goes first; hyper calls again for the rest.
-            Some((index, ..)) => return this.poll_write_more(cx, &bufs[..index]),
-            None => {}
+        for (index, buf) in bufs.iter().enumerate() {
+            if buf.len() < SENDFILE_MIN {
+                continue;
+            }
+            let sent = crate::store::mapped::with_file_span(buf, |file, offset| {
+                (index == 0).then(|| this.poll_sendfile(cx, file, offset, buf.len()))
+            });
+            match sent {
+                Some(Some(sent)) => return sent,
+                // What comes before goes first; hyper calls again for the rest.
+                Some(None) => return this.poll_write_more(cx, &bufs[..index]),
+                None => {}
+            }
         }
         Pin::new(&mut this.io).poll_write_vectored(cx, bufs)
     }

@@ -6,7 +6,7 @@
 //! CPU time. Held instead as a memory file ([`sealed_copy`]), its bytes are that
 //! file's pages; the body still travels through hyper as ordinary `Bytes` (a read-only
 //! mapping of the file), and the connection's stream (`server::zero_copy`) asks
-//! [`file_span`] whether a slice it is told to write is one of these; if so it sends
+//! [`with_file_span`] whether a slice it is told to write is one of these; if so it sends
 //! it from the file, which the kernel does without a copy. Nothing depends on that
 //! recognition: a writer that does not ask writes the mapped bytes like any others.
 //!
@@ -18,14 +18,18 @@
 //! refuses every later change: the bytes a hit sends are the bytes that were verified.
 //!
 //! Every mapping is registered by its address range while a `Bytes` of it lives, and
-//! unregistered before it is unmapped, so an address is never found after its mapping
-//! is gone (a slice being written keeps its mapping alive: the writer holds a `Bytes`).
+//! unregistered before it is unmapped. A lookup reads the registry as it was when the
+//! lookup began (older versions live on while a lookup uses them), and looks up only a
+//! slice whose `Bytes` it holds: that mapping was registered before the `Bytes` existed,
+//! so the lookup finds it, never a dropped mapping that had the same address.
 
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, LazyLock};
+
+use arc_swap::ArcSwap;
 
 use bytes::Bytes;
 use memmap2::{Mmap, MmapOptions};
@@ -37,6 +41,7 @@ use xxhash_rust::xxh3::{Xxh3Default, xxh3_64};
 pub const MAPPED_BODY_MIN: u64 = 64 * 1024;
 
 /// Where a mapped range's bytes are in its file.
+#[derive(Clone)]
 struct Span {
     /// One past the range's last address.
     end: usize,
@@ -46,10 +51,10 @@ struct Span {
     offset: u64,
 }
 
-/// Mapped ranges by start address. A lock, not a lock-free map: it is read only for
-/// writes of at least [`MAPPED_BODY_MIN`] bytes (and only while something is mapped),
-/// and written only when a body is mapped or dropped, far less often than it is read.
-static SPANS: RwLock<BTreeMap<usize, Span>> = RwLock::new(BTreeMap::new());
+/// Mapped ranges by start address. Read on every large hit by every worker, written only
+/// when a body is mapped or dropped: so replaced whole on each change (arc-swap), and a
+/// read writes nothing another worker reads, as a lock's reader count would.
+static SPANS: LazyLock<ArcSwap<BTreeMap<usize, Span>>> = LazyLock::new(ArcSwap::default);
 
 /// How many ranges `SPANS` holds, so that a writer skips the lock while it holds none.
 static MAPPED: AtomicUsize = AtomicUsize::new(0);
@@ -69,10 +74,13 @@ impl AsRef<[u8]> for MappedBody {
 impl Drop for MappedBody {
     fn drop(&mut self) {
         let start = self.as_ref().as_ptr() as usize;
-        let mut spans = SPANS
-            .write()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if spans.remove(&start).is_some() {
+        let mut removed = false;
+        SPANS.rcu(|spans| {
+            let mut spans = BTreeMap::clone(spans);
+            removed = spans.remove(&start).is_some();
+            spans
+        });
+        if removed {
             MAPPED.fetch_sub(1, Ordering::Relaxed);
         }
         // `map` is unmapped after this, once no lookup can find its range.
@@ -85,7 +93,7 @@ const COPY_CHUNK: usize = 256 * 1024;
 /// What [`sealed_copy`] made of a body.
 pub(super) enum Copied {
     /// The verified body, mapped from its sealed memory file and registered for
-    /// [`file_span`].
+    /// [`with_file_span`].
     Body(Bytes),
     /// The body read from the entry file does not match `body_hash`.
     Mismatch,
@@ -140,35 +148,32 @@ pub(super) fn sealed_copy(
         file: Arc::new(copy),
         offset: 0,
     };
-    {
-        let mut spans = SPANS
-            .write()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if spans.insert(begin, span).is_none() {
-            MAPPED.fetch_add(1, Ordering::Relaxed);
-        }
+    let mut added = false;
+    SPANS.rcu(|spans| {
+        let mut spans = BTreeMap::clone(spans);
+        added = spans.insert(begin, span.clone()).is_none();
+        spans
+    });
+    if added {
+        MAPPED.fetch_add(1, Ordering::Relaxed);
     }
     Ok(Copied::Body(Bytes::from_owner(body)))
 }
 
-/// The file and offset holding exactly `data`, when `data` lies within a body mapped
-/// by [`map_body`] that is still alive (the caller holds a `Bytes` of it).
-pub fn file_span(data: &[u8]) -> Option<(Arc<File>, u64)> {
+/// Runs `send` with the file and offset holding exactly `data`, when `data` lies within
+/// a body mapped by [`sealed_copy`] that is still alive (the caller holds a `Bytes` of
+/// it); `None` otherwise. The file is lent, not shared: no count of it is written.
+pub fn with_file_span<R>(data: &[u8], send: impl FnOnce(&File, u64) -> R) -> Option<R> {
     if MAPPED.load(Ordering::Relaxed) == 0 || data.is_empty() {
         return None;
     }
     let address = data.as_ptr() as usize;
-    let spans = SPANS
-        .read()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let spans = SPANS.load();
     let (&begin, span) = spans.range(..=address).next_back()?;
     if address + data.len() > span.end {
         return None;
     }
-    Some((
-        Arc::clone(&span.file),
-        span.offset + (address - begin) as u64,
-    ))
+    Some(send(&span.file, span.offset + (address - begin) as u64))
 }
 
 #[cfg(test)]
@@ -182,6 +187,21 @@ mod tests {
         let mut file = File::create(&path).expect("create");
         file.write_all(bytes).expect("write");
         (dir, File::open(&path).expect("open"))
+    }
+
+    /// The file and offset of `data`, as a sender is lent them.
+    fn file_span(data: &[u8]) -> Option<(File, u64)> {
+        with_file_span(data, |file, at| {
+            (file.try_clone().expect("a second handle"), at)
+        })
+    }
+
+    /// A weak handle on the file registered for the mapping that starts at `address`.
+    fn registered_file(address: usize) -> Option<std::sync::Weak<File>> {
+        SPANS
+            .load()
+            .get(&address)
+            .map(|span| Arc::downgrade(&span.file))
     }
 
     fn copied(copied: io::Result<Copied>) -> Bytes {
@@ -205,19 +225,21 @@ mod tests {
         let (found, at) = file_span(&slice).expect("a slice of a sealed copy is found");
         assert_eq!(at, 1_000);
         let mut sent = vec![0u8; 70_000];
-        std::os::unix::fs::FileExt::read_exact_at(&*found, &mut sent, at).expect("read");
+        std::os::unix::fs::FileExt::read_exact_at(&found, &mut sent, at).expect("read");
         assert_eq!(&sent[..], &expected[1_000..71_000]);
         // Bytes outside every mapping are not.
         assert!(file_span(&content[..70_000]).is_none());
 
         // Compared by file, not by address: another test may map at the freed address.
-        let weak = Arc::downgrade(&found);
+        let weak = registered_file(body.as_ptr() as usize).expect("registered");
         drop(found);
         drop((body, slice));
-        assert!(
-            weak.upgrade().is_none(),
-            "a dropped copy is unregistered and closed"
-        );
+        // A lookup on another thread may hold the registry's previous version a moment.
+        let closed = (0..100_000).any(|_| {
+            std::thread::yield_now();
+            weak.upgrade().is_none()
+        });
+        assert!(closed, "a dropped copy is unregistered and closed");
     }
 
     #[test]
@@ -226,7 +248,7 @@ mod tests {
         let (_dir, file) = file_of(&content);
         let body = copied(sealed_copy(&file, 0, 100_000, xxh3_64(&content)));
         let (copy, _) = file_span(&body).expect("registered");
-        let write = std::os::unix::fs::FileExt::write_at(&*copy, b"x", 10);
+        let write = std::os::unix::fs::FileExt::write_at(&copy, b"x", 10);
         assert!(write.is_err(), "a write to the sealed copy is refused");
         assert!(copy.set_len(10).is_err(), "the sealed copy cannot shrink");
         assert_eq!(&body[..], &content[..]);
