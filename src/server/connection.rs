@@ -54,6 +54,7 @@ use crate::key::ClientScheme;
 use crate::proxy::Proxy;
 
 /// What every client connection is served with, shared by the plain and the TLS listener.
+#[derive(Clone)]
 pub(super) struct Serving {
     pub(super) proxy: Arc<Proxy>,
     /// hyper-util's builder, set up once from `[server]` in `Server::run`.
@@ -76,11 +77,7 @@ impl Serving {
     pub(super) fn for_worker(&self) -> Serving {
         Serving {
             proxy: Arc::new(Proxy::clone(&self.proxy)),
-            builder: self.builder.clone(),
-            limits: self.limits,
-            header_read_timeout: self.header_read_timeout,
-            idle_timeout: self.idle_timeout,
-            send_timeout: self.send_timeout,
+            ..self.clone()
         }
     }
 

@@ -71,9 +71,8 @@
 //! The byte counters are plain counters that publish no other memory, so they
 //! use `Relaxed`; the budget check is one atomic read-modify-write on `used`.
 
-use std::sync::atomic::AtomicBool;
-use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use shard::{Queue, Shard};

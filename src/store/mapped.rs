@@ -56,7 +56,7 @@ struct Span {
 /// read writes nothing another worker reads, as a lock's reader count would.
 static SPANS: LazyLock<ArcSwap<BTreeMap<usize, Span>>> = LazyLock::new(ArcSwap::default);
 
-/// How many ranges `SPANS` holds, so that a writer skips the lock while it holds none.
+/// How many ranges `SPANS` holds, so that a writer skips the registry while it holds none.
 static MAPPED: AtomicUsize = AtomicUsize::new(0);
 
 /// The owner of one mapped body: unregisters it before unmapping it.
@@ -74,17 +74,23 @@ impl AsRef<[u8]> for MappedBody {
 impl Drop for MappedBody {
     fn drop(&mut self) {
         let start = self.as_ref().as_ptr() as usize;
-        let mut removed = false;
-        SPANS.rcu(|spans| {
-            let mut spans = BTreeMap::clone(spans);
-            removed = spans.remove(&start).is_some();
-            spans
-        });
-        if removed {
+        if change_spans(|spans| spans.remove(&start).is_some()) {
             MAPPED.fetch_sub(1, Ordering::Relaxed);
         }
-        // `map` is unmapped after this, once no lookup can find its range.
+        // `map` is unmapped after this, once the registry no longer names its range.
     }
+}
+
+/// Replaces the registry with a copy that `change` changed; returns what `change` last
+/// returned (it runs again on a copy of the newer registry when another change raced it).
+fn change_spans(change: impl Fn(&mut BTreeMap<usize, Span>) -> bool) -> bool {
+    let mut changed = false;
+    SPANS.rcu(|spans| {
+        let mut spans = BTreeMap::clone(spans);
+        changed = change(&mut spans);
+        spans
+    });
+    changed
 }
 
 /// Bytes copied per read while making a sealed copy.
@@ -148,13 +154,7 @@ pub(super) fn sealed_copy(
         file: Arc::new(copy),
         offset: 0,
     };
-    let mut added = false;
-    SPANS.rcu(|spans| {
-        let mut spans = BTreeMap::clone(spans);
-        added = spans.insert(begin, span.clone()).is_none();
-        spans
-    });
-    if added {
+    if change_spans(|spans| spans.insert(begin, span.clone()).is_none()) {
         MAPPED.fetch_add(1, Ordering::Relaxed);
     }
     Ok(Copied::Body(Bytes::from_owner(body)))
