@@ -41,12 +41,17 @@
 //! origin fetches: the first sight, and the fill of the first request that found the key
 //! recorded.
 //!
-//! The slots are a map behind one mutex, held only to insert, look up or remove one key:
-//! never across an await, so different keys never wait for each other. A hit never
-//! touches it.
+//! The slots are maps in [`SHARDS`] shards by key, each behind its own mutex, held only to
+//! insert, look up or remove one key: never across an await. Misses of different keys
+//! rarely meet on one lock, so workers on different cores do not take turns at it. A
+//! refused key is also remembered by each thread that saw it refused, until its refusal
+//! ends: a hot uncacheable URL's misses take no shared lock at all. A hit never touches
+//! any of it.
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -61,17 +66,31 @@ use crate::store::FillDrop;
 const REFUSED_FOR: Duration = Duration::from_secs(10);
 
 /// Most keys remembered as refused at once: past it, a refused key is not remembered
-/// (its next burst queues behind one leader, as if it were new). Bounds the map's memory
-/// however many distinct uncacheable URLs are asked for.
+/// (its next burst queues behind one leader, as if it were new). Bounds the maps' memory
+/// however many distinct uncacheable URLs are asked for. Each shard holds its share.
 const MAX_REFUSED: usize = 4096;
 
+/// Shards of the slots; a power of two, so a key's shard is its hash's low bits.
+const SHARDS: usize = 64;
+
+/// Refused keys each thread remembers; a power of two.
+const MEMO_SLOTS: usize = 16;
+
 /// The keys (store hashes) with a fill or refresh in flight, and how to wait for each.
-#[derive(Default)]
 pub(super) struct Collapser {
-    slots: Mutex<Slots>,
+    /// Tells this collapser's keys from another's in a thread's memo (tests run several
+    /// proxies on one thread).
+    id: u64,
+    shards: Box<[Shard]>,
 }
 
-/// The map behind the mutex.
+/// One shard's slots, on a cache line of its own so that locking one does not slow
+/// another core's use of its neighbour.
+#[repr(align(64))]
+#[derive(Default)]
+struct Shard(Mutex<Slots>);
+
+/// The map behind one shard's mutex.
 #[derive(Default)]
 struct Slots {
     map: HashMap<u128, Slot>,
@@ -153,18 +172,34 @@ pub(super) enum Waited {
     TimedOut,
 }
 
+impl Default for Collapser {
+    fn default() -> Collapser {
+        static NEXT_ID: AtomicU64 = AtomicU64::new(0);
+        Collapser {
+            id: NEXT_ID.fetch_add(1, Relaxed),
+            shards: (0..SHARDS).map(|_| Shard::default()).collect(),
+        }
+    }
+}
+
 impl Collapser {
     /// The role of a miss of `hash`: leader if the slot is free and `may_lead`, follower
     /// if it is taken, alone otherwise.
     pub(super) fn join(self: &Arc<Self>, hash: u128, may_lead: bool) -> Role {
-        let mut slots = self.lock();
+        if memo::refused(self.id, hash) {
+            return Role::Alone;
+        }
+        let mut slots = self.lock(hash);
         let Slots { map, refused, .. } = &mut *slots;
         // Made only for a leader: most misses of a refused key, or of one being filled,
         // need no channel of their own.
         let done = match map.entry(hash) {
             Entry::Occupied(taken) => match taken.get() {
                 Slot::Filling(waiting) => return Role::Follower(Follower(waiting.clone())),
-                Slot::Refused(until) if Instant::now() < *until => return Role::Alone,
+                Slot::Refused(until) if Instant::now() < *until => {
+                    memo::remember(self.id, hash, *until);
+                    return Role::Alone;
+                }
                 Slot::Refused(_) => {
                     // Expired: the key is free again.
                     *refused -= 1;
@@ -203,17 +238,23 @@ impl Collapser {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Slots> {
+    /// The slots of `hash`'s shard.
+    fn lock(&self, hash: u128) -> MutexGuard<'_, Slots> {
+        let shard = &self.shards[hash as usize & (SHARDS - 1)];
         // A poisoned lock only means another thread panicked while holding it; the map
         // itself is always consistent (one insert or remove per critical section).
-        self.slots.lock().unwrap_or_else(PoisonError::into_inner)
+        shard.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
 impl Slots {
-    /// Leaves `hash` refused for `REFUSED_FOR`, if there is room; frees it otherwise.
-    fn refuse(&mut self, hash: u128, now: Instant) {
-        if self.refused >= MAX_REFUSED && self.next_sweep.is_none_or(|next| now >= next) {
+    /// Most refused keys one shard remembers.
+    const MAX_REFUSED: usize = MAX_REFUSED / SHARDS;
+
+    /// Leaves `hash` refused for `REFUSED_FOR`, if there is room, and returns until when;
+    /// frees it otherwise.
+    fn refuse(&mut self, hash: u128, now: Instant) -> Option<Instant> {
+        if self.refused >= Self::MAX_REFUSED && self.next_sweep.is_none_or(|next| now >= next) {
             self.map
                 .retain(|_, slot| !matches!(slot, Slot::Refused(until) if *until <= now));
             self.refused = self
@@ -223,12 +264,49 @@ impl Slots {
                 .count();
             self.next_sweep = Some(now + REFUSED_FOR);
         }
-        if self.refused < MAX_REFUSED {
-            self.map.insert(hash, Slot::Refused(now + REFUSED_FOR));
+        if self.refused < Self::MAX_REFUSED {
+            let until = now + REFUSED_FOR;
+            self.map.insert(hash, Slot::Refused(until));
             self.refused += 1;
+            Some(until)
         } else {
             self.map.remove(&hash);
+            None
         }
+    }
+}
+
+/// Each thread's memory of refused keys: a refusal lasts until its instant, whatever
+/// happens meanwhile (nothing takes a `Refused` slot out of its map before it expires),
+/// so a thread that saw one may answer from it without the shard's lock.
+mod memo {
+    use super::*;
+
+    /// A key's refusal: its collapser, its hash, and until when.
+    type Memo = Option<(u64, u128, Instant)>;
+
+    thread_local! {
+        static REFUSED: Cell<[Memo; MEMO_SLOTS]> = const { Cell::new([None; MEMO_SLOTS]) };
+    }
+
+    /// The slot a key's memo takes: bits of its hash the shard is not chosen by.
+    fn slot(hash: u128) -> usize {
+        (hash >> 64) as usize & (MEMO_SLOTS - 1)
+    }
+
+    /// Whether this thread knows `hash` of collapser `id` refused now.
+    pub(super) fn refused(id: u64, hash: u128) -> bool {
+        let memo = REFUSED.with(|memos| memos.get()[slot(hash)]);
+        matches!(memo, Some((of, key, until)) if of == id && key == hash && Instant::now() < until)
+    }
+
+    /// Notes that `hash` of collapser `id` is refused until `until`.
+    pub(super) fn remember(id: u64, hash: u128, until: Instant) {
+        REFUSED.with(|memos| {
+            let mut all = memos.get();
+            all[slot(hash)] = Some((id, hash, until));
+            memos.set(all);
+        });
     }
 }
 
@@ -268,9 +346,11 @@ impl Leader {
         if std::mem::replace(&mut self.vacated, true) {
             return;
         }
-        let mut slots = self.collapser.lock();
+        let mut slots = self.collapser.lock(self.hash);
         if self.refused {
-            slots.refuse(self.hash, Instant::now());
+            if let Some(until) = slots.refuse(self.hash, Instant::now()) {
+                memo::remember(self.collapser.id, self.hash, until);
+            }
         } else {
             slots.map.remove(&self.hash);
         }
@@ -444,14 +524,13 @@ mod tests {
 
     #[test]
     fn refused_keys_are_bounded_and_expire() {
-        let collapser = Arc::new(Collapser::default());
+        let mut slots = Slots::default();
         let now = Instant::now();
-        let mut slots = collapser.lock();
-        for hash in 0..MAX_REFUSED as u128 {
-            slots.refuse(hash, now);
+        for hash in 0..Slots::MAX_REFUSED as u128 {
+            assert!(slots.refuse(hash, now).is_some());
         }
-        slots.refuse(u128::MAX, now);
-        assert_eq!(slots.refused, MAX_REFUSED);
+        assert_eq!(slots.refuse(u128::MAX, now), None);
+        assert_eq!(slots.refused, Slots::MAX_REFUSED);
         assert!(
             !slots.map.contains_key(&u128::MAX),
             "no room: not remembered"
@@ -461,6 +540,50 @@ mod tests {
         slots.refuse(u128::MAX, now + REFUSED_FOR);
         assert_eq!(slots.refused, 1);
         assert_eq!(slots.map.len(), 1);
+    }
+
+    #[test]
+    fn a_thread_that_saw_a_key_refused_passes_it_without_the_lock() {
+        let collapser = Arc::new(Collapser::default());
+        let (to_main, from_worker) = std::sync::mpsc::channel();
+        let (to_worker, from_main) = std::sync::mpsc::channel::<()>();
+        let worker = std::thread::spawn({
+            let collapser = collapser.clone();
+            move || {
+                let Role::Leader(leader) = collapser.join(5, true) else {
+                    panic!("leads");
+                };
+                leader.not_storable(NotStored::NoStore);
+                to_main.send(false).expect("main waits");
+                from_main.recv().expect("main says when");
+                let alone = matches!(collapser.join(5, true), Role::Alone);
+                to_main.send(alone).expect("main waits");
+            }
+        });
+        assert_eq!(from_worker.recv(), Ok(false), "refused");
+        let held = collapser.lock(5);
+        to_worker.send(()).expect("the worker waits");
+        // Taking the lock would block until it is dropped below, past this wait.
+        let answered = from_worker.recv_timeout(Duration::from_secs(10));
+        drop(held);
+        worker.join().expect("the worker thread");
+        assert_eq!(answered, Ok(true), "passed while the shard's lock was held");
+        assert!(
+            matches!(collapser.join(5, true), Role::Alone),
+            "a thread without the memo finds the refusal in the map"
+        );
+    }
+
+    #[test]
+    fn a_thread_forgets_a_refusal_once_it_expired() {
+        let collapser = Arc::new(Collapser::default());
+        let past = Instant::now() - REFUSED_FOR;
+        assert!(collapser.lock(6).refuse(6, past - REFUSED_FOR).is_some());
+        memo::remember(collapser.id, 6, past);
+        assert!(
+            matches!(collapser.join(6, true), Role::Leader(_)),
+            "an expired refusal neither passes nor holds the next miss"
+        );
     }
 
     #[tokio::test]
