@@ -27,7 +27,6 @@ use http_body_util::BodyExt;
 use http_body_util::combinators::UnsyncBoxBody;
 use hyper::body::Incoming;
 use hyper_util::client::legacy::connect::HttpConnector;
-use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
 use crate::body::BoxError;
@@ -37,6 +36,7 @@ use health::{Attempt, FailStatuses, Health, Passive, ServerState};
 
 mod balance;
 pub mod health;
+mod in_flight;
 mod pool;
 mod probe;
 mod read_timeout;
@@ -304,7 +304,7 @@ pub struct Origin {
     /// released when the head arrives, so slow response bodies do not hold it, and taken
     /// only after the request body was read ahead ([`upload`]), so slow uploads do not
     /// either.
-    in_flight: Arc<Semaphore>,
+    in_flight: Arc<in_flight::InFlight>,
     /// `origin.queue_timeout`: the longest wait for a permit before a 503.
     queue_timeout: Duration,
     /// How much of a request body is read before a permit is taken, and the pace it must
@@ -368,7 +368,7 @@ impl Origin {
             host_header: config.host_header,
             read_timeout: config.read_timeout,
             head_timeout,
-            in_flight: Arc::new(Semaphore::new(config.max_in_flight)),
+            in_flight: Arc::new(in_flight::InFlight::new(config.max_in_flight)),
             queue_timeout: config.queue_timeout,
             upload: upload::Limits {
                 buffer: config.body_buffer_size,
@@ -414,15 +414,10 @@ impl Origin {
         *request.uri_mut() = uri;
         *request.headers_mut() = headers;
         // A bounded wait: excess requests fail fast with a 503 instead of queueing without
-        // bound behind a slow origin. The semaphore is never closed, so acquire only fails
-        // if that invariant breaks.
-        let permit = match self.in_flight.try_acquire() {
-            Ok(permit) => Ok(permit),
-            // Only a request that must wait pays for a timer.
-            Err(_) => tokio::time::timeout(self.queue_timeout, self.in_flight.acquire())
-                .await
-                .map_err(|_| OriginError::Busy(self.queue_timeout))?,
-        };
+        // bound behind a slow origin. Only a request that must wait pays for a timer.
+        let permit = (self.in_flight.acquire(self.queue_timeout))
+            .await
+            .map_err(|in_flight::Busy| OriginError::Busy(self.queue_timeout))?;
         let answered = self.to_a_server(request, client_host, &key).await;
         drop(permit);
         let (response, addr, header_time) = answered?;
