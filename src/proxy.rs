@@ -141,9 +141,9 @@ struct Ask<'a> {
     live: &'a Arc<Snapshot>,
 }
 
-impl Ask<'_> {
+impl<'a> Ask<'a> {
     /// The request as it goes to its site's origin.
-    fn origin(&self) -> Result<OriginRequest, ProxyError> {
+    fn origin(&self) -> Result<OriginRequest<'a>, ProxyError> {
         OriginRequest::of(self.head, self.client, self.site)
     }
 }

@@ -218,7 +218,7 @@ impl Cache {
     /// the body.
     pub(super) async fn revalidate(
         &self,
-        (origin, request): (&OriginRequest, &HeaderMap),
+        (origin, request): (&OriginRequest<'_>, &HeaderMap),
         mut found: Box<Found>,
     ) -> Result<Revalidated, OriginError> {
         let stored = &found.entry.meta.response_headers;
@@ -377,7 +377,7 @@ impl Cache {
 /// GETs the whole object from `origin`: the client's `request` headers without its
 /// conditionals or ranges, with the stored validators when given.
 async fn fetch_whole(
-    origin: &OriginRequest,
+    origin: &OriginRequest<'_>,
     request: &HeaderMap,
     validators_of: Option<&HeaderMap>,
 ) -> Result<(OriginResponse, SystemTime, SystemTime), OriginError> {

@@ -15,11 +15,12 @@ use crate::origin::{OriginError, OriginResponse, RequestBody};
 use crate::proxy::error::ProxyError;
 use crate::sites::Site;
 
-/// Where and how a client's request reaches its site's origin. Owned, so that a
-/// background refresh can outlive the request it was made from.
-pub(super) struct OriginRequest {
+/// Where and how a client's request reaches its site's origin. A request's own borrows
+/// its site; [`OriginRequest::into_owned`] makes one a background refresh can keep after
+/// the request ends.
+pub(super) struct OriginRequest<'a> {
     /// The site whose origin is asked.
-    site: Arc<Site>,
+    site: SiteRef<'a>,
     /// The client's own path and query.
     target: PathAndQuery,
     /// What the client named as host (sent on when the origin's `host_header` says so).
@@ -28,20 +29,27 @@ pub(super) struct OriginRequest {
     forwarding: Forwarding,
 }
 
-impl OriginRequest {
+/// The site of an [`OriginRequest`]: borrowed from the request's snapshot, so that a
+/// request takes no count on a site every worker shares, or held by a refresh.
+enum SiteRef<'a> {
+    Borrowed(&'a Arc<Site>),
+    Owned(Arc<Site>),
+}
+
+impl<'a> OriginRequest<'a> {
     /// The origin request for the client's `head` from `client` to `site`; fails when
     /// the client named no host.
     pub(super) fn of(
         head: &request::Parts,
         client: ClientConnection,
-        site: &Arc<Site>,
-    ) -> Result<OriginRequest, ProxyError> {
+        site: &'a Arc<Site>,
+    ) -> Result<OriginRequest<'a>, ProxyError> {
         let target =
             (head.uri.path_and_query().cloned()).unwrap_or_else(|| PathAndQuery::from_static("/"));
         let forwarding = Forwarding::of(head, client);
         let host = forwarding.client_host().cloned();
         Ok(OriginRequest {
-            site: Arc::clone(site),
+            site: SiteRef::Borrowed(site),
             target,
             host: host.ok_or(ProxyError::BadRequest(KeyError::MissingHost))?,
             forwarding,
@@ -57,7 +65,25 @@ impl OriginRequest {
         body: RequestBody,
     ) -> Result<OriginResponse, OriginError> {
         self.forwarding.apply(&mut headers);
-        let (origin, target, host) = (&self.site.origin, self.target.as_str(), self.host.clone());
-        origin.send(method, target, headers, host, body).await
+        let site = match &self.site {
+            SiteRef::Borrowed(site) => site,
+            SiteRef::Owned(site) => site,
+        };
+        let (target, host) = (self.target.as_str(), self.host.clone());
+        site.origin.send(method, target, headers, host, body).await
+    }
+
+    /// The same request, holding its site for as long as it is kept.
+    pub(super) fn into_owned(self) -> OriginRequest<'static> {
+        let site = match self.site {
+            SiteRef::Borrowed(site) => Arc::clone(site),
+            SiteRef::Owned(site) => site,
+        };
+        OriginRequest {
+            site: SiteRef::Owned(site),
+            target: self.target,
+            host: self.host,
+            forwarding: self.forwarding,
+        }
     }
 }

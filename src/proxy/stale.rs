@@ -120,6 +120,8 @@ impl Proxy {
         let Ok(origin) = ask.origin() else {
             return;
         };
+        // The task outlives the request, and the site with it.
+        let origin = origin.into_owned();
         // The key's collapse slot: one refresh at a time, and misses of the key meanwhile
         // wait for what it stores.
         let Some(leader) = self.collapser.try_lead(key.store_hash()) else {
@@ -203,7 +205,7 @@ fn purged_detail(mut answer: Answer, purged: bool) -> Answer {
 async fn refresh(
     cache: &Cache,
     live: &Snapshot,
-    (origin, request): (&OriginRequest, &http::HeaderMap),
+    (origin, request): (&OriginRequest<'_>, &http::HeaderMap),
     key: &CacheKey,
     (stored, leader): (&http::HeaderMap, Leader),
 ) {

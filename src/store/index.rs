@@ -164,6 +164,8 @@ pub(crate) struct Counts {
 
 /// The sharded two-queue index with its byte budget.
 pub(crate) struct Index {
+    /// Tells this index's keys from another's in a thread's memory of absent keys.
+    id: u64,
     shards: Box<[Mutex<Shard>]>,
     /// Per shard: raised by every change of which fill a key has, or of a hit count other
     /// than a hit's ([`Index::touch`], [`Index::unchanged_since`]).
@@ -194,6 +196,41 @@ pub(crate) struct Index {
     evictions: AtomicU64,
 }
 
+/// Each thread's memory of keys it found absent, with their shard's version then.
+mod absent {
+    use std::cell::Cell;
+
+    /// Keys remembered per thread; a power of two.
+    const SLOTS: usize = 16;
+
+    /// An absent key: its index, its hash, and its shard's version when it was looked up.
+    type Memo = Option<(u64, u128, u64)>;
+
+    thread_local! {
+        static ABSENT: Cell<[Memo; SLOTS]> = const { Cell::new([None; SLOTS]) };
+    }
+
+    /// The slot a key's memo takes: bits of its hash the shard is not chosen by.
+    fn slot(key_hash: u128) -> usize {
+        (key_hash >> 64) as usize & (SLOTS - 1)
+    }
+
+    /// Whether this thread found `key_hash` of index `id` absent at `version`.
+    pub(super) fn known(id: u64, key_hash: u128, version: u64) -> bool {
+        let memo = ABSENT.with(|memos| memos.get()[slot(key_hash)]);
+        memo == Some((id, key_hash, version))
+    }
+
+    /// Notes that `key_hash` of index `id` was absent at `version`.
+    pub(super) fn remember(id: u64, key_hash: u128, version: u64) {
+        ABSENT.with(|memos| {
+            let mut all = memos.get();
+            all[slot(key_hash)] = Some((id, key_hash, version));
+            memos.set(all);
+        });
+    }
+}
+
 impl std::fmt::Debug for Index {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Index")
@@ -206,7 +243,9 @@ impl std::fmt::Debug for Index {
 impl Index {
     /// An empty index with a budget of `max_bytes`.
     pub(crate) fn new(max_bytes: u64) -> Index {
+        static NEXT_ID: AtomicU64 = AtomicU64::new(0);
         Index {
+            id: NEXT_ID.fetch_add(1, Relaxed),
             shards: (0..SHARDS).map(|_| Mutex::new(Shard::new())).collect(),
             versions: (0..SHARDS).map(|_| Version(AtomicU64::new(0))).collect(),
             clock: AtomicU64::new(1),
@@ -260,11 +299,23 @@ impl Index {
     /// not move); and, once its count is full, its shard's version from before the
     /// lookup: while [`Index::unchanged_since`] that version, the key still has this fill
     /// and a full count, so a later hit may skip the lock, having nothing to count.
+    ///
+    /// A key found absent is remembered by the thread with that version
+    /// ([`absent`]): while the version is unchanged nothing was placed in the shard, so
+    /// the key's next misses on this thread (a URL passed through again and again) take
+    /// no lock either.
     pub(crate) fn touch(&self, key_hash: u128) -> Option<(Fill, Option<u64>)> {
         let shard_no = key_hash as usize % SHARDS;
         let version = self.versions[shard_no].0.load(Acquire);
+        if absent::known(self.id, key_hash, version) {
+            return None;
+        }
         let mut shard = self.lock(shard_no);
-        let slot = shard.slot_mut(&key_hash)?;
+        let Some(slot) = shard.slot_mut(&key_hash) else {
+            drop(shard);
+            absent::remember(self.id, key_hash, version);
+            return None;
+        };
         slot.hits = (slot.hits + 1).min(MAX_HITS);
         Some((slot.fill, (slot.hits == MAX_HITS).then_some(version)))
     }

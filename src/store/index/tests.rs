@@ -499,3 +499,42 @@ fn a_full_count_gives_a_version_that_every_change_of_its_shard_ends() {
     index.pop_victim();
     assert!(!index.unchanged_since(key, version));
 }
+
+#[test]
+fn a_key_found_absent_is_found_once_placed() {
+    let index = Index::new(u64::MAX);
+    assert_eq!(index.touch(42), None);
+    assert_eq!(index.touch(42), None, "still absent");
+    index.place(42, fill(1, 10), Provenance::Live);
+    assert_eq!(index.touch(42).map(|(found, _)| found), Some(fill(1, 10)));
+    assert!(index.remove(42, 1).is_some());
+    assert_eq!(index.touch(42), None, "gone once removed");
+}
+
+#[test]
+fn a_key_found_absent_again_on_a_thread_takes_no_lock() {
+    let index = std::sync::Arc::new(Index::new(u64::MAX));
+    let (to_main, from_worker) = std::sync::mpsc::channel();
+    let (to_worker, from_main) = std::sync::mpsc::channel::<()>();
+    let worker = std::thread::spawn({
+        let index = index.clone();
+        move || {
+            let first = index.touch(7);
+            to_main.send(first.is_none()).expect("main waits");
+            from_main.recv().expect("main says when");
+            to_main.send(index.touch(7).is_none()).expect("main waits");
+        }
+    });
+    assert_eq!(from_worker.recv(), Ok(true), "absent");
+    let held = index.shard(7);
+    to_worker.send(()).expect("the worker waits");
+    // Taking the lock would block until it is dropped below, past this wait.
+    let answered = from_worker.recv_timeout(std::time::Duration::from_secs(10));
+    drop(held);
+    worker.join().expect("the worker thread");
+    assert_eq!(
+        answered,
+        Ok(true),
+        "answered while the shard's lock was held"
+    );
+}
