@@ -15,6 +15,8 @@
 # written to $OUT/vs_nginx.txt. Needs here: nginx, wrk, cargo, ldd; there: bash,
 # python3, taskset. SECONDHIT_BIN packs that binary instead of building one, and BUNDLE
 # names another directory (run.sh then needs benches/ beside it, as in the repository).
+# BASELINE_BIN packs a second secondhit build (with BASELINE_COMMIT, what it was built
+# from), and run.sh then measures it beside the first (vs_nginx.sh's A/B).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -35,6 +37,12 @@ fi
 cp "$SECONDHIT_BIN" "$BUNDLE/real/secondhit"
 # The commit the binary was built from, "+changes" when the tree differed from it.
 echo "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo +changes)" >"$BUNDLE/commit"
+programs="secondhit nginx wrk"
+if [[ -n "${BASELINE_BIN:-}" ]]; then
+  cp "$BASELINE_BIN" "$BUNDLE/real/secondhit-base"
+  echo "${BASELINE_COMMIT:-unknown}" >"$BUNDLE/baseline-commit"
+  programs="$programs secondhit-base"
+fi
 cp "$(command -v nginx)" "$BUNDLE/real/nginx"
 cp "$(command -v wrk)" "$BUNDLE/real/wrk"
 
@@ -53,7 +61,7 @@ fi
 
 # A wrapper per program: exec keeps the PID, so vs_nginx.sh's PIDs and CPU times are the
 # program's own; nginx's workers name themselves, so pgrep still finds them.
-for program in secondhit nginx wrk; do
+for program in $programs; do
   cat >"$BUNDLE/bin/$program" <<EOF
 #!/usr/bin/env bash
 here=\$(cd "\$(dirname "\${BASH_SOURCE[0]}")/.." && pwd)
@@ -71,6 +79,9 @@ export PATH="$here/bin:$PATH"
 # Debian's nginx checks its compiled-in temp and log directories at start.
 mkdir -p /var/lib/nginx /var/log/nginx 2>/dev/null || true
 export SECONDHIT_BIN="$here/bin/secondhit"
+if [[ -x "$here/bin/secondhit-base" ]]; then
+  export BASELINE_BIN="$here/bin/secondhit-base"
+fi
 export WORKERS=${WORKERS:-"1 4 8"}
 export CASES=${CASES:-"hit-1k hit-100k pass-1k first-sight-1k miss-1k-nofsync"}
 export ROUNDS=${ROUNDS:-2} DURATION=${DURATION:-4s} RSS_SECONDS=${RSS_SECONDS:-5}
@@ -78,6 +89,7 @@ export ROUNDS=${ROUNDS:-2} DURATION=${DURATION:-4s} RSS_SECONDS=${RSS_SECONDS:-5
   echo "machine: $(nproc) CPUs, $(uname -srm), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
   echo "caches on: $(df -T "${TMPDIR:-/tmp}" | awk 'NR == 2 {print $2, "(" $1 ")"}') under ${TMPDIR:-/tmp}"
   echo "built from: $(cat "$here/commit")"
+  if [[ -n "${BASELINE_BIN:-}" ]]; then echo "baseline built from: $(cat "$here/baseline-commit"), $("$BASELINE_BIN" --version)"; fi
   echo "command: WORKERS=\"$WORKERS\" CASES=\"$CASES\" ROUNDS=$ROUNDS DURATION=$DURATION bash benches/vs_nginx.sh"
   "$SECONDHIT_BIN" --version
   bash "$here/../benches/vs_nginx.sh"

@@ -39,6 +39,11 @@
 # the proxy shares CPU 1 with the origin and the load, so its req/s there says little,
 # and its CPU time per request is the figure to read.
 #
+# A/B: with BASELINE_BIN naming another secondhit build, each case also runs against a
+# second set of secondhit instances started from it (same configs, same CPUs), after
+# nginx and secondhit in every round, and a second table compares the two builds' CPU
+# time per request, the way a change is judged on many cores in one run.
+#
 # Needs: nginx, wrk, taskset (util-linux), python3 (to pick free ports) — on Debian
 # `apt-get install nginx wrk`. Installs nothing itself. Builds the release binary
 # with cargo unless SECONDHIT_BIN names one.
@@ -51,6 +56,7 @@
 #
 # Run:  bash benches/vs_nginx.sh            (about 15 minutes with the defaults)
 #       WORKERS=1 CASES="hit-1k pass-1k" ROUNDS=5 DURATION=10s bash benches/vs_nginx.sh
+#       BASELINE_BIN=<the build before a change> bash benches/vs_nginx.sh
 set -euo pipefail
 
 ROUNDS=${ROUNDS:-3}
@@ -89,6 +95,10 @@ done
 if [[ -z "${SECONDHIT_BIN:-}" ]]; then
   cargo build --release --locked --quiet
   SECONDHIT_BIN=target/release/secondhit
+fi
+if [[ -n "${BASELINE_BIN:-}" && ! -x "$BASELINE_BIN" ]]; then
+  echo "vs_nginx: BASELINE_BIN ($BASELINE_BIN) is not an executable file" >&2
+  exit 2
 fi
 
 WORK=$(mktemp -d -t secondhit-vs-nginx.XXXXXX)
@@ -263,21 +273,27 @@ EOF
   NGINX_MASTER=$!
   PIDS+=("$NGINX_MASTER")
   declare -gA PORT PID
-  for name in secondhit files first fsync nofsync; do
-    PORT[$name]=$(free_port)
-  done
-  secondhit_config "$n" "${PORT[secondhit]}" "cache-$n" "" always >"$WORK/secondhit-$n.toml"
-  secondhit_config "$n" "${PORT[files]}" "files-cache-$n" 'memory_size = "0"' always >"$WORK/files-$n.toml"
-  secondhit_config "$n" "${PORT[first]}" "first-cache-$n" "" second-hit >"$WORK/first-$n.toml"
-  secondhit_config "$n" "${PORT[fsync]}" "fsync-cache-$n" "fsync = true" always >"$WORK/fsync-$n.toml"
-  secondhit_config "$n" "${PORT[nofsync]}" "nofsync-cache-$n" "fsync = false" always >"$WORK/nofsync-$n.toml"
-  for name in secondhit files first fsync nofsync; do
-    taskset -c "$(commas "${cpus[@]}")" "$SECONDHIT_BIN" serve --config "$WORK/$name-$n.toml" >"$WORK/$name-$n.log" 2>&1 &
-    PID[$name]=$!
-    PIDS+=($!)
+  local build bin prefix
+  for build in "" ${BASELINE_BIN:+base-}; do
+    bin=$SECONDHIT_BIN
+    [[ -n $build ]] && bin=$BASELINE_BIN
+    for name in secondhit files first fsync nofsync; do
+      PORT[$build$name]=$(free_port)
+    done
+    prefix="$WORK/$build"
+    secondhit_config "$n" "${PORT[${build}secondhit]}" "${build}cache-$n" "" always >"${prefix}secondhit-$n.toml"
+    secondhit_config "$n" "${PORT[${build}files]}" "${build}files-cache-$n" 'memory_size = "0"' always >"${prefix}files-$n.toml"
+    secondhit_config "$n" "${PORT[${build}first]}" "${build}first-cache-$n" "" second-hit >"${prefix}first-$n.toml"
+    secondhit_config "$n" "${PORT[${build}fsync]}" "${build}fsync-cache-$n" "fsync = true" always >"${prefix}fsync-$n.toml"
+    secondhit_config "$n" "${PORT[${build}nofsync]}" "${build}nofsync-cache-$n" "fsync = false" always >"${prefix}nofsync-$n.toml"
+    for name in secondhit files first fsync nofsync; do
+      taskset -c "$(commas "${cpus[@]}")" "$bin" serve --config "${prefix}$name-$n.toml" >"${prefix}$name-$n.log" 2>&1 &
+      PID[$build$name]=$!
+      PIDS+=($!)
+    done
   done
   wait_for_port "$NGINX_PORT"
-  for name in secondhit files first fsync nofsync; do wait_for_port "${PORT[$name]}"; done
+  for name in "${!PORT[@]}"; do wait_for_port "${PORT[$name]}"; done
   # The workers do nginx's proxying (the master supervises, the cache loader and manager
   # keep the cache's index): their CPU time counts.
   local tries
@@ -296,12 +312,13 @@ stop_proxies() {
   for pid in "$NGINX_MASTER" "${PID[@]}"; do wait "$pid" 2>/dev/null || true; done
 }
 
-# Requests every cacheable object until nginx and the two hit-case secondhits answer
-# from storage.
+# Requests every cacheable object until nginx and the hit-case secondhits (the baseline's
+# too) answer from storage.
 warm() {
-  python3 - "$NGINX_PORT" "${PORT[secondhit]}" "${PORT[files]}" <<'PY'
+  python3 - "$NGINX_PORT" "${PORT[secondhit]}" "${PORT[files]}" \
+    ${BASELINE_BIN:+"${PORT[base-secondhit]}" "${PORT[base-files]}"} <<'PY'
 import http.client, sys, time
-nginx_port, secondhit_port, files_port = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+nginx_port, secondhit_ports = int(sys.argv[1]), [int(port) for port in sys.argv[2:]]
 paths = ["/one-1k", "/one-100k"] + ["/k/%d" % i for i in range(10000)]
 
 def warm(port, is_hit):
@@ -326,7 +343,7 @@ def warm(port, is_hit):
     sys.exit("warming port %d: %d objects never became hits" % (port, len(pending)))
 
 warm(nginx_port, lambda r: r.getheader("X-Cache-Status") == "HIT")
-for port in (secondhit_port, files_port):
+for port in secondhit_ports:
     warm(port, lambda r: (r.getheader("Cache-Status") or "").startswith("secondhit; hit"))
 PY
 }
@@ -409,6 +426,11 @@ for n in $WORKERS; do
       # Each round's figures as they come (req/s p50 p99 cpu-us), so a run cut short
       # still shows what it measured.
       echo "  N=$n $case_name round $round/$ROUNDS: nginx $nginx_row, secondhit $secondhit_row" >&2
+      if [[ -n "${BASELINE_BIN:-}" ]]; then
+        baseline_row=$(run_wrk "$n" "${PORT[base-$name]}" "$case_name" "$DURATION" "${PID[base-$name]}")
+        echo "$n $case_name baseline $baseline_row $(threads_of "${PID[base-$name]}")" >>"$RESULTS"
+        echo "  N=$n $case_name round $round/$ROUNDS: baseline $baseline_row" >&2
+      fi
     done
   done
   stop_proxies
@@ -434,6 +456,14 @@ for n, case in keys:
         n, case, ng, med(n, case, "nginx", 4), med(n, case, "nginx", 5), ng_cpu,
         sh, med(n, case, "secondhit", 4), med(n, case, "secondhit", 5), sh_cpu, sh / ng,
         ng_cpu / sh_cpu, threads))
+if any(r[2] == "baseline" for r in rows):
+    print()
+    print("N  case             baseline req/s  cpu us   secondhit req/s  cpu us   cpu change")
+    for n, case in keys:
+        base_cpu, sh_cpu = med(n, case, "baseline", 6), med(n, case, "secondhit", 6)
+        print("%-2s %-15s %14.0f %7.2f %17.0f %7.2f %+11.1f%%" % (
+            n, case, med(n, case, "baseline", 3), base_cpu, med(n, case, "secondhit", 3),
+            sh_cpu, 100.0 * (sh_cpu - base_cpu) / base_cpu))
 for line in sys.argv[3:]:
     n, start, end = (int(x) for x in line.split())
     print("N=%d: secondhit RSS over %ss of 10k-key hits: %.1f MiB -> %.1f MiB (%+.1f%%)" % (
