@@ -182,3 +182,83 @@ async fn a_hot_body_changed_or_cut_behind_the_store_is_served_as_verified_then_r
     }
     proxy.stop().await;
 }
+
+/// A client that reads slowly makes the socket take mapped bodies in pieces (short
+/// sends, which hyper continues): pipelined responses still arrive whole and in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mapped_bodies_to_a_slow_reader_arrive_whole_and_in_order() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let origin = versioned_origin().await;
+    let temp = tempfile::tempdir().expect("temp dir");
+    let cache_dir = temp.path().join("cache");
+    let (large, small) = ("/slow-700000", "/slow-after-1000");
+    fill_and_stop(&origin, &cache_dir, &[large.to_owned(), small.to_owned()]).await;
+    let proxy = TestProxy::start_in(origin.addr, &cache_dir, always).await;
+    proxy.wait_scanned().await;
+    let b = base(&proxy);
+    for _ in 0..3 {
+        assert!(fetch(&b, large).await.cache.hit, "hot, so mapped");
+    }
+
+    // A small receive window: the proxy's socket fills long before the body is sent.
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket.set_recv_buffer_size(4096).expect("receive buffer");
+    let mut stream = socket.connect(proxy.addr).await.expect("connect");
+    let ask = |path: &str, last: bool| {
+        let close = if last { "Connection: close\r\n" } else { "" };
+        format!("GET {path} HTTP/1.1\r\nHost: {HOST}\r\n{close}\r\n")
+    };
+    // More than the proxy's socket can hold (up to 4 MiB on loopback) before the
+    // client reads it, so some of a body waits in the proxy.
+    let order = [large, small, large, large, small, large, large, small];
+    let asked: String = (order.iter().enumerate())
+        .map(|(n, path)| ask(path, n == order.len() - 1))
+        .collect();
+    stream.write_all(asked.as_bytes()).await.expect("requests");
+    let mut received = Vec::new();
+    let mut piece = [0u8; 1024];
+    loop {
+        let n = stream.read(&mut piece).await.expect("read");
+        if n == 0 {
+            break;
+        }
+        received.extend_from_slice(&piece[..n]);
+        tokio::task::yield_now().await;
+    }
+
+    let mut rest = &received[..];
+    for path in order {
+        let head_end = rest
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .unwrap_or_else(|| panic!("{path}: no whole head in what is left"))
+            + 4;
+        let head = String::from_utf8_lossy(&rest[..head_end]).to_ascii_lowercase();
+        assert!(head.starts_with("http/1.1 200"), "{path}: {head}");
+        let length: usize = head
+            .lines()
+            .find_map(|line| line.strip_prefix("content-length:"))
+            .and_then(|value| value.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{path}: no length in {head}"));
+        let expected = object(path, 1);
+        assert_eq!(length, expected.len(), "{path}");
+        assert!(rest.len() >= head_end + length, "{path}: body cut short");
+        assert!(
+            rest[head_end..head_end + length] == expected[..],
+            "{path}: body differs"
+        );
+        rest = &rest[head_end + length..];
+    }
+    assert!(
+        rest.is_empty(),
+        "{} bytes after the last response",
+        rest.len()
+    );
+    assert_eq!(
+        origin.count(large),
+        1,
+        "every answer of it came from the cache"
+    );
+    proxy.stop().await;
+}
