@@ -11,11 +11,13 @@
 //! every thread is the one entry; `spread`: each thread picks among the 1,000 others
 //! uniformly at random, with a generator of its own; `large`: every lookup is one 100
 //! KiB entry, which the tier holds as a sealed memory file, and each also finds the
-//! body's file twice, as sending a head and then the body with `sendfile` does. Prints ns per lookup per thread (the thread's time over its
-//! lookups) and the lookups per second of all threads together.
+//! body's file twice, as sending a head and then the body with `sendfile` does;
+//! `absent`: every lookup is one key the store does not hold, as each request for a URL
+//! passed through again and again looks it up. Prints ns per lookup per thread (the
+//! thread's time over its lookups) and the lookups per second of all threads together.
 //!
 //! # Running
-//! `cargo bench --bench hot_lookup` (about 15 s). Results: `benches/RESULTS.md`.
+//! `cargo bench --bench hot_lookup` (about 50 s with its build). Results: `benches/RESULTS.md`.
 
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant, SystemTime};
@@ -119,6 +121,8 @@ enum Case {
     Hot,
     Spread,
     Large,
+    /// One key the store does not hold, as a URL passed through again and again is.
+    Absent,
 }
 
 impl Case {
@@ -127,6 +131,7 @@ impl Case {
             Case::Hot => "hot",
             Case::Spread => "spread",
             Case::Large => "large",
+            Case::Absent => "absent",
         }
     }
 }
@@ -161,8 +166,10 @@ fn run(store: &Arc<Store>, threads: usize, keys: &Arc<Vec<(String, u128)>>, case
                                 Case::Hot => &keys[0],
                                 Case::Spread => &keys[1 + next() % SPREAD],
                                 Case::Large => &keys[SPREAD + 1],
+                                Case::Absent => &keys[SPREAD + 2],
                             };
-                            assert!(hit(&store, key, *hash).await, "{key} is stored");
+                            let stored = !matches!(case, Case::Absent);
+                            assert_eq!(hit(&store, key, *hash).await, stored, "{key}");
                             lookups += 1;
                         }
                     }
@@ -208,7 +215,7 @@ fn main() {
     .expect("the store opens");
     let store = Arc::new(store);
     let keys: Arc<Vec<(String, u128)>> = Arc::new(
-        (0..=SPREAD + 1)
+        (0..=SPREAD + 2)
             .map(|i| {
                 let key = format!("GET http://bench.test/object/{i}");
                 let hash = Store::key_hash(&key);
@@ -221,7 +228,8 @@ fn main() {
         .build()
         .expect("a runtime");
     runtime.block_on(async {
-        for (i, (key, hash)) in keys.iter().enumerate() {
+        // The last key is never stored.
+        for (i, (key, hash)) in keys.iter().enumerate().take(SPREAD + 2) {
             put(&store, key, if i == SPREAD + 1 { LARGE } else { 1024 }).await;
             // Twice: the first lookup reads the file and offers the tier a copy.
             hit(&store, key, *hash).await;
@@ -229,7 +237,7 @@ fn main() {
         }
     });
     for threads in [1, 2] {
-        for case in [Case::Hot, Case::Spread, Case::Large] {
+        for case in [Case::Hot, Case::Spread, Case::Large, Case::Absent] {
             run(&store, threads, &keys, case);
         }
     }
