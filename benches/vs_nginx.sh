@@ -44,8 +44,14 @@
 # nginx and secondhit in every round, and a second table compares the two builds' CPU
 # time per request, the way a change is judged on many cores in one run.
 #
-# Needs: nginx, wrk, taskset (util-linux), python3 (to pick free ports) — on Debian
-# `apt-get install nginx wrk`. Installs nothing itself. Builds the release binary
+# Profiles: with PROFILE=1, each case gets one more run per proxy after its rounds (not
+# in the medians), under `perf record -e cpu-clock -F $PROFILE_HZ` (default 999) of the
+# proxy's processes, and after the tables each run's top $PROFILE_TOP (default 10)
+# symbols by their own share of the samples, and its shares by binary (the kernel, the
+# proxy, the C library). cpu-clock, not the hardware cycle counter, so it works on a VM.
+#
+# Needs: nginx, wrk, taskset (util-linux), python3 (to pick free ports), and perf for
+# PROFILE=1 — on Debian `apt-get install nginx wrk linux-perf`. Installs nothing itself. Builds the release binary
 # with cargo unless SECONDHIT_BIN names one.
 #
 # Files: the caches and logs live in a new directory under $TMPDIR (default /tmp),
@@ -57,6 +63,7 @@
 # Run:  bash benches/vs_nginx.sh            (about 15 minutes with the defaults)
 #       WORKERS=1 CASES="hit-1k pass-1k" ROUNDS=5 DURATION=10s bash benches/vs_nginx.sh
 #       BASELINE_BIN=<the build before a change> bash benches/vs_nginx.sh
+#       PROFILE=1 WORKERS="1 4" CASES=pass-1k ROUNDS=1 bash benches/vs_nginx.sh
 set -euo pipefail
 
 ROUNDS=${ROUNDS:-3}
@@ -76,12 +83,14 @@ else
 fi
 
 cd "$(dirname "$0")/.."
-for tool in nginx wrk taskset python3; do
+for tool in nginx wrk taskset python3 ${PROFILE:+perf}; do
   if ! command -v "$tool" >/dev/null 2>&1; then
-    echo "vs_nginx: '$tool' is not installed (Debian: apt-get install nginx wrk)" >&2
+    echo "vs_nginx: '$tool' is not installed (Debian: apt-get install nginx wrk linux-perf)" >&2
     exit 2
   fi
 done
+PROFILE_HZ=${PROFILE_HZ:-999}
+PROFILE_TOP=${PROFILE_TOP:-10}
 read -r -a PROXY_LIST <<<"$PROXY_CPUS"
 read -r -a LOAD_LIST <<<"$LOAD_CPUS"
 read -r -a ORIGIN_LIST <<<"$ORIGIN_CPUS"
@@ -359,7 +368,8 @@ CLOCK_TICKS=$(getconf CLK_TCK)
 rss_kib_of() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 
 # Prints "req/s p50_ms p99_ms cpu_us_per_request" for one wrk run with N workers ($1)
-# against port $2, case $3, for $4, charging the CPU time of the processes $5...
+# against port $2, case $3, for $4, charging the CPU time of the processes $5...; with
+# PROFILE_TO set, `perf record`s those processes into that file for the run.
 run_wrk() {
   local n=$1 port=$2 case_name=$3 duration=$4
   shift 4
@@ -377,9 +387,18 @@ run_wrk() {
       ;;
   esac
   ticks_before=$(cpu_ticks_of "$@")
+  local recorder=""
+  if [[ -n "${PROFILE_TO:-}" ]]; then
+    perf record -q -e cpu-clock -F "$PROFILE_HZ" -p "$(commas "$@")" -o "$PROFILE_TO" \
+      -- sleep "$duration" >/dev/null 2>&1 &
+    recorder=$!
+  fi
   taskset -c "$(commas "${LOAD_LIST[@]}")" wrk -t"$threads" -c$((64 * n)) -d"$duration" --latency \
     "${script[@]}" "http://127.0.0.1:$port$url" "${args[@]}" >"$WORK/wrk.out"
   ticks_after=$(cpu_ticks_of "$@")
+  if [[ -n "$recorder" ]] && ! wait "$recorder"; then
+    echo "vs_nginx: perf record failed for $case_name on port $port" >&2
+  fi
   python3 - "$WORK/wrk.out" "$((ticks_after - ticks_before))" "$CLOCK_TICKS" "$case_name on port $port" <<'PY'
 import re, sys
 text = open(sys.argv[1]).read()
@@ -432,6 +451,14 @@ for n in $WORKERS; do
         echo "  N=$n $case_name round $round/$ROUNDS: baseline $baseline_row" >&2
       fi
     done
+    if [[ -n "${PROFILE:-}" ]]; then
+      # shellcheck disable=SC2086 # one PID per nginx worker
+      PROFILE_TO="$WORK/perf-$n-$case_name-nginx.data" run_wrk "$n" "$NGINX_PORT" "$case_name" "$DURATION" $NGINX_WORKERS >/dev/null
+      PROFILE_TO="$WORK/perf-$n-$case_name-secondhit.data" run_wrk "$n" "${PORT[$name]}" "$case_name" "$DURATION" "${PID[$name]}" >/dev/null
+      if [[ -n "${BASELINE_BIN:-}" ]]; then
+        PROFILE_TO="$WORK/perf-$n-$case_name-baseline.data" run_wrk "$n" "${PORT[base-$name]}" "$case_name" "$DURATION" "${PID[base-$name]}" >/dev/null
+      fi
+    fi
   done
   stop_proxies
 done
@@ -469,3 +496,18 @@ for line in sys.argv[3:]:
     print("N=%d: secondhit RSS over %ss of 10k-key hits: %.1f MiB -> %.1f MiB (%+.1f%%)" % (
         n, sys.argv[2], start / 1024, end / 1024, 100.0 * (end - start) / start))
 PY
+
+# Each profiled run's top symbols and its shares by binary (see "Profiles" above).
+if [[ -n "${PROFILE:-}" ]]; then
+  for data in "$WORK"/perf-*.data; do
+    [[ -e "$data" ]] || continue
+    run=$(basename "$data" .data)
+    run=${run#perf-}
+    echo
+    echo "profile N=${run%%-*} ${run#*-}: $(perf report -i "$data" --stdio 2>/dev/null | awk '/^# Samples:/ {print $3, "samples"}')"
+    perf report -i "$data" --no-children --sort dso --stdio 2>/dev/null |
+      awk '/^ +[0-9.]+%/ && n < 4 {out = out (n++ ? ", " : "") $1 " " $2} END {print "  by binary: " out}'
+    perf report -i "$data" --no-children --sort sym --stdio 2>/dev/null |
+      awk -v top="$PROFILE_TOP" '/^ +[0-9.]+%/ && n++ < top {print substr($0, 1, 110)}'
+  done
+fi

@@ -1,6 +1,7 @@
 //! `benches/device_bundle.sh`: the bundle it packs runs secondhit, nginx and wrk through
-//! its own loader and libraries, for a machine where nothing can be installed. Needs
-//! nginx, wrk and ldd, and says why it skips without them.
+//! its own loader and libraries, for a machine where nothing can be installed, and packs
+//! it again as one archive. Needs nginx, wrk and ldd, and says why it skips without
+//! them.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -76,4 +77,25 @@ fn the_device_bundle_runs_each_program_through_its_own_loader_and_libraries() {
         "{wrapper}"
     );
     assert!(bundle.join("run.sh").is_file());
+    if on_path("perf") {
+        assert!(run_bundled(&bundle, "perf", &["--version"], true).starts_with("perf version"));
+    } else {
+        eprintln!(
+            "perf is not installed, so the bundle packs none (Debian: apt-get install linux-perf)"
+        );
+    }
+    // The archive holds the same directory, for a machine it is carried to.
+    let listing = Command::new("tar")
+        .arg("tzf")
+        .arg(dir.path().join("bundle.tgz"))
+        .output()
+        .expect("run tar");
+    assert!(listing.status.success(), "tar could not read bundle.tgz");
+    let listing = String::from_utf8_lossy(&listing.stdout);
+    for packed in ["bundle/run.sh", "bundle/bin/secondhit", "bundle/real/nginx"] {
+        assert!(
+            listing.lines().any(|line| line == packed),
+            "{packed} in the archive: {listing}"
+        );
+    }
 }
