@@ -30,8 +30,11 @@
 # same URLs), miss-1k (a new URL on every request, each a 1 KiB answer that both
 # proxies store: nginx's cache file, secondhit's fill under the default `cache.fsync =
 # "1s"`, one syncfs a second), miss-1k-fsync (the same with `cache.fsync = true`: each
-# fill and its directory fsynced, which nginx does not do) and miss-1k-nofsync (with
-# `cache.fsync = false`).
+# fill and its directory fsynced, which nginx does not do), miss-1k-nofsync (with
+# `cache.fsync = false`) and hit-during-fills (hits on the 1 KiB object from half the
+# connections while the other half ask for new URLs that both proxies store, under the
+# default `cache.fsync`: the hits' req/s and latency, and CPU per request of either
+# kind; what fills do to the hits beside them).
 #
 # CPUs: on a machine with 16 or more CPUs the defaults are ORIGIN_CPUS="0 1",
 # PROXY_CPUS="2 .. 9", LOAD_CPUS="10 .. 15" and WORKERS="1 4 8". On fewer (the 2-core VM)
@@ -69,7 +72,7 @@ set -euo pipefail
 ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-10s}
 RSS_SECONDS=${RSS_SECONDS:-60}
-CASES=${CASES:-"hit-1k hit-100k hit-10k-keys hit-10k-files pass-1k first-sight-1k miss-1k miss-1k-fsync miss-1k-nofsync"}
+CASES=${CASES:-"hit-1k hit-100k hit-10k-keys hit-10k-files pass-1k first-sight-1k miss-1k miss-1k-fsync miss-1k-nofsync hit-during-fills"}
 if (($(nproc) >= 16)); then
   ORIGIN_CPUS=${ORIGIN_CPUS:-"0 1"}
   PROXY_CPUS=${PROXY_CPUS:-"2 3 4 5 6 7 8 9"}
@@ -374,9 +377,14 @@ run_wrk() {
   local n=$1 port=$2 case_name=$3 duration=$4
   shift 4
   local url script=() args=() ticks_before ticks_after
-  local threads=$((${#LOAD_LIST[@]} < 2 * n ? ${#LOAD_LIST[@]} : 2 * n))
+  local threads=$((${#LOAD_LIST[@]} < 2 * n ? ${#LOAD_LIST[@]} : 2 * n)) connections=$((64 * n))
+  local fills="" fills_out=""
   case "$case_name" in
     hit-1k) url="/one-1k" ;;
+    # Half the connections ask for the hot object, half for new URLs that are stored.
+    hit-during-fills)
+      url="/one-1k" connections=$((32 * n)) threads=$(((threads + 1) / 2)) fills_out="$WORK/wrk-fills.out"
+      ;;
     hit-100k) url="/one-100k" ;;
     hit-10k-keys | hit-10k-files) url="/k/0" script=(-s "$WORK/keys.lua") ;;
     pass-1k) url="/pass/one-1k" ;;
@@ -393,26 +401,37 @@ run_wrk() {
       -- sleep "$duration" >/dev/null 2>&1 &
     recorder=$!
   fi
-  taskset -c "$(commas "${LOAD_LIST[@]}")" wrk -t"$threads" -c$((64 * n)) -d"$duration" --latency \
+  if [[ -n "$fills_out" ]]; then
+    taskset -c "$(commas "${LOAD_LIST[@]}")" wrk -t"$threads" -c"$connections" -d"$duration" \
+      -s "$WORK/miss.lua" "http://127.0.0.1:$port/m/" -- "$port-$(date +%s%N)" >"$fills_out" &
+    fills=$!
+  fi
+  taskset -c "$(commas "${LOAD_LIST[@]}")" wrk -t"$threads" -c"$connections" -d"$duration" --latency \
     "${script[@]}" "http://127.0.0.1:$port$url" "${args[@]}" >"$WORK/wrk.out"
+  if [[ -n "$fills" ]] && ! wait "$fills"; then
+    echo "vs_nginx: the fills' wrk failed for $case_name on port $port" >&2
+  fi
   ticks_after=$(cpu_ticks_of "$@")
   if [[ -n "$recorder" ]] && ! wait "$recorder"; then
     echo "vs_nginx: perf record failed for $case_name on port $port" >&2
   fi
-  python3 - "$WORK/wrk.out" "$((ticks_after - ticks_before))" "$CLOCK_TICKS" "$case_name on port $port" <<'PY'
+  python3 - "$WORK/wrk.out" "$((ticks_after - ticks_before))" "$CLOCK_TICKS" "$case_name on port $port" $fills_out <<'PY'
 import re, sys
 text = open(sys.argv[1]).read()
+# With a second wrk's output (the fills of hit-during-fills): its requests share the CPU.
+others = [open(path).read() for path in sys.argv[5:]]
 def ms(label):
     m = re.search(r"^\s*%s\s+([\d.]+)(us|ms|s)\s*$" % label, text, re.M)
     value, unit = float(m.group(1)), m.group(2)
     return value * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
 rps = float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1))
-requests = int(re.search(r"(\d+) requests in", text).group(1))
-errors = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", text)
-if errors:
-    # Reported, not fatal: with 2 workers nginx answered a few of ~58,000 stored misses
-    # with an error status (benches/RESULTS.md, 2026-11-27).
-    print("wrk saw %s error responses (%s)" % (errors.group(1), sys.argv[4]), file=sys.stderr)
+requests = sum(int(re.search(r"(\d+) requests in", t).group(1)) for t in [text] + others)
+for t in [text] + others:
+    errors = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", t)
+    if errors:
+        # Reported, not fatal: with 2 workers nginx answered a few of ~58,000 stored
+        # misses with an error status (benches/RESULTS.md, 2026-11-27).
+        print("wrk saw %s error responses (%s)" % (errors.group(1), sys.argv[4]), file=sys.stderr)
 cpu_us = int(sys.argv[2]) * 1e6 / int(sys.argv[3]) / max(requests, 1)
 print("%.0f %.2f %.2f %.2f" % (rps, ms("50%"), ms("99%"), cpu_us))
 PY

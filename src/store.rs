@@ -513,6 +513,8 @@ impl Store {
             return Ok(false);
         }
         let dir = self.inner.objects.clone();
+        // The fills' file calls would wait for the sync: on the pool, not the worker.
+        let _fills_to_the_pool = self.inner.inline_io.syncing();
         let synced = blocking(&self.inner.objects, move || {
             let objects = std::fs::File::open(&dir).map_err(disk::io_err(&dir))?;
             rustix::fs::syncfs(&objects).map_err(|e| disk::io_err(&dir)(e.into()))

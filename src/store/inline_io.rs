@@ -21,8 +21,17 @@
 //! enough to see them as the small share they are, while a disk that stalls a tenth of
 //! the time still sends fills to the pool. With `cache.fsync = true` each commit waits for the disk, so fills always use the
 //! pool.
+//!
+//! While the store's `syncfs` runs (`cache.fsync` a duration: once a second by default),
+//! the filesystem writes back every file changed since the last one and commits its
+//! journal, and the fills' creates, writes and renames meanwhile wait on it: 20-30 ms
+//! stalls of the worker once a second under stored misses on a journaled ext4, in which
+//! every connection of the worker, its hits included, waited too (`benches/RESULTS.md`,
+//! "hits while fills wait for the filesystem's sync"). So the gate is also closed while a
+//! sync runs ([`InlineGate::syncing`]): the fills begun in that span pay the hand-off to
+//! the pool and wait there, and the worker goes on serving.
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 /// Calls on the worker quicker than this are not checked for sleeping.
@@ -50,6 +59,17 @@ pub(super) struct InlineGate {
     window_start: AtomicU64,
     /// Nanoseconds spent in calls that slept in the current window.
     stalled: AtomicU64,
+    /// Filesystem syncs running now ([`InlineGate::syncing`]).
+    syncs: AtomicUsize,
+}
+
+/// Holds the gate closed while a filesystem sync runs: see [`InlineGate::syncing`].
+pub(super) struct Syncing<'a>(&'a InlineGate);
+
+impl Drop for Syncing<'_> {
+    fn drop(&mut self) {
+        self.0.syncs.fetch_sub(1, Relaxed);
+    }
 }
 
 impl InlineGate {
@@ -61,12 +81,22 @@ impl InlineGate {
             allowed,
             window_start: AtomicU64::new(0),
             stalled: AtomicU64::new(0),
+            syncs: AtomicUsize::new(0),
         }
     }
 
     /// Whether a file call may run on the worker at `now`.
     pub(super) fn open_at(&self, now: Instant) -> bool {
-        self.allowed && self.offset(now) >= self.pool_until.load(Relaxed)
+        self.allowed
+            && self.syncs.load(Relaxed) == 0
+            && self.offset(now) >= self.pool_until.load(Relaxed)
+    }
+
+    /// Closes the gate until the returned guard is dropped: for the span of a sync of
+    /// the cache's filesystem, which the fills' calls would wait for (module docs).
+    pub(super) fn syncing(&self) -> Syncing<'_> {
+        self.syncs.fetch_add(1, Relaxed);
+        Syncing(self)
     }
 
     /// Notes a call on the worker that ran from `began` to `now`: one over [`NOTICE`] in
@@ -159,6 +189,19 @@ mod tests {
         assert!(!gate.open_at(end), "1100 ms in one window");
         assert!(!gate.open_at(end + BACKOFF - ms(1)));
         assert!(gate.open_at(end + BACKOFF));
+    }
+
+    #[test]
+    fn the_gate_is_closed_while_a_sync_runs() {
+        let gate = InlineGate::new(true);
+        let now = Instant::now();
+        let first = gate.syncing();
+        let second = gate.syncing();
+        assert!(!gate.open_at(now));
+        drop(first);
+        assert!(!gate.open_at(now), "one sync still runs");
+        drop(second);
+        assert!(gate.open_at(now));
     }
 
     #[test]

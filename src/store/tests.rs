@@ -256,6 +256,52 @@ async fn a_batched_sync_runs_only_after_a_change_and_once_for_many() {
     assert_eq!(store.stats().syncs, 2);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fills_use_the_blocking_pool_while_a_sync_runs() {
+    use std::sync::atomic::AtomicBool;
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(
+        open_with(StoreOptions {
+            fsync: Fsync::Every(Duration::from_secs(3600)),
+            ..options(dir.path())
+        })
+        .await,
+    );
+    // A thread watching the gate while syncs run: a sync is short, so a few rounds may
+    // pass before the watcher looks during one.
+    let (closed_seen, stop) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let watcher = std::thread::spawn({
+        let (store, closed_seen, stop) = (store.clone(), closed_seen.clone(), stop.clone());
+        move || {
+            while !stop.load(Ordering::Relaxed) {
+                if !store.inner.inline_io.open_at(std::time::Instant::now()) {
+                    closed_seen.store(true, Ordering::Relaxed);
+                }
+            }
+        }
+    });
+    for round in 0..1000 {
+        put(&store, &format!("k{round}"), &body(100, 1)).await;
+        assert!(store.sync().await.unwrap());
+        if closed_seen.load(Ordering::Relaxed) {
+            break;
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    watcher.join().unwrap();
+    assert!(
+        closed_seen.load(Ordering::Relaxed),
+        "the gate closed while a sync ran"
+    );
+    assert!(
+        store.inner.inline_io.open_at(std::time::Instant::now()),
+        "and opened again once it returned"
+    );
+}
+
 #[tokio::test]
 async fn fsync_per_fill_or_none_makes_no_batched_sync() {
     for fsync in [Fsync::EachFill, Fsync::Off] {
