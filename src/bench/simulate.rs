@@ -21,7 +21,9 @@ use std::time::{Duration, Instant};
 
 use xxhash_rust::xxh3::xxh3_128;
 
-use crate::admission::{FilterHash, FilterHasher, ObjectCount, Policy, ResponseInfo};
+use crate::admission::{
+    Admission, FilterHash, FilterHasher, ObjectCount, Pending, Policy, ResponseInfo,
+};
 use crate::bench::policies;
 use crate::bench::reference::{self, ReferenceCache};
 use crate::bench::report::PolicyReport;
@@ -289,38 +291,52 @@ fn replay_admission(
         let hit = index.touch(key_hash).is_some();
         observe(request, hit);
         tally.request(request.size, hit);
-        if hit || request.size > max_object_size {
-            continue;
-        }
-        // As the proxy asks for a storable answer to a miss: a trace knows only its size.
-        let response = ResponseInfo {
-            size: Some(request.size),
-            content_type: None,
-            status: 200,
-        };
-        let decision = admission.on_response(pending, &response);
-        if !decision.is_admit() {
-            continue;
-        }
-        let file_size = request.size + ENTRY_OVERHEAD;
-        if reserve(&index, file_size) {
-            // A miss means the key has no entry, so placing it cannot replace one.
-            index.place(
+        if !hit && request.size <= max_object_size {
+            let miss = Miss {
+                size: request.size,
                 key_hash,
-                Fill {
-                    fill_id,
-                    size: file_size,
-                },
-                Provenance::Live,
-            );
-            index.commit_reservation(file_size, file_size);
-            tally.write(request.size);
-            // As the proxy tells the policy of each fill it began (`rotate = "auto"` counts them).
-            admission.note_fill(key_hash, decision);
+                fill_id,
+            };
+            if offer(&index, admission.as_ref(), pending, miss) {
+                tally.write(request.size);
+            }
         }
     }
     let requests = workload.requests.len() as u64;
     Some(tally.report(stats.name(), requests, started, stats.memory_bytes()))
+}
+
+/// A miss of an object small enough to store, as [`offer`] needs it.
+struct Miss {
+    size: u64,
+    key_hash: u128,
+    fill_id: u64,
+}
+
+/// Offers a miss for storage as the proxy does: admission's second phase, then a place
+/// in the index, evicting for it. True when it was stored (a disk write).
+fn offer(index: &Index, admission: &dyn Admission, pending: Pending, miss: Miss) -> bool {
+    // As the proxy asks for a storable answer to a miss: a trace knows only its size.
+    let response = ResponseInfo {
+        size: Some(miss.size),
+        content_type: None,
+        status: 200,
+    };
+    let decision = admission.on_response(pending, &response);
+    let file_size = miss.size + ENTRY_OVERHEAD;
+    if !decision.is_admit() || !reserve(index, file_size) {
+        return false;
+    }
+    // A miss means the key has no entry, so placing it cannot replace one.
+    let fill = Fill {
+        fill_id: miss.fill_id,
+        size: file_size,
+    };
+    index.place(miss.key_hash, fill, Provenance::Live);
+    index.commit_reservation(file_size, file_size);
+    // As the proxy tells the policy of each fill it began (`rotate = "auto"` counts them).
+    admission.note_fill(miss.key_hash, decision);
+    true
 }
 
 /// Reserves `size` bytes, evicting in the index's order as the store does; false

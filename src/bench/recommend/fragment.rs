@@ -85,8 +85,6 @@ fn fewer_writes(second: &PolicyReport, always: &PolicyReport) -> f64 {
 
 /// The `[cache]` and `[admission]` fragment, every value with a comment saying why.
 pub(super) fn write(recommendation: &Recommendation) -> String {
-    let config = &recommendation.config;
-    let admission = &config.admission;
     let mut out = String::new();
     comment(
         &mut out,
@@ -99,9 +97,18 @@ pub(super) fn write(recommendation: &Recommendation) -> String {
     out.push_str(
         "# These keys replace the same keys of your config file (drop admission.memory if it is\n\
          # set: it and expected_urls exclude each other); check the result with\n\
-         # `secondhit check-config FILE`.\n\n[cache]\n",
+         # `secondhit check-config FILE`.\n\n",
     );
-    comment(&mut out, &recommendation.cache_size_reason);
+    write_cache(&mut out, recommendation);
+    out.push('\n');
+    write_admission(&mut out, recommendation);
+    out
+}
+
+/// The `[cache]` table: the cache's size and, where it changes, the largest object stored.
+fn write_cache(out: &mut String, recommendation: &Recommendation) {
+    out.push_str("[cache]\n");
+    comment(out, &recommendation.cache_size_reason);
     let _ = writeln!(
         out,
         "max_size = \"{}\"",
@@ -115,7 +122,7 @@ pub(super) fn write(recommendation: &Recommendation) -> String {
             "of the limits simulated, the fewest disk write bytes within"
         };
         comment(
-            &mut out,
+            out,
             &format!(
                 "The configured {}; {choice} {:.2} points of the best byte hit ratio ({}).",
                 limit.describe(),
@@ -126,19 +133,24 @@ pub(super) fn write(recommendation: &Recommendation) -> String {
     }
     // A larger object could never be stored in this cache, and a max_size below
     // max_object_size is a config the proxy can refuse ("auto" is always within it).
-    let named = config.cache.max_object_size.explicit();
+    let named = recommendation.config.cache.max_object_size.explicit();
     if limit.chosen != limit.limit {
         let _ = writeln!(out, "max_object_size = \"{}\"", config_size(limit.chosen));
     } else if named.is_some_and(|size| size > recommendation.cache_size) {
         comment(
-            &mut out,
+            out,
             "No larger object fits the cache, so none larger is written to disk.",
         );
         let max_object = config_size(recommendation.cache_size);
         let _ = writeln!(out, "max_object_size = \"{max_object}\"");
     }
-    out.push_str("\n[admission]\n");
-    comment(&mut out, &verdict(recommendation));
+}
+
+/// The `[admission]` table: the policy, and the filters' generation and age.
+fn write_admission(out: &mut String, recommendation: &Recommendation) {
+    let admission = &recommendation.config.admission;
+    out.push_str("[admission]\n");
+    comment(out, &verdict(recommendation));
     let policy = if recommendation.second_hit_costs_hits() {
         "always"
     } else {
@@ -147,7 +159,7 @@ pub(super) fn write(recommendation: &Recommendation) -> String {
     let _ = writeln!(out, "policy = \"{policy}\"");
     if policy == "always" {
         comment(
-            &mut out,
+            out,
             "The filter keys below size shadow mode's filters, should you try it.",
         );
     }
@@ -157,7 +169,7 @@ pub(super) fn write(recommendation: &Recommendation) -> String {
         .find(|row| row.best)
         .map_or("", |row| row.setting.as_str());
     comment(
-        &mut out,
+        out,
         &format!(
             "{chosen}: of the generations simulated at this cache size, the fewest disk write \
              bytes within {:.2} points of the best byte hit ratio ({}).",
@@ -180,13 +192,12 @@ pub(super) fn write(recommendation: &Recommendation) -> String {
             rows_summary(&recommendation.max_age)
         ),
     };
-    comment(&mut out, &max_age_why);
+    comment(out, &max_age_why);
     let _ = writeln!(
         out,
         "max_age = \"{}\"",
         humantime::format_duration(admission.max_age)
     );
-    out
 }
 
 /// `expected_urls=40 30.12%/1.2 MiB, ...`: each candidate's byte hit ratio and writes.
