@@ -29,7 +29,7 @@
 # `second-hit` policy, which stores none of them, against nginx's `proxy_pass` of the
 # same URLs), miss-1k (a new URL on every request, each a 1 KiB answer that both
 # proxies store: nginx's cache file, secondhit's fill under the default `cache.fsync =
-# "1s"`, one syncfs a second), miss-1k-fsync (the same with `cache.fsync = true`: each
+# "250ms"`, a syncfs each 250 ms), miss-1k-fsync (the same with `cache.fsync = true`: each
 # fill and its directory fsynced, which nginx does not do), miss-1k-nofsync (with
 # `cache.fsync = false`) and hit-during-fills (hits on the 1 KiB object from half the
 # connections while the other half ask for new URLs that both proxies store, under the
