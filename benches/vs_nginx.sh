@@ -29,7 +29,7 @@
 # `second-hit` policy, which stores none of them, against nginx's `proxy_pass` of the
 # same URLs), miss-1k (a new URL on every request, each a 1 KiB answer that both
 # proxies store: nginx's cache file, secondhit's fill under the default `cache.fsync =
-# "250ms"`, a syncfs each 250 ms), miss-1k-fsync (the same with `cache.fsync = true`: each
+# "1s"`, one syncfs a second), miss-1k-fsync (the same with `cache.fsync = true`: each
 # fill and its directory fsynced, which nginx does not do), miss-1k-nofsync (with
 # `cache.fsync = false`) and hit-during-fills (hits on the 1 KiB object from half the
 # connections while the other half ask for new URLs that both proxies store, under the
@@ -393,6 +393,12 @@ run_wrk() {
       url="/m/" script=(-s "$WORK/miss.lua") args=(-- "$port-$(date +%s%N)")
       if [[ $case_name == first-sight-1k && $port == "$NGINX_PORT" ]]; then url="/first/"; fi
       ;;
+  esac
+  # The caches share one filesystem, and a proxy's sync (secondhit's `cache.fsync`)
+  # would also write back what the run before it left dirty: each run that writes
+  # starts with nothing dirty, outside its measured time.
+  case "$case_name" in
+    miss-* | hit-during-fills) sync -f "$WORK" ;;
   esac
   ticks_before=$(cpu_ticks_of "$@")
   local recorder=""

@@ -337,10 +337,9 @@ impl Default for CacheConfig {
             // on for a while after the cache stops growing; small next to a disk worth
             // caching on. A small dedicated disk lowers it.
             min_free: 1024 * 1024 * 1024,
-            // Measured: per fill, the two fsyncs doubled a stored miss's CPU time; a syncfs
-            // each 250 ms bounds what a power loss loses, and cost a stored miss what one a
-            // second did with a shorter wait for each (benches/RESULTS.md, 2026-11-27).
-            fsync: Fsync::Every(Duration::from_millis(250)),
+            // Measured: per fill, the two fsyncs doubled a stored miss's CPU time; one
+            // syncfs a second bounds what a power loss loses (benches/RESULTS.md, 2026-11-27).
+            fsync: Fsync::Every(Duration::from_secs(1)),
             lock_timeout: Duration::from_secs(5),
             verify_whole_below: 64 * 1024,
             heuristic_max_age: Duration::from_secs(24 * 3600),

@@ -339,7 +339,7 @@ fn cache_fsync_is_each_fill_off_or_an_interval() {
     };
     assert_eq!(
         Config::default().cache.fsync,
-        Fsync::Every(Duration::from_millis(250))
+        Fsync::Every(Duration::from_secs(1))
     );
     assert_eq!(parsed("true"), Fsync::EachFill);
     assert_eq!(parsed("false"), Fsync::Off);

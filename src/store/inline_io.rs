@@ -22,12 +22,11 @@
 //! the time still sends fills to the pool. With `cache.fsync = true` each commit waits for the disk, so fills always use the
 //! pool.
 //!
-//! While the store's `syncfs` runs (`cache.fsync` a duration: every 250 ms by default),
+//! While the store's `syncfs` runs (`cache.fsync` a duration: once a second by default),
 //! the filesystem writes back every file changed since the last one and commits its
 //! journal, and the fills' creates, writes and renames meanwhile wait on it: 20-30 ms
-//! stalls of the worker at each sync (a second apart then) under stored misses on a
-//! journaled ext4, in which every connection of the worker, its hits included, waited
-//! too (`benches/RESULTS.md`,
+//! stalls of the worker once a second under stored misses on a journaled ext4, in which
+//! every connection of the worker, its hits included, waited too (`benches/RESULTS.md`,
 //! "hits while fills wait for the filesystem's sync"). So the gate is also closed while a
 //! sync runs ([`InlineGate::syncing`]): the fills begun in that span pay the hand-off to
 //! the pool and wait there, and the worker goes on serving.
