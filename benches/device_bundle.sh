@@ -113,7 +113,7 @@ export ROUNDS=${ROUNDS:-2} DURATION=${DURATION:-4s} RSS_SECONDS=${RSS_SECONDS:-5
   echo "caches on: $(df -T "${TMPDIR:-/tmp}" | awk 'NR == 2 {print $2, "(" $1 ")"}') under ${TMPDIR:-/tmp}"
   echo "built from: $(cat "$here/commit")"
   if [[ -n "${BASELINE_BIN:-}" ]]; then echo "baseline built from: $(cat "$here/baseline-commit"), $("$BASELINE_BIN" --version)"; fi
-  echo "command: WORKERS=\"$WORKERS\" CASES=\"$CASES\" ROUNDS=$ROUNDS DURATION=$DURATION${PROFILE:+ PROFILE=$PROFILE} bash benches/vs_nginx.sh"
+  echo "command: WORKERS=\"$WORKERS\" CASES=\"$CASES\" ROUNDS=$ROUNDS DURATION=$DURATION${PROFILE:+ PROFILE=$PROFILE}${PROFILE_CASES:+ PROFILE_CASES=\"$PROFILE_CASES\"}${TMPDIR:+ TMPDIR=$TMPDIR} bash benches/vs_nginx.sh"
   "$SECONDHIT_BIN" --version
   bash "$here/../benches/vs_nginx.sh"
 } 2>&1 | tee "${OUT:-/tmp}/vs_nginx.txt"

@@ -52,6 +52,7 @@
 # proxy's processes, and after the tables each run's top $PROFILE_TOP (default 10)
 # symbols by their own share of the samples, and its shares by binary (the kernel, the
 # proxy, the C library). cpu-clock, not the hardware cycle counter, so it works on a VM.
+# PROFILE_CASES limits the profiled runs to those cases (default: every case run).
 #
 # Needs: nginx, wrk, taskset (util-linux), python3 (to pick free ports), and perf for
 # PROFILE=1 — on Debian `apt-get install nginx wrk linux-perf`. Installs nothing itself. Builds the release binary
@@ -94,6 +95,7 @@ for tool in nginx wrk taskset python3 ${PROFILE:+perf}; do
 done
 PROFILE_HZ=${PROFILE_HZ:-999}
 PROFILE_TOP=${PROFILE_TOP:-10}
+PROFILE_CASES=${PROFILE_CASES:-$CASES}
 read -r -a PROXY_LIST <<<"$PROXY_CPUS"
 read -r -a LOAD_LIST <<<"$LOAD_CPUS"
 read -r -a ORIGIN_LIST <<<"$ORIGIN_CPUS"
@@ -476,7 +478,7 @@ for n in $WORKERS; do
         echo "  N=$n $case_name round $round/$ROUNDS: baseline $baseline_row" >&2
       fi
     done
-    if [[ -n "${PROFILE:-}" ]]; then
+    if [[ -n "${PROFILE:-}" && " $PROFILE_CASES " == *" $case_name "* ]]; then
       # shellcheck disable=SC2086 # one PID per nginx worker
       PROFILE_TO="$WORK/perf-$n-$case_name-nginx.data" run_wrk "$n" "$NGINX_PORT" "$case_name" "$DURATION" $NGINX_WORKERS >/dev/null
       PROFILE_TO="$WORK/perf-$n-$case_name-secondhit.data" run_wrk "$n" "${PORT[$name]}" "$case_name" "$DURATION" "${PID[$name]}" >/dev/null
