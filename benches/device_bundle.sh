@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Packs what `benches/vs_nginx.sh` needs into `.bench-bundle/`, so that it runs on a
 # machine where nothing can be installed (the many-core run of docs/guide/bench.md):
-# the release secondhit, nginx, wrk and, where it is installed here, perf, with every
-# shared library they load, the dynamic loader included, and wrappers that start each
-# through that loader, so the machine's own C library (older or newer) is never used.
-# The same goes into `.bench-bundle.tgz`, for a machine the directory is too large to
-# carry to. Then:
+# the release secondhit and examples/bare_proxy, nginx, wrk and, where it is installed
+# here, perf, with every shared library they load, the dynamic loader included, and
+# wrappers that start each through that loader, so the machine's own C library (older or
+# newer) is never used. The same goes into `.bench-bundle.tgz`, for a machine the
+# directory is too large to carry to. Then:
 #
 #   bash benches/device_bundle.sh                           # here: build and pack
 #   tar xzf .bench-bundle.tgz && bash .bench-bundle/run.sh   # there, from the repository root
@@ -39,9 +39,15 @@ if [[ -z "${SECONDHIT_BIN:-}" ]]; then
   SECONDHIT_BIN=target/release/secondhit
 fi
 cp "$SECONDHIT_BIN" "$BUNDLE/real/secondhit"
+# Bare hyper (examples/bare_proxy), which vs_nginx.sh sets beside secondhit's pass-through.
+if [[ -z "${BARE_BIN:-}" ]]; then
+  cargo build --release --locked --quiet --example bare_proxy
+  BARE_BIN=target/release/examples/bare_proxy
+fi
+cp "$BARE_BIN" "$BUNDLE/real/bare_proxy"
 # The commit the binary was built from, "+changes" when the tree differed from it.
 echo "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo +changes)" >"$BUNDLE/commit"
-programs="secondhit nginx wrk"
+programs="secondhit bare_proxy nginx wrk"
 if [[ -n "${BASELINE_COMMIT:-}" && -z "${BASELINE_BIN:-}" ]]; then
   # Its own worktree and target directory, kept between bundles of the same commit.
   base_rev=$(git rev-parse --short "$BASELINE_COMMIT^{commit}")
@@ -105,6 +111,7 @@ export SECONDHIT_BIN="$here/bin/secondhit"
 if [[ -x "$here/bin/secondhit-base" ]]; then
   export BASELINE_BIN="$here/bin/secondhit-base"
 fi
+export BARE_BIN="$here/bin/bare_proxy"
 export WORKERS=${WORKERS:-"1 4 8"}
 export CASES=${CASES:-"hit-1k hit-100k pass-1k first-sight-1k miss-1k-nofsync"}
 export ROUNDS=${ROUNDS:-2} DURATION=${DURATION:-4s} RSS_SECONDS=${RSS_SECONDS:-5}

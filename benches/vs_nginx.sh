@@ -15,7 +15,8 @@
 # and secondhit, $ROUNDS times; T = min(2N, the number of $LOAD_CPUS), C = 64 N. The table
 # shows, per N, medians of req/s, p50 and p99, and of each proxy's CPU time per request
 # ("cpu us": user + system time of nginx's workers or of the secondhit process over the
-# run, divided by the requests wrk completed); secondhit's ratio to nginx in req/s and in
+# run, divided by the requests wrk completed; "usr us": the user-space part of it);
+# secondhit's ratio to nginx in req/s and in
 # requests per CPU second ("per-core": nginx's cpu us over secondhit's, which does not
 # depend on whether wrk could keep the proxy busy); and secondhit's thread count during
 # the last run of each case. A first run of $RSS_SECONDS seconds of 10k-key hits, right
@@ -54,6 +55,11 @@
 # proxy, the C library). cpu-clock, not the hardware cycle counter, so it works on a VM.
 # PROFILE_CASES limits the profiled runs to those cases (default: every case run).
 #
+# Bare hyper: with BARE_BIN naming a build of examples/bare_proxy (hyper's server and
+# pooled client on one thread, nothing else), pass-1k at N = 1 also runs against it, after
+# the others in every round, and a third table sets secondhit's CPU per request beside
+# it: the share of a pass-through that is secondhit's own layers rather than hyper's.
+#
 # Needs: nginx, wrk, taskset (util-linux), python3 (to pick free ports), and perf for
 # PROFILE=1 — on Debian `apt-get install nginx wrk linux-perf`. Installs nothing itself. Builds the release binary
 # with cargo unless SECONDHIT_BIN names one.
@@ -68,6 +74,7 @@
 #       WORKERS=1 CASES="hit-1k pass-1k" ROUNDS=5 DURATION=10s bash benches/vs_nginx.sh
 #       BASELINE_BIN=<the build before a change> bash benches/vs_nginx.sh
 #       PROFILE=1 WORKERS="1 4" CASES=pass-1k ROUNDS=1 bash benches/vs_nginx.sh
+#       BARE_BIN=target/release/examples/bare_proxy WORKERS=1 CASES=pass-1k bash benches/vs_nginx.sh
 set -euo pipefail
 
 ROUNDS=${ROUNDS:-3}
@@ -110,10 +117,12 @@ if [[ -z "${SECONDHIT_BIN:-}" ]]; then
   cargo build --release --locked --quiet
   SECONDHIT_BIN=target/release/secondhit
 fi
-if [[ -n "${BASELINE_BIN:-}" && ! -x "$BASELINE_BIN" ]]; then
-  echo "vs_nginx: BASELINE_BIN ($BASELINE_BIN) is not an executable file" >&2
-  exit 2
-fi
+for bin in BASELINE_BIN BARE_BIN; do
+  if [[ -n "${!bin:-}" && ! -x "${!bin}" ]]; then
+    echo "vs_nginx: $bin (${!bin}) is not an executable file" >&2
+    exit 2
+  fi
+done
 
 WORK=$(mktemp -d -t secondhit-vs-nginx.XXXXXX)
 # nginx started as root serves files as an unprivileged user: let it read them.
@@ -306,6 +315,14 @@ EOF
       PIDS+=($!)
     done
   done
+  # One thread, so only for one worker.
+  if [[ -n "${BARE_BIN:-}" && $n == 1 ]]; then
+    PORT[bare]=$(free_port)
+    taskset -c "${cpus[0]}" "$BARE_BIN" "127.0.0.1:${PORT[bare]}" "http://127.0.0.1:$ORIGIN_PORT" \
+      >"$WORK/bare.log" 2>&1 &
+    PID[bare]=$!
+    PIDS+=($!)
+  fi
   wait_for_port "$NGINX_PORT"
   for name in "${!PORT[@]}"; do wait_for_port "${PORT[$name]}"; done
   # The workers do nginx's proxying (the master supervises, the cache loader and manager
@@ -324,6 +341,7 @@ stop_proxies() {
   local pid
   for pid in "$NGINX_MASTER" "${PID[@]}"; do kill "$pid" 2>/dev/null || true; done
   for pid in "$NGINX_MASTER" "${PID[@]}"; do wait "$pid" 2>/dev/null || true; done
+  unset PORT PID
 }
 
 # Requests every cacheable object until nginx and the hit-case secondhits (the baseline's
@@ -363,16 +381,20 @@ PY
 }
 
 threads_of() { awk '/^Threads:/ {print $2}' "/proc/$1/status"; }
-# CPU time (user + system, all threads) the processes $@ have used, in clock ticks.
+# The user and the system CPU time (all threads) the processes $@ have used, in clock
+# ticks: "user system".
 cpu_ticks_of() {
-  local pid total=0
-  for pid in "$@"; do total=$((total + $(awk '{print $14 + $15}' "/proc/$pid/stat"))); done
-  echo "$total"
+  local pid user=0 system=0 u s
+  for pid in "$@"; do
+    read -r u s < <(awk '{print $14, $15}' "/proc/$pid/stat")
+    user=$((user + u)) system=$((system + s))
+  done
+  echo "$user $system"
 }
 CLOCK_TICKS=$(getconf CLK_TCK)
 rss_kib_of() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 
-# Prints "req/s p50_ms p99_ms cpu_us_per_request" for one wrk run with N workers ($1)
+# Prints "req/s p50_ms p99_ms cpu_us usr_us" (CPU and user CPU per request) for one wrk run with N workers ($1)
 # against port $2, case $3, for $4, charging the CPU time of the processes $5...; with
 # PROFILE_TO set, `perf record`s those processes into that file for the run.
 run_wrk() {
@@ -402,7 +424,7 @@ run_wrk() {
   case "$case_name" in
     miss-* | hit-during-fills) sync -f "$WORK" ;;
   esac
-  ticks_before=$(cpu_ticks_of "$@")
+  read -r user_before system_before < <(cpu_ticks_of "$@")
   local recorder=""
   if [[ -n "${PROFILE_TO:-}" ]]; then
     perf record -q -e cpu-clock -F "$PROFILE_HZ" -p "$(commas "$@")" -o "$PROFILE_TO" \
@@ -419,11 +441,14 @@ run_wrk() {
   if [[ -n "$fills" ]] && ! wait "$fills"; then
     echo "vs_nginx: the fills' wrk failed for $case_name on port $port" >&2
   fi
-  ticks_after=$(cpu_ticks_of "$@")
+  read -r user_after system_after < <(cpu_ticks_of "$@")
   if [[ -n "$recorder" ]] && ! wait "$recorder"; then
     echo "vs_nginx: perf record failed for $case_name on port $port" >&2
   fi
-  python3 - "$WORK/wrk.out" "$((ticks_after - ticks_before))" "$CLOCK_TICKS" "$case_name on port $port" $fills_out <<'PY'
+  local who="secondhit on port $port"
+  [[ $port == "$NGINX_PORT" ]] && who="nginx"
+  python3 - "$WORK/wrk.out" "$((user_after - user_before)) $((system_after - system_before))" \
+    "$CLOCK_TICKS" "$case_name, $who" $fills_out <<'PY'
 import re, sys
 text = open(sys.argv[1]).read()
 # With a second wrk's output (the fills of hit-during-fills): its requests share the CPU.
@@ -440,8 +465,8 @@ for t in [text] + others:
         # Reported, not fatal: with 2 workers nginx answered a few of ~58,000 stored
         # misses with an error status (benches/RESULTS.md, 2026-11-27).
         print("wrk saw %s error responses (%s)" % (errors.group(1), sys.argv[4]), file=sys.stderr)
-cpu_us = int(sys.argv[2]) * 1e6 / int(sys.argv[3]) / max(requests, 1)
-print("%.0f %.2f %.2f %.2f" % (rps, ms("50%"), ms("99%"), cpu_us))
+user, system = (int(x) * 1e6 / int(sys.argv[3]) / max(requests, 1) for x in sys.argv[2].split())
+print("%.0f %.2f %.2f %.2f %.2f" % (rps, ms("50%"), ms("99%"), user + system, user))
 PY
 }
 
@@ -469,13 +494,18 @@ for n in $WORKERS; do
       secondhit_row=$(run_wrk "$n" "${PORT[$name]}" "$case_name" "$DURATION" "${PID[$name]}")
       echo "$n $case_name nginx $nginx_row -" >>"$RESULTS"
       echo "$n $case_name secondhit $secondhit_row $(threads_of "${PID[$name]}")" >>"$RESULTS"
-      # Each round's figures as they come (req/s p50 p99 cpu-us), so a run cut short
+      # Each round's figures as they come (req/s p50 p99 cpu-us usr-us), so a run cut short
       # still shows what it measured.
       echo "  N=$n $case_name round $round/$ROUNDS: nginx $nginx_row, secondhit $secondhit_row" >&2
       if [[ -n "${BASELINE_BIN:-}" ]]; then
         baseline_row=$(run_wrk "$n" "${PORT[base-$name]}" "$case_name" "$DURATION" "${PID[base-$name]}")
         echo "$n $case_name baseline $baseline_row $(threads_of "${PID[base-$name]}")" >>"$RESULTS"
         echo "  N=$n $case_name round $round/$ROUNDS: baseline $baseline_row" >&2
+      fi
+      if [[ $case_name == pass-1k && -n "${PID[bare]:-}" ]]; then
+        bare_row=$(run_wrk "$n" "${PORT[bare]}" "$case_name" "$DURATION" "${PID[bare]}")
+        echo "$n $case_name bare $bare_row $(threads_of "${PID[bare]}")" >>"$RESULTS"
+        echo "  N=$n $case_name round $round/$ROUNDS: bare hyper $bare_row" >&2
       fi
     done
     if [[ -n "${PROFILE:-}" && " $PROFILE_CASES " == *" $case_name "* ]]; then
@@ -500,24 +530,32 @@ for row in rows:
 def med(n, case, server, column):
     return statistics.median(
         float(r[column]) for r in rows if r[0] == n and r[1] == case and r[2] == server)
-print("N  case             nginx req/s   p50 ms   p99 ms  cpu us   secondhit req/s   p50 ms"
-      "   p99 ms  cpu us   ratio  per-core   threads")
+print("N  case             nginx req/s   p50 ms   p99 ms  cpu us  usr us   secondhit req/s"
+      "   p50 ms   p99 ms  cpu us  usr us   ratio  per-core   threads")
 for n, case in keys:
     ng, sh = med(n, case, "nginx", 3), med(n, case, "secondhit", 3)
     ng_cpu, sh_cpu = med(n, case, "nginx", 6), med(n, case, "secondhit", 6)
-    threads = [r[7] for r in rows if r[0] == n and r[1] == case and r[2] == "secondhit"][-1]
-    print("%-2s %-15s %12.0f %8.2f %8.2f %7.2f %17.0f %8.2f %8.2f %7.2f %7.2f %9.2f %9s" % (
-        n, case, ng, med(n, case, "nginx", 4), med(n, case, "nginx", 5), ng_cpu,
-        sh, med(n, case, "secondhit", 4), med(n, case, "secondhit", 5), sh_cpu, sh / ng,
-        ng_cpu / sh_cpu, threads))
-if any(r[2] == "baseline" for r in rows):
+    threads = [r[8] for r in rows if r[0] == n and r[1] == case and r[2] == "secondhit"][-1]
+    print("%-2s %-15s %12.0f %8.2f %8.2f %7.2f %7.2f %17.0f %8.2f %8.2f %7.2f %7.2f %7.2f %9.2f %9s"
+          % (n, case, ng, med(n, case, "nginx", 4), med(n, case, "nginx", 5), ng_cpu,
+             med(n, case, "nginx", 7), sh, med(n, case, "secondhit", 4),
+             med(n, case, "secondhit", 5), sh_cpu, med(n, case, "secondhit", 7), sh / ng,
+             ng_cpu / sh_cpu, threads))
+# A second build (BASELINE_BIN) or bare hyper (BARE_BIN), beside secondhit.
+for other, title in (("baseline", "baseline"), ("bare", "bare hyper")):
+    measured = [key for key in keys if any(
+        (r[0], r[1]) == key and r[2] == other for r in rows)]
+    if not measured:
+        continue
     print()
-    print("N  case             baseline req/s  cpu us   secondhit req/s  cpu us   cpu change")
-    for n, case in keys:
-        base_cpu, sh_cpu = med(n, case, "baseline", 6), med(n, case, "secondhit", 6)
-        print("%-2s %-15s %14.0f %7.2f %17.0f %7.2f %+11.1f%%" % (
-            n, case, med(n, case, "baseline", 3), base_cpu, med(n, case, "secondhit", 3),
-            sh_cpu, 100.0 * (sh_cpu - base_cpu) / base_cpu))
+    print("N  case            %15s  cpu us  usr us   secondhit req/s  cpu us  usr us"
+          "   cpu change" % (title + " req/s"))
+    for n, case in measured:
+        other_cpu, sh_cpu = med(n, case, other, 6), med(n, case, "secondhit", 6)
+        print("%-2s %-15s %15.0f %7.2f %7.2f %17.0f %7.2f %7.2f %+11.1f%%" % (
+            n, case, med(n, case, other, 3), other_cpu, med(n, case, other, 7),
+            med(n, case, "secondhit", 3), sh_cpu, med(n, case, "secondhit", 7),
+            100.0 * (sh_cpu - other_cpu) / other_cpu))
 for line in sys.argv[3:]:
     n, start, end = (int(x) for x in line.split())
     print("N=%d: secondhit RSS over %ss of 10k-key hits: %.1f MiB -> %.1f MiB (%+.1f%%)" % (
