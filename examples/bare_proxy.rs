@@ -3,7 +3,8 @@
 //! and does nothing else — no cache, no timeouts, no header hygiene, no limits.
 //!
 //! `benches/vs_nginx.sh` compares secondhit's pass-through with nginx's `proxy_pass`; this
-//! shows how much of the difference is the HTTP stack itself. Run it where the bench runs
+//! shows how much of the difference is the HTTP stack itself. With `BARE_BIN` naming its
+//! build, vs_nginx.sh measures it beside the others; by hand, run it where the bench runs
 //! secondhit, and load it the same way:
 //!
 //! ```text

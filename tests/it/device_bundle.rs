@@ -1,6 +1,6 @@
-//! `benches/device_bundle.sh`: the bundle it packs runs secondhit, nginx and wrk through
-//! its own loader and libraries, for a machine where nothing can be installed, and packs
-//! it again as one archive. Needs nginx, wrk and ldd, and says why it skips without
+//! `benches/device_bundle.sh`: the bundle it packs runs secondhit, bare_proxy, nginx and wrk
+//! through its own loader and libraries, for a machine where nothing can be installed, and
+//! packs it again as one archive. Needs nginx, wrk and ldd, and says why it skips without
 //! them.
 
 use std::path::Path;
@@ -33,6 +33,27 @@ fn run_bundled(bundle: &Path, program: &str, args: &[&str], succeeds: bool) -> S
     text
 }
 
+/// This build's `examples/bare_proxy`, built by cargo if `cargo test` has not built it
+/// already (it does, unless told which tests to build), so the script builds no release.
+fn bare_proxy() -> std::path::PathBuf {
+    let profile_dir = Path::new(env!("CARGO_BIN_EXE_secondhit"))
+        .parent()
+        .expect("the binary's directory");
+    let example = profile_dir.join("examples/bare_proxy");
+    if !example.is_file() {
+        let release = profile_dir.ends_with("release");
+        let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+            .args(["build", "--locked", "--quiet", "--example", "bare_proxy"])
+            .args(release.then_some("--release"))
+            .current_dir(ROOT)
+            .stdin(Stdio::null())
+            .status()
+            .expect("run cargo build --example bare_proxy");
+        assert!(status.success(), "cargo build --example bare_proxy failed");
+    }
+    example
+}
+
 #[test]
 fn the_device_bundle_runs_each_program_through_its_own_loader_and_libraries() {
     for tool in ["nginx", "wrk", "ldd"] {
@@ -47,6 +68,7 @@ fn the_device_bundle_runs_each_program_through_its_own_loader_and_libraries() {
         .arg(Path::new(ROOT).join("benches/device_bundle.sh"))
         .env("BUNDLE", &bundle)
         .env("SECONDHIT_BIN", env!("CARGO_BIN_EXE_secondhit"))
+        .env("BARE_BIN", bare_proxy())
         .stdin(Stdio::null())
         .status()
         .expect("run device_bundle.sh");
@@ -69,6 +91,7 @@ fn the_device_bundle_runs_each_program_through_its_own_loader_and_libraries() {
     }
     assert!(run_bundled(&bundle, "secondhit", &["--version"], true).starts_with("secondhit "));
     assert!(run_bundled(&bundle, "nginx", &["-v"], true).contains("nginx version"));
+    assert!(run_bundled(&bundle, "bare_proxy", &[], false).contains("usage: bare_proxy"));
     assert!(run_bundled(&bundle, "wrk", &["--version"], false).starts_with("wrk "));
     // The wrappers start the packed loader, not the system's.
     let wrapper = std::fs::read_to_string(bundle.join("bin/nginx")).expect("read wrapper");
