@@ -7,9 +7,9 @@ use std::time::SystemTime;
 use headers::{ETag, HeaderMapExt, IfModifiedSince, IfNoneMatch};
 use http::header::{
     CONTENT_LENGTH, CONTENT_RANGE, DATE, ETAG, IF_MATCH, IF_MODIFIED_SINCE, IF_NONE_MATCH,
-    IF_RANGE, IF_UNMODIFIED_SINCE, LAST_MODIFIED, RANGE, TRANSFER_ENCODING,
+    IF_RANGE, IF_UNMODIFIED_SINCE, LAST_MODIFIED, RANGE, SET_COOKIE, TRANSFER_ENCODING,
 };
-use http::{HeaderMap, HeaderName, response};
+use http::{HeaderMap, HeaderName, HeaderValue, response};
 
 use super::freshness::parse_date;
 use crate::header_names::CACHE_STATUS;
@@ -101,15 +101,40 @@ const NOT_UPDATED: [HeaderName; 4] = [
     CACHE_STATUS,
 ];
 
+/// The stored metadata after a 304, split by who may see it.
+#[derive(Debug)]
+pub struct Refreshed {
+    /// What the entry holds from now on: the stored fields updated by the 304's, less
+    /// the 304's `Set-Cookie`.
+    pub stored: EntryMeta,
+    /// The 304's `Set-Cookie` fields: they answer the request that revalidated, and only
+    /// it, since that request's `Cookie` went to the origin with it.
+    pub set_cookie: Vec<HeaderValue>,
+}
+
+impl Refreshed {
+    /// The metadata to answer the request that revalidated: the stored fields and the
+    /// 304's `Set-Cookie`.
+    pub fn for_this_request(&self) -> EntryMeta {
+        let mut meta = self.stored.clone();
+        for cookie in &self.set_cookie {
+            meta.response_headers.append(SET_COOKIE, cookie.clone());
+        }
+        meta
+    }
+}
+
 /// Folds the origin's 304 into the stored metadata (RFC 9111 §3.2, §4.3.4), or `None`
 /// if the 304 names a different representation (its strong `ETag` or its
 /// `Last-Modified` differs from the stored one's): then the stored body must not be used.
+/// The 304's `Set-Cookie` is kept apart ([`Refreshed::set_cookie`]); whether the updated
+/// fields still allow storing the response is the caller's to judge.
 pub fn freshen(
     stored: &EntryMeta,
     not_modified: &response::Parts,
     request_time: SystemTime,
     response_time: SystemTime,
-) -> Option<EntryMeta> {
+) -> Option<Refreshed> {
     let new = &not_modified.headers;
     let old = &stored.response_headers;
     if let Some(etag) = new.get(ETAG) {
@@ -135,7 +160,9 @@ pub fn freshen(
     if !new.contains_key(http::header::AGE) {
         headers.remove(http::header::AGE);
     }
-    Some(EntryMeta {
+    let set_cookie = new.get_all(SET_COOKIE).iter().cloned().collect();
+    headers.remove(SET_COOKIE);
+    let stored = EntryMeta {
         request_time,
         response_time,
         status: stored.status,
@@ -144,13 +171,12 @@ pub fn freshen(
         // The tags are the fill's; a revalidation ends a soft purge.
         tags: stored.tags.clone(),
         purged: None,
-    })
+    };
+    Some(Refreshed { stored, set_cookie })
 }
 
 #[cfg(test)]
 mod tests {
-    use http::HeaderValue;
-
     use super::*;
 
     fn map(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
@@ -234,7 +260,7 @@ mod tests {
         let mut head = http::Response::new(()).into_parts().0;
         head.status = http::StatusCode::NOT_MODIFIED;
         head.headers = map(&[("etag", "\"a\""), ("x-rev", "2"), ("content-length", "0")]);
-        let fresh = freshen(&stored, &head, now, now).expect("same etag");
+        let fresh = freshen(&stored, &head, now, now).expect("same etag").stored;
         assert_eq!(
             fresh.response_headers.get("x-rev").map(|v| v.as_bytes()),
             Some(&b"2"[..])
@@ -248,5 +274,31 @@ mod tests {
         );
         head.headers = map(&[("etag", "\"b\"")]);
         assert!(freshen(&stored, &head, now, now).is_none());
+    }
+
+    #[test]
+    fn a_304_set_cookie_answers_its_request_and_is_never_stored() {
+        let now = SystemTime::now();
+        let stored = EntryMeta {
+            request_time: now,
+            response_time: now,
+            status: http::StatusCode::OK,
+            response_headers: map(&[("etag", "\"a\""), ("cache-control", "max-age=9")]),
+            request_headers: HeaderMap::new(),
+            tags: Vec::new(),
+            purged: None,
+        };
+        let mut head = http::Response::new(()).into_parts().0;
+        head.status = http::StatusCode::NOT_MODIFIED;
+        head.headers = map(&[
+            ("etag", "\"a\""),
+            ("set-cookie", "a=1"),
+            ("set-cookie", "b=2"),
+        ]);
+        let refreshed = freshen(&stored, &head, now, now).expect("same etag");
+        assert!(!refreshed.stored.response_headers.contains_key(SET_COOKIE));
+        let answer = refreshed.for_this_request();
+        let cookies: Vec<_> = answer.response_headers.get_all(SET_COOKIE).iter().collect();
+        assert_eq!(cookies, ["a=1", "b=2"]);
     }
 }

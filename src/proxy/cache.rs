@@ -12,7 +12,7 @@
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use http::header::{CONTENT_LENGTH, RANGE, VARY};
+use http::header::{AUTHORIZATION, CONTENT_LENGTH, RANGE, VARY};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 
 use super::origin_request::OriginRequest;
@@ -122,9 +122,17 @@ impl std::ops::Deref for Judged {
 
 /// What the origin said to a revalidation.
 pub enum Revalidated {
-    /// 304 for the stored representation: the entry's metadata is updated (boxed like
-    /// [`Lookup::Found`]).
-    NotModified(Box<Found>, Upstream),
+    /// 304 for the stored representation.
+    NotModified {
+        /// The entry, with the metadata that answers the request that revalidated (boxed
+        /// like [`Lookup::Found`]).
+        found: Box<Found>,
+        /// The origin server that answered.
+        upstream: Upstream,
+        /// Whether the entry keeps the updated metadata, or why it was removed instead:
+        /// the 304 made the response one this cache must not share.
+        kept: Result<(), NotStored>,
+    },
     /// A new response (or a 304 for another representation, refetched whole).
     Replaced {
         /// The origin's answer, body still streaming (boxed: a head and a body are large).
@@ -212,13 +220,18 @@ impl Cache {
         }
     }
 
-    /// Asks `origin` whether `found` is still good: a conditional GET with its
-    /// validators (a plain GET when it has none), with the client's `request` headers.
-    /// A 304 updates the entry's metadata in place (RFC 9111 §4.3.4), without touching
-    /// the body.
+    /// Asks `origin` whether `found`, the entry of `key` under `live`'s settings, is still
+    /// good: a conditional GET with its validators (a plain GET when it has none), with
+    /// the client's `request` headers. A 304 updates the entry's metadata in place (RFC
+    /// 9111 §4.3.4) without touching the body, unless the updated fields make the
+    /// response unstorable: then the entry is removed and the answer is this request's
+    /// alone ([`Cache::keep_refreshed`]).
     pub(super) async fn revalidate(
         &self,
-        (origin, request): (&OriginRequest<'_>, &HeaderMap),
+        live: &Snapshot,
+        key: &CacheKey,
+        origin: &OriginRequest<'_>,
+        request: &HeaderMap,
         mut found: Box<Found>,
     ) -> Result<Revalidated, OriginError> {
         let stored = &found.entry.meta.response_headers;
@@ -232,7 +245,7 @@ impl Cache {
                 response_time,
             });
         }
-        let Some(meta) = validation::freshen(
+        let Some(refreshed) = validation::freshen(
             &found.entry.meta,
             &response.head,
             request_time,
@@ -247,7 +260,38 @@ impl Cache {
                 response_time,
             });
         };
-        match self.store.update_meta(&found.entry, &meta).await {
+        let kept = self
+            .keep_refreshed(live, key, request, &found, &refreshed.stored)
+            .await;
+        found.entry.meta = Arc::new(refreshed.for_this_request());
+        Ok(Revalidated::NotModified {
+            found,
+            upstream: response.upstream,
+            kept,
+        })
+    }
+
+    /// Writes `stored`, the metadata a 304 refreshed, into `found`'s entry when a
+    /// response with those fields may be stored (RFC 9111 §3, judged as a new response
+    /// would be); otherwise removes the entry, so that no later client is answered with
+    /// fields (`private`, `no-store`...) the origin meant for one request.
+    async fn keep_refreshed(
+        &self,
+        live: &Snapshot,
+        key: &CacheKey,
+        request: &HeaderMap,
+        found: &Found,
+        stored: &EntryMeta,
+    ) -> Result<(), NotStored> {
+        if let Err(reason) = refreshed_storability(live, request, stored) {
+            let entry_key = match &found.marker {
+                Some(marker) => marker.variant_key(key, request),
+                None => key.clone(),
+            };
+            self.invalidate(&entry_key).await;
+            return Err(reason);
+        }
+        match self.store.update_meta(&found.entry, stored).await {
             Ok(true) => {}
             // Evicted or replaced meanwhile: this answer still uses the body it holds.
             Ok(false) => tracing::debug!("revalidated entry changed meanwhile; not updated"),
@@ -255,8 +299,7 @@ impl Cache {
                 tracing::warn!(%error, "cannot update revalidated metadata; serving it once");
             }
         }
-        found.entry.meta = Arc::new(meta);
-        Ok(Revalidated::NotModified(found, response.upstream))
+        Ok(())
     }
 
     /// Storability of the origin's answer to a GET under `live`'s settings: RFC 9111
@@ -372,6 +415,30 @@ impl Cache {
             Err(error) => tracing::warn!(key = %key, %error, "cannot invalidate a cache entry"),
         }
     }
+}
+
+/// Whether a response with `stored`'s status and fields may be stored, as a new answer to
+/// a request with `request`'s credentials would be judged. The request's own
+/// `Cache-Control` is left out: a client's `no-store` keeps its own exchange out of the
+/// cache, but it does not make the stored response unstorable for everyone.
+fn refreshed_storability(
+    live: &Snapshot,
+    request: &HeaderMap,
+    stored: &EntryMeta,
+) -> Result<(), NotStored> {
+    let mut credentials = HeaderMap::new();
+    if let Some(authorization) = request.get(AUTHORIZATION) {
+        credentials.insert(AUTHORIZATION, authorization.clone());
+    }
+    let mut head = http::Response::new(()).into_parts().0;
+    head.status = stored.status;
+    head.headers = stored.response_headers.clone();
+    policy::storability(
+        &credentials,
+        &head,
+        stored.response_time,
+        &live.cache_rules(),
+    )
 }
 
 /// GETs the whole object from `origin`: the client's `request` headers without its

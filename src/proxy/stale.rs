@@ -17,6 +17,7 @@ use crate::key::CacheKey;
 use crate::live::Snapshot;
 use crate::origin::OriginError;
 use crate::outcome::{Detail, Forward, Outcome};
+use crate::policy::NotStored;
 use crate::policy::freshness::StoredFreshness;
 use crate::proxy::error::ProxyError;
 use crate::store::EntryMeta;
@@ -50,11 +51,18 @@ impl Proxy {
         let marker = found.marker.clone();
         let entry_ref = (found.entry.meta.clone(), found.entry.body_len);
         // Keep what is needed to serve stale if the origin fails.
-        let outcome = self.cache.revalidate((&origin, &head.headers), found).await;
+        let outcome = (self.cache)
+            .revalidate(live, key, &origin, &head.headers, found)
+            .await;
         let purged = |answer: Answer| purged_detail(answer, freshness.purged());
         match outcome {
-            Ok(Revalidated::NotModified(found, upstream)) => {
-                Ok(purged(not_modified(head, *found, forward, live, now)).with_upstream(upstream))
+            Ok(Revalidated::NotModified {
+                found,
+                upstream,
+                kept,
+            }) => {
+                let answer = not_modified(head, *found, (forward, kept), live, now);
+                Ok(purged(answer).with_upstream(upstream))
             }
             Ok(Revalidated::Replaced {
                 response,
@@ -169,20 +177,27 @@ fn unreachable_allows(
 }
 
 /// The answer from `found` after the origin said 304 to its revalidation for `forward`:
-/// not a hit (the origin was asked), but the entry is now one second-hit would have too,
-/// since the request that revalidated it would have stored it.
+/// not a hit (the origin was asked). When the entry `kept` the refreshed metadata, it is
+/// now one second-hit would have too, since the request that revalidated it would have
+/// stored it; when it was removed, `Cache-Status` says why.
 fn not_modified(
     head: &request::Parts,
     found: Found,
-    forward: Forward,
+    (forward, kept): (Forward, Result<(), NotStored>),
     live: &Snapshot,
     now: SystemTime,
 ) -> Answer {
-    live.admission.policy.note_served(found.entry.key_hash());
     let fresh = StoredFreshness::new(&found.entry.meta, &live.cache_rules());
     let outcome = Outcome::forward(forward)
         .fwd_status(StatusCode::NOT_MODIFIED)
         .ttl(fresh.ttl_seconds(now));
+    let outcome = match kept {
+        Ok(()) => {
+            live.admission.policy.note_served(found.entry.key_hash());
+            outcome
+        }
+        Err(reason) => outcome.detail(Detail::NotStored(reason)),
+    };
     respond::from_store(head, found, &fresh, now, outcome)
 }
 
@@ -217,8 +232,8 @@ async fn refresh(
         }
         _ => return,
     };
-    let (response, times) = match cache.revalidate((origin, request), found).await {
-        Ok(Revalidated::NotModified(..)) => return,
+    let (response, times) = match cache.revalidate(live, key, origin, request, found).await {
+        Ok(Revalidated::NotModified { .. }) => return,
         Ok(Revalidated::Replaced {
             response,
             request_time,

@@ -2,7 +2,7 @@
 //! own conditional requests from storage.
 
 use super::common::*;
-use crate::support::{Reply, TestOrigin, http_date_from_now, send_until_hit};
+use crate::support::{Reply, TestOrigin, TestProxy, http_date_from_now, send_until_hit};
 
 const LAST_MODIFIED: &str = "Mon, 01 Jan 2024 00:00:00 GMT";
 
@@ -254,4 +254,92 @@ async fn client_if_none_match_on_a_stored_miss_is_answered_304() {
     assert_hit(&whole);
     assert_eq!(whole.body, b"fresh-body");
     assert_eq!(origin.count("/m"), 1);
+}
+
+/// An origin whose `/s` is fresh for 100 s with `ETag: "s1"`, and whose 304 to a
+/// revalidation carries the fields `not_modified`: what an origin that refreshes a
+/// session, or changes its mind about sharing, sends.
+async fn revalidated_with(not_modified: &'static [(&'static str, &'static str)]) -> TestOrigin {
+    TestOrigin::start_conditional("\"s1\"", move |head| {
+        if head.headers.contains_key("if-none-match") {
+            Reply::status(200, Vec::new()).headers(not_modified)
+        } else {
+            Reply::ok("max-age=100", b"shared".to_vec())
+        }
+    })
+    .await
+}
+
+const HOST: &[(&str, &str)] = &[("host", "cache.test")];
+
+/// A shared cache never hands one client's session to another: a 304's `Set-Cookie`
+/// reaches the client whose request revalidated the entry, and nobody after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn set_cookie_of_a_304_goes_only_to_the_client_that_revalidated() {
+    let origin = revalidated_with(&[
+        ("cache-control", "max-age=100"),
+        ("set-cookie", "session=sid=A1-refreshed"),
+    ])
+    .await;
+    let dir = tempfile::tempdir().expect("cache dir");
+    let always = |c: &mut secondhit::config::Config| {
+        c.admission.policy = secondhit::config::AdmissionPolicy::Always
+    };
+    let proxy = TestProxy::start_in(origin.addr, dir.path(), always).await;
+    fill(&proxy, "/s", HOST, 1).await;
+    // One Host for both runs: the restarted proxy listens on another port.
+    let first = [HOST[0], ("cookie", "sid=A1"), ("cache-control", "no-cache")];
+    let revalidating = get_with(&proxy, "/s", &first).await;
+    assert_eq!(revalidating.cache.fwd_status, Some(304));
+    assert_eq!(revalidating.body, b"shared");
+    assert_eq!(
+        header(&revalidating, "set-cookie"),
+        Some("session=sid=A1-refreshed"),
+        "the client that revalidated gets its own cookie"
+    );
+    let anonymous = get_with(&proxy, "/s", HOST).await;
+    assert_hit(&anonymous);
+    assert_eq!(anonymous.body, b"shared");
+    assert_eq!(
+        header(&anonymous, "set-cookie"),
+        None,
+        "another client's Set-Cookie was stored and served"
+    );
+    proxy.stop().await;
+    let restarted = TestProxy::start_in(origin.addr, dir.path(), always).await;
+    restarted.wait_scanned().await;
+    let after_restart = get_with(&restarted, "/s", HOST).await;
+    assert_hit(&after_restart);
+    assert_eq!(
+        header(&after_restart, "set-cookie"),
+        None,
+        "nor after a restart"
+    );
+}
+
+/// A 304 that makes the response private (or unstorable in any other way) answers the
+/// request that revalidated and removes the entry: later clients never get a hit
+/// carrying `private`, they go to the origin.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_304_that_makes_the_response_private_removes_the_entry() {
+    let origin = revalidated_with(&[("cache-control", "private, max-age=100")]).await;
+    let proxy = proxy_always(&origin).await;
+    fill(&proxy, "/s", &[], 1).await;
+    let revalidating = get_with(&proxy, "/s", &[("cache-control", "no-cache")]).await;
+    assert_eq!(revalidating.cache.fwd_status, Some(304));
+    assert_eq!(revalidating.body, b"shared");
+    assert_eq!(
+        header(&revalidating, "cache-control"),
+        Some("private, max-age=100")
+    );
+    assert!(!revalidating.cache.stored, "{:?}", revalidating.cache);
+    assert_eq!(revalidating.cache.detail.as_deref(), Some("private"));
+    let later = get_with(&proxy, "/s", &[]).await;
+    assert!(
+        !later.cache.hit,
+        "a private response was served from storage: {:?}",
+        later.cache
+    );
+    assert_eq!(header(&later, "cache-control"), Some("max-age=100"));
+    assert_eq!(origin.count("/s"), 3, "the later client went to the origin");
 }
