@@ -362,7 +362,9 @@ impl StoredFreshness {
             Some(None) => true,
             Some(Some(max)) => self.staleness(now) <= max,
         };
-        if accepted && !self.forbids_stale() {
+        // A soft purge says the content changed, which a client's tolerance for age does
+        // not cover: it is revalidated (and served stale only if the origin fails).
+        if accepted && !self.forbids_stale() && !self.purged {
             Reuse::StaleAccepted
         } else {
             Reuse::Stale

@@ -20,8 +20,15 @@ use super::{Inner, Store, StoreError, StoredEntry, map_entry_error};
 
 /// What an update writes.
 pub(super) enum Payload {
-    /// This encoded metadata.
-    Encoded(Vec<u8>),
+    /// The metadata a revalidation refreshed, `encoded`: written as it is, unless a soft
+    /// purge marked the entry after the revalidation's request left (then `meta` is written
+    /// with that mark).
+    Revalidated {
+        /// The new metadata.
+        meta: Box<EntryMeta>,
+        /// `meta`, encoded.
+        encoded: Vec<u8>,
+    },
     /// The current metadata, marked soft-purged at this time (left as it is when it is
     /// marked already: the entry went stale at the first purge).
     Purged(SystemTime),
@@ -42,6 +49,9 @@ impl Store {
     /// touching its body, e.g. after an origin answered a revalidation with
     /// 304. Later lookups, also after a restart, return `meta`.
     ///
+    /// A soft purge that marked the entry after `meta.request_time` (when the
+    /// revalidation's request left) stays in force: the mark is written with `meta`.
+    ///
     /// Returns `Ok(true)` once written, and `Ok(false)`, writing nothing, if
     /// the entry is no longer stored: evicted, replaced by a newer fill or
     /// removed since the lookup, or found damaged (then it is discarded, as a
@@ -57,7 +67,11 @@ impl Store {
         entry: &StoredEntry,
         meta: &EntryMeta,
     ) -> Result<bool, StoreError> {
-        let payload = entry::encode_meta(meta).map_err(map_entry_error)?;
+        let encoded = entry::encode_meta(meta).map_err(map_entry_error)?;
+        let payload = Payload::Revalidated {
+            meta: Box::new(meta.clone()),
+            encoded,
+        };
         let (key_hash, fill_id) = (entry.key_hash, entry.fill_id);
         let inner = Arc::clone(&self.inner);
         let path = inner.object_path(key_hash, fill_id);
@@ -66,12 +80,7 @@ impl Store {
         let task = {
             let path = path.clone();
             tokio::task::spawn_blocking(move || {
-                write_meta(
-                    &inner,
-                    &path,
-                    (key_hash, fill_id),
-                    Payload::Encoded(payload),
-                )
+                write_meta(&inner, &path, (key_hash, fill_id), payload)
             })
         };
         let outcome = task
@@ -158,7 +167,17 @@ pub(super) fn write_meta(
 /// nothing to write (a soft purge of an entry marked already).
 fn encoded(payload: Payload, current: EntryMeta) -> Result<Option<Vec<u8>>, StoreError> {
     match payload {
-        Payload::Encoded(payload) => Ok(Some(payload)),
+        // The purge came after the origin was asked: its 304 does not answer for it.
+        Payload::Revalidated { meta, .. }
+            if current.purged.is_some_and(|at| at >= meta.request_time) =>
+        {
+            let meta = EntryMeta {
+                purged: current.purged,
+                ..*meta
+            };
+            entry::encode_meta(&meta).map(Some).map_err(map_entry_error)
+        }
+        Payload::Revalidated { encoded, .. } => Ok(Some(encoded)),
         Payload::Purged(_) if current.purged.is_some() => Ok(None),
         Payload::Purged(at) => {
             let meta = EntryMeta {

@@ -377,3 +377,78 @@ async fn a_fill_in_progress_when_its_tag_is_purged_is_not_stored() {
     assert_eq!(origin.count("/slow"), 2);
     proxy.stop().await;
 }
+
+/// A soft purge that lands while a revalidation of the entry is waiting for the origin
+/// keeps its mark: the 304 answered a question asked before the purge, so the entry is
+/// revalidated again on its next request rather than served fresh.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_soft_purge_during_a_revalidation_keeps_its_mark() {
+    // Long enough for the purge below to land first; the test fails loudly if not.
+    const ORIGIN_PAUSE: Duration = Duration::from_secs(3);
+    let origin = TestOrigin::start_conditional("\"v1\"", |head| {
+        let reply = Reply::ok("max-age=3600", b"page".to_vec()).header("surrogate-key", "p");
+        if head.headers.contains_key("if-none-match") {
+            reply.delayed(ORIGIN_PAUSE)
+        } else {
+            reply
+        }
+    })
+    .await;
+    let proxy = storing_proxy(&origin, |_| {}).await;
+    store_all(&proxy, &["/p"]).await;
+    let url = proxy.url("/p");
+    let revalidation = tokio::spawn(send(client().get(&url).header("cache-control", "no-cache")));
+    wait_until(
+        || "the revalidation never reached the origin".into(),
+        || origin.count("/p") == 2,
+    )
+    .await;
+    let (status, json) = purge(&proxy, "tag=p&soft=1").await;
+    assert_eq!((status, &json["purged"]), (200, &1.into()));
+    assert!(
+        !revalidation.is_finished(),
+        "the origin answered before the purge landed: the test proves nothing"
+    );
+    let revalidated = revalidation.await.expect("revalidating client");
+    assert_eq!(revalidated.cache.fwd_status, Some(304));
+    let next = get(&url).await;
+    assert_eq!(next.cache.fwd.as_deref(), Some("stale"), "{:?}", next.cache);
+    assert_eq!(next.cache.detail.as_deref(), Some("purged"));
+    proxy.stop().await;
+}
+
+/// A soft-purged entry is revalidated even for a client whose `max-stale` would accept
+/// any staleness (the purge says the content changed, not that it aged); and while the
+/// origin cannot be reached, `cache.stale_if_unreachable` still serves it, as a soft
+/// purge keeps the copy for exactly that.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_soft_purged_entry_ignores_max_stale_but_serves_while_the_origin_is_unreachable() {
+    let origin = tagging_origin("max-age=3600").await;
+    let proxy = storing_proxy(&origin, |c| {
+        c.cache.stale_if_unreachable = Duration::from_secs(3600);
+    })
+    .await;
+    store_all(&proxy, &["/a/1", "/a/2"]).await;
+    let (_, json) = purge(&proxy, "tag=a&soft=1").await;
+    assert_eq!(json["purged"], 2);
+    let url = proxy.url("/a/1");
+    let tolerant = send(client().get(&url).header("cache-control", "max-stale")).await;
+    assert_eq!(
+        tolerant.cache.fwd.as_deref(),
+        Some("stale"),
+        "{:?}",
+        tolerant.cache
+    );
+    assert_eq!(tolerant.cache.detail.as_deref(), Some("purged"));
+    assert_eq!(origin.count("/a/1"), 2, "revalidated with the origin");
+    origin.go_down().await;
+    let unreachable = get(&proxy.url("/a/2")).await;
+    assert_eq!(unreachable.status, 200);
+    assert!(unreachable.cache.hit, "{:?}", unreachable.cache);
+    assert_eq!(
+        unreachable.cache.detail.as_deref(),
+        Some("stale-if-unreachable")
+    );
+    assert_eq!(unreachable.body, b"/a/2 ");
+    proxy.stop().await;
+}
