@@ -16,7 +16,8 @@
 //! and `X-Forwarded-Host`, and appends this hop's element to `Forwarded` (RFC 7239),
 //! keeping only the earlier elements' `for` and `by`, on each request sent to the origin
 //! on a client's behalf.
-//! [`add_response_via`] appends `Via` to every response.
+//! [`add_response_via`] appends `Via` to every response. [`strip_fields`] removes the
+//! fields `cache.strip_request_fields` names, however `-` and `_` are spelled.
 
 use std::net::IpAddr;
 
@@ -482,6 +483,26 @@ fn push_forwarded_value(out: &mut String, text: &str) {
         out.push(c);
     }
     out.push('"');
+}
+
+/// Removes every field `names` names from `headers`, however its `-` and `_` are spelled:
+/// CGI, PHP and the frameworks on them see `X_Original_URL` as `X-Original-URL` (both
+/// are `HTTP_X_ORIGINAL_URL`).
+pub fn strip_fields(headers: &mut HeaderMap, names: &[HeaderName]) {
+    // Names are lower case in a `HeaderMap`, so bytes compare but for `-` against `_`.
+    let same = |field: &HeaderName, name: &HeaderName| {
+        let (field, name) = (field.as_str().as_bytes(), name.as_str().as_bytes());
+        field.len() == name.len()
+            && (field.iter().zip(name))
+                .all(|(a, b)| a == b || (b"-_".contains(a) && b"-_".contains(b)))
+    };
+    let stripped: Vec<HeaderName> = (headers.keys())
+        .filter(|field| names.iter().any(|name| same(field, name)))
+        .cloned()
+        .collect();
+    for field in stripped {
+        headers.remove(field);
+    }
 }
 
 /// Appends this proxy to a response's `Via`.

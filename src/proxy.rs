@@ -144,7 +144,8 @@ struct Ask<'a> {
 impl<'a> Ask<'a> {
     /// The request as it goes to its site's origin.
     fn origin(&self) -> Result<OriginRequest<'a>, ProxyError> {
-        OriginRequest::of(self.head, self.client, self.site)
+        let strip = &self.live.settings.cache.strip_request_fields;
+        OriginRequest::of(self.head, self.client, self.site, strip)
     }
 }
 

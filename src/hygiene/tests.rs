@@ -336,3 +336,26 @@ fn responses_get_via_appended() {
         "1.1 secondhit, 1.1 secondhit"
     );
 }
+
+#[test]
+fn stripped_fields_go_however_dashes_and_underscores_are_spelled() {
+    let mut headers = HeaderMap::new();
+    for name in [
+        "x-original-url",
+        "x_original_url",
+        "x-original_url",
+        "x-original-urls",
+        "x-forwarded_prefix",
+        "accept",
+    ] {
+        headers.append(HeaderName::from_static(name), HeaderValue::from_static("1"));
+    }
+    let names = [
+        HeaderName::from_static("x-original-url"),
+        HeaderName::from_static("x_forwarded-prefix"),
+    ];
+    strip_fields(&mut headers, &names);
+    let mut kept: Vec<&str> = headers.keys().map(HeaderName::as_str).collect();
+    kept.sort_unstable();
+    assert_eq!(kept, ["accept", "x-original-urls"]);
+}
