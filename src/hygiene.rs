@@ -540,22 +540,44 @@ fn append_to_list(headers: &mut HeaderMap, name: HeaderName, member: HeaderValue
         headers.insert(name, member);
         return;
     }
-    let mut joined = Vec::with_capacity(64);
-    for value in headers.get_all(&name) {
-        joined.extend_from_slice(value.as_bytes());
-        joined.extend_from_slice(b", ");
-    }
-    joined.extend_from_slice(member.as_bytes());
+    let lines = (headers.get_all(&name).iter().map(HeaderValue::as_bytes))
+        .chain(std::iter::once(member.as_bytes()));
     // Existing values were valid field values and so is `member`, so the join is one
     // too; should that ever fail, the old lines are kept and ours added.
-    match HeaderValue::from_bytes(&joined) {
-        Ok(value) => {
+    match joined(lines) {
+        Some(value) => {
             headers.insert(name, value);
         }
-        Err(_) => {
+        None => {
             headers.append(name, member);
         }
     }
+}
+
+/// Removes every line of the list `name` from `headers` and returns them as one value,
+/// joined with `, ` in order (RFC 9110 §5.3): a proxy in front may have added a line of
+/// its own (HAProxy's `option forwardfor`) rather than extended the client's. `None`
+/// when there is none, or (never for valid lines) when the join is no valid value.
+pub fn take_list(headers: &mut HeaderMap, name: &HeaderName) -> Option<HeaderValue> {
+    if headers.get_all(name).iter().nth(1).is_none() {
+        // One line or none, the usual case: moved out, not copied.
+        return headers.remove(name);
+    }
+    let value = joined(headers.get_all(name).iter().map(HeaderValue::as_bytes));
+    headers.remove(name);
+    value
+}
+
+/// `lines` joined with `, ` into one field value, if that is a valid one.
+fn joined<'a>(lines: impl Iterator<Item = &'a [u8]>) -> Option<HeaderValue> {
+    let mut value = Vec::with_capacity(64);
+    for line in lines {
+        if !value.is_empty() {
+            value.extend_from_slice(b", ");
+        }
+        value.extend_from_slice(line);
+    }
+    HeaderValue::from_bytes(&value).ok()
 }
 
 #[cfg(test)]

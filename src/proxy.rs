@@ -293,7 +293,7 @@ impl Proxy {
             referer: head.headers.remove(REFERER),
             user_agent: head.headers.remove(USER_AGENT),
             host,
-            forwarded_for: head.headers.remove(hygiene::X_FORWARDED_FOR),
+            forwarded_for: hygiene::take_list(&mut head.headers, &hygiene::X_FORWARDED_FOR),
             upstream,
             outcome,
             bytes: 0,
