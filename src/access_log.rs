@@ -81,7 +81,8 @@ pub struct Record {
     pub outcome: Outcome,
     /// The host the client named (`Host`, or HTTP/2's `:authority`).
     pub host: Option<HeaderValue>,
-    /// The request's `X-Forwarded-For`: the client, when the peer is a trusted proxy.
+    /// The request's `X-Forwarded-For`, every line joined in order
+    /// (`hygiene::take_list`): the client, when the peer is a trusted proxy.
     pub forwarded_for: Option<HeaderValue>,
     /// The origin server asked for the response, when one was.
     pub upstream: Option<Upstream>,

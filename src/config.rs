@@ -19,6 +19,7 @@
 
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::{HeaderName, Uri};
@@ -292,6 +293,13 @@ pub struct CacheConfig {
     /// for this cache. `None`: only `CDN-Cache-Control` is targeted at it.
     #[serde(serialize_with = "changes::shown_if_some")]
     pub targeted_field: Option<HeaderName>,
+    /// Request fields removed from every GET and HEAD before it is sent to the origin
+    /// (lower-cased, without duplicates): fields with which frameworks let a request name
+    /// another URL or method than its own (`X-Original-URL`, `X-HTTP-Method-Override`),
+    /// which the cache key does not include, so that one client's could choose the
+    /// answer stored for everyone. Other methods keep them: nothing of theirs is stored.
+    #[serde(serialize_with = "changes::shown_list")]
+    pub strip_request_fields: Arc<[HeaderName]>,
     /// How long past its freshness a stored response may still be served when the origin
     /// cannot be reached (connection refused or timed out) and the response does not
     /// forbid it (RFC 9111 §4.2.4 allows serving stale when "disconnected"); zero: only
@@ -315,6 +323,17 @@ pub struct CacheConfig {
     /// (0..=[`MAX_ORPHAN_FILLS`]); zero: a fill ends with its client.
     pub max_orphan_fills: usize,
 }
+
+/// The default of `cache.strip_request_fields`: the URL overrides of IIS's URL Rewrite and
+/// Symfony/Zend (`X-Original-URL`, `X-Rewrite-URL`) and the method overrides of
+/// Symfony, Laravel, Rails, ASP.NET and Google's APIs.
+const DEFAULT_STRIP_REQUEST_FIELDS: [HeaderName; 5] = [
+    HeaderName::from_static("x-original-url"),
+    HeaderName::from_static("x-rewrite-url"),
+    HeaderName::from_static("x-http-method-override"),
+    HeaderName::from_static("x-http-method"),
+    HeaderName::from_static("x-method-override"),
+];
 
 /// Upper limit of `cache.open_files`: a million descriptors is what a large cache's
 /// hot set might use; more is a typo, not a plan.
@@ -344,6 +363,7 @@ impl Default for CacheConfig {
             verify_whole_below: 64 * 1024,
             heuristic_max_age: Duration::from_secs(24 * 3600),
             targeted_field: None,
+            strip_request_fields: Arc::new(DEFAULT_STRIP_REQUEST_FIELDS),
             stale_if_unreachable: Duration::ZERO,
             memory_size: 64 * 1024 * 1024,
             memory_max_object_size: 1024 * 1024,

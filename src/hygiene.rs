@@ -16,7 +16,8 @@
 //! and `X-Forwarded-Host`, and appends this hop's element to `Forwarded` (RFC 7239),
 //! keeping only the earlier elements' `for` and `by`, on each request sent to the origin
 //! on a client's behalf.
-//! [`add_response_via`] appends `Via` to every response.
+//! [`add_response_via`] appends `Via` to every response. [`strip_fields`] removes the
+//! fields `cache.strip_request_fields` names, however `-` and `_` are spelled.
 
 use std::net::IpAddr;
 
@@ -484,6 +485,26 @@ fn push_forwarded_value(out: &mut String, text: &str) {
     out.push('"');
 }
 
+/// Removes every field `names` names from `headers`, however its `-` and `_` are spelled:
+/// CGI, PHP and the frameworks on them see `X_Original_URL` as `X-Original-URL` (both
+/// are `HTTP_X_ORIGINAL_URL`).
+pub fn strip_fields(headers: &mut HeaderMap, names: &[HeaderName]) {
+    // Names are lower case in a `HeaderMap`, so bytes compare but for `-` against `_`.
+    let same = |field: &HeaderName, name: &HeaderName| {
+        let (field, name) = (field.as_str().as_bytes(), name.as_str().as_bytes());
+        field.len() == name.len()
+            && (field.iter().zip(name))
+                .all(|(a, b)| a == b || (b"-_".contains(a) && b"-_".contains(b)))
+    };
+    let stripped: Vec<HeaderName> = (headers.keys())
+        .filter(|field| names.iter().any(|name| same(field, name)))
+        .cloned()
+        .collect();
+    for field in stripped {
+        headers.remove(field);
+    }
+}
+
 /// Appends this proxy to a response's `Via`.
 ///
 /// The received protocol is the origin's: the origin client always speaks HTTP/1.1
@@ -519,22 +540,44 @@ fn append_to_list(headers: &mut HeaderMap, name: HeaderName, member: HeaderValue
         headers.insert(name, member);
         return;
     }
-    let mut joined = Vec::with_capacity(64);
-    for value in headers.get_all(&name) {
-        joined.extend_from_slice(value.as_bytes());
-        joined.extend_from_slice(b", ");
-    }
-    joined.extend_from_slice(member.as_bytes());
+    let lines = (headers.get_all(&name).iter().map(HeaderValue::as_bytes))
+        .chain(std::iter::once(member.as_bytes()));
     // Existing values were valid field values and so is `member`, so the join is one
     // too; should that ever fail, the old lines are kept and ours added.
-    match HeaderValue::from_bytes(&joined) {
-        Ok(value) => {
+    match joined(lines) {
+        Some(value) => {
             headers.insert(name, value);
         }
-        Err(_) => {
+        None => {
             headers.append(name, member);
         }
     }
+}
+
+/// Removes every line of the list `name` from `headers` and returns them as one value,
+/// joined with `, ` in order (RFC 9110 §5.3): a proxy in front may have added a line of
+/// its own (HAProxy's `option forwardfor`) rather than extended the client's. `None`
+/// when there is none, or (never for valid lines) when the join is no valid value.
+pub fn take_list(headers: &mut HeaderMap, name: &HeaderName) -> Option<HeaderValue> {
+    if headers.get_all(name).iter().nth(1).is_none() {
+        // One line or none, the usual case: moved out, not copied.
+        return headers.remove(name);
+    }
+    let value = joined(headers.get_all(name).iter().map(HeaderValue::as_bytes));
+    headers.remove(name);
+    value
+}
+
+/// `lines` joined with `, ` into one field value, if that is a valid one.
+fn joined<'a>(lines: impl Iterator<Item = &'a [u8]>) -> Option<HeaderValue> {
+    let mut value = Vec::with_capacity(64);
+    for line in lines {
+        if !value.is_empty() {
+            value.extend_from_slice(b", ");
+        }
+        value.extend_from_slice(line);
+    }
+    HeaderValue::from_bytes(&value).ok()
 }
 
 #[cfg(test)]

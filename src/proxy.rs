@@ -144,7 +144,8 @@ struct Ask<'a> {
 impl<'a> Ask<'a> {
     /// The request as it goes to its site's origin.
     fn origin(&self) -> Result<OriginRequest<'a>, ProxyError> {
-        OriginRequest::of(self.head, self.client, self.site)
+        let strip = &self.live.settings.cache.strip_request_fields;
+        OriginRequest::of(self.head, self.client, self.site, strip)
     }
 }
 
@@ -292,7 +293,7 @@ impl Proxy {
             referer: head.headers.remove(REFERER),
             user_agent: head.headers.remove(USER_AGENT),
             host,
-            forwarded_for: head.headers.remove(hygiene::X_FORWARDED_FOR),
+            forwarded_for: hygiene::take_list(&mut head.headers, &hygiene::X_FORWARDED_FOR),
             upstream,
             outcome,
             bytes: 0,

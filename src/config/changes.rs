@@ -99,8 +99,8 @@ impl Config {
     /// `server.unknown_host` (the sites and their clients are rebuilt), all of
     /// `[admission]` (the policy is rebuilt; same-sized filters keep what they remember),
     /// `cache.max_object_size`,
-    /// `cache.heuristic_max_age`, `cache.targeted_field`, `cache.stale_if_unreachable`,
-    /// `cache.collapse_timeout`, `server.tls.certificates` (whose files a reload reads
+    /// `cache.heuristic_max_age`, `cache.targeted_field`, `cache.strip_request_fields`,
+    /// `cache.stale_if_unreachable`, `cache.collapse_timeout`, `server.tls.certificates` (whose files a reload reads
     /// again even when the file names did not change), `log.level`, `log.access_log` and
     /// `log.access_format`, `[purge]` and the rest of `[tags]`. Restart: the rest of
     /// `[server]` (a TLS listener added, removed or moved included), the store's other
@@ -273,6 +273,7 @@ mod tests {
         "cache.max_object_size",
         "cache.heuristic_max_age",
         "cache.targeted_field",
+        "cache.strip_request_fields",
         "cache.stale_if_unreachable",
         "cache.collapse_timeout",
         "admission.policy",

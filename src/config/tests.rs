@@ -218,6 +218,30 @@ fn sizes_accept_units_and_plain_integers() {
             .map(http::HeaderName::as_str),
         Some("secondhit-cache-control")
     );
+    let stripped = |c: &Config| -> Vec<String> {
+        (c.cache.strip_request_fields.iter())
+            .map(ToString::to_string)
+            .collect()
+    };
+    let c = Config::from_toml_str("").unwrap();
+    assert_eq!(
+        stripped(&c),
+        [
+            "x-original-url",
+            "x-rewrite-url",
+            "x-http-method-override",
+            "x-http-method",
+            "x-method-override"
+        ],
+        "URL and method overrides are stripped by default"
+    );
+    let text = "[cache]\nstrip_request_fields = [\"X-Forwarded-Prefix\", \"x-forwarded-prefix\"]";
+    assert_eq!(
+        stripped(&Config::from_toml_str(text).unwrap()),
+        ["x-forwarded-prefix"]
+    );
+    let c = Config::from_toml_str("[cache]\nstrip_request_fields = []").unwrap();
+    assert!(c.cache.strip_request_fields.is_empty());
     // Zero turns collapsing off, and lets no fill outlive its client.
     let c =
         Config::from_toml_str("[cache]\ncollapse_timeout = \"0s\"\nmax_orphan_fills = 0").unwrap();

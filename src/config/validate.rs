@@ -1,6 +1,7 @@
 //! The raw layer of config loading and its validation into the public types.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::HeaderName;
@@ -85,6 +86,7 @@ struct RawCache {
     verify_whole_below: Option<RawSize>,
     heuristic_max_age: Option<String>,
     targeted_field: Option<String>,
+    strip_request_fields: Option<Vec<String>>,
     stale_if_unreachable: Option<String>,
     memory_size: Option<RawSize>,
     memory_max_object_size: Option<RawSize>,
@@ -231,6 +233,10 @@ fn validate_cache(mut raw: RawCache, d: CacheConfig) -> Result<CacheConfig, Conf
             d.heuristic_max_age,
         )?,
         targeted_field: raw.targeted_field.map(targeted_field).transpose()?,
+        strip_request_fields: match raw.strip_request_fields {
+            None => d.strip_request_fields,
+            Some(names) => strip_request_fields(names)?,
+        },
         // Zero is allowed: stale only within the response's own stale-if-error.
         stale_if_unreachable: duration(
             "cache.stale_if_unreachable",
@@ -393,6 +399,23 @@ fn targeted_field(name: String) -> Result<HeaderName, ConfigError> {
         return Err(invalid(KEY, reason));
     }
     Ok(field)
+}
+
+/// `cache.strip_request_fields`: valid field names (RFC 9110 §5.1), lower-cased, each once.
+fn strip_request_fields(names: Vec<String>) -> Result<Arc<[HeaderName]>, ConfigError> {
+    let mut fields: Vec<HeaderName> = Vec::with_capacity(names.len());
+    for name in names {
+        let field = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+            invalid(
+                "cache.strip_request_fields",
+                format!("{name:?} is not a valid field name"),
+            )
+        })?;
+        if !fields.contains(&field) {
+            fields.push(field);
+        }
+    }
+    Ok(fields.into())
 }
 
 fn validate_admission(

@@ -336,3 +336,50 @@ fn responses_get_via_appended() {
         "1.1 secondhit, 1.1 secondhit"
     );
 }
+
+#[test]
+fn stripped_fields_go_however_dashes_and_underscores_are_spelled() {
+    let mut headers = HeaderMap::new();
+    for name in [
+        "x-original-url",
+        "x_original_url",
+        "x-original_url",
+        "x-original-urls",
+        "x-forwarded_prefix",
+        "accept",
+    ] {
+        headers.append(HeaderName::from_static(name), HeaderValue::from_static("1"));
+    }
+    let names = [
+        HeaderName::from_static("x-original-url"),
+        HeaderName::from_static("x_forwarded-prefix"),
+    ];
+    strip_fields(&mut headers, &names);
+    let mut kept: Vec<&str> = headers.keys().map(HeaderName::as_str).collect();
+    kept.sort_unstable();
+    assert_eq!(kept, ["accept", "x-original-urls"]);
+}
+
+#[test]
+fn a_list_is_taken_as_one_value_of_all_its_lines_in_order() {
+    let mut headers = HeaderMap::new();
+    assert_eq!(take_list(&mut headers, &X_FORWARDED_FOR), None);
+    headers.append(X_FORWARDED_FOR, HeaderValue::from_static("192.0.2.1"));
+    assert_eq!(
+        take_list(&mut headers, &X_FORWARDED_FOR),
+        Some(HeaderValue::from_static("192.0.2.1"))
+    );
+    for line in ["192.0.2.1", "198.51.100.2, 10.0.0.1", "10.0.0.2"] {
+        headers.append(X_FORWARDED_FOR, HeaderValue::from_static(line));
+    }
+    assert_eq!(
+        take_list(&mut headers, &X_FORWARDED_FOR),
+        Some(HeaderValue::from_static(
+            "192.0.2.1, 198.51.100.2, 10.0.0.1, 10.0.0.2"
+        ))
+    );
+    assert!(
+        !headers.contains_key(X_FORWARDED_FOR),
+        "every line is taken"
+    );
+}

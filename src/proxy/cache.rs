@@ -5,14 +5,16 @@
 //! Variants (RFC 9111 §4.1) are stored side by side: the URL's own key holds a small
 //! *marker* entry (empty body) naming the `Vary` fields and a random nonce, and each
 //! variant lives under `CacheKey::variant(nonce, selector)`. A lookup reads the marker,
-//! computes the request's selector and looks the variant up. Removing the marker
+//! computes the request's selector and looks the variant up; a variant of a response
+//! varying on `Accept-Encoding` is served only to a request that accepts its
+//! `Content-Encoding` (`Marker::serves_coding`). Removing the marker
 //! (invalidation) or replacing it (new `Vary` fields) orphans every old variant at
 //! once; orphans are never reachable again and leave by eviction.
 
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use http::header::{AUTHORIZATION, CONTENT_LENGTH, RANGE, VARY};
+use http::header::{ACCEPT_ENCODING, AUTHORIZATION, CONTENT_LENGTH, RANGE, VARY};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 
 use super::origin_request::OriginRequest;
@@ -48,6 +50,16 @@ impl Marker {
             VarySpec::Fields(fields) => Some(Marker { nonce, fields }),
             _ => None,
         }
+    }
+
+    /// False when the variants vary on `Accept-Encoding` and `request` does not accept
+    /// the `Content-Encoding` of the variant `meta` (which its selector picked): the
+    /// selector tells apart only some codings ([`vary::accepts_coding`]), and a client
+    /// must never get a coding it did not ask for. The request is then a vary-miss, and
+    /// its own answer replaces the variant.
+    fn serves_coding(&self, request: &HeaderMap, meta: &EntryMeta) -> bool {
+        !self.fields.contains(&ACCEPT_ENCODING)
+            || vary::accepts_coding(request, &meta.response_headers)
     }
 
     /// The key of the variant `request` selects.
@@ -200,7 +212,9 @@ impl Cache {
         let Some(mut entry) = self.lookup_key(&marker.variant_key(key, request)).await else {
             return Lookup::VaryMiss(marker);
         };
-        if !verified_for_range(&mut entry, request).await {
+        if !marker.serves_coding(request, &entry.meta)
+            || !verified_for_range(&mut entry, request).await
+        {
             return Lookup::VaryMiss(marker);
         }
         Lookup::Found(Box::new(Found {

@@ -2,12 +2,12 @@
 //! client's head where a request first needs its site's origin (never for a hit), sends
 //! every request for it — a pass-through, a miss, a revalidation, the background refresh
 //! of `stale-while-revalidate` — to the client's target and host, with the forwarding
-//! fields added.
+//! fields added and, for a GET or HEAD, `cache.strip_request_fields` removed.
 
 use std::sync::Arc;
 
 use http::uri::PathAndQuery;
-use http::{HeaderMap, HeaderValue, Method, request};
+use http::{HeaderMap, HeaderName, HeaderValue, Method, request};
 
 use crate::hygiene::{ClientConnection, Forwarding};
 use crate::key::KeyError;
@@ -27,6 +27,10 @@ pub(super) struct OriginRequest<'a> {
     host: HeaderValue,
     /// The fields added to every request sent for the client.
     forwarding: Forwarding,
+    /// The fields removed from every request sent for the client: for a GET or HEAD,
+    /// `cache.strip_request_fields`, since its answer may be stored under a key they
+    /// are not part of; for any other method none, since nothing of its is stored.
+    strip: Option<Arc<[HeaderName]>>,
 }
 
 /// The site of an [`OriginRequest`]: borrowed from the request's snapshot, so that a
@@ -37,12 +41,13 @@ enum SiteRef<'a> {
 }
 
 impl<'a> OriginRequest<'a> {
-    /// The origin request for the client's `head` from `client` to `site`; fails when
-    /// the client named no host.
+    /// The origin request for the client's `head` from `client` to `site`, without the
+    /// fields `strip` names when it is a GET or HEAD; fails when the client named no host.
     pub(super) fn of(
         head: &request::Parts,
         client: ClientConnection,
         site: &'a Arc<Site>,
+        strip: &Arc<[HeaderName]>,
     ) -> Result<OriginRequest<'a>, ProxyError> {
         let target =
             (head.uri.path_and_query().cloned()).unwrap_or_else(|| PathAndQuery::from_static("/"));
@@ -53,17 +58,23 @@ impl<'a> OriginRequest<'a> {
             target,
             host: host.ok_or(ProxyError::BadRequest(KeyError::MissingHost))?,
             forwarding,
+            strip: (matches!(head.method, Method::GET | Method::HEAD) && !strip.is_empty())
+                .then(|| Arc::clone(strip)),
         })
     }
 
     /// Sends `method` with `headers` (the client's end-to-end fields, as the caller
-    /// shaped them) and `body` to the origin, adding the forwarding fields.
+    /// shaped them) and `body` to the origin, adding the forwarding fields and removing
+    /// those it strips.
     pub(super) async fn send(
         &self,
         method: Method,
         mut headers: HeaderMap,
         body: RequestBody,
     ) -> Result<OriginResponse, OriginError> {
+        if let Some(strip) = &self.strip {
+            crate::hygiene::strip_fields(&mut headers, strip);
+        }
         self.forwarding.apply(&mut headers);
         let site = match &self.site {
             SiteRef::Borrowed(site) => site,
@@ -84,6 +95,7 @@ impl<'a> OriginRequest<'a> {
             target: self.target,
             host: self.host,
             forwarding: self.forwarding,
+            strip: self.strip,
         }
     }
 }

@@ -190,3 +190,32 @@ async fn a_template_logs_the_host_the_real_client_and_the_origin_server_asked() 
     assert_eq!(hit[5..8], ["-", "-", "-"], "a hit asked no origin: {text}");
     assert!(hit[8].starts_with("secondhit; hit"), "{text}");
 }
+
+/// A balancer that adds its own `X-Forwarded-For` line (HAProxy's `option forwardfor`)
+/// after the one the client sent: the lines are one list in order (RFC 9110 §5.3), so the
+/// client logged is the last untrusted address of both, not what the client wrote.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_x_forwarded_for_line_is_read_behind_a_trusted_proxy() {
+    let logs = tempfile::tempdir().expect("temp dir");
+    let log = logs.path().join("access.log");
+    let origin = sized_origin().await;
+    let proxy = TestProxy::start(origin.addr, |c| {
+        c.log.access_log = AccessLog::File(log.clone());
+        c.log.access_format = AccessFormat::Template(
+            secondhit::config::access_format::parse("$remote_addr|$request").expect("template"),
+        );
+        // The test's client is the balancer, behind another trusted hop.
+        c.log.trusted_proxies = ["127.0.0.0/8", "10.0.0.0/8"]
+            .map(|net| net.parse().expect("network"))
+            .to_vec();
+    })
+    .await;
+    let request = "GET /obj-2 HTTP/1.1\r\nHost: localhost\r\n\
+                   X-Forwarded-For: 198.51.100.66\r\n\
+                   X-Forwarded-For: 203.0.113.9, 10.0.0.7\r\n\r\n";
+    let raw = crate::proxy_hygiene::common::exchange(&proxy, request.as_bytes()).await;
+    assert_eq!(raw.status, 200);
+    proxy.stop().await;
+    let text = std::fs::read_to_string(&log).expect("read the log");
+    assert_eq!(text, "203.0.113.9|GET /obj-2 HTTP/1.1\n");
+}

@@ -22,12 +22,17 @@ async fn echoing_setup() -> (TestOrigin, TestProxy) {
         Reply::ok("max-age=3600", echo(target, host).into_bytes())
     })
     .await;
-    // Every response is stored at once: a poisoned entry would be there to be hit.
-    let proxy = TestProxy::start(origin.addr, |c| {
+    let proxy = storing_proxy(&origin).await;
+    (origin, proxy)
+}
+
+/// A proxy in front of `origin` that stores every response at once: a poisoned entry
+/// would be there to be hit.
+async fn storing_proxy(origin: &TestOrigin) -> TestProxy {
+    TestProxy::start(origin.addr, |c| {
         c.admission.policy = AdmissionPolicy::Always;
     })
-    .await;
-    (origin, proxy)
+    .await
 }
 
 async fn get(proxy: &TestProxy, target: &str, host: &str) -> Raw {
@@ -133,5 +138,107 @@ async fn an_unsafe_method_is_forwarded_with_the_target_it_invalidates() {
     assert_eq!(raw.status, 200);
     assert_eq!(body(&raw), echo("/form", "localhost"));
     assert_eq!(origin.count("/evil/../form"), 0);
+    proxy.stop().await;
+}
+
+/// The fields with which IIS, Symfony and other frameworks let a request name another
+/// URL or method than its own, with a value that would poison the entry.
+const OVERRIDE_FIELDS: [(&str, &str); 5] = [
+    ("X-Original-URL", "/admin"),
+    ("X-Rewrite-URL", "/admin"),
+    ("X-HTTP-Method-Override", "DELETE"),
+    ("X-HTTP-Method", "DELETE"),
+    ("X-Method-Override", "DELETE"),
+];
+
+/// An origin that honours the override fields, as IIS's URL rewrite or Symfony's
+/// `HttpMethodParameterOverride` do: the body names the method and URL it acted on.
+async fn overridable_origin() -> TestOrigin {
+    TestOrigin::start(|head| {
+        let field = |name: &str| head.headers.get(name).and_then(|v| v.to_str().ok());
+        let target = field("x-original-url")
+            .or_else(|| field("x-rewrite-url"))
+            .unwrap_or_else(|| head.uri.path());
+        let method = field("x-http-method-override")
+            .or_else(|| field("x-http-method"))
+            .or_else(|| field("x-method-override"))
+            .unwrap_or_else(|| head.method.as_str());
+        Reply::ok("max-age=3600", format!("{method} {target}").into_bytes())
+    })
+    .await
+}
+
+/// A GET whose override field would have the origin act on another URL or method is
+/// forwarded without it, so the entry stored under its key is the key's own answer.
+#[tokio::test]
+async fn url_and_method_override_fields_are_not_forwarded_on_the_cache_path() {
+    let origin = overridable_origin().await;
+    let proxy = storing_proxy(&origin).await;
+    for (at, (name, value)) in OVERRIDE_FIELDS.into_iter().enumerate() {
+        let path = format!("/page{at}");
+        let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n{name}: {value}\r\n\r\n");
+        let hostile = exchange(&proxy, request.as_bytes()).await;
+        assert_eq!(body(&hostile), format!("GET {path}"), "{name}");
+        let sent = origin.last_headers(&path).expect("the origin was asked");
+        assert!(
+            !sent.contains_key(name),
+            "{name} reached the origin: {sent:?}"
+        );
+        proxy.wait_committed(at as u64 + 1).await;
+        let next = get(&proxy, &path, "localhost").await;
+        assert!(next.list("cache-status").contains("hit"), "{name}");
+        assert_eq!(body(&next), format!("GET {path}"), "{name}");
+    }
+    proxy.stop().await;
+}
+
+/// CGI, PHP and the frameworks on them read `X_Original_URL` as `X-Original-URL` (both
+/// are `HTTP_X_ORIGINAL_URL`), so a field named with underscores is stripped too.
+#[tokio::test]
+async fn override_fields_spelled_with_underscores_are_not_forwarded_either() {
+    let origin = TestOrigin::start(|head| {
+        let spelled: Vec<&str> = (head.headers.keys())
+            .map(|name| name.as_str())
+            .filter(|name| name.replace('_', "-") == "x-original-url")
+            .collect();
+        Reply::ok("max-age=3600", format!("{spelled:?}").into_bytes())
+    })
+    .await;
+    let proxy = storing_proxy(&origin).await;
+    let request = "GET /u HTTP/1.1\r\nHost: localhost\r\nX_Original_URL: /admin\r\n\
+                   X-Original_URL: /admin\r\nx_original-url: /admin\r\n\r\n";
+    let raw = exchange(&proxy, request.as_bytes()).await;
+    assert_eq!(raw.status, 200);
+    assert_eq!(body(&raw), "[]", "no spelling reached the origin");
+    proxy.stop().await;
+}
+
+/// The override fields are kept on requests the cache never answers from storage (an API
+/// that tunnels PUT through POST keeps working), and on every request when the operator
+/// empties `cache.strip_request_fields`.
+#[tokio::test]
+async fn override_fields_are_forwarded_where_nothing_is_stored_or_when_configured() {
+    let origin = overridable_origin().await;
+    let proxy = storing_proxy(&origin).await;
+    let request = "POST /api HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n\
+                   X-HTTP-Method-Override: PUT\r\n\r\n";
+    let tunnelled = exchange(&proxy, request.as_bytes()).await;
+    assert_eq!(body(&tunnelled), "PUT /api");
+    proxy.stop().await;
+
+    let text = "[cache]\nstrip_request_fields = []\n";
+    let proxy = TestProxy::start(origin.addr, move |c| {
+        let parsed = secondhit::config::Config::from_toml_str(text)
+            .unwrap_or_else(|e| panic!("cache.strip_request_fields must be a config key: {e}"));
+        // The whole parsed table, but for where and how the test's store lives.
+        let (dir, fsync) = (c.cache.dir.clone(), c.cache.fsync);
+        c.cache = parsed.cache;
+        c.cache.dir = dir;
+        c.cache.fsync = fsync;
+    })
+    .await;
+    let request = "GET /page HTTP/1.1\r\nHost: localhost\r\nX-Original-URL: /admin\r\n\r\n";
+    let kept = exchange(&proxy, request.as_bytes()).await;
+    assert_eq!(body(&kept), "GET /admin");
     proxy.stop().await;
 }

@@ -6,6 +6,7 @@
 use secondhit::config::AdmissionPolicy;
 
 use super::common::*;
+use crate::proxy_hygiene::common::exchange;
 use crate::support::{Reply, TestOrigin, TestProxy};
 
 /// An origin answering `Vary: <vary>` (fresh for 100 s) with a body naming the request's
@@ -91,13 +92,14 @@ async fn accept_language_weights_are_normalised() {
 }
 
 /// RFC 9111 §4.1: `Accept-Encoding` is reduced to its canonical set of codings, so
-/// `gzip, deflate, br`, `br,gzip` and `gzip;q=1, br` share one variant.
+/// `gzip, deflate, br`, `br,deflate,gzip` and `deflate, gzip;q=1, br, x-junk` share one
+/// variant.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn accept_encoding_is_reduced_to_a_canonical_set() {
     let origin = varying_origin("Accept-Encoding", "accept-encoding").await;
     let proxy = proxy_always(&origin).await;
     fill(&proxy, "/e", &[("accept-encoding", "gzip, deflate, br")], 2).await;
-    for same in ["br,gzip", "gzip;q=1, br"] {
+    for same in ["br,deflate,gzip", "deflate, gzip;q=1, br, x-junk"] {
         let seen = get_with(&proxy, "/e", &[("accept-encoding", same)]).await;
         assert_hit(&seen);
         assert_eq!(seen.body, b"accept-encoding=gzip, deflate, br", "{same}");
@@ -246,4 +248,140 @@ async fn admission_counts_per_primary_key() {
     );
     let fr = lang(&proxy, "fr").await;
     assert!(fr.cache.stored, "second sight of the URI: {:?}", fr.cache);
+}
+
+/// An origin that content-codes `/e…` with the first coding of the request's
+/// `Accept-Encoding` it has (`deflate`, `compress`, `x-custom`; `*` takes `deflate`), as
+/// Express's `compression` or IIS do, and varies on `Accept-Encoding`. The body names the
+/// coding, so a test sees which answer it got.
+async fn coding_origin() -> TestOrigin {
+    TestOrigin::start(|head| {
+        let accepted = request_header(head, "accept-encoding").unwrap_or("");
+        let coding = accepted
+            .split(',')
+            .map(|item| item.split(';').next().unwrap_or("").trim())
+            .find_map(|coding| match coding {
+                "deflate" | "compress" | "x-custom" => Some(coding),
+                "*" => Some("deflate"),
+                _ => None,
+            });
+        let reply = Reply::ok(
+            "max-age=100",
+            format!("coded={}", coding.unwrap_or("identity")).into_bytes(),
+        )
+        .header("vary", "Accept-Encoding");
+        match coding {
+            Some(coding) => reply.header("content-encoding", coding),
+            None => reply,
+        }
+    })
+    .await
+}
+
+/// RFC 9111 §4.1 with RFC 9110 §12.5.3: a variant the origin content-coded is never
+/// served to a request that does not accept its coding, whichever codings the cache
+/// distinguishes: each pair stores the first request's variant, then asks with the second
+/// `Accept-Encoding` (`None`: absent), which the origin answers uncoded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_content_coded_variant_is_served_only_to_requests_that_accept_its_coding() {
+    let origin = coding_origin().await;
+    let proxy = proxy_always(&origin).await;
+    let pairs: [(&str, Option<&str>); 6] = [
+        ("deflate", None),
+        ("gzip, deflate", Some("gzip")),
+        ("*", Some("gzip, br, zstd")),
+        ("compress", Some("identity")),
+        ("x-custom", None),
+        ("gzip, x-custom", Some("gzip")),
+    ];
+    for (at, (filler, other)) in pairs.into_iter().enumerate() {
+        let path = format!("/e{at}");
+        // Each pair commits three entries: the marker and two variants.
+        let committed = 3 * at as u64;
+        let first = fill(&proxy, &path, &[("accept-encoding", filler)], committed + 2).await;
+        assert!(header(&first, "content-encoding").is_some(), "{filler}");
+        let headers: Vec<(&str, &str)> =
+            other.map(|v| ("accept-encoding", v)).into_iter().collect();
+        let seen = get_with(&proxy, &path, &headers).await;
+        assert_eq!(
+            header(&seen, "content-encoding"),
+            None,
+            "{other:?} after {filler:?}: {:?}",
+            seen.cache
+        );
+        assert_eq!(seen.body, b"coded=identity", "{other:?} after {filler:?}");
+        assert_eq!(origin.count(&path), 2, "{other:?} after {filler:?}");
+        proxy.wait_committed(committed + 3).await;
+    }
+}
+
+/// RFC 9111 §4.1: the coding a variant was stored with still answers the requests that
+/// accept it, however they spell it (`x-gzip` is `gzip`, RFC 9110 §8.4.1.3; case and
+/// order do not matter), so distinguishing every coding adds no variant for them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_accepting_the_same_codings_share_a_coded_variant() {
+    let origin = coding_origin().await;
+    let proxy = proxy_always(&origin).await;
+    fill(
+        &proxy,
+        "/e",
+        &[("accept-encoding", "gzip, deflate, br, zstd")],
+        2,
+    )
+    .await;
+    for same in [
+        "zstd, br, x-gzip, deflate",
+        "GZIP, Deflate;q=0.5, br, zstd, x-junk",
+    ] {
+        let seen = get_with(&proxy, "/e", &[("accept-encoding", same)]).await;
+        assert_hit(&seen);
+        assert_eq!(header(&seen, "content-encoding"), Some("deflate"), "{same}");
+    }
+    assert_eq!(origin.count("/e"), 1);
+}
+
+/// RFC 9111 §4.1: field values are compared as sent unless the field is defined as
+/// case-insensitive: `Cookie` values that differ only in case select different variants.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn values_of_case_sensitive_fields_keep_their_case() {
+    let origin = varying_origin("Cookie", "cookie").await;
+    let proxy = proxy_always(&origin).await;
+    fill(&proxy, "/c", &[("cookie", "session=AbC")], 2).await;
+    let other = get_with(&proxy, "/c", &[("cookie", "session=abc")]).await;
+    assert_forwarded(&other, "vary-miss");
+    assert_eq!(other.body, b"cookie=session=abc");
+    let same = get_with(&proxy, "/c", &[("cookie", "session=AbC")]).await;
+    assert_hit(&same);
+    assert_eq!(same.body, b"cookie=session=AbC");
+}
+
+/// RFC 9111 §4.1: values that are not UTF-8 (obs-text, RFC 9110 §5.5) are compared byte
+/// for byte, not after replacing what is not UTF-8.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn values_that_are_not_utf8_are_compared_byte_for_byte() {
+    let served = Counter::default();
+    let count = served.clone();
+    let origin = TestOrigin::start(move |_| {
+        Reply::ok(
+            "max-age=100",
+            format!("answer {}", count.bump()).into_bytes(),
+        )
+        .header("vary", "X-Token")
+    })
+    .await;
+    let proxy = proxy_always(&origin).await;
+    let ask = |token: &'static [u8]| {
+        let mut request = b"GET /t HTTP/1.1\r\nHost: localhost\r\nX-Token: ".to_vec();
+        request.extend_from_slice(token);
+        request.extend_from_slice(b"\r\n\r\n");
+        request
+    };
+    let first = exchange(&proxy, &ask(b"\xff")).await;
+    assert_eq!(first.body, b"answer 0");
+    proxy.wait_committed(2).await;
+    let other = exchange(&proxy, &ask(b"\xfe")).await;
+    assert_eq!(other.body, b"answer 1", "{}", other.list("cache-status"));
+    let same = exchange(&proxy, &ask(b"\xff")).await;
+    assert_eq!(same.body, b"answer 0", "{}", same.list("cache-status"));
+    assert!(same.list("cache-status").contains("hit"));
 }
