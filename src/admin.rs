@@ -16,6 +16,11 @@
 //! | `&soft=1` on any purge | marks the entries stale instead: revalidated before they are served fresh again |
 //! | `POST /rotate` | ends the filters' generation now; 409 for `policy = "always"` |
 //!
+//! Every request must name this listener: a `Host` that is an IP literal, `localhost` or
+//! a name of `server.admin_hosts` (else 421), and a request other than GET or HEAD must
+//! not come from another origin's web page (`Origin`, `Sec-Fetch-Site`; else 403): see
+//! `guard`, which keeps a browser from using a listener that has no token.
+//!
 //! With `server.admin_token` set, every request but `GET /` must carry `Authorization: Bearer
 //! <token>`; others get 401 with `WWW-Authenticate: Bearer` (the token is compared in
 //! constant time, so its bytes cannot be guessed one at a time from response times). A known
@@ -58,6 +63,7 @@
 //! never served again and leave the disk by eviction) — the same removal a `POST` or
 //! `DELETE` to the URL makes. The memory tier forgets the entry with the disk.
 
+mod guard;
 mod health;
 mod stats;
 
@@ -120,6 +126,8 @@ pub struct Admin {
     exporter: Exporter,
     /// `server.admin_token` (`[server]` changes need a restart, so it is read once).
     token: Option<String>,
+    /// `server.admin_hosts`, read once like the token.
+    hosts: Vec<String>,
     /// The live view: `/stats` shows `[admission]` as it is now.
     live: Live,
 }
@@ -151,6 +159,7 @@ impl Admin {
                 server_source(live),
             ),
             token: live.load().settings.server.admin_token.clone(),
+            hosts: live.load().settings.server.admin_hosts.clone(),
             live: live.clone(),
         }
     }
@@ -190,6 +199,9 @@ pub async fn serve(
     match listener.local_addr() {
         Ok(addr) => tracing::info!(%addr, "admin listener ready"),
         Err(error) => tracing::warn!(%error, "admin listener ready, address unknown"),
+    }
+    if let Some(warning) = admin.live.load().settings.open_admin_warning() {
+        tracing::warn!("{warning}");
     }
     loop {
         let (stream, peer) = tokio::select! {
@@ -317,6 +329,11 @@ impl Admin {
     /// Answers one admin request.
     async fn answer(&self, request: Request<Incoming>) -> Response<AdminBody> {
         let method = request.method();
+        let checked = guard::check(method, request.uri(), request.headers(), &self.hosts);
+        if let Err(refusal) = checked {
+            tracing::debug!(?refusal, %method, "admin request refused");
+            return refused(refusal);
+        }
         let readable = method == Method::GET || method == Method::HEAD;
         if request.uri().path() == "/" {
             return if readable {
@@ -452,6 +469,20 @@ fn page() -> Response<AdminBody> {
     headers.insert(X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     headers.insert(REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
     response
+}
+
+/// The answer to a request [`guard::check`] refused.
+fn refused(refusal: guard::Refusal) -> Response<AdminBody> {
+    match refusal {
+        guard::Refusal::ForeignHost => text(
+            StatusCode::MISDIRECTED_REQUEST,
+            "this admin listener answers to IP addresses, localhost and server.admin_hosts only\n",
+        ),
+        guard::Refusal::CrossSite => text(
+            StatusCode::FORBIDDEN,
+            "the admin listener takes no state-changing request from another origin\n",
+        ),
+    }
 }
 
 /// 405 with the methods the path takes.

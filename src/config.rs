@@ -610,6 +610,31 @@ impl Config {
              set server.unknown_host = \"default\" to have [origin] serve them"
         ))
     }
+
+    /// A warning when the admin listener takes connections from beyond this machine's
+    /// loopback with no `server.admin_token`: anyone who reaches it may purge and rotate.
+    /// A warning, not an error, since a firewall or a private network may be what keeps
+    /// it closed, which a config file cannot show.
+    pub fn open_admin_warning(&self) -> Option<String> {
+        let listen = self.server.admin_listen?;
+        if listen.ip().is_loopback() || self.server.admin_token.is_some() {
+            return None;
+        }
+        Some(format!(
+            "server.admin_listen = \"{listen}\" is reachable beyond this machine and \
+             server.admin_token is not set: whoever reaches it can purge the cache; set a \
+             token, or listen on 127.0.0.1"
+        ))
+    }
+
+    /// Every warning about this config that a valid file cannot show otherwise, for
+    /// `check-config` and the start.
+    pub fn warnings(&self) -> Vec<String> {
+        [self.unknown_hosts_warning(), self.open_admin_warning()]
+            .into_iter()
+            .flatten()
+            .collect()
+    }
 }
 
 #[cfg(test)]

@@ -179,7 +179,7 @@ fn check_config(path: Option<PathBuf>) -> ExitCode {
         });
     match checked {
         Ok(config) => {
-            if let Some(warning) = config.unknown_hosts_warning() {
+            for warning in config.warnings() {
                 eprintln!("{}: warning: {warning}", path.display());
             }
             println!("{}: OK", path.display());

@@ -35,6 +35,7 @@ use http::{Method, Response, StatusCode};
 
 use crate::admission::Decision;
 use crate::outcome::{ErrorKind, RequestResult};
+use crate::policy::UnindexedTags;
 
 /// Counters of body bytes, bumped as a body streams (see [`Metrics::add_bytes`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,6 +84,9 @@ struct Shard {
     errors: [AtomicU64; ErrorKind::ALL.len()],
     /// Client connections this worker accepted.
     connections: AtomicU64,
+    /// Responses not stored because their cache tags could not all be indexed, indexed by
+    /// the reason's position in `UnindexedTags::ALL`.
+    unindexed_tags: [AtomicU64; UnindexedTags::ALL.len()],
     /// Time from sending an origin request to its response head (or its failure).
     origin: DurationHistogram,
 }
@@ -175,6 +179,20 @@ impl Metrics {
         self.shard().errors[kind as usize].fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Counts a response not stored because its cache tags could not all be indexed.
+    pub fn count_unindexed_tags(&self, reason: UnindexedTags) {
+        self.shard().unindexed_tags[reason as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Responses not stored since start because their cache tags could not all be
+    /// indexed, for every reason.
+    pub fn unindexed_tags(&self) -> u64 {
+        (self.shards.iter())
+            .flat_map(|shard| &shard.unindexed_tags)
+            .map(|count| count.load(Ordering::Relaxed))
+            .sum()
+    }
+
     /// Counts a client connection accepted by this thread's worker.
     pub fn count_connection(&self) {
         self.shard().connections.fetch_add(1, Ordering::Relaxed);
@@ -208,6 +226,7 @@ impl Metrics {
             shadow_hits_lost_bytes: sum(&|s| &s.shadow_hits_lost_bytes),
             collapsed: sum(&|s| &s.collapsed),
             errors: std::array::from_fn(|i| sum(&|s| &s.errors[i])),
+            unindexed_tags: std::array::from_fn(|i| sum(&|s| &s.unindexed_tags[i])),
             connections: (self.shards.iter())
                 .map(|shard| shard.connections.load(Ordering::Relaxed))
                 .collect(),
@@ -242,6 +261,9 @@ pub struct Counts {
     pub collapsed: u64,
     /// Errors, in the order of [`ErrorKind::ALL`].
     pub errors: [u64; ErrorKind::ALL.len()],
+    /// Responses not stored because their cache tags could not all be indexed, in the
+    /// order of [`UnindexedTags::ALL`].
+    pub unindexed_tags: [u64; UnindexedTags::ALL.len()],
     /// Client connections accepted, by worker.
     pub connections: Vec<u64>,
     /// Origin request durations.

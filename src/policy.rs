@@ -78,6 +78,42 @@ pub enum NotStored {
     /// and then went to the origin itself: its answer is not stored, so that a slow
     /// object does not turn its waiting requests into as many fills.
     CollapseTimeout,
+    /// Its cache tags could not all be indexed: stored, it would outlive a purge of a
+    /// tag it carries.
+    Tags(UnindexedTags),
+}
+
+/// Why a response's cache tags could not all be indexed (`[tags]`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UnindexedTags {
+    /// More tags than `tags.max_per_entry`.
+    TooMany,
+    /// A tag longer than `tags.max_length`.
+    TooLong,
+    /// A field line that is not visible ASCII, so no tag a purge could name.
+    Unreadable,
+    /// The tag index is at `tags.max_memory`.
+    MemoryFull,
+}
+
+impl UnindexedTags {
+    /// Every reason, in counter order.
+    pub const ALL: [UnindexedTags; 4] = [
+        UnindexedTags::TooMany,
+        UnindexedTags::TooLong,
+        UnindexedTags::Unreadable,
+        UnindexedTags::MemoryFull,
+    ];
+
+    /// The `Cache-Status` `detail` token, access-log word and metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UnindexedTags::TooMany => "tags-too-many",
+            UnindexedTags::TooLong => "tag-too-long",
+            UnindexedTags::Unreadable => "tags-unreadable",
+            UnindexedTags::MemoryFull => "tag-memory-full",
+        }
+    }
 }
 
 impl NotStored {
@@ -97,6 +133,7 @@ impl NotStored {
             NotStored::NoLength => "no-length",
             NotStored::TooLarge => "too-large",
             NotStored::CollapseTimeout => "collapse-timeout",
+            NotStored::Tags(reason) => reason.as_str(),
         }
     }
 }

@@ -546,6 +546,12 @@ impl Store {
         }
     }
 
+    /// Whether an entry carrying `tags` fits the tag index's budget (`tags.max_memory`)
+    /// now: one that does not is not stored, since its tags could not all be indexed.
+    pub fn tags_fit(&self, tags: &[String]) -> bool {
+        self.inner.catalog.fits(tags)
+    }
+
     /// The counters, for metrics.
     pub fn stats(&self) -> StoreStats {
         let inner = &self.inner;

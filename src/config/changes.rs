@@ -49,6 +49,7 @@ const RESTART: &[(&str, KeepRunning)] = &[
     restart!(server.listen),
     restart!(server.admin_listen),
     restart!(server.admin_token),
+    restart!(server.admin_hosts),
     restart!(server.max_connections),
     restart!(server.header_read_timeout),
     restart!(server.idle_timeout),

@@ -18,13 +18,14 @@ pub struct TagsConfig {
     /// Whether clients see the field; by default it is removed from every response the
     /// proxy sends, as Fastly removes `Surrogate-Key` (it names the cache's internals).
     pub keep_header: bool,
-    /// Tags kept per entry (> 0): the first ones in the field; the rest are dropped.
+    /// Most tags per entry (> 0); a response with more is not stored.
     pub max_per_entry: usize,
-    /// Longest tag kept, in bytes (1..=[`MAX_TAG_LENGTH`]); a longer one is dropped.
+    /// Longest tag, in bytes (1..=[`MAX_TAG_LENGTH`]); a response with a longer one is
+    /// not stored.
     pub max_length: usize,
     /// Memory the tag index may use, in bytes (an estimate: each tag of each entry counts
-    /// twice its length plus [`TAG_OVERHEAD`]); an entry that would go beyond it is
-    /// indexed without tags. Zero: tags are neither stored nor indexed.
+    /// twice its length plus [`TAG_OVERHEAD`]); a response whose tags would go beyond it
+    /// is not stored. Zero: tags are neither stored nor indexed.
     pub max_memory: u64,
 }
 

@@ -20,6 +20,10 @@ pub struct ServerConfig {
     /// Bearer token the admin listener requires (`Authorization: Bearer <token>`); `None`
     /// (absent or empty in the file): no token.
     pub admin_token: Option<String>,
+    /// Host names the admin listener answers to besides IP literals and `localhost`:
+    /// lowercase, without a trailing dot. A request naming another `Host` is refused, so
+    /// that a web page whose name was rebound to the listener's address cannot use it.
+    pub admin_hosts: Vec<String>,
     /// Open client connections allowed at once (> 0).
     pub max_connections: usize,
     /// Time allowed for a client to send the request head (> 0).
@@ -86,6 +90,7 @@ impl Default for ServerConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             admin_listen: Some(SocketAddr::from(([127, 0, 0, 1], 9090))),
             admin_token: None,
+            admin_hosts: Vec::new(),
             max_connections: 10_000,
             header_read_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),

@@ -75,6 +75,7 @@ const FULL: &str = r#"
     listen = "0.0.0.0:3128"
     admin_listen = "127.0.0.1:0"
     admin_token = "t0ken"
+    admin_hosts = ["Cache-01.Internal.", "admin"]
     max_connections = 50
     header_read_timeout = "500ms"
     max_headers = 20
@@ -127,6 +128,7 @@ fn full_file_from_disk_gives_typed_values() {
         Some(SocketAddr::from(([127, 0, 0, 1], 0)))
     );
     assert_eq!(c.server.admin_token.as_deref(), Some("t0ken"));
+    assert_eq!(c.server.admin_hosts, ["cache-01.internal", "admin"]);
     assert_eq!(c.server.max_connections, 50);
     assert_eq!(c.server.header_read_timeout, Duration::from_millis(500));
     assert_eq!(c.server.max_headers, 20);

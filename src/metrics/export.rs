@@ -23,6 +23,7 @@ use super::process::ProcessStats;
 use super::{Counts, Metrics, RequestResult, ServerSample, ServerSource};
 use crate::admission::{Cause, Decision, FilterStats, LiveAdmission, PairStats};
 use crate::outcome::ErrorKind;
+use crate::policy::UnindexedTags;
 use crate::store::{DiskStats, FillDrop, Store, StoreStats};
 
 /// The `Content-Type` of the exposition: OpenMetrics text 1.0.0.
@@ -95,6 +96,7 @@ impl Collector for Scrape {
         origin(out, &counts)?;
         origin_servers(out, &(self.servers)())?;
         errors(out, &counts, &store)?;
+        unindexed_tags(out, &counts)?;
         connections(out, &counts)?;
         counter(
             out,
@@ -471,6 +473,22 @@ fn errors(out: &mut DescriptorEncoder, counts: &Counts, store: &StoreStats) -> f
         out,
         "secondhit_errors",
         "Errors by kind: request failures answered 400/502/504, and cache failures survived by proxying uncached",
+        &samples,
+    )
+}
+
+fn unindexed_tags(out: &mut DescriptorEncoder, counts: &Counts) -> fmt::Result {
+    let samples: Vec<([(&str, &str); 1], u64)> = UnindexedTags::ALL
+        .iter()
+        .map(|&reason| {
+            let count = counts.unindexed_tags[reason as usize];
+            ([("reason", reason.as_str())], count)
+        })
+        .collect();
+    counter_family(
+        out,
+        "secondhit_tags_unindexed",
+        "Responses not stored because their cache tags could not all be indexed (tags.max_per_entry, tags.max_length, tags.max_memory, or a field that is not ASCII), by reason",
         &samples,
     )
 }

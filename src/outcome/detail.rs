@@ -9,7 +9,7 @@
 
 use crate::admission::{Decision, RejectReason};
 use crate::hygiene::Rejection;
-use crate::policy::NotStored;
+use crate::policy::{NotStored, UnindexedTags};
 
 /// Why this cache did what it did, as the `Cache-Status` `detail` token (RFC 9211 §2.8).
 ///
@@ -78,7 +78,7 @@ pub enum Detail {
 
 impl Detail {
     /// Every detail, for a fixed set of metric labels and for tests.
-    pub const ALL: [Detail; 47] = [
+    pub const ALL: [Detail; 51] = [
         Detail::NotStored(NotStored::Method),
         Detail::NotStored(NotStored::NoStore),
         Detail::NotStored(NotStored::Private),
@@ -126,6 +126,10 @@ impl Detail {
         Detail::Purged,
         Detail::Purge,
         Detail::PurgeRefused,
+        Detail::NotStored(NotStored::Tags(UnindexedTags::TooMany)),
+        Detail::NotStored(NotStored::Tags(UnindexedTags::TooLong)),
+        Detail::NotStored(NotStored::Tags(UnindexedTags::Unreadable)),
+        Detail::NotStored(NotStored::Tags(UnindexedTags::MemoryFull)),
     ];
 
     /// The token sent as `detail=<token>`, also the access log's word for it.
@@ -170,7 +174,7 @@ mod tests {
     /// ones included), with no wildcard. A new variant does not compile until it gets an
     /// arm here; a new slot index does not compile (`unconditional_panic`) until `seen`
     /// grows; and then `all_lists_every_variant` fails until `Detail::ALL` holds it.
-    fn mark(detail: Detail, seen: &mut [bool; 47]) {
+    fn mark(detail: Detail, seen: &mut [bool; 51]) {
         match detail {
             Detail::NotStored(NotStored::Method) => seen[0] = true,
             Detail::NotStored(NotStored::NoStore) => seen[1] = true,
@@ -219,12 +223,16 @@ mod tests {
             Detail::Purged => seen[44] = true,
             Detail::Purge => seen[45] = true,
             Detail::PurgeRefused => seen[46] = true,
+            Detail::NotStored(NotStored::Tags(UnindexedTags::TooMany)) => seen[47] = true,
+            Detail::NotStored(NotStored::Tags(UnindexedTags::TooLong)) => seen[48] = true,
+            Detail::NotStored(NotStored::Tags(UnindexedTags::Unreadable)) => seen[49] = true,
+            Detail::NotStored(NotStored::Tags(UnindexedTags::MemoryFull)) => seen[50] = true,
         }
     }
 
     #[test]
     fn all_lists_every_variant() {
-        let mut seen = [false; 47];
+        let mut seen = [false; 51];
         for detail in Detail::ALL {
             mark(detail, &mut seen);
         }

@@ -25,7 +25,7 @@ use crate::origin::{BodyFraming, OriginError, OriginResponse, Upstream};
 use crate::outcome::ErrorKind;
 use crate::policy::freshness::StoredFreshness;
 use crate::policy::vary::{self, VarySpec};
-use crate::policy::{self, NotStored, Rules, validation};
+use crate::policy::{self, NotStored, Rules, UnindexedTags, validation};
 use crate::range::{self, RangeAnswer};
 use crate::store::{EntryMeta, EntryWriter, Store, StoreError, StoredEntry};
 use crate::tee::Fills;
@@ -165,6 +165,12 @@ pub struct Cache {
     pub metrics: Arc<Metrics>,
     /// The fills in flight, and the bound on those that outlive their client.
     pub fills: Fills,
+}
+
+/// An origin response [`Cache::storable`] found storable, with the cache tags it read.
+pub struct Storable<'o> {
+    origin: &'o OriginResponse,
+    tags: Vec<String>,
 }
 
 impl Cache {
@@ -317,26 +323,33 @@ impl Cache {
     }
 
     /// Storability of the origin's answer to a GET under `live`'s settings: RFC 9111
-    /// policy, framing, and a size within `cache.max_object_size`.
-    pub fn storable(
+    /// policy, framing, a size within `cache.max_object_size`, and cache tags that can
+    /// all be indexed (`[tags]`).
+    pub fn storable<'o>(
         &self,
         live: &Snapshot,
         request: &HeaderMap,
-        origin: &OriginResponse,
+        origin: &'o OriginResponse,
         response_time: SystemTime,
-    ) -> Result<(), NotStored> {
+    ) -> Result<Storable<'o>, NotStored> {
         policy::storability(request, &origin.head, response_time, &live.cache_rules())?;
         let max_len = live.max_object_size();
         match origin.framing {
-            BodyFraming::UntilClose => Err(NotStored::NoLength),
-            BodyFraming::Length(length) if length > max_len => Err(NotStored::TooLarge),
-            BodyFraming::Length(_) | BodyFraming::Delimited => Ok(()),
+            BodyFraming::UntilClose => return Err(NotStored::NoLength),
+            BodyFraming::Length(length) if length > max_len => return Err(NotStored::TooLarge),
+            BodyFraming::Length(_) | BodyFraming::Delimited => {}
+        }
+        let tags = super::tags::of(&origin.head.headers, &live.settings.tags);
+        let tags = tags.map_err(NotStored::Tags)?;
+        match self.store.tags_fit(&tags) {
+            true => Ok(Storable { origin, tags }),
+            false => Err(NotStored::Tags(UnindexedTags::MemoryFull)),
         }
     }
 
-    /// Starts the fill of `origin`, a storable response to a GET of `key` with `request`
+    /// Starts the fill of `storable`, the response to a GET of `key` with `request`
     /// headers, for a body of at most `live`'s `cache.max_object_size`, with the cache
-    /// tags `[tags]` reads from it: under the variant's key when the response varies
+    /// tags [`Cache::storable`] read: under the variant's key when the response varies
     /// (writing a new marker when the URL has none for these fields), under `key` itself
     /// otherwise.
     pub async fn begin_fill(
@@ -344,11 +357,12 @@ impl Cache {
         key: &CacheKey,
         marker: Option<&Marker>,
         request: &HeaderMap,
-        origin: &OriginResponse,
+        storable: Storable<'_>,
         times: (SystemTime, SystemTime),
         live: &Snapshot,
     ) -> Result<EntryWriter, StoreError> {
         let max_len = live.max_object_size();
+        let Storable { origin, tags } = storable;
         let head = &origin.head;
         let fill_key = match VarySpec::of(&head.headers) {
             VarySpec::Fields(fields) => {
@@ -367,7 +381,7 @@ impl Cache {
             request_time: times.0,
             response_time: times.1,
             status: head.status,
-            tags: super::tags::of(&head.headers, &live.settings.tags),
+            tags,
             response_headers,
             request_headers: HeaderMap::new(),
             purged: None,

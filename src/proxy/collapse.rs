@@ -57,7 +57,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
-use crate::policy::NotStored;
+use crate::policy::{NotStored, UnindexedTags};
 use crate::store::FillDrop;
 
 /// How long a key whose answer was not storable is passed without collapsing: long
@@ -324,13 +324,18 @@ impl Leader {
             | NotStored::NotCacheable
             | NotStored::NoLifetime
             | NotStored::NoLength
-            | NotStored::TooLarge => true,
+            | NotStored::TooLarge
+            | NotStored::Tags(
+                UnindexedTags::TooMany | UnindexedTags::TooLong | UnindexedTags::Unreadable,
+            ) => true,
             // The request's own method, range or credentials, or its wait: another
             // request of the key may well be stored.
             NotStored::Method
             | NotStored::Range
             | NotStored::Authorization
             | NotStored::CollapseTimeout => false,
+            // The tag index may have room again after the next purge or eviction.
+            NotStored::Tags(UnindexedTags::MemoryFull) => false,
         };
         if self.refused {
             // Vacated before the followers hear of it: one that looks again at once must

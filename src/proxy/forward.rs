@@ -13,7 +13,7 @@ use http::{HeaderMap, Method, Response, StatusCode, request, response};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
-use super::cache::{Cache, Marker};
+use super::cache::{Cache, Marker, Storable};
 use super::collapse::{Fetching, Leader};
 use super::respond::{self, Cut};
 use super::routing::{Admitting, RuleCheck};
@@ -27,8 +27,8 @@ use crate::metrics::ByteCounter;
 use crate::origin::{self, BodyFraming, OriginResponse};
 use crate::outcome::ErrorKind;
 use crate::outcome::{Detail, Forward, Outcome};
-use crate::policy::NotStored;
 use crate::policy::validation;
+use crate::policy::{NotStored, UnindexedTags};
 use crate::proxy::error::ProxyError;
 use crate::range::{self, PartsBody, RangeAnswer};
 use crate::store::{EntryWriter, StoreError, Trouble};
@@ -227,14 +227,14 @@ pub(super) async fn fill(
     let (verdict, decision) = judge(cache, method, request, exchange, &origin);
     let began = match (verdict, decision) {
         (Err(reason), _) => Err(Detail::NotStored(reason)),
-        (Ok(()), Decision::Reject(reason)) => Err(Detail::Admission(reason)),
-        (Ok(()), Decision::Admit(_)) => {
+        (Ok(_), Decision::Reject(reason)) => Err(Detail::Admission(reason)),
+        (Ok(storable), Decision::Admit(_)) => {
             // Boxed, as the commit below: starting a fill (a marker write, the entry's
             // file) is about 2 KiB of future state, and every GET answered from the
             // origin, stored or not, would carry it and copy it on each move; an admitted
             // fill, which writes to disk, affords the allocation.
             let (marker, times, live) = (exchange.marker, exchange.times, exchange.live);
-            let began = cache.begin_fill(exchange.key, marker, request, &origin, times, live);
+            let began = cache.begin_fill(exchange.key, marker, request, storable, times, live);
             let began = Box::pin(began).await;
             began.map_err(|error| not_started(cache, exchange.key, error))
         }
@@ -272,17 +272,17 @@ pub(super) async fn fill(
     }
 }
 
-/// Whether `origin` may be stored (`Err`: why not), and the admission of it: for a
-/// storable answer, admission's second phase — the policy, then a site's rule, may
+/// Whether `origin` may be stored (`Ok`: with its cache tags; `Err`: why not), and
+/// the admission of it: for a storable answer, admission's second phase — the policy, then a site's rule, may
 /// decide by the response's type or size, now that its head is here — counted as a
 /// decision; otherwise the decision planned before, and the policy is not asked.
-fn judge(
+fn judge<'o>(
     cache: &Cache,
     method: &Method,
     request: &HeaderMap,
     exchange: &Exchange<'_>,
-    origin: &OriginResponse,
-) -> (Result<(), NotStored>, Decision) {
+    origin: &'o OriginResponse,
+) -> (Result<Storable<'o>, NotStored>, Decision) {
     let live = exchange.live;
     let verdict = if method != Method::GET {
         Err(NotStored::Method)
@@ -293,9 +293,11 @@ fn judge(
     } else {
         cache.storable(live, request, origin, exchange.times.1)
     };
-    if verdict.is_err() {
-        if verdict == Err(NotStored::TooLarge) {
-            log_too_large(exchange.key, origin, live.max_object_size());
+    if let Err(reason) = &verdict {
+        match *reason {
+            NotStored::TooLarge => log_too_large(exchange.key, origin, live.max_object_size()),
+            NotStored::Tags(unindexed) => note_unindexed(cache, exchange.key, unindexed),
+            _ => {}
         }
         return (verdict, exchange.admission.planned());
     }
@@ -428,6 +430,23 @@ fn log_too_large(key: &CacheKey, origin: &OriginResponse, limit: u64) {
 /// Throttles the line about objects larger than `cache.max_size`, which every request
 /// for such an object would otherwise write.
 static TOO_LARGE_LOG: Throttle = Throttle::new();
+
+/// Counts a response of `key` not stored because its tags could not all be indexed, and
+/// logs it (throttled: every request for it would otherwise write the line).
+fn note_unindexed(cache: &Cache, key: &CacheKey, reason: UnindexedTags) {
+    cache.metrics.count_unindexed_tags(reason);
+    if let Some(held) = UNINDEXED_LOG.admit() {
+        tracing::warn!(
+            key = %key,
+            reason = reason.as_str(),
+            held_back = held,
+            "a response's cache tags cannot all be indexed ([tags] limits); proxying it uncached"
+        );
+    }
+}
+
+/// Throttles the line about responses whose tags cannot all be indexed.
+static UNINDEXED_LOG: Throttle = Throttle::new();
 
 /// Reads `body` to its end and drops what it yields, so a fill teed from it completes
 /// (or, for a body nobody stores, so the origin connection is reused rather than cut).

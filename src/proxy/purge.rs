@@ -11,7 +11,9 @@
 //! | `soft=1` (beside any) | marks them stale instead (revalidated before they are served fresh again) |
 //!
 //! The answer is one JSON object: `{"purged": <entries>, "soft": <bool>, ...}` with the
-//! selector echoed (`"url"`, `"tags"`, `"prefix"` or `"site"`, normalised as keys are).
+//! selector echoed (`"url"`, `"tags"`, `"prefix"` or `"site"`, normalised as keys are);
+//! a tag purge adds `"unindexed"`, the responses not stored since start because their
+//! tags could not all be indexed (see `tags`).
 
 use http::header::{ALLOW, CONTENT_TYPE};
 use http::{HeaderValue, Method, Request, Response, StatusCode, Uri};
@@ -179,7 +181,12 @@ impl Proxy {
             }
         }
         tracing::info!(field, selector = %shown, purged, soft = request.soft, "purged");
-        let body = json!({ "purged": purged, "soft": request.soft, field: shown });
+        let mut body = json!({ "purged": purged, "soft": request.soft, field: shown });
+        if let PurgeTarget::Tags(_) = request.target {
+            // What a tag purge cannot have reached: responses not stored because their
+            // tags could not all be indexed (none was stored without some of its tags).
+            body["unindexed"] = json!(self.cache.metrics.unindexed_tags());
+        }
         let nothing_for_url = purged == 0 && matches!(request.target, PurgeTarget::Url(_));
         let status = if nothing_for_url {
             StatusCode::NOT_FOUND

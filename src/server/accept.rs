@@ -144,12 +144,33 @@ impl Accepting {
         // request open are asked to close, as nginx drains keep-alive connections when it
         // runs out, and the client waits for the first free slot.
         self.note_full();
-        let slot = tokio::select! {
-            slot = self.shared.slots.clone().acquire_owned() => slot,
-            () = &mut shutdown => return None,
-        };
-        // The semaphore is never closed.
-        Some((slot.ok()?, accepted))
+        let slot = self.slot_reaping(shutdown).await?;
+        Some((slot, accepted))
+    }
+
+    /// Waits for a free slot, asking again at every tick of the connections' timer: a
+    /// connection counts as stalled only once its client took nothing for a tick, so one
+    /// that stalled just before the first reap is dropped at the next, not after
+    /// `server.send_timeout`. `None` once `shutdown` completed.
+    async fn slot_reaping(
+        &self,
+        mut shutdown: Pin<&mut impl Future<Output = ()>>,
+    ) -> Option<OwnedSemaphorePermit> {
+        let slot = self.shared.slots.clone().acquire_owned();
+        tokio::pin!(slot);
+        let tick = self.serving.tick();
+        let mut reaps = tokio::time::interval_at(tokio::time::Instant::now() + tick, tick);
+        reaps.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                // The semaphore is never closed.
+                slot = &mut slot => return slot.ok(),
+                () = &mut shutdown => return None,
+                _ = reaps.tick() => {
+                    self.shared.reap.send_replace(());
+                }
+            }
+        }
     }
 
     /// A client arrived with `server.max_connections` reached: asks connections with no

@@ -81,6 +81,19 @@ impl Serving {
         }
     }
 
+    /// The tick of every connection's timer ([`QuietClock`]): how often a connection
+    /// looks whether its client takes what it is sent.
+    pub(super) fn tick(&self) -> Duration {
+        tick_of(self.timeouts().period())
+    }
+
+    fn timeouts(&self) -> Timeouts {
+        Timeouts {
+            idle: self.idle_timeout,
+            send: self.send_timeout,
+        }
+    }
+
     /// Serves the connection `io` from `peer`, accepted on the listener of `scheme` (for a
     /// TLS connection, `io` is the decrypted stream), until it ends: through the head
     /// guard to hyper, each request to the proxy, and [`drive`] closing it when idle,
@@ -119,11 +132,7 @@ impl Serving {
         let io = Watched::new(io, activity.send.clone());
         let connection = self.builder.serve_connection(TokioIo::new(io), service);
         let close = |connection: Pin<&mut _>| auto::Connection::graceful_shutdown(connection);
-        let timeouts = Timeouts {
-            idle: self.idle_timeout,
-            send: self.send_timeout,
-        };
-        let ended = drive(connection, close, activity, timeouts, signals);
+        let ended = drive(connection, close, activity, self.timeouts(), signals);
         if let Err(error) = ended.await {
             tracing::debug!(%peer, %error, "connection ended with an error");
         }
@@ -274,6 +283,14 @@ pub(super) struct Timeouts {
     pub(super) send: Duration,
 }
 
+impl Timeouts {
+    /// What the connection's timer ticks [`IDLE_TICKS`] times over: fine enough for both
+    /// timeouts.
+    fn period(self) -> Duration {
+        self.idle.min(self.send)
+    }
+}
+
 /// Runs `connection` to its end, calling `close` (its graceful shutdown) once: when it was
 /// idle for `timeouts.idle`, on a reap with no request open, or at stop. Once closing, it
 /// is dropped (and `Ok` returned) if it goes on for [`CLOSE_GRACE`] with no request open.
@@ -379,11 +396,10 @@ struct QuietClock {
 impl QuietClock {
     /// A clock for a connection that has just begun.
     fn new(timeouts: Timeouts) -> QuietClock {
-        let Timeouts { idle, send } = timeouts;
-        // Fine enough for both timeouts: four ticks to the shorter one.
+        let period = timeouts.period();
         QuietClock {
-            timer: quiet_timer(idle.min(send)),
-            quiet_needed: ticks_in(idle, idle.min(send)),
+            timer: quiet_timer(period),
+            quiet_needed: ticks_in(timeouts.idle, period),
             quiet_ticks: 0,
             stalled_since: None,
             timeouts,

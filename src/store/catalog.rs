@@ -21,10 +21,9 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::ops::Bound;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use tracing::warn;
 use xxhash_rust::xxh3::xxh3_64;
 
 /// Shards of each map; as many as the index has, for the same reason (two operations on
@@ -73,6 +72,13 @@ impl PurgeSelector {
     }
 }
 
+/// What an entry's `tags` are charged in the tag budget.
+fn cost(tags: &[String]) -> u64 {
+    tags.iter()
+        .map(|tag| 2 * tag.len() as u64 + TAG_OVERHEAD)
+        .sum()
+}
+
 /// The authority of a key: what lies between `://` and the path.
 pub(crate) fn authority(key: &str) -> &str {
     let rest = key.split_once("://").map_or(key, |(_, rest)| rest);
@@ -116,8 +122,6 @@ pub(crate) struct Catalog {
     /// What the records' tags are charged, against `max_tag_bytes`.
     tag_bytes: AtomicU64,
     max_tag_bytes: u64,
-    /// Set once the tag budget has cut an entry's tags (logged once).
-    budget_logged: AtomicBool,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -139,7 +143,6 @@ impl Catalog {
             by_url: groups(),
             tag_bytes: AtomicU64::new(0),
             max_tag_bytes,
-            budget_logged: AtomicBool::new(false),
         }
     }
 
@@ -186,18 +189,22 @@ impl Catalog {
         }
     }
 
-    /// Records the entry `fill_id` of `key` with the `tags` that fit the tag budget,
-    /// replacing the key's earlier record.
+    /// Records the entry `fill_id` of `key` with all its `tags`, replacing the key's
+    /// earlier record. Every tag is kept, whatever the budget: a tag left out would make
+    /// a purge of it miss the entry. The budget is held by refusing to store what does not
+    /// [`fit`](Catalog::fits), so it is passed only by fills that started together, or at
+    /// start-up when `tags.max_memory` was lowered.
     pub(crate) fn insert(&self, key_hash: u128, fill_id: u64, key: &str, tags: &[String]) {
         let mut records = self.record_shard(key_hash);
         if let Some(old) = records.remove(&key_hash) {
             self.unlink_record(key_hash, &old);
         }
-        let (tags, tag_cost) = self.charge(key, tags);
+        let tag_cost = cost(tags);
+        self.tag_bytes.fetch_add(tag_cost, Relaxed);
         let record = Record {
             fill_id,
             key: key.into(),
-            tags,
+            tags: tags.iter().map(|tag| tag.as_str().into()).collect(),
             tag_cost,
         };
         self.join(Map::Site, authority(key), key_hash);
@@ -210,35 +217,11 @@ impl Catalog {
         records.insert(key_hash, record);
     }
 
-    /// The first of `tags` that fit the tag budget, and what they are charged; logs once
-    /// when the budget cuts some.
-    fn charge(&self, key: &str, tags: &[String]) -> (Box<[Box<str>]>, u64) {
-        let mut kept = Vec::with_capacity(tags.len());
-        let mut cost = 0;
-        for tag in tags {
-            let one = 2 * tag.len() as u64 + TAG_OVERHEAD;
-            let fits = self
-                .tag_bytes
-                .fetch_update(Relaxed, Relaxed, |used| {
-                    used.checked_add(one).filter(|&t| t <= self.max_tag_bytes)
-                })
-                .is_ok();
-            if !fits {
-                if !self.budget_logged.swap(true, Relaxed) {
-                    warn!(
-                        key,
-                        kept = kept.len(),
-                        tags = tags.len(),
-                        max_memory = self.max_tag_bytes,
-                        "the tag index is at tags.max_memory: entries are stored without the tags beyond it (logged once)"
-                    );
-                }
-                break;
-            }
-            cost += one;
-            kept.push(tag.as_str().into());
-        }
-        (kept.into_boxed_slice(), cost)
+    /// Whether an entry carrying `tags` fits the tag budget now.
+    pub(crate) fn fits(&self, tags: &[String]) -> bool {
+        let used = self.tag_bytes.load(Relaxed);
+        used.checked_add(cost(tags))
+            .is_some_and(|total| total <= self.max_tag_bytes)
     }
 
     /// Takes `record` out of the reverse maps and gives back its tags' charge.
@@ -367,16 +350,22 @@ mod tests {
     }
 
     #[test]
-    fn the_tag_budget_keeps_the_tags_that_fit() {
+    fn the_tag_budget_is_checked_before_and_never_cuts_tags() {
         let one = 2 + TAG_OVERHEAD;
         let catalog = Catalog::new(3 * one);
-        catalog.insert(1, 1, "http://a/1", &tags(&["a", "b"]));
+        let two = tags(&["a", "b"]);
+        assert!(catalog.fits(&two));
+        catalog.insert(1, 1, "http://a/1", &two);
+        assert!(!catalog.fits(&tags(&["c", "d"])));
+        assert!(catalog.fits(&tags(&["c"])));
+        // Two fills that started together may pass it; neither loses a tag.
         catalog.insert(2, 1, "http://a/2", &tags(&["c", "d"]));
-        assert_eq!(catalog.tags(2), Some(tags(&["c"])));
-        assert_eq!(catalog.tag_bytes(), 3 * one);
+        assert_eq!(catalog.tags(2), Some(tags(&["c", "d"])));
+        assert_eq!(catalog.tag_bytes(), 4 * one);
         catalog.forget(1, 1);
-        catalog.insert(3, 1, "http://a/3", &tags(&["e", "f"]));
-        assert_eq!(catalog.tags(3), Some(tags(&["e", "f"])));
+        catalog.forget(2, 1);
+        assert_eq!(catalog.tag_bytes(), 0);
+        assert!(catalog.fits(&tags(&["e", "f", "g"])));
     }
 
     #[test]

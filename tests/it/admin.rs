@@ -500,3 +500,79 @@ async fn every_metric_served_is_documented_in_the_guide() {
     }
     assert!(families > 20, "{text}");
 }
+
+/// Without a token, a browser on another site could POST to the admin listener (a form
+/// or `fetch` needs no preflight), or rebind its own name to the listener's address and
+/// read it. The listener refuses a state-changing request whose `Origin` is not its own
+/// or whose `Sec-Fetch-Site` says another site sent it, and any request whose `Host` is
+/// not an IP literal, `localhost` or a name in `server.admin_hosts`; tools that send no
+/// `Origin`, and the page's own same-origin requests, go on working.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cross_site_requests_and_foreign_hosts_are_refused_without_a_token() {
+    let origin = TestOrigin::start(|_| Reply::ok("max-age=600", b"x".to_vec())).await;
+    let proxy = TestProxy::start(origin.addr, |c| {
+        c.admission.policy = AdmissionPolicy::Always;
+        c.server.admin_hosts = vec!["cache-admin.internal".to_owned()];
+    })
+    .await;
+    let http = client();
+    let page = proxy.url("/page");
+    assert!(get(&page).await.cache.stored);
+    proxy.wait_committed(1).await;
+    let admin = proxy.admin.expect("admin listener");
+    let purge = purge_url(&proxy, &page);
+
+    for (name, value) in [
+        ("origin", "http://attacker.example".to_owned()),
+        ("origin", "null".to_owned()),
+        ("origin", format!("http://{admin}.attacker.example")),
+        ("sec-fetch-site", "cross-site".to_owned()),
+        ("sec-fetch-site", "same-site".to_owned()),
+    ] {
+        let refused = send(http.post(&purge).header(name, &value)).await;
+        assert_eq!(refused.status, 403, "{name}: {value}");
+        let refused = send(http.post(proxy.admin_url("/rotate")).header(name, &value)).await;
+        assert_eq!(refused.status, 403, "{name}: {value}");
+    }
+    assert!(
+        get(&page).await.cache.hit,
+        "the refused purges purged nothing"
+    );
+
+    for host in [
+        "attacker.example",
+        "attacker.example:9090",
+        "127.0.0.1.nip.io",
+    ] {
+        let refused = send(http.get(proxy.admin_url("/stats")).header("host", host)).await;
+        assert_eq!(refused.status, 421, "Host: {host}");
+        let refused = send(http.post(&purge).header("host", host)).await;
+        assert_eq!(refused.status, 421, "Host: {host}");
+    }
+    assert!(
+        get(&page).await.cache.hit,
+        "the refused purges purged nothing"
+    );
+
+    let port = admin.port();
+    for host in [
+        format!("localhost:{port}"),
+        format!("[::1]:{port}"),
+        format!("CACHE-ADMIN.internal.:{port}"),
+        "10.1.2.3".to_owned(),
+    ] {
+        let seen = send(http.get(proxy.admin_url("/stats")).header("host", &host)).await;
+        assert_eq!(seen.status, 200, "Host: {host}");
+    }
+    // The page's own requests: same origin, as a browser labels them. Rotating reaches
+    // the endpoint (409: `always` keeps no filters to rotate).
+    let same_origin = http
+        .post(proxy.admin_url("/rotate"))
+        .header("origin", format!("http://{admin}"))
+        .header("sec-fetch-site", "same-origin");
+    assert_eq!(send(same_origin).await.status, 409);
+    let purged = send(http.post(&purge)).await;
+    assert_eq!(purged.status, 200, "a tool sends no Origin");
+    assert!(get(&page).await.cache.stored, "purged, then stored again");
+    proxy.stop().await;
+}

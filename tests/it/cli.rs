@@ -74,6 +74,38 @@ fn check_config_warns_when_sites_turn_every_other_host_away() {
 }
 
 #[test]
+fn check_config_warns_of_an_admin_listener_open_beyond_loopback_without_a_token() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cache = dir.path().join("cache");
+    let check = |server: &str| {
+        let text = format!("[server]\n{server}[cache]\ndir = \"{}\"\n", cache.display());
+        run(&[
+            "check-config",
+            &write_config(dir.path(), &text).to_string_lossy(),
+        ])
+    };
+    for open in ["0.0.0.0:9190", "[::]:9190", "192.0.2.7:9190"] {
+        let (code, stderr) = check(&format!("admin_listen = \"{open}\"\n"));
+        assert_eq!(code, Some(0), "a warning, not an error: {stderr}");
+        assert!(
+            stderr.contains("warning: server.admin_listen")
+                && stderr.contains("server.admin_token"),
+            "{open}: {stderr}"
+        );
+    }
+    for quiet in [
+        "admin_listen = \"0.0.0.0:9190\"\nadmin_token = \"s3cret\"\n",
+        "admin_listen = \"127.0.0.1:9190\"\n",
+        "admin_listen = \"[::1]:9190\"\n",
+        "admin_listen = \"off\"\n",
+    ] {
+        let (code, stderr) = check(quiet);
+        assert_eq!(code, Some(0), "{stderr}");
+        assert!(stderr.is_empty(), "{quiet}: no warning: {stderr}");
+    }
+}
+
+#[test]
 fn check_config_and_serve_reject_bad_files_naming_the_key() {
     let dir = tempfile::tempdir().expect("temp dir");
     let cases = [

@@ -499,10 +499,10 @@ async fn a_later_head_that_stops_halfway_is_disconnected() {
     assert_eq!(origin.count("/second"), 0);
 }
 
-/// A proxy storing everything, its body streamed from disk (no memory tier), with a
-/// short `send_timeout` and timeouts the tests outlast otherwise; and an origin whose
-/// `/big` is 8 MB, far more than socket buffers hold.
-async fn stalling_setup(max_connections: usize) -> (TestOrigin, TestProxy) {
+/// A proxy storing everything, its body streamed from disk (no memory tier), with
+/// `send_timeout` and timeouts the tests outlast otherwise; and an origin whose `/big` is
+/// 8 MB, far more than socket buffers hold.
+async fn stalling_setup(max_connections: usize, send_timeout: Duration) -> (TestOrigin, TestProxy) {
     let big = crate::support::body_bytes(8_000_000, 5);
     let origin = TestOrigin::start(move |head| match head.uri.path() {
         "/big" => Reply::ok("max-age=600", big.clone()),
@@ -513,9 +513,9 @@ async fn stalling_setup(max_connections: usize) -> (TestOrigin, TestProxy) {
         c.admission.policy = AdmissionPolicy::Always;
         c.cache.memory_size = 0;
         c.server.max_connections = max_connections;
-        c.server.send_timeout = Duration::from_secs(1);
-        c.server.idle_timeout = Duration::from_secs(60);
-        c.server.header_read_timeout = Duration::from_secs(60);
+        c.server.send_timeout = send_timeout;
+        c.server.idle_timeout = Duration::from_secs(600);
+        c.server.header_read_timeout = Duration::from_secs(600);
     })
     .await;
     let stored = send(client().get(proxy.url("/big"))).await;
@@ -526,7 +526,7 @@ async fn stalling_setup(max_connections: usize) -> (TestOrigin, TestProxy) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clients_that_stop_reading_do_not_lock_others_out() {
-    let (_origin, proxy) = stalling_setup(3).await;
+    let (_origin, proxy) = stalling_setup(3, Duration::from_secs(1)).await;
     // Three clients with tiny receive buffers ask for the big object and never read.
     let mut stalled = Vec::new();
     for _ in 0..3 {
@@ -557,10 +557,10 @@ async fn dropped_unread(stream: &mut TcpStream, what: &str) {
     .await;
 }
 
-#[tokio::test(start_paused = true)]
-async fn an_http2_client_that_grants_no_window_is_dropped_after_send_timeout() {
-    let (_origin, proxy) = stalling_setup(100).await;
-    // Answers pings (hyper's client does), but never lets a byte of the body through.
+/// The head of `/big` on an h2c connection of its own that answers pings (hyper's client
+/// does) but grants no flow-control window, so no byte of the body gets through; the
+/// client is returned with it, as dropping it would close the connection.
+async fn stingy_big(proxy: &TestProxy) -> (reqwest::Client, reqwest::Response) {
     let stingy = reqwest::Client::builder()
         .http2_prior_knowledge()
         .http2_initial_stream_window_size(0)
@@ -571,8 +571,36 @@ async fn an_http2_client_that_grants_no_window_is_dropped_after_send_timeout() {
         .expect("the head comes: it needs no window")
         .expect("a response head");
     assert_eq!(response.status(), 200);
+    (stingy, response)
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_http2_client_that_grants_no_window_is_dropped_after_send_timeout() {
+    let (_origin, proxy) = stalling_setup(100, Duration::from_secs(1)).await;
+    let (_stingy, response) = stingy_big(&proxy).await;
     let body = tokio::time::timeout(PATIENCE, response.bytes())
         .await
         .expect("the connection is dropped within PATIENCE, not held for ever");
     assert!(body.is_err(), "the body cannot have arrived with no window");
+}
+
+/// Readers that stopped a moment before a new client came hold every slot: they had not
+/// been quiet for a tick yet when the client arrived, so the first reap spared them.
+/// While the client waits, stalled connections are checked again at every tick of the
+/// connections' timer (a quarter of `send_timeout` here), so it is served after about
+/// one tick (bounded here by a third of `send_timeout`), long before `send_timeout` would
+/// drop them. On tokio's paused clock the bound is the proxy's own timer, not the test
+/// machine's speed.
+#[tokio::test(start_paused = true)]
+async fn a_client_arriving_just_after_readers_stalled_waits_about_a_tick() {
+    let send_timeout = Duration::from_secs(60);
+    let (_origin, proxy) = stalling_setup(3, send_timeout).await;
+    let mut stalled = Vec::new();
+    for _ in 0..3 {
+        stalled.push(stingy_big(&proxy).await);
+    }
+    let seen = tokio::time::timeout(send_timeout / 3, send(client().get(proxy.url("/small"))))
+        .await
+        .expect("the new client is served after about a tick, not after send_timeout");
+    assert_eq!(seen.status, 200);
 }

@@ -8,7 +8,8 @@ use std::time::Duration;
 use secondhit::config::{AdmissionPolicy, Config};
 
 use crate::support::{
-    Reply, Seen, TestOrigin, TestProxy, client, get, send, send_until_hit, wait_until,
+    Reply, Seen, TestOrigin, TestProxy, client, get, sample, scrape, send, send_until_hit,
+    wait_until,
 };
 
 /// The tags the test origin sends for `path` (`Surrogate-Key`).
@@ -18,6 +19,7 @@ fn tags_of(path: &str) -> &'static str {
         "/ab/1" => "ab shared",
         "/img/x.png" => "img",
         "/other" => "other",
+        "/many" => "m1 m2",
         _ => "",
     }
 }
@@ -450,5 +452,74 @@ async fn a_soft_purged_entry_ignores_max_stale_but_serves_while_the_origin_is_un
         Some("stale-if-unreachable")
     );
     assert_eq!(unreachable.body, b"/a/2 ");
+    proxy.stop().await;
+}
+
+/// Asserts that `path`'s answer was not stored, for the `Cache-Status` detail `detail`.
+async fn refused_for_tags(proxy: &TestProxy, path: &str, detail: &str) {
+    let seen = get(&proxy.url(path)).await;
+    assert!(
+        !seen.cache.hit && !seen.cache.stored,
+        "{path}: {:?}",
+        seen.cache
+    );
+    assert_eq!(seen.cache.detail.as_deref(), Some(detail), "{path}");
+}
+
+/// Once `tags.max_memory` is spent (here by one group of entries), a response whose tags
+/// do not fit is not stored, rather than stored with tags no purge could find: a purge
+/// of its tag never leaves it a hit. The purge answer and `/metrics` count the responses
+/// refused so; once purges give the budget back, the tag is stored and purged again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_whose_tags_do_not_fit_the_budget_is_not_stored_unpurgeable() {
+    let origin = tagging_origin("max-age=3600").await;
+    // Each tag is charged twice its length plus 64 bytes: `a` and `shared` of two entries.
+    let proxy = storing_proxy(&origin, |c| c.tags.max_memory = 2 * (66 + 76)).await;
+    store_all(&proxy, &["/a/1", "/a/2"]).await;
+    for _ in 0..2 {
+        refused_for_tags(&proxy, "/other", "tag-memory-full").await;
+    }
+    let (status, json) = purge(&proxy, "tag=other").await;
+    assert_eq!((status, &json["purged"]), (200, &0.into()));
+    assert_eq!(json["unindexed"], 2, "{json}");
+    assert!(
+        !hit(&proxy, "/other").await,
+        "nothing tagged `other` outlives its purge"
+    );
+    let metrics = scrape(&proxy).await;
+    let refused = "secondhit_tags_unindexed_total{reason=\"tag-memory-full\"}";
+    assert_eq!(sample(&metrics, refused), 3.0);
+
+    let (_, json) = purge(&proxy, "tag=shared").await;
+    assert_eq!(json["purged"], 2, "{json}");
+    store_all(&proxy, &["/other"]).await;
+    let (_, json) = purge(&proxy, "tag=other").await;
+    assert_eq!(json["purged"], 1, "{json}");
+    assert!(!hit(&proxy, "/other").await);
+    proxy.stop().await;
+}
+
+/// A response with more tags than `tags.max_per_entry`, or one longer than
+/// `tags.max_length`, is not stored either: keeping only the tags that fit would leave
+/// it a hit after a purge of one of the others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_with_tags_beyond_the_per_entry_limits_is_not_stored() {
+    let origin = tagging_origin("max-age=3600").await;
+    let proxy = storing_proxy(&origin, |c| {
+        c.tags.max_per_entry = 1;
+        c.tags.max_length = 4;
+    })
+    .await;
+    refused_for_tags(&proxy, "/many", "tags-too-many").await;
+    refused_for_tags(&proxy, "/other", "tag-too-long").await;
+    store_all(&proxy, &["/img/x.png"]).await;
+    let (_, json) = purge(&proxy, "tag=m2").await;
+    assert_eq!(
+        (&json["purged"], &json["unindexed"]),
+        (&0.into(), &2.into())
+    );
+    assert!(!hit(&proxy, "/many").await);
+    let (_, json) = purge(&proxy, "tag=img").await;
+    assert_eq!(json["purged"], 1, "{json}");
     proxy.stop().await;
 }

@@ -119,6 +119,16 @@ const REJECTED: &[(&str, &str, &str)] = &[
     ),
     ("[server]\nadmin_listen = 9090", "server.admin_listen", "parse"),
     (
+        "[server]\nadmin_hosts = [\"admin.example:9090\"]",
+        "server.admin_hosts",
+        "invalid",
+    ),
+    (
+        "[server]\nadmin_hosts = [\"\"]",
+        "server.admin_hosts",
+        "invalid",
+    ),
+    (
         "[server]\nadmin_token = \"two words\"",
         "server.admin_token",
         "invalid",

@@ -19,6 +19,7 @@ pub(super) struct RawServer {
     listen: Option<String>,
     admin_listen: Option<String>,
     admin_token: Option<String>,
+    admin_hosts: Option<Vec<String>>,
     max_connections: Option<usize>,
     header_read_timeout: Option<String>,
     max_headers: Option<usize>,
@@ -50,6 +51,10 @@ pub(super) fn validate_server(
         listen,
         admin_listen,
         admin_token: admin_token(raw.admin_token)?.or(d.admin_token),
+        admin_hosts: match raw.admin_hosts {
+            Some(names) => admin_hosts(names)?,
+            None => d.admin_hosts,
+        },
         max_connections: positive(
             "server.max_connections",
             raw.max_connections,
@@ -203,6 +208,28 @@ fn account_name(key: &'static str, raw: Option<String>) -> Result<Option<String>
         }
         name => Ok(name),
     }
+}
+
+/// `server.admin_hosts`: DNS names (letters, digits, `-` and `.`), kept lowercase and
+/// without a trailing dot, as the admin listener compares them with a request's `Host`.
+fn admin_hosts(names: Vec<String>) -> Result<Vec<String>, ConfigError> {
+    names
+        .into_iter()
+        .map(|name| {
+            let bare = name.strip_suffix('.').unwrap_or(&name);
+            let valid = !bare.is_empty()
+                && bare
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.');
+            match valid {
+                true => Ok(bare.to_ascii_lowercase()),
+                false => Err(invalid(
+                    "server.admin_hosts",
+                    format!("{name:?} is not a host name (no port, scheme or path; IP addresses are always answered)"),
+                )),
+            }
+        })
+        .collect()
 }
 
 /// `server.admin_token`: empty means none; otherwise visible ASCII only, since it travels in
