@@ -16,8 +16,9 @@
 //! | `&soft=1` on any purge | marks the entries stale instead: revalidated before they are served fresh again |
 //! | `POST /rotate` | ends the filters' generation now; 409 for `policy = "always"` |
 //!
-//! Every request must name this listener: a `Host` that is an IP literal, `localhost` or
-//! a name of `server.admin_hosts` (else 421), and a request other than GET or HEAD must
+//! Without `server.admin_token`, every request must name this listener: a `Host` that is
+//! an IP literal, `localhost` or a name of `server.admin_hosts` (else 421). A request
+//! other than GET or HEAD must
 //! not come from another origin's web page (`Origin`, `Sec-Fetch-Site`; else 403): see
 //! `guard`, which keeps a browser from using a listener that has no token.
 //!
@@ -329,7 +330,9 @@ impl Admin {
     /// Answers one admin request.
     async fn answer(&self, request: Request<Incoming>) -> Response<AdminBody> {
         let method = request.method();
-        let checked = guard::check(method, request.uri(), request.headers(), &self.hosts);
+        // With a token, the token is the check a rebound page cannot pass.
+        let hosts = self.token.is_none().then_some(self.hosts.as_slice());
+        let checked = guard::check(method, request.uri(), request.headers(), hosts);
         if let Err(refusal) = checked {
             tracing::debug!(?refusal, %method, "admin request refused");
             return refused(refusal);

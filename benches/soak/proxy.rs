@@ -62,7 +62,11 @@ impl Proxy {
 
     fn write_config(&self) -> std::io::Result<()> {
         // Reloads alternate a key a reload applies, so each one changes something.
-        let unreachable = if self.reloads.is_multiple_of(2) { "30s" } else { "0s" };
+        let unreachable = if self.reloads.is_multiple_of(2) {
+            "30s"
+        } else {
+            "0s"
+        };
         let text = format!(
             "[server]\nlisten = \"{addr}\"\nadmin_listen = \"{admin}\"\nshutdown_timeout = \"2s\"\n\
              send_timeout = \"10s\"\n\n\

@@ -31,19 +31,23 @@ pub(super) enum Refusal {
 }
 
 /// Checks `method`, `uri` and `headers` of a request to the admin listener, which
-/// answers to the names `hosts` besides IP literals and `localhost`.
+/// answers to the names `hosts` besides IP literals and `localhost`; to any name when
+/// `hosts` is `None` (a token is set: a rebound page cannot present it, and scrapers may
+/// reach the listener by any name).
 pub(super) fn check(
     method: &Method,
     uri: &Uri,
     headers: &HeaderMap,
-    hosts: &[String],
+    hosts: Option<&[String]>,
 ) -> Result<(), Refusal> {
     let mut named = headers
         .get_all(HOST)
         .iter()
         .map(|value| value.to_str().ok())
         .chain(uri.authority().map(|a| Some(a.as_str())));
-    if !named.all(|host| host.is_some_and(|host| host_allowed(host, hosts))) {
+    if let Some(hosts) = hosts
+        && !named.all(|host| host.is_some_and(|host| host_allowed(host, hosts)))
+    {
         return Err(Refusal::ForeignHost);
     }
     if method == Method::GET || method == Method::HEAD {

@@ -20,9 +20,10 @@ pub struct ServerConfig {
     /// Bearer token the admin listener requires (`Authorization: Bearer <token>`); `None`
     /// (absent or empty in the file): no token.
     pub admin_token: Option<String>,
-    /// Host names the admin listener answers to besides IP literals and `localhost`:
-    /// lowercase, without a trailing dot. A request naming another `Host` is refused, so
-    /// that a web page whose name was rebound to the listener's address cannot use it.
+    /// Without a token, the host names the admin listener answers to besides IP literals
+    /// and `localhost`: lowercase, without a trailing dot. A request naming another `Host`
+    /// is refused, so that a web page whose name was rebound to the listener's address
+    /// cannot use it.
     pub admin_hosts: Vec<String>,
     /// Open client connections allowed at once (> 0).
     pub max_connections: usize,

@@ -6,8 +6,9 @@ use std::time::SystemTime;
 
 use headers::{ETag, HeaderMapExt, IfModifiedSince, IfNoneMatch};
 use http::header::{
-    CONTENT_LENGTH, CONTENT_RANGE, DATE, ETAG, IF_MATCH, IF_MODIFIED_SINCE, IF_NONE_MATCH,
-    IF_RANGE, IF_UNMODIFIED_SINCE, LAST_MODIFIED, RANGE, SET_COOKIE, TRANSFER_ENCODING,
+    CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_RANGE, DATE, ETAG, IF_MATCH, IF_MODIFIED_SINCE,
+    IF_NONE_MATCH, IF_RANGE, IF_UNMODIFIED_SINCE, LAST_MODIFIED, RANGE, SET_COOKIE,
+    TRANSFER_ENCODING,
 };
 use http::{HeaderMap, HeaderName, HeaderValue, response};
 
@@ -137,6 +138,16 @@ pub fn freshen(
 ) -> Option<Refreshed> {
     let new = &not_modified.headers;
     let old = &stored.response_headers;
+    // The stored body is coded as the stored field says: a 304 naming another coding
+    // describes another representation.
+    if new.contains_key(CONTENT_ENCODING)
+        && !new
+            .get_all(CONTENT_ENCODING)
+            .iter()
+            .eq(old.get_all(CONTENT_ENCODING).iter())
+    {
+        return None;
+    }
     if let Some(etag) = new.get(ETAG) {
         if old.get(ETAG) != Some(etag) {
             return None;
@@ -274,6 +285,11 @@ mod tests {
         );
         head.headers = map(&[("etag", "\"b\"")]);
         assert!(freshen(&stored, &head, now, now).is_none());
+        head.headers = map(&[("etag", "\"a\""), ("content-encoding", "gzip")]);
+        assert!(
+            freshen(&stored, &head, now, now).is_none(),
+            "a 304 naming another coding than the stored body's"
+        );
     }
 
     #[test]

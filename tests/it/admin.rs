@@ -576,3 +576,31 @@ async fn cross_site_requests_and_foreign_hosts_are_refused_without_a_token() {
     assert!(get(&page).await.cache.stored, "purged, then stored again");
     proxy.stop().await;
 }
+
+/// With a token set, the token is what keeps a rebound page out (it cannot present it),
+/// so a scraper may reach the listener by any name; a page of another origin still
+/// cannot change state, token or not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_token_the_listener_answers_to_any_host_name() {
+    let origin = TestOrigin::start(|_| Reply::ok("max-age=600", b"x".to_vec())).await;
+    let proxy = TestProxy::start(origin.addr, |c| {
+        c.server.admin_token = Some("s3cret-token".to_owned())
+    })
+    .await;
+    let http = client();
+    let stats = http
+        .get(proxy.admin_url("/stats"))
+        .header("host", "cache-01.internal:9090")
+        .header("authorization", "Bearer s3cret-token");
+    assert_eq!(send(stats).await.status, 200);
+    let unauthorized = http
+        .get(proxy.admin_url("/stats"))
+        .header("host", "cache-01.internal:9090");
+    assert_eq!(send(unauthorized).await.status, 401);
+    let cross_site = http
+        .post(proxy.admin_url("/rotate"))
+        .header("authorization", "Bearer s3cret-token")
+        .header("origin", "http://attacker.example");
+    assert_eq!(send(cross_site).await.status, 403);
+    proxy.stop().await;
+}
