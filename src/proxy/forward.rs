@@ -141,9 +141,11 @@ fn relay(head: &request::Parts, teed: Teed, forwarded: bool) -> Response<ProxyBo
         !forwarded && head.method == Method::GET && response_head.status == StatusCode::OK;
     if whole_get && validation::client_not_modified(&head.headers, &response_head.headers) {
         // The client's validators were held back so that the origin sent a storable
-        // 200, and that 200 matches them: the client gets its 304 (RFC 9110 §13.1.2)
-        // while the body is read to its end in the background for the fill.
-        tokio::spawn(drain(body));
+        // 200, and that 200 matches them: the client gets its 304 (RFC 9110 §13.1.2).
+        // The body is dropped unread: a fill teed from it runs on as an orphan, within
+        // `cache.max_orphan_fills` and its own size limit, and without a fill nothing
+        // reads it (no body nobody stores is drained, however large).
+        drop(body);
         let head = validation::not_modified_head(response_head);
         return Response::from_parts(head, respond::empty());
     }
@@ -176,9 +178,9 @@ fn cut_body(body: TeeBody<origin::ReadTimeout>, cut: Cut) -> ProxyBody {
         Cut::Part(first, last) => boxed(PartsBody::range(body, first, last)),
         Cut::Parts(parts, multipart) => boxed(PartsBody::multipart(body, &multipart, parts)),
         Cut::Nothing => {
-            // `streamable` sends no such answer; the body would still be read to its end
-            // for the fill, as for a 304.
-            tokio::spawn(drain(body));
+            // `streamable` sends no such answer; the body would be dropped as for a 304
+            // (a fill teed from it runs on as an orphan).
+            drop(body);
             respond::empty()
         }
     }
