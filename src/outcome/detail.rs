@@ -74,11 +74,14 @@ pub enum Detail {
     Purge,
     /// A `PURGE` from anywhere else, or with `purge.allow` empty: 405, never forwarded.
     PurgeRefused,
+    /// A GET or HEAD with a body, which the key does not name: passed through, neither
+    /// stored nor served from storage (`fwd=request`).
+    RequestBody,
 }
 
 impl Detail {
     /// Every detail, for a fixed set of metric labels and for tests.
-    pub const ALL: [Detail; 47] = [
+    pub const ALL: [Detail; 48] = [
         Detail::NotStored(NotStored::Method),
         Detail::NotStored(NotStored::NoStore),
         Detail::NotStored(NotStored::Private),
@@ -126,6 +129,7 @@ impl Detail {
         Detail::Purged,
         Detail::Purge,
         Detail::PurgeRefused,
+        Detail::RequestBody,
     ];
 
     /// The token sent as `detail=<token>`, also the access log's word for it.
@@ -156,6 +160,7 @@ impl Detail {
             Detail::Purged => "purged",
             Detail::Purge => "purge",
             Detail::PurgeRefused => "purge-refused",
+            Detail::RequestBody => "request-body",
         }
     }
 }
@@ -170,7 +175,7 @@ mod tests {
     /// ones included), with no wildcard. A new variant does not compile until it gets an
     /// arm here; a new slot index does not compile (`unconditional_panic`) until `seen`
     /// grows; and then `all_lists_every_variant` fails until `Detail::ALL` holds it.
-    fn mark(detail: Detail, seen: &mut [bool; 47]) {
+    fn mark(detail: Detail, seen: &mut [bool; 48]) {
         match detail {
             Detail::NotStored(NotStored::Method) => seen[0] = true,
             Detail::NotStored(NotStored::NoStore) => seen[1] = true,
@@ -219,12 +224,13 @@ mod tests {
             Detail::Purged => seen[44] = true,
             Detail::Purge => seen[45] = true,
             Detail::PurgeRefused => seen[46] = true,
+            Detail::RequestBody => seen[47] = true,
         }
     }
 
     #[test]
     fn all_lists_every_variant() {
-        let mut seen = [false; 47];
+        let mut seen = [false; 48];
         for detail in Detail::ALL {
             mark(detail, &mut seen);
         }

@@ -157,6 +157,18 @@ impl Reply {
     }
 }
 
+/// The body of the request a script answers, in its head's extensions (empty for none).
+#[derive(Clone)]
+pub struct ReceivedBody(pub Bytes);
+
+/// The body of the request `head` heads, as the origin received it.
+pub fn received_body(head: &http::request::Parts) -> Bytes {
+    head.extensions
+        .get::<ReceivedBody>()
+        .map(|body| body.0.clone())
+        .unwrap_or_default()
+}
+
 /// Whether the request's `If-None-Match` names `etag`, with the weak comparison of
 /// RFC 9110 §13.1.2 (`W/"a"` matches `"a"`), lists and `*` included.
 pub fn if_none_match_matches(head: &http::request::Parts, etag: &str) -> bool {
@@ -190,8 +202,13 @@ async fn serve_connection<IO>(
     let service = service_fn(move |request: Request<Incoming>| {
         let (script, counts, received) = (script.clone(), counts.clone(), received.clone());
         async move {
-            let (head, body) = request.into_parts();
-            let _ = body.collect().await;
+            let (mut head, body) = request.into_parts();
+            let body = body
+                .collect()
+                .await
+                .map(|b| b.to_bytes())
+                .unwrap_or_default();
+            head.extensions.insert(ReceivedBody(body));
             let target = head
                 .uri
                 .path_and_query()
