@@ -146,6 +146,14 @@ fn body_framing(head: &response::Parts) -> BodyFraming {
     {
         return BodyFraming::Length(0);
     }
+    // `Transfer-Encoding` overrides `Content-Length` (rule 3), as hyper decodes it: the
+    // body is chunked when chunked is the last coding, else it runs until close.
+    if head.headers.contains_key(TRANSFER_ENCODING) {
+        return match last_coding_is_chunked(&head.headers) {
+            true => BodyFraming::Delimited,
+            false => BodyFraming::UntilClose,
+        };
+    }
     if let Some(length) = head
         .headers
         .get(CONTENT_LENGTH)
@@ -154,17 +162,21 @@ fn body_framing(head: &response::Parts) -> BodyFraming {
     {
         return BodyFraming::Length(length);
     }
-    let chunked = head
-        .headers
-        .get_all(TRANSFER_ENCODING)
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .any(|value| value.to_ascii_lowercase().contains("chunked"));
-    if chunked || head.version >= Version::HTTP_2 {
+    if head.version >= Version::HTTP_2 {
         BodyFraming::Delimited
     } else {
         BodyFraming::UntilClose
     }
+}
+
+/// Whether the last coding `Transfer-Encoding` lists is `chunked` (RFC 9112 §6.3, rule
+/// 3): the body is then delimited by its last chunk.
+fn last_coding_is_chunked(headers: &HeaderMap) -> bool {
+    let last_line = headers.get_all(TRANSFER_ENCODING).iter().next_back();
+    let last_coding = last_line
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.rsplit(',').next());
+    last_coding.is_some_and(|coding| coding.trim().eq_ignore_ascii_case("chunked"))
 }
 
 /// Removes hop-by-hop fields (RFC 9110 §7.6.1): the fixed list and every field named in `Connection`.
@@ -423,6 +435,12 @@ impl Origin {
         let (response, addr, header_time) = answered?;
         let (mut head, body) = response.into_parts();
         let framing = body_framing(&head);
+        if head.headers.contains_key(TRANSFER_ENCODING) {
+            // The transfer coding framed the body and its `Content-Length` was ignored:
+            // relayed, the length would cut the body short and the client would take
+            // the cut as complete (RFC 9112 §6.3, rule 3: a proxy removes it).
+            head.headers.remove(CONTENT_LENGTH);
+        }
         strip_hop_by_hop(&mut head.headers);
         // The protocol version is per connection: the client's connection has its own
         // (an HTTP/1.0 origin must not turn the client's HTTP/1.1 response into 1.0).
@@ -531,6 +549,21 @@ mod tests {
         assert_eq!(
             body_framing(&head(Version::HTTP_11, &[])),
             BodyFraming::UntilClose
+        );
+        let both = [("content-length", "3"), ("transfer-encoding", "chunked")];
+        assert_eq!(
+            body_framing(&head(Version::HTTP_11, &both)),
+            BodyFraming::Delimited,
+            "chunked overrides the length"
+        );
+        let not_last = [
+            ("transfer-encoding", "chunked, gzip"),
+            ("content-length", "3"),
+        ];
+        assert_eq!(
+            body_framing(&head(Version::HTTP_11, &not_last)),
+            BodyFraming::UntilClose,
+            "a body whose last coding is not chunked ends at close"
         );
         assert_eq!(
             body_framing(&head(Version::HTTP_2, &[])),

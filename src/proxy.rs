@@ -67,7 +67,7 @@ use std::time::{Instant, SystemTime};
 use http::header::{AUTHORIZATION, HOST, RANGE, REFERER, USER_AGENT};
 use http::{Method, Request, Response, request};
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
+use hyper::body::{Body as _, Incoming};
 
 use crate::access_log::Record;
 use crate::admission::Decision;
@@ -395,7 +395,10 @@ impl Proxy {
         if head.method != Method::GET && head.method != Method::HEAD {
             return Box::pin(self.unsafe_or_other(ask, body)).await;
         }
-        let cacheable = match self.plan(ask)? {
+        // A body is there unless the head said none: an HTTP/1 `Content-Length: 0` or
+        // none at all, an HTTP/2 HEADERS frame that ended the stream.
+        let has_body = !body.is_end_stream();
+        let cacheable = match self.plan(ask, has_body)? {
             Plan::Cache(cacheable) => cacheable,
             Plan::Pass(outcome) => return Box::pin(self.pass_through(ask, body, outcome)).await,
         };
@@ -410,14 +413,21 @@ impl Proxy {
     /// What a GET/HEAD to `site` needs before its lookup: the site's rules, its key, its
     /// directives and the admission decision (the key is recorded in the filters here,
     /// hits included); or, when the cache may not answer it, the outcome to pass it
-    /// through with.
-    fn plan<'a>(&self, ask: &Ask<'a>) -> Result<Plan<'a>, ProxyError> {
+    /// through with. `has_body`: the request came with a body.
+    fn plan<'a>(&self, ask: &Ask<'a>, has_body: bool) -> Result<Plan<'a>, ProxyError> {
         let (head, client, site) = (ask.head, ask.client, ask.site);
         // No rules (the usual case): nothing matched, no key shaped, nothing allocated.
         let matched = Matched::of(&site.rules, &head.method, head.uri.path());
         let rule = matched.request_rule(&site.rules);
         if rule.is_some_and(|rule| rule.bypass) {
             let outcome = Outcome::forward(Forward::Bypass).detail(Detail::Bypass);
+            return Ok(Plan::Pass(outcome));
+        }
+        if has_body {
+            // The key does not name the body, and the answer may depend on it (search APIs
+            // read GET bodies): passed on whole rather than stripped of its body, so the
+            // origin answers what was asked, and neither stored nor served from storage.
+            let outcome = Outcome::forward(Forward::Request).detail(Detail::RequestBody);
             return Ok(Plan::Pass(outcome));
         }
         let key = CacheKey::shaped(head, client.scheme, rule.and_then(|rule| rule.key.as_ref()))?;

@@ -84,6 +84,7 @@ mod remove;
 mod purge_log;
 mod scan;
 mod space;
+mod tail;
 mod thread_copies;
 mod update;
 mod writer;
@@ -103,6 +104,7 @@ pub use error::StoreError;
 pub use purge::PurgeMode;
 pub use read::StoredEntry;
 pub use space::{DiskStats, Trouble};
+pub use tail::FillTail;
 pub use writer::EntryWriter;
 
 use crate::config::Fsync;

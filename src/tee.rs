@@ -1,63 +1,90 @@
 //! The tee: one origin body streamed to the client and, at the same time, to disk.
 //!
-//! [`TeeBody`] forwards every frame to the client as it arrives; for an admitted
-//! fill it also hands a clone of each data frame (a `Bytes` clone is a reference
-//! count, not a copy) to a writer task that appends it to the [`EntryWriter`].
+//! Without a fill, [`TeeBody`] is the origin's body as it is (optionally counting its
+//! bytes). With a fill, a *pump* task reads the origin at the origin's pace and hands
+//! each data frame (a `Bytes` clone is a reference count, not a copy) to a writer task
+//! that appends it to the [`EntryWriter`], and each frame to the client through a second
+//! queue. The fill does not wait for the client: a client that is slow, or reads
+//! nothing for a while, would otherwise hold the fill, and every request collapsed onto
+//! it, to its own pace.
 //!
-//! The hand-off is bounded in *bytes* by a semaphore of [`FILL_BUFFER_BYTES`]
-//! permits: a frame takes permits for its length and gives them back once written.
-//! When the disk falls behind and the permits run out, the fill is dropped — the
-//! client is never slowed down to let the disk catch up (`docs/design.md`, "Known
-//! traps"). The fill commits only if the origin body ended cleanly: the writer task
-//! calls [`EntryWriter::finish`] only after the tee signalled the end; an origin
-//! error or a dropped fill abandons the writer, which deletes its temp file and counts
-//! the fill as dropped, by its [`FillDrop`] reason. Each drop is logged at debug with
-//! its key, and one line per reason per ten seconds at info (a client that left, a body
-//! that outgrew its limit) or warn (the rest), with the number held back
-//! (`logging::throttle`): a drop can come with every request.
+//! Both queues are bounded in *bytes* by semaphores whose permits a frame takes for its
+//! length and gives back once written (to disk) or taken (by the client):
+//! - [`FILL_BUFFER_BYTES`] toward the disk. While the client keeps up, a disk that falls
+//!   behind drops the fill, never slows the client (`docs/design.md`, "Known traps").
+//! - [`CLIENT_LAG_BYTES`] toward the client. A client that falls further behind is
+//!   *detached*: it takes the frames queued for it, then reads the rest from the fill's
+//!   file ([`FillTail`]) as the writer reports it written, at its own pace, while the
+//!   pump reads the origin on at the disk's pace. Memory stays bounded by the two
+//!   buffers, however slow the client. The simplest sound choice: the client gets the
+//!   same bytes from the same origin response, only from the page cache. Only a fill of
+//!   a declared length detaches its client, since it cannot outgrow its reservation; a
+//!   detached client's response is cut (like an origin error) only when the fill then
+//!   fails, that is on a disk error or an origin error. A client of a body without a
+//!   declared length, or when no reader of the file could be opened, is waited for, as
+//!   before (then the fill's followers wait at most `cache.collapse_timeout`).
+//!
+//! The fill commits only if the origin body ended cleanly: the writer task calls
+//! [`EntryWriter::finish`] only after the pump signalled the end; an origin error or a
+//! dropped fill abandons the writer, which deletes its temp file and counts the fill as
+//! dropped, by its [`FillDrop`] reason. Each drop is logged at debug with its key, and one
+//! line per reason per ten seconds at info (a client that left, a body that outgrew its
+//! limit) or warn (the rest), with the number held back (`logging::throttle`): a drop can
+//! come with every request.
 //!
 //! A fill outlives its client: when the response body is dropped before the origin's
-//! body ended (the client went away, or had all of the range it asked for), the tee's
-//! [`Drop`] hands the origin body and the fill to an *orphan* task that reads it to its
-//! end at the disk's pace, if fewer than `cache.max_orphan_fills` orphans run
-//! ([`Fills`]); otherwise the fill is dropped (`client-gone`). The fill's own byte
-//! limit and the origin's read timeout bound each orphan. Every writer and orphan task
-//! is tracked by [`Fills`], so a graceful shutdown can wait for them.
+//! body ended (the client went away, or had all of the range it asked for), the pump
+//! reads on to the end as an *orphan*, at the disk's pace, if fewer than
+//! `cache.max_orphan_fills` orphans run ([`Fills`]); otherwise the fill is dropped
+//! (`client-gone`). The fill's own byte limit and the origin's read timeout bound each
+//! orphan. Every pump and writer task is tracked by [`Fills`], so a graceful shutdown can
+//! wait for them.
 //!
 //! A tee can also count the body bytes it streams into one of the [`Metrics`] byte
-//! counters ([`TeeBody::counting`]): how the proxy measures what admission kept off the
-//! disk, whatever the body's framing.
+//! counters ([`TeeBody::counting`], or the pump for a fill): how the proxy measures what
+//! admission kept off the disk, whatever the body's framing.
 
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
 
 use bytes::{Bytes, BytesMut};
+use futures_util::Stream;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
 use tokio_util::task::TaskTracker;
 
+use crate::body::BoxError;
 use crate::logging::throttle::Throttle;
 use crate::metrics::{ByteCounter, Metrics};
-use crate::store::{EntryWriter, FillDrop, StoreError};
+use crate::store::{EntryWriter, FillDrop, FillTail, StoreError};
 
-/// Bytes that may wait between the client stream and the disk writer of one fill.
+/// Bytes that may wait between the origin and the disk writer of one fill.
 ///
 /// On loopback an origin can outrun a page-cache write for a few milliseconds; 16 MiB
 /// lets a fill ride out such bursts (a 5 MiB body from a local origin is stored, not
 /// dropped) while bounding what one lagging fill can hold in memory.
 pub const FILL_BUFFER_BYTES: usize = 16 * 1024 * 1024;
 
+/// Bytes that may wait between the origin and the client of one fill before the client
+/// is detached and reads on from the fill's file: beyond what the sockets buffer, so a
+/// client that keeps up is fed from memory, and small enough that many slow clients at
+/// once hold little.
+pub const CLIENT_LAG_BYTES: usize = 4 * 1024 * 1024;
+
+/// The most a detached client reads from the fill's file at once.
+const TAIL_READ_BYTES: usize = 256 * 1024;
+
 /// Frames already queued are written together up to this many bytes.
 const WRITE_BATCH_BYTES: usize = 256 * 1024;
 
-/// How the tee's side of a fill ended, sent to the writer task. A feed dropped without
-/// sending one means the response body itself was dropped: the client went away.
+/// How the pump's side of a fill ended, sent to the writer task. A feed dropped without
+/// sending one means the pump gave up without a reason of its own: the client went away.
 type FillEnd = Result<(), FillDrop>;
 
-/// The fills of one server: every writer and orphan task, which a graceful shutdown
-/// waits for ([`Fills::wait`]), and the bound on fills running on without their client.
+/// The fills of one server: every pump and writer task, which a graceful shutdown waits
+/// for ([`Fills::wait`]), and the bound on fills running on without their client.
 #[derive(Clone)]
 pub struct Fills {
     tasks: TaskTracker,
@@ -90,10 +117,8 @@ struct FillFeed {
     /// Bounds the bytes queued in `frames` (an unbounded channel bounded by permits, so
     /// the bound is in bytes rather than in frames of unknown size).
     buffer: Arc<Semaphore>,
-    /// Sent once the origin body ended cleanly, or with the reason the tee gave up.
+    /// Sent once the origin body ended cleanly, or with the reason the pump gave up.
     end: oneshot::Sender<FillEnd>,
-    /// Where an orphan task of this fill is tracked.
-    tasks: TaskTracker,
 }
 
 impl FillFeed {
@@ -104,20 +129,20 @@ impl FillFeed {
         match self
             .buffer
             .clone()
-            .try_acquire_many_owned(permits_for(data))
+            .try_acquire_many_owned(permits_for(data.len(), FILL_BUFFER_BYTES))
         {
             Ok(permit) => self.frames.send((data.clone(), permit)).is_ok(),
             Err(_) => false,
         }
     }
 
-    /// Like [`FillFeed::offer`], but waits for room in the buffer: an orphan fill has no
-    /// client to keep up with, so the disk sets the pace. False when the writer gave up.
+    /// Like [`FillFeed::offer`], but waits for room in the buffer: with no client fed
+    /// from memory, the disk sets the pace. False when the writer gave up.
     async fn offer_waiting(&self, data: &Bytes) -> bool {
         match self
             .buffer
             .clone()
-            .acquire_many_owned(permits_for(data))
+            .acquire_many_owned(permits_for(data.len(), FILL_BUFFER_BYTES))
             .await
         {
             Ok(permit) => self.frames.send((data.clone(), permit)).is_ok(),
@@ -127,95 +152,429 @@ impl FillFeed {
     }
 }
 
-/// The buffer permits a frame takes: its length, or all of them for a frame larger than
-/// the whole buffer.
-fn permits_for(data: &Bytes) -> u32 {
-    u32::try_from(data.len().min(FILL_BUFFER_BYTES)).unwrap_or(u32::MAX)
+/// The permits a frame of `len` bytes takes from a buffer of `bound`: its length, or
+/// all of them for a frame larger than the whole buffer.
+fn permits_for(len: usize, bound: usize) -> u32 {
+    u32::try_from(len.min(bound)).unwrap_or(u32::MAX)
 }
 
 /// Where a body's streamed data bytes are counted.
 type Counted = Option<(Arc<Metrics>, ByteCounter)>;
 
-/// What the tee's `Drop` calls to let a fill run on without its client: spawns
-/// [`run_orphan`] for the body type, which `Drop` (without the bounds that needs) cannot
-/// name itself.
-type RunOrphan<B> = fn(B, FillFeed, OwnedSemaphorePermit, Counted);
+/// How far a fill's writer got, for a detached client reading the file behind it: body
+/// bytes on the file, and whether more will come.
+#[derive(Clone, Copy, Debug)]
+enum Written {
+    /// More may come.
+    Writing(u64),
+    /// The whole body is on the file.
+    Committed(u64),
+    /// The fill was dropped: nothing more will come.
+    Dropped(u64),
+}
 
-/// A response body that streams `inner` to the client and, when a fill is attached, to disk.
-pub struct TeeBody<B> {
-    /// `None` only after `Drop` handed it to an orphan fill.
-    inner: Option<B>,
+/// What the pump hands the client while the client keeps up.
+enum Piece {
+    /// A frame, with the lag permits it holds until the client takes it.
+    Frame(Frame<Bytes>, OwnedSemaphorePermit),
+    /// The origin's body failed.
+    Failed(BoxError),
+    /// The client fell [`CLIENT_LAG_BYTES`] behind: the rest of the body is on the fill's
+    /// file, from the end of the frames before this one.
+    Detached,
+    /// The origin's body ended cleanly.
+    End,
+}
+
+/// The pump's end of a client fed from memory.
+struct ClientFeed {
+    pieces: mpsc::UnboundedSender<Piece>,
+    /// Bounds the bytes queued in `pieces`.
+    lag: Arc<Semaphore>,
+    /// Whether the client may be detached: its fill has a declared length and a reader
+    /// of its file.
+    detachable: bool,
+}
+
+/// The client as the pump sees it.
+enum Client {
+    /// Fed from memory.
+    Attached(ClientFeed),
+    /// Reading the fill's file; the sender only tells whether it is still there.
+    Detached(mpsc::UnboundedSender<Piece>),
+    /// Gone: the fill, if any, runs on as an orphan.
+    Gone,
+}
+
+/// How a frame offered to the client went.
+enum Sent {
+    Queued,
+    Detached,
+    Gone,
+}
+
+impl ClientFeed {
+    /// Queues `frame` for the client; when the client lags and `may_detach`, detaches it
+    /// instead, else waits for it to take what is queued.
+    async fn send(&self, frame: Frame<Bytes>, may_detach: bool) -> Sent {
+        let len = frame.data_ref().map_or(0, Bytes::len);
+        let permits = permits_for(len, CLIENT_LAG_BYTES);
+        let permit = match self.lag.clone().try_acquire_many_owned(permits) {
+            Ok(permit) => permit,
+            Err(_) if may_detach && self.detachable => {
+                return match self.pieces.send(Piece::Detached) {
+                    Ok(()) => Sent::Detached,
+                    Err(_) => Sent::Gone,
+                };
+            }
+            Err(_) => tokio::select! {
+                permit = self.lag.clone().acquire_many_owned(permits) => match permit {
+                    Ok(permit) => permit,
+                    // The semaphore is never closed.
+                    Err(_) => return Sent::Gone,
+                },
+                () = self.pieces.closed() => return Sent::Gone,
+            },
+        };
+        match self.pieces.send(Piece::Frame(frame, permit)) {
+            Ok(()) => Sent::Queued,
+            Err(_) => Sent::Gone,
+        }
+    }
+}
+
+/// The task that reads a fill's origin body: into the fill, and to its client.
+struct Pump {
+    /// `None` once the fill ended (or was dropped).
     fill: Option<FillFeed>,
-    /// Set with a fill: how `Drop` lets it run on, and the orphan permits.
-    orphan: Option<(RunOrphan<B>, Arc<Semaphore>)>,
-    /// Where the streamed data bytes are counted, if anywhere.
+    client: Client,
+    /// The orphan permits, and the one this pump holds once its client is gone.
+    orphans: Arc<Semaphore>,
+    orphan: Option<OwnedSemaphorePermit>,
     counted: Counted,
+}
+
+impl Pump {
+    /// Reads `origin` to its end, or until neither the fill nor the client wants more.
+    async fn run<B>(mut self, mut origin: B)
+    where
+        B: Body<Data = Bytes> + Unpin,
+        B::Error: Into<BoxError>,
+    {
+        let end = loop {
+            if !self.still_wanted() {
+                return;
+            }
+            let frame = match origin.frame().await {
+                None => break Ok(()),
+                Some(Err(error)) => {
+                    self.tell_client(Piece::Failed(error.into()));
+                    break Err(FillDrop::OriginError);
+                }
+                Some(Ok(frame)) => frame,
+            };
+            if let Some(data) = frame.data_ref() {
+                if let Some((metrics, counter)) = &self.counted {
+                    metrics.add_bytes(*counter, data.len() as u64);
+                }
+                if !self.feed_fill(data).await {
+                    return;
+                }
+            }
+            if !self.feed_client(frame).await {
+                return;
+            }
+            // The end may be visible only here (a `Content-Length` reached), never as `None`.
+            if origin.is_end_stream() {
+                break Ok(());
+            }
+        };
+        if end.is_ok() {
+            self.tell_client(Piece::End);
+        }
+        end_fill(&mut self.fill, end);
+    }
+
+    /// False when a detached client left and its fill may not run on as an orphan.
+    fn still_wanted(&mut self) -> bool {
+        match &self.client {
+            Client::Detached(pieces) if pieces.is_closed() => self.client_gone(),
+            _ => true,
+        }
+    }
+
+    /// Offers `data` to the fill; false when the fill is gone and no client is fed
+    /// from memory (nobody wants more).
+    async fn feed_fill(&mut self, data: &Bytes) -> bool {
+        let attached = matches!(self.client, Client::Attached(_));
+        let Some(feed) = &self.fill else {
+            return attached;
+        };
+        let offered = match attached {
+            // A client fed from memory is never slowed for the disk.
+            true => feed.offer(data),
+            false => feed.offer_waiting(data).await,
+        };
+        if !offered {
+            // Ignored by a writer that already gave up (and counted why).
+            end_fill(&mut self.fill, Err(FillDrop::DiskBehind));
+            return attached;
+        }
+        true
+    }
+
+    /// Hands `frame` to a client fed from memory; false when it is gone and its fill
+    /// may not run on without it.
+    async fn feed_client(&mut self, frame: Frame<Bytes>) -> bool {
+        let Client::Attached(feed) = &self.client else {
+            return true;
+        };
+        match feed.send(frame, self.fill.is_some()).await {
+            Sent::Queued => true,
+            Sent::Detached => {
+                self.client = Client::Detached(feed.pieces.clone());
+                true
+            }
+            Sent::Gone => self.client_gone(),
+        }
+    }
+
+    /// Sends `piece` to a client fed from memory, if it is still there.
+    fn tell_client(&self, piece: Piece) {
+        if let Client::Attached(feed) = &self.client {
+            let _ = feed.pieces.send(piece);
+        }
+    }
+
+    /// The client went away: the fill runs on as an orphan if there is room for one;
+    /// otherwise it is dropped (false: stop reading).
+    fn client_gone(&mut self) -> bool {
+        self.client = Client::Gone;
+        if self.fill.is_none() {
+            return false;
+        }
+        match self.orphans.clone().try_acquire_owned() {
+            Ok(permit) => {
+                self.orphan = Some(permit);
+                true
+            }
+            Err(_) => {
+                end_fill(&mut self.fill, Err(FillDrop::ClientGone));
+                false
+            }
+        }
+    }
+}
+
+/// The client's view of a fill: the frames queued for it, then, once detached, the
+/// fill's file.
+enum Reading {
+    Memory {
+        pieces: mpsc::UnboundedReceiver<Piece>,
+        /// The fill's file and its writer's progress; `None`: never detached.
+        file: Option<(FillTail, watch::Receiver<Written>)>,
+        /// Data bytes taken so far.
+        at: u64,
+    },
+    File(FileReading),
+    Done,
+}
+
+/// A detached client reading the fill's file.
+struct FileReading {
+    tail: FillTail,
+    written: watch::Receiver<Written>,
+    /// Body offset of the next byte to read.
+    at: u64,
+    /// Held so that the pump sees the client is still there.
+    _pieces: mpsc::UnboundedReceiver<Piece>,
+}
+
+/// The error a detached client's body ends with when its fill was dropped.
+#[derive(Debug, thiserror::Error)]
+#[error("the fill this response was read from was dropped")]
+struct FillDropped;
+
+/// The client's frames, from `pieces` and then, once detached, from `file`.
+fn client_frames(
+    pieces: mpsc::UnboundedReceiver<Piece>,
+    file: Option<(FillTail, watch::Receiver<Written>)>,
+) -> impl Stream<Item = Result<Frame<Bytes>, BoxError>> + Send {
+    let reading = Reading::Memory {
+        pieces,
+        file,
+        at: 0,
+    };
+    futures_util::stream::unfold(reading, next_frame)
+}
+
+/// The client's next frame, and where the one after it comes from.
+async fn next_frame(reading: Reading) -> Option<(Result<Frame<Bytes>, BoxError>, Reading)> {
+    let Reading::Memory {
+        mut pieces,
+        file,
+        at,
+    } = reading
+    else {
+        return match reading {
+            Reading::File(reading) => from_file(reading).await,
+            _ => None,
+        };
+    };
+    match pieces.recv().await {
+        Some(Piece::Frame(frame, _taken)) => {
+            let at = at + frame.data_ref().map_or(0, |data| data.len() as u64);
+            Some((Ok(frame), Reading::Memory { pieces, file, at }))
+        }
+        Some(Piece::Failed(error)) => Some((Err(error), Reading::Done)),
+        Some(Piece::End) => None,
+        Some(Piece::Detached) => {
+            let (tail, written) = file?;
+            let _pieces = pieces;
+            (from_file(FileReading {
+                tail,
+                written,
+                at,
+                _pieces,
+            }))
+            .await
+        }
+        // The pump ended without saying how: not a complete body.
+        None => Some((Err(FillDropped.into()), Reading::Done)),
+    }
+}
+
+/// The next frame of a detached client: what the writer has put on the file past
+/// `reading.at`, waiting for it when there is none yet.
+async fn from_file(mut reading: FileReading) -> Option<(Result<Frame<Bytes>, BoxError>, Reading)> {
+    loop {
+        let written = *reading.written.borrow_and_update();
+        let on_file = written.on_file();
+        if reading.at < on_file {
+            let len = usize::try_from(on_file - reading.at).unwrap_or(usize::MAX);
+            let read = reading
+                .tail
+                .read(reading.at, len.min(TAIL_READ_BYTES))
+                .await;
+            return Some(match read {
+                Ok(bytes) => {
+                    reading.at += bytes.len() as u64;
+                    (Ok(Frame::data(bytes)), Reading::File(reading))
+                }
+                Err(error) => (Err(error.into()), Reading::Done),
+            });
+        }
+        match written {
+            Written::Committed(_) => return None,
+            Written::Dropped(_) => return Some((Err(FillDropped.into()), Reading::Done)),
+            Written::Writing(_) => {}
+        }
+        if reading.written.changed().await.is_err() {
+            return Some((Err(FillDropped.into()), Reading::Done));
+        }
+    }
+}
+
+/// A response body that streams an origin body to the client and, when a fill is
+/// attached, to disk.
+pub struct TeeBody<B> {
+    source: Source<B>,
+    /// Where the streamed data bytes are counted, if anywhere (the pump counts a fill's).
+    counted: Counted,
+}
+
+/// Where a [`TeeBody`]'s frames come from.
+enum Source<B> {
+    /// The origin's body itself: no fill.
+    Origin(B),
+    /// A fill's pump, through [`client_frames`].
+    Fill {
+        frames: Pin<Box<dyn Stream<Item = Result<Frame<Bytes>, BoxError>> + Send>>,
+        /// The origin body's size hint.
+        hint: SizeHint,
+        ended: bool,
+    },
 }
 
 impl<B> TeeBody<B> {
     /// A body that only streams to the client.
     pub fn passthrough(inner: B) -> TeeBody<B> {
         TeeBody {
-            inner: Some(inner),
-            fill: None,
-            orphan: None,
+            source: Source::Origin(inner),
             counted: None,
         }
     }
 
-    /// This body, adding the length of every data frame it streams (or an orphan fill
-    /// reads on) to `counter`.
+    /// This body without a fill, adding the length of every data frame it streams to
+    /// `counter` (a fill's pump counts what it reads instead: [`TeeBody::with_fill`]).
     #[must_use]
     pub fn counting(mut self, metrics: Arc<Metrics>, counter: ByteCounter) -> TeeBody<B> {
-        self.counted = Some((metrics, counter));
+        if matches!(self.source, Source::Origin(_)) {
+            self.counted = Some((metrics, counter));
+        }
         self
     }
 
-    /// A body that also writes what it streams to `writer`, committing it when the body
-    /// ends cleanly, as one of `fills`. `ended` is called once the fill has ended, with
-    /// `None` when it was committed and the reason when it was dropped: the proxy frees
-    /// the key's collapse slot then, so that the requests waiting for this fill look
-    /// again once its entry exists, or all fetch at once when it never will.
+    /// A body that also writes `inner` to `writer`, committing it when the body ends
+    /// cleanly, as one of `fills`; the data bytes read are added to `counted`, if any.
+    /// `ended` is called once the fill has ended, with `None` when it was committed and
+    /// the reason when it was dropped: the proxy frees the key's collapse slot then, so
+    /// that the requests waiting for this fill look again once its entry exists, or all
+    /// fetch at once when it never will.
     pub fn with_fill(
         inner: B,
         writer: EntryWriter,
-        key: &str,
-        fills: &Fills,
+        (key, fills): (&str, &Fills),
         ended: impl FnOnce(Option<FillDrop>) + Send + 'static,
+        counted: Option<(Arc<Metrics>, ByteCounter)>,
     ) -> TeeBody<B>
     where
         B: Body<Data = Bytes> + Send + Unpin + 'static,
-        B::Error: Send,
+        B::Error: Into<BoxError>,
     {
+        let hint = inner.size_hint();
+        // Only a body of declared length: one without could outgrow the fill after its
+        // client was detached, and the client would be cut with it.
+        let file = (hint.exact().is_some()).then(|| writer.tail()).flatten();
+        let (progress, written) = watch::channel(Written::Writing(0));
         let (frames, receiver) = mpsc::unbounded_channel();
         let (end, end_signal) = oneshot::channel();
         let key = Arc::from(key);
         fills.tasks.spawn(async move {
-            let dropped = write_fill(writer, receiver, end_signal, key).await;
+            let dropped = write_fill(writer, receiver, end_signal, key, progress).await;
             ended(dropped);
         });
-        let buffer = Arc::new(Semaphore::new(FILL_BUFFER_BYTES));
-        let run: RunOrphan<B> = |inner, feed, permit, counted| {
-            let tasks = feed.tasks.clone();
-            tasks.spawn(run_orphan(inner, feed, permit, counted));
-        };
-        TeeBody {
-            inner: Some(inner),
+        let (pieces, client) = mpsc::unbounded_channel();
+        let pump = Pump {
             fill: Some(FillFeed {
                 frames,
-                buffer,
+                buffer: Arc::new(Semaphore::new(FILL_BUFFER_BYTES)),
                 end,
-                tasks: fills.tasks.clone(),
             }),
-            orphan: Some((run, fills.orphans.clone())),
+            client: Client::Attached(ClientFeed {
+                pieces,
+                lag: Arc::new(Semaphore::new(CLIENT_LAG_BYTES)),
+                detachable: file.is_some(),
+            }),
+            orphans: fills.orphans.clone(),
+            orphan: None,
+            counted,
+        };
+        fills.tasks.spawn(pump.run(inner));
+        let file = file.map(|tail| (tail, written));
+        TeeBody {
+            source: Source::Fill {
+                frames: Box::pin(client_frames(client, file)),
+                hint,
+                ended: false,
+            },
             counted: None,
         }
     }
 }
 
-/// Tells the writer how the tee's side ended (`Ok`: the body is complete) and detaches
-/// the fill. A free function over the field, so that it can run while the body is
-/// borrowed.
+/// Tells the writer how the pump's side ended (`Ok`: the body is complete) and detaches
+/// the fill.
 fn end_fill(fill: &mut Option<FillFeed>, end: FillEnd) {
     if let Some(feed) = fill.take() {
         // The writer may already have given up (disk error): nothing to signal then.
@@ -226,137 +585,105 @@ fn end_fill(fill: &mut Option<FillFeed>, end: FillEnd) {
 impl<B> Body for TeeBody<B>
 where
     B: Body<Data = Bytes> + Unpin,
+    B::Error: Into<BoxError>,
 {
     type Data = Bytes;
-    type Error = B::Error;
+    type Error = BoxError;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = &mut *self;
-        let Some(inner) = this.inner.as_mut() else {
-            return Poll::Ready(None);
+        let polled = match &mut this.source {
+            Source::Origin(inner) => {
+                let polled = ready!(Pin::new(inner).poll_frame(cx));
+                polled.map(|frame| frame.map_err(Into::into))
+            }
+            Source::Fill { ended: true, .. } => None,
+            Source::Fill { frames, ended, .. } => {
+                let polled = ready!(frames.as_mut().poll_next(cx));
+                *ended = polled.is_none();
+                polled
+            }
         };
-        match Pin::new(&mut *inner).poll_frame(cx) {
-            Poll::Ready(Some(Ok(frame))) => {
-                if let (Some(data), Some((metrics, counter))) = (frame.data_ref(), &this.counted) {
-                    metrics.add_bytes(*counter, data.len() as u64);
-                }
-                if let (Some(data), Some(feed)) = (frame.data_ref(), this.fill.as_ref())
-                    && !feed.offer(data)
-                {
-                    end_fill(&mut this.fill, Err(FillDrop::DiskBehind));
-                }
-                // hyper stops polling once `is_end_stream` says so (e.g. Content-Length
-                // reached), so the end may be visible only here, never as `Ready(None)`.
-                if inner.is_end_stream() {
-                    end_fill(&mut this.fill, Ok(()));
-                }
-                Poll::Ready(Some(Ok(frame)))
-            }
-            Poll::Ready(Some(Err(error))) => {
-                end_fill(&mut this.fill, Err(FillDrop::OriginError));
-                Poll::Ready(Some(Err(error)))
-            }
-            Poll::Ready(None) => {
-                end_fill(&mut this.fill, Ok(()));
-                Poll::Ready(None)
-            }
-            Poll::Pending => Poll::Pending,
+        if let (Some(Ok(frame)), Some((metrics, counter))) = (&polled, &this.counted)
+            && let Some(data) = frame.data_ref()
+        {
+            metrics.add_bytes(*counter, data.len() as u64);
         }
+        Poll::Ready(polled)
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.as_ref().is_none_or(Body::is_end_stream)
+        match &self.source {
+            Source::Origin(inner) => inner.is_end_stream(),
+            Source::Fill { ended, .. } => *ended,
+        }
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.inner
-            .as_ref()
-            .map_or_else(|| SizeHint::with_exact(0), Body::size_hint)
-    }
-}
-
-impl<B> Drop for TeeBody<B> {
-    /// A fill still attached means the body is dropped before its end: the client went
-    /// away (or had all it asked for). The fill runs on as an orphan if there is room for
-    /// one; otherwise the feed drops with the body and the writer abandons the fill.
-    fn drop(&mut self) {
-        let (Some(feed), Some((run, orphans))) = (self.fill.take(), self.orphan.take()) else {
-            return;
-        };
-        let Some(inner) = self.inner.take() else {
-            return;
-        };
-        if let Ok(permit) = orphans.try_acquire_owned() {
-            run(inner, feed, permit, self.counted.take());
+        match &self.source {
+            Source::Origin(inner) => inner.size_hint(),
+            Source::Fill { hint, .. } => *hint,
         }
     }
 }
 
-/// An orphan fill: reads the rest of the origin's body into the fill at the disk's pace,
-/// holding one of the `cache.max_orphan_fills` permits until it ends.
-async fn run_orphan<B>(
-    mut inner: B,
-    feed: FillFeed,
-    _permit: OwnedSemaphorePermit,
-    counted: Counted,
-) where
-    B: Body<Data = Bytes> + Unpin,
-{
-    let end = loop {
-        match inner.frame().await {
-            Some(Ok(frame)) => {
-                if let Some(data) = frame.data_ref() {
-                    if let Some((metrics, counter)) = &counted {
-                        metrics.add_bytes(*counter, data.len() as u64);
-                    }
-                    if !feed.offer_waiting(data).await {
-                        // The writer gave up (and counted why).
-                        return;
-                    }
-                }
-                if inner.is_end_stream() {
-                    break Ok(());
-                }
-            }
-            Some(Err(_)) => break Err(FillDrop::OriginError),
-            None => break Ok(()),
-        }
-    };
-    // The writer may already have given up: nothing to signal then.
-    let _ = feed.end.send(end);
-}
-
-/// The writer task of one fill: appends frames, then commits if and only if the body
-/// completed; otherwise abandons the fill with the reason it ended, which it returns
-/// (`None`: committed).
+/// The writer task of one fill: appends frames, publishing how much of the body is on
+/// the file, then commits if and only if the body completed; otherwise abandons the fill
+/// with the reason it ended, which it returns (`None`: committed).
 async fn write_fill(
     mut writer: EntryWriter,
     mut frames: mpsc::UnboundedReceiver<(Bytes, OwnedSemaphorePermit)>,
     ended: oneshot::Receiver<FillEnd>,
     key: Arc<str>,
+    progress: watch::Sender<Written>,
 ) -> Option<FillDrop> {
+    let mut given = 0u64;
     while let Some(first) = frames.recv().await {
         let (data, permits) = coalesce(first, &mut frames);
         if let Err(error) = writer.write(&data).await {
-            // Returning drops the receivers too, which tells the tee.
+            // Returning drops the receivers too, which tells the pump.
             let reason = FillDrop::of(&error);
+            let on_file = progress.borrow().on_file();
+            progress.send_replace(Written::Dropped(on_file));
             abandon(writer, reason, &key, Some(&error));
             return Some(reason);
         }
         drop(permits);
+        given += data.len() as u64;
+        progress.send_replace(Written::Writing(writer.written()));
     }
-    // The tee signals the end before it drops the frame sender, so by now the signal
+    // The pump signals the end before it drops the frame sender, so by now the signal
     // is either there or will never come.
     let reason = match ended.await {
-        Ok(Ok(())) => return commit(writer, &key).await,
+        Ok(Ok(())) => {
+            let dropped = commit(writer, &key).await;
+            let on_file = progress.borrow().on_file();
+            let written = match dropped {
+                None => Written::Committed(given),
+                Some(_) => Written::Dropped(on_file),
+            };
+            progress.send_replace(written);
+            return dropped;
+        }
         Ok(Err(reason)) => reason,
         Err(_) => FillDrop::ClientGone,
     };
+    let on_file = progress.borrow().on_file();
+    progress.send_replace(Written::Dropped(on_file));
     abandon(writer, reason, &key, None);
     Some(reason)
+}
+
+impl Written {
+    /// Body bytes on the file.
+    fn on_file(self) -> u64 {
+        match self {
+            Written::Writing(n) | Written::Committed(n) | Written::Dropped(n) => n,
+        }
+    }
 }
 
 /// Joins `first` and the frames already queued behind it (up to [`WRITE_BATCH_BYTES`])

@@ -74,11 +74,14 @@ pub enum Detail {
     Purge,
     /// A `PURGE` from anywhere else, or with `purge.allow` empty: 405, never forwarded.
     PurgeRefused,
+    /// A GET or HEAD with a body, which the key does not name: passed through, neither
+    /// stored nor served from storage (`fwd=request`).
+    RequestBody,
 }
 
 impl Detail {
     /// Every detail, for a fixed set of metric labels and for tests.
-    pub const ALL: [Detail; 51] = [
+    pub const ALL: [Detail; 52] = [
         Detail::NotStored(NotStored::Method),
         Detail::NotStored(NotStored::NoStore),
         Detail::NotStored(NotStored::Private),
@@ -130,6 +133,7 @@ impl Detail {
         Detail::NotStored(NotStored::Tags(UnindexedTags::TooLong)),
         Detail::NotStored(NotStored::Tags(UnindexedTags::Unreadable)),
         Detail::NotStored(NotStored::Tags(UnindexedTags::MemoryFull)),
+        Detail::RequestBody,
     ];
 
     /// The token sent as `detail=<token>`, also the access log's word for it.
@@ -160,6 +164,7 @@ impl Detail {
             Detail::Purged => "purged",
             Detail::Purge => "purge",
             Detail::PurgeRefused => "purge-refused",
+            Detail::RequestBody => "request-body",
         }
     }
 }
@@ -174,7 +179,7 @@ mod tests {
     /// ones included), with no wildcard. A new variant does not compile until it gets an
     /// arm here; a new slot index does not compile (`unconditional_panic`) until `seen`
     /// grows; and then `all_lists_every_variant` fails until `Detail::ALL` holds it.
-    fn mark(detail: Detail, seen: &mut [bool; 51]) {
+    fn mark(detail: Detail, seen: &mut [bool; 52]) {
         match detail {
             Detail::NotStored(NotStored::Method) => seen[0] = true,
             Detail::NotStored(NotStored::NoStore) => seen[1] = true,
@@ -227,12 +232,13 @@ mod tests {
             Detail::NotStored(NotStored::Tags(UnindexedTags::TooLong)) => seen[48] = true,
             Detail::NotStored(NotStored::Tags(UnindexedTags::Unreadable)) => seen[49] = true,
             Detail::NotStored(NotStored::Tags(UnindexedTags::MemoryFull)) => seen[50] = true,
+            Detail::RequestBody => seen[51] = true,
         }
     }
 
     #[test]
     fn all_lists_every_variant() {
-        let mut seen = [false; 51];
+        let mut seen = [false; 52];
         for detail in Detail::ALL {
             mark(detail, &mut seen);
         }

@@ -14,6 +14,9 @@
 //!   several MiB from a slow origin that is the origin's transfer time, bounded by
 //!   `cache.collapse_timeout` (a follower past it fetches for itself, uncached:
 //!   `detail=collapse-timeout`, so that a slow object does not become a herd of fills).
+//!   It is not the leader's client's time: the fill reads the origin at its own pace and
+//!   a client that lags is left to read on from the fill's file (`tee`), for a body of
+//!   declared length.
 //! - The answer is not storable for reasons of the response's own (`no-store`, `private`,
 //!   `Set-Cookie`, too large, ...): the slot is freed at the response head and its
 //!   followers are told so; each goes to the origin at once and never waits again, side

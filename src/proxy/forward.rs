@@ -5,7 +5,7 @@
 //! for the client's own validators, and the client's range (or ascending ranges, as
 //! `multipart/byteranges`) cut out of a whole object fetched to be stored.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::SystemTime;
 
 use http::header::RANGE;
@@ -23,7 +23,7 @@ use crate::body::{BoxError, ProxyBody};
 use crate::key::CacheKey;
 use crate::live::Snapshot;
 use crate::logging::throttle::{OncePerKey, Throttle};
-use crate::metrics::ByteCounter;
+use crate::metrics::{ByteCounter, Metrics};
 use crate::origin::{self, BodyFraming, OriginResponse};
 use crate::outcome::ErrorKind;
 use crate::outcome::{Detail, Forward, Outcome};
@@ -141,9 +141,11 @@ fn relay(head: &request::Parts, teed: Teed, forwarded: bool) -> Response<ProxyBo
         !forwarded && head.method == Method::GET && response_head.status == StatusCode::OK;
     if whole_get && validation::client_not_modified(&head.headers, &response_head.headers) {
         // The client's validators were held back so that the origin sent a storable
-        // 200, and that 200 matches them: the client gets its 304 (RFC 9110 §13.1.2)
-        // while the body is read to its end in the background for the fill.
-        tokio::spawn(drain(body));
+        // 200, and that 200 matches them: the client gets its 304 (RFC 9110 §13.1.2).
+        // The body is dropped unread: a fill teed from it runs on as an orphan, within
+        // `cache.max_orphan_fills` and its own size limit, and without a fill nothing
+        // reads it (no body nobody stores is drained, however large).
+        drop(body);
         let head = validation::not_modified_head(response_head);
         return Response::from_parts(head, respond::empty());
     }
@@ -176,9 +178,9 @@ fn cut_body(body: TeeBody<origin::ReadTimeout>, cut: Cut) -> ProxyBody {
         Cut::Part(first, last) => boxed(PartsBody::range(body, first, last)),
         Cut::Parts(parts, multipart) => boxed(PartsBody::multipart(body, &multipart, parts)),
         Cut::Nothing => {
-            // `streamable` sends no such answer; the body would still be read to its end
-            // for the fill, as for a 304.
-            tokio::spawn(drain(body));
+            // `streamable` sends no such answer; the body would be dropped as for a 304
+            // (a fill teed from it runs on as an orphan).
+            drop(body);
             respond::empty()
         }
     }
@@ -259,11 +261,8 @@ pub(super) async fn fill(
         framing,
         ..
     } = origin;
-    let (stored, body) = tee(cache, exchange.key, began, leader, body, framing).await;
-    let body = match counted {
-        Some(counter) => body.counting(cache.metrics.clone(), counter),
-        None => body,
-    };
+    let counted = counted.map(|counter| (cache.metrics.clone(), counter));
+    let (stored, body) = tee(cache, exchange.key, began, leader, (body, framing), counted).await;
     Teed {
         head,
         framing,
@@ -359,15 +358,23 @@ fn writes_avoided(
 }
 
 /// The origin's `body`, teed into the fill that `began` (committed at once when there is
-/// no body); `leader` is told how the fill ended. `Ok`: stored, else why not.
+/// no body); `leader` is told how the fill ended, and the body's data bytes are added to
+/// `counted`, if any. `Ok`: stored, else why not.
 async fn tee(
     cache: &Cache,
     key: &CacheKey,
     began: Result<EntryWriter, Detail>,
     leader: Option<Leader>,
-    body: origin::ReadTimeout,
-    framing: BodyFraming,
+    (body, framing): (origin::ReadTimeout, BodyFraming),
+    counted: Option<(Arc<Metrics>, ByteCounter)>,
 ) -> (Result<(), Detail>, TeeBody<origin::ReadTimeout>) {
+    let passthrough = |body| {
+        let body = TeeBody::passthrough(body);
+        match counted.clone() {
+            Some((metrics, counter)) => body.counting(metrics, counter),
+            None => body,
+        }
+    };
     match began {
         Ok(writer) if framing == BodyFraming::Length(0) => {
             // No body to tee (a 204 is not even polled): commit it now.
@@ -379,7 +386,7 @@ async fn tee(
                 tracing::warn!(key = %key, %error, "cannot store an empty body");
                 Detail::StoreError
             });
-            (committed, TeeBody::passthrough(body))
+            (committed, passthrough(body))
         }
         Ok(writer) => {
             // Told how the fill ended: its followers find the entry, or all fetch at once.
@@ -388,10 +395,11 @@ async fn tee(
                     leader.fill_ended(dropped);
                 }
             };
-            let body = TeeBody::with_fill(body, writer, key.as_str(), &cache.fills, ended);
+            let fill = (key.as_str(), &cache.fills);
+            let body = TeeBody::with_fill(body, writer, fill, ended, counted.clone());
             (Ok(()), body)
         }
-        Err(detail) => (Err(detail), TeeBody::passthrough(body)),
+        Err(detail) => (Err(detail), passthrough(body)),
     }
 }
 

@@ -385,7 +385,9 @@ pub(crate) fn create_tmp(
     block: Option<u64>,
 ) -> Result<std::fs::File, StoreError> {
     let reserved = reserved_by_write(len, header.len() as u64, block);
+    // Readable too: a client that fell behind its fill reads the body back from it.
     let created = std::fs::OpenOptions::new()
+        .read(true)
         .write(true)
         .create_new(true)
         .open(path)

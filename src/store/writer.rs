@@ -21,6 +21,7 @@ use xxhash_rust::xxh3::Xxh3Default;
 use super::entry::blocks::BlockHasher;
 use super::entry::{self, EntryMeta, Preamble, file_len};
 use super::index::{Fill, Placed};
+use super::tail::FillTail;
 use super::{FillDrop, Inner, StoreError, disk, map_entry_error};
 
 /// Body bytes kept in memory before they are written in one blocking call: large
@@ -228,6 +229,20 @@ impl EntryWriter {
     /// The store hash of the key this fill is for (the entry's name once committed).
     pub fn key_hash(&self) -> u128 {
         self.key_hash
+    }
+
+    /// Body bytes on the file so far (the rest of those given to [`EntryWriter::write`]
+    /// wait in memory for the next batch): what a [`FillTail`] may read.
+    pub fn written(&self) -> u64 {
+        self.preamble.body_len - self.unwritten.len() as u64
+    }
+
+    /// A reader of the body this fill writes, through a duplicate of its file's
+    /// descriptor; `None` when the file is not at hand (a write of it in flight) or
+    /// cannot be duplicated (no descriptor left).
+    pub fn tail(&self) -> Option<FillTail> {
+        let file = self.file.as_ref()?.try_clone().ok()?;
+        Some(FillTail::new(file, self.preamble.header_len()))
     }
 
     /// Appends body bytes and updates the running body checksum, first growing

@@ -303,3 +303,121 @@ async fn a_dropped_fill_releases_all_its_waiters_at_once() {
     assert_eq!(details.len(), 5);
     assert_eq!(origin.count("/huge"), BURST + 5);
 }
+
+/// A body far larger than what the sockets between proxy and client buffer, and than
+/// what the proxy keeps in memory for one client (`tee::CLIENT_LAG_BYTES`).
+const OUTSIZED: usize = 40 * 1024 * 1024;
+
+/// A client that sends one GET of `path` on a real socket and reads its response only when
+/// told to.
+struct IdleReader {
+    stream: tokio::net::TcpStream,
+    /// What has been read: the head, and what came with it.
+    read: Vec<u8>,
+}
+
+impl IdleReader {
+    /// Sends the GET and reads until the response head is in.
+    async fn get(proxy: &TestProxy, path: &str) -> IdleReader {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        // A small receive buffer: what the client's kernel takes for it is not the point.
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        socket
+            .set_recv_buffer_size(64 * 1024)
+            .expect("receive buffer");
+        let mut stream = socket.connect(proxy.addr).await.expect("connect");
+        let request = format!("GET {path} HTTP/1.1\r\nHost: {}\r\n\r\n", proxy.addr);
+        stream.write_all(request.as_bytes()).await.expect("send");
+        let mut reader = IdleReader {
+            stream,
+            read: Vec::new(),
+        };
+        let mut buf = vec![0; 16 * 1024];
+        while reader.head_len().is_none() {
+            let n = reader.stream.read(&mut buf).await.expect("read the head");
+            assert!(n > 0, "closed before the head");
+            reader.read.extend_from_slice(&buf[..n]);
+        }
+        reader
+    }
+
+    fn head_len(&self) -> Option<usize> {
+        let end = self.read.windows(4).position(|w| w == b"\r\n\r\n")?;
+        Some(end + 4)
+    }
+
+    /// Reads the rest of a body of `len` bytes and returns the whole body, or the error
+    /// that cut it.
+    async fn rest_of_body(mut self, len: usize) -> std::io::Result<Vec<u8>> {
+        use tokio::io::AsyncReadExt;
+        let head_len = self.head_len().expect("the head was read");
+        let mut body = self.read.split_off(head_len);
+        let mut rest = vec![0; len - body.len()];
+        self.stream.read_exact(&mut rest).await?;
+        body.extend_from_slice(&rest);
+        Ok(body)
+    }
+}
+
+/// A client that stops reading after the head holds back neither the fill nor the
+/// requests that follow it: the fill reads the origin into the store at the origin's
+/// (and the disk's) pace and commits while the client has read next to nothing, later
+/// requests are answered from the entry, and the client still gets the whole body, from
+/// the fill's file, once it reads on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_stops_reading_holds_back_neither_the_fill_nor_its_followers() {
+    let body = body_bytes(OUTSIZED, 13);
+    let served = body.clone();
+    let origin = TestOrigin::start(move |_| Reply::ok("max-age=3600", served.clone())).await;
+    let proxy = TestProxy::start(origin.addr, |c| {
+        c.admission.policy = AdmissionPolicy::Always;
+    })
+    .await;
+    let idle = IdleReader::get(&proxy, "/outsized").await;
+    let head = String::from_utf8_lossy(&idle.read[..idle.head_len().unwrap_or(0)]).to_string();
+    assert!(head.contains("stored"), "{head}");
+    proxy.wait_committed(1).await;
+    let follower = get(&proxy.url("/outsized")).await;
+    assert!(
+        follower.cache.hit || follower.cache.collapsed,
+        "{:?}",
+        follower.cache
+    );
+    assert!(follower.body == body, "the follower got the whole object");
+    assert_eq!(origin.count("/outsized"), 1);
+    let read = idle
+        .rest_of_body(OUTSIZED)
+        .await
+        .expect("the rest of the body");
+    assert!(read == body, "the idle client got the whole object");
+    assert_eq!(proxy.store.stats().dropped_fills.total(), 0);
+}
+
+/// A client that stopped reading, and reads on after the origin cut the body, gets the
+/// bytes the origin sent and then a cut, never what looks like a complete body.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_stopped_reading_sees_the_cut_of_a_body_the_origin_broke_off() {
+    let sent = body_bytes(OUTSIZED / 2, 14);
+    let part = sent.clone();
+    let origin = TestOrigin::start(move |_| Reply {
+        body: ReplyBody::CutAfter {
+            declared: OUTSIZED,
+            sent: part.clone(),
+        },
+        ..Reply::ok("max-age=3600", Vec::new())
+    })
+    .await;
+    let proxy = TestProxy::start(origin.addr, |c| {
+        c.admission.policy = AdmissionPolicy::Always;
+    })
+    .await;
+    let idle = IdleReader::get(&proxy, "/cut").await;
+    crate::support::wait_until(
+        || "the fill of the cut body was never dropped".into(),
+        || proxy.store.stats().dropped_fills.total() == 1,
+    )
+    .await;
+    let read = idle.rest_of_body(OUTSIZED).await;
+    assert!(read.is_err(), "a cut body reached the client whole");
+    assert!(proxy.entry_files().is_empty());
+}

@@ -3,13 +3,17 @@
 //! graceful shutdown waits for fills in flight. Real sockets: a scripted origin, the real
 //! proxy on 127.0.0.1:0 (and the real binary for SIGTERM), temp cache directories.
 
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
+
+use bytes::Bytes;
 
 use crate::support::serve::ServeProcess;
 use crate::support::{
-    ParsedCacheStatus, Reply, TestOrigin, TestProxy, body_bytes, client, get, send,
+    Meter, ParsedCacheStatus, Reply, TestOrigin, TestProxy, body_bytes, client, get, send,
 };
-use secondhit::config::AdmissionPolicy;
+use secondhit::config::{AdmissionPolicy, MaxObjectSize};
 
 /// A large body: big enough that the client leaves long before it is all through.
 const LARGE: usize = 20 * 1024 * 1024;
@@ -159,4 +163,95 @@ async fn sigterm_during_a_fill_whose_client_left_waits_for_it() {
     let status = serve.terminate().await;
     assert!(status.success(), "graceful shutdown exits 0: {status:?}");
     assert_hit_after_restart(dir.path(), &origin, &host, "/slow", &body).await;
+}
+
+/// A body far larger than what the sockets between origin and proxy buffer.
+const HUGE: usize = 64 * 1024 * 1024;
+
+/// Starts an origin serving `/huge`, a `HUGE` body with an `ETag`, metered.
+async fn metered_origin() -> (TestOrigin, Arc<Meter>) {
+    let meter = Arc::new(Meter::default());
+    let body = Bytes::from(body_bytes(HUGE, 7));
+    let metered = Arc::clone(&meter);
+    let origin = TestOrigin::start(move |_| {
+        Reply::metered(
+            "max-age=3600",
+            body.to_vec(),
+            64 * 1024,
+            Arc::clone(&metered),
+        )
+        .header("etag", "\"huge\"")
+    })
+    .await;
+    (origin, meter)
+}
+
+/// GETs `/huge` with `If-None-Match: *`, expecting the proxy's own 304.
+async fn not_modified(proxy: &TestProxy) -> crate::support::Seen {
+    let request = client()
+        .get(proxy.url("/huge"))
+        .header("if-none-match", "*");
+    let seen = send(request).await;
+    assert_eq!(seen.status, 304, "{:?}", seen.cache);
+    seen
+}
+
+/// Waits until the origin is done with its body, and asserts it was cut off: the proxy
+/// read no more than its sockets took before it let go.
+async fn assert_body_cut_off(meter: &Meter) {
+    crate::support::wait_until(
+        || "the origin's body was never let go".into(),
+        || meter.ended.load(Ordering::SeqCst),
+    )
+    .await;
+    let sent = meter.sent.load(Ordering::SeqCst);
+    assert!(sent < HUGE, "the origin sent all {sent} bytes for a 304");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_304_for_an_object_too_large_to_store_does_not_read_the_body_on() {
+    let (origin, meter) = metered_origin().await;
+    let proxy = TestProxy::start(origin.addr, |c| {
+        c.admission.policy = AdmissionPolicy::Always;
+        c.cache.max_object_size = MaxObjectSize::Bytes(1024 * 1024);
+    })
+    .await;
+    let seen = not_modified(&proxy).await;
+    assert_eq!(seen.cache.detail.as_deref(), Some("too-large"));
+    assert_body_cut_off(&meter).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_304_whose_fill_finds_no_orphan_room_drops_the_fill_and_the_body() {
+    let (origin, meter) = metered_origin().await;
+    let proxy = TestProxy::start(origin.addr, |c| {
+        c.admission.policy = AdmissionPolicy::Always;
+        c.cache.max_orphan_fills = 0;
+    })
+    .await;
+    let seen = not_modified(&proxy).await;
+    assert!(seen.cache.stored, "{:?}", seen.cache);
+    assert_body_cut_off(&meter).await;
+    crate::support::wait_until(
+        || "the fill was never dropped".into(),
+        || proxy.store.stats().dropped_fills.total() == 1,
+    )
+    .await;
+    assert!(proxy.entry_files().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_304_whose_fill_finds_orphan_room_stores_the_object() {
+    let (origin, meter) = metered_origin().await;
+    let proxy = TestProxy::start(origin.addr, |c| {
+        c.admission.policy = AdmissionPolicy::Always;
+    })
+    .await;
+    let seen = not_modified(&proxy).await;
+    assert!(seen.cache.stored, "{:?}", seen.cache);
+    proxy.wait_committed(1).await;
+    assert_eq!(meter.sent.load(Ordering::SeqCst), HUGE);
+    let hit = get(&proxy.url("/huge")).await;
+    assert!(hit.cache.hit, "{:?}", hit.cache);
+    assert!(hit.body == body_bytes(HUGE, 7));
 }

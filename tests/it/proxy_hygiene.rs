@@ -15,3 +15,4 @@ mod hop_by_hop;
 mod http2;
 mod limits;
 mod max_forwards;
+mod request_body;

@@ -106,3 +106,32 @@ async fn rfc9112_3_2_2_absolute_form_matching_host_forwarded() {
     assert_eq!(raw.body, b"ok");
     assert_eq!(origin.count("/abs?q=1"), 1);
 }
+
+/// RFC 9112 §6.3 (3): an origin answer with both `Transfer-Encoding: chunked` and a
+/// `Content-Length` is framed by the chunked coding; the length is removed before the
+/// answer is relayed, so the client gets the whole chunked body (and the stored copy is
+/// that body too), never a body cut to the stated length.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rfc9112_6_3_origin_chunked_wins_over_its_content_length() {
+    let (origin, _stop) = crate::support::start_raw_origin(
+        b"HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nContent-Length: 3\r\n\
+          Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n",
+    )
+    .await;
+    let proxy = crate::support::TestProxy::start(origin, |c| {
+        c.admission.policy = secondhit::config::AdmissionPolicy::Always
+    })
+    .await;
+    let miss = exchange(&proxy, b"GET /both HTTP/1.1\r\nHost: a\r\n\r\n").await;
+    assert_eq!(miss.status, 200);
+    assert_ne!(miss.list("content-length"), "3", "{:?}", miss.headers);
+    assert_eq!(miss.body, b"hello world");
+    proxy.wait_committed(1).await;
+    let hit = exchange(&proxy, b"GET /both HTTP/1.1\r\nHost: a\r\n\r\n").await;
+    assert!(
+        hit.list("cache-status").contains("hit"),
+        "{:?}",
+        hit.headers
+    );
+    assert_eq!(hit.body, b"hello world");
+}

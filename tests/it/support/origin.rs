@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -44,6 +45,30 @@ pub enum ReplyBody {
         chunk: usize,
         pause: Duration,
     },
+    /// With Content-Length, in pieces of `chunk` bytes, counted into `meter` as hyper
+    /// takes them to send.
+    Metered {
+        data: Vec<u8>,
+        chunk: usize,
+        meter: Arc<Meter>,
+    },
+}
+
+/// What the origin made of a [`ReplyBody::Metered`] body: the bytes it handed to its
+/// connection, and whether the body is done with (sent whole, or its connection closed).
+#[derive(Default)]
+pub struct Meter {
+    pub sent: AtomicUsize,
+    pub ended: AtomicBool,
+}
+
+/// Marks its meter ended when the body that holds it is dropped.
+struct EndsMeter(Arc<Meter>);
+
+impl Drop for EndsMeter {
+    fn drop(&mut self) {
+        self.0.ended.store(true, Ordering::SeqCst);
+    }
 }
 
 impl Reply {
@@ -70,6 +95,15 @@ impl Reply {
     pub fn slow(cache_control: &str, data: Vec<u8>, chunk: usize, pause: Duration) -> Reply {
         Reply {
             body: ReplyBody::Slow { data, chunk, pause },
+            ..Reply::ok(cache_control, Vec::new())
+        }
+    }
+
+    /// A 200 with `Cache-Control: <cache_control>` and a `ReplyBody::Metered` body: `data`
+    /// in pieces of `chunk` bytes, counted into `meter`.
+    pub fn metered(cache_control: &str, data: Vec<u8>, chunk: usize, meter: Arc<Meter>) -> Reply {
+        Reply {
+            body: ReplyBody::Metered { data, chunk, meter },
             ..Reply::ok(cache_control, Vec::new())
         }
     }
@@ -123,6 +157,18 @@ impl Reply {
     }
 }
 
+/// The body of the request a script answers, in its head's extensions (empty for none).
+#[derive(Clone)]
+pub struct ReceivedBody(pub Bytes);
+
+/// The body of the request `head` heads, as the origin received it.
+pub fn received_body(head: &http::request::Parts) -> Bytes {
+    head.extensions
+        .get::<ReceivedBody>()
+        .map(|body| body.0.clone())
+        .unwrap_or_default()
+}
+
 /// Whether the request's `If-None-Match` names `etag`, with the weak comparison of
 /// RFC 9110 §13.1.2 (`W/"a"` matches `"a"`), lists and `*` included.
 pub fn if_none_match_matches(head: &http::request::Parts, etag: &str) -> bool {
@@ -156,8 +202,13 @@ async fn serve_connection<IO>(
     let service = service_fn(move |request: Request<Incoming>| {
         let (script, counts, received) = (script.clone(), counts.clone(), received.clone());
         async move {
-            let (head, body) = request.into_parts();
-            let _ = body.collect().await;
+            let (mut head, body) = request.into_parts();
+            let body = body
+                .collect()
+                .await
+                .map(|b| b.to_bytes())
+                .unwrap_or_default();
+            head.extensions.insert(ReceivedBody(body));
             let target = head
                 .uri
                 .path_and_query()
@@ -374,6 +425,20 @@ fn build_reply(reply: Reply) -> Response<BoxBody<Bytes, std::io::Error>> {
                 },
             );
             StreamBody::new(paced).boxed()
+        }
+        ReplyBody::Metered { data, chunk, meter } => {
+            builder = builder.header("content-length", data.len());
+            let pieces: Vec<Bytes> = data
+                .chunks(chunk.max(1))
+                .map(Bytes::copy_from_slice)
+                .collect();
+            let ends = EndsMeter(meter);
+            let counted =
+                futures_util::StreamExt::map(futures_util::stream::iter(pieces), move |piece| {
+                    ends.0.sent.fetch_add(piece.len(), Ordering::SeqCst);
+                    Ok(Frame::data(piece))
+                });
+            StreamBody::new(counted).boxed()
         }
         ReplyBody::Empty => http_body_util::Empty::new()
             .map_err(|never| match never {})
