@@ -265,10 +265,22 @@ impl Pump {
             if !self.still_wanted() {
                 return;
             }
-            let frame = match origin.frame().await {
+            // A client that leaves while the origin is silent is noticed at once: with no
+            // room for an orphan, its fill ends now rather than at the origin's timeout.
+            let next = tokio::select! {
+                frame = origin.frame() => Some(frame.map(|r| r.map_err(Into::<BoxError>::into))),
+                () = self.client_left() => None,
+            };
+            let Some(next) = next else {
+                if self.client_gone() {
+                    continue;
+                }
+                return;
+            };
+            let frame = match next {
                 None => break Ok(()),
                 Some(Err(error)) => {
-                    self.tell_client(Piece::Failed(error.into()));
+                    self.tell_client(Piece::Failed(error));
                     break Err(FillDrop::OriginError);
                 }
                 Some(Ok(frame)) => frame,
@@ -293,6 +305,16 @@ impl Pump {
             self.tell_client(Piece::End);
         }
         end_fill(&mut self.fill, end);
+    }
+
+    /// Resolves when the client, fed from memory or from the file, has gone away; never
+    /// once it is known gone.
+    async fn client_left(&self) {
+        match &self.client {
+            Client::Attached(feed) => feed.pieces.closed().await,
+            Client::Detached(pieces) => pieces.closed().await,
+            Client::Gone => std::future::pending().await,
+        }
     }
 
     /// False when a detached client left and its fill may not run on as an orphan.

@@ -220,13 +220,14 @@ fn run(weak: &Weak<Inner>, objects: &Path) {
         return;
     }
     let Some(inner) = weak.upgrade() else { return };
-    inner.scan.finish();
-    // The previous run's unfinished purges have now reached every file.
+    // The previous run's unfinished purges have now reached every file. Dropped before
+    // the scan is declared finished, so that whoever sees it finished finds them gone.
     for &id in &inner.replayed {
         if let Err(error) = inner.purge_log.done(id) {
             warn!(%error, "cannot drop a replayed purge from state/pending-purges");
         }
     }
+    inner.scan.finish();
     info!(
         indexed = tally.indexed,
         damaged = tally.damaged,
