@@ -111,8 +111,16 @@ pub struct OriginConfig {
     pub host_header: HostHeader,
     /// Time allowed to open a connection to the origin (> 0).
     pub connect_timeout: Duration,
-    /// Longest gap allowed between bytes of a response, not its total time (> 0).
+    /// Longest gap allowed between bytes of a response body, not its total time (> 0).
     pub read_timeout: Duration,
+    /// Longest wait for a response head once the request is on a connection (> 0): from
+    /// the request's last byte handed over, or from the last bytes of its body the origin
+    /// took while more were ready. Apart from `read_timeout`, so that a server that
+    /// accepts connections but answers nothing (stopped, deadlocked) is given up on, and
+    /// counted as failing, within seconds, while a long body may still pause longer.
+    pub first_byte_timeout: Duration,
+    /// When a request that failed on one server is sent to the next (`origin.retry`).
+    pub retry: Retry,
     /// Origin requests allowed in flight at once (> 0).
     pub max_in_flight: usize,
     /// Longest wait for one of the `max_in_flight` permits; then 503 with `Retry-After`
@@ -185,6 +193,74 @@ pub struct HealthCheck {
     pub interval: Duration,
     /// The status a healthy server answers.
     pub expect: u16,
+    /// How long one probe may take, to its answer's head (> 0): apart from the request
+    /// timeouts, so that a server that accepts connections but answers nothing is probed
+    /// down within seconds.
+    pub timeout: Duration,
+}
+
+/// `origin.retry`: which requests that failed on one server of a pool go to the next, as
+/// nginx's `proxy_next_upstream` and `proxy_next_upstream_tries` do. A request that could
+/// not be sent at all (no connection) always goes to the next server; these govern a
+/// request that was sent, and so may have reached the server.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Retry {
+    /// The most servers a request that was sent goes to, the first included (1 to
+    /// [`MAX_SERVERS`]; 1: never sent twice).
+    pub tries: u32,
+    /// The failures after which it goes to the next server (each at most once, sorted;
+    /// never [`RetryReason::Unsent`], which always does).
+    pub on: Vec<RetryReason>,
+    /// Whether a request whose method is not idempotent (RFC 9110 §9.2.2: `POST`,
+    /// `PATCH`) may be sent twice too; by default it never is, since the first server may
+    /// have acted on it.
+    pub non_idempotent: bool,
+}
+
+impl Default for Retry {
+    fn default() -> Self {
+        Retry {
+            tries: 2,
+            on: vec![RetryReason::Error, RetryReason::Timeout],
+            non_idempotent: false,
+        }
+    }
+}
+
+/// Why a request went to another server of its pool: a retry's reason, and what
+/// `origin.retry.on` names. Rendered as `/metrics`' `reason` label and the config's
+/// words by [`RetryReason::as_str`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub enum RetryReason {
+    /// No connection could be opened, so nothing was sent (`"connect"`): always retried.
+    Unsent,
+    /// The connection failed after the request was sent, before a response head: reset,
+    /// closed (a reused keep-alive connection the server closed under it) (`"error"`).
+    Error,
+    /// No response head within `origin.first_byte_timeout` (`"timeout"`).
+    Timeout,
+    /// A response head that is not valid HTTP (`"invalid_header"`).
+    InvalidHeader,
+}
+
+impl RetryReason {
+    /// Every reason, in label order.
+    pub const ALL: [RetryReason; 4] = [
+        RetryReason::Unsent,
+        RetryReason::Error,
+        RetryReason::Timeout,
+        RetryReason::InvalidHeader,
+    ];
+
+    /// Its name in `origin.retry.on` and in `/metrics`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RetryReason::Unsent => "connect",
+            RetryReason::Error => "error",
+            RetryReason::Timeout => "timeout",
+            RetryReason::InvalidHeader => "invalid_header",
+        }
+    }
 }
 
 /// Upper limit of `origin.body_buffer_size`: every request with a body may hold this much.
@@ -199,6 +275,12 @@ impl Default for OriginConfig {
             host_header: HostHeader::Client,
             connect_timeout: Duration::from_secs(2),
             read_timeout: Duration::from_secs(30),
+            // A few seconds, where nginx and Varnish wait 60: a server that accepts but
+            // answers nothing stalls each request for this long and is taken out only
+            // after it, and a request it held goes to the next server (`retry`). A URL
+            // slower than this to its first byte needs the key raised for its site.
+            first_byte_timeout: Duration::from_secs(5),
+            retry: Retry::default(),
             max_in_flight: 1024,
             queue_timeout: Duration::from_secs(5),
             body_buffer_size: 64 * 1024,

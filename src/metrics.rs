@@ -34,6 +34,7 @@ use http::header::CONTENT_LENGTH;
 use http::{Method, Response, StatusCode};
 
 use crate::admission::Decision;
+use crate::config::RetryReason;
 use crate::outcome::{ErrorKind, RequestResult};
 use crate::policy::UnindexedTags;
 
@@ -89,6 +90,9 @@ struct Shard {
     unindexed_tags: [AtomicU64; UnindexedTags::ALL.len()],
     /// Time from sending an origin request to its response head (or its failure).
     origin: DurationHistogram,
+    /// Requests sent to another server of their pool, by [`RetryReason`] (its position in
+    /// `RetryReason::ALL`).
+    origin_retries: [AtomicU64; RetryReason::ALL.len()],
 }
 
 impl Default for Metrics {
@@ -203,6 +207,11 @@ impl Metrics {
         self.shard().origin.observe(elapsed);
     }
 
+    /// Counts a request sent to another server of its pool after `reason`.
+    pub fn count_origin_retry(&self, reason: RetryReason) {
+        self.shard().origin_retries[reason as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
     /// A consistent-enough copy of every counter (each read on its own), summed over
     /// the workers.
     pub fn snapshot(&self) -> Counts {
@@ -231,6 +240,7 @@ impl Metrics {
                 .map(|shard| shard.connections.load(Ordering::Relaxed))
                 .collect(),
             origin: HistogramCounts::sum(self.shards.iter().map(|shard| shard.origin.snapshot())),
+            origin_retries: std::array::from_fn(|i| sum(&|s| &s.origin_retries[i])),
         }
     }
 }
@@ -268,6 +278,9 @@ pub struct Counts {
     pub connections: Vec<u64>,
     /// Origin request durations.
     pub origin: HistogramCounts,
+    /// Requests sent to another server of their pool, in the order of
+    /// [`RetryReason::ALL`].
+    pub origin_retries: [u64; RetryReason::ALL.len()],
 }
 
 impl Counts {

@@ -6,9 +6,10 @@
 //!
 //! Set up for a proxy rather than a browser (`docs/design.md`, "Known traps"): it
 //! follows no redirects (they are passed to the client), reads no proxy environment
-//! variables, and its time limits are a connect timeout and a read timeout *between*
-//! bytes ([`ReadTimeout`]), never a whole-response timeout, which would cut large
-//! downloads. It is hyper's HTTP/1.1 client connection with a pool of its own ([`pool`]),
+//! variables, and its time limits are a connect timeout, a time to the response head
+//! ([`first_byte`]) and a read timeout *between* body bytes ([`ReadTimeout`]), never a
+//! whole-response timeout, which would cut large downloads. A request that failed on
+//! one server of a pool before any answer may go to the next ([`retry`]). It is hyper's HTTP/1.1 client connection with a pool of its own ([`pool`]),
 //! not reqwest: the proxy already has `http` types in hand, and reqwest's URL parsing,
 //! redirect and retry layers are paid by every pass-through request (`benches/RESULTS.md`,
 //! "origin client without reqwest").
@@ -30,16 +31,18 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use tokio::time::Instant;
 
 use crate::body::BoxError;
-use crate::config::{HostHeader, OriginConfig};
+use crate::config::{HostHeader, OriginConfig, RetryReason};
 use crate::metrics::Metrics;
 use health::{Attempt, FailStatuses, Health, Passive, ServerState};
 
 mod balance;
+mod first_byte;
 pub mod health;
 mod in_flight;
 mod pool;
 mod probe;
 mod read_timeout;
+mod retry;
 pub mod tls;
 mod upload;
 
@@ -64,7 +67,7 @@ pub enum OriginError {
     /// `origin.body_min_rate` over it, before the origin's response head came.
     #[error("the request body was too slow: {0}")]
     RequestBodyTimeout(ReadTimedOut),
-    /// The origin did not answer within the connect or read timeout.
+    /// The origin did not answer within the connect or first-byte timeout.
     #[error("origin timed out: {0}")]
     Timeout(#[source] BoxError),
     /// Any other failure talking to the origin (e.g. a malformed response).
@@ -228,6 +231,9 @@ const HOP_BY_HOP: [HeaderName; 7] = [
 pub struct Upstream {
     /// The server's `host:port`, as its URL names it.
     pub addr: Arc<str>,
+    /// The servers asked before it, in order, each of which failed before answering
+    /// (`origin.retry`); empty for most requests.
+    pub earlier: Vec<Arc<str>>,
     /// The status it answered.
     pub status: http::StatusCode,
     /// From sending the request to its response head.
@@ -265,7 +271,7 @@ impl Server {
     fn new(
         url: &Uri,
         connector: &Connector,
-        max_idle: usize,
+        (max_idle, timeouts): (usize, pool::Timeouts),
         health: &Health,
     ) -> Result<Server, OriginError> {
         let authority = (url.authority().cloned())
@@ -283,7 +289,7 @@ impl Server {
             .build()
             .map_err(|e| OriginError::Client(format!("origin server {url}: {e}")))?;
         Ok(Server {
-            pool: pool::Pool::new(connector.clone(), max_idle),
+            pool: pool::Pool::new(connector.clone(), max_idle, timeouts),
             state: health.server(&name),
             addr,
             address,
@@ -307,11 +313,10 @@ pub struct Origin {
     /// which (as in nginx) is never taken out by failures: it is all there is.
     passive: Option<Passive>,
     host_header: HostHeader,
-    /// `origin.read_timeout`: between bytes of a body, and for the response head.
+    /// `origin.read_timeout`: between bytes of a response body.
     read_timeout: Duration,
-    /// How long a response head may take: `connect_timeout + read_timeout`, since the
-    /// pooled client connects inside the same request when no idle connection waits.
-    head_timeout: Duration,
+    /// Which failed requests go to another server (`origin.retry`).
+    retry: retry::Policy,
     /// Bounds requests waiting for a response head (`origin.max_in_flight`); the permit is
     /// released when the head arrives, so slow response bodies do not hold it, and taken
     /// only after the request body was read ahead ([`upload`]), so slow uploads do not
@@ -353,14 +358,18 @@ impl Origin {
             .enable_http1()
             .wrap_connector(connector);
         let pool = config.pool();
+        let timeouts = pool::Timeouts {
+            connect: config.connect_timeout,
+            first_byte: config.first_byte_timeout,
+        };
+        // As many idle connections per server as requests may wait for a head at once.
+        let per_server = (config.max_in_flight, timeouts);
         let servers = (pool.iter())
-            // As many idle connections per server as requests may wait for a head at once.
-            .map(|server| Server::new(&server.url, &connector, config.max_in_flight, health))
+            .map(|server| Server::new(&server.url, &connector, per_server, health))
             .map(|server| server.map(Arc::new))
             .collect::<Result<Box<[_]>, _>>()?;
         let urls: Vec<String> = servers.iter().map(|s| s.state.url().to_owned()).collect();
         let weights: Vec<u32> = pool.iter().map(|server| server.weight).collect();
-        let head_timeout = config.connect_timeout + config.read_timeout;
         let passive = (servers.len() > 1).then_some(Passive {
             max_fails: config.max_fails,
             fail_timeout: config.fail_timeout,
@@ -371,7 +380,7 @@ impl Origin {
             server.state.adopt(passive, config.health_check.is_some());
         }
         if let Some(check) = &config.health_check {
-            probe::start(&servers, check, head_timeout);
+            probe::start(&servers, check);
         }
         Ok(Origin {
             balancer: balance::Balancer::new(config.balance, &urls, &weights),
@@ -379,7 +388,7 @@ impl Origin {
             servers,
             host_header: config.host_header,
             read_timeout: config.read_timeout,
-            head_timeout,
+            retry: retry::Policy::new(&config.retry),
             in_flight: Arc::new(in_flight::InFlight::new(config.max_in_flight)),
             queue_timeout: config.queue_timeout,
             upload: upload::Limits {
@@ -420,19 +429,21 @@ impl Origin {
         // Origin-form: the connection already goes to the origin.
         let uri = Uri::try_from(path_and_query).map_err(|e| OriginError::Protocol(e.into()))?;
         // Before a permit: a client that trickles its body holds no origin capacity.
-        let body = upload::read_ahead(body, self.upload).await?;
-        let mut request = Request::new(body);
+        let keep = self.retry.may_resend(&method, self.servers.len());
+        let ahead = upload::read_ahead(body, self.upload, keep).await?;
+        let mut request = Request::new(ahead.body);
         *request.method_mut() = method;
         *request.uri_mut() = uri;
         *request.headers_mut() = headers;
+        let replay = ahead.copy.map(|body| retry::Replay::of(&request, body));
         // A bounded wait: excess requests fail fast with a 503 instead of queueing without
         // bound behind a slow origin. Only a request that must wait pays for a timer.
         let permit = (self.in_flight.acquire(self.queue_timeout))
             .await
             .map_err(|in_flight::Busy| OriginError::Busy(self.queue_timeout))?;
-        let answered = self.to_a_server(request, client_host, &key).await;
+        let answered = self.to_a_server(request, replay, client_host, &key).await;
         drop(permit);
-        let (response, addr, header_time) = answered?;
+        let (response, upstream) = answered?;
         let (mut head, body) = response.into_parts();
         let framing = body_framing(&head);
         if head.headers.contains_key(TRANSFER_ENCODING) {
@@ -447,9 +458,8 @@ impl Origin {
         head.version = Version::default();
         Ok(OriginResponse {
             upstream: Upstream {
-                addr,
                 status: head.status,
-                header_time,
+                ..upstream
             },
             head,
             body: ReadTimeout::new(body, self.read_timeout, "origin.read_timeout"),
@@ -459,16 +469,19 @@ impl Origin {
 
     /// Sends `request` to a server in rotation that the balancer picks for `key`, and to
     /// the next one while a connection cannot be opened (nothing was sent: nginx's
-    /// `proxy_next_upstream error`), each server at most once. Fails at once, unsent,
-    /// when no server is in rotation. Returns the response head with the address of the
-    /// server that answered and its time to that head.
+    /// `proxy_next_upstream error`) or while `origin.retry` sends a failed request on
+    /// (from `replay`, its copy), each server at most once. Fails at once, unsent, when
+    /// no server is in rotation. Returns the response head and who answered it (its
+    /// status is filled in by the caller).
     async fn to_a_server(
         &self,
         mut request: Request<RequestBody>,
+        replay: Option<retry::Replay>,
         client_host: HeaderValue,
         key: &[u8],
-    ) -> Result<(http::Response<PooledBody>, Arc<str>, Duration), OriginError> {
-        let mut tried = 0u64;
+    ) -> Result<(http::Response<PooledBody>, Upstream), OriginError> {
+        let (mut tried, mut sent) = (0u64, 0u32);
+        let (mut earlier, mut retrying) = (Vec::new(), None);
         let mut last_error = None;
         let turn = self.balancer.turn();
         loop {
@@ -477,6 +490,9 @@ impl Origin {
                 let down = "every origin server is out of rotation (failing or probed down)";
                 return Err(last_error.unwrap_or_else(|| OriginError::Connect(down.into())));
             };
+            if let Some(reason) = retrying.take() {
+                self.metrics.count_origin_retry(reason);
+            }
             tried |= 1 << index;
             let server = &self.servers[index];
             let host = match self.host_header {
@@ -484,43 +500,59 @@ impl Origin {
                 HostHeader::Origin => server.origin_host.clone(),
             };
             request.headers_mut().insert(HOST, host);
-            // Timed from here: the wait for a permit is this proxy's queue, not the origin's.
-            let sent = Instant::now();
-            let sending = server.pool.send(&server.address, request);
-            let result = match tokio::time::timeout(self.head_timeout, sending).await {
-                Ok(result) => result,
-                Err(_) => {
-                    let key = "origin.connect_timeout + origin.read_timeout";
-                    let waited = ReadTimedOut::silent(self.head_timeout, key);
-                    let error = OriginError::Timeout(waited.into());
-                    Err(pool::Failed {
-                        error,
-                        unsent: None,
-                    })
-                }
-            };
-            let elapsed = sent.elapsed();
-            self.metrics.observe_origin(elapsed);
-            match result {
-                Ok(response) => {
-                    let attempt = Attempt::Answered(response.status().as_u16());
-                    server.state.record(elapsed, attempt, self.passive);
-                    return Ok((response, server.addr.clone(), elapsed));
-                }
-                Err(pool::Failed { error, unsent }) => {
-                    let attempt = match error.is_the_servers() {
-                        true => Attempt::Broke,
-                        false => Attempt::Abandoned,
+            let failed = match self.attempt(server, request).await {
+                Ok((response, header_time)) => {
+                    let upstream = Upstream {
+                        addr: server.addr.clone(),
+                        earlier,
+                        status: response.status(),
+                        header_time,
                     };
-                    server.state.record(elapsed, attempt, self.passive);
-                    match unsent {
-                        Some(unsent) => request = *unsent,
-                        None => return Err(error),
-                    }
-                    last_error = Some(error);
+                    return Ok((response, upstream));
                 }
-            }
+                Err(failed) => failed,
+            };
+            let reason = failed.reason;
+            request = match (failed.unsent, reason, &replay) {
+                (Some(unsent), _, _) => *unsent,
+                (None, Some(reason), Some(replay)) if self.retry.allows(reason, sent + 1) => {
+                    sent += 1;
+                    replay.request()
+                }
+                _ => return Err(failed.error),
+            };
+            retrying = reason;
+            earlier.push(server.addr.clone());
+            last_error = Some(failed.error);
         }
+    }
+
+    /// Sends `request` to `server`, and records how it went in the server's health and
+    /// the origin's latency: the response head and the time to it, or the failure.
+    async fn attempt(
+        &self,
+        server: &Server,
+        request: Request<RequestBody>,
+    ) -> Result<(http::Response<PooledBody>, Duration), pool::Failed> {
+        // Timed from here: the wait for a permit is this proxy's queue, not the origin's.
+        let sent = Instant::now();
+        let result = server.pool.send(&server.address, request).await;
+        let elapsed = sent.elapsed();
+        self.metrics.observe_origin(elapsed);
+        let attempt = match &result {
+            Ok(response) => Attempt::Answered(response.status().as_u16()),
+            // A server that answered other requests meanwhile is not stopped: the URL is slow.
+            Err(failed)
+                if failed.reason == Some(RetryReason::Timeout)
+                    && server.state.answered_since(sent) =>
+            {
+                Attempt::Slow
+            }
+            Err(failed) if failed.error.is_the_servers() => Attempt::Broke,
+            Err(_) => Attempt::Abandoned,
+        };
+        server.state.record(elapsed, attempt, self.passive);
+        result.map(|response| (response, elapsed))
     }
 }
 

@@ -110,7 +110,14 @@ impl LineFormat {
                 escaped(text.as_bytes(), out);
             }
             Field::UpstreamAddr => match upstream {
-                Some(upstream) => escaped(upstream.addr.as_bytes(), out),
+                // Each server asked, the one that answered last, as nginx writes it.
+                Some(upstream) => {
+                    for addr in &upstream.earlier {
+                        escaped(addr.as_bytes(), out);
+                        out.extend_from_slice(b", ");
+                    }
+                    escaped(upstream.addr.as_bytes(), out);
+                }
                 None => out.push(b'-'),
             },
             Field::UpstreamStatus => match upstream {
@@ -292,7 +299,7 @@ fn json(record: &Record, client: IpAddr, out: &mut Vec<u8>) {
         http_user_agent: Option<Cow<'a, str>>,
         cache_status: String,
         request_time: f64,
-        upstream_addr: Option<&'a str>,
+        upstream_addr: Option<Cow<'a, str>>,
         upstream_status: Option<u16>,
         upstream_header_time: Option<f64>,
     }
@@ -319,7 +326,7 @@ fn json(record: &Record, client: IpAddr, out: &mut Vec<u8>) {
         },
         // Microseconds, as in the combined format: finer digits would be noise.
         request_time: record.duration.as_micros() as f64 / 1e6,
-        upstream_addr: upstream.map(|u| &*u.addr),
+        upstream_addr: upstream.map(upstream_addrs),
         upstream_status: upstream.map(|u| u.status.as_u16()),
         upstream_header_time: upstream.map(|u| u.header_time.as_micros() as f64 / 1e6),
     };
@@ -355,6 +362,18 @@ impl fmt::Display for Target<'_> {
     }
 }
 
+/// `upstream_addr`: each server asked, comma-separated, the one that answered last (one
+/// alone but where `origin.retry` sent the request on).
+fn upstream_addrs(upstream: &crate::origin::Upstream) -> Cow<'_, str> {
+    if upstream.earlier.is_empty() {
+        return Cow::Borrowed(&upstream.addr);
+    }
+    let mut addrs = upstream.earlier.join(", ");
+    addrs.push_str(", ");
+    addrs.push_str(&upstream.addr);
+    Cow::Owned(addrs)
+}
+
 #[cfg(test)]
 mod tests {
     use std::net::{IpAddr, Ipv4Addr};
@@ -386,6 +405,7 @@ mod tests {
             forwarded_for: Some(HeaderValue::from_static("203.0.113.9, 10.0.0.7")),
             upstream: Some(Upstream {
                 addr: Arc::from("10.1.1.1:8081"),
+                earlier: Vec::new(),
                 status: StatusCode::OK,
                 header_time: Duration::from_micros(870),
             }),
@@ -549,6 +569,22 @@ mod tests {
         assert_eq!(value["upstream_addr"], "10.1.1.1:8081");
         assert_eq!(value["upstream_status"], 200);
         assert_eq!(value["upstream_header_time"], 0.00087);
+    }
+
+    #[test]
+    fn a_retried_request_names_every_server_asked_the_one_that_answered_last() {
+        let mut retried = record("/r", Version::HTTP_11);
+        if let Some(upstream) = retried.upstream.as_mut() {
+            upstream.earlier = vec![Arc::from("10.1.1.2:8081"), Arc::from("10.1.1.3:8081")];
+        }
+        let text = line(&retried, template("$upstream_addr $upstream_status"));
+        assert_eq!(text, "10.1.1.2:8081, 10.1.1.3:8081, 10.1.1.1:8081 200\n");
+        let json = line(&retried, AccessFormat::Json);
+        let value: serde_json::Value = serde_json::from_str(&json).expect("one JSON object");
+        assert_eq!(
+            value["upstream_addr"],
+            "10.1.1.2:8081, 10.1.1.3:8081, 10.1.1.1:8081"
+        );
     }
 
     #[test]

@@ -260,6 +260,8 @@ mod tests {
         "origin.host_header",
         "origin.connect_timeout",
         "origin.read_timeout",
+        "origin.first_byte_timeout",
+        "origin.retry",
         "origin.max_in_flight",
         "origin.queue_timeout",
         "origin.body_buffer_size",
@@ -317,6 +319,7 @@ mod tests {
             path: "/healthz".to_owned(),
             interval: Duration::from_secs(5),
             expect: 200,
+            timeout: Duration::from_secs(2),
         });
         config.cache.targeted_field = Some(http::HeaderName::from_static("x-cc"));
         config.admission.sizing = sizing;

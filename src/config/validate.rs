@@ -61,6 +61,8 @@ struct RawOrigin {
     host_header: Option<String>,
     connect_timeout: Option<String>,
     read_timeout: Option<String>,
+    first_byte_timeout: Option<String>,
+    retry: Option<pool::RawRetry>,
     max_in_flight: Option<usize>,
     queue_timeout: Option<String>,
     body_buffer_size: Option<RawSize>,
@@ -191,6 +193,15 @@ fn validate_origin(raw: RawOrigin, d: OriginConfig) -> Result<OriginConfig, Conf
             d.connect_timeout,
         )?,
         read_timeout: positive_duration("origin.read_timeout", raw.read_timeout, d.read_timeout)?,
+        first_byte_timeout: positive_duration(
+            "origin.first_byte_timeout",
+            raw.first_byte_timeout,
+            d.first_byte_timeout,
+        )?,
+        retry: match raw.retry {
+            Some(retry) => pool::retry(retry, &d.retry)?,
+            None => d.retry.clone(),
+        },
         max_in_flight: positive("origin.max_in_flight", raw.max_in_flight, d.max_in_flight)?,
         // Zero is allowed: no queue, a 503 at once when every permit is taken.
         queue_timeout: duration("origin.queue_timeout", raw.queue_timeout, d.queue_timeout)?,

@@ -22,6 +22,7 @@ use prometheus_client::registry::Registry;
 use super::process::ProcessStats;
 use super::{Counts, Metrics, RequestResult, ServerSample, ServerSource};
 use crate::admission::{Cause, Decision, FilterStats, LiveAdmission, PairStats};
+use crate::config::RetryReason;
 use crate::outcome::ErrorKind;
 use crate::policy::UnindexedTags;
 use crate::store::{DiskStats, FillDrop, Store, StoreStats};
@@ -94,6 +95,7 @@ impl Collector for Scrape {
         }
         store_and_disk(out, &store)?;
         origin(out, &counts)?;
+        origin_retries(out, &counts)?;
         origin_servers(out, &(self.servers)())?;
         errors(out, &counts, &store)?;
         unindexed_tags(out, &counts)?;
@@ -401,6 +403,22 @@ fn origin(out: &mut DescriptorEncoder, counts: &Counts) -> fmt::Result {
         histogram.count,
         &histogram.buckets,
         None,
+    )
+}
+
+/// Requests sent again to another server of their pool, by why.
+fn origin_retries(out: &mut DescriptorEncoder, counts: &Counts) -> fmt::Result {
+    let samples: Vec<_> = (RetryReason::ALL.iter())
+        .map(|&reason| {
+            let count = counts.origin_retries[reason as usize];
+            ([("reason", reason.as_str())], count)
+        })
+        .collect();
+    counter_family(
+        out,
+        "secondhit_origin_retries",
+        "Requests sent to another server of their pool after one failed: connect (nothing was sent), error (the connection failed before a response head), timeout (no head within origin.first_byte_timeout), invalid_header",
+        &samples,
     )
 }
 

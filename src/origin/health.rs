@@ -122,6 +122,11 @@ pub(crate) enum Attempt {
     /// The server could not be reached or broke the exchange (a connection error, a
     /// timeout, an invalid response): always a failure of the server.
     Broke,
+    /// No response head within `origin.first_byte_timeout`, while the server answered
+    /// other requests: this URL is slow, the server is not stopped. A failure in its
+    /// figures, but not toward `max_fails`, so that one slow URL does not take server
+    /// after server out of rotation.
+    Slow,
     /// No answer, through no fault of the server's (the client's body, this proxy's own
     /// queue): neither a failure nor counted toward `max_fails`.
     Abandoned,
@@ -132,7 +137,7 @@ impl Attempt {
     fn failed(self) -> bool {
         match self {
             Attempt::Answered(status) => (500..=599).contains(&status),
-            Attempt::Broke => true,
+            Attempt::Broke | Attempt::Slow => true,
             Attempt::Abandoned => false,
         }
     }
@@ -142,7 +147,7 @@ impl Attempt {
         match self {
             Attempt::Answered(status) => rule.fail_statuses.contains(status),
             Attempt::Broke => true,
-            Attempt::Abandoned => false,
+            Attempt::Slow | Attempt::Abandoned => false,
         }
     }
 }
@@ -156,6 +161,9 @@ pub(crate) struct ServerState {
     down_until: AtomicU64,
     /// Whether the last probe failed.
     probe_down: AtomicBool,
+    /// Milliseconds after `epoch`, plus one, when a request last got a response head
+    /// from it (0: never): whether a server that keeps a request waiting is alive.
+    answered: AtomicU64,
     /// Failures counted in the current window, and when it began.
     window: Mutex<(u32, Instant)>,
     /// Requests, failures and latency, one set per worker (by `worker::index() %
@@ -183,6 +191,7 @@ impl ServerState {
             epoch,
             down_until: AtomicU64::new(0),
             probe_down: AtomicBool::new(false),
+            answered: AtomicU64::new(0),
             window: Mutex::new((0, epoch)),
             shards: (0..SHARDS).map(|_| ServerShard::default()).collect(),
         }
@@ -200,8 +209,18 @@ impl ServerState {
 
     /// Milliseconds from the epoch to now, plus one, so that 0 can mean "not out".
     fn now_ms(&self) -> u64 {
-        let since = Instant::now().saturating_duration_since(self.epoch);
+        self.ms_at(Instant::now())
+    }
+
+    /// Milliseconds from the epoch to `at`, plus one.
+    fn ms_at(&self, at: Instant) -> u64 {
+        let since = at.saturating_duration_since(self.epoch);
         u64::try_from(since.as_millis()).map_or(u64::MAX - 1, |ms| ms.saturating_add(1))
+    }
+
+    /// Whether a request got a response head from it after `at` (to the millisecond).
+    pub(crate) fn answered_since(&self, at: Instant) -> bool {
+        self.answered.load(Ordering::Relaxed) > self.ms_at(at)
     }
 
     /// Whether it is in rotation now.
@@ -220,6 +239,9 @@ impl ServerState {
         let shard = self.shard();
         shard.requests.fetch_add(1, Ordering::Relaxed);
         shard.latency.observe(elapsed);
+        if let Attempt::Answered(_) = attempt {
+            self.answered.store(self.now_ms(), Ordering::Relaxed);
+        }
         if !attempt.failed() {
             return;
         }
@@ -432,5 +454,30 @@ mod tests {
         drop((first, again));
         assert!(health.samples().is_empty());
         assert!(health.server("http://a").is_up(), "a new server starts up");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_slow_answer_is_a_failure_that_takes_no_server_out_and_answers_show_life() {
+        let health = Health::new();
+        let server = health.server("http://a");
+        let rule = Passive {
+            max_fails: 1,
+            ..RULE
+        };
+        let asked = Instant::now();
+        assert!(!server.answered_since(asked), "nothing answered yet");
+        tokio::time::advance(Duration::from_millis(5)).await;
+        server.record(Duration::ZERO, Attempt::Answered(200), Some(rule));
+        assert!(server.answered_since(asked));
+        assert!(!server.answered_since(Instant::now()), "nothing since now");
+        server.record(Duration::ZERO, Attempt::Slow, Some(rule));
+        assert!(server.is_up(), "a slow URL takes no server out");
+        assert_eq!(
+            health.samples()[0].failures,
+            1,
+            "but is a failure in its figures"
+        );
+        server.record(Duration::ZERO, Attempt::Broke, Some(rule));
+        assert!(!server.is_up());
     }
 }

@@ -29,6 +29,10 @@
 //! [`IDLE_TIMEOUT`], is dropped when it is taken or by the sweep every [`SWEEP_EVERY`]. A
 //! request that found its pooled connection closed before the request was written goes
 //! out on another one: nothing was sent.
+//!
+//! Opening a connection (TCP, TLS and all) has `origin.connect_timeout`, and the answer's
+//! head `origin.first_byte_timeout` ([`first_byte`]). A failure says which of the kinds
+//! `origin.retry` names it is ([`Failed::reason`]).
 
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
@@ -45,7 +49,9 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use tokio::time::Instant;
 use tower_service::Service;
 
-use super::{OriginError, RequestBody};
+use super::first_byte;
+use super::{OriginError, ReadTimedOut, RequestBody};
+use crate::config::RetryReason;
 
 /// How long an unused connection is kept open (what hyper-util's pooled client kept).
 const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
@@ -63,6 +69,16 @@ type Sender = http1::SendRequest<RequestBody>;
 /// Connections to one origin server, and how to open new ones.
 pub(super) struct Pool {
     shared: Arc<Shared>,
+    timeouts: Timeouts,
+}
+
+/// How long a connection may take to open, and a response head to come.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Timeouts {
+    /// `origin.connect_timeout`: TCP, TLS and the HTTP/1 handshake together.
+    pub(super) connect: Duration,
+    /// `origin.first_byte_timeout` ([`first_byte`]).
+    pub(super) first_byte: Duration,
 }
 
 struct Shared {
@@ -92,7 +108,11 @@ struct Idle {
 impl Pool {
     /// An empty pool opening connections with `connector`, keeping `max_idle` idle ones
     /// at most per worker.
-    pub(super) fn new(connector: HttpsConnector<HttpConnector>, max_idle: usize) -> Pool {
+    pub(super) fn new(
+        connector: HttpsConnector<HttpConnector>,
+        max_idle: usize,
+        timeouts: Timeouts,
+    ) -> Pool {
         let list = || {
             Arc::new(List {
                 idle: Mutex::default(),
@@ -104,6 +124,7 @@ impl Pool {
                 connector,
                 lists: (0..LISTS).map(|_| list()).collect(),
             }),
+            timeouts,
         }
     }
 
@@ -117,10 +138,11 @@ impl Pool {
         mut request: Request<RequestBody>,
     ) -> Result<Response<PooledBody>, Failed> {
         let list = &self.shared.lists[crate::worker::index() % LISTS];
+        let progress = first_byte::watch(&mut request);
         loop {
             let (mut sender, reused) = match list.take() {
                 Some(sender) => (sender, true),
-                None => match self.shared.connect(origin).await {
+                None => match self.connect(origin).await {
                     Ok(sender) => (sender, false),
                     Err(error) => return Err(Failed::unsent(error, request)),
                 },
@@ -133,7 +155,13 @@ impl Pool {
                 let closed = "the new origin connection closed before the request was sent";
                 return Err(Failed::unsent(OriginError::Connect(closed.into()), request));
             }
-            match sender.try_send_request(request).await {
+            let sending = sender.try_send_request(request);
+            let first_byte = self.timeouts.first_byte;
+            let Some(sent) = first_byte::within(sending, progress.as_deref(), first_byte).await
+            else {
+                return Err(Failed::timed_out(first_byte));
+            };
+            match sent {
                 Ok(response) => {
                     let list = Arc::downgrade(list);
                     return Ok(response.map(|body| PooledBody {
@@ -146,18 +174,21 @@ impl Pool {
                     // The origin closed the idle connection before the request was
                     // written: nothing was sent, so it goes out on another one.
                     Some(unsent) if reused => request = unsent,
-                    _ => {
-                        let error = failed.into_error();
-                        let error = match super::upload::cut_for_pace(&error) {
-                            Some(slow) => OriginError::RequestBodyTimeout(slow),
-                            None => OriginError::Protocol(error.into()),
-                        };
-                        return Err(Failed {
-                            error,
-                            unsent: None,
-                        });
-                    }
+                    _ => return Err(Failed::sent(failed.into_error())),
                 },
+            }
+        }
+    }
+
+    /// Opens a connection within `origin.connect_timeout` (the connector's own limit
+    /// covers the TCP handshake only, not TLS).
+    async fn connect(&self, origin: &Uri) -> Result<Sender, OriginError> {
+        let connect_timeout = self.timeouts.connect;
+        match tokio::time::timeout(connect_timeout, self.shared.connect(origin)).await {
+            Ok(connected) => connected,
+            Err(_) => {
+                let waited = ReadTimedOut::silent(connect_timeout, "origin.connect_timeout");
+                Err(OriginError::Timeout(waited.into()))
             }
         }
     }
@@ -169,6 +200,9 @@ pub(super) struct Failed {
     pub(super) error: OriginError,
     /// The request, when none of it was sent (boxed: the error path stays small).
     pub(super) unsent: Option<Box<Request<RequestBody>>>,
+    /// Which failure of the server's it was; `None` where it was not the server's (the
+    /// client's body failed), which no server would do better.
+    pub(super) reason: Option<RetryReason>,
 }
 
 impl Failed {
@@ -176,6 +210,43 @@ impl Failed {
         Failed {
             error,
             unsent: Some(Box::new(request)),
+            reason: Some(RetryReason::Unsent),
+        }
+    }
+
+    /// No response head within `origin.first_byte_timeout`.
+    fn timed_out(after: Duration) -> Failed {
+        let waited = ReadTimedOut::silent(after, "origin.first_byte_timeout");
+        Failed {
+            error: OriginError::Timeout(waited.into()),
+            unsent: None,
+            reason: Some(RetryReason::Timeout),
+        }
+    }
+
+    /// The exchange failed after (some of) the request was written.
+    fn sent(error: hyper::Error) -> Failed {
+        if let Some(slow) = super::upload::cut_for_pace(&error) {
+            return Failed {
+                error: OriginError::RequestBodyTimeout(slow),
+                unsent: None,
+                reason: None,
+            };
+        }
+        let reason = if error.is_user() {
+            // The client's body failed as it streamed: no server would do better.
+            None
+        } else if error.is_parse() {
+            Some(RetryReason::InvalidHeader)
+        } else {
+            // Reset, closed (a reused connection the server closed under the request),
+            // or cut before a complete head.
+            Some(RetryReason::Error)
+        };
+        Failed {
+            error: OriginError::Protocol(error.into()),
+            unsent: None,
+            reason,
         }
     }
 }

@@ -1,7 +1,8 @@
 //! Active health checks (`origin.health_check`): every server of a pool is asked `GET
 //! path` every `interval`, the first time at once; the expected status puts it (back) in
-//! rotation, anything else (another status, no connection, no answer within
-//! `connect_timeout + read_timeout`) takes it out.
+//! rotation, anything else (another status, no connection, no answer within the probe's
+//! own `timeout`, short by default so that a server that accepts connections but answers
+//! nothing is out within seconds) takes it out.
 //!
 //! A probe goes out on the server's own connection pool, so it also keeps a connection
 //! warm. Each server has a task of its own, holding the server weakly: when a reload
@@ -9,7 +10,6 @@
 //! probes start at once and write to the same state (`health`), keyed by URL.
 
 use std::sync::{Arc, Weak};
-use std::time::Duration;
 
 use http::header::{HOST, USER_AGENT};
 use http::{HeaderValue, Request, Uri};
@@ -25,17 +25,17 @@ const MAX_BODY: usize = 64 * 1024;
 
 /// Starts probing each of `servers` on the current runtime; without one (a config
 /// check), there is nothing to probe for.
-pub(super) fn start(servers: &[Arc<Server>], check: &HealthCheck, timeout: Duration) {
+pub(super) fn start(servers: &[Arc<Server>], check: &HealthCheck) {
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {
         return;
     };
     for server in servers {
-        runtime.spawn(probe_every(Arc::downgrade(server), check.clone(), timeout));
+        runtime.spawn(probe_every(Arc::downgrade(server), check.clone()));
     }
 }
 
 /// Probes `server` every `check.interval` until it is dropped.
-async fn probe_every(server: Weak<Server>, check: HealthCheck, timeout: Duration) {
+async fn probe_every(server: Weak<Server>, check: HealthCheck) {
     let mut ticks = tokio::time::interval(check.interval);
     // A slow probe delays the next one rather than making the next ones come in a burst.
     ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -44,13 +44,14 @@ async fn probe_every(server: Weak<Server>, check: HealthCheck, timeout: Duration
         let Some(server) = server.upgrade() else {
             return;
         };
-        let (passed, detail) = probe(&server, &check, timeout).await;
+        let (passed, detail) = probe(&server, &check).await;
         server.state.probed(passed, &detail);
     }
 }
 
 /// One probe: whether it passed, and what it saw.
-async fn probe(server: &Server, check: &HealthCheck, timeout: Duration) -> (bool, String) {
+async fn probe(server: &Server, check: &HealthCheck) -> (bool, String) {
+    let timeout = check.timeout;
     let mut request = Request::new(empty_body());
     match Uri::try_from(check.path.as_str()) {
         Ok(uri) => *request.uri_mut() = uri,
@@ -64,7 +65,12 @@ async fn probe(server: &Server, check: &HealthCheck, timeout: Duration) -> (bool
     );
     let sending = server.pool.send(&server.address, request);
     let response = match tokio::time::timeout(timeout, sending).await {
-        Err(_) => return (false, format!("no answer within {timeout:?}")),
+        Err(_) => {
+            return (
+                false,
+                format!("no answer within {timeout:?} (health_check.timeout)"),
+            );
+        }
         Ok(Err(failed)) => return (false, failed.error.to_string()),
         Ok(Ok(response)) => response,
     };

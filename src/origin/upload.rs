@@ -45,15 +45,27 @@ pub(super) struct Limits {
     pub(super) min_rate: u64,
 }
 
+/// A request body as read ahead: to send, and a copy to send again when asked for.
+pub(super) struct Ahead {
+    /// The body to send: what was read, then the rest, if any.
+    pub(super) body: RequestBody,
+    /// Its frames when it was read whole and a copy was asked for: a body that streams
+    /// on was (partly) sent by the time a failure is known, and cannot be sent again.
+    pub(super) copy: Option<Vec<Frame<Bytes>>>,
+}
+
 /// Reads `body` until it ends or `limits.buffer` bytes are in hand, and returns a body
-/// that replays them (then streams the rest, if any, at the same pace). A request without
-/// a body costs nothing here.
+/// that replays them (then streams the rest, if any, at the same pace), with a copy of a
+/// body read whole when `keep` (the frames' bytes are shared, not copied). A request
+/// without a body costs nothing here.
 pub(super) async fn read_ahead(
     body: RequestBody,
     limits: Limits,
-) -> Result<RequestBody, OriginError> {
+    keep: bool,
+) -> Result<Ahead, OriginError> {
     if body.is_end_stream() {
-        return Ok(body);
+        let copy = keep.then(Vec::new);
+        return Ok(Ahead { body, copy });
     }
     let rate = MinRate {
         per_second: limits.min_rate,
@@ -65,7 +77,11 @@ pub(super) async fn read_ahead(
     let mut bytes = 0u64;
     while bytes < limits.buffer {
         let frame = match body.frame().await {
-            None => return Ok(ReadAhead::new(read, bytes, None).boxed_unsync()),
+            None => {
+                let copy = keep.then(|| read.iter().filter_map(copy_frame).collect());
+                let body = ReadAhead::new(read, bytes, None).boxed_unsync();
+                return Ok(Ahead { body, copy });
+            }
             Some(Err(error)) => {
                 return Err(match error.downcast::<ReadTimedOut>() {
                     Ok(slow) => OriginError::RequestBodyTimeout(*slow),
@@ -78,7 +94,29 @@ pub(super) async fn read_ahead(
         bytes += frame.data_ref().map_or(0, |data| data.len() as u64);
         read.push_back(frame);
     }
-    Ok(ReadAhead::new(read, bytes, Some(body)).boxed_unsync())
+    let body = ReadAhead::new(read, bytes, Some(body)).boxed_unsync();
+    Ok(Ahead { body, copy: None })
+}
+
+/// A body of `frames` (a copy [`read_ahead`] kept), to send the request again.
+pub(super) fn replay(frames: &[Frame<Bytes>]) -> RequestBody {
+    if frames.is_empty() {
+        return super::empty_body();
+    }
+    let read: VecDeque<_> = frames.iter().filter_map(copy_frame).collect();
+    let bytes = (read.iter())
+        .map(|frame| frame.data_ref().map_or(0, |data| data.len() as u64))
+        .sum();
+    ReadAhead::new(read, bytes, None).boxed_unsync()
+}
+
+/// A copy of a data or trailers frame (the only kinds there are); the bytes are shared.
+fn copy_frame(frame: &Frame<Bytes>) -> Option<Frame<Bytes>> {
+    match (frame.data_ref(), frame.trailers_ref()) {
+        (Some(data), _) => Some(Frame::data(data.clone())),
+        (None, Some(trailers)) => Some(Frame::trailers(trailers.clone())),
+        (None, None) => None,
+    }
 }
 
 /// The upload's own failure behind a failed exchange with the origin: the body streaming
@@ -215,9 +253,11 @@ mod tests {
     async fn a_trickle_after_a_burst_larger_than_the_buffer_is_cut_about_a_window_later() {
         let start = Instant::now();
         let body = burst_then_trickle(70_000, Duration::from_millis(200));
-        let body = read_ahead(body, limits(64 * 1024, 1000))
+        let body = read_ahead(body, limits(64 * 1024, 1000), true)
             .await
             .expect("the burst fills the buffer at once");
+        assert!(body.copy.is_none(), "a body that streams on is never kept");
+        let body = body.body;
         let error = drain(body).await.expect_err("the trickle is cut");
         let slow = error.downcast::<ReadTimedOut>().expect("cut for its pace");
         assert!(slow.bytes > 0 && slow.bytes < 1000, "{slow}");
@@ -231,9 +271,10 @@ mod tests {
     async fn a_body_at_the_minimum_rate_is_read_whole_however_long_it_takes() {
         // 1500 bytes/s for ten windows, streamed past a small buffer.
         let body = steady(100, 150, Duration::from_millis(100));
-        let body = read_ahead(body, limits(1024, 1000))
+        let body = read_ahead(body, limits(1024, 1000), false)
             .await
-            .expect("read ahead");
+            .expect("read ahead")
+            .body;
         assert_eq!(drain(body).await.expect("never cut"), 15_000);
     }
 
@@ -241,8 +282,9 @@ mod tests {
     async fn a_slow_body_still_in_the_read_ahead_gets_a_request_body_timeout() {
         let start = Instant::now();
         let body = steady(u32::MAX, 1, Duration::from_millis(200));
-        let error = read_ahead(body, limits(64 * 1024, 1000))
+        let error = read_ahead(body, limits(64 * 1024, 1000), false)
             .await
+            .map(|ahead| ahead.body)
             .expect_err("cut before the buffer fills");
         let OriginError::RequestBodyTimeout(slow) = error else {
             panic!("{error}");
@@ -256,12 +298,29 @@ mod tests {
     async fn without_a_minimum_rate_only_silence_is_cut() {
         // A byte every 0.6 windows for ten windows is slow, but never silent for one.
         let body = steady(17, 1, WINDOW * 3 / 5);
-        let body = read_ahead(body, limits(0, 0)).await.expect("read ahead");
-        assert_eq!(drain(body).await.expect("never cut"), 17);
-        let silent = burst_then_trickle(10, Duration::MAX / 4);
-        let error = drain(read_ahead(silent, limits(0, 0)).await.expect("read ahead"))
+        let body = read_ahead(body, limits(0, 0), false)
             .await
-            .expect_err("silence is cut");
+            .expect("read ahead");
+        assert_eq!(drain(body.body).await.expect("never cut"), 17);
+        let silent = burst_then_trickle(10, Duration::MAX / 4);
+        let ahead = read_ahead(silent, limits(0, 0), false)
+            .await
+            .expect("read ahead");
+        let error = drain(ahead.body).await.expect_err("silence is cut");
         assert!(error.to_string().contains("no body bytes"), "{error}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_body_read_whole_is_kept_to_be_sent_again_byte_for_byte() {
+        let body = steady(3, 10, Duration::from_millis(10));
+        let ahead = read_ahead(body, limits(1024, 0), true).await.expect("read");
+        let copy = ahead.copy.expect("read whole, so kept");
+        assert_eq!(drain(ahead.body).await.expect("the body"), 30);
+        assert_eq!(drain(replay(&copy)).await.expect("again"), 30);
+        assert_eq!(drain(replay(&copy)).await.expect("and again"), 30);
+        let none = read_ahead(super::super::empty_body(), limits(1024, 0), true).await;
+        let none = none.expect("no body");
+        assert_eq!(none.copy.map(|copy| copy.len()), Some(0));
+        assert!(replay(&[]).is_end_stream());
     }
 }

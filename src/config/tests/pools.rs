@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use super::{err, kind};
-use crate::config::{Balance, Config, ConfigError, HealthCheck, OriginServer};
+use crate::config::{Balance, Config, ConfigError, HealthCheck, OriginServer, Retry, RetryReason};
 
 fn server(url: &str, weight: u32) -> OriginServer {
     OriginServer {
@@ -21,7 +21,8 @@ servers = ["http://10.0.0.1:8080", { url = "http://10.0.0.2:8080", weight = 3 }]
 balance = "consistent-hash"
 max_fails = 3
 fail_timeout = "30s"
-health_check = { path = "/healthz", interval = "2s", expect = 204 }
+health_check = { path = "/healthz", interval = "2s", expect = 204, timeout = "1s" }
+retry = { tries = 3, on = ["timeout", "invalid_header", "timeout"], non_idempotent = true }
 "#;
     let config = Config::from_toml_str(text).expect("loads");
     let origin = &config.origin;
@@ -44,8 +45,15 @@ health_check = { path = "/healthz", interval = "2s", expect = 204 }
         path: "/healthz".to_owned(),
         interval: Duration::from_secs(2),
         expect: 204,
+        timeout: Duration::from_secs(1),
     };
     assert_eq!(origin.health_check, Some(check));
+    let retry = Retry {
+        tries: 3,
+        on: vec![RetryReason::Timeout, RetryReason::InvalidHeader],
+        non_idempotent: true,
+    };
+    assert_eq!(origin.retry, retry);
 }
 
 #[test]
@@ -66,8 +74,24 @@ fn url_alone_is_a_pool_of_one_with_nginx_defaults() {
         .health_check;
     let check = check.expect("a health check");
     assert_eq!(
-        (check.path.as_str(), check.interval, check.expect),
-        ("/", Duration::from_secs(5), 200)
+        (
+            check.path.as_str(),
+            check.interval,
+            check.expect,
+            check.timeout
+        ),
+        ("/", Duration::from_secs(5), 200, Duration::from_secs(2))
+    );
+    // A stopped server is given up on within seconds, and a GET it held goes on once.
+    assert_eq!(origin.first_byte_timeout, Duration::from_secs(5));
+    let retry = &origin.retry;
+    assert_eq!(
+        (retry.tries, retry.on.as_slice(), retry.non_idempotent),
+        (
+            2,
+            [RetryReason::Error, RetryReason::Timeout].as_slice(),
+            false
+        )
     );
 }
 
@@ -77,18 +101,29 @@ fn a_site_inherits_the_pool_unless_it_names_its_own_url_or_servers() {
 [origin]
 servers = ["http://10.0.0.1", "http://10.0.0.2"]
 max_fails = 5
+first_byte_timeout = "20s"
+retry = { tries = 3 }
 [[site]]
 hosts = ["inherits.example"]
 [[site]]
 hosts = ["own.example"]
 [site.origin]
 url = "http://10.0.0.3"
+retry = { on = ["error"] }
 "#;
     let config = Config::from_toml_str(text).expect("loads");
     let (inherits, own) = (&config.sites[0].origin, &config.sites[1].origin);
     assert_eq!(inherits.pool(), config.origin.pool());
     assert_eq!(own.pool(), [server("http://10.0.0.3", 1)]);
     assert_eq!((inherits.max_fails, own.max_fails), (5, 5));
+    let twenty = Duration::from_secs(20);
+    assert_eq!(
+        (inherits.first_byte_timeout, own.first_byte_timeout),
+        (twenty, twenty)
+    );
+    // retry's keys default to [origin]'s one by one.
+    assert_eq!((inherits.retry.tries, own.retry.tries), (3, 3));
+    assert_eq!(own.retry.on, [RetryReason::Error]);
 }
 
 #[test]
@@ -121,6 +156,12 @@ fn bad_pools_are_refused_naming_the_key() {
             "origin.health_check",
         ),
         ("health_check = { expect = 42 }", "origin.health_check"),
+        ("health_check = { timeout = \"0s\" }", "origin.health_check"),
+        ("first_byte_timeout = \"0s\"", "origin.first_byte_timeout"),
+        ("retry = { tries = 0 }", "origin.retry"),
+        ("retry = { tries = 65 }", "origin.retry"),
+        ("retry = { on = [\"connect\"] }", "origin.retry"),
+        ("retry = { on = [\"http_502\"] }", "origin.retry"),
         ("fail_statuses = [404]", "origin.fail_statuses"),
         ("fail_statuses = [502, 600]", "origin.fail_statuses"),
         ("fail_statuses = [-500]", "origin.fail_statuses"),

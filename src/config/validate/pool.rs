@@ -6,7 +6,9 @@ use std::time::Duration;
 use http::Uri;
 use serde::Deserialize;
 
-use super::super::{Balance, HealthCheck, MAX_SERVERS, MAX_WEIGHT, OriginConfig, OriginServer};
+use super::super::{
+    Balance, HealthCheck, MAX_SERVERS, MAX_WEIGHT, OriginConfig, OriginServer, Retry, RetryReason,
+};
 use super::values::{choice, duration, invalid, positive_duration};
 use super::{ConfigError, tls};
 
@@ -26,12 +28,61 @@ pub(super) enum RawServer {
 #[serde(
     deny_unknown_fields,
     default,
-    expecting = r#"a table { path = "/healthz", interval = "5s", expect = 200 }"#
+    expecting = r#"a table { path = "/healthz", interval = "5s", expect = 200, timeout = "2s" }"#
 )]
 pub(super) struct RawHealthCheck {
     path: Option<String>,
     interval: Option<String>,
     expect: Option<u16>,
+    timeout: Option<String>,
+}
+
+/// `retry` as written.
+#[derive(Deserialize, Default)]
+#[serde(
+    deny_unknown_fields,
+    default,
+    expecting = r#"a table { tries = 2, on = ["error", "timeout"], non_idempotent = false }"#
+)]
+pub(super) struct RawRetry {
+    tries: Option<u32>,
+    on: Option<Vec<String>>,
+    non_idempotent: Option<bool>,
+}
+
+/// `retry`: `tries` 1 to [`MAX_SERVERS`], `on` naming only the failures after which a
+/// sent request may go on; each key absent takes `d`'s value (`[origin]`'s, for a site).
+pub(super) fn retry(raw: RawRetry, d: &Retry) -> Result<Retry, ConfigError> {
+    const KEY: &str = "origin.retry";
+    let tries = raw.tries.unwrap_or(d.tries);
+    if !(1..=MAX_SERVERS as u32).contains(&tries) {
+        let reason = format!("tries = {tries}; give 1 (never resend) to {MAX_SERVERS}");
+        return Err(invalid(KEY, reason));
+    }
+    let on = match raw.on {
+        None => d.on.clone(),
+        Some(names) => {
+            let mut on = Vec::with_capacity(names.len());
+            for name in names {
+                // `connect` is no choice: a request that was never sent always goes on.
+                let reasons = &RetryReason::ALL[1..];
+                let Some(reason) = reasons.iter().find(|r| r.as_str() == name) else {
+                    let known: Vec<&str> = reasons.iter().map(|r| r.as_str()).collect();
+                    let reason = format!("on names {name:?}; give any of {known:?}");
+                    return Err(invalid(KEY, reason));
+                };
+                on.push(*reason);
+            }
+            on.sort_unstable();
+            on.dedup();
+            on
+        }
+    };
+    Ok(Retry {
+        tries,
+        on,
+        non_idempotent: raw.non_idempotent.unwrap_or(d.non_idempotent),
+    })
 }
 
 /// The pool's keys as written.
@@ -153,7 +204,9 @@ fn fail_statuses(raw: Vec<i64>) -> Result<Vec<u16>, ConfigError> {
     Ok(statuses)
 }
 
-/// `health_check`: a path starting with `/`, an interval above zero, a status 100-599.
+/// `health_check`: a path starting with `/`, an interval and a timeout above zero, a
+/// status 100-599. The timeout's default is short: a probe asks for a cheap path, and its
+/// point is to take a server that answers nothing out within seconds.
 fn health_check(raw: RawHealthCheck) -> Result<HealthCheck, ConfigError> {
     const KEY: &str = "origin.health_check";
     let path = raw.path.unwrap_or_else(|| "/".to_owned());
@@ -177,9 +230,14 @@ fn health_check(raw: RawHealthCheck) -> Result<HealthCheck, ConfigError> {
             format!("expect {expect} is not an HTTP status"),
         ));
     }
+    let timeout = duration(KEY, raw.timeout, Duration::from_secs(2))?;
+    if timeout.is_zero() {
+        return Err(invalid(KEY, "timeout must be greater than zero".to_owned()));
+    }
     Ok(HealthCheck {
         path,
         interval,
         expect,
+        timeout,
     })
 }
