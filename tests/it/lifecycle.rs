@@ -189,14 +189,14 @@ async fn sighup_switches_the_admission_policy_for_the_next_request() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sighup_applies_a_new_origin_timeout() {
-    // A response head may take connect_timeout + read_timeout; the origin's /slow takes 1.5 s.
+    // A response head may take first_byte_timeout; the origin's /slow takes 1.5 s.
     let connect = ("origin", "connect_timeout = \"200ms\"");
-    let mut node = Running::start(&[connect, ("origin", "read_timeout = \"5s\"")]).await;
+    let mut node = Running::start(&[connect, ("origin", "first_byte_timeout = \"5s\"")]).await;
     assert_eq!(node.get("/slow-1").await.status, 200);
 
-    let impatient = node.text(&[connect, ("origin", "read_timeout = \"500ms\"")]);
+    let impatient = node.text(&[connect, ("origin", "first_byte_timeout = \"500ms\"")]);
     let line = node.reload(&impatient, &["config reloaded"]).await;
-    assert!(line.contains("origin.read_timeout"), "{line}");
+    assert!(line.contains("origin.first_byte_timeout"), "{line}");
     assert_eq!(node.get("/slow-2").await.status, 504);
     node.stop().await;
 }

@@ -412,13 +412,13 @@ async fn admitted_miss_does_not_forward_client_validators() {
 // On the paused clock: the proxy's timeout and the origin's delay are tokio timers, which
 // the runtime advances when nothing else can run, so the test waits for neither.
 #[tokio::test(start_paused = true)]
-async fn origin_slower_than_read_timeout_is_a_504() {
+async fn origin_slower_than_first_byte_timeout_is_a_504() {
     let origin = TestOrigin::start(|_| {
         Reply::ok("max-age=60", b"late".to_vec()).delayed(Duration::from_secs(3))
     })
     .await;
     let proxy = TestProxy::start(origin.addr, |c| {
-        c.origin.read_timeout = Duration::from_millis(300)
+        c.origin.first_byte_timeout = Duration::from_millis(300)
     })
     .await;
     let seen = get(&proxy.url("/slow")).await;
