@@ -9,7 +9,8 @@
 //! |---|---|
 //! | `GET /` | the live admin page: one self-contained HTML document that polls `/stats` (see below) |
 //! | `GET /metrics` | every metric, OpenMetrics text (see [`crate::metrics`]) |
-//! | `GET /healthz` | `200` or `503` with JSON naming what is wrong: the store takes writes, the disk has more than `cache.min_free` free, every site has an origin server in rotation (see `health`) |
+//! | `GET /livez` | `200` while the process answers: nothing else is checked (see `health`) |
+//! | `GET /readyz`, `GET /healthz` | `200` while the node should take traffic, with JSON naming what is degraded (origins down, disk under `cache.min_free`, ...); `503` when the store cannot be used or the process is shutting down (see `health`) |
 //! | `GET /stats` | JSON: requests, hit ratio, filter sizes and fill, store, errors (see `stats`) |
 //! | `POST /purge?url=<absolute URL>` | removes what is stored for that URL, all its variants; 404 if nothing was |
 //! | `POST /purge?tag=T`, `?prefix=<URL>`, `?site=HOST` | removes every entry carrying the tag (exact match; several: repeat `tag=`), under the prefix, or of the host |
@@ -131,6 +132,9 @@ pub struct Admin {
     hosts: Vec<String>,
     /// The live view: `/stats` shows `[admission]` as it is now.
     live: Live,
+    /// The shutdown signal [`serve`] stops on, once it serves: `/readyz` fails from the
+    /// moment it fires.
+    stopping: Option<watch::Receiver<()>>,
 }
 
 /// How the admin listener's connections are bounded beyond its own fixed limits
@@ -162,6 +166,7 @@ impl Admin {
             token: live.load().settings.server.admin_token.clone(),
             hosts: live.load().settings.server.admin_hosts.clone(),
             live: live.clone(),
+            stopping: None,
         }
     }
 }
@@ -187,7 +192,10 @@ pub async fn serve(
     mut stop: watch::Receiver<()>,
     limits: Limits,
 ) {
-    let admin = Arc::new(admin);
+    let admin = Arc::new(Admin {
+        stopping: Some(stop.clone()),
+        ..admin
+    });
     let graceful = GracefulShutdown::new();
     // Oldest first; finished ones are removed at the next accept.
     let mut open: VecDeque<AdminConnection> = VecDeque::new();
@@ -354,11 +362,14 @@ impl Admin {
         }
         match (request.uri().path(), readable, method == Method::POST) {
             ("/metrics", true, _) => self.metrics(),
-            ("/healthz", true, _) => self.healthz().await,
+            ("/livez", true, _) => json_response(health::live()),
+            ("/readyz" | "/healthz", true, _) => self.ready().await,
             ("/stats", true, _) => self.stats(),
             ("/purge", _, true) => self.purge(request.uri()).await,
             ("/rotate", _, true) => self.rotate(),
-            ("/metrics" | "/healthz" | "/stats", false, _) => not_allowed("GET, HEAD"),
+            ("/metrics" | "/livez" | "/readyz" | "/healthz" | "/stats", false, _) => {
+                not_allowed("GET, HEAD")
+            }
             ("/purge" | "/rotate", _, false) => not_allowed("POST"),
             _ => text(StatusCode::NOT_FOUND, "no such admin endpoint\n"),
         }
@@ -390,11 +401,10 @@ impl Admin {
         }
     }
 
-    async fn healthz(&self) -> Response<AdminBody> {
-        let (status, value) = health::report(&self.store, &self.live.load_full()).await;
-        let mut body = value.to_string();
-        body.push('\n');
-        with_type(status, "application/json", body.into())
+    async fn ready(&self) -> Response<AdminBody> {
+        let draining =
+            (self.stopping.as_ref()).is_some_and(|stop| stop.has_changed().unwrap_or(true));
+        json_response(health::ready(&self.store, &self.live.load_full(), draining).await)
     }
 
     fn stats(&self) -> Response<AdminBody> {
@@ -409,9 +419,7 @@ impl Admin {
             &self.store.stats(),
             &live.sites.health().samples(),
         );
-        let mut body = value.to_string();
-        body.push('\n');
-        with_type(StatusCode::OK, "application/json", body.into())
+        json_response((StatusCode::OK, value))
     }
 
     async fn purge(&self, uri: &Uri) -> Response<AdminBody> {
@@ -448,6 +456,13 @@ impl Admin {
 }
 
 /// A `text/plain` response.
+/// A JSON document on one line, ended by a newline.
+fn json_response((status, value): (StatusCode, serde_json::Value)) -> Response<AdminBody> {
+    let mut body = value.to_string();
+    body.push('\n');
+    with_type(status, "application/json", body.into())
+}
+
 fn text(status: StatusCode, body: &str) -> Response<AdminBody> {
     with_type(
         status,

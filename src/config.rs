@@ -688,8 +688,9 @@ impl Config {
             UnknownHost::NotFound => "404",
         };
         Some(format!(
-            "a request for a host no [[site]] names gets {status}, and [origin] serves none; \
-             set server.unknown_host = \"default\" to have [origin] serve them"
+            "a request for a host no [[site]] names gets {status}, and reaches neither an \
+             origin nor the cache; set server.unknown_host = \"default\" to have [origin] \
+             serve every other host too"
         ))
     }
 

@@ -473,6 +473,11 @@ impl Store {
         self.inner.opts.dir.join(disk::STATE)
     }
 
+    /// `<dir>/objects/`, where the entries lie.
+    pub fn objects_dir(&self) -> PathBuf {
+        self.inner.opts.dir.join(disk::OBJECTS)
+    }
+
     /// Stable, unkeyed xxh3-128 of the key string: names the entry forever.
     pub fn key_hash(key: &str) -> u128 {
         xxh3_128(key.as_bytes())

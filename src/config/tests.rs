@@ -67,6 +67,12 @@ fn example_file_loads_and_matches_the_defaults() {
     let config = Config::from_toml_str(include_str!("../../config/secondhit.toml")).unwrap();
     let mut expected = Config::default();
     expected.cache.dir = PathBuf::from("/tmp/secondhit-cache");
+    // Not a default: the one site, served by [origin], that keeps invented hosts away.
+    expected.sites = vec![SiteConfig {
+        hosts: vec!["127.0.0.1".to_owned(), "localhost".to_owned()],
+        origin: expected.origin.clone(),
+        ..SiteConfig::default()
+    }];
     assert_eq!(config, expected);
 }
 

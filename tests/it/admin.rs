@@ -286,8 +286,10 @@ async fn the_token_is_required_on_every_endpoint() {
     .await;
     let http = client();
     let never = proxy.url("/never");
-    let endpoints: [(&str, &str, u16); 5] = [
+    let endpoints: [(&str, &str, u16); 7] = [
         ("GET", "/metrics", 200),
+        ("GET", "/livez", 200),
+        ("GET", "/readyz", 200),
         ("GET", "/healthz", 200),
         ("GET", "/stats", 200),
         ("POST", "/purge", 404),
@@ -332,6 +334,7 @@ async fn the_token_is_required_on_every_endpoint() {
 async fn methods_paths_and_health() {
     let origin = TestOrigin::start(|_| Reply::ok("max-age=60", b"x".to_vec())).await;
     let proxy = TestProxy::start(origin.addr, |_| {}).await;
+    proxy.wait_scanned().await;
     let http = client();
     let health = get(&proxy.admin_url("/healthz")).await;
     assert_healthy(&health);
@@ -419,8 +422,8 @@ async fn admin_listen_off_means_no_listener_and_the_public_port_is_refused() {
 }
 
 /// `/healthz` answered 200 with its JSON saying `"status": "ok"` (it was the text `ok`
-/// before it checked the store, the disk and the origin servers; the JSON names a failed
-/// check).
+/// before it checked the store, the disk and the origin servers; the JSON names what is
+/// degraded or failing).
 fn assert_healthy(health: &crate::support::Seen) {
     let body: serde_json::Value = serde_json::from_slice(&health.body).expect("JSON");
     assert_eq!(
@@ -436,6 +439,7 @@ fn assert_healthy(health: &crate::support::Seen) {
 async fn healthz_answers_while_partial_heads_exceed_the_admin_limit() {
     let origin = TestOrigin::start(|_| Reply::ok("max-age=60", b"x".to_vec())).await;
     let proxy = TestProxy::start(origin.addr, |_| {}).await;
+    proxy.wait_scanned().await;
     let admin = proxy.admin.expect("the admin listener is on");
     // One bound for connecting and the answer: connections the listener does not take
     // wait in its backlog, and past it a connect waits too.
@@ -465,6 +469,7 @@ async fn healthz_answers_while_partial_heads_fill_the_proxy_port() {
         c.server.header_read_timeout = Duration::from_secs(60);
     })
     .await;
+    proxy.wait_scanned().await;
     let held = partial_heads(proxy.addr, 12).await;
     let health = tokio::time::timeout(PATIENCE, get(&proxy.admin_url("/healthz")))
         .await

@@ -39,6 +39,7 @@ mod proxy_hygiene;
 mod purge;
 mod purge_bench;
 mod purge_guide;
+mod readiness;
 mod reload;
 // `secondhit simulate --recommend` and `--plot`, bench-only commands.
 #[cfg(feature = "bench")]

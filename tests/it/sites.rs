@@ -412,3 +412,63 @@ async fn purge_takes_the_shaped_url() {
     assert_uri_miss(&proxy, "r.test:8080", spelled).await;
     proxy.stop().await;
 }
+
+/// The config file at `path` (relative to the repository), as the proxy under test would
+/// serve it: everything as the file says but the listeners (port 0), the cache directory
+/// (the test's), the access log (off) and the origin of every site (`origin`).
+fn shipped(path: &str, origin: &TestOrigin) -> impl FnOnce(&mut Config) {
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(path);
+    let mut shipped = Config::load(&file).unwrap_or_else(|e| panic!("{path} loads: {e}"));
+    let url: http::Uri = format!("http://{}", origin.addr).parse().expect("url");
+    shipped.origin.url = url.clone();
+    for site in &mut shipped.sites {
+        site.origin.url = url.clone();
+    }
+    move |config: &mut Config| {
+        let test = std::mem::replace(config, shipped);
+        config.server.listen = test.server.listen;
+        config.server.admin_listen = test.server.admin_listen;
+        config.server.workers = test.server.workers;
+        config.cache.dir = test.cache.dir;
+        config.log.access_log = test.log.access_log;
+    }
+}
+
+/// Under each config this repository ships (the example and the Debian package's), a client
+/// that invents `Host` values gets no origin fetch and no entry for them, while the
+/// names the config lists (the five-minute walk-through's `127.0.0.1`) are served and
+/// cached.
+#[tokio::test]
+async fn invented_hosts_cannot_multiply_entries_under_the_shipped_configs() {
+    const INVENTED: usize = 16;
+    for path in ["config/secondhit.toml", "config/package/secondhit.toml"] {
+        let origin = TestOrigin::start(|_| Reply::ok("max-age=600", b"page".to_vec())).await;
+        let proxy = TestProxy::start(origin.addr, shipped(path, &origin)).await;
+        let mut answers = Vec::new();
+        for _round in 0..2 {
+            for i in 0..INVENTED {
+                let seen = get_as(&proxy, &format!("invented-{i}.example"), "/page", &[]).await;
+                answers.push((seen.status, seen.cache.detail));
+            }
+        }
+        assert_eq!(
+            origin.count("/page"),
+            0,
+            "{path}: invented hosts reached the origin"
+        );
+        assert_eq!(
+            proxy.store.stats().objects,
+            0,
+            "{path}: entries for invented hosts"
+        );
+        let refused = (421, Some("unknown-host".to_owned()));
+        assert!(answers.iter().all(|a| *a == refused), "{path}: {answers:?}");
+
+        let listed = format!("127.0.0.1:{}", proxy.addr.port());
+        let hit = hit_as(&proxy, &listed, "/page").await;
+        assert_eq!(hit.body, b"page", "{path}: the listed host is served");
+        assert_eq!(origin.count("/page"), 2, "{path}: first sight, then stored");
+        assert_eq!(proxy.store.stats().objects, 1, "{path}");
+        proxy.stop().await;
+    }
+}
