@@ -59,6 +59,7 @@ async fn readyz_stays_ready_naming_the_origins_down_while_hits_are_served() {
             path: "/probe".to_owned(),
             interval: Duration::from_millis(50),
             expect: 200,
+            timeout: Duration::from_secs(2),
         });
     })
     .await;
