@@ -312,7 +312,8 @@ async fn a_shaped_key_turns_other_spellings_into_hits() {
 
 #[tokio::test]
 async fn the_guide_sites_config_checks_and_serves_as_it_says() {
-    let text = crate::support::guide_toml_block("sites.md");
+    // The walk-through's block, the one with cache rules.
+    let text = crate::support::guide_toml_block_with("sites.md", "[[site.rule]]");
     let dir = tempfile::tempdir().expect("temp dir");
     let file = dir.path().join("sites.toml");
     std::fs::write(&file, &text).expect("write the config");

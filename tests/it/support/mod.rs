@@ -304,11 +304,17 @@ pub async fn stats(proxy: &TestProxy) -> serde_json::Value {
 /// The first ```` ```toml ```` block of the guide page `docs/guide/<page>`, as written:
 /// the tests load the guide's examples.
 pub fn guide_toml_block(page: &str) -> String {
+    guide_toml_block_with(page, "")
+}
+
+/// The first ```toml block of `docs/guide/<page>` that contains `needle`.
+pub fn guide_toml_block_with(page: &str, needle: &str) -> String {
     let path = format!("{}/docs/guide/{page}", env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {path}: {e}"));
     text.split("```toml\n")
-        .nth(1)
-        .and_then(|rest| rest.split("```").next())
-        .unwrap_or_else(|| panic!("a toml block in {path}"))
+        .skip(1)
+        .filter_map(|rest| rest.split("```").next())
+        .find(|block| block.contains(needle))
+        .unwrap_or_else(|| panic!("a toml block with {needle:?} in {path}"))
         .to_owned()
 }
