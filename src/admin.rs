@@ -411,7 +411,7 @@ impl Admin {
         let live = self.live.load();
         let policy = live.admission.stats.clone();
         let settings = &live.settings;
-        let value = stats::snapshot(
+        let mut value = stats::snapshot(
             &settings.admission,
             policy.name(),
             &self.proxy.metrics().snapshot(),
@@ -419,6 +419,7 @@ impl Admin {
             &self.store.stats(),
             &live.sites.health().samples(),
         );
+        value["rules"] = stats::rules(live.sites.all());
         json_response((StatusCode::OK, value))
     }
 

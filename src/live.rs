@@ -21,6 +21,7 @@ use rustls::sign::CertifiedKey;
 
 use crate::access_log::AccessLog;
 use crate::admission::Assembled;
+use crate::config::rules::Lifetimes;
 use crate::config::{CertificateFiles, Config};
 use crate::policy::Rules;
 use crate::sites::Sites;
@@ -68,11 +69,13 @@ impl Snapshot {
         self.settings.cache.max_object_bytes()
     }
 
-    /// The `[cache]` settings the RFC 9111 judgements depend on.
-    pub fn cache_rules(&self) -> Rules {
+    /// The `[cache]` settings the RFC 9111 judgements depend on, with the `lifetimes`
+    /// of the request's site rule.
+    pub fn cache_rules(&self, lifetimes: &Lifetimes) -> Rules {
         Rules {
             heuristic_max: self.settings.cache.heuristic_max_age,
             targeted_field: self.settings.cache.targeted_field.clone(),
+            lifetimes: lifetimes.clone(),
         }
     }
 

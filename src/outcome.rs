@@ -33,6 +33,8 @@ use http::StatusCode;
 
 pub use detail::Detail;
 
+use crate::policy::freshness::RuleLifetime;
+
 /// What became of one request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {
@@ -41,7 +43,8 @@ pub enum Outcome {
         /// Remaining freshness in seconds (negative: stale).
         ttl: Option<i64>,
         /// Why a stale response could be served (`max-stale`, `stale-while-revalidate`,
-        /// ...); `None`: it was fresh.
+        /// ...), or the site rule lifetime that keeps a fresh one (`default-ttl`,
+        /// `rule-ttl`); `None`: it was fresh by the origin's word.
         stale: Option<Detail>,
     },
     /// Went to the origin.
@@ -182,7 +185,10 @@ impl Outcome {
     /// What the request counts as in `secondhit_requests_total{result}`.
     pub fn result(&self) -> RequestResult {
         match self {
-            Outcome::Hit { stale: None, .. } => RequestResult::Hit,
+            Outcome::Hit {
+                stale: None | Some(Detail::Rule(RuleLifetime::DefaultTtl | RuleLifetime::StatusTtl)),
+                ..
+            } => RequestResult::Hit,
             Outcome::Hit { stale: Some(_), .. } => RequestResult::Stale,
             Outcome::Forwarded(Forwarded {
                 why: Forward::UriMiss | Forward::VaryMiss | Forward::Stale,
@@ -305,6 +311,14 @@ mod tests {
             (Outcome::hit().ttl(-3).detail(Detail::MaxStale), Stale),
             (Outcome::hit().detail(Detail::StaleWhileRevalidate), Stale),
             (Outcome::hit().detail(Detail::StaleIfError), Stale),
+            (
+                Outcome::hit().detail(Detail::Rule(RuleLifetime::DefaultTtl)),
+                Hit,
+            ),
+            (
+                Outcome::hit().detail(Detail::Rule(RuleLifetime::GraceIfError)),
+                Stale,
+            ),
             (
                 Outcome::forward(Forward::UriMiss).fwd_status(ok).stored(),
                 Miss,

@@ -30,6 +30,7 @@ use std::time::{Duration, SystemTime};
 use http::header::{AUTHORIZATION, SET_COOKIE};
 use http::{HeaderMap, HeaderName, StatusCode, response};
 
+use crate::config::rules::Lifetimes;
 use directives::Directives;
 use freshness::{LifetimeSource, RequestDirectives};
 use vary::VarySpec;
@@ -43,6 +44,9 @@ pub struct Rules {
     /// The operator's targeted field (`cache.targeted_field`, RFC 9213 §2.1), ahead of
     /// `CDN-Cache-Control` on the target list.
     pub targeted_field: Option<HeaderName>,
+    /// The lifetimes the site rule of the request sets (`default_ttl`, `ttl_by_status`,
+    /// `grace`); a reload that changes them changes the judgement too.
+    pub lifetimes: Lifetimes,
 }
 
 /// Why a response is not written to disk; `as_str` is the `Cache-Status` `detail`.
@@ -179,21 +183,20 @@ pub fn storability(
     if VarySpec::of(&response.headers) == VarySpec::Star {
         return Err(NotStored::VaryStar);
     }
-    let (lifetime, source) = freshness::lifetime(
-        status,
-        &response.headers,
-        &cc,
-        response_time,
-        rules.heuristic_max,
-    );
-    let explicit = source == LifetimeSource::Explicit;
+    let (lifetime, source) =
+        freshness::lifetime(status, &response.headers, &cc, response_time, rules);
+    // A rule's `ttl_by_status` is the operator's explicit freshness.
+    let overridden = source == LifetimeSource::StatusTtl;
+    let explicit = overridden || source == LifetimeSource::Explicit;
     // Errors only with explicit freshness or `public`; other statuses that are not
     // cacheable by default (302, 307...) likewise (RFC 9111 §3, item 5).
     if !explicit && !freshness::heuristic_allowed(status, &cc) {
         return Err(NotStored::NotCacheable);
     }
     let age = freshness::initial_age(&response.headers, response_time, response_time);
-    let fresh = lifetime > age && !cc.has("no-cache");
+    // Under a rule's `ttl_by_status` the origin's `no-cache` is set aside like its
+    // `max-age` (`private`, `no-store` and `Set-Cookie` were refused above regardless).
+    let fresh = lifetime > age && (overridden || !cc.has("no-cache"));
     if !fresh && !validation::has_validator(&response.headers) {
         return Err(NotStored::NoLifetime);
     }
@@ -207,6 +210,7 @@ mod tests {
     const RULES: Rules = Rules {
         heuristic_max: Duration::from_secs(86_400),
         targeted_field: None,
+        lifetimes: Lifetimes::NONE,
     };
 
     fn response(status: u16, headers: &[(&str, &str)]) -> response::Parts {
@@ -305,6 +309,42 @@ mod tests {
                 "{status} {headers:?}"
             );
         }
+    }
+
+    #[test]
+    fn an_override_sets_aside_freshness_but_never_privacy() {
+        let rules = Rules {
+            lifetimes: Lifetimes {
+                by_status: vec![
+                    (StatusCode::OK, Duration::from_secs(60)),
+                    (StatusCode::NOT_FOUND, Duration::from_secs(30)),
+                ],
+                ..Lifetimes::NONE
+            },
+            ..RULES
+        };
+        let judge = |status: u16, headers: &[(&str, &str)]| {
+            storability(
+                &HeaderMap::new(),
+                &response(status, headers),
+                SystemTime::now(),
+                &rules,
+            )
+        };
+        assert_eq!(
+            judge(200, &[("cache-control", "max-age=0, no-cache")]),
+            Ok(())
+        );
+        assert_eq!(judge(404, &[]), Ok(()));
+        assert_eq!(judge(500, &[]), Err(NotStored::NotCacheable));
+        let private = [("cache-control", "private")];
+        assert_eq!(judge(200, &private), Err(NotStored::Private));
+        let no_store = [("cache-control", "no-store")];
+        assert_eq!(judge(200, &no_store), Err(NotStored::NoStore));
+        assert_eq!(
+            judge(200, &[("set-cookie", "a=b")]),
+            Err(NotStored::SetCookie)
+        );
     }
 
     #[test]

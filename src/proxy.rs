@@ -73,6 +73,7 @@ use crate::access_log::Record;
 use crate::admission::Decision;
 use crate::body::{BoxError, ProxyBody};
 use crate::cache_status::{self, CACHE_STATUS};
+use crate::config::rules::Lifetimes;
 use crate::hygiene::{self, ClientConnection};
 use crate::key::{CacheKey, ClientScheme};
 use crate::live::{Live, Snapshot};
@@ -139,9 +140,20 @@ struct Ask<'a> {
     site: &'a Arc<Site>,
     /// The settings, sites and admission it loaded.
     live: &'a Arc<Snapshot>,
+    /// The site's rules whose request conditions it meets.
+    matched: Matched,
 }
 
+/// The lifetimes of a request no rule gives any.
+static NO_LIFETIMES: Lifetimes = Lifetimes::NONE;
+
 impl<'a> Ask<'a> {
+    /// The lifetimes its site rule sets (`default_ttl`, `ttl_by_status`, `grace`).
+    fn lifetimes(&self) -> &'a Lifetimes {
+        let rules = &self.site.rules;
+        (self.matched.request_rule(rules)).map_or(&NO_LIFETIMES, |rule| &rule.lifetimes)
+    }
+
     /// The request as it goes to its site's origin.
     fn origin(&self) -> Result<OriginRequest<'a>, ProxyError> {
         let strip = &self.live.settings.cache.strip_request_fields;
@@ -371,11 +383,14 @@ impl Proxy {
             Ok(site) => site,
             Err(status) => return Ok(routing::unknown_host(status)),
         };
+        // No rules (the usual case): nothing matched, nothing allocated.
+        let matched = Matched::of(&site.rules, &head.method, head.uri.path());
         let ask = &Ask {
             head,
             client,
             site: &site,
             live,
+            matched,
         };
         let answer = self.serve_site(ask, body).await;
         if let (Some(counters), Ok(answer)) = (&site.counters, &answer) {
@@ -416,8 +431,7 @@ impl Proxy {
     /// through with. `has_body`: the request came with a body.
     fn plan<'a>(&self, ask: &Ask<'a>, has_body: bool) -> Result<Plan<'a>, ProxyError> {
         let (head, client, site) = (ask.head, ask.client, ask.site);
-        // No rules (the usual case): nothing matched, no key shaped, nothing allocated.
-        let matched = Matched::of(&site.rules, &head.method, head.uri.path());
+        let matched = ask.matched;
         let rule = matched.request_rule(&site.rules);
         if rule.is_some_and(|rule| rule.bypass) {
             let outcome = Outcome::forward(Forward::Bypass).detail(Detail::Bypass);
@@ -542,7 +556,9 @@ impl Proxy {
     ) -> Result<Answer, ProxyError> {
         let (head, key) = (ask.head, &cacheable.key);
         let now = crate::clock::now();
-        let freshness = self.cache.freshness(ask.live, &found.entry);
+        let freshness = self
+            .cache
+            .freshness(ask.live, ask.lifetimes(), &found.entry);
         if head.headers.contains_key(AUTHORIZATION) && !freshness.shareable_with_credentials() {
             // RFC 9111 §3.5: only a response declared shareable may answer credentials.
             let miss = Miss {
@@ -563,13 +579,16 @@ impl Proxy {
         if directives.only_if_cached {
             return Err(ProxyError::OnlyIfCached);
         }
-        if forward == Forward::Stale && freshness.within_stale_while_revalidate(now) {
+        let window = freshness.within_stale_while_revalidate(now);
+        if forward == Forward::Stale
+            && let Some(window) = window
+        {
             let stored = found.entry.meta.response_headers.clone();
             self.refresh_in_background(ask, key, stored);
             self.note_hit(&found, ask.live);
             let outcome = Outcome::hit()
                 .ttl(freshness.ttl_seconds(now))
-                .detail(Detail::StaleWhileRevalidate);
+                .detail(Detail::stale_while_revalidate(window));
             return Ok(respond::from_store(head, *found, &freshness, now, outcome));
         }
         if head.method == Method::HEAD {
@@ -594,9 +613,10 @@ impl Proxy {
     ) -> Result<Answer, (Box<Found>, Forward)> {
         let ttl = freshness.ttl_seconds(now);
         let outcome = match freshness.reuse(directives, now) {
-            Reuse::Fresh => match collapsed {
-                None => Outcome::hit().ttl(ttl),
-                Some(forward) => {
+            Reuse::Fresh => match (collapsed, freshness.rule_lifetime()) {
+                (None, None) => Outcome::hit().ttl(ttl),
+                (None, Some(lifetime)) => Outcome::hit().ttl(ttl).detail(Detail::Rule(lifetime)),
+                (Some(forward), _) => {
                     self.cache.metrics.count_collapsed();
                     Outcome::forward(forward).ttl(ttl).collapsed()
                 }

@@ -16,18 +16,55 @@
 //! and `servers`: each origin server's URL, whether it is `up`, its requests, failures,
 //! mean time to the response head and latency buckets as `[upper bound in seconds,
 //! count]` pairs, not cumulative), `errors` (by kind) and `shadow` (`null` unless
-//! `policy = "shadow"`).
+//! `policy = "shadow"`), and `rules` (every site's cache rules in order: the `site`, the
+//! `rule`'s index, its `path` or `glob`, its `methods`, whether it is a `bypass`, and the
+//! lifetimes it sets: `default_ttl_seconds`, `ttl_by_status_seconds` by status, and
+//! `grace_seconds`; `null` or empty where unset).
 //! Everything is counted since start-up. Numbers that cannot be represented (an estimate of
 //! infinitely many keys in a full filter) are `null`.
 
 use serde_json::{Value, json};
 
 use crate::admission::{Decision, FilterStats, PairStats};
+use crate::config::rules::{PathMatch, Rule};
 use crate::config::{AdmissionConfig, FilterSizing, RotateMode};
 use crate::metrics::{Counts, ServerSample};
 use crate::outcome::ErrorKind;
 use crate::outcome::RequestResult;
+use crate::sites::Site;
 use crate::store::StoreStats;
+
+/// The `rules` list: each of `sites`' rules, in order, with the lifetimes it sets.
+pub(super) fn rules<'s>(sites: impl Iterator<Item = &'s std::sync::Arc<Site>>) -> Value {
+    let listed = sites.flat_map(|site| {
+        let name = site.name.as_str();
+        (site.rules.0.iter().enumerate()).map(move |(index, rule)| rule_figures(name, index, rule))
+    });
+    Value::Array(listed.collect())
+}
+
+fn rule_figures(site: &str, index: usize, rule: &Rule) -> Value {
+    let (path, glob) = match &rule.path {
+        Some(PathMatch::Prefix(prefix)) => (Some(prefix.as_str()), None),
+        Some(PathMatch::Glob { pattern, .. }) => (None, Some(pattern.as_str())),
+        None => (None, None),
+    };
+    let lifetimes = &rule.lifetimes;
+    let by_status: serde_json::Map<String, Value> = (lifetimes.by_status.iter())
+        .map(|(status, ttl)| (status.as_u16().to_string(), ttl.as_secs_f64().into()))
+        .collect();
+    json!({
+        "site": site,
+        "rule": index,
+        "path": path,
+        "glob": glob,
+        "methods": rule.methods.iter().map(|m| m.as_str()).collect::<Vec<_>>(),
+        "bypass": rule.bypass,
+        "default_ttl_seconds": lifetimes.default_ttl.map(|d| d.as_secs_f64()),
+        "ttl_by_status_seconds": by_status,
+        "grace_seconds": lifetimes.grace.map(|d| d.as_secs_f64()),
+    })
+}
 
 /// The document, from the configured `[admission]`, the policy's name, the counters, the
 /// filter pair's statistics (if it keeps one) and the store's.

@@ -2,8 +2,10 @@
 //! response, and the actions (bypass, `no-cache`, key shape, admission). `sites` matches
 //! them against requests.
 
+use std::time::Duration;
+
 use globset::GlobMatcher;
-use http::Method;
+use http::{Method, StatusCode};
 
 /// Most rules one site may have: the request-side matches are one bit each in a `u64`.
 pub const MAX_RULES: usize = 64;
@@ -31,6 +33,47 @@ pub struct Rule {
     pub ignore_client_no_cache: bool,
     /// How the key of a matching request is shaped; `None`: as usual.
     pub key: Option<KeyShape>,
+    /// The lifetimes it gives the responses to the requests it matches.
+    pub lifetimes: Lifetimes,
+}
+
+/// The lifetimes a rule sets in place of, or beside, the origin's (`default_ttl`,
+/// `ttl_by_status`, `grace`). Empty (the default) leaves freshness to the origin.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Lifetimes {
+    /// The lifetime of a response that has neither explicit freshness nor a heuristic
+    /// one, for the statuses a heuristic may apply to (`default_ttl`).
+    pub default_ttl: Option<Duration>,
+    /// Lifetimes by status that replace the origin's `Cache-Control` and `Expires`
+    /// freshness (`ttl_by_status`), sorted by status.
+    pub by_status: Vec<(StatusCode, Duration)>,
+    /// How long past its freshness a response may be served while it is revalidated or
+    /// when the origin fails, when it sets no `stale-while-revalidate` or
+    /// `stale-if-error` of its own (`grace`).
+    pub grace: Option<Duration>,
+}
+
+impl Lifetimes {
+    /// None set: freshness is the origin's alone.
+    pub const NONE: Lifetimes = Lifetimes {
+        default_ttl: None,
+        by_status: Vec::new(),
+        grace: None,
+    };
+
+    /// Whether it sets anything.
+    pub fn is_set(&self) -> bool {
+        *self != Lifetimes::NONE
+    }
+
+    /// The lifetime that replaces the origin's for a response with `status`, if any.
+    pub fn override_for(&self, status: StatusCode) -> Option<Duration> {
+        self.by_status
+            .binary_search_by_key(&status, |(s, _)| *s)
+            .ok()
+            .and_then(|at| self.by_status.get(at))
+            .map(|(_, ttl)| *ttl)
+    }
 }
 
 /// A rule's path condition.

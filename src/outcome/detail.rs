@@ -9,6 +9,7 @@
 
 use crate::admission::{Decision, RejectReason};
 use crate::hygiene::Rejection;
+use crate::policy::freshness::{RuleLifetime, StaleWindow};
 use crate::policy::{NotStored, UnindexedTags};
 
 /// Why this cache did what it did, as the `Cache-Status` `detail` token (RFC 9211 §2.8).
@@ -77,11 +78,14 @@ pub enum Detail {
     /// A GET or HEAD with a body, which the key does not name: passed through, neither
     /// stored nor served from storage (`fwd=request`).
     RequestBody,
+    /// A stored response served under a site rule's lifetimes: fresh for its
+    /// `default_ttl` or `ttl_by_status`, or stale within its `grace`.
+    Rule(RuleLifetime),
 }
 
 impl Detail {
     /// Every detail, for a fixed set of metric labels and for tests.
-    pub const ALL: [Detail; 52] = [
+    pub const ALL: [Detail; 56] = [
         Detail::NotStored(NotStored::Method),
         Detail::NotStored(NotStored::NoStore),
         Detail::NotStored(NotStored::Private),
@@ -134,7 +138,29 @@ impl Detail {
         Detail::NotStored(NotStored::Tags(UnindexedTags::Unreadable)),
         Detail::NotStored(NotStored::Tags(UnindexedTags::MemoryFull)),
         Detail::RequestBody,
+        Detail::Rule(RuleLifetime::ALL[0]),
+        Detail::Rule(RuleLifetime::ALL[1]),
+        Detail::Rule(RuleLifetime::ALL[2]),
+        Detail::Rule(RuleLifetime::ALL[3]),
     ];
+
+    /// The detail of a stale response served while it is revalidated, by the window
+    /// that allowed it.
+    pub fn stale_while_revalidate(window: StaleWindow) -> Detail {
+        match window {
+            StaleWindow::Directive => Detail::StaleWhileRevalidate,
+            StaleWindow::Grace => Detail::Rule(RuleLifetime::GraceWhileRevalidate),
+        }
+    }
+
+    /// The detail of a stale response served because the origin failed, by the window
+    /// that allowed it.
+    pub fn stale_if_error(window: StaleWindow) -> Detail {
+        match window {
+            StaleWindow::Directive => Detail::StaleIfError,
+            StaleWindow::Grace => Detail::Rule(RuleLifetime::GraceIfError),
+        }
+    }
 
     /// The token sent as `detail=<token>`, also the access log's word for it.
     pub fn as_str(self) -> &'static str {
@@ -165,6 +191,7 @@ impl Detail {
             Detail::Purge => "purge",
             Detail::PurgeRefused => "purge-refused",
             Detail::RequestBody => "request-body",
+            Detail::Rule(lifetime) => lifetime.as_str(),
         }
     }
 }
@@ -179,7 +206,7 @@ mod tests {
     /// ones included), with no wildcard. A new variant does not compile until it gets an
     /// arm here; a new slot index does not compile (`unconditional_panic`) until `seen`
     /// grows; and then `all_lists_every_variant` fails until `Detail::ALL` holds it.
-    fn mark(detail: Detail, seen: &mut [bool; 52]) {
+    fn mark(detail: Detail, seen: &mut [bool; 56]) {
         match detail {
             Detail::NotStored(NotStored::Method) => seen[0] = true,
             Detail::NotStored(NotStored::NoStore) => seen[1] = true,
@@ -233,12 +260,16 @@ mod tests {
             Detail::NotStored(NotStored::Tags(UnindexedTags::Unreadable)) => seen[49] = true,
             Detail::NotStored(NotStored::Tags(UnindexedTags::MemoryFull)) => seen[50] = true,
             Detail::RequestBody => seen[51] = true,
+            Detail::Rule(RuleLifetime::DefaultTtl) => seen[52] = true,
+            Detail::Rule(RuleLifetime::StatusTtl) => seen[53] = true,
+            Detail::Rule(RuleLifetime::GraceWhileRevalidate) => seen[54] = true,
+            Detail::Rule(RuleLifetime::GraceIfError) => seen[55] = true,
         }
     }
 
     #[test]
     fn all_lists_every_variant() {
-        let mut seen = [false; 52];
+        let mut seen = [false; 56];
         for detail in Detail::ALL {
             mark(detail, &mut seen);
         }

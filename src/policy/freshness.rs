@@ -55,54 +55,116 @@ pub enum LifetimeSource {
     Explicit,
     /// 10% of the time since `Last-Modified`.
     Heuristic,
+    /// A site rule's `default_ttl`: the origin gave no explicit freshness.
+    DefaultTtl,
+    /// A site rule's `ttl_by_status`, in place of the origin's explicit freshness.
+    StatusTtl,
     /// Nothing gives the response a lifetime.
     None,
 }
 
-/// The freshness lifetime of a response and where it came from.
+/// What a site rule's lifetimes did for a stored response: the `Cache-Status` detail of
+/// the hit it gives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RuleLifetime {
+    /// Fresh for the rule's `default_ttl`.
+    DefaultTtl,
+    /// Fresh for the rule's `ttl_by_status`.
+    StatusTtl,
+    /// Stale within the rule's `grace`, served while it is revalidated.
+    GraceWhileRevalidate,
+    /// Stale within the rule's `grace`, served because the origin failed.
+    GraceIfError,
+}
+
+impl RuleLifetime {
+    /// Every value, in label order.
+    pub const ALL: [RuleLifetime; 4] = [
+        RuleLifetime::DefaultTtl,
+        RuleLifetime::StatusTtl,
+        RuleLifetime::GraceWhileRevalidate,
+        RuleLifetime::GraceIfError,
+    ];
+
+    /// The `Cache-Status` `detail` token, access-log word and metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RuleLifetime::DefaultTtl => "default-ttl",
+            RuleLifetime::StatusTtl => "rule-ttl",
+            RuleLifetime::GraceWhileRevalidate => "grace-revalidate",
+            RuleLifetime::GraceIfError => "grace-if-error",
+        }
+    }
+}
+
+/// Which window lets a stale response be served: the response's own directive, or a
+/// site rule's `grace` standing in for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StaleWindow {
+    /// The response's `stale-while-revalidate` or `stale-if-error`.
+    Directive,
+    /// The rule's `grace`.
+    Grace,
+}
+
+/// The freshness lifetime of a response under `rules` and where it came from: a site
+/// rule's `ttl_by_status` for its status first (the operator overrides the origin), then
+/// the origin's explicit freshness, then, for the statuses a heuristic may apply to, the
+/// rule's `default_ttl` (the operator's stated lifetime beats a guess from
+/// `Last-Modified`), then the heuristic.
 pub fn lifetime(
     status: StatusCode,
     headers: &HeaderMap,
     cc: &Directives,
     response_time: SystemTime,
-    heuristic_max: Duration,
+    rules: &Rules,
 ) -> (Duration, LifetimeSource) {
-    let explicit = |seconds: Seconds| match seconds {
-        Seconds::Valid(s) => (Duration::from_secs(s), LifetimeSource::Explicit),
-        Seconds::Invalid => (Duration::ZERO, LifetimeSource::Explicit),
-    };
-    if let Some(seconds) = cc.seconds("s-maxage") {
-        return explicit(seconds);
-    }
-    if let Some(seconds) = cc.seconds("max-age") {
-        return explicit(seconds);
+    if let Some(ttl) = rules.lifetimes.override_for(status) {
+        return (ttl, LifetimeSource::StatusTtl);
     }
     let date = date_value(headers).unwrap_or(response_time);
-    // A targeted field overrides Expires as well as Cache-Control (RFC 9213 §2.1).
-    let mut expires = headers.get_all(EXPIRES).iter();
-    if !cc.is_targeted()
-        && let Some(first) = expires.next()
-    {
-        // An invalid date ("0") or a second, different Expires: already expired (§5.3).
-        let valid = expires.all(|other| other == first);
-        return match (valid, parse_date(first)) {
-            (true, Some(at)) => (
-                at.duration_since(date).unwrap_or(Duration::ZERO),
-                LifetimeSource::Explicit,
-            ),
-            _ => (Duration::ZERO, LifetimeSource::Explicit),
-        };
+    if let Some(explicit) = explicit_lifetime(headers, cc, date) {
+        return (explicit, LifetimeSource::Explicit);
     }
-    if heuristic_allowed(status, cc)
-        && let Some(modified) = headers.get(LAST_MODIFIED).and_then(parse_date)
+    if !heuristic_allowed(status, cc) {
+        return (Duration::ZERO, LifetimeSource::None);
+    }
+    if let Some(ttl) = rules.lifetimes.default_ttl {
+        return (ttl, LifetimeSource::DefaultTtl);
+    }
+    if let Some(modified) = headers.get(LAST_MODIFIED).and_then(parse_date)
         && let Ok(since) = date.duration_since(modified)
     {
-        let lifetime = (since / 10).min(heuristic_max);
+        let lifetime = (since / 10).min(rules.heuristic_max);
         if !lifetime.is_zero() {
             return (lifetime, LifetimeSource::Heuristic);
         }
     }
     (Duration::ZERO, LifetimeSource::None)
+}
+
+/// The lifetime the origin gave explicitly, if it did: `s-maxage`, else `max-age`, else
+/// `Expires` − `date` (an invalid value of the one that applies: zero).
+fn explicit_lifetime(headers: &HeaderMap, cc: &Directives, date: SystemTime) -> Option<Duration> {
+    let explicit = |seconds: Seconds| match seconds {
+        Seconds::Valid(s) => Duration::from_secs(s),
+        Seconds::Invalid => Duration::ZERO,
+    };
+    if let Some(seconds) = cc.seconds("s-maxage").or_else(|| cc.seconds("max-age")) {
+        return Some(explicit(seconds));
+    }
+    // A targeted field overrides Expires as well as Cache-Control (RFC 9213 §2.1).
+    let mut expires = headers.get_all(EXPIRES).iter();
+    if cc.is_targeted() {
+        return None;
+    }
+    let first = expires.next()?;
+    // An invalid date ("0") or a second, different Expires: already expired (§5.3).
+    let valid = expires.all(|other| other == first);
+    Some(match (valid, parse_date(first)) {
+        (true, Some(at)) => at.duration_since(date).unwrap_or(Duration::ZERO),
+        _ => Duration::ZERO,
+    })
 }
 
 /// The age of a response when it arrived (`corrected_initial_age`, RFC 9111 §4.2.3).
@@ -217,6 +279,12 @@ pub enum Reuse {
 pub struct StoredFreshness {
     cc: Directives,
     lifetime: Duration,
+    /// Where the lifetime came from: a rule's `ttl_by_status` also sets aside the
+    /// origin's `no-cache` and `s-maxage`.
+    source: LifetimeSource,
+    /// The rule's `grace`, standing in for a missing `stale-while-revalidate` or
+    /// `stale-if-error`.
+    grace: Option<Duration>,
     initial_age: Duration,
     response_time: SystemTime,
     /// A soft purge marked the response stale.
@@ -227,12 +295,12 @@ impl StoredFreshness {
     /// Evaluates `meta` under `rules`.
     pub fn new(meta: &EntryMeta, rules: &Rules) -> StoredFreshness {
         let cc = Directives::of_response(&meta.response_headers, rules.targeted_field.as_ref());
-        let (lifetime, _) = lifetime(
+        let (lifetime, source) = lifetime(
             meta.status,
             &meta.response_headers,
             &cc,
             meta.response_time,
-            rules.heuristic_max,
+            rules,
         );
         let initial_age = initial_age(
             &meta.response_headers,
@@ -254,9 +322,26 @@ impl StoredFreshness {
             initial_age,
             cc,
             lifetime,
+            source,
+            grace: rules.lifetimes.grace,
             response_time: meta.response_time,
             purged: meta.purged.is_some(),
         }
+    }
+
+    /// The site rule's lifetime that makes the response fresh, if one does.
+    pub fn rule_lifetime(&self) -> Option<RuleLifetime> {
+        match self.source {
+            LifetimeSource::DefaultTtl => Some(RuleLifetime::DefaultTtl),
+            LifetimeSource::StatusTtl => Some(RuleLifetime::StatusTtl),
+            _ => None,
+        }
+    }
+
+    /// True when a rule's `ttl_by_status` replaced the origin's freshness, whose
+    /// `no-cache` and `s-maxage` then no longer apply.
+    fn overridden(&self) -> bool {
+        self.source == LifetimeSource::StatusTtl
     }
 
     /// True if a soft purge marked the response stale (until a revalidation replaces
@@ -295,15 +380,14 @@ impl StoredFreshness {
 
     /// True if the response may never be served stale by this shared cache (§4.2.4):
     /// `no-cache`, `must-revalidate`, `proxy-revalidate`, or `s-maxage` (§5.2.2.10).
+    /// Under a rule's `ttl_by_status`, only `must-revalidate` and `proxy-revalidate` do.
     pub fn forbids_stale(&self) -> bool {
-        [
-            "no-cache",
-            "must-revalidate",
-            "proxy-revalidate",
-            "s-maxage",
-        ]
-        .iter()
-        .any(|d| self.cc.has(d))
+        let origin_freshness =
+            !self.overridden() && ["no-cache", "s-maxage"].iter().any(|d| self.cc.has(d));
+        origin_freshness
+            || ["must-revalidate", "proxy-revalidate"]
+                .iter()
+                .any(|d| self.cc.has(d))
     }
 
     /// True if a cached copy may answer a request carrying `Authorization` (§3.5).
@@ -313,13 +397,15 @@ impl StoredFreshness {
             .any(|d| self.cc.has(d))
     }
 
-    /// True if the stale response is within its `stale-while-revalidate` window (RFC 5861 §3).
-    pub fn within_stale_while_revalidate(&self, now: SystemTime) -> bool {
+    /// The window that lets the stale response be served while it is revalidated: its
+    /// `stale-while-revalidate` (RFC 5861 §3), or the rule's `grace` when it has none.
+    pub fn within_stale_while_revalidate(&self, now: SystemTime) -> Option<StaleWindow> {
         self.within_window("stale-while-revalidate", now)
     }
 
-    /// True if the stale response is within its `stale-if-error` window (RFC 5861 §4).
-    pub fn within_stale_if_error(&self, now: SystemTime) -> bool {
+    /// The window that lets the stale response be served when the origin fails: its
+    /// `stale-if-error` (RFC 5861 §4), or the rule's `grace` when it has none.
+    pub fn within_stale_if_error(&self, now: SystemTime) -> Option<StaleWindow> {
         self.within_window("stale-if-error", now)
     }
 
@@ -329,11 +415,13 @@ impl StoredFreshness {
         !self.forbids_stale() && self.staleness(now) <= window
     }
 
-    fn within_window(&self, directive: &str, now: SystemTime) -> bool {
-        match self.cc.seconds(directive) {
-            Some(Seconds::Valid(window)) => self.stale_within(Duration::from_secs(window), now),
-            _ => false,
-        }
+    fn within_window(&self, directive: &str, now: SystemTime) -> Option<StaleWindow> {
+        let (window, which) = match self.cc.seconds(directive) {
+            Some(Seconds::Valid(window)) => (Duration::from_secs(window), StaleWindow::Directive),
+            Some(Seconds::Invalid) => return None,
+            None => (self.grace?, StaleWindow::Grace),
+        };
+        self.stale_within(window, now).then_some(which)
     }
 
     /// What `request` may do with this response at `now`.
@@ -342,7 +430,7 @@ impl StoredFreshness {
         if request.no_cache {
             return Reuse::RequestForbids;
         }
-        if self.cc.has("no-cache") {
+        if self.cc.has("no-cache") && !self.overridden() {
             return Reuse::Stale;
         }
         if request.max_age.is_some_and(|max| age > max) {
@@ -376,8 +464,15 @@ impl StoredFreshness {
 mod tests {
     use super::super::directives::MAX_DELTA_SECONDS;
     use super::*;
+    use crate::config::rules::Lifetimes;
 
     const DAY: Duration = Duration::from_secs(86_400);
+
+    const RULES: Rules = Rules {
+        heuristic_max: DAY,
+        targeted_field: None,
+        lifetimes: Lifetimes::NONE,
+    };
 
     fn headers(pairs: &[(&'static str, String)]) -> HeaderMap {
         let mut map = HeaderMap::new();
@@ -394,7 +489,7 @@ mod tests {
     ) -> (Duration, LifetimeSource) {
         let h = headers(pairs);
         let status = StatusCode::from_u16(status).expect("status");
-        lifetime(status, &h, &Directives::parse(&h), now, DAY)
+        lifetime(status, &h, &Directives::parse(&h), now, &RULES)
     }
 
     #[test]
@@ -413,10 +508,7 @@ mod tests {
             tags: Vec::new(),
             purged,
         };
-        let rules = Rules {
-            heuristic_max: DAY,
-            targeted_field: None,
-        };
+        let rules = RULES;
         let later = sent + Duration::from_secs(100);
         let kept = StoredFreshness::new(&meta(None), &rules);
         assert!(kept.is_fresh(later) && !kept.purged());
@@ -424,12 +516,12 @@ mod tests {
         assert!(purged.purged());
         assert!(!purged.is_fresh(later), "stale from the purge on");
         assert!(
-            purged.within_stale_while_revalidate(later),
+            purged.within_stale_while_revalidate(later).is_some(),
             "10s past the purge"
         );
         let much_later = sent + Duration::from_secs(200);
         assert!(
-            !purged.within_stale_while_revalidate(much_later),
+            purged.within_stale_while_revalidate(much_later).is_none(),
             "110s past it"
         );
     }
@@ -475,6 +567,40 @@ mod tests {
         assert_eq!(life(404, &public, now).1, LifetimeSource::Heuristic);
         let old = [("last-modified", httpdate::fmt_http_date(now - 100 * DAY))];
         assert_eq!(life(200, &old, now).0, DAY, "capped by heuristic_max");
+    }
+
+    #[test]
+    fn rule_lifetimes_rank_override_explicit_default_heuristic() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_790_000_000);
+        let rules = Rules {
+            lifetimes: Lifetimes {
+                default_ttl: Some(Duration::from_secs(600)),
+                by_status: vec![(StatusCode::NOT_FOUND, Duration::from_secs(30))],
+                grace: None,
+            },
+            ..RULES
+        };
+        let judge = |status: u16, pairs: &[(&'static str, String)]| {
+            let h = headers(pairs);
+            let status = StatusCode::from_u16(status).expect("status");
+            lifetime(status, &h, &Directives::parse(&h), now, &rules)
+        };
+        let secs = Duration::from_secs;
+        let cc = |v: &str| ("cache-control", v.to_owned());
+        assert_eq!(
+            judge(404, &[cc("max-age=9")]),
+            (secs(30), LifetimeSource::StatusTtl)
+        );
+        assert_eq!(
+            judge(200, &[cc("max-age=9")]),
+            (secs(9), LifetimeSource::Explicit)
+        );
+        assert_eq!(judge(200, &[]), (secs(600), LifetimeSource::DefaultTtl));
+        // The operator's default beats a guess from Last-Modified.
+        let lm = ("last-modified", httpdate::fmt_http_date(now - DAY));
+        assert_eq!(judge(200, &[lm]), (secs(600), LifetimeSource::DefaultTtl));
+        // An error needs explicit freshness or an override: no default for it.
+        assert_eq!(judge(500, &[]), (Duration::ZERO, LifetimeSource::None));
     }
 
     #[test]

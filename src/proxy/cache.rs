@@ -18,6 +18,7 @@ use http::header::{ACCEPT_ENCODING, AUTHORIZATION, CONTENT_LENGTH, RANGE, VARY};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 
 use super::origin_request::OriginRequest;
+use crate::config::rules::Lifetimes;
 use crate::key::CacheKey;
 use crate::live::Snapshot;
 use crate::metrics::Metrics;
@@ -176,12 +177,17 @@ pub struct Storable<'o> {
 impl Cache {
     /// `entry`'s freshness (RFC 9111 §4.2), judged once per fill and kept with it
     /// ([`StoredEntry::derived`]): a hit from the memory tier parses no date or directive.
-    /// Judged again, without keeping it, when `cache.heuristic_max_age` or
-    /// `cache.targeted_field` changed since.
-    pub fn freshness(&self, live: &Snapshot, entry: &StoredEntry) -> Arc<Judged> {
+    /// Judged again, without keeping it, when `cache.heuristic_max_age`,
+    /// `cache.targeted_field` or the `lifetimes` of the request's site rule changed since.
+    pub fn freshness(
+        &self,
+        live: &Snapshot,
+        lifetimes: &Lifetimes,
+        entry: &StoredEntry,
+    ) -> Arc<Judged> {
         let settings = &live.settings;
         let judge = |entry: &StoredEntry| {
-            let rules = live.cache_rules();
+            let rules = live.cache_rules(lifetimes);
             Judged {
                 freshness: StoredFreshness::new(&entry.meta, &rules),
                 rules,
@@ -190,7 +196,8 @@ impl Cache {
         let kept = entry.derived(judge);
         // Compared field by field rather than through a new `Rules`: no clone per hit.
         let current = kept.rules.heuristic_max == settings.cache.heuristic_max_age
-            && kept.rules.targeted_field == settings.cache.targeted_field;
+            && kept.rules.targeted_field == settings.cache.targeted_field
+            && kept.rules.lifetimes == *lifetimes;
         if current {
             kept
         } else {
@@ -248,7 +255,7 @@ impl Cache {
     /// alone ([`Cache::keep_refreshed`]).
     pub(super) async fn revalidate(
         &self,
-        live: &Snapshot,
+        (live, lifetimes): (&Snapshot, &Lifetimes),
         key: &CacheKey,
         origin: &OriginRequest<'_>,
         request: &HeaderMap,
@@ -281,7 +288,7 @@ impl Cache {
             });
         };
         let kept = self
-            .keep_refreshed(live, key, request, &found, &refreshed.stored)
+            .keep_refreshed((live, lifetimes), key, request, &found, &refreshed.stored)
             .await;
         found.entry.meta = Arc::new(refreshed.for_this_request());
         Ok(Revalidated::NotModified {
@@ -297,13 +304,13 @@ impl Cache {
     /// fields (`private`, `no-store`...) the origin meant for one request.
     async fn keep_refreshed(
         &self,
-        live: &Snapshot,
+        judging: (&Snapshot, &Lifetimes),
         key: &CacheKey,
         request: &HeaderMap,
         found: &Found,
         stored: &EntryMeta,
     ) -> Result<(), NotStored> {
-        if let Err(reason) = refreshed_storability(live, request, stored) {
+        if let Err(reason) = refreshed_storability(judging, request, stored) {
             let entry_key = match &found.marker {
                 Some(marker) => marker.variant_key(key, request),
                 None => key.clone(),
@@ -322,17 +329,18 @@ impl Cache {
         Ok(())
     }
 
-    /// Storability of the origin's answer to a GET under `live`'s settings: RFC 9111
-    /// policy, framing, a size within `cache.max_object_size`, and cache tags that can
-    /// all be indexed (`[tags]`).
+    /// Storability of the origin's answer to a GET under `live`'s settings and the
+    /// `lifetimes` of the request's site rule: RFC 9111 policy, framing, a size within
+    /// `cache.max_object_size`, and cache tags that can all be indexed (`[tags]`).
     pub fn storable<'o>(
         &self,
-        live: &Snapshot,
+        (live, lifetimes): (&Snapshot, &Lifetimes),
         request: &HeaderMap,
         origin: &'o OriginResponse,
         response_time: SystemTime,
     ) -> Result<Storable<'o>, NotStored> {
-        policy::storability(request, &origin.head, response_time, &live.cache_rules())?;
+        let rules = live.cache_rules(lifetimes);
+        policy::storability(request, &origin.head, response_time, &rules)?;
         let max_len = live.max_object_size();
         match origin.framing {
             BodyFraming::UntilClose => return Err(NotStored::NoLength),
@@ -450,7 +458,7 @@ impl Cache {
 /// `Cache-Control` is left out: a client's `no-store` keeps its own exchange out of the
 /// cache, but it does not make the stored response unstorable for everyone.
 fn refreshed_storability(
-    live: &Snapshot,
+    (live, lifetimes): (&Snapshot, &Lifetimes),
     request: &HeaderMap,
     stored: &EntryMeta,
 ) -> Result<(), NotStored> {
@@ -465,7 +473,7 @@ fn refreshed_storability(
         &credentials,
         &head,
         stored.response_time,
-        &live.cache_rules(),
+        &live.cache_rules(lifetimes),
     )
 }
 

@@ -20,6 +20,7 @@ use super::routing::{Admitting, RuleCheck};
 use super::{Answer, Ask, Proxy};
 use crate::admission::{AdmitReason, Decision};
 use crate::body::{BoxError, ProxyBody};
+use crate::config::rules::Lifetimes;
 use crate::key::CacheKey;
 use crate::live::Snapshot;
 use crate::logging::throttle::{OncePerKey, Throttle};
@@ -80,6 +81,7 @@ impl Proxy {
         }
         let exchange = Exchange {
             live,
+            lifetimes: ask.lifetimes(),
             key,
             marker: marker.as_ref(),
             forward,
@@ -290,7 +292,12 @@ fn judge<'o>(
     } else if exchange.range_forwarded {
         Err(NotStored::Range)
     } else {
-        cache.storable(live, request, origin, exchange.times.1)
+        cache.storable(
+            (live, exchange.lifetimes),
+            request,
+            origin,
+            exchange.times.1,
+        )
     };
     if let Err(reason) = &verdict {
         match *reason {
@@ -470,6 +477,8 @@ pub(super) async fn drain<B: hyper::body::Body + Unpin>(mut body: B) {
 pub(super) struct Exchange<'a> {
     /// The view of the settings and the admission the request loaded.
     pub(super) live: &'a Snapshot,
+    /// The lifetimes of the request's site rule.
+    pub(super) lifetimes: &'a Lifetimes,
     /// The URL's key (variants are derived from it).
     pub(super) key: &'a CacheKey,
     /// The URL's variant set, when one is stored.
@@ -494,12 +503,14 @@ impl<'a> Exchange<'a> {
     /// forward for `forward` at `times`: re-admitted without asking the policy, and
     /// always for the whole object.
     pub(super) fn revalidation(
-        (live, key, marker): (&'a Snapshot, &'a CacheKey, Option<&'a Marker>),
+        (live, lifetimes): (&'a Snapshot, &'a Lifetimes),
+        (key, marker): (&'a CacheKey, Option<&'a Marker>),
         forward: Forward,
         times: (SystemTime, SystemTime),
     ) -> Exchange<'a> {
         Exchange {
             live,
+            lifetimes,
             key,
             marker,
             forward,

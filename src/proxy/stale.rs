@@ -13,6 +13,7 @@ use super::collapse::Leader;
 use super::forward::{self, Exchange, Teed, drain};
 use super::origin_request::OriginRequest;
 use super::{Answer, Ask, Proxy, respond};
+use crate::config::rules::Lifetimes;
 use crate::key::CacheKey;
 use crate::live::Snapshot;
 use crate::origin::OriginError;
@@ -51,8 +52,9 @@ impl Proxy {
         let marker = found.marker.clone();
         let entry_ref = (found.entry.meta.clone(), found.entry.body_len);
         // Keep what is needed to serve stale if the origin fails.
+        let lifetimes = ask.lifetimes();
         let outcome = (self.cache)
-            .revalidate(live, key, &origin, &head.headers, found)
+            .revalidate((live, lifetimes), key, &origin, &head.headers, found)
             .await;
         let purged = |answer: Answer| purged_detail(answer, freshness.purged());
         match outcome {
@@ -61,7 +63,7 @@ impl Proxy {
                 upstream,
                 kept,
             }) => {
-                let answer = not_modified(head, *found, (forward, kept), live, now);
+                let answer = not_modified(head, *found, (forward, kept), (live, lifetimes), now);
                 Ok(purged(answer).with_upstream(upstream))
             }
             Ok(Revalidated::Replaced {
@@ -71,13 +73,14 @@ impl Proxy {
             }) => {
                 let response = *response;
                 if ERROR_STATUSES.contains(&response.head.status)
-                    && freshness.within_stale_if_error(now)
+                    && let Some(window) = freshness.within_stale_if_error(now)
                     && let Some(found) = self.reopen(key, head, &entry_ref).await
                 {
-                    return Ok(serve_stale(found, Detail::StaleIfError));
+                    return Ok(serve_stale(found, Detail::stale_if_error(window)));
                 }
                 let exchange = Exchange::revalidation(
-                    (live, key, marker.as_ref()),
+                    (live, lifetimes),
+                    (key, marker.as_ref()),
                     forward,
                     (request_time, response_time),
                 );
@@ -136,9 +139,17 @@ impl Proxy {
             return;
         };
         let (cache, key, live) = (self.cache.clone(), key.clone(), Arc::clone(ask.live));
-        let request = ask.head.headers.clone();
+        let (request, lifetimes) = (ask.head.headers.clone(), ask.lifetimes().clone());
         tokio::spawn(async move {
-            refresh(&cache, &live, (&origin, &request), &key, (&stored, leader)).await;
+            let judging = (&*live, &lifetimes);
+            refresh(
+                &cache,
+                judging,
+                (&origin, &request),
+                &key,
+                (&stored, leader),
+            )
+            .await;
         });
     }
 }
@@ -153,8 +164,8 @@ fn stale_allowance(
     freshness: &StoredFreshness,
     now: SystemTime,
 ) -> Option<Detail> {
-    if freshness.within_stale_if_error(now) {
-        return Some(Detail::StaleIfError);
+    if let Some(window) = freshness.within_stale_if_error(now) {
+        return Some(Detail::stale_if_error(window));
     }
     unreachable_allows(error, forward, live, freshness, now).then_some(Detail::StaleIfUnreachable)
 }
@@ -184,10 +195,10 @@ fn not_modified(
     head: &request::Parts,
     found: Found,
     (forward, kept): (Forward, Result<(), NotStored>),
-    live: &Snapshot,
+    (live, lifetimes): (&Snapshot, &Lifetimes),
     now: SystemTime,
 ) -> Answer {
-    let fresh = StoredFreshness::new(&found.entry.meta, &live.cache_rules());
+    let fresh = StoredFreshness::new(&found.entry.meta, &live.cache_rules(lifetimes));
     let outcome = Outcome::forward(forward)
         .fwd_status(StatusCode::NOT_MODIFIED)
         .ttl(fresh.ttl_seconds(now));
@@ -219,7 +230,7 @@ fn purged_detail(mut answer: Answer, purged: bool) -> Answer {
 /// slot until then (until the new entry is committed).
 async fn refresh(
     cache: &Cache,
-    live: &Snapshot,
+    judging: (&Snapshot, &Lifetimes),
     (origin, request): (&OriginRequest<'_>, &http::HeaderMap),
     key: &CacheKey,
     (stored, leader): (&http::HeaderMap, Leader),
@@ -232,7 +243,7 @@ async fn refresh(
         }
         _ => return,
     };
-    let (response, times) = match cache.revalidate(live, key, origin, request, found).await {
+    let (response, times) = match cache.revalidate(judging, key, origin, request, found).await {
         Ok(Revalidated::NotModified { .. }) => return,
         Ok(Revalidated::Replaced {
             response,
@@ -245,7 +256,7 @@ async fn refresh(
         }
     };
     // No client reads this exchange's Cache-Status; `fwd=stale` is what it would say.
-    let exchange = Exchange::revalidation((live, key, marker.as_ref()), Forward::Stale, times);
+    let exchange = Exchange::revalidation(judging, (key, marker.as_ref()), Forward::Stale, times);
     let Teed { stored, body, .. } = forward::fill(
         cache,
         &Method::GET,

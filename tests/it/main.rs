@@ -52,6 +52,7 @@ mod shadow;
 mod sites;
 mod store;
 mod thread_bound;
+mod ttl;
 mod tls;
 mod walkthrough;
 mod workers;

@@ -17,7 +17,9 @@ fn sites_and_rules_load_with_their_origins_defaulting_to_origin() {
         site(
             r#"["A.example", "*.b.example"]"#,
             "[[site.rule]]\nglob = \"/v/**\"\nmethods = [\"GET\"]\nadmission = \"never\"\n\
-             [[site.rule]]\npath = \"/q\"\nkeep_query = [\"id\"]\nsort_query = true\n",
+             [[site.rule]]\npath = \"/q\"\nkeep_query = [\"id\"]\nsort_query = true\n\
+             [[site.rule]]\npath = \"/t\"\ndefault_ttl = \"10m\"\ngrace = \"1h\"\n\
+             ttl_by_status = { 404 = \"30s\", 200 = \"1m\" }\n",
         ),
         "[[rule]]\ncontent_type = [\"Image/\"]\nmin_size = \"1KiB\"\nadmission = \"always\"\n",
     );
@@ -34,6 +36,15 @@ fn sites_and_rules_load_with_their_origins_defaulting_to_origin() {
     assert_eq!(rules[0].methods, [http::Method::GET]);
     assert_eq!(rules[0].admission, Some(RuleAdmission::Never));
     let shape = rules[1].key.as_ref().expect("a key shape");
+    let lifetimes = &rules[2].lifetimes;
+    let secs = std::time::Duration::from_secs;
+    assert_eq!(lifetimes.default_ttl, Some(secs(600)));
+    assert_eq!(lifetimes.grace, Some(secs(3600)));
+    let by_status = [
+        (http::StatusCode::OK, secs(60)),
+        (http::StatusCode::NOT_FOUND, secs(30)),
+    ];
+    assert_eq!(lifetimes.by_status, by_status);
     assert_eq!(shape.query, QueryParams::Keep(vec!["id".to_owned()]));
     assert!(shape.sort_query && !shape.ignore_port);
     let default = &config.rules.0[0];
@@ -118,6 +129,31 @@ fn every_invalid_site_or_rule_is_rejected_naming_its_index_and_field() {
             "site[0].rule[0].keep_query",
         ),
         (rule("path = \"/a\""), "site[0].rule[0]"),
+        (
+            rule("default_ttl = \"soon\""),
+            "site[0].rule[0].default_ttl",
+        ),
+        (rule("grace = \"0s\""), "site[0].rule[0].grace"),
+        (
+            rule("ttl_by_status = { 206 = \"1m\" }"),
+            "site[0].rule[0].ttl_by_status",
+        ),
+        (
+            rule("ttl_by_status = { 404 = \"1m\", 0404 = \"2m\" }"),
+            "site[0].rule[0].ttl_by_status",
+        ),
+        (
+            rule("ttl_by_status = { 404 = \"never\" }"),
+            "site[0].rule[0].ttl_by_status",
+        ),
+        (
+            rule("content_type = [\"image/\"]\ndefault_ttl = \"1m\""),
+            "site[0].rule[0].default_ttl, ttl_by_status or grace",
+        ),
+        (
+            rule("bypass = true\ngrace = \"1m\""),
+            "site[0].rule[0].default_ttl, ttl_by_status or grace",
+        ),
         (
             format!(
                 "[admission]\npolicy = \"always\"\n{}",

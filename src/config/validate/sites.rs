@@ -1,13 +1,15 @@
 //! `[[site]]` and `[[rule]]` tables: their raw layer and their validation. Errors name the
 //! site's and the rule's index and the field (`site[1].rule[0].admission`).
 
-use http::Method;
+use std::collections::BTreeMap;
+
+use http::{Method, StatusCode};
 use serde::Deserialize;
 
-use super::values::{RawSize, choice, invalid, parse_size};
+use super::values::{RawSize, choice, invalid, parse_size, positive_duration};
 use super::{RawOrigin, validate_origin};
 use crate::config::rules::{
-    KeyShape, MAX_RULES, PathMatch, QueryParams, Rule, RuleAdmission, Rules,
+    KeyShape, Lifetimes, MAX_RULES, PathMatch, QueryParams, Rule, RuleAdmission, Rules,
 };
 use crate::config::{
     AdmissionPolicy, ConfigError, OriginConfig, ServerConfig, SiteConfig, UnknownHost,
@@ -37,6 +39,9 @@ pub(super) struct RawRule {
     keep_query: Option<Vec<String>>,
     sort_query: Option<bool>,
     ignore_port: Option<bool>,
+    default_ttl: Option<String>,
+    ttl_by_status: Option<BTreeMap<String, String>>,
+    grace: Option<String>,
 }
 
 /// Re-keys an error about `key` (a key relative to a site or rule) under `prefix`.
@@ -184,6 +189,7 @@ fn validate_rule(prefix: &str, raw: RawRule, policy: AdmissionPolicy) -> Result<
         sort_query: raw.sort_query.unwrap_or(false),
         ignore_port: raw.ignore_port.unwrap_or(false),
     };
+    let lifetimes = rule_lifetimes(prefix, raw.default_ttl, raw.ttl_by_status, raw.grace)?;
     let rule = Rule {
         path,
         methods,
@@ -194,6 +200,7 @@ fn validate_rule(prefix: &str, raw: RawRule, policy: AdmissionPolicy) -> Result<
         bypass: raw.bypass.unwrap_or(false),
         ignore_client_no_cache: raw.ignore_client_no_cache.unwrap_or(false),
         key: (key != KeyShape::default()).then_some(key),
+        lifetimes,
     };
     check_actions(prefix, &rule)?;
     Ok(rule)
@@ -245,6 +252,46 @@ fn rule_sizes(
         return Err(at(prefix, "max_size", reason));
     }
     Ok((min_size, max_size))
+}
+
+/// The rule's `default_ttl`, `ttl_by_status` and `grace`: positive durations, and statuses
+/// a response could be stored with (200 to 599 but 206, which is never stored whole).
+fn rule_lifetimes(
+    prefix: &str,
+    default_ttl: Option<String>,
+    by_status: Option<BTreeMap<String, String>>,
+    grace: Option<String>,
+) -> Result<Lifetimes, ConfigError> {
+    let duration = |key, raw: Option<String>| {
+        raw.map(|text| positive_duration(key, Some(text), std::time::Duration::ZERO))
+            .transpose()
+            .map_err(|e| under(prefix, e))
+    };
+    let mut statuses = Vec::new();
+    for (status, ttl) in by_status.unwrap_or_default() {
+        let code = status
+            .parse::<u16>()
+            .ok()
+            .filter(|code| (200..=599).contains(code) && *code != 206)
+            .and_then(|code| StatusCode::from_u16(code).ok())
+            .ok_or_else(|| {
+                let reason = format!("{status:?} is not a status from 200 to 599 (206 excepted)");
+                at(prefix, "ttl_by_status", reason)
+            })?;
+        let ttl = duration("ttl_by_status", Some(ttl))?.unwrap_or_default();
+        statuses.push((code, ttl));
+    }
+    // The map's keys are strings: "404" and "0404" name one status.
+    statuses.sort_by_key(|(code, _)| *code);
+    if let Some(pair) = statuses.windows(2).find(|pair| pair[0].0 == pair[1].0) {
+        let reason = format!("status {} is given twice", pair[0].0.as_u16());
+        return Err(at(prefix, "ttl_by_status", reason));
+    }
+    Ok(Lifetimes {
+        default_ttl: duration("default_ttl", default_ttl)?,
+        by_status: statuses,
+        grace: duration("grace", grace)?,
+    })
 }
 
 /// The rule's `admission`; `"second-hit"` needs a policy that keeps the filters.
@@ -300,6 +347,10 @@ fn check_actions(prefix: &str, rule: &Rule) -> Result<(), ConfigError> {
             "drop_query, keep_query, sort_query or ignore_port",
             rule.key.is_some(),
         ),
+        (
+            "default_ttl, ttl_by_status or grace",
+            rule.lifetimes.is_set(),
+        ),
     ];
     if rule.on_response()
         && let Some((field, _)) = request_actions.iter().find(|(_, set)| *set)
@@ -311,8 +362,12 @@ fn check_actions(prefix: &str, rule: &Rule) -> Result<(), ConfigError> {
         let reason = "set together with bypass = true, which stores nothing; give one of the two";
         return Err(at(prefix, "admission", reason));
     }
+    if rule.bypass && rule.lifetimes.is_set() {
+        let reason = "set together with bypass = true, which stores nothing; give one of the two";
+        return Err(at(prefix, "default_ttl, ttl_by_status or grace", reason));
+    }
     if rule.admission.is_none() && !request_actions.iter().any(|(_, set)| *set) {
-        let reason = "the rule sets nothing: give admission, bypass, ignore_client_no_cache, drop_query, keep_query, sort_query or ignore_port";
+        let reason = "the rule sets nothing: give admission, bypass, ignore_client_no_cache, drop_query, keep_query, sort_query, ignore_port, default_ttl, ttl_by_status or grace";
         return Err(ConfigError::InvalidAt {
             key: prefix.to_owned(),
             reason: reason.to_owned(),
