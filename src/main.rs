@@ -10,7 +10,7 @@ use clap::{CommandFactory, Parser, Subcommand};
 #[cfg(feature = "bench")]
 use secondhit::bench::cli::{BenchArgs, SimulateArgs};
 use secondhit::config::Config;
-use secondhit::lifecycle::{Reloader, Signals};
+use secondhit::lifecycle::{PidFile, Reloader, Signals};
 use secondhit::logging::LogReload;
 use secondhit::server::StartError;
 use secondhit::server::{Listeners, Server};
@@ -293,9 +293,26 @@ async fn run_server(
             return ExitCode::FAILURE;
         }
     };
+    // After the handlers: a signal sent to the pid the file names must find them.
+    let pid_file = match config
+        .server
+        .pid_file
+        .as_deref()
+        .map(|path| (path, PidFile::write(path)))
+    {
+        Some((path, Err(error))) => {
+            let path = path.display();
+            tracing::error!(%error, %path, "server.pid_file: cannot write it");
+            eprintln!("secondhit: server.pid_file: cannot write {path}: {error}");
+            return ExitCode::FAILURE;
+        }
+        Some((_, Ok(written))) => Some(written),
+        None => None,
+    };
     log_listening(&server, config);
     let reloader = Reloader::new(path, server.live_parts(), Some(log_reload));
     server.run(signals.until_stopped(reloader)).await;
+    drop(pid_file);
     ExitCode::SUCCESS
 }
 

@@ -64,6 +64,8 @@ const RESTART: &[(&str, KeepRunning)] = &[
     // Privileges are dropped once, after binding: there is no way back to change them.
     restart!(server.user),
     restart!(server.group),
+    // The pid file is written once, at start, and removed by the process that wrote it.
+    restart!(server.pid_file),
     // A TLS listener added, removed or moved: a listener to bind or close. Its
     // certificates are live.
     restart!(server.tls),
@@ -307,6 +309,7 @@ mod tests {
         config.server.workers = Some(2);
         config.server.user = Some("nobody".to_owned());
         config.server.group = Some("nogroup".to_owned());
+        config.server.pid_file = Some("/run/secondhit/secondhit.pid".into());
         config.server.tls = Some(TlsConfig {
             listen: "127.0.0.1:8443".parse().expect("address"),
             certificates: vec![CertificateFiles {

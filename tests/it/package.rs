@@ -58,6 +58,7 @@ fn writable_dirs(settings: &[(String, String)]) -> Vec<PathBuf> {
         ("CacheDirectory", "/var/cache"),
         ("LogsDirectory", "/var/log"),
         ("StateDirectory", "/var/lib"),
+        ("RuntimeDirectory", "/run"),
     ] {
         for names in setting(settings, key) {
             dirs.extend(
@@ -116,6 +117,12 @@ fn assert_unit_fits_config(unit: &str, binary: &str, config_path: &str, config: 
         ),
         other => panic!("the packaged config should log to a file, not {other:?}"),
     }
+    let pid_file = config.server.pid_file.as_ref().expect("a pid file");
+    assert!(
+        writable.iter().any(|dir| pid_file.starts_with(dir)),
+        "server.pid_file {} is not among the unit's writable directories {writable:?}",
+        pid_file.display()
+    );
 }
 
 /// `[package.metadata.deb]` of Cargo.toml.
@@ -160,6 +167,14 @@ fn the_unit_runs_the_packaged_binary_on_the_packaged_config_where_it_may_write()
     .expect("the packaged config loads");
     assert_unit_fits_config(&unit, &binary, &config_path, &config);
     assert_eq!(config.cache.dir, Path::new("/var/cache/secondhit"));
+    let logrotate = read(&Path::new(ROOT).join("config/package/logrotate"));
+    let pid_file = config.server.pid_file.as_ref().expect("a pid file");
+    let named = format!("pid_file={}", pid_file.display());
+    assert!(
+        logrotate.contains(&named),
+        "the logrotate stanza should signal the pid in {}: {logrotate}",
+        pid_file.display()
+    );
     let admin = config.server.admin_listen.expect("an admin listener");
     assert!(admin.ip().is_loopback(), "admin listener on {admin}");
 }
