@@ -297,3 +297,49 @@ fn man_prints_secondhit_1_and_writes_a_page_per_command_to_a_directory() {
     assert_eq!(code, Some(1), "{stderr}");
     assert!(stderr.contains("/nonexistent/secondhit-man"), "{stderr}");
 }
+
+#[test]
+fn check_config_reads_the_included_fragments_and_names_the_fragment_and_key_at_fault() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cache = dir.path().join("cache");
+    let fragments = dir.path().join("conf.d");
+    std::fs::create_dir(&fragments).expect("conf.d");
+    let main = format!(
+        "include = [\"{}/*.toml\"]\n[cache]\ndir = \"{}\"\nmax_size = \"1GiB\"\nmin_free = 0\n",
+        fragments.display(),
+        cache.display()
+    );
+    let path = write_config(dir.path(), &main);
+    let file = path.to_str().expect("utf-8 path");
+    let fragment = fragments.join("50-recommend.toml");
+    // A fragment overrides the main file's key: with it, max_object_size is over max_size.
+    std::fs::write(
+        &fragment,
+        "[cache]\nmax_size = \"1MiB\"\nmax_object_size = \"2MiB\"\n",
+    )
+    .expect("write the fragment");
+    let (code, stderr) = run(&["check-config", file]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("smaller than cache.max_object_size"),
+        "{stderr}"
+    );
+    let cases = [
+        ("[admission]\npolicy = \"sometimes\"\n", "admission.policy"),
+        ("[admission]\npolcy = \"always\"\n", "admission.polcy"),
+        ("include = [\"/etc/*.toml\"]\n", "include"),
+    ];
+    for (text, key) in cases {
+        std::fs::write(&fragment, text).expect("write the fragment");
+        let (code, stderr) = run(&["check-config", file]);
+        assert_eq!(code, Some(1), "{text:?}: {stderr}");
+        let named = format!("{}: {key}", fragment.display());
+        assert!(
+            stderr.contains(&named),
+            "{text:?} should name {named}: {stderr}"
+        );
+    }
+    std::fs::write(&fragment, "[admission]\npolicy = \"always\"\n").expect("write");
+    let (code, stderr) = run(&["check-config", file]);
+    assert_eq!(code, Some(0), "{stderr}");
+}

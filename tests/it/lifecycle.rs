@@ -423,3 +423,35 @@ fn postrotate_script() -> String {
     let (script, _) = after.split_once("endscript").expect("an endscript");
     script.to_owned()
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_merges_the_included_fragments_over_the_main_file_the_last_by_name_winning() {
+    let origin = cacheable_origin().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    // The main file keeps the default policy (second-hit); the fragments, read in name
+    // order, set it twice: the later one, 20-always.toml, wins.
+    let main = format!(
+        "include = [\"conf.d/*.toml\"]\n{}",
+        config_text(dir.path(), origin.addr, &[])
+    );
+    write(dir.path(), &main);
+    let fragments = dir.path().join("conf.d");
+    std::fs::create_dir(&fragments).expect("conf.d");
+    std::fs::write(
+        fragments.join("20-always.toml"),
+        "[admission]\npolicy = \"always\"\n",
+    )
+    .expect("write a fragment");
+    std::fs::write(
+        fragments.join("10-second-hit.toml"),
+        "[admission]\npolicy = \"second-hit\"\n",
+    )
+    .expect("write a fragment");
+    std::fs::write(fragments.join("notes.txt"), "not a fragment").expect("write a note");
+    let node = Running::serve(origin, dir).await;
+    // "always": a URL is stored on its first request; the main file's other
+    // [admission] keys and its [cache] still apply.
+    assert!(node.get("/first").await.cache.stored);
+    assert!(node.dir.path().join("cache").is_dir());
+    node.stop().await;
+}

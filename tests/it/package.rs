@@ -161,10 +161,9 @@ fn the_unit_runs_the_packaged_binary_on_the_packaged_config_where_it_may_write()
     assert_eq!(binary, "/usr/bin/secondhit");
     assert_eq!(config_path, CONFIG_PATH);
     let unit = read(&Path::new(ROOT).join("config/secondhit.service"));
-    let config = Config::from_toml_str(&read(
-        &Path::new(ROOT).join("config/package/secondhit.toml"),
-    ))
-    .expect("the packaged config loads");
+    // Loaded as a file: it includes /etc/secondhit/conf.d/*.toml.
+    let config = Config::load(&Path::new(ROOT).join("config/package/secondhit.toml"))
+        .expect("the packaged config loads");
     assert_unit_fits_config(&unit, &binary, &config_path, &config);
     assert_eq!(config.cache.dir, Path::new("/var/cache/secondhit"));
     let logrotate = read(&Path::new(ROOT).join("config/package/logrotate"));

@@ -114,6 +114,25 @@ fn recommend_finds_the_settings_the_trace_was_built_for() {
         "{text}"
     );
     assert_eq!(config.admission.rotate, RotateMode::Fill, "{text}");
+    // And it drops into a directory a config file includes, overriding the file's keys.
+    assert!(
+        stdout.contains("include"),
+        "says how to drop it in: {stdout}"
+    );
+    assert!(text.contains("conf.d"), "says how to drop it in: {text}");
+    let conf_d = dir.path().join("conf.d");
+    std::fs::create_dir(&conf_d).expect("conf.d");
+    std::fs::copy(&fragment, conf_d.join("50-recommend.toml")).expect("copy the fragment");
+    let main = dir.path().join("secondhit.toml");
+    std::fs::write(
+        &main,
+        "include = [\"conf.d/*.toml\"]\n[cache]\nmax_size = \"1GiB\"\n\
+         [admission]\npolicy = \"always\"\nexpected_urls = 7\nmax_age = \"1h\"\n",
+    )
+    .expect("write the main file");
+    let merged = Config::load(&main).expect("the main file and the fragment load");
+    assert_eq!(merged.admission, config.admission);
+    assert_eq!(merged.cache.max_size, config.cache.max_size);
     let two_percent = (HOT + WONDERS) * SIZE / 50;
     let max_size = config.cache.max_size;
     assert!(

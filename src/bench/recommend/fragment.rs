@@ -83,6 +83,18 @@ fn fewer_writes(second: &PolicyReport, always: &PolicyReport) -> f64 {
     100.0 * (1.0 - second.disk_write_bytes.unwrap_or(0) as f64 / baseline as f64)
 }
 
+/// How the fragment is used, at its top: as a file in a directory the config includes.
+const DROP_IN: &str = "\
+# Save this as a file in a directory your config file includes, e.g.
+# /etc/secondhit/conf.d/50-recommend.toml, which the packaged config's
+# include = [\"/etc/secondhit/conf.d/*.toml\"] reads after the main file: these keys
+# then replace the same keys of the main file, which keeps the others (drop
+# admission.memory from it if it is set: it and expected_urls exclude each other).
+# Check the result with `secondhit check-config /etc/secondhit/secondhit.toml`, and
+# apply it with `systemctl reload secondhit` (max_size needs a restart).
+
+";
+
 /// The `[cache]` and `[admission]` fragment, every value with a comment saying why.
 pub(super) fn write(recommendation: &Recommendation) -> String {
     let mut out = String::new();
@@ -94,11 +106,7 @@ pub(super) fn write(recommendation: &Recommendation) -> String {
             recommendation.trace.describe()
         ),
     );
-    out.push_str(
-        "# These keys replace the same keys of your config file (drop admission.memory if it is\n\
-         # set: it and expected_urls exclude each other); check the result with\n\
-         # `secondhit check-config FILE`.\n\n",
-    );
+    out.push_str(DROP_IN);
     write_cache(&mut out, recommendation);
     out.push('\n');
     write_admission(&mut out, recommendation);
