@@ -420,6 +420,45 @@ mod tests {
         }
     }
 
+    /// The backquoted words of the paragraph of docs/guide/reload.md that starts with
+    /// `start`, to the next blank line.
+    fn reload_guide_words(start: &str) -> Vec<String> {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/guide/reload.md");
+        let guide = std::fs::read_to_string(path).expect("read docs/guide/reload.md");
+        let paragraph: Vec<&str> = (guide.lines())
+            .skip_while(|line| !line.starts_with(start))
+            .take_while(|line| !line.trim().is_empty())
+            .collect();
+        assert!(!paragraph.is_empty(), "docs/guide/reload.md has no {start:?}");
+        let text = paragraph.join(" ");
+        text.split('`').skip(1).step_by(2).map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn the_reload_guide_puts_every_key_on_the_side_the_code_does() {
+        let live = reload_guide_words("**What a reload applies.**");
+        let restart = reload_guide_words("**What needs a restart**");
+        // A key is named itself, or by its section (`[origin]`, "the rest of `[server]`").
+        let covers = |words: &[String], key: &str| {
+            let section = key.split('.').next().unwrap_or(key);
+            words.iter().any(|word| *word == key || *word == format!("[{section}]"))
+        };
+        for key in every_key() {
+            let (side, other, named) = match LIVE.contains(&key.as_str()) {
+                true => (&live, &restart, "applied by a reload"),
+                false => (&restart, &live, "in need of a restart"),
+            };
+            assert!(
+                covers(side, &key),
+                "docs/guide/reload.md does not name {key} among the keys {named}"
+            );
+            assert!(
+                !other.contains(&key),
+                "docs/guide/reload.md names {key} on the wrong side: it is {named}"
+            );
+        }
+    }
+
     #[test]
     fn an_unchanged_file_changes_nothing() {
         let running = Config::default();
