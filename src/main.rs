@@ -15,6 +15,8 @@ use secondhit::logging::LogReload;
 use secondhit::server::StartError;
 use secondhit::server::{Listeners, Server};
 
+mod man;
+
 /// mimalloc instead of the system allocator: a request allocates and frees dozens of
 /// small buffers (header maps, bytes, futures), and glibc's malloc spent more CPU time on
 /// them (`benches/RESULTS.md`, "mimalloc as the allocator").
@@ -88,10 +90,12 @@ enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
-    /// Print the man page secondhit(1) on stdout, or with --dir write it and one page per
-    /// command (secondhit-serve(1), ...) into a directory.
+    /// Print the man page secondhit(1) on stdout, or with --dir write it, one page per
+    /// command (secondhit-serve(1), ...) and the config file's, secondhit.toml(5), into a
+    /// directory.
     Man {
-        /// Write secondhit.1 and a page per command into this existing directory instead.
+        /// Write secondhit.1, a page per command and secondhit.toml.5 into this existing
+        /// directory instead.
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
     },
@@ -145,13 +149,12 @@ fn completions(shell: clap_complete::Shell) -> ExitCode {
     }
 }
 
-/// Renders the man pages from the parser's own definition, so they never disagree with
-/// `--help`: secondhit(1) on stdout, or every page into `dir`.
+/// Renders the man pages (see `man`): secondhit(1) on stdout, or every page into `dir`.
 fn man(dir: Option<PathBuf>) -> ExitCode {
     let command = Cli::command();
     let written = match &dir {
-        Some(dir) => clap_mangen::generate_to(command, dir),
-        None => clap_mangen::Man::new(command).render(&mut std::io::stdout()),
+        Some(dir) => man::write_all(command, dir),
+        None => man::main_page(command, &mut std::io::stdout()),
     };
     match written {
         Ok(()) => ExitCode::SUCCESS,

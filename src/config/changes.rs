@@ -429,9 +429,16 @@ mod tests {
             .skip_while(|line| !line.starts_with(start))
             .take_while(|line| !line.trim().is_empty())
             .collect();
-        assert!(!paragraph.is_empty(), "docs/guide/reload.md has no {start:?}");
+        assert!(
+            !paragraph.is_empty(),
+            "docs/guide/reload.md has no {start:?}"
+        );
         let text = paragraph.join(" ");
-        text.split('`').skip(1).step_by(2).map(str::to_owned).collect()
+        text.split('`')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_owned)
+            .collect()
     }
 
     #[test]
@@ -441,7 +448,9 @@ mod tests {
         // A key is named itself, or by its section (`[origin]`, "the rest of `[server]`").
         let covers = |words: &[String], key: &str| {
             let section = key.split('.').next().unwrap_or(key);
-            words.iter().any(|word| *word == key || *word == format!("[{section}]"))
+            words
+                .iter()
+                .any(|word| *word == key || *word == format!("[{section}]"))
         };
         for key in every_key() {
             let (side, other, named) = match LIVE.contains(&key.as_str()) {

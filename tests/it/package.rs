@@ -289,7 +289,7 @@ fn package_files(deb: &Path) -> Vec<String> {
 }
 
 /// The files the package must hold (the unit's directory is found apart).
-const EXPECTED_FILES: [&str; 12] = [
+const EXPECTED_FILES: [&str; 13] = [
     "/usr/bin/secondhit",
     CONFIG_PATH,
     "/etc/logrotate.d/secondhit",
@@ -298,6 +298,7 @@ const EXPECTED_FILES: [&str; 12] = [
     "/usr/share/man/man1/secondhit.1.gz",
     "/usr/share/man/man1/secondhit-serve.1.gz",
     "/usr/share/man/man1/secondhit-check-config.1.gz",
+    "/usr/share/man/man5/secondhit.toml.5.gz",
     "/usr/share/bash-completion/completions/secondhit",
     "/usr/share/zsh/vendor-completions/_secondhit",
     "/usr/share/fish/vendor_completions.d/secondhit.fish",
