@@ -390,3 +390,48 @@ fn the_debian_package_installs_a_unit_and_a_config_that_check_config_accepts() {
     let packaged = read(&root.join("usr/share/bash-completion/completions/secondhit"));
     assert_eq!(bash, packaged, "the packaged completions are the binary's");
 }
+
+/// The argument of each `sudo apt install` line of `text`.
+fn apt_install_paths(text: &str) -> Vec<String> {
+    (text.lines())
+        .filter_map(|line| line.trim().strip_prefix("sudo apt install "))
+        .map(|rest| rest.split_whitespace().next().unwrap_or("").to_owned())
+        .collect()
+}
+
+#[test]
+fn the_install_instructions_find_the_package_wherever_the_target_directory_is() {
+    // cargo deb writes the package to <target directory>/debian/.
+    let scratch = tempfile::tempdir().expect("temp dir");
+    let elsewhere = scratch.path().join("elsewhere");
+    let default = scratch.path().join("checkout");
+    for dir in [&elsewhere, &default.join("target")] {
+        std::fs::create_dir_all(dir.join("debian")).expect("a debian directory");
+        let deb = dir.join("debian/secondhit_0.1.0-1_amd64.deb");
+        std::fs::write(deb, b"").expect("a stand-in package");
+    }
+    for page in ["README.md", "docs/guide/install.md"] {
+        let paths = apt_install_paths(&read(&Path::new(ROOT).join(page)));
+        assert!(!paths.is_empty(), "{page} has no `sudo apt install` line");
+        for path in paths {
+            let expand = |command: &mut Command| {
+                let output = run_ok(command.args(["-c", &format!("echo {path}")]));
+                stdout(&output).trim().to_owned()
+            };
+            let with_dir = expand(
+                Command::new("sh")
+                    .env("CARGO_TARGET_DIR", &elsewhere)
+                    .current_dir(&default),
+            );
+            let expected = elsewhere.join("debian/secondhit_0.1.0-1_amd64.deb");
+            assert_eq!(with_dir, expected.display().to_string(), "{page}: {path}");
+            let without = expand(
+                Command::new("sh")
+                    .env_remove("CARGO_TARGET_DIR")
+                    .current_dir(&default),
+            );
+            let found = default.join(without.trim_start_matches("./"));
+            assert!(found.is_file(), "{page}: {path} gives {without}");
+        }
+    }
+}
