@@ -356,3 +356,39 @@ fn recommend_says_when_a_published_policy_beats_second_hit_at_the_chosen_size() 
         "always is recommended: {out}"
     );
 }
+
+#[test]
+fn recommend_says_why_always_wins_when_the_cache_holds_everything_requested_again() {
+    // 290 of 300 objects requested once, in a cache that holds all of them: nothing is
+    // ever pushed out, so keeping the one-hit wonders out saves only disk writes, and
+    // second-hit misses each hot object's second request.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let trace = dir.path().join("wonders.csv");
+    let hot = (0..30).flat_map(|_| (0..10).map(|object| format!("/hot/{object}")));
+    let once = (0..290).map(|object| format!("/once/{object}"));
+    let text: String = (hot.chain(once).enumerate())
+        .map(|(at, key)| format!("{at},{key},10000\n"))
+        .collect();
+    std::fs::write(&trace, text).expect("write trace");
+    let (ok, out, err) = run(&[
+        "simulate".as_ref(),
+        "--trace".as_ref(),
+        trace.as_os_str(),
+        "--cache-size".as_ref(),
+        "10MiB".as_ref(),
+        "--recommend".as_ref(),
+    ]);
+    assert!(ok, "{out}\n{err}");
+    assert!(
+        out.contains("96.7% of the distinct objects are requested once"),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "at this size the cache holds everything the trace requests again: always \
+             fetches each of the 300 objects from the origin once"
+        ),
+        "the verdict says why always wins despite the one-hit wonders: {out}"
+    );
+    assert!(out.contains("Recommended: policy = \"always\""), "{out}");
+}

@@ -47,17 +47,15 @@ fn policy_verdict(recommendation: &Recommendation) -> String {
     if recommendation.second_hit_costs_hits() {
         format!(
             "second-hit costs hits on this trace at this size: {:.2}% byte hit ratio against \
-             {:.2}% for always ({:.2} points less), for {:.1}% fewer disk write bytes. It \
-             misses every object's second request, which pays off only where the one-hit \
-             wonders it keeps out would push objects requested again out of the cache; here \
-             {once:.1}% of the distinct objects are requested once. Recommended: policy = \
-             \"always\", or \"shadow\" to measure the trade on live traffic first (it stores \
-             like always and counts the writes second-hit would avoid and the hits it would \
-             lose).",
+             {:.2}% for always ({:.2} points less), for {:.1}% fewer disk write bytes. {} \
+             Recommended: policy = \"always\", or \"shadow\" to measure the trade on live \
+             traffic first (it stores like always and counts the writes second-hit would \
+             avoid and the hits it would lose).",
             second.byte_hit_ratio * 100.0,
             always.byte_hit_ratio * 100.0,
             (always.byte_hit_ratio - second.byte_hit_ratio) * 100.0,
             fewer_writes(second, always),
+            why_always(recommendation, once),
         )
     } else {
         format!(
@@ -71,6 +69,31 @@ fn policy_verdict(recommendation: &Recommendation) -> String {
             human_bytes(second.disk_write_bytes.unwrap_or(0)),
             human_bytes(always.disk_write_bytes.unwrap_or(0)),
         )
+    }
+}
+
+/// Why second-hit costs hits here, where `once` percent of the objects are requested once:
+/// a cache that holds everything requested again is the case where the one-hit wonders,
+/// however many, push nothing out, which a reader seeing their share would not guess.
+fn why_always(recommendation: &Recommendation, once: f64) -> String {
+    let trace = &recommendation.trace;
+    // Always fetched each object once: every request after an object's first was a hit.
+    let holds_everything = recommendation.always.origin_requests == Some(trace.objects);
+    match holds_everything {
+        true => format!(
+            "{once:.1}% of the distinct objects are requested once, but at this size the \
+             cache holds everything the trace requests again: always fetches each of the {} \
+             objects from the origin once ({} of unique bytes), so the one-hit wonders it \
+             stores push out nothing requested again. Keeping them out saves disk writes \
+             only, and second-hit misses each object's second request.",
+            trace.objects,
+            human_bytes(trace.unique_bytes),
+        ),
+        false => format!(
+            "It misses every object's second request, which pays off only where the one-hit \
+             wonders it keeps out would push objects requested again out of the cache; here \
+             {once:.1}% of the distinct objects are requested once."
+        ),
     }
 }
 
