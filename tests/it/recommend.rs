@@ -325,17 +325,13 @@ fn recommend_raises_an_object_limit_that_keeps_the_trace_out_of_the_cache() {
     );
 }
 
-#[test]
-fn recommend_says_when_a_published_policy_beats_second_hit_at_the_chosen_size() {
-    // Every object comes back at once, twice, in a cache that holds them all: second-hit
-    // misses each second request, which S3-FIFO and the others serve, and so does always,
-    // whose eviction is S3-FIFO's.
+/// `simulate --recommend` on a trace of `keys`, one a second, each 10000 bytes, with
+/// `--cache-size cache_size`: its output.
+fn recommend_on(keys: impl Iterator<Item = String>, cache_size: &str) -> String {
     let dir = tempfile::tempdir().expect("temp dir");
-    let trace = dir.path().join("repeats.csv");
-    let text: String = (0..300)
-        .flat_map(|object| (0..3).map(move |round| (object, round)))
-        .enumerate()
-        .map(|(at, (object, _))| format!("{at},/o/{object},10000\n"))
+    let trace = dir.path().join("trace.csv");
+    let text: String = (keys.enumerate())
+        .map(|(at, key)| format!("{at},{key},10000\n"))
         .collect();
     std::fs::write(&trace, text).expect("write trace");
     let (ok, out, err) = run(&[
@@ -343,10 +339,20 @@ fn recommend_says_when_a_published_policy_beats_second_hit_at_the_chosen_size() 
         "--trace".as_ref(),
         trace.as_os_str(),
         "--cache-size".as_ref(),
-        "100%".as_ref(),
+        cache_size.as_ref(),
         "--recommend".as_ref(),
     ]);
     assert!(ok, "{out}\n{err}");
+    out
+}
+
+#[test]
+fn recommend_says_when_a_published_policy_beats_second_hit_at_the_chosen_size() {
+    // Every object comes back at once, twice, in a cache that holds them all: second-hit
+    // misses each second request, which S3-FIFO and the others serve, and so does always,
+    // whose eviction is S3-FIFO's.
+    let keys = (0..300).flat_map(|object| (0..3).map(move |_| format!("/o/{object}")));
+    let out = recommend_on(keys, "100%");
     assert!(
         out.contains("more than second-hit; always, which evicts as S3-FIFO does, is within"),
         "the verdict names the published policy and that always matches it: {out}"
@@ -362,23 +368,9 @@ fn recommend_says_why_always_wins_when_the_cache_holds_everything_requested_agai
     // 290 of 300 objects requested once, in a cache that holds all of them: nothing is
     // ever pushed out, so keeping the one-hit wonders out saves only disk writes, and
     // second-hit misses each hot object's second request.
-    let dir = tempfile::tempdir().expect("temp dir");
-    let trace = dir.path().join("wonders.csv");
     let hot = (0..30).flat_map(|_| (0..10).map(|object| format!("/hot/{object}")));
     let once = (0..290).map(|object| format!("/once/{object}"));
-    let text: String = (hot.chain(once).enumerate())
-        .map(|(at, key)| format!("{at},{key},10000\n"))
-        .collect();
-    std::fs::write(&trace, text).expect("write trace");
-    let (ok, out, err) = run(&[
-        "simulate".as_ref(),
-        "--trace".as_ref(),
-        trace.as_os_str(),
-        "--cache-size".as_ref(),
-        "10MiB".as_ref(),
-        "--recommend".as_ref(),
-    ]);
-    assert!(ok, "{out}\n{err}");
+    let out = recommend_on(hot.chain(once), "10MiB");
     assert!(
         out.contains("96.7% of the distinct objects are requested once"),
         "{out}"
