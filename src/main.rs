@@ -12,10 +12,9 @@ use secondhit::bench::cli::{BenchArgs, SimulateArgs};
 use secondhit::config::Config;
 use secondhit::lifecycle::{PidFile, Reloader, Signals};
 use secondhit::logging::LogReload;
+use secondhit::man;
 use secondhit::server::StartError;
 use secondhit::server::{Listeners, Server};
-
-mod man;
 
 /// mimalloc instead of the system allocator: a request allocates and frees dozens of
 /// small buffers (header maps, bytes, futures), and glibc's malloc spent more CPU time on
