@@ -317,7 +317,17 @@ impl PidFile {
         let mut temporary = path.as_os_str().to_owned();
         temporary.push(".tmp");
         let temporary = PathBuf::from(temporary);
-        std::fs::write(&temporary, &contents)?;
+        // A new file, never one found there (a link an attacker placed would be followed).
+        match std::fs::remove_file(&temporary) {
+            Err(error) if error.kind() != std::io::ErrorKind::NotFound => return Err(error),
+            _ => {}
+        }
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&temporary)?;
+        std::io::Write::write_all(&mut file, contents.as_bytes())?;
+        drop(file);
         if let Err(error) = std::fs::rename(&temporary, path) {
             let _ = std::fs::remove_file(&temporary);
             return Err(error);

@@ -156,10 +156,14 @@ fn site_name(site: &str) -> Result<String, String> {
     }
     let authority: http::uri::Authority = site.parse().map_err(|_| wrong())?;
     let key = purge_key(&format!("http://{}/", authority.host())).map_err(|_| wrong())?;
-    Ok(match authority.port_u16() {
-        Some(port) => format!("{}:{port}", key.authority()),
-        None => key.authority().to_owned(),
-    })
+    // A port that is no number of 0..=65535 is an error, never a host alone: that would
+    // purge every port.
+    let has_port = authority.as_str().len() > authority.host().len();
+    match (has_port, authority.port_u16()) {
+        (false, _) => Ok(key.authority().to_owned()),
+        (true, Some(port)) => Ok(format!("{}:{port}", key.authority())),
+        (true, None) => Err(wrong()),
+    }
 }
 
 impl Proxy {
@@ -304,6 +308,8 @@ mod tests {
             "url=/x",
             "soft=1",
             "site=a/b",
+            "site=a:99999",
+            "site=a:",
             "tag=a&soft=yes",
         ] {
             assert!(parse(bad).is_err(), "{bad:?}");
