@@ -27,6 +27,7 @@ use serde::Serialize;
 
 pub mod access_format;
 mod changes;
+mod include;
 mod object_size;
 mod purge;
 pub mod rules;
@@ -658,21 +659,32 @@ pub enum ConfigError {
         /// The rule broken, with the offending value.
         reason: String,
     },
+    /// An error in a fragment file the main file's `include` names, or in a key it set
+    /// last.
+    #[error("{}: {source}", file.display())]
+    InFile {
+        /// The fragment.
+        file: PathBuf,
+        /// What is wrong in it.
+        source: Box<ConfigError>,
+    },
 }
 
 impl Config {
-    /// Reads and validates the TOML file at `path`.
+    /// Reads and validates the TOML file at `path`, with the fragment files its
+    /// `include` names merged over it (see `include` for the order and the rules).
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
             path: path.to_owned(),
             source,
         })?;
-        let config = Self::from_toml_str(&text)?;
+        let config = include::load(path, &text)?;
         tracing::debug!(path = %path.display(), "config loaded");
         Ok(config)
     }
 
-    /// Parses and validates TOML text; an empty text gives [`Config::default`].
+    /// Parses and validates TOML text; an empty text gives [`Config::default`]. The text
+    /// may not `include` fragments: only [`Config::load`] has a file they are relative to.
     pub fn from_toml_str(text: &str) -> Result<Config, ConfigError> {
         validate::parse(text)
     }

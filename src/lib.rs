@@ -35,9 +35,11 @@
 //! - [`clock`]: the integration tests make the proxy's wall clock follow tokio's (paused)
 //!   clock with [`clock::follow_tokio_time`].
 //! - `bench` (feature `bench`): the `bench` and `simulate` commands.
+//! - [`man`]: the man pages `secondhit man` writes.
 //!
 //! Every other module is crate-private.
 
+pub mod man;
 pub mod lifecycle;
 #[cfg(feature = "bench")]
 pub mod bench;

@@ -17,9 +17,11 @@
 //! - SIGUSR1: the access log in use reopens its file by path (after logrotate moved it).
 //!
 //! The handlers are installed by [`Signals::install`] before the server accepts anything,
-//! so an early SIGHUP never meets the default action (which would end the process).
+//! so an early SIGHUP never meets the default action (which would end the process), and
+//! before `server.pid_file` is written ([`PidFile`]), so that a signal sent to the pid
+//! it names is always handled.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::access_log::{AccessLog, AccessLogError};
@@ -291,6 +293,57 @@ impl Signals {
                     reloader.parts.live.load().access_log.reopen();
                 }
             }
+        }
+    }
+}
+
+/// The file `server.pid_file` names, holding this process's id while it runs.
+///
+/// Written once the signal handlers are installed, so that whoever reads it (logrotate's
+/// `kill -USR1`) never meets a signal's default action, which would end the process.
+/// Dropping it removes the file if it still holds this process's id: another process
+/// started on the same file since owns it now.
+#[derive(Debug)]
+pub struct PidFile {
+    path: PathBuf,
+    contents: String,
+}
+
+impl PidFile {
+    /// Writes this process's id to `path`: to a temporary file beside it first, then
+    /// renamed into place, so that a reader never sees a half-written number.
+    pub fn write(path: &Path) -> std::io::Result<PidFile> {
+        let contents = format!("{}\n", std::process::id());
+        let mut temporary = path.as_os_str().to_owned();
+        temporary.push(".tmp");
+        let temporary = PathBuf::from(temporary);
+        // A new file, never one found there (a link an attacker placed would be followed).
+        match std::fs::remove_file(&temporary) {
+            Err(error) if error.kind() != std::io::ErrorKind::NotFound => return Err(error),
+            _ => {}
+        }
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&temporary)?;
+        std::io::Write::write_all(&mut file, contents.as_bytes())?;
+        drop(file);
+        if let Err(error) = std::fs::rename(&temporary, path) {
+            let _ = std::fs::remove_file(&temporary);
+            return Err(error);
+        }
+        Ok(PidFile {
+            path: path.to_owned(),
+            contents,
+        })
+    }
+}
+
+impl Drop for PidFile {
+    fn drop(&mut self) {
+        let ours = std::fs::read_to_string(&self.path).is_ok_and(|text| text == self.contents);
+        if ours && let Err(error) = std::fs::remove_file(&self.path) {
+            tracing::warn!(path = %self.path.display(), %error, "cannot remove the pid file");
         }
     }
 }

@@ -10,8 +10,9 @@ use clap::{CommandFactory, Parser, Subcommand};
 #[cfg(feature = "bench")]
 use secondhit::bench::cli::{BenchArgs, SimulateArgs};
 use secondhit::config::Config;
-use secondhit::lifecycle::{Reloader, Signals};
+use secondhit::lifecycle::{PidFile, Reloader, Signals};
 use secondhit::logging::LogReload;
+use secondhit::man;
 use secondhit::server::StartError;
 use secondhit::server::{Listeners, Server};
 
@@ -88,10 +89,12 @@ enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
-    /// Print the man page secondhit(1) on stdout, or with --dir write it and one page per
-    /// command (secondhit-serve(1), ...) into a directory.
+    /// Print the man page secondhit(1) on stdout, or with --dir write it, one page per
+    /// command (secondhit-serve(1), ...) and the config file's, secondhit.toml(5), into a
+    /// directory.
     Man {
-        /// Write secondhit.1 and a page per command into this existing directory instead.
+        /// Write secondhit.1, a page per command and secondhit.toml.5 into this existing
+        /// directory instead.
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
     },
@@ -145,13 +148,12 @@ fn completions(shell: clap_complete::Shell) -> ExitCode {
     }
 }
 
-/// Renders the man pages from the parser's own definition, so they never disagree with
-/// `--help`: secondhit(1) on stdout, or every page into `dir`.
+/// Renders the man pages (see `man`): secondhit(1) on stdout, or every page into `dir`.
 fn man(dir: Option<PathBuf>) -> ExitCode {
     let command = Cli::command();
     let written = match &dir {
-        Some(dir) => clap_mangen::generate_to(command, dir),
-        None => clap_mangen::Man::new(command).render(&mut std::io::stdout()),
+        Some(dir) => man::write_all(command, dir),
+        None => man::main_page(command, &mut std::io::stdout()),
     };
     match written {
         Ok(()) => ExitCode::SUCCESS,
@@ -293,9 +295,26 @@ async fn run_server(
             return ExitCode::FAILURE;
         }
     };
+    // After the handlers: a signal sent to the pid the file names must find them.
+    let pid_file = match config
+        .server
+        .pid_file
+        .as_deref()
+        .map(|path| (path, PidFile::write(path)))
+    {
+        Some((path, Err(error))) => {
+            let path = path.display();
+            tracing::error!(%error, %path, "server.pid_file: cannot write it");
+            eprintln!("secondhit: server.pid_file: cannot write {path}: {error}");
+            return ExitCode::FAILURE;
+        }
+        Some((_, Ok(written))) => Some(written),
+        None => None,
+    };
     log_listening(&server, config);
     let reloader = Reloader::new(path, server.live_parts(), Some(log_reload));
     server.run(signals.until_stopped(reloader)).await;
+    drop(pid_file);
     ExitCode::SUCCESS
 }
 

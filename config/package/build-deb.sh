@@ -19,7 +19,7 @@ mkdir -p "$assets/man"
 bin="$target/release/secondhit"
 "$bin" man --dir "$assets/man"
 # cargo-deb compresses the man pages of the source tree, not those under target/release/.
-gzip -9n "$assets"/man/*.1
+gzip -9n "$assets"/man/*.1 "$assets"/man/*.5
 "$bin" completions bash >"$assets/secondhit.bash"
 "$bin" completions zsh >"$assets/_secondhit"
 "$bin" completions fish >"$assets/secondhit.fish"

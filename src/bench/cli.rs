@@ -303,6 +303,11 @@ pub fn simulate(args: &SimulateArgs) -> Result<String, String> {
     Ok(text)
 }
 
+/// Where the fragment goes, after the report.
+const DROP_IN: &str = "copy it into a directory your config file's `include` names (the \
+                       package's: /etc/secondhit/conf.d/), where its keys replace the main \
+                       file's";
+
 /// `simulate --recommend [FILE]`: the report, and the fragment written to `out` or printed.
 fn recommend(
     args: &SimulateArgs,
@@ -345,12 +350,14 @@ fn recommend(
         Some(path) => {
             write_file("--recommend", path, &recommendation.fragment)?;
             text.push_str(&format!(
-                "\nconfig fragment written to {}\n",
+                "\nconfig fragment written to {}: {DROP_IN}\n",
                 path.display()
             ));
         }
         None => {
-            text.push_str("\nconfig fragment:\n\n");
+            text.push_str(&format!(
+                "\nTo use the config fragment below, {DROP_IN}.\nconfig fragment:\n\n"
+            ));
             text.push_str(&recommendation.fragment);
         }
     }

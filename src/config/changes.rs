@@ -64,6 +64,8 @@ const RESTART: &[(&str, KeepRunning)] = &[
     // Privileges are dropped once, after binding: there is no way back to change them.
     restart!(server.user),
     restart!(server.group),
+    // The pid file is written once, at start, and removed by the process that wrote it.
+    restart!(server.pid_file),
     // A TLS listener added, removed or moved: a listener to bind or close. Its
     // certificates are live.
     restart!(server.tls),
@@ -307,6 +309,7 @@ mod tests {
         config.server.workers = Some(2);
         config.server.user = Some("nobody".to_owned());
         config.server.group = Some("nogroup".to_owned());
+        config.server.pid_file = Some("/run/secondhit/secondhit.pid".into());
         config.server.tls = Some(TlsConfig {
             listen: "127.0.0.1:8443".parse().expect("address"),
             certificates: vec![CertificateFiles {
@@ -413,6 +416,54 @@ mod tests {
             assert!(
                 keys.iter().any(|key| key == row),
                 "docs/guide/configure.md documents {row}, which is no key of the config"
+            );
+        }
+    }
+
+    /// The backquoted words of the paragraph of docs/guide/reload.md that starts with
+    /// `start`, to the next blank line.
+    fn reload_guide_words(start: &str) -> Vec<String> {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/guide/reload.md");
+        let guide = std::fs::read_to_string(path).expect("read docs/guide/reload.md");
+        let paragraph: Vec<&str> = (guide.lines())
+            .skip_while(|line| !line.starts_with(start))
+            .take_while(|line| !line.trim().is_empty())
+            .collect();
+        assert!(
+            !paragraph.is_empty(),
+            "docs/guide/reload.md has no {start:?}"
+        );
+        let text = paragraph.join(" ");
+        text.split('`')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_owned)
+            .collect()
+    }
+
+    #[test]
+    fn the_reload_guide_puts_every_key_on_the_side_the_code_does() {
+        let live = reload_guide_words("**What a reload applies.**");
+        let restart = reload_guide_words("**What needs a restart**");
+        // A key is named itself, or by its section (`[origin]`, "the rest of `[server]`").
+        let covers = |words: &[String], key: &str| {
+            let section = key.split('.').next().unwrap_or(key);
+            words
+                .iter()
+                .any(|word| *word == key || *word == format!("[{section}]"))
+        };
+        for key in every_key() {
+            let (side, other, named) = match LIVE.contains(&key.as_str()) {
+                true => (&live, &restart, "applied by a reload"),
+                false => (&restart, &live, "in need of a restart"),
+            };
+            assert!(
+                covers(side, &key),
+                "docs/guide/reload.md does not name {key} among the keys {named}"
+            );
+            assert!(
+                !other.contains(&key),
+                "docs/guide/reload.md names {key} on the wrong side: it is {named}"
             );
         }
     }

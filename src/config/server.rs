@@ -62,6 +62,10 @@ pub struct ServerConfig {
     pub user: Option<String>,
     /// The group to run as with `user` (by name); `None`: the user's primary group.
     pub group: Option<String>,
+    /// A file `serve` writes its process id to once its signal handlers are installed and
+    /// removes at a clean exit (an absolute path); `None`: none. Where no service manager
+    /// knows the process, logrotate finds whom to send SIGUSR1 here.
+    pub pid_file: Option<PathBuf>,
     /// `[server.tls]`: a TLS listener beside `listen`; `None`: none.
     pub tls: Option<TlsConfig>,
 }
@@ -105,6 +109,7 @@ impl Default for ServerConfig {
             blocking_threads: 32,
             user: None,
             group: None,
+            pid_file: None,
             tls: None,
             unknown_host: UnknownHost::Misdirected,
         }

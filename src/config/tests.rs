@@ -21,6 +21,7 @@ pub(super) fn kind(e: &ConfigError) -> &'static str {
         ConfigError::Parse(_) => "parse",
         ConfigError::Invalid { .. } => "invalid",
         ConfigError::InvalidAt { .. } => "invalid-at",
+        ConfigError::InFile { .. } => "in-file",
     }
 }
 

@@ -29,9 +29,33 @@ use values::{
     within,
 };
 
-/// Parses TOML text and validates it into a [`Config`].
+/// Parses TOML text and validates it into a [`Config`]; the text may not `include`
+/// others (only a file has a place its patterns are relative to: `include::load`).
 pub(super) fn parse(text: &str) -> Result<Config, ConfigError> {
-    let raw: RawConfig = toml::from_str(text).map_err(|e| parse_error(text, &e))?;
+    let raw = read_raw(text)?;
+    if raw
+        .include
+        .as_ref()
+        .is_some_and(|patterns| !patterns.is_empty())
+    {
+        let reason = "is read only from a config file (secondhit check-config FILE)".to_owned();
+        return Err(invalid("include", reason));
+    }
+    validate(raw)
+}
+
+/// Reads TOML text into the raw layer: an unknown key or a value of the wrong type is an
+/// error naming the key and its line.
+pub(super) fn read_raw(text: &str) -> Result<RawConfig, ConfigError> {
+    toml::from_str(text).map_err(|e| parse_error(text, &e))
+}
+
+/// Validates the merged tables of a file and its fragments, each of which
+/// [`read_raw`] has read already.
+pub(super) fn parse_merged(merged: toml::Table) -> Result<Config, ConfigError> {
+    let raw: RawConfig = toml::Value::Table(merged)
+        .try_into()
+        .map_err(|e: toml::de::Error| ConfigError::Parse(e.to_string().trim_end().to_owned()))?;
     validate(raw)
 }
 
@@ -40,7 +64,9 @@ pub(super) fn parse(text: &str) -> Result<Config, ConfigError> {
 
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields, default, expecting = "a table of sections")]
-struct RawConfig {
+pub(super) struct RawConfig {
+    /// The fragment files to merge over this one (`include::load`); not a setting.
+    pub(super) include: Option<Vec<String>>,
     server: server::RawServer,
     origin: RawOrigin,
     cache: RawCache,

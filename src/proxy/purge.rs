@@ -7,7 +7,7 @@
 //! | `url=<absolute URL>` | that URL's entry, every `Vary` variant of it included (404 when nothing was stored) |
 //! | `tag=<tag>` | every entry carrying the tag (exact match); repeat `tag=` or separate tags with spaces for several |
 //! | `prefix=<absolute URL>` | every entry whose key starts with it, within its host (`http://example.com/img/`) |
-//! | `site=<host[:port]>` | every entry of that host, over `http://` and `https://` alike |
+//! | `site=<host[:port]>` | every entry of that host, over `http://` and `https://` alike: of every port without one, of that port with one |
 //! | `soft=1` (beside any) | marks them stale instead (revalidated before they are served fresh again) |
 //!
 //! The answer is one JSON object: `{"purged": <entries>, "soft": <bool>, ...}` with the
@@ -147,15 +147,23 @@ pub(crate) fn purge_key(url: &str) -> Result<CacheKey, String> {
     CacheKey::from_request(&parts, scheme).map_err(|e| e.to_string())
 }
 
-/// `site=`'s host, as keys hold it: lower case, with the port unless it is the default
-/// one (`example.com`, `example.com:8080`).
+/// `site=`'s host, as keys hold it (lower case, without a trailing dot), with the port
+/// given, if any, written canonically: `example.com` (every port), `example.com:8080`.
 fn site_name(site: &str) -> Result<String, String> {
     let wrong = || format!("{site:?} is not a host name (e.g. example.com or example.com:8080)");
     if site.is_empty() || site.contains(['/', '?', '#', '@', ' ']) {
         return Err(wrong());
     }
-    let key = purge_key(&format!("http://{site}/")).map_err(|_| wrong())?;
-    Ok(key.authority().to_owned())
+    let authority: http::uri::Authority = site.parse().map_err(|_| wrong())?;
+    let key = purge_key(&format!("http://{}/", authority.host())).map_err(|_| wrong())?;
+    // A port that is no number of 0..=65535 is an error, never a host alone: that would
+    // purge every port.
+    let has_port = authority.as_str().len() > authority.host().len();
+    match (has_port, authority.port_u16()) {
+        (false, _) => Ok(key.authority().to_owned()),
+        (true, Some(port)) => Ok(format!("{}:{port}", key.authority())),
+        (true, None) => Err(wrong()),
+    }
 }
 
 impl Proxy {
@@ -287,6 +295,10 @@ mod tests {
         );
         assert_eq!(
             parse("site=Example.COM:80").map(|r| r.target),
+            Ok(PurgeTarget::Site("example.com:80".to_owned()))
+        );
+        assert_eq!(
+            parse("site=Example.COM.").map(|r| r.target),
             Ok(PurgeTarget::Site("example.com".to_owned()))
         );
         for bad in [
@@ -296,6 +308,8 @@ mod tests {
             "url=/x",
             "soft=1",
             "site=a/b",
+            "site=a:99999",
+            "site=a:",
             "tag=a&soft=yes",
         ] {
             assert!(parse(bad).is_err(), "{bad:?}");

@@ -43,7 +43,9 @@ pub enum PurgeSelector {
     /// Entries whose key starts with this text (`http://host/path/` prefix, normalised
     /// as keys are).
     Prefix(String),
-    /// Entries of this authority (`host` or `host:port`), under either scheme.
+    /// Entries of this host: a host alone (`example.com`) names every port of it, a host
+    /// with a port (`example.com:8080`) that port only, where a key on its scheme's
+    /// default port carries none. Under either scheme.
     Site(String),
     /// The entry of this key, and every variant of it when it varies.
     Url(String),
@@ -55,7 +57,7 @@ impl PurgeSelector {
         match self {
             PurgeSelector::Tag(tag) => tags.iter().any(|t| **t == **tag),
             PurgeSelector::Prefix(prefix) => key.starts_with(prefix.as_str()),
-            PurgeSelector::Site(site) => authority(key) == site,
+            PurgeSelector::Site(site) => of_site(key, site),
             PurgeSelector::Url(url) => key == url || base_url(key) == Some(url.as_str()),
         }
     }
@@ -65,8 +67,8 @@ impl PurgeSelector {
     fn group(&self) -> (Map, &str) {
         match self {
             PurgeSelector::Tag(tag) => (Map::Tag, tag),
-            PurgeSelector::Prefix(prefix) => (Map::Site, authority(prefix)),
-            PurgeSelector::Site(site) => (Map::Site, site),
+            PurgeSelector::Prefix(prefix) => (Map::Site, host(authority(prefix))),
+            PurgeSelector::Site(site) => (Map::Site, host(site)),
             PurgeSelector::Url(url) => (Map::Url, url),
         }
     }
@@ -84,6 +86,30 @@ pub(crate) fn authority(key: &str) -> &str {
     let rest = key.split_once("://").map_or(key, |(_, rest)| rest);
     let end = rest.find(['/', '?', ' ']).unwrap_or(rest.len());
     &rest[..end]
+}
+
+/// The host of an authority, its port left out (an IPv6 literal keeps its brackets).
+fn host(authority: &str) -> &str {
+    let end = match authority.starts_with('[') {
+        true => authority.find(']').map_or(authority.len(), |end| end + 1),
+        false => authority.find(':').unwrap_or(authority.len()),
+    };
+    &authority[..end]
+}
+
+/// Whether the entry of `key` is of `site` (see [`PurgeSelector::Site`]): an operator who
+/// names a host means all of it, whichever port its clients used.
+fn of_site(key: &str, site: &str) -> bool {
+    let (authority, site_host) = (authority(key), host(site));
+    let Some(port) = site[site_host.len()..].strip_prefix(':') else {
+        return host(authority) == site;
+    };
+    let default_port = match key.split_once("://") {
+        Some(("http", _)) => "80",
+        Some(("https", _)) => "443",
+        _ => return authority == site,
+    };
+    authority == site || (authority == site_host && port == default_port)
 }
 
 /// The URL a variant's key belongs to (see `CacheKey::variant`); `None` for other keys.
@@ -207,7 +233,7 @@ impl Catalog {
             tags: tags.iter().map(|tag| tag.as_str().into()).collect(),
             tag_cost,
         };
-        self.join(Map::Site, authority(key), key_hash);
+        self.join(Map::Site, host(authority(key)), key_hash);
         if let Some(base) = base_url(key) {
             self.join(Map::Url, base, key_hash);
         }
@@ -226,7 +252,7 @@ impl Catalog {
 
     /// Takes `record` out of the reverse maps and gives back its tags' charge.
     fn unlink_record(&self, key_hash: u128, record: &Record) {
-        self.leave(Map::Site, authority(&record.key), key_hash);
+        self.leave(Map::Site, host(authority(&record.key)), key_hash);
         if let Some(base) = base_url(&record.key) {
             self.leave(Map::Url, base, key_hash);
         }
@@ -316,9 +342,14 @@ mod tests {
         let found: Vec<u128> = (1..=5)
             .filter(|&h| catalog.selected(h, &site).is_some())
             .collect();
-        assert_eq!(found, vec![1, 2, 4, 5]);
+        assert_eq!(found, vec![1, 2, 3, 4, 5]);
+        let default_port = PurgeSelector::Site("a:80".to_owned());
+        let found: Vec<u128> = (1..=5)
+            .filter(|&h| catalog.selected(h, &default_port).is_some())
+            .collect();
+        assert_eq!(found, vec![1, 4, 5]);
         let prefix = PurgeSelector::Prefix("http://a/img/".to_owned());
-        assert_eq!(catalog.members(&prefix, None), vec![1, 2, 4, 5]);
+        assert_eq!(catalog.members(&prefix, None), vec![1, 2, 3, 4, 5]);
         let found: Vec<u128> = (1..=5)
             .filter(|&h| catalog.selected(h, &prefix).is_some())
             .collect();
@@ -394,5 +425,30 @@ mod tests {
         assert_eq!(authority("http://a?q"), "a");
         assert_eq!(base_url("http://a/v vary=1-2"), Some("http://a/v"));
         assert_eq!(base_url("http://a/v"), None);
+        assert_eq!(host("a:8080"), "a");
+        assert_eq!(host("a"), "a");
+        assert_eq!(host("[::1]:8080"), "[::1]");
+        assert_eq!(host("[::1]"), "[::1]");
+    }
+
+    #[test]
+    fn a_site_without_a_port_is_every_port_of_its_host_and_one_with_a_port_that_port() {
+        let keys = [
+            "http://a/x",
+            "https://a/x",
+            "http://a:8080/x",
+            "https://a:443/x",
+            "http://ab/x",
+            "http://[::1]:8080/x",
+        ];
+        let selected = |site: &str| -> Vec<&str> {
+            keys.into_iter().filter(|key| of_site(key, site)).collect()
+        };
+        assert_eq!(selected("a"), keys[..4]);
+        assert_eq!(selected("a:8080"), ["http://a:8080/x"]);
+        assert_eq!(selected("a:80"), ["http://a/x"]);
+        assert_eq!(selected("a:443"), ["https://a/x", "https://a:443/x"]);
+        assert_eq!(selected("[::1]"), ["http://[::1]:8080/x"]);
+        assert_eq!(selected("[::1]:80"), Vec::<&str>::new());
     }
 }

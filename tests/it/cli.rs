@@ -272,7 +272,7 @@ fn completions_for_bash_zsh_and_fish_complete_the_commands() {
 }
 
 #[test]
-fn man_prints_secondhit_1_and_writes_a_page_per_command_to_a_directory() {
+fn man_prints_secondhit_1_and_writes_a_page_per_command_and_the_config_page_to_a_directory() {
     let page = stdout_of(&["man"]);
     assert!(page.starts_with(".ie"), "roff: {page}");
     assert!(page.contains(".TH secondhit 1"), "{page}");
@@ -280,6 +280,7 @@ fn man_prints_secondhit_1_and_writes_a_page_per_command_to_a_directory() {
         page.contains("check\\-config"),
         "lists the commands: {page}"
     );
+    assert_operator_sections(&page);
 
     let dir = tempfile::tempdir().expect("temp dir");
     let dir_arg = dir.path().to_str().expect("a UTF-8 temp path");
@@ -288,12 +289,118 @@ fn man_prints_secondhit_1_and_writes_a_page_per_command_to_a_directory() {
         "secondhit.1",
         "secondhit-serve.1",
         "secondhit-check-config.1",
+        "secondhit.toml.5",
     ] {
         let written = std::fs::read_to_string(dir.path().join(name))
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(written.contains(".TH secondhit"), "{name}: {written}");
+        assert_renders(&dir.path().join(name));
+    }
+    let main_page = std::fs::read_to_string(dir.path().join("secondhit.1")).expect("read");
+    assert_eq!(main_page, page, "the same secondhit(1) both ways");
+    // The config page holds the annotated example: every key of it.
+    let config_page = std::fs::read_to_string(dir.path().join("secondhit.toml.5")).expect("read");
+    assert!(
+        config_page.contains(".TH secondhit.toml 5"),
+        "{config_page}"
+    );
+    let example = include_str!("../../config/secondhit.toml");
+    let keys = example.lines().filter_map(|line| line.split_once(" = "));
+    for (key, _) in keys {
+        let key = format!("{} = ", key.trim_start_matches(['#', ' ']));
+        assert!(
+            config_page.contains(&key),
+            "secondhit.toml(5) lacks {key:?}"
+        );
     }
     let (code, stderr) = run(&["man", "--dir", "/nonexistent/secondhit-man"]);
     assert_eq!(code, Some(1), "{stderr}");
     assert!(stderr.contains("/nonexistent/secondhit-man"), "{stderr}");
+}
+
+/// secondhit(1)'s sections for operators: the signals, the files, the other pages.
+fn assert_operator_sections(page: &str) {
+    for needle in [
+        ".SH SIGNALS",
+        "SIGHUP",
+        "SIGUSR1",
+        ".SH FILES",
+        "/etc/secondhit/secondhit.toml",
+        "/etc/secondhit/conf.d/*.toml",
+        "/run/secondhit/secondhit.pid",
+        "/etc/logrotate.d/secondhit",
+        ".SH \"SEE ALSO\"",
+        "secondhit.toml (5)",
+        "secondhit\\-serve (1)",
+    ] {
+        assert!(
+            page.contains(needle),
+            "secondhit(1) lacks {needle:?}: {page}"
+        );
+    }
+}
+
+/// Where groff is installed, `page` renders with no warning (UTF-8 input read as man(1)
+/// reads it, through preconv: `-k`).
+fn assert_renders(page: &std::path::Path) {
+    let Ok(output) = Command::new("groff")
+        .args(["-k", "-man", "-Tutf8", "-ww", "-z"])
+        .arg(page)
+        .output()
+    else {
+        println!("groff not installed: {} not rendered", page.display());
+        return;
+    };
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success() && stderr.is_empty(),
+        "{}: {stderr}",
+        page.display()
+    );
+}
+
+#[test]
+fn check_config_reads_the_included_fragments_and_names_the_fragment_and_key_at_fault() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cache = dir.path().join("cache");
+    let fragments = dir.path().join("conf.d");
+    std::fs::create_dir(&fragments).expect("conf.d");
+    let main = format!(
+        "include = [\"{}/*.toml\"]\n[cache]\ndir = \"{}\"\nmax_size = \"1GiB\"\nmin_free = 0\n",
+        fragments.display(),
+        cache.display()
+    );
+    let path = write_config(dir.path(), &main);
+    let file = path.to_str().expect("utf-8 path");
+    let fragment = fragments.join("50-recommend.toml");
+    // A fragment overrides the main file's key: with it, max_object_size is over max_size.
+    std::fs::write(
+        &fragment,
+        "[cache]\nmax_size = \"1MiB\"\nmax_object_size = \"2MiB\"\n",
+    )
+    .expect("write the fragment");
+    let (code, stderr) = run(&["check-config", file]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("smaller than cache.max_object_size"),
+        "{stderr}"
+    );
+    let cases = [
+        ("[admission]\npolicy = \"sometimes\"\n", "admission.policy"),
+        ("[admission]\npolcy = \"always\"\n", "admission.polcy"),
+        ("include = [\"/etc/*.toml\"]\n", "include"),
+    ];
+    for (text, key) in cases {
+        std::fs::write(&fragment, text).expect("write the fragment");
+        let (code, stderr) = run(&["check-config", file]);
+        assert_eq!(code, Some(1), "{text:?}: {stderr}");
+        let named = format!("{}: {key}", fragment.display());
+        assert!(
+            stderr.contains(&named),
+            "{text:?} should name {named}: {stderr}"
+        );
+    }
+    std::fs::write(&fragment, "[admission]\npolicy = \"always\"\n").expect("write");
+    let (code, stderr) = run(&["check-config", file]);
+    assert_eq!(code, Some(0), "{stderr}");
 }

@@ -375,3 +375,83 @@ async fn a_reload_that_adds_the_first_site_warns_that_other_hosts_are_turned_awa
     assert_eq!(node.get("/after").await.status, 421);
     node.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pid_file_names_the_process_that_the_shipped_logrotate_script_signals() {
+    let logs = tempfile::tempdir().expect("temp dir");
+    let log = logs.path().join("access.log");
+    let pid_file = logs.path().join("run").join("secondhit.pid");
+    std::fs::create_dir(logs.path().join("run")).expect("the pid file's directory");
+    let access = format!("access_log = \"{}\"", log.display());
+    let pid_line = format!("pid_file = \"{}\"", pid_file.display());
+    let mut node = Running::start(&[("log", &access), ("server", &pid_line)]).await;
+    let written = std::fs::read_to_string(&pid_file).expect("serve wrote its pid file");
+    let pid = node.serve.child.id().expect("a running child");
+    assert_eq!(written, format!("{pid}\n"));
+
+    // logrotate's way without systemd: move the file, then run the shipped postrotate
+    // script, pointed at this process's pid file.
+    node.get("/before-rotation").await;
+    wait_for_line(&log, "/before-rotation").await;
+    std::fs::rename(&log, logs.path().join("access.log.1")).expect("move the log");
+    let mark = node.serve.log_mark();
+    let script = postrotate_script().replace(
+        "/run/secondhit/secondhit.pid",
+        &pid_file.display().to_string(),
+    );
+    let status = std::process::Command::new("sh")
+        .args(["-c", &script])
+        .status()
+        .expect("run the postrotate script");
+    assert!(status.success(), "the postrotate script: {status:?}");
+    node.serve
+        .wait_for_log_with(mark, &["access log reopened"])
+        .await;
+    node.get("/after-rotation").await;
+    wait_for_line(&log, "/after-rotation").await;
+    node.stop().await;
+    assert!(!pid_file.exists(), "a clean exit removes the pid file");
+}
+
+/// The commands between `postrotate` and `endscript` of config/package/logrotate.
+fn postrotate_script() -> String {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/config/package/logrotate");
+    let stanza = std::fs::read_to_string(path).expect("read config/package/logrotate");
+    let (_, after) = stanza
+        .split_once("postrotate")
+        .expect("a postrotate script");
+    let (script, _) = after.split_once("endscript").expect("an endscript");
+    script.to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_merges_the_included_fragments_over_the_main_file_the_last_by_name_winning() {
+    let origin = cacheable_origin().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    // The main file keeps the default policy (second-hit); the fragments, read in name
+    // order, set it twice: the later one, 20-always.toml, wins.
+    let main = format!(
+        "include = [\"conf.d/*.toml\"]\n{}",
+        config_text(dir.path(), origin.addr, &[])
+    );
+    write(dir.path(), &main);
+    let fragments = dir.path().join("conf.d");
+    std::fs::create_dir(&fragments).expect("conf.d");
+    std::fs::write(
+        fragments.join("20-always.toml"),
+        "[admission]\npolicy = \"always\"\n",
+    )
+    .expect("write a fragment");
+    std::fs::write(
+        fragments.join("10-second-hit.toml"),
+        "[admission]\npolicy = \"second-hit\"\n",
+    )
+    .expect("write a fragment");
+    std::fs::write(fragments.join("notes.txt"), "not a fragment").expect("write a note");
+    let node = Running::serve(origin, dir).await;
+    // "always": a URL is stored on its first request; the main file's other
+    // [admission] keys and its [cache] still apply.
+    assert!(node.get("/first").await.cache.stored);
+    assert!(node.dir.path().join("cache").is_dir());
+    node.stop().await;
+}

@@ -58,6 +58,7 @@ fn writable_dirs(settings: &[(String, String)]) -> Vec<PathBuf> {
         ("CacheDirectory", "/var/cache"),
         ("LogsDirectory", "/var/log"),
         ("StateDirectory", "/var/lib"),
+        ("RuntimeDirectory", "/run"),
     ] {
         for names in setting(settings, key) {
             dirs.extend(
@@ -116,6 +117,12 @@ fn assert_unit_fits_config(unit: &str, binary: &str, config_path: &str, config: 
         ),
         other => panic!("the packaged config should log to a file, not {other:?}"),
     }
+    let pid_file = config.server.pid_file.as_ref().expect("a pid file");
+    assert!(
+        writable.iter().any(|dir| pid_file.starts_with(dir)),
+        "server.pid_file {} is not among the unit's writable directories {writable:?}",
+        pid_file.display()
+    );
 }
 
 /// `[package.metadata.deb]` of Cargo.toml.
@@ -154,12 +161,19 @@ fn the_unit_runs_the_packaged_binary_on_the_packaged_config_where_it_may_write()
     assert_eq!(binary, "/usr/bin/secondhit");
     assert_eq!(config_path, CONFIG_PATH);
     let unit = read(&Path::new(ROOT).join("config/secondhit.service"));
-    let config = Config::from_toml_str(&read(
-        &Path::new(ROOT).join("config/package/secondhit.toml"),
-    ))
-    .expect("the packaged config loads");
+    // Loaded as a file: it includes /etc/secondhit/conf.d/*.toml.
+    let config = Config::load(&Path::new(ROOT).join("config/package/secondhit.toml"))
+        .expect("the packaged config loads");
     assert_unit_fits_config(&unit, &binary, &config_path, &config);
     assert_eq!(config.cache.dir, Path::new("/var/cache/secondhit"));
+    let logrotate = read(&Path::new(ROOT).join("config/package/logrotate"));
+    let pid_file = config.server.pid_file.as_ref().expect("a pid file");
+    let named = format!("pid_file={}", pid_file.display());
+    assert!(
+        logrotate.contains(&named),
+        "the logrotate stanza should signal the pid in {}: {logrotate}",
+        pid_file.display()
+    );
     let admin = config.server.admin_listen.expect("an admin listener");
     assert!(admin.ip().is_loopback(), "admin listener on {admin}");
 }
@@ -275,7 +289,7 @@ fn package_files(deb: &Path) -> Vec<String> {
 }
 
 /// The files the package must hold (the unit's directory is found apart).
-const EXPECTED_FILES: [&str; 12] = [
+const EXPECTED_FILES: [&str; 13] = [
     "/usr/bin/secondhit",
     CONFIG_PATH,
     "/etc/logrotate.d/secondhit",
@@ -284,6 +298,7 @@ const EXPECTED_FILES: [&str; 12] = [
     "/usr/share/man/man1/secondhit.1.gz",
     "/usr/share/man/man1/secondhit-serve.1.gz",
     "/usr/share/man/man1/secondhit-check-config.1.gz",
+    "/usr/share/man/man5/secondhit.toml.5.gz",
     "/usr/share/bash-completion/completions/secondhit",
     "/usr/share/zsh/vendor-completions/_secondhit",
     "/usr/share/fish/vendor_completions.d/secondhit.fish",
@@ -374,4 +389,49 @@ fn the_debian_package_installs_a_unit_and_a_config_that_check_config_accepts() {
     let bash = stdout(&run_ok(Command::new(&binary).args(["completions", "bash"])));
     let packaged = read(&root.join("usr/share/bash-completion/completions/secondhit"));
     assert_eq!(bash, packaged, "the packaged completions are the binary's");
+}
+
+/// The argument of each `sudo apt install` line of `text`.
+fn apt_install_paths(text: &str) -> Vec<String> {
+    (text.lines())
+        .filter_map(|line| line.trim().strip_prefix("sudo apt install "))
+        .map(|rest| rest.split_whitespace().next().unwrap_or("").to_owned())
+        .collect()
+}
+
+#[test]
+fn the_install_instructions_find_the_package_wherever_the_target_directory_is() {
+    // cargo deb writes the package to <target directory>/debian/.
+    let scratch = tempfile::tempdir().expect("temp dir");
+    let elsewhere = scratch.path().join("elsewhere");
+    let default = scratch.path().join("checkout");
+    for dir in [&elsewhere, &default.join("target")] {
+        std::fs::create_dir_all(dir.join("debian")).expect("a debian directory");
+        let deb = dir.join("debian/secondhit_0.1.0-1_amd64.deb");
+        std::fs::write(deb, b"").expect("a stand-in package");
+    }
+    for page in ["README.md", "docs/guide/install.md"] {
+        let paths = apt_install_paths(&read(&Path::new(ROOT).join(page)));
+        assert!(!paths.is_empty(), "{page} has no `sudo apt install` line");
+        for path in paths {
+            let expand = |command: &mut Command| {
+                let output = run_ok(command.args(["-c", &format!("echo {path}")]));
+                stdout(&output).trim().to_owned()
+            };
+            let with_dir = expand(
+                Command::new("sh")
+                    .env("CARGO_TARGET_DIR", &elsewhere)
+                    .current_dir(&default),
+            );
+            let expected = elsewhere.join("debian/secondhit_0.1.0-1_amd64.deb");
+            assert_eq!(with_dir, expected.display().to_string(), "{page}: {path}");
+            let without = expand(
+                Command::new("sh")
+                    .env_remove("CARGO_TARGET_DIR")
+                    .current_dir(&default),
+            );
+            let found = default.join(without.trim_start_matches("./"));
+            assert!(found.is_file(), "{page}: {path} gives {without}");
+        }
+    }
 }

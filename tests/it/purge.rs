@@ -523,3 +523,62 @@ async fn a_response_with_tags_beyond_the_per_entry_limits_is_not_stored() {
     assert_eq!(json["purged"], 1, "{json}");
     proxy.stop().await;
 }
+
+/// Stores `path` requested with `Host: host` (until a hit).
+async fn store_as(proxy: &TestProxy, host: &str, path: &str) {
+    let url = proxy.url(path);
+    send_until_hit(|| client().get(&url).header("host", host)).await;
+}
+
+/// Whether `path` requested with `Host: host` is a hit.
+async fn hit_as(proxy: &TestProxy, host: &str, path: &str) -> bool {
+    send(client().get(proxy.url(path)).header("host", host))
+        .await
+        .cache
+        .hit
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_site_purge_without_a_port_reaches_every_port_of_that_host_and_one_with_a_port_that_port()
+{
+    let origin = tagging_origin("max-age=3600").await;
+    let proxy = storing_proxy(&origin, |_| {}).await;
+    let hosts = [
+        "cdn.example.com:8080",
+        "CDN.example.com:9000",
+        "cdn.example.com",
+        "other.example.com:8080",
+        "cdn.example.com.evil:8080",
+    ];
+    let store = async || {
+        for host in hosts {
+            store_as(&proxy, host, "/a.css").await;
+        }
+    };
+    store().await;
+    let (status, json) = purge(&proxy, "site=cdn.example.com").await;
+    assert_eq!((status, &json["purged"]), (200, &3.into()), "{json}");
+    let mut left = Vec::new();
+    for host in hosts {
+        left.push(hit_as(&proxy, host, "/a.css").await);
+    }
+    assert_eq!(
+        left,
+        [false, false, false, true, true],
+        "hits after the purge"
+    );
+
+    // With a port, that port only; the default port is the entry keyed without one.
+    store().await;
+    for (site, purged) in [("cdn.example.com:8080", 0), ("cdn.example.com:80", 2)] {
+        let (status, json) = purge(&proxy, &format!("site={site}")).await;
+        assert_eq!(
+            (status, &json["purged"]),
+            (200, &1.into()),
+            "{site}: {json}"
+        );
+        assert!(!hit_as(&proxy, hosts[purged], "/a.css").await, "{site}");
+    }
+    assert!(hit_as(&proxy, hosts[1], "/a.css").await, "port 9000 kept");
+    proxy.stop().await;
+}

@@ -114,6 +114,25 @@ fn recommend_finds_the_settings_the_trace_was_built_for() {
         "{text}"
     );
     assert_eq!(config.admission.rotate, RotateMode::Fill, "{text}");
+    // And it drops into a directory a config file includes, overriding the file's keys.
+    assert!(
+        stdout.contains("include"),
+        "says how to drop it in: {stdout}"
+    );
+    assert!(text.contains("conf.d"), "says how to drop it in: {text}");
+    let conf_d = dir.path().join("conf.d");
+    std::fs::create_dir(&conf_d).expect("conf.d");
+    std::fs::copy(&fragment, conf_d.join("50-recommend.toml")).expect("copy the fragment");
+    let main = dir.path().join("secondhit.toml");
+    std::fs::write(
+        &main,
+        "include = [\"conf.d/*.toml\"]\n[cache]\nmax_size = \"1GiB\"\n\
+         [admission]\npolicy = \"always\"\nexpected_urls = 7\nmax_age = \"1h\"\n",
+    )
+    .expect("write the main file");
+    let merged = Config::load(&main).expect("the main file and the fragment load");
+    assert_eq!(merged.admission, config.admission);
+    assert_eq!(merged.cache.max_size, config.cache.max_size);
     let two_percent = (HOT + WONDERS) * SIZE / 50;
     let max_size = config.cache.max_size;
     assert!(
@@ -306,17 +325,13 @@ fn recommend_raises_an_object_limit_that_keeps_the_trace_out_of_the_cache() {
     );
 }
 
-#[test]
-fn recommend_says_when_a_published_policy_beats_second_hit_at_the_chosen_size() {
-    // Every object comes back at once, twice, in a cache that holds them all: second-hit
-    // misses each second request, which S3-FIFO and the others serve, and so does always,
-    // whose eviction is S3-FIFO's.
+/// `simulate --recommend` on a trace of `keys`, one a second, each 10000 bytes, with
+/// `--cache-size cache_size`: its output.
+fn recommend_on(keys: impl Iterator<Item = String>, cache_size: &str) -> String {
     let dir = tempfile::tempdir().expect("temp dir");
-    let trace = dir.path().join("repeats.csv");
-    let text: String = (0..300)
-        .flat_map(|object| (0..3).map(move |round| (object, round)))
-        .enumerate()
-        .map(|(at, (object, _))| format!("{at},/o/{object},10000\n"))
+    let trace = dir.path().join("trace.csv");
+    let text: String = (keys.enumerate())
+        .map(|(at, key)| format!("{at},{key},10000\n"))
         .collect();
     std::fs::write(&trace, text).expect("write trace");
     let (ok, out, err) = run(&[
@@ -324,10 +339,20 @@ fn recommend_says_when_a_published_policy_beats_second_hit_at_the_chosen_size() 
         "--trace".as_ref(),
         trace.as_os_str(),
         "--cache-size".as_ref(),
-        "100%".as_ref(),
+        cache_size.as_ref(),
         "--recommend".as_ref(),
     ]);
     assert!(ok, "{out}\n{err}");
+    out
+}
+
+#[test]
+fn recommend_says_when_a_published_policy_beats_second_hit_at_the_chosen_size() {
+    // Every object comes back at once, twice, in a cache that holds them all: second-hit
+    // misses each second request, which S3-FIFO and the others serve, and so does always,
+    // whose eviction is S3-FIFO's.
+    let keys = (0..300).flat_map(|object| (0..3).map(move |_| format!("/o/{object}")));
+    let out = recommend_on(keys, "100%");
     assert!(
         out.contains("more than second-hit; always, which evicts as S3-FIFO does, is within"),
         "the verdict names the published policy and that always matches it: {out}"
@@ -336,4 +361,26 @@ fn recommend_says_when_a_published_policy_beats_second_hit_at_the_chosen_size() 
         out.contains("Recommended: policy = \"always\""),
         "always is recommended: {out}"
     );
+}
+
+#[test]
+fn recommend_says_why_always_wins_when_the_cache_holds_everything_requested_again() {
+    // 290 of 300 objects requested once, in a cache that holds all of them: nothing is
+    // ever pushed out, so keeping the one-hit wonders out saves only disk writes, and
+    // second-hit misses each hot object's second request.
+    let hot = (0..30).flat_map(|_| (0..10).map(|object| format!("/hot/{object}")));
+    let once = (0..290).map(|object| format!("/once/{object}"));
+    let out = recommend_on(hot.chain(once), "10MiB");
+    assert!(
+        out.contains("96.7% of the distinct objects are requested once"),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "at this size the cache holds everything the trace requests again: always \
+             fetches each of the 300 objects from the origin once"
+        ),
+        "the verdict says why always wins despite the one-hit wonders: {out}"
+    );
+    assert!(out.contains("Recommended: policy = \"always\""), "{out}");
 }

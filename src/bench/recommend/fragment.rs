@@ -47,17 +47,15 @@ fn policy_verdict(recommendation: &Recommendation) -> String {
     if recommendation.second_hit_costs_hits() {
         format!(
             "second-hit costs hits on this trace at this size: {:.2}% byte hit ratio against \
-             {:.2}% for always ({:.2} points less), for {:.1}% fewer disk write bytes. It \
-             misses every object's second request, which pays off only where the one-hit \
-             wonders it keeps out would push objects requested again out of the cache; here \
-             {once:.1}% of the distinct objects are requested once. Recommended: policy = \
-             \"always\", or \"shadow\" to measure the trade on live traffic first (it stores \
-             like always and counts the writes second-hit would avoid and the hits it would \
-             lose).",
+             {:.2}% for always ({:.2} points less), for {:.1}% fewer disk write bytes. {} \
+             Recommended: policy = \"always\", or \"shadow\" to measure the trade on live \
+             traffic first (it stores like always and counts the writes second-hit would \
+             avoid and the hits it would lose).",
             second.byte_hit_ratio * 100.0,
             always.byte_hit_ratio * 100.0,
             (always.byte_hit_ratio - second.byte_hit_ratio) * 100.0,
             fewer_writes(second, always),
+            why_always(recommendation, once),
         )
     } else {
         format!(
@@ -74,6 +72,31 @@ fn policy_verdict(recommendation: &Recommendation) -> String {
     }
 }
 
+/// Why second-hit costs hits here, where `once` percent of the objects are requested once:
+/// a cache that holds everything requested again is the case where the one-hit wonders,
+/// however many, push nothing out, which a reader seeing their share would not guess.
+fn why_always(recommendation: &Recommendation, once: f64) -> String {
+    let trace = &recommendation.trace;
+    // Always fetched each object once: every request after an object's first was a hit.
+    let holds_everything = recommendation.always.origin_requests == Some(trace.objects);
+    match holds_everything {
+        true => format!(
+            "{once:.1}% of the distinct objects are requested once, but at this size the \
+             cache holds everything the trace requests again: always fetches each of the {} \
+             objects from the origin once ({} of unique bytes), so the one-hit wonders it \
+             stores push out nothing requested again. Keeping them out saves disk writes \
+             only, and second-hit misses each object's second request.",
+            trace.objects,
+            human_bytes(trace.unique_bytes),
+        ),
+        false => format!(
+            "It misses every object's second request, which pays off only where the one-hit \
+             wonders it keeps out would push objects requested again out of the cache; here \
+             {once:.1}% of the distinct objects are requested once."
+        ),
+    }
+}
+
 /// How many percent fewer body bytes `second` wrote to disk than `always`.
 fn fewer_writes(second: &PolicyReport, always: &PolicyReport) -> f64 {
     let baseline = always.disk_write_bytes.unwrap_or(0);
@@ -82,6 +105,18 @@ fn fewer_writes(second: &PolicyReport, always: &PolicyReport) -> f64 {
     }
     100.0 * (1.0 - second.disk_write_bytes.unwrap_or(0) as f64 / baseline as f64)
 }
+
+/// How the fragment is used, at its top: as a file in a directory the config includes.
+const DROP_IN: &str = "\
+# Save this as a file in a directory your config file includes, e.g.
+# /etc/secondhit/conf.d/50-recommend.toml, which the packaged config's
+# include = [\"/etc/secondhit/conf.d/*.toml\"] reads after the main file: these keys
+# then replace the same keys of the main file, which keeps the others (drop
+# admission.memory from it if it is set: it and expected_urls exclude each other).
+# Check the result with `secondhit check-config /etc/secondhit/secondhit.toml`, and
+# apply it with `systemctl reload secondhit` (max_size needs a restart).
+
+";
 
 /// The `[cache]` and `[admission]` fragment, every value with a comment saying why.
 pub(super) fn write(recommendation: &Recommendation) -> String {
@@ -94,11 +129,7 @@ pub(super) fn write(recommendation: &Recommendation) -> String {
             recommendation.trace.describe()
         ),
     );
-    out.push_str(
-        "# These keys replace the same keys of your config file (drop admission.memory if it is\n\
-         # set: it and expected_urls exclude each other); check the result with\n\
-         # `secondhit check-config FILE`.\n\n",
-    );
+    out.push_str(DROP_IN);
     write_cache(&mut out, recommendation);
     out.push('\n');
     write_admission(&mut out, recommendation);

@@ -79,7 +79,10 @@ fn a_trace_without_one_hit_wonders_gets_always_and_says_why() {
         "{text}"
     );
     assert!(
-        text.contains("here 0.0% of the distinct objects are requested once"),
+        text.contains(
+            "0.0% of the distinct objects are requested once, but at this size the cache \
+             holds everything the trace requests again"
+        ),
         "{text}"
     );
     let config = Config::from_toml_str(&recommendation.fragment)

@@ -1,6 +1,7 @@
 //! `[server]`: the listeners, their limits, and the account the process runs as.
 
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
@@ -33,6 +34,7 @@ pub(super) struct RawServer {
     blocking_threads: Option<usize>,
     user: Option<String>,
     group: Option<String>,
+    pid_file: Option<String>,
     tls: Option<super::tls::RawTls>,
     /// Read with the sites it is about (`validate`).
     pub(super) unknown_host: Option<String>,
@@ -109,6 +111,7 @@ pub(super) fn validate_server(
         )?,
         user: account_name("server.user", raw.user)?,
         group: account_name("server.group", raw.group)?,
+        pid_file: pid_file(raw.pid_file)?,
         tls: tls(raw.tls, d.tls, listen, admin_listen)?,
         // Read with the sites it is about (`validate`).
         unknown_host: d.unknown_host,
@@ -125,6 +128,18 @@ fn header_bytes(raw: Option<RawSize>, default: usize) -> Result<usize, ConfigErr
             usize::try_from(bytes).unwrap_or(usize::MAX)
         }
     })
+}
+
+/// `server.pid_file`: an absolute path, or none when absent or empty.
+fn pid_file(raw: Option<String>) -> Result<Option<PathBuf>, ConfigError> {
+    match raw.as_deref() {
+        None | Some("") => Ok(None),
+        Some(path) if Path::new(path).is_absolute() => Ok(Some(PathBuf::from(path))),
+        Some(other) => Err(invalid(
+            "server.pid_file",
+            format!("{other:?} must be an absolute file path"),
+        )),
+    }
 }
 
 /// `server.workers`: `default` when unset.
