@@ -35,9 +35,13 @@
 //! - [`clock`]: the integration tests make the proxy's wall clock follow tokio's (paused)
 //!   clock with [`clock::follow_tokio_time`].
 //! - `bench` (feature `bench`): the `bench` and `simulate` commands.
+//! - `fuzzing` (feature `fuzzing`): the entry points of the fuzz targets in `fuzz/`.
 //!
 //! Every other module is crate-private.
 
+// Entry points for the fuzz targets in fuzz/; above every module, since it drives them all.
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod fuzzing;
 pub mod lifecycle;
 #[cfg(feature = "bench")]
 pub mod bench;

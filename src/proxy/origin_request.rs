@@ -29,6 +29,12 @@ pub(super) struct OriginRequest<'a> {
     forwarding: Forwarding,
 }
 
+/// The target the origin is asked for on the client's behalf: the path and query of the
+/// client's (normalised) target, `/` when it has none.
+pub(crate) fn forwarded_target(head: &request::Parts) -> PathAndQuery {
+    (head.uri.path_and_query().cloned()).unwrap_or_else(|| PathAndQuery::from_static("/"))
+}
+
 /// The site of an [`OriginRequest`]: borrowed from the request's snapshot, so that a
 /// request takes no count on a site every worker shares, or held by a refresh.
 enum SiteRef<'a> {
@@ -44,8 +50,7 @@ impl<'a> OriginRequest<'a> {
         client: ClientConnection,
         site: &'a Arc<Site>,
     ) -> Result<OriginRequest<'a>, ProxyError> {
-        let target =
-            (head.uri.path_and_query().cloned()).unwrap_or_else(|| PathAndQuery::from_static("/"));
+        let target = forwarded_target(head);
         let forwarding = Forwarding::of(head, client);
         let host = forwarding.client_host().cloned();
         Ok(OriginRequest {
