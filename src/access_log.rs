@@ -30,7 +30,7 @@
 //! `secondhit simulate --trace` reads the log directly, in either format: the request
 //! target is the key, and the body bytes of a full `200` to a GET are the object's size.
 
-mod line;
+pub(crate) mod line;
 mod writer;
 
 use std::net::IpAddr;

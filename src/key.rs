@@ -227,21 +227,22 @@ pub fn normalise_target(
     scheme: ClientScheme,
 ) -> Result<Option<http::Uri>, KeyError> {
     let default_port = scheme.default_port();
-    if let Some(host) = parts.headers.get(http::header::HOST) {
-        let text = host.to_str().map_err(|_| {
-            KeyError::InvalidHost(String::from_utf8_lossy(host.as_bytes()).into_owned())
-        })?;
-        if !is_normal_authority(text, default_port) {
-            let normal = normalise_authority(text, default_port)?;
-            let value = http::HeaderValue::from_str(&normal)
-                .map_err(|_| KeyError::InvalidHost(normal.clone()))?;
-            parts.headers.insert(http::header::HOST, value);
+    normalise_host(parts, default_port)?;
+    // The authority's normal form, when it differs: the quick check only says it may.
+    let normal_authority = match parts.uri.authority().map(Authority::as_str) {
+        Some(raw) if !is_normal_authority(raw, default_port) => {
+            let normal = normalise_authority(raw, default_port)?;
+            (normal != raw).then_some(normal)
         }
-    }
-    let authority = parts.uri.authority().map(Authority::as_str);
-    let authority_is_normal = authority.is_none_or(|a| is_normal_authority(a, default_port));
+        _ => None,
+    };
+    let authority_is_normal = normal_authority.is_none();
     let query_is_normal = parts.uri.query().is_none_or(|query| !query.contains('%'));
-    if authority_is_normal && query_is_normal && is_normal_path(parts.uri.path()) {
+    // `path()` reads an empty path (`http://h?q`, absolute form) as `/`; the target sent
+    // on must have it too.
+    let sent_target = parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
+    let path_is_normal = sent_target.starts_with('/') && is_normal_path(parts.uri.path());
+    if authority_is_normal && query_is_normal && path_is_normal {
         return Ok(None);
     }
     let mut target = String::with_capacity(parts.uri.path().len() + 16);
@@ -251,13 +252,11 @@ pub fn normalise_target(
         push_percent_normalised(&mut target, query);
     }
     // A malformed escape (`%zz`) fails the quick check but is kept as it is.
-    let sent_target = parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
     if authority_is_normal && target == sent_target {
         return Ok(None);
     }
     let mut uri = http::uri::Parts::from(parts.uri.clone());
-    if let Some(authority) = authority.filter(|_| !authority_is_normal) {
-        let normal = normalise_authority(authority, default_port)?;
+    if let Some(normal) = normal_authority {
         uri.authority = Some(normal.parse().map_err(|_| KeyError::InvalidHost(normal))?);
     }
     // The normal form only removes and decodes what was already a valid target.
@@ -269,6 +268,30 @@ pub fn normalise_target(
     let uri =
         http::Uri::from_parts(uri).map_err(|_| KeyError::InvalidTarget(parts.uri.to_string()))?;
     Ok(Some(std::mem::replace(&mut parts.uri, uri)))
+}
+
+/// Rewrites `Host` into its normal form. When the target names an authority, `Host` becomes
+/// that authority's normal form: the key is built from it (the target's authority wins,
+/// RFC 9112 §3.2.2), and a `Host` the check let through as the same (`h:443` beside
+/// `https://h`) may still differ in the port this listener's scheme leaves out.
+fn normalise_host(parts: &mut Parts, default_port: u16) -> Result<(), KeyError> {
+    let Some(host) = parts.headers.get(http::header::HOST) else {
+        return Ok(());
+    };
+    let text = match parts.uri.authority() {
+        Some(authority) => authority.as_str(),
+        None => host.to_str().map_err(|_| {
+            KeyError::InvalidHost(String::from_utf8_lossy(host.as_bytes()).into_owned())
+        })?,
+    };
+    if is_normal_authority(text, default_port) && host.as_bytes() == text.as_bytes() {
+        return Ok(());
+    }
+    let normal = normalise_authority(text, default_port)?;
+    let value =
+        http::HeaderValue::from_str(&normal).map_err(|_| KeyError::InvalidHost(normal.clone()))?;
+    parts.headers.insert(http::header::HOST, value);
+    Ok(())
 }
 
 /// True when `raw` is already what [`normalise_authority`] makes of it, which the common
@@ -371,12 +394,17 @@ fn push_percent_normalised(out: &mut String, text: &str) {
         return;
     }
     let bytes = text.as_bytes();
+    // Text between escapes is copied as it is, a run at a time: a target may carry UTF-8
+    // sent raw (hyper accepts it), whose bytes must not be read one by one as characters.
+    let mut copied = 0;
     let mut i = 0;
     while i < bytes.len() {
         if bytes[i] == b'%'
             && i + 2 < bytes.len()
             && let (Some(high), Some(low)) = (hex_value(bytes[i + 1]), hex_value(bytes[i + 2]))
         {
+            // `%` and the hex digits are ASCII: both ends are character boundaries.
+            out.push_str(&text[copied..i]);
             let decoded = high << 4 | low;
             if is_unreserved(decoded) && !completes_stray_escape(out, decoded) {
                 out.push(char::from(decoded));
@@ -386,12 +414,12 @@ fn push_percent_normalised(out: &mut String, text: &str) {
                 out.push(char::from(bytes[i + 2].to_ascii_uppercase()));
             }
             i += 3;
+            copied = i;
             continue;
         }
-        // URIs that reached here passed http's parser, so every byte is ASCII.
-        out.push(char::from(bytes[i]));
         i += 1;
     }
+    out.push_str(&text[copied..]);
 }
 
 /// Whether `decoded`, pushed after `out`, would make a stray `%` before it (one not
@@ -493,6 +521,23 @@ mod tests {
             let target = text.trim_start_matches("http://a");
             assert_eq!(key_text(target, "a"), text, "{raw}");
         }
+    }
+
+    #[test]
+    fn raw_utf_8_keeps_its_bytes_beside_a_normalised_escape() {
+        assert_eq!(
+            key_text("/caf\u{e9}/%41?k\u{f8}=%7e", "h"),
+            "http://h/caf\u{e9}/A?k\u{f8}=~"
+        );
+    }
+
+    #[test]
+    fn an_authority_already_normal_is_no_change_even_beyond_the_quick_check() {
+        // `$` is valid in a host but not in the quick check's alphabet.
+        let request = http::Request::builder().uri("http://$b.example/x");
+        let (mut parts, ()) = request.body(()).expect("test request").into_parts();
+        assert_eq!(normalise_target(&mut parts, ClientScheme::Http), Ok(None));
+        assert_eq!(parts.uri, "http://$b.example/x");
     }
 
     #[test]

@@ -36,9 +36,13 @@
 //!   clock with [`clock::follow_tokio_time`].
 //! - `bench` (feature `bench`): the `bench` and `simulate` commands.
 //! - [`man`]: the man pages `secondhit man` writes.
+//! - `fuzzing` (feature `fuzzing`): the entry points of the fuzz targets in `fuzz/`.
 //!
 //! Every other module is crate-private.
 
+// Entry points for the fuzz targets in fuzz/; above every module, since it drives them all.
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod fuzzing;
 pub mod man;
 pub mod lifecycle;
 #[cfg(feature = "bench")]

@@ -52,13 +52,13 @@ mod failure_log;
 mod forward;
 mod invalidate;
 mod max_forwards;
-mod origin_request;
+pub(crate) mod origin_request;
 mod respond;
 mod routing;
 mod purge;
 mod stale;
 mod tags;
-mod target_form;
+pub(crate) mod target_form;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -52,7 +52,7 @@
 
 mod accept;
 mod connection;
-mod head_guard;
+pub(crate) mod head_guard;
 mod listeners;
 mod open_files;
 pub mod privileges;

@@ -81,7 +81,7 @@ mod memory;
 mod purge;
 mod read;
 mod remove;
-mod purge_log;
+pub(crate) mod purge_log;
 mod scan;
 mod space;
 mod tail;

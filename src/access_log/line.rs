@@ -20,7 +20,7 @@ use crate::config::access_format::{Field, Piece};
 
 /// Formats lines, keeping the `[day/Mon/year:hh:mm:ss +0000]` text of the last second it
 /// formatted: consecutive lines mostly fall in the same second.
-pub(super) struct LineFormat {
+pub(crate) struct LineFormat {
     /// `log.access_format`.
     format: AccessFormat,
     /// `log.trusted_proxies`: peers whose `X-Forwarded-For` names the client.
@@ -33,7 +33,7 @@ pub(super) struct LineFormat {
 
 impl LineFormat {
     /// Lines in `format`, the client read from `X-Forwarded-For` behind `trusted` peers.
-    pub(super) fn new(format: AccessFormat, trusted: Vec<IpNet>) -> LineFormat {
+    pub(crate) fn new(format: AccessFormat, trusted: Vec<IpNet>) -> LineFormat {
         LineFormat {
             format,
             trusted,
@@ -43,7 +43,7 @@ impl LineFormat {
     }
 
     /// Appends `record` as one line (newline included) to `out`.
-    pub(super) fn append(&mut self, record: &Record, out: &mut Vec<u8>) {
+    pub(crate) fn append(&mut self, record: &Record, out: &mut Vec<u8>) {
         let client = self.client(record);
         match &self.format {
             AccessFormat::Combined => self.combined(record, client, out),

@@ -33,6 +33,12 @@ pub(super) struct OriginRequest<'a> {
     strip: Option<Arc<[HeaderName]>>,
 }
 
+/// The target the origin is asked for on the client's behalf: the path and query of the
+/// client's (normalised) target, `/` when it has none.
+pub(crate) fn forwarded_target(head: &request::Parts) -> PathAndQuery {
+    (head.uri.path_and_query().cloned()).unwrap_or_else(|| PathAndQuery::from_static("/"))
+}
+
 /// The site of an [`OriginRequest`]: borrowed from the request's snapshot, so that a
 /// request takes no count on a site every worker shares, or held by a refresh.
 enum SiteRef<'a> {
@@ -49,8 +55,7 @@ impl<'a> OriginRequest<'a> {
         site: &'a Arc<Site>,
         strip: &Arc<[HeaderName]>,
     ) -> Result<OriginRequest<'a>, ProxyError> {
-        let target =
-            (head.uri.path_and_query().cloned()).unwrap_or_else(|| PathAndQuery::from_static("/"));
+        let target = forwarded_target(head);
         let forwarding = Forwarding::of(head, client);
         let host = forwarding.client_host().cloned();
         Ok(OriginRequest {

@@ -31,7 +31,7 @@ const ALLOWED: &str = "GET, HEAD, OPTIONS, POST, PUT, PATCH, DELETE, TRACE";
 
 /// True for a request the proxy answers here ([`answer`]): `CONNECT`, or a `*` target.
 /// Two comparisons, no allocation: every request asks.
-pub(super) fn is_own(head: &request::Parts) -> bool {
+pub(crate) fn is_own(head: &request::Parts) -> bool {
     head.method == Method::CONNECT || is_asterisk(head)
 }
 

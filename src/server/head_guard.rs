@@ -57,7 +57,7 @@ use tokio::time::Sleep;
 
 use crate::hygiene::ConnectionToken;
 
-mod scanner;
+pub(crate) mod scanner;
 
 use scanner::Scanner;
 

@@ -11,6 +11,8 @@
 //!
 //! One line per purge: its kind (`tag`, `prefix`, `site`, `url`), a tab, and its value
 //! as a JSON string. The file is rewritten whole (temp file, rename) when a line goes.
+//! It is read as bytes, line by line: a line cut short by a stop mid-append may end inside
+//! a character, and only that line is lost, never the file.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -47,20 +49,21 @@ impl PurgeLog {
     ) -> Result<(PurgeLog, Vec<(u64, PurgeSelector)>), StoreError> {
         std::fs::create_dir_all(state_dir).map_err(disk::io_err(state_dir))?;
         let path = state_dir.join(FILE);
-        let text = match std::fs::read_to_string(&path) {
-            Ok(text) => text,
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => String::new(),
+        let bytes = match std::fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Vec::new(),
             Err(error) => return Err(disk::io_err(&path)(error)),
         };
         let mut pending = Pending::default();
-        for line in text.lines().filter(|line| !line.is_empty()) {
-            match parse(line) {
-                Some(selector) => {
+        for decoded in decode(&bytes) {
+            match decoded {
+                Ok(selector) => {
                     pending.purges.push((pending.next_id, selector));
                     pending.next_id += 1;
                 }
-                None => {
-                    tracing::warn!(path = %path.display(), line, "unreadable pending purge; skipped")
+                Err(line) => {
+                    let line = String::from_utf8_lossy(line);
+                    tracing::warn!(path = %path.display(), %line, "unreadable pending purge; skipped")
                 }
             }
         }
@@ -99,7 +102,7 @@ impl PurgeLog {
     pub(super) fn done(&self, id: u64) -> Result<(), StoreError> {
         let mut pending = self.pending();
         pending.purges.retain(|(pending_id, _)| *pending_id != id);
-        let text: String = pending.purges.iter().map(|(_, s)| line(s)).collect();
+        let text = encode(pending.purges.iter().map(|(_, s)| s));
         let temp = self.path.with_extension("tmp");
         let written = File::create(&temp)
             .and_then(|mut file| {
@@ -109,6 +112,20 @@ impl PurgeLog {
             .and_then(|()| std::fs::rename(&temp, &self.path));
         written.map_err(disk::io_err(&self.path))
     }
+}
+
+/// The file's text for `selectors`, one line each.
+pub(crate) fn encode<'a>(selectors: impl IntoIterator<Item = &'a PurgeSelector>) -> String {
+    selectors.into_iter().map(line).collect()
+}
+
+/// The purges of the file's bytes, in order; `Err` holds a line that is not one. Empty
+/// lines are no purges; a line's `\r\n` ending reads as `\n`.
+pub(crate) fn decode(bytes: &[u8]) -> impl Iterator<Item = Result<PurgeSelector, &[u8]>> {
+    (bytes.split(|&b| b == b'\n'))
+        .map(|line| line.strip_suffix(b"\r").unwrap_or(line))
+        .filter(|line| !line.is_empty())
+        .map(|line| (std::str::from_utf8(line).ok().and_then(parse)).ok_or(line))
 }
 
 /// The line of `selector`, newline included.

@@ -101,6 +101,16 @@ async fn percent_escapes_are_forwarded_in_their_normal_form() {
 }
 
 #[tokio::test]
+async fn raw_utf_8_beside_an_escape_is_forwarded_and_keyed_as_sent() {
+    // hyper takes UTF-8 sent raw in a target; normalising the escape next to it must leave
+    // its bytes alone, not read each byte as a character of its own and encode it again.
+    let (raw, normal) = ("/caf\u{e9}/%41", "/caf\u{e9}/A");
+    assert_keyed_as_forwarded(raw, "localhost", normal, "localhost").await;
+    let (raw, normal) = ("/q?city=k\u{f8}benhavn&x=%7e", "/q?city=k\u{f8}benhavn&x=~");
+    assert_keyed_as_forwarded(raw, "localhost", normal, "localhost").await;
+}
+
+#[tokio::test]
 async fn host_spellings_are_forwarded_as_the_host_they_are_keyed_as() {
     for raw_host in [
         "localhost.",
@@ -126,6 +136,36 @@ async fn an_absolute_form_target_is_forwarded_as_it_is_keyed() {
     let normal = get(&proxy, "/abs.js", "localhost").await;
     assert!(normal.list("cache-status").contains("hit"));
     assert_eq!(body(&normal), echo("/abs.js", "localhost"));
+    assert_eq!(origin.total(), 1);
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn an_absolute_form_target_without_a_path_is_forwarded_with_its_slash() {
+    // `http://host?query` names the path `/` (RFC 9110 §4.2.3), as its key does.
+    let (origin, proxy) = echoing_setup().await;
+    let request = b"GET http://localhost?q=1 HTTP/1.1\r\nHost: localhost\r\n\r\n";
+    let raw = exchange(&proxy, request).await;
+    assert_eq!(raw.status, 200, "{}", body(&raw));
+    assert_eq!(body(&raw), echo("/?q=1", "localhost"));
+    let normal = get(&proxy, "/?q=1", "localhost").await;
+    assert!(normal.list("cache-status").contains("hit"));
+    assert_eq!(origin.total(), 1);
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn an_absolute_form_target_forwards_the_authority_it_is_keyed_under_as_host() {
+    // The target's authority wins over Host (RFC 9112 §3.2.2). `Host: localhost:443`
+    // passes the check against `https://localhost` (443 is that scheme's port), but this
+    // listener's key for it is `http://localhost/…`: the origin must be asked for that.
+    let (origin, proxy) = echoing_setup().await;
+    let request = b"GET https://localhost/h.js HTTP/1.1\r\nHost: localhost:443\r\n\r\n";
+    let raw = exchange(&proxy, request).await;
+    assert_eq!(raw.status, 200, "{}", body(&raw));
+    assert_eq!(body(&raw), echo("/h.js", "localhost"));
+    let normal = get(&proxy, "/h.js", "localhost").await;
+    assert!(normal.list("cache-status").contains("hit"));
     assert_eq!(origin.total(), 1);
     proxy.stop().await;
 }

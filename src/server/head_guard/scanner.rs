@@ -13,7 +13,7 @@ use chunked::{ChunkStep, Chunked, Malformed};
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 /// The framing state machine over a connection's inbound bytes. Pure: no I/O.
-pub(super) struct Scanner {
+pub(crate) struct Scanner {
     state: State,
     limits: Limits,
     token: ConnectionToken,
@@ -70,7 +70,7 @@ enum Framing {
 
 impl Scanner {
     /// A scanner at the start of a connection.
-    pub(super) fn new(token: ConnectionToken, limits: Limits) -> Scanner {
+    pub(crate) fn new(token: ConnectionToken, limits: Limits) -> Scanner {
         Scanner {
             state: State::head(),
             limits,
@@ -79,7 +79,7 @@ impl Scanner {
     }
 
     /// Consumes `input`, appending what hyper may read to `out`.
-    pub(super) fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) {
+    pub(crate) fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) {
         let mut carried: Vec<u8>;
         let mut rest = input;
         while !rest.is_empty() {
@@ -94,7 +94,7 @@ impl Scanner {
     }
 
     /// The client closed its side: releases a partial head (hyper reports it incomplete).
-    pub(super) fn finish(&mut self, out: &mut Vec<u8>) {
+    pub(crate) fn finish(&mut self, out: &mut Vec<u8>) {
         if let State::Head { buf, .. } = &mut self.state {
             out.append(buf);
             self.state = State::Passthrough { linger: false };
@@ -103,7 +103,7 @@ impl Scanner {
 
     /// How many of the next bytes pass through unchanged (body data), so they can be
     /// read straight into hyper's buffer.
-    pub(super) fn passing(&self) -> u64 {
+    pub(crate) fn passing(&self) -> u64 {
         match &self.state {
             State::Passthrough { .. } => u64::MAX,
             State::Length(left) => *left,
@@ -113,7 +113,7 @@ impl Scanner {
     }
 
     /// Records that `n` (at most [`Scanner::passing`]) bytes passed through unchanged.
-    pub(super) fn pass(&mut self, n: usize) {
+    pub(crate) fn pass(&mut self, n: usize) {
         let n = n as u64;
         match &mut self.state {
             State::Length(left) => {
@@ -133,17 +133,17 @@ impl Scanner {
     }
 
     /// Some bytes of a head have come, but not all of it.
-    pub(super) fn holds_partial_head(&self) -> bool {
+    pub(crate) fn holds_partial_head(&self) -> bool {
         matches!(&self.state, State::Head { buf, .. } if !buf.is_empty())
     }
 
     /// A bad head was replaced and the connection is closing.
-    pub(super) fn is_rejected(&self) -> bool {
+    pub(crate) fn is_rejected(&self) -> bool {
         matches!(self.state, State::Rejected)
     }
 
     /// The connection ends with a refusal, so its close should linger.
-    pub(super) fn wants_linger(&self) -> bool {
+    pub(crate) fn wants_linger(&self) -> bool {
         matches!(
             self.state,
             State::Rejected | State::Passthrough { linger: true }

@@ -85,3 +85,20 @@ async fn a_purge_left_unfinished_is_finished_by_the_next_start() {
     assert_eq!(files(&dir.path().join("objects")).len(), 1);
     assert_eq!(pending(dir.path()), "", "replayed, the purge is done");
 }
+
+#[tokio::test]
+async fn a_pending_purge_torn_inside_a_character_is_skipped_and_the_store_still_opens() {
+    let (dir, store) = tagged_store(5).await;
+    drop(store);
+    // A stop in the middle of appending a value with a two-byte character leaves half of
+    // it: the file is no longer UTF-8. The lines around it are still purges to finish.
+    std::fs::write(
+        dir.path().join("state").join(super::super::purge_log::FILE),
+        b"url\t\"http://h/caf\xc3\ntag\t\"t\"\n",
+    )
+    .unwrap();
+    let store = open(dir.path()).await;
+    assert_all_miss(&store, 5).await;
+    entry(&store, "http://h/other").await;
+    assert_eq!(pending(dir.path()), "", "replayed, the purge is done");
+}
