@@ -72,6 +72,11 @@ impl PurgeLog {
             path,
             pending: Mutex::new(pending),
         };
+        // A line cut short by a stop has no newline: the next purge appended would run on
+        // from it and be lost with it. The file is written again without it first.
+        if !bytes.is_empty() && !bytes.ends_with(b"\n") {
+            log.rewrite(&log.pending())?;
+        }
         Ok((log, left))
     }
 
@@ -102,6 +107,11 @@ impl PurgeLog {
     pub(super) fn done(&self, id: u64) -> Result<(), StoreError> {
         let mut pending = self.pending();
         pending.purges.retain(|(pending_id, _)| *pending_id != id);
+        self.rewrite(&pending)
+    }
+
+    /// Writes the file anew with `pending`'s purges (temp file, sync, rename).
+    fn rewrite(&self, pending: &Pending) -> Result<(), StoreError> {
         let text = encode(pending.purges.iter().map(|(_, s)| s));
         let temp = self.path.with_extension("tmp");
         let written = File::create(&temp)

@@ -102,3 +102,35 @@ async fn a_pending_purge_torn_inside_a_character_is_skipped_and_the_store_still_
     entry(&store, "http://h/other").await;
     assert_eq!(pending(dir.path()), "", "replayed, the purge is done");
 }
+
+/// A stop can leave the last line without its newline. The next start writes the file
+/// again without it, so a purge recorded after that start begins on a line of its own and
+/// is replayed by the start after, should that stop come before its files are gone.
+#[test]
+fn a_purge_recorded_after_a_torn_last_line_survives_the_next_stop() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    std::fs::write(
+        state.join(super::super::purge_log::FILE),
+        "tag\t\"a\"\ntag\t\"b",
+    )
+    .unwrap();
+    let (log, left) = super::super::purge_log::PurgeLog::open(&state).unwrap();
+    assert_eq!(
+        left.len(),
+        1,
+        "the whole line is replayed, the torn one skipped"
+    );
+    log.record(&PurgeSelector::Tag("c".to_owned())).unwrap();
+    drop(log);
+    let (_, left) = super::super::purge_log::PurgeLog::open(&state).unwrap();
+    let tags: Vec<_> = left.iter().map(|(_, selector)| selector.clone()).collect();
+    assert_eq!(
+        tags,
+        [
+            PurgeSelector::Tag("a".to_owned()),
+            PurgeSelector::Tag("c".to_owned())
+        ]
+    );
+}
