@@ -211,6 +211,7 @@ fn main() {
         open_files: 16,
         min_free: 0,
         tag_memory: u64::MAX,
+        max_write_rate: 0,
     })
     .expect("the store opens");
     let store = Arc::new(store);

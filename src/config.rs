@@ -481,6 +481,9 @@ pub struct AdmissionConfig {
     pub seed: Option<String>,
     /// How often the filters are saved to `cache.dir/state/` (> 0).
     pub snapshot_every: Duration,
+    /// The write budget: bytes a second fills may write, held a minute at a time,
+    /// whatever the policy admits (see `store::write_budget`); `None` for no cap.
+    pub max_write_rate: Option<u64>,
 }
 
 impl Default for AdmissionConfig {
@@ -494,6 +497,7 @@ impl Default for AdmissionConfig {
             min_generation_age: Duration::from_secs(3600) / MIN_GENERATION_AGE_SHARE,
             seed: None,
             snapshot_every: Duration::from_secs(60),
+            max_write_rate: None,
         }
     }
 }

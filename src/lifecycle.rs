@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 use crate::access_log::{AccessLog, AccessLogError};
 use crate::admission::{AdmissionError, Assembled};
-use crate::config::{Config, ConfigError};
+use crate::config::{AdmissionConfig, Config, ConfigError};
 use crate::live::{Certificate, Snapshot};
 use crate::logging::LogReload;
 use crate::origin::OriginError;
@@ -125,6 +125,7 @@ impl Reloader {
             }
             None => current.admission.clone(),
         };
+        (self.parts.store).set_write_rate(next.admission.max_write_rate.unwrap_or(0));
         let log_level_changed = next.log.level != running.log.level;
         let log = next.log.clone();
         let certificates = built.certificates.len();
@@ -194,7 +195,12 @@ impl Reloader {
             Some(tls) if !current.certificates.is_empty() => tls::load(tls)?,
             _ => current.certificates.clone(),
         };
-        let admission = match next.admission != running.admission {
+        // The write budget is the store's: a change of it alone keeps the filters.
+        let policy_of = |config: &Config| AdmissionConfig {
+            max_write_rate: None,
+            ..config.admission.clone()
+        };
+        let admission = match policy_of(next) != policy_of(running) {
             true => Some(self.assemble(next).await?),
             false => None,
         };

@@ -444,6 +444,7 @@ fn open_store(config: &Config) -> Result<Arc<Store>, StartError> {
         ),
         min_free: config.cache.min_free,
         tag_memory: config.tags.max_memory,
+        max_write_rate: config.admission.max_write_rate.unwrap_or(0),
     };
     // Opening may wait up to `cache.lock_timeout` for the directory lock; nothing is
     // served yet, so blocking this thread delays only the start. The index is built

@@ -87,6 +87,7 @@ mod space;
 mod tail;
 mod thread_copies;
 mod update;
+mod write_budget;
 mod writer;
 
 use std::path::PathBuf;
@@ -140,6 +141,9 @@ pub struct StoreOptions {
     pub min_free: u64,
     /// Memory the tag index may use (`tags.max_memory`, see `catalog`).
     pub tag_memory: u64,
+    /// Bytes a second fills may write (`admission.max_write_rate`), counted a minute
+    /// at a time (see `write_budget`); 0 for no cap.
+    pub max_write_rate: u64,
 }
 
 /// The store's counters, for metrics. Each is read on its own, so a snapshot
@@ -188,6 +192,8 @@ pub struct StoreStats {
     pub dropped_fills: DroppedFills,
     /// Syncs of the cache's filesystem made for `cache.fsync = "<interval>"`.
     pub syncs: u64,
+    /// Fills skipped, or dropped as they grew, for `admission.max_write_rate`.
+    pub write_budget_refused: u64,
     /// Free space on the cache's filesystem, and fills refused or failed for lack of it.
     pub disk: DiskStats,
 }
@@ -250,6 +256,8 @@ struct Inner {
     dropped: dropped::FillDrops,
     /// The `cache.min_free` floor and the back-off after failed writes.
     space: space::Space,
+    /// `admission.max_write_rate`: what fills may write a minute.
+    write_budget: write_budget::WriteBudget,
     /// Whether fills run their file work on the worker (see `inline_io`).
     inline_io: inline_io::InlineGate,
     /// Held for the store's lifetime; released when the last `Arc` drops.
@@ -315,6 +323,16 @@ impl Inner {
         let (key_hash, fill) = self.index.pop_victim()?;
         debug!(key_hash = %format_args!("{key_hash:032x}"), size = fill.size, "evicting");
         Some((key_hash, fill))
+    }
+
+    /// Charges `bytes` a fill is about to write to the write budget.
+    fn charge_writes(&self, bytes: u64) -> Result<(), StoreError> {
+        match self.write_budget.charge(bytes) {
+            true => Ok(()),
+            false => Err(StoreError::WriteBudget {
+                per_minute: self.write_budget.per_window().unwrap_or(0),
+            }),
+        }
     }
 
     /// Reserves `bytes` of the budget, evicting entries in the index's order
@@ -451,6 +469,7 @@ impl Store {
             checksum_failures: AtomicU64::new(0),
             dropped: dropped::FillDrops::default(),
             space: space::Space::new(opts.dir.clone(), opts.min_free),
+            write_budget: write_budget::WriteBudget::new(opts.max_write_rate),
             inline_io: inline_io::InlineGate::new(!opts.fsync.each_change()),
             _lock: lock,
             opts,
@@ -501,6 +520,12 @@ impl Store {
     /// store's index"). Off when the store opens; turning it off forgets every key.
     pub fn keep_ghost(&self, on: bool) {
         self.inner.index.keep_ghost(on);
+    }
+
+    /// Sets the write budget to `rate` bytes a second, 0 for none (a reload of
+    /// `admission.max_write_rate`); what this minute already wrote still counts.
+    pub fn set_write_rate(&self, rate: u64) {
+        self.inner.write_budget.set_rate(rate);
     }
 
     /// How often [`Store::sync`] should run: `cache.fsync`'s interval; `None` when each
@@ -585,6 +610,7 @@ impl Store {
             tag_bytes: inner.catalog.tag_bytes(),
             dropped_fills: inner.dropped.snapshot(),
             syncs: inner.syncs.load(Ordering::Relaxed),
+            write_budget_refused: inner.write_budget.refused(),
             disk: inner.space.stats(Instant::now()),
         }
     }

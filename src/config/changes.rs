@@ -290,6 +290,7 @@ mod tests {
         "admission.min_generation_age",
         "admission.seed",
         "admission.snapshot_every",
+        "admission.max_write_rate",
         "log.level",
         "log.access_log",
         "log.access_format",

@@ -422,3 +422,20 @@ fn tags_read_their_separator_from_the_field_and_purge_takes_networks() {
         assert!(error.starts_with(key), "{text:?}: {error}");
     }
 }
+
+#[test]
+fn the_write_budget_is_a_size_a_second_or_a_drives_rated_writes() {
+    let rate = |text: &str| Config::from_toml_str(text).map(|c| c.admission.max_write_rate);
+    assert_eq!(rate("").expect("defaults"), None);
+    let per_second = rate("[admission]\nmax_write_rate = \"20MiB\"").expect("a size");
+    assert_eq!(per_second, Some(20 << 20));
+    let with_suffix = rate("[admission]\nmax_write_rate = \"20MiB/s\"").expect("a size a second");
+    assert_eq!(with_suffix, Some(20 << 20));
+    let drive =
+        "[admission]\nmax_write_rate = { drive_writes_per_day = 1, device_size = \"86400KB\" }";
+    assert_eq!(
+        rate(drive).expect("a drive"),
+        Some(1000),
+        "86.4 MB a day is 1,000 bytes a second"
+    );
+}

@@ -135,6 +135,21 @@ struct RawAdmission {
     min_generation_age: Option<String>,
     seed: Option<String>,
     snapshot_every: Option<String>,
+    max_write_rate: Option<RawWriteRate>,
+}
+
+/// `admission.max_write_rate` as written: a size a second, or a drive's rated writes.
+#[derive(Deserialize)]
+#[serde(
+    untagged,
+    expecting = r#"a size a second ("20MiB") or { drive_writes_per_day = 1, device_size = "2TiB" }"#
+)]
+enum RawWriteRate {
+    PerSecond(RawSize),
+    Drive {
+        drive_writes_per_day: f64,
+        device_size: RawSize,
+    },
 }
 
 #[derive(Deserialize, Default)]
@@ -505,7 +520,39 @@ fn validate_admission(
             raw.snapshot_every,
             d.snapshot_every,
         )?,
+        max_write_rate: raw.max_write_rate.map(write_rate).transpose()?,
     })
+}
+
+/// `admission.max_write_rate` in bytes a second: at least one, since a budget of none
+/// would store nothing (leave the key out for no cap; `policy = "never"` is not a policy).
+fn write_rate(raw: RawWriteRate) -> Result<u64, ConfigError> {
+    const KEY: &str = "admission.max_write_rate";
+    let rate = match raw {
+        RawWriteRate::PerSecond(RawSize::Text(text)) => {
+            let size = text.strip_suffix("/s").unwrap_or(&text).trim().to_owned();
+            parse_size(KEY, RawSize::Text(size))?
+        }
+        RawWriteRate::PerSecond(size) => parse_size(KEY, size)?,
+        RawWriteRate::Drive {
+            drive_writes_per_day,
+            device_size,
+        } => {
+            if !(drive_writes_per_day > 0.0 && drive_writes_per_day.is_finite()) {
+                let reason = format!(
+                    "drive_writes_per_day = {drive_writes_per_day} must be a positive number (example: 1)"
+                );
+                return Err(invalid(KEY, reason));
+            }
+            let device = parse_size(KEY, device_size)? as f64;
+            (device * drive_writes_per_day / 86_400.0) as u64
+        }
+    };
+    if rate == 0 {
+        let reason = "must allow at least one byte a second; leave it out for no cap".to_owned();
+        return Err(invalid(KEY, reason));
+    }
+    Ok(rate)
 }
 
 /// `admission.min_generation_age`: a duration no longer than `max_age` ("0s" turns the

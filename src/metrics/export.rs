@@ -352,6 +352,12 @@ fn store_and_disk(out: &mut DescriptorEncoder, store: &StoreStats) -> fmt::Resul
         "Body bytes of fills committed to the disk cache, since start-up",
         store.committed_bytes,
     )?;
+    counter(
+        out,
+        "secondhit_write_budget_refused_fills",
+        "Fills not stored, or dropped as they grew, because the minute's admission.max_write_rate was spent",
+        store.write_budget_refused,
+    )?;
     disk_space(out, &store.disk)
 }
 

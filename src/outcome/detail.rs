@@ -81,11 +81,14 @@ pub enum Detail {
     /// A stored response served under a site rule's lifetimes: fresh for its
     /// `default_ttl` or `ttl_by_status`, or stale within its `grace`.
     Rule(RuleLifetime),
+    /// Admitted, but the minute's write budget (`admission.max_write_rate`) had no room
+    /// for the fill: served from the origin, not stored.
+    WriteBudget,
 }
 
 impl Detail {
     /// Every detail, for a fixed set of metric labels and for tests.
-    pub const ALL: [Detail; 56] = [
+    pub const ALL: [Detail; 57] = [
         Detail::NotStored(NotStored::Method),
         Detail::NotStored(NotStored::NoStore),
         Detail::NotStored(NotStored::Private),
@@ -142,6 +145,7 @@ impl Detail {
         Detail::Rule(RuleLifetime::ALL[1]),
         Detail::Rule(RuleLifetime::ALL[2]),
         Detail::Rule(RuleLifetime::ALL[3]),
+        Detail::WriteBudget,
     ];
 
     /// The detail of a stale response served while it is revalidated, by the window
@@ -192,6 +196,7 @@ impl Detail {
             Detail::PurgeRefused => "purge-refused",
             Detail::RequestBody => "request-body",
             Detail::Rule(lifetime) => lifetime.as_str(),
+            Detail::WriteBudget => "write-budget",
         }
     }
 }
@@ -206,7 +211,7 @@ mod tests {
     /// ones included), with no wildcard. A new variant does not compile until it gets an
     /// arm here; a new slot index does not compile (`unconditional_panic`) until `seen`
     /// grows; and then `all_lists_every_variant` fails until `Detail::ALL` holds it.
-    fn mark(detail: Detail, seen: &mut [bool; 56]) {
+    fn mark(detail: Detail, seen: &mut [bool; 57]) {
         match detail {
             Detail::NotStored(NotStored::Method) => seen[0] = true,
             Detail::NotStored(NotStored::NoStore) => seen[1] = true,
@@ -264,12 +269,13 @@ mod tests {
             Detail::Rule(RuleLifetime::StatusTtl) => seen[53] = true,
             Detail::Rule(RuleLifetime::GraceWhileRevalidate) => seen[54] = true,
             Detail::Rule(RuleLifetime::GraceIfError) => seen[55] = true,
+            Detail::WriteBudget => seen[56] = true,
         }
     }
 
     #[test]
     fn all_lists_every_variant() {
-        let mut seen = [false; 56];
+        let mut seen = [false; 57];
         for detail in Detail::ALL {
             mark(detail, &mut seen);
         }

@@ -334,6 +334,8 @@ fn not_started(cache: &Cache, key: &CacheKey, error: StoreError) -> Detail {
             }
             Detail::NotStored(NotStored::TooLarge)
         }
+        // The operator's cap, not a failure: counted by its detail.
+        StoreError::WriteBudget { .. } => Detail::WriteBudget,
         error if error.trouble().is_some() => {
             // The store logs disk trouble once per back-off period, not per fill.
             tracing::debug!(key = %key, %error, "disk cannot take the fill; proxying uncached");

@@ -37,11 +37,14 @@ pub enum FillDrop {
     /// The cache's filesystem ran out of space or inodes mid-fill (`ENOSPC`, `EDQUOT`),
     /// or a growing body would have taken it below `cache.min_free`.
     DiskFull,
+    /// A body without a declared length outgrew what is left of the minute's write
+    /// budget (`admission.max_write_rate`). Expected while the budget is spent.
+    WriteBudget,
 }
 
 impl FillDrop {
     /// Every reason, in declaration order (a counter set indexes by `reason as usize`).
-    pub const ALL: [FillDrop; 7] = [
+    pub const ALL: [FillDrop; 8] = [
         FillDrop::ClientGone,
         FillDrop::OriginError,
         FillDrop::DiskBehind,
@@ -49,6 +52,7 @@ impl FillDrop {
         FillDrop::NoSpace,
         FillDrop::StoreError,
         FillDrop::DiskFull,
+        FillDrop::WriteBudget,
     ];
 
     /// A short token for logs and metric labels.
@@ -61,13 +65,17 @@ impl FillDrop {
             FillDrop::NoSpace => "no-space",
             FillDrop::StoreError => "store-error",
             FillDrop::DiskFull => "disk-full",
+            FillDrop::WriteBudget => "write-budget",
         }
     }
 
     /// Whether this ending is a normal part of serving (logged at debug) rather than
     /// something an operator should see (logged at warn).
     pub fn is_expected(self) -> bool {
-        matches!(self, FillDrop::ClientGone | FillDrop::TooLarge)
+        matches!(
+            self,
+            FillDrop::ClientGone | FillDrop::TooLarge | FillDrop::WriteBudget
+        )
     }
 
     /// The reason a store error ends a fill with.
@@ -75,6 +83,7 @@ impl FillDrop {
         match error {
             StoreError::TooLarge { .. } => FillDrop::TooLarge,
             StoreError::NoSpace { .. } => FillDrop::NoSpace,
+            StoreError::WriteBudget { .. } => FillDrop::WriteBudget,
             // The body the origin sent is not the one it declared.
             StoreError::LengthMismatch { .. } => FillDrop::OriginError,
             error if error.trouble() == Some(Trouble::NoSpace) => FillDrop::DiskFull,
@@ -132,7 +141,7 @@ mod tests {
     /// wildcard. A new reason does not compile until it gets an arm here; a new slot
     /// index does not compile (`unconditional_panic`) until `seen` grows; and then
     /// `all_lists_every_reason_in_counter_order` fails until `FillDrop::ALL` holds it.
-    fn mark(reason: FillDrop, seen: &mut [bool; 7]) {
+    fn mark(reason: FillDrop, seen: &mut [bool; 8]) {
         match reason {
             FillDrop::ClientGone => seen[0] = true,
             FillDrop::OriginError => seen[1] = true,
@@ -141,12 +150,13 @@ mod tests {
             FillDrop::NoSpace => seen[4] = true,
             FillDrop::StoreError => seen[5] = true,
             FillDrop::DiskFull => seen[6] = true,
+            FillDrop::WriteBudget => seen[7] = true,
         }
     }
 
     #[test]
     fn all_lists_every_reason_in_counter_order() {
-        let mut seen = [false; 7];
+        let mut seen = [false; 8];
         for (place, reason) in FillDrop::ALL.into_iter().enumerate() {
             mark(reason, &mut seen);
             // The counters index by discriminant: ALL must follow the declaration.

@@ -53,6 +53,13 @@ pub enum StoreError {
     /// Refused to store request credentials.
     #[error("refused to store request credentials")]
     Credentials,
+    /// The write budget (`admission.max_write_rate`) has no room left this minute for
+    /// the fill's bytes.
+    #[error("the write budget of {per_minute} bytes a minute (admission.max_write_rate) is spent")]
+    WriteBudget {
+        /// Bytes a minute the budget allows.
+        per_minute: u64,
+    },
     /// The budget has no room for a fill, even after evicting every entry
     /// (the rest is reserved by other fills in progress, or it is too small).
     #[error("no room for {needed} more bytes within cache.max_size ({max_size} bytes)")]

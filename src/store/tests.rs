@@ -41,6 +41,7 @@ fn options(dir: &Path) -> StoreOptions {
         // Off: these tests are about the budget; the floor has tests of its own.
         min_free: 0,
         tag_memory: u64::MAX,
+        max_write_rate: 0,
     }
 }
 

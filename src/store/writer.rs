@@ -36,13 +36,16 @@ struct Reservation {
 }
 
 impl Reservation {
-    /// Reserves `bytes` for a new fill, evicting as needed.
+    /// Reserves `bytes` for a new fill, evicting as needed, and charges them to the
+    /// write budget (after the reservation, so a fill the disk refused charges nothing).
     async fn take(inner: &Arc<Inner>, bytes: u64) -> Result<Reservation, StoreError> {
         inner.reserve(bytes, true).await?;
-        Ok(Reservation {
+        let reservation = Reservation {
             inner: Arc::clone(inner),
             bytes,
-        })
+        };
+        inner.charge_writes(bytes)?;
+        Ok(reservation)
     }
 
     /// Grows the reservation to at least `need` bytes (at most `cap`). It grows
@@ -248,12 +251,17 @@ impl EntryWriter {
     /// Appends body bytes and updates the running body checksum, first growing
     /// the fill's reservation if the body outgrew it. Errors with `TooLarge`
     /// once the body would exceed the fill's `max_len` or the declared length,
-    /// and with `NoSpace` when the budget has no room; the fill should then be
+    /// with `NoSpace` when the budget has no room, and with `WriteBudget` when a body
+    /// without a declared length outgrows the write budget; the fill should then be
     /// dropped.
     pub async fn write(&mut self, chunk: &[u8]) -> Result<(), StoreError> {
         let new_len = self.preamble.body_len.saturating_add(chunk.len() as u64);
         if new_len > self.limit {
             return Err(StoreError::TooLarge { limit: self.limit });
+        }
+        // A declared length was charged to the write budget when the fill began.
+        if self.declared_len.is_none() {
+            self.inner.charge_writes(chunk.len() as u64)?;
         }
         let header_len = self.preamble.header_len();
         let need = file_len(header_len, new_len);

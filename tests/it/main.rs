@@ -56,3 +56,4 @@ mod ttl;
 mod tls;
 mod walkthrough;
 mod workers;
+mod write_budget;

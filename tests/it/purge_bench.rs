@@ -102,6 +102,7 @@ async fn filled(dir: &std::path::Path, entries: usize) -> (Arc<Store>, Vec<Strin
             open_files: 0,
             min_free: 0,
             tag_memory: u64::MAX,
+            max_write_rate: 0,
         })
         .expect("open store"),
     );

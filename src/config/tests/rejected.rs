@@ -419,6 +419,21 @@ const REJECTED: &[(&str, &str, &str)] = &[
         "invalid",
     ),
     (
+        "[admission]\nmax_write_rate = 0",
+        "admission.max_write_rate",
+        "invalid",
+    ),
+    (
+        "[admission]\nmax_write_rate = \"fast\"",
+        "admission.max_write_rate",
+        "invalid",
+    ),
+    (
+        "[admission]\nmax_write_rate = { drive_writes_per_day = -1, device_size = \"1TiB\" }",
+        "admission.max_write_rate",
+        "invalid",
+    ),
+    (
         "[admission]\nsnapshot_every = 60",
         "admission.snapshot_every",
         "parse",

@@ -107,6 +107,7 @@ async fn a_refill_racing_the_eviction_of_its_key_leaves_the_newer_entry_intact()
             open_files: 16,
             min_free: 0,
             tag_memory: u64::MAX,
+            max_write_rate: 0,
         })
         .expect("open store"),
     );
