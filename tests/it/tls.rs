@@ -176,6 +176,50 @@ async fn a_client_that_never_starts_its_handshake_is_closed_at_the_header_read_t
     proxy.stop().await;
 }
 
+/// A TLS handshake in progress holds a connection slot and no request, as a silent
+/// cleartext connection does: at `server.max_connections`, clients that opened the TLS
+/// listener and never finished their handshake are dropped to make room, so a new client
+/// waits neither for `server.header_read_timeout` nor for them to give up.
+#[tokio::test(start_paused = true)]
+async fn with_max_connections_full_of_stalled_handshakes_a_new_tls_client_is_served() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let SiteOverTls {
+        _dir,
+        ca,
+        origin: _origin,
+        proxy,
+    } = SiteOverTls::start(|config| {
+        config.server.max_connections = 4;
+        // Longer than the test waits: no timer of the proxy's frees a slot in time.
+        config.server.header_read_timeout = std::time::Duration::from_secs(120);
+        config.server.idle_timeout = std::time::Duration::from_secs(120);
+    })
+    .await;
+    let tls = proxy.tls.expect("the TLS listener");
+    let mut stalled = Vec::new();
+    for _ in 0..4 {
+        let mut stream = tokio::net::TcpStream::connect(tls).await.expect("connect");
+        // The first bytes of a ClientHello's record, and then nothing.
+        stream.write_all(&[0x16, 0x03, 0x01]).await.expect("write");
+        stalled.push(stream);
+    }
+    let seen = tokio::time::timeout(
+        crate::support::PATIENCE,
+        tls_get(&ca.client(&[b"http/1.1"]), tls, "site.test", "/new"),
+    )
+    .await
+    .expect("the new client is served while stalled handshakes hold every slot");
+    assert_eq!(seen.status, 200);
+    for stream in &mut stalled {
+        let mut buf = [0u8; 64];
+        let read = tokio::time::timeout(crate::support::PATIENCE, stream.read(&mut buf))
+            .await
+            .expect("a stalled handshake was dropped to make room");
+        assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+    }
+    proxy.stop().await;
+}
+
 /// An `https://` origin on 127.0.0.1 whose certificate, for `localhost`, is issued by a
 /// CA of its own; written to `dir` with that CA's file `origin-ca.pem`.
 async fn https_origin(dir: &Path) -> (TestOrigin, std::path::PathBuf) {
