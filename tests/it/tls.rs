@@ -120,6 +120,32 @@ async fn tls_serves_http1_and_h2_and_keys_https_apart_from_http() {
     proxy.stop().await;
 }
 
+/// ALPN: an HTTP/1.0 client that names its protocol is served, as nginx serves it; a
+/// client that offers only protocols the listener does not speak is refused in the
+/// handshake (RFC 7301 §3.2), not left to send bytes no parser expects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http1_0_alpn_client_is_served_and_one_offering_no_known_protocol_is_refused() {
+    let SiteOverTls {
+        _dir,
+        ca,
+        origin: _origin,
+        proxy,
+    } = SiteOverTls::start(|_| {}).await;
+    let tls = proxy.tls.expect("the TLS listener");
+    let seen = tls_get(&ca.client(&[b"http/1.0"]), tls, "site.test", "/").await;
+    assert_eq!(seen.alpn.as_deref(), Some(&b"http/1.0"[..]));
+    assert_eq!(seen.status, 200);
+    let tcp = tokio::net::TcpStream::connect(tls).await.expect("connect");
+    let name = rustls::pki_types::ServerName::try_from("site.test").expect("name");
+    let refused = ca.client(&[b"spdy/3.1"]).connect(name, tcp).await;
+    let error = refused.err().expect("no protocol in common: refused");
+    assert!(
+        error.to_string().contains("NoApplicationProtocol"),
+        "{error}"
+    );
+    proxy.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sni_chooses_the_certificate_and_no_name_gets_the_first() {
     let dir = tempfile::tempdir().expect("temp dir");
