@@ -188,8 +188,12 @@ fn keep_private(path: &Path) {
         return;
     }
     match fs::set_permissions(path, fs::Permissions::from_mode(PRIVATE)) {
-        Ok(()) => tracing::info!(path = %path.display(), "made the filter seed file readable by its owner only"),
-        Err(error) => tracing::warn!(path = %path.display(), %error, "the filter seed file is readable by others and its mode cannot be changed"),
+        Ok(()) => {
+            tracing::info!(path = %path.display(), "made the filter seed file readable by its owner only")
+        }
+        Err(error) => {
+            tracing::warn!(path = %path.display(), %error, "the filter seed file is readable by others and its mode cannot be changed")
+        }
     }
 }
 

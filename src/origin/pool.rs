@@ -232,7 +232,8 @@ impl Failed {
     /// The server switched protocols (101) for a request that asked for no upgrade: a
     /// head that is not an answer to it, as `origin.retry`'s `invalid_header` names.
     fn switched() -> Failed {
-        let switched = "the origin switched protocols (101) for a request that asked for no upgrade";
+        let switched =
+            "the origin switched protocols (101) for a request that asked for no upgrade";
         Failed {
             error: OriginError::Protocol(switched.into()),
             unsent: None,

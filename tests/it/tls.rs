@@ -138,7 +138,7 @@ async fn an_http1_0_alpn_client_is_served_and_one_offering_no_known_protocol_is_
     let tcp = tokio::net::TcpStream::connect(tls).await.expect("connect");
     let name = rustls::pki_types::ServerName::try_from("site.test").expect("name");
     let refused = ca.client(&[b"spdy/3.1"]).connect(name, tcp).await;
-    let error = refused.err().expect("no protocol in common: refused");
+    let error = refused.expect_err("no protocol in common: refused");
     assert!(
         error.to_string().contains("NoApplicationProtocol"),
         "{error}"
