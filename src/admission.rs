@@ -47,6 +47,7 @@ mod stats;
 use std::fmt;
 use std::fs;
 use std::io::{self, Write};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -105,10 +106,14 @@ pub fn resolve_seed(configured: Option<&str>, state_dir: &Path) -> Result<u64, A
     }
     let path = state_dir.join(SEED_FILE);
     match fs::read(&path) {
-        Ok(bytes) => parse_seed(&bytes).map_err(|reason| AdmissionError::BadSeedFile {
-            path: path.clone(),
-            reason,
-        }),
+        Ok(bytes) => {
+            let seed = parse_seed(&bytes).map_err(|reason| AdmissionError::BadSeedFile {
+                path: path.clone(),
+                reason,
+            })?;
+            keep_private(&path);
+            Ok(seed)
+        }
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             let seed = random_seed().map_err(|source| AdmissionError::SeedFile {
                 path: path.clone(),
@@ -160,8 +165,36 @@ fn random_seed() -> io::Result<u64> {
 /// sees a half-written seed file.
 fn write_seed(state_dir: &Path, path: &Path, seed: u64) -> io::Result<()> {
     persist::write_atomically(state_dir, path, |file| {
+        // Private before the secret is in it.
+        file.set_permissions(fs::Permissions::from_mode(PRIVATE))?;
         file.write_all(format!("{seed:016x}\n").as_bytes())
     })
+}
+
+/// The seed file's mode: who can read the seed can aim URLs at chosen filter bits.
+const PRIVATE: u32 = 0o600;
+
+/// Makes a seed file that others may read (left by an earlier version, or copied in)
+/// readable by its owner only; a failure is logged and the start goes on with the seed.
+fn keep_private(path: &Path) {
+    let mode = match fs::metadata(path) {
+        Ok(metadata) => metadata.permissions().mode(),
+        Err(error) => {
+            tracing::warn!(path = %path.display(), %error, "cannot read the filter seed file's mode");
+            return;
+        }
+    };
+    if mode & 0o077 == 0 {
+        return;
+    }
+    match fs::set_permissions(path, fs::Permissions::from_mode(PRIVATE)) {
+        Ok(()) => {
+            tracing::info!(path = %path.display(), "made the filter seed file readable by its owner only")
+        }
+        Err(error) => {
+            tracing::warn!(path = %path.display(), %error, "the filter seed file is readable by others and its mode cannot be changed")
+        }
+    }
 }
 
 /// Errors of the admission module (all about the seed file; filters themselves cannot fail).

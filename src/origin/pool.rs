@@ -40,7 +40,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{Request, Response, Uri};
+use http::{Request, Response, StatusCode, Uri};
 use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 use hyper::client::conn::http1;
@@ -162,6 +162,11 @@ impl Pool {
                 return Err(Failed::timed_out(first_byte));
             };
             match sent {
+                // The proxy forwards no upgrade: a switch nobody asked for breaks the
+                // exchange, and relayed it would end the client's connection.
+                Ok(response) if response.status() == StatusCode::SWITCHING_PROTOCOLS => {
+                    return Err(Failed::switched());
+                }
                 Ok(response) => {
                     let list = Arc::downgrade(list);
                     return Ok(response.map(|body| PooledBody {
@@ -221,6 +226,18 @@ impl Failed {
             error: OriginError::Timeout(waited.into()),
             unsent: None,
             reason: Some(RetryReason::Timeout),
+        }
+    }
+
+    /// The server switched protocols (101) for a request that asked for no upgrade: a
+    /// head that is not an answer to it, as `origin.retry`'s `invalid_header` names.
+    fn switched() -> Failed {
+        let switched =
+            "the origin switched protocols (101) for a request that asked for no upgrade";
+        Failed {
+            error: OriginError::Protocol(switched.into()),
+            unsent: None,
+            reason: Some(RetryReason::InvalidHeader),
         }
     }
 

@@ -210,21 +210,25 @@ impl Accepting {
         match (scheme, &self.shared.acceptor) {
             (ClientScheme::Https, Some(acceptor)) => {
                 let handshake = acceptor.accept(stream);
+                let limit = serving.header_read_timeout;
                 tokio::spawn(async move {
-                    // The handshake counts toward `max_connections` (the slot is held)
-                    // and gets `header_read_timeout`; then the head guard reads the
+                    // The handshake holds the slot (it counts toward `max_connections`)
+                    // and has `header_read_timeout`; then the head guard reads the
                     // decrypted stream. No sendfile under TLS: rustls encrypts the
                     // mapped bodies from memory.
-                    let limit = serving.header_read_timeout;
-                    match tokio::time::timeout(limit, handshake).await {
-                        Ok(Ok(stream)) => {
+                    let mut signals = signals;
+                    match handshake_within(handshake, limit, &mut signals.reap).await {
+                        Handshake::Done(stream) => {
                             serving.serve(stream, peer, scheme, token, signals).await;
                         }
-                        Ok(Err(error)) => {
+                        Handshake::Failed(error) => {
                             tracing::debug!(%peer, %error, "TLS handshake failed");
                         }
-                        Err(_) => {
+                        Handshake::TimedOut => {
                             tracing::debug!(%peer, ?limit, "TLS handshake timed out (server.header_read_timeout)");
+                        }
+                        Handshake::Reaped => {
+                            tracing::debug!(%peer, "TLS handshake unfinished at server.max_connections: dropped to make room");
                         }
                     }
                     drop((watcher, slot));
@@ -240,6 +244,58 @@ impl Accepting {
         }
     }
 }
+
+/// How a TLS client's handshake ended ([`handshake_within`]).
+enum Handshake<S> {
+    /// Done: the decrypted stream, to serve.
+    Done(S),
+    /// The client broke it off, or sent something that is no TLS.
+    Failed(std::io::Error),
+    /// Not done within `server.header_read_timeout`.
+    TimedOut,
+    /// Not done when the slots ran out and [`HANDSHAKE_GRACE`] had passed since it began.
+    Reaped,
+}
+
+/// Runs `handshake` to its end within `limit`. A reap (the slots ran out) ends it once it
+/// has run for [`HANDSHAKE_GRACE`]: a handshake in progress holds a slot and no request,
+/// as a silent connection does, and clients that open the TLS listener and never finish
+/// would otherwise keep a new client waiting for `limit`. A closed reap channel (the
+/// server going away) leaves only `limit`.
+async fn handshake_within<S>(
+    handshake: impl Future<Output = std::io::Result<S>>,
+    limit: Duration,
+    reap: &mut watch::Receiver<()>,
+) -> Handshake<S> {
+    let began = tokio::time::Instant::now();
+    let cut = tokio::time::sleep_until(began + limit);
+    tokio::pin!(handshake, cut);
+    let (mut reaped, mut reaping) = (false, true);
+    loop {
+        tokio::select! {
+            done = &mut handshake => return match done {
+                Ok(stream) => Handshake::Done(stream),
+                Err(error) => Handshake::Failed(error),
+            },
+            () = &mut cut => return match reaped {
+                true => Handshake::Reaped,
+                false => Handshake::TimedOut,
+            },
+            changed = reap.changed(), if reaping && !reaped => match changed {
+                Ok(()) if HANDSHAKE_GRACE < limit => {
+                    reaped = true;
+                    cut.as_mut().reset(began + HANDSHAKE_GRACE);
+                }
+                // Its own deadline comes first, or the server is going away.
+                Ok(()) | Err(_) => reaping = false,
+            },
+        }
+    }
+}
+
+/// How long a TLS handshake may run before a reap drops it: many round trips of a slow
+/// network, so that a client in the middle of an honest handshake is not cut.
+const HANDSHAKE_GRACE: Duration = Duration::from_secs(1);
 
 /// What [`tls::accept_either`] gives: the accepted connection (or why not) and the scheme
 /// of the listener it came from.

@@ -17,9 +17,10 @@
 //!   connections keep going on the session they negotiated. A file that no longer loads
 //!   rejects the whole reload, with an error naming its key and the file: the running
 //!   certificates and config are kept.
-//! - **ALPN**: `h2` and `http/1.1`, in that order; a client that offers neither (or no
-//!   ALPN at all) still connects, and hyper-util's protocol detection reads the HTTP/2
-//!   preface either way.
+//! - **ALPN**: `h2`, `http/1.1` and `http/1.0`, in that order; a client that offers no
+//!   ALPN at all still connects, and hyper-util's protocol detection reads the HTTP/2
+//!   preface either way. A client that offers only other protocols is refused in the
+//!   handshake (`no_application_protocol`, RFC 7301 §3.2), as rustls does.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -157,9 +158,13 @@ pub(super) fn acceptor(live: Live) -> Result<TlsAcceptor, rustls::Error> {
         .with_safe_default_protocol_versions()?
         .with_no_client_auth()
         .with_cert_resolver(Arc::new(Resolver { live }));
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    config.alpn_protocols = ALPN.iter().map(|protocol| protocol.to_vec()).collect();
     Ok(TlsAcceptor::from(Arc::new(config)))
 }
+
+/// The protocols ALPN offers, preferred first: HTTP/1.0 is served by the HTTP/1 side, and
+/// a client naming it would otherwise be refused with no protocol in common.
+const ALPN: [&[u8]; 3] = [b"h2", b"http/1.1", b"http/1.0"];
 
 /// The TLS listener and its handshake.
 pub(super) struct TlsListener {

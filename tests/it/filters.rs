@@ -154,3 +154,27 @@ async fn snapshots_are_taken_periodically() {
     restarted.stop().await;
     proxy.stop().await;
 }
+
+/// The filter seed is a secret (who knows it can aim URLs at chosen filter bits): the
+/// file a start generates is readable by the proxy's user only, and one a start finds
+/// readable by others is made so.
+#[tokio::test]
+async fn the_generated_filter_seed_is_readable_by_the_proxys_user_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let origin = cacheable_origin().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut config = test_config(origin.addr, &dir.path().join("cache"));
+    config.admission.seed = None;
+    let seed = dir.path().join("cache/state/filter-seed");
+    let mode = |path: &Path| {
+        let metadata = std::fs::metadata(path).expect("the seed file");
+        metadata.permissions().mode() & 0o777
+    };
+    let proxy = Running::start(&config).await;
+    assert_eq!(mode(&seed), 0o600, "a generated seed");
+    proxy.stop().await;
+    std::fs::set_permissions(&seed, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let proxy = Running::start(&config).await;
+    assert_eq!(mode(&seed), 0o600, "a seed found readable by others");
+    proxy.stop().await;
+}

@@ -1,6 +1,6 @@
 //! How an origin's failures reach the client, as
-//! `docs/guide/origin-failures.md` lists them: refused, silent before its head, reset or silent
-//! mid-body with `Content-Length` and chunked framing. Each is answered or aborted within
+//! `docs/guide/origin-failures.md` lists them: refused, silent before its head, a switch of
+//! protocols nobody asked for, reset or silent mid-body with `Content-Length` and chunked framing. Each is answered or aborted within
 //! the configured timeouts, and nothing half-received is stored. A raw TCP origin on
 //! 127.0.0.1:0 plays each failure byte for byte.
 
@@ -149,4 +149,21 @@ async fn length_body_silent_mid_body_aborts_after_read_timeout() {
     assert_eq!(status, 200);
     assert!(body.is_err(), "an aborted body, not {body:?}");
     assert!(proxy.entry_files().is_empty());
+}
+
+/// An origin that switches protocols (101) for a request that asked for no upgrade (the
+/// proxy never forwards one): a broken exchange, 502 `origin-error`, never a 101 relayed
+/// to a client that did not ask, which ends its connection and tells an intermediary in
+/// front that the connection changed protocol.
+#[tokio::test(start_paused = true)]
+async fn an_unasked_switch_of_protocols_is_a_502() {
+    let origin = raw_origin(
+        b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: upgrade\r\n\r\nraw bytes",
+        Then::Hang,
+    )
+    .await;
+    let proxy = TestProxy::start(origin, short_timeouts).await;
+    let seen = get(&proxy.url("/switch")).await;
+    assert_eq!(seen.status, 502);
+    assert_eq!(seen.cache.detail.as_deref(), Some("origin-error"));
 }

@@ -120,6 +120,32 @@ async fn tls_serves_http1_and_h2_and_keys_https_apart_from_http() {
     proxy.stop().await;
 }
 
+/// ALPN: an HTTP/1.0 client that names its protocol is served, as nginx serves it; a
+/// client that offers only protocols the listener does not speak is refused in the
+/// handshake (RFC 7301 §3.2), not left to send bytes no parser expects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http1_0_alpn_client_is_served_and_one_offering_no_known_protocol_is_refused() {
+    let SiteOverTls {
+        _dir,
+        ca,
+        origin: _origin,
+        proxy,
+    } = SiteOverTls::start(|_| {}).await;
+    let tls = proxy.tls.expect("the TLS listener");
+    let seen = tls_get(&ca.client(&[b"http/1.0"]), tls, "site.test", "/").await;
+    assert_eq!(seen.alpn.as_deref(), Some(&b"http/1.0"[..]));
+    assert_eq!(seen.status, 200);
+    let tcp = tokio::net::TcpStream::connect(tls).await.expect("connect");
+    let name = rustls::pki_types::ServerName::try_from("site.test").expect("name");
+    let refused = ca.client(&[b"spdy/3.1"]).connect(name, tcp).await;
+    let error = refused.expect_err("no protocol in common: refused");
+    assert!(
+        error.to_string().contains("NoApplicationProtocol"),
+        "{error}"
+    );
+    proxy.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sni_chooses_the_certificate_and_no_name_gets_the_first() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -173,6 +199,50 @@ async fn a_client_that_never_starts_its_handshake_is_closed_at_the_header_read_t
     )
     .await;
     assert_eq!(seen.status, 200);
+    proxy.stop().await;
+}
+
+/// A TLS handshake in progress holds a connection slot and no request, as a silent
+/// cleartext connection does: at `server.max_connections`, clients that opened the TLS
+/// listener and never finished their handshake are dropped to make room, so a new client
+/// waits neither for `server.header_read_timeout` nor for them to give up.
+#[tokio::test(start_paused = true)]
+async fn with_max_connections_full_of_stalled_handshakes_a_new_tls_client_is_served() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let SiteOverTls {
+        _dir,
+        ca,
+        origin: _origin,
+        proxy,
+    } = SiteOverTls::start(|config| {
+        config.server.max_connections = 4;
+        // Longer than the test waits: no timer of the proxy's frees a slot in time.
+        config.server.header_read_timeout = std::time::Duration::from_secs(120);
+        config.server.idle_timeout = std::time::Duration::from_secs(120);
+    })
+    .await;
+    let tls = proxy.tls.expect("the TLS listener");
+    let mut stalled = Vec::new();
+    for _ in 0..4 {
+        let mut stream = tokio::net::TcpStream::connect(tls).await.expect("connect");
+        // The first bytes of a ClientHello's record, and then nothing.
+        stream.write_all(&[0x16, 0x03, 0x01]).await.expect("write");
+        stalled.push(stream);
+    }
+    let seen = tokio::time::timeout(
+        crate::support::PATIENCE,
+        tls_get(&ca.client(&[b"http/1.1"]), tls, "site.test", "/new"),
+    )
+    .await
+    .expect("the new client is served while stalled handshakes hold every slot");
+    assert_eq!(seen.status, 200);
+    for stream in &mut stalled {
+        let mut buf = [0u8; 64];
+        let read = tokio::time::timeout(crate::support::PATIENCE, stream.read(&mut buf))
+            .await
+            .expect("a stalled handshake was dropped to make room");
+        assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+    }
     proxy.stop().await;
 }
 
