@@ -66,6 +66,7 @@ async fn put(store: &Store, key: &str, len: usize) {
             &meta(),
             Some(len as u64),
             1 << 20,
+            store.fill_ticket(),
         )
         .await
         .expect("a fill starts");

@@ -102,6 +102,7 @@ pub use catalog::PurgeSelector;
 pub use dropped::{DroppedFills, FillDrop};
 pub use entry::EntryMeta;
 pub use error::StoreError;
+pub use fence::FillTicket;
 pub use purge::PurgeMode;
 pub use read::StoredEntry;
 pub use space::{DiskStats, Trouble};
@@ -665,7 +666,8 @@ impl Store {
     /// reads it for the request, so the limit follows the live settings rather
     /// than the store's). Errors with `TooLarge` if `declared_len` exceeds
     /// `max_len`, with `Credentials` if the metadata's request headers hold
-    /// credentials, and with `NoSpace` if the budget has no room.
+    /// credentials, with `NoSpace` if the budget has no room, and with
+    /// `PurgedInFlight` if a removal or purge since `ticket` selects it (see `fence`).
     pub async fn begin_fill(
         &self,
         key: &str,
@@ -673,8 +675,24 @@ impl Store {
         meta: &EntryMeta,
         declared_len: Option<u64>,
         max_len: u64,
+        ticket: FillTicket,
     ) -> Result<EntryWriter, StoreError> {
-        writer::begin(&self.inner, key, key_hash, meta, declared_len, max_len).await
+        writer::begin(
+            &self.inner,
+            key,
+            key_hash,
+            meta,
+            declared_len,
+            max_len,
+            ticket,
+        )
+        .await
+    }
+
+    /// A ticket for a request about to go to the origin, for the fill of its answer: a
+    /// removal or purge after this fences that fill ([`Store::begin_fill`]).
+    pub fn fill_ticket(&self) -> FillTicket {
+        fence::Fences::ticket(&self.inner.next_fill_id)
     }
 }
 

@@ -84,11 +84,14 @@ pub enum Detail {
     /// Admitted, but the minute's write budget (`admission.max_write_rate`) had no room
     /// for the fill: served from the origin, not stored.
     WriteBudget,
+    /// Requested before a purge or removal that selects it and answered after: served
+    /// to this client, not stored (the answer may predate the purge).
+    PurgedInFlight,
 }
 
 impl Detail {
     /// Every detail, for a fixed set of metric labels and for tests.
-    pub const ALL: [Detail; 57] = [
+    pub const ALL: [Detail; 58] = [
         Detail::NotStored(NotStored::Method),
         Detail::NotStored(NotStored::NoStore),
         Detail::NotStored(NotStored::Private),
@@ -146,6 +149,7 @@ impl Detail {
         Detail::Rule(RuleLifetime::ALL[2]),
         Detail::Rule(RuleLifetime::ALL[3]),
         Detail::WriteBudget,
+        Detail::PurgedInFlight,
     ];
 
     /// The detail of a stale response served while it is revalidated, by the window
@@ -197,6 +201,7 @@ impl Detail {
             Detail::RequestBody => "request-body",
             Detail::Rule(lifetime) => lifetime.as_str(),
             Detail::WriteBudget => "write-budget",
+            Detail::PurgedInFlight => "purged-in-flight",
         }
     }
 }
@@ -211,7 +216,7 @@ mod tests {
     /// ones included), with no wildcard. A new variant does not compile until it gets an
     /// arm here; a new slot index does not compile (`unconditional_panic`) until `seen`
     /// grows; and then `all_lists_every_variant` fails until `Detail::ALL` holds it.
-    fn mark(detail: Detail, seen: &mut [bool; 57]) {
+    fn mark(detail: Detail, seen: &mut [bool; 58]) {
         match detail {
             Detail::NotStored(NotStored::Method) => seen[0] = true,
             Detail::NotStored(NotStored::NoStore) => seen[1] = true,
@@ -270,12 +275,13 @@ mod tests {
             Detail::Rule(RuleLifetime::GraceWhileRevalidate) => seen[54] = true,
             Detail::Rule(RuleLifetime::GraceIfError) => seen[55] = true,
             Detail::WriteBudget => seen[56] = true,
+            Detail::PurgedInFlight => seen[57] = true,
         }
     }
 
     #[test]
     fn all_lists_every_variant() {
-        let mut seen = [false; 57];
+        let mut seen = [false; 58];
         for detail in Detail::ALL {
             mark(detail, &mut seen);
         }

@@ -28,7 +28,7 @@ use crate::policy::freshness::StoredFreshness;
 use crate::policy::vary::{self, VarySpec};
 use crate::policy::{self, NotStored, Rules, UnindexedTags, validation};
 use crate::range::{self, RangeAnswer};
-use crate::store::{EntryMeta, EntryWriter, Store, StoreError, StoredEntry};
+use crate::store::{EntryMeta, EntryWriter, FillTicket, Store, StoreError, StoredEntry};
 use crate::tee::Fills;
 
 /// The field of a marker entry that holds the variant set's nonce (never sent to clients:
@@ -150,11 +150,37 @@ pub enum Revalidated {
     Replaced {
         /// The origin's answer, body still streaming (boxed: a head and a body are large).
         response: Box<OriginResponse>,
-        /// When the request was sent.
-        request_time: SystemTime,
-        /// When the head arrived.
-        response_time: SystemTime,
+        /// When it was asked for and answered.
+        timing: Timing,
     },
+}
+
+/// When a request went to the origin and its answer's head came back, and the store's
+/// ticket taken before it was sent (a purge after it fences the answer's fill).
+#[derive(Clone, Copy, Debug)]
+pub struct Timing {
+    /// When the request was sent.
+    pub request: SystemTime,
+    /// When the head arrived.
+    pub response: SystemTime,
+    /// Taken just before the request was sent ([`Store::fill_ticket`]).
+    pub ticket: FillTicket,
+}
+
+impl Timing {
+    /// The start of an exchange with the origin: now, and a ticket from `store`.
+    pub fn start(store: &Store) -> (SystemTime, FillTicket) {
+        (crate::clock::now(), store.fill_ticket())
+    }
+
+    /// The exchange started at `started`, its head arriving now.
+    pub fn answered((request, ticket): (SystemTime, FillTicket)) -> Timing {
+        Timing {
+            request,
+            response: crate::clock::now(),
+            ticket,
+        }
+    }
 }
 
 /// The store, with the rules that connect it to the origins.
@@ -263,28 +289,24 @@ impl Cache {
     ) -> Result<Revalidated, OriginError> {
         let stored = &found.entry.meta.response_headers;
         let conditional = validation::has_validator(stored).then_some(stored);
-        let (response, request_time, response_time) =
-            fetch_whole(origin, request, conditional).await?;
+        let (response, timing) = fetch_whole(&self.store, origin, request, conditional).await?;
         if response.head.status != StatusCode::NOT_MODIFIED {
             return Ok(Revalidated::Replaced {
                 response: Box::new(response),
-                request_time,
-                response_time,
+                timing,
             });
         }
         let Some(refreshed) = validation::freshen(
             &found.entry.meta,
             &response.head,
-            request_time,
-            response_time,
+            timing.request,
+            timing.response,
         ) else {
             // A 304 for a representation we do not have: ask again, unconditionally.
-            let (response, request_time, response_time) =
-                fetch_whole(origin, request, None).await?;
+            let (response, timing) = fetch_whole(&self.store, origin, request, None).await?;
             return Ok(Revalidated::Replaced {
                 response: Box::new(response),
-                request_time,
-                response_time,
+                timing,
             });
         };
         let kept = self
@@ -366,7 +388,7 @@ impl Cache {
         marker: Option<&Marker>,
         request: &HeaderMap,
         storable: Storable<'_>,
-        times: (SystemTime, SystemTime),
+        timing: Timing,
         live: &Snapshot,
     ) -> Result<EntryWriter, StoreError> {
         let max_len = live.max_object_size();
@@ -376,7 +398,7 @@ impl Cache {
             VarySpec::Fields(fields) => {
                 let marker = match marker {
                     Some(marker) if marker.fields == fields => marker.clone(),
-                    _ => self.write_marker(key, fields).await?,
+                    _ => self.write_marker(key, fields, timing.ticket).await?,
                 };
                 marker.variant_key(key, request)
             }
@@ -386,8 +408,8 @@ impl Cache {
         // Only a marker may carry the marker field, or a response would pose as one.
         response_headers.remove(MARKER_FIELD);
         let meta = EntryMeta {
-            request_time: times.0,
-            response_time: times.1,
+            request_time: timing.request,
+            response_time: timing.response,
             status: head.status,
             tags,
             response_headers,
@@ -400,15 +422,24 @@ impl Cache {
         };
         let hash = fill_key.store_hash();
         self.store
-            .begin_fill(fill_key.as_str(), hash, &meta, declared, max_len)
+            .begin_fill(
+                fill_key.as_str(),
+                hash,
+                &meta,
+                declared,
+                max_len,
+                timing.ticket,
+            )
             .await
     }
 
-    /// Stores a new marker for `key` (a fresh nonce, so older variants are orphaned).
+    /// Stores a new marker for `key` (a fresh nonce, so older variants are orphaned),
+    /// for a response requested at `ticket`.
     async fn write_marker(
         &self,
         key: &CacheKey,
         fields: Vec<HeaderName>,
+        ticket: FillTicket,
     ) -> Result<Marker, StoreError> {
         let marker = Marker {
             nonce: rand::random(),
@@ -438,7 +469,7 @@ impl Cache {
         };
         let writer = self
             .store
-            .begin_fill(key.as_str(), key.store_hash(), &meta, Some(0), 0)
+            .begin_fill(key.as_str(), key.store_hash(), &meta, Some(0), 0, ticket)
             .await?;
         writer.finish().await?;
         Ok(marker)
@@ -480,13 +511,14 @@ fn refreshed_storability(
 /// GETs the whole object from `origin`: the client's `request` headers without its
 /// conditionals or ranges, with the stored validators when given.
 async fn fetch_whole(
+    store: &Store,
     origin: &OriginRequest<'_>,
     request: &HeaderMap,
     validators_of: Option<&HeaderMap>,
-) -> Result<(OriginResponse, SystemTime, SystemTime), OriginError> {
+) -> Result<(OriginResponse, Timing), OriginError> {
     let mut headers = request.clone();
     validation::whole_object_request(&mut headers, validators_of);
-    let request_time = crate::clock::now();
+    let started = Timing::start(store);
     let response = (origin.send(Method::GET, headers, crate::origin::empty_body())).await?;
-    Ok((response, request_time, crate::clock::now()))
+    Ok((response, Timing::answered(started)))
 }

@@ -6,14 +6,13 @@
 //! `multipart/byteranges`) cut out of a whole object fetched to be stored.
 
 use std::sync::{Arc, OnceLock};
-use std::time::SystemTime;
 
 use http::header::RANGE;
 use http::{HeaderMap, Method, Response, StatusCode, request, response};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
-use super::cache::{Cache, Marker, Storable};
+use super::cache::{Cache, Marker, Storable, Timing};
 use super::collapse::{Fetching, Leader};
 use super::respond::{self, Cut};
 use super::routing::{Admitting, RuleCheck};
@@ -66,7 +65,7 @@ impl Proxy {
         let headers = origin_headers(head, may_store, whole_for_range);
         let mut range_forwarded = headers.contains_key(RANGE);
         let to_origin = ask.origin()?;
-        let request_time = crate::clock::now();
+        let started = Timing::start(&self.cache.store);
         let body = origin::client_body(body);
         let mut origin = (to_origin.send(head.method.clone(), headers, body)).await?;
         if whole_for_range
@@ -87,7 +86,7 @@ impl Proxy {
             forward,
             admission,
             rules,
-            times: (request_time, crate::clock::now()),
+            timing: Timing::answered(started),
             range_forwarded,
             collapse_timed_out: timed_out,
         };
@@ -237,8 +236,8 @@ pub(super) async fn fill(
             // file) is about 2 KiB of future state, and every GET answered from the
             // origin, stored or not, would carry it and copy it on each move; an admitted
             // fill, which writes to disk, affords the allocation.
-            let (marker, times, live) = (exchange.marker, exchange.times, exchange.live);
-            let began = cache.begin_fill(exchange.key, marker, request, storable, times, live);
+            let (marker, timing, live) = (exchange.marker, exchange.timing, exchange.live);
+            let began = cache.begin_fill(exchange.key, marker, request, storable, timing, live);
             let began = Box::pin(began).await;
             began.map_err(|error| not_started(cache, exchange.key, error))
         }
@@ -296,7 +295,7 @@ fn judge<'o>(
             (live, exchange.lifetimes),
             request,
             origin,
-            exchange.times.1,
+            exchange.timing.response,
         )
     };
     if let Err(reason) = &verdict {
@@ -336,6 +335,8 @@ fn not_started(cache: &Cache, key: &CacheKey, error: StoreError) -> Detail {
         }
         // The operator's cap, not a failure: counted by its detail.
         StoreError::WriteBudget { .. } => Detail::WriteBudget,
+        // Asked for before a purge that selects it: served, not stored.
+        StoreError::PurgedInFlight => Detail::PurgedInFlight,
         error if error.trouble().is_some() => {
             // The store logs disk trouble once per back-off period, not per fill.
             tracing::debug!(key = %key, %error, "disk cannot take the fill; proxying uncached");
@@ -493,7 +494,7 @@ pub(super) struct Exchange<'a> {
     /// known.
     pub(super) rules: Option<RuleCheck<'a>>,
     /// When the request was sent and when the response head arrived.
-    pub(super) times: (SystemTime, SystemTime),
+    pub(super) timing: Timing,
     /// The client's `Range` went to the origin (so the answer is not the whole object).
     pub(super) range_forwarded: bool,
     /// The request waited `cache.collapse_timeout` for another one's fill: not stored.
@@ -502,13 +503,13 @@ pub(super) struct Exchange<'a> {
 
 impl<'a> Exchange<'a> {
     /// The exchange of a revalidation of a stored key (`live`, `key`, `marker`) that went
-    /// forward for `forward` at `times`: re-admitted without asking the policy, and
+    /// forward for `forward` with `timing`: re-admitted without asking the policy, and
     /// always for the whole object.
     pub(super) fn revalidation(
         (live, lifetimes): (&'a Snapshot, &'a Lifetimes),
         (key, marker): (&'a CacheKey, Option<&'a Marker>),
         forward: Forward,
-        times: (SystemTime, SystemTime),
+        timing: Timing,
     ) -> Exchange<'a> {
         Exchange {
             live,
@@ -518,7 +519,7 @@ impl<'a> Exchange<'a> {
             forward,
             admission: Admitting::AlreadyStored,
             rules: None,
-            times,
+            timing,
             range_forwarded: false,
             collapse_timed_out: false,
         }

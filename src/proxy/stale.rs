@@ -66,11 +66,7 @@ impl Proxy {
                 let answer = not_modified(head, *found, (forward, kept), (live, lifetimes), now);
                 Ok(purged(answer).with_upstream(upstream))
             }
-            Ok(Revalidated::Replaced {
-                response,
-                request_time,
-                response_time,
-            }) => {
+            Ok(Revalidated::Replaced { response, timing }) => {
                 let response = *response;
                 if ERROR_STATUSES.contains(&response.head.status)
                     && let Some(window) = freshness.within_stale_if_error(now)
@@ -82,7 +78,7 @@ impl Proxy {
                     (live, lifetimes),
                     (key, marker.as_ref()),
                     forward,
-                    (request_time, response_time),
+                    timing,
                 );
                 let answer = self.answer_from_origin(head, response, exchange, None);
                 Ok(purged(answer.await))
@@ -243,20 +239,16 @@ async fn refresh(
         }
         _ => return,
     };
-    let (response, times) = match cache.revalidate(judging, key, origin, request, found).await {
+    let (response, timing) = match cache.revalidate(judging, key, origin, request, found).await {
         Ok(Revalidated::NotModified { .. }) => return,
-        Ok(Revalidated::Replaced {
-            response,
-            request_time,
-            response_time,
-        }) => (*response, (request_time, response_time)),
+        Ok(Revalidated::Replaced { response, timing }) => (*response, timing),
         Err(error) => {
             tracing::info!(key = %key, %error, "background refresh failed");
             return;
         }
     };
     // No client reads this exchange's Cache-Status; `fwd=stale` is what it would say.
-    let exchange = Exchange::revalidation(judging, (key, marker.as_ref()), Forward::Stale, times);
+    let exchange = Exchange::revalidation(judging, (key, marker.as_ref()), Forward::Stale, timing);
     let Teed { stored, body, .. } = forward::fill(
         cache,
         &Method::GET,

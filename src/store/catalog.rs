@@ -53,9 +53,9 @@ pub enum PurgeSelector {
 
 impl PurgeSelector {
     /// Whether an entry of `key` carrying `tags` is selected.
-    pub(crate) fn matches(&self, key: &str, tags: &[Box<str>]) -> bool {
+    pub(crate) fn matches<T: AsRef<str>>(&self, key: &str, tags: &[T]) -> bool {
         match self {
-            PurgeSelector::Tag(tag) => tags.iter().any(|t| **t == **tag),
+            PurgeSelector::Tag(tag) => tags.iter().any(|t| t.as_ref() == tag),
             PurgeSelector::Prefix(prefix) => key.starts_with(prefix.as_str()),
             PurgeSelector::Site(site) => of_site(key, site),
             PurgeSelector::Url(url) => key == url || base_url(key) == Some(url.as_str()),

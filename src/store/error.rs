@@ -53,6 +53,10 @@ pub enum StoreError {
     /// Refused to store request credentials.
     #[error("refused to store request credentials")]
     Credentials,
+    /// A removal or purge after the fill's request was sent selects it: the answer may
+    /// predate the purge, so it is not stored.
+    #[error("purged while the request was on its way to the origin")]
+    PurgedInFlight,
     /// The write budget (`admission.max_write_rate`) has no room left this minute for
     /// the fill's bytes.
     #[error("the write budget of {per_minute} bytes a minute (admission.max_write_rate) is spent")]

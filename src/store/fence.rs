@@ -1,35 +1,59 @@
-//! Removal fences: a fill that began before its key was removed must not
-//! commit after the removal, or the removal would be undone by content at
+//! Removal fences: a fill of content requested before its key was removed (or purged)
+//! must not commit after the removal, or the removal would be undone by content at
 //! least as old as what it removed.
 //!
-//! The rule: [`Store::remove`](super::Store::remove) records, as the key's
-//! fence, the next fill id it would hand out; fill ids only grow, so a fill of
-//! the key with an id below the fence began before the removal, and its
-//! [`EntryWriter::finish`](super::EntryWriter::finish) drops it (as if a newer
-//! fill had won). A fill that begins after the removal has an id at or above
-//! the fence and commits normally. "Began" means `begin_fill` was called: a
-//! response requested before the removal but whose fill begins after it is not
-//! caught (the store does not know when the request was sent).
+//! Two cases, one clock. Fill ids and [`FillTicket`]s come from one counter that only
+//! grows, and a removal reads it as its fence:
+//! - **A fill in progress** (`begin_fill` called): [`Store::remove`](super::Store::remove)
+//!   records, as the key's fence, the next fill id it would hand out, so a fill of the key
+//!   with an id below the fence began before the removal, and its
+//!   [`EntryWriter::finish`](super::EntryWriter::finish) drops it (as if a newer fill had
+//!   won). A fill that begins after the removal has an id at or above the fence.
+//! - **A request on its way** (sent to the origin, its fill not begun): the proxy takes a
+//!   [`FillTicket`] before it sends the request, and hands it to `begin_fill`. Removals and
+//!   purges are remembered for a while ([`RECENT`] of them), so a fill whose ticket is older
+//!   than one that selects it is refused at its start ([`Began::Fenced`]): the origin
+//!   may have answered before the purge, and the purge was answered "done".
+//!   A ticket older than everything remembered is refused too: what was forgotten might
+//!   have selected it.
 //!
-//! Memory stays bounded by the fills in progress: a fence matters only while a
-//! fill of its key that began before it is still in progress, so a key is
-//! remembered only while it has fills in progress, and forgotten with the last
-//! of them; a removal of a key without fills in progress records nothing.
+//! Memory stays bounded: a fence matters only while a fill of its key that began before
+//! it is still in progress, so a key is remembered only while it has fills in progress,
+//! and forgotten with the last of them; the recent removals are a ring of [`RECENT`].
 //!
 //! Purges by tag, prefix, site or URL fence the same way every fill in progress whose key
 //! and tags they select ([`Fences::fence_selected`]): each pending key keeps its key
 //! string and the union of its fills' tags for that.
 //!
-//! One mutex guards the map. It is taken when a fill begins, commits and ends,
-//! and by every removal, each time for one map operation (plus the index insert
-//! when a fill commits); hits never take it, and fills are far rarer than hits.
+//! One mutex guards both. It is taken when a fill begins, commits and ends, and by every
+//! removal, each time for one map operation (plus a walk of the recent removals newer
+//! than the fill's ticket when it begins, and the index insert when it commits); hits
+//! never take it, and fills are far rarer than hits.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use super::catalog::PurgeSelector;
 use super::index::{Fill, Index, Placed, Provenance};
+
+/// Removals and purges remembered for requests on their way to the origin: far more than
+/// can happen within one origin round trip, at a few dozen bytes each.
+const RECENT: usize = 4096;
+
+/// A place in the store's order of fills and removals, taken before a request goes to
+/// the origin: a removal after it fences the fill of the answer ([`Store::fill_ticket`](super::Store::fill_ticket)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct FillTicket(u64);
+
+/// Whether a fill may begin.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Began {
+    /// Registered, with this fill id.
+    Registered(u64),
+    /// A removal or purge after the fill's ticket selects it: not registered.
+    Fenced,
+}
 
 /// What is known about one key with fills in progress.
 #[derive(Debug, Default)]
@@ -44,32 +68,95 @@ struct Pending {
     tags: Vec<Box<str>>,
 }
 
-/// Key hash → fills in progress and fence, for keys with fills in progress.
+/// What a remembered removal selected.
+#[derive(Debug)]
+enum Removed {
+    /// One key.
+    Key(u128),
+    /// What a purge selects.
+    Selected(PurgeSelector),
+}
+
+/// A remembered removal: tickets below `below` were taken before it.
+#[derive(Debug)]
+struct Recent {
+    below: u64,
+    removed: Removed,
+}
+
+/// The pending keys and the recent removals, under one lock.
+#[derive(Debug, Default)]
+struct State {
+    keys: HashMap<u128, Pending>,
+    recent: VecDeque<Recent>,
+    /// Tickets below this are older than every remembered removal.
+    forgotten_below: u64,
+}
+
+impl State {
+    fn remember(&mut self, below: u64, removed: Removed) {
+        if self.recent.len() == RECENT
+            && let Some(oldest) = self.recent.pop_front()
+        {
+            self.forgotten_below = oldest.below;
+        }
+        self.recent.push_back(Recent { below, removed });
+    }
+
+    /// Whether a removal after `ticket` selects the fill of `key` with `tags`.
+    fn fenced(&self, ticket: FillTicket, (key_hash, key, tags): (u128, &str, &[String])) -> bool {
+        if ticket.0 < self.forgotten_below {
+            return true;
+        }
+        self.recent
+            .iter()
+            .rev()
+            .take_while(|recent| recent.below > ticket.0)
+            .any(|recent| match &recent.removed {
+                Removed::Key(hash) => *hash == key_hash,
+                Removed::Selected(selector) => selector.matches(key, tags),
+            })
+    }
+}
+
+/// Key hash → fills in progress and fence, for keys with fills in progress; and the
+/// recent removals.
 #[derive(Debug, Default)]
 pub(crate) struct Fences {
-    keys: Mutex<HashMap<u128, Pending>>,
+    state: Mutex<State>,
 }
 
 impl Fences {
-    fn keys(&self) -> MutexGuard<'_, HashMap<u128, Pending>> {
-        // Every critical section is a map operation (or a map lookup and an
+    fn state(&self) -> MutexGuard<'_, State> {
+        // Every critical section is a map or ring operation (or a map lookup and an
         // index insert, which cannot fail half-way): poison carries no meaning.
-        self.keys.lock().unwrap_or_else(PoisonError::into_inner)
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Registers a fill of `key_hash` and allocates its fill id from
-    /// `next_fill_id`. Both happen under the lock, so a concurrent removal
-    /// either sees this fill registered or took its fence before the id was
-    /// allocated, and then the id is at or above the fence. Relaxed: the
-    /// mutex orders the allocation against removals; the atomic only has to
+    /// A ticket for a request about to be sent: the next id of `next_fill_id`, taken
+    /// for it alone, so a removal after this reads a larger one. Relaxed: one counter,
+    /// whose read-modify-write sees every earlier removal's read.
+    pub(crate) fn ticket(next_fill_id: &AtomicU64) -> FillTicket {
+        FillTicket(next_fill_id.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// Registers a fill of `key_hash` requested at `ticket` and allocates its fill id
+    /// from `next_fill_id`, unless a removal after the ticket selects it. Both happen
+    /// under the lock, so a concurrent removal either sees this fill registered or took
+    /// its fence before the id was allocated, and then the id is at or above the fence.
+    /// Relaxed: the mutex orders the allocation against removals; the atomic only has to
     /// hand out unique ids (the scan raises it without the lock).
     pub(crate) fn begin(
         &self,
         (key_hash, key, tags): (u128, &str, &[String]),
+        ticket: FillTicket,
         next_fill_id: &AtomicU64,
-    ) -> u64 {
-        let mut keys = self.keys();
-        let pending = keys.entry(key_hash).or_default();
+    ) -> Began {
+        let mut state = self.state();
+        if state.fenced(ticket, (key_hash, key, tags)) {
+            return Began::Fenced;
+        }
+        let pending = state.keys.entry(key_hash).or_default();
         pending.fills += 1;
         if pending.key.is_empty() {
             pending.key = key.into();
@@ -79,47 +166,50 @@ impl Fences {
                 pending.tags.push(tag.as_str().into());
             }
         }
-        next_fill_id.fetch_add(1, Ordering::Relaxed)
+        Began::Registered(next_fill_id.fetch_add(1, Ordering::Relaxed))
     }
 
     /// Forgets a fill that committed or was dropped; with the key's last fill
     /// in progress, the key and its fence are forgotten too.
     pub(crate) fn end(&self, key_hash: u128) {
-        let mut keys = self.keys();
-        if let Some(pending) = keys.get_mut(&key_hash) {
+        let mut state = self.state();
+        if let Some(pending) = state.keys.get_mut(&key_hash) {
             pending.fills -= 1;
             if pending.fills == 0 {
-                keys.remove(&key_hash);
+                state.keys.remove(&key_hash);
             }
         }
     }
 
     /// Records a removal of `key_hash`: every fill of it in progress now has an
-    /// id below the next one `next_fill_id` hands out.
+    /// id below the next one `next_fill_id` hands out, and so has every ticket taken.
     pub(crate) fn remove(&self, key_hash: u128, next_fill_id: &AtomicU64) {
-        let mut keys = self.keys();
-        if let Some(pending) = keys.get_mut(&key_hash) {
-            pending.removed_below = next_fill_id.load(Ordering::Relaxed);
+        let mut state = self.state();
+        let below = next_fill_id.load(Ordering::Relaxed);
+        if let Some(pending) = state.keys.get_mut(&key_hash) {
+            pending.removed_below = below;
         }
+        state.remember(below, Removed::Key(key_hash));
     }
 
     /// Records a purge: every fill in progress whose key and tags `selector` selects
     /// now has an id below the next one `next_fill_id` hands out, as after a removal of
-    /// its key. Returns how many keys it fenced.
+    /// its key, and so has every ticket taken. Returns how many keys it fenced.
     pub(crate) fn fence_selected(
         &self,
         selector: &PurgeSelector,
         next_fill_id: &AtomicU64,
     ) -> usize {
-        let mut keys = self.keys();
+        let mut state = self.state();
         let below = next_fill_id.load(Ordering::Relaxed);
         let mut fenced = 0;
-        for pending in keys.values_mut() {
+        for pending in state.keys.values_mut() {
             if selector.matches(&pending.key, &pending.tags) {
                 pending.removed_below = below;
                 fenced += 1;
             }
         }
+        state.remember(below, Removed::Selected(selector.clone()));
         fenced
     }
 
@@ -135,8 +225,9 @@ impl Fences {
         (key_hash, fill): (u128, Fill),
         placed: impl FnOnce(),
     ) -> Placed {
-        let keys = self.keys();
-        if keys
+        let state = self.state();
+        if state
+            .keys
             .get(&key_hash)
             .is_some_and(|p| fill.fill_id < p.removed_below)
         {
@@ -154,27 +245,35 @@ impl Fences {
 mod tests {
     use super::*;
 
+    fn registered(began: Began) -> u64 {
+        match began {
+            Began::Registered(fill_id) => fill_id,
+            Began::Fenced => panic!("fenced"),
+        }
+    }
+
     #[test]
     fn fills_begun_before_a_removal_lose_and_the_map_empties() {
         let fences = Fences::default();
         let index = Index::new(u64::MAX);
         let next = AtomicU64::new(10);
         let fill = |fill_id| Fill { fill_id, size: 1 };
-        // A removal without fills in progress records nothing.
+        // A removal without fills in progress fences no fill in progress.
         fences.remove(1, &next);
-        assert!(fences.keys().is_empty());
-        let before = fences.begin((1, "k1", &[]), &next);
+        assert!(fences.state().keys.is_empty());
+        let now = Fences::ticket(&next);
+        let before = registered(fences.begin((1, "k1", &[]), now, &next));
         fences.remove(1, &next);
-        let after = fences.begin((1, "k1", &[]), &next);
+        let after = registered(fences.begin((1, "k1", &[]), Fences::ticket(&next), &next));
         assert_eq!(fences.place(&index, (1, fill(before)), || {}), Placed::Lost);
         assert_eq!(fences.place(&index, (1, fill(after)), || {}), Placed::New);
         // Other keys are not fenced.
-        let other = fences.begin((2, "k2", &[]), &next);
+        let other = registered(fences.begin((2, "k2", &[]), now, &next));
         assert_eq!(fences.place(&index, (2, fill(other)), || {}), Placed::New);
         for key in [1, 1, 2] {
             fences.end(key);
         }
-        assert!(fences.keys().is_empty());
+        assert!(fences.state().keys.is_empty());
     }
 
     #[test]
@@ -185,8 +284,9 @@ mod tests {
         let fill = |fill_id| Fill { fill_id, size: 1 };
         let tagged = ["a".to_owned()];
         let near = ["ab".to_owned()];
-        let a = fences.begin((1, "http://h/1", &tagged), &next);
-        let ab = fences.begin((2, "http://h/2", &near), &next);
+        let now = Fences::ticket(&next);
+        let a = registered(fences.begin((1, "http://h/1", &tagged), now, &next));
+        let ab = registered(fences.begin((2, "http://h/2", &near), now, &next));
         let tag = PurgeSelector::Tag("a".to_owned());
         assert_eq!(fences.fence_selected(&tag, &next), 1);
         assert_eq!(fences.place(&index, (1, fill(a)), || {}), Placed::Lost);
@@ -196,5 +296,51 @@ mod tests {
             Placed::New
         );
         assert!(recorded, "an indexed fill is recorded under the lock");
+    }
+
+    #[test]
+    fn a_fill_requested_before_a_purge_that_selects_it_cannot_begin_after_it() {
+        let fences = Fences::default();
+        let next = AtomicU64::new(10);
+        let tagged = ["a".to_owned()];
+        let sent = Fences::ticket(&next);
+        fences.fence_selected(&PurgeSelector::Tag("a".to_owned()), &next);
+        fences.remove(7, &next);
+        let begin = |key_hash, key, tags: &[String], ticket| {
+            fences.begin((key_hash, key, tags), ticket, &next)
+        };
+        assert_eq!(begin(1, "http://h/1", &tagged, sent), Began::Fenced);
+        assert_eq!(begin(7, "http://h/7", &[], sent), Began::Fenced);
+        let prefix = PurgeSelector::Prefix("http://h/p/".to_owned());
+        fences.fence_selected(&prefix, &next);
+        assert_eq!(begin(3, "http://h/p/3", &[], sent), Began::Fenced);
+        // Not selected, or requested after the purge: it begins.
+        assert!(matches!(
+            begin(2, "http://h/2", &[], sent),
+            Began::Registered(_)
+        ));
+        let later = Fences::ticket(&next);
+        assert!(matches!(
+            begin(1, "http://h/1", &tagged, later),
+            Began::Registered(_)
+        ));
+        assert!(fences.state().keys.len() == 2);
+    }
+
+    #[test]
+    fn a_ticket_older_than_every_remembered_purge_is_fenced() {
+        let fences = Fences::default();
+        let next = AtomicU64::new(1);
+        let old = Fences::ticket(&next);
+        for key_hash in 0..RECENT as u128 {
+            fences.remove(1000 + key_hash, &next);
+        }
+        let begin = |ticket| fences.begin((5, "http://h/5", &[]), ticket, &next);
+        // Every remembered removal selects other keys: the old ticket still begins.
+        assert!(matches!(begin(old), Began::Registered(_)));
+        fences.remove(99_999, &next);
+        // One removal was forgotten: what it selected is no longer known.
+        assert_eq!(begin(old), Began::Fenced);
+        assert!(matches!(begin(Fences::ticket(&next)), Began::Registered(_)));
     }
 }

@@ -173,7 +173,7 @@ async fn fill(store: &Store, key: &str, status: u16, data: &[u8]) -> EntryWriter
     let hash = Store::key_hash(key);
     let len = Some(data.len() as u64);
     let mut w = store
-        .begin_fill(key, hash, &meta(status), len, MAX)
+        .begin_fill(key, hash, &meta(status), len, MAX, store.fill_ticket())
         .await
         .unwrap();
     // Uneven chunks, so chunk boundaries on write and read differ.
@@ -361,7 +361,7 @@ async fn length_mismatch_stores_nothing() {
     let store = open(dir.path()).await;
     let hash = Store::key_hash("k");
     let mut w = store
-        .begin_fill("k", hash, &meta(200), Some(100), MAX)
+        .begin_fill("k", hash, &meta(200), Some(100), MAX, store.fill_ticket())
         .await
         .unwrap();
     w.write(&[1; 60]).await.unwrap();
@@ -390,12 +390,19 @@ async fn too_large_declared_or_streamed() {
     let store = open(dir.path()).await;
     let hash = Store::key_hash("k");
     let declared = store
-        .begin_fill("k", hash, &meta(200), Some(MAX + 1), MAX)
+        .begin_fill(
+            "k",
+            hash,
+            &meta(200),
+            Some(MAX + 1),
+            MAX,
+            store.fill_ticket(),
+        )
         .await;
     assert!(matches!(declared, Err(StoreError::TooLarge { limit: MAX })));
     // No declared length: the limit is the fill's max_len.
     let mut w = store
-        .begin_fill("k", hash, &meta(200), None, MAX)
+        .begin_fill("k", hash, &meta(200), None, MAX, store.fill_ticket())
         .await
         .unwrap();
     w.write(&vec![0; MAX as usize]).await.unwrap();
@@ -404,7 +411,7 @@ async fn too_large_declared_or_streamed() {
     drop(w);
     // A declared length is a limit too.
     let mut w = store
-        .begin_fill("k", hash, &meta(200), Some(10), MAX)
+        .begin_fill("k", hash, &meta(200), Some(10), MAX, store.fill_ticket())
         .await
         .unwrap();
     let over = w.write(&[0; 11]).await;
@@ -421,7 +428,14 @@ async fn credentials_are_refused() {
     m.request_headers
         .append("cookie", HeaderValue::from_static("session=1"));
     let r = store
-        .begin_fill("k", Store::key_hash("k"), &m, None, MAX)
+        .begin_fill(
+            "k",
+            Store::key_hash("k"),
+            &m,
+            None,
+            MAX,
+            store.fill_ticket(),
+        )
         .await;
     assert!(matches!(r, Err(StoreError::Credentials)));
     assert!(cache_files(dir.path()).is_empty());
@@ -533,7 +547,14 @@ async fn futures_and_streams_are_send() {
     let store = open(dir.path()).await;
     assert_send(&store.lookup("k", 1));
     let m = meta(200);
-    let begin = store.begin_fill("k", Store::key_hash("k"), &m, None, MAX);
+    let begin = store.begin_fill(
+        "k",
+        Store::key_hash("k"),
+        &m,
+        None,
+        MAX,
+        store.fill_ticket(),
+    );
     assert_send(&begin);
     let mut w = begin.await.unwrap();
     assert_send(&w.write(b"x"));

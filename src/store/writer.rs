@@ -20,6 +20,7 @@ use xxhash_rust::xxh3::Xxh3Default;
 
 use super::entry::blocks::BlockHasher;
 use super::entry::{self, EntryMeta, Preamble, file_len};
+use super::fence::{Began, FillTicket};
 use super::index::{Fill, Placed};
 use super::tail::FillTail;
 use super::{FillDrop, Inner, StoreError, disk, map_entry_error};
@@ -90,19 +91,22 @@ struct Registration {
 }
 
 impl Registration {
-    /// Registers a fill of `key_hash`; returns the registration and the fill id.
+    /// Registers a fill of `key_hash` requested at `ticket`; returns the registration
+    /// and the fill id, or `PurgedInFlight` when a removal after the ticket selects it.
     fn begin(
         inner: &Arc<Inner>,
         (key_hash, key, tags): (u128, &str, &[String]),
-    ) -> (Registration, u64) {
-        let fill_id = inner
-            .fences
-            .begin((key_hash, key, tags), &inner.next_fill_id);
+        ticket: FillTicket,
+    ) -> Result<(Registration, u64), StoreError> {
+        let began = (inner.fences).begin((key_hash, key, tags), ticket, &inner.next_fill_id);
+        let Began::Registered(fill_id) = began else {
+            return Err(StoreError::PurgedInFlight);
+        };
         let registration = Registration {
             inner: Arc::clone(inner),
             key_hash,
         };
-        (registration, fill_id)
+        Ok((registration, fill_id))
     }
 }
 
@@ -165,11 +169,12 @@ pub(super) async fn begin(
     meta: &EntryMeta,
     declared_len: Option<u64>,
     max_len: u64,
+    ticket: FillTicket,
 ) -> Result<EntryWriter, StoreError> {
     if declared_len.is_some_and(|d| d > max_len) {
         return Err(StoreError::TooLarge { limit: max_len });
     }
-    let (registration, fill_id) = Registration::begin(inner, (key_hash, key, &meta.tags));
+    let (registration, fill_id) = Registration::begin(inner, (key_hash, key, &meta.tags), ticket)?;
     let (preamble, header) = entry::encode_header(key, meta, fill_id).map_err(map_entry_error)?;
     let initial = file_len(preamble.header_len(), declared_len.unwrap_or(0));
     // A fill refused for disk trouble is counted; a failed file operation backs off.

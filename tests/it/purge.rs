@@ -582,3 +582,47 @@ async fn a_site_purge_without_a_port_reaches_every_port_of_that_host_and_one_wit
     assert!(hit_as(&proxy, hosts[1], "/a.css").await, "port 9000 kept");
     proxy.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_requested_before_its_tag_was_purged_is_served_but_not_stored() {
+    // The origin takes its time to answer: the purge comes between the request reaching
+    // it and its answer, so the answer may hold what the purge meant to remove.
+    let version = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(1));
+    let served = version.clone();
+    let origin = TestOrigin::start(move |_| {
+        let v = served.load(std::sync::atomic::Ordering::SeqCst);
+        Reply::ok("max-age=3600", format!("v{v}").into_bytes())
+            .header("surrogate-key", "news")
+            .delayed(Duration::from_millis(400))
+    })
+    .await;
+    let proxy = storing_proxy(&origin, |_| {}).await;
+    let url = proxy.url("/news");
+    let first = tokio::spawn(send(client().get(&url)));
+    wait_until(
+        || "the request reached the origin".into(),
+        || origin.count("/news") == 1,
+    )
+    .await;
+    // The content changes and the purge says so, before the origin's answer is in.
+    version.store(2, std::sync::atomic::Ordering::SeqCst);
+    let (status, _) = purge(&proxy, "tag=news").await;
+    assert_eq!(status, 200);
+    let first = first.await.expect("first request");
+    assert_eq!(
+        first.body, b"v1",
+        "its client gets the answer to its request"
+    );
+    assert_eq!(
+        first.cache.detail.as_deref(),
+        Some("purged-in-flight"),
+        "{:?}",
+        first.cache
+    );
+    assert!(!first.cache.stored);
+    // Nothing from before the purge is served after it.
+    let next = get(&url).await;
+    assert_eq!(next.body, b"v2", "{:?}", next.cache);
+    assert!(!next.cache.hit);
+    proxy.stop().await;
+}

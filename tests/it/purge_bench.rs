@@ -30,7 +30,14 @@ fn meta(tags: &[&str]) -> EntryMeta {
 async fn put(store: &Store, key: &str, tags: &[&str]) {
     let hash = Store::key_hash(key);
     let mut writer = (store
-        .begin_fill(key, hash, &meta(tags), Some(16), 1 << 20)
+        .begin_fill(
+            key,
+            hash,
+            &meta(tags),
+            Some(16),
+            1 << 20,
+            store.fill_ticket(),
+        )
         .await)
         .expect("begin fill");
     writer.write(&[7; 16]).await.expect("write");

@@ -45,7 +45,14 @@ async fn fills_evict_the_oldest_entry_not_hit_to_stay_in_budget() {
     assert!(stats.bytes <= 100_000);
     // A chunked body grows its reservation as it goes, evicting as it grows.
     let mut w = store
-        .begin_fill("big", Store::key_hash("big"), &meta(200), None, MAX)
+        .begin_fill(
+            "big",
+            Store::key_hash("big"),
+            &meta(200),
+            None,
+            MAX,
+            store.fill_ticket(),
+        )
         .await
         .unwrap();
     for chunk in body(60_000, 5).chunks(7_000) {
@@ -57,14 +64,28 @@ async fn fills_evict_the_oldest_entry_not_hit_to_stay_in_budget() {
     assert_eq!(store.stats().reserved_bytes, 0);
     // More than the whole budget cannot be reserved, declared or streamed.
     let too_big = store
-        .begin_fill("x", Store::key_hash("x"), &meta(200), Some(100_000), MAX)
+        .begin_fill(
+            "x",
+            Store::key_hash("x"),
+            &meta(200),
+            Some(100_000),
+            MAX,
+            store.fill_ticket(),
+        )
         .await;
     assert!(
         matches!(too_big, Err(StoreError::NoSpace { .. })),
         "{too_big:?}"
     );
     let mut w = store
-        .begin_fill("x", Store::key_hash("x"), &meta(200), None, MAX)
+        .begin_fill(
+            "x",
+            Store::key_hash("x"),
+            &meta(200),
+            None,
+            MAX,
+            store.fill_ticket(),
+        )
         .await
         .unwrap();
     let over = w.write(&body(100_000, 6)).await;

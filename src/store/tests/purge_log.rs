@@ -11,7 +11,7 @@ async fn put_tagged(store: &Store, key: &str, tags: &[&str]) {
     tagged.tags = tags.iter().map(|t| (*t).to_owned()).collect();
     let hash = Store::key_hash(key);
     let mut writer = store
-        .begin_fill(key, hash, &tagged, Some(3), MAX)
+        .begin_fill(key, hash, &tagged, Some(3), MAX, store.fill_ticket())
         .await
         .unwrap();
     writer.write(b"abc").await.unwrap();

@@ -73,7 +73,14 @@ const MAX_OBJECT: u64 = 1 << 20;
 async fn put(store: &Store, key: &str, body: &[u8]) {
     let hash = Store::key_hash(key);
     let mut writer = store
-        .begin_fill(key, hash, &meta(), Some(body.len() as u64), MAX_OBJECT)
+        .begin_fill(
+            key,
+            hash,
+            &meta(),
+            Some(body.len() as u64),
+            MAX_OBJECT,
+            store.fill_ticket(),
+        )
         .await
         .expect("begin fill");
     writer.write(body).await.expect("write");
@@ -119,7 +126,14 @@ async fn a_refill_racing_the_eviction_of_its_key_leaves_the_newer_entry_intact()
     put(&store, key, &body_bytes(30_000, 1)).await;
     let v1_file = files_under(&objects).pop().expect("v1 file");
     let mut v2 = store
-        .begin_fill(key, hash, &meta(), Some(30_000), MAX_OBJECT)
+        .begin_fill(
+            key,
+            hash,
+            &meta(),
+            Some(30_000),
+            MAX_OBJECT,
+            store.fill_ticket(),
+        )
         .await
         .expect("begin v2");
     v2.write(&body_bytes(30_000, 2)).await.expect("write v2");
