@@ -5,6 +5,7 @@
 //!   `/obj/<id>/<size>` bodies cacheable for an hour.
 //! - [`policies`]: `second-hit`, `always`, and the bench-only `exact-second-hit` reference.
 //! - [`driver`]: the HTTP bench, driving the real proxy over loopback.
+//! - [`replay`]: `bench --target`, an access log's own requests sent to a running proxy.
 //! - [`simulate`]: the same policies and the store's own index, without HTTP or disk.
 //! - [`reference`]: the simulator's reference caches, `s3fifo`, `sieve`, `w-tinylfu` and `lru`.
 //! - [`report`]: the per-policy table, JSON and SVG chart, and the headline.
@@ -27,6 +28,7 @@ pub mod plot;
 pub mod policies;
 pub mod recommend;
 pub mod reference;
+pub mod replay;
 pub mod report;
 pub mod simulate;
 pub mod synthetic_origin;
@@ -109,35 +111,28 @@ pub struct BenchOptions {
     pub cache_size: CacheSize,
     /// Policies to compare, in order (see [`policies::POLICY_NAMES`]).
     pub policies: Vec<String>,
-    /// Drive an already running proxy at this URL instead of starting one per policy.
-    pub target: Option<String>,
     /// Concurrency and progress display.
     pub drive: DriveOptions,
     /// The proxy's config (the `[admission]` section sizes `second-hit`).
     pub config: Config,
 }
 
-/// Runs the HTTP bench: each policy in turn against a fresh proxy, or once against `target`.
+/// Runs the HTTP bench: each policy in turn against a fresh proxy.
 pub async fn run_bench(workload: &Workload, options: &BenchOptions) -> Result<Report, BenchError> {
     let (_, unique_bytes) = workload.unique_objects_and_bytes();
     let cache_size = options.cache_size.resolve(unique_bytes);
     let mut rows = Vec::new();
-    match &options.target {
-        Some(target) => rows.push(driver::run_target(workload, target, &options.drive).await?),
-        None => {
-            for name in &options.policies {
-                rows.push(
-                    driver::run_policy(workload, name, &options.config, cache_size, &options.drive)
-                        .await?,
-                );
-            }
-        }
+    for name in &options.policies {
+        rows.push(
+            driver::run_policy(workload, name, &options.config, cache_size, &options.drive).await?,
+        );
     }
     Ok(Report {
         workload: workload.name.clone(),
         cache_size_bytes: cache_size,
         malformed_lines: workload.malformed_lines,
         policies: rows,
+        replay: None,
     })
 }
 
@@ -187,6 +182,7 @@ pub fn run_simulation(
         cache_size_bytes: cache.max_size,
         malformed_lines: workload.malformed_lines,
         policies: rows,
+        replay: None,
     })
 }
 

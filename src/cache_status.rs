@@ -24,6 +24,8 @@ use std::fmt::Write;
 use http::HeaderValue;
 
 pub use crate::header_names::CACHE_STATUS;
+#[cfg(feature = "bench")]
+use crate::outcome::{Detail, Forward};
 use crate::outcome::{Forwarded, Outcome};
 
 /// The name of this cache in `Cache-Status` (RFC 9211 §2: a cache identifies itself).
@@ -89,6 +91,67 @@ pub fn write(outcome: &Outcome, out: &mut String) {
     }
 }
 
+/// The outcome this cache's entry in a `Cache-Status` field says, read back: the inverse of
+/// [`write`], for a client (`secondhit bench --target`) that classifies responses exactly
+/// as the proxy's own counters do ([`Outcome::result`]). `values` are the field's lines;
+/// of several entries naming this cache (proxies in layers), the last one, nearest the
+/// client, is read. `None` when no entry names this cache or the field is not an RFC 8941
+/// List; a parameter this cache does not send is ignored.
+#[cfg(feature = "bench")]
+pub fn parse<'v>(values: impl IntoIterator<Item = &'v HeaderValue>) -> Option<Outcome> {
+    let mut joined = Vec::new();
+    for value in values {
+        if !joined.is_empty() {
+            joined.extend_from_slice(b", ");
+        }
+        joined.extend_from_slice(value.as_bytes());
+    }
+    let list: sfv::List = sfv::Parser::new(&joined).parse().ok()?;
+    let entry = list.iter().rev().find_map(|entry| match entry {
+        sfv::ListEntry::Item(item)
+            if item.bare_item.as_token().map(|t| t.as_str()) == Some(CACHE_NAME) =>
+        {
+            Some(item)
+        }
+        _ => None,
+    })?;
+    Some(parse_params(&entry.params))
+}
+
+/// The outcome of one entry's parameters: `hit`, `fwd=` or neither (the proxy's own answer).
+#[cfg(feature = "bench")]
+fn parse_params(params: &sfv::Parameters) -> Outcome {
+    let token = |name: &str| {
+        params
+            .get(name)
+            .and_then(|v| v.as_token())
+            .map(|t| t.as_str().to_owned())
+    };
+    let integer = |name: &str| params.get(name).and_then(|v| v.as_integer()).map(i64::from);
+    let flag = |name: &str| params.get(name).and_then(|v| v.as_boolean()) == Some(true);
+    let detail = token("detail").and_then(|t| Detail::ALL.into_iter().find(|d| d.as_str() == t));
+    let forwarded = token("fwd").and_then(|t| Forward::ALL.into_iter().find(|f| f.as_str() == t));
+    match forwarded {
+        _ if flag("hit") => Outcome::Hit {
+            ttl: integer("ttl"),
+            stale: detail,
+        },
+        Some(why) => Outcome::Forwarded(Forwarded {
+            why,
+            origin_status: integer("fwd-status")
+                .and_then(|s| u16::try_from(s).ok())
+                .and_then(|s| http::StatusCode::from_u16(s).ok()),
+            ttl: integer("ttl"),
+            stored: flag("stored"),
+            collapsed: flag("collapsed"),
+            detail,
+        }),
+        // An answer of the proxy's own always names its reason; one without is labelled
+        // as the proxy labels a response that reached the end without one.
+        None => Outcome::Own(detail.unwrap_or(Detail::Internal)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -125,6 +188,45 @@ mod tests {
             header_value(&Outcome::own(Detail::MaxForwards)),
             "secondhit; detail=max-forwards"
         );
+    }
+
+    /// What the proxy writes reads back as the same outcome, for every detail and reason,
+    /// and the entry nearest the client is the one read.
+    #[cfg(feature = "bench")]
+    #[test]
+    fn parse_reads_back_what_write_writes() {
+        let mut outcomes = vec![Outcome::hit(), Outcome::hit().ttl(30)];
+        for why in Forward::ALL {
+            outcomes.push(Outcome::forward(why));
+            outcomes.push(
+                Outcome::forward(why)
+                    .fwd_status(http::StatusCode::NOT_FOUND)
+                    .ttl(5)
+                    .stored()
+                    .collapsed(),
+            );
+        }
+        for detail in Detail::ALL {
+            outcomes.push(Outcome::hit().ttl(-30).detail(detail));
+            outcomes.push(Outcome::forward(Forward::UriMiss).detail(detail));
+            outcomes.push(Outcome::own(detail));
+        }
+        for outcome in outcomes {
+            let value = header_value(&outcome);
+            assert_eq!(parse([&value]), Some(outcome), "{value:?}");
+        }
+        let layered = [
+            HeaderValue::from_static("secondhit; fwd=uri-miss, othercache; hit"),
+            HeaderValue::from_static("secondhit; hit"),
+        ];
+        assert_eq!(parse(&layered), Some(Outcome::hit()));
+        for foreign in ["othercache; hit", "secondhit; hit; ttl=\"x", ""] {
+            assert_eq!(
+                parse([&HeaderValue::from_static(foreign)]),
+                None,
+                "{foreign}"
+            );
+        }
     }
 
     /// RFC 9211 §2: the field is an RFC 8941 List; every parameter this cache can send,

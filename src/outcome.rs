@@ -218,6 +218,16 @@ pub enum Forward {
 }
 
 impl Forward {
+    /// Every reason, so a token can be read back into one (`cache_status::parse`).
+    pub const ALL: [Forward; 6] = [
+        Forward::UriMiss,
+        Forward::Stale,
+        Forward::VaryMiss,
+        Forward::Request,
+        Forward::Method,
+        Forward::Bypass,
+    ];
+
     /// The RFC 9211 token.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -2,6 +2,7 @@
 //! with them. `main.rs` only parses and prints: these functions return the text to print.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use clap::Args;
 
@@ -11,8 +12,9 @@ use super::plot::{self, Picture};
 use super::policies::POLICY_NAMES;
 use super::recommend;
 use super::reference::REFERENCE_NAMES;
+use super::replay::{self, Pace, ReplayOptions};
 use super::report::Report;
-use super::workload::{SyntheticSpec, TraceFormat, Workload};
+use super::workload::{SyntheticSpec, TraceFormat, Workload, requests_from_trace};
 use super::{BenchOptions, CacheSize, Sweep, WorkloadSource};
 use crate::config::{Config, FilterSizing, RotateMode};
 
@@ -50,15 +52,12 @@ pub struct WorkloadArgs {
     /// Synthetic: seed of every random choice.
     #[arg(long, default_value_t = SyntheticSpec::default().seed)]
     pub seed: u64,
-    /// Synthetic: requests per second on the workload's clock (the simulator's `max_age`
-    /// runs on it; the HTTP bench sends as fast as the proxy answers).
-    #[arg(long, default_value_t = SyntheticSpec::default().rate)]
-    pub rate: f64,
 }
 
 impl WorkloadArgs {
-    /// The workload source these arguments describe.
-    pub fn source(&self) -> WorkloadSource {
+    /// The workload source these arguments describe; a synthetic workload's clock runs at
+    /// `rate` requests per second.
+    pub fn source(&self, rate: f64) -> WorkloadSource {
         match &self.trace {
             Some(path) => WorkloadSource::Trace(path.clone(), self.trace_format),
             None => WorkloadSource::Synthetic(SyntheticSpec {
@@ -69,7 +68,7 @@ impl WorkloadArgs {
                 mean_size: self.mean_size.as_u64(),
                 requests: self.requests,
                 seed: self.seed,
-                rate: self.rate,
+                rate,
                 ..SyntheticSpec::default()
             }),
         }
@@ -162,49 +161,129 @@ pub struct BenchArgs {
     /// Draw byte hit ratio and disk writes per policy into this SVG file.
     #[arg(long)]
     pub plot: Option<PathBuf>,
-    /// Drive an already running proxy at this URL (only client-side figures are reported).
+    /// Drive an already running proxy at this URL (only client-side figures are reported):
+    /// with --trace, the access log's own GET and HEAD requests, hosts included.
     #[arg(long)]
     pub target: Option<String>,
+    /// With --target: requests per second, or `max` for as fast as the proxy answers
+    /// [default: a --trace log's own pace; synthetic requests: max].
+    #[arg(long, value_name = "R|max", value_parser = parse_rate, requires = "target")]
+    pub rate: Option<Pace>,
+    /// With --target and --trace: replay the log's own pace this many times faster.
+    #[arg(long, requires = "trace", requires = "target", conflicts_with = "rate")]
+    pub speed: Option<f64>,
+    /// With --target: the Host of logged requests that name none (a common or combined
+    /// log's) [default: the --target URL's host].
+    #[arg(long, requires = "target")]
+    pub host: Option<String>,
+    /// With --target: the longest one request may take, its body included.
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
+}
+
+/// `--rate`: `max`, or a number of requests per second above 0.
+fn parse_rate(text: &str) -> Result<Pace, String> {
+    match text.trim() {
+        "max" => Ok(Pace::Max),
+        number => match number.parse::<f64>() {
+            Ok(rate) if rate.is_finite() && rate > 0.0 => Ok(Pace::Rate(rate)),
+            _ => Err(format!(
+                "{text:?} is neither `max` nor a number of requests per second above 0"
+            )),
+        },
+    }
 }
 
 /// Runs `secondhit bench`; returns the table to print.
 pub fn bench(args: &BenchArgs) -> Result<String, String> {
+    if let Some(target) = &args.target {
+        return bench_target(args, target);
+    }
     let policies = args.policy.policies(&POLICY_NAMES, &POLICY_NAMES)?;
-    let workload = args.workload.source().load().map_err(|e| e.to_string())?;
+    let workload =
+        (args.workload.source(SyntheticSpec::default().rate).load()).map_err(|e| e.to_string())?;
     let (_, unique_bytes) = workload.unique_objects_and_bytes();
     let cache_size = args.policy.cache_size().resolve(unique_bytes);
     let options = BenchOptions {
         cache_size: CacheSize::Bytes(cache_size),
         policies,
-        target: args.target.clone(),
         drive: DriveOptions {
             concurrency: args.concurrency,
             progress: true,
         },
         config: args.policy.config(&workload, cache_size)?,
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
-    let report = runtime
+    let report = runtime()?
         .block_on(super::run_bench(&workload, &options))
         .map_err(|e| e.to_string())?;
     write_outputs(&report, args.policy.json.as_ref(), args.plot.as_ref())?;
+    Ok(report.to_table())
+}
+
+/// The async runtime the bench's HTTP runs use.
+fn runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the async runtime: {e}"))
+}
+
+/// `bench --target`: a --trace log's requests, or the synthetic workload's, sent to a
+/// running proxy.
+fn bench_target(args: &BenchArgs, target: &str) -> Result<String, String> {
+    let log = match &args.workload.trace {
+        Some(path) => requests_from_trace(path, args.workload.trace_format),
+        None => (args.workload.source(SyntheticSpec::default().rate).load())
+            .map(|workload| replay::from_workload(&workload)),
+    }
+    .map_err(|e| e.to_string())?;
+    let pace = match (args.rate, args.speed) {
+        (Some(pace), _) => pace,
+        (None, Some(speed)) if speed.is_finite() && speed > 0.0 => Pace::Logged { speed },
+        (None, Some(speed)) => return Err(format!("--speed {speed}: must be above 0")),
+        (None, None) if args.workload.trace.is_some() => Pace::Logged { speed: 1.0 },
+        (None, None) => Pace::Max,
+    };
+    let options = ReplayOptions {
+        target: target.to_owned(),
+        concurrency: args.concurrency,
+        pace,
+        host: args.host.clone(),
+        timeout: args.timeout,
+        progress: true,
+    };
+    let (row, summary) = runtime()?
+        .block_on(replay::run(&log, &options))
+        .map_err(|e| e.to_string())?;
+    let report = Report {
+        workload: log.name.clone(),
+        cache_size_bytes: 0,
+        malformed_lines: log.malformed_lines,
+        policies: vec![row],
+        replay: Some(summary),
+    };
+    write_outputs(&report, args.policy.json.as_ref(), args.plot.as_ref())?;
     let table = report.to_table();
-    if let (Some(target), Some(row)) = (&args.target, report.policies.first())
-        && row.failed_requests == row.requests
-    {
+    match report.policies.first() {
         // Its hit ratio and throughput would otherwise read as a result: 0% hits at a
         // high rate is what a 404 from every request looks like.
-        return Err(format!(
-            "--target {target}: no request got a 2xx answer ({} of {} failed), so these \
-             figures measure nothing; does its origin answer /obj/<id>/<size> paths, as the \
-             bench's synthetic origin does?\n{table}",
-            row.failed_requests, row.requests
-        ));
+        Some(row) if row.requests > 0 && row.failed_requests == row.requests => {
+            let hint = match args.workload.trace {
+                Some(_) => {
+                    "are --target and the hosts (the log's, or --host) the ones the proxy serves?"
+                }
+                None => {
+                    "does its origin answer /obj/<id>/<size> paths, as the bench's synthetic origin does? (--trace replays your own log's requests)"
+                }
+            };
+            Err(format!(
+                "--target {target}: no request got a 2xx answer ({} of {} failed), so these \
+                 figures measure nothing; {hint}\n{table}",
+                row.failed_requests, row.requests
+            ))
+        }
+        _ => Ok(table),
     }
-    Ok(table)
 }
 
 /// `secondhit simulate`: the same policies and store index, no HTTP, no disk.
@@ -233,6 +312,9 @@ pub struct SimulateArgs {
     /// external file) to share with a team.
     #[arg(long, value_name = "FILE.html", conflicts_with = "sweep")]
     pub report: Option<PathBuf>,
+    /// Synthetic: requests per second on the workload's clock (`max_age` runs on it).
+    #[arg(long, default_value_t = SyntheticSpec::default().rate)]
+    pub rate: f64,
 }
 
 /// Runs `secondhit simulate`; returns the table to print.
@@ -246,7 +328,7 @@ pub fn simulate(args: &SimulateArgs) -> Result<String, String> {
         &known
     };
     let policies = args.policy.policies(defaults, &known)?;
-    let workload = args.workload.source().load().map_err(|e| e.to_string())?;
+    let workload = (args.workload.source(args.rate).load()).map_err(|e| e.to_string())?;
     if let Some(out) = &args.recommend {
         return recommend(args, &policies, &workload, out.as_ref());
     }

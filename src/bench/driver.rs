@@ -5,8 +5,8 @@
 //! that share one keep-alive connection pool and take the workload's requests in order.
 //! Client-side figures (hits from `Cache-Status`, bytes, latency in an HDR histogram) are
 //! combined with the origin's counters and the store's write statistics into a
-//! [`PolicyReport`]. [`run_target`] drives an already running proxy instead and can only
-//! report what a client sees.
+//! [`PolicyReport`]. `--target` drives an already running proxy instead: see
+//! [`super::replay`].
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -144,20 +144,6 @@ async fn wait_for_fills(store: &Store, timeout: Duration) {
     }
 }
 
-/// Runs `workload` against an already running proxy at `target` (client-side figures only).
-pub async fn run_target(
-    workload: &Workload,
-    target: &str,
-    options: &DriveOptions,
-) -> Result<PolicyReport, BenchError> {
-    let base = target.trim_end_matches('/');
-    if !base.starts_with("http://") {
-        return Err(BenchError::Target(target.to_owned()));
-    }
-    let figures = drive(workload, base, options, "target").await?;
-    Ok(client_report("target", &figures))
-}
-
 fn client_report(policy: &str, figures: &ClientFigures) -> PolicyReport {
     let ratio = |part: u64, whole: u64| {
         if whole == 0 {
@@ -200,17 +186,7 @@ async fn drive(
         .tcp_nodelay(true)
         .timeout(Duration::from_secs(60))
         .build()?;
-    let progress = if options.progress {
-        ProgressBar::new(workload.requests.len() as u64)
-    } else {
-        ProgressBar::hidden()
-    };
-    progress.set_style(
-        ProgressStyle::with_template("{prefix:>17} [{bar:40}] {pos}/{len} {per_sec} eta {eta}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
-    );
-    progress.set_prefix(label.to_owned());
+    let progress = progress_bar(workload.requests.len() as u64, label, options.progress);
     let requests: Arc<[crate::bench::workload::Request]> = workload.requests.clone().into();
     let next = Arc::new(AtomicUsize::new(0));
     let started = Instant::now();
@@ -243,6 +219,28 @@ async fn drive(
     Ok(total)
 }
 
+/// A progress bar of `len` requests labelled `label` on stderr, or a hidden one.
+pub(super) fn progress_bar(len: u64, label: &str, shown: bool) -> ProgressBar {
+    let progress = if shown {
+        ProgressBar::new(len)
+    } else {
+        ProgressBar::hidden()
+    };
+    progress.set_style(
+        ProgressStyle::with_template("{prefix:>17} [{bar:40}] {pos}/{len} {per_sec} eta {eta}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    progress.set_prefix(label.to_owned());
+    progress
+}
+
+/// An empty histogram of latencies in microseconds.
+pub(super) fn latency_histogram() -> Histogram<u64> {
+    // 1 µs to 10 minutes at 3 significant digits: constant bounds hdrhistogram accepts.
+    Histogram::new_with_bounds(1, 600_000_000, 3).expect("constant histogram bounds are valid")
+}
+
 impl ClientFigures {
     fn new() -> ClientFigures {
         ClientFigures {
@@ -252,9 +250,7 @@ impl ClientFigures {
             bytes: 0,
             hit_bytes: 0,
             elapsed: Duration::ZERO,
-            // 1 µs to 10 minutes at 3 significant digits: constant bounds hdrhistogram accepts.
-            latency_us: Histogram::new_with_bounds(1, 600_000_000, 3)
-                .expect("constant histogram bounds are valid"),
+            latency_us: latency_histogram(),
         }
     }
 }

@@ -3,6 +3,7 @@
 //! The table ends with the headline an operator adopts admission for: the disk writes
 //! `second-hit` avoided relative to `always`, and what that cost in byte hit ratio.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -50,12 +51,76 @@ pub struct PolicyReport {
 pub struct Report {
     /// The workload's description.
     pub workload: String,
-    /// The cache size every policy had, in bytes.
+    /// The cache size every policy had, in bytes (0 for a `--target` run: not the bench's).
     pub cache_size_bytes: u64,
     /// Trace lines skipped as malformed (0 for synthetic workloads).
     pub malformed_lines: u64,
     /// One row per policy.
     pub policies: Vec<PolicyReport>,
+    /// What a `--target` run sent and saw besides its row; absent from other runs' JSON.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replay: Option<ReplaySummary>,
+}
+
+/// A `--target` run's figures beyond its row, all as its client saw them.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ReplaySummary {
+    /// The proxy driven.
+    pub target: String,
+    /// How fast the requests went (`as fast as answered`, `200 requests/s`, ...).
+    pub pace: String,
+    /// Requests in flight at once.
+    pub concurrency: usize,
+    /// Responses by the result their `Cache-Status` names (`hit`, `stale`, `miss`, `pass`,
+    /// as the proxy's `/stats` counts them), and `none`: no entry of secondhit's.
+    pub results: BTreeMap<&'static str, u64>,
+    /// Responses by status class (`2xx`, `4xx`, ...).
+    pub responses: BTreeMap<String, u64>,
+    /// Requests that got no response, by why (`connect`, `timeout`, `broken`).
+    pub errors: BTreeMap<&'static str, u64>,
+    /// Log lines of other methods than GET and HEAD, not sent.
+    pub skipped_methods: u64,
+    /// Log lines whose target or host cannot be sent as they are, not sent.
+    pub unsendable: u64,
+}
+
+impl ReplaySummary {
+    /// The lines under the table: what the figures are, and the counts the row has no column for.
+    fn write_text(&self, out: &mut String) {
+        let join = |counts: &mut dyn Iterator<Item = (&str, u64)>| {
+            counts
+                .map(|(name, n)| format!("{name} {n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let _ = writeln!(
+            out,
+            "\nreplayed against {} ({}, {} at once); these are the client's view: results \
+             from each response's Cache-Status, origin requests those it marks forwarded \
+             (fwd=, not collapsed)",
+            self.target, self.pace, self.concurrency
+        );
+        let mut results = self.results.iter().map(|(k, v)| (*k, *v));
+        let _ = writeln!(out, "results: {}", join(&mut results));
+        let mut responses = self.responses.iter().map(|(k, v)| (k.as_str(), *v));
+        let _ = writeln!(out, "responses: {}", join(&mut responses));
+        let mut errors = self.errors.iter().map(|(k, v)| (*k, *v));
+        let _ = writeln!(out, "errors: {}", join(&mut errors));
+        if self.skipped_methods > 0 {
+            let _ = writeln!(
+                out,
+                "not sent: {} requests with other methods than GET and HEAD",
+                self.skipped_methods
+            );
+        }
+        if self.unsendable > 0 {
+            let _ = writeln!(
+                out,
+                "not sent: {} requests whose target or host is not a valid one",
+                self.unsendable
+            );
+        }
+    }
 }
 
 impl Report {
@@ -68,7 +133,10 @@ impl Report {
     pub fn to_table(&self) -> String {
         let mut out = String::new();
         let _ = writeln!(out, "workload: {}", self.workload);
-        let _ = writeln!(out, "cache size: {}", human_bytes(self.cache_size_bytes));
+        // A target's cache is not the bench's to size.
+        if self.replay.is_none() {
+            let _ = writeln!(out, "cache size: {}", human_bytes(self.cache_size_bytes));
+        }
         if self.malformed_lines > 0 {
             let _ = writeln!(
                 out,
@@ -114,6 +182,9 @@ impl Report {
         }
         if let Some(headline) = self.headline() {
             let _ = writeln!(out, "\n{headline}");
+        }
+        if let Some(replay) = &self.replay {
+            replay.write_text(&mut out);
         }
         // The table has no column for failures; a run with some must not pass for clean.
         for row in self.policies.iter().filter(|row| row.failed_requests > 0) {
@@ -315,6 +386,7 @@ mod tests {
                 row("second-hit", 0.50, 40_000),
                 row("always", 0.52, 100_000),
             ],
+            replay: None,
         }
     }
 

@@ -19,7 +19,9 @@
 //! An nginx/Apache access log in common or combined format (the request target and the
 //! response size fields are used; only GET and HEAD lines count), a CSV of
 //! `timestamp,key,size`, libCacheSim's `oracleGeneral` binary or Twitter's cache-trace CSV
-//! (see [`trace`]). A malformed line is skipped and counted, never a panic.
+//! (see [`trace`]). A malformed line is skipped and counted, never a panic. An access log
+//! can also be read as the requests its clients sent ([`requests_from_trace`]), for
+//! `bench --target` to send them again (`bench::replay`).
 
 use std::collections::HashMap;
 use std::io;
@@ -33,7 +35,8 @@ use xxhash_rust::xxh3::xxh3_64;
 pub mod trace;
 
 pub use trace::{
-    TraceFormat, detect_format, from_trace, from_trace_as, parse_oracle_general, parse_trace,
+    LoggedRequest, RequestLog, TraceFormat, detect_format, from_trace, from_trace_as,
+    parse_oracle_general, parse_request_log, parse_trace, requests_from_trace,
 };
 
 /// One request of a workload.
@@ -97,6 +100,20 @@ pub enum WorkloadError {
         path: PathBuf,
         /// Why.
         source: io::Error,
+    },
+    /// The trace records keys and sizes, not HTTP requests, so it cannot be replayed.
+    #[error(
+        "trace {} ({}) holds no HTTP requests to replay against --target, only keys and sizes: \
+         replay an access log (common or combined format, or secondhit's JSON log), or use \
+         this trace with `secondhit simulate` or the bench without --target",
+        path.display(),
+        format.name()
+    )]
+    NoRequests {
+        /// The trace file.
+        path: PathBuf,
+        /// Its format.
+        format: TraceFormat,
     },
     /// The trace holds no usable request.
     #[error("trace {} has no usable request ({malformed} malformed lines, {ignored} ignored)", path.display())]

@@ -2,7 +2,8 @@
 
 use std::process::Command;
 
-use secondhit::bench::driver::{self, DriveOptions};
+use secondhit::bench::driver::DriveOptions;
+use secondhit::bench::replay::{self, Pace, ReplayOptions};
 use secondhit::bench::synthetic_origin::SyntheticOrigin;
 use secondhit::bench::workload::{self, SyntheticSpec, Workload};
 use secondhit::bench::{self, BenchOptions, CacheSize};
@@ -32,7 +33,6 @@ fn options(policies: &[&str], concurrency: usize) -> BenchOptions {
     BenchOptions {
         cache_size: CacheSize::OfUniqueBytes(0.05),
         policies: policies.iter().map(|p| p.to_string()).collect(),
-        target: None,
         drive: DriveOptions {
             concurrency,
             progress: false,
@@ -138,34 +138,35 @@ async fn target_mode_reports_what_clients_see_of_a_running_proxy() {
         malformed_lines: 0,
         ignored_lines: 0,
     };
+    let options = |concurrency| ReplayOptions {
+        target: format!("http://{}", proxy.addr),
+        concurrency,
+        pace: Pace::Max,
+        host: None,
+        timeout: std::time::Duration::from_secs(30),
+        progress: false,
+    };
     // Wait for the first fill so the rest are hits, whatever the concurrency.
-    driver::run_target(
-        &Workload {
-            requests: workload.requests[..1].to_vec(),
-            ..workload.clone()
-        },
-        &format!("http://{}", proxy.addr),
-        &DriveOptions {
-            concurrency: 1,
-            progress: false,
-        },
-    )
-    .await
-    .expect("warm-up");
+    let first = Workload {
+        requests: workload.requests[..1].to_vec(),
+        ..workload.clone()
+    };
+    replay::run(&replay::from_workload(&first), &options(1))
+        .await
+        .expect("warm-up");
     proxy.wait_committed(1).await;
-    let row = driver::run_target(
-        &workload,
-        &format!("http://{}", proxy.addr),
-        &DriveOptions {
-            concurrency: 4,
-            progress: false,
-        },
-    )
-    .await
-    .expect("target run");
+    let (row, summary) = replay::run(&replay::from_workload(&workload), &options(4))
+        .await
+        .expect("target run");
     assert_eq!(row.policy, "target");
     assert_eq!(row.requests, 50);
     assert_eq!(row.hit_ratio, 1.0);
+    assert_eq!(summary.results["hit"], 50);
+    assert_eq!(
+        row.origin_requests,
+        Some(0),
+        "no response was marked forwarded"
+    );
     assert_eq!(
         row.disk_write_bytes, None,
         "a target's disk is not observable"

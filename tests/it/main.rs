@@ -41,6 +41,9 @@ mod purge_bench;
 mod purge_guide;
 mod readiness;
 mod reload;
+// `secondhit bench --target --trace`, a bench-only command.
+#[cfg(feature = "bench")]
+mod replay;
 // `secondhit simulate --recommend` and `--plot`, bench-only commands.
 #[cfg(feature = "bench")]
 mod recommend;

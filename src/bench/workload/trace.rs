@@ -25,6 +25,8 @@ use std::path::Path;
 
 use xxhash_rust::xxh3::xxh3_64;
 
+use http::Method;
+
 use super::{Request, Workload, WorkloadError};
 
 /// The layout of a trace file.
@@ -53,6 +55,17 @@ const TWITTER_OTHERS: [&str; 3] = ["delete", "incr", "decr"];
 const ORACLE_RECORD: usize = 24;
 
 impl TraceFormat {
+    /// The format's name as `--trace-format` takes it (`csv`, `oracle-general`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            TraceFormat::AccessLog => "access-log",
+            TraceFormat::JsonLines => "json-lines",
+            TraceFormat::Csv => "csv",
+            TraceFormat::OracleGeneral => "oracle-general",
+            TraceFormat::Twitter => "twitter",
+        }
+    }
+
     /// `.csv` files are CSV, `.jsonl` and `.json` files JSON lines; anything else is read as
     /// an access log (or as JSON lines, if it starts with `{`: see [`from_trace`]).
     pub fn from_path(path: &Path) -> TraceFormat {
@@ -77,11 +90,7 @@ pub fn from_trace_as(path: &Path, format: Option<TraceFormat>) -> Result<Workloa
         path: path.to_owned(),
         source,
     };
-    let mut reader = BufReader::new(File::open(path).map_err(failed)?);
-    let format = match format {
-        Some(format) => format,
-        None => detect_format(path, reader.fill_buf().map_err(failed)?).map_err(failed)?,
-    };
+    let (reader, format) = open(path, format).map_err(failed)?;
     let name = path.display().to_string();
     let workload = match format {
         TraceFormat::OracleGeneral => parse_oracle_general(reader, &name),
@@ -96,6 +105,104 @@ pub fn from_trace_as(path: &Path, format: Option<TraceFormat>) -> Result<Workloa
         });
     }
     Ok(workload)
+}
+
+/// One request of an access log as its client sent it: what a replay sends again.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LoggedRequest {
+    /// When it was received, in seconds (only differences matter).
+    pub at: f64,
+    /// GET or HEAD: other methods are not replayed.
+    pub method: Method,
+    /// The request target as the client sent it: origin form (`/a?b=1`), or absolute form
+    /// when the client sent that (an access log's `\xHH` escapes undone).
+    pub target: String,
+    /// The `Host` the log names, without port (secondhit's JSON log names it).
+    pub host: Option<String>,
+}
+
+/// The requests of an access log, read for a replay.
+#[derive(Clone, Debug)]
+pub struct RequestLog {
+    /// What the log is, for reports.
+    pub name: String,
+    /// Its GET and HEAD requests, in order.
+    pub requests: Vec<LoggedRequest>,
+    /// Lines skipped because they could not be parsed.
+    pub malformed_lines: u64,
+    /// Requests of other methods, not replayed (a load test must not repeat a POST).
+    pub skipped_methods: u64,
+}
+
+/// Reads the requests of the access log at `path`, in `format` or the one detected; a trace
+/// format that records keys rather than requests (CSV, `oracleGeneral`, Twitter) is refused.
+pub fn requests_from_trace(
+    path: &Path,
+    format: Option<TraceFormat>,
+) -> Result<RequestLog, WorkloadError> {
+    let failed = |source| WorkloadError::Trace {
+        path: path.to_owned(),
+        source,
+    };
+    let (reader, format) = open(path, format).map_err(failed)?;
+    if !matches!(format, TraceFormat::AccessLog | TraceFormat::JsonLines) {
+        return Err(WorkloadError::NoRequests {
+            path: path.to_owned(),
+            format,
+        });
+    }
+    let mut log = parse_request_log(reader, format, &path.display().to_string()).map_err(failed)?;
+    if format == TraceFormat::AccessLog {
+        for request in &mut log.requests {
+            request.target = unescaped(&request.target);
+        }
+    }
+    if log.requests.is_empty() {
+        return Err(WorkloadError::EmptyTrace {
+            path: path.to_owned(),
+            malformed: log.malformed_lines,
+            ignored: log.skipped_methods,
+        });
+    }
+    Ok(log)
+}
+
+/// An access log's field with its `\xHH` escapes (nginx's and secondhit's, for `"`, `\`,
+/// control bytes and bytes above ASCII) turned back into the bytes they stand for.
+fn unescaped(field: &str) -> String {
+    if !field.contains("\\x") {
+        return field.to_owned();
+    }
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut at = 0;
+    while at < bytes.len() {
+        let escape = (bytes[at] == b'\\' && bytes.get(at + 1) == Some(&b'x'))
+            .then(|| field.get(at + 2..at + 4))
+            .flatten()
+            .and_then(|hex| u8::from_str_radix(hex, 16).ok());
+        match escape {
+            Some(byte) => {
+                out.push(byte);
+                at += 4;
+            }
+            None => {
+                out.push(bytes[at]);
+                at += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Opens the trace at `path` and settles its format: `format`, or the one detected.
+fn open(path: &Path, format: Option<TraceFormat>) -> io::Result<(BufReader<File>, TraceFormat)> {
+    let mut reader = BufReader::new(File::open(path)?);
+    let format = match format {
+        Some(format) => format,
+        None => detect_format(path, reader.fill_buf()?)?,
+    };
+    Ok((reader, format))
 }
 
 /// The format of the trace at `path` whose first bytes are `start`: `oracleGeneral` in the
@@ -129,6 +236,14 @@ pub fn detect_format(path: &Path, start: &[u8]) -> io::Result<TraceFormat> {
     Ok(TraceFormat::from_path(path))
 }
 
+/// What an access-log line says its client sent, besides the target.
+struct Sent {
+    /// GET or HEAD.
+    method: Method,
+    /// The `Host` the line names (secondhit's JSON log does), without its port.
+    host: Option<String>,
+}
+
 /// What one trace line says.
 enum Line {
     /// A request for `key` at `at` (seconds) whose response had `size` bytes (`None`: size
@@ -137,6 +252,8 @@ enum Line {
         key: String,
         size: Option<u64>,
         at: f64,
+        /// What the client sent besides the target (`key`): only access logs say.
+        sent: Option<Sent>,
     },
     /// A write of `key` with `size` bytes: not a request, but later requests have that size.
     Update { key: String, size: u64 },
@@ -157,45 +274,87 @@ pub fn parse_trace(reader: impl BufRead, format: TraceFormat, name: &str) -> io:
         malformed_lines: 0,
         ignored_lines: 0,
     };
+    read_lines(reader, format, |parsed| match parsed {
+        Line::Request { key, size, at, .. } => {
+            // A response without a body size (304, 206, "-") keeps the object's last known size.
+            let size = match size {
+                Some(size) => *sizes
+                    .entry(key.clone())
+                    .and_modify(|s| *s = size)
+                    .or_insert(size),
+                None => sizes.get(&key).copied().unwrap_or(0),
+            };
+            workload.requests.push(Request {
+                object: xxh3_64(key.as_bytes()),
+                size,
+                at,
+            });
+        }
+        Line::Update { key, size } => {
+            sizes.insert(key, size);
+            workload.ignored_lines += 1;
+        }
+        Line::Skip => {}
+        Line::Ignored => workload.ignored_lines += 1,
+        Line::Malformed => workload.malformed_lines += 1,
+    })?;
+    Ok(workload)
+}
+
+/// Parses an access log from `reader` for a replay: each GET or HEAD as its client sent
+/// it. Only I/O errors fail.
+pub fn parse_request_log(
+    reader: impl BufRead,
+    format: TraceFormat,
+    name: &str,
+) -> io::Result<RequestLog> {
+    let mut log = RequestLog {
+        name: format!("trace: {name}"),
+        requests: Vec::new(),
+        malformed_lines: 0,
+        skipped_methods: 0,
+    };
+    read_lines(reader, format, |parsed| match parsed {
+        Line::Request {
+            key,
+            at,
+            sent: Some(Sent { method, host }),
+            ..
+        } => log.requests.push(LoggedRequest {
+            at,
+            method,
+            target: key,
+            host,
+        }),
+        Line::Ignored => log.skipped_methods += 1,
+        Line::Skip => {}
+        // Only the access logs' lines say what was sent; the others have no request.
+        Line::Request { .. } | Line::Update { .. } | Line::Malformed => log.malformed_lines += 1,
+    })?;
+    Ok(log)
+}
+
+/// Parses each line of `reader` in `format` and hands it to `each`. Only I/O errors fail.
+fn read_lines(
+    reader: impl BufRead,
+    format: TraceFormat,
+    mut each: impl FnMut(Line),
+) -> io::Result<()> {
     for line in reader.split(b'\n') {
         // Logs are not always valid UTF-8; a lossy read keeps the line countable.
         let line = line?;
         let text = String::from_utf8_lossy(&line);
         let text = text.trim_end_matches('\r');
-        let parsed = match format {
+        each(match format {
             TraceFormat::AccessLog => parse_access_log_line(text),
             TraceFormat::JsonLines => parse_json_line(text),
             TraceFormat::Csv => parse_csv_line(text),
             TraceFormat::Twitter => parse_twitter_line(text),
             // Binary, never split into lines (see `parse_oracle_general`).
             TraceFormat::OracleGeneral => Line::Malformed,
-        };
-        match parsed {
-            Line::Request { key, size, at } => {
-                // A response without a body size (304, 206, "-") keeps the object's last known size.
-                let size = match size {
-                    Some(size) => *sizes
-                        .entry(key.clone())
-                        .and_modify(|s| *s = size)
-                        .or_insert(size),
-                    None => sizes.get(&key).copied().unwrap_or(0),
-                };
-                workload.requests.push(Request {
-                    object: xxh3_64(key.as_bytes()),
-                    size,
-                    at,
-                });
-            }
-            Line::Update { key, size } => {
-                sizes.insert(key, size);
-                workload.ignored_lines += 1;
-            }
-            Line::Skip => {}
-            Line::Ignored => workload.ignored_lines += 1,
-            Line::Malformed => workload.malformed_lines += 1,
-        }
+        });
     }
-    Ok(workload)
+    Ok(())
 }
 
 /// `host ident user [time] "METHOD target PROTO" status bytes ["referer" "agent"]`
@@ -230,16 +389,25 @@ fn parse_access_log_line(text: &str) -> Line {
             Err(_) => return Line::Malformed,
         },
     };
-    trace_request(method, target, status, size, at)
+    trace_request(method, target, status, size, at, None)
 }
 
 /// A request of a trace line: only GET and HEAD count, and only a full `200` to a GET tells
 /// the object's size.
-fn trace_request(method: &str, target: &str, status: u16, size: Option<u64>, at: f64) -> Line {
-    if method != "GET" && method != "HEAD" {
-        return Line::Ignored;
-    }
-    let size = if status == 200 && method == "GET" {
+fn trace_request(
+    method: &str,
+    target: &str,
+    status: u16,
+    size: Option<u64>,
+    at: f64,
+    host: Option<&str>,
+) -> Line {
+    let method = match method {
+        "GET" => Method::GET,
+        "HEAD" => Method::HEAD,
+        _ => return Line::Ignored,
+    };
+    let size = if status == 200 && method == Method::GET {
         size
     } else {
         None
@@ -248,6 +416,10 @@ fn trace_request(method: &str, target: &str, status: u16, size: Option<u64>, at:
         key: target.to_owned(),
         size,
         at,
+        sent: Some(Sent {
+            method,
+            host: host.map(str::to_owned),
+        }),
     }
 }
 
@@ -264,6 +436,9 @@ struct JsonLine<'a> {
     request_uri: Cow<'a, str>,
     status: u16,
     body_bytes_sent: Option<u64>,
+    /// The client's `Host`, without port; `null` when it sent none.
+    #[serde(borrow, default)]
+    host: Option<Cow<'a, str>>,
 }
 
 fn parse_json_line(text: &str) -> Line {
@@ -285,6 +460,7 @@ fn parse_json_line(text: &str) -> Line {
         line.status,
         line.body_bytes_sent,
         at.as_secs_f64(),
+        line.host.as_deref(),
     )
 }
 
@@ -355,6 +531,7 @@ fn parse_csv_line(text: &str) -> Line {
             key: key.trim().to_owned(),
             size: Some(size),
             at,
+            sent: None,
         },
         _ => Line::Malformed,
     }
@@ -395,7 +572,12 @@ fn parse_twitter_line(text: &str) -> Line {
     let size = key_size + value_size;
     if TWITTER_READS.contains(&op) {
         let size = (value_size > 0).then_some(size);
-        Line::Request { key, size, at }
+        Line::Request {
+            key,
+            size,
+            at,
+            sent: None,
+        }
     } else if TWITTER_WRITES.contains(&op) {
         Line::Update { key, size }
     } else if TWITTER_OTHERS.contains(&op) {
@@ -496,6 +678,64 @@ not json
         assert_eq!(workload.requests[0].at, 1_791_640_536.25);
         assert_eq!(workload.ignored_lines, 1);
         assert_eq!(workload.malformed_lines, 2);
+    }
+
+    #[test]
+    fn access_logs_read_for_a_replay_keep_what_each_client_sent() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let combined = dir.path().join("access.log");
+        std::fs::write(
+            &combined,
+            "1.2.3.4 - - [10/Oct/2026:13:55:36 +0000] \"GET /a\\x22b?c=1 HTTP/1.1\" 200 5\n\
+             1.2.3.4 - - [10/Oct/2026:13:55:37 +0000] \"HEAD http://x.example/h HTTP/1.1\" 200 0\n\
+             1.2.3.4 - - [10/Oct/2026:13:55:38 +0000] \"POST /form HTTP/1.1\" 200 5\n\
+             not a line\n",
+        )
+        .expect("write log");
+        let log = requests_from_trace(&combined, None).expect("a combined log");
+        let sent: Vec<(&str, &str, Option<&str>, f64)> = (log.requests.iter())
+            .map(|r| {
+                (
+                    r.method.as_str(),
+                    r.target.as_str(),
+                    r.host.as_deref(),
+                    r.at,
+                )
+            })
+            .collect();
+        assert_eq!(
+            sent,
+            [
+                ("GET", "/a\"b?c=1", None, 1_791_640_536.0),
+                ("HEAD", "http://x.example/h", None, 1_791_640_537.0),
+            ]
+        );
+        assert_eq!((log.skipped_methods, log.malformed_lines), (1, 1));
+        let json = dir.path().join("access.jsonl");
+        let line = r#"{"time":"2026-10-10T13:55:36Z","host":"b.example","request_method":"GET","request_uri":"/x\\x41","status":200,"body_bytes_sent":5}"#;
+        std::fs::write(&json, format!("{line}\n")).expect("write log");
+        let log = requests_from_trace(&json, None).expect("a JSON log");
+        // The JSON log's targets are not escaped: what looks like an escape is the target.
+        assert_eq!(log.requests[0].target, "/x\\x41");
+        assert_eq!(log.requests[0].host.as_deref(), Some("b.example"));
+        let csv = dir.path().join("keys.csv");
+        std::fs::write(&csv, "0,/a,10\n").expect("write trace");
+        assert!(matches!(
+            requests_from_trace(&csv, None),
+            Err(WorkloadError::NoRequests {
+                format: TraceFormat::Csv,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn format_names_are_the_ones_trace_format_takes() {
+        use clap::ValueEnum;
+        for format in TraceFormat::value_variants() {
+            let value = format.to_possible_value().expect("every format is a value");
+            assert_eq!(format.name(), value.get_name());
+        }
     }
 
     #[test]

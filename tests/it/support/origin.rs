@@ -361,6 +361,21 @@ impl TestOrigin {
             .unwrap_or(0)
     }
 
+    /// Every request received, in arrival order: its path and query, and its `Host`.
+    pub fn targets_and_hosts(&self) -> Vec<(String, Option<String>)> {
+        self.received
+            .lock()
+            .expect("received")
+            .iter()
+            .map(|(target, headers)| {
+                let host = headers
+                    .get("host")
+                    .map(|h| String::from_utf8_lossy(h.as_bytes()).into_owned());
+                (target.clone(), host)
+            })
+            .collect()
+    }
+
     /// The headers of the last request for `path_and_query`.
     pub fn last_headers(&self, path_and_query: &str) -> Option<HeaderMap> {
         self.received
