@@ -113,7 +113,7 @@ impl Reloader {
         if !changes.restart.is_empty() {
             tracing::warn!(
                 keys = %changes.restart.join(", "),
-                "changed keys need a restart; their running values are kept"
+                "changed keys need a restart (most apply through an upgrade, SIGUSR2); their running values are kept"
             );
         }
         if running.sites.is_empty()

@@ -2,10 +2,12 @@
 //! the TLS listener, see [`tls`]), and shut down gracefully.
 //!
 //! [`Server::bind`] sets everything up in order — listening sockets ([`Listeners`]: bound,
-//! or inherited from systemd), cache directory, filter seed, admission policy, sites
-//! (origin clients), access log — so a bad setting fails before the first connection
-//! (`serve` binds the sockets first and drops privileges before the rest,
-//! [`Server::start`]), and puts the `Config` in the live snapshot ([`Live`]) that the
+//! or inherited from systemd or from the process an upgrade replaces), sites (origin
+//! clients), access log, TLS certificates ([`Server::prepare`]), then cache directory,
+//! filter seed, admission policy ([`Prepared::open`]) — so a bad setting fails before the
+//! first connection (`serve` binds the sockets first and drops privileges before the rest,
+//! [`Server::start`]; an upgrade's new process reports ready between the two halves), and
+//! puts the `Config` in the live snapshot ([`Live`]) that the
 //! proxy reads per request — with the sites, the admission, the access log and the TLS
 //! certificates — and [`Server::live`] hands out to swap (for a reload:
 //! [`Server::live_parts`]). [`Server::run`]
