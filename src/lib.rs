@@ -27,7 +27,8 @@
 //! - [`config::Config`] and [`server::Server`] (`bind`, `start`, `run`, `local_addr`,
 //!   `admin_addr`, `store`, `live`, `live_parts`): what `secondhit serve` does and what
 //!   the tests start; [`lifecycle`] (signals, [`lifecycle::Reloader`]), [`logging`] and
-//!   [`preflight`] for the binary.
+//!   [`preflight`] for the binary; [`upgrade`], the hand-off SIGUSR2 starts, for the
+//!   binary and [`lifecycle`].
 //! - [`live::Live`]: the view a running proxy reads, which the tests swap settings in.
 //! - [`store::Store`] on its own: the store's integration tests drive it without HTTP.
 //! - [`admission::AgingPair`] and its parameters: the filter benchmark measures it alone.
@@ -45,6 +46,7 @@
 pub mod fuzzing;
 pub mod man;
 pub mod lifecycle;
+pub mod upgrade;
 #[cfg(feature = "bench")]
 pub mod bench;
 pub mod server;

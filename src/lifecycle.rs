@@ -15,6 +15,12 @@
 //!   rejects the whole reload with an error naming the key: the running snapshot stays as
 //!   it was.
 //! - SIGUSR1: the access log in use reopens its file by path (after logrotate moved it).
+//! - SIGUSR2: a binary upgrade ([`Upgrader`]): the binary is started again with the
+//!   listening sockets, and once it reports ready, [`Signals::until_stopped`] completes
+//!   and this process drains and exits as at SIGTERM, handing the cache directory over.
+//!   If it cannot start, its reason is logged and this process serves on. A second
+//!   SIGUSR2 while one runs is refused (logged); SIGTERM or SIGINT while one runs kills
+//!   the new process (not ready yet, it serves nothing) and stops this one.
 //!
 //! The handlers are installed by [`Signals::install`] before the server accepts anything,
 //! so an early SIGHUP never meets the default action (which would end the process), and
@@ -32,6 +38,7 @@ use crate::logging::LogReload;
 use crate::origin::OriginError;
 use crate::server::tls::{self, CertificateError};
 use crate::sites::Sites;
+use crate::upgrade::{UpgradeError, Upgrader};
 
 pub use crate::server::LiveParts;
 
@@ -106,7 +113,7 @@ impl Reloader {
         if !changes.restart.is_empty() {
             tracing::warn!(
                 keys = %changes.restart.join(", "),
-                "changed keys need a restart; their running values are kept"
+                "changed keys need a restart (most apply through an upgrade, SIGUSR2); their running values are kept"
             );
         }
         if running.sites.is_empty()
@@ -260,12 +267,13 @@ pub struct Signals {
     interrupt: tokio::signal::unix::Signal,
     hangup: tokio::signal::unix::Signal,
     user1: tokio::signal::unix::Signal,
+    user2: tokio::signal::unix::Signal,
 }
 
 #[cfg(unix)]
 impl Signals {
-    /// Installs the handlers for SIGTERM, SIGINT, SIGHUP and SIGUSR1 (needs the tokio
-    /// runtime).
+    /// Installs the handlers for SIGTERM, SIGINT, SIGHUP, SIGUSR1 and SIGUSR2 (needs the
+    /// tokio runtime).
     pub fn install() -> std::io::Result<Signals> {
         use tokio::signal::unix::{SignalKind, signal};
         Ok(Signals {
@@ -273,21 +281,25 @@ impl Signals {
             interrupt: signal(SignalKind::interrupt())?,
             hangup: signal(SignalKind::hangup())?,
             user1: signal(SignalKind::user_defined1())?,
+            user2: signal(SignalKind::user_defined2())?,
         })
     }
 
-    /// Handles SIGHUP (reload) and SIGUSR1 (reopen the access log) until SIGTERM or SIGINT
-    /// arrives: the shutdown future for `server::Server::run`. A reload runs to its end
-    /// before the next signal is looked at.
-    pub async fn until_stopped(mut self, reloader: Reloader) {
+    /// Handles SIGHUP (reload), SIGUSR1 (reopen the access log) and SIGUSR2 (upgrade, with
+    /// `upgrader`; refused without one) until SIGTERM or SIGINT arrives or an upgrade's new
+    /// process is ready: the shutdown future for `server::Server::run`. A reload runs to
+    /// its end before the next signal is looked at; an upgrade runs beside the signals.
+    pub async fn until_stopped(mut self, reloader: Reloader, upgrader: Option<Upgrader>) {
+        // Dropping it (at SIGTERM) kills a new process not yet ready.
+        let mut upgrading = None;
         loop {
             tokio::select! {
                 _ = self.terminate.recv() => {
-                    tracing::info!("SIGTERM: shutting down");
+                    tracing::info!(upgrade_abandoned = upgrading.is_some(), "SIGTERM: shutting down");
                     return;
                 }
                 _ = self.interrupt.recv() => {
-                    tracing::info!("SIGINT: shutting down");
+                    tracing::info!(upgrade_abandoned = upgrading.is_some(), "SIGINT: shutting down");
                     return;
                 }
                 _ = self.hangup.recv() => {
@@ -298,7 +310,56 @@ impl Signals {
                     tracing::info!("SIGUSR1: reopening the access log");
                     reloader.parts.live.load().access_log.reopen();
                 }
+                _ = self.user2.recv() => match (&upgrader, &upgrading) {
+                    (None, _) => tracing::warn!(
+                        "SIGUSR2: no upgrade: the binary this process was started from is unknown"
+                    ),
+                    (Some(_), Some(_)) => tracing::warn!(
+                        "SIGUSR2: an upgrade is in progress already; this one is ignored"
+                    ),
+                    (Some(upgrader), None) => {
+                        tracing::info!("SIGUSR2: upgrading: starting the new process");
+                        upgrading = Some(Box::pin(upgrader.run()));
+                    }
+                },
+                outcome = next_outcome(&mut upgrading), if upgrading.is_some() => {
+                    upgrading = None;
+                    if handed_over(outcome) {
+                        return;
+                    }
+                }
             }
+        }
+    }
+}
+
+/// The outcome of the upgrade in progress; pending without one.
+#[cfg(unix)]
+async fn next_outcome<F>(upgrading: &mut Option<std::pin::Pin<Box<F>>>) -> F::Output
+where
+    F: std::future::Future,
+{
+    match upgrading {
+        Some(upgrade) => upgrade.await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Logs an upgrade's outcome; true when the new process is ready and this one stops.
+#[cfg(unix)]
+fn handed_over(outcome: Result<u32, UpgradeError>) -> bool {
+    match outcome {
+        Ok(pid) => {
+            tracing::info!(
+                new_pid = pid,
+                "upgrade: the new process is ready; no new connections here, draining \
+                 and handing the cache directory over"
+            );
+            true
+        }
+        Err(error) => {
+            tracing::error!(%error, "upgrade failed; this process serves on as before");
+            false
         }
     }
 }
@@ -366,8 +427,8 @@ impl Signals {
     }
 
     /// Completes on Ctrl-C.
-    pub async fn until_stopped(self, reloader: Reloader) {
-        let _ = reloader;
+    pub async fn until_stopped(self, reloader: Reloader, upgrader: Option<Upgrader>) {
+        let _ = (reloader, upgrader);
         if let Err(error) = tokio::signal::ctrl_c().await {
             tracing::warn!(%error, "cannot listen for Ctrl-C");
             std::future::pending::<()>().await;

@@ -15,6 +15,7 @@ use secondhit::logging::LogReload;
 use secondhit::man;
 use secondhit::server::StartError;
 use secondhit::server::{Listeners, Server};
+use secondhit::upgrade::{Handoff, Upgrader};
 
 /// mimalloc instead of the system allocator: a request allocates and frees dozens of
 /// small buffers (header maps, bytes, futures), and glibc's malloc spent more CPU time on
@@ -226,13 +227,16 @@ fn print_outcome(outcome: Result<String, String>) -> ExitCode {
 }
 
 fn serve(path: Option<PathBuf>) -> ExitCode {
+    // First: a process an upgrade started must answer on its pipe whatever happens next.
+    let handoff = match Handoff::from_env() {
+        None => None,
+        Some(Ok(handoff)) => Some(handoff),
+        Some(Err(error)) => return refuse(None, &error),
+    };
     let config = match &path {
         Some(path) => match Config::load(path) {
             Ok(config) => config,
-            Err(error) => {
-                eprintln!("secondhit: {}: {error}", path.display());
-                return ExitCode::FAILURE;
-            }
+            Err(error) => return refuse(handoff, &format!("{}: {error}", path.display())),
         },
         None => Config::default(),
     };
@@ -241,19 +245,60 @@ fn serve(path: Option<PathBuf>) -> ExitCode {
         Ok(listeners) => listeners,
         Err(error) => {
             tracing::error!(%error, "cannot start");
-            eprintln!("secondhit: {error}");
-            return ExitCode::FAILURE;
+            return refuse(handoff, &error.to_string());
         }
     };
+    let upgrader = upgrader(&listeners);
     spawn_memory_release();
     let runtime = match secondhit::server::runtime::build(&config.server) {
         Ok(runtime) => runtime,
         Err(error) => {
-            eprintln!("secondhit: cannot start the async runtime: {error}");
-            return ExitCode::FAILURE;
+            let error = format!("cannot start the async runtime: {error}");
+            return refuse(handoff, &error);
         }
     };
-    runtime.block_on(run_server(&config, listeners, path, log_reload))
+    let started = Started {
+        path,
+        log_reload,
+        handoff,
+        upgrader,
+    };
+    runtime.block_on(run_server(&config, listeners, started))
+}
+
+/// Reports `error` on stderr (and to the process that started this one for an upgrade,
+/// which serves on); the exit code of a failed start.
+fn refuse(handoff: Option<Handoff>, error: &str) -> ExitCode {
+    eprintln!("secondhit: {error}");
+    if let Some(handoff) = handoff {
+        handoff.failed(error);
+    }
+    ExitCode::FAILURE
+}
+
+/// What SIGUSR2 needs to start this binary again with these sockets: the binary's path as
+/// it was started (`argv[0]` made absolute, so that a package upgrade that replaced the
+/// file, or a link that now points at a new version, starts the new binary; the
+/// executable's own path when `argv[0]` was found on `PATH`) and the same arguments.
+/// `None`, logged, when either cannot be had: SIGUSR2 is then refused.
+fn upgrader(listeners: &Listeners) -> Option<Upgrader> {
+    let mut args = std::env::args_os();
+    let program = args.next().map(PathBuf::from);
+    let program = match program {
+        Some(program) if program.components().count() > 1 => std::path::absolute(program),
+        _ => std::env::current_exe(),
+    };
+    let upgrader = program.and_then(|program| {
+        let sockets = listeners.passable()?;
+        Ok(Upgrader::new(program, args.collect(), sockets))
+    });
+    match upgrader {
+        Ok(upgrader) => Some(upgrader),
+        Err(error) => {
+            tracing::warn!(%error, "SIGUSR2 will not upgrade: cannot prepare the hand-off");
+            None
+        }
+    }
 }
 
 /// Checks the machine, binds the sockets (or takes systemd's) as whoever started the
@@ -270,28 +315,35 @@ fn open_listeners(config: &Config) -> Result<Listeners, StartError> {
         })
 }
 
-/// Starts the server on `listeners`, installs the signal handlers and serves until a
-/// signal stops it; a SIGHUP reloads the config file at `path` (see [`Reloader`]).
-async fn run_server(
-    config: &Config,
-    listeners: Listeners,
+/// What `serve` set up before the runtime, for [`run_server`].
+struct Started {
+    /// The config file, which SIGHUP reloads.
     path: Option<PathBuf>,
     log_reload: LogReload,
-) -> ExitCode {
-    let server = match Server::start(config, listeners).await {
-        Ok(server) => server,
-        Err(error) => {
-            tracing::error!(%error, "cannot start");
-            eprintln!("secondhit: {error}");
-            return ExitCode::FAILURE;
-        }
-    };
+    /// Set when an upgrade started this process: told once it is ready.
+    handoff: Option<Handoff>,
+    /// What SIGUSR2 upgrades with.
+    upgrader: Option<Upgrader>,
+}
+
+/// Starts the server on `listeners`, installs the signal handlers and serves until a
+/// signal stops it; a SIGHUP reloads the config file (see [`Reloader`]), a SIGUSR2
+/// upgrades.
+async fn run_server(config: &Config, listeners: Listeners, started: Started) -> ExitCode {
     // Before "listening": a signal sent once that line is out must find its handler.
     let signals = match Signals::install() {
         Ok(signals) => signals,
         Err(error) => {
             tracing::error!(%error, "cannot install signal handlers");
-            eprintln!("secondhit: cannot install signal handlers: {error}");
+            let error = format!("cannot install signal handlers: {error}");
+            return refuse(started.handoff, &error);
+        }
+    };
+    let server = match start_server(config, listeners, started.handoff).await {
+        Ok(server) => server,
+        Err(error) => {
+            tracing::error!(%error, "cannot start");
+            eprintln!("secondhit: {error}");
             return ExitCode::FAILURE;
         }
     };
@@ -312,10 +364,49 @@ async fn run_server(
         None => None,
     };
     log_listening(&server, config);
-    let reloader = Reloader::new(path, server.live_parts(), Some(log_reload));
-    server.run(signals.until_stopped(reloader)).await;
+    let reloader = Reloader::new(started.path, server.live_parts(), Some(started.log_reload));
+    server
+        .run(signals.until_stopped(reloader, started.upgrader))
+        .await;
     drop(pid_file);
     ExitCode::SUCCESS
+}
+
+/// Prepares the server and opens its cache directory. A process an upgrade started
+/// reports ready in between, once only the cache directory is left, which the process it
+/// replaces then drains and hands over: it waits for it for `server.shutdown_timeout` (that
+/// process's drain) on top of `cache.lock_timeout`.
+async fn start_server(
+    config: &Config,
+    listeners: Listeners,
+    handoff: Option<Handoff>,
+) -> Result<Server, String> {
+    let prepared = match Server::prepare(config, listeners) {
+        Ok(prepared) => prepared,
+        Err(error) => {
+            let error = error.to_string();
+            if let Some(handoff) = handoff {
+                handoff.failed(&error);
+            }
+            return Err(error);
+        }
+    };
+    let mut lock_timeout = config.cache.lock_timeout;
+    if let Some(handoff) = handoff {
+        handoff
+            .ready()
+            .map_err(|error| format!("upgrade: cannot report ready: {error}"))?;
+        lock_timeout += config.server.shutdown_timeout;
+        tracing::info!(
+            ?lock_timeout,
+            "upgrade: ready; waiting for the previous process to drain and hand over the \
+             cache directory"
+        );
+    }
+    prepared
+        .open(lock_timeout)
+        .await
+        .map_err(|error| error.to_string())
 }
 
 /// Logs the "listening" line, with the admin listener's and the TLS listener's

@@ -12,7 +12,7 @@ use roff::{Roff, bold, roman};
 const EXAMPLE: &str = include_str!("../config/secondhit.toml");
 
 /// The signals `serve` acts on (`lifecycle::Signals`), and what each does.
-const SIGNALS: [(&str, &str); 3] = [
+const SIGNALS: [(&str, &str); 4] = [
     (
         "SIGTERM, SIGINT",
         "Stop accepting, let open requests and the fills they leave finish within \
@@ -28,6 +28,14 @@ const SIGNALS: [(&str, &str); 3] = [
         "SIGUSR1",
         "Reopen the access-log file by its path, after logrotate moved it. Without systemd, \
          server.pid_file names the process to signal.",
+    ),
+    (
+        "SIGUSR2",
+        "Upgrade: start the binary again with the same arguments on the same listening \
+         sockets; once the new process is ready, stop accepting, drain as at SIGTERM and \
+         exit, handing the cache directory over (the new process rewrites \
+         server.pid_file). A new process that cannot start is killed and its reason \
+         logged; this one serves on.",
     ),
 ];
 

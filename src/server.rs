@@ -2,10 +2,12 @@
 //! the TLS listener, see [`tls`]), and shut down gracefully.
 //!
 //! [`Server::bind`] sets everything up in order — listening sockets ([`Listeners`]: bound,
-//! or inherited from systemd), cache directory, filter seed, admission policy, sites
-//! (origin clients), access log — so a bad setting fails before the first connection
-//! (`serve` binds the sockets first and drops privileges before the rest,
-//! [`Server::start`]), and puts the `Config` in the live snapshot ([`Live`]) that the
+//! or inherited from systemd or from the process an upgrade replaces), sites (origin
+//! clients), access log, TLS certificates ([`Server::prepare`]), then cache directory,
+//! filter seed, admission policy ([`Prepared::open`]) — so a bad setting fails before the
+//! first connection (`serve` binds the sockets first and drops privileges before the rest,
+//! [`Server::start`]; an upgrade's new process reports ready between the two halves), and
+//! puts the `Config` in the live snapshot ([`Live`]) that the
 //! proxy reads per request — with the sites, the admission, the access log and the TLS
 //! certificates — and [`Server::live`] hands out to swap (for a reload:
 //! [`Server::live_parts`]). [`Server::run`]
@@ -122,15 +124,44 @@ impl Server {
         Server::start(config, listeners).await
     }
 
-    /// Opens the cache, builds admission (restoring its snapshot), the origin client and
-    /// the access log, reads the TLS certificates, and takes `listeners` for
-    /// [`Server::run`]. `serve` binds them first
-    /// and drops privileges in between, so files are created as `server.user`.
+    /// Does what [`Server::prepare`] and then [`Prepared::open`] do, waiting up to
+    /// `cache.lock_timeout` for the cache directory. `serve` binds the sockets first and
+    /// drops privileges in between, so files are created as `server.user`.
     pub async fn start(config: &Config, listeners: Listeners) -> Result<Server, StartError> {
-        let store = open_store(config)?;
-        // Reads the filter snapshot synchronously, like the store's open above.
-        let assembled = assemble_admission(&config.admission, &store)?;
-        Server::finish_bind(config, store, assembled, listeners).await
+        let prepared = Server::prepare(config, listeners)?;
+        prepared.open(config.cache.lock_timeout).await
+    }
+
+    /// Everything of a start that does not touch the cache directory: builds the sites'
+    /// origin clients, opens the access log, reads the TLS certificates and registers
+    /// `listeners` with the runtime. A process started by an upgrade (`upgrade`) reports
+    /// ready after this, while the process it replaces still owns the cache directory.
+    pub fn prepare(config: &Config, listeners: Listeners) -> Result<Prepared, StartError> {
+        let metrics = Arc::new(Metrics::for_workers(listeners.workers.len() + 1));
+        let sites = Arc::new(Sites::new(config, &metrics, Arc::default())?);
+        let access_logs = access_log::Writers::default();
+        let access_log = access_logs.open(&config.log)?;
+        let certificates = match (&config.server.tls, &listeners.tls) {
+            (Some(tls), Some(_)) => tls::load(tls)?,
+            _ => Arc::new([]),
+        };
+        let (listener, admin_listener) =
+            register(&config.server, listeners.proxy, listeners.admin)?;
+        let workers = (listeners.workers.into_iter().enumerate())
+            .map(|(i, sockets)| workers::Worker::build(&config.server, i + 1, sockets))
+            .collect::<Result<_, _>>()?;
+        Ok(Prepared {
+            config: config.clone(),
+            metrics,
+            sites,
+            access_logs,
+            access_log,
+            certificates,
+            listener,
+            admin_listener,
+            tls_listener: listeners.tls,
+            workers,
+        })
     }
 
     /// Like [`Server::bind`], with an admission policy built by the caller instead of from
@@ -142,7 +173,8 @@ impl Server {
         policy: admission::Policy,
     ) -> Result<Server, StartError> {
         let listeners = Listeners::open(&config.server)?;
-        let store = open_store(config)?;
+        let prepared = Server::prepare(config, listeners)?;
+        let store = open_store(config, config.cache.lock_timeout)?;
         let seed = admission::resolve_seed(config.admission.seed.as_deref(), &store.state_dir())?;
         let assembled = admission::Assembled {
             policy: policy.admission,
@@ -150,65 +182,7 @@ impl Server {
             hasher: admission::FilterHasher::new(seed),
             snapshots: None,
         };
-        Server::finish_bind(config, store, assembled, listeners).await
-    }
-
-    /// Builds the sites' origin clients and the proxy around an open store, and registers
-    /// the listeners with the runtime.
-    async fn finish_bind(
-        config: &Config,
-        store: Arc<Store>,
-        admission: admission::Assembled,
-        listeners: Listeners,
-    ) -> Result<Server, StartError> {
-        let metrics = Arc::new(Metrics::for_workers(listeners.workers.len() + 1));
-        let sites = Arc::new(Sites::new(config, &metrics, Arc::default())?);
-        let access_logs = access_log::Writers::default();
-        let access_log = access_logs.open(&config.log)?;
-        let certificates = match (&config.server.tls, &listeners.tls) {
-            (Some(tls), Some(_)) => tls::load(tls)?,
-            _ => Arc::new([]),
-        };
-        let (listener, admin_listener) =
-            register(&config.server, listeners.proxy, listeners.admin)?;
-        let admission = Arc::new(LiveAdmission::new(admission));
-        let live = Live::new(Snapshot {
-            settings: Arc::new(config.clone()),
-            sites,
-            admission: admission.current(),
-            access_log,
-            certificates,
-        });
-        let tls = match (&config.server.tls, listeners.tls) {
-            (Some(tls), Some(listener)) => Some(tls::TlsListener::start(tls, listener, &live)?),
-            _ => None,
-        };
-        let fills = Fills::new(config.cache.max_orphan_fills);
-        let parts = proxy::Parts {
-            live: live.clone(),
-            store: store.clone(),
-            metrics: metrics.clone(),
-            fills: fills.clone(),
-        };
-        let proxy = Arc::new(Proxy::new(parts));
-        let admin = admin_listener
-            .map(|listener| (listener, Admin::new(&proxy, &store, &admission, &live)));
-        let workers = (listeners.workers.into_iter().enumerate())
-            .map(|(i, sockets)| workers::Worker::build(&config.server, i + 1, sockets))
-            .collect::<Result<_, _>>()?;
-        Ok(Server {
-            listener,
-            tls,
-            admin,
-            proxy,
-            store,
-            admission,
-            access_logs,
-            fills,
-            live,
-            config: config.server.clone(),
-            workers,
-        })
+        prepared.finish(store, assembled)
     }
 
     /// The address actually bound (useful with port 0).
@@ -347,6 +321,76 @@ impl Server {
     }
 }
 
+/// A server prepared by [`Server::prepare`]: everything but the cache directory.
+pub struct Prepared {
+    config: Config,
+    metrics: Arc<Metrics>,
+    sites: Arc<Sites>,
+    access_logs: access_log::Writers,
+    access_log: access_log::AccessLog,
+    certificates: Arc<[crate::live::Certificate]>,
+    listener: TcpListener,
+    admin_listener: Option<TcpListener>,
+    /// Registered in [`Prepared::finish`], where its acceptor is built.
+    tls_listener: Option<std::net::TcpListener>,
+    workers: Vec<workers::Worker>,
+}
+
+impl Prepared {
+    /// Opens the cache directory (waiting up to `lock_timeout` for another process to
+    /// release it) and builds admission (restoring its snapshot): the server is ready.
+    pub async fn open(self, lock_timeout: Duration) -> Result<Server, StartError> {
+        let store = open_store(&self.config, lock_timeout)?;
+        // Reads the filter snapshot synchronously, like the store's open above.
+        let assembled = assemble_admission(&self.config.admission, &store)?;
+        self.finish(store, assembled)
+    }
+
+    /// Builds the proxy around an open store and `admission`.
+    fn finish(
+        self,
+        store: Arc<Store>,
+        admission: admission::Assembled,
+    ) -> Result<Server, StartError> {
+        let config = &self.config;
+        let admission = Arc::new(LiveAdmission::new(admission));
+        let live = Live::new(Snapshot {
+            settings: Arc::new(config.clone()),
+            sites: self.sites,
+            admission: admission.current(),
+            access_log: self.access_log,
+            certificates: self.certificates,
+        });
+        let tls = match (&config.server.tls, self.tls_listener) {
+            (Some(tls), Some(listener)) => Some(tls::TlsListener::start(tls, listener, &live)?),
+            _ => None,
+        };
+        let fills = Fills::new(config.cache.max_orphan_fills);
+        let parts = proxy::Parts {
+            live: live.clone(),
+            store: store.clone(),
+            metrics: self.metrics.clone(),
+            fills: fills.clone(),
+        };
+        let proxy = Arc::new(Proxy::new(parts));
+        let admin = (self.admin_listener)
+            .map(|listener| (listener, Admin::new(&proxy, &store, &admission, &live)));
+        Ok(Server {
+            listener: self.listener,
+            tls,
+            admin,
+            proxy,
+            store,
+            admission,
+            access_logs: self.access_logs,
+            fills,
+            live,
+            config: config.server.clone(),
+            workers: self.workers,
+        })
+    }
+}
+
 /// The proxy's and the admin listener's sockets, registered with this runtime.
 fn register(
     config: &ServerConfig,
@@ -425,13 +469,13 @@ pub(crate) fn assemble_admission(
     admission::assemble(config, &store.state_dir(), objects, stored)
 }
 
-/// Opens the cache directory named by `[cache]`.
-fn open_store(config: &Config) -> Result<Arc<Store>, StartError> {
+/// Opens the cache directory named by `[cache]`, waiting up to `lock_timeout` for its lock.
+fn open_store(config: &Config, lock_timeout: Duration) -> Result<Arc<Store>, StartError> {
     let options = StoreOptions {
         dir: config.cache.dir.clone(),
         fsync: config.cache.fsync,
         max_size: config.cache.max_size,
-        lock_timeout: config.cache.lock_timeout,
+        lock_timeout,
         verify_whole_below: config.cache.verify_whole_below,
         memory_size: config.cache.memory_size,
         memory_max_object_size: config.cache.memory_max_object_size,

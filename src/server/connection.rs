@@ -17,6 +17,15 @@
 //! A response body still streaming is not idle, and a graceful shutdown (a reap's or the
 //! stop's) lets it finish: only the connection's reuse is lost.
 //!
+//! At the stop (a shutdown, or the hand-off of an upgrade), an HTTP/1 connection is not
+//! closed between two requests: its client may be sending the next one at that moment, and
+//! would meet a reset (an upgrade's new process, which holds the same listening socket,
+//! would have served it). It drains instead: every response from then on carries
+//! `Connection: close`, after which hyper closes the connection, and the client, told so,
+//! opens a new one. A connection that sends nothing for [`LAST_REQUEST_GRACE`] is closed then.
+//! HTTP/2 needs none of this: its GOAWAY names the last stream served, and the client
+//! retries the others on a new connection.
+//!
 //! A graceful shutdown has a deadline: a connection that has not finished closing after
 //! [`CLOSE_GRACE`] with no request open is dropped. An HTTP/2 graceful shutdown closes
 //! only once the client answered the PING sent with the GOAWAY, so a client that sent its
@@ -36,7 +45,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::Stream;
 use futures_util::task::AtomicWaker;
-use http::Request;
+use http::header::CONNECTION;
+use http::{HeaderValue, Request, Version};
 use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
@@ -119,13 +129,21 @@ impl Serving {
             }
             let proxy = proxy.clone();
             let open = requests.request();
+            let version = request.version();
+            requests.saw(version);
             async move {
                 let response = proxy.handle(request, peer, scheme).await;
-                Ok::<_, Infallible>(response.map(|body| TrackedBody {
+                let mut response = response.map(|body| TrackedBody {
                     body,
-                    open: Some(open),
+                    open: None,
                     handed_out: false,
-                }))
+                });
+                if open.0.closes_after(version) {
+                    let close = HeaderValue::from_static("close");
+                    response.headers_mut().insert(CONNECTION, close);
+                }
+                response.body_mut().open = Some(open);
+                Ok::<_, Infallible>(response)
             }
         });
         let io = HeadGuard::new(io, token, self.limits, self.header_read_timeout);
@@ -149,6 +167,12 @@ pub(super) const IDLE_TICKS: u32 = 4;
 /// are many round trips, and a response still streaming holds it open regardless.
 pub(super) const CLOSE_GRACE: Duration = Duration::from_secs(3);
 
+/// How long a draining HTTP/1 connection (see the module docs) may stay quiet before it is
+/// closed: a client that keeps its connection busy sends its next request within a round
+/// trip of the last response, while one that waits longer is as likely to wait for
+/// `server.idle_timeout`, which should not hold a shutdown up.
+pub(super) const LAST_REQUEST_GRACE: Duration = Duration::from_secs(1);
+
 /// What the idle timer needs to know of a connection's requests.
 #[derive(Debug, Default)]
 pub(super) struct Activity {
@@ -156,6 +180,10 @@ pub(super) struct Activity {
     open: AtomicU32,
     /// A request started since the timer last looked.
     used: AtomicBool,
+    /// The connection speaks HTTP/2 (seen on its first request).
+    http2: AtomicBool,
+    /// The server stopped: every HTTP/1 response closes the connection.
+    draining: AtomicBool,
     /// Whether the client takes what it is sent (`server.send_timeout`).
     send: Arc<SendProgress>,
 }
@@ -176,6 +204,23 @@ impl Activity {
 
     fn has_open_request(&self) -> bool {
         self.open.load(Ordering::Relaxed) > 0
+    }
+
+    /// Notes a request's protocol version.
+    fn saw(&self, version: Version) {
+        if version == Version::HTTP_2 {
+            self.http2.store(true, Ordering::Relaxed);
+        }
+    }
+
+    fn is_http2(&self) -> bool {
+        self.http2.load(Ordering::Relaxed)
+    }
+
+    /// Whether a response of `version` must close its connection: an HTTP/1 one once the
+    /// connection drains.
+    fn closes_after(&self, version: Version) -> bool {
+        version < Version::HTTP_2 && self.draining.load(Ordering::Relaxed)
     }
 }
 
@@ -292,7 +337,8 @@ impl Timeouts {
 }
 
 /// Runs `connection` to its end, calling `close` (its graceful shutdown) once: when it was
-/// idle for `timeouts.idle`, on a reap with no request open, or at stop. Once closing, it
+/// idle for `timeouts.idle`, on a reap with no request open, or at stop (HTTP/2; an HTTP/1
+/// connection drains first, see [`Phase::Draining`]). Once closing, it
 /// is dropped (and `Ok` returned) if it goes on for [`CLOSE_GRACE`] with no request open.
 /// It is dropped at once when it waited on its client with no progress for
 /// `timeouts.send` ([`SendProgress`]), or for a tick when a reap comes.
@@ -327,40 +373,61 @@ where
     };
     let side = SideWaker::new();
     let side_waker = Waker::from(side.clone());
-    let mut closing = false;
+    let mut phase = Phase::Open;
     poll_fn(|cx| {
         loop {
             if let Poll::Ready(ended) = connection.as_mut().poll(cx) {
                 return Poll::Ready(ended);
             }
-            side.task.register(cx.waker());
-            if !side.woken.swap(false, Ordering::Acquire) {
-                return Poll::Pending;
-            }
-            let mut side_cx = Context::from_waker(&side_waker);
-            let timer = clock.poll(&mut side_cx, &activity, closing);
-            if let Side::Drop = timer {
-                return Poll::Ready(Ok(()));
-            }
-            if closing {
-                return Poll::Pending;
-            }
-            match signals.poll(&mut side_cx, &activity, clock.stalled()) {
-                Side::Drop => return Poll::Ready(Ok(())),
-                Side::Close => {}
-                Side::Wait if matches!(timer, Side::Close) => {}
-                Side::Wait => return Poll::Pending,
+            // A draining connection found to speak HTTP/2 closes with a GOAWAY at once.
+            let h2_draining = phase == Phase::Draining && activity.is_http2();
+            if !h2_draining {
+                side.task.register(cx.waker());
+                if !side.woken.swap(false, Ordering::Acquire) {
+                    return Poll::Pending;
+                }
+                let mut side_cx = Context::from_waker(&side_waker);
+                let timer = clock.poll(&mut side_cx, &activity, phase == Phase::Closing);
+                let signal = match phase {
+                    Phase::Open => signals.poll(&mut side_cx, &activity, clock.stalled()),
+                    Phase::Draining | Phase::Closing => Side::Wait,
+                };
+                match (phase, timer, signal) {
+                    (_, Side::Drop, _) | (_, _, Side::Drop) => return Poll::Ready(Ok(())),
+                    (Phase::Closing, _, _) => return Poll::Pending,
+                    (_, _, Side::Drain) if !activity.is_http2() => {
+                        activity.draining.store(true, Ordering::Relaxed);
+                        phase = Phase::Draining;
+                        clock.count_to(LAST_REQUEST_GRACE);
+                        side.woken.store(true, Ordering::Release);
+                        continue;
+                    }
+                    (_, Side::Close, _) | (_, _, Side::Close | Side::Drain) => {}
+                    (_, Side::Wait | Side::Drain, Side::Wait) => return Poll::Pending,
+                }
             }
             close(connection.as_mut());
-            closing = true;
+            phase = Phase::Closing;
             // From now on the timer counts quiet ticks toward the close's deadline; the
             // side waker is marked so that the new timer gets registered.
-            clock.count_to_close();
+            clock.count_to(CLOSE_GRACE);
             side.woken.store(true, Ordering::Release);
             // The connection is polled again: its shutdown has to start.
         }
     })
     .await
+}
+
+/// Where a connection is in its life, for [`drive`].
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Serving.
+    Open,
+    /// The server stopped: an HTTP/1 connection answers what it is sent with
+    /// `Connection: close`, and is closed once quiet for [`LAST_REQUEST_GRACE`].
+    Draining,
+    /// Shut down gracefully; dropped once quiet for [`CLOSE_GRACE`].
+    Closing,
 }
 
 /// Each change of `reap`; ends when the server is gone.
@@ -374,6 +441,8 @@ fn reaps(reap: watch::Receiver<()>) -> impl Stream<Item = ()> {
 enum Side {
     /// Nothing: go on serving.
     Wait,
+    /// The server stopped: drain it (see [`Phase::Draining`]).
+    Drain,
     /// Shut it down gracefully.
     Close,
     /// Drop it now.
@@ -456,10 +525,10 @@ impl QuietClock {
         side
     }
 
-    /// Restarts the count for a connection being shut down gracefully: it is dropped
-    /// after [`CLOSE_GRACE`] with no request open.
-    fn count_to_close(&mut self) {
-        self.timer = quiet_timer(CLOSE_GRACE);
+    /// Restarts the count for a connection that drains (closed after `span` with no
+    /// request open) or is being shut down gracefully (dropped after `span`).
+    fn count_to(&mut self, span: Duration) {
+        self.timer = quiet_timer(span);
         self.quiet_needed = IDLE_TICKS;
         self.quiet_ticks = 0;
     }
@@ -480,16 +549,21 @@ where
     S: Future,
     R: Stream<Item = ()>,
 {
-    /// Polls both until pending (so that each is registered with `cx`): `Close` at stop,
-    /// or on a reap with no request open; `Drop` on a reap when the client is `stalled`.
+    /// Polls both until pending (so that each is registered with `cx`): `Drain` at stop,
+    /// `Close` on a reap with no request open; `Drop` on a reap when the client is
+    /// `stalled`.
     fn poll(&mut self, cx: &mut Context<'_>, activity: &Activity, stalled: bool) -> Side {
         let mut side = Side::Wait;
         if self.stop.as_mut().poll(cx).is_ready() {
-            side = Side::Close;
+            side = Side::Drain;
         }
         while self.reaping {
             match self.reaps.as_mut().poll_next(cx) {
-                Poll::Ready(Some(())) if !activity.has_open_request() => side = Side::Close,
+                Poll::Ready(Some(())) if !activity.has_open_request() => {
+                    if !matches!(side, Side::Drain) {
+                        side = Side::Close;
+                    }
+                }
                 // Its client took nothing for a tick or more: the first to go for a
                 // client that would.
                 Poll::Ready(Some(())) if stalled => {

@@ -10,7 +10,9 @@
 //! Which inherited socket is which: by the names systemd passes in `LISTEN_FDNAMES`
 //! (`FileDescriptorName=` in the socket unit), `proxy`, `admin` and `tls`; without those
 //! names, in order, the first is the proxy's listener and the second (if any) the admin
-//! listener (a TLS socket must be named). A listener the config asks for that was not
+//! listener (a TLS socket must be named). Several sockets may be named `proxy` (or `tls`):
+//! one per worker, as an upgrade (`upgrade`) passes a set bound with `SO_REUSEPORT`; their
+//! count must then be the number of workers. A listener the config asks for that was not
 //! inherited is bound from the config (`server.listen`, `server.admin_listen`,
 //! `server.tls.listen`) as without socket activation; a socket for a listener the config
 //! turns off (`admin_listen = "off"`, no `[server.tls]`) is refused at start, naming the
@@ -28,6 +30,7 @@
 //! `SO_REUSEPORT` after systemd bound it, so every worker accepts on a duplicate of it.
 
 use std::net::{SocketAddr, TcpListener};
+use std::os::fd::OwnedFd;
 
 use socket2::{Domain, Protocol, Socket, Type};
 
@@ -70,9 +73,9 @@ impl Listeners {
     pub fn open(config: &ServerConfig) -> Result<Listeners, StartError> {
         let mut inherited = inherited()?;
         let workers = runtime::own_runtimes(config);
-        let (proxy, proxy_siblings) = match inherited.proxy.take() {
-            Some(listener) => duplicated(listener, workers)?,
-            None => bound(config.listen, workers, |addr, source| StartError::Bind {
+        let (proxy, proxy_siblings) = match std::mem::take(&mut inherited.proxy) {
+            passed if !passed.is_empty() => spread(passed, workers)?,
+            _ => bound(config.listen, workers, |addr, source| StartError::Bind {
                 addr,
                 source,
             })?,
@@ -91,15 +94,15 @@ impl Listeners {
                 source,
             })?),
         };
-        let tls = match (&config.tls, inherited.tls.take()) {
-            (None, Some(_)) => {
+        let tls = match (&config.tls, std::mem::take(&mut inherited.tls)) {
+            (None, passed) if !passed.is_empty() => {
                 return Err(StartError::Inherited(
                     "a socket named \"tls\" was passed, but there is no [server.tls]".to_owned(),
                 ));
             }
-            (None, None) => None,
-            (Some(_), Some(listener)) => Some(duplicated(listener, workers)?),
-            (Some(tls), None) => Some(bound(tls.listen, workers, |addr, source| {
+            (None, _) => None,
+            (Some(_), passed) if !passed.is_empty() => Some(spread(passed, workers)?),
+            (Some(tls), _) => Some(bound(tls.listen, workers, |addr, source| {
                 StartError::TlsBind { addr, source }
             })?),
         };
@@ -121,6 +124,38 @@ impl Listeners {
             tls,
             workers,
         })
+    }
+
+    /// Duplicates of the listening sockets, each with its role's name in `LISTEN_FDNAMES`
+    /// (`proxy`, `admin`, `tls`), for the process an upgrade starts (`upgrade`). Each
+    /// socket is passed once, however many workers accept on it: the siblings of an
+    /// inherited socket are duplicates of it, while those bound with `SO_REUSEPORT` are
+    /// sockets of their own, and each must be passed, or the connections the kernel
+    /// queued on it would be reset when this process closes it.
+    pub fn passable(&self) -> std::io::Result<Vec<(&'static str, OwnedFd)>> {
+        let siblings = |tls: bool| {
+            self.workers.iter().filter_map(move |worker| match tls {
+                false => Some(&worker.proxy),
+                true => worker.tls.as_ref(),
+            })
+        };
+        let proxy = std::iter::once(&self.proxy).chain(siblings(false));
+        let tls = self.tls.iter().chain(siblings(true));
+        let named = (proxy.map(|socket| ("proxy", socket)))
+            .chain(self.admin.iter().map(|socket| ("admin", socket)))
+            .chain(tls.map(|socket| ("tls", socket)));
+        let mut seen = Vec::new();
+        let mut passed = Vec::new();
+        for (name, socket) in named {
+            // Duplicates share the socket's inode; sockets of their own do not.
+            let stat = rustix::fs::fstat(socket)?;
+            if seen.contains(&stat.st_ino) {
+                continue;
+            }
+            seen.push(stat.st_ino);
+            passed.push((name, OwnedFd::from(socket.try_clone()?)));
+        }
+        Ok(passed)
     }
 
     /// The proxy listener's address (useful with port 0, or to log an inherited socket).
@@ -178,6 +213,27 @@ fn bind_shared(addr: SocketAddr) -> std::io::Result<TcpListener> {
 /// The listen backlog of a worker's socket; the kernel caps it at `net.core.somaxconn`.
 const LISTEN_BACKLOG: i32 = 1024;
 
+/// The passed sockets of one role spread over `workers`: one socket shared by all (a
+/// duplicate for each worker after the first), or one socket per worker.
+fn spread(
+    mut passed: Vec<TcpListener>,
+    workers: usize,
+) -> Result<(TcpListener, Vec<TcpListener>), StartError> {
+    if passed.len() == 1 {
+        return duplicated(passed.remove(0), workers);
+    }
+    if passed.len() != workers {
+        return Err(StartError::Inherited(format!(
+            "{} sockets of one listener were passed, one per worker of the process that passed \
+             them, but server.workers makes {workers} workers; change server.workers with a \
+             restart, not an upgrade",
+            passed.len()
+        )));
+    }
+    let first = passed.remove(0);
+    Ok((first, passed))
+}
+
 /// An inherited `listener` and a duplicate of it for each worker after the first.
 fn duplicated(
     listener: TcpListener,
@@ -193,12 +249,12 @@ fn duplicated(
     Ok((listener, siblings))
 }
 
-/// The sockets systemd passed, by role.
+/// The sockets systemd (or the process upgraded from) passed, by role.
 #[derive(Default)]
 struct Inherited {
-    proxy: Option<TcpListener>,
+    proxy: Vec<TcpListener>,
     admin: Option<TcpListener>,
-    tls: Option<TcpListener>,
+    tls: Vec<TcpListener>,
 }
 
 /// Takes the sockets of `LISTEN_FDS` (none when it is unset or meant for another process).
@@ -224,12 +280,11 @@ fn inherited() -> Result<Inherited, StartError> {
         listener.set_nonblocking(true).map_err(|error| {
             StartError::Inherited(format!("file descriptor {fd} (LISTEN_FDS): {error}"))
         })?;
-        let slot = match role {
-            Role::Proxy => &mut taken.proxy,
-            Role::Admin => &mut taken.admin,
-            Role::Tls => &mut taken.tls,
-        };
-        *slot = Some(listener);
+        match role {
+            Role::Proxy => taken.proxy.push(listener),
+            Role::Admin => taken.admin = Some(listener),
+            Role::Tls => taken.tls.push(listener),
+        }
     }
     Ok(taken)
 }
@@ -277,7 +332,8 @@ fn roles(count: usize, names: Option<&str>) -> Result<Vec<Role>, String> {
                         ));
                     }
                 };
-                if roles.contains(&role) {
+                // Only the admin listener has no per-worker sockets.
+                if role == Role::Admin && roles.contains(&role) {
                     return Err(format!(
                         "two sockets named {name:?} were passed (LISTEN_FDNAMES)"
                     ));
@@ -311,6 +367,11 @@ mod tests {
             roles(2, Some("tls:proxy")),
             Ok(vec![Role::Tls, Role::Proxy])
         );
+        // One per worker, as an upgrade passes sockets bound with SO_REUSEPORT.
+        assert_eq!(
+            roles(4, Some("proxy:proxy:admin:tls")),
+            Ok(vec![Role::Proxy, Role::Proxy, Role::Admin, Role::Tls])
+        );
     }
 
     #[test]
@@ -319,8 +380,8 @@ mod tests {
         assert!(three.contains("3 sockets"), "{three}");
         let stranger = roles(2, Some("proxy:https")).expect_err("unknown name");
         assert!(stranger.contains("\"https\""), "{stranger}");
-        let twice = roles(2, Some("proxy:proxy")).expect_err("duplicate name");
-        assert!(twice.contains("two sockets named \"proxy\""), "{twice}");
+        let twice = roles(2, Some("admin:admin")).expect_err("duplicate name");
+        assert!(twice.contains("two sockets named \"admin\""), "{twice}");
         let mismatch = roles(2, Some("proxy")).expect_err("count mismatch");
         assert!(mismatch.contains("LISTEN_FDNAMES names 1"), "{mismatch}");
     }

@@ -324,6 +324,7 @@ fn assert_operator_sections(page: &str) {
         ".SH SIGNALS",
         "SIGHUP",
         "SIGUSR1",
+        "SIGUSR2",
         ".SH FILES",
         "/etc/secondhit/secondhit.toml",
         "/etc/secondhit/conf.d/*.toml",

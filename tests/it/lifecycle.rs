@@ -14,7 +14,7 @@ use crate::support::{Reply, Seen, TestOrigin, client, send};
 /// front of `origin`, its cache in `dir/cache`, a fixed filter seed and a JSON diagnostic
 /// log; `extra` adds lines to a section, e.g.
 /// `("admission", "policy = \"always\"")`.
-fn config_text(dir: &Path, origin: SocketAddr, extra: &[(&str, &str)]) -> String {
+pub(crate) fn config_text(dir: &Path, origin: SocketAddr, extra: &[(&str, &str)]) -> String {
     let lines = |section: &str| {
         extra
             .iter()
@@ -38,7 +38,7 @@ fn config_text(dir: &Path, origin: SocketAddr, extra: &[(&str, &str)]) -> String
 }
 
 /// Writes `text` to `dir/secondhit.toml`.
-fn write(dir: &Path, text: &str) {
+pub(crate) fn write(dir: &Path, text: &str) {
     std::fs::write(dir.join("secondhit.toml"), text).expect("write config");
 }
 

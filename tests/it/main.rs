@@ -56,6 +56,7 @@ mod sites;
 mod store;
 mod thread_bound;
 mod ttl;
+mod upgrade;
 mod tls;
 mod walkthrough;
 mod workers;

@@ -81,6 +81,16 @@ impl ServeProcess {
     /// Waits for the first log line from line `mark` on containing every one of
     /// `needles`, and returns it.
     pub async fn wait_for_log_with(&mut self, mark: usize, needles: &[&str]) -> String {
+        self.wait_for_line(mark, needles, true).await
+    }
+
+    /// Like [`Self::wait_for_log_with`], for a line that another process writes to the
+    /// same output (the new process of an upgrade), whether or not this one still runs.
+    pub async fn wait_for_successor_log(&mut self, mark: usize, needles: &[&str]) -> String {
+        self.wait_for_line(mark, needles, false).await
+    }
+
+    async fn wait_for_line(&mut self, mark: usize, needles: &[&str], alive: bool) -> String {
         let lines = &self.lines;
         let child = &mut self.child;
         super::eventually(
@@ -97,6 +107,7 @@ impl ServeProcess {
                     .find(|line| needles.iter().all(|needle| line.contains(needle)))
                     .cloned();
                 if found.is_none()
+                    && alive
                     && let Ok(Some(status)) = child.try_wait()
                 {
                     panic!("secondhit exited ({status}) before logging {needles:?}");
