@@ -362,6 +362,8 @@ impl TestOrigin {
     }
 
     /// Every request received, in arrival order: its path and query, and its `Host`.
+    // Only the replay test (a bench module) reads them.
+    #[cfg(feature = "bench")]
     pub fn targets_and_hosts(&self) -> Vec<(String, Option<String>)> {
         self.received
             .lock()
