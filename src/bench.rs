@@ -7,7 +7,7 @@
 //! - [`driver`]: the HTTP bench, driving the real proxy over loopback.
 //! - [`replay`]: `bench --target`, an access log's own requests sent to a running proxy.
 //! - [`simulate`]: the same policies and the store's own index, without HTTP or disk.
-//! - [`reference`]: the simulator's reference caches, `s3fifo`, `sieve`, `w-tinylfu` and `lru`.
+//! - [`reference`](mod@reference): the simulator's reference caches, `s3fifo`, `sieve`, `w-tinylfu` and `lru`.
 //! - [`report`]: the per-policy table, JSON and SVG chart, and the headline.
 //! - [`goal`]: the goal table, `second-hit` beside the published policies on the synthetic
 //!   CDN workloads at four cache sizes (`cargo bench --bench goal_table`).
@@ -142,7 +142,7 @@ pub async fn run_bench(workload: &Workload, options: &BenchOptions) -> Result<Re
 const EXPECTED_URLS_PER_OBJECT: u64 = 2 * crate::admission::AUTO_KEYS_PER_OBJECT;
 
 /// The default config (`rotate = "auto"`) with the filters sized for a cache of `cache_size`
-/// bytes: `expected_urls`, the largest generation, is [`EXPECTED_URLS_PER_OBJECT`] times the
+/// bytes: `expected_urls`, the largest generation, is `EXPECTED_URLS_PER_OBJECT` times the
 /// objects such a cache holds for this workload (cache size / mean object size), at least
 /// 1,000. Auto then sizes each generation as in the proxy, and the admission memory
 /// reported is what that cache needs, not the million keys of the default `expected_urls`.

@@ -1,15 +1,15 @@
 //! The origin client: pooled hyper connections to the origin in the config, over TCP
 //! for an `http://` origin and TLS for an `https://` one ([`tls`] says what its
 //! certificate is verified against). The origin may be a pool of servers
-//! (`origin.servers`): [`balance`] picks one per request among those [`health`] keeps
-//! in rotation, from passive counts of failures and from active probes ([`probe`]).
+//! (`origin.servers`): `balance` picks one per request among those [`health`] keeps
+//! in rotation, from passive counts of failures and from active probes (`probe`).
 //!
 //! Set up for a proxy rather than a browser (`docs/design.md`, "Known traps"): it
 //! follows no redirects (they are passed to the client), reads no proxy environment
 //! variables, and its time limits are a connect timeout, a time to the response head
-//! ([`first_byte`]) and a read timeout *between* body bytes ([`ReadTimeout`]), never a
+//! (`first_byte`) and a read timeout *between* body bytes ([`ReadTimeout`]), never a
 //! whole-response timeout, which would cut large downloads. A request that failed on
-//! one server of a pool before any answer may go to the next ([`retry`]). It is hyper's HTTP/1.1 client connection with a pool of its own ([`pool`]),
+//! one server of a pool before any answer may go to the next (`retry`). It is hyper's HTTP/1.1 client connection with a pool of its own (`pool`),
 //! not reqwest: the proxy already has `http` types in hand, and reqwest's URL parsing,
 //! redirect and retry layers are paid by every pass-through request (`benches/RESULTS.md`,
 //! "origin client without reqwest").

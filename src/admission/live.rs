@@ -13,7 +13,7 @@ use super::Assembled;
 ///
 /// The proxy loads it once per request (lock-free, like the settings) and uses the policy
 /// and hasher of that one load, so a request never mixes an old hasher with a new policy.
-/// Saving snapshots goes through here too ([`LiveAdmission::save`],
+/// Saving snapshots goes through here too (`LiveAdmission::save`,
 /// [`LiveAdmission::run_periodic`]): each save takes the policy current *when it runs*,
 /// under one lock, so a replaced pair can never overwrite the snapshot of the pair that
 /// replaced it.

@@ -1,6 +1,6 @@
 //! The offline simulator: the proxy's admission policies and the store's own index,
 //! run over a workload without HTTP or disk, at millions of requests per second; and,
-//! beside them, the published caches of [`reference`] (`s3fifo`, `sieve`, `w-tinylfu`, `lru`) over
+//! beside them, the published caches of [`reference`](mod@reference) (`s3fifo`, `sieve`, `w-tinylfu`, `lru`) over
 //! the same requests, sizes and byte budget.
 //!
 //! Per request it does what the proxy does: check and record the key in the admission

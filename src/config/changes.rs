@@ -107,7 +107,7 @@ impl Config {
     /// again even when the file names did not change), `log.level`, `log.access_log` and
     /// `log.access_format`, `[purge]` and the rest of `[tags]`. Restart: the rest of
     /// `[server]` (a TLS listener added, removed or moved included), the store's other
-    /// `[cache]` keys, `tags.max_memory` and `log.format` ([`RESTART`]).
+    /// `[cache]` keys, `tags.max_memory` and `log.format` (`RESTART`).
     pub fn reload(&self, mut next: Config) -> (Config, Changes) {
         let mut changed = Vec::new();
         let (running_json, next_json) = (json(self), json(&next));

@@ -27,8 +27,8 @@ pub const AUTO_MOST: u64 = 256 * 1024 * 1024;
 /// `cache.max_object_size` as configured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub enum MaxObjectSize {
-    /// `"auto"` (the default): `max_size /` [`AUTO_DIVISOR`], at least [`AUTO_LEAST`] (or
-    /// all of `max_size`, when smaller) and at most [`AUTO_MOST`].
+    /// `"auto"` (the default): `max_size /` `AUTO_DIVISOR`, at least `AUTO_LEAST` (or
+    /// all of `max_size`, when smaller) and at most `AUTO_MOST`.
     Auto,
     /// A size given in the file, in bytes (> 0).
     Bytes(u64),

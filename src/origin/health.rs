@@ -5,7 +5,7 @@
 //! exchange, an answer whose status is in `origin.fail_statuses`) within
 //! `origin.fail_timeout` take it out for `fail_timeout`, or, with `origin.health_check`
 //! set, until a probe passes. Actively: a probe that fails takes it out, and one that
-//! passes puts it back ([`super::probe`]).
+//! passes puts it back (`super::probe`).
 //!
 //! Only the statuses `fail_statuses` names count (by default 502, 503 and 504, the
 //! answers saying the server cannot serve now), as nginx counts only the statuses its

@@ -71,7 +71,7 @@ impl fmt::Display for ReadTimedOut {
 ///
 /// The timer is lazy, as the connection idle timer is: it is armed only when the body
 /// first has to wait (a short body whose frames are all ready never arms one), it ticks
-/// [`READ_TICKS`] times per timeout, and a frame only adds to a count. At each tick the
+/// `READ_TICKS` times per timeout, and a frame only adds to a count. At each tick the
 /// body fails if that many last ticks together counted fewer bytes than the
 /// minimum, so after between the timeout and a quarter more below it; no tick judges
 /// before that many have passed since the first wait, which is a slow start's grace. A

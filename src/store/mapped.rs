@@ -3,7 +3,7 @@
 //!
 //! A large hot body kept in the memory tier as a heap copy costs a copy into the
 //! socket on every hit: for a 100 KiB object that copy was about a third of a hit's
-//! CPU time. Held instead as a memory file ([`sealed_copy`]), its bytes are that
+//! CPU time. Held instead as a memory file (`sealed_copy`), its bytes are that
 //! file's pages; the body still travels through hyper as ordinary `Bytes` (a read-only
 //! mapping of the file), and the connection's stream (`server::zero_copy`) asks
 //! [`with_file_span`] whether a slice it is told to write is one of these; if so it sends
@@ -161,7 +161,7 @@ pub(super) fn sealed_copy(
 }
 
 /// Runs `send` with the file and offset holding exactly `data`, when `data` lies within
-/// a body mapped by [`sealed_copy`] that is still alive (the caller holds a `Bytes` of
+/// a body mapped by `sealed_copy` that is still alive (the caller holds a `Bytes` of
 /// it); `None` otherwise. The file is lent, not shared: no count of it is written.
 pub fn with_file_span<R>(data: &[u8], send: impl FnOnce(&File, u64) -> R) -> Option<R> {
     if MAPPED.load(Ordering::Relaxed) == 0 || data.is_empty() {

@@ -35,7 +35,7 @@ pub struct ObjectLimit {
     /// Distinct objects over `limit`.
     pub objects_over: u64,
     /// `second-hit` with each candidate limit, the chosen one best; empty when the limit
-    /// keeps out no more than [`NOTABLE`] of the bytes.
+    /// keeps out no more than `NOTABLE` of the bytes.
     pub rows: Vec<SweepRow>,
     /// The limit to use, in bytes: `limit` unless a larger one won.
     pub chosen: u64,

@@ -110,7 +110,7 @@ pub(super) async fn next_chunk(
 
 impl StoredEntry {
     /// Reads and verifies, before anything is sent, the whole blocks the body bytes
-    /// `first..=last` touch, when they are at most [`VERIFY_FIRST_MAX`] bytes and the
+    /// `first..=last` touch, when they are at most `VERIFY_FIRST_MAX` bytes and the
     /// body is read from the file; [`StoredEntry::into_range_stream`] of that range then
     /// serves them without reading again. False when a block fails its checksum (or the
     /// file is shorter than its header says): the entry is then discarded and counted,
