@@ -38,8 +38,8 @@
 //! The miniatures hold keys: cached objects, ghosts and filter generations. When they
 //! hold more than `max_keys`, the rate halves (the fixed-size variant of SHARDS): keys
 //! above the new limit are dropped from every miniature and each cache shrinks to the new
-//! `R` times its size, so the memory stays near `max_keys` times about 60 bytes, however
-//! many keys the traffic has. On the request path an unsampled request costs one atomic
+//! `R` times its size, so the memory stays near `max_keys` times some 50–100 bytes,
+//! however many keys the traffic has. On the request path an unsampled request costs one atomic
 //! load and a compare ([`Estimator::observe`]); a sampled one takes the estimator's lock
 //! and replays the request through every miniature (a few hash lookups each).
 //!

@@ -217,7 +217,7 @@ impl MiniIndex {
     }
 
     /// The budget in bytes.
-    #[cfg(test)]
+    #[cfg(all(test, feature = "bench"))]
     pub(super) fn capacity(&self) -> u64 {
         self.capacity
     }
@@ -259,7 +259,8 @@ fn ghost_key(key: u64) -> u128 {
     u128::from(key) << 64
 }
 
-#[cfg(test)]
+// The store's index is reachable from here only with the bench feature (the default).
+#[cfg(all(test, feature = "bench"))]
 mod tests {
     use rand::rngs::Xoshiro256PlusPlus;
     use rand::{RngExt, SeedableRng};

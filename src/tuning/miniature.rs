@@ -127,7 +127,10 @@ impl Miniature {
         if size > self.max_object || !self.admits(seen) {
             return;
         }
-        if self.index.insert(key, size.saturating_add(scale.entry_overhead)) {
+        if self
+            .index
+            .insert(key, size.saturating_add(scale.entry_overhead))
+        {
             self.epoch.written_bytes += weight * size_f;
             self.epoch.written_objects += weight;
             if seen == Some(true)
