@@ -56,6 +56,7 @@ use xxhash_rust::xxh3::{xxh3_64, xxh3_128_with_seed};
 use crate::config::rules::RuleAdmission;
 use crate::config::{AdmissionConfig, AdmissionPolicy, FilterSizing, RotateMode};
 
+pub(crate) use aging_pair::{AUTO_FLOOR, steer};
 pub use aging_pair::{
     AUTO_KEYS_PER_OBJECT, AUTO_MIN_KEYS_PER_OBJECT, AUTO_WRITES_PER_NEW_KEY, AgingPair,
     BURST_HOLD_SHARE, Cause, ObjectCount, Rotation,
@@ -577,7 +578,7 @@ pub fn filter_params(config: &AdmissionConfig) -> Option<FilterParams> {
 }
 
 /// The size of each filter `[admission]` asks for, whether or not its policy keeps any.
-fn sizing(config: &AdmissionConfig) -> FilterParams {
+pub(crate) fn sizing(config: &AdmissionConfig) -> FilterParams {
     match config.sizing {
         FilterSizing::ExpectedUrls(keys) => {
             FilterParams::for_expected_keys(keys, config.false_positive_rate)

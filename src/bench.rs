@@ -10,7 +10,9 @@
 //! - [`reference`](mod@reference): the simulator's reference caches, `s3fifo`, `sieve`, `w-tinylfu` and `lru`.
 //! - [`report`]: the per-policy table, JSON and SVG chart, and the headline.
 //! - [`goal`]: the goal table, `second-hit` beside the published policies on the synthetic
-//!   CDN workloads at four cache sizes (`cargo bench --bench goal_table`).
+//!   CDN and few-reuse workloads at five cache sizes (`cargo bench --bench goal_table`).
+//! - [`estimator`]: the online estimator's error against full simulations
+//!   (`cargo bench --bench estimator`).
 //! - [`recommend`]: `simulate --recommend`, from a trace to a config fragment, and the
 //!   hit-ratio curve over cache sizes it (and `simulate --plot`) is based on.
 //! - [`plot`]: `simulate --plot`, that curve and the hit ratio over the trace's time as SVG.
@@ -22,6 +24,7 @@
 
 pub mod cli;
 pub mod driver;
+pub mod estimator;
 pub mod goal;
 pub mod html;
 pub mod plot;
@@ -188,7 +191,7 @@ pub fn run_simulation(
 
 /// The filter seed a simulation uses: the configured one, or a fixed one (results must be
 /// reproducible, and a simulation has no cache directory to keep a generated seed in).
-fn simulation_hasher(config: &Config) -> FilterHasher {
+pub(crate) fn simulation_hasher(config: &Config) -> FilterHasher {
     let seed = config
         .admission
         .seed

@@ -15,7 +15,9 @@
 //! and runs its stages: route, look up, answer from storage, or fetch and fill through
 //! `tee`) → `hygiene`, `sites`, `key`, `admission`, [`store`], `policy`, `range`, [`origin`];
 //! `proxy::Answer` carries its response with its `outcome::Outcome`, which `cache_status`,
-//! `metrics` and `access_log` render once. `docs/design.md` walks one hit and one miss
+//! `metrics` and `access_log` render once. `tuning` (above `admission` and `store`) holds
+//! the miniature simulations that estimate what each admission setting would miss, for
+//! `admission.policy = "auto"`. `docs/design.md` walks one hit and one miss
 //! through the functions they pass, and says where new features go.
 //!
 //! # The public surface
@@ -65,6 +67,7 @@ pub(crate) mod hygiene;
 pub(crate) mod policy;
 pub(crate) mod range;
 pub(crate) mod key;
+pub(crate) mod tuning;
 pub mod admission;
 pub mod store;
 pub mod logging;

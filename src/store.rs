@@ -74,6 +74,10 @@ mod inline_io;
 pub(crate) mod index;
 #[cfg(not(feature = "bench"))]
 mod index;
+/// The index's eviction, for the miniature caches of `tuning`, which model it: its
+/// constants, and its ghost, which they keep as it is.
+pub(crate) use index::ghost::Ghost;
+pub(crate) use index::{GHOST_TENTHS, MAX_HITS, SMALL_SHARE};
 mod leaf_dirs;
 mod lock;
 pub mod mapped;

@@ -110,6 +110,7 @@ use super::bloom::{BloomFilter, FilterParams};
 pub use super::stats::Cause;
 use super::stats::PairStats;
 use super::{Admission, AdmissionStats, AdmitReason, Decision, FilterHash, Pending, RejectReason};
+pub(crate) use auto::steer;
 pub use auto::{AUTO_KEYS_PER_OBJECT, AUTO_MIN_KEYS_PER_OBJECT, AUTO_WRITES_PER_NEW_KEY};
 use cleaner::CoarseClock;
 use history::History;

@@ -32,8 +32,10 @@ use rand::{RngExt, SeedableRng};
 use rand_distr::{Distribution, LogNormal, Zipf};
 use xxhash_rust::xxh3::xxh3_64;
 
+pub mod few_reuse;
 pub mod trace;
 
+pub use few_reuse::{FewReuseSpec, few_reuse};
 pub use trace::{
     LoggedRequest, RequestLog, TraceFormat, detect_format, from_trace, from_trace_as,
     parse_oracle_general, parse_request_log, parse_trace, requests_from_trace,
@@ -259,15 +261,26 @@ struct SizeModel {
 
 impl SizeModel {
     fn new(spec: &SyntheticSpec) -> Result<SizeModel, WorkloadError> {
+        SizeModel::lognormal(spec.median_size, spec.mean_size, spec.max_size, spec.seed)
+    }
+
+    /// Lognormal sizes of the given median and mean, cut at `max_size`, drawn per object
+    /// from a generator seeded by the object id and `seed`.
+    fn lognormal(
+        median: u64,
+        mean: u64,
+        max_size: u64,
+        seed: u64,
+    ) -> Result<SizeModel, WorkloadError> {
         // median = e^μ and mean = e^(μ + σ²/2), so σ² = 2 ln(mean / median).
-        let mu = (spec.median_size as f64).ln();
-        let sigma = (2.0 * (spec.mean_size as f64 / spec.median_size as f64).ln()).sqrt();
+        let mu = (median as f64).ln();
+        let sigma = (2.0 * (mean as f64 / median as f64).ln()).sqrt();
         let distribution =
             LogNormal::new(mu, sigma).map_err(|e| parameter("mean-size", format!("{e}")))?;
         Ok(SizeModel {
             distribution,
-            max_size: spec.max_size,
-            seed: spec.seed,
+            max_size,
+            seed,
         })
     }
 

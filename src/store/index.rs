@@ -77,7 +77,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use shard::{Queue, Shard};
 
-mod ghost;
+pub(crate) mod ghost;
 mod shard;
 
 /// Number of index shards. A power of two well above the core count keeps two
@@ -94,18 +94,18 @@ const EVICT_ATTEMPTS: usize = 8;
 
 /// A hit counter saturates here (3 bits, where S3-FIFO has 2): in the simulator better in
 /// byte hits at a small cache and never worse (`benches/RESULTS.md`, "S3-FIFO's small queue").
-const MAX_HITS: u8 = 7;
+pub(crate) const MAX_HITS: u8 = 7;
 
 /// The small queue's share, as in S3-FIFO: eviction takes from it while it holds more
 /// than `1 / SMALL_SHARE` of the indexed bytes. Of those rather than of the budget:
 /// when `cache.min_free` evicts from a cache far below its budget, a share of the
 /// budget would leave every entry in the small queue "within its share" and spin the
 /// main queue's CLOCK through the few entries that proved themselves.
-const SMALL_SHARE: u64 = 10;
+pub(crate) const SMALL_SHARE: u64 = 10;
 
 /// The ghost remembers evicted keys of up to this many tenths of the budget, counted
 /// at their entries' sizes, as S3-FIFO's ghost does (90%).
-const GHOST_TENTHS: u64 = 9;
+pub(crate) const GHOST_TENTHS: u64 = 9;
 
 /// One committed fill as the index knows it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -69,7 +69,7 @@ pub const AUTO_WRITES_PER_NEW_KEY: f64 = 0.08;
 /// once this run has written a cache's worth. From the generation's actual size rather than
 /// from the last steered value: while the floor or `expected_urls` clamps the target,
 /// steering the value it clamps would drift to a bound without changing the generation.
-pub(super) fn steer(sized: f64, inserts: u64, fills: u64, warm: bool) -> f64 {
+pub(crate) fn steer(sized: f64, inserts: u64, fills: u64, warm: bool) -> f64 {
     let most = AUTO_KEYS_PER_OBJECT as f64;
     if !warm {
         // A cache still filling: where `auto` starts.

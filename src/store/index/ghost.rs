@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// The evicted keys of one shard, oldest first.
 #[derive(Default)]
-pub(super) struct Ghost {
+pub(crate) struct Ghost {
     /// Keys in eviction order, each with the turn `members` must still hold for it to
     /// count: a key taken out of `members` (a refill) leaves its turn here to be skipped.
     order: VecDeque<(u64, u64)>,
@@ -28,7 +28,7 @@ pub(super) struct Ghost {
 impl Ghost {
     /// Remembers `key`, evicted with `size` bytes, and forgets this shard's oldest keys
     /// while all shards' members (`total`) add up to more than `capacity` bytes.
-    pub(super) fn remember(&mut self, key: u128, size: u64, total: &AtomicU64, capacity: u64) {
+    pub(crate) fn remember(&mut self, key: u128, size: u64, total: &AtomicU64, capacity: u64) {
         let key = fingerprint(key);
         self.turns += 1;
         if let Some((_, old_size)) = self.members.insert(key, (self.turns, size)) {
@@ -63,13 +63,13 @@ impl Ghost {
     }
 
     /// Forgets every key, taking their bytes out of `total`.
-    pub(super) fn clear(&mut self, total: &AtomicU64) {
+    pub(crate) fn clear(&mut self, total: &AtomicU64) {
         total.fetch_sub(self.bytes, Relaxed);
         *self = Ghost::default();
     }
 
     /// Forgets `key`, taking its bytes out of `total`; true if it was remembered.
-    pub(super) fn take(&mut self, key: u128, total: &AtomicU64) -> bool {
+    pub(crate) fn take(&mut self, key: u128, total: &AtomicU64) -> bool {
         if self.members.is_empty() {
             return false;
         }
@@ -83,7 +83,7 @@ impl Ghost {
     }
 
     /// Keys remembered.
-    pub(super) fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.members.len()
     }
 }
