@@ -96,14 +96,12 @@ async fn start_nginx(nginx: &Path, dir: &Path, conf: &str, port: u16) -> Child {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs nginx: cargo test -- --ignored once installed (.ci/run does)"]
 async fn a_hashing_balancer_keeps_each_url_on_one_node() {
-    let Some(nginx) = find_nginx() else {
-        eprintln!(
-            "SKIPPED multi_node: nginx is not installed (not on PATH nor in /usr/sbin); \
-             .ci/run installs it"
-        );
-        return;
-    };
+    let nginx = find_nginx();
+    let install = "not on PATH nor in /usr/sbin: apt-get install nginx";
+    crate::support::shell::require("nginx", nginx.is_some(), install);
+    let Some(nginx) = nginx else { return };
     let origin =
         TestOrigin::start(|head| Reply::ok("max-age=600", head.uri.path().as_bytes().to_vec()))
             .await;

@@ -4,7 +4,7 @@
 //! origin that serves the page's three tagged pages, and each command's output must be
 //! the one shown. Before each command the test waits until every fill an earlier output
 //! called `stored` has committed, as a person typing the commands does without noticing. It needs `curl`, as the page does;
-//! without it, it says why and skips.
+//! without it, it fails saying so.
 
 use secondhit::config::AdmissionPolicy;
 
@@ -39,10 +39,7 @@ fn session() -> Vec<(String, Vec<String>)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_purge_guide_walk_through_works_as_written() {
-    if !on_path("curl") {
-        println!("SKIPPED the purge guide's walk-through: it needs curl, which is not on PATH");
-        return;
-    }
+    crate::support::shell::require("curl", on_path("curl"), "apt-get install curl");
     // The page's origin: three pages of one article, validated, tagged `article-1`.
     let origin = TestOrigin::start_conditional("\"v1\"", |head| {
         let body = format!("{}\n", head.uri.path()).into_bytes();

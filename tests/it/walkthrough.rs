@@ -89,13 +89,11 @@ struct Deployed {
 }
 
 /// Runs the five-minute walk-through's setup (see the module doc); `tweak` adjusts the
-/// config before the proxy starts. `None`, having said why, without `python3` or `curl`.
-async fn deploy(test: &str, tweak: impl FnOnce(&mut toml::Table)) -> Option<Deployed> {
+/// config before the proxy starts. Fails, saying why, without `python3` or `curl`.
+async fn deploy(tweak: impl FnOnce(&mut toml::Table)) -> Deployed {
     for tool in ["python3", "curl"] {
-        if !on_path(tool) {
-            println!("SKIPPED {test}: the walk-through needs {tool}, which is not on PATH");
-            return None;
-        }
+        let install = "the README's walk-through needs it: apt-get install python3 curl";
+        crate::support::shell::require(tool, on_path(tool), install);
     }
     let commands = deploying_commands();
     let prepare = command(&commands, "mkdir ");
@@ -182,22 +180,19 @@ async fn deploy(test: &str, tweak: impl FnOnce(&mut toml::Table)) -> Option<Depl
     std::fs::write(&config_path, text).expect("write the config");
     let proxy = ServeProcess::start(&config_path).await;
     let check = check.trim().replace(&listen, &proxy.addr);
-    Some(Deployed {
+    Deployed {
         dir,
         origin: server,
         proxy,
         listen,
         check,
         expected,
-    })
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_five_minute_walk_through_works_as_written() {
-    let Some(deployed) = deploy("the_five_minute_walk_through_works_as_written", |_| {}).await
-    else {
-        return;
-    };
+    let deployed = deploy(|_| {}).await;
     let (check, expected) = (&deployed.check, &deployed.expected);
     let first = sh(check).await;
     assert!(first.contains(&expected[0]), "first GET: {first}");
@@ -280,14 +275,10 @@ fn admin_session() -> Vec<(String, Vec<String>)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_admin_session_answers_as_shown() {
-    let test = "the_admin_session_answers_as_shown";
-    let Some(mut deployed) = deploy(test, |config| {
+    let mut deployed = deploy(|config| {
         set(config, "server", "admin_token", "s3cret");
     })
-    .await
-    else {
-        return;
-    };
+    .await;
     let line = deployed.proxy.wait_for_log("\"listening\"").await;
     let admin = line
         .split("\"admin\":\"")

@@ -5,6 +5,15 @@ use std::process::Stdio;
 
 use super::PATIENCE;
 
+/// Fails the test, naming `tool` and how to install it, where it is missing: a test that
+/// needs a tool and runs without it says so as a failure, never as a pass.
+pub fn require(tool: &str, present: bool, install: &str) {
+    assert!(
+        present,
+        "this test needs {tool}, which is not installed ({install})"
+    );
+}
+
 /// Whether an executable `tool` is in a directory of `PATH`.
 pub fn on_path(tool: &str) -> bool {
     std::env::var_os("PATH")
