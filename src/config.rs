@@ -439,8 +439,8 @@ impl Default for CacheConfig {
             // on for a while after the cache stops growing; small next to a disk worth
             // caching on. A small dedicated disk lowers it.
             min_free: 1024 * 1024 * 1024,
-            // Measured: per fill, the two fsyncs doubled a stored miss's CPU time; one
-            // syncfs a second bounds what a power loss loses (benches/RESULTS.md, 2026-11-27).
+            // Two fsyncs per fill cost a stored miss as much CPU again as the rest of it;
+            // one syncfs a second bounds what a power loss loses (benches/RESULTS.md, "batched fsync").
             fsync: Fsync::Every(Duration::from_secs(1)),
             lock_timeout: Duration::from_secs(5),
             verify_whole_below: 64 * 1024,

@@ -1,4 +1,4 @@
-//! The goal table: on the synthetic CDN workloads of issue 36 (Zipf 0.8, 0.9 and 1.0, with
+//! The goal table: on the synthetic CDN workloads (Zipf 0.8, 0.9 and 1.0, with
 //! half or 70% of the distinct objects requested once) and on few-reuse workloads (half
 //! the objects requested once, the rest 3–4 times soon after: [`workload::few_reuse`]),
 //! at 0.1%, 1%, 5%, 10% and 20% of the unique bytes, `second-hit` with its defaults beside
@@ -53,7 +53,8 @@ pub struct GoalSpec {
 }
 
 impl Default for GoalSpec {
-    /// The issue's synthetic CDN trace: 3.4 million requests over a catalog of a million.
+    /// The synthetic CDN trace the goal was set on: 3.4 million requests over a catalog of
+    /// a million.
     fn default() -> Self {
         GoalSpec {
             requests: 3_400_000,

@@ -11,9 +11,9 @@
 //!   tokio's 512, so a burst of misses queues its file work rather than starting hundreds
 //!   of threads.
 //! - `server.runtime = "work-stealing"` builds one tokio multi-threaded runtime with that
-//!   many workers and one blocking pool instead, on one set of sockets: on the 2-core VM,
-//!   with the second worker sharing a CPU with the load, it spent less CPU per cached hit
-//!   and more per pass-through and stored miss (`benches/RESULTS.md`, 2026-11-27).
+//!   many workers and one blocking pool instead, on one set of sockets: where the workers
+//!   share CPUs with other work it spends less CPU per cached hit and more per
+//!   pass-through and stored miss (`benches/RESULTS.md`, "thread per core, per-worker origin connections, batched fsync").
 
 use std::io;
 

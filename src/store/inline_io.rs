@@ -14,19 +14,17 @@
 //! worker use the blocking pool for [`BACKOFF`]. A call slow only because the scheduler
 //! ran something else meanwhile is no sign of a slow disk (the worker would have waited as
 //! long with the call elsewhere). A journaled ext4 stalls creates while it commits its
-//! journal, every 5 s by default: filling a cache from empty at 10,000 fills a second,
-//! up to 154 ms in one second and 1.6% of the time. nginx's workers wait those out too,
-//! and moving fills to the pool for them cost a third more CPU per stored miss without a
-//! better p99 (`benches/RESULTS.md`, "4,096 entry directories"), so the window is long
+//! journal (every 5 s by default), for a small share of the time; nginx's workers wait
+//! those out too, and moving fills to the pool for them cost more CPU per stored miss
+//! without a better p99 (`benches/RESULTS.md`, "4,096 entry directories"), so the window is long
 //! enough to see them as the small share they are, while a disk that stalls a tenth of
 //! the time still sends fills to the pool. With `cache.fsync = true` each commit waits for the disk, so fills always use the
 //! pool.
 //!
 //! While the store's `syncfs` runs (`cache.fsync` a duration: once a second by default),
 //! the filesystem writes back every file changed since the last one and commits its
-//! journal, and the fills' creates, writes and renames meanwhile wait on it: 20-30 ms
-//! stalls of the worker once a second under stored misses on a journaled ext4, in which
-//! every connection of the worker, its hits included, waited too (`benches/RESULTS.md`,
+//! journal, and the fills' creates, writes and renames meanwhile wait on it: the worker
+//! stalls once a sync, and every connection of the worker, its hits included, waits too (`benches/RESULTS.md`,
 //! "hits while fills wait for the filesystem's sync"). So the gate is also closed while a
 //! sync runs ([`InlineGate::syncing`]): the fills begun in that span pay the hand-off to
 //! the pool and wait there, and the worker goes on serving.

@@ -4,8 +4,8 @@
 //! A hit from the memory tier clones the entry's reference counts (the entry, its body,
 //! each stored header value it copies into the response) and drops them again. When
 //! every worker hits the same key, each of those writes takes the line from the core
-//! that wrote it last: with 4 workers on one hot 1 KiB object that cost a third more CPU
-//! per hit than with 1 (`benches/RESULTS.md`, "vs_nginx.sh on 16 CPUs"). A thread that
+//! that wrote it last, and a hot object costs more CPU per hit with more workers
+//! (`benches/RESULTS.md`, "vs_nginx.sh on 16 CPUs"). A thread that
 //! served a key from the memory tier several times in a row keeps an unshared copy
 //! ([`HotEntry::unshared`]) in one of [`SLOTS`] slots and serves from it; only bodies
 //! up to [`COPY_MAX`] bytes, so a thread holds at most about `SLOTS * COPY_MAX` bytes.

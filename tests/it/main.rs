@@ -20,6 +20,7 @@ mod bench;
 mod cli;
 mod client_limits;
 mod collapse;
+mod design_doc;
 mod device_bundle;
 mod disk_full;
 mod dropped_fills;
