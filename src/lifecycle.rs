@@ -17,7 +17,8 @@
 //! - SIGUSR1: the access log in use reopens its file by path (after logrotate moved it).
 //! - SIGUSR2: a binary upgrade ([`Upgrader`]): the binary is started again with the
 //!   listening sockets, and once it reports ready, [`Signals::until_stopped`] completes
-//!   and this process drains and exits as at SIGTERM, handing the cache directory over.
+//!   with [`Stop::Handover`]: this process hands the cache directory over at once (see
+//!   `server::Server::run`), then drains and exits as at SIGTERM.
 //!   If it cannot start, its reason is logged and this process serves on. A second
 //!   SIGUSR2 while one runs is refused (logged); SIGTERM or SIGINT while one runs kills
 //!   the new process (not ready yet, it serves nothing) and stops this one.
@@ -40,7 +41,7 @@ use crate::server::tls::{self, CertificateError};
 use crate::sites::Sites;
 use crate::upgrade::{UpgradeError, Upgrader};
 
-pub use crate::server::LiveParts;
+pub use crate::server::{LiveParts, Stop};
 
 /// Why a reload was rejected (the running config is kept).
 #[derive(Debug, thiserror::Error)]
@@ -286,21 +287,22 @@ impl Signals {
     }
 
     /// Handles SIGHUP (reload), SIGUSR1 (reopen the access log) and SIGUSR2 (upgrade, with
-    /// `upgrader`; refused without one) until SIGTERM or SIGINT arrives or an upgrade's new
-    /// process is ready: the shutdown future for `server::Server::run`. A reload runs to
-    /// its end before the next signal is looked at; an upgrade runs beside the signals.
-    pub async fn until_stopped(mut self, reloader: Reloader, upgrader: Option<Upgrader>) {
+    /// `upgrader`; refused without one) until SIGTERM or SIGINT arrives ([`Stop::Shutdown`])
+    /// or an upgrade's new process is ready ([`Stop::Handover`]): the stop future for
+    /// `server::Server::run`. A reload runs to its end before the next signal is looked
+    /// at; an upgrade runs beside the signals.
+    pub async fn until_stopped(mut self, reloader: Reloader, upgrader: Option<Upgrader>) -> Stop {
         // Dropping it (at SIGTERM) kills a new process not yet ready.
         let mut upgrading = None;
         loop {
             tokio::select! {
                 _ = self.terminate.recv() => {
                     tracing::info!(upgrade_abandoned = upgrading.is_some(), "SIGTERM: shutting down");
-                    return;
+                    return Stop::Shutdown;
                 }
                 _ = self.interrupt.recv() => {
                     tracing::info!(upgrade_abandoned = upgrading.is_some(), "SIGINT: shutting down");
-                    return;
+                    return Stop::Shutdown;
                 }
                 _ = self.hangup.recv() => {
                     tracing::info!("SIGHUP: reloading the config");
@@ -325,7 +327,7 @@ impl Signals {
                 outcome = next_outcome(&mut upgrading), if upgrading.is_some() => {
                     upgrading = None;
                     if handed_over(outcome) {
-                        return;
+                        return Stop::Handover;
                     }
                 }
             }
@@ -352,8 +354,8 @@ fn handed_over(outcome: Result<u32, UpgradeError>) -> bool {
         Ok(pid) => {
             tracing::info!(
                 new_pid = pid,
-                "upgrade: the new process is ready; no new connections here, draining \
-                 and handing the cache directory over"
+                "upgrade: the new process is ready; no new connections here, handing \
+                 the cache directory over, then draining"
             );
             true
         }
@@ -427,11 +429,12 @@ impl Signals {
     }
 
     /// Completes on Ctrl-C.
-    pub async fn until_stopped(self, reloader: Reloader, upgrader: Option<Upgrader>) {
+    pub async fn until_stopped(self, reloader: Reloader, upgrader: Option<Upgrader>) -> Stop {
         let _ = (reloader, upgrader);
         if let Err(error) = tokio::signal::ctrl_c().await {
             tracing::warn!(%error, "cannot listen for Ctrl-C");
             std::future::pending::<()>().await;
         }
+        Stop::Shutdown
     }
 }

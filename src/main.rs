@@ -374,8 +374,9 @@ async fn run_server(config: &Config, listeners: Listeners, started: Started) -> 
 
 /// Prepares the server and opens its cache directory. A process an upgrade started
 /// reports ready in between, once only the cache directory is left, which the process it
-/// replaces then drains and hands over: it waits for it for `server.shutdown_timeout` (that
-/// process's drain) on top of `cache.lock_timeout`.
+/// replaces then hands over as soon as its fills committed or were dropped (a few seconds
+/// at most): it waits for it for `server.shutdown_timeout` on top of `cache.lock_timeout`,
+/// a bound that process's grace for its fills never exceeds.
 async fn start_server(
     config: &Config,
     listeners: Listeners,
@@ -399,8 +400,8 @@ async fn start_server(
         lock_timeout += config.server.shutdown_timeout;
         tracing::info!(
             ?lock_timeout,
-            "upgrade: ready; waiting for the previous process to drain and hand over the \
-             cache directory"
+            "upgrade: ready; waiting for the previous process to hand over the cache \
+             directory"
         );
     }
     prepared

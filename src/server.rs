@@ -11,10 +11,13 @@
 //! proxy reads per request — with the sites, the admission, the access log and the TLS
 //! certificates — and [`Server::live`] hands out to swap (for a reload:
 //! [`Server::live_parts`]). [`Server::run`]
-//! then accepts until its shutdown future completes, stops accepting, gives open
+//! then accepts until its stop future completes, stops accepting, gives open
 //! connections and then the fills in flight (which may outlive their client,
 //! `tee`) `server.shutdown_timeout` in all to finish, saves the admission
-//! filters and writes out the access log.
+//! filters and writes out the access log. When the stop is an upgrade's
+//! ([`Stop::Handover`]), it hands the cache directory over first, without waiting for
+//! the connections (`Store::close_for_handover`), and they are answered from the origin,
+//! unstored, from then on.
 //!
 //! Limits: at most `server.max_connections` connections are open at once (a worker that
 //! accepted a client beyond the limit holds it until a slot is free and accepts no
@@ -88,6 +91,25 @@ use crate::proxy::{self, Proxy};
 use crate::sites::Sites;
 use crate::store::{Store, StoreOptions};
 use crate::tee::Fills;
+
+/// How long the fills in progress at a hand-over ([`Stop::Handover`]) may take to
+/// commit before they are dropped: long enough for a fill whose body has all but arrived,
+/// short enough that new clients, queued for the new process meanwhile, barely notice.
+pub const HANDOVER_FILL_GRACE: Duration = Duration::from_secs(2);
+
+/// Why [`Server::run`] stops.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// A shutdown (SIGTERM, SIGINT): the open connections and the fills in progress get
+    /// `server.shutdown_timeout` to finish, then the cache is synced, the filters saved
+    /// and the process exits, releasing the cache directory.
+    Shutdown,
+    /// A binary upgrade's new process is ready to take over: the cache directory is
+    /// handed over at once (the store closed for it, without waiting for the
+    /// connections), then the open connections get
+    /// `server.shutdown_timeout` to finish.
+    Handover,
+}
 
 /// A bound, ready proxy server.
 pub struct Server {
@@ -235,11 +257,12 @@ impl Server {
         }
     }
 
-    /// Serves until `shutdown` completes, then drains connections (the proxy's and the
-    /// admin listener's) for up to `shutdown_timeout`. This runtime is the first worker;
-    /// the others run on threads of their own (see `runtime`).
-    pub async fn run(mut self, shutdown: impl Future<Output = ()>) {
-        let (stop, stopping) = watch::channel(());
+    /// Serves until `stop` completes, then drains connections (the proxy's and the
+    /// admin listener's) for up to `shutdown_timeout`; for a [`Stop::Handover`] it first
+    /// hands the cache directory over, without waiting for them. This runtime is the
+    /// first worker; the others run on threads of their own (see `runtime`).
+    pub async fn run(mut self, stop: impl Future<Output = Stop>) {
+        let (stop_all, stopping) = watch::channel(());
         let admin = self.spawn_admin(stopping.clone());
         let tls = self.tls.take();
         let shared = Arc::new(accept::Shared {
@@ -260,24 +283,27 @@ impl Server {
         let mut accepting = accept::Accepting::new(shared);
         let periodic = tokio::spawn(self.admission.clone().run_periodic());
         let syncs = tokio::spawn(self.store.clone().sync_periodically());
-        tokio::pin!(shutdown);
         let tls_listener = tls.as_ref().map(|tls| &tls.listener);
-        accepting
-            .accept_until(&self.listener, tls_listener, shutdown)
-            .await;
+        let how = accept_until(&mut accepting, (&self.listener, tls_listener), stop).await;
         drop(self.listener);
         drop(tls);
         // Stops the other workers' accept loops and the admin listener, and tells every
-        // connection to finish.
-        let _ = stop.send(());
+        // connection to finish (HTTP/1 after its response in flight, HTTP/2 with GOAWAY).
+        let _ = stop_all.send(());
+        let deadline = tokio::time::Instant::now() + timeout;
+        let background = [periodic, syncs];
+        if how == Stop::Handover {
+            let parts = (&self.admission, &*self.store);
+            hand_over(parts, timeout, &background).await;
+        }
         tracing::info!("shutting down: no new connections; waiting for open ones");
-        drain(accepting.graceful, &self.fills, timeout).await;
+        drain(accepting.graceful, &self.fills, (timeout, deadline)).await;
         for worker in workers {
             worker.finished().await;
         }
-        periodic.abort();
-        syncs.abort();
-        // The fills committed since the last periodic sync reach the disk before exit.
+        background.iter().for_each(tokio::task::JoinHandle::abort);
+        // The fills committed since the last periodic sync reach the disk before exit
+        // (after a hand-over the store synced last, and this does nothing).
         if let Err(error) = self.store.sync().await {
             tracing::warn!(%error, "cannot sync the cache's filesystem at shutdown");
         }
@@ -286,7 +312,9 @@ impl Server {
         {
             tracing::warn!(%error, "the admin listener's task failed");
         }
-        if self.admission.save_in_background().await {
+        // After a hand-over the filters were saved before it: the new process owns the
+        // snapshot now.
+        if how == Stop::Shutdown && self.admission.save_in_background().await {
             tracing::info!("admission filters saved");
         }
         self.access_logs.close().await;
@@ -409,10 +437,49 @@ fn register(
     Ok((proxy, admin))
 }
 
+/// Accepts on `plain` and `tls` until `stop` completes; returns why it did.
+async fn accept_until(
+    accepting: &mut accept::Accepting,
+    (plain, tls): (&TcpListener, Option<&TcpListener>),
+    stop: impl Future<Output = Stop>,
+) -> Stop {
+    let mut how = Stop::Shutdown;
+    {
+        let stopped = std::pin::pin!(async { how = stop.await });
+        accepting.accept_until(plain, tls, stopped).await;
+    }
+    how
+}
+
+/// Hands the cache directory over to the process an upgrade started, without waiting
+/// for the open connections: stops the periodic filter snapshots and syncs
+/// (`background`), saves the filters, then closes the store for the hand-over, which
+/// gives the fills in progress [`HANDOVER_FILL_GRACE`] (at most `shutdown_timeout`) to
+/// commit, syncs and releases the directory's lock. The connections go on, answered
+/// from the origin, unstored.
+async fn hand_over(
+    (admission, store): (&Arc<LiveAdmission>, &Store),
+    shutdown_timeout: Duration,
+    background: &[tokio::task::JoinHandle<()>],
+) {
+    background.iter().for_each(tokio::task::JoinHandle::abort);
+    if admission.save_in_background().await {
+        tracing::info!("admission filters saved");
+    }
+    let grace = HANDOVER_FILL_GRACE.min(shutdown_timeout);
+    if let Err(error) = store.close_for_handover(grace).await {
+        tracing::warn!(%error, "cannot sync the cache's filesystem at the hand-over");
+    }
+}
+
 /// Waits for the open connections (shut down gracefully through `graceful`) and then for
-/// the fills they leave running, with one deadline `timeout` from now for both.
-async fn drain(graceful: GracefulShutdown, fills: &Fills, timeout: Duration) {
-    let deadline = tokio::time::Instant::now() + timeout;
+/// the fills they leave running, with one `deadline` for both, `timeout` after the server
+/// stopped accepting.
+async fn drain(
+    graceful: GracefulShutdown,
+    fills: &Fills,
+    (timeout, deadline): (Duration, tokio::time::Instant),
+) {
     if tokio::time::timeout_at(deadline, graceful.shutdown())
         .await
         .is_err()

@@ -47,6 +47,10 @@
 //!   calling thread; only a read that must wait for the disk moves to a blocking
 //!   thread (see `read`). Up to `cache.open_files` files stay open with their
 //!   verified headers (see `memory`), so a hit on one reads only its body.
+//! - **Hand-over.** [`Store::close_for_handover`] stops every write to the cache
+//!   directory (fills in progress get a grace to commit), syncs and releases its lock
+//!   while the process serves on, so that another process can open it at once; body
+//!   streams of entries already open read on (see `handover`).
 //! - **Revalidation.** [`Store::update_meta`] replaces an entry's metadata
 //!   in place (after an origin 304) by writing the metadata slot that is not
 //!   current, so a crash mid-write leaves the old metadata in force (see
@@ -66,6 +70,7 @@ mod dropped;
 pub mod entry;
 mod error;
 mod fence;
+mod handover;
 mod hot;
 mod inline_io;
 // The simulator (feature `bench`) replays workloads through this very index, so that its
@@ -265,8 +270,9 @@ struct Inner {
     write_budget: write_budget::WriteBudget,
     /// Whether fills run their file work on the worker (see `inline_io`).
     inline_io: inline_io::InlineGate,
-    /// Held for the store's lifetime; released when the last `Arc` drops.
-    _lock: lock::DirLock,
+    /// The steps that write the cache directory, and its lock: held until the store
+    /// closes for a hand-over ([`Store::close_for_handover`]) or the last `Arc` drops.
+    gate: handover::Gate,
 }
 
 /// Runs `job` on the blocking pool; a job that panicked is an I/O error on `path`.
@@ -407,8 +413,14 @@ impl Inner {
     /// index no longer names it, it was evicted, replaced or discarded already,
     /// and whoever took it out unlinks it (so two readers of one damaged file
     /// count it once).
+    /// Once the store closed for a hand-over, the file is left alone: the next owner
+    /// verifies it as it serves it.
     async fn discard(&self, key_hash: u128, fill_id: u64, damage: Damage, reason: &str) {
         let path = self.object_path(key_hash, fill_id);
+        let Some(_step) = self.gate.step() else {
+            debug!(path = %path.display(), reason, "damaged cache file left to the directory's next owner");
+            return;
+        };
         let Some(fill) = self.index.remove(key_hash, fill_id) else {
             debug!(path = %path.display(), reason, "damaged cache file already out of the index");
             return;
@@ -476,7 +488,7 @@ impl Store {
             space: space::Space::new(opts.dir.clone(), opts.min_free),
             write_budget: write_budget::WriteBudget::new(opts.max_write_rate),
             inline_io: inline_io::InlineGate::new(!opts.fsync.each_change()),
-            _lock: lock,
+            gate: handover::Gate::new(lock),
             opts,
         });
         if !undone.is_empty() {
@@ -544,8 +556,17 @@ impl Store {
 
     /// Makes the changes since the last sync durable with one `syncfs(2)` of the cache's
     /// filesystem, when there were any: one system call for however many fills, where
-    /// `cache.fsync = true` pays two fsyncs per fill. Returns whether it synced.
+    /// `cache.fsync = true` pays two fsyncs per fill. Returns whether it synced (never,
+    /// once the store closed for a hand-over, which synced last).
     pub async fn sync(&self) -> Result<bool, StoreError> {
+        let Some(_step) = self.inner.gate.step() else {
+            return Ok(false);
+        };
+        self.sync_unguarded().await
+    }
+
+    /// [`Store::sync`], for the caller that holds a step or the whole gate.
+    async fn sync_unguarded(&self) -> Result<bool, StoreError> {
         if !self.inner.unsynced.swap(false, Ordering::AcqRel) {
             return Ok(false);
         }
@@ -627,13 +648,18 @@ impl Store {
     /// tier may hold, which then offers it the copy. A file that vanished is
     /// `Ok(None)`; a damaged one is removed from the index and the disk,
     /// logged at warn, counted, and `Ok(None)`. An entry the memory tier holds
-    /// is served from it without touching the file.
+    /// is served from it without touching the file. Once the store closed for a
+    /// hand-over, every lookup is `Ok(None)`: the directory's next owner may have
+    /// replaced or purged what this index still names.
     pub async fn lookup(
         &self,
         key: &str,
         key_hash: u128,
     ) -> Result<Option<StoredEntry>, StoreError> {
         let inner = &self.inner;
+        if inner.gate.closing() {
+            return Ok(None);
+        }
         let unchanged = |version| inner.index.unchanged_since(key_hash, version);
         if let Some(hot) = inner.memory.get_unchanged(key, key_hash, unchanged) {
             return Ok(Some(StoredEntry::from_memory(&hot, key_hash)));
@@ -670,8 +696,9 @@ impl Store {
     /// reads it for the request, so the limit follows the live settings rather
     /// than the store's). Errors with `TooLarge` if `declared_len` exceeds
     /// `max_len`, with `Credentials` if the metadata's request headers hold
-    /// credentials, with `NoSpace` if the budget has no room, and with
-    /// `PurgedInFlight` if a removal or purge since `ticket` selects it (see `fence`).
+    /// credentials, with `NoSpace` if the budget has no room, with
+    /// `PurgedInFlight` if a removal or purge since `ticket` selects it (see `fence`),
+    /// and with `Closed` once the store closed for a hand-over.
     pub async fn begin_fill(
         &self,
         key: &str,

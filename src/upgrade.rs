@@ -13,11 +13,12 @@
 //! Until then nothing changed: if it exits first, closes the pipe without a word, or is not
 //! ready within [`READY_TIMEOUT`] (then it is killed), the running process logs why and
 //! goes on serving. Once it is ready, the running process stops accepting (the kernel
-//! queues new connections on the shared sockets for the new one), drains as at a shutdown,
-//! saves the admission filters, syncs the cache and exits, which releases the cache
-//! directory; the new process waits for that lock (`cache.lock_timeout` plus
-//! `server.shutdown_timeout`), opens the store, restores the filters and accepts. The
-//! store is never open in two processes at once.
+//! queues new connections on the shared sockets for the new one), saves the admission
+//! filters and hands the cache directory over at once (`server::Stop::Handover`: its
+//! store closes, syncs and releases the directory's lock without waiting for the open
+//! connections), then drains them as at a shutdown and exits; the new process waits for
+//! that lock (`cache.lock_timeout` plus `server.shutdown_timeout`), opens the store,
+//! restores the filters and accepts. The store is never open in two processes at once.
 
 use std::ffi::OsString;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};

@@ -22,8 +22,8 @@ use crate::bench::synthetic_origin::SyntheticOrigin;
 use crate::bench::workload::Workload;
 use crate::cache_status::CACHE_STATUS;
 use crate::config::{AccessLog, AdmissionPolicy, Config, Fsync};
-use crate::server::Server;
 use crate::server::StartError;
+use crate::server::{Server, Stop};
 use crate::store::Store;
 
 /// How requests are driven.
@@ -117,6 +117,7 @@ pub async fn run_policy(
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let serving = tokio::spawn(server.run(async move {
         let _ = stopped.await;
+        Stop::Shutdown
     }));
 
     let figures = drive(workload, &format!("http://{addr}"), options, policy).await?;

@@ -87,11 +87,14 @@ pub enum Detail {
     /// Requested before a purge or removal that selects it and answered after: served
     /// to this client, not stored (the answer may predate the purge).
     PurgedInFlight,
+    /// A storable, admitted response not written because this process handed the cache
+    /// directory over to the process a binary upgrade started: proxied uncached.
+    Handover,
 }
 
 impl Detail {
     /// Every detail, for a fixed set of metric labels and for tests.
-    pub const ALL: [Detail; 58] = [
+    pub const ALL: [Detail; 59] = [
         Detail::NotStored(NotStored::Method),
         Detail::NotStored(NotStored::NoStore),
         Detail::NotStored(NotStored::Private),
@@ -150,6 +153,7 @@ impl Detail {
         Detail::Rule(RuleLifetime::ALL[3]),
         Detail::WriteBudget,
         Detail::PurgedInFlight,
+        Detail::Handover,
     ];
 
     /// The detail of a stale response served while it is revalidated, by the window
@@ -202,6 +206,7 @@ impl Detail {
             Detail::Rule(lifetime) => lifetime.as_str(),
             Detail::WriteBudget => "write-budget",
             Detail::PurgedInFlight => "purged-in-flight",
+            Detail::Handover => "handover",
         }
     }
 }
@@ -216,7 +221,7 @@ mod tests {
     /// ones included), with no wildcard. A new variant does not compile until it gets an
     /// arm here; a new slot index does not compile (`unconditional_panic`) until `seen`
     /// grows; and then `all_lists_every_variant` fails until `Detail::ALL` holds it.
-    fn mark(detail: Detail, seen: &mut [bool; 58]) {
+    fn mark(detail: Detail, seen: &mut [bool; 59]) {
         match detail {
             Detail::NotStored(NotStored::Method) => seen[0] = true,
             Detail::NotStored(NotStored::NoStore) => seen[1] = true,
@@ -276,12 +281,13 @@ mod tests {
             Detail::Rule(RuleLifetime::GraceIfError) => seen[55] = true,
             Detail::WriteBudget => seen[56] = true,
             Detail::PurgedInFlight => seen[57] = true,
+            Detail::Handover => seen[58] = true,
         }
     }
 
     #[test]
     fn all_lists_every_variant() {
-        let mut seen = [false; 58];
+        let mut seen = [false; 59];
         for detail in Detail::ALL {
             mark(detail, &mut seen);
         }

@@ -337,6 +337,8 @@ fn not_started(cache: &Cache, key: &CacheKey, error: StoreError) -> Detail {
         StoreError::WriteBudget { .. } => Detail::WriteBudget,
         // Asked for before a purge that selects it: served, not stored.
         StoreError::PurgedInFlight => Detail::PurgedInFlight,
+        // The cache directory is the new process's now: served, not stored.
+        StoreError::Closed => Detail::Handover,
         error if error.trouble().is_some() => {
             // The store logs disk trouble once per back-off period, not per fill.
             tracing::debug!(key = %key, %error, "disk cannot take the fill; proxying uncached");

@@ -24,7 +24,7 @@ use crate::body::full_body;
 use crate::key::{CacheKey, ClientScheme};
 use crate::outcome::{Detail, Outcome};
 use crate::sites::rule::Matched;
-use crate::store::{PurgeMode, PurgeSelector};
+use crate::store::{PurgeMode, PurgeSelector, StoreError};
 
 /// The request field that makes a `PURGE` on the proxy port soft (`Soft-Purge: 1`).
 pub(crate) const SOFT_PURGE: &str = "soft-purge";
@@ -184,7 +184,12 @@ impl Proxy {
                     tracing::warn!(?selector, %error, "purge failed");
                     let body =
                         json!({ "error": error.to_string(), "purged": purged, field: shown });
-                    return report(StatusCode::INTERNAL_SERVER_ERROR, &body);
+                    // Handed over to an upgrade's new process: a retry reaches that one.
+                    let status = match error {
+                        StoreError::Closed => StatusCode::SERVICE_UNAVAILABLE,
+                        _ => StatusCode::INTERNAL_SERVER_ERROR,
+                    };
+                    return report(status, &body);
                 }
             }
         }

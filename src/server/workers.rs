@@ -117,7 +117,8 @@ async fn serve(sockets: Registered, shared: Arc<Shared>, fills: Fills, grace: Du
         .accept_until(&sockets.plain, sockets.tls.as_ref(), stopped)
         .await;
     drop(sockets);
-    super::drain(accepting.graceful, &fills, grace).await;
+    let deadline = tokio::time::Instant::now() + grace;
+    super::drain(accepting.graceful, &fills, (grace, deadline)).await;
 }
 
 /// A worker's running thread.

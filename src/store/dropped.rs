@@ -40,11 +40,14 @@ pub enum FillDrop {
     /// A body without a declared length outgrew what is left of the minute's write
     /// budget (`admission.max_write_rate`). Expected while the budget is spent.
     WriteBudget,
+    /// The store closed for a hand-over of the cache directory (a binary upgrade) before
+    /// the fill could commit. Expected during an upgrade.
+    Handover,
 }
 
 impl FillDrop {
     /// Every reason, in declaration order (a counter set indexes by `reason as usize`).
-    pub const ALL: [FillDrop; 8] = [
+    pub const ALL: [FillDrop; 9] = [
         FillDrop::ClientGone,
         FillDrop::OriginError,
         FillDrop::DiskBehind,
@@ -53,6 +56,7 @@ impl FillDrop {
         FillDrop::StoreError,
         FillDrop::DiskFull,
         FillDrop::WriteBudget,
+        FillDrop::Handover,
     ];
 
     /// A short token for logs and metric labels.
@@ -66,6 +70,7 @@ impl FillDrop {
             FillDrop::StoreError => "store-error",
             FillDrop::DiskFull => "disk-full",
             FillDrop::WriteBudget => "write-budget",
+            FillDrop::Handover => "handover",
         }
     }
 
@@ -74,7 +79,7 @@ impl FillDrop {
     pub fn is_expected(self) -> bool {
         matches!(
             self,
-            FillDrop::ClientGone | FillDrop::TooLarge | FillDrop::WriteBudget
+            FillDrop::ClientGone | FillDrop::TooLarge | FillDrop::WriteBudget | FillDrop::Handover
         )
     }
 
@@ -84,6 +89,7 @@ impl FillDrop {
             StoreError::TooLarge { .. } => FillDrop::TooLarge,
             StoreError::NoSpace { .. } => FillDrop::NoSpace,
             StoreError::WriteBudget { .. } => FillDrop::WriteBudget,
+            StoreError::Closed => FillDrop::Handover,
             // The body the origin sent is not the one it declared.
             StoreError::LengthMismatch { .. } => FillDrop::OriginError,
             error if error.trouble() == Some(Trouble::NoSpace) => FillDrop::DiskFull,
@@ -141,7 +147,7 @@ mod tests {
     /// wildcard. A new reason does not compile until it gets an arm here; a new slot
     /// index does not compile (`unconditional_panic`) until `seen` grows; and then
     /// `all_lists_every_reason_in_counter_order` fails until `FillDrop::ALL` holds it.
-    fn mark(reason: FillDrop, seen: &mut [bool; 8]) {
+    fn mark(reason: FillDrop, seen: &mut [bool; 9]) {
         match reason {
             FillDrop::ClientGone => seen[0] = true,
             FillDrop::OriginError => seen[1] = true,
@@ -151,12 +157,13 @@ mod tests {
             FillDrop::StoreError => seen[5] = true,
             FillDrop::DiskFull => seen[6] = true,
             FillDrop::WriteBudget => seen[7] = true,
+            FillDrop::Handover => seen[8] = true,
         }
     }
 
     #[test]
     fn all_lists_every_reason_in_counter_order() {
-        let mut seen = [false; 8];
+        let mut seen = [false; 9];
         for (place, reason) in FillDrop::ALL.into_iter().enumerate() {
             mark(reason, &mut seen);
             // The counters index by discriminant: ALL must follow the declaration.

@@ -57,6 +57,10 @@ pub enum StoreError {
     /// predate the purge, so it is not stored.
     #[error("purged while the request was on its way to the origin")]
     PurgedInFlight,
+    /// The store closed for a hand-over of the cache directory to another process
+    /// (`Store::close_for_handover`): it starts and commits no fill, and removes nothing.
+    #[error("the cache directory was handed over to another process")]
+    Closed,
     /// The write budget (`admission.max_write_rate`) has no room left this minute for
     /// the fill's bytes.
     #[error("the write budget of {per_minute} bytes a minute (admission.max_write_rate) is spent")]

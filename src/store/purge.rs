@@ -51,13 +51,15 @@ enum Marked {
 impl Store {
     /// Purges every entry `selector` selects (see the module docs) and returns how many.
     /// For [`PurgeSelector::Url`] removal, the URL's own entry is removed as
-    /// [`Store::remove`] removes it (its unscanned files included).
+    /// [`Store::remove`] removes it (its unscanned files included). Errors with
+    /// `Closed` once the store closed for a hand-over.
     pub async fn purge(
         &self,
         selector: &PurgeSelector,
         mode: PurgeMode,
     ) -> Result<u64, StoreError> {
         let inner = &self.inner;
+        let step = inner.gate.step().ok_or(StoreError::Closed)?;
         inner.fences.fence_selected(selector, &inner.next_fill_id);
         if inner.scan.register_purge(selector) {
             debug!(
@@ -95,13 +97,15 @@ impl Store {
         if !unreachable.is_empty() {
             self.unlink_after_answer(selector, unreachable).await?;
         }
+        drop(step);
         debug!(?selector, ?mode, purged, "purged");
         Ok(purged)
     }
 
     /// Unlinks the files of `taken` (out of the index already) in the background, once
     /// the purge is written to `state/pending-purges`, so that the purge answers without
-    /// waiting for the disk and a stop before the last file is gone replays it.
+    /// waiting for the disk and a stop (or a hand-over) before the last file is gone
+    /// replays it.
     async fn unlink_after_answer(
         &self,
         selector: &PurgeSelector,
@@ -113,20 +117,29 @@ impl Store {
         let owned = Arc::clone(inner);
         tokio::spawn(async move {
             for chunk in taken.chunks(BATCH) {
+                let Some(step) = owned.gate.step() else {
+                    debug!("purge left to the cache directory's next owner, which replays it");
+                    return;
+                };
                 let (inner, chunk) = (Arc::clone(&owned), chunk.to_vec());
-                if let Err(error) =
-                    super::blocking(&owned.objects, move || unlink_all(&inner, &chunk)).await
-                {
+                let unlinked = super::blocking(&owned.objects, move || {
+                    let _step = step;
+                    unlink_all(&inner, &chunk)
+                });
+                if let Err(error) = unlinked.await {
                     // The purge stays written: the next start's scan finishes it.
                     warn!(%error, "cannot unlink the files of a purge; the next start will");
                     return;
                 }
                 owned.changed();
             }
-            let log = Arc::clone(&owned);
-            if let Err(error) =
-                super::blocking(&owned.objects, move || log.purge_log.done(id)).await
-            {
+            let (log, step) = (Arc::clone(&owned), owned.gate.step());
+            let Some(step) = step else { return };
+            let done = super::blocking(&owned.objects, move || {
+                let _step = step;
+                log.purge_log.done(id)
+            });
+            if let Err(error) = done.await {
                 warn!(%error, "cannot drop a finished purge from state/pending-purges");
             }
         });

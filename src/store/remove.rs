@@ -19,8 +19,9 @@ impl Store {
     /// that begin after it commit normally. While the start-up scan runs, the
     /// key's files of earlier runs that it has not indexed yet are unlinked
     /// here too, so a crash before the scan gets to them cannot bring them
-    /// back.
+    /// back. Errors with `Closed` once the store closed for a hand-over.
     pub async fn remove(&self, key: &str, key_hash: u128) -> Result<bool, StoreError> {
+        let _step = self.inner.gate.step().ok_or(StoreError::Closed)?;
         let removed = self.remove_indexed(key, key_hash).await?;
         // After the removal is registered with the scan (in `remove_indexed`),
         // the scan indexes no file of the key any more, so what is left of

@@ -33,7 +33,9 @@
 //! catalogued before the purge registers (and the purge finds it), or checked after.
 //!
 //! The thread holds only a `Weak` reference to the store, so dropping the store
-//! stops the scan (and releases the directory lock) after the current file.
+//! stops the scan (and releases the directory lock) after the current file; so does
+//! closing it for a hand-over, which waits for the file in hand (each file is a step of
+//! the store's `handover::Gate`).
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -220,6 +222,10 @@ fn run(weak: &Weak<Inner>, objects: &Path) {
         return;
     }
     let Some(inner) = weak.upgrade() else { return };
+    let Some(_step) = inner.gate.step() else {
+        debug!("store closed for a hand-over; scan stopped");
+        return;
+    };
     // The previous run's unfinished purges have now reached every file. Dropped before
     // the scan is declared finished, so that whoever sees it finished finds them gone.
     for &id in &inner.replayed {
@@ -242,7 +248,8 @@ fn run(weak: &Weak<Inner>, objects: &Path) {
 }
 
 /// Walks `objects/a/bc/` (and the `objects/ab/cd/` of earlier builds, removing those
-/// directories once empty) and scans every file. `None` when the store closed meanwhile.
+/// directories once empty) and scans every file. `None` when the store was dropped or
+/// closed for a hand-over meanwhile.
 fn walk(weak: &Weak<Inner>, objects: &Path, tally: &mut Tally) -> Option<()> {
     // Each directory to list, its depth, and whether it is of the earlier layout.
     let mut dirs: Vec<(PathBuf, u8, bool)> = vec![(objects.to_owned(), 0, false)];
@@ -258,6 +265,7 @@ fn walk(weak: &Weak<Inner>, objects: &Path, tally: &mut Tally) -> Option<()> {
         };
         for item in items {
             let inner = weak.upgrade()?;
+            let _step = inner.gate.step()?;
             let item = match item {
                 Ok(item) => item,
                 Err(error) => {
@@ -285,6 +293,8 @@ fn walk(weak: &Weak<Inner>, objects: &Path, tally: &mut Tally) -> Option<()> {
     }
     // Children first, once every file was moved out; `rmdir` keeps any still holding a
     // file that could not be moved.
+    let inner = weak.upgrade()?;
+    let _step = inner.gate.step()?;
     for dir in legacy_dirs.iter().rev() {
         let _ = std::fs::remove_dir(dir);
     }

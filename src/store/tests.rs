@@ -6,6 +6,7 @@
 mod blocks;
 mod budget;
 mod damage;
+mod handover;
 mod layout;
 mod memory;
 mod open_files;

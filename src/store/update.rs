@@ -55,8 +55,9 @@ impl Store {
     /// Returns `Ok(true)` once written, and `Ok(false)`, writing nothing, if
     /// the entry is no longer stored: evicted, replaced by a newer fill or
     /// removed since the lookup, or found damaged (then it is discarded, as a
-    /// lookup would). The response being served is unaffected either way; a
-    /// `false` tells the caller the refreshed metadata was not cached.
+    /// lookup would), or the store closed for a hand-over. The response being served
+    /// is unaffected either way; a `false` tells the caller the refreshed metadata was
+    /// not cached.
     ///
     /// Errors with `Credentials` if `meta.request_headers` hold credentials,
     /// and with `MetaTooLarge` if `meta` does not fit the entry's metadata
@@ -67,6 +68,9 @@ impl Store {
         entry: &StoredEntry,
         meta: &EntryMeta,
     ) -> Result<bool, StoreError> {
+        let Some(step) = self.inner.gate.step() else {
+            return Ok(false);
+        };
         let encoded = entry::encode_meta(meta).map_err(map_entry_error)?;
         let payload = Payload::Revalidated {
             meta: Box::new(meta.clone()),
@@ -79,7 +83,9 @@ impl Store {
         // positioned reads and writes and an fsync.
         let task = {
             let path = path.clone();
+            // The step lasts as long as the write, even if this future is dropped.
             tokio::task::spawn_blocking(move || {
+                let _step = step;
                 write_meta(&inner, &path, (key_hash, fill_id), payload)
             })
         };

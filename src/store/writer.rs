@@ -21,6 +21,7 @@ use xxhash_rust::xxh3::Xxh3Default;
 use super::entry::blocks::BlockHasher;
 use super::entry::{self, EntryMeta, Preamble, file_len};
 use super::fence::{Began, FillTicket};
+use super::handover::{Gate, OpenFill, Step};
 use super::index::{Fill, Placed};
 use super::tail::FillTail;
 use super::{FillDrop, Inner, StoreError, disk, map_entry_error};
@@ -126,7 +127,7 @@ pub struct EntryWriter {
     tags: Vec<String>,
     /// Body fields are filled in by `finish`.
     preamble: Preamble,
-    tmp_path: PathBuf,
+    pub(super) tmp_path: PathBuf,
     /// The temp file; `None` while a blocking call has it, and for good if that call's
     /// future was dropped (the fill then fails).
     file: Option<std::fs::File>,
@@ -148,6 +149,8 @@ pub struct EntryWriter {
     renamed: bool,
     /// Held until the writer is gone, so a removal of the key meanwhile fences it.
     _registration: Registration,
+    /// Counted open until the writer is gone, so a hand-over gives it its grace.
+    _open: OpenFill,
 }
 
 impl std::fmt::Debug for EntryWriter {
@@ -174,6 +177,8 @@ pub(super) async fn begin(
     if declared_len.is_some_and(|d| d > max_len) {
         return Err(StoreError::TooLarge { limit: max_len });
     }
+    let open = Gate::open_fill(inner).ok_or(StoreError::Closed)?;
+    let step = inner.gate.fill_step().ok_or(StoreError::Closed)?;
     let (registration, fill_id) = Registration::begin(inner, (key_hash, key, &meta.tags), ticket)?;
     let (preamble, header) = entry::encode_header(key, meta, fill_id).map_err(map_entry_error)?;
     let initial = file_len(preamble.header_len(), declared_len.unwrap_or(0));
@@ -200,7 +205,10 @@ pub(super) async fn begin(
         let (path, fsync) = (tmp_path.clone(), inner.fsync_each());
         let block = inner.space.block_size();
         let made_parent = parent.is_some();
+        let held = Arc::clone(&step);
         let created = inner.fill_io(&tmp_path, move || {
+            // The step lasts as long as the file call, even if this future is dropped.
+            let _held = held;
             if let Some(dest) = &parent {
                 disk::make_parent(dest, fsync)?;
             }
@@ -230,6 +238,7 @@ pub(super) async fn begin(
         reservation,
         renamed: false,
         _registration: registration,
+        _open: open,
     })
 }
 
@@ -257,9 +266,10 @@ impl EntryWriter {
     /// the fill's reservation if the body outgrew it. Errors with `TooLarge`
     /// once the body would exceed the fill's `max_len` or the declared length,
     /// with `NoSpace` when the budget has no room, and with `WriteBudget` when a body
-    /// without a declared length outgrows the write budget; the fill should then be
-    /// dropped.
+    /// without a declared length outgrows the write budget, and with `Closed` once the
+    /// store closed for a hand-over; the fill should then be dropped.
     pub async fn write(&mut self, chunk: &[u8]) -> Result<(), StoreError> {
+        let step = self.inner.gate.fill_step().ok_or(StoreError::Closed)?;
         let new_len = self.preamble.body_len.saturating_add(chunk.len() as u64);
         if new_len > self.limit {
             return Err(StoreError::TooLarge { limit: self.limit });
@@ -286,7 +296,7 @@ impl EntryWriter {
             let batch = std::mem::take(&mut self.unwritten);
             let tmp = self.tmp_path.clone();
             let mut batch = self
-                .on_file(move |mut file| {
+                .on_file(&step, move |mut file| {
                     let written = file.write_all(&batch).map_err(disk::io_err(&tmp));
                     written.map(|()| batch)
                 })
@@ -307,11 +317,14 @@ impl EntryWriter {
             .release_unwritten(std::mem::take(&mut self.held));
     }
 
-    /// Runs `job` with the temp file on the blocking pool, and gets the file back.
+    /// Runs `job` with the temp file on the blocking pool, and gets the file back. The
+    /// job holds `step` until it ends, even if this future is dropped first.
     async fn on_file<T: Send + 'static>(
         &mut self,
+        step: &Step,
         job: impl FnOnce(&std::fs::File) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
+        let held = Arc::clone(step);
         let lost = || {
             let error = io::Error::other("a write of this fill was cancelled");
             disk::io_err(&self.tmp_path)(error)
@@ -320,6 +333,7 @@ impl EntryWriter {
         let (file, done) = self
             .inner
             .fill_io(&self.tmp_path, move || {
+                let _held = held;
                 let done = job(&file);
                 Ok((file, done))
             })
@@ -361,6 +375,8 @@ impl EntryWriter {
 
     /// The work of [`EntryWriter::finish`].
     async fn commit(&mut self) -> Result<(), StoreError> {
+        // Held to the end: the rename, and the unlink of the file that loses.
+        let step = self.inner.gate.fill_step().ok_or(StoreError::Closed)?;
         let received = self.preamble.body_len;
         if let Some(declared) = self.declared_len.filter(|&d| d != received) {
             return Err(StoreError::LengthMismatch { declared, received });
@@ -376,7 +392,7 @@ impl EntryWriter {
         let rest = std::mem::take(&mut self.unwritten);
         let (tmp, renamed_to) = (self.tmp_path.clone(), dest.clone());
         let renamed = self
-            .on_file(move |mut file| {
+            .on_file(&step, move |mut file| {
                 (file.write_all(&rest).and_then(|()| file.write_all(&table)))
                     .map_err(disk::io_err(&tmp))?;
                 disk::commit(file, &tmp, &renamed_to, &front, size, fsync)
@@ -423,6 +439,11 @@ impl Drop for EntryWriter {
         if self.renamed {
             return;
         }
+        // Once the store closed for a hand-over, the temp file was removed with the
+        // rest of `tmp/`, and the name may be the next owner's.
+        let Some(_step) = self.inner.gate.fill_step() else {
+            return;
+        };
         // Synchronous on purpose: one unlink, and Drop cannot await.
         if let Err(e) = std::fs::remove_file(&self.tmp_path)
             && e.kind() != io::ErrorKind::NotFound

@@ -10,7 +10,7 @@ use crate::support::{
 };
 use secondhit::admission::SNAPSHOT_FILE;
 use secondhit::config::Config;
-use secondhit::server::Server;
+use secondhit::server::{Server, Stop};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -29,6 +29,7 @@ impl Running {
         let (stop, stopped) = oneshot::channel::<()>();
         let done = tokio::spawn(server.run(async move {
             let _ = stopped.await;
+            Stop::Shutdown
         }));
         Running { addr, stop, done }
     }

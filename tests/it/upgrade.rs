@@ -17,6 +17,8 @@ use crate::lifecycle::{config_text, write};
 use crate::support::serve::ServeProcess;
 use crate::support::{PATIENCE, Reply, Seen, TestOrigin, client, send, wait_until};
 
+mod slow_clients;
+
 /// Keys stored before the upgrade, which the load asks for.
 const STORED: usize = 16;
 

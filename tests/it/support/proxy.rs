@@ -9,7 +9,7 @@ use std::time::Duration;
 use secondhit::config::{AccessLog, Config, Fsync};
 use secondhit::lifecycle::Reloader;
 use secondhit::live::Live;
-use secondhit::server::Server;
+use secondhit::server::{Server, Stop};
 use secondhit::store::Store;
 use tokio::sync::oneshot;
 
@@ -98,6 +98,7 @@ impl TestProxy {
         let (stop, stopped) = oneshot::channel::<()>();
         let server = tokio::spawn(server.run(async move {
             let _ = stopped.await;
+            Stop::Shutdown
         }));
         TestProxy {
             addr,
