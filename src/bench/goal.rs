@@ -1,6 +1,6 @@
 //! The goal table: on the synthetic CDN workloads (Zipf 0.8, 0.9 and 1.0, with
 //! half or 70% of the distinct objects requested once) and on few-reuse workloads (half
-//! the objects requested once, the rest 3–4 times soon after: [`workload::few_reuse`]),
+//! the objects requested once, the rest 3–4 times soon after: [`workload::few_reuse`](fn@workload::few_reuse)),
 //! at 0.1%, 1%, 5%, 10% and 20% of the unique bytes, `second-hit` with its defaults beside
 //! the published policies (`s3fifo`, `sieve`, `w-tinylfu`, `lru`) and `always` at the same
 //! cache bytes: object miss ratio, byte miss ratio, and disk write bytes against `always`.
@@ -106,7 +106,7 @@ pub enum GoalWorkload {
         one_hit: f64,
     },
     /// Half the objects once, the rest 3–4 times at this median reuse distance and shape
-    /// ([`workload::few_reuse`]).
+    /// ([`workload::few_reuse`](fn@workload::few_reuse)).
     FewReuse {
         /// Median requests between two requests of an object.
         gap_median: f64,
