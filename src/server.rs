@@ -54,6 +54,7 @@
 
 mod accept;
 mod connection;
+mod epochs;
 pub(crate) mod head_guard;
 mod listeners;
 mod open_files;
@@ -88,6 +89,7 @@ use crate::proxy::{self, Proxy};
 use crate::sites::Sites;
 use crate::store::{Store, StoreOptions};
 use crate::tee::Fills;
+use crate::tuning::Tuning;
 
 /// A bound, ready proxy server.
 pub struct Server {
@@ -181,6 +183,7 @@ impl Server {
             stats: policy.stats,
             hasher: admission::FilterHasher::new(seed),
             snapshots: None,
+            auto: None,
         };
         prepared.finish(store, assembled)
     }
@@ -260,6 +263,7 @@ impl Server {
         let mut accepting = accept::Accepting::new(shared);
         let periodic = tokio::spawn(self.admission.clone().run_periodic());
         let syncs = tokio::spawn(self.store.clone().sync_periodically());
+        let epochs = tokio::spawn(epochs::run(self.live.clone()));
         tokio::pin!(shutdown);
         let tls_listener = tls.as_ref().map(|tls| &tls.listener);
         accepting
@@ -277,6 +281,7 @@ impl Server {
         }
         periodic.abort();
         syncs.abort();
+        epochs.abort();
         // The fills committed since the last periodic sync reach the disk before exit.
         if let Err(error) = self.store.sync().await {
             tracing::warn!(%error, "cannot sync the cache's filesystem at shutdown");
@@ -358,6 +363,7 @@ impl Prepared {
             settings: Arc::new(config.clone()),
             sites: self.sites,
             admission: admission.current(),
+            tuning: Arc::new(Tuning::new(config, std::time::Instant::now())),
             access_log: self.access_log,
             certificates: self.certificates,
         });

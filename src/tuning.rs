@@ -49,17 +49,15 @@
 //! that keeps the smallest modelled size above that: `benches/RESULTS.md` has the error
 //! measured against full simulations).
 
-// Wired into the proxy by `admission.policy = "auto"`; until then the bench alone uses it
-// (and not its epochs, which `auto`'s timer is to end).
-#![allow(dead_code)]
-
 mod candidate;
+pub(crate) mod choose;
 mod estimate;
 mod mini_filter;
 mod mini_index;
 mod miniature;
 mod sampler;
 mod totals;
+mod tuner;
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
@@ -73,6 +71,7 @@ use mini_filter::Generations;
 use miniature::{Miniature, Scale};
 use sampler::Sampler;
 use totals::Totals;
+pub(crate) use tuner::{Ended, Models, Report, Tuning, mode_of};
 
 /// How an estimator samples and what it models.
 #[derive(Clone, Debug, PartialEq)]
@@ -135,6 +134,8 @@ struct State {
     miniatures: Vec<Miniature>,
     /// Requests and bytes of the past epochs, decayed as the miniatures' counts are.
     past_totals: (f64, f64),
+    /// Whether the key budget has lowered the rate (a higher one would not fit).
+    key_capped: bool,
 }
 
 impl Estimator {
@@ -181,6 +182,7 @@ impl Estimator {
                 scale,
                 miniatures,
                 past_totals: (0.0, 0.0),
+                key_capped: false,
             }),
         }
     }
@@ -194,6 +196,16 @@ impl Estimator {
         self.totals.add(size);
         if let Some(key) = self.sampler.sample(hash) {
             self.replay(key, size, now);
+        }
+    }
+
+    /// [`Estimator::observe`] on the clock of tokio's runtime (paused in tests), read only
+    /// when the key is sampled: the request path's call.
+    #[inline]
+    pub(crate) fn observe_now(&self, hash: FilterHash, size: u64) {
+        self.totals.add(size);
+        if let Some(key) = self.sampler.sample(hash) {
+            self.replay(key, size, tokio::time::Instant::now().into_std());
         }
     }
 
@@ -213,6 +225,7 @@ impl Estimator {
             miniature.request(key, size, at, scale);
         }
         if state.keys() > self.max_keys {
+            state.key_capped = true;
             self.lower_rate(&mut state);
         }
     }
@@ -231,6 +244,36 @@ impl Estimator {
             miniature.rescale(limit, scale);
         }
         tracing::debug!(rate = scale.rate, "miniature simulations sample fewer keys");
+    }
+
+    /// Halves the rate while it is above twice `target` (which it then still covers).
+    pub(crate) fn lower_rate_toward(&self, target: f64) {
+        let mut state = self.lock();
+        while self.sampler.rate() > 2.0 * target {
+            let before = self.sampler.rate();
+            self.lower_rate(&mut state);
+            if self.sampler.rate() >= before {
+                return;
+            }
+        }
+    }
+
+    /// Whether the key budget has lowered the rate.
+    pub(crate) fn key_capped(&self) -> bool {
+        self.lock().key_capped
+    }
+
+    /// The mean body size of the requests counted (decayed), if any.
+    pub(crate) fn mean_size(&self) -> Option<f64> {
+        let state = self.lock();
+        let (requests, bytes) = self.totals.read();
+        let (requests, bytes) = (state.past_totals.0 + requests, state.past_totals.1 + bytes);
+        (requests > 0.0).then(|| bytes / requests)
+    }
+
+    /// The weight the past keeps at each epoch's end.
+    pub(crate) fn decay(&self) -> f64 {
+        self.decay
     }
 
     /// Ends an epoch: what was counted so far keeps the configured `decay` of its weight.

@@ -7,7 +7,7 @@
 //! those words too. [`Detail::ALL`] lists every variant, so a metrics exporter can
 //! register one label per detail up front.
 
-use crate::admission::{Decision, RejectReason};
+use crate::admission::{AdmitReason, Decision, RejectReason};
 use crate::hygiene::Rejection;
 use crate::policy::freshness::{RuleLifetime, StaleWindow};
 use crate::policy::{NotStored, UnindexedTags};
@@ -87,11 +87,16 @@ pub enum Detail {
     /// Requested before a purge or removal that selects it and answered after: served
     /// to this client, not stored (the answer may predate the purge).
     PurgedInFlight,
+    /// Stored because `admission.policy = "auto"` runs `always` now.
+    AutoAlways,
+    /// Stored because `admission.policy = "auto"` runs `second-hit` now and the key was
+    /// requested before.
+    AutoSeenBefore,
 }
 
 impl Detail {
     /// Every detail, for a fixed set of metric labels and for tests.
-    pub const ALL: [Detail; 58] = [
+    pub const ALL: [Detail; 61] = [
         Detail::NotStored(NotStored::Method),
         Detail::NotStored(NotStored::NoStore),
         Detail::NotStored(NotStored::Private),
@@ -150,7 +155,20 @@ impl Detail {
         Detail::Rule(RuleLifetime::ALL[3]),
         Detail::WriteBudget,
         Detail::PurgedInFlight,
+        Detail::Admission(RejectReason::AutoFirstSight),
+        Detail::AutoAlways,
+        Detail::AutoSeenBefore,
     ];
+
+    /// The detail of a stored response admitted under `decision`: `policy = "auto"` names
+    /// the mode that stored it; other policies say nothing on a stored response.
+    pub fn of_admitted(decision: Decision) -> Option<Detail> {
+        match decision {
+            Decision::Admit(AdmitReason::AutoAlways) => Some(Detail::AutoAlways),
+            Decision::Admit(AdmitReason::AutoSeenBefore) => Some(Detail::AutoSeenBefore),
+            _ => None,
+        }
+    }
 
     /// The detail of a stale response served while it is revalidated, by the window
     /// that allowed it.
@@ -202,6 +220,8 @@ impl Detail {
             Detail::Rule(lifetime) => lifetime.as_str(),
             Detail::WriteBudget => "write-budget",
             Detail::PurgedInFlight => "purged-in-flight",
+            Detail::AutoAlways => Decision::Admit(AdmitReason::AutoAlways).as_str(),
+            Detail::AutoSeenBefore => Decision::Admit(AdmitReason::AutoSeenBefore).as_str(),
         }
     }
 }
@@ -216,7 +236,7 @@ mod tests {
     /// ones included), with no wildcard. A new variant does not compile until it gets an
     /// arm here; a new slot index does not compile (`unconditional_panic`) until `seen`
     /// grows; and then `all_lists_every_variant` fails until `Detail::ALL` holds it.
-    fn mark(detail: Detail, seen: &mut [bool; 58]) {
+    fn mark(detail: Detail, seen: &mut [bool; 61]) {
         match detail {
             Detail::NotStored(NotStored::Method) => seen[0] = true,
             Detail::NotStored(NotStored::NoStore) => seen[1] = true,
@@ -276,12 +296,15 @@ mod tests {
             Detail::Rule(RuleLifetime::GraceIfError) => seen[55] = true,
             Detail::WriteBudget => seen[56] = true,
             Detail::PurgedInFlight => seen[57] = true,
+            Detail::Admission(RejectReason::AutoFirstSight) => seen[58] = true,
+            Detail::AutoAlways => seen[59] = true,
+            Detail::AutoSeenBefore => seen[60] = true,
         }
     }
 
     #[test]
     fn all_lists_every_variant() {
-        let mut seen = [false; 58];
+        let mut seen = [false; 61];
         for detail in Detail::ALL {
             mark(detail, &mut seen);
         }

@@ -1,0 +1,280 @@
+//! The estimator as the proxy runs it ([`Tuning`]): fed on the request path, ended each
+//! `admission.auto_epoch` by the server's epoch task, which also asks it what
+//! `policy = "auto"` should run ([`super::choose`]).
+//!
+//! # The sampling rate
+//! The estimate is accurate when the smallest miniature (¼ of the cache) holds a few
+//! hundred objects (`benches/RESULTS.md`), and each sampled request costs a replay through
+//! every miniature; so the rate aims at [`TARGET_OBJECTS`] there at the mean object
+//! size. It starts from an assumed mean ([`ASSUMED_MEAN_SIZE`]) and follows the observed
+//! one at each epoch's end: halved (keeping a subset of the sample and what it counted)
+//! while it is more than twice what is needed, and rebuilt higher, starting its counts
+//! afresh, when it is less than half of it and the key budget did not lower it. The key
+//! budget (`EstimatorConfig::max_keys`) caps it whatever the traffic.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Instant;
+
+use arc_swap::ArcSwap;
+
+use super::choose::{self, Hysteresis, Rules, Score, Verdict};
+use super::{CacheShape, Candidate, Estimate, Estimator, EstimatorConfig};
+use crate::admission::{AutoMode, FilterHash};
+use crate::config::{AdmissionConfig, AdmissionPolicy, Config, MaxObjectSize};
+
+/// Objects the smallest miniature is meant to hold: twice the few hundred below which
+/// its estimate turns noisy.
+pub(crate) const TARGET_OBJECTS: f64 = 1000.0;
+
+/// The mean object size assumed before any is observed (a CDN's typical mix).
+pub(crate) const ASSUMED_MEAN_SIZE: f64 = 64.0 * 1024.0;
+
+/// What the estimates model: a reload that changes it rebuilds them (see [`Models::of`]).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Models {
+    /// `[admission]` but for the keys that change nothing modelled (the policy, the
+    /// write budget, the epoch, the objective, the snapshots' period).
+    admission: AdmissionConfig,
+    max_size: u64,
+    max_object_size: MaxObjectSize,
+}
+
+impl Models {
+    /// What `config`'s estimates model: `second-hit`'s filters as `[admission]` sizes them
+    /// (and the seed, which picks the sampled keys), `cache.max_size` and
+    /// `cache.max_object_size`.
+    pub(crate) fn of(config: &Config) -> Models {
+        let unmodelled = AdmissionConfig::default();
+        Models {
+            admission: AdmissionConfig {
+                policy: AdmissionPolicy::SecondHit,
+                max_write_rate: None,
+                auto_epoch: unmodelled.auto_epoch,
+                optimize: unmodelled.optimize,
+                snapshot_every: unmodelled.snapshot_every,
+                ..config.admission.clone()
+            },
+            max_size: config.cache.max_size,
+            max_object_size: config.cache.max_object_size,
+        }
+    }
+}
+
+/// The live estimates and the choice made from them: see the module docs.
+pub(crate) struct Tuning {
+    /// Swapped only when the rate is rebuilt higher.
+    estimator: ArcSwap<Estimator>,
+    models: Models,
+    state: Mutex<State>,
+    switches: AtomicU64,
+}
+
+/// What the epochs change.
+struct State {
+    hysteresis: Hysteresis,
+    /// Seconds of the past epochs, decayed as the counts are.
+    past_seconds: f64,
+    epoch_started: Instant,
+    epochs: u64,
+    last: Option<Verdict>,
+}
+
+/// What one epoch's end decided, for the log.
+pub(crate) struct Ended {
+    /// What the choice did.
+    pub verdict: Verdict,
+    /// The candidate that ran before.
+    pub before: Candidate,
+    /// The candidate to run now.
+    pub current: Candidate,
+    /// The scores it chose by.
+    pub scores: Vec<Score>,
+}
+
+/// What `/stats` and `/metrics` show.
+pub(crate) struct Report {
+    /// The curves.
+    pub estimate: Estimate,
+    /// Seconds of traffic the counts cover (decayed as they are): written bytes over it
+    /// are bytes a second.
+    pub seconds: f64,
+    /// The candidate chosen (what `auto` runs, or would run under another policy).
+    pub current: Candidate,
+    /// Switches made since start-up (or the last rebuild).
+    pub switches: u64,
+    /// Epochs ended.
+    pub epochs: u64,
+    /// What the last epoch's choice did.
+    pub last: Option<Verdict>,
+}
+
+impl Report {
+    /// `point`'s estimated writes, in bytes a second.
+    pub(crate) fn write_rate(&self, point: &super::Point) -> f64 {
+        if self.seconds > 0.0 {
+            point.written_bytes / self.seconds
+        } else {
+            0.0
+        }
+    }
+}
+
+impl Tuning {
+    /// Estimates for `config`, from `now`.
+    pub(crate) fn new(config: &Config, now: Instant) -> Tuning {
+        let models = Models::of(config);
+        let estimator = build(config, rate_for(config, ASSUMED_MEAN_SIZE), now);
+        Tuning {
+            estimator: ArcSwap::from_pointee(estimator),
+            models,
+            state: Mutex::new(State {
+                hysteresis: Hysteresis::default(),
+                past_seconds: 0.0,
+                epoch_started: now,
+                epochs: 0,
+                last: None,
+            }),
+            switches: AtomicU64::new(0),
+        }
+    }
+
+    /// Fresh estimates for `config` (a reload changed what they model) that go on
+    /// running the candidate `previous` chose.
+    pub(crate) fn following(previous: &Tuning, config: &Config, now: Instant) -> Tuning {
+        let next = Tuning::new(config, now);
+        next.lock().hysteresis.current = previous.current();
+        next
+    }
+
+    /// What these estimates model.
+    pub(crate) fn models(&self) -> &Models {
+        &self.models
+    }
+
+    /// A hit, or a storable miss, of `size` body bytes under `hash`: see
+    /// [`Estimator::observe`].
+    #[inline]
+    pub(crate) fn observe(&self, hash: FilterHash, size: u64) {
+        self.estimator.load().observe_now(hash, size);
+    }
+
+    /// The candidate chosen now.
+    pub(crate) fn current(&self) -> Candidate {
+        self.lock().hysteresis.current
+    }
+
+    /// Switches made.
+    pub(crate) fn switches(&self) -> u64 {
+        self.switches.load(Relaxed)
+    }
+
+    /// Ends an epoch at `now` for `config` and chooses by `rules`.
+    pub(crate) fn end_epoch(&self, config: &Config, now: Instant, rules: &Rules) -> Ended {
+        let estimator = self.estimator.load_full();
+        estimator.end_epoch();
+        let mut state = self.lock();
+        let epoch = now.saturating_duration_since(state.epoch_started);
+        state.past_seconds = state.past_seconds * estimator.decay() + epoch.as_secs_f64();
+        state.epoch_started = now;
+        state.epochs += 1;
+        let scores = choose::scores(&estimator.estimate(), rules.objective, state.past_seconds);
+        let before = state.hysteresis.current;
+        let (next, verdict) = choose::choose(state.hysteresis, &scores, rules);
+        state.hysteresis = next;
+        state.last = Some(verdict);
+        if verdict.switched() {
+            self.switches.fetch_add(1, Relaxed);
+        }
+        if self.follow_mean_size(&estimator, config, now) {
+            state.past_seconds = 0.0;
+        }
+        Ended {
+            verdict,
+            before,
+            current: next.current,
+            scores,
+        }
+    }
+
+    /// Moves the rate toward what the observed mean size needs (module docs); true when
+    /// the estimator was rebuilt, its counts started afresh.
+    fn follow_mean_size(&self, estimator: &Estimator, config: &Config, now: Instant) -> bool {
+        let Some(mean) = estimator.mean_size() else {
+            return false;
+        };
+        let target = rate_for(config, mean);
+        let rate = estimator.rate();
+        if rate > 2.0 * target {
+            estimator.lower_rate_toward(target);
+            return false;
+        }
+        if rate < target / 2.0 && !estimator.key_capped() {
+            tracing::info!(
+                from = rate,
+                to = target,
+                mean_size = mean as u64,
+                "miss-ratio estimates sample more keys for the objects' size; their counts start afresh"
+            );
+            self.estimator
+                .store(std::sync::Arc::new(build(config, target, now)));
+            return true;
+        }
+        false
+    }
+
+    /// The report at `now`.
+    pub(crate) fn report(&self, now: Instant) -> Report {
+        let estimate = self.estimator.load().estimate();
+        let state = self.lock();
+        let current = now.saturating_duration_since(state.epoch_started);
+        Report {
+            estimate,
+            seconds: state.past_seconds + current.as_secs_f64(),
+            current: state.hysteresis.current,
+            switches: self.switches(),
+            epochs: state.epochs,
+            last: state.last,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // Each update leaves the state whole; a panic between two is nothing worse.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The mode `auto` runs for `candidate` (the runnable ones: `always`, or `second-hit`).
+pub(crate) fn mode_of(candidate: Candidate) -> AutoMode {
+    match candidate == Candidate::ALWAYS {
+        true => AutoMode::Always,
+        false => AutoMode::SecondHit,
+    }
+}
+
+/// The rate that puts [`TARGET_OBJECTS`] of `mean_size` bytes in the smallest miniature of
+/// `config`'s cache (the estimator clamps it to (0, 1]).
+fn rate_for(config: &Config, mean_size: f64) -> f64 {
+    let defaults = EstimatorConfig::default();
+    let smallest = defaults
+        .size_factors
+        .iter()
+        .copied()
+        .fold(f64::INFINITY, f64::min);
+    let bytes = config.cache.max_size as f64 * smallest;
+    let per_object = mean_size.max(1.0) + defaults.entry_overhead as f64;
+    (TARGET_OBJECTS * per_object / bytes.max(1.0)).min(1.0)
+}
+
+/// An estimator of `config`'s cache at `rate`.
+fn build(config: &Config, rate: f64, now: Instant) -> Estimator {
+    let settings = EstimatorConfig {
+        rate,
+        ..EstimatorConfig::default()
+    };
+    let cache = CacheShape {
+        max_size: config.cache.max_size,
+        max_object_size: config.cache.max_object_size,
+    };
+    Estimator::new(&settings, &config.admission, cache, now)
+}
