@@ -67,6 +67,7 @@ pub mod tls;
 mod workers;
 mod zero_copy;
 
+pub use epochs::end_epoch;
 pub use listeners::{Listeners, WorkerSockets};
 pub use start_error::StartError;
 

@@ -12,12 +12,19 @@ pub(super) async fn run(live: Live) {
     loop {
         let every = live.load().settings.admission.auto_epoch;
         tokio::time::sleep(every).await;
-        end_epoch(&live.load_full());
+        end_epoch(&live);
     }
 }
 
+/// Ends the miss-ratio estimates' epoch now, as the epoch task does every
+/// `admission.auto_epoch`, and under `policy = "auto"` runs what they choose: for tests
+/// and tools that drive the epochs themselves.
+pub fn end_epoch(live: &Live) {
+    end_snapshot_epoch(&live.load_full());
+}
+
 /// Ends `snapshot`'s epoch and applies the choice to its `auto` policy, if it runs one.
-fn end_epoch(snapshot: &Snapshot) {
+fn end_snapshot_epoch(snapshot: &Snapshot) {
     let settings = &snapshot.settings;
     let rules = Rules {
         objective: settings.admission.optimize,
