@@ -364,7 +364,7 @@ impl Prepared {
             settings: Arc::new(config.clone()),
             sites: self.sites,
             admission: admission.current(),
-            tuning: Arc::new(Tuning::new(config, std::time::Instant::now())),
+            tuning: Arc::new(Tuning::new(config, tokio::time::Instant::now().into_std())),
             access_log: self.access_log,
             certificates: self.certificates,
         });

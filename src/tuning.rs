@@ -71,6 +71,8 @@ use mini_filter::Generations;
 use miniature::{Miniature, Scale};
 use sampler::Sampler;
 use totals::Totals;
+#[cfg(feature = "bench")]
+pub use tuner::observe_cost;
 pub(crate) use tuner::{Ended, Models, Report, Tuning, mode_of};
 
 /// How an estimator samples and what it models.
@@ -88,6 +90,20 @@ pub(crate) struct EstimatorConfig {
     pub size_factors: Vec<f64>,
     /// Bytes an entry takes beside its body (its header and metadata).
     pub entry_overhead: u64,
+    /// A bound on the replays' CPU, if any: see [`ReplayBudget`].
+    pub replay_budget: Option<ReplayBudget>,
+}
+
+/// A bound on the CPU the replays take on the request path: when more than `per_second`
+/// sampled requests arrive within a second (of the clock [`Estimator::observe`] is given),
+/// the rate halves, but never below `least_rate`, where a request costs little whatever
+/// the traffic; a rate above it costs only while the traffic is light.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct ReplayBudget {
+    /// Sampled requests a second before the rate halves.
+    pub per_second: u64,
+    /// The rate the budget lowers no further.
+    pub least_rate: f64,
 }
 
 impl Default for EstimatorConfig {
@@ -102,6 +118,7 @@ impl Default for EstimatorConfig {
             candidates: Candidate::DEFAULT.to_vec(),
             size_factors: vec![0.25, 0.5, 1.0, 2.0, 4.0],
             entry_overhead: 512 + 2 * 1024,
+            replay_budget: None,
         }
     }
 }
@@ -122,6 +139,7 @@ pub(crate) struct Estimator {
     /// Every request, sampled or not (SHARDS' adjustment).
     totals: Totals,
     max_keys: u64,
+    replay_budget: Option<ReplayBudget>,
     decay: f64,
     cache_bytes: u64,
     started: Instant,
@@ -134,8 +152,10 @@ struct State {
     miniatures: Vec<Miniature>,
     /// Requests and bytes of the past epochs, decayed as the miniatures' counts are.
     past_totals: (f64, f64),
-    /// Whether the key budget has lowered the rate (a higher one would not fit).
-    key_capped: bool,
+    /// Whether the key or replay budget has lowered the rate (a higher one would not fit).
+    capped: bool,
+    /// The second the replay budget counts in, and the replays counted in it.
+    replays: (Duration, u64),
 }
 
 impl Estimator {
@@ -175,6 +195,7 @@ impl Estimator {
             sampler,
             totals: Totals::new(),
             max_keys: config.max_keys,
+            replay_budget: config.replay_budget,
             decay: config.decay.clamp(0.0, 1.0),
             cache_bytes: cache.max_size,
             started: now,
@@ -182,7 +203,8 @@ impl Estimator {
                 scale,
                 miniatures,
                 past_totals: (0.0, 0.0),
-                key_capped: false,
+                capped: false,
+                replays: (Duration::ZERO, 0),
             }),
         }
     }
@@ -224,10 +246,28 @@ impl Estimator {
         for miniature in miniatures.iter_mut() {
             miniature.request(key, size, at, scale);
         }
-        if state.keys() > self.max_keys {
-            state.key_capped = true;
+        if state.keys() > self.max_keys || self.over_replay_budget(&mut state, at) {
+            state.capped = true;
             self.lower_rate(&mut state);
         }
+    }
+
+    /// Counts a replay at `at` against the replay budget; true when the second's count
+    /// passed it and halving the rate keeps it at or above the budget's least rate.
+    fn over_replay_budget(&self, state: &mut State, at: Duration) -> bool {
+        let Some(budget) = self.replay_budget else {
+            return false;
+        };
+        let (since, count) = &mut state.replays;
+        if at.saturating_sub(*since) >= Duration::from_secs(1) {
+            (*since, *count) = (at, 0);
+        }
+        *count += 1;
+        if *count <= budget.per_second || self.sampler.rate() / 2.0 < budget.least_rate {
+            return false;
+        }
+        *count = 0;
+        true
     }
 
     /// Halves the sampling rate and rescales every miniature to it.
@@ -258,9 +298,9 @@ impl Estimator {
         }
     }
 
-    /// Whether the key budget has lowered the rate.
-    pub(crate) fn key_capped(&self) -> bool {
-        self.lock().key_capped
+    /// Whether the key or replay budget has lowered the rate.
+    pub(crate) fn capped(&self) -> bool {
+        self.lock().capped
     }
 
     /// The mean body size of the requests counted (decayed), if any.

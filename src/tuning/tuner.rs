@@ -9,23 +9,36 @@
 //! size. It starts from an assumed mean ([`ASSUMED_MEAN_SIZE`]) and follows the observed
 //! one at each epoch's end: halved (keeping a subset of the sample and what it counted)
 //! while it is more than twice what is needed, and rebuilt higher, starting its counts
-//! afresh, when it is less than half of it and the key budget did not lower it. The key
-//! budget (`EstimatorConfig::max_keys`) caps it whatever the traffic.
+//! afresh, when it is less than half of it and no budget lowered it. The key budget
+//! (`EstimatorConfig::max_keys`) caps it whatever the traffic, and so does the replays'
+//! CPU budget ([`REPLAY_BUDGET`]) down to 1/32: a small cache under heavy traffic is
+//! sampled less than its accuracy asks, rather than cost the requests more.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Mutex, MutexGuard, PoisonError};
+#[cfg(test)]
+use std::time::Duration;
 use std::time::Instant;
 
 use arc_swap::ArcSwap;
 
 use super::choose::{self, Hysteresis, Rules, Score, Verdict};
-use super::{CacheShape, Candidate, Estimate, Estimator, EstimatorConfig};
+use super::{CacheShape, Candidate, Estimate, Estimator, EstimatorConfig, ReplayBudget};
 use crate::admission::{AutoMode, FilterHash};
 use crate::config::{AdmissionConfig, AdmissionPolicy, Config, MaxObjectSize};
 
-/// Objects the smallest miniature is meant to hold: twice the few hundred below which
-/// its estimate turns noisy.
-pub(crate) const TARGET_OBJECTS: f64 = 1000.0;
+/// Objects the smallest miniature is meant to hold: the few hundred below which its
+/// estimate turns noisy (the rate ends between this and twice it).
+pub(crate) const TARGET_OBJECTS: f64 = 500.0;
+
+/// The replays' CPU bound (`ReplayBudget`): 2,000 sampled requests a second cost a few
+/// milliseconds of CPU a second; past that the rate halves down to 1/32, at which the
+/// estimates cost about 1% of a 1 KiB hit's CPU whatever the traffic
+/// (`benches/RESULTS.md`).
+pub(crate) const REPLAY_BUDGET: ReplayBudget = ReplayBudget {
+    per_second: 2_000,
+    least_rate: 1.0 / 32.0,
+};
 
 /// The mean object size assumed before any is observed (a CDN's typical mix).
 pub(crate) const ASSUMED_MEAN_SIZE: f64 = 64.0 * 1024.0;
@@ -209,7 +222,7 @@ impl Tuning {
             estimator.lower_rate_toward(target);
             return false;
         }
-        if rate < target / 2.0 && !estimator.key_capped() {
+        if rate < target / 2.0 && !estimator.capped() {
             tracing::info!(
                 from = rate,
                 to = target,
@@ -270,6 +283,7 @@ fn rate_for(config: &Config, mean_size: f64) -> f64 {
 fn build(config: &Config, rate: f64, now: Instant) -> Estimator {
     let settings = EstimatorConfig {
         rate,
+        replay_budget: Some(REPLAY_BUDGET),
         ..EstimatorConfig::default()
     };
     let cache = CacheShape {
@@ -277,4 +291,102 @@ fn build(config: &Config, rate: f64, now: Instant) -> Estimator {
         max_object_size: config.cache.max_object_size,
     };
     Estimator::new(&settings, &config.admission, cache, now)
+}
+
+/// What the estimates cost the request path, for `benches/observe.rs`: each of `threads`
+/// threads calls [`Tuning::observe`] (as a hit or a storable miss does) for `requests`
+/// keys of `size` bytes drawn from a catalog of `catalog`, on a cache of `max_size` bytes
+/// sampled at the rate the proxy would choose once it has seen the size. Returns that
+/// rate, the rate at the end (the replay budget may have lowered it) and the mean
+/// nanoseconds a call took on its thread.
+#[cfg(feature = "bench")]
+pub fn observe_cost(
+    max_size: u64,
+    size: u64,
+    (catalog, requests, threads): (u64, usize, usize),
+) -> (f64, f64, f64) {
+    let mut config = Config::default();
+    config.cache.max_size = max_size;
+    let now = Instant::now();
+    let tuning = Tuning {
+        estimator: ArcSwap::from_pointee(build(&config, rate_for(&config, size as f64), now)),
+        ..Tuning::new(&config, now)
+    };
+    let rate = tuning.estimator.load().rate();
+    let nanos: u128 = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|thread| {
+                let tuning = &tuning;
+                scope.spawn(move || {
+                    // Keys hashed ahead (the proxy has the hash already), drawn by a
+                    // stride walk so that threads and rounds mix keys.
+                    let hashes: Vec<FilterHash> = (0..requests as u64)
+                        .map(|i| {
+                            let key = (i * 7919 + thread as u64 * 104_729) % catalog.max(1);
+                            let bytes = key.to_le_bytes();
+                            FilterHash(xxhash_rust::xxh3::xxh3_128(&bytes))
+                        })
+                        .collect();
+                    let start = Instant::now();
+                    for &hash in &hashes {
+                        tuning.observe(std::hint::black_box(hash), size);
+                    }
+                    start.elapsed().as_nanos()
+                })
+            })
+            .collect();
+        handles.into_iter().filter_map(|h| h.join().ok()).sum()
+    });
+    let ended = tuning.estimator.load().rate();
+    (rate, ended, nanos as f64 / (requests * threads) as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn estimator(budget: ReplayBudget) -> Estimator {
+        let settings = EstimatorConfig {
+            rate: 1.0,
+            replay_budget: Some(budget),
+            ..EstimatorConfig::default()
+        };
+        let cache = CacheShape {
+            max_size: 1 << 30,
+            max_object_size: MaxObjectSize::Auto,
+        };
+        Estimator::new(
+            &settings,
+            &AdmissionConfig::default(),
+            cache,
+            Instant::now(),
+        )
+    }
+
+    fn hash(i: u64) -> FilterHash {
+        FilterHash(xxhash_rust::xxh3::xxh3_128(&i.to_le_bytes()))
+    }
+
+    #[test]
+    fn the_replay_budget_lowers_the_rate_under_heavy_traffic_down_to_its_least_rate() {
+        let budget = ReplayBudget {
+            per_second: 100,
+            least_rate: 1.0 / 8.0,
+        };
+        let start = Instant::now();
+        // Light traffic: 50 requests a second leave every key sampled.
+        let light = estimator(budget);
+        for i in 0..1_000 {
+            light.observe(hash(i), 1000, start + Duration::from_millis(i * 20));
+        }
+        assert_eq!(light.rate(), 1.0);
+        assert!(!light.capped());
+        // Heavy traffic: all in one second; the rate halves to 1/8 and no further.
+        let heavy = estimator(budget);
+        for i in 0..10_000 {
+            heavy.observe(hash(i), 1000, start);
+        }
+        assert!((heavy.rate() - 1.0 / 8.0).abs() < 1e-9, "{}", heavy.rate());
+        assert!(heavy.capped());
+    }
 }
