@@ -176,6 +176,21 @@ fn decision_tokens() {
         ),
         (Decision::Admit(AdmitReason::Rule), true, "rule-always"),
         (Decision::Reject(RejectReason::Rule), false, "rule-never"),
+        (
+            Decision::Admit(AdmitReason::AutoAlways),
+            true,
+            "auto-always",
+        ),
+        (
+            Decision::Admit(AdmitReason::AutoSeenBefore),
+            true,
+            "auto-seen-before",
+        ),
+        (
+            Decision::Reject(RejectReason::AutoFirstSight),
+            false,
+            "auto-first-sight",
+        ),
     ];
     for (decision, admit, token) in cases {
         assert_eq!(decision.is_admit(), admit);
