@@ -248,9 +248,10 @@ pub enum AdmitReason {
     Shadowed(RejectReason),
     /// A site's cache rule says `admission = "always"` for this request (see `sites`).
     Rule,
-    /// `policy = "auto"` runs `always` now ([`Auto`]).
+    /// `policy = "auto"` runs `always` now ([`Auto`]), and this is the key's first
+    /// request in the remembered window.
     AutoAlways,
-    /// `policy = "auto"` runs `second-hit` now, and the key was requested before.
+    /// `policy = "auto"` decided, and the key was requested before (in either mode).
     AutoSeenBefore,
 }
 
@@ -338,7 +339,8 @@ impl Decision {
     /// This decision as a site rule's `admission` overrides it (`sites` matches the rule;
     /// this says what its value means for a policy's decision): `always` and `never`
     /// decide whatever the policy said, and `second-hit` obeys the filters, also where the
-    /// shadow policy admitted what they rejected. Applied over both phases: over
+    /// shadow policy admitted what they rejected and where `auto` running `always` did.
+    /// Applied over both phases: over
     /// [`Pending::planned`] before the response, over [`Admission::on_response`] after.
     pub fn overridden_by(self, rule: RuleAdmission) -> Decision {
         match (rule, self) {
@@ -347,6 +349,10 @@ impl Decision {
             // Shadow mode admits what its filters rejected; this rule wants them obeyed.
             (RuleAdmission::SecondHit, Decision::Admit(AdmitReason::Shadowed(reason))) => {
                 Decision::Reject(reason)
+            }
+            // `auto` running `always` admits a first sight; this rule wants it kept out.
+            (RuleAdmission::SecondHit, Decision::Admit(AdmitReason::AutoAlways)) => {
+                Decision::Reject(RejectReason::AutoFirstSight)
             }
             (RuleAdmission::SecondHit, decision) => decision,
         }

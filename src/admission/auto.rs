@@ -4,9 +4,11 @@
 //! [`Auto`] records every key in the pair in both modes, so a switch back to
 //! `second-hit` finds the filters warm; only what a first sight is answered changes. The
 //! mode is one atomic word, which the server's epoch task sets ([`Auto::set_mode`]) and
-//! every request reads. Its decisions name the mode that made them (`auto-always`,
-//! `auto-seen-before`, `auto-first-sight`), so `Cache-Status` and the metrics tell them
-//! from a fixed policy's.
+//! every request reads. Its decisions say what made them — a first sight stored because
+//! `always` runs (`auto-always`), a key seen before (`auto-seen-before`, in either mode),
+//! a first sight not stored (`auto-first-sight`) — so `Cache-Status` and the metrics tell
+//! them from a fixed policy's, and a site's rule `admission = "second-hit"` can still
+//! obey the filters.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -68,12 +70,12 @@ impl Auto {
 
     /// The pair's `decision` under the mode now.
     fn under_mode(&self, decision: Decision) -> Decision {
-        match (self.mode(), decision) {
-            (AutoMode::Always, _) => Decision::Admit(AdmitReason::AutoAlways),
-            (AutoMode::SecondHit, Decision::Admit(_)) => {
-                Decision::Admit(AdmitReason::AutoSeenBefore)
-            }
-            (AutoMode::SecondHit, Decision::Reject(_)) => {
+        // A seen key is admitted in either mode, and says so: a site's rule
+        // `admission = "second-hit"` obeys the filters whatever mode runs.
+        match (decision, self.mode()) {
+            (Decision::Admit(_), _) => Decision::Admit(AdmitReason::AutoSeenBefore),
+            (Decision::Reject(_), AutoMode::Always) => Decision::Admit(AdmitReason::AutoAlways),
+            (Decision::Reject(_), AutoMode::SecondHit) => {
                 Decision::Reject(RejectReason::AutoFirstSight)
             }
         }
@@ -150,6 +152,11 @@ mod tests {
         assert_eq!(
             decide(&auto, FilterHash(2)),
             Decision::Admit(AdmitReason::AutoAlways)
+        );
+        // Key 1 was seen: under `always` too it says so.
+        assert_eq!(
+            decide(&auto, FilterHash(1)),
+            Decision::Admit(AdmitReason::AutoSeenBefore)
         );
         // Key 2 was recorded while `always` ran: back under second-hit it is known.
         auto.set_mode(AutoMode::SecondHit);

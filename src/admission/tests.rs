@@ -261,3 +261,26 @@ fn pending_is_a_small_copy_value() {
     // Carried on the hit path, across the store lookup: the hash and the plan, no more.
     assert!(std::mem::size_of::<Pending>() <= 32);
 }
+
+#[test]
+fn a_second_hit_rule_keeps_first_sights_out_while_auto_runs_always() {
+    use crate::config::rules::RuleAdmission;
+    let params = FilterParams::for_expected_keys(1_000, 0.01);
+    let pair = AgingPair::new(
+        params,
+        std::time::Duration::from_secs(60),
+        Rotation::Fill,
+        std::time::Instant::now(),
+    );
+    let auto = Auto::new(Arc::new(pair));
+    auto.set_mode(AutoMode::Always);
+    let first = decide(&auto, FilterHash(5));
+    assert_eq!(first, Decision::Admit(AdmitReason::AutoAlways));
+    assert_eq!(
+        first.overridden_by(RuleAdmission::SecondHit),
+        Decision::Reject(RejectReason::AutoFirstSight)
+    );
+    let again = decide(&auto, FilterHash(5));
+    assert_eq!(again.overridden_by(RuleAdmission::SecondHit), again);
+    assert!(again.is_admit());
+}

@@ -26,7 +26,7 @@ use crate::config::RetryReason;
 use crate::outcome::ErrorKind;
 use crate::policy::UnindexedTags;
 use crate::store::{DiskStats, FillDrop, Store, StoreStats};
-use crate::tuning::{Report, choose};
+use crate::tuning::{Point, Report, choose};
 
 /// The `Content-Type` of the exposition: OpenMetrics text 1.0.0.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -269,20 +269,7 @@ fn admission(out: &mut DescriptorEncoder, counts: &Counts) -> fmt::Result {
 
 /// The miss-ratio estimates: each candidate's curve, the choice and its switches.
 fn estimates(out: &mut DescriptorEncoder, report: &Report) -> fmt::Result {
-    let each = |value: &dyn Fn(&crate::tuning::Point) -> f64| {
-        let samples: Vec<_> = (report.estimate.curves.iter())
-            .flat_map(|curve| {
-                (curve.points.iter()).map(|point| {
-                    let labels = [
-                        ("candidate", curve.candidate.to_string()),
-                        ("factor", point.factor.to_string()),
-                    ];
-                    (labels, value(point))
-                })
-            })
-            .collect();
-        samples
-    };
+    let each = |value: &dyn Fn(&Point) -> f64| per_point(report, value);
     gauge_family(
         out,
         "secondhit_estimate_object_miss_ratio",
@@ -333,6 +320,24 @@ fn estimates(out: &mut DescriptorEncoder, report: &Report) -> fmt::Result {
         "Switches of the candidate chosen from the estimates (made under policy = \"auto\", counted under every policy)",
         report.switches,
     )
+}
+
+/// One sample per candidate and size factor of `report`, of `value` at that point.
+fn per_point(
+    report: &Report,
+    value: &dyn Fn(&Point) -> f64,
+) -> Vec<([(&'static str, String); 2], f64)> {
+    (report.estimate.curves.iter())
+        .flat_map(|curve| {
+            (curve.points.iter()).map(|point| {
+                let labels = [
+                    ("candidate", curve.candidate.to_string()),
+                    ("factor", point.factor.to_string()),
+                ];
+                (labels, value(point))
+            })
+        })
+        .collect()
 }
 
 fn filter_pair(out: &mut DescriptorEncoder, stats: &PairStats) -> fmt::Result {

@@ -87,10 +87,9 @@ pub enum Detail {
     /// Requested before a purge or removal that selects it and answered after: served
     /// to this client, not stored (the answer may predate the purge).
     PurgedInFlight,
-    /// Stored because `admission.policy = "auto"` runs `always` now.
+    /// A first sight stored because `admission.policy = "auto"` runs `always` now.
     AutoAlways,
-    /// Stored because `admission.policy = "auto"` runs `second-hit` now and the key was
-    /// requested before.
+    /// Stored under `admission.policy = "auto"` because the key was requested before.
     AutoSeenBefore,
 }
 
