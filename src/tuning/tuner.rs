@@ -368,6 +368,42 @@ mod tests {
     }
 
     #[test]
+    fn the_rate_follows_the_observed_mean_object_size() {
+        let mut config = Config::default();
+        config.cache.max_size = 100 << 30;
+        let start = Instant::now();
+        let tuning = Tuning::new(&config, start);
+        let rate = || tuning.estimator.load().rate();
+        let assumed = rate();
+        let rules = Rules {
+            objective: crate::config::Optimize::Bytes,
+            max_write_rate: None,
+        };
+        // Objects of 1 MiB, sixteen times the assumed mean: the rate is rebuilt higher, to
+        // between one and two times what the size needs.
+        for i in 0..200 {
+            tuning.observe(hash(i), 1 << 20);
+        }
+        tuning.end_epoch(&config, start + Duration::from_secs(60), &rules);
+        let needed = rate_for(&config, (1 << 20) as f64);
+        assert!(rate() > 8.0 * assumed, "{} from {assumed}", rate());
+        assert!(
+            rate() >= needed && rate() <= 2.0 * needed,
+            "{} for {needed}",
+            rate()
+        );
+        // Objects of 1 KiB: far more fit the smallest miniature, so it samples fewer.
+        let higher = rate();
+        for i in 0..10_000 {
+            tuning.observe(hash(1_000_000 + i), 1024);
+        }
+        tuning.end_epoch(&config, start + Duration::from_secs(120), &rules);
+        let needed = rate_for(&config, 1024.0);
+        assert!(rate() < higher / 8.0, "{} from {higher}", rate());
+        assert!(rate() <= 2.0 * needed, "{} for {needed}", rate());
+    }
+
+    #[test]
     fn the_replay_budget_lowers_the_rate_under_heavy_traffic_down_to_its_least_rate() {
         let budget = ReplayBudget {
             per_second: 100,
