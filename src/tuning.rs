@@ -213,6 +213,9 @@ impl Estimator {
     /// miss whose response the cache may store), under the filter hash of its key. Costs
     /// two additions to this thread's counters, a load and a compare unless the key is
     /// sampled.
+    /// The proxy calls [`Estimator::observe_now`], which reads the clock only for a
+    /// sampled key; this is the simulator's and the tests' form, on a clock of their own.
+    #[cfg(any(test, feature = "bench"))]
     #[inline]
     pub(crate) fn observe(&self, hash: FilterHash, size: u64, now: Instant) {
         self.totals.add(size);

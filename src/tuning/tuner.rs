@@ -294,7 +294,7 @@ fn build(config: &Config, rate: f64, now: Instant) -> Estimator {
 }
 
 /// What the estimates cost the request path, for `benches/observe.rs`: each of `threads`
-/// threads calls [`Tuning::observe`] (as a hit or a storable miss does) for `requests`
+/// threads calls `Tuning::observe` (as a hit or a storable miss does) for `requests`
 /// keys of `size` bytes drawn from a catalog of `catalog`, on a cache of `max_size` bytes
 /// sampled at the rate the proxy would choose once it has seen the size. Returns that
 /// rate, the rate at the end (the replay budget may have lowered it) and the mean
