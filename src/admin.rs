@@ -103,8 +103,8 @@ use tokio::task::JoinHandle;
 
 use crate::admission::LiveAdmission;
 use crate::live::Live;
-use crate::metrics::ServerSource;
 use crate::metrics::export::{self, Exporter};
+use crate::metrics::{ServerSource, TuningSource};
 use crate::proxy::{Proxy, PurgeRequest};
 use crate::store::Store;
 
@@ -162,6 +162,7 @@ impl Admin {
                 store.clone(),
                 admission.clone(),
                 server_source(live),
+                tuning_source(live),
             ),
             token: live.load().settings.server.admin_token.clone(),
             hosts: live.load().settings.server.admin_hosts.clone(),
@@ -175,6 +176,12 @@ impl Admin {
 fn server_source(live: &Live) -> ServerSource {
     let live = live.clone();
     Arc::new(move || live.load().sites.health().samples())
+}
+
+/// Reads the miss-ratio estimates in use at each scrape.
+fn tuning_source(live: &Live) -> TuningSource {
+    let live = live.clone();
+    Arc::new(move || live.load().tuning.clone())
 }
 
 /// Serves `admin` on `listener` until `stop` changes (or its sender is dropped), then gives
@@ -420,6 +427,8 @@ impl Admin {
             &live.sites.health().samples(),
         );
         value["rules"] = stats::rules(live.sites.all());
+        let report = live.tuning.report(tokio::time::Instant::now().into_std());
+        value["admission"]["estimate"] = stats::estimate(&report, &settings.admission);
         json_response((StatusCode::OK, value))
     }
 

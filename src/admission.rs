@@ -38,6 +38,7 @@
 //! keeps filters), and one match arm in `build`, which [`assemble`] calls.
 
 mod aging_pair;
+mod auto;
 mod bloom;
 mod live;
 mod persist;
@@ -61,6 +62,7 @@ pub use aging_pair::{
     AUTO_KEYS_PER_OBJECT, AUTO_MIN_KEYS_PER_OBJECT, AUTO_WRITES_PER_NEW_KEY, AgingPair,
     BURST_HOLD_SHARE, Cause, ObjectCount, Rotation,
 };
+pub use auto::{Auto, AutoMode};
 pub use bloom::FilterParams;
 pub use live::LiveAdmission;
 pub use persist::{SNAPSHOT_FILE, Snapshots};
@@ -246,6 +248,11 @@ pub enum AdmitReason {
     Shadowed(RejectReason),
     /// A site's cache rule says `admission = "always"` for this request (see `sites`).
     Rule,
+    /// `policy = "auto"` runs `always` now ([`Auto`]), and this is the key's first
+    /// request in the remembered window.
+    AutoAlways,
+    /// `policy = "auto"` decided, and the key was requested before (in either mode).
+    AutoSeenBefore,
 }
 
 /// Why a response was rejected.
@@ -255,12 +262,15 @@ pub enum RejectReason {
     FirstSight,
     /// A site's cache rule says `admission = "never"` for this request (see `sites`).
     Rule,
+    /// `policy = "auto"` runs `second-hit` now, and this is the key's first request in the
+    /// remembered window.
+    AutoFirstSight,
 }
 
 impl Decision {
     /// Every decision a policy or the proxy can make, in a fixed order (a counter set
     /// indexes by [`Decision::index`]).
-    pub const ALL: [Decision; 7] = [
+    pub const ALL: [Decision; 10] = [
         Decision::Admit(AdmitReason::SeenBefore),
         Decision::Admit(AdmitReason::Always),
         Decision::Admit(AdmitReason::AlreadyStored),
@@ -268,6 +278,9 @@ impl Decision {
         Decision::Reject(RejectReason::FirstSight),
         Decision::Admit(AdmitReason::Rule),
         Decision::Reject(RejectReason::Rule),
+        Decision::Admit(AdmitReason::AutoAlways),
+        Decision::Admit(AdmitReason::AutoSeenBefore),
+        Decision::Reject(RejectReason::AutoFirstSight),
     ];
 
     /// This decision's position in [`Decision::ALL`].
@@ -282,7 +295,20 @@ impl Decision {
             Decision::Reject(RejectReason::FirstSight) => 4,
             Decision::Admit(AdmitReason::Rule) => 5,
             Decision::Reject(RejectReason::Rule) => 6,
+            Decision::Admit(AdmitReason::AutoAlways) => 7,
+            Decision::Admit(AdmitReason::AutoSeenBefore) => 8,
+            Decision::Reject(RejectReason::AutoFirstSight) => 9,
         }
+    }
+
+    /// Whether `policy = "auto"` made it, so that `Cache-Status` names it also on a
+    /// response it stores.
+    pub fn is_auto(self) -> bool {
+        matches!(
+            self,
+            Decision::Admit(AdmitReason::AutoAlways | AdmitReason::AutoSeenBefore)
+                | Decision::Reject(RejectReason::AutoFirstSight)
+        )
     }
 
     /// Whether the response should be stored.
@@ -292,7 +318,8 @@ impl Decision {
 
     /// The reason as a short token for `Cache-Status` and logs:
     /// "seen-before" | "always" | "already-stored" | "shadow-first-sight" | "first-sight"
-    /// | "rule-always" | "rule-never".
+    /// | "rule-always" | "rule-never" | "auto-always" | "auto-seen-before"
+    /// | "auto-first-sight".
     pub fn as_str(&self) -> &'static str {
         match self {
             Decision::Admit(AdmitReason::SeenBefore) => "seen-before",
@@ -303,13 +330,17 @@ impl Decision {
             Decision::Reject(RejectReason::FirstSight) => "first-sight",
             Decision::Admit(AdmitReason::Rule) => "rule-always",
             Decision::Reject(RejectReason::Rule) => "rule-never",
+            Decision::Admit(AdmitReason::AutoAlways) => "auto-always",
+            Decision::Admit(AdmitReason::AutoSeenBefore) => "auto-seen-before",
+            Decision::Reject(RejectReason::AutoFirstSight) => "auto-first-sight",
         }
     }
 
     /// This decision as a site rule's `admission` overrides it (`sites` matches the rule;
     /// this says what its value means for a policy's decision): `always` and `never`
     /// decide whatever the policy said, and `second-hit` obeys the filters, also where the
-    /// shadow policy admitted what they rejected. Applied over both phases: over
+    /// shadow policy admitted what they rejected and where `auto` running `always` did.
+    /// Applied over both phases: over
     /// [`Pending::planned`] before the response, over [`Admission::on_response`] after.
     pub fn overridden_by(self, rule: RuleAdmission) -> Decision {
         match (rule, self) {
@@ -318,6 +349,10 @@ impl Decision {
             // Shadow mode admits what its filters rejected; this rule wants them obeyed.
             (RuleAdmission::SecondHit, Decision::Admit(AdmitReason::Shadowed(reason))) => {
                 Decision::Reject(reason)
+            }
+            // `auto` running `always` admits a first sight; this rule wants it kept out.
+            (RuleAdmission::SecondHit, Decision::Admit(AdmitReason::AutoAlways)) => {
+                Decision::Reject(RejectReason::AutoFirstSight)
             }
             (RuleAdmission::SecondHit, decision) => decision,
         }
@@ -478,6 +513,8 @@ pub struct Assembled {
     pub hasher: FilterHasher,
     /// The filter pair's snapshots, when the policy keeps filters.
     pub snapshots: Option<Arc<Snapshots>>,
+    /// The same policy as `auto`'s switch, under `policy = "auto"`.
+    pub auto: Option<Arc<Auto>>,
 }
 
 /// Builds what the server needs from `[admission]` (config validation already checked its
@@ -492,7 +529,7 @@ pub fn assemble(
     stored: StoredCheck,
 ) -> Result<Assembled, AdmissionError> {
     let seed = resolve_seed(config.seed.as_deref(), state_dir)?;
-    let (policy, pair) = build(config, objects, stored);
+    let Built { policy, pair, auto } = build(config, objects, stored);
     let snapshots = pair.map(|pair| {
         let snapshots = Arc::new(Snapshots::new(pair, state_dir, seed, config.snapshot_every));
         snapshots.restore();
@@ -515,31 +552,44 @@ pub fn assemble(
         stats: policy.stats,
         hasher: FilterHasher::new(seed),
         snapshots,
+        auto,
     })
+}
+
+/// What [`build`] makes of `[admission]`.
+struct Built {
+    policy: Policy,
+    /// The filter pair the policy keeps, which [`assemble`] snapshots.
+    pair: Option<Arc<AgingPair>>,
+    /// The policy again, as `auto`'s switch.
+    auto: Option<Arc<Auto>>,
 }
 
 /// The one place that maps `admission.policy` to a policy, one match arm per value, with
 /// the filter pair the policy keeps (which [`assemble`] snapshots): `always` keeps no
 /// filters; `second-hit` is the pair itself; `shadow` is the same pair (sized, rotated and
-/// snapshotted alike) watched by a [`Shadow`] that stores everything. Nothing is used
-/// before `assemble` restores the pair's snapshot.
-fn build(
-    config: &AdmissionConfig,
-    objects: ObjectCount,
-    stored: StoredCheck,
-) -> (Policy, Option<Arc<AgingPair>>) {
-    match config.policy {
-        AdmissionPolicy::Always => (Policy::new(Arc::new(AlwaysAdmit)), None),
+/// snapshotted alike) watched by a [`Shadow`] that stores everything; `auto` the same
+/// pair behind an [`Auto`] switch. Nothing is used before `assemble` restores the pair's
+/// snapshot.
+fn build(config: &AdmissionConfig, objects: ObjectCount, stored: StoredCheck) -> Built {
+    let (policy, pair, auto) = match config.policy {
+        AdmissionPolicy::Always => (Policy::new(Arc::new(AlwaysAdmit)), None, None),
         AdmissionPolicy::SecondHit => {
             let pair = pair_from_config(config, objects);
-            (Policy::new(pair.clone()), Some(pair))
+            (Policy::new(pair.clone()), Some(pair), None)
         }
         AdmissionPolicy::Shadow => {
             let pair = pair_from_config(config, objects);
             let shadow = Shadow::new(pair.clone(), stored);
-            (Policy::new(Arc::new(shadow)), Some(pair))
+            (Policy::new(Arc::new(shadow)), Some(pair), None)
         }
-    }
+        AdmissionPolicy::Auto => {
+            let pair = pair_from_config(config, objects);
+            let auto = Arc::new(Auto::new(pair.clone()));
+            (Policy::new(auto.clone()), Some(pair), Some(auto))
+        }
+    };
+    Built { policy, pair, auto }
 }
 
 /// Just the policy named by `[admission]`, fresh and without snapshots (for tests). Without
@@ -556,7 +606,7 @@ pub(crate) fn from_config(config: &AdmissionConfig) -> Policy {
 /// store to ask, a shadow policy takes every entry for gone (it counts no lost hits).
 #[cfg(any(test, feature = "bench"))]
 pub(crate) fn from_config_counting(config: &AdmissionConfig, objects: ObjectCount) -> Policy {
-    build(config, objects, Arc::new(|_| false)).0
+    build(config, objects, Arc::new(|_| false)).policy
 }
 
 /// Both phases for one request with a plain 200 response of unknown size: the decision a

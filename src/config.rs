@@ -484,6 +484,11 @@ pub struct AdmissionConfig {
     /// The write budget: bytes a second fills may write, held a minute at a time,
     /// whatever the policy admits (see `store::write_budget`); `None` for no cap.
     pub max_write_rate: Option<u64>,
+    /// How often the miss-ratio estimates end an epoch, and `policy = "auto"` chooses
+    /// (> 0).
+    pub auto_epoch: Duration,
+    /// What `policy = "auto"` minimises.
+    pub optimize: Optimize,
 }
 
 impl Default for AdmissionConfig {
@@ -498,8 +503,19 @@ impl Default for AdmissionConfig {
             seed: None,
             snapshot_every: Duration::from_secs(60),
             max_write_rate: None,
+            auto_epoch: Duration::from_secs(300),
+            optimize: Optimize::Bytes,
         }
     }
+}
+
+/// What `policy = "auto"` minimises (`admission.optimize`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Optimize {
+    /// Body bytes that miss (`"bytes"`): the origin's egress.
+    Bytes,
+    /// Requests that miss (`"objects"`): the origin's load.
+    Objects,
 }
 
 /// `admission.min_generation_age` defaults to `max_age` divided by this: long enough that
@@ -517,6 +533,9 @@ pub enum AdmissionPolicy {
     /// Store like `Always`, and run the second-hit filters alongside to count what they
     /// would have changed (`"shadow"`).
     Shadow,
+    /// Run `SecondHit` or `Always`, whichever the live miss-ratio estimates say misses
+    /// least (`"auto"`; see `tuning`); the filters record in both.
+    Auto,
 }
 
 impl AdmissionPolicy {
@@ -526,6 +545,7 @@ impl AdmissionPolicy {
             Self::SecondHit => "second-hit",
             Self::Always => "always",
             Self::Shadow => "shadow",
+            Self::Auto => "auto",
         }
     }
 
@@ -534,7 +554,7 @@ impl AdmissionPolicy {
     /// `admission = "second-hit"`.
     pub fn keeps_filters(self) -> bool {
         match self {
-            Self::SecondHit | Self::Shadow => true,
+            Self::SecondHit | Self::Shadow | Self::Auto => true,
             Self::Always => false,
         }
     }
@@ -542,9 +562,10 @@ impl AdmissionPolicy {
     /// Whether the policy stores a URL on its first request, so the store's small queue
     /// sees one-hit wonders and its ghost of evicted keys earns its memory
     /// (see [`crate::store::Store::keep_ghost`]).
+    /// `auto` may switch to `always` at any epoch, so its store keeps the ghost.
     pub fn stores_first_sights(self) -> bool {
         match self {
-            Self::Always | Self::Shadow => true,
+            Self::Always | Self::Shadow | Self::Auto => true,
             Self::SecondHit => false,
         }
     }

@@ -51,6 +51,9 @@ pub mod lifecycle;
 pub mod upgrade;
 #[cfg(feature = "bench")]
 pub mod bench;
+/// What the live miss-ratio estimates cost each request (`benches/observe.rs`).
+#[cfg(feature = "bench")]
+pub use tuning::observe_cost;
 pub mod server;
 pub(crate) mod admin;
 pub mod preflight;

@@ -39,6 +39,7 @@ use crate::logging::LogReload;
 use crate::origin::OriginError;
 use crate::server::tls::{self, CertificateError};
 use crate::sites::Sites;
+use crate::tuning::{Models, Tuning, mode_of};
 use crate::upgrade::{UpgradeError, Upgrader};
 
 pub use crate::server::{LiveParts, Stop};
@@ -124,8 +125,18 @@ impl Reloader {
         }
         let built = self.build(&current, &next).await?;
         // Everything that can fail was built: from here on, nothing fails.
+        let tuning = match Models::of(&next) == *current.tuning.models() {
+            true => current.tuning.clone(),
+            false => {
+                let now = tokio::time::Instant::now().into_std();
+                Arc::new(Tuning::following(&current.tuning, &next, now))
+            }
+        };
         let admission = match built.admission {
             Some(admission) => {
+                if let Some(auto) = &admission.auto {
+                    auto.set_mode(mode_of(tuning.current()));
+                }
                 self.parts.admission.replace(admission);
                 let policy = next.admission.policy;
                 self.parts.store.keep_ghost(policy.stores_first_sights());
@@ -141,6 +152,7 @@ impl Reloader {
             settings: Arc::new(next),
             sites: built.sites,
             admission,
+            tuning,
             access_log: built.access_log,
             certificates: built.certificates,
         });

@@ -25,6 +25,7 @@ use crate::config::rules::Lifetimes;
 use crate::config::{CertificateFiles, Config};
 use crate::policy::Rules;
 use crate::sites::Sites;
+use crate::tuning::Tuning;
 
 /// One consistent view of what a reload can change.
 pub struct Snapshot {
@@ -34,6 +35,9 @@ pub struct Snapshot {
     pub sites: Arc<Sites>,
     /// The admission policy every GET/HEAD key is checked against, with its hasher.
     pub admission: Arc<Assembled>,
+    /// The miss-ratio estimates each hit and storable miss feeds, and `policy = "auto"`
+    /// chooses by; rebuilt by a reload only when what they model changed.
+    pub(crate) tuning: Arc<Tuning>,
     /// Where each request's line goes: a handle to its destination's writer, which goes
     /// on writing out what it was given after a reload switched to another.
     pub access_log: AccessLog,
@@ -59,6 +63,7 @@ impl Snapshot {
             settings: Arc::new(settings),
             sites: self.sites.clone(),
             admission: self.admission.clone(),
+            tuning: self.tuning.clone(),
             access_log: self.access_log.clone(),
             certificates: self.certificates.clone(),
         }

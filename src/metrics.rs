@@ -354,6 +354,10 @@ pub struct ServerSample {
 /// Reads every origin server's [`ServerSample`] as of now.
 pub type ServerSource = std::sync::Arc<dyn Fn() -> Vec<ServerSample> + Send + Sync>;
 
+/// Reads the miss-ratio estimates in use (a reload may rebuild them), at each scrape.
+pub(crate) type TuningSource =
+    std::sync::Arc<dyn Fn() -> std::sync::Arc<crate::tuning::Tuning> + Send + Sync>;
+
 /// Upper bounds of the origin latency buckets, in seconds: 1 ms to 30 s.
 pub const ORIGIN_BUCKETS: [f64; 14] = [
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,

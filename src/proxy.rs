@@ -419,6 +419,11 @@ impl Proxy {
         };
         match self.look_up(ask, &cacheable).await? {
             Looked::Found { found, collapsed } => {
+                // A request for a stored object: what the estimates replay (a hit there
+                // or not, as each modelled cache decides).
+                if let Some(hash) = cacheable.admitting.hash() {
+                    ask.live.tuning.observe(hash, found.entry.body_len);
+                }
                 (self.answer_found(ask, body, &cacheable, (found, collapsed))).await
             }
             Looked::Missed(miss) => Box::pin(self.fetch(ask, body, &cacheable.key, miss)).await,

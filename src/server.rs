@@ -57,6 +57,7 @@
 
 mod accept;
 mod connection;
+mod epochs;
 pub(crate) mod head_guard;
 mod listeners;
 mod open_files;
@@ -69,6 +70,7 @@ pub mod tls;
 mod workers;
 mod zero_copy;
 
+pub use epochs::end_epoch;
 pub use listeners::{Listeners, WorkerSockets};
 pub use start_error::StartError;
 
@@ -91,6 +93,7 @@ use crate::proxy::{self, Proxy};
 use crate::sites::Sites;
 use crate::store::{Store, StoreOptions};
 use crate::tee::Fills;
+use crate::tuning::Tuning;
 
 /// How long the fills in progress at a hand-over ([`Stop::Handover`]) may take to
 /// commit before they are dropped: long enough for a fill whose body has all but arrived,
@@ -203,6 +206,7 @@ impl Server {
             stats: policy.stats,
             hasher: admission::FilterHasher::new(seed),
             snapshots: None,
+            auto: None,
         };
         prepared.finish(store, assembled)
     }
@@ -283,6 +287,7 @@ impl Server {
         let mut accepting = accept::Accepting::new(shared);
         let periodic = tokio::spawn(self.admission.clone().run_periodic());
         let syncs = tokio::spawn(self.store.clone().sync_periodically());
+        let epochs = tokio::spawn(epochs::run(self.live.clone()));
         let tls_listener = tls.as_ref().map(|tls| &tls.listener);
         let how = accept_until(&mut accepting, (&self.listener, tls_listener), stop).await;
         drop(self.listener);
@@ -302,6 +307,7 @@ impl Server {
             worker.finished().await;
         }
         background.iter().for_each(tokio::task::JoinHandle::abort);
+        epochs.abort();
         // The fills committed since the last periodic sync reach the disk before exit
         // (after a hand-over the store synced last, and this does nothing).
         if let Err(error) = self.store.sync().await {
@@ -386,6 +392,7 @@ impl Prepared {
             settings: Arc::new(config.clone()),
             sites: self.sites,
             admission: admission.current(),
+            tuning: Arc::new(Tuning::new(config, tokio::time::Instant::now().into_std())),
             access_log: self.access_log,
             certificates: self.certificates,
         });

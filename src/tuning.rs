@@ -49,17 +49,15 @@
 //! that keeps the smallest modelled size above that: `benches/RESULTS.md` has the error
 //! measured against full simulations).
 
-// Wired into the proxy by `admission.policy = "auto"`; until then the bench alone uses it
-// (and not its epochs, which `auto`'s timer is to end).
-#![allow(dead_code)]
-
 mod candidate;
+pub(crate) mod choose;
 mod estimate;
 mod mini_filter;
 mod mini_index;
 mod miniature;
 mod sampler;
 mod totals;
+mod tuner;
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
@@ -73,6 +71,9 @@ use mini_filter::Generations;
 use miniature::{Miniature, Scale};
 use sampler::Sampler;
 use totals::Totals;
+#[cfg(feature = "bench")]
+pub use tuner::observe_cost;
+pub(crate) use tuner::{Ended, Models, Report, Tuning, mode_of};
 
 /// How an estimator samples and what it models.
 #[derive(Clone, Debug, PartialEq)]
@@ -89,6 +90,20 @@ pub(crate) struct EstimatorConfig {
     pub size_factors: Vec<f64>,
     /// Bytes an entry takes beside its body (its header and metadata).
     pub entry_overhead: u64,
+    /// A bound on the replays' CPU, if any: see [`ReplayBudget`].
+    pub replay_budget: Option<ReplayBudget>,
+}
+
+/// A bound on the CPU the replays take on the request path: when more than `per_second`
+/// sampled requests arrive within a second (of the clock [`Estimator::observe`] is given),
+/// the rate halves, but never below `least_rate`, where a request costs little whatever
+/// the traffic; a rate above it costs only while the traffic is light.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct ReplayBudget {
+    /// Sampled requests a second before the rate halves.
+    pub per_second: u64,
+    /// The rate the budget lowers no further.
+    pub least_rate: f64,
 }
 
 impl Default for EstimatorConfig {
@@ -103,6 +118,7 @@ impl Default for EstimatorConfig {
             candidates: Candidate::DEFAULT.to_vec(),
             size_factors: vec![0.25, 0.5, 1.0, 2.0, 4.0],
             entry_overhead: 512 + 2 * 1024,
+            replay_budget: None,
         }
     }
 }
@@ -123,6 +139,7 @@ pub(crate) struct Estimator {
     /// Every request, sampled or not (SHARDS' adjustment).
     totals: Totals,
     max_keys: u64,
+    replay_budget: Option<ReplayBudget>,
     decay: f64,
     cache_bytes: u64,
     started: Instant,
@@ -135,6 +152,10 @@ struct State {
     miniatures: Vec<Miniature>,
     /// Requests and bytes of the past epochs, decayed as the miniatures' counts are.
     past_totals: (f64, f64),
+    /// Whether the key or replay budget has lowered the rate (a higher one would not fit).
+    capped: bool,
+    /// The second the replay budget counts in, and the replays counted in it.
+    replays: (Duration, u64),
 }
 
 impl Estimator {
@@ -174,6 +195,7 @@ impl Estimator {
             sampler,
             totals: Totals::new(),
             max_keys: config.max_keys,
+            replay_budget: config.replay_budget,
             decay: config.decay.clamp(0.0, 1.0),
             cache_bytes: cache.max_size,
             started: now,
@@ -181,6 +203,8 @@ impl Estimator {
                 scale,
                 miniatures,
                 past_totals: (0.0, 0.0),
+                capped: false,
+                replays: (Duration::ZERO, 0),
             }),
         }
     }
@@ -189,11 +213,24 @@ impl Estimator {
     /// miss whose response the cache may store), under the filter hash of its key. Costs
     /// two additions to this thread's counters, a load and a compare unless the key is
     /// sampled.
+    /// The proxy calls [`Estimator::observe_now`], which reads the clock only for a
+    /// sampled key; this is the simulator's and the tests' form, on a clock of their own.
+    #[cfg(any(test, feature = "bench"))]
     #[inline]
     pub(crate) fn observe(&self, hash: FilterHash, size: u64, now: Instant) {
         self.totals.add(size);
         if let Some(key) = self.sampler.sample(hash) {
             self.replay(key, size, now);
+        }
+    }
+
+    /// [`Estimator::observe`] on the clock of tokio's runtime (paused in tests), read only
+    /// when the key is sampled: the request path's call.
+    #[inline]
+    pub(crate) fn observe_now(&self, hash: FilterHash, size: u64) {
+        self.totals.add(size);
+        if let Some(key) = self.sampler.sample(hash) {
+            self.replay(key, size, tokio::time::Instant::now().into_std());
         }
     }
 
@@ -212,9 +249,28 @@ impl Estimator {
         for miniature in miniatures.iter_mut() {
             miniature.request(key, size, at, scale);
         }
-        if state.keys() > self.max_keys {
+        if state.keys() > self.max_keys || self.over_replay_budget(&mut state, at) {
+            state.capped = true;
             self.lower_rate(&mut state);
         }
+    }
+
+    /// Counts a replay at `at` against the replay budget; true when the second's count
+    /// passed it and halving the rate keeps it at or above the budget's least rate.
+    fn over_replay_budget(&self, state: &mut State, at: Duration) -> bool {
+        let Some(budget) = self.replay_budget else {
+            return false;
+        };
+        let (since, count) = &mut state.replays;
+        if at.saturating_sub(*since) >= Duration::from_secs(1) {
+            (*since, *count) = (at, 0);
+        }
+        *count += 1;
+        if *count <= budget.per_second || self.sampler.rate() / 2.0 < budget.least_rate {
+            return false;
+        }
+        *count = 0;
+        true
     }
 
     /// Halves the sampling rate and rescales every miniature to it.
@@ -231,6 +287,36 @@ impl Estimator {
             miniature.rescale(limit, scale);
         }
         tracing::debug!(rate = scale.rate, "miniature simulations sample fewer keys");
+    }
+
+    /// Halves the rate while it is above twice `target` (which it then still covers).
+    pub(crate) fn lower_rate_toward(&self, target: f64) {
+        let mut state = self.lock();
+        while self.sampler.rate() > 2.0 * target {
+            let before = self.sampler.rate();
+            self.lower_rate(&mut state);
+            if self.sampler.rate() >= before {
+                return;
+            }
+        }
+    }
+
+    /// Whether the key or replay budget has lowered the rate.
+    pub(crate) fn capped(&self) -> bool {
+        self.lock().capped
+    }
+
+    /// The mean body size of the requests counted (decayed), if any.
+    pub(crate) fn mean_size(&self) -> Option<f64> {
+        let state = self.lock();
+        let (requests, bytes) = self.totals.read();
+        let (requests, bytes) = (state.past_totals.0 + requests, state.past_totals.1 + bytes);
+        (requests > 0.0).then(|| bytes / requests)
+    }
+
+    /// The weight the past keeps at each epoch's end.
+    pub(crate) fn decay(&self) -> f64 {
+        self.decay
     }
 
     /// Ends an epoch: what was counted so far keeps the configured `decay` of its weight.

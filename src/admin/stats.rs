@@ -27,12 +27,13 @@ use serde_json::{Value, json};
 
 use crate::admission::{Decision, FilterStats, PairStats};
 use crate::config::rules::{PathMatch, Rule};
-use crate::config::{AdmissionConfig, FilterSizing, RotateMode};
+use crate::config::{AdmissionConfig, FilterSizing, Optimize, RotateMode};
 use crate::metrics::{Counts, ServerSample};
 use crate::outcome::ErrorKind;
 use crate::outcome::RequestResult;
 use crate::sites::Site;
 use crate::store::StoreStats;
+use crate::tuning::{Report, choose};
 
 /// The `rules` list: each of `sites`' rules, in order, with the lifetimes it sets.
 pub(super) fn rules<'s>(sites: impl Iterator<Item = &'s std::sync::Arc<Site>>) -> Value {
@@ -157,6 +158,52 @@ fn store_figures(store: &StoreStats) -> Value {
         "committed_bytes": store.committed_bytes,
         "dropped_fills": store.dropped_fills.total(),
         "scan_complete": store.scan_complete,
+    })
+}
+
+/// The `admission.estimate` object: the miss-ratio curves of every candidate modelled,
+/// the configured size and the chosen candidate marked (see `docs/guide/admin.md`).
+pub(super) fn estimate(report: &Report, config: &AdmissionConfig) -> Value {
+    let estimate = &report.estimate;
+    let curves: Vec<Value> = (estimate.curves.iter())
+        .map(|curve| {
+            let points: Vec<Value> = (curve.points.iter())
+                .map(|point| {
+                    json!({
+                        "factor": point.factor,
+                        "cache_bytes": point.cache_bytes,
+                        "configured_size": point.factor == 1.0,
+                        "requests": point.requests,
+                        "object_miss_ratio": point.object_miss_ratio,
+                        "byte_miss_ratio": point.byte_miss_ratio,
+                        "written_bytes_per_second": report.write_rate(point),
+                    })
+                })
+                .collect();
+            json!({
+                "candidate": curve.candidate.to_string(),
+                "runnable": choose::RUNNABLE.contains(&curve.candidate),
+                "chosen": curve.candidate == report.current,
+                "points": points,
+            })
+        })
+        .collect();
+    json!({
+        "sample_rate": estimate.rate,
+        "memory_bytes": estimate.memory_bytes,
+        "cache_bytes": estimate.cache_bytes,
+        "seconds": report.seconds,
+        "epochs": report.epochs,
+        "epoch_seconds": config.auto_epoch.as_secs_f64(),
+        "optimize": match config.optimize {
+            Optimize::Bytes => "bytes",
+            Optimize::Objects => "objects",
+        },
+        "max_write_rate": config.max_write_rate,
+        "chosen": report.current.to_string(),
+        "switches": report.switches,
+        "last_verdict": report.last.map(|verdict| verdict.as_str()),
+        "curves": curves,
     })
 }
 

@@ -176,6 +176,21 @@ fn decision_tokens() {
         ),
         (Decision::Admit(AdmitReason::Rule), true, "rule-always"),
         (Decision::Reject(RejectReason::Rule), false, "rule-never"),
+        (
+            Decision::Admit(AdmitReason::AutoAlways),
+            true,
+            "auto-always",
+        ),
+        (
+            Decision::Admit(AdmitReason::AutoSeenBefore),
+            true,
+            "auto-seen-before",
+        ),
+        (
+            Decision::Reject(RejectReason::AutoFirstSight),
+            false,
+            "auto-first-sight",
+        ),
     ];
     for (decision, admit, token) in cases {
         assert_eq!(decision.is_admit(), admit);
@@ -245,4 +260,27 @@ fn a_policy_can_decide_by_the_response_and_a_rule_overrides_it() {
 fn pending_is_a_small_copy_value() {
     // Carried on the hit path, across the store lookup: the hash and the plan, no more.
     assert!(std::mem::size_of::<Pending>() <= 32);
+}
+
+#[test]
+fn a_second_hit_rule_keeps_first_sights_out_while_auto_runs_always() {
+    use crate::config::rules::RuleAdmission;
+    let params = FilterParams::for_expected_keys(1_000, 0.01);
+    let pair = AgingPair::new(
+        params,
+        std::time::Duration::from_secs(60),
+        Rotation::Fill,
+        std::time::Instant::now(),
+    );
+    let auto = Auto::new(Arc::new(pair));
+    auto.set_mode(AutoMode::Always);
+    let first = decide(&auto, FilterHash(5));
+    assert_eq!(first, Decision::Admit(AdmitReason::AutoAlways));
+    assert_eq!(
+        first.overridden_by(RuleAdmission::SecondHit),
+        Decision::Reject(RejectReason::AutoFirstSight)
+    );
+    let again = decide(&auto, FilterHash(5));
+    assert_eq!(again.overridden_by(RuleAdmission::SecondHit), again);
+    assert!(again.is_admit());
 }

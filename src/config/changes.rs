@@ -291,6 +291,8 @@ mod tests {
         "admission.seed",
         "admission.snapshot_every",
         "admission.max_write_rate",
+        "admission.auto_epoch",
+        "admission.optimize",
         "log.level",
         "log.access_log",
         "log.access_format",

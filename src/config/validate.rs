@@ -11,7 +11,7 @@ use serde::Deserialize;
 use super::{
     AccessFormat, AccessLog, AdmissionConfig, AdmissionPolicy, CacheConfig, Config, ConfigError,
     FilterSizing, Fsync, HostHeader, LogConfig, LogFormat, MAX_BODY_BUFFER_SIZE, MAX_OPEN_FILES,
-    MAX_ORPHAN_FILLS, MAX_VERIFY_WHOLE_BELOW, MIN_GENERATION_AGE_SHARE, MaxObjectSize,
+    MAX_ORPHAN_FILLS, MAX_VERIFY_WHOLE_BELOW, MIN_GENERATION_AGE_SHARE, MaxObjectSize, Optimize,
     OriginConfig, RotateMode, ServerConfig, access_format,
 };
 
@@ -136,6 +136,8 @@ struct RawAdmission {
     seed: Option<String>,
     snapshot_every: Option<String>,
     max_write_rate: Option<RawWriteRate>,
+    auto_epoch: Option<String>,
+    optimize: Option<String>,
 }
 
 /// `admission.max_write_rate` as written: a size a second, or a drive's rated writes.
@@ -478,6 +480,7 @@ fn validate_admission(
         ("second-hit", AdmissionPolicy::SecondHit),
         ("always", AdmissionPolicy::Always),
         ("shadow", AdmissionPolicy::Shadow),
+        ("auto", AdmissionPolicy::Auto),
     ];
     let policy = choice("admission.policy", raw.policy, d.policy, &policies)?;
     let rotations = [("fill", RotateMode::Fill), ("auto", RotateMode::Auto)];
@@ -521,6 +524,13 @@ fn validate_admission(
             d.snapshot_every,
         )?,
         max_write_rate: raw.max_write_rate.map(write_rate).transpose()?,
+        auto_epoch: positive_duration("admission.auto_epoch", raw.auto_epoch, d.auto_epoch)?,
+        optimize: choice(
+            "admission.optimize",
+            raw.optimize,
+            d.optimize,
+            &[("bytes", Optimize::Bytes), ("objects", Optimize::Objects)],
+        )?,
     })
 }
 

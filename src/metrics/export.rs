@@ -20,12 +20,13 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
 use super::process::ProcessStats;
-use super::{Counts, Metrics, RequestResult, ServerSample, ServerSource};
+use super::{Counts, Metrics, RequestResult, ServerSample, ServerSource, TuningSource};
 use crate::admission::{Cause, Decision, FilterStats, LiveAdmission, PairStats};
 use crate::config::RetryReason;
 use crate::outcome::ErrorKind;
 use crate::policy::UnindexedTags;
 use crate::store::{DiskStats, FillDrop, Store, StoreStats};
+use crate::tuning::{Point, Report, choose};
 
 /// The `Content-Type` of the exposition: OpenMetrics text 1.0.0.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -43,6 +44,7 @@ impl Exporter {
         store: Arc<Store>,
         admission: Arc<LiveAdmission>,
         servers: ServerSource,
+        tuning: TuningSource,
     ) -> Exporter {
         let mut registry = Registry::default();
         registry.register_collector(Box::new(Scrape {
@@ -50,6 +52,7 @@ impl Exporter {
             store,
             admission,
             servers,
+            tuning,
         }));
         Exporter { registry }
     }
@@ -70,6 +73,8 @@ struct Scrape {
     admission: Arc<LiveAdmission>,
     /// Read per scrape: a reload may change the servers.
     servers: ServerSource,
+    /// Read per scrape: a reload may rebuild the estimates.
+    tuning: TuningSource,
 }
 
 // By hand: prometheus-client wants collectors to be `Debug`, and a policy is not.
@@ -109,6 +114,10 @@ impl Collector for Scrape {
         if policy.name() == "shadow" {
             shadow(out, &counts)?;
         }
+        estimates(
+            out,
+            &(self.tuning)().report(tokio::time::Instant::now().into_std()),
+        )?;
         sites(out, &self.metrics.site_totals())?;
         build_info(out)?;
         if let Some(process) = super::process::read() {
@@ -256,6 +265,79 @@ fn admission(out: &mut DescriptorEncoder, counts: &Counts) -> fmt::Result {
         "Body bytes of storable responses that admission kept off the disk",
         counts.writes_avoided_bytes,
     )
+}
+
+/// The miss-ratio estimates: each candidate's curve, the choice and its switches.
+fn estimates(out: &mut DescriptorEncoder, report: &Report) -> fmt::Result {
+    let each = |value: &dyn Fn(&Point) -> f64| per_point(report, value);
+    gauge_family(
+        out,
+        "secondhit_estimate_object_miss_ratio",
+        "Estimated share of requests that would miss, by candidate admission setting and cache size (a multiple of cache.max_size)",
+        &each(&|p| p.object_miss_ratio),
+    )?;
+    gauge_family(
+        out,
+        "secondhit_estimate_byte_miss_ratio",
+        "Estimated share of body bytes that would miss, by candidate and cache size factor",
+        &each(&|p| p.byte_miss_ratio),
+    )?;
+    gauge_family(
+        out,
+        "secondhit_estimate_written_bytes_per_second",
+        "Estimated bytes a second written to the cache, by candidate and cache size factor",
+        &each(&|p| report.write_rate(p)),
+    )?;
+    gauge(
+        out,
+        "secondhit_estimate_sample_rate",
+        "Share of keys the miss-ratio estimates sample",
+        report.estimate.rate,
+    )?;
+    gauge(
+        out,
+        "secondhit_estimate_memory_bytes",
+        "Bytes the miss-ratio estimates hold",
+        report.estimate.memory_bytes as f64,
+    )?;
+    let chosen: Vec<_> = (choose::RUNNABLE.iter())
+        .map(|&c| {
+            (
+                [("candidate", c.to_string())],
+                f64::from(c == report.current),
+            )
+        })
+        .collect();
+    gauge_family(
+        out,
+        "secondhit_auto_choice",
+        "1 for the candidate policy = \"auto\" runs (or would run, under another policy), 0 for the other",
+        &chosen,
+    )?;
+    counter(
+        out,
+        "secondhit_auto_switches",
+        "Switches of the candidate chosen from the estimates (made under policy = \"auto\", counted under every policy)",
+        report.switches,
+    )
+}
+
+/// One sample per candidate and size factor of `report`, of `value` at that point.
+fn per_point(
+    report: &Report,
+    value: &dyn Fn(&Point) -> f64,
+) -> Vec<([(&'static str, String); 2], f64)> {
+    (report.estimate.curves.iter())
+        .flat_map(|curve| {
+            (curve.points.iter()).map(|point| {
+                let labels = [
+                    ("candidate", curve.candidate.to_string()),
+                    ("factor", point.factor.to_string()),
+                ];
+                (labels, value(point))
+            })
+        })
+        .collect()
 }
 
 fn filter_pair(out: &mut DescriptorEncoder, stats: &PairStats) -> fmt::Result {

@@ -7,7 +7,7 @@
 //! those words too. [`Detail::ALL`] lists every variant, so a metrics exporter can
 //! register one label per detail up front.
 
-use crate::admission::{Decision, RejectReason};
+use crate::admission::{AdmitReason, Decision, RejectReason};
 use crate::hygiene::Rejection;
 use crate::policy::freshness::{RuleLifetime, StaleWindow};
 use crate::policy::{NotStored, UnindexedTags};
@@ -90,11 +90,15 @@ pub enum Detail {
     /// A storable, admitted response not written because this process handed the cache
     /// directory over to the process a binary upgrade started: proxied uncached.
     Handover,
+    /// A first sight stored because `admission.policy = "auto"` runs `always` now.
+    AutoAlways,
+    /// Stored under `admission.policy = "auto"` because the key was requested before.
+    AutoSeenBefore,
 }
 
 impl Detail {
     /// Every detail, for a fixed set of metric labels and for tests.
-    pub const ALL: [Detail; 59] = [
+    pub const ALL: [Detail; 62] = [
         Detail::NotStored(NotStored::Method),
         Detail::NotStored(NotStored::NoStore),
         Detail::NotStored(NotStored::Private),
@@ -154,7 +158,20 @@ impl Detail {
         Detail::WriteBudget,
         Detail::PurgedInFlight,
         Detail::Handover,
+        Detail::Admission(RejectReason::AutoFirstSight),
+        Detail::AutoAlways,
+        Detail::AutoSeenBefore,
     ];
+
+    /// The detail of a stored response admitted under `decision`: `policy = "auto"` names
+    /// the mode that stored it; other policies say nothing on a stored response.
+    pub fn of_admitted(decision: Decision) -> Option<Detail> {
+        match decision {
+            Decision::Admit(AdmitReason::AutoAlways) => Some(Detail::AutoAlways),
+            Decision::Admit(AdmitReason::AutoSeenBefore) => Some(Detail::AutoSeenBefore),
+            _ => None,
+        }
+    }
 
     /// The detail of a stale response served while it is revalidated, by the window
     /// that allowed it.
@@ -207,6 +224,8 @@ impl Detail {
             Detail::WriteBudget => "write-budget",
             Detail::PurgedInFlight => "purged-in-flight",
             Detail::Handover => "handover",
+            Detail::AutoAlways => Decision::Admit(AdmitReason::AutoAlways).as_str(),
+            Detail::AutoSeenBefore => Decision::Admit(AdmitReason::AutoSeenBefore).as_str(),
         }
     }
 }
@@ -221,7 +240,7 @@ mod tests {
     /// ones included), with no wildcard. A new variant does not compile until it gets an
     /// arm here; a new slot index does not compile (`unconditional_panic`) until `seen`
     /// grows; and then `all_lists_every_variant` fails until `Detail::ALL` holds it.
-    fn mark(detail: Detail, seen: &mut [bool; 59]) {
+    fn mark(detail: Detail, seen: &mut [bool; 62]) {
         match detail {
             Detail::NotStored(NotStored::Method) => seen[0] = true,
             Detail::NotStored(NotStored::NoStore) => seen[1] = true,
@@ -282,12 +301,15 @@ mod tests {
             Detail::WriteBudget => seen[56] = true,
             Detail::PurgedInFlight => seen[57] = true,
             Detail::Handover => seen[58] = true,
+            Detail::Admission(RejectReason::AutoFirstSight) => seen[59] = true,
+            Detail::AutoAlways => seen[60] = true,
+            Detail::AutoSeenBefore => seen[61] = true,
         }
     }
 
     #[test]
     fn all_lists_every_variant() {
-        let mut seen = [false; 59];
+        let mut seen = [false; 62];
         for detail in Detail::ALL {
             mark(detail, &mut seen);
         }

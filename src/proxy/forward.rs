@@ -109,9 +109,10 @@ impl Proxy {
         let upstream = origin.upstream.clone();
         let teed = fill(&self.cache, method, request, &exchange, origin, leader).await;
         let miss = Outcome::forward(exchange.forward).fwd_status(teed.head.status);
-        let outcome = match teed.stored {
-            Ok(()) => miss.stored(),
-            Err(detail) => miss.detail(detail),
+        let outcome = match (teed.stored, teed.admitted) {
+            (Ok(()), Some(admitted)) => miss.stored().detail(admitted),
+            (Ok(()), None) => miss.stored(),
+            (Err(detail), _) => miss.detail(detail),
         };
         Answer::new(relay(head, teed, exchange.range_forwarded), outcome).with_upstream(upstream)
     }
@@ -204,6 +205,9 @@ pub(super) struct Teed {
     pub(super) framing: BodyFraming,
     /// `Ok` when a fill began (`Cache-Status: stored`), else the `detail` why not.
     pub(super) stored: Result<(), Detail>,
+    /// The `detail` a stored response carries: the mode of `policy = "auto"` that
+    /// admitted it ([`Detail::of_admitted`]).
+    pub(super) admitted: Option<Detail>,
     /// The body to read: it feeds the fill, when there is one, as it is read.
     pub(super) body: TeeBody<origin::ReadTimeout>,
 }
@@ -268,6 +272,7 @@ pub(super) async fn fill(
         head,
         framing,
         stored,
+        admitted: Detail::of_admitted(decision),
         body,
     }
 }
@@ -310,6 +315,11 @@ fn judge<'o>(
         BodyFraming::Length(length) => Some(length),
         _ => None,
     };
+    // A storable miss, which the estimates replay; a body of undeclared length counts as
+    // none (its size is known only once it has streamed).
+    if let Some(hash) = exchange.admission.hash() {
+        live.tuning.observe(hash, length.unwrap_or(0));
+    }
     let policy = &*live.admission.policy;
     let decision = (exchange.admission).on_response(policy, exchange.rules, &origin.head, length);
     cache.metrics.count_decision(decision);

@@ -7,7 +7,7 @@ use http::{HeaderMap, Response, StatusCode, request, response};
 
 use super::Answer;
 use super::respond;
-use crate::admission::{Admission, AdmitReason, Decision, Pending, ResponseInfo};
+use crate::admission::{Admission, AdmitReason, Decision, FilterHash, Pending, ResponseInfo};
 use crate::config::Rules;
 use crate::outcome::{Detail, Outcome};
 use crate::sites::rule::Matched;
@@ -55,6 +55,15 @@ impl Admitting {
         match self {
             Admitting::Asked { planned, .. } => planned,
             Admitting::AlreadyStored => Decision::Admit(AdmitReason::AlreadyStored),
+        }
+    }
+
+    /// The key's filter hash, when the policy was asked (the miss-ratio estimates sample
+    /// by it).
+    pub(super) fn hash(self) -> Option<FilterHash> {
+        match self {
+            Admitting::Asked { pending, .. } => Some(pending.hash),
+            Admitting::AlreadyStored => None,
         }
     }
 

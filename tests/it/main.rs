@@ -13,6 +13,7 @@ mod support;
 #[cfg(feature = "bench")]
 mod access_log;
 mod admin;
+mod auto;
 mod admin_page;
 // Drives the bench harness and `secondhit simulate`, which exist only with the `bench` feature.
 #[cfg(feature = "bench")]
