@@ -1,4 +1,4 @@
-//! The online estimator's error against full simulations (see `secondhit::bench::estimator`):
+//! The online estimator's error against full simulations (see `secondhit_bench::estimator`):
 //! on the goal table's workloads, the estimator configured for caches of 0.4% and 5% of the
 //! unique bytes (so its sizes, ¼ to 4 times that, span 0.1% to 20%), at sampling rates 1/16
 //! to 1/1024, beside the simulator's full runs. Results are recorded in benches/RESULTS.md.
@@ -6,8 +6,8 @@
 //! Run: `cargo bench --bench estimator` (3.4 million requests per workload).
 //! `-- --requests N --catalog N --max-keys N` for a quicker look or another key budget.
 
-use secondhit::bench::estimator;
-use secondhit::bench::goal::{GoalSpec, GoalWorkload};
+use secondhit_bench::estimator;
+use secondhit_bench::goal::{GoalSpec, GoalWorkload};
 
 /// The configured cache sizes, as shares of the unique bytes.
 const SHARES: [f64; 2] = [0.004, 0.05];

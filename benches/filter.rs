@@ -104,7 +104,7 @@ use std::time::{Duration, Instant};
 
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, criterion_group, criterion_main};
-use secondhit::admission::{AgingPair, FilterHash, FilterParams, Rotation};
+use secondhit_admission::{AgingPair, FilterHash, FilterParams, Rotation};
 
 /// How many operations ahead the pipelined measurement prefetches: enough for a block to
 /// arrive from memory while the operations in between run (16 and 32 measured the same).

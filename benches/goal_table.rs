@@ -1,4 +1,4 @@
-//! The goal table (see `secondhit::bench::goal`): `second-hit` with its defaults beside
+//! The goal table (see `secondhit_bench::goal`): `second-hit` with its defaults beside
 //! `s3fifo`, `sieve`, `w-tinylfu`, `lru` and `always` on six synthetic CDN workloads and
 //! two few-reuse ones at five cache sizes. Results are recorded in benches/RESULTS.md.
 //!
@@ -6,7 +6,7 @@
 //! of a million for the Zipf ones; 240 simulations). `-- --requests N --catalog N --threads N` for a quicker
 //! look; threads default to the machine's cores.
 
-use secondhit::bench::goal::{self, GoalSpec, GoalWorkload};
+use secondhit_bench::goal::{self, GoalSpec, GoalWorkload};
 
 fn main() {
     if let Err(error) = run() {

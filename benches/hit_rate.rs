@@ -53,8 +53,8 @@
 //! These caches are tiny (6.3 MiB at 0.5%, a few hundred objects): the default
 //! `max_object_size`, an eighth of the cache, is held at its 1 MiB floor at 0.5%.
 
-use secondhit::bench::workload::{self, SyntheticSpec};
-use secondhit::bench::{self, CacheSize, policies::POLICY_NAMES, reference::REFERENCE_NAMES};
+use secondhit_bench::workload::{self, SyntheticSpec};
+use secondhit_bench::{self as bench, CacheSize, policies::POLICY_NAMES, reference::REFERENCE_NAMES};
 
 fn main() {
     let workload = match workload::synthetic(&SyntheticSpec::default()) {

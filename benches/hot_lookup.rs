@@ -23,9 +23,9 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant, SystemTime};
 
 use http::{HeaderMap, HeaderValue, StatusCode};
-use secondhit::config::Fsync;
-use secondhit::store::entry::EntryMeta;
-use secondhit::store::{Store, StoreOptions, mapped};
+use secondhit_proxy::config::Fsync;
+use secondhit_store::entry::EntryMeta;
+use secondhit_store::{Store, StoreOptions, mapped};
 
 const SPREAD: usize = 1000;
 const LARGE: usize = 100 * 1024;

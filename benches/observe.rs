@@ -18,7 +18,7 @@ fn main() {
         let catalog = 10 * max_size / SIZE;
         for threads in [1, 4] {
             let (rate, ended, nanos) =
-                secondhit::observe_cost(max_size, SIZE, (catalog, REQUESTS, threads));
+                secondhit_proxy::observe_cost(max_size, SIZE, (catalog, REQUESTS, threads));
             println!(
                 "cache {:>5} GiB, rate 1/{:<6.0} (ended 1/{:<6.0}) threads {threads}: {nanos:6.1} ns per call",
                 max_size / GIB,

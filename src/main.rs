@@ -2,20 +2,22 @@
 //! the `bench` feature (on by default) `bench` and `simulate`; the work happens in the
 //! library.
 
+mod man;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand};
 #[cfg(feature = "bench")]
-use secondhit::bench::cli::{BenchArgs, SimulateArgs};
-use secondhit::config::Config;
-use secondhit::lifecycle::{PidFile, Reloader, Signals};
-use secondhit::logging::LogReload;
-use secondhit::man;
-use secondhit::server::StartError;
-use secondhit::server::{Listeners, Server};
-use secondhit::upgrade::{Handoff, Upgrader};
+use secondhit_bench::cli::{BenchArgs, SimulateArgs};
+use secondhit_proxy::config::Config;
+use secondhit_proxy::lifecycle::{PidFile, Reloader, Signals};
+use secondhit_proxy::logging::LogReload;
+
+use secondhit_proxy::server::StartError;
+use secondhit_proxy::server::{Listeners, Server};
+use secondhit_proxy::upgrade::{Handoff, Upgrader};
 
 /// mimalloc instead of the system allocator: a request allocates and frees dozens of
 /// small buffers (header maps, bytes, futures), and glibc's malloc spent more CPU time on
@@ -121,11 +123,16 @@ impl ConfigFile {
 }
 
 fn main() -> ExitCode {
+    secondhit_proxy::build::set(secondhit_proxy::build::BuildInfo {
+        version: env!("CARGO_PKG_VERSION"),
+        commit: env!("SECONDHIT_COMMIT"),
+        features: env!("SECONDHIT_FEATURES"),
+    });
     match Cli::parse().command {
         #[cfg(feature = "bench")]
-        Command::Bench(args) => print_outcome(secondhit::bench::cli::bench(&args)),
+        Command::Bench(args) => print_outcome(secondhit_bench::cli::bench(&args)),
         #[cfg(feature = "bench")]
-        Command::Simulate(args) => print_outcome(secondhit::bench::cli::simulate(&args)),
+        Command::Simulate(args) => print_outcome(secondhit_bench::cli::simulate(&args)),
         Command::Serve(file) => serve(file.path()),
         Command::CheckConfig(file) => check_config(file.path()),
         Command::Completions { shell } => completions(shell),
@@ -177,7 +184,7 @@ fn check_config(path: Option<PathBuf>) -> ExitCode {
         .and_then(|config| {
             check_files(&config)?;
             // What serve would refuse on this machine, beyond the file itself.
-            secondhit::preflight::check(&config).map_err(|error| error.to_string())?;
+            secondhit_proxy::preflight::check(&config).map_err(|error| error.to_string())?;
             Ok(config)
         });
     match checked {
@@ -200,12 +207,12 @@ fn check_config(path: Option<PathBuf>) -> ExitCode {
 /// `[origin]`'s and every `[[site]]`'s.
 fn check_files(config: &Config) -> Result<(), String> {
     if let Some(tls) = &config.server.tls {
-        secondhit::server::tls::check(tls).map_err(|e| e.to_string())?;
+        secondhit_proxy::server::tls::check(tls).map_err(|e| e.to_string())?;
     }
     let sites = config.sites.iter().map(|site| &site.origin);
     for origin in std::iter::once(&config.origin).chain(sites) {
         if origin.url.scheme_str() == Some("https") {
-            secondhit::origin::tls::client_config(origin).map_err(|e| e.to_string())?;
+            secondhit_proxy::origin::tls::client_config(origin).map_err(|e| e.to_string())?;
         }
     }
     Ok(())
@@ -240,7 +247,7 @@ fn serve(path: Option<PathBuf>) -> ExitCode {
         },
         None => Config::default(),
     };
-    let log_reload = secondhit::logging::init(&config.log);
+    let log_reload = secondhit_proxy::logging::init(&config.log);
     let listeners = match open_listeners(&config) {
         Ok(listeners) => listeners,
         Err(error) => {
@@ -250,7 +257,7 @@ fn serve(path: Option<PathBuf>) -> ExitCode {
     };
     let upgrader = upgrader(&listeners);
     spawn_memory_release();
-    let runtime = match secondhit::server::runtime::build(&config.server) {
+    let runtime = match secondhit_proxy::server::runtime::build(&config.server) {
         Ok(runtime) => runtime,
         Err(error) => {
             let error = format!("cannot start the async runtime: {error}");
@@ -304,12 +311,12 @@ fn upgrader(listeners: &Listeners) -> Option<Upgrader> {
 /// Checks the machine, binds the sockets (or takes systemd's) as whoever started the
 /// process, then drops root for good: in this order, before any thread exists.
 fn open_listeners(config: &Config) -> Result<Listeners, StartError> {
-    secondhit::preflight::check(config)
+    secondhit_proxy::preflight::check(config)
         .map_err(StartError::from)
         .and_then(|run_as| {
             let listeners = Listeners::open(&config.server)?;
             if let Some(run_as) = &run_as {
-                secondhit::server::privileges::drop_to(run_as)?;
+                secondhit_proxy::server::privileges::drop_to(run_as)?;
             }
             Ok(listeners)
         })
@@ -427,7 +434,7 @@ fn log_listening(server: &Server, config: &Config) {
             %admin,
             origin = %origins.join(" "),
             cache_dir = %config.cache.dir.display(),
-            workers = secondhit::server::runtime::workers(&config.server),
+            workers = secondhit_proxy::server::runtime::workers(&config.server),
             "listening"
         ),
         Err(error) => tracing::warn!(%error, "listening, but the bound address is unknown"),

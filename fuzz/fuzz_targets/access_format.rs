@@ -1,4 +1,4 @@
 #![no_main]
-//! Fuzzes `secondhit::fuzzing::access_format`, whose doc says how it reads its input.
+//! Fuzzes `secondhit_proxy::fuzzing::access_format`, whose doc says how it reads its input.
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| secondhit::fuzzing::access_format(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| secondhit_proxy::fuzzing::access_format(data));

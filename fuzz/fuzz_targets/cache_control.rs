@@ -1,4 +1,4 @@
 #![no_main]
-//! Fuzzes `secondhit::fuzzing::cache_control`, whose doc says how it reads its input.
+//! Fuzzes `secondhit_proxy::fuzzing::cache_control`, whose doc says how it reads its input.
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| secondhit::fuzzing::cache_control(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| secondhit_proxy::fuzzing::cache_control(data));

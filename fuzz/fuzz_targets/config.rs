@@ -1,4 +1,4 @@
 #![no_main]
-//! Fuzzes `secondhit::fuzzing::config`, whose doc says how it reads its input.
+//! Fuzzes `secondhit_proxy::fuzzing::config`, whose doc says how it reads its input.
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| secondhit::fuzzing::config(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| secondhit_proxy::fuzzing::config(data));

@@ -1,4 +1,4 @@
 #![no_main]
-//! Fuzzes `secondhit::fuzzing::head_guard`, whose doc says how it reads its input.
+//! Fuzzes `secondhit_proxy::fuzzing::head_guard`, whose doc says how it reads its input.
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| secondhit::fuzzing::head_guard(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| secondhit_proxy::fuzzing::head_guard(data));

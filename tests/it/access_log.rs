@@ -5,8 +5,8 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use secondhit::bench::workload::from_trace;
-use secondhit::config::{AccessFormat, AccessLog, AdmissionPolicy};
+use secondhit_bench::workload::from_trace;
+use secondhit_proxy::config::{AccessFormat, AccessLog, AdmissionPolicy};
 
 use crate::support::{Reply, TestOrigin, TestProxy, body_bytes, client, send};
 
@@ -148,7 +148,7 @@ async fn a_template_logs_the_host_the_real_client_and_the_origin_server_asked() 
         c.admission.policy = AdmissionPolicy::Always;
         c.log.access_log = AccessLog::File(log.clone());
         c.log.access_format = AccessFormat::Template(
-            secondhit::config::access_format::parse(template).expect("template"),
+            secondhit_proxy::config::access_format::parse(template).expect("template"),
         );
         // The test's client is the balancer in front.
         c.log.trusted_proxies = vec!["127.0.0.0/8".parse().expect("network")];
@@ -202,7 +202,7 @@ async fn every_x_forwarded_for_line_is_read_behind_a_trusted_proxy() {
     let proxy = TestProxy::start(origin.addr, |c| {
         c.log.access_log = AccessLog::File(log.clone());
         c.log.access_format = AccessFormat::Template(
-            secondhit::config::access_format::parse("$remote_addr|$request").expect("template"),
+            secondhit_proxy::config::access_format::parse("$remote_addr|$request").expect("template"),
         );
         // The test's client is the balancer, behind another trusted hop.
         c.log.trusted_proxies = ["127.0.0.0/8", "10.0.0.0/8"]

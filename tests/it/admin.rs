@@ -13,7 +13,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::support::PATIENCE;
-use secondhit::config::{AdmissionPolicy, Config};
+use secondhit_proxy::config::{AdmissionPolicy, Config};
 
 /// A request head that never ends: no blank line after its last field.
 const PARTIAL_HEAD: &[u8] = b"GET /healthz HTTP/1.1\r\nHost: a\r\n";

@@ -12,7 +12,7 @@
 
 use crate::support::browser::{chromium, find_chromium};
 use crate::support::{Reply, TestOrigin, TestProxy, body_bytes, client, get, send};
-use secondhit::config::FilterSizing;
+use secondhit_proxy::config::FilterSizing;
 
 const TOKEN: &str = "page-token";
 

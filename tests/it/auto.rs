@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use crate::support::{Reply, TestOrigin, TestProxy, body_bytes, get, sample, scrape, stats};
-use secondhit::config::{AdmissionPolicy, Config};
-use secondhit::server::end_epoch;
+use secondhit_proxy::config::{AdmissionPolicy, Config};
+use secondhit_proxy::server::end_epoch;
 use serde_json::Value;
 
 /// Bodies of this many bytes.

@@ -2,12 +2,12 @@
 
 use std::process::Command;
 
-use secondhit::bench::driver::DriveOptions;
-use secondhit::bench::replay::{self, Pace, ReplayOptions};
-use secondhit::bench::synthetic_origin::SyntheticOrigin;
-use secondhit::bench::workload::{self, SyntheticSpec, Workload};
-use secondhit::bench::{self, BenchOptions, CacheSize};
-use secondhit::config::{Config, FilterSizing};
+use secondhit_bench::driver::DriveOptions;
+use secondhit_bench::replay::{self, Pace, ReplayOptions};
+use secondhit_bench::synthetic_origin::SyntheticOrigin;
+use secondhit_bench::workload::{self, SyntheticSpec, Workload};
+use secondhit_bench::{self as bench, BenchOptions, CacheSize};
+use secondhit_proxy::config::{Config, FilterSizing};
 
 use crate::support;
 
@@ -122,7 +122,7 @@ async fn simulator_agrees_with_the_http_bench_within_one_point() {
 async fn target_mode_reports_what_clients_see_of_a_running_proxy() {
     let origin = SyntheticOrigin::start().await.expect("origin starts");
     let proxy = support::TestProxy::start(origin.addr(), |c| {
-        c.admission.policy = secondhit::config::AdmissionPolicy::Always
+        c.admission.policy = secondhit_proxy::config::AdmissionPolicy::Always
     })
     .await;
     let workload = Workload {

@@ -18,7 +18,7 @@ use tokio::net::TcpStream;
 
 use crate::support::serve::ServeProcess;
 use crate::support::{PATIENCE, Reply, TestOrigin, TestProxy, client, h2c_client, send};
-use secondhit::config::{AdmissionPolicy, Config};
+use secondhit_proxy::config::{AdmissionPolicy, Config};
 
 /// The HTTP/2 connection preface and an empty SETTINGS frame: all an idle h2c client sends.
 const H2C_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00";

@@ -16,7 +16,7 @@ use futures_util::future::join_all;
 use crate::support::{
     Reply, ReplyBody, Seen, TestOrigin, TestProxy, body_bytes, client, get, sample, scrape, send,
 };
-use secondhit::config::AdmissionPolicy;
+use secondhit_proxy::config::AdmissionPolicy;
 
 /// Concurrent requests in each wave.
 const WAVE: usize = 100;
@@ -279,7 +279,7 @@ async fn a_dropped_fill_releases_all_its_waiters_at_once() {
     .await;
     let proxy = TestProxy::start(origin.addr, |c| {
         c.admission.policy = AdmissionPolicy::Always;
-        c.cache.max_object_size = secondhit::config::MaxObjectSize::Bytes(100_000);
+        c.cache.max_object_size = secondhit_proxy::config::MaxObjectSize::Bytes(100_000);
         c.cache.collapse_timeout = Duration::from_secs(2);
     })
     .await;

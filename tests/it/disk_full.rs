@@ -12,8 +12,8 @@ use std::time::Duration;
 use crate::support::{
     PATIENCE, ParsedCacheStatus, Reply, TestOrigin, TestProxy, body_bytes, get, sample, scrape,
 };
-use secondhit::config::AdmissionPolicy;
-use secondhit::store::{FillDrop, Store, StoreStats};
+use secondhit_proxy::config::AdmissionPolicy;
+use secondhit_store::{FillDrop, Store, StoreStats};
 
 /// A tmpfs mounted on a temp directory for one test; unmounted on drop.
 struct Tmpfs {
@@ -451,7 +451,7 @@ async fn the_filters_are_saved_at_shutdown_on_a_disk_filled_to_the_last_byte() {
     };
     let origin = origin(object).await;
     let cache_dir = fs.path().join("cache");
-    let second_hit = |c: &mut secondhit::config::Config| {
+    let second_hit = |c: &mut secondhit_proxy::config::Config| {
         c.cache.min_free = 0;
         c.cache.memory_size = 0;
     };

@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use crate::support::{self, Reply, ReplyBody, TestOrigin, TestProxy, body_bytes, client, get};
-use secondhit::config::{AdmissionPolicy, MaxObjectSize};
-use secondhit::store::FillDrop;
+use secondhit_proxy::config::{AdmissionPolicy, MaxObjectSize};
+use secondhit_store::FillDrop;
 
 /// An origin that answers `/cut` with a declared length it cuts short (a reset),
 /// `/stall` with a declared length it never finishes, and anything else whole.

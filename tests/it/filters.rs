@@ -8,9 +8,9 @@ use std::time::{Duration, SystemTime};
 use crate::support::{
     PATIENCE, Reply, Seen, TestOrigin, body_bytes, client, init_logs, send, test_config,
 };
-use secondhit::admission::SNAPSHOT_FILE;
-use secondhit::config::Config;
-use secondhit::server::{Server, Stop};
+use secondhit_admission::SNAPSHOT_FILE;
+use secondhit_proxy::config::Config;
+use secondhit_proxy::server::{Server, Stop};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 

@@ -2,7 +2,7 @@
 //! `always`, which stores first sights, and dropped (its keys forgotten) by a reload to
 //! `second-hit`, whose filter already remembers the keys seen once.
 
-use secondhit::config::{AdmissionPolicy, Config, MaxObjectSize};
+use secondhit_proxy::config::{AdmissionPolicy, Config, MaxObjectSize};
 
 use crate::support::{Reply, TestOrigin, TestProxy, get, stats};
 

@@ -11,7 +11,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 use crate::support::{PATIENCE, TestProxy, client, get, read_request_head};
-use secondhit::config::{AdmissionPolicy, Config};
+use secondhit_proxy::config::{AdmissionPolicy, Config};
 
 /// What the raw origin does after it read a request head.
 #[derive(Clone, Copy)]

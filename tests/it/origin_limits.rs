@@ -21,7 +21,7 @@ use tokio::net::{TcpListener, TcpStream};
 
 use crate::proxy_hygiene::common::{Conn, detail};
 use crate::support::{PATIENCE, TestProxy, client, send};
-use secondhit::config::Config;
+use secondhit_proxy::config::Config;
 
 /// An origin that echoes each request's body (after `/slow/...` waits two seconds) and
 /// counts the requests it is working on.

@@ -13,7 +13,7 @@ use crate::support::serve::ServeProcess;
 use crate::support::{
     Meter, ParsedCacheStatus, Reply, TestOrigin, TestProxy, body_bytes, client, get, send,
 };
-use secondhit::config::{AdmissionPolicy, MaxObjectSize};
+use secondhit_proxy::config::{AdmissionPolicy, MaxObjectSize};
 
 /// A large body: big enough that the client leaves long before it is all through.
 const LARGE: usize = 20 * 1024 * 1024;

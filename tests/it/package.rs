@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Instant;
 
-use secondhit::config::{AccessLog, Config};
+use secondhit_proxy::config::{AccessLog, Config};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 

@@ -3,7 +3,7 @@
 //! so a body shows which request it answered; every raw spelling below is keyed as its
 //! normal form, and the origin must have been asked for exactly that form.
 
-use secondhit::config::AdmissionPolicy;
+use secondhit_proxy::config::AdmissionPolicy;
 
 use crate::proxy_hygiene::common::{Raw, exchange};
 use crate::support::{Reply, TestOrigin, TestProxy};
@@ -268,7 +268,7 @@ async fn override_fields_are_forwarded_where_nothing_is_stored_or_when_configure
 
     let text = "[cache]\nstrip_request_fields = []\n";
     let proxy = TestProxy::start(origin.addr, move |c| {
-        let parsed = secondhit::config::Config::from_toml_str(text)
+        let parsed = secondhit_proxy::config::Config::from_toml_str(text)
             .unwrap_or_else(|e| panic!("cache.strip_request_fields must be a config key: {e}"));
         // The whole parsed table, but for where and how the test's store lives.
         let (dir, fsync) = (c.cache.dir.clone(), c.cache.fsync);

@@ -25,7 +25,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use secondhit::config::{Balance, Config, HealthCheck, OriginServer};
+use secondhit_proxy::config::{Balance, Config, HealthCheck, OriginServer};
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 
@@ -296,7 +296,7 @@ async fn round_robin_spreads_requests_over_the_servers_by_weight() {
 async fn with_host_header_origin_each_server_gets_its_own_host() {
     let (a, b) = (Backend::start("a").await, Backend::start("b").await);
     let proxy = proxy_for(pool(&[&a, &b]), |config| {
-        config.origin.host_header = secondhit::config::HostHeader::Origin;
+        config.origin.host_header = secondhit_proxy::config::HostHeader::Origin;
     })
     .await;
     for i in 0..4 {
@@ -657,9 +657,9 @@ async fn a_get_held_by_a_server_that_dies_goes_to_the_next_server_and_a_post_is_
     let proxy = proxy_for(pool(&[&a, &b]), |config| {
         // b stays in rotation whatever happens: only the retry decides where requests go.
         config.origin.max_fails = 0;
-        config.log.access_log = secondhit::config::AccessLog::File(log.clone());
-        config.log.access_format = secondhit::config::AccessFormat::Template(
-            secondhit::config::access_format::parse("$request_method $upstream_addr $status")
+        config.log.access_log = secondhit_proxy::config::AccessLog::File(log.clone());
+        config.log.access_format = secondhit_proxy::config::AccessFormat::Template(
+            secondhit_proxy::config::access_format::parse("$request_method $upstream_addr $status")
                 .expect("template"),
         );
     })
@@ -795,7 +795,7 @@ async fn with_every_server_down_a_request_gets_502_at_once_or_a_stale_copy() {
     let proxy = proxy_for(pool(&[&a, &b]), |config| {
         config.origin.health_check = probes_every(50);
         config.cache.stale_if_unreachable = Duration::from_secs(3600);
-        config.admission.policy = secondhit::config::AdmissionPolicy::Always;
+        config.admission.policy = secondhit_proxy::config::AdmissionPolicy::Always;
     })
     .await;
     let stored = get(&proxy.url("/cacheable")).await;
@@ -867,12 +867,12 @@ async fn healthz_stays_ready_naming_the_site_whose_servers_are_all_down() {
         let mut origin = config.origin.clone();
         origin.servers = pool(&[&a, &b]);
         origin.health_check = probes_every(50);
-        config.sites = vec![secondhit::config::SiteConfig {
+        config.sites = vec![secondhit_proxy::config::SiteConfig {
             hosts: vec!["shop.example".to_owned()],
             origin,
             ..Default::default()
         }];
-        config.server.unknown_host = secondhit::config::UnknownHost::Default;
+        config.server.unknown_host = secondhit_proxy::config::UnknownHost::Default;
     })
     .await;
     proxy.wait_scanned().await;
@@ -933,9 +933,9 @@ async fn the_access_log_names_the_server_of_the_pool_that_answered() {
     let log = logs.path().join("access.log");
     let (a, b) = (Backend::start("a").await, Backend::start("b").await);
     let proxy = proxy_for(pool(&[&a, &b]), |config| {
-        config.log.access_log = secondhit::config::AccessLog::File(log.clone());
-        config.log.access_format = secondhit::config::AccessFormat::Template(
-            secondhit::config::access_format::parse("$upstream_addr $upstream_status")
+        config.log.access_log = secondhit_proxy::config::AccessLog::File(log.clone());
+        config.log.access_format = secondhit_proxy::config::AccessFormat::Template(
+            secondhit_proxy::config::access_format::parse("$upstream_addr $upstream_status")
                 .expect("template"),
         );
     })

@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::support::{
     self, Reply, ReplyBody, TestOrigin, TestProxy, body_bytes, client, get, send,
 };
-use secondhit::config::{AdmissionPolicy, FilterSizing, MaxObjectSize};
+use secondhit_proxy::config::{AdmissionPolicy, FilterSizing, MaxObjectSize};
 
 /// An origin that answers every path with a cacheable body derived from the path's length.
 async fn cacheable_origin() -> TestOrigin {
@@ -125,7 +125,7 @@ async fn rotations_forget_once_seen_keys_but_keep_keys_seen_every_generation() {
 }
 
 // On the paused clock: the entry ages with `tokio::time::advance`, as the proxy's wall
-// clock follows tokio's in the tests (`secondhit::clock`).
+// clock follows tokio's in the tests (`secondhit_proxy::clock`).
 #[tokio::test(start_paused = true)]
 async fn stale_stored_object_is_readmitted_after_the_filter_forgot_it() {
     let origin = TestOrigin::start(|head| {

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use secondhit::config::{AdmissionPolicy, Config};
+use secondhit_proxy::config::{AdmissionPolicy, Config};
 
 use crate::support::{
     Reply, Seen, TestOrigin, TestProxy, client, get, sample, scrape, send, send_until_hit,

@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use http::{HeaderMap, StatusCode};
-use secondhit::config::Fsync;
-use secondhit::store::{EntryMeta, PurgeMode, PurgeSelector, Store, StoreOptions};
+use secondhit_proxy::config::Fsync;
+use secondhit_store::{EntryMeta, PurgeMode, PurgeSelector, Store, StoreOptions};
 
 fn meta(tags: &[&str]) -> EntryMeta {
     EntryMeta {

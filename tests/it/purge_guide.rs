@@ -6,7 +6,7 @@
 //! called `stored` has committed, as a person typing the commands does without noticing. It needs `curl`, as the page does;
 //! without it, it fails saying so.
 
-use secondhit::config::AdmissionPolicy;
+use secondhit_proxy::config::AdmissionPolicy;
 
 use crate::support::shell::{on_path, sh};
 use crate::support::{Reply, TestOrigin, TestProxy};

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use secondhit::config::HealthCheck;
+use secondhit_proxy::config::HealthCheck;
 
 use crate::support::{
     Reply, Seen, TestOrigin, TestProxy, client, eventually, get, send, send_until_hit,

@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use secondhit::config::{AdmissionPolicy, Config, FilterSizing, RotateMode};
+use secondhit_proxy::config::{AdmissionPolicy, Config, FilterSizing, RotateMode};
 
 use crate::support::browser::{chromium, find_chromium};
 

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use secondhit::config::{AccessLog, AdmissionPolicy, Config, MaxObjectSize, TlsConfig};
+use secondhit_proxy::config::{AccessLog, AdmissionPolicy, Config, MaxObjectSize, TlsConfig};
 
 use crate::support::tls::{IssuedCertificate, TestCa, tls_get};
 use crate::support::{Reply, TestOrigin, TestProxy, eventually, get, wait_until};

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 
-use secondhit::config::AdmissionPolicy;
+use secondhit_proxy::config::AdmissionPolicy;
 use serde_json::Value;
 
 use crate::support::{self, Reply, TestOrigin, TestProxy};
@@ -213,8 +213,8 @@ async fn hostile_target(behave: fn(tokio::net::TcpStream)) -> std::net::SocketAd
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_target_that_hangs_hangs_up_or_refuses_counts_each_failure_by_kind() {
-    use secondhit::bench::replay::{self, Pace, ReplayOptions};
-    use secondhit::bench::workload::{LoggedRequest, RequestLog};
+    use secondhit_bench::replay::{self, Pace, ReplayOptions};
+    use secondhit_bench::workload::{LoggedRequest, RequestLog};
     let log = RequestLog {
         name: "three requests".into(),
         requests: (0..3)

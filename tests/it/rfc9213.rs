@@ -3,7 +3,7 @@
 //! and pass through unchanged to the client. Each test names the section it checks.
 
 use http::HeaderName;
-use secondhit::config::{AdmissionPolicy, Config};
+use secondhit_proxy::config::{AdmissionPolicy, Config};
 
 use crate::rfc9111::common::*;
 use crate::support::{Reply, TestOrigin, TestProxy, http_date_from_now};

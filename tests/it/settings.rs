@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use crate::support::{Reply, TestOrigin, TestProxy, body_bytes, get};
-use secondhit::config::{AdmissionPolicy, Config, MaxObjectSize};
-use secondhit::store::FillDrop;
+use secondhit_proxy::config::{AdmissionPolicy, Config, MaxObjectSize};
+use secondhit_store::FillDrop;
 
 /// The `max_object_size` the proxy starts with; the origin's bodies are larger.
 const SMALL: u64 = 100_000;

@@ -5,7 +5,7 @@
 use crate::support::{
     Reply, TestOrigin, TestProxy, body_bytes, client, get, sample, scrape, send, stats,
 };
-use secondhit::config::AdmissionPolicy;
+use secondhit_proxy::config::AdmissionPolicy;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shadow_stores_everything_and_counts_what_second_hit_would_change() {

@@ -2,7 +2,7 @@
 //! rule changing the decision `Cache-Status` shows. The sites are written in TOML and
 //! loaded as the config file would be; their origins are real test origins.
 
-use secondhit::config::Config;
+use secondhit_proxy::config::Config;
 
 use crate::support::{Reply, Seen, TestOrigin, TestProxy, client, send};
 

@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use secondhit::config::{AdmissionPolicy, Config, TlsConfig};
+use secondhit_proxy::config::{AdmissionPolicy, Config, TlsConfig};
 
 use crate::support::serve::{BIN, ServeProcess};
 use crate::support::tls::{IssuedCertificate, TestCa, server_acceptor, tls_get};

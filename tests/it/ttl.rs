@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use secondhit::config::{AdmissionPolicy, Config, Rules};
+use secondhit_proxy::config::{AdmissionPolicy, Config, Rules};
 
 use crate::support::{Reply, Seen, TestOrigin, TestProxy, client, get, send, send_until_hit};
 

@@ -3,8 +3,8 @@
 //! origin with `detail=write-budget` (or, for a body without a declared length, its fill
 //! is dropped as it outgrows the budget), and a reload lifts the cap.
 
-use secondhit::config::AdmissionPolicy;
-use secondhit::store::FillDrop;
+use secondhit_proxy::config::AdmissionPolicy;
+use secondhit_store::FillDrop;
 
 use crate::support::{Reply, TestOrigin, TestProxy, body_bytes, files_under, get};
 

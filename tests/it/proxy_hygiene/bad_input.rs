@@ -55,7 +55,7 @@ async fn rfc9110_9_3_6_connect_is_501_and_never_forwarded() {
 async fn absolute_form_targets_share_the_origin_form_key() {
     let origin = TestOrigin::start(|_| Reply::ok("max-age=60", b"abs".to_vec())).await;
     let proxy = TestProxy::start(origin.addr, |c| {
-        c.admission.policy = secondhit::config::AdmissionPolicy::Always;
+        c.admission.policy = secondhit_proxy::config::AdmissionPolicy::Always;
     })
     .await;
     let first = exchange(&proxy, b"GET http://a/abs HTTP/1.1\r\nHost: a\r\n\r\n").await;
@@ -88,7 +88,7 @@ async fn long_urls_and_invalid_escapes_are_served_and_cached() {
     })
     .await;
     let proxy = TestProxy::start(origin.addr, |c| {
-        c.admission.policy = secondhit::config::AdmissionPolicy::Always;
+        c.admission.policy = secondhit_proxy::config::AdmissionPolicy::Always;
     })
     .await;
     let long = format!("/{}", "a".repeat(8 * 1024));
@@ -126,7 +126,7 @@ async fn range_floods_and_huge_offsets_get_whole_or_416() {
     let served = body.clone();
     let origin = TestOrigin::start(move |_| Reply::ok("max-age=60", served.clone())).await;
     let proxy = TestProxy::start(origin.addr, |c| {
-        c.admission.policy = secondhit::config::AdmissionPolicy::Always;
+        c.admission.policy = secondhit_proxy::config::AdmissionPolicy::Always;
     })
     .await;
     let fill = exchange(&proxy, b"GET /r HTTP/1.1\r\nHost: a\r\n\r\n").await;
@@ -165,7 +165,7 @@ async fn rfc9110_13_1_5_if_range_date_needs_an_exact_match() {
     })
     .await;
     let proxy = TestProxy::start(origin.addr, |c| {
-        c.admission.policy = secondhit::config::AdmissionPolicy::Always;
+        c.admission.policy = secondhit_proxy::config::AdmissionPolicy::Always;
     })
     .await;
     exchange(&proxy, b"GET /d HTTP/1.1\r\nHost: a\r\n\r\n").await;

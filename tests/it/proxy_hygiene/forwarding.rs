@@ -1,7 +1,7 @@
 //! RFC 9110 §7.6.3 `Via` and RFC 7239 `X-Forwarded-*`: what the proxy adds on the way in
 //! and out.
 
-use secondhit::config::AdmissionPolicy;
+use secondhit_proxy::config::AdmissionPolicy;
 
 use super::common::*;
 use crate::support::{self, TestProxy, client, get, send};

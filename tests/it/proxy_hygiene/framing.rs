@@ -119,7 +119,7 @@ async fn rfc9112_6_3_origin_chunked_wins_over_its_content_length() {
     )
     .await;
     let proxy = crate::support::TestProxy::start(origin, |c| {
-        c.admission.policy = secondhit::config::AdmissionPolicy::Always
+        c.admission.policy = secondhit_proxy::config::AdmissionPolicy::Always
     })
     .await;
     let miss = exchange(&proxy, b"GET /both HTTP/1.1\r\nHost: a\r\n\r\n").await;

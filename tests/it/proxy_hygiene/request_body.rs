@@ -4,7 +4,7 @@
 
 use super::common::*;
 use crate::support::{Reply, TestOrigin, TestProxy, client, h2c_client, received_body, send};
-use secondhit::config::AdmissionPolicy;
+use secondhit_proxy::config::AdmissionPolicy;
 
 /// An origin that answers each request with its body (`none` for no body), cacheable.
 async fn echo_origin() -> TestOrigin {

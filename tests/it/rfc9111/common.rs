@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use secondhit::config::{AdmissionPolicy, Config};
+use secondhit_proxy::config::{AdmissionPolicy, Config};
 
 use crate::support::{self, Reply, Seen, TestOrigin, TestProxy};
 

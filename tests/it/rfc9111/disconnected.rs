@@ -12,7 +12,7 @@ use crate::support::{TestOrigin, TestProxy};
 /// A proxy with admission `always` and `cache.stale_if_unreachable = allowance`.
 async fn proxy_allowing(origin: &TestOrigin, allowance: Duration) -> TestProxy {
     TestProxy::start(origin.addr, move |c| {
-        c.admission.policy = secondhit::config::AdmissionPolicy::Always;
+        c.admission.policy = secondhit_proxy::config::AdmissionPolicy::Always;
         c.cache.stale_if_unreachable = allowance;
     })
     .await

@@ -1,6 +1,6 @@
 //! HEAD (RFC 9110 §9.3.2, RFC 9111 §4.3.5) and Range (RFC 9110 §14, RFC 9111 §3.3-3.4).
 
-use secondhit::config::{AdmissionPolicy, MaxObjectSize};
+use secondhit_proxy::config::{AdmissionPolicy, MaxObjectSize};
 
 use super::common::*;
 use crate::support::{Reply, TestOrigin, TestProxy, client, send};

@@ -1,6 +1,6 @@
 //! RFC 9111 §4.4: unsafe methods invalidate stored responses.
 
-use secondhit::config::AdmissionPolicy;
+use secondhit_proxy::config::AdmissionPolicy;
 
 use super::common::*;
 use crate::support::{Reply, TestOrigin, TestProxy};
@@ -135,7 +135,7 @@ async fn invalidation_survives_a_restart() {
     let origin = origin(204, "", "").await;
     let temp = tempfile::tempdir().expect("temp dir");
     let dir = temp.path().join("cache");
-    let always = |c: &mut secondhit::config::Config| c.admission.policy = AdmissionPolicy::Always;
+    let always = |c: &mut secondhit_proxy::config::Config| c.admission.policy = AdmissionPolicy::Always;
     let proxy = TestProxy::start_in(origin.addr, &dir, always).await;
     store(&proxy, "/doc", 1).await;
     send(&proxy, "DELETE", "/doc").await;

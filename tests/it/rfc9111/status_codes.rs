@@ -147,7 +147,7 @@ async fn interim_responses_are_neither_stored_nor_merged() {
     )
     .await;
     let proxy = crate::support::TestProxy::start(origin, |c| {
-        c.admission.policy = secondhit::config::AdmissionPolicy::Always
+        c.admission.policy = secondhit_proxy::config::AdmissionPolicy::Always
     })
     .await;
     let miss = fill(&proxy, "/hints", &[], 1).await;

@@ -282,8 +282,8 @@ async fn set_cookie_of_a_304_goes_only_to_the_client_that_revalidated() {
     ])
     .await;
     let dir = tempfile::tempdir().expect("cache dir");
-    let always = |c: &mut secondhit::config::Config| {
-        c.admission.policy = secondhit::config::AdmissionPolicy::Always
+    let always = |c: &mut secondhit_proxy::config::Config| {
+        c.admission.policy = secondhit_proxy::config::AdmissionPolicy::Always
     };
     let proxy = TestProxy::start_in(origin.addr, dir.path(), always).await;
     fill(&proxy, "/s", HOST, 1).await;

@@ -3,7 +3,7 @@
 //! The first varied response of a URL commits two entries, the URL's variant marker and
 //! the variant itself; the commit counts the tests wait for include the marker.
 
-use secondhit::config::AdmissionPolicy;
+use secondhit_proxy::config::AdmissionPolicy;
 
 use super::common::*;
 use crate::proxy_hygiene::common::exchange;

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use secondhit::config::AdmissionPolicy;
+use secondhit_proxy::config::AdmissionPolicy;
 
 use crate::support::{
     Reply, ReplyBody, Seen, TestOrigin, TestProxy, body_bytes, client, files_under, send,
@@ -73,7 +73,7 @@ pub fn objects_bytes(cache_dir: &Path) -> u64 {
         .sum()
 }
 
-pub fn always(config: &mut secondhit::config::Config) {
+pub fn always(config: &mut secondhit_proxy::config::Config) {
     config.admission.policy = AdmissionPolicy::Always;
 }
 

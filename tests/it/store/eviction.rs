@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use http::{HeaderMap, HeaderValue, StatusCode};
-use secondhit::config::Fsync;
-use secondhit::store::{EntryMeta, Store, StoreOptions};
+use secondhit_proxy::config::Fsync;
+use secondhit_store::{EntryMeta, Store, StoreOptions};
 
 use super::common::*;
 use crate::support::{TestProxy, body_bytes, files_under};

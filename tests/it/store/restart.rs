@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use secondhit::config::Fsync;
+use secondhit_proxy::config::Fsync;
 
 use super::common::*;
 use crate::support::serve::ServeProcess;

@@ -86,10 +86,10 @@ pub fn http_date(time: std::time::SystemTime) -> String {
     )
 }
 
-/// `http_date` of now (on the proxy's clock, `secondhit::clock`) shifted by `offset_secs`
+/// `http_date` of now (on the proxy's clock, `secondhit_proxy::clock`) shifted by `offset_secs`
 /// (negative: in the past).
 pub fn http_date_from_now(offset_secs: i64) -> String {
-    let now = secondhit::clock::now();
+    let now = secondhit_proxy::clock::now();
     let shift = Duration::from_secs(offset_secs.unsigned_abs());
     http_date(if offset_secs < 0 {
         now - shift

@@ -233,7 +233,7 @@ async fn serve_connection<IO>(
                 // response's age then comes from the proxy's timing alone.
                 reply
                     .headers
-                    .push(("date", super::http_date(secondhit::clock::now())));
+                    .push(("date", super::http_date(secondhit_proxy::clock::now())));
             }
             Ok::<_, Infallible>(build_reply(reply))
         }
@@ -276,7 +276,7 @@ impl TestOrigin {
     }
 
     async fn start_with(tls: Option<tokio_rustls::TlsAcceptor>, script: Script) -> TestOrigin {
-        secondhit::clock::follow_tokio_time();
+        secondhit_proxy::clock::follow_tokio_time();
         let listener = TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind test origin");

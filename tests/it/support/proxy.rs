@@ -6,11 +6,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use secondhit::config::{AccessLog, Config, Fsync};
-use secondhit::lifecycle::Reloader;
-use secondhit::live::Live;
-use secondhit::server::{Server, Stop};
-use secondhit::store::Store;
+use secondhit_proxy::config::{AccessLog, Config, Fsync};
+use secondhit_proxy::lifecycle::Reloader;
+use secondhit_proxy::live::Live;
+use secondhit_proxy::server::{Server, Stop};
+use secondhit_store::Store;
 use tokio::sync::oneshot;
 
 use super::{files_under, wait_until};
@@ -83,9 +83,15 @@ impl TestProxy {
         tweak: impl FnOnce(&mut Config),
     ) -> TestProxy {
         init_logs();
+        // As the binary does: `/metrics` names the build the tests were compiled as.
+        secondhit_proxy::build::set(secondhit_proxy::build::BuildInfo {
+            version: env!("CARGO_PKG_VERSION"),
+            commit: env!("SECONDHIT_COMMIT"),
+            features: env!("SECONDHIT_FEATURES"),
+        });
         // Freshness follows tokio's clock, so a test on a paused runtime can age entries
         // with `tokio::time::advance`.
-        secondhit::clock::follow_tokio_time();
+        secondhit_proxy::clock::follow_tokio_time();
         let mut config = test_config(origin, cache_dir);
         tweak(&mut config);
         let server = Server::bind(&config).await.expect("proxy starts");

@@ -12,7 +12,7 @@ use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
 use rustls::pki_types::{CertificateDer, ServerName};
-use secondhit::config::CertificateFiles;
+use secondhit_proxy::config::CertificateFiles;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
