@@ -72,7 +72,7 @@ const FILES: [(&str, &str); 7] = [
 ];
 
 /// Renders secondhit(1) into `out`.
-pub fn main_page(command: clap::Command, out: &mut dyn Write) -> io::Result<()> {
+pub(crate) fn main_page(command: clap::Command, out: &mut dyn Write) -> io::Result<()> {
     let command = command.disable_help_subcommand(true);
     clap_mangen::Man::new(command).render(out)?;
     let mut roff = Roff::new();
@@ -103,7 +103,7 @@ pub fn main_page(command: clap::Command, out: &mut dyn Write) -> io::Result<()> 
 }
 
 /// Writes secondhit(1), a page per command and secondhit.toml(5) into `dir`.
-pub fn write_all(command: clap::Command, dir: &Path) -> io::Result<()> {
+pub(crate) fn write_all(command: clap::Command, dir: &Path) -> io::Result<()> {
     clap_mangen::generate_to(command.clone(), dir)?;
     // Written again over clap_mangen's, with the operator's sections.
     let mut main = Vec::new();

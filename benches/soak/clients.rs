@@ -16,14 +16,14 @@ use crate::origin::{Origin, variant_of};
 
 /// Counts of outcomes and the first violations seen.
 #[derive(Default)]
-pub struct Tally {
+pub(crate) struct Tally {
     counts: Mutex<BTreeMap<String, u64>>,
     violations: Mutex<Vec<String>>,
 }
 
 impl Tally {
     /// Counts one `outcome`.
-    pub fn count(&self, outcome: &str) {
+    pub(crate) fn count(&self, outcome: &str) {
         let mut counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
         *counts.entry(outcome.to_owned()).or_insert(0) += 1;
     }
@@ -37,7 +37,7 @@ impl Tally {
     }
 
     /// Every outcome and its count.
-    pub fn counts(&self) -> BTreeMap<String, u64> {
+    pub(crate) fn counts(&self) -> BTreeMap<String, u64> {
         self.counts
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -45,7 +45,7 @@ impl Tally {
     }
 
     /// The first violations.
-    pub fn violations(&self) -> Vec<String> {
+    pub(crate) fn violations(&self) -> Vec<String> {
         self.violations
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -152,7 +152,7 @@ fn ask(dice: &mut Dice, client: &str, origin: &Origin) -> Asked {
 }
 
 /// Runs one client until `until`, checking every answer into `tally`.
-pub async fn run(
+pub(crate) async fn run(
     id: usize,
     http2: bool,
     base: String,

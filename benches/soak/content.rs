@@ -5,15 +5,15 @@
 use xxhash_rust::xxh3::xxh3_64;
 
 /// How many distinct objects the origin has.
-pub const OBJECTS: u64 = 4000;
+pub(crate) const OBJECTS: u64 = 4000;
 /// How many tag groups the objects fall into (`Surrogate-Key: g<n>`).
-pub const GROUPS: u64 = 16;
+pub(crate) const GROUPS: u64 = 16;
 /// The languages a varying object is offered in.
-pub const LANGUAGES: [&str; 3] = ["en", "fr", "de"];
+pub(crate) const LANGUAGES: [&str; 3] = ["en", "fr", "de"];
 
 /// What the origin does with object `n` beside serving it.
 #[derive(Clone, Copy, Debug)]
-pub struct Traits {
+pub(crate) struct Traits {
     /// `Vary: Accept-Language`.
     pub by_language: bool,
     /// `Vary: Accept-Encoding`, with a `Content-Encoding: deflate` variant.
@@ -28,7 +28,7 @@ pub struct Traits {
 
 impl Traits {
     /// The traits of object `n`.
-    pub fn of(n: u64) -> Traits {
+    pub(crate) fn of(n: u64) -> Traits {
         Traits {
             by_language: n % 7 == 1,
             by_encoding: n % 11 == 2,
@@ -40,7 +40,7 @@ impl Traits {
 }
 
 /// The size of object `n`'s body: 1 KiB to about 200 KiB, most small.
-pub fn size_of(n: u64) -> usize {
+pub(crate) fn size_of(n: u64) -> usize {
     let roll = xxh3_64(&n.to_le_bytes()) % 1000;
     match roll {
         0..=699 => 1024 + (roll as usize * 7),
@@ -52,7 +52,7 @@ pub fn size_of(n: u64) -> usize {
 /// The representation a response claims to be: its URL's object, version and variant,
 /// and the client it was made for (`-` when shared).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Representation {
+pub(crate) struct Representation {
     /// The object number (`/o/<n>`).
     pub object: u64,
     /// The origin's version of it.
@@ -65,7 +65,7 @@ pub struct Representation {
 
 impl Representation {
     /// The entity tag naming this representation.
-    pub fn etag(&self) -> String {
+    pub(crate) fn etag(&self) -> String {
         format!(
             "\"{}.{}.{}.{}\"",
             self.object, self.version, self.variant, self.client
@@ -73,7 +73,7 @@ impl Representation {
     }
 
     /// Parses an entity tag made by [`Representation::etag`].
-    pub fn from_etag(etag: &str) -> Option<Representation> {
+    pub(crate) fn from_etag(etag: &str) -> Option<Representation> {
         let inner = etag.trim_start_matches("W/").trim_matches('"');
         let mut parts = inner.splitn(4, '.');
         Some(Representation {
@@ -85,7 +85,7 @@ impl Representation {
     }
 
     /// The whole body of this representation.
-    pub fn body(&self) -> Vec<u8> {
+    pub(crate) fn body(&self) -> Vec<u8> {
         let head = format!("{}\n", self.etag());
         let len = size_of(self.object).max(head.len());
         let mut body = Vec::with_capacity(len);
@@ -104,6 +104,6 @@ impl Representation {
 }
 
 /// The object number of a soak path `/o/<n>`.
-pub fn object_of(path: &str) -> Option<u64> {
+pub(crate) fn object_of(path: &str) -> Option<u64> {
     path.strip_prefix("/o/")?.parse().ok()
 }

@@ -15,7 +15,7 @@ use crate::proxy::Proxy;
 
 /// A fault the soak injects.
 #[derive(Clone, Copy, Debug)]
-pub enum Fault {
+pub(crate) enum Fault {
     Reload,
     TagPurge,
     SoftPrefixPurge,
@@ -37,7 +37,7 @@ impl Fault {
     ];
 
     /// The fault's name in the report.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Fault::Reload => "reload (SIGHUP)",
             Fault::TagPurge => "tag purge, new version",
@@ -51,7 +51,7 @@ impl Fault {
 }
 
 /// Where the disk fault writes its filler, when the cache has a filesystem to itself.
-pub struct Disk {
+pub(crate) struct Disk {
     /// The file that takes the free space.
     pub filler: PathBuf,
     /// `cache.min_free` in bytes.
@@ -60,7 +60,7 @@ pub struct Disk {
 
 /// Injects faults every `every` until `until`, counting each in `tally`; runs `on_sample`
 /// between them. Returns an error only when the proxy cannot be brought back.
-pub async fn run(
+pub(crate) async fn run(
     proxy: &mut Proxy,
     origin: &Arc<Origin>,
     disk: Option<&Disk>,

@@ -20,7 +20,7 @@ use crate::content::{GROUPS, LANGUAGES, Representation, Traits, object_of};
 
 /// How the origin behaves now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
+pub(crate) enum Mode {
     /// Answers every request.
     Serving,
     /// Accepts connections and reads requests but never answers.
@@ -30,7 +30,7 @@ pub enum Mode {
 }
 
 /// The origin's shared state.
-pub struct Origin {
+pub(crate) struct Origin {
     /// Where it listens (the same address across a `Down` spell).
     pub addr: SocketAddr,
     versions: Vec<AtomicU64>,
@@ -41,7 +41,7 @@ pub struct Origin {
 
 impl Origin {
     /// Starts the origin on 127.0.0.1:0.
-    pub async fn start() -> std::io::Result<Arc<Origin>> {
+    pub(crate) async fn start() -> std::io::Result<Arc<Origin>> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let origin = Arc::new(Origin {
             addr: listener.local_addr()?,
@@ -54,17 +54,17 @@ impl Origin {
     }
 
     /// Switches the origin to `mode`.
-    pub fn set_mode(&self, mode: Mode) {
+    pub(crate) fn set_mode(&self, mode: Mode) {
         self.mode.send_replace(mode);
     }
 
     /// The current version of the objects of tag group `group`.
-    pub fn version(&self, group: u64) -> u64 {
+    pub(crate) fn version(&self, group: u64) -> u64 {
         self.versions[group as usize].load(Ordering::SeqCst)
     }
 
     /// Publishes a new version of the objects of `group` (before they are purged).
-    pub fn bump(&self, group: u64) {
+    pub(crate) fn bump(&self, group: u64) {
         self.versions[group as usize].fetch_add(1, Ordering::SeqCst);
     }
 
@@ -140,7 +140,7 @@ impl Origin {
 }
 
 /// The client a request comes from: its `sid` cookie, or `-`.
-pub fn client_of(headers: &HeaderMap) -> String {
+pub(crate) fn client_of(headers: &HeaderMap) -> String {
     headers
         .get_all(http::header::COOKIE)
         .iter()
@@ -151,7 +151,7 @@ pub fn client_of(headers: &HeaderMap) -> String {
 }
 
 /// The variant of an object with `traits` that a request with `headers` selects.
-pub fn variant_of(traits: Traits, headers: &HeaderMap) -> String {
+pub(crate) fn variant_of(traits: Traits, headers: &HeaderMap) -> String {
     let field = |name| {
         headers
             .get(name)

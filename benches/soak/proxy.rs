@@ -9,7 +9,7 @@ use std::time::Duration;
 
 /// One sample of the proxy process.
 #[derive(Clone, Copy, Debug)]
-pub struct Sample {
+pub(crate) struct Sample {
     /// Resident memory in KiB.
     pub rss_kib: u64,
     /// Open file descriptors.
@@ -17,7 +17,7 @@ pub struct Sample {
 }
 
 /// The proxy process and what it is started with.
-pub struct Proxy {
+pub(crate) struct Proxy {
     binary: PathBuf,
     config: PathBuf,
     log: PathBuf,
@@ -39,7 +39,7 @@ fn free_port() -> std::io::Result<SocketAddr> {
 
 impl Proxy {
     /// A proxy in `dir` (config and log there, cache in `cache_dir`) in front of `origin`.
-    pub fn new(
+    pub(crate) fn new(
         binary: &Path,
         dir: &Path,
         cache_dir: &Path,
@@ -87,7 +87,7 @@ impl Proxy {
     }
 
     /// Starts the process and waits until it accepts connections.
-    pub async fn start(&mut self) -> std::io::Result<()> {
+    pub(crate) async fn start(&mut self) -> std::io::Result<()> {
         self.write_config()?;
         let log = std::fs::OpenOptions::new()
             .create(true)
@@ -123,7 +123,7 @@ impl Proxy {
     }
 
     /// Kills the process with SIGKILL and starts it again on the same cache.
-    pub async fn kill_and_restart(&mut self) -> std::io::Result<()> {
+    pub(crate) async fn kill_and_restart(&mut self) -> std::io::Result<()> {
         if let Some(mut child) = self.child.take() {
             child.kill()?;
             child.wait()?;
@@ -132,7 +132,7 @@ impl Proxy {
     }
 
     /// Rewrites the config (one key changed) and sends SIGHUP.
-    pub fn reload(&mut self) -> std::io::Result<()> {
+    pub(crate) fn reload(&mut self) -> std::io::Result<()> {
         self.reloads += 1;
         self.write_config()?;
         let pid = self
@@ -145,12 +145,12 @@ impl Proxy {
     }
 
     /// The process id, while it runs.
-    pub fn pid(&self) -> Option<u32> {
+    pub(crate) fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
     }
 
     /// Its resident memory and open files now.
-    pub fn sample(&self) -> Option<Sample> {
+    pub(crate) fn sample(&self) -> Option<Sample> {
         let pid = self.pid()?;
         let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
         let rss_kib = status
@@ -166,7 +166,7 @@ impl Proxy {
     }
 
     /// Stops the process (SIGKILL: nothing is left to flush that a restart needs).
-    pub fn stop(&mut self) {
+    pub(crate) fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
@@ -174,7 +174,7 @@ impl Proxy {
     }
 
     /// The log file the process writes.
-    pub fn log(&self) -> &Path {
+    pub(crate) fn log(&self) -> &Path {
         &self.log
     }
 }

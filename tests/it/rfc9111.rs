@@ -8,7 +8,7 @@
 //! Run one area with e.g. `cargo test --test it rfc9111::vary::`.
 
 // Shared with the RFC 9213 scenarios.
-pub mod common;
+pub(crate) mod common;
 
 mod cache_status;
 mod disconnected;

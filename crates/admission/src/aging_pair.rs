@@ -164,7 +164,7 @@ const SATURATION_SAMPLE: usize = 32;
 /// its count says. A filter at its design load has about half its bits set (that is what the
 /// optimal `k` does); 60% is well past it (the false-positive rate is then about `0.6^k`, 3×
 /// the 1% target at `k = 6`).
-pub const SATURATION: f64 = 0.6;
+pub(crate) const SATURATION: f64 = 0.6;
 
 /// The smallest generation `rotate = "auto"` uses, in keys (but never more than the largest,
 /// `generation_size`). An empty cache would otherwise give generations of zero keys, which
@@ -178,7 +178,7 @@ pub const SATURATION: f64 = 0.6;
 pub const AUTO_FLOOR: u64 = 1024;
 
 /// [`AUTO_FLOOR`], at most `generation_size`.
-pub fn auto_floor(generation_size: u64) -> u64 {
+pub(crate) fn auto_floor(generation_size: u64) -> u64 {
     AUTO_FLOOR.min(generation_size)
 }
 

@@ -103,7 +103,7 @@ fn probe_bit(g: u64) -> u64 {
 ///
 /// Computed once per request and applied to every filter of the pair (they share a size).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Probe {
+pub(crate) struct Probe {
     /// Index of the block.
     block: usize,
     /// The word of the first group (`0..4`) and of the second (`4..8`).
@@ -115,7 +115,7 @@ pub struct Probe {
 impl Probe {
     /// The block, words and bit masks of `hash` in a filter of `blocks` blocks with `probes`
     /// probes: `⌈probes/2⌉` bits in the first word, `⌊probes/2⌋` in the second.
-    pub fn new(hash: FilterHash, blocks: usize, probes: u32) -> Probe {
+    pub(crate) fn new(hash: FilterHash, blocks: usize, probes: u32) -> Probe {
         let lo = hash.0 as u64;
         let hi = (hash.0 >> 64) as u64;
         let block = block_of(hash, blocks);
@@ -144,7 +144,7 @@ impl Probe {
 
 /// The bits of one probe that a filter lacked when it was read.
 #[derive(Clone, Copy, Debug)]
-pub struct Absent {
+pub(crate) struct Absent {
     /// The probe's block.
     block: usize,
     /// The probe's two words.
@@ -155,13 +155,13 @@ pub struct Absent {
 
 impl Absent {
     /// True when no bit was missing: the filter holds the key (or a false positive).
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.missing[0] | self.missing[1] == 0
     }
 }
 
 /// A blocked Bloom filter over `AtomicU64` words, shared between threads through `&self`.
-pub struct BloomFilter {
+pub(crate) struct BloomFilter {
     /// The bit array, one cache line per block.
     blocks: Box<[Block]>,
     /// Probes per key (`k`).
@@ -170,7 +170,7 @@ pub struct BloomFilter {
 
 impl BloomFilter {
     /// An empty filter of `params.blocks()` blocks with `params.probes` probes.
-    pub fn new(params: &FilterParams) -> Self {
+    pub(crate) fn new(params: &FilterParams) -> Self {
         let params = params.normalized();
         BloomFilter {
             blocks: (0..params.blocks()).map(|_| Block::empty()).collect(),
@@ -181,7 +181,7 @@ impl BloomFilter {
     /// Replaces the bit array with `words` (as [`BloomFilter::words`] gives them); false,
     /// changing nothing, when their number does not match the filter's size. Relaxed stores:
     /// for a filter no check uses yet (restoring a snapshot at start-up).
-    pub fn store_words(&self, words: &[u64]) -> bool {
+    pub(crate) fn store_words(&self, words: &[u64]) -> bool {
         if words.len() as u64 != self.bits() / 64 {
             return false;
         }
@@ -194,7 +194,7 @@ impl BloomFilter {
     }
 
     /// The probe of `hash` in this filter.
-    pub fn probe(&self, hash: FilterHash) -> Probe {
+    pub(crate) fn probe(&self, hash: FilterHash) -> Probe {
         Probe::new(hash, self.blocks.len(), self.probes)
     }
 
@@ -206,7 +206,7 @@ impl BloomFilter {
     /// next insert's locked instruction may execute (x86 keeps loads in order with locked
     /// instructions), so it would stall the caller for a whole memory latency; a prefetch is
     /// a hint the CPU keeps no order for.
-    pub fn prefetch(&self, hash: FilterHash) {
+    pub(crate) fn prefetch(&self, hash: FilterHash) {
         let block: *const Block = &self.blocks[block_of(hash, self.blocks.len())];
         #[cfg(target_arch = "x86_64")]
         // SAFETY: a prefetch never faults and has no effect a program can observe but time;
@@ -224,12 +224,12 @@ impl BloomFilter {
     /// filter was last cleared. The pair checks through [`BloomFilter::absent`]; this is
     /// for tests.
     #[cfg(test)]
-    pub fn contains(&self, hash: FilterHash) -> bool {
+    pub(crate) fn contains(&self, hash: FilterHash) -> bool {
         self.absent(&self.probe(hash)).is_empty()
     }
 
     /// Which bits of `probe` are not set, in each of its two words.
-    pub fn absent(&self, probe: &Probe) -> Absent {
+    pub(crate) fn absent(&self, probe: &Probe) -> Absent {
         let block = &self.blocks[probe.block].0;
         let missing =
             [0, 1].map(|i| probe.masks[i] & !block[probe.words[i]].load(Ordering::Relaxed));
@@ -247,14 +247,14 @@ impl BloomFilter {
     /// the caller's branch on the first result, where they would start only after the first
     /// miss has been served (measured: about one extra memory latency per check).
     #[inline(never)]
-    pub fn absent_here_and_in(&self, other: Option<&BloomFilter>, probe: &Probe) -> (Absent, bool) {
+    pub(crate) fn absent_here_and_in(&self, other: Option<&BloomFilter>, probe: &Probe) -> (Absent, bool) {
         let here = self.absent(probe);
         let in_other = other.is_some_and(|o| o.absent(probe).is_empty());
         (here, in_other)
     }
 
     /// Sets the bits `absent` (from [`BloomFilter::absent`] on this filter) found missing.
-    pub fn insert_absent(&self, absent: &Absent) {
+    pub(crate) fn insert_absent(&self, absent: &Absent) {
         let block = &self.blocks[absent.block].0;
         for (&word, &missing) in absent.words.iter().zip(&absent.missing) {
             if missing != 0 {
@@ -269,7 +269,7 @@ impl BloomFilter {
     /// Sets all of `hash`'s bits; true if at least one of them was not set before. The
     /// pair inserts through [`BloomFilter::insert_absent`]; this is the tests' shorthand.
     #[cfg(test)]
-    pub fn insert(&self, hash: FilterHash) -> bool {
+    pub(crate) fn insert(&self, hash: FilterHash) -> bool {
         let absent = self.absent(&self.probe(hash));
         self.insert_absent(&absent);
         !absent.is_empty()
@@ -277,7 +277,7 @@ impl BloomFilter {
 
     /// Clears every bit, with Relaxed stores. The caller makes sure the filter is retired:
     /// no generation uses it, so no check depends on its bits any more (see the aging pair).
-    pub fn clear(&self) {
+    pub(crate) fn clear(&self) {
         for block in self.blocks.iter() {
             for word in &block.0 {
                 word.store(0, Ordering::Relaxed);
@@ -286,7 +286,7 @@ impl BloomFilter {
     }
 
     /// Bits set (counts them: `O(m/64)`).
-    pub fn bits_set(&self) -> u64 {
+    pub(crate) fn bits_set(&self) -> u64 {
         self.words().map(|w| u64::from(w.count_ones())).sum()
     }
 
@@ -294,7 +294,7 @@ impl BloomFilter {
     /// them if it has fewer): an estimate of the fill for `O(samples)` reads. Keys pick blocks
     /// uniformly, so evenly spaced blocks are a fair sample; 32 blocks (16 384 bits) give
     /// the fill within about ±1% (two standard errors).
-    pub fn sampled_fill(&self, samples: usize) -> f64 {
+    pub(crate) fn sampled_fill(&self, samples: usize) -> f64 {
         let blocks = self.blocks.len();
         let samples = samples.clamp(1, blocks);
         let set: u64 = (0..samples)
@@ -312,18 +312,18 @@ impl BloomFilter {
     }
 
     /// Bits in the filter (`m`).
-    pub fn bits(&self) -> u64 {
+    pub(crate) fn bits(&self) -> u64 {
         self.blocks.len() as u64 * BLOCK_BITS
     }
 
     /// Probes per key (`k`).
-    pub fn probes(&self) -> u32 {
+    pub(crate) fn probes(&self) -> u32 {
         self.probes
     }
 
     /// The words of the bit array, block by block (for snapshots). Relaxed loads: a copy taken
     /// while other threads insert holds every key inserted before the copy began.
-    pub fn words(&self) -> impl Iterator<Item = u64> + '_ {
+    pub(crate) fn words(&self) -> impl Iterator<Item = u64> + '_ {
         self.blocks
             .iter()
             .flat_map(|block| block.0.iter().map(|w| w.load(Ordering::Relaxed)))
@@ -334,7 +334,7 @@ impl BloomFilter {
     /// word of each group at random and `b` random bits in it (`⌈k/2⌉`, `⌊k/2⌋`), so for a
     /// block that chance is `Π_group mean_word (set_w / 64)^b`. Unlike a formula from the
     /// overall fill this sees uneven blocks and words. Counts bits, so O(m/64).
-    pub fn measured_false_positive_rate(&self) -> f64 {
+    pub(crate) fn measured_false_positive_rate(&self) -> f64 {
         let bits = [self.probes.div_ceil(2), self.probes / 2].map(|b| b as i32);
         let sum: f64 = self
             .blocks

@@ -175,7 +175,7 @@ impl PairStats {
 }
 
 /// Swamidass & Baldi: `n* = -(m/k) ln(1 - X/m)` keys for `X` of `m` bits set with `k` probes.
-pub fn estimated_keys(bits_set: u64, bits: u64, probes: u32) -> f64 {
+pub(crate) fn estimated_keys(bits_set: u64, bits: u64, probes: u32) -> f64 {
     let m = bits as f64;
     -(m / f64::from(probes)) * (1.0 - bits_set as f64 / m).ln()
 }

@@ -151,8 +151,10 @@ fn simulated_policy_names() -> Vec<&'static str> {
 /// `secondhit bench`: the real proxy per policy over loopback (or `--target`).
 #[derive(Args, Debug, Clone)]
 pub struct BenchArgs {
+    /// The workload: synthetic, or a trace.
     #[command(flatten)]
     pub workload: WorkloadArgs,
+    /// The policies compared and their settings.
     #[command(flatten)]
     pub policy: PolicyArgs,
     /// Requests in flight at once.
@@ -289,8 +291,10 @@ fn bench_target(args: &BenchArgs, target: &str) -> Result<String, String> {
 /// `secondhit simulate`: the same policies and store index, no HTTP, no disk.
 #[derive(Args, Debug, Clone)]
 pub struct SimulateArgs {
+    /// The workload: synthetic, or a trace.
     #[command(flatten)]
     pub workload: WorkloadArgs,
+    /// The policies compared and their settings.
     #[command(flatten)]
     pub policy: PolicyArgs,
     /// Vary one setting of `second-hit` and print a row per value, best marked:

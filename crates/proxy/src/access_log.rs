@@ -57,7 +57,7 @@ use writer::{Control, Output};
 
 /// Records the queue holds; beyond them, records are dropped and counted. At 50 ms between
 /// writes this absorbs 160,000 requests a second, several times what one node serves.
-pub const CAPACITY: usize = 8192;
+pub(crate) const CAPACITY: usize = 8192;
 
 /// What one line says about a request; built on the request path, formatted by the writer.
 pub struct Record {

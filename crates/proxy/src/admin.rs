@@ -119,7 +119,7 @@ const MAX_CONNECTIONS: usize = 64;
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Everything the admin endpoints read or act on.
-pub struct Admin {
+pub(crate) struct Admin {
     proxy: Arc<Proxy>,
     store: Arc<Store>,
     /// The admission in use, loaded per request (a reload may replace it): `/stats` reads
@@ -140,14 +140,14 @@ pub struct Admin {
 /// How the admin listener's connections are bounded beyond its own fixed limits
 /// (`MAX_CONNECTIONS`, `HEADER_READ_TIMEOUT`).
 #[derive(Clone, Copy, Debug)]
-pub struct Limits {
+pub(crate) struct Limits {
     /// Time open connections get to finish at shutdown (`server.shutdown_timeout`).
     pub grace: Duration,
 }
 
 impl Admin {
     /// The admin API of `proxy`, its `store` and its `admission`, set up as `settings` say.
-    pub fn new(
+    pub(crate) fn new(
         proxy: &Arc<Proxy>,
         store: &Arc<Store>,
         admission: &Arc<LiveAdmission>,
@@ -193,7 +193,7 @@ fn tuning_source(live: &Live) -> TuningSource {
 /// idle connections lock out the health check and the operator until their heads time
 /// out, whereas the newest arrival is the last one closed. Only when every connection is
 /// answering a request is the newcomer refused.
-pub async fn serve(
+pub(crate) async fn serve(
     listener: TcpListener,
     admin: Admin,
     mut stop: watch::Receiver<()>,

@@ -5,13 +5,13 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 
 /// The boxed error type of response bodies.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The body type of every response the proxy sends.
-pub type ProxyBody = http_body_util::combinators::UnsyncBoxBody<Bytes, BoxError>;
+pub(crate) type ProxyBody = http_body_util::combinators::UnsyncBoxBody<Bytes, BoxError>;
 
 /// A response body of `bytes`, known in full (answers the proxy makes itself).
-pub fn full_body(bytes: Bytes) -> ProxyBody {
+pub(crate) fn full_body(bytes: Bytes) -> ProxyBody {
     Full::new(bytes)
         .map_err(|never| match never {})
         .boxed_unsync()

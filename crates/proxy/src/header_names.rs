@@ -7,4 +7,4 @@ use http::HeaderName;
 pub const CACHE_STATUS: HeaderName = HeaderName::from_static("cache-status");
 
 /// The CDN-targeted field of RFC 9213 §3, after the operator's own on the target list.
-pub const CDN_CACHE_CONTROL: HeaderName = HeaderName::from_static("cdn-cache-control");
+pub(crate) const CDN_CACHE_CONTROL: HeaderName = HeaderName::from_static("cdn-cache-control");

@@ -36,14 +36,14 @@ macro_rules! via_pseudonym {
 }
 
 /// The private field a synthesized rejection head carries: `<token> <reason>`.
-pub const REJECTION_FIELD: HeaderName = HeaderName::from_static("x-secondhit-rejected");
+pub(crate) const REJECTION_FIELD: HeaderName = HeaderName::from_static("x-secondhit-rejected");
 
 /// `X-Forwarded-For`: the chain of client addresses, appended to.
-pub const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+pub(crate) const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 /// `X-Forwarded-Proto`: the scheme the client used, set.
-pub const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+pub(crate) const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 /// `X-Forwarded-Host`: the host the client asked for, set.
-pub const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
+pub(crate) const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
 
 /// Why a request is answered 400 (501 for `CONNECT`) without reaching the origin.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -126,11 +126,11 @@ impl Rejection {
 /// It is attached to every request of its connection as an extension; a head whose
 /// [`REJECTION_FIELD`] starts with the same token was written by the guard, not the client.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub struct ConnectionToken([u8; 32]);
+pub(crate) struct ConnectionToken([u8; 32]);
 
 impl ConnectionToken {
     /// A fresh token from the operating system's random source.
-    pub fn random() -> Result<ConnectionToken, getrandom::Error> {
+    pub(crate) fn random() -> Result<ConnectionToken, getrandom::Error> {
         let mut raw = [0u8; 16];
         getrandom::fill(&mut raw)?;
         let mut hex = [0u8; 32];
@@ -142,7 +142,7 @@ impl ConnectionToken {
     }
 
     /// The token as ASCII hex, for the synthesized head.
-    pub fn as_bytes(&self) -> &[u8] {
+    pub(crate) fn as_bytes(&self) -> &[u8] {
         &self.0
     }
 }
@@ -157,7 +157,7 @@ impl std::fmt::Debug for ConnectionToken {
 }
 
 /// Checks a request head before anything else sees it, and removes [`REJECTION_FIELD`].
-pub fn check_request(head: &mut request::Parts) -> Result<(), Rejection> {
+pub(crate) fn check_request(head: &mut request::Parts) -> Result<(), Rejection> {
     // `remove` drops every line of the field, so a forged one never travels on.
     if let Some(marker) = head.headers.remove(REJECTION_FIELD)
         && let Some(token) = head.extensions.get::<ConnectionToken>()
@@ -258,7 +258,7 @@ fn valid_authority(authority: &Authority) -> Result<(), Rejection> {
 /// allocates its map, its table and the value's box, and a hit, which forwards nothing,
 /// would pay for them too (`benches/RESULTS.md`, "client connection beside the head").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ClientConnection {
+pub(crate) struct ClientConnection {
     /// The client's address.
     pub ip: IpAddr,
     /// `https` when it came in on the TLS listener.
@@ -277,7 +277,7 @@ pub struct ClientConnection {
 /// presented it (RFC 9111 §4.1 matches `Vary` against the presented request), with its
 /// hop-by-hop fields removed on arrival.
 #[derive(Clone, Debug)]
-pub struct Forwarding {
+pub(crate) struct Forwarding {
     /// `<received-protocol> secondhit`.
     via: HeaderValue,
     /// The client's address.
@@ -290,7 +290,7 @@ pub struct Forwarding {
 
 impl Forwarding {
     /// The forwarding fields for the request `head` from `client`.
-    pub fn of(head: &request::Parts, client: ClientConnection) -> Forwarding {
+    pub(crate) fn of(head: &request::Parts, client: ClientConnection) -> Forwarding {
         let host = head.headers.get(HOST).cloned().or_else(|| {
             let authority = head.uri.authority()?;
             HeaderValue::from_str(authority.as_str()).ok()
@@ -304,14 +304,14 @@ impl Forwarding {
     }
 
     /// What the client named as host: its `Host`, or the target's authority.
-    pub fn client_host(&self) -> Option<&HeaderValue> {
+    pub(crate) fn client_host(&self) -> Option<&HeaderValue> {
         self.host.as_ref()
     }
 
     /// Adds the fields to `headers`, the headers of a request about to be sent to the
     /// origin (the client's, hop-by-hop fields already removed, so a client cannot name
     /// ours in `Connection` to have them stripped).
-    pub fn apply(&self, headers: &mut HeaderMap) {
+    pub(crate) fn apply(&self, headers: &mut HeaderMap) {
         append_to_list(headers, VIA, self.via.clone());
         // An IPv4 client on a dual-stack socket appears as ::ffff:a.b.c.d.
         let client = self.client.to_canonical();
@@ -488,7 +488,7 @@ fn push_forwarded_value(out: &mut String, text: &str) {
 /// Removes every field `names` names from `headers`, however its `-` and `_` are spelled:
 /// CGI, PHP and the frameworks on them see `X_Original_URL` as `X-Original-URL` (both
 /// are `HTTP_X_ORIGINAL_URL`).
-pub fn strip_fields(headers: &mut HeaderMap, names: &[HeaderName]) {
+pub(crate) fn strip_fields(headers: &mut HeaderMap, names: &[HeaderName]) {
     // Names are lower case in a `HeaderMap`, so bytes compare but for `-` against `_`.
     let same = |field: &HeaderName, name: &HeaderName| {
         let (field, name) = (field.as_str().as_bytes(), name.as_str().as_bytes());
@@ -509,7 +509,7 @@ pub fn strip_fields(headers: &mut HeaderMap, names: &[HeaderName]) {
 ///
 /// The received protocol is the origin's: the origin client always speaks HTTP/1.1
 /// (and `origin` does not keep the version of the response it got), so it is "1.1".
-pub fn add_response_via(headers: &mut HeaderMap) {
+pub(crate) fn add_response_via(headers: &mut HeaderMap) {
     append_to_list(headers, VIA, via_value(Version::HTTP_11));
 }
 
@@ -558,7 +558,7 @@ fn append_to_list(headers: &mut HeaderMap, name: HeaderName, member: HeaderValue
 /// joined with `, ` in order (RFC 9110 §5.3): a proxy in front may have added a line of
 /// its own (HAProxy's `option forwardfor`) rather than extended the client's. `None`
 /// when there is none, or (never for valid lines) when the join is no valid value.
-pub fn take_list(headers: &mut HeaderMap, name: &HeaderName) -> Option<HeaderValue> {
+pub(crate) fn take_list(headers: &mut HeaderMap, name: &HeaderName) -> Option<HeaderValue> {
     if headers.get_all(name).iter().nth(1).is_none() {
         // One line or none, the usual case: moved out, not copied.
         return headers.remove(name);

@@ -33,12 +33,12 @@ use crate::store::Store;
 
 mod shape;
 
-pub use crate::config::rules::KeyShape;
+pub(crate) use crate::config::rules::KeyShape;
 use shape::{push_query, strip_port};
 
 /// Why no cache key could be built for a request (the proxy answers 400).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum KeyError {
+pub(crate) enum KeyError {
     /// Neither the request URI nor a `Host` header names a host.
     #[error("the request names no host (no Host header and no authority in the URI)")]
     MissingHost,
@@ -56,7 +56,7 @@ pub enum KeyError {
 /// two objects (as in every shared cache: an origin may answer them differently), and it
 /// is the `X-Forwarded-Proto` the origin gets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ClientScheme {
+pub(crate) enum ClientScheme {
     /// The plain listener (`server.listen`).
     Http,
     /// The TLS listener (`server.tls.listen`).
@@ -65,7 +65,7 @@ pub enum ClientScheme {
 
 impl ClientScheme {
     /// `"http"` or `"https"`.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             ClientScheme::Http => "http",
             ClientScheme::Https => "https",
@@ -81,7 +81,7 @@ impl ClientScheme {
     }
 
     /// The port an authority of this scheme may leave out (RFC 9110 §4.2).
-    pub fn default_port(self) -> u16 {
+    pub(crate) fn default_port(self) -> u16 {
         match self {
             ClientScheme::Http => 80,
             ClientScheme::Https => 443,
@@ -89,7 +89,7 @@ impl ClientScheme {
     }
 
     /// The scheme named `name` (case-insensitive), if it is one of the two.
-    pub fn from_name(name: &str) -> Option<ClientScheme> {
+    pub(crate) fn from_name(name: &str) -> Option<ClientScheme> {
         [ClientScheme::Http, ClientScheme::Https]
             .into_iter()
             .find(|scheme| name.eq_ignore_ascii_case(scheme.as_str()))
@@ -98,7 +98,7 @@ impl ClientScheme {
 
 /// A normalised cache key and its stable store hash.
 #[derive(Clone, PartialEq, Eq)]
-pub struct CacheKey {
+pub(crate) struct CacheKey {
     /// `http://authority/path?query` (or `https://`), normalised.
     text: String,
     /// The scheme the key starts with.
@@ -111,13 +111,13 @@ pub struct CacheKey {
 
 impl CacheKey {
     /// Builds the key of a request from its head, received over `scheme`.
-    pub fn from_request(parts: &Parts, scheme: ClientScheme) -> Result<CacheKey, KeyError> {
+    pub(crate) fn from_request(parts: &Parts, scheme: ClientScheme) -> Result<CacheKey, KeyError> {
         CacheKey::shaped(parts, scheme, None)
     }
 
     /// Builds the key of a request from its head, received over `scheme`, shaped by a
     /// cache rule when one applies.
-    pub fn shaped(
+    pub(crate) fn shaped(
         parts: &Parts,
         scheme: ClientScheme,
         shape: Option<&KeyShape>,
@@ -168,17 +168,17 @@ impl CacheKey {
     }
 
     /// The scheme the key starts with.
-    pub fn scheme(&self) -> ClientScheme {
+    pub(crate) fn scheme(&self) -> ClientScheme {
         self.scheme
     }
 
     /// The whole key string.
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         &self.text
     }
 
     /// The normalised authority (`host` or `host:port`).
-    pub fn authority(&self) -> &str {
+    pub(crate) fn authority(&self) -> &str {
         &self.text[self.scheme.prefix().len()..self.path_start]
     }
 
@@ -186,7 +186,7 @@ impl CacheKey {
     /// this key, the nonce of the URL's current variant set and the request's selector.
     /// A new nonce (after an invalidation, or a change of the `Vary` fields) makes
     /// every older variant unreachable at once; they then leave by eviction.
-    pub fn variant(&self, nonce: u64, selector: u128) -> CacheKey {
+    pub(crate) fn variant(&self, nonce: u64, selector: u128) -> CacheKey {
         let text = format!("{} vary={nonce:016x}-{selector:032x}", self.text);
         CacheKey {
             store_hash: Store::key_hash(&text),
@@ -197,7 +197,7 @@ impl CacheKey {
     }
 
     /// The unkeyed xxh3-128 of the key string that names the entry in the store.
-    pub fn store_hash(&self) -> u128 {
+    pub(crate) fn store_hash(&self) -> u128 {
         self.store_hash
     }
 }
@@ -222,7 +222,7 @@ impl fmt::Display for CacheKey {
 /// access log), `None` when the request was already normal (the usual case: checked
 /// without allocating). A site rule's key shape (dropped query parameters, an ignored
 /// port) is an operator's choice and is not applied here.
-pub fn normalise_target(
+pub(crate) fn normalise_target(
     parts: &mut Parts,
     scheme: ClientScheme,
 ) -> Result<Option<http::Uri>, KeyError> {

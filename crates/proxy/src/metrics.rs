@@ -20,11 +20,11 @@
 //! [`crate::outcome::Outcome::result`] says; the module docs of [`crate::outcome`] list
 //! the mapping.
 
-pub mod export;
+pub(crate) mod export;
 mod process;
 mod sites;
 
-pub use sites::{SiteCounters, SiteTotals};
+pub(crate) use sites::{SiteCounters, SiteTotals};
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -315,7 +315,7 @@ impl Counts {
 /// rather than counted as the body streams: counting per frame would put an atomic add on
 /// every frame of every response, and a client that hangs up early is rare enough not to
 /// move a ratio.
-pub fn body_len<B: http_body::Body>(method: &Method, response: &Response<B>) -> Option<u64> {
+pub(crate) fn body_len<B: http_body::Body>(method: &Method, response: &Response<B>) -> Option<u64> {
     let status = response.status();
     if method == Method::HEAD
         || status == StatusCode::NO_CONTENT
@@ -352,21 +352,21 @@ pub struct ServerSample {
 }
 
 /// Reads every origin server's [`ServerSample`] as of now.
-pub type ServerSource = std::sync::Arc<dyn Fn() -> Vec<ServerSample> + Send + Sync>;
+pub(crate) type ServerSource = std::sync::Arc<dyn Fn() -> Vec<ServerSample> + Send + Sync>;
 
 /// Reads the miss-ratio estimates in use (a reload may rebuild them), at each scrape.
 pub(crate) type TuningSource =
     std::sync::Arc<dyn Fn() -> std::sync::Arc<crate::tuning::Tuning> + Send + Sync>;
 
 /// Upper bounds of the origin latency buckets, in seconds: 1 ms to 30 s.
-pub const ORIGIN_BUCKETS: [f64; 14] = [
+pub(crate) const ORIGIN_BUCKETS: [f64; 14] = [
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
 ];
 
 /// A latency histogram of atomics (prometheus-client's `Histogram` takes a mutex per
 /// observation): one count per bucket, and the sum in nanoseconds.
 #[derive(Debug, Default)]
-pub struct DurationHistogram {
+pub(crate) struct DurationHistogram {
     /// Observations per bucket of [`ORIGIN_BUCKETS`], the last one for above them all.
     buckets: [AtomicU64; ORIGIN_BUCKETS.len() + 1],
     /// Sum of all observations, in nanoseconds.
@@ -435,7 +435,7 @@ impl HistogramCounts {
 
 impl DurationHistogram {
     /// Counts one observation of `elapsed`.
-    pub fn observe(&self, elapsed: Duration) {
+    pub(crate) fn observe(&self, elapsed: Duration) {
         let seconds = elapsed.as_secs_f64();
         let bucket = ORIGIN_BUCKETS
             .iter()
@@ -447,7 +447,7 @@ impl DurationHistogram {
     }
 
     /// Its figures now.
-    pub fn snapshot(&self) -> HistogramCounts {
+    pub(crate) fn snapshot(&self) -> HistogramCounts {
         let bounds = ORIGIN_BUCKETS.iter().copied().chain([f64::INFINITY]);
         let buckets: Vec<(f64, u64)> = bounds
             .zip(&self.buckets)

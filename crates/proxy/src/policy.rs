@@ -19,11 +19,11 @@
 //! arrival is stored only if it carries a validator (it is then revalidated on every
 //! use); no request header is handed to the store, so credentials never reach disk.
 
-pub mod date;
-pub mod directives;
-pub mod freshness;
-pub mod validation;
-pub mod vary;
+pub(crate) mod date;
+pub(crate) mod directives;
+pub(crate) mod freshness;
+pub(crate) mod validation;
+pub(crate) mod vary;
 
 use std::time::{Duration, SystemTime};
 
@@ -144,7 +144,7 @@ impl NotStored {
 
 /// Decides whether `response`, the origin's answer to a GET with `request` headers,
 /// may be stored (RFC 9111 §3) under `rules`.
-pub fn storability(
+pub(crate) fn storability(
     request: &HeaderMap,
     response: &response::Parts,
     response_time: SystemTime,

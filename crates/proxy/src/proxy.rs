@@ -104,7 +104,7 @@ use origin_request::OriginRequest;
 /// A response and what became of its request. Every stage of the request path returns
 /// one, and [`Proxy::handle`] renders the outcome — `Cache-Status`, the request counters
 /// and the access log — once.
-pub struct Answer {
+pub(crate) struct Answer {
     response: Response<ProxyBody>,
     outcome: Outcome,
     /// The origin server that answered, when one did: for the access log.
@@ -198,7 +198,7 @@ enum Looked<'s> {
 /// Everything a request needs, shared by all connections. A clone shares all of it (each
 /// worker holds one, so that the handle its requests clone is its own).
 #[derive(Clone)]
-pub struct Proxy {
+pub(crate) struct Proxy {
     /// What a reload can change: each request loads it once ([`Live`]).
     live: Live,
     /// The store, the counters and the fills in flight.
@@ -209,7 +209,7 @@ pub struct Proxy {
 }
 
 /// The parts a proxy is built from, each made once by `server::Server::bind`.
-pub struct Parts {
+pub(crate) struct Parts {
     /// The settings, the sites and the admission, loaded once per request.
     pub live: Live,
     /// The disk store.
@@ -222,7 +222,7 @@ pub struct Parts {
 
 impl Proxy {
     /// Assembles a proxy from its parts.
-    pub fn new(parts: Parts) -> Proxy {
+    pub(crate) fn new(parts: Parts) -> Proxy {
         Proxy {
             live: parts.live,
             cache: Cache {
@@ -235,7 +235,7 @@ impl Proxy {
     }
 
     /// The counters every request feeds.
-    pub fn metrics(&self) -> Arc<Metrics> {
+    pub(crate) fn metrics(&self) -> Arc<Metrics> {
         self.cache.metrics.clone()
     }
 
@@ -250,7 +250,7 @@ impl Proxy {
     /// fields ([`hygiene::Forwarding`]), and every response gets `Via`. When the access
     /// log is on, the response's body logs the request once it is done
     /// ([`crate::access_log::AccessLog::wrap_body`]).
-    pub async fn handle(
+    pub(crate) async fn handle(
         &self,
         request: Request<Incoming>,
         peer: SocketAddr,

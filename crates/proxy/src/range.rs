@@ -26,11 +26,11 @@ mod if_range;
 /// The most ranges one request is answered part by part; a request for more gets the
 /// whole object (each part is a separate read, and a flood of tiny ranges costs the
 /// disk far more than it saves the network).
-pub const MAX_PARTS: usize = 64;
+pub(crate) const MAX_PARTS: usize = 64;
 
 /// How to answer a request for an object of known length.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum RangeAnswer {
+pub(crate) enum RangeAnswer {
     /// The whole object, 200.
     Whole,
     /// Bytes `first..=last`, 206.
@@ -49,7 +49,7 @@ pub enum RangeAnswer {
 
 /// True if the request carries a `Range` of one to [`MAX_PARTS`] syntactically valid byte
 /// ranges: the kind this cache can answer from a whole object.
-pub fn is_answerable_range(request: &HeaderMap) -> bool {
+pub(crate) fn is_answerable_range(request: &HeaderMap) -> bool {
     range_text(request)
         .and_then(|text| http_range_header::parse_range_header(text).ok())
         .is_some_and(|parsed| (1..=MAX_PARTS).contains(&parsed.ranges.len()))
@@ -57,7 +57,7 @@ pub fn is_answerable_range(request: &HeaderMap) -> bool {
 
 /// True if `parts` come in ascending order: the only order in which they can be cut
 /// from a body as it streams.
-pub fn ascending(parts: &[(u64, u64)]) -> bool {
+pub(crate) fn ascending(parts: &[(u64, u64)]) -> bool {
     parts.windows(2).all(|pair| pair[0].1 < pair[1].0)
 }
 
@@ -67,7 +67,7 @@ fn range_text(request: &HeaderMap) -> Option<&str> {
 
 /// Decides how to answer `request` from an object of `len` bytes whose validators
 /// are in `stored` (for `If-Range`).
-pub fn answer(request: &HeaderMap, stored: &HeaderMap, len: u64) -> RangeAnswer {
+pub(crate) fn answer(request: &HeaderMap, stored: &HeaderMap, len: u64) -> RangeAnswer {
     let Some(text) = range_text(request) else {
         return RangeAnswer::Whole;
     };
@@ -112,13 +112,13 @@ pub fn answer(request: &HeaderMap, stored: &HeaderMap, len: u64) -> RangeAnswer 
 }
 
 /// `Content-Range: bytes first-last/len`.
-pub fn content_range(first: u64, last: u64, len: u64) -> HeaderValue {
+pub(crate) fn content_range(first: u64, last: u64, len: u64) -> HeaderValue {
     headers_value(format!("bytes {first}-{last}/{len}"))
 }
 
 /// The framing of a `multipart/byteranges` body (RFC 9110 §14.6): a boundary, and the
 /// head of each part.
-pub struct Multipart {
+pub(crate) struct Multipart {
     /// The boundary between parts: random, so that no body can contain it by design.
     boundary: String,
     /// The object's own `Content-Type`, repeated in every part.
@@ -129,7 +129,7 @@ pub struct Multipart {
 
 impl Multipart {
     /// Framing for the parts of an object of `len` bytes with `content_type`.
-    pub fn new(content_type: Option<HeaderValue>, len: u64) -> Multipart {
+    pub(crate) fn new(content_type: Option<HeaderValue>, len: u64) -> Multipart {
         // A fixed fallback is still a valid boundary; randomness only makes a collision
         // with the content implausible.
         let token = getrandom::u64().unwrap_or(0x5ec0_d417_b0a7_da7a);
@@ -141,12 +141,12 @@ impl Multipart {
     }
 
     /// The response's `Content-Type: multipart/byteranges; boundary=...`.
-    pub fn content_type(&self) -> HeaderValue {
+    pub(crate) fn content_type(&self) -> HeaderValue {
         headers_value(format!("multipart/byteranges; boundary={}", self.boundary))
     }
 
     /// What precedes part `first..=last`: the delimiter and the part's fields.
-    pub fn part_head(&self, first: u64, last: u64) -> Bytes {
+    pub(crate) fn part_head(&self, first: u64, last: u64) -> Bytes {
         let mut head = format!("\r\n--{}\r\n", self.boundary).into_bytes();
         if let Some(content_type) = &self.content_type {
             head.extend_from_slice(b"Content-Type: ");
@@ -160,12 +160,12 @@ impl Multipart {
     }
 
     /// The closing delimiter, after the last part.
-    pub fn closing(&self) -> Bytes {
+    pub(crate) fn closing(&self) -> Bytes {
         Bytes::from(format!("\r\n--{}--\r\n", self.boundary))
     }
 
     /// The body's length for `parts`: every part's head and bytes, and the closing.
-    pub fn content_length(&self, parts: &[(u64, u64)]) -> u64 {
+    pub(crate) fn content_length(&self, parts: &[(u64, u64)]) -> u64 {
         let parts_len: u64 = parts
             .iter()
             .map(|&(first, last)| self.part_head(first, last).len() as u64 + (last - first + 1))
@@ -175,7 +175,7 @@ impl Multipart {
 }
 
 /// `Content-Range: bytes */len`, for a 416.
-pub fn unsatisfied_range(len: u64) -> HeaderValue {
+pub(crate) fn unsatisfied_range(len: u64) -> HeaderValue {
     headers_value(format!("bytes */{len}"))
 }
 
@@ -189,7 +189,7 @@ fn headers_value(text: String) -> HeaderValue {
 /// [`Multipart`]. It reads `inner` to its end, so a fill teed from `inner` still gets the
 /// whole object (the client's response ends when the whole object has arrived, not when
 /// its last part has).
-pub struct PartsBody<B> {
+pub(crate) struct PartsBody<B> {
     inner: B,
     /// Offset of the next byte `inner` yields.
     position: u64,
@@ -210,12 +210,12 @@ pub struct PartsBody<B> {
 
 impl<B> PartsBody<B> {
     /// Bytes `first..=last` of `inner`, as they are (a single-range 206).
-    pub fn range(inner: B, first: u64, last: u64) -> PartsBody<B> {
+    pub(crate) fn range(inner: B, first: u64, last: u64) -> PartsBody<B> {
         PartsBody::new(inner, vec![(first, last)], Vec::new(), None)
     }
 
     /// `parts` (ascending, see [`ascending`]) of `inner`, framed by `multipart`.
-    pub fn multipart(inner: B, multipart: &Multipart, parts: Vec<(u64, u64)>) -> PartsBody<B> {
+    pub(crate) fn multipart(inner: B, multipart: &Multipart, parts: Vec<(u64, u64)>) -> PartsBody<B> {
         let heads = (parts.iter())
             .map(|&(first, last)| multipart.part_head(first, last))
             .collect();

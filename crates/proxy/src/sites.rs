@@ -14,14 +14,14 @@
 //! already lower-case (the usual case) is looked up without a copy. A reload builds a
 //! new [`Sites`] and swaps it whole (`proxy`'s `ArcSwap`).
 
-pub mod rule;
+pub(crate) mod rule;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use http::StatusCode;
 
-pub use crate::config::Rules;
+pub(crate) use crate::config::Rules;
 use crate::config::{Config, UnknownHost};
 use crate::metrics::{Metrics, SiteCounters};
 use crate::origin::health::Health;

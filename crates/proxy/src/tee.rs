@@ -65,13 +65,13 @@ use crate::store::{EntryWriter, FillDrop, FillTail, StoreError};
 /// On loopback an origin can outrun a page-cache write for a few milliseconds; 16 MiB
 /// lets a fill ride out such bursts (a 5 MiB body from a local origin is stored, not
 /// dropped) while bounding what one lagging fill can hold in memory.
-pub const FILL_BUFFER_BYTES: usize = 16 * 1024 * 1024;
+pub(crate) const FILL_BUFFER_BYTES: usize = 16 * 1024 * 1024;
 
 /// Bytes that may wait between the origin and the client of one fill before the client
 /// is detached and reads on from the fill's file: beyond what the sockets buffer, so a
 /// client that keeps up is fed from memory, and small enough that many slow clients at
 /// once hold little.
-pub const CLIENT_LAG_BYTES: usize = 4 * 1024 * 1024;
+pub(crate) const CLIENT_LAG_BYTES: usize = 4 * 1024 * 1024;
 
 /// The most a detached client reads from the fill's file at once.
 const TAIL_READ_BYTES: usize = 256 * 1024;
@@ -86,7 +86,7 @@ type FillEnd = Result<(), FillDrop>;
 /// The fills of one server: every pump and writer task, which a graceful shutdown waits
 /// for ([`Fills::wait`]), and the bound on fills running on without their client.
 #[derive(Clone)]
-pub struct Fills {
+pub(crate) struct Fills {
     tasks: TaskTracker,
     /// One permit per orphan fill (`cache.max_orphan_fills`).
     orphans: Arc<Semaphore>,
@@ -94,7 +94,7 @@ pub struct Fills {
 
 impl Fills {
     /// The fills of a server that lets at most `max_orphans` fills outlive their client.
-    pub fn new(max_orphans: usize) -> Fills {
+    pub(crate) fn new(max_orphans: usize) -> Fills {
         Fills {
             tasks: TaskTracker::new(),
             orphans: Arc::new(Semaphore::new(max_orphans)),
@@ -103,7 +103,7 @@ impl Fills {
 
     /// Waits until every fill in flight has ended, committed or dropped; fills started
     /// meanwhile are waited for too.
-    pub async fn wait(&self) {
+    pub(crate) async fn wait(&self) {
         self.tasks.close();
         self.tasks.wait().await;
         // Open again, for a caller that stopped waiting and serves on.
@@ -499,7 +499,7 @@ async fn from_file(mut reading: FileReading) -> Option<(Result<Frame<Bytes>, Box
 
 /// A response body that streams an origin body to the client and, when a fill is
 /// attached, to disk.
-pub struct TeeBody<B> {
+pub(crate) struct TeeBody<B> {
     source: Source<B>,
     /// Where the streamed data bytes are counted, if anywhere (the pump counts a fill's).
     counted: Counted,
@@ -520,7 +520,7 @@ enum Source<B> {
 
 impl<B> TeeBody<B> {
     /// A body that only streams to the client.
-    pub fn passthrough(inner: B) -> TeeBody<B> {
+    pub(crate) fn passthrough(inner: B) -> TeeBody<B> {
         TeeBody {
             source: Source::Origin(inner),
             counted: None,
@@ -530,7 +530,7 @@ impl<B> TeeBody<B> {
     /// This body without a fill, adding the length of every data frame it streams to
     /// `counter` (a fill's pump counts what it reads instead: [`TeeBody::with_fill`]).
     #[must_use]
-    pub fn counting(mut self, metrics: Arc<Metrics>, counter: ByteCounter) -> TeeBody<B> {
+    pub(crate) fn counting(mut self, metrics: Arc<Metrics>, counter: ByteCounter) -> TeeBody<B> {
         if matches!(self.source, Source::Origin(_)) {
             self.counted = Some((metrics, counter));
         }
@@ -543,7 +543,7 @@ impl<B> TeeBody<B> {
     /// the reason when it was dropped: the proxy frees the key's collapse slot then, so
     /// that the requests waiting for this fill look again once its entry exists, or all
     /// fetch at once when it never will.
-    pub fn with_fill(
+    pub(crate) fn with_fill(
         inner: B,
         writer: EntryWriter,
         (key, fills): (&str, &Fills),

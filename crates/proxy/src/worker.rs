@@ -22,6 +22,6 @@ pub(crate) fn index() -> usize {
 
 /// How many workers `server.workers` asks for: the number given, or one per CPU this
 /// process may run on (its affinity mask).
-pub fn count(configured: Option<usize>) -> usize {
+pub(crate) fn count(configured: Option<usize>) -> usize {
     configured.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, NonZeroUsize::get))
 }

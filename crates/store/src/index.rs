@@ -154,9 +154,13 @@ pub enum Provenance {
 /// A snapshot of the index's counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Counts {
+    /// Entries indexed.
     pub objects: u64,
+    /// Their bytes, as the budget counts them.
     pub object_bytes: u64,
+    /// Bytes reserved by fills in progress.
     pub reserved_bytes: u64,
+    /// Entries evicted since the index was made.
     pub evictions: u64,
     /// Keys the ghost remembers ([`Index::keep_ghost`]).
     pub ghost_keys: u64,
@@ -584,6 +588,11 @@ impl Index {
     /// Entries currently indexed.
     pub fn len(&self) -> u64 {
         self.objects.load(Relaxed)
+    }
+
+    /// Whether no entry is indexed.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     /// How many objects the cache holds when full, for sizing the admission filter's

@@ -8,7 +8,7 @@ use crate::support::{PATIENCE, Reply, TestOrigin, TestProxy};
 
 /// An origin answering `/hop` with hop-by-hop fields, `/via` with a `Via` of its own,
 /// and everything else with a small cacheable body.
-pub async fn origin() -> TestOrigin {
+pub(crate) async fn origin() -> TestOrigin {
     TestOrigin::start(|head| match head.uri.path() {
         "/hop" => Reply::ok("max-age=60", b"hop".to_vec())
             .header("connection", "x-origin-secret, x-origin-other")
@@ -26,14 +26,14 @@ pub async fn origin() -> TestOrigin {
     .await
 }
 
-pub async fn setup() -> (TestOrigin, TestProxy) {
+pub(crate) async fn setup() -> (TestOrigin, TestProxy) {
     let origin = origin().await;
     let proxy = TestProxy::start(origin.addr, |_| {}).await;
     (origin, proxy)
 }
 
 /// One response as read off the wire.
-pub struct Raw {
+pub(crate) struct Raw {
     pub status: u16,
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
@@ -41,7 +41,7 @@ pub struct Raw {
 
 impl Raw {
     /// All values of `name`, folded into one comma-separated list.
-    pub fn list(&self, name: &str) -> String {
+    pub(crate) fn list(&self, name: &str) -> String {
         let values: Vec<&str> = (self.headers.iter())
             .filter(|(n, _)| n.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.as_str())
@@ -49,7 +49,7 @@ impl Raw {
         values.join(", ")
     }
 
-    pub fn has(&self, name: &str) -> bool {
+    pub(crate) fn has(&self, name: &str) -> bool {
         self.headers
             .iter()
             .any(|(n, _)| n.eq_ignore_ascii_case(name))
@@ -57,24 +57,24 @@ impl Raw {
 }
 
 /// A raw client connection to the proxy.
-pub struct Conn {
+pub(crate) struct Conn {
     reader: BufReader<TcpStream>,
 }
 
 impl Conn {
-    pub async fn open(proxy: &TestProxy) -> Conn {
+    pub(crate) async fn open(proxy: &TestProxy) -> Conn {
         let stream = TcpStream::connect(proxy.addr).await.expect("connect");
         Conn {
             reader: BufReader::new(stream),
         }
     }
 
-    pub async fn write(&mut self, bytes: &[u8]) {
+    pub(crate) async fn write(&mut self, bytes: &[u8]) {
         self.reader.get_mut().write_all(bytes).await.expect("write");
     }
 
     /// Reads one response (Content-Length or chunked body), within PATIENCE.
-    pub async fn response(&mut self) -> Raw {
+    pub(crate) async fn response(&mut self) -> Raw {
         tokio::time::timeout(PATIENCE, self.read_response())
             .await
             .expect("a response within PATIENCE")
@@ -125,7 +125,7 @@ impl Conn {
     }
 
     /// Whether the proxy closes the connection (end of input or reset) within PATIENCE.
-    pub async fn closed(&mut self) -> bool {
+    pub(crate) async fn closed(&mut self) -> bool {
         let mut rest = Vec::new();
         match tokio::time::timeout(PATIENCE, self.reader.read_to_end(&mut rest)).await {
             Ok(Ok(_)) | Ok(Err(_)) => rest.is_empty(),
@@ -135,14 +135,14 @@ impl Conn {
 }
 
 /// Sends one raw request on a new connection and reads the response.
-pub async fn exchange(proxy: &TestProxy, request: &[u8]) -> Raw {
+pub(crate) async fn exchange(proxy: &TestProxy, request: &[u8]) -> Raw {
     let mut conn = Conn::open(proxy).await;
     conn.write(request).await;
     conn.response().await
 }
 
 /// The `Cache-Status` detail of a raw response.
-pub fn detail(raw: &Raw) -> String {
+pub(crate) fn detail(raw: &Raw) -> String {
     let value = raw.list("cache-status");
     value
         .split(';')
@@ -152,7 +152,7 @@ pub fn detail(raw: &Raw) -> String {
 }
 
 /// Asserts a 400 naming `reason` that never reached the origin.
-pub async fn assert_rejected(origin: &TestOrigin, proxy: &TestProxy, request: &[u8], reason: &str) {
+pub(crate) async fn assert_rejected(origin: &TestOrigin, proxy: &TestProxy, request: &[u8], reason: &str) {
     let mut conn = Conn::open(proxy).await;
     conn.write(request).await;
     let raw = conn.response().await;
@@ -165,7 +165,7 @@ pub async fn assert_rejected(origin: &TestOrigin, proxy: &TestProxy, request: &[
     );
 }
 
-pub fn origin_list(origin: &TestOrigin, path: &str, name: &str) -> String {
+pub(crate) fn origin_list(origin: &TestOrigin, path: &str, name: &str) -> String {
     let headers = origin
         .last_headers(path)
         .expect("the origin got the request");

@@ -9,7 +9,7 @@ use crate::support::{self, Reply, Seen, TestOrigin, TestProxy};
 
 /// A proxy in front of `origin` with admission `always`: storable responses are stored
 /// on first sight.
-pub async fn proxy_always(origin: &TestOrigin) -> TestProxy {
+pub(crate) async fn proxy_always(origin: &TestOrigin) -> TestProxy {
     TestProxy::start(origin.addr, |c| {
         c.admission.policy = AdmissionPolicy::Always
     })
@@ -19,7 +19,7 @@ pub async fn proxy_always(origin: &TestOrigin) -> TestProxy {
 /// A proxy with admission `always` and `cache.heuristic_max_age = <value>`, set through
 /// the TOML key (the key the contract names) so that this file compiles before the
 /// field exists.
-pub async fn proxy_with_heuristic_max_age(origin: &TestOrigin, value: &str) -> TestProxy {
+pub(crate) async fn proxy_with_heuristic_max_age(origin: &TestOrigin, value: &str) -> TestProxy {
     let text = format!("[cache]\nheuristic_max_age = \"{value}\"\n");
     TestProxy::start(origin.addr, move |c| {
         let parsed = Config::from_toml_str(&text)
@@ -34,7 +34,7 @@ pub async fn proxy_with_heuristic_max_age(origin: &TestOrigin, value: &str) -> T
 }
 
 /// Sends `method path` with `headers` to the proxy and reads the whole answer.
-pub async fn request(
+pub(crate) async fn request(
     proxy: &TestProxy,
     method: &str,
     path: &str,
@@ -49,13 +49,13 @@ pub async fn request(
 }
 
 /// GET `path` with `headers`.
-pub async fn get_with(proxy: &TestProxy, path: &str, headers: &[(&str, &str)]) -> Seen {
+pub(crate) async fn get_with(proxy: &TestProxy, path: &str, headers: &[(&str, &str)]) -> Seen {
     request(proxy, "GET", path, headers).await
 }
 
 /// GET `path` (with `headers`), expect the answer to be stored, and wait until the
 /// proxy has committed `committed` fills in all.
-pub async fn fill(proxy: &TestProxy, path: &str, headers: &[(&str, &str)], committed: u64) -> Seen {
+pub(crate) async fn fill(proxy: &TestProxy, path: &str, headers: &[(&str, &str)], committed: u64) -> Seen {
     let seen = get_with(proxy, path, headers).await;
     assert!(
         seen.cache.stored,
@@ -67,12 +67,12 @@ pub async fn fill(proxy: &TestProxy, path: &str, headers: &[(&str, &str)], commi
 }
 
 /// A response header as text.
-pub fn header<'a>(seen: &'a Seen, name: &str) -> Option<&'a str> {
+pub(crate) fn header<'a>(seen: &'a Seen, name: &str) -> Option<&'a str> {
     seen.headers.get(name).and_then(|v| v.to_str().ok())
 }
 
 /// The served `Age` in seconds; every hit must carry one (RFC 9111 §5.1).
-pub fn age(seen: &Seen) -> u64 {
+pub(crate) fn age(seen: &Seen) -> u64 {
     header(seen, "age")
         .unwrap_or_else(|| panic!("a hit carries Age: {:?}", seen.headers))
         .parse()
@@ -80,7 +80,7 @@ pub fn age(seen: &Seen) -> u64 {
 }
 
 /// Asserts a response served from storage: `hit` and an `Age` header.
-pub fn assert_hit(seen: &Seen) {
+pub(crate) fn assert_hit(seen: &Seen) {
     assert!(seen.cache.hit, "expected a hit: {:?}", seen.cache);
     assert!(
         seen.cache.fwd.is_none(),
@@ -91,13 +91,13 @@ pub fn assert_hit(seen: &Seen) {
 }
 
 /// Asserts a response that went to the origin for `fwd`.
-pub fn assert_forwarded(seen: &Seen, fwd: &str) {
+pub(crate) fn assert_forwarded(seen: &Seen, fwd: &str) {
     assert!(!seen.cache.hit, "expected fwd={fwd}, got {:?}", seen.cache);
     assert_eq!(seen.cache.fwd.as_deref(), Some(fwd), "{:?}", seen.cache);
 }
 
 /// The `ttl` parameter of a hit, which must be present.
-pub fn ttl(seen: &Seen) -> i64 {
+pub(crate) fn ttl(seen: &Seen) -> i64 {
     seen.cache
         .ttl
         .unwrap_or_else(|| panic!("expected a ttl parameter: {:?}", seen.cache))
@@ -105,38 +105,38 @@ pub fn ttl(seen: &Seen) -> i64 {
 
 /// A shared counter a script can bump and a test can read.
 #[derive(Clone, Default)]
-pub struct Counter(Arc<AtomicUsize>);
+pub(crate) struct Counter(Arc<AtomicUsize>);
 
 impl Counter {
     /// Adds one and returns the value before.
-    pub fn bump(&self) -> usize {
+    pub(crate) fn bump(&self) -> usize {
         self.0.fetch_add(1, Ordering::SeqCst)
     }
 
     /// The current value.
-    pub fn get(&self) -> usize {
+    pub(crate) fn get(&self) -> usize {
         self.0.load(Ordering::SeqCst)
     }
 
     /// Sets the value.
-    pub fn set(&self, value: usize) {
+    pub(crate) fn set(&self, value: usize) {
         self.0.store(value, Ordering::SeqCst)
     }
 }
 
 /// A request header as text, for scripts.
-pub fn request_header<'a>(head: &'a http::request::Parts, name: &str) -> Option<&'a str> {
+pub(crate) fn request_header<'a>(head: &'a http::request::Parts, name: &str) -> Option<&'a str> {
     head.headers.get(name).and_then(|v| v.to_str().ok())
 }
 
 /// A deterministic 1000-byte body (the Range scenarios slice it).
-pub fn thousand() -> Vec<u8> {
+pub(crate) fn thousand() -> Vec<u8> {
     support::body_bytes(1000, 7)
 }
 
 /// A validated origin that answers `Cache-Control: <cc>` with `Age: 70` (so `max-age=60`
 /// is stale by 10 s on arrival) while `errors` is 0, and status `errors` otherwise.
-pub async fn stale_origin(cc: &'static str, errors: &Counter) -> TestOrigin {
+pub(crate) async fn stale_origin(cc: &'static str, errors: &Counter) -> TestOrigin {
     let errors = errors.clone();
     TestOrigin::start(move |_| match errors.get() {
         0 => Reply::ok(cc, b"stale-body".to_vec())

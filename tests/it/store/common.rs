@@ -12,11 +12,11 @@ use crate::support::{
 };
 
 /// The `Host` of every request, and so the authority of every key.
-pub const HOST: &str = "cache.test";
+pub(super) const HOST: &str = "cache.test";
 
 /// The body the origin sends for `path` the `version`-th time it is asked: its size is the
 /// number after the path's last `-`, and every version differs.
-pub fn object(path: &str, version: usize) -> Vec<u8> {
+pub(super) fn object(path: &str, version: usize) -> Vec<u8> {
     let size: usize = path
         .rsplit('-')
         .next()
@@ -30,7 +30,7 @@ pub fn object(path: &str, version: usize) -> Vec<u8> {
 
 /// An origin serving `object(path, n)` with `max-age=3600` on the n-th request for a path;
 /// paths starting with `/stall` send part of their body and then nothing.
-pub async fn versioned_origin() -> TestOrigin {
+pub(super) async fn versioned_origin() -> TestOrigin {
     let versions: Arc<Mutex<HashMap<String, usize>>> = Arc::default();
     TestOrigin::start(move |head| {
         let path = head.uri.path().to_owned();
@@ -52,20 +52,20 @@ pub async fn versioned_origin() -> TestOrigin {
 }
 
 /// GET `base` + `path` with the fixed test `Host`.
-pub fn request(base: &str, path: &str) -> reqwest::RequestBuilder {
+pub(super) fn request(base: &str, path: &str) -> reqwest::RequestBuilder {
     client().get(format!("{base}{path}")).header("host", HOST)
 }
 
-pub async fn fetch(base: &str, path: &str) -> Seen {
+pub(super) async fn fetch(base: &str, path: &str) -> Seen {
     send(request(base, path)).await
 }
 
-pub fn base(proxy: &TestProxy) -> String {
+pub(super) fn base(proxy: &TestProxy) -> String {
     format!("http://{}", proxy.addr)
 }
 
 /// Total bytes of the entry files under `objects/`.
-pub fn objects_bytes(cache_dir: &Path) -> u64 {
+pub(super) fn objects_bytes(cache_dir: &Path) -> u64 {
     files_under(&cache_dir.join("objects"))
         .iter()
         .filter_map(|p| std::fs::metadata(p).ok())
@@ -73,12 +73,12 @@ pub fn objects_bytes(cache_dir: &Path) -> u64 {
         .sum()
 }
 
-pub fn always(config: &mut secondhit_proxy::config::Config) {
+pub(super) fn always(config: &mut secondhit_proxy::config::Config) {
     config.admission.policy = AdmissionPolicy::Always;
 }
 
 /// Stores `paths` through a fresh proxy on `cache_dir` and stops it.
-pub async fn fill_and_stop(origin: &TestOrigin, cache_dir: &Path, paths: &[String]) {
+pub(super) async fn fill_and_stop(origin: &TestOrigin, cache_dir: &Path, paths: &[String]) {
     let proxy = TestProxy::start_in(origin.addr, cache_dir, always).await;
     let b = base(&proxy);
     for path in paths {
@@ -90,7 +90,7 @@ pub async fn fill_and_stop(origin: &TestOrigin, cache_dir: &Path, paths: &[Strin
 
 /// A config file for the binary: json logs (the harness reads them), policy always,
 /// `cache.fsync` at its default.
-pub fn serve_config(dir: &Path, name: &str, origin: &TestOrigin, extra: &str) -> PathBuf {
+pub(super) fn serve_config(dir: &Path, name: &str, origin: &TestOrigin, extra: &str) -> PathBuf {
     let path = dir.join(format!("{name}.toml"));
     let text = format!(
         "[server]\nlisten = \"127.0.0.1:0\"\nadmin_listen = \"127.0.0.1:0\"\nshutdown_timeout = \"1s\"\n\
@@ -106,7 +106,7 @@ pub fn serve_config(dir: &Path, name: &str, origin: &TestOrigin, extra: &str) ->
 }
 
 /// The entry file of every stored path, found by the key each file holds.
-pub fn entry_files_by_path(cache_dir: &Path) -> HashMap<String, PathBuf> {
+pub(super) fn entry_files_by_path(cache_dir: &Path) -> HashMap<String, PathBuf> {
     let mut found = HashMap::new();
     for file in files_under(&cache_dir.join("objects")) {
         let bytes = std::fs::read(&file).expect("entry");

@@ -8,7 +8,7 @@ use std::time::Duration;
 const BROWSER_TIMEOUT: Duration = Duration::from_secs(90);
 
 /// The first of the usual Chromium binaries on `PATH`.
-pub fn find_chromium() -> Option<PathBuf> {
+pub(crate) fn find_chromium() -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     ["chromium", "chromium-browser", "google-chrome"]
         .iter()
@@ -18,7 +18,7 @@ pub fn find_chromium() -> Option<PathBuf> {
 
 /// Runs headless Chromium on `url` with `extra` arguments (a profile in `profile`) and
 /// returns its standard output; fails the test on a timeout or an error exit.
-pub async fn chromium(binary: &Path, profile: &Path, url: &str, extra: &[String]) -> String {
+pub(crate) async fn chromium(binary: &Path, profile: &Path, url: &str, extra: &[String]) -> String {
     let mut command = tokio::process::Command::new(binary);
     command
         .args([

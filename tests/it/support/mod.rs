@@ -1,15 +1,15 @@
 //! Test harness: a scriptable origin and the real proxy, both on 127.0.0.1:0, with a
 //! temp cache directory, plus a plain HTTP client and a `Cache-Status` parser.
 
-pub mod browser;
+pub(crate) mod browser;
 mod origin;
 mod proxy;
-pub mod serve;
-pub mod shell;
-pub mod tls;
+pub(crate) mod serve;
+pub(crate) mod shell;
+pub(crate) mod tls;
 
 // Flat `support::X` paths for every area.
-pub use self::{origin::*, proxy::*};
+pub(crate) use self::{origin::*, proxy::*};
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -20,7 +20,7 @@ use http::HeaderMap;
 /// Generous, because only a failing test waits it out: on a loaded 2-core machine
 /// (full-suite runs of 140–446 s instead of 45) responses of the debug build took over
 /// the 10 s this was, and tests failed on the client's timeout alone.
-pub const PATIENCE: Duration = Duration::from_secs(30);
+pub(crate) const PATIENCE: Duration = Duration::from_secs(30);
 
 /// How often [`eventually`] looks again.
 const POLL_EVERY: Duration = Duration::from_millis(5);
@@ -29,7 +29,7 @@ const POLL_EVERY: Duration = Duration::from_millis(5);
 /// with `what()` once [`PATIENCE`] has passed. The one place the tests poll on the wall
 /// clock: the conditions they wait for (store counters, files, an origin's state) come
 /// with no notification to wait on.
-pub async fn eventually<T>(
+pub(crate) async fn eventually<T>(
     what: impl FnOnce() -> String,
     mut check: impl AsyncFnMut() -> Option<T>,
 ) -> T {
@@ -46,17 +46,17 @@ pub async fn eventually<T>(
 }
 
 /// [`eventually`] for a yes-or-no condition that needs an `await`.
-pub async fn wait_until_async(what: impl FnOnce() -> String, mut done: impl AsyncFnMut() -> bool) {
+pub(crate) async fn wait_until_async(what: impl FnOnce() -> String, mut done: impl AsyncFnMut() -> bool) {
     eventually(what, async || done().await.then_some(())).await
 }
 
 /// [`eventually`] for a condition that needs no `await`.
-pub async fn wait_until(what: impl FnOnce() -> String, mut done: impl FnMut() -> bool) {
+pub(crate) async fn wait_until(what: impl FnOnce() -> String, mut done: impl FnMut() -> bool) {
     eventually(what, async || done().then_some(())).await
 }
 
 /// An HTTP-date (RFC 9110 §5.6.7, IMF-fixdate) for `time`.
-pub fn http_date(time: std::time::SystemTime) -> String {
+pub(crate) fn http_date(time: std::time::SystemTime) -> String {
     let secs = time
         .duration_since(std::time::UNIX_EPOCH)
         .expect("time after 1970")
@@ -88,7 +88,7 @@ pub fn http_date(time: std::time::SystemTime) -> String {
 
 /// `http_date` of now (on the proxy's clock, `secondhit_proxy::clock`) shifted by `offset_secs`
 /// (negative: in the past).
-pub fn http_date_from_now(offset_secs: i64) -> String {
+pub(crate) fn http_date_from_now(offset_secs: i64) -> String {
     let now = secondhit_proxy::clock::now();
     let shift = Duration::from_secs(offset_secs.unsigned_abs());
     http_date(if offset_secs < 0 {
@@ -99,14 +99,14 @@ pub fn http_date_from_now(offset_secs: i64) -> String {
 }
 
 /// A deterministic body of `len` bytes that differs by `seed`.
-pub fn body_bytes(len: usize, seed: u8) -> Vec<u8> {
+pub(crate) fn body_bytes(len: usize, seed: u8) -> Vec<u8> {
     (0..len)
         .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
         .collect()
 }
 
 /// Every regular file below `dir`, recursively.
-pub fn files_under(dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn files_under(dir: &Path) -> Vec<PathBuf> {
     let mut found = Vec::new();
     let mut pending = vec![dir.to_path_buf()];
     while let Some(dir) = pending.pop() {
@@ -126,7 +126,7 @@ pub fn files_under(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// A client that talks straight to the proxy (no proxy variables, no redirects).
-pub fn client() -> reqwest::Client {
+pub(crate) fn client() -> reqwest::Client {
     reqwest::Client::builder()
         .no_proxy()
         .redirect(reqwest::redirect::Policy::none())
@@ -136,7 +136,7 @@ pub fn client() -> reqwest::Client {
 }
 
 /// Like [`client`], speaking cleartext HTTP/2 with prior knowledge (h2c).
-pub fn h2c_client() -> reqwest::Client {
+pub(crate) fn h2c_client() -> reqwest::Client {
     reqwest::Client::builder()
         .no_proxy()
         .http2_prior_knowledge()
@@ -146,7 +146,7 @@ pub fn h2c_client() -> reqwest::Client {
 }
 
 /// A response as the test sees it.
-pub struct Seen {
+pub(crate) struct Seen {
     pub status: u16,
     pub headers: HeaderMap,
     pub body: Vec<u8>,
@@ -154,7 +154,7 @@ pub struct Seen {
 }
 
 /// Sends `request` and reads the whole response.
-pub async fn send(request: reqwest::RequestBuilder) -> Seen {
+pub(crate) async fn send(request: reqwest::RequestBuilder) -> Seen {
     let response = request.send().await.expect("response head");
     let status = response.status().as_u16();
     let headers = response.headers().clone();
@@ -169,12 +169,12 @@ pub async fn send(request: reqwest::RequestBuilder) -> Seen {
 }
 
 /// GET `url`.
-pub async fn get(url: &str) -> Seen {
+pub(crate) async fn get(url: &str) -> Seen {
     send(client().get(url)).await
 }
 
 /// Sends `request()` until the answer is a hit (the fill behind it committed), within PATIENCE.
-pub async fn send_until_hit(request: impl Fn() -> reqwest::RequestBuilder) -> Seen {
+pub(crate) async fn send_until_hit(request: impl Fn() -> reqwest::RequestBuilder) -> Seen {
     let last = std::cell::RefCell::new(None);
     eventually(
         || format!("never became a hit: {:?}", last.borrow()),
@@ -192,7 +192,7 @@ pub async fn send_until_hit(request: impl Fn() -> reqwest::RequestBuilder) -> Se
 
 /// The parameters of this cache's `Cache-Status` entry (RFC 9211), parsed rather than compared whole.
 #[derive(Debug, Default, PartialEq)]
-pub struct ParsedCacheStatus {
+pub(crate) struct ParsedCacheStatus {
     pub present: bool,
     pub hit: bool,
     pub fwd: Option<String>,
@@ -210,7 +210,7 @@ pub struct ParsedCacheStatus {
 
 impl ParsedCacheStatus {
     /// Parses the `secondhit` entry of the `Cache-Status` header.
-    pub fn from_headers(headers: &HeaderMap) -> ParsedCacheStatus {
+    pub(crate) fn from_headers(headers: &HeaderMap) -> ParsedCacheStatus {
         let mut parsed = ParsedCacheStatus {
             entries: headers
                 .get_all("cache-status")
@@ -253,7 +253,7 @@ impl ParsedCacheStatus {
 
 /// The samples of a Prometheus/OpenMetrics text exposition, keyed by `name{labels}` exactly
 /// as printed (`secondhit_requests_total{result="hit"}`); comments and `# EOF` are skipped.
-pub fn parse_metrics(text: &str) -> std::collections::HashMap<String, f64> {
+pub(crate) fn parse_metrics(text: &str) -> std::collections::HashMap<String, f64> {
     text.lines()
         .filter(|line| !line.starts_with('#') && !line.trim().is_empty())
         .map(|line| {
@@ -273,14 +273,14 @@ pub fn parse_metrics(text: &str) -> std::collections::HashMap<String, f64> {
 }
 
 /// The sample `name` (as printed, labels included) of a parsed exposition; it must be there.
-pub fn sample(metrics: &std::collections::HashMap<String, f64>, name: &str) -> f64 {
+pub(crate) fn sample(metrics: &std::collections::HashMap<String, f64>, name: &str) -> f64 {
     *metrics
         .get(name)
         .unwrap_or_else(|| panic!("no sample {name}; have {:?}", metrics.keys()))
 }
 
 /// Scrapes `GET /metrics` from the admin listener of `proxy` and parses it.
-pub async fn scrape(proxy: &TestProxy) -> std::collections::HashMap<String, f64> {
+pub(crate) async fn scrape(proxy: &TestProxy) -> std::collections::HashMap<String, f64> {
     let seen = get(&proxy.admin_url("/metrics")).await;
     assert_eq!(seen.status, 200, "{}", String::from_utf8_lossy(&seen.body));
     let content_type = seen.headers.get("content-type").expect("content type");
@@ -295,7 +295,7 @@ pub async fn scrape(proxy: &TestProxy) -> std::collections::HashMap<String, f64>
 }
 
 /// `GET /stats` from the admin listener of `proxy`, parsed.
-pub async fn stats(proxy: &TestProxy) -> serde_json::Value {
+pub(crate) async fn stats(proxy: &TestProxy) -> serde_json::Value {
     let seen = get(&proxy.admin_url("/stats")).await;
     assert_eq!(seen.status, 200, "{}", String::from_utf8_lossy(&seen.body));
     serde_json::from_slice(&seen.body).expect("stats is JSON")
@@ -303,12 +303,12 @@ pub async fn stats(proxy: &TestProxy) -> serde_json::Value {
 
 /// The first ```` ```toml ```` block of the guide page `docs/guide/<page>`, as written:
 /// the tests load the guide's examples.
-pub fn guide_toml_block(page: &str) -> String {
+pub(crate) fn guide_toml_block(page: &str) -> String {
     guide_toml_block_with(page, "")
 }
 
 /// The first ```toml block of `docs/guide/<page>` that contains `needle`.
-pub fn guide_toml_block_with(page: &str, needle: &str) -> String {
+pub(crate) fn guide_toml_block_with(page: &str, needle: &str) -> String {
     let path = format!("{}/docs/guide/{page}", env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {path}: {e}"));
     text.split("```toml\n")

@@ -18,7 +18,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{oneshot, watch};
 
 /// What the test origin answers to one request.
-pub struct Reply {
+pub(crate) struct Reply {
     pub status: u16,
     pub headers: Vec<(&'static str, String)>,
     pub body: ReplyBody,
@@ -27,7 +27,7 @@ pub struct Reply {
 }
 
 /// How the test origin sends a body.
-pub enum ReplyBody {
+pub(crate) enum ReplyBody {
     /// With Content-Length.
     Full(Vec<u8>),
     /// Chunked, in pieces of `chunk` bytes.
@@ -57,7 +57,7 @@ pub enum ReplyBody {
 /// What the origin made of a [`ReplyBody::Metered`] body: the bytes it handed to its
 /// connection, and whether the body is done with (sent whole, or its connection closed).
 #[derive(Default)]
-pub struct Meter {
+pub(crate) struct Meter {
     pub sent: AtomicUsize,
     pub ended: AtomicBool,
 }
@@ -73,7 +73,7 @@ impl Drop for EndsMeter {
 
 impl Reply {
     /// A 200 with `Cache-Control: <cache_control>` and `body`.
-    pub fn ok(cache_control: &str, body: Vec<u8>) -> Reply {
+    pub(crate) fn ok(cache_control: &str, body: Vec<u8>) -> Reply {
         Reply {
             status: 200,
             headers: vec![("cache-control", cache_control.to_owned())],
@@ -83,7 +83,7 @@ impl Reply {
     }
 
     /// A 200 with `Cache-Control: <cache_control>` and a chunked body.
-    pub fn chunked(cache_control: &str, data: Vec<u8>, chunk: usize) -> Reply {
+    pub(crate) fn chunked(cache_control: &str, data: Vec<u8>, chunk: usize) -> Reply {
         Reply {
             body: ReplyBody::Chunked { data, chunk },
             ..Reply::ok(cache_control, Vec::new())
@@ -92,7 +92,7 @@ impl Reply {
 
     /// A 200 with `Cache-Control: <cache_control>` and a `ReplyBody::Slow` body: `data` in
     /// pieces of `chunk` bytes, each after `pause`.
-    pub fn slow(cache_control: &str, data: Vec<u8>, chunk: usize, pause: Duration) -> Reply {
+    pub(crate) fn slow(cache_control: &str, data: Vec<u8>, chunk: usize, pause: Duration) -> Reply {
         Reply {
             body: ReplyBody::Slow { data, chunk, pause },
             ..Reply::ok(cache_control, Vec::new())
@@ -101,7 +101,7 @@ impl Reply {
 
     /// A 200 with `Cache-Control: <cache_control>` and a `ReplyBody::Metered` body: `data`
     /// in pieces of `chunk` bytes, counted into `meter`.
-    pub fn metered(cache_control: &str, data: Vec<u8>, chunk: usize, meter: Arc<Meter>) -> Reply {
+    pub(crate) fn metered(cache_control: &str, data: Vec<u8>, chunk: usize, meter: Arc<Meter>) -> Reply {
         Reply {
             body: ReplyBody::Metered { data, chunk, meter },
             ..Reply::ok(cache_control, Vec::new())
@@ -109,19 +109,19 @@ impl Reply {
     }
 
     /// Sends the head only after `delay`.
-    pub fn delayed(mut self, delay: Duration) -> Reply {
+    pub(crate) fn delayed(mut self, delay: Duration) -> Reply {
         self.delay = delay;
         self
     }
 
     /// Adds a header.
-    pub fn header(mut self, name: &'static str, value: &str) -> Reply {
+    pub(crate) fn header(mut self, name: &'static str, value: &str) -> Reply {
         self.headers.push((name, value.to_owned()));
         self
     }
 
     /// A reply with any status, no headers, and `body` (with Content-Length).
-    pub fn status(status: u16, body: Vec<u8>) -> Reply {
+    pub(crate) fn status(status: u16, body: Vec<u8>) -> Reply {
         Reply {
             status,
             headers: Vec::new(),
@@ -131,7 +131,7 @@ impl Reply {
     }
 
     /// A reply with any status and no body at all (no Content-Length either): 204, 304.
-    pub fn bodiless(status: u16) -> Reply {
+    pub(crate) fn bodiless(status: u16) -> Reply {
         Reply {
             body: ReplyBody::Empty,
             ..Reply::status(status, Vec::new())
@@ -139,7 +139,7 @@ impl Reply {
     }
 
     /// Adds several headers.
-    pub fn headers(mut self, headers: &[(&'static str, &str)]) -> Reply {
+    pub(crate) fn headers(mut self, headers: &[(&'static str, &str)]) -> Reply {
         for (name, value) in headers {
             self.headers.push((name, (*value).to_owned()));
         }
@@ -148,7 +148,7 @@ impl Reply {
 
     /// The 304 an origin sends instead of this reply: same status line fields but
     /// no body (RFC 9110 §15.4.5: the header fields a 200 would have carried).
-    pub fn into_not_modified(self) -> Reply {
+    pub(crate) fn into_not_modified(self) -> Reply {
         Reply {
             status: 304,
             body: ReplyBody::Empty,
@@ -159,10 +159,10 @@ impl Reply {
 
 /// The body of the request a script answers, in its head's extensions (empty for none).
 #[derive(Clone)]
-pub struct ReceivedBody(pub Bytes);
+pub(crate) struct ReceivedBody(pub Bytes);
 
 /// The body of the request `head` heads, as the origin received it.
-pub fn received_body(head: &http::request::Parts) -> Bytes {
+pub(crate) fn received_body(head: &http::request::Parts) -> Bytes {
     head.extensions
         .get::<ReceivedBody>()
         .map(|body| body.0.clone())
@@ -171,7 +171,7 @@ pub fn received_body(head: &http::request::Parts) -> Bytes {
 
 /// Whether the request's `If-None-Match` names `etag`, with the weak comparison of
 /// RFC 9110 §13.1.2 (`W/"a"` matches `"a"`), lists and `*` included.
-pub fn if_none_match_matches(head: &http::request::Parts, etag: &str) -> bool {
+pub(crate) fn if_none_match_matches(head: &http::request::Parts, etag: &str) -> bool {
     let opaque = |tag: &str| tag.trim().trim_start_matches("W/").to_owned();
     head.headers
         .get_all("if-none-match")
@@ -248,7 +248,7 @@ async fn serve_connection<IO>(
 }
 
 /// A hyper origin on 127.0.0.1:0 that answers by script and counts requests per path and query.
-pub struct TestOrigin {
+pub(crate) struct TestOrigin {
     pub addr: SocketAddr,
     counts: Arc<Mutex<HashMap<String, usize>>>,
     /// Request headers as the origin received them, in arrival order.
@@ -260,7 +260,7 @@ pub struct TestOrigin {
 
 impl TestOrigin {
     /// Starts an origin answering every request with `script`.
-    pub async fn start(
+    pub(crate) async fn start(
         script: impl Fn(&http::request::Parts) -> Reply + Send + Sync + 'static,
     ) -> TestOrigin {
         TestOrigin::start_with(None, Arc::new(script)).await
@@ -268,7 +268,7 @@ impl TestOrigin {
 
     /// Like [`TestOrigin::start`], an `https://` origin: every connection is a TLS
     /// handshake with `tls` first.
-    pub async fn start_tls(
+    pub(crate) async fn start_tls(
         tls: tokio_rustls::TlsAcceptor,
         script: impl Fn(&http::request::Parts) -> Reply + Send + Sync + 'static,
     ) -> TestOrigin {
@@ -324,7 +324,7 @@ impl TestOrigin {
     /// Starts an origin that answers `fresh(head)` with `ETag: <etag>` added, or the
     /// matching 304 (the same header fields, no body) when the request's
     /// `If-None-Match` matches `etag` (weak comparison).
-    pub async fn start_conditional(
+    pub(crate) async fn start_conditional(
         etag: &'static str,
         fresh: impl Fn(&http::request::Parts) -> Reply + Send + Sync + 'static,
     ) -> TestOrigin {
@@ -341,18 +341,18 @@ impl TestOrigin {
 
     /// Makes the origin unreachable: drops its listener (connections are refused) and
     /// closes every open connection, then waits a moment so that clients' pools notice.
-    pub async fn go_down(&self) {
+    pub(crate) async fn go_down(&self) {
         self.down.send_replace(true);
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 
     /// Requests the origin received in all, for every path.
-    pub fn total(&self) -> usize {
+    pub(crate) fn total(&self) -> usize {
         self.counts.lock().expect("counts").values().sum()
     }
 
     /// Requests the origin received for `path_and_query`.
-    pub fn count(&self, path_and_query: &str) -> usize {
+    pub(crate) fn count(&self, path_and_query: &str) -> usize {
         self.counts
             .lock()
             .expect("counts")
@@ -364,7 +364,7 @@ impl TestOrigin {
     /// Every request received, in arrival order: its path and query, and its `Host`.
     // Only the replay test (a bench module) reads them.
     #[cfg(feature = "bench")]
-    pub fn targets_and_hosts(&self) -> Vec<(String, Option<String>)> {
+    pub(crate) fn targets_and_hosts(&self) -> Vec<(String, Option<String>)> {
         self.received
             .lock()
             .expect("received")
@@ -379,7 +379,7 @@ impl TestOrigin {
     }
 
     /// The headers of the last request for `path_and_query`.
-    pub fn last_headers(&self, path_and_query: &str) -> Option<HeaderMap> {
+    pub(crate) fn last_headers(&self, path_and_query: &str) -> Option<HeaderMap> {
         self.received
             .lock()
             .expect("received")
@@ -466,7 +466,7 @@ fn build_reply(reply: Reply) -> Response<BoxBody<Bytes, std::io::Error>> {
 
 /// An origin that answers every connection with fixed raw bytes and then closes it:
 /// for framings hyper will not produce (HTTP/1.0, bodies delimited by close).
-pub async fn start_raw_origin(response: &'static [u8]) -> (SocketAddr, oneshot::Sender<()>) {
+pub(crate) async fn start_raw_origin(response: &'static [u8]) -> (SocketAddr, oneshot::Sender<()>) {
     use tokio::io::AsyncWriteExt;
     let listener = TcpListener::bind("127.0.0.1:0")
         .await
@@ -493,7 +493,7 @@ pub async fn start_raw_origin(response: &'static [u8]) -> (SocketAddr, oneshot::
 
 /// Reads from `stream` until a request head ended (`\r\n\r\n`); false if the client
 /// closed or failed first. For raw origins that answer whatever was asked.
-pub async fn read_request_head(stream: &mut tokio::net::TcpStream) -> bool {
+pub(crate) async fn read_request_head(stream: &mut tokio::net::TcpStream) -> bool {
     use tokio::io::AsyncReadExt;
     let mut head = Vec::new();
     let mut buf = [0u8; 1024];

@@ -16,7 +16,7 @@ use tokio::sync::oneshot;
 use super::{files_under, wait_until};
 
 /// The proxy under test, serving on 127.0.0.1:0 with its own temp cache directory.
-pub struct TestProxy {
+pub(crate) struct TestProxy {
     pub addr: SocketAddr,
     /// The admin listener's address, unless the test turned it off.
     pub admin: Option<SocketAddr>,
@@ -35,7 +35,7 @@ pub struct TestProxy {
 }
 
 /// Sends the proxy's logs to the test output when `RUST_LOG` is set (e.g. `RUST_LOG=secondhit=debug`).
-pub fn init_logs() {
+pub(crate) fn init_logs() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         if let Ok(filter) = tracing_subscriber::EnvFilter::try_from_default_env() {
@@ -50,7 +50,7 @@ pub fn init_logs() {
 /// A config for tests: listen (and the admin listener) on port 0, the given origin, a temp
 /// cache dir, a fixed filter seed, and the access log off (it would write to the test
 /// process's stdout).
-pub fn test_config(origin: SocketAddr, cache_dir: &Path) -> Config {
+pub(crate) fn test_config(origin: SocketAddr, cache_dir: &Path) -> Config {
     let mut config = Config::default();
     config.server.listen = "127.0.0.1:0".parse().expect("listen address");
     config.server.admin_listen = Some("127.0.0.1:0".parse().expect("admin address"));
@@ -69,7 +69,7 @@ pub fn test_config(origin: SocketAddr, cache_dir: &Path) -> Config {
 
 impl TestProxy {
     /// Starts the proxy in front of `origin`, after `tweak` adjusts the test config.
-    pub async fn start(origin: SocketAddr, tweak: impl FnOnce(&mut Config)) -> TestProxy {
+    pub(crate) async fn start(origin: SocketAddr, tweak: impl FnOnce(&mut Config)) -> TestProxy {
         let temp = tempfile::tempdir().expect("temp cache dir");
         let mut proxy = TestProxy::start_in(origin, &temp.path().join("cache"), tweak).await;
         proxy._temp = Some(temp);
@@ -77,7 +77,7 @@ impl TestProxy {
     }
 
     /// Starts the proxy on a cache directory the test owns (to restart on it).
-    pub async fn start_in(
+    pub(crate) async fn start_in(
         origin: SocketAddr,
         cache_dir: &Path,
         tweak: impl FnOnce(&mut Config),
@@ -122,7 +122,7 @@ impl TestProxy {
 
     /// Shuts the proxy down and waits until it has let go of its store (and so of
     /// the cache directory's lock).
-    pub async fn stop(self) {
+    pub(crate) async fn stop(self) {
         let _ = self.stop.send(());
         self.server.await.expect("server task");
         let store = Arc::downgrade(&self.store);
@@ -140,7 +140,7 @@ impl TestProxy {
     }
 
     /// Waits until the store's start-up scan has indexed everything it found.
-    pub async fn wait_scanned(&self) {
+    pub(crate) async fn wait_scanned(&self) {
         wait_until(
             || "the scan never finished".into(),
             || self.store.stats().scan_complete,
@@ -149,18 +149,18 @@ impl TestProxy {
     }
 
     /// `http://127.0.0.1:port{path}`.
-    pub fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("http://{}{}", self.addr, path)
     }
 
     /// `http://127.0.0.1:admin-port{path}`.
-    pub fn admin_url(&self, path: &str) -> String {
+    pub(crate) fn admin_url(&self, path: &str) -> String {
         let admin = self.admin.expect("the admin listener is on");
         format!("http://{admin}{path}")
     }
 
     /// Waits until `n` fills have been committed since start.
-    pub async fn wait_committed(&self, n: u64) {
+    pub(crate) async fn wait_committed(&self, n: u64) {
         wait_until(
             || format!("timed out waiting for {n} committed fills"),
             || self.store.stats().committed_fills >= n,
@@ -169,12 +169,12 @@ impl TestProxy {
     }
 
     /// Entry files under objects/.
-    pub fn entry_files(&self) -> Vec<PathBuf> {
+    pub(crate) fn entry_files(&self) -> Vec<PathBuf> {
         files_under(&self.cache_dir.join("objects"))
     }
 
     /// Files under tmp/ (fills in progress or leaked).
-    pub fn temp_files(&self) -> Vec<PathBuf> {
+    pub(crate) fn temp_files(&self) -> Vec<PathBuf> {
         files_under(&self.cache_dir.join("tmp"))
     }
 }

@@ -10,10 +10,10 @@ use tokio::process::Child;
 use super::PATIENCE;
 
 /// The binary under test.
-pub const BIN: &str = env!("CARGO_BIN_EXE_secondhit");
+pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_secondhit");
 
 /// A running `secondhit serve` whose stdout is collected line by line.
-pub struct ServeProcess {
+pub(crate) struct ServeProcess {
     pub child: Child,
     /// The address from its "listening" log line.
     pub addr: String,
@@ -23,7 +23,7 @@ pub struct ServeProcess {
 impl ServeProcess {
     /// Starts `secondhit serve --config <config>` (the config must set `log.format = "json"`)
     /// and waits for it to log the address it listens on.
-    pub async fn start(config: &Path) -> ServeProcess {
+    pub(crate) async fn start(config: &Path) -> ServeProcess {
         let mut command = tokio::process::Command::new(BIN);
         command
             .args(["serve", "--config"])
@@ -34,7 +34,7 @@ impl ServeProcess {
 
     /// Like [`Self::start`], with the command prepared by the caller (a wrapper, inherited
     /// sockets); its stdout is taken here.
-    pub async fn start_command(mut command: tokio::process::Command) -> ServeProcess {
+    pub(crate) async fn start_command(mut command: tokio::process::Command) -> ServeProcess {
         let mut child = command
             .stdout(Stdio::piped())
             .kill_on_drop(true)
@@ -63,30 +63,30 @@ impl ServeProcess {
     }
 
     /// Waits for the first log line containing `needle` and returns it.
-    pub async fn wait_for_log(&mut self, needle: &str) -> String {
+    pub(crate) async fn wait_for_log(&mut self, needle: &str) -> String {
         self.wait_for_log_with(0, &[needle]).await
     }
 
     /// How many log lines have arrived so far: a mark for [`Self::wait_for_log_with`].
-    pub fn log_mark(&self) -> usize {
+    pub(crate) fn log_mark(&self) -> usize {
         self.lines.lock().expect("log lines").len()
     }
 
     /// How many log lines so far contain `needle`.
-    pub fn log_lines_containing(&self, needle: &str) -> usize {
+    pub(crate) fn log_lines_containing(&self, needle: &str) -> usize {
         let lines = self.lines.lock().expect("log lines");
         lines.iter().filter(|line| line.contains(needle)).count()
     }
 
     /// Waits for the first log line from line `mark` on containing every one of
     /// `needles`, and returns it.
-    pub async fn wait_for_log_with(&mut self, mark: usize, needles: &[&str]) -> String {
+    pub(crate) async fn wait_for_log_with(&mut self, mark: usize, needles: &[&str]) -> String {
         self.wait_for_line(mark, needles, true).await
     }
 
     /// Like [`Self::wait_for_log_with`], for a line that another process writes to the
     /// same output (the new process of an upgrade), whether or not this one still runs.
-    pub async fn wait_for_successor_log(&mut self, mark: usize, needles: &[&str]) -> String {
+    pub(crate) async fn wait_for_successor_log(&mut self, mark: usize, needles: &[&str]) -> String {
         self.wait_for_line(mark, needles, false).await
     }
 
@@ -119,7 +119,7 @@ impl ServeProcess {
     }
 
     /// Sends `signal` (a name `kill` knows: "HUP", "TERM", "USR1") to the process.
-    pub fn signal(&self, signal: &str) {
+    pub(crate) fn signal(&self, signal: &str) {
         let pid = self.child.id().expect("a running child").to_string();
         let status = std::process::Command::new("kill")
             .args([format!("-{signal}"), pid])
@@ -129,7 +129,7 @@ impl ServeProcess {
     }
 
     /// Sends SIGTERM and waits for the process to exit; returns its status.
-    pub async fn terminate(mut self) -> std::process::ExitStatus {
+    pub(crate) async fn terminate(mut self) -> std::process::ExitStatus {
         self.signal("TERM");
         tokio::time::timeout(PATIENCE, self.child.wait())
             .await
@@ -138,7 +138,7 @@ impl ServeProcess {
     }
 
     /// Kills the process with SIGKILL, as a crash or the OOM killer would, and reaps it.
-    pub async fn kill(mut self) {
+    pub(crate) async fn kill(mut self) {
         self.child.start_kill().expect("SIGKILL");
         tokio::time::timeout(PATIENCE, self.child.wait())
             .await

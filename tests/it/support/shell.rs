@@ -7,7 +7,7 @@ use super::PATIENCE;
 
 /// Fails the test, naming `tool` and how to install it, where it is missing: a test that
 /// needs a tool and runs without it says so as a failure, never as a pass.
-pub fn require(tool: &str, present: bool, install: &str) {
+pub(crate) fn require(tool: &str, present: bool, install: &str) {
     assert!(
         present,
         "this test needs {tool}, which is not installed ({install})"
@@ -15,14 +15,14 @@ pub fn require(tool: &str, present: bool, install: &str) {
 }
 
 /// Whether an executable `tool` is in a directory of `PATH`.
-pub fn on_path(tool: &str) -> bool {
+pub(crate) fn on_path(tool: &str) -> bool {
     std::env::var_os("PATH")
         .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(tool).is_file()))
 }
 
 /// Runs `script` with `sh -c` and no standard input and returns its standard output;
 /// fails the test on an error or after [`PATIENCE`].
-pub async fn sh(script: &str) -> String {
+pub(crate) async fn sh(script: &str) -> String {
     let output = tokio::time::timeout(
         PATIENCE,
         tokio::process::Command::new("sh")

@@ -19,20 +19,20 @@ use tokio_rustls::TlsConnector;
 use super::{PATIENCE, ParsedCacheStatus};
 
 /// A certificate authority made for one test.
-pub struct TestCa {
+pub(crate) struct TestCa {
     issuer: CertifiedIssuer<'static, KeyPair>,
 }
 
 /// A certificate the test CA issued, as DER (to compare with what a server sent) and as
 /// the two PEM files a config names.
-pub struct IssuedCertificate {
+pub(crate) struct IssuedCertificate {
     pub der: CertificateDer<'static>,
     pub files: CertificateFiles,
 }
 
 impl TestCa {
     /// A new CA with a fresh key.
-    pub fn new() -> TestCa {
+    pub(crate) fn new() -> TestCa {
         let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         params
@@ -45,12 +45,12 @@ impl TestCa {
     }
 
     /// The CA certificate, PEM.
-    pub fn pem(&self) -> String {
+    pub(crate) fn pem(&self) -> String {
         self.issuer.pem()
     }
 
     /// Writes the CA certificate to `dir/<name>` and returns the path.
-    pub fn write_pem(&self, dir: &Path, name: &str) -> PathBuf {
+    pub(crate) fn write_pem(&self, dir: &Path, name: &str) -> PathBuf {
         let path = dir.join(name);
         std::fs::write(&path, self.pem()).expect("write CA file");
         path
@@ -58,7 +58,7 @@ impl TestCa {
 
     /// Issues a certificate for `names` (DNS names, wildcards allowed) and writes its chain
     /// and key to `dir/<stem>.pem` and `dir/<stem>.key`.
-    pub fn issue(&self, dir: &Path, stem: &str, names: &[&str]) -> IssuedCertificate {
+    pub(crate) fn issue(&self, dir: &Path, stem: &str, names: &[&str]) -> IssuedCertificate {
         let names: Vec<String> = names.iter().map(|name| (*name).to_owned()).collect();
         let mut params = CertificateParams::new(names).expect("certificate params");
         params.distinguished_name.push(DnType::CommonName, stem);
@@ -79,7 +79,7 @@ impl TestCa {
     }
 
     /// A TLS client that trusts this CA only and offers `alpn` (e.g. `[b"h2"]`).
-    pub fn client(&self, alpn: &[&[u8]]) -> TlsConnector {
+    pub(crate) fn client(&self, alpn: &[&[u8]]) -> TlsConnector {
         let mut roots = rustls::RootCertStore::empty();
         roots.add(self.issuer.der().clone()).expect("trust the CA");
         let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -94,7 +94,7 @@ impl TestCa {
 }
 
 /// What a request over TLS saw: the handshake's outcome and the response.
-pub struct TlsSeen {
+pub(crate) struct TlsSeen {
     /// The certificate the server sent first (its own).
     pub certificate: CertificateDer<'static>,
     /// The protocol ALPN settled on, if any.
@@ -107,7 +107,7 @@ pub struct TlsSeen {
 
 /// GET `path` from `addr` over TLS with `connector`, naming `sni` in the handshake and as
 /// the host; HTTP/2 when ALPN picked `h2`, else HTTP/1.1. The certificate must verify.
-pub async fn tls_get(connector: &TlsConnector, addr: SocketAddr, sni: &str, path: &str) -> TlsSeen {
+pub(crate) async fn tls_get(connector: &TlsConnector, addr: SocketAddr, sni: &str, path: &str) -> TlsSeen {
     tokio::time::timeout(PATIENCE, tls_get_now(connector, addr, sni, path))
         .await
         .expect("the TLS request took longer than PATIENCE")
@@ -171,7 +171,7 @@ async fn tls_get_now(connector: &TlsConnector, addr: SocketAddr, sni: &str, path
 
 /// A TLS server side serving `certificate` (for an `https://` test origin), offering
 /// HTTP/1.1 only as the origin client does.
-pub fn server_acceptor(certificate: &IssuedCertificate) -> tokio_rustls::TlsAcceptor {
+pub(crate) fn server_acceptor(certificate: &IssuedCertificate) -> tokio_rustls::TlsAcceptor {
     use rustls::pki_types::PrivateKeyDer;
     use rustls::pki_types::pem::PemObject;
     let key = PrivateKeyDer::from_pem_file(&certificate.files.key).expect("read key");

@@ -53,7 +53,7 @@ pub(super) struct History {
 
 impl History {
     /// Remembers `record`, forgetting the one `HISTORY` generations older.
-    pub fn push(&self, record: Record) {
+    pub(super) fn push(&self, record: Record) {
         let entry = &self.entries[(record.generation % HISTORY as u64) as usize];
         entry.tag.store(0, Ordering::Relaxed);
         // Orders the zeroed tag before the field writes for a reader that sees any of them.
@@ -70,7 +70,7 @@ impl History {
     }
 
     /// The remembered rotations, newest first.
-    pub fn recent(&self) -> Vec<Record> {
+    pub(super) fn recent(&self) -> Vec<Record> {
         let mut records: Vec<Record> = self
             .entries
             .iter()

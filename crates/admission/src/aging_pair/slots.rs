@@ -19,12 +19,12 @@ pub(super) struct State {
 const NO_PREVIOUS: u64 = 3;
 
 impl State {
-    pub fn pack(self) -> u64 {
+    pub(super) fn pack(self) -> u64 {
         let previous = self.previous.map_or(NO_PREVIOUS, |p| p as u64);
         (self.number << 4) | ((self.current as u64) << 2) | previous
     }
 
-    pub fn unpack(word: u64) -> State {
+    pub(super) fn unpack(word: u64) -> State {
         let previous = word & 3;
         State {
             number: word >> 4,
@@ -84,7 +84,7 @@ pub(super) struct Slot {
 
 impl Slot {
     /// `(start, target)` if the slot has been written for generation `number`.
-    pub fn ready_for(&self, number: u64) -> Option<(i64, u64)> {
+    pub(super) fn ready_for(&self, number: u64) -> Option<(i64, u64)> {
         (self.ready.load(Ordering::Acquire) == number + 1).then(|| {
             (
                 self.start.load(Ordering::Relaxed),
@@ -95,7 +95,7 @@ impl Slot {
 
     /// Writes the slot for `number` whatever it held (construction and restore, before any
     /// check runs).
-    pub fn fill(&self, number: u64, start: i64, target: u64, inserts: u64) {
+    pub(super) fn fill(&self, number: u64, start: i64, target: u64, inserts: u64) {
         self.claimed.store(number + 1, Ordering::Relaxed);
         // No hold: a generation installed directly has no predecessor of this run whose
         // length would measure a burst.
@@ -103,7 +103,7 @@ impl Slot {
     }
 
     /// Forgets which generation the slot was for (restore, before any check runs).
-    pub fn reset(&self) {
+    pub(super) fn reset(&self) {
         self.claimed.store(0, Ordering::Relaxed);
         self.ready.store(0, Ordering::Release);
     }
@@ -112,7 +112,7 @@ impl Slot {
     /// from `target`, no inserts). True if the slot is now for `number` — written here, or being
     /// written by another thread rotating to the same generation; false if a newer generation
     /// holds it (the caller's view of the pair is at least four rotations old).
-    pub fn claim_and_fill(
+    pub(super) fn claim_and_fill(
         &self,
         number: u64,
         start: i64,

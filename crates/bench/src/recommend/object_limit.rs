@@ -18,7 +18,7 @@ use crate::{CacheSize, SweepRow, run_settings};
 use secondhit_proxy::config::{Config, MaxObjectSize};
 
 /// The share of the requested bytes kept out above which larger limits are simulated.
-pub const NOTABLE: f64 = 0.05;
+pub(super) const NOTABLE: f64 = 0.05;
 
 /// Most limits simulated (the configured one included).
 const MOST_CANDIDATES: usize = 8;

@@ -29,17 +29,17 @@ use crate::store::{DiskStats, FillDrop, Store, StoreStats};
 use crate::tuning::{Point, Report, choose};
 
 /// The `Content-Type` of the exposition: OpenMetrics text 1.0.0.
-pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+pub(crate) const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// Encodes every metric on demand.
-pub struct Exporter {
+pub(crate) struct Exporter {
     registry: Registry,
 }
 
 impl Exporter {
     /// An exporter of `metrics`, `store`'s statistics, `admission`'s filter statistics
     /// and the origin servers' figures `servers` reads.
-    pub fn new(
+    pub(crate) fn new(
         metrics: Arc<Metrics>,
         store: Arc<Store>,
         admission: Arc<LiveAdmission>,
@@ -58,7 +58,7 @@ impl Exporter {
     }
 
     /// The exposition, as of now.
-    pub fn render(&self) -> Result<String, fmt::Error> {
+    pub(crate) fn render(&self) -> Result<String, fmt::Error> {
         let mut text = String::with_capacity(8 * 1024);
         prometheus_client::encoding::text::encode(&mut text, &self.registry)?;
         Ok(text)

@@ -23,7 +23,7 @@ struct SiteShard {
 }
 
 /// A site's totals: requests and response body bytes, each indexed as `RequestResult::ALL`.
-pub type SiteTotals = (
+pub(crate) type SiteTotals = (
     [u64; RequestResult::ALL.len()],
     [u64; RequestResult::ALL.len()],
 );

@@ -42,7 +42,7 @@ const DAYS: [&str; 14] = [
 
 /// The moment `text` names in any of the three forms, if it is a valid date; `now` places
 /// an RFC 850 two-digit year.
-pub fn parse(text: &str, now: SystemTime) -> Option<SystemTime> {
+pub(crate) fn parse(text: &str, now: SystemTime) -> Option<SystemTime> {
     // Only the field's surrounding whitespace (OWS, not part of the value) is dropped.
     let text = text.trim_matches([' ', '\t']);
     let (day_name, rest) = text.split_once(' ')?;

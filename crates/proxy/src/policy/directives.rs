@@ -19,11 +19,11 @@ use http::{HeaderMap, HeaderName};
 
 /// The largest delta-seconds a cache must represent; larger values and overflows
 /// become this (RFC 9111 §1.2.2).
-pub const MAX_DELTA_SECONDS: u64 = 2_147_483_648;
+pub(crate) const MAX_DELTA_SECONDS: u64 = 2_147_483_648;
 
 /// The value of a directive that takes delta-seconds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Seconds {
+pub(crate) enum Seconds {
     /// A valid number of seconds (capped at [`MAX_DELTA_SECONDS`]).
     Valid(u64),
     /// Present but not a non-negative integer, or given twice with different values:
@@ -31,12 +31,12 @@ pub enum Seconds {
     Invalid,
 }
 
-pub use crate::header_names::CDN_CACHE_CONTROL;
+pub(crate) use crate::header_names::CDN_CACHE_CONTROL;
 
 /// The directives of every `Cache-Control` field of one message, in order (or of the
 /// targeted field that replaces them).
 #[derive(Clone, Debug, Default)]
-pub struct Directives {
+pub(crate) struct Directives {
     /// Lower-cased name and unquoted value of each directive.
     list: Vec<(String, Option<String>)>,
     /// True when they came from a targeted field, which also overrides `Expires`.
@@ -47,7 +47,7 @@ impl Directives {
     /// The directives that govern how this cache treats a response: those of the first
     /// valid, non-empty field of the target list (`targeted_field`, then
     /// `CDN-Cache-Control`), else those of `Cache-Control` (RFC 9213 §2.1).
-    pub fn of_response(headers: &HeaderMap, targeted_field: Option<&HeaderName>) -> Directives {
+    pub(crate) fn of_response(headers: &HeaderMap, targeted_field: Option<&HeaderName>) -> Directives {
         targeted_field
             .into_iter()
             .chain([&CDN_CACHE_CONTROL])
@@ -56,12 +56,12 @@ impl Directives {
     }
 
     /// True when the directives came from a targeted field: `Expires` does not apply.
-    pub fn is_targeted(&self) -> bool {
+    pub(crate) fn is_targeted(&self) -> bool {
         self.targeted
     }
 
     /// Parses all `Cache-Control` fields of `headers`; unreadable fields are skipped.
-    pub fn parse(headers: &HeaderMap) -> Directives {
+    pub(crate) fn parse(headers: &HeaderMap) -> Directives {
         let mut list = Vec::new();
         for value in headers.get_all(CACHE_CONTROL) {
             if let Ok(text) = value.to_str() {
@@ -75,18 +75,18 @@ impl Directives {
     }
 
     /// True if no `Cache-Control` directive was present.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.list.is_empty()
     }
 
     /// True if the directive `name` (lower-case) is present, with or without a value.
-    pub fn has(&self, name: &str) -> bool {
+    pub(crate) fn has(&self, name: &str) -> bool {
         self.list.iter().any(|(n, _)| n == name)
     }
 
     /// The delta-seconds value of `name`, `None` when absent. A directive present
     /// without a value counts as `Invalid` (`max-age` needs one).
-    pub fn seconds(&self, name: &str) -> Option<Seconds> {
+    pub(crate) fn seconds(&self, name: &str) -> Option<Seconds> {
         let mut found: Option<Seconds> = None;
         for (_, value) in self.list.iter().filter(|(n, _)| n == name) {
             let parsed = value
@@ -104,7 +104,7 @@ impl Directives {
 
     /// Like [`Directives::seconds`], for directives whose value is optional
     /// (`max-stale`): `Some(None)` when present without a value.
-    pub fn optional_seconds(&self, name: &str) -> Option<Option<Seconds>> {
+    pub(crate) fn optional_seconds(&self, name: &str) -> Option<Option<Seconds>> {
         let (_, value) = self.list.iter().find(|(n, _)| n == name)?;
         Some(value.as_deref().map(parse_delta_seconds))
     }

@@ -31,12 +31,12 @@ const CACHEABLE_BY_DEFAULT: [u16; 11] = [200, 203, 204, 300, 301, 308, 404, 405,
 
 /// True if `status` is cacheable by default (RFC 9110 §15.1; 206 is, but is never stored
 /// here).
-pub fn cacheable_by_default(status: StatusCode) -> bool {
+pub(crate) fn cacheable_by_default(status: StatusCode) -> bool {
     CACHEABLE_BY_DEFAULT.contains(&status.as_u16())
 }
 
 /// True if a response with `status` may get a heuristic lifetime.
-pub fn heuristic_status(status: StatusCode) -> bool {
+pub(crate) fn heuristic_status(status: StatusCode) -> bool {
     HEURISTIC_STATUSES.contains(&status.as_u16())
 }
 
@@ -44,13 +44,13 @@ pub fn heuristic_status(status: StatusCode) -> bool {
 /// by its status, or whatever its status when the origin marked it `public` (RFC 9111
 /// §3 and §4.2.2: the origin itself then asks for it to be cached, so an error cannot be
 /// cached by accident).
-pub fn heuristic_allowed(status: StatusCode, cc: &Directives) -> bool {
+pub(crate) fn heuristic_allowed(status: StatusCode, cc: &Directives) -> bool {
     heuristic_status(status) || cc.has("public")
 }
 
 /// Where a freshness lifetime came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LifetimeSource {
+pub(crate) enum LifetimeSource {
     /// `s-maxage`, `max-age` or `Expires` (valid or not).
     Explicit,
     /// 10% of the time since `Last-Modified`.
@@ -112,7 +112,7 @@ pub enum StaleWindow {
 /// the origin's explicit freshness, then, for the statuses a heuristic may apply to, the
 /// rule's `default_ttl` (the operator's stated lifetime beats a guess from
 /// `Last-Modified`), then the heuristic.
-pub fn lifetime(
+pub(crate) fn lifetime(
     status: StatusCode,
     headers: &HeaderMap,
     cc: &Directives,
@@ -168,7 +168,7 @@ fn explicit_lifetime(headers: &HeaderMap, cc: &Directives, date: SystemTime) -> 
 }
 
 /// The age of a response when it arrived (`corrected_initial_age`, RFC 9111 §4.2.3).
-pub fn initial_age(
+pub(crate) fn initial_age(
     headers: &HeaderMap,
     request_time: SystemTime,
     response_time: SystemTime,
@@ -206,13 +206,13 @@ fn date_value(headers: &HeaderMap) -> Option<SystemTime> {
 }
 
 /// An HTTP-date in any of its three forms, if valid ([`super::date`]).
-pub fn parse_date(value: &HeaderValue) -> Option<SystemTime> {
+pub(crate) fn parse_date(value: &HeaderValue) -> Option<SystemTime> {
     super::date::parse(value.to_str().ok()?, crate::clock::now())
 }
 
 /// The request's own caching directives (RFC 9111 §5.2.1, §5.4).
 #[derive(Clone, Debug, Default)]
-pub struct RequestDirectives {
+pub(crate) struct RequestDirectives {
     /// `no-cache`, or `Pragma: no-cache` without a `Cache-Control` field.
     pub no_cache: bool,
     /// `no-store`: do not store the response, do not serve from the cache.
@@ -231,7 +231,7 @@ impl RequestDirectives {
     /// Reads the request's `Cache-Control` (and `Pragma` when there is no `Cache-Control`).
     /// Directives with invalid values are ignored: a malformed request limit must not
     /// turn a hit into a miss or the reverse.
-    pub fn parse(headers: &HeaderMap) -> RequestDirectives {
+    pub(crate) fn parse(headers: &HeaderMap) -> RequestDirectives {
         let cc = Directives::parse(headers);
         let pragma_no_cache = cc.is_empty()
             && headers
@@ -264,7 +264,7 @@ impl RequestDirectives {
 
 /// What a request may do with a stored response.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Reuse {
+pub(crate) enum Reuse {
     /// Fresh and acceptable: serve it.
     Fresh,
     /// Stale, but the request's `max-stale` accepts it and nothing forbids it.
@@ -276,7 +276,7 @@ pub enum Reuse {
 }
 
 /// A stored response seen through RFC 9111: its lifetime, age and directives.
-pub struct StoredFreshness {
+pub(crate) struct StoredFreshness {
     cc: Directives,
     lifetime: Duration,
     /// Where the lifetime came from: a rule's `ttl_by_status` also sets aside the
@@ -293,7 +293,7 @@ pub struct StoredFreshness {
 
 impl StoredFreshness {
     /// Evaluates `meta` under `rules`.
-    pub fn new(meta: &EntryMeta, rules: &Rules) -> StoredFreshness {
+    pub(crate) fn new(meta: &EntryMeta, rules: &Rules) -> StoredFreshness {
         let cc = Directives::of_response(&meta.response_headers, rules.targeted_field.as_ref());
         let (lifetime, source) = lifetime(
             meta.status,
@@ -330,7 +330,7 @@ impl StoredFreshness {
     }
 
     /// The site rule's lifetime that makes the response fresh, if one does.
-    pub fn rule_lifetime(&self) -> Option<RuleLifetime> {
+    pub(crate) fn rule_lifetime(&self) -> Option<RuleLifetime> {
         match self.source {
             LifetimeSource::DefaultTtl => Some(RuleLifetime::DefaultTtl),
             LifetimeSource::StatusTtl => Some(RuleLifetime::StatusTtl),
@@ -346,12 +346,12 @@ impl StoredFreshness {
 
     /// True if a soft purge marked the response stale (until a revalidation replaces
     /// its metadata).
-    pub fn purged(&self) -> bool {
+    pub(crate) fn purged(&self) -> bool {
         self.purged
     }
 
     /// The response's current age (RFC 9111 §4.2.3).
-    pub fn age(&self, now: SystemTime) -> Duration {
+    pub(crate) fn age(&self, now: SystemTime) -> Duration {
         self.initial_age
             + now
                 .duration_since(self.response_time)
@@ -359,7 +359,7 @@ impl StoredFreshness {
     }
 
     /// Remaining freshness in whole seconds; negative once stale (the `ttl` of Cache-Status).
-    pub fn ttl_seconds(&self, now: SystemTime) -> i64 {
+    pub(crate) fn ttl_seconds(&self, now: SystemTime) -> i64 {
         let age = self.age(now);
         if self.lifetime > age {
             i64::try_from((self.lifetime - age).as_secs()).unwrap_or(i64::MAX)
@@ -369,7 +369,7 @@ impl StoredFreshness {
     }
 
     /// True while the age is below the lifetime.
-    pub fn is_fresh(&self, now: SystemTime) -> bool {
+    pub(crate) fn is_fresh(&self, now: SystemTime) -> bool {
         self.lifetime > self.age(now)
     }
 
@@ -381,7 +381,7 @@ impl StoredFreshness {
     /// True if the response may never be served stale by this shared cache (§4.2.4):
     /// `no-cache`, `must-revalidate`, `proxy-revalidate`, or `s-maxage` (§5.2.2.10).
     /// Under a rule's `ttl_by_status`, only `must-revalidate` and `proxy-revalidate` do.
-    pub fn forbids_stale(&self) -> bool {
+    pub(crate) fn forbids_stale(&self) -> bool {
         let origin_freshness =
             !self.overridden() && ["no-cache", "s-maxage"].iter().any(|d| self.cc.has(d));
         origin_freshness
@@ -391,7 +391,7 @@ impl StoredFreshness {
     }
 
     /// True if a cached copy may answer a request carrying `Authorization` (§3.5).
-    pub fn shareable_with_credentials(&self) -> bool {
+    pub(crate) fn shareable_with_credentials(&self) -> bool {
         ["public", "s-maxage", "must-revalidate"]
             .iter()
             .any(|d| self.cc.has(d))
@@ -399,19 +399,19 @@ impl StoredFreshness {
 
     /// The window that lets the stale response be served while it is revalidated: its
     /// `stale-while-revalidate` (RFC 5861 §3), or the rule's `grace` when it has none.
-    pub fn within_stale_while_revalidate(&self, now: SystemTime) -> Option<StaleWindow> {
+    pub(crate) fn within_stale_while_revalidate(&self, now: SystemTime) -> Option<StaleWindow> {
         self.within_window("stale-while-revalidate", now)
     }
 
     /// The window that lets the stale response be served when the origin fails: its
     /// `stale-if-error` (RFC 5861 §4), or the rule's `grace` when it has none.
-    pub fn within_stale_if_error(&self, now: SystemTime) -> Option<StaleWindow> {
+    pub(crate) fn within_stale_if_error(&self, now: SystemTime) -> Option<StaleWindow> {
         self.within_window("stale-if-error", now)
     }
 
     /// True if the response may be served at most `window` past its freshness: not
     /// forbidden to be served stale, and stale by no more than `window`.
-    pub fn stale_within(&self, window: Duration, now: SystemTime) -> bool {
+    pub(crate) fn stale_within(&self, window: Duration, now: SystemTime) -> bool {
         !self.forbids_stale() && self.staleness(now) <= window
     }
 
@@ -425,7 +425,7 @@ impl StoredFreshness {
     }
 
     /// What `request` may do with this response at `now`.
-    pub fn reuse(&self, request: &RequestDirectives, now: SystemTime) -> Reuse {
+    pub(crate) fn reuse(&self, request: &RequestDirectives, now: SystemTime) -> Reuse {
         let age = self.age(now);
         if request.no_cache {
             return Reuse::RequestForbids;

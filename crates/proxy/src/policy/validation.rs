@@ -17,7 +17,7 @@ use crate::header_names::CACHE_STATUS;
 use crate::store::EntryMeta;
 
 /// True if the stored response has a validator the origin can be asked about.
-pub fn has_validator(headers: &HeaderMap) -> bool {
+pub(crate) fn has_validator(headers: &HeaderMap) -> bool {
     headers.contains_key(ETAG) || headers.contains_key(LAST_MODIFIED)
 }
 
@@ -25,7 +25,7 @@ pub fn has_validator(headers: &HeaderMap) -> bool {
 /// its own conditionals and ranges are removed (the answer must be storable), and
 /// when `stored` is given, its validators are added (§4.3.1): `If-None-Match` with
 /// the entity tag, `If-Modified-Since` with `Last-Modified`.
-pub fn whole_object_request(headers: &mut HeaderMap, stored: Option<&HeaderMap>) {
+pub(crate) fn whole_object_request(headers: &mut HeaderMap, stored: Option<&HeaderMap>) {
     for name in [
         IF_NONE_MATCH,
         IF_MODIFIED_SINCE,
@@ -47,7 +47,7 @@ pub fn whole_object_request(headers: &mut HeaderMap, stored: Option<&HeaderMap>)
 
 /// True if the request has preconditions this cache does not evaluate (`If-Match`,
 /// `If-Unmodified-Since`): such requests go to the origin, which owns the state.
-pub fn has_origin_preconditions(request: &HeaderMap) -> bool {
+pub(crate) fn has_origin_preconditions(request: &HeaderMap) -> bool {
     request.contains_key(IF_MATCH) || request.contains_key(IF_UNMODIFIED_SINCE)
 }
 
@@ -55,7 +55,7 @@ pub fn has_origin_preconditions(request: &HeaderMap) -> bool {
 /// stored response, so a GET or HEAD is answered 304 (RFC 9110 §13.1.2, §13.1.3,
 /// evaluated in the order of §13.2.2: `If-Modified-Since` only without `If-None-Match`,
 /// against `Last-Modified`, else `Date`, as RFC 9111 §4.3.2 has a cache do).
-pub fn client_not_modified(request: &HeaderMap, stored: &HeaderMap) -> bool {
+pub(crate) fn client_not_modified(request: &HeaderMap, stored: &HeaderMap) -> bool {
     if request.contains_key(IF_NONE_MATCH) {
         let Some(condition) = request.typed_get::<IfNoneMatch>() else {
             return false;
@@ -85,7 +85,7 @@ pub fn client_not_modified(request: &HeaderMap, stored: &HeaderMap) -> bool {
 /// The head of a 304 answering a client's conditional from `fresh` (a 200's head):
 /// the same fields, which include the validators and caching fields §15.4.5 requires,
 /// minus those describing a body.
-pub fn not_modified_head(mut fresh: response::Parts) -> response::Parts {
+pub(crate) fn not_modified_head(mut fresh: response::Parts) -> response::Parts {
     fresh.status = http::StatusCode::NOT_MODIFIED;
     for name in [CONTENT_LENGTH, CONTENT_RANGE, TRANSFER_ENCODING] {
         fresh.headers.remove(name);
@@ -104,7 +104,7 @@ const NOT_UPDATED: [HeaderName; 4] = [
 
 /// The stored metadata after a 304, split by who may see it.
 #[derive(Debug)]
-pub struct Refreshed {
+pub(crate) struct Refreshed {
     /// What the entry holds from now on: the stored fields updated by the 304's, less
     /// the 304's `Set-Cookie`.
     pub stored: EntryMeta,
@@ -116,7 +116,7 @@ pub struct Refreshed {
 impl Refreshed {
     /// The metadata to answer the request that revalidated: the stored fields and the
     /// 304's `Set-Cookie`.
-    pub fn for_this_request(&self) -> EntryMeta {
+    pub(crate) fn for_this_request(&self) -> EntryMeta {
         let mut meta = self.stored.clone();
         for cookie in &self.set_cookie {
             meta.response_headers.append(SET_COOKIE, cookie.clone());
@@ -130,7 +130,7 @@ impl Refreshed {
 /// `Last-Modified` differs from the stored one's): then the stored body must not be used.
 /// The 304's `Set-Cookie` is kept apart ([`Refreshed::set_cookie`]); whether the updated
 /// fields still allow storing the response is the caller's to judge.
-pub fn freshen(
+pub(crate) fn freshen(
     stored: &EntryMeta,
     not_modified: &response::Parts,
     request_time: SystemTime,

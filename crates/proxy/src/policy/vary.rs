@@ -20,7 +20,7 @@ use xxhash_rust::xxh3::xxh3_128;
 
 /// The fields a response varies on.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum VarySpec {
+pub(crate) enum VarySpec {
     /// No `Vary`: one response for every request.
     None,
     /// `Vary: *`: no stored response can ever be selected.
@@ -31,7 +31,7 @@ pub enum VarySpec {
 
 impl VarySpec {
     /// Reads every `Vary` field of a response.
-    pub fn of(headers: &HeaderMap) -> VarySpec {
+    pub(crate) fn of(headers: &HeaderMap) -> VarySpec {
         let mut fields = Vec::new();
         for value in headers.get_all(VARY) {
             let Ok(text) = value.to_str() else {
@@ -57,7 +57,7 @@ impl VarySpec {
     }
 
     /// The canonical `Vary` value (sorted field names), for the variant marker.
-    pub fn to_field_value(&self) -> String {
+    pub(crate) fn to_field_value(&self) -> String {
         match self {
             VarySpec::None => String::new(),
             VarySpec::Star => "*".to_owned(),
@@ -75,7 +75,7 @@ impl VarySpec {
 /// The canonical text hashed is each field's name, `:`, its normal form and a newline;
 /// no field value can hold a newline, a carriage return or a NUL, so the text of two
 /// requests is the same only when every field's normal form is.
-pub fn selector(fields: &[HeaderName], request: &HeaderMap) -> u128 {
+pub(crate) fn selector(fields: &[HeaderName], request: &HeaderMap) -> u128 {
     let mut canonical = Vec::with_capacity(64);
     for name in fields {
         canonical.extend_from_slice(name.as_str().as_bytes());
@@ -261,7 +261,7 @@ fn canonical_coding(coding: &str) -> String {
 /// that no client is served a coding it did not ask for: the selector only keeps apart
 /// requests that would otherwise take turns replacing each other's variant. A
 /// `Content-Encoding` that is not ASCII is acceptable to none.
-pub fn accepts_coding(request: &HeaderMap, response: &HeaderMap) -> bool {
+pub(crate) fn accepts_coding(request: &HeaderMap, response: &HeaderMap) -> bool {
     let mut codings = Vec::new();
     for value in response.get_all(CONTENT_ENCODING) {
         let Ok(text) = value.to_str() else {

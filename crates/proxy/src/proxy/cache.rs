@@ -37,7 +37,7 @@ const MARKER_FIELD: HeaderName = HeaderName::from_static("secondhit-variants");
 
 /// The variant set of a URL, read from its marker entry.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Marker {
+pub(super) struct Marker {
     nonce: u64,
     fields: Vec<HeaderName>,
 }
@@ -101,7 +101,7 @@ fn range_to_verify(entry: &StoredEntry, request: &HeaderMap) -> Option<(u64, u64
 }
 
 /// A stored response that answers the request's URL and variant.
-pub struct Found {
+pub(super) struct Found {
     /// The entry, header verified, body not yet read.
     pub entry: StoredEntry,
     /// The URL's variant set, when the response varies.
@@ -109,7 +109,7 @@ pub struct Found {
 }
 
 /// What the store holds for a request.
-pub enum Lookup {
+pub(super) enum Lookup {
     /// Nothing for the URL.
     Miss,
     /// Variants of the URL exist, none for this request.
@@ -120,7 +120,7 @@ pub enum Lookup {
 
 /// A stored response's freshness, with the settings it was judged under; dereferences to
 /// the [`StoredFreshness`].
-pub struct Judged {
+pub(super) struct Judged {
     rules: Rules,
     freshness: StoredFreshness,
 }
@@ -134,7 +134,7 @@ impl std::ops::Deref for Judged {
 }
 
 /// What the origin said to a revalidation.
-pub enum Revalidated {
+pub(super) enum Revalidated {
     /// 304 for the stored representation.
     NotModified {
         /// The entry, with the metadata that answers the request that revalidated (boxed
@@ -158,7 +158,7 @@ pub enum Revalidated {
 /// When a request went to the origin and its answer's head came back, and the store's
 /// ticket taken before it was sent (a purge after it fences the answer's fill).
 #[derive(Clone, Copy, Debug)]
-pub struct Timing {
+pub(super) struct Timing {
     /// When the request was sent.
     pub request: SystemTime,
     /// When the head arrived.
@@ -169,12 +169,12 @@ pub struct Timing {
 
 impl Timing {
     /// The start of an exchange with the origin: now, and a ticket from `store`.
-    pub fn start(store: &Store) -> (SystemTime, FillTicket) {
+    pub(super) fn start(store: &Store) -> (SystemTime, FillTicket) {
         (crate::clock::now(), store.fill_ticket())
     }
 
     /// The exchange started at `started`, its head arriving now.
-    pub fn answered((request, ticket): (SystemTime, FillTicket)) -> Timing {
+    pub(super) fn answered((request, ticket): (SystemTime, FillTicket)) -> Timing {
         Timing {
             request,
             response: crate::clock::now(),
@@ -185,7 +185,7 @@ impl Timing {
 
 /// The store, with the rules that connect it to the origins.
 #[derive(Clone)]
-pub struct Cache {
+pub(super) struct Cache {
     /// The disk store.
     pub store: Arc<Store>,
     /// The counters the request path feeds.
@@ -195,7 +195,7 @@ pub struct Cache {
 }
 
 /// An origin response [`Cache::storable`] found storable, with the cache tags it read.
-pub struct Storable<'o> {
+pub(super) struct Storable<'o> {
     origin: &'o OriginResponse,
     tags: Vec<String>,
 }
@@ -205,7 +205,7 @@ impl Cache {
     /// ([`StoredEntry::derived`]): a hit from the memory tier parses no date or directive.
     /// Judged again, without keeping it, when `cache.heuristic_max_age`,
     /// `cache.targeted_field` or the `lifetimes` of the request's site rule changed since.
-    pub fn freshness(
+    pub(super) fn freshness(
         &self,
         live: &Snapshot,
         lifetimes: &Lifetimes,
@@ -235,7 +235,7 @@ impl Cache {
     /// failure is logged and treated as a miss: the request is then proxied uncached;
     /// so is an entry whose blocks under the request's one small range fail their
     /// checksums ([`verified_for_range`]).
-    pub async fn lookup(&self, key: &CacheKey, request: &HeaderMap) -> Lookup {
+    pub(super) async fn lookup(&self, key: &CacheKey, request: &HeaderMap) -> Lookup {
         let Some(mut entry) = self.lookup_key(key).await else {
             return Lookup::Miss;
         };
@@ -354,7 +354,7 @@ impl Cache {
     /// Storability of the origin's answer to a GET under `live`'s settings and the
     /// `lifetimes` of the request's site rule: RFC 9111 policy, framing, a size within
     /// `cache.max_object_size`, and cache tags that can all be indexed (`[tags]`).
-    pub fn storable<'o>(
+    pub(super) fn storable<'o>(
         &self,
         (live, lifetimes): (&Snapshot, &Lifetimes),
         request: &HeaderMap,
@@ -382,7 +382,7 @@ impl Cache {
     /// tags [`Cache::storable`] read: under the variant's key when the response varies
     /// (writing a new marker when the URL has none for these fields), under `key` itself
     /// otherwise.
-    pub async fn begin_fill(
+    pub(super) async fn begin_fill(
         &self,
         key: &CacheKey,
         marker: Option<&Marker>,
@@ -476,7 +476,7 @@ impl Cache {
     }
 
     /// Removes what is stored for `key` (its marker, and so all its variants).
-    pub async fn invalidate(&self, key: &CacheKey) {
+    pub(super) async fn invalidate(&self, key: &CacheKey) {
         match self.store.remove(key.as_str(), key.store_hash()).await {
             Ok(removed) => tracing::debug!(key = %key, removed, "invalidated"),
             Err(error) => tracing::warn!(key = %key, %error, "cannot invalidate a cache entry"),

@@ -21,7 +21,7 @@ use crate::outcome::{Detail, Outcome};
 
 /// A failure that decides the response to one request.
 #[derive(Debug, thiserror::Error)]
-pub enum ProxyError {
+pub(super) enum ProxyError {
     /// The request cannot be mapped to a cache key or an origin request.
     #[error("bad request: {0}")]
     BadRequest(#[from] KeyError),
@@ -42,7 +42,7 @@ pub enum ProxyError {
 
 impl ProxyError {
     /// The kind this failure counts as.
-    pub fn kind(&self) -> ErrorKind {
+    pub(super) fn kind(&self) -> ErrorKind {
         match self {
             ProxyError::BadRequest(_) | ProxyError::Origin(OriginError::ClientBody(_)) => {
                 ErrorKind::BadRequest
@@ -62,7 +62,7 @@ impl ProxyError {
 }
 
 /// Turns a request failure into the response the client receives.
-pub fn error_response(error: &ProxyError) -> Answer {
+pub(super) fn error_response(error: &ProxyError) -> Answer {
     let (status, detail) = match error {
         // A request body that broke off is an incomplete request, not an origin failure.
         ProxyError::BadRequest(_) | ProxyError::Origin(OriginError::ClientBody(_)) => {

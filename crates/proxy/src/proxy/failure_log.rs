@@ -12,15 +12,15 @@ use crate::outcome::ErrorKind;
 use crate::proxy::error::ProxyError;
 
 /// One throttle per error kind, indexed like [`ErrorKind::ALL`].
-pub type FailureThrottles = [Throttle; ErrorKind::ALL.len()];
+pub(super) type FailureThrottles = [Throttle; ErrorKind::ALL.len()];
 
 /// The process's `request failed` throttles.
-pub static FAILURE_LOG: FailureThrottles = [const { Throttle::new() }; ErrorKind::ALL.len()];
+pub(super) static FAILURE_LOG: FailureThrottles = [const { Throttle::new() }; ErrorKind::ALL.len()];
 
 /// Logs a failed request: at debug always, and at warn when `throttles` let the line of
 /// its kind through at `now_ms` (the throttles' clock, [`throttle::clock_ms`], passed in so
 /// that a test can inject it).
-pub fn log_failure(
+pub(super) fn log_failure(
     throttles: &FailureThrottles,
     now_ms: u64,
     method: &dyn Display,
@@ -42,7 +42,7 @@ pub fn log_failure(
 }
 
 /// [`log_failure`] on the process's throttles and clock.
-pub fn log(method: &dyn Display, uri: &dyn Display, error: &ProxyError) {
+pub(super) fn log(method: &dyn Display, uri: &dyn Display, error: &ProxyError) {
     log_failure(&FAILURE_LOG, throttle::clock_ms(), method, uri, error);
 }
 

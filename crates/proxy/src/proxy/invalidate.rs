@@ -8,12 +8,12 @@ use crate::key::{CacheKey, ClientScheme, KeyShape};
 
 /// True if `method` is not known to be safe (RFC 9110 §9.2.1): its non-error
 /// responses invalidate the target URI.
-pub fn is_unsafe(method: &Method) -> bool {
+pub(super) fn is_unsafe(method: &Method) -> bool {
     ![Method::GET, Method::HEAD, Method::OPTIONS, Method::TRACE].contains(method)
 }
 
 /// True for the statuses that invalidate: 2xx and 3xx ("non-error", §4.4).
-pub fn invalidates(status: StatusCode) -> bool {
+pub(super) fn invalidates(status: StatusCode) -> bool {
     status.is_success() || status.is_redirection()
 }
 
@@ -22,7 +22,7 @@ pub fn invalidates(status: StatusCode) -> bool {
 /// (§4.4: a cache must not invalidate other origins' URLs on one origin's say-so). Each key
 /// is shaped as a GET of its path would be: `shape_of` gives the site's key shape for a
 /// path.
-pub fn targets<'a>(
+pub(super) fn targets<'a>(
     request: &request::Parts,
     scheme: ClientScheme,
     response: &HeaderMap,

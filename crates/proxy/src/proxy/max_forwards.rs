@@ -23,7 +23,7 @@ const MAX_FORWARDS: HeaderName = HeaderName::from_static("max-forwards");
 
 /// What `Max-Forwards` says about a request.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Hop {
+pub(super) enum Hop {
     /// Forward it (the field, if any, already decremented).
     Forward,
     /// This proxy is the last hop: answer it here with [`answer`].
@@ -34,7 +34,7 @@ pub enum Hop {
 /// zero, otherwise the value less one and [`Hop::Forward`]. A value that is not one
 /// decimal number (or several field lines) is [`Rejection::InvalidMaxForwards`]. Other
 /// methods, and requests without the field, are forwarded unchanged.
-pub fn take_hop(head: &mut request::Parts) -> Result<Hop, Rejection> {
+pub(super) fn take_hop(head: &mut request::Parts) -> Result<Hop, Rejection> {
     if head.method != Method::TRACE && head.method != Method::OPTIONS {
         return Ok(Hop::Forward);
     }
@@ -63,7 +63,7 @@ pub fn take_hop(head: &mut request::Parts) -> Result<Hop, Rejection> {
 
 /// The answer of the final recipient (see the module docs). Marked in `Cache-Status` with
 /// `detail=max-forwards`: neither from storage nor from the origin.
-pub fn answer(head: &request::Parts) -> Answer {
+pub(super) fn answer(head: &request::Parts) -> Answer {
     let (content_type, body) = if head.method == Method::TRACE {
         (Some("message/http"), Bytes::from(echo(head)))
     } else {

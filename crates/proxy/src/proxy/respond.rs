@@ -23,7 +23,7 @@ use crate::store::StoredEntry;
 
 /// Answers `request` from `found`, whose freshness was judged by `freshness` at `now`;
 /// `outcome` says what the answer is (a hit, a stale hit, a revalidated entry).
-pub fn from_store(
+pub(super) fn from_store(
     request: &request::Parts,
     found: Found,
     freshness: &StoredFreshness,
@@ -185,6 +185,6 @@ fn multipart_head(head: &mut response::Parts, parts: &[(u64, u64)], len: u64) ->
 }
 
 /// An empty response body.
-pub fn empty() -> ProxyBody {
+pub(super) fn empty() -> ProxyBody {
     Empty::new().map_err(|never| match never {}).boxed_unsync()
 }

@@ -63,7 +63,7 @@ use scanner::Scanner;
 
 /// Longest wait for a refused client to stop sending before the socket is closed
 /// (nginx's `lingering_timeout` is 5 s; a client that read the answer closes at once).
-pub const LINGER: Duration = Duration::from_secs(2);
+pub(crate) const LINGER: Duration = Duration::from_secs(2);
 
 /// Most bytes read and discarded while lingering.
 const LINGER_BYTES: usize = 1024 * 1024;
@@ -73,7 +73,7 @@ const SCRATCH: usize = 8 * 1024;
 
 /// The limits the guard shares with hyper's HTTP/1 parser.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Limits {
+pub(crate) struct Limits {
     /// Most bytes of a head (hyper's `max_buf_size`).
     pub max_head_bytes: usize,
     /// Most header fields of a head (hyper's `max_headers`).

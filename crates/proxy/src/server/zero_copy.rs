@@ -26,13 +26,13 @@ use tokio::net::TcpStream;
 const SENDFILE_MIN: usize = 16 * 1024;
 
 /// A client TCP connection that sends mapped bodies with `sendfile(2)`.
-pub struct ZeroCopyStream {
+pub(super) struct ZeroCopyStream {
     io: TcpStream,
 }
 
 impl ZeroCopyStream {
     /// Wraps an accepted connection.
-    pub fn new(io: TcpStream) -> ZeroCopyStream {
+    pub(super) fn new(io: TcpStream) -> ZeroCopyStream {
         ZeroCopyStream { io }
     }
 

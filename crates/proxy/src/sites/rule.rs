@@ -21,7 +21,7 @@ use crate::config::rules::{MAX_RULES, PathMatch, Rule, Rules};
 /// The rules whose request conditions hold for one request: what the request-time and
 /// response-time decisions are read from.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Matched {
+pub(crate) struct Matched {
     /// Bit `i`: rule `i`'s request conditions hold.
     bits: u64,
     /// The first of them without response conditions: the request's own rule.
@@ -31,7 +31,7 @@ pub struct Matched {
 impl Matched {
     /// Tests every rule's request conditions against `method` and `path`. No rules: no
     /// work beyond the check that there are none.
-    pub fn of(rules: &Rules, method: &Method, path: &str) -> Matched {
+    pub(crate) fn of(rules: &Rules, method: &Method, path: &str) -> Matched {
         let mut matched = Matched::default();
         for (i, rule) in rules.0.iter().enumerate().take(MAX_RULES) {
             if matches_request(rule, method, path) {
@@ -45,7 +45,7 @@ impl Matched {
     }
 
     /// The rule that decides the request's own handling (bypass, `no-cache`, the key).
-    pub fn request_rule(self, rules: &Rules) -> Option<&Rule> {
+    pub(crate) fn request_rule(self, rules: &Rules) -> Option<&Rule> {
         self.request_rule.and_then(|i| rules.0.get(i))
     }
 
@@ -53,7 +53,7 @@ impl Matched {
     /// overrides it, when that rule is also the first match (no rule before it waits for
     /// the response). Used to prepare the fetch (may it be stored, may it lead a collapse);
     /// the response's own decision is [`Matched::admission`].
-    pub fn planned(self, rules: &Rules, filter: Decision) -> Decision {
+    pub(crate) fn planned(self, rules: &Rules, filter: Decision) -> Decision {
         let first = (self.bits != 0).then(|| self.bits.trailing_zeros() as usize);
         match (first, self.request_rule) {
             (Some(first), Some(rule)) if first == rule => override_of(rules, rule, filter),
@@ -64,7 +64,7 @@ impl Matched {
     /// The admission of a storable response with `headers` and a declared `length`: the
     /// first rule whose every condition holds decides, or `filter` when none does or it
     /// sets no admission.
-    pub fn admission(
+    pub(crate) fn admission(
         self,
         rules: &Rules,
         headers: &HeaderMap,

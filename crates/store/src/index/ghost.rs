@@ -86,6 +86,11 @@ impl Ghost {
     pub fn len(&self) -> usize {
         self.members.len()
     }
+
+    /// Whether no key is remembered.
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
 }
 
 /// What the ghost keeps of a key hash.
