@@ -54,7 +54,9 @@
 //! `max_object_size`, an eighth of the cache, is held at its 1 MiB floor at 0.5%.
 
 use secondhit_bench::workload::{self, SyntheticSpec};
-use secondhit_bench::{self as bench, CacheSize, policies::POLICY_NAMES, reference::REFERENCE_NAMES};
+use secondhit_bench::{
+    self as bench, CacheSize, policies::POLICY_NAMES, reference::REFERENCE_NAMES,
+};
 
 fn main() {
     let workload = match workload::synthetic(&SyntheticSpec::default()) {

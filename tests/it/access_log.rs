@@ -202,7 +202,8 @@ async fn every_x_forwarded_for_line_is_read_behind_a_trusted_proxy() {
     let proxy = TestProxy::start(origin.addr, |c| {
         c.log.access_log = AccessLog::File(log.clone());
         c.log.access_format = AccessFormat::Template(
-            secondhit_proxy::config::access_format::parse("$remote_addr|$request").expect("template"),
+            secondhit_proxy::config::access_format::parse("$remote_addr|$request")
+                .expect("template"),
         );
         // The test's client is the balancer, behind another trusted hop.
         c.log.trusted_proxies = ["127.0.0.0/8", "10.0.0.0/8"]

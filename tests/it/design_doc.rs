@@ -4,11 +4,12 @@
 //! reader.
 //!
 //! A name is resolved as a reader would: its leading lower-case segments are modules
-//! (`src/a/b.rs` or `src/a/b/`, from the crate root), the first segment after them an item
+//! (`src/a/b.rs` or `src/a/b/`, from the proxy crate's root, or from another crate's
+//! when the first segment names it: `store::entry` is `crates/store/src/entry.rs`), the first segment after them an item
 //! defined in those files (a `fn`, type, trait, constant, module, an enum variant or a
 //! re-export), and any further segment (a method, a variant, an associated constant) an
-//! item defined anywhere in the crate. A name whose first segment is a type is looked up
-//! across the crate. Names of other crates (`std::`, `tokio::` …) are not checked.
+//! item defined anywhere in the workspace. A name whose first segment is a type is looked
+//! up across the workspace. Names of other crates (`std::`, `tokio::` …) are not checked.
 
 use std::path::{Path, PathBuf};
 
@@ -128,12 +129,31 @@ fn defines(code: &str, name: &str) -> bool {
     false
 }
 
-/// Why `name` does not resolve, or `None` when it does.
+/// Why `name` does not resolve, or `None` when it does. Its leading module segments are
+/// read from the proxy crate's root, or, when the first names another crate of the
+/// workspace (`store::…`, `secondhit_store::…`), from that crate's root.
 fn unresolved(name: &str, crate_code: &str) -> Option<String> {
     let segments: Vec<&str> = name.split("::").collect();
-    let mut dir = Path::new(ROOT).join("src");
+    let crates = Path::new(ROOT).join("crates");
+    let first = segments[0]
+        .strip_prefix("secondhit_")
+        .unwrap_or(segments[0]);
+    let from_proxy = unresolved_from(&crates.join("proxy/src"), &segments, crate_code);
+    let other = crates.join(first).join("src");
+    if from_proxy.is_none() || first == "proxy" || !other.is_dir() {
+        return from_proxy;
+    }
+    if segments.len() == 1 {
+        return None;
+    }
+    unresolved_from(&other, &segments[1..], crate_code).and(from_proxy)
+}
+
+/// Why `segments` do not resolve from the crate root `root`, or `None` when they do.
+fn unresolved_from(root: &Path, segments: &[&str], crate_code: &str) -> Option<String> {
+    let mut dir = root.to_path_buf();
     let mut modules = 0;
-    for segment in &segments {
+    for segment in segments {
         let starts_lower = segment
             .chars()
             .next()
@@ -148,7 +168,7 @@ fn unresolved(name: &str, crate_code: &str) -> Option<String> {
     let items = &segments[modules..];
     let (first, further) = items.split_first()?;
     let scope = match modules {
-        0 => crate_code.to_owned(),
+        0 if dir == root && root.ends_with("proxy/src") => crate_code.to_owned(),
         _ => code_of(&module_files(&dir)),
     };
     if !defines(&scope, first) {
@@ -157,7 +177,12 @@ fn unresolved(name: &str, crate_code: &str) -> Option<String> {
     further
         .iter()
         .find(|segment| !defines(crate_code, segment))
-        .map(|segment| format!("{segment} is defined nowhere in src/"))
+        .map(|segment| format!("{segment} is defined nowhere in crates/"))
+}
+
+/// The code of every crate of the workspace.
+fn workspace_code() -> String {
+    code_of(&module_files(&Path::new(ROOT).join("crates")))
 }
 
 /// The backticked spans of `text` that are paths (`a::b`), without call parentheses.
@@ -180,7 +205,7 @@ fn named_paths(text: &str) -> Vec<String> {
 fn every_path_the_design_names_exists() {
     let design = std::fs::read_to_string(Path::new(ROOT).join("docs/design.md"))
         .expect("read docs/design.md");
-    let crate_code = code_of(&module_files(&Path::new(ROOT).join("src")));
+    let crate_code = workspace_code();
     let names = named_paths(&design);
     assert!(
         names.len() > 50,
@@ -206,7 +231,7 @@ fn a_renamed_item_is_caught() {
     assert!(unresolved("store::NoSuchThing", crate_code).is_some());
     assert_eq!(unresolved("store::Store", crate_code), None);
     // Against the crate itself: names the design once carried, since renamed or moved.
-    let code = code_of(&module_files(&Path::new(ROOT).join("src")));
+    let code = workspace_code();
     assert!(unresolved("cache_status::Detail", &code).is_some());
     assert!(unresolved("Proxy::route_request", &code).is_some());
     assert_eq!(unresolved("outcome::Detail::ALL", &code), None);

@@ -1,7 +1,8 @@
-//! The crate's modules form layers: `src/lib.rs` lists its top-level modules top-down, and
-//! a module may name (through `crate::`, `super::` or `self::` paths) only itself and the
-//! modules listed below it. Within a top-level module, no two files name each other
-//! through a chain of such paths. Test code (`tests.rs`, `tests/` folders, a trailing
+//! Layers inside the crates (the compiler keeps the crates themselves layered: a crate names
+//! only the crates it depends on). The proxy crate's modules form layers:
+//! `crates/proxy/src/lib.rs` lists its top-level modules top-down, and a module may name
+//! (through `crate::`, `super::` or `self::` paths) only itself and the modules listed below
+//! it. In every crate, no two files name each other through a chain of such paths. Test code (`tests.rs`, `tests/` folders, a trailing
 //! `#[cfg(test)] mod tests { .. }`) is left out, as is the binary's `main.rs`.
 //!
 //! The check reads the source as text, the way a reader follows imports: a path a macro
@@ -13,8 +14,21 @@ use std::path::{Path, PathBuf};
 /// A file's module path, e.g. `["store", "read"]` for `src/store/read.rs`.
 type ModulePath = Vec<String>;
 
-fn src_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+/// The workspace's crates: `crates/*/src`.
+fn crate_dirs() -> Vec<PathBuf> {
+    let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates");
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&crates)
+        .expect("read crates/")
+        .map(|entry| entry.expect("dir entry").path().join("src"))
+        .collect();
+    dirs.sort();
+    assert!(dirs.len() >= 5, "crates/ holds {dirs:?}");
+    dirs
+}
+
+/// The proxy crate's sources, whose top-level modules `lib.rs` lists top-down.
+fn proxy_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/proxy/src")
 }
 
 /// The top-level modules in the order `lib.rs` declares them.
@@ -193,9 +207,9 @@ fn owner(path: &[String], modules: &BTreeSet<ModulePath>) -> Option<ModulePath> 
 }
 
 /// Every file's references to other files: its own children and ancestors left out.
-fn file_graph() -> BTreeMap<ModulePath, BTreeSet<ModulePath>> {
+fn file_graph(src: &Path) -> BTreeMap<ModulePath, BTreeSet<ModulePath>> {
     let mut files = Vec::new();
-    source_files(&src_dir(), &[], &mut files);
+    source_files(src, &[], &mut files);
     let modules: BTreeSet<ModulePath> = files.iter().map(|(m, _)| m.clone()).collect();
     let mut graph = BTreeMap::new();
     for (module, path) in &files {
@@ -242,11 +256,11 @@ fn circles(graph: &BTreeMap<ModulePath, BTreeSet<ModulePath>>) -> Vec<Vec<Module
 
 #[test]
 fn each_top_level_module_uses_only_the_modules_listed_below_it() {
-    let lib = std::fs::read_to_string(src_dir().join("lib.rs")).expect("read lib.rs");
+    let lib = std::fs::read_to_string(proxy_dir().join("lib.rs")).expect("read lib.rs");
     let order = declared_order(&lib);
     let rank = |name: &str| order.iter().position(|m| m == name);
     let mut upward = Vec::new();
-    for (from, targets) in file_graph() {
+    for (from, targets) in file_graph(&proxy_dir()) {
         let from_rank = rank(&from[0]).unwrap_or_else(|| panic!("{} not in lib.rs", from[0]));
         for target in targets {
             let target_rank = rank(&target[0]).expect("a module of lib.rs");
@@ -257,21 +271,20 @@ fn each_top_level_module_uses_only_the_modules_listed_below_it() {
     }
     assert!(
         upward.is_empty(),
-        "modules reaching up the list in src/lib.rs:\n{}",
+        "modules reaching up the list in crates/proxy/src/lib.rs:\n{}",
         upward.join("\n")
     );
 }
 
 #[test]
 fn no_files_name_each_other_in_a_circle() {
-    let found = circles(&file_graph());
-    let shown: Vec<String> = found
-        .iter()
-        .map(|group| {
+    let mut shown: Vec<String> = Vec::new();
+    for src in crate_dirs() {
+        for group in circles(&file_graph(&src)) {
             let names: Vec<String> = group.iter().map(|m| m.join("::")).collect();
-            names.join(", ")
-        })
-        .collect();
+            shown.push(format!("{}: {}", src.display(), names.join(", ")));
+        }
+    }
     assert!(shown.is_empty(), "import circles:\n{}", shown.join("\n"));
 }
 

@@ -247,7 +247,11 @@ impl BloomFilter {
     /// the caller's branch on the first result, where they would start only after the first
     /// miss has been served (measured: about one extra memory latency per check).
     #[inline(never)]
-    pub(crate) fn absent_here_and_in(&self, other: Option<&BloomFilter>, probe: &Probe) -> (Absent, bool) {
+    pub(crate) fn absent_here_and_in(
+        &self,
+        other: Option<&BloomFilter>,
+        probe: &Probe,
+    ) -> (Absent, bool) {
         let here = self.absent(probe);
         let in_other = other.is_some_and(|o| o.absent(probe).is_empty());
         (here, in_other)

@@ -15,11 +15,11 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use secondhit_admission::Policy;
 use crate::policies::ExactSecondHit;
 use crate::report::PolicyReport;
 use crate::synthetic_origin::SyntheticOrigin;
 use crate::workload::Workload;
+use secondhit_admission::Policy;
 use secondhit_proxy::cache_status::CACHE_STATUS;
 use secondhit_proxy::config::{AccessLog, AdmissionPolicy, Config, Fsync};
 use secondhit_proxy::server::StartError;

@@ -3,11 +3,11 @@
 
 use std::time::{Duration, Instant};
 
-use super::*;
 use crate::simulate::{self, ENTRY_OVERHEAD, SimCache};
 use crate::workload::{self, FewReuseSpec, SyntheticSpec, Workload};
 use crate::{config_sized_to_cache, simulation_hasher};
 use secondhit_proxy::config::Config;
+use secondhit_tuning::*;
 
 const FACTORS: [f64; 5] = [0.25, 0.5, 1.0, 2.0, 4.0];
 
@@ -164,7 +164,7 @@ fn a_key_budget_lowers_the_rate_and_bounds_the_keys_held() {
     let workload = zipf_workload();
     let budget = 20_000;
     let estimator = replay(&workload, 1.0 / 4.0, budget, |estimator| {
-        assert!(estimator.lock().keys() <= budget, "held past the budget");
+        assert!(estimator.keys_held() <= budget, "held past the budget");
     });
     assert!(
         estimator.rate() < 1.0 / 4.0,

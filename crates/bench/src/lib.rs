@@ -40,10 +40,10 @@ pub mod workload;
 use std::path::PathBuf;
 use std::str::FromStr;
 
-use secondhit_admission::FilterHasher;
-use secondhit_proxy::config::Config;
 use driver::{BenchError, DriveOptions};
 use report::{PolicyReport, Report};
+use secondhit_admission::FilterHasher;
+use secondhit_proxy::config::Config;
 use simulate::SimCache;
 use workload::{SyntheticSpec, Workload, WorkloadError};
 
@@ -442,3 +442,6 @@ mod tests {
         assert!(sweep_table(&rows).contains("expected_urls=1000"));
     }
 }
+
+#[cfg(test)]
+mod estimates_tests;

@@ -21,13 +21,13 @@ use std::time::{Duration, Instant};
 
 use xxhash_rust::xxh3::xxh3_128;
 
-use secondhit_admission::{
-    Admission, FilterHash, FilterHasher, ObjectCount, Pending, Policy, ResponseInfo,
-};
 use crate::policies;
 use crate::reference::{self, ReferenceCache};
 use crate::report::PolicyReport;
 use crate::workload::{Request, Workload};
+use secondhit_admission::{
+    Admission, FilterHash, FilterHasher, ObjectCount, Pending, Policy, ResponseInfo,
+};
 use secondhit_proxy::config::{AdmissionConfig, MaxObjectSize};
 use secondhit_store::index::{Fill, Index, Provenance};
 

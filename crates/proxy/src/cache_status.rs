@@ -91,7 +91,7 @@ pub fn write(outcome: &Outcome, out: &mut String) {
 }
 
 /// The outcome this cache's entry in a `Cache-Status` field says, read back: the inverse of
-/// [`write`], for a client (`secondhit bench --target`) that classifies responses exactly
+/// [`write()`], for a client (`secondhit bench --target`) that classifies responses exactly
 /// as the proxy's own counters do ([`Outcome::result`]). `values` are the field's lines;
 /// of several entries naming this cache (proxies in layers), the last one, nearest the
 /// client, is read. `None` when no entry names this cache or the field is not an RFC 8941

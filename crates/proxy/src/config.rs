@@ -34,12 +34,12 @@ mod server;
 mod validate;
 
 pub use changes::Changes;
+pub use purge::{MAX_TAG_LENGTH, PurgeConfig, TagSeparator, TagsConfig};
+pub use rules::Rules;
 pub use secondhit_admission::settings::{
     AdmissionConfig, AdmissionPolicy, FilterSizing, MIN_GENERATION_AGE_SHARE, Optimize, RotateMode,
 };
 pub use secondhit_store::settings::{Fsync, MaxObjectSize, TAG_OVERHEAD};
-pub use purge::{MAX_TAG_LENGTH, PurgeConfig, TagSeparator, TagsConfig};
-pub use rules::Rules;
 pub use server::{
     CertificateFiles, MAX_BLOCKING_THREADS, MAX_MAX_HEADER_BYTES, MAX_MAX_HEADERS, MAX_WORKERS,
     MIN_MAX_HEADER_BYTES, Runtime, ServerConfig, TlsConfig,

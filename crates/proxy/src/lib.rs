@@ -38,7 +38,7 @@
 //! - [`clock`]: the integration tests make the proxy's wall clock follow tokio's (paused)
 //!   clock with [`clock::follow_tokio_time`].
 //! - `bench` (feature `bench`): the `bench` and `simulate` commands.
-//! - [`man`]: the man pages `secondhit man` writes.
+//! - `man`: the man pages `secondhit man` writes.
 //! - `fuzzing` (feature `fuzzing`): the entry points of the fuzz targets in `fuzz/`.
 //!
 //! Every other module is crate-private.

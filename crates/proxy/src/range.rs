@@ -215,7 +215,11 @@ impl<B> PartsBody<B> {
     }
 
     /// `parts` (ascending, see [`ascending`]) of `inner`, framed by `multipart`.
-    pub(crate) fn multipart(inner: B, multipart: &Multipart, parts: Vec<(u64, u64)>) -> PartsBody<B> {
+    pub(crate) fn multipart(
+        inner: B,
+        multipart: &Multipart,
+        parts: Vec<(u64, u64)>,
+    ) -> PartsBody<B> {
         let heads = (parts.iter())
             .map(|&(first, last)| multipart.part_head(first, last))
             .collect();

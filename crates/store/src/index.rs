@@ -44,7 +44,7 @@
 //!
 //! # Fill order without a global lock
 //!
-//! The index is split into [`SHARDS`] shards by key hash, each holding one unbounded
+//! The index is split into `SHARDS` shards by key hash, each holding one unbounded
 //! `LruCache` per queue used as a FIFO (entries are only pushed at the new end, read
 //! with `peek`, and taken from the old end); a hit locks only its key's shard. Every
 //! fill and every put-back stamps its entry with the next value of one global
@@ -305,7 +305,7 @@ impl Index {
     /// and a full count, so a later hit may skip the lock, having nothing to count.
     ///
     /// A key found absent is remembered by the thread with that version
-    /// ([`absent`]): while the version is unchanged nothing was placed in the shard, so
+    /// (`absent`): while the version is unchanged nothing was placed in the shard, so
     /// the key's next misses on this thread (a URL passed through again and again) take
     /// no lock either.
     pub fn touch(&self, key_hash: u128) -> Option<(Fill, Option<u64>)> {

@@ -5,7 +5,7 @@
 //! configured size: the miss ratio `admission.optimize` names, and the bytes a second
 //! they would write. Under a write budget only those within it compete (when none is, the
 //! one writing least wins). The best replaces the one running only when it misses
-//! [`MARGIN`] less for [`EPOCHS`] epochs running ([`Hysteresis`]): estimates of two close
+//! `MARGIN` less for `EPOCHS` epochs running ([`Hysteresis`]): estimates of two close
 //! policies swing with the sample, and each switch costs a fill-up of first sights (to
 //! `always`) or their misses (to `second-hit`). One that runs over the budget while
 //! another fits is left at once: the store is refusing its fills already.
@@ -74,7 +74,7 @@ pub enum Verdict {
     Stay,
     /// A challenger leads by the margin, for this many epochs running.
     Leading(Candidate, u32),
-    /// Switched to the best, which led by the margin for [`EPOCHS`] epochs.
+    /// Switched to the best, which led by the margin for `EPOCHS` epochs.
     Switched,
     /// Switched at once: the one running wrote over the budget, this one does not (or
     /// writes least).
@@ -101,7 +101,7 @@ impl Verdict {
 
 /// The [`RUNNABLE`] candidates' scores in `estimate` at the configured size (factor 1),
 /// over `seconds` of traffic (decayed as the counts are); empty when it counted fewer
-/// than [`MIN_REQUESTS`] requests.
+/// than `MIN_REQUESTS` requests.
 pub fn scores(estimate: &Estimate, objective: Optimize, seconds: f64) -> Vec<Score> {
     RUNNABLE
         .iter()

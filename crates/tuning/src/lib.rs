@@ -19,9 +19,9 @@
 //!
 //! # What is simulated
 //! Each [`Candidate`] at each size factor (by default ¼, ½, 1, 2 and 4 times
-//! `cache.max_size`) is one [`miniature::Miniature`]: the store's eviction
-//! ([`mini_index`], checked hit for hit against the store's index) at `R` times the bytes,
-//! and for candidates that keep filters `second-hit`'s generations ([`mini_filter`]), their
+//! `cache.max_size`) is one `miniature::Miniature`: the store's eviction
+//! (`mini_index`, checked hit for hit against the store's index) at `R` times the bytes,
+//! and for candidates that keep filters `second-hit`'s generations (`mini_filter`), their
 //! bounds also times `R`. The candidates: `second-hit` as configured and `always` (what
 //! the proxy can run today), `second-hit` with twice the window, a quarter of first sights
 //! stored, and `always` with half the cache on probation (the store's small queue is a
@@ -105,7 +105,7 @@ pub struct ReplayBudget {
 
 impl Default for EstimatorConfig {
     /// One key in 64; at most 262,144 keys (about 16 MiB); each epoch halves the weight of
-    /// the ones before; every [`Candidate::DEFAULT`] at ¼ to 4 times the size; 2.5 KiB per
+    /// the ones before; every `Candidate::DEFAULT` at ¼ to 4 times the size; 2.5 KiB per
     /// entry (the store's typical header and metadata).
     fn default() -> Self {
         EstimatorConfig {
@@ -364,6 +364,11 @@ impl Estimator {
         self.sampler.rate()
     }
 
+    /// Keys the miniatures hold together (what `EstimatorConfig::max_keys` bounds).
+    pub fn keys_held(&self) -> u64 {
+        self.lock().keys()
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         // A panic half-way through a replay leaves counts a request off, nothing worse.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
@@ -381,4 +386,3 @@ impl State {
         self.miniatures.iter().map(Miniature::memory_bytes).sum()
     }
 }
-

@@ -20,8 +20,8 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use secondhit_admission::{AUTO_FLOOR, BURST_HOLD_SHARE, steer};
 use secondhit_admission::settings::RotateMode;
+use secondhit_admission::{AUTO_FLOOR, BURST_HOLD_SHARE, steer};
 
 /// What sizes the generations: the pair's settings, scaled to the sample.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -152,7 +152,12 @@ pub(crate) fn detail(raw: &Raw) -> String {
 }
 
 /// Asserts a 400 naming `reason` that never reached the origin.
-pub(crate) async fn assert_rejected(origin: &TestOrigin, proxy: &TestProxy, request: &[u8], reason: &str) {
+pub(crate) async fn assert_rejected(
+    origin: &TestOrigin,
+    proxy: &TestProxy,
+    request: &[u8],
+    reason: &str,
+) {
     let mut conn = Conn::open(proxy).await;
     conn.write(request).await;
     let raw = conn.response().await;

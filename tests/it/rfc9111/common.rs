@@ -55,7 +55,12 @@ pub(crate) async fn get_with(proxy: &TestProxy, path: &str, headers: &[(&str, &s
 
 /// GET `path` (with `headers`), expect the answer to be stored, and wait until the
 /// proxy has committed `committed` fills in all.
-pub(crate) async fn fill(proxy: &TestProxy, path: &str, headers: &[(&str, &str)], committed: u64) -> Seen {
+pub(crate) async fn fill(
+    proxy: &TestProxy,
+    path: &str,
+    headers: &[(&str, &str)],
+    committed: u64,
+) -> Seen {
     let seen = get_with(proxy, path, headers).await;
     assert!(
         seen.cache.stored,

@@ -135,7 +135,8 @@ async fn invalidation_survives_a_restart() {
     let origin = origin(204, "", "").await;
     let temp = tempfile::tempdir().expect("temp dir");
     let dir = temp.path().join("cache");
-    let always = |c: &mut secondhit_proxy::config::Config| c.admission.policy = AdmissionPolicy::Always;
+    let always =
+        |c: &mut secondhit_proxy::config::Config| c.admission.policy = AdmissionPolicy::Always;
     let proxy = TestProxy::start_in(origin.addr, &dir, always).await;
     store(&proxy, "/doc", 1).await;
     send(&proxy, "DELETE", "/doc").await;

@@ -46,7 +46,10 @@ pub(crate) async fn eventually<T>(
 }
 
 /// [`eventually`] for a yes-or-no condition that needs an `await`.
-pub(crate) async fn wait_until_async(what: impl FnOnce() -> String, mut done: impl AsyncFnMut() -> bool) {
+pub(crate) async fn wait_until_async(
+    what: impl FnOnce() -> String,
+    mut done: impl AsyncFnMut() -> bool,
+) {
     eventually(what, async || done().await.then_some(())).await
 }
 

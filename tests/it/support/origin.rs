@@ -101,7 +101,12 @@ impl Reply {
 
     /// A 200 with `Cache-Control: <cache_control>` and a `ReplyBody::Metered` body: `data`
     /// in pieces of `chunk` bytes, counted into `meter`.
-    pub(crate) fn metered(cache_control: &str, data: Vec<u8>, chunk: usize, meter: Arc<Meter>) -> Reply {
+    pub(crate) fn metered(
+        cache_control: &str,
+        data: Vec<u8>,
+        chunk: usize,
+        meter: Arc<Meter>,
+    ) -> Reply {
         Reply {
             body: ReplyBody::Metered { data, chunk, meter },
             ..Reply::ok(cache_control, Vec::new())

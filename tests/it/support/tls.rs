@@ -107,7 +107,12 @@ pub(crate) struct TlsSeen {
 
 /// GET `path` from `addr` over TLS with `connector`, naming `sni` in the handshake and as
 /// the host; HTTP/2 when ALPN picked `h2`, else HTTP/1.1. The certificate must verify.
-pub(crate) async fn tls_get(connector: &TlsConnector, addr: SocketAddr, sni: &str, path: &str) -> TlsSeen {
+pub(crate) async fn tls_get(
+    connector: &TlsConnector,
+    addr: SocketAddr,
+    sni: &str,
+    path: &str,
+) -> TlsSeen {
     tokio::time::timeout(PATIENCE, tls_get_now(connector, addr, sni, path))
         .await
         .expect("the TLS request took longer than PATIENCE")

@@ -26,7 +26,7 @@ struct Node {
 }
 
 /// SIEVE inside a byte budget (see the module docs).
-pub(in crate) struct Sieve {
+pub(crate) struct Sieve {
     nodes: Vec<Node>,
     free: Vec<usize>,
     slots: HashMap<u64, usize>,
@@ -39,7 +39,7 @@ pub(in crate) struct Sieve {
 
 impl Sieve {
     /// An empty cache of `capacity` bytes.
-    pub(in crate) fn new(capacity: u64) -> Sieve {
+    pub(crate) fn new(capacity: u64) -> Sieve {
         Sieve {
             nodes: Vec::new(),
             free: Vec::new(),

@@ -145,7 +145,7 @@ impl Segment {
 }
 
 /// W-TinyLFU inside a byte budget (see the module docs).
-pub(in crate) struct WTinyLfu {
+pub(crate) struct WTinyLfu {
     window: Segment,
     probation: Segment,
     protected: Segment,
@@ -157,7 +157,7 @@ pub(in crate) struct WTinyLfu {
 
 impl WTinyLfu {
     /// An empty cache of `capacity` bytes: window 1%, protected 80% of the rest.
-    pub(in crate) fn new(capacity: u64) -> WTinyLfu {
+    pub(crate) fn new(capacity: u64) -> WTinyLfu {
         let window_capacity = ((capacity as f64 * WINDOW_SHARE) as u64).max(1);
         let main = capacity.saturating_sub(window_capacity);
         WTinyLfu {

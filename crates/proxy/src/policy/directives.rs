@@ -47,7 +47,10 @@ impl Directives {
     /// The directives that govern how this cache treats a response: those of the first
     /// valid, non-empty field of the target list (`targeted_field`, then
     /// `CDN-Cache-Control`), else those of `Cache-Control` (RFC 9213 §2.1).
-    pub(crate) fn of_response(headers: &HeaderMap, targeted_field: Option<&HeaderName>) -> Directives {
+    pub(crate) fn of_response(
+        headers: &HeaderMap,
+        targeted_field: Option<&HeaderName>,
+    ) -> Directives {
         targeted_field
             .into_iter()
             .chain([&CDN_CACHE_CONTROL])

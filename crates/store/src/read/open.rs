@@ -19,7 +19,7 @@ use super::super::{Inner, StoreError};
 use super::StoredEntry;
 
 /// An entry file, opened, with its header verified.
-pub(in crate) struct OpenEntry {
+pub(crate) struct OpenEntry {
     /// The verified preamble: where the body is, how long, and its checksum.
     pub(super) preamble: Preamble,
     /// The verified metadata.
@@ -74,7 +74,7 @@ impl Inner {
     /// Tried on this thread with page-cache reads only, then on a blocking thread
     /// if the disk must be read. Opening the file may still wait for the disk when
     /// its directory entry is not cached; such a lookup is rare next to the reads.
-    pub(in crate) async fn open_entry(
+    pub(crate) async fn open_entry(
         self: &Arc<Self>,
         key: &str,
         (key_hash, fill_id): (u128, u64),
@@ -126,7 +126,7 @@ impl Inner {
     /// Wraps what a lookup opened, offering the memory tier the open file (if it was
     /// opened for this lookup) and a copy of the body (if read whole and small enough),
     /// both read after the tier's `epoch` was `epoch`.
-    pub(in crate) fn keep_copies(
+    pub(crate) fn keep_copies(
         self: &Arc<Self>,
         key: &str,
         (key_hash, fill_id): (u128, u64),
