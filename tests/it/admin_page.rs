@@ -10,6 +10,8 @@
 //! missing. The page's
 //! headers and the token rules need no browser and always run.
 
+mod curve;
+
 use crate::support::browser::{chromium, keep_for_viewing, required_chromium, screenshot};
 use crate::support::{Reply, TestOrigin, TestProxy, body_bytes, client, get, send};
 use secondhit::config::FilterSizing;
