@@ -10,7 +10,9 @@
 //! missing. The page's
 //! headers and the token rules need no browser and always run.
 
-use crate::support::browser::{chromium, find_chromium};
+mod curve;
+
+use crate::support::browser::{chromium, keep_for_viewing, required_chromium, screenshot};
 use crate::support::{Reply, TestOrigin, TestProxy, body_bytes, client, get, send};
 use secondhit_proxy::config::FilterSizing;
 
@@ -47,11 +49,7 @@ fn percent(share: f64) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs chromium: cargo test -- --ignored once installed (.ci/run does)"]
 async fn the_page_renders_the_live_filters_rotations_and_decisions() {
-    let browser = find_chromium();
-    let install =
-        "no chromium, chromium-browser or google-chrome on PATH: apt-get install chromium";
-    crate::support::shell::require("chromium", browser.is_some(), install);
-    let Some(browser) = browser else { return };
+    let browser = required_chromium();
     let origin = TestOrigin::start(|_| Reply::ok("max-age=3600", body_bytes(2000, 3))).await;
     let proxy = TestProxy::start(origin.addr, |c| {
         c.server.admin_token = Some(TOKEN.to_owned());
@@ -205,27 +203,11 @@ async fn the_page_renders_the_live_filters_rotations_and_decisions() {
             }
         })
     };
-    let screenshot = dir.path().join("admin-page.png");
-    chromium(
-        &browser,
-        &dir.path().join("profile"),
-        &url,
-        &[
-            format!("--screenshot={}", screenshot.display()),
-            "--window-size=1280,800".to_owned(),
-        ],
-    )
-    .await;
+    let profile = dir.path().join("profile");
+    let png = dir.path().join("admin-page.png");
+    screenshot(&browser, &profile, &url, &png, (1280, 800)).await;
     traffic.abort();
-    let png = std::fs::read(&screenshot).expect("the screenshot was written");
-    assert!(png.starts_with(b"\x89PNG"), "not a PNG");
-    // Kept (not removed with the temp dir) so the printed path can be opened.
-    let kept = dir.keep();
-    eprintln!(
-        "admin page: screenshot {} (DOM beside it: {})",
-        kept.join("admin-page.png").display(),
-        kept.join("page.html").display()
-    );
+    keep_for_viewing(dir, "admin page", "admin-page.png", "page.html");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -32,8 +32,9 @@
 //!
 //! `GET /` serves `admin/page.html`, compiled in: fill bars of the two generations, the
 //! pair's false-positive rate against its modelled range, the recent rotations, admission
-//! decisions, hit ratios and disk bytes as short time series, the configured sizes beside
-//! what they imply, and a "what if" sizing panel computed in the browser. It is served
+//! decisions, hit ratios and disk bytes as short time series, each admission candidate's
+//! estimated miss ratios against cache size (`admission.estimate`), the configured sizes
+//! beside what they imply, and a "what if" sizing panel computed in the browser. It is served
 //! without the token because it holds no data: a static shell, the same for everyone. The
 //! data comes from `/stats`, which stays protected: the page takes the token from its URL
 //! fragment (`/#token=...`, never sent to a server) or asks for it, keeps it in the tab's

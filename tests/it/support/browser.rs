@@ -49,3 +49,42 @@ pub(crate) async fn chromium(binary: &Path, profile: &Path, url: &str, extra: &[
     );
     String::from_utf8(output.stdout).expect("a UTF-8 DOM")
 }
+
+/// Takes a screenshot of `url` at `width`×`height` into `png` (a profile in `profile`), and
+/// checks that a PNG was written.
+pub async fn screenshot(
+    binary: &Path,
+    profile: &Path,
+    url: &str,
+    png: &Path,
+    (width, height): (u32, u32),
+) {
+    let extra = [
+        format!("--screenshot={}", png.display()),
+        format!("--window-size={width},{height}"),
+    ];
+    chromium(binary, profile, url, &extra).await;
+    let written = std::fs::read(png).expect("the screenshot was written");
+    assert!(written.starts_with(b"\x89PNG"), "not a PNG");
+}
+
+/// The Chromium binary for a browser test; fails the test, naming what to install, where
+/// there is none.
+pub fn required_chromium() -> PathBuf {
+    let browser = find_chromium();
+    let install =
+        "no chromium, chromium-browser or google-chrome on PATH: apt-get install chromium";
+    crate::support::shell::require("chromium", browser.is_some(), install);
+    browser.expect("required above")
+}
+
+/// Keeps `dir` (not removed when the test ends) and prints where `what`'s screenshot and
+/// DOM, the files `png` and `dom` in it, can be opened.
+pub fn keep_for_viewing(dir: tempfile::TempDir, what: &str, png: &str, dom: &str) {
+    let kept = dir.keep();
+    eprintln!(
+        "{what}: screenshot {} (DOM beside it: {})",
+        kept.join(png).display(),
+        kept.join(dom).display()
+    );
+}
