@@ -31,6 +31,11 @@ use crate::bench::workload::{Request, Workload};
 use crate::config::{AdmissionConfig, MaxObjectSize};
 use crate::store::index::{Fill, Index, Provenance};
 
+mod auto;
+
+use auto::AutoDriver;
+pub use auto::AutoRun;
+
 /// Bytes an entry file adds to its body: the 512-byte aligned preamble and key, and two
 /// metadata slots of the minimum 1 KiB (see `store::entry`); typical for the synthetic
 /// origin's responses, whose metadata is a few hundred bytes.
@@ -248,62 +253,168 @@ fn replay_admission(
     config: &AdmissionConfig,
     hasher: &FilterHasher,
     cache: SimCache,
-    mut observe: impl FnMut(&Request, bool),
+    observe: impl FnMut(&Request, bool),
 ) -> Option<PolicyReport> {
+    let started = Instant::now();
+    // As the proxy does under the policies that store first sights (`Store::keep_ghost`).
+    let (index, objects) = index_for(cache, matches!(policy, "always" | "auto"));
+    let (built, auto) = match policy {
+        "auto" => {
+            let (policy, driver) = AutoDriver::new(config, cache, objects, started);
+            (policy, Some(driver))
+        }
+        _ => (policies::build(policy, config, objects)?, None),
+    };
+    let replay = Replay {
+        index,
+        policy: built,
+        auto,
+        started,
+    };
+    Some(replay.run(workload, hasher, cache, observe).0)
+}
+
+/// [`simulate`] for `auto`, with what it did: epochs, switches, requests under `always`.
+pub fn simulate_auto(
+    workload: &Workload,
+    config: &AdmissionConfig,
+    hasher: &FilterHasher,
+    cache: SimCache,
+) -> (PolicyReport, AutoRun) {
+    let started = Instant::now();
+    let (index, objects) = index_for(cache, true);
+    let (policy, driver) = AutoDriver::new(config, cache, objects, started);
+    let replay = Replay {
+        index,
+        policy,
+        auto: Some(driver),
+        started,
+    };
+    let (report, run) = replay.run(workload, hasher, cache, |_, _| {});
+    (report, run.unwrap_or_default())
+}
+
+/// The store's index of `cache.max_size` bytes, keeping a ghost or not, and the count of
+/// its objects `rotate = "auto"` steers by (scaled to a full cache, as the store counts).
+fn index_for(cache: SimCache, ghost: bool) -> (Arc<Index>, ObjectCount) {
     let index = Arc::new(Index::new(cache.max_size));
-    // As the proxy does under `admission.policy = "always"` (`Store::keep_ghost`).
-    index.keep_ghost(policy == "always");
+    index.keep_ghost(ghost);
     let objects: ObjectCount = {
         let index = index.clone();
         Arc::new(move || index.objects_when_full())
     };
-    let Policy { admission, stats } = policies::build(policy, config, objects)?;
-    let max_object_size = cache.admission_limit();
-    let started = Instant::now();
-    let first_at = workload.requests.first().map_or(0.0, |r| r.at);
-    let mut tally = Tally::default();
-    // Request `i`'s filter hash, computed and prefetched `PREFETCH_AHEAD` requests earlier,
-    // waits at `ahead[i % PREFETCH_AHEAD]`.
-    let prefetched = |request: &Request| {
-        let hash = hasher.hash(&request.object.to_le_bytes());
-        admission.prefetch(hash);
-        hash
-    };
-    let mut ahead = [FilterHash(0); PREFETCH_AHEAD];
-    for (slot, request) in ahead.iter_mut().zip(&workload.requests) {
-        *slot = prefetched(request);
-    }
-    for (i, request) in workload.requests.iter().enumerate() {
-        let later = workload.requests.get(i + PREFETCH_AHEAD).map(prefetched);
-        let filter_hash = ahead[i % PREFETCH_AHEAD];
-        if let Some(later) = later {
-            ahead[i % PREFETCH_AHEAD] = later;
-        }
-        let fill_id = i as u64;
-        // The store names entries by an unkeyed hash, the filter by a keyed one — as in the proxy.
-        let key_hash = xxh3_128(&request.object.to_le_bytes());
-        // A trace out of order never moves the clock back before its first request, and
-        // one whose timestamps lie centuries apart stops at a century: `Duration` and
-        // `Instant` arithmetic would overflow (and panic) past that.
-        let offset = (request.at - first_at).clamp(0.0, CENTURY_SECS);
-        let now = started + Duration::from_secs_f64(offset);
-        let pending = admission.on_request_at(filter_hash, now);
-        let hit = index.touch(key_hash).is_some();
-        observe(request, hit);
-        tally.request(request.size, hit);
-        if !hit && request.size <= max_object_size {
-            let miss = Miss {
-                size: request.size,
-                key_hash,
-                fill_id,
-            };
-            if offer(&index, admission.as_ref(), pending, miss) {
-                tally.write(request.size);
+    (index, objects)
+}
+
+/// One replay of a proxy policy: the index, the policy, and `auto`'s epochs if it runs.
+struct Replay {
+    index: Arc<Index>,
+    policy: Policy,
+    auto: Option<AutoDriver>,
+    started: Instant,
+}
+
+impl Replay {
+    /// Replays `workload`; `observe` sees each request and whether it hit.
+    fn run(
+        self,
+        workload: &Workload,
+        hasher: &FilterHasher,
+        cache: SimCache,
+        mut observe: impl FnMut(&Request, bool),
+    ) -> (PolicyReport, Option<AutoRun>) {
+        let Replay {
+            index,
+            policy: Policy { admission, stats },
+            mut auto,
+            started,
+        } = self;
+        let max_object_size = cache.admission_limit();
+        let first_at = workload.requests.first().map_or(0.0, |r| r.at);
+        let mut tally = Tally::default();
+        let mut hashes = Prefetched::new(workload, hasher, admission.as_ref());
+        for (i, request) in workload.requests.iter().enumerate() {
+            let filter_hash = hashes.next(i);
+            // The store names entries by an unkeyed hash, the filter by a keyed one — as in the proxy.
+            let key_hash = xxh3_128(&request.object.to_le_bytes());
+            // A trace out of order never moves the clock back before its first request, and
+            // one whose timestamps lie centuries apart stops at a century: `Duration` and
+            // `Instant` arithmetic would overflow (and panic) past that.
+            let offset = Duration::from_secs_f64((request.at - first_at).clamp(0.0, CENTURY_SECS));
+            let now = started + offset;
+            if let Some(auto) = &mut auto {
+                auto.before_request(offset);
+            }
+            let pending = admission.on_request_at(filter_hash, now);
+            let hit = index.touch(key_hash).is_some();
+            observe(request, hit);
+            tally.request(request.size, hit);
+            let storable = request.size <= max_object_size;
+            if let Some(auto) = &auto
+                && (hit || storable)
+            {
+                // As the proxy feeds its estimates: a hit, or a miss it may store.
+                auto.observe(filter_hash, request.size, now);
+            }
+            if !hit && storable {
+                let miss = Miss {
+                    size: request.size,
+                    key_hash,
+                    fill_id: i as u64,
+                };
+                if offer(&index, admission.as_ref(), pending, miss) {
+                    tally.write(request.size);
+                }
             }
         }
+        let requests = workload.requests.len() as u64;
+        let report = tally.report(stats.name(), requests, started, stats.memory_bytes());
+        (report, auto.map(|auto| auto.run()))
     }
-    let requests = workload.requests.len() as u64;
-    Some(tally.report(stats.name(), requests, started, stats.memory_bytes()))
+}
+
+/// Request `i`'s filter hash, computed and prefetched [`PREFETCH_AHEAD`] requests
+/// earlier: a block fetched from memory arrives while the requests in between are handled.
+struct Prefetched<'a> {
+    requests: &'a [Request],
+    hasher: &'a FilterHasher,
+    admission: &'a dyn Admission,
+    ahead: [FilterHash; PREFETCH_AHEAD],
+}
+
+impl<'a> Prefetched<'a> {
+    fn new(
+        workload: &'a Workload,
+        hasher: &'a FilterHasher,
+        admission: &'a dyn Admission,
+    ) -> Prefetched<'a> {
+        let mut prefetched = Prefetched {
+            requests: &workload.requests,
+            hasher,
+            admission,
+            ahead: [FilterHash(0); PREFETCH_AHEAD],
+        };
+        for i in 0..PREFETCH_AHEAD.min(workload.requests.len()) {
+            prefetched.ahead[i] = prefetched.hash(i);
+        }
+        prefetched
+    }
+
+    /// Request `index`'s hash and prefetch.
+    fn hash(&self, index: usize) -> FilterHash {
+        let hash = self.hasher.hash(&self.requests[index].object.to_le_bytes());
+        self.admission.prefetch(hash);
+        hash
+    }
+
+    /// Request `i`'s hash (requests taken in order), prefetching the one `PREFETCH_AHEAD` on.
+    fn next(&mut self, i: usize) -> FilterHash {
+        let hash = self.ahead[i % PREFETCH_AHEAD];
+        if i + PREFETCH_AHEAD < self.requests.len() {
+            self.ahead[i % PREFETCH_AHEAD] = self.hash(i + PREFETCH_AHEAD);
+        }
+        hash
+    }
 }
 
 /// A miss of an object small enough to store, as [`offer`] needs it.

@@ -172,6 +172,14 @@ impl Tuning {
         self.estimator.load().observe_now(hash, size);
     }
 
+    /// [`Tuning::observe`] at `now` on a clock of the caller's: the simulator's form, on a
+    /// trace's clock.
+    #[cfg(any(test, feature = "bench"))]
+    #[inline]
+    pub(crate) fn observe_at(&self, hash: FilterHash, size: u64, now: Instant) {
+        self.estimator.load().observe(hash, size, now);
+    }
+
     /// The candidate chosen now.
     pub(crate) fn current(&self) -> Candidate {
         self.lock().hysteresis.current
