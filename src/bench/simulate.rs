@@ -126,29 +126,74 @@ pub fn simulate_over_time(
             ..TimePoint::default()
         })
         .collect();
-    let report = replay(workload, policy, config, hasher, cache, |request, hit| {
-        // A request at the very end (or before the first, out of order) goes to the edge stretch.
-        let at = ((request.at - first_at) / width).max(0.0) as usize;
-        let point = &mut points[at.min(stretches - 1)];
-        point.requests += 1;
-        point.bytes += request.size;
-        if hit {
-            point.hits += 1;
-            point.hit_bytes += request.size;
-        }
-    })?;
+    let report = replay(
+        workload,
+        policy,
+        config,
+        hasher,
+        cache,
+        |request, served| {
+            // A request at the very end (or before the first, out of order) goes to the edge stretch.
+            let at = ((request.at - first_at) / width).max(0.0) as usize;
+            let point = &mut points[at.min(stretches - 1)];
+            point.requests += 1;
+            point.bytes += request.size;
+            if served.hit {
+                point.hits += 1;
+                point.hit_bytes += request.size;
+            }
+        },
+    )?;
     points.retain(|point| point.requests > 0);
     Some((report, points))
 }
 
-/// The replay behind [`simulate`]; `observe` sees each request and whether it was a hit.
+/// Body bytes `policy` wrote in the busiest minute of `workload`'s clock (minutes counted
+/// from its first request), as [`simulate`] runs it: what a write budget counted a minute
+/// at a time (`admission.max_write_rate`) would have to allow for it to skip no fill of
+/// this trace. `None` for an unknown policy name.
+pub fn busiest_minute_writes(
+    workload: &Workload,
+    policy: &str,
+    config: &AdmissionConfig,
+    hasher: &FilterHasher,
+    cache: SimCache,
+) -> Option<u64> {
+    let first_at = workload.requests.first().map_or(0.0, |r| r.at);
+    let mut minutes: std::collections::HashMap<u64, u64> = std::collections::HashMap::new();
+    replay(
+        workload,
+        policy,
+        config,
+        hasher,
+        cache,
+        |request, served| {
+            if served.written {
+                let minute = ((request.at - first_at).max(0.0) / 60.0) as u64;
+                *minutes.entry(minute).or_default() += request.size;
+            }
+        },
+    )?;
+    Some(minutes.into_values().max().unwrap_or(0))
+}
+
+/// What the cache did with one request.
+#[derive(Clone, Copy, Debug)]
+struct Served {
+    /// Served from the cache.
+    hit: bool,
+    /// A miss whose body was written to the cache.
+    written: bool,
+}
+
+/// The replay behind [`simulate`]; `observe` sees each request and what was done with it.
 fn replay(
     workload: &Workload,
     policy: &str,
     config: &AdmissionConfig,
     hasher: &FilterHasher,
     cache: SimCache,
-    observe: impl FnMut(&Request, bool),
+    observe: impl FnMut(&Request, Served),
 ) -> Option<PolicyReport> {
     if let Some(reference) = reference::build(policy, cache.max_size) {
         return Some(replay_reference(workload, reference, cache, observe));
@@ -226,20 +271,20 @@ fn replay_reference(
     workload: &Workload,
     mut reference: Box<dyn ReferenceCache>,
     cache: SimCache,
-    mut observe: impl FnMut(&Request, bool),
+    mut observe: impl FnMut(&Request, Served),
 ) -> PolicyReport {
     let started = Instant::now();
     let mut tally = Tally::default();
     for request in &workload.requests {
         let hit = reference.lookup(request.object).is_some();
-        observe(request, hit);
         tally.request(request.size, hit);
-        if !hit
+        let written = !hit
             && request.size <= cache.reference_limit()
-            && reference.insert(request.object, request.size + ENTRY_OVERHEAD)
-        {
+            && reference.insert(request.object, request.size + ENTRY_OVERHEAD);
+        if written {
             tally.write(request.size);
         }
+        observe(request, Served { hit, written });
         debug_assert!(reference.used_bytes() <= cache.max_size);
     }
     let requests = workload.requests.len() as u64;
@@ -253,7 +298,7 @@ fn replay_admission(
     config: &AdmissionConfig,
     hasher: &FilterHasher,
     cache: SimCache,
-    observe: impl FnMut(&Request, bool),
+    observe: impl FnMut(&Request, Served),
 ) -> Option<PolicyReport> {
     let started = Instant::now();
     // As the proxy does under the policies that store first sights (`Store::keep_ghost`).
@@ -315,13 +360,13 @@ struct Replay {
 }
 
 impl Replay {
-    /// Replays `workload`; `observe` sees each request and whether it hit.
+    /// Replays `workload`; `observe` sees each request and what was done with it.
     fn run(
         self,
         workload: &Workload,
         hasher: &FilterHasher,
         cache: SimCache,
-        mut observe: impl FnMut(&Request, bool),
+        mut observe: impl FnMut(&Request, Served),
     ) -> (PolicyReport, Option<AutoRun>) {
         let Replay {
             index,
@@ -347,7 +392,6 @@ impl Replay {
             }
             let pending = admission.on_request_at(filter_hash, now);
             let hit = index.touch(key_hash).is_some();
-            observe(request, hit);
             tally.request(request.size, hit);
             let storable = request.size <= max_object_size;
             if let Some(auto) = &auto
@@ -356,16 +400,16 @@ impl Replay {
                 // As the proxy feeds its estimates: a hit, or a miss it may store.
                 auto.observe(filter_hash, request.size, now);
             }
-            if !hit && storable {
-                let miss = Miss {
-                    size: request.size,
-                    key_hash,
-                    fill_id: i as u64,
-                };
-                if offer(&index, admission.as_ref(), pending, miss) {
-                    tally.write(request.size);
-                }
+            let miss = Miss {
+                size: request.size,
+                key_hash,
+                fill_id: i as u64,
+            };
+            let written = !hit && storable && offer(&index, admission.as_ref(), pending, miss);
+            if written {
+                tally.write(request.size);
             }
+            observe(request, Served { hit, written });
         }
         let requests = workload.requests.len() as u64;
         let report = tally.report(stats.name(), requests, started, stats.memory_bytes());

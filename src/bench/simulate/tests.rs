@@ -220,7 +220,11 @@ fn auto_switches_to_always_where_objects_come_back_a_few_times_soon() {
     let second_hit = run_on(&workload, "second-hit", &config, cache);
     let always = run_on(&workload, "always", &config, cache);
     assert!(always.hit_ratio > second_hit.hit_ratio + 0.2, "{always:?}");
-    assert_eq!(run.epochs, 11_999 / 200, "an epoch ends every 200 s of the clock");
+    assert_eq!(
+        run.epochs,
+        11_999 / 200,
+        "an epoch ends every 200 s of the clock"
+    );
     assert!(run.switches >= 1, "{run:?}");
     // It ran second-hit until the estimates had led by the margin two epochs running.
     assert!(run.requests_as_always >= 12_000 - 4 * 200, "{run:?}");
@@ -246,7 +250,11 @@ fn auto_stays_second_hit_where_one_hit_wonders_would_flush_a_hot_set() {
     let workload = workload(&objects);
     let (auto, run) = simulate_auto(&workload, &config, &FilterHasher::new(1), cache);
     let always = run_on(&workload, "always", &config, cache);
-    assert_eq!(run.epochs, 11_999 / 200, "an epoch ends every 200 s of the clock");
+    assert_eq!(
+        run.epochs,
+        11_999 / 200,
+        "an epoch ends every 200 s of the clock"
+    );
     assert_eq!((run.switches, run.requests_as_always), (0, 0), "{run:?}");
     assert!(
         auto.hit_ratio > always.hit_ratio + 0.02,
