@@ -51,8 +51,10 @@ impl AutoDriver {
         started: Instant,
     ) -> (Policy, AutoDriver) {
         let (policy, auto) = admission::auto_counting(admission, objects);
-        let mut config = Config::default();
-        config.admission = admission.clone();
+        let mut config = Config {
+            admission: admission.clone(),
+            ..Config::default()
+        };
         config.cache.max_size = cache.max_size;
         config.cache.max_object_size = cache.max_object_size;
         let every = admission.auto_epoch.max(Duration::from_millis(1));
