@@ -11,7 +11,8 @@
 //! and writes at most a tenth of `always`'s), and how far `auto` is from the best of all
 //! the others ([`AUTO_TOLERANCE`]), with its epochs and switches.
 //!
-//! Run with `cargo bench --bench goal_table` (`-- --requests N` for a quicker look).
+//! Run with `cargo bench --bench goal_table` (`-- --requests N` for a quicker look,
+//! `-- --auto-epoch SECS` for `auto`'s epochs in seconds of the workload's clock).
 
 use std::fmt::Write as _;
 use std::sync::Mutex;
@@ -273,11 +274,14 @@ pub fn goal_workload(spec: GoalSpec, zipf: f64, one_hit: f64) -> Result<Workload
     .map_err(|e| e.to_string())
 }
 
-/// Runs every policy at every size of [`CACHE_SHARES`] over `workload`, on `threads` threads.
+/// Runs every policy at every size of [`CACHE_SHARES`] over `workload`, on `threads`
+/// threads; `auto` with epochs of `auto_epoch` of the workload's clock, or the default
+/// `admission.auto_epoch`.
 pub fn run_workload(
     workload: &Workload,
     label: &str,
     threads: usize,
+    auto_epoch: Option<std::time::Duration>,
 ) -> Result<Vec<GoalCell>, String> {
     let (_, unique_bytes) = workload.unique_objects_and_bytes();
     let jobs: Vec<(usize, usize)> = (0..CACHE_SHARES.len())
@@ -289,7 +293,10 @@ pub fn run_workload(
     let run_job = |job: usize| {
         let (size, policy) = jobs[job];
         let max_size = CacheSize::OfUniqueBytes(CACHE_SHARES[size]).resolve(unique_bytes);
-        let config = config_sized_to_cache(workload, max_size);
+        let mut config = config_sized_to_cache(workload, max_size);
+        if let Some(epoch) = auto_epoch {
+            config.admission.auto_epoch = epoch;
+        }
         let cache = SimCache {
             max_size,
             max_object_size: config.cache.max_object_size,
@@ -448,7 +455,7 @@ mod tests {
             one_hit: 0.7,
         };
         let workload = kind.build(spec).expect("valid spec");
-        let cells = run_workload(&workload, &kind.label(), 2).expect("known policies");
+        let cells = run_workload(&workload, &kind.label(), 2, None).expect("known policies");
         assert_eq!(cells.len(), CACHE_SHARES.len());
         for cell in &cells {
             let names: Vec<&str> = cell.runs.iter().map(|r| r.policy.as_str()).collect();
