@@ -286,3 +286,23 @@ fn run_on(
 ) -> PolicyReport {
     simulate(workload, policy, config, &FilterHasher::new(1), cache).expect("known policy")
 }
+
+#[test]
+fn the_busiest_minute_counts_the_bytes_written_in_it() {
+    // Minute 0: objects 1, 2, 3 written (1 hits); minute 1: 4 written, 1 and 2 hit.
+    let mut workload = workload(&[1, 2, 1, 3, 4, 1, 2]);
+    for (request, at) in workload.requests.iter_mut().zip([0, 1, 2, 3, 60, 61, 62]) {
+        request.at = f64::from(at);
+    }
+    let config = AdmissionConfig::default();
+    let hasher = FilterHasher::new(1);
+    let always = busiest_minute_writes(&workload, "always", &config, &hasher, ROOMY);
+    assert_eq!(always, Some(3_000));
+    // second-hit writes only 1, on its second request, in minute 0.
+    let second = busiest_minute_writes(&workload, "second-hit", &config, &hasher, ROOMY);
+    assert_eq!(second, Some(1_000));
+    assert_eq!(
+        busiest_minute_writes(&workload, "nope", &config, &hasher, ROOMY),
+        None
+    );
+}
