@@ -13,8 +13,8 @@
 //! counted at body size plus [`ENTRY_OVERHEAD`], the store's typical header, so the budget
 //! means the same thing here as in the HTTP bench.
 //!
-//! `auto` runs as the proxy runs it ([`simulate_auto`] says what it did): its epochs end every
-//! `admission.auto_epoch` of the workload's clock.
+//! `auto` runs as the proxy runs it ([`simulate_auto`] says what it did): its epochs
+//! end every `admission.auto_epoch` of the workload's clock.
 //!
 //! Not modelled: expiry (the synthetic origin's objects stay fresh for an hour, longer
 //! than a bench run), concurrent fills of one key, and fills dropped by a slow disk.
