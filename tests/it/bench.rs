@@ -206,6 +206,7 @@ fn simulate_command_replays_a_trace_and_reports_skipped_lines() {
     // A plain simulate sets the reference caches beside the proxy's policies.
     for policy in [
         "second-hit",
+        "auto",
         "always",
         "exact-second-hit",
         "s3fifo",

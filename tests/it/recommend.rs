@@ -115,6 +115,15 @@ fn recommend_finds_the_settings_the_trace_was_built_for() {
         "{text}"
     );
     assert_eq!(config.admission.rotate, RotateMode::Fill, "{text}");
+    // second-hit keeps its writes to a small share of always's: no write budget, and why.
+    assert_eq!(config.admission.max_write_rate, None, "{text}");
+    assert!(
+        text.contains("No max_write_rate: second-hit writes"),
+        "{text}"
+    );
+    // auto was simulated too, and not proposed: it ran second-hit throughout (no trace
+    // here calls for always), so it gains nothing for the same writes.
+    assert!(stdout.contains("policy=auto"), "{stdout}");
     // And it drops into a directory a config file includes, overriding the file's keys.
     assert!(
         stdout.contains("include"),
@@ -361,6 +370,64 @@ fn recommend_says_when_a_published_policy_beats_second_hit_at_the_chosen_size() 
         out.contains("Recommended: policy = \"always\""),
         "always is recommended: {out}"
     );
+}
+
+/// The fragment `simulate --recommend` printed after its report.
+fn fragment_in(out: &str) -> Config {
+    let fragment = out
+        .split("config fragment:\n")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no fragment in {out}"));
+    Config::from_toml_str(fragment).unwrap_or_else(|e| panic!("{e}\n{fragment}"))
+}
+
+#[test]
+fn recommend_proposes_auto_and_a_write_budget_where_the_traffic_changes_kind() {
+    // 6,000 seconds (20 epochs of the default 5 minutes) of a hot set of twenty objects
+    // among one-hit wonders, where second-hit keeps the hot set in a small cache and
+    // always flushes it; then 6,000 of objects requested three times within four
+    // requests, where second-hit misses two of each three and always one.
+    let hot = (0..6_000).map(|i| match i % 11 {
+        0 => format!("/hot/{}", (i / 11) % 20),
+        _ => format!("/once/a{i}"),
+    });
+    let few = (0..1_500).flat_map(|object| {
+        [
+            format!("/few/{object}"),
+            format!("/once/b{object}"),
+            format!("/few/{object}"),
+            format!("/few/{object}"),
+        ]
+    });
+    let out = recommend_on(hot.chain(few), "400KB");
+    let config = fragment_in(&out);
+    assert_eq!(config.admission.policy, AdmissionPolicy::Auto, "{out}");
+    assert!(
+        out.contains("switched 1 time and ran always for"),
+        "the verdict says what auto's epochs did: {out}"
+    );
+    // auto writes far more than a tenth of always's bytes here: a budget comes with it,
+    // above the trace's busiest minute (ten 10,000-byte fills a minute at the very least:
+    // a quarter of phase two's requests are first sights auto stores).
+    let budget = config.admission.max_write_rate.expect("a write budget");
+    assert!(budget >= 10 * 10_000 / 60, "{budget}: {out}");
+    assert!(
+        out.contains("# max_write_rate: auto writes"),
+        "with why: {out}"
+    );
+}
+
+#[test]
+fn recommend_proposes_always_with_a_budget_when_auto_has_no_time_to_switch() {
+    // Every object three times in a row, over fifteen minutes: always hits two of each
+    // three from the start; auto runs second-hit until its estimates have led two epochs
+    // of five minutes, two thirds of the trace.
+    let keys = (0..300).flat_map(|object| (0..3).map(move |_| format!("/o/{object}")));
+    let out = recommend_on(keys, "100%");
+    let config = fragment_in(&out);
+    assert_eq!(config.admission.policy, AdmissionPolicy::Always, "{out}");
+    assert!(out.contains("policy=auto"), "auto was simulated: {out}");
+    assert!(config.admission.max_write_rate.is_some(), "{out}");
 }
 
 #[test]

@@ -609,6 +609,14 @@ pub fn from_config_counting(config: &AdmissionConfig, objects: ObjectCount) -> P
     build(config, objects, Arc::new(|_| false)).policy
 }
 
+/// `policy = "auto"` as `build` makes it (the filter pair `[admission]` describes behind
+/// an [`Auto`] switch), fresh and without snapshots, with the switch itself: for the
+/// simulator, which ends the estimates' epochs on a trace's clock and sets the mode.
+pub fn auto_counting(config: &AdmissionConfig, objects: ObjectCount) -> (Policy, Arc<Auto>) {
+    let auto = Arc::new(Auto::new(pair_from_config(config, objects)));
+    (Policy::new(auto.clone()), auto)
+}
+
 /// Both phases for one request with a plain 200 response of unknown size: the decision a
 /// policy that decides by the key alone makes (the tests' and the simulator's shorthand).
 pub fn decide(policy: &dyn Admission, hash: FilterHash) -> Decision {

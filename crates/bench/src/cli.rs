@@ -83,7 +83,7 @@ pub struct PolicyArgs {
     // No clap default: `simulate --recommend` chooses a size itself unless one is given.
     #[arg(long)]
     pub cache_size: Option<CacheSize>,
-    /// Policies to compare, comma-separated [default: second-hit,always,exact-second-hit;
+    /// Policies to compare, comma-separated [default: second-hit,auto,always,exact-second-hit;
     /// a plain `simulate` adds the reference caches s3fifo,sieve,w-tinylfu,lru].
     // No clap default: the default list depends on the command (the reference caches exist
     // only in the simulator).

@@ -97,11 +97,11 @@ pub async fn run_policy(
     // The proxy's own policies are built from the config, exactly as `serve` builds them
     // (so `rotate = "auto"` counts this cache's objects); the reference policy is handed in.
     let server = match policy {
-        "second-hit" | "always" => {
-            config.admission.policy = if policy == "always" {
-                AdmissionPolicy::Always
-            } else {
-                AdmissionPolicy::SecondHit
+        "second-hit" | "always" | "auto" => {
+            config.admission.policy = match policy {
+                "always" => AdmissionPolicy::Always,
+                "auto" => AdmissionPolicy::Auto,
+                _ => AdmissionPolicy::SecondHit,
             };
             Server::bind(&config).await?
         }

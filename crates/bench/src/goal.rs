@@ -3,18 +3,23 @@
 //! the objects requested once, the rest 3–4 times soon after: [`workload::few_reuse`](fn@workload::few_reuse)),
 //! at 0.1%, 1%, 5%, 10% and 20% of the unique bytes, `second-hit` with its defaults beside
 //! the published policies (`s3fifo`, `sieve`, `w-tinylfu`, `lru`) and `always` at the same
-//! cache bytes: object miss ratio, byte miss ratio, and disk write bytes against `always`.
-//! Under each cache size it says whether `second-hit` met the goal: both miss ratios at or
-//! below the best published policy's, and writes at most a tenth of `always`'s.
+//! cache bytes, and `auto` (the proxy's choice between the two, its epochs every
+//! `admission.auto_epoch` of the workload's clock: 300,000 requests at the default 5
+//! minutes and 1,000 requests a second): object miss ratio, byte miss ratio, disk write
+//! bytes against `always` and per request. Under each cache size it says whether
+//! `second-hit` met the goal (both miss ratios at or below the best published policy's,
+//! and writes at most a tenth of `always`'s), and how far `auto` is from the best of all
+//! the others ([`AUTO_TOLERANCE`]), with its epochs and switches.
 //!
-//! Run with `cargo bench --bench goal_table` (`-- --requests N` for a quicker look).
+//! Run with `cargo bench --bench goal_table` (`-- --requests N` for a quicker look,
+//! `-- --auto-epoch SECS` for `auto`'s epochs in seconds of the workload's clock).
 
 use std::fmt::Write as _;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::report::PolicyReport;
-use super::simulate::{self, SimCache};
+use super::simulate::{self, AutoRun, SimCache};
 use super::workload::{self, FewReuseSpec, SyntheticSpec, Workload};
 use super::{CacheSize, config_sized_to_cache, simulation_hasher};
 
@@ -28,8 +33,9 @@ pub const FEW_REUSE_GAPS: [(f64, f64); 2] = [(300.0, 1.0), (3_000.0, 1.5)];
 /// Cache sizes, as shares of the workload's unique bytes.
 pub const CACHE_SHARES: [f64; 5] = [0.001, 0.01, 0.05, 0.10, 0.20];
 /// The policies, `second-hit` first and the baseline `always` last.
-pub const POLICIES: [&str; 6] = [
+pub const POLICIES: [&str; 7] = [
     "second-hit",
+    "auto",
     "s3fifo",
     "sieve",
     "w-tinylfu",
@@ -40,6 +46,8 @@ pub const POLICIES: [&str; 6] = [
 const PUBLISHED: [&str; 4] = ["s3fifo", "sieve", "w-tinylfu", "lru"];
 /// `second-hit`'s write bytes must stay at or below this share of `always`'s.
 pub const WRITE_SHARE_GOAL: f64 = 0.10;
+/// How far `auto`'s miss ratios may be above the best of the others' (a tenth of a point).
+pub const AUTO_TOLERANCE: f64 = 0.001;
 
 /// The workloads' size: requests, catalog and seed; the rest is [`SyntheticSpec`]'s default.
 #[derive(Clone, Copy, Debug)]
@@ -173,6 +181,8 @@ pub struct GoalCell {
     pub share: f64,
     /// One report per policy.
     pub runs: Vec<PolicyReport>,
+    /// What `auto` did: its epochs, switches and requests under `always`.
+    pub auto: Option<AutoRun>,
 }
 
 impl GoalCell {
@@ -213,6 +223,44 @@ impl GoalCell {
     }
 }
 
+/// `auto` against the best of the other policies in one cell.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AutoVerdict {
+    /// The policy with the fewest object misses among the others, and how many points
+    /// (of requests) `auto` misses more (negative: fewer).
+    pub object: (String, f64),
+    /// Likewise for byte misses.
+    pub byte: (String, f64),
+}
+
+impl AutoVerdict {
+    /// Whether both are within [`AUTO_TOLERANCE`].
+    pub fn met(&self) -> bool {
+        self.object.1 <= AUTO_TOLERANCE * 100.0 && self.byte.1 <= AUTO_TOLERANCE * 100.0
+    }
+}
+
+impl GoalCell {
+    /// `auto` against the best of the others, in object and byte misses.
+    pub fn auto_verdict(&self) -> Option<AutoVerdict> {
+        let auto = self.run("auto")?;
+        let others = || self.runs.iter().filter(|run| run.policy != "auto");
+        let best = |miss: fn(&PolicyReport) -> f64| {
+            let run = others().min_by(|a, b| miss(a).total_cmp(&miss(b)))?;
+            Some((run.policy.clone(), (miss(auto) - miss(run)) * 100.0))
+        };
+        Some(AutoVerdict {
+            object: best(|run| 1.0 - run.hit_ratio)?,
+            byte: best(|run| 1.0 - run.byte_hit_ratio)?,
+        })
+    }
+}
+
+/// Body bytes `run` wrote to disk per request.
+fn written_per_request(run: &PolicyReport) -> f64 {
+    run.disk_write_bytes.unwrap_or(0) as f64 / run.requests.max(1) as f64
+}
+
 /// The workload of `spec` with one Zipf exponent and one-hit share.
 pub fn goal_workload(spec: GoalSpec, zipf: f64, one_hit: f64) -> Result<Workload, String> {
     workload::synthetic(&SyntheticSpec {
@@ -226,34 +274,43 @@ pub fn goal_workload(spec: GoalSpec, zipf: f64, one_hit: f64) -> Result<Workload
     .map_err(|e| e.to_string())
 }
 
-/// Runs every policy at every size of [`CACHE_SHARES`] over `workload`, on `threads` threads.
+/// Runs every policy at every size of [`CACHE_SHARES`] over `workload`, on `threads`
+/// threads; `auto` with epochs of `auto_epoch` of the workload's clock, or the default
+/// `admission.auto_epoch`.
 pub fn run_workload(
     workload: &Workload,
     label: &str,
     threads: usize,
+    auto_epoch: Option<std::time::Duration>,
 ) -> Result<Vec<GoalCell>, String> {
     let (_, unique_bytes) = workload.unique_objects_and_bytes();
     let jobs: Vec<(usize, usize)> = (0..CACHE_SHARES.len())
         .flat_map(|size| (0..POLICIES.len()).map(move |policy| (size, policy)))
         .collect();
-    let results: Mutex<Vec<Option<PolicyReport>>> = Mutex::new(vec![None; jobs.len()]);
+    type Run = (PolicyReport, Option<AutoRun>);
+    let results: Mutex<Vec<Option<Run>>> = Mutex::new(vec![None; jobs.len()]);
     let next = AtomicUsize::new(0);
     let run_job = |job: usize| {
         let (size, policy) = jobs[job];
         let max_size = CacheSize::OfUniqueBytes(CACHE_SHARES[size]).resolve(unique_bytes);
-        let config = config_sized_to_cache(workload, max_size);
+        let mut config = config_sized_to_cache(workload, max_size);
+        if let Some(epoch) = auto_epoch {
+            config.admission.auto_epoch = epoch;
+        }
         let cache = SimCache {
             max_size,
             max_object_size: config.cache.max_object_size,
         };
         let hasher = simulation_hasher(&config);
-        simulate::simulate(
-            workload,
-            POLICIES[policy],
-            &config.admission,
-            &hasher,
-            cache,
-        )
+        match POLICIES[policy] {
+            "auto" => {
+                let (report, run) =
+                    simulate::simulate_auto(workload, &config.admission, &hasher, cache);
+                Some((report, Some(run)))
+            }
+            name => simulate::simulate(workload, name, &config.admission, &hasher, cache)
+                .map(|report| (report, None)),
+        }
     };
     std::thread::scope(|scope| {
         for _ in 0..threads.max(1) {
@@ -275,23 +332,27 @@ pub fn run_workload(
         .iter()
         .enumerate()
         .map(|(size, &share)| {
+            let mut auto = None;
             let runs = (0..POLICIES.len())
                 .map(|policy| {
-                    results[size * POLICIES.len() + policy]
+                    let (report, run) = results[size * POLICIES.len() + policy]
                         .take()
-                        .ok_or_else(|| format!("unknown policy {:?}", POLICIES[policy]))
+                        .ok_or_else(|| format!("unknown policy {:?}", POLICIES[policy]))?;
+                    auto = auto.or(run);
+                    Ok(report)
                 })
                 .collect::<Result<Vec<_>, String>>()?;
             Ok(GoalCell {
                 workload: label.to_owned(),
                 share,
                 runs,
+                auto,
             })
         })
         .collect()
 }
 
-/// The table of one workload's cells, each size's verdict under it.
+/// The table of one workload's cells, each size's verdicts under it.
 pub fn render(cells: &[GoalCell]) -> String {
     let mut out = String::new();
     let Some(first) = cells.first() else {
@@ -300,23 +361,24 @@ pub fn render(cells: &[GoalCell]) -> String {
     let _ = writeln!(out, "{}", first.workload);
     let _ = writeln!(
         out,
-        "{:<6} {:<11} {:>8} {:>9} {:>13}",
-        "cache", "policy", "obj miss", "byte miss", "writes/always"
+        "{:<6} {:<11} {:>8} {:>9} {:>13} {:>11}",
+        "cache", "policy", "obj miss", "byte miss", "writes/always", "written B/req"
     );
     for cell in cells {
         for run in &cell.runs {
             let _ = writeln!(
                 out,
-                "{:<6} {:<11} {:>8.4} {:>9.4} {:>12.3}x",
+                "{:<6} {:<11} {:>8.4} {:>9.4} {:>12.3}x {:>13.0}",
                 format!("{}%", cell.share * 100.0),
                 run.policy,
                 1.0 - run.hit_ratio,
                 1.0 - run.byte_hit_ratio,
                 cell.write_share(&run.policy).unwrap_or(0.0),
+                written_per_request(run),
             );
         }
+        let mark = |met: bool| if met { "met" } else { "MISSED" };
         if let Some([object, byte, writes]) = cell.verdict() {
-            let mark = |met: bool| if met { "met" } else { "MISSED" };
             let (best_object, best_byte) = cell.best_published();
             let _ = writeln!(
                 out,
@@ -326,22 +388,54 @@ pub fn render(cells: &[GoalCell]) -> String {
                 mark(writes)
             );
         }
+        if let Some(line) = auto_line(cell) {
+            out.push_str(&line);
+        }
     }
     out
 }
 
-/// How many cells met each part of the goal, of how many: object, byte, writes, all three.
+/// `  auto: ...`: against the best of the others, within the tolerance or not, and what
+/// its epochs did.
+fn auto_line(cell: &GoalCell) -> Option<String> {
+    let verdict = cell.auto_verdict()?;
+    let run = cell.auto.unwrap_or_default();
+    let requests = cell.run("auto")?.requests.max(1);
+    Some(format!(
+        "  auto: obj miss {:+.2} points vs {}, byte miss {:+.2} vs {}: {} ({} epochs, {} switches, {:.0}% of requests under always)\n",
+        verdict.object.1,
+        verdict.object.0,
+        verdict.byte.1,
+        verdict.byte.0,
+        if verdict.met() {
+            format!("within {} point", AUTO_TOLERANCE * 100.0)
+        } else {
+            format!("NOT within {} point", AUTO_TOLERANCE * 100.0)
+        },
+        run.epochs,
+        run.switches,
+        100.0 * run.requests_as_always as f64 / requests as f64,
+    ))
+}
+
+/// How many cells met each part of the goal, of how many: object, byte, writes, all
+/// three; and in how many `auto` was within [`AUTO_TOLERANCE`] of the best of the others.
 pub fn summary(cells: &[GoalCell]) -> String {
     let verdicts: Vec<[bool; 3]> = cells.iter().filter_map(GoalCell::verdict).collect();
     let count = |part: usize| verdicts.iter().filter(|v| v[part]).count();
     let all = verdicts.iter().filter(|v| v.iter().all(|&met| met)).count();
+    let autos: Vec<AutoVerdict> = cells.iter().filter_map(GoalCell::auto_verdict).collect();
     format!(
-        "goal met in {} of {} cells (object miss {}, byte miss {}, writes {})\n",
+        "goal met in {} of {} cells (object miss {}, byte miss {}, writes {})\n\
+         auto within {} point of the best of the others in {} of {} cells\n",
         all,
         verdicts.len(),
         count(0),
         count(1),
-        count(2)
+        count(2),
+        AUTO_TOLERANCE * 100.0,
+        autos.iter().filter(|v| v.met()).count(),
+        autos.len(),
     )
 }
 
@@ -361,7 +455,7 @@ mod tests {
             one_hit: 0.7,
         };
         let workload = kind.build(spec).expect("valid spec");
-        let cells = run_workload(&workload, &kind.label(), 2).expect("known policies");
+        let cells = run_workload(&workload, &kind.label(), 2, None).expect("known policies");
         assert_eq!(cells.len(), CACHE_SHARES.len());
         for cell in &cells {
             let names: Vec<&str> = cell.runs.iter().map(|r| r.policy.as_str()).collect();
@@ -383,6 +477,16 @@ mod tests {
         let table = render(&cells);
         assert!(table.contains("zipf 0.9, one-hit 70%"), "{table}");
         assert_eq!(table.matches("  goal:").count(), CACHE_SHARES.len());
+        assert_eq!(table.matches("  auto: ").count(), CACHE_SHARES.len());
+        assert!(table.contains("written B/req"), "{table}");
         assert!(summary(&cells).starts_with("goal met in"));
+        assert!(summary(&cells).contains("auto within 0.1 point"));
+        // `auto` ended its epochs on the workload's clock: 20,000 requests at 1,000 a
+        // second are 20 seconds, no epoch of the default 5 minutes.
+        assert!(
+            cells
+                .iter()
+                .all(|cell| cell.auto.is_some_and(|run| run.epochs == 0))
+        );
     }
 }

@@ -3,7 +3,7 @@
 //! - [`workload`]: seeded synthetic CDN traffic, or an operator's access log / CSV trace.
 //! - [`synthetic_origin`]: the synthetic origin server the HTTP bench puts behind the proxy,
 //!   `/obj/<id>/<size>` bodies cacheable for an hour.
-//! - [`policies`]: `second-hit`, `always`, and the bench-only `exact-second-hit` reference.
+//! - [`policies`]: `second-hit`, `auto`, `always`, and the bench-only `exact-second-hit` reference.
 //! - [`driver`]: the HTTP bench, driving the real proxy over loopback.
 //! - [`replay`]: `bench --target`, an access log's own requests sent to a running proxy.
 //! - [`simulate`]: the same policies and the store's own index, without HTTP or disk.

@@ -1,5 +1,10 @@
 //! The admission policies a bench run compares, and the bench-only reference policy.
 //!
+//! `auto` is the proxy's: the filter pair run as `second-hit` or `always`, whichever its
+//! live estimates choose each epoch. Built here it starts as `second-hit` and stays so:
+//! the simulator ends its epochs itself (`simulate`), and `bench` runs the proxy's own
+//! epoch task.
+//!
 //! `exact-second-hit` remembers every key it has ever seen in a hash set — the behaviour
 //! of nginx's `proxy_cache_min_uses 2`, which never forgets — so its memory grows with
 //! the number of distinct URLs, while the aging pair's is fixed. It exists only here, to
@@ -55,7 +60,7 @@ impl AdmissionStats for ExactSecondHit {
 }
 
 /// The names of the policies a bench run compares, in report order.
-pub const POLICY_NAMES: [&str; 3] = ["second-hit", "always", "exact-second-hit"];
+pub const POLICY_NAMES: [&str; 4] = ["second-hit", "auto", "always", "exact-second-hit"];
 
 /// A fresh instance of the policy `name` (see [`POLICY_NAMES`]); `second-hit` is sized by
 /// `config` as the proxy would size it, with `objects` counting the cache's objects for
@@ -69,6 +74,7 @@ pub fn build(name: &str, config: &AdmissionConfig, objects: ObjectCount) -> Opti
             },
             objects,
         )),
+        "auto" => Some(secondhit_admission::auto_counting(config, objects).0),
         "always" => Some(Policy::new(Arc::new(secondhit_admission::AlwaysAdmit))),
         "exact-second-hit" => Some(Policy::new(Arc::new(ExactSecondHit::default()))),
         _ => None,

@@ -16,9 +16,11 @@
 //! and disk writes are what admission is for. One stage at a time rather than every
 //! combination: each stage's choice barely moves the next one's, at a fraction of the runs.
 //!
-//! Last, `second-hit` with the chosen settings is set against `always` at the same size.
-//! When it costs more than [`TIE`] of byte hit ratio (a workload with few one-hit wonders),
-//! the fragment recommends `always`, and shadow mode to measure the trade on live traffic.
+//! Last ([`policy`]), `second-hit` with the chosen settings is set against `auto` (the
+//! same filters, switched by its estimates each `admission.auto_epoch` of the trace's
+//! clock) and `always` at the same size, and the same rule chooses among the three; a
+//! write budget comes with a policy that writes more than a small share of `always`'s
+//! bytes.
 
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -33,10 +35,12 @@ use secondhit_proxy::config::{Config, FilterSizing, MaxObjectSize, RotateMode};
 mod curve;
 mod fragment;
 mod object_limit;
+pub mod policy;
 
 pub use curve::{CURVE_SHARES, TIME_STRETCHES, TraceSummary, curve, curve_sizes, timelines};
 use curve::{config_at, curve_table, share};
 pub use object_limit::ObjectLimit;
+use policy::{Proposed, WriteBudget};
 
 /// The share of `second-hit`'s byte hit ratio at the largest size the chosen size must reach.
 pub const KNEE: f64 = 0.9;
@@ -73,6 +77,14 @@ pub struct Recommendation {
     pub second_hit: PolicyReport,
     /// `always` at the chosen size.
     pub always: PolicyReport,
+    /// `second-hit`, `auto` and `always` at the chosen size, the proposed one best.
+    pub policies: Vec<SweepRow>,
+    /// What `auto` did over the trace: epochs, switches, requests under `always`.
+    pub auto_run: crate::simulate::AutoRun,
+    /// The policy proposed.
+    pub policy: Proposed,
+    /// The write budget proposed with it.
+    pub write_budget: WriteBudget,
     /// The published policy the simulator runs (`s3fifo`, `sieve`, `w-tinylfu`) with the
     /// best byte hit ratio at the chosen size: what a better eviction could get there.
     pub published: Option<PolicyReport>,
@@ -138,6 +150,7 @@ pub fn recommend(
     }
     .ok_or("no always row at the chosen size")?;
     let published = best_published(workload, &config, cache_size)?;
+    let stage = policy::choose(workload, &config, cache_size, &second_hit, &always)?;
     let mut recommendation = Recommendation {
         trace,
         curve,
@@ -149,6 +162,10 @@ pub fn recommend(
         max_age_reason,
         second_hit,
         always,
+        policies: stage.rows,
+        auto_run: stage.auto_run,
+        policy: stage.proposed,
+        write_budget: stage.budget,
         published,
         expected_urls,
         config,
@@ -333,6 +350,8 @@ impl Recommendation {
             }
             None => out.push_str(&super::sweep_table_noting(&self.max_age, &why)),
         }
+        let _ = writeln!(out, "\nthe policy at that size:");
+        out.push_str(&super::sweep_table_noting(&self.policies, &why));
         let _ = writeln!(out, "\n{}", self.verdict());
         out
     }

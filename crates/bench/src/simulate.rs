@@ -13,6 +13,9 @@
 //! counted at body size plus [`ENTRY_OVERHEAD`], the store's typical header, so the budget
 //! means the same thing here as in the HTTP bench.
 //!
+//! `auto` runs as the proxy runs it ([`simulate_auto`] says what it did): its epochs
+//! end every `admission.auto_epoch` of the workload's clock.
+//!
 //! Not modelled: expiry (the synthetic origin's objects stay fresh for an hour, longer
 //! than a bench run), concurrent fills of one key, and fills dropped by a slow disk.
 
@@ -30,6 +33,11 @@ use secondhit_admission::{
 };
 use secondhit_proxy::config::{AdmissionConfig, MaxObjectSize};
 use secondhit_store::index::{Fill, Index, Provenance};
+
+mod auto;
+
+use auto::AutoDriver;
+pub use auto::AutoRun;
 
 /// Bytes an entry file adds to its body: the 512-byte aligned preamble and key, and two
 /// metadata slots of the minimum 1 KiB (see `store::entry`); typical for the synthetic
@@ -121,29 +129,74 @@ pub fn simulate_over_time(
             ..TimePoint::default()
         })
         .collect();
-    let report = replay(workload, policy, config, hasher, cache, |request, hit| {
-        // A request at the very end (or before the first, out of order) goes to the edge stretch.
-        let at = ((request.at - first_at) / width).max(0.0) as usize;
-        let point = &mut points[at.min(stretches - 1)];
-        point.requests += 1;
-        point.bytes += request.size;
-        if hit {
-            point.hits += 1;
-            point.hit_bytes += request.size;
-        }
-    })?;
+    let report = replay(
+        workload,
+        policy,
+        config,
+        hasher,
+        cache,
+        |request, served| {
+            // A request at the very end (or before the first, out of order) goes to the edge stretch.
+            let at = ((request.at - first_at) / width).max(0.0) as usize;
+            let point = &mut points[at.min(stretches - 1)];
+            point.requests += 1;
+            point.bytes += request.size;
+            if served.hit {
+                point.hits += 1;
+                point.hit_bytes += request.size;
+            }
+        },
+    )?;
     points.retain(|point| point.requests > 0);
     Some((report, points))
 }
 
-/// The replay behind [`simulate`]; `observe` sees each request and whether it was a hit.
+/// Body bytes `policy` wrote in the busiest minute of `workload`'s clock (minutes counted
+/// from its first request), as [`simulate`] runs it: what a write budget counted a minute
+/// at a time (`admission.max_write_rate`) would have to allow for it to skip no fill of
+/// this trace. `None` for an unknown policy name.
+pub fn busiest_minute_writes(
+    workload: &Workload,
+    policy: &str,
+    config: &AdmissionConfig,
+    hasher: &FilterHasher,
+    cache: SimCache,
+) -> Option<u64> {
+    let first_at = workload.requests.first().map_or(0.0, |r| r.at);
+    let mut minutes: std::collections::HashMap<u64, u64> = std::collections::HashMap::new();
+    replay(
+        workload,
+        policy,
+        config,
+        hasher,
+        cache,
+        |request, served| {
+            if served.written {
+                let minute = ((request.at - first_at).max(0.0) / 60.0) as u64;
+                *minutes.entry(minute).or_default() += request.size;
+            }
+        },
+    )?;
+    Some(minutes.into_values().max().unwrap_or(0))
+}
+
+/// What the cache did with one request.
+#[derive(Clone, Copy, Debug)]
+struct Served {
+    /// Served from the cache.
+    hit: bool,
+    /// A miss whose body was written to the cache.
+    written: bool,
+}
+
+/// The replay behind [`simulate`]; `observe` sees each request and what was done with it.
 fn replay(
     workload: &Workload,
     policy: &str,
     config: &AdmissionConfig,
     hasher: &FilterHasher,
     cache: SimCache,
-    observe: impl FnMut(&Request, bool),
+    observe: impl FnMut(&Request, Served),
 ) -> Option<PolicyReport> {
     if let Some(reference) = reference::build(policy, cache.max_size) {
         return Some(replay_reference(workload, reference, cache, observe));
@@ -221,20 +274,20 @@ fn replay_reference(
     workload: &Workload,
     mut reference: Box<dyn ReferenceCache>,
     cache: SimCache,
-    mut observe: impl FnMut(&Request, bool),
+    mut observe: impl FnMut(&Request, Served),
 ) -> PolicyReport {
     let started = Instant::now();
     let mut tally = Tally::default();
     for request in &workload.requests {
         let hit = reference.lookup(request.object).is_some();
-        observe(request, hit);
         tally.request(request.size, hit);
-        if !hit
+        let written = !hit
             && request.size <= cache.reference_limit()
-            && reference.insert(request.object, request.size + ENTRY_OVERHEAD)
-        {
+            && reference.insert(request.object, request.size + ENTRY_OVERHEAD);
+        if written {
             tally.write(request.size);
         }
+        observe(request, Served { hit, written });
         debug_assert!(reference.used_bytes() <= cache.max_size);
     }
     let requests = workload.requests.len() as u64;
@@ -248,62 +301,167 @@ fn replay_admission(
     config: &AdmissionConfig,
     hasher: &FilterHasher,
     cache: SimCache,
-    mut observe: impl FnMut(&Request, bool),
+    observe: impl FnMut(&Request, Served),
 ) -> Option<PolicyReport> {
+    let started = Instant::now();
+    // As the proxy does under the policies that store first sights (`Store::keep_ghost`).
+    let (index, objects) = index_for(cache, matches!(policy, "always" | "auto"));
+    let (built, auto) = match policy {
+        "auto" => {
+            let (policy, driver) = AutoDriver::new(config, cache, objects, started);
+            (policy, Some(driver))
+        }
+        _ => (policies::build(policy, config, objects)?, None),
+    };
+    let replay = Replay {
+        index,
+        policy: built,
+        auto,
+        started,
+    };
+    Some(replay.run(workload, hasher, cache, observe).0)
+}
+
+/// [`simulate`] for `auto`, with what it did: epochs, switches, requests under `always`.
+pub fn simulate_auto(
+    workload: &Workload,
+    config: &AdmissionConfig,
+    hasher: &FilterHasher,
+    cache: SimCache,
+) -> (PolicyReport, AutoRun) {
+    let started = Instant::now();
+    let (index, objects) = index_for(cache, true);
+    let (policy, driver) = AutoDriver::new(config, cache, objects, started);
+    let replay = Replay {
+        index,
+        policy,
+        auto: Some(driver),
+        started,
+    };
+    let (report, run) = replay.run(workload, hasher, cache, |_, _| {});
+    (report, run.unwrap_or_default())
+}
+
+/// The store's index of `cache.max_size` bytes, keeping a ghost or not, and the count of
+/// its objects `rotate = "auto"` steers by (scaled to a full cache, as the store counts).
+fn index_for(cache: SimCache, ghost: bool) -> (Arc<Index>, ObjectCount) {
     let index = Arc::new(Index::new(cache.max_size));
-    // As the proxy does under `admission.policy = "always"` (`Store::keep_ghost`).
-    index.keep_ghost(policy == "always");
+    index.keep_ghost(ghost);
     let objects: ObjectCount = {
         let index = index.clone();
         Arc::new(move || index.objects_when_full())
     };
-    let Policy { admission, stats } = policies::build(policy, config, objects)?;
-    let max_object_size = cache.admission_limit();
-    let started = Instant::now();
-    let first_at = workload.requests.first().map_or(0.0, |r| r.at);
-    let mut tally = Tally::default();
-    // Request `i`'s filter hash, computed and prefetched `PREFETCH_AHEAD` requests earlier,
-    // waits at `ahead[i % PREFETCH_AHEAD]`.
-    let prefetched = |request: &Request| {
-        let hash = hasher.hash(&request.object.to_le_bytes());
-        admission.prefetch(hash);
-        hash
-    };
-    let mut ahead = [FilterHash(0); PREFETCH_AHEAD];
-    for (slot, request) in ahead.iter_mut().zip(&workload.requests) {
-        *slot = prefetched(request);
-    }
-    for (i, request) in workload.requests.iter().enumerate() {
-        let later = workload.requests.get(i + PREFETCH_AHEAD).map(prefetched);
-        let filter_hash = ahead[i % PREFETCH_AHEAD];
-        if let Some(later) = later {
-            ahead[i % PREFETCH_AHEAD] = later;
-        }
-        let fill_id = i as u64;
-        // The store names entries by an unkeyed hash, the filter by a keyed one — as in the proxy.
-        let key_hash = xxh3_128(&request.object.to_le_bytes());
-        // A trace out of order never moves the clock back before its first request, and
-        // one whose timestamps lie centuries apart stops at a century: `Duration` and
-        // `Instant` arithmetic would overflow (and panic) past that.
-        let offset = (request.at - first_at).clamp(0.0, CENTURY_SECS);
-        let now = started + Duration::from_secs_f64(offset);
-        let pending = admission.on_request_at(filter_hash, now);
-        let hit = index.touch(key_hash).is_some();
-        observe(request, hit);
-        tally.request(request.size, hit);
-        if !hit && request.size <= max_object_size {
+    (index, objects)
+}
+
+/// One replay of a proxy policy: the index, the policy, and `auto`'s epochs if it runs.
+struct Replay {
+    index: Arc<Index>,
+    policy: Policy,
+    auto: Option<AutoDriver>,
+    started: Instant,
+}
+
+impl Replay {
+    /// Replays `workload`; `observe` sees each request and what was done with it.
+    fn run(
+        self,
+        workload: &Workload,
+        hasher: &FilterHasher,
+        cache: SimCache,
+        mut observe: impl FnMut(&Request, Served),
+    ) -> (PolicyReport, Option<AutoRun>) {
+        let Replay {
+            index,
+            policy: Policy { admission, stats },
+            mut auto,
+            started,
+        } = self;
+        let max_object_size = cache.admission_limit();
+        let first_at = workload.requests.first().map_or(0.0, |r| r.at);
+        let mut tally = Tally::default();
+        let mut hashes = Prefetched::new(workload, hasher, admission.as_ref());
+        for (i, request) in workload.requests.iter().enumerate() {
+            let filter_hash = hashes.next(i);
+            // The store names entries by an unkeyed hash, the filter by a keyed one — as in the proxy.
+            let key_hash = xxh3_128(&request.object.to_le_bytes());
+            // A trace out of order never moves the clock back before its first request, and
+            // one whose timestamps lie centuries apart stops at a century: `Duration` and
+            // `Instant` arithmetic would overflow (and panic) past that.
+            let offset = Duration::from_secs_f64((request.at - first_at).clamp(0.0, CENTURY_SECS));
+            let now = started + offset;
+            if let Some(auto) = &mut auto {
+                auto.before_request(offset);
+            }
+            let pending = admission.on_request_at(filter_hash, now);
+            let hit = index.touch(key_hash).is_some();
+            tally.request(request.size, hit);
+            let storable = request.size <= max_object_size;
+            if let Some(auto) = &auto
+                && (hit || storable)
+            {
+                // As the proxy feeds its estimates: a hit, or a miss it may store.
+                auto.observe(filter_hash, request.size, now);
+            }
             let miss = Miss {
                 size: request.size,
                 key_hash,
-                fill_id,
+                fill_id: i as u64,
             };
-            if offer(&index, admission.as_ref(), pending, miss) {
+            let written = !hit && storable && offer(&index, admission.as_ref(), pending, miss);
+            if written {
                 tally.write(request.size);
             }
+            observe(request, Served { hit, written });
         }
+        let requests = workload.requests.len() as u64;
+        let report = tally.report(stats.name(), requests, started, stats.memory_bytes());
+        (report, auto.map(|auto| auto.run()))
     }
-    let requests = workload.requests.len() as u64;
-    Some(tally.report(stats.name(), requests, started, stats.memory_bytes()))
+}
+
+/// Request `i`'s filter hash, computed and prefetched [`PREFETCH_AHEAD`] requests
+/// earlier: a block fetched from memory arrives while the requests in between are handled.
+struct Prefetched<'a> {
+    requests: &'a [Request],
+    hasher: &'a FilterHasher,
+    admission: &'a dyn Admission,
+    ahead: [FilterHash; PREFETCH_AHEAD],
+}
+
+impl<'a> Prefetched<'a> {
+    fn new(
+        workload: &'a Workload,
+        hasher: &'a FilterHasher,
+        admission: &'a dyn Admission,
+    ) -> Prefetched<'a> {
+        let mut prefetched = Prefetched {
+            requests: &workload.requests,
+            hasher,
+            admission,
+            ahead: [FilterHash(0); PREFETCH_AHEAD],
+        };
+        for i in 0..PREFETCH_AHEAD.min(workload.requests.len()) {
+            prefetched.ahead[i] = prefetched.hash(i);
+        }
+        prefetched
+    }
+
+    /// Request `index`'s hash and prefetch.
+    fn hash(&self, index: usize) -> FilterHash {
+        let hash = self.hasher.hash(&self.requests[index].object.to_le_bytes());
+        self.admission.prefetch(hash);
+        hash
+    }
+
+    /// Request `i`'s hash (requests taken in order), prefetching the one `PREFETCH_AHEAD` on.
+    fn next(&mut self, i: usize) -> FilterHash {
+        let hash = self.ahead[i % PREFETCH_AHEAD];
+        if i + PREFETCH_AHEAD < self.requests.len() {
+            self.ahead[i % PREFETCH_AHEAD] = self.hash(i + PREFETCH_AHEAD);
+        }
+        hash
+    }
 }
 
 /// A miss of an object small enough to store, as [`offer`] needs it.

@@ -66,7 +66,7 @@ pub(crate) mod hygiene;
 pub(crate) mod policy;
 pub(crate) mod range;
 pub(crate) mod key;
-pub(crate) mod tuning;
+pub mod tuning;
 pub mod logging;
 pub mod config;
 pub(crate) mod body;

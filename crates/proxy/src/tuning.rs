@@ -6,13 +6,13 @@
 //! # The sampling rate
 //! The estimate is accurate when the smallest miniature (¼ of the cache) holds a few
 //! hundred objects (`benches/RESULTS.md`), and each sampled request costs a replay through
-//! every miniature; so the rate aims at [`TARGET_OBJECTS`] there at the mean object
-//! size. It starts from an assumed mean ([`ASSUMED_MEAN_SIZE`]) and follows the observed
+//! every miniature; so the rate aims at `TARGET_OBJECTS` there at the mean object
+//! size. It starts from an assumed mean (`ASSUMED_MEAN_SIZE`) and follows the observed
 //! one at each epoch's end: halved (keeping a subset of the sample and what it counted)
 //! while it is more than twice what is needed, and rebuilt higher, starting its counts
 //! afresh, when it is less than half of it and no budget lowered it. The key budget
 //! (`EstimatorConfig::max_keys`) caps it whatever the traffic, and so does the replays'
-//! CPU budget ([`REPLAY_BUDGET`]) down to 1/32: a small cache under heavy traffic is
+//! CPU budget (`REPLAY_BUDGET`) down to 1/32: a small cache under heavy traffic is
 //! sampled less than its accuracy asks, rather than cost the requests more.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -29,7 +29,7 @@ use secondhit_tuning::{CacheShape, Candidate, Estimator, EstimatorConfig, Replay
 
 use crate::config::{AdmissionConfig, AdmissionPolicy, Config, MaxObjectSize};
 
-pub(crate) use secondhit_tuning::choose::{self, Verdict};
+pub use secondhit_tuning::choose::{self, Verdict};
 pub(crate) use secondhit_tuning::{Estimate, Point};
 
 /// Objects the smallest miniature is meant to hold: the few hundred below which its
@@ -80,7 +80,7 @@ impl Models {
 }
 
 /// The live estimates and the choice made from them: see the module docs.
-pub(crate) struct Tuning {
+pub struct Tuning {
     /// Swapped only when the rate is rebuilt higher.
     estimator: ArcSwap<Estimator>,
     models: Models,
@@ -99,7 +99,7 @@ struct State {
 }
 
 /// What one epoch's end decided, for the log.
-pub(crate) struct Ended {
+pub struct Ended {
     /// What the choice did.
     pub verdict: Verdict,
     /// The candidate that ran before.
@@ -140,7 +140,7 @@ impl Report {
 
 impl Tuning {
     /// Estimates for `config`, from `now`.
-    pub(crate) fn new(config: &Config, now: Instant) -> Tuning {
+    pub fn new(config: &Config, now: Instant) -> Tuning {
         let models = Models::of(config);
         let estimator = build(config, rate_for(config, ASSUMED_MEAN_SIZE), now);
         Tuning {
@@ -177,6 +177,13 @@ impl Tuning {
         self.estimator.load().observe_now(hash, size);
     }
 
+    /// `Tuning::observe` at `now` on a clock of the caller's: the simulator's form, on a
+    /// trace's clock.
+    #[inline]
+    pub fn observe_at(&self, hash: FilterHash, size: u64, now: Instant) {
+        self.estimator.load().observe(hash, size, now);
+    }
+
     /// The candidate chosen now.
     pub(crate) fn current(&self) -> Candidate {
         self.lock().hysteresis.current
@@ -188,7 +195,7 @@ impl Tuning {
     }
 
     /// Ends an epoch at `now` for `config` and chooses by `rules`.
-    pub(crate) fn end_epoch(&self, config: &Config, now: Instant, rules: &Rules) -> Ended {
+    pub fn end_epoch(&self, config: &Config, now: Instant, rules: &Rules) -> Ended {
         let estimator = self.estimator.load_full();
         estimator.end_epoch();
         let mut state = self.lock();
@@ -263,7 +270,7 @@ impl Tuning {
 }
 
 /// The mode `auto` runs for `candidate` (the runnable ones: `always`, or `second-hit`).
-pub(crate) fn mode_of(candidate: Candidate) -> AutoMode {
+pub fn mode_of(candidate: Candidate) -> AutoMode {
     match candidate == Candidate::ALWAYS {
         true => AutoMode::Always,
         false => AutoMode::SecondHit,

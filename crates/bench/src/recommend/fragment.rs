@@ -3,6 +3,7 @@
 
 use std::fmt::Write as _;
 
+use super::policy::{HEADROOM, Proposed, SMALL_WRITES, WriteBudget};
 use super::{Recommendation, TIE};
 use crate::report::{PolicyReport, human_bytes};
 use secondhit_proxy::config::RotateMode;
@@ -10,7 +11,16 @@ use secondhit_proxy::config::RotateMode;
 /// One sentence: which policy, and what it saves or costs against the other.
 pub(super) fn verdict(recommendation: &Recommendation) -> String {
     let mut verdict = policy_verdict(recommendation);
-    if let Some(published) = &recommendation.published {
+    let auto_as_good = |published: &PolicyReport| {
+        let auto = recommendation.policies.iter().find(|row| row.best);
+        recommendation.policy == Proposed::Auto
+            && auto.is_some_and(|row| row.result.byte_hit_ratio + TIE >= published.byte_hit_ratio)
+    };
+    if let Some(published) = recommendation
+        .published
+        .as_ref()
+        .filter(|p| !auto_as_good(p))
+    {
         let behind = published.byte_hit_ratio - recommendation.second_hit.byte_hit_ratio;
         let over_always = published.byte_hit_ratio - recommendation.always.byte_hit_ratio;
         if behind > TIE && over_always > TIE {
@@ -44,8 +54,9 @@ fn policy_verdict(recommendation: &Recommendation) -> String {
     let (second, always) = (&recommendation.second_hit, &recommendation.always);
     let once = 100.0 * recommendation.trace.requested_once as f64
         / recommendation.trace.objects.max(1) as f64;
-    if recommendation.second_hit_costs_hits() {
-        format!(
+    match recommendation.policy {
+        Proposed::Auto => auto_verdict(recommendation),
+        Proposed::Always => format!(
             "second-hit costs hits on this trace at this size: {:.2}% byte hit ratio against \
              {:.2}% for always ({:.2} points less), for {:.1}% fewer disk write bytes. {} \
              Recommended: policy = \"always\", or \"shadow\" to measure the trade on live \
@@ -56,9 +67,8 @@ fn policy_verdict(recommendation: &Recommendation) -> String {
             (always.byte_hit_ratio - second.byte_hit_ratio) * 100.0,
             fewer_writes(second, always),
             why_always(recommendation, once),
-        )
-    } else {
-        format!(
+        ),
+        Proposed::SecondHit => format!(
             "second-hit: {:.2}% byte hit ratio against {:.2}% for always ({:+.2} points), \
              writing {:.1}% fewer bytes to disk ({} against {}); {once:.1}% of the distinct \
              objects are requested once. Recommended: policy = \"second-hit\".",
@@ -68,8 +78,42 @@ fn policy_verdict(recommendation: &Recommendation) -> String {
             fewer_writes(second, always),
             human_bytes(second.disk_write_bytes.unwrap_or(0)),
             human_bytes(always.disk_write_bytes.unwrap_or(0)),
-        )
+        ),
     }
+}
+
+/// Why `auto`: its figures beside the other two's, and what its epochs did.
+fn auto_verdict(recommendation: &Recommendation) -> String {
+    let (second, always) = (&recommendation.second_hit, &recommendation.always);
+    let auto = recommendation
+        .policies
+        .iter()
+        .find(|row| row.result.policy == "auto")
+        .map(|row| &row.result);
+    let Some(auto) = auto else {
+        return "Recommended: policy = \"auto\".".to_owned();
+    };
+    let run = &recommendation.auto_run;
+    let under_always = 100.0 * run.requests_as_always as f64 / auto.requests.max(1) as f64;
+    format!(
+        "auto: {:.2}% byte hit ratio against {:.2}% for second-hit and {:.2}% for always, \
+         writing {} ({} and {}): of the three, the fewest disk write bytes within {:.2} \
+         points of the best. On the trace's clock it ended {} epochs of \
+         admission.auto_epoch ({}), switched {} time{} and ran always for {:.1}% of the \
+         requests. Recommended: policy = \"auto\".",
+        auto.byte_hit_ratio * 100.0,
+        second.byte_hit_ratio * 100.0,
+        always.byte_hit_ratio * 100.0,
+        human_bytes(auto.disk_write_bytes.unwrap_or(0)),
+        human_bytes(second.disk_write_bytes.unwrap_or(0)),
+        human_bytes(always.disk_write_bytes.unwrap_or(0)),
+        TIE * 100.0,
+        run.epochs,
+        humantime::format_duration(recommendation.config.admission.auto_epoch),
+        run.switches,
+        if run.switches == 1 { "" } else { "s" },
+        under_always,
+    )
 }
 
 /// Why second-hit costs hits here, where `once` percent of the objects are requested once:
@@ -182,13 +226,10 @@ fn write_admission(out: &mut String, recommendation: &Recommendation) {
     let admission = &recommendation.config.admission;
     out.push_str("[admission]\n");
     comment(out, &verdict(recommendation));
-    let policy = if recommendation.second_hit_costs_hits() {
-        "always"
-    } else {
-        "second-hit"
-    };
-    let _ = writeln!(out, "policy = \"{policy}\"");
-    if policy == "always" {
+    let policy = recommendation.policy;
+    let _ = writeln!(out, "policy = \"{}\"", policy.as_str());
+    write_budget(out, recommendation);
+    if policy == Proposed::Always {
         comment(
             out,
             "The filter keys below size shadow mode's filters, should you try it.",
@@ -229,6 +270,43 @@ fn write_admission(out: &mut String, recommendation: &Recommendation) {
         "max_age = \"{}\"",
         humantime::format_duration(admission.max_age)
     );
+}
+
+/// `max_write_rate` with why, or why none.
+fn write_budget(out: &mut String, recommendation: &Recommendation) {
+    let policy = recommendation.policy.as_str();
+    match recommendation.write_budget {
+        WriteBudget::Small { share } => comment(
+            out,
+            &format!(
+                "No max_write_rate: {policy} writes {:.1}% of the bytes always writes (at \
+                 most {:.0}%), so admission keeps the writes down already.",
+                share * 100.0,
+                SMALL_WRITES * 100.0
+            ),
+        ),
+        WriteBudget::Cap {
+            bytes_per_second,
+            busiest_minute,
+            share,
+        } => {
+            comment(
+                out,
+                &format!(
+                    "max_write_rate: {policy} writes {:.1}% of the bytes always writes; in the \
+                     trace's busiest minute it wrote {} ({} a second). With {:.0}% more, the \
+                     trace's own traffic never meets the cap, and a burst of new objects \
+                     beyond it is capped there (a fill past the minute's budget is skipped).",
+                    share * 100.0,
+                    human_bytes(busiest_minute),
+                    human_bytes(busiest_minute / 60),
+                    (HEADROOM - 1.0) * 100.0
+                ),
+            );
+            let rate = config_size_up(bytes_per_second);
+            let _ = writeln!(out, "max_write_rate = \"{rate}\"");
+        }
+    }
 }
 
 /// `expected_urls=40 30.12%/1.2 MiB, ...`: each candidate's byte hit ratio and writes.
@@ -278,9 +356,20 @@ fn comment(out: &mut String, text: &str) {
 
 /// A size the config parses, rounded down to at most 1% off: whole MiB or KiB, or bytes.
 fn config_size(bytes: u64) -> String {
+    config_size_by(bytes, |bytes, scale| bytes / scale)
+}
+
+/// A size the config parses, rounded up to at most 1% over.
+fn config_size_up(bytes: u64) -> String {
+    config_size_by(bytes, u64::div_ceil)
+}
+
+/// `bytes` in the largest unit of which it holds at least a hundred (or a whole number),
+/// divided by `divide`.
+fn config_size_by(bytes: u64, divide: fn(u64, u64) -> u64) -> String {
     for (unit, scale) in [("GiB", 1u64 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)] {
         if bytes / scale >= 100 || bytes.is_multiple_of(scale) && bytes >= scale {
-            return format!("{}{unit}", bytes / scale);
+            return format!("{}{unit}", divide(bytes, scale));
         }
     }
     bytes.to_string()
@@ -300,6 +389,8 @@ mod tests {
         for bytes in [999, 1 << 20, (63 << 20) + 12_345, 5 << 30] {
             let parsed: bytesize::ByteSize = config_size(bytes).parse().expect("a size");
             assert!(parsed.as_u64() <= bytes && parsed.as_u64() as f64 >= 0.99 * bytes as f64);
+            let parsed: bytesize::ByteSize = config_size_up(bytes).parse().expect("a size");
+            assert!(parsed.as_u64() >= bytes && parsed.as_u64() as f64 <= 1.01 * bytes as f64);
         }
     }
 

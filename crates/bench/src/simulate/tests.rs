@@ -189,3 +189,120 @@ fn max_age_runs_on_the_workload_clock() {
         "only object 1 is stored"
     );
 }
+
+/// `auto` with epochs of `epoch_secs` on the workload's clock (one request a second).
+fn auto_config(epoch_secs: u64) -> AdmissionConfig {
+    AdmissionConfig {
+        auto_epoch: Duration::from_secs(epoch_secs),
+        ..AdmissionConfig::default()
+    }
+}
+
+/// A cache of `entries` entries of 1000-byte bodies.
+fn cache_of(entries: u64) -> SimCache {
+    SimCache {
+        max_size: entries * (1000 + ENTRY_OVERHEAD),
+        max_object_size: MaxObjectSize::Bytes(1 << 20),
+    }
+}
+
+#[test]
+fn auto_switches_to_always_where_objects_come_back_a_few_times_soon() {
+    // Each object requested three times within a few requests, a one-hit wonder between:
+    // second-hit misses two of three requests of each, always one.
+    let objects: Vec<u64> = (0..3_000u64)
+        .flat_map(|object| [object, 1_000_000 + object, object, object])
+        .collect();
+    let cache = cache_of(100);
+    let config = auto_config(200);
+    let workload = workload(&objects);
+    let (auto, run) = simulate_auto(&workload, &config, &FilterHasher::new(1), cache);
+    let second_hit = run_on(&workload, "second-hit", &config, cache);
+    let always = run_on(&workload, "always", &config, cache);
+    assert!(always.hit_ratio > second_hit.hit_ratio + 0.2, "{always:?}");
+    assert_eq!(
+        run.epochs,
+        11_999 / 200,
+        "an epoch ends every 200 s of the clock"
+    );
+    assert!(run.switches >= 1, "{run:?}");
+    // It ran second-hit until the estimates had led by the margin two epochs running.
+    assert!(run.requests_as_always >= 12_000 - 4 * 200, "{run:?}");
+    assert!(auto.hit_ratio > second_hit.hit_ratio + 0.2, "{auto:?}");
+    assert!(
+        always.hit_ratio - auto.hit_ratio < 0.03,
+        "{auto:?} {always:?}"
+    );
+}
+
+#[test]
+fn auto_stays_second_hit_where_one_hit_wonders_would_flush_a_hot_set() {
+    // Twenty hot objects cycling, ten one-hit wonders after each: a cache of 30 entries
+    // holds the hot set only if the wonders are kept out.
+    let objects: Vec<u64> = (0..12_000u64)
+        .map(|i| match i % 11 {
+            0 => (i / 11) % 20,
+            _ => 1_000_000 + i,
+        })
+        .collect();
+    let cache = cache_of(30);
+    let config = auto_config(200);
+    let workload = workload(&objects);
+    let (auto, run) = simulate_auto(&workload, &config, &FilterHasher::new(1), cache);
+    let always = run_on(&workload, "always", &config, cache);
+    assert_eq!(
+        run.epochs,
+        11_999 / 200,
+        "an epoch ends every 200 s of the clock"
+    );
+    assert_eq!((run.switches, run.requests_as_always), (0, 0), "{run:?}");
+    assert!(
+        auto.hit_ratio > always.hit_ratio + 0.02,
+        "{auto:?} {always:?}"
+    );
+    assert!(
+        auto.disk_write_bytes.unwrap_or(0) * 5 < always.disk_write_bytes.unwrap_or(0),
+        "{auto:?} {always:?}"
+    );
+}
+
+#[test]
+fn a_long_gap_in_the_trace_ends_a_bounded_number_of_epochs() {
+    let mut workload = workload(&[1, 2, 1, 2]);
+    // Ten years of silence between the second and third requests.
+    for request in &mut workload.requests[2..] {
+        request.at += 10.0 * 365.25 * 86_400.0;
+    }
+    let (report, run) = simulate_auto(&workload, &auto_config(60), &FilterHasher::new(1), ROOMY);
+    assert_eq!(report.requests, 4);
+    assert_eq!(run.epochs, u64::from(auto::MOST_IDLE_EPOCHS), "{run:?}");
+}
+
+fn run_on(
+    workload: &Workload,
+    policy: &str,
+    config: &AdmissionConfig,
+    cache: SimCache,
+) -> PolicyReport {
+    simulate(workload, policy, config, &FilterHasher::new(1), cache).expect("known policy")
+}
+
+#[test]
+fn the_busiest_minute_counts_the_bytes_written_in_it() {
+    // Minute 0: objects 1, 2, 3 written (1 hits); minute 1: 4 written, 1 and 2 hit.
+    let mut workload = workload(&[1, 2, 1, 3, 4, 1, 2]);
+    for (request, at) in workload.requests.iter_mut().zip([0, 1, 2, 3, 60, 61, 62]) {
+        request.at = f64::from(at);
+    }
+    let config = AdmissionConfig::default();
+    let hasher = FilterHasher::new(1);
+    let always = busiest_minute_writes(&workload, "always", &config, &hasher, ROOMY);
+    assert_eq!(always, Some(3_000));
+    // second-hit writes only 1, on its second request, in minute 0.
+    let second = busiest_minute_writes(&workload, "second-hit", &config, &hasher, ROOMY);
+    assert_eq!(second, Some(1_000));
+    assert_eq!(
+        busiest_minute_writes(&workload, "nope", &config, &hasher, ROOMY),
+        None
+    );
+}
