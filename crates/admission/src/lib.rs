@@ -302,16 +302,6 @@ impl Decision {
         }
     }
 
-    /// Whether `policy = "auto"` made it, so that `Cache-Status` names it also on a
-    /// response it stores.
-    pub fn is_auto(self) -> bool {
-        matches!(
-            self,
-            Decision::Admit(AdmitReason::AutoAlways | AdmitReason::AutoSeenBefore)
-                | Decision::Reject(RejectReason::AutoFirstSight)
-        )
-    }
-
     /// Whether the response should be stored.
     pub fn is_admit(&self) -> bool {
         matches!(self, Decision::Admit(_))

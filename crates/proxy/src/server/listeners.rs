@@ -157,11 +157,6 @@ impl Listeners {
         }
         Ok(passed)
     }
-
-    /// The proxy listener's address (useful with port 0, or to log an inherited socket).
-    pub fn proxy_addr(&self) -> std::io::Result<SocketAddr> {
-        self.proxy.local_addr()
-    }
 }
 
 /// Binds `addr` for the runtime: non-blocking, as tokio requires of a socket it adopts.
