@@ -303,7 +303,12 @@ fn replay_admission(
         }
     }
     let requests = workload.requests.len() as u64;
-    Some(tally.report(stats.name(), requests, started, stats.memory_bytes()))
+    Some(tally.report(
+        stats.kind().as_str(),
+        requests,
+        started,
+        stats.memory_bytes(),
+    ))
 }
 
 /// A miss of an object small enough to store, as [`offer`] needs it.

@@ -421,7 +421,7 @@ impl Admin {
         let settings = &live.settings;
         let mut value = stats::snapshot(
             &settings.admission,
-            policy.name(),
+            policy.kind(),
             &self.proxy.metrics().snapshot(),
             policy.filter_stats().as_ref(),
             &self.store.stats(),
@@ -459,7 +459,7 @@ impl Admin {
                 StatusCode::CONFLICT,
                 &format!(
                     "admission.policy = {:?} keeps no filters: nothing to rotate\n",
-                    policy.name()
+                    policy.kind().as_str()
                 ),
             ),
         }

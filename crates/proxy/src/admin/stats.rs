@@ -25,9 +25,9 @@
 
 use serde_json::{Value, json};
 
-use crate::admission::{Decision, FilterStats, PairStats};
+use crate::admission::{Decision, FilterStats, PairStats, PolicyKind};
 use crate::config::rules::{PathMatch, Rule};
-use crate::config::{AdmissionConfig, FilterSizing, Optimize, RotateMode};
+use crate::config::{AdmissionConfig, AdmissionPolicy, FilterSizing, Optimize, RotateMode};
 use crate::metrics::{Counts, ServerSample};
 use crate::outcome::ErrorKind;
 use crate::outcome::RequestResult;
@@ -71,7 +71,7 @@ fn rule_figures(site: &str, index: usize, rule: &Rule) -> Value {
 /// filter pair's statistics (if it keeps one) and the store's.
 pub(super) fn snapshot(
     config: &AdmissionConfig,
-    policy: &str,
+    policy: PolicyKind,
     counts: &Counts,
     filters: Option<&PairStats>,
     store: &StoreStats,
@@ -115,7 +115,7 @@ pub(super) fn snapshot(
             "servers": servers.iter().map(server_figures).collect::<Vec<_>>(),
         },
         "errors": errors,
-        "shadow": (policy == "shadow").then(|| json!({
+        "shadow": (policy == AdmissionPolicy::Shadow.into()).then(|| json!({
             "writes_avoided": counts.shadow_writes_avoided,
             "writes_avoided_bytes": counts.shadow_writes_avoided_bytes,
             "hits_lost": counts.shadow_hits_lost,
