@@ -109,7 +109,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tracing::{debug, info, warn};
 use xxhash_rust::xxh3::xxh3_128;
 
-pub use catalog::PurgeSelector;
+pub use catalog::{PurgeKind, PurgeSelector, UnknownPurgeKind};
 pub use dropped::{DroppedFills, FillDrop};
 pub use entry::EntryMeta;
 pub use error::StoreError;

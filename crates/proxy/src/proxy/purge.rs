@@ -24,7 +24,7 @@ use crate::body::full_body;
 use crate::key::{CacheKey, ClientScheme};
 use crate::outcome::{Detail, Outcome};
 use crate::sites::rule::Matched;
-use crate::store::{PurgeMode, PurgeSelector, StoreError};
+use crate::store::{PurgeKind, PurgeMode, PurgeSelector, StoreError};
 
 /// The request field that makes a `PURGE` on the proxy port soft (`Soft-Purge: 1`).
 pub(crate) const SOFT_PURGE: &str = "soft-purge";
@@ -32,15 +32,14 @@ pub(crate) const SOFT_PURGE: &str = "soft-purge";
 /// What a purge request selects, parsed and normalised.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum PurgeTarget {
-    /// One URL's key (and its variants).
-    Url(String),
-    /// Entries carrying any of these tags.
+    /// One selector: a URL's key (and its variants), a prefix or a site.
+    One(PurgeSelector),
+    /// Entries carrying any of these tags (`tag=` repeated, or tags separated by spaces).
     Tags(Vec<String>),
-    /// Keys starting with this text.
-    Prefix(String),
-    /// Keys of this authority.
-    Site(String),
 }
+
+/// The kinds a query names with one value each; tags may come several to a purge.
+const SINGLE_KINDS: [PurgeKind; 3] = [PurgeKind::Url, PurgeKind::Prefix, PurgeKind::Site];
 
 /// One purge, as [`Proxy::purge`] carries it out.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -80,28 +79,22 @@ impl PurgeRequest {
         };
         let tags: Vec<String> = pairs
             .iter()
-            .filter(|(name, _)| name == "tag")
+            .filter(|(name, _)| name == PurgeKind::Tag.as_str())
             .flat_map(|(_, value)| value.split_ascii_whitespace().map(str::to_owned))
             .collect();
-        let given = [
-            one("url").is_some(),
-            !tags.is_empty(),
-            one("prefix").is_some(),
-            one("site").is_some(),
-        ];
-        if given.iter().filter(|&&g| g).count() != 1 {
+        let singles: Vec<(PurgeKind, &str)> = (SINGLE_KINDS.into_iter())
+            .filter_map(|kind| Some((kind, one(kind.as_str())?)))
+            .collect();
+        if singles.len() + usize::from(!tags.is_empty()) != 1 {
             return Err("give exactly one of ?url=http://host/path, ?tag=T, \
                 ?prefix=http://host/path/ or ?site=host (and &soft=1 to mark stale)"
                 .to_owned());
         }
-        let target = if let Some(url) = one("url") {
-            PurgeTarget::Url(purge_key(url)?.as_str().to_owned())
-        } else if let Some(prefix) = one("prefix") {
-            PurgeTarget::Prefix(purge_key(prefix)?.as_str().to_owned())
-        } else if let Some(site) = one("site") {
-            PurgeTarget::Site(site_name(site)?)
-        } else {
-            PurgeTarget::Tags(tags)
+        let target = match singles.first() {
+            Some(&(kind, value)) => {
+                PurgeTarget::One(PurgeSelector::new(kind, normalised(kind, value)?))
+            }
+            None => PurgeTarget::Tags(tags),
         };
         Ok(PurgeRequest { target, soft })
     }
@@ -109,20 +102,27 @@ impl PurgeRequest {
     /// The selectors to run, and the field the answer echoes them under.
     fn selectors(&self) -> (Vec<PurgeSelector>, &'static str, Value) {
         match &self.target {
-            PurgeTarget::Url(url) => (vec![PurgeSelector::Url(url.clone())], "url", json!(url)),
+            PurgeTarget::One(selector) => (
+                vec![selector.clone()],
+                selector.kind().as_str(),
+                json!(selector.value()),
+            ),
             PurgeTarget::Tags(tags) => (
                 tags.iter().cloned().map(PurgeSelector::Tag).collect(),
                 "tags",
                 json!(tags),
             ),
-            PurgeTarget::Prefix(prefix) => {
-                let selector = PurgeSelector::Prefix(prefix.clone());
-                (vec![selector], "prefix", json!(prefix))
-            }
-            PurgeTarget::Site(site) => {
-                (vec![PurgeSelector::Site(site.clone())], "site", json!(site))
-            }
         }
+    }
+}
+
+/// A single selector's value as keys hold it: a URL or prefix keyed as a request for it
+/// would be, a site's host as [`site_name`] writes it.
+fn normalised(kind: PurgeKind, value: &str) -> Result<String, String> {
+    match kind {
+        PurgeKind::Url | PurgeKind::Prefix => Ok(purge_key(value)?.as_str().to_owned()),
+        PurgeKind::Site => site_name(value),
+        PurgeKind::Tag => Ok(value.to_owned()),
     }
 }
 
@@ -200,7 +200,8 @@ impl Proxy {
             // tags could not all be indexed (none was stored without some of its tags).
             body["unindexed"] = json!(self.cache.metrics.unindexed_tags());
         }
-        let nothing_for_url = purged == 0 && matches!(request.target, PurgeTarget::Url(_));
+        let nothing_for_url = purged == 0
+            && matches!(&request.target, PurgeTarget::One(s) if s.kind() == PurgeKind::Url);
         let status = if nothing_for_url {
             StatusCode::NOT_FOUND
         } else {
@@ -238,7 +239,7 @@ impl Proxy {
             .get(SOFT_PURGE)
             .is_some_and(|v| v.as_bytes() == b"1");
         let request = PurgeRequest {
-            target: PurgeTarget::Url(key.as_str().to_owned()),
+            target: PurgeTarget::One(PurgeSelector::Url(key.as_str().to_owned())),
             soft,
         };
         let done = self.purge(&request).await;
@@ -294,17 +295,29 @@ mod tests {
         assert_eq!(
             parse("prefix=http://Example.com/img/&soft=1"),
             Ok(PurgeRequest {
-                target: PurgeTarget::Prefix("http://example.com/img/".to_owned()),
+                target: PurgeTarget::One(PurgeSelector::Prefix(
+                    "http://example.com/img/".to_owned()
+                )),
                 soft: true
             })
         );
         assert_eq!(
             parse("site=Example.COM:80").map(|r| r.target),
-            Ok(PurgeTarget::Site("example.com:80".to_owned()))
+            Ok(PurgeTarget::One(PurgeSelector::Site(
+                "example.com:80".to_owned()
+            )))
+        );
+        assert_eq!(
+            parse("url=http://Example.com/x").map(|r| r.target),
+            Ok(PurgeTarget::One(PurgeSelector::Url(
+                "http://example.com/x".to_owned()
+            )))
         );
         assert_eq!(
             parse("site=Example.COM.").map(|r| r.target),
-            Ok(PurgeTarget::Site("example.com".to_owned()))
+            Ok(PurgeTarget::One(PurgeSelector::Site(
+                "example.com".to_owned()
+            )))
         );
         for bad in [
             "",
