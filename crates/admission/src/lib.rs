@@ -34,8 +34,9 @@
 //! what it built ([`LiveAdmission`]) so that a reload can swap it while the proxy serves.
 //!
 //! A new policy is one file here that implements [`Admission`] and [`AdmissionStats`], one
-//! value of [`AdmissionPolicy`] in `config` (its name in `config::validate`, and whether it
-//! keeps filters), and one match arm in `build`, which [`assemble`] calls.
+//! value of [`AdmissionPolicy`] in `settings` (its config name, which serde reads and
+//! [`AdmissionPolicy::as_str`] writes, and whether it keeps filters), and one match arm in
+//! `build`, which [`assemble`] calls.
 
 mod aging_pair;
 mod auto;
