@@ -436,8 +436,8 @@ impl Admin {
     async fn purge(&self, uri: &Uri) -> Response<AdminBody> {
         let request = match PurgeRequest::from_query(uri.query()) {
             Ok(request) => request,
-            Err(reason) => {
-                let body = serde_json::json!({ "error": reason }).to_string() + "\n";
+            Err(error) => {
+                let body = serde_json::json!({ "error": error.to_string() }).to_string() + "\n";
                 return with_type(StatusCode::BAD_REQUEST, "application/json", body.into());
             }
         };
