@@ -418,19 +418,31 @@ impl Admin {
     fn stats(&self) -> Response<AdminBody> {
         let live = self.live.load();
         let policy = live.admission.stats.clone();
-        let settings = &live.settings;
-        let mut value = stats::snapshot(
-            &settings.admission,
-            policy.kind(),
-            &self.proxy.metrics().snapshot(),
-            policy.filter_stats().as_ref(),
-            &self.store.stats(),
-            &live.sites.health().samples(),
-        );
-        value["rules"] = stats::rules(live.sites.all());
         let report = live.tuning.report(tokio::time::Instant::now().into_std());
-        value["admission"]["estimate"] = stats::estimate(&report, &settings.admission);
-        json_response((StatusCode::OK, value))
+        let (counts, filters) = (self.proxy.metrics().snapshot(), policy.filter_stats());
+        let (store, servers) = (self.store.stats(), live.sites.health().samples());
+        let document = stats::Stats::new(stats::Sources {
+            config: &live.settings.admission,
+            policy: policy.kind(),
+            counts: &counts,
+            filters: filters.as_ref(),
+            store: &store,
+            servers: &servers,
+            sites: live.sites.all(),
+            report: &report,
+        });
+        // Through a `Value`, whose objects keep their keys sorted, as the document always
+        // had them.
+        match serde_json::to_value(&document) {
+            Ok(value) => json_response((StatusCode::OK, value)),
+            Err(error) => {
+                tracing::warn!(%error, "cannot encode the stats");
+                text(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "cannot encode the stats\n",
+                )
+            }
+        }
     }
 
     async fn purge(&self, uri: &Uri) -> Response<AdminBody> {
