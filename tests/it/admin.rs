@@ -611,3 +611,240 @@ async fn with_a_token_the_listener_answers_to_any_host_name() {
     assert_eq!(send(cross_site).await.status, 403);
     proxy.stop().await;
 }
+
+/// Every field path of `value` with its JSON type (`path: type`), array items under
+/// `path[]`: the document's shape, whatever its figures.
+fn shape(value: &serde_json::Value, path: &str, out: &mut std::collections::BTreeSet<String>) {
+    use serde_json::Value;
+    let kind = match value {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(items) => {
+            for item in items {
+                shape(item, &format!("{path}[]"), out);
+            }
+            "array"
+        }
+        Value::Object(fields) => {
+            for (name, field) in fields {
+                shape(field, &format!("{path}.{name}"), out);
+            }
+            "object"
+        }
+    };
+    out.insert(format!("{path}: {kind}"));
+}
+
+/// `/stats` keeps the shape `docs/guide/admin.md` and the admin page read: under shadow
+/// (every optional part filled: filters with a previous generation and a rotation, the
+/// shadow counts, an origin server, rules with every lifetime, the estimates), each
+/// field with its type, none missing and none added.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stats_keeps_its_documented_shape() {
+    let origin = TestOrigin::start(|_| Reply::ok("max-age=60", b"x".to_vec())).await;
+    let rules = Config::from_toml_str(
+        "[[rule]]\nglob = \"/img/**\"\ndefault_ttl = \"10m\"\nttl_by_status = { 404 = \"30s\" }\n\
+         grace = \"1h\"\n[[rule]]\npath = \"/api/\"\nmethods = [\"GET\"]\nbypass = true\n",
+    )
+    .expect("the rules load")
+    .rules;
+    let proxy = TestProxy::start(origin.addr, move |c| {
+        c.admission.policy = AdmissionPolicy::Shadow;
+        c.rules = rules;
+    })
+    .await;
+    get(&proxy.url("/a")).await;
+    proxy.wait_committed(1).await;
+    get(&proxy.url("/a")).await;
+    let rotated = send(client().post(proxy.admin_url("/rotate"))).await;
+    assert_eq!(rotated.status, 200);
+    let mut found = std::collections::BTreeSet::new();
+    shape(&stats(&proxy).await, "", &mut found);
+    let expected: std::collections::BTreeSet<String> = STATS_SHAPE
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(str::to_owned)
+        .collect();
+    let missing: Vec<_> = expected.difference(&found).collect();
+    let added: Vec<_> = found.difference(&expected).collect();
+    assert!(
+        missing.is_empty() && added.is_empty(),
+        "missing {missing:#?}\nadded {added:#?}\nfound:\n{}",
+        found.iter().cloned().collect::<Vec<_>>().join("\n")
+    );
+    proxy.stop().await;
+}
+
+/// The shape [`stats_keeps_its_documented_shape`] expects.
+const STATS_SHAPE: &str = "
+.admission.decisions.already-stored: number
+.admission.decisions.always: number
+.admission.decisions.auto-always: number
+.admission.decisions.auto-first-sight: number
+.admission.decisions.auto-seen-before: number
+.admission.decisions.first-sight: number
+.admission.decisions.rule-always: number
+.admission.decisions.rule-never: number
+.admission.decisions.seen-before: number
+.admission.decisions.shadow-first-sight: number
+.admission.decisions: object
+.admission.disk_writes_avoided_bytes: number
+.admission.estimate.cache_bytes: number
+.admission.estimate.chosen: string
+.admission.estimate.curves: array
+.admission.estimate.curves[].candidate: string
+.admission.estimate.curves[].chosen: bool
+.admission.estimate.curves[].points: array
+.admission.estimate.curves[].points[].byte_miss_ratio: number
+.admission.estimate.curves[].points[].cache_bytes: number
+.admission.estimate.curves[].points[].configured_size: bool
+.admission.estimate.curves[].points[].factor: number
+.admission.estimate.curves[].points[].object_miss_ratio: number
+.admission.estimate.curves[].points[].requests: number
+.admission.estimate.curves[].points[].written_bytes_per_second: number
+.admission.estimate.curves[].points[]: object
+.admission.estimate.curves[].runnable: bool
+.admission.estimate.curves[]: object
+.admission.estimate.epoch_seconds: number
+.admission.estimate.epochs: number
+.admission.estimate.last_verdict: null
+.admission.estimate.max_write_rate: null
+.admission.estimate.memory_bytes: number
+.admission.estimate.optimize: string
+.admission.estimate.sample_rate: number
+.admission.estimate.seconds: number
+.admission.estimate.switches: number
+.admission.estimate: object
+.admission: object
+.body_bytes.hit: number
+.body_bytes.miss: number
+.body_bytes.pass: number
+.body_bytes.stale: number
+.body_bytes: object
+.byte_hit_ratio: number
+.errors.bad-request: number
+.errors.fill-not-started: number
+.errors.must-revalidate: number
+.errors.only-if-cached: number
+.errors.origin-busy: number
+.errors.origin-error: number
+.errors.origin-timeout: number
+.errors.origin-unreachable: number
+.errors.rejected: number
+.errors.request-body-timeout: number
+.errors.store-lookup: number
+.errors: object
+.filters.bits_per_filter: number
+.filters.bytes_per_filter: number
+.filters.configured.expected_urls: number
+.filters.configured.false_positive_rate: number
+.filters.configured.max_age_seconds: number
+.filters.configured.memory_bytes: null
+.filters.configured.min_generation_age_seconds: number
+.filters.configured.rotate: string
+.filters.configured: object
+.filters.current.age_seconds: number
+.filters.current.estimated_false_positive_rate: number
+.filters.current.estimated_keys: number
+.filters.current.fill_ratio: number
+.filters.current.inserts: number
+.filters.current: object
+.filters.estimated_pair_false_positive_rate: number
+.filters.generation: number
+.filters.generation_size: number
+.filters.generation_target: number
+.filters.last_rotation_cause: string
+.filters.modelled_pair_false_positive_rate.after_rotation: number
+.filters.modelled_pair_false_positive_rate.before_rotation: number
+.filters.modelled_pair_false_positive_rate: object
+.filters.previous.age_seconds: number
+.filters.previous.estimated_false_positive_rate: number
+.filters.previous.estimated_keys: number
+.filters.previous.fill_ratio: number
+.filters.previous.inserts: number
+.filters.previous: object
+.filters.probes: number
+.filters.recent_rotations: array
+.filters.recent_rotations[].cause: string
+.filters.recent_rotations[].ended_generation_inserts: number
+.filters.recent_rotations[].ended_generation_seconds: number
+.filters.recent_rotations[].generation: number
+.filters.recent_rotations[].seconds_ago: number
+.filters.recent_rotations[]: object
+.filters.rotations.age: number
+.filters.rotations.fill: number
+.filters.rotations.forced: number
+.filters.rotations.idle: number
+.filters.rotations.saturation: number
+.filters.rotations: object
+.filters.spares: array
+.filters.spares[]: string
+.filters: object
+.hit_ratio: number
+.origin.mean_seconds: number
+.origin.p50_seconds: number
+.origin.p99_seconds: number
+.origin.requests: number
+.origin.servers: array
+.origin.servers[].failures: number
+.origin.servers[].latency_buckets: array
+.origin.servers[].latency_buckets[]: array
+.origin.servers[].latency_buckets[][]: number
+.origin.servers[].latency_buckets[][]: string
+.origin.servers[].mean_seconds: number
+.origin.servers[].requests: number
+.origin.servers[].up: bool
+.origin.servers[].url: string
+.origin.servers[]: object
+.origin: object
+.policy: string
+.requests.hit: number
+.requests.miss: number
+.requests.pass: number
+.requests.stale: number
+.requests: object
+.rules: array
+.rules[].bypass: bool
+.rules[].default_ttl_seconds: null
+.rules[].default_ttl_seconds: number
+.rules[].glob: null
+.rules[].glob: string
+.rules[].grace_seconds: null
+.rules[].grace_seconds: number
+.rules[].methods: array
+.rules[].methods[]: string
+.rules[].path: null
+.rules[].path: string
+.rules[].rule: number
+.rules[].site: string
+.rules[].ttl_by_status_seconds.404: number
+.rules[].ttl_by_status_seconds: object
+.rules[]: object
+.shadow.hits_lost: number
+.shadow.hits_lost_bytes: number
+.shadow.writes_avoided: number
+.shadow.writes_avoided_bytes: number
+.shadow: object
+.store.bytes: number
+.store.committed_bytes: number
+.store.committed_fills: number
+.store.dropped_fills: number
+.store.evictions: number
+.store.ghost_keys: number
+.store.max_bytes: number
+.store.memory_bytes: number
+.store.memory_max_bytes: number
+.store.memory_objects: number
+.store.objects: number
+.store.open_files: number
+.store.open_files_max: number
+.store.reserved_bytes: number
+.store.scan_complete: bool
+.store.tag_bytes: number
+.store: object
+.uptime_seconds: number
+: object
+";

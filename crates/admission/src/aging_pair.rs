@@ -109,7 +109,10 @@ use std::time::{Duration, Instant};
 use super::bloom::{BloomFilter, FilterParams};
 pub use super::stats::Cause;
 use super::stats::PairStats;
-use super::{Admission, AdmissionStats, AdmitReason, Decision, FilterHash, Pending, RejectReason};
+use super::{
+    Admission, AdmissionStats, AdmitReason, Decision, FilterHash, Pending, PolicyKind, RejectReason,
+};
+use crate::settings::AdmissionPolicy;
 pub use auto::steer;
 pub use auto::{AUTO_KEYS_PER_OBJECT, AUTO_MIN_KEYS_PER_OBJECT, AUTO_WRITES_PER_NEW_KEY};
 use cleaner::CoarseClock;
@@ -483,8 +486,8 @@ impl AdmissionStats for AgingPair {
         AgingPair::memory_for(&self.shared.params)
     }
 
-    fn name(&self) -> &'static str {
-        "second-hit"
+    fn kind(&self) -> PolicyKind {
+        AdmissionPolicy::SecondHit.into()
     }
 
     fn filter_stats(&self) -> Option<PairStats> {

@@ -15,8 +15,9 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 use super::{
     Admission, AdmissionStats, AdmitReason, AgingPair, Decision, FilterHash, PairStats, Pending,
-    RejectReason,
+    PolicyKind, RejectReason,
 };
+use crate::settings::AdmissionPolicy;
 
 /// What `auto` runs now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -113,8 +114,8 @@ impl AdmissionStats for Auto {
         self.pair.memory_bytes()
     }
 
-    fn name(&self) -> &'static str {
-        "auto"
+    fn kind(&self) -> PolicyKind {
+        AdmissionPolicy::Auto.into()
     }
 
     fn filter_stats(&self) -> Option<PairStats> {
@@ -168,7 +169,7 @@ mod tests {
             decide(&auto, FilterHash(3)),
             Decision::Reject(RejectReason::AutoFirstSight)
         );
-        assert_eq!(auto.name(), "auto");
+        assert_eq!(auto.kind(), PolicyKind::Configured(AdmissionPolicy::Auto));
         assert!(auto.filter_stats().is_some());
     }
 }

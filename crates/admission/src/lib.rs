@@ -34,8 +34,9 @@
 //! what it built ([`LiveAdmission`]) so that a reload can swap it while the proxy serves.
 //!
 //! A new policy is one file here that implements [`Admission`] and [`AdmissionStats`], one
-//! value of [`AdmissionPolicy`] in `config` (its name in `config::validate`, and whether it
-//! keeps filters), and one match arm in `build`, which [`assemble`] calls.
+//! value of [`AdmissionPolicy`] in `settings` (its config name, which serde reads and
+//! [`AdmissionPolicy::as_str`] writes, and whether it keeps filters), and one match arm in
+//! `build`, which [`assemble`] calls.
 
 mod aging_pair;
 mod auto;
@@ -438,8 +439,9 @@ pub trait Admission: Send + Sync {
 /// What an admission policy reports and the operator may ask of it: read by the admin
 /// listener (`/stats`, `/rotate`) and the metrics at their pace, never on the request path.
 pub trait AdmissionStats: Send + Sync {
-    /// The policy's config name, for logs and metrics.
-    fn name(&self) -> &'static str;
+    /// What the policy is: the code that treats one policy apart (the shadow counters)
+    /// compares this, and logs, metrics and `/stats` name it by [`PolicyKind::as_str`].
+    fn kind(&self) -> PolicyKind;
     /// Bytes of memory the policy holds (for metrics).
     fn memory_bytes(&self) -> u64;
     /// The filter pair's statistics, for policies that keep one (`O(m/64)`: for metrics, not
@@ -451,6 +453,44 @@ pub trait AdmissionStats: Send + Sync {
     /// generation's number; `None` for a policy that keeps no filters.
     fn rotate(&self) -> Option<u64> {
         None
+    }
+}
+
+/// What an admission policy is ([`AdmissionStats::kind`]): one `admission.policy` names,
+/// or one built outside the config (the bench's, a test's) under a name of its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PolicyKind {
+    /// A policy the config names.
+    Configured(AdmissionPolicy),
+    /// A policy the config cannot name, by the name its reports use.
+    Custom(&'static str),
+}
+
+impl PolicyKind {
+    /// The name in logs, metrics and `/stats`: the config's for a configured policy.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PolicyKind::Configured(policy) => policy.as_str(),
+            PolicyKind::Custom(name) => name,
+        }
+    }
+}
+
+impl From<AdmissionPolicy> for PolicyKind {
+    fn from(policy: AdmissionPolicy) -> PolicyKind {
+        PolicyKind::Configured(policy)
+    }
+}
+
+impl fmt::Display for PolicyKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl serde::Serialize for PolicyKind {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
     }
 }
 
@@ -489,8 +529,8 @@ impl AdmissionStats for AlwaysAdmit {
         0
     }
 
-    fn name(&self) -> &'static str {
-        "always"
+    fn kind(&self) -> PolicyKind {
+        AdmissionPolicy::Always.into()
     }
 }
 

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// `[admission]`: which misses are written to disk.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -56,7 +56,8 @@ impl Default for AdmissionConfig {
 }
 
 /// What `policy = "auto"` minimises (`admission.optimize`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Optimize {
     /// Body bytes that miss (`"bytes"`): the origin's egress.
     Bytes,
@@ -70,7 +71,8 @@ pub enum Optimize {
 pub const MIN_GENERATION_AGE_SHARE: u32 = 4;
 
 /// The admission policy (`admission.policy`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum AdmissionPolicy {
     /// Store a response only when its key was seen before (`"second-hit"`).
     SecondHit,
@@ -118,7 +120,8 @@ impl AdmissionPolicy {
 }
 
 /// How a filter generation's size is chosen (`admission.rotate`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum RotateMode {
     /// Rotate when a generation took `expected_urls` new keys (`"fill"`).
     Fill,
@@ -140,7 +143,8 @@ pub enum FilterSizing {
 }
 
 /// The admission a rule imposes (`admission = "..."`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum RuleAdmission {
     /// What the filters say, whatever the policy (`"second-hit"`); the loader refuses it
     /// under `admission.policy = "always"`, which keeps no filters.

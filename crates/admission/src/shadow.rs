@@ -33,7 +33,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::{
     Admission, AdmissionStats, AdmitReason, AgingPair, Decision, FilterHash, PairStats, Pending,
+    PolicyKind,
 };
+use crate::settings::AdmissionPolicy;
 
 /// Whether the store still holds an entry, by its store hash (`Store::contains`).
 pub type StoredCheck = Arc<dyn Fn(u128) -> bool + Send + Sync>;
@@ -126,8 +128,8 @@ impl AdmissionStats for Shadow {
         self.pair.memory_bytes()
     }
 
-    fn name(&self) -> &'static str {
-        "shadow"
+    fn kind(&self) -> PolicyKind {
+        AdmissionPolicy::Shadow.into()
     }
 
     fn filter_stats(&self) -> Option<PairStats> {
@@ -176,7 +178,7 @@ mod tests {
             decide(&policy, FilterHash(7)),
             Decision::Admit(AdmitReason::SeenBefore)
         );
-        assert_eq!(policy.name(), "shadow");
+        assert_eq!(policy.kind(), AdmissionPolicy::Shadow.into());
         assert!(policy.filter_stats().is_some());
         assert_eq!(policy.rotate(), Some(1));
     }

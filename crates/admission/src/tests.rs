@@ -99,14 +99,14 @@ fn always_admit_admits_everything() {
         assert_eq!(decision, Decision::Admit(AdmitReason::Always));
     }
     assert_eq!(policy.memory_bytes(), 0);
-    assert_eq!(policy.name(), "always");
+    assert_eq!(policy.kind(), AdmissionPolicy::Always.into());
 }
 
 #[test]
 fn policies_from_config() {
     let mut config = AdmissionConfig::default();
     let pair = from_config(&config).stats;
-    assert_eq!(pair.name(), "second-hit");
+    assert_eq!(pair.kind(), AdmissionPolicy::SecondHit.into());
     let stats = pair.filter_stats().unwrap();
     assert_eq!(stats.params.generation_size, 1_000_000);
     assert_eq!(stats.generation_target, 1_000_000);
@@ -115,7 +115,10 @@ fn policies_from_config() {
     let auto = from_config(&config).stats.filter_stats().unwrap();
     assert_eq!(auto.generation_target, 1_000_000);
     config.policy = AdmissionPolicy::Always;
-    assert_eq!(from_config(&config).stats.name(), "always");
+    assert_eq!(
+        from_config(&config).stats.kind(),
+        AdmissionPolicy::Always.into()
+    );
     assert!(from_config(&config).stats.filter_stats().is_none());
 }
 
@@ -129,7 +132,7 @@ fn assemble_keeps_snapshots_for_filters_only() {
     let objects: ObjectCount = Arc::new(|| 50_000);
     let stored: StoredCheck = Arc::new(|_| true);
     let built = assemble(&config, dir.path(), objects.clone(), stored.clone()).unwrap();
-    assert_eq!(built.stats.name(), "second-hit");
+    assert_eq!(built.stats.kind(), AdmissionPolicy::SecondHit.into());
     // rotate = "auto": two keys per object the cache holds, before any steering.
     assert_eq!(
         built.stats.filter_stats().unwrap().generation_target,
@@ -143,7 +146,7 @@ fn assemble_keeps_snapshots_for_filters_only() {
     // Shadow keeps the same pair, snapshotted like second-hit's.
     config.policy = AdmissionPolicy::Shadow;
     let shadow = assemble(&config, dir.path(), objects, stored).unwrap();
-    assert_eq!(shadow.stats.name(), "shadow");
+    assert_eq!(shadow.stats.kind(), AdmissionPolicy::Shadow.into());
     assert!(shadow.stats.filter_stats().is_some());
     assert!(shadow.snapshots.is_some());
     // Both resolved the same generated seed.
@@ -218,8 +221,8 @@ impl Admission for AtMost {
 }
 
 impl AdmissionStats for AtMost {
-    fn name(&self) -> &'static str {
-        "at-most"
+    fn kind(&self) -> PolicyKind {
+        PolicyKind::Custom("at-most")
     }
 
     fn memory_bytes(&self) -> u64 {
@@ -251,7 +254,8 @@ fn a_policy_can_decide_by_the_response_and_a_rule_overrides_it() {
         small.overridden_by(RuleAdmission::Never),
         Decision::Reject(RejectReason::Rule)
     );
-    assert_eq!(policy.stats.name(), "at-most");
+    assert_eq!(policy.stats.kind(), PolicyKind::Custom("at-most"));
+    assert_eq!(policy.stats.kind().as_str(), "at-most");
     assert!(policy.stats.filter_stats().is_none());
     assert_eq!(policy.stats.rotate(), None);
 }

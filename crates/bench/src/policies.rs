@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use secondhit_admission::{
     self, Admission, AdmissionStats, AdmitReason, Decision, FilterHash, ObjectCount, Pending,
-    Policy, RejectReason,
+    Policy, PolicyKind, RejectReason,
 };
 use secondhit_proxy::config::{AdmissionConfig, AdmissionPolicy};
 
@@ -54,8 +54,8 @@ impl AdmissionStats for ExactSecondHit {
         capacity * (std::mem::size_of::<FilterHash>() as u64 + 1)
     }
 
-    fn name(&self) -> &'static str {
-        "exact-second-hit"
+    fn kind(&self) -> PolicyKind {
+        PolicyKind::Custom("exact-second-hit")
     }
 }
 
@@ -105,7 +105,7 @@ mod tests {
         let config = AdmissionConfig::default();
         for name in POLICY_NAMES {
             assert_eq!(
-                build(name, &config, Arc::new(|| 0)).map(|p| p.stats.name()),
+                build(name, &config, Arc::new(|| 0)).map(|p| p.stats.kind().as_str()),
                 Some(name)
             );
         }

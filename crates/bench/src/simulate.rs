@@ -415,7 +415,7 @@ impl Replay {
             observe(request, Served { hit, written });
         }
         let requests = workload.requests.len() as u64;
-        let report = tally.report(stats.name(), requests, started, stats.memory_bytes());
+        let report = tally.report(stats.kind().as_str(), requests, started, stats.memory_bytes());
         (report, auto.map(|auto| auto.run()))
     }
 }

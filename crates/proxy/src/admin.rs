@@ -418,26 +418,38 @@ impl Admin {
     fn stats(&self) -> Response<AdminBody> {
         let live = self.live.load();
         let policy = live.admission.stats.clone();
-        let settings = &live.settings;
-        let mut value = stats::snapshot(
-            &settings.admission,
-            policy.name(),
-            &self.proxy.metrics().snapshot(),
-            policy.filter_stats().as_ref(),
-            &self.store.stats(),
-            &live.sites.health().samples(),
-        );
-        value["rules"] = stats::rules(live.sites.all());
         let report = live.tuning.report(tokio::time::Instant::now().into_std());
-        value["admission"]["estimate"] = stats::estimate(&report, &settings.admission);
-        json_response((StatusCode::OK, value))
+        let (counts, filters) = (self.proxy.metrics().snapshot(), policy.filter_stats());
+        let (store, servers) = (self.store.stats(), live.sites.health().samples());
+        let document = stats::Stats::new(stats::Sources {
+            config: &live.settings.admission,
+            policy: policy.kind(),
+            counts: &counts,
+            filters: filters.as_ref(),
+            store: &store,
+            servers: &servers,
+            sites: live.sites.all(),
+            report: &report,
+        });
+        // Through a `Value`, whose objects keep their keys sorted, as the document always
+        // had them.
+        match serde_json::to_value(&document) {
+            Ok(value) => json_response((StatusCode::OK, value)),
+            Err(error) => {
+                tracing::warn!(%error, "cannot encode the stats");
+                text(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "cannot encode the stats\n",
+                )
+            }
+        }
     }
 
     async fn purge(&self, uri: &Uri) -> Response<AdminBody> {
         let request = match PurgeRequest::from_query(uri.query()) {
             Ok(request) => request,
-            Err(reason) => {
-                let body = serde_json::json!({ "error": reason }).to_string() + "\n";
+            Err(error) => {
+                let body = serde_json::json!({ "error": error.to_string() }).to_string() + "\n";
                 return with_type(StatusCode::BAD_REQUEST, "application/json", body.into());
             }
         };
@@ -459,7 +471,7 @@ impl Admin {
                 StatusCode::CONFLICT,
                 &format!(
                     "admission.policy = {:?} keeps no filters: nothing to rotate\n",
-                    policy.name()
+                    policy.kind().as_str()
                 ),
             ),
         }

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::{HeaderName, Uri};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub mod access_format;
 mod changes;
@@ -88,13 +88,16 @@ pub struct SiteConfig {
 
 /// What a request for a host no `[[site]]` names gets (`server.unknown_host`); only
 /// consulted when there are sites.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum UnknownHost {
     /// Served by `[origin]` and the top-level `[[rule]]`s (`"default"`).
     Default,
     /// 421 Misdirected Request (`"421"`): this server does not serve that host.
+    #[serde(rename = "421")]
     Misdirected,
     /// 404 Not Found (`"404"`).
+    #[serde(rename = "404")]
     NotFound,
 }
 
@@ -178,7 +181,8 @@ pub const MAX_WEIGHT: u32 = 100;
 pub const MAX_SERVERS: usize = 64;
 
 /// `origin.balance`: which server of the pool a request goes to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Balance {
     /// Each server in turn, in proportion to its weight (`"round-robin"`).
     RoundRobin,
@@ -317,7 +321,8 @@ impl OriginConfig {
 }
 
 /// Which `Host` header is sent to the origin.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum HostHeader {
     /// Forward the client's `Host` (`"client"`).
     Client,
@@ -469,7 +474,8 @@ impl Default for LogConfig {
 }
 
 /// Output format of the diagnostic log.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum LogFormat {
     /// Human-readable lines (`"text"`).
     Text,

@@ -51,7 +51,87 @@ pub enum PurgeSelector {
     Url(String),
 }
 
+/// The kinds of purge, named in one place: the admin API's query parameters (`?tag=`,
+/// `?prefix=`, `?site=`, `?url=`) and the purge log's lines both spell a kind by
+/// [`PurgeKind::as_str`] and read it back with [`str::parse`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PurgeKind {
+    /// [`PurgeSelector::Tag`] (`"tag"`).
+    Tag,
+    /// [`PurgeSelector::Prefix`] (`"prefix"`).
+    Prefix,
+    /// [`PurgeSelector::Site`] (`"site"`).
+    Site,
+    /// [`PurgeSelector::Url`] (`"url"`).
+    Url,
+}
+
+impl PurgeKind {
+    /// Every kind.
+    pub const ALL: [PurgeKind; 4] = [
+        PurgeKind::Tag,
+        PurgeKind::Prefix,
+        PurgeKind::Site,
+        PurgeKind::Url,
+    ];
+
+    /// The kind's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PurgeKind::Tag => "tag",
+            PurgeKind::Prefix => "prefix",
+            PurgeKind::Site => "site",
+            PurgeKind::Url => "url",
+        }
+    }
+}
+
+/// A name that is no [`PurgeKind`]'s.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a kind of purge (tag, prefix, site or url)")]
+pub struct UnknownPurgeKind(pub String);
+
+impl std::str::FromStr for PurgeKind {
+    type Err = UnknownPurgeKind;
+
+    fn from_str(name: &str) -> Result<PurgeKind, UnknownPurgeKind> {
+        (PurgeKind::ALL.into_iter())
+            .find(|kind| kind.as_str() == name)
+            .ok_or_else(|| UnknownPurgeKind(name.to_owned()))
+    }
+}
+
 impl PurgeSelector {
+    /// The selector of `kind` with `value` (a tag, a prefix, a site or a URL).
+    pub fn new(kind: PurgeKind, value: String) -> PurgeSelector {
+        match kind {
+            PurgeKind::Tag => PurgeSelector::Tag(value),
+            PurgeKind::Prefix => PurgeSelector::Prefix(value),
+            PurgeKind::Site => PurgeSelector::Site(value),
+            PurgeKind::Url => PurgeSelector::Url(value),
+        }
+    }
+
+    /// Its kind.
+    pub fn kind(&self) -> PurgeKind {
+        match self {
+            PurgeSelector::Tag(_) => PurgeKind::Tag,
+            PurgeSelector::Prefix(_) => PurgeKind::Prefix,
+            PurgeSelector::Site(_) => PurgeKind::Site,
+            PurgeSelector::Url(_) => PurgeKind::Url,
+        }
+    }
+
+    /// The tag, prefix, site or URL it names.
+    pub fn value(&self) -> &str {
+        match self {
+            PurgeSelector::Tag(value)
+            | PurgeSelector::Prefix(value)
+            | PurgeSelector::Site(value)
+            | PurgeSelector::Url(value) => value,
+        }
+    }
+
     /// Whether an entry of `key` carrying `tags` is selected.
     pub(crate) fn matches<T: AsRef<str>>(&self, key: &str, tags: &[T]) -> bool {
         match self {

@@ -41,7 +41,7 @@ pub(crate) const STATE: &str = "state";
 
 /// How an entry file is damaged; counted separately in the store statistics.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Damage {
+pub enum Damage {
     /// Not a valid entry: wrong name, magic, version, structure or length.
     Invalid,
     /// A valid entry of an older format version, which this release does not read
@@ -49,6 +49,16 @@ pub(crate) enum Damage {
     Outdated,
     /// The header, a metadata slot or the body fails its checksum.
     Checksum,
+}
+
+impl std::fmt::Display for Damage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Damage::Invalid => "not a valid entry (name, magic, version, structure or length)",
+            Damage::Outdated => "an entry of an older format version",
+            Damage::Checksum => "fails its checksum",
+        })
+    }
 }
 
 /// Why an entry's header could not be read.
@@ -102,13 +112,6 @@ pub(crate) fn io_err(path: &Path) -> impl FnOnce(io::Error) -> StoreError + '_ {
     move |source| StoreError::Io {
         path: path.to_owned(),
         source,
-    }
-}
-
-fn corrupt(path: &Path, reason: impl ToString) -> StoreError {
-    StoreError::Corrupt {
-        path: path.to_owned(),
-        reason: reason.to_string(),
     }
 }
 
@@ -445,10 +448,12 @@ pub(crate) fn commit(
     // A failed write may have left partial bytes behind; never commit those.
     let actual = file.metadata().map_err(io_err(tmp))?.len();
     if actual != expected_len {
-        return Err(corrupt(
-            tmp,
-            format!("temp file is {actual} bytes, expected {expected_len}"),
-        ));
+        // The lengths are for the operator who looks into it; the error says what it is.
+        debug!(path = %tmp.display(), actual, expected_len, "fill file of the wrong length");
+        return Err(StoreError::Corrupt {
+            path: tmp.to_owned(),
+            damage: Damage::Invalid,
+        });
     }
     file.write_all_at(front, 0).map_err(io_err(tmp))?;
     if fsync {
@@ -524,6 +529,29 @@ fn fsync_dir_sync(dir: &Path) -> Result<(), StoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_fill_file_of_the_wrong_length_is_not_committed() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (tmp, dest) = (dir.path().join("fill.tmp"), dir.path().join("fill"));
+        std::fs::write(&tmp, b"twelve bytes").expect("write");
+        let file = std::fs::File::options()
+            .write(true)
+            .open(&tmp)
+            .expect("open");
+        let committed = commit(&file, &tmp, &dest, b"front", 13, false);
+        assert!(
+            matches!(
+                &committed,
+                Err(StoreError::Corrupt { path, damage: Damage::Invalid }) if *path == tmp
+            ),
+            "{committed:?}"
+        );
+        assert!(!dest.exists());
+        assert_eq!(std::fs::read(&tmp).expect("read"), b"twelve bytes");
+        commit(&file, &tmp, &dest, b"front", 12, false).expect("the right length commits");
+        assert_eq!(std::fs::read(&dest).expect("read"), b"fronte bytes");
+    }
 
     #[test]
     fn only_a_file_within_its_header_blocks_skips_preallocation() {

@@ -4,6 +4,7 @@ use std::io;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::disk::Damage;
 use super::entry::EntryError;
 use super::lock;
 use super::space::Trouble;
@@ -33,13 +34,14 @@ pub enum StoreError {
         /// The bytes actually written.
         received: u64,
     },
-    /// A file is not a valid entry.
-    #[error("corrupt cache file {}: {reason}", path.display())]
+    /// A file is damaged: a fill's file whose length is not what was written to it (a
+    /// failed write left bytes behind) is [`Damage::Invalid`], and is never committed.
+    #[error("corrupt cache file {}: {damage}", path.display())]
     Corrupt {
         /// The file concerned.
         path: PathBuf,
-        /// What is wrong with it.
-        reason: String,
+        /// How it is damaged.
+        damage: Damage,
     },
     /// Replacement metadata does not fit the entry's metadata slot, whose
     /// capacity was fixed when the entry was filled; the entry is unchanged.

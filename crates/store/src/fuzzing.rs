@@ -3,9 +3,9 @@
 //! rely on (round-trips). Compiled with the `fuzzing` feature, which the proxy's `fuzzing`
 //! feature turns on; the proxy's own tests replay the kept inputs through them.
 
-use crate::PurgeSelector;
 use crate::entry::{self, Slot};
 use crate::purge_log;
+use crate::{PurgeKind, PurgeSelector};
 
 /// The store's entry format (`store::entry`): its preamble, header and metadata decoders.
 /// `data[0]` bit 0 clear: the rest is an entry file's front, decoded as it is. Set: the
@@ -85,12 +85,8 @@ pub fn purge_log(data: &[u8]) {
         return;
     };
     let value = String::from_utf8_lossy(value).into_owned();
-    let one = match kind % 4 {
-        0 => PurgeSelector::Tag(value),
-        1 => PurgeSelector::Prefix(value),
-        2 => PurgeSelector::Site(value),
-        _ => PurgeSelector::Url(value),
-    };
+    let kind = PurgeKind::ALL[usize::from(kind) % PurgeKind::ALL.len()];
+    let one = PurgeSelector::new(kind, value);
     let written = purge_log::encode([&one]);
     let again: Vec<_> = purge_log::decode(written.as_bytes()).collect();
     assert_eq!(again, [Ok(one)], "{written:?}");

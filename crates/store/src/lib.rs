@@ -109,7 +109,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tracing::{debug, info, warn};
 use xxhash_rust::xxh3::xxh3_128;
 
-pub use catalog::PurgeSelector;
+pub use catalog::{PurgeKind, PurgeSelector, UnknownPurgeKind};
+pub use disk::Damage;
 pub use dropped::{DroppedFills, FillDrop};
 pub use entry::EntryMeta;
 pub use error::StoreError;
@@ -121,7 +122,6 @@ pub use tail::FillTail;
 pub use writer::EntryWriter;
 
 use crate::settings::Fsync;
-use disk::Damage;
 use error::map_entry_error;
 use index::{Fill, Index};
 

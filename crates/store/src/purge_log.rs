@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
 use super::StoreError;
-use super::catalog::PurgeSelector;
+use super::catalog::{PurgeKind, PurgeSelector};
 use super::disk;
 
 /// The file's name in `state/`.
@@ -140,27 +140,16 @@ pub(crate) fn decode(bytes: &[u8]) -> impl Iterator<Item = Result<PurgeSelector,
 
 /// The line of `selector`, newline included.
 fn line(selector: &PurgeSelector) -> String {
-    let (kind, value) = match selector {
-        PurgeSelector::Tag(value) => ("tag", value),
-        PurgeSelector::Prefix(value) => ("prefix", value),
-        PurgeSelector::Site(value) => ("site", value),
-        PurgeSelector::Url(value) => ("url", value),
-    };
     // A JSON string: a tab or newline in the value cannot break the line.
-    format!("{kind}\t{}\n", serde_json::Value::from(value.as_str()))
+    let value = serde_json::Value::from(selector.value());
+    format!("{}\t{value}\n", selector.kind().as_str())
 }
 
 /// The selector of one line, `None` if it is not one.
 fn parse(line: &str) -> Option<PurgeSelector> {
     let (kind, value) = line.split_once('\t')?;
-    let value: String = serde_json::from_str(value).ok()?;
-    Some(match kind {
-        "tag" => PurgeSelector::Tag(value),
-        "prefix" => PurgeSelector::Prefix(value),
-        "site" => PurgeSelector::Site(value),
-        "url" => PurgeSelector::Url(value),
-        _ => return None,
-    })
+    let kind: PurgeKind = kind.parse().ok()?;
+    Some(PurgeSelector::new(kind, serde_json::from_str(value).ok()?))
 }
 
 #[cfg(test)]
@@ -201,5 +190,41 @@ mod tests {
                 PurgeSelector::Prefix("http://h/p/".to_owned())
             ]
         );
+    }
+
+    #[test]
+    fn the_file_keeps_its_format_for_every_kind() {
+        // The lines a log holds, as every release so far has written them: each kind's
+        // name, a tab, the value as a JSON string.
+        let written = "tag\t\"t 1\"\nprefix\t\"http://h/p/\"\nsite\t\"example.com:8080\"\nurl\t\"http://h/x?a=\\\"b\\\"\"\n";
+        let read: Vec<PurgeSelector> = decode(written.as_bytes())
+            .collect::<Result<_, _>>()
+            .expect("every line reads");
+        assert_eq!(
+            read,
+            [
+                PurgeSelector::Tag("t 1".to_owned()),
+                PurgeSelector::Prefix("http://h/p/".to_owned()),
+                PurgeSelector::Site("example.com:8080".to_owned()),
+                PurgeSelector::Url("http://h/x?a=\"b\"".to_owned()),
+            ]
+        );
+        assert_eq!(encode(&read), written);
+        assert_eq!(
+            read.iter().map(PurgeSelector::kind).collect::<Vec<_>>(),
+            PurgeKind::ALL
+        );
+    }
+
+    #[test]
+    fn a_kind_reads_back_from_its_name_and_no_other() {
+        for kind in PurgeKind::ALL {
+            assert_eq!(kind.as_str().parse(), Ok(kind));
+            let selector = PurgeSelector::new(kind, "v".to_owned());
+            assert_eq!((selector.kind(), selector.value()), (kind, "v"));
+        }
+        for name in ["", "Tag", "tags", "urls", " url"] {
+            assert!(name.parse::<PurgeKind>().is_err(), "{name:?}");
+        }
     }
 }

@@ -60,7 +60,7 @@ fn first_sight_rejected_second_admitted() {
     assert!(stats.current.bits_set > 0);
     assert_eq!(pair.params(), params);
     assert_eq!(pair.memory_bytes(), 3 * params.filter_bytes());
-    assert_eq!(pair.name(), "second-hit");
+    assert_eq!(pair.kind(), AdmissionPolicy::SecondHit.into());
     assert!(pair.filter_stats().is_some());
 }
 

@@ -3,7 +3,7 @@
 
 use http::HeaderName;
 use ipnet::IpNet;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// `[tags]`: the cache tags a stored response carries, for purges by tag (`POST
 /// /purge?tag=` on the admin listener).
@@ -34,7 +34,8 @@ pub struct TagsConfig {
 pub const MAX_TAG_LENGTH: usize = 4096;
 
 /// What separates tags in `tags.header`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum TagSeparator {
     /// Spaces (and tabs), as in Fastly's `Surrogate-Key` (`"space"`).
     Space,

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::UnknownHost;
 
@@ -133,7 +133,8 @@ pub const MIN_MAX_HEADER_BYTES: usize = 8 * 1024;
 pub const MAX_MAX_HEADER_BYTES: usize = 1024 * 1024;
 
 /// `server.runtime`: how the workers share the requests.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Runtime {
     /// `"thread-per-core"`: each worker a single-threaded runtime with sockets of its own,
     /// serving what it accepts to the end, with no hand-off between threads.

@@ -439,3 +439,132 @@ fn the_write_budget_is_a_size_a_second_or_a_drives_rated_writes() {
         "86.4 MB a day is 1,000 bytes a second"
     );
 }
+
+/// Each of `names` reads (as serde reads the config) as its value, and the value writes
+/// back as the name.
+fn names_agree<T>(names: &[(&str, T)])
+where
+    T: serde::Serialize + serde::de::DeserializeOwned + PartialEq + std::fmt::Debug,
+{
+    for (name, value) in names {
+        let read: T = serde_json::from_value(serde_json::json!(name)).expect(name);
+        assert_eq!(&read, value, "{name}");
+        let written = serde_json::to_value(value).expect("serializes");
+        assert_eq!(written, serde_json::json!(name), "{value:?}");
+    }
+}
+
+#[test]
+fn admission_policies_read_and_write_the_names_as_str_gives() {
+    use AdmissionPolicy::*;
+    let names = [
+        ("second-hit", SecondHit),
+        ("always", Always),
+        ("shadow", Shadow),
+        ("auto", Auto),
+    ];
+    names_agree(&names);
+    for (name, policy) in names {
+        assert_eq!(policy.as_str(), name);
+    }
+}
+
+#[test]
+fn the_other_config_enums_read_and_write_their_documented_names() {
+    names_agree(&[("fill", RotateMode::Fill), ("auto", RotateMode::Auto)]);
+    names_agree(&[("bytes", Optimize::Bytes), ("objects", Optimize::Objects)]);
+    names_agree(&[
+        ("second-hit", rules::RuleAdmission::SecondHit),
+        ("always", rules::RuleAdmission::Always),
+        ("never", rules::RuleAdmission::Never),
+    ]);
+    names_agree(&[
+        ("client", HostHeader::Client),
+        ("origin", HostHeader::Origin),
+    ]);
+    names_agree(&[
+        ("round-robin", Balance::RoundRobin),
+        ("consistent-hash", Balance::ConsistentHash),
+    ]);
+    names_agree(&[
+        ("default", UnknownHost::Default),
+        ("421", UnknownHost::Misdirected),
+        ("404", UnknownHost::NotFound),
+    ]);
+    names_agree(&[("text", LogFormat::Text), ("json", LogFormat::Json)]);
+    names_agree(&[
+        ("space", TagSeparator::Space),
+        ("comma", TagSeparator::Comma),
+    ]);
+    names_agree(&[
+        ("thread-per-core", Runtime::ThreadPerCore),
+        ("work-stealing", Runtime::WorkStealing),
+    ]);
+}
+
+#[test]
+fn an_unknown_value_names_its_key_and_every_value_allowed() {
+    let sites = "[[site]]\nhosts = [\"a\"]\n[site.origin]\nurl = \"http://127.0.0.1:1\"\n";
+    let cases: [(String, &str, &[&str]); 10] = [
+        (
+            "[admission]\npolicy = \"x\"".into(),
+            "admission.policy",
+            &["second-hit", "always", "shadow", "auto"],
+        ),
+        (
+            "[admission]\nrotate = \"x\"".into(),
+            "admission.rotate",
+            &["fill", "auto"],
+        ),
+        (
+            "[admission]\noptimize = \"x\"".into(),
+            "admission.optimize",
+            &["bytes", "objects"],
+        ),
+        (
+            "[origin]\nhost_header = \"x\"".into(),
+            "origin.host_header",
+            &["client", "origin"],
+        ),
+        (
+            "[origin]\nbalance = \"x\"".into(),
+            "origin.balance",
+            &["round-robin", "consistent-hash"],
+        ),
+        (
+            format!("[server]\nunknown_host = \"x\"\n{sites}"),
+            "server.unknown_host",
+            &["default", "421", "404"],
+        ),
+        (
+            "[log]\nformat = \"x\"".into(),
+            "log.format",
+            &["text", "json"],
+        ),
+        (
+            "[log]\nlevel = \"x\"".into(),
+            "log.level",
+            &["trace", "debug", "info", "warn", "error"],
+        ),
+        (
+            "[tags]\nseparator = \"x\"".into(),
+            "tags.separator",
+            &["space", "comma"],
+        ),
+        (
+            "[server]\nruntime = \"x\"".into(),
+            "server.runtime",
+            &["thread-per-core", "work-stealing"],
+        ),
+    ];
+    for (text, key, allowed) in cases {
+        let shown = err(&text).to_string();
+        assert!(shown.starts_with(&format!("{key}: ")), "{text:?}: {shown}");
+        for name in allowed {
+            assert!(
+                shown.contains(name),
+                "{text:?}: {shown} does not list {name}"
+            );
+        }
+    }
+}

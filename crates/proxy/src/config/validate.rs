@@ -9,10 +9,10 @@ use http::header::CACHE_CONTROL;
 use serde::Deserialize;
 
 use super::{
-    AccessFormat, AccessLog, AdmissionConfig, AdmissionPolicy, CacheConfig, Config, ConfigError,
-    FilterSizing, Fsync, HostHeader, LogConfig, LogFormat, MAX_BODY_BUFFER_SIZE, MAX_OPEN_FILES,
-    MAX_ORPHAN_FILLS, MAX_VERIFY_WHOLE_BELOW, MIN_GENERATION_AGE_SHARE, MaxObjectSize, Optimize,
-    OriginConfig, RotateMode, ServerConfig, access_format,
+    AccessFormat, AccessLog, AdmissionConfig, AdmissionPolicy, Balance, CacheConfig, Config,
+    ConfigError, FilterSizing, Fsync, HostHeader, LogConfig, LogFormat, MAX_BODY_BUFFER_SIZE,
+    MAX_OPEN_FILES, MAX_ORPHAN_FILLS, MAX_VERIFY_WHOLE_BELOW, MIN_GENERATION_AGE_SHARE,
+    MaxObjectSize, Optimize, OriginConfig, RotateMode, ServerConfig, access_format,
 };
 
 mod pool;
@@ -25,8 +25,7 @@ mod values;
 use crate::header_names::CDN_CACHE_CONTROL;
 
 use values::{
-    RawSize, choice, duration, invalid, parse_error, parse_size, positive, positive_duration,
-    within,
+    RawSize, duration, invalid, parse_error, parse_size, positive, positive_duration, within,
 };
 
 /// Parses TOML text and validates it into a [`Config`]; the text may not `include`
@@ -84,7 +83,7 @@ struct RawOrigin {
     url: Option<String>,
     ca_file: Option<String>,
     danger_accept_invalid_certs: Option<bool>,
-    host_header: Option<String>,
+    host_header: Option<HostHeader>,
     connect_timeout: Option<String>,
     read_timeout: Option<String>,
     first_byte_timeout: Option<String>,
@@ -95,7 +94,7 @@ struct RawOrigin {
     body_read_timeout: Option<String>,
     body_min_rate: Option<RawSize>,
     servers: Option<Vec<pool::RawServer>>,
-    balance: Option<String>,
+    balance: Option<Balance>,
     max_fails: Option<u32>,
     fail_timeout: Option<String>,
     fail_statuses: Option<Vec<i64>>,
@@ -126,18 +125,18 @@ struct RawCache {
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields, default, expecting = "an [admission] table")]
 struct RawAdmission {
-    policy: Option<String>,
+    policy: Option<AdmissionPolicy>,
     expected_urls: Option<u64>,
     memory: Option<RawSize>,
     false_positive_rate: Option<f64>,
     max_age: Option<String>,
-    rotate: Option<String>,
+    rotate: Option<RotateMode>,
     min_generation_age: Option<String>,
     seed: Option<String>,
     snapshot_every: Option<String>,
     max_write_rate: Option<RawWriteRate>,
     auto_epoch: Option<String>,
-    optimize: Option<String>,
+    optimize: Option<Optimize>,
 }
 
 /// `admission.max_write_rate` as written: a size a second, or a drive's rated writes.
@@ -158,7 +157,7 @@ enum RawWriteRate {
 #[serde(deny_unknown_fields, default, expecting = "a [log] table")]
 struct RawLog {
     level: Option<String>,
-    format: Option<String>,
+    format: Option<LogFormat>,
     access_log: Option<String>,
     access_format: Option<String>,
     trusted_proxies: Option<Vec<String>>,
@@ -216,20 +215,11 @@ fn validate_origin(raw: RawOrigin, d: OriginConfig) -> Result<OriginConfig, Conf
         );
         return Err(invalid("origin.body_buffer_size", reason));
     }
-    let host_header = [
-        ("client", HostHeader::Client),
-        ("origin", HostHeader::Origin),
-    ];
     Ok(OriginConfig {
         url,
         ca_file,
         danger_accept_invalid_certs,
-        host_header: choice(
-            "origin.host_header",
-            raw.host_header,
-            d.host_header,
-            &host_header,
-        )?,
+        host_header: raw.host_header.unwrap_or(d.host_header),
         connect_timeout: positive_duration(
             "origin.connect_timeout",
             raw.connect_timeout,
@@ -476,15 +466,8 @@ fn validate_admission(
     raw: RawAdmission,
     d: AdmissionConfig,
 ) -> Result<AdmissionConfig, ConfigError> {
-    let policies = [
-        ("second-hit", AdmissionPolicy::SecondHit),
-        ("always", AdmissionPolicy::Always),
-        ("shadow", AdmissionPolicy::Shadow),
-        ("auto", AdmissionPolicy::Auto),
-    ];
-    let policy = choice("admission.policy", raw.policy, d.policy, &policies)?;
-    let rotations = [("fill", RotateMode::Fill), ("auto", RotateMode::Auto)];
-    let rotate = choice("admission.rotate", raw.rotate, d.rotate, &rotations)?;
+    let policy = raw.policy.unwrap_or(d.policy);
+    let rotate = raw.rotate.unwrap_or(d.rotate);
     let sizing = match (raw.expected_urls, raw.memory) {
         // Both keys size the same filters; silently preferring one would hide a mistake.
         (Some(_), Some(_)) => {
@@ -525,12 +508,7 @@ fn validate_admission(
         )?,
         max_write_rate: raw.max_write_rate.map(write_rate).transpose()?,
         auto_epoch: positive_duration("admission.auto_epoch", raw.auto_epoch, d.auto_epoch)?,
-        optimize: choice(
-            "admission.optimize",
-            raw.optimize,
-            d.optimize,
-            &[("bytes", Optimize::Bytes), ("objects", Optimize::Objects)],
-        )?,
+        optimize: raw.optimize.unwrap_or(d.optimize),
     })
 }
 
@@ -584,9 +562,6 @@ fn min_generation_age(raw: Option<String>, max_age: Duration) -> Result<Duration
 }
 
 fn validate_log(raw: RawLog, d: LogConfig) -> Result<LogConfig, ConfigError> {
-    let levels = ["trace", "debug", "info", "warn", "error"].map(|l| (l, l.to_owned()));
-    let level = raw.level.map(|l| l.to_ascii_lowercase());
-    let formats = [("text", LogFormat::Text), ("json", LogFormat::Json)];
     let access_log = match raw.access_log.as_deref() {
         None => d.access_log,
         Some("stdout") => AccessLog::Stdout,
@@ -599,8 +574,8 @@ fn validate_log(raw: RawLog, d: LogConfig) -> Result<LogConfig, ConfigError> {
         }
     };
     Ok(LogConfig {
-        level: choice("log.level", level, d.level, &levels)?,
-        format: choice("log.format", raw.format, d.format, &formats)?,
+        level: log_level(raw.level, d.level)?,
+        format: raw.format.unwrap_or(d.format),
         access_log,
         access_format: access_format(raw.access_format, d.access_format)?,
         trusted_proxies: trusted_proxies(raw.trusted_proxies, d.trusted_proxies)?,
@@ -614,18 +589,30 @@ fn access_format(raw: Option<String>, d: AccessFormat) -> Result<AccessFormat, C
         Some(template) if template.contains('$') => access_format::parse(&template)
             .map(AccessFormat::Template)
             .map_err(|reason| invalid(KEY, reason)),
-        raw => {
-            let formats = [
-                ("combined", AccessFormat::Combined),
-                ("json", AccessFormat::Json),
-            ];
-            choice(KEY, raw, d, &formats).map_err(|_| {
-                let reason = "must be \"combined\", \"json\" or a template of $variables \
-                              such as \"$remote_addr $host \\\"$request\\\" $status\"";
-                invalid(KEY, reason.to_owned())
-            })
+        None => Ok(d),
+        Some(name) if name == "combined" => Ok(AccessFormat::Combined),
+        Some(name) if name == "json" => Ok(AccessFormat::Json),
+        Some(_) => {
+            let reason = "must be \"combined\", \"json\" or a template of $variables \
+                          such as \"$remote_addr $host \\\"$request\\\" $status\"";
+            Err(invalid(KEY, reason.to_owned()))
         }
     }
+}
+
+/// `log.level`: one of tracing's levels, in any case (a filter directive such as
+/// `"info,hyper=warn"` goes in `RUST_LOG`).
+fn log_level(raw: Option<String>, d: String) -> Result<String, ConfigError> {
+    const LEVELS: [&str; 5] = ["trace", "debug", "info", "warn", "error"];
+    let Some(level) = raw.map(|level| level.to_ascii_lowercase()) else {
+        return Ok(d);
+    };
+    if LEVELS.contains(&level.as_str()) {
+        return Ok(level);
+    }
+    let names: Vec<String> = LEVELS.iter().map(|name| format!("{name:?}")).collect();
+    let reason = format!("{level:?} is not one of {}", names.join(", "));
+    Err(invalid("log.level", reason))
 }
 
 /// `log.trusted_proxies`: addresses or CIDR networks (`"10.0.0.0/8"`, `"::1"`).

@@ -22,7 +22,7 @@ use prometheus_client::registry::Registry;
 use super::process::ProcessStats;
 use super::{Counts, Metrics, RequestResult, ServerSample, ServerSource, TuningSource};
 use crate::admission::{Cause, Decision, FilterStats, LiveAdmission, PairStats};
-use crate::config::RetryReason;
+use crate::config::{AdmissionPolicy, RetryReason};
 use crate::outcome::ErrorKind;
 use crate::policy::UnindexedTags;
 use crate::store::{DiskStats, FillDrop, Store, StoreStats};
@@ -81,7 +81,7 @@ struct Scrape {
 impl fmt::Debug for Scrape {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Scrape")
-            .field("policy", &self.admission.load().stats.name())
+            .field("policy", &self.admission.load().stats.kind())
             .finish_non_exhaustive()
     }
 }
@@ -111,7 +111,7 @@ impl Collector for Scrape {
             "Misses answered from another request's fill of the same key (Cache-Status collapsed) instead of an origin fetch of their own",
             counts.collapsed,
         )?;
-        if policy.name() == "shadow" {
+        if policy.kind() == AdmissionPolicy::Shadow.into() {
             shadow(out, &counts)?;
         }
         estimates(

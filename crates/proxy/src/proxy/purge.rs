@@ -21,10 +21,10 @@ use serde_json::{Value, json};
 
 use super::{Answer, Ask, Proxy};
 use crate::body::full_body;
-use crate::key::{CacheKey, ClientScheme};
+use crate::key::{CacheKey, ClientScheme, KeyError};
 use crate::outcome::{Detail, Outcome};
 use crate::sites::rule::Matched;
-use crate::store::{PurgeMode, PurgeSelector, StoreError};
+use crate::store::{PurgeKind, PurgeMode, PurgeSelector, StoreError};
 
 /// The request field that makes a `PURGE` on the proxy port soft (`Soft-Purge: 1`).
 pub(crate) const SOFT_PURGE: &str = "soft-purge";
@@ -32,15 +32,14 @@ pub(crate) const SOFT_PURGE: &str = "soft-purge";
 /// What a purge request selects, parsed and normalised.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum PurgeTarget {
-    /// One URL's key (and its variants).
-    Url(String),
-    /// Entries carrying any of these tags.
+    /// One selector: a URL's key (and its variants), a prefix or a site.
+    One(PurgeSelector),
+    /// Entries carrying any of these tags (`tag=` repeated, or tags separated by spaces).
     Tags(Vec<String>),
-    /// Keys starting with this text.
-    Prefix(String),
-    /// Keys of this authority.
-    Site(String),
 }
+
+/// The kinds a query names with one value each; tags may come several to a purge.
+const SINGLE_KINDS: [PurgeKind; 3] = [PurgeKind::Url, PurgeKind::Prefix, PurgeKind::Site];
 
 /// One purge, as [`Proxy::purge`] carries it out.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -50,6 +49,51 @@ pub(crate) struct PurgeRequest {
     /// Mark stale rather than remove.
     pub soft: bool,
 }
+
+/// Why a purge query cannot be carried out; the message says what to send instead, and
+/// is rendered once, into the 400 answer's `error`.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum PurgeQueryError {
+    /// `soft=` is neither 1 nor 0.
+    #[error("soft={0:?}: give soft=1 or soft=0")]
+    Soft(String),
+    /// No selector, or more than one kind of them.
+    #[error(
+        "give exactly one of ?url=http://host/path, ?tag=T, ?prefix=http://host/path/ or ?site=host (and &soft=1 to mark stale)"
+    )]
+    NotOneSelector,
+    /// `url=` or `prefix=` names no cache key.
+    #[error(transparent)]
+    Url(#[from] PurgeUrlError),
+    /// `site=` is not a host, with a port or without.
+    #[error("{0:?} is not a host name (e.g. example.com or example.com:8080)")]
+    NotAHost(String),
+}
+
+/// Why a purge's URL names no cache key.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum PurgeUrlError {
+    /// It does not parse as a URI.
+    #[error("{url:?} is not a URL ({source}); give the absolute URL, {URL_EXAMPLE}")]
+    NotAUrl {
+        /// The text given.
+        url: String,
+        /// Why it does not parse.
+        source: http::uri::InvalidUri,
+    },
+    /// A scheme that is not cached.
+    #[error("only http:// and https:// URLs are cached, not {0}://")]
+    Scheme(String),
+    /// A path alone.
+    #[error("{0:?} has no scheme and host; give the absolute URL, {URL_EXAMPLE}")]
+    NotAbsolute(String),
+    /// No key can be built for it, as for a request.
+    #[error(transparent)]
+    Key(#[from] KeyError),
+}
+
+/// The URL the errors give as an example.
+const URL_EXAMPLE: &str = "e.g. http://example.com/path?query";
 
 /// What a purge answers: a status and a JSON body.
 #[derive(Debug)]
@@ -63,7 +107,7 @@ pub(crate) struct PurgeReport {
 impl PurgeRequest {
     /// Parses the admin listener's query (see the module docs); the error says what to
     /// send instead.
-    pub(crate) fn from_query(query: Option<&str>) -> Result<PurgeRequest, String> {
+    pub(crate) fn from_query(query: Option<&str>) -> Result<PurgeRequest, PurgeQueryError> {
         let pairs: Vec<(String, String)> = form_urlencoded::parse(query.unwrap_or("").as_bytes())
             .map(|(name, value)| (name.into_owned(), value.into_owned()))
             .collect();
@@ -76,32 +120,24 @@ impl PurgeRequest {
         let soft = match one("soft") {
             None | Some("0" | "false") => false,
             Some("1" | "true") => true,
-            Some(other) => return Err(format!("soft={other:?}: give soft=1 or soft=0")),
+            Some(other) => return Err(PurgeQueryError::Soft(other.to_owned())),
         };
         let tags: Vec<String> = pairs
             .iter()
-            .filter(|(name, _)| name == "tag")
+            .filter(|(name, _)| name == PurgeKind::Tag.as_str())
             .flat_map(|(_, value)| value.split_ascii_whitespace().map(str::to_owned))
             .collect();
-        let given = [
-            one("url").is_some(),
-            !tags.is_empty(),
-            one("prefix").is_some(),
-            one("site").is_some(),
-        ];
-        if given.iter().filter(|&&g| g).count() != 1 {
-            return Err("give exactly one of ?url=http://host/path, ?tag=T, \
-                ?prefix=http://host/path/ or ?site=host (and &soft=1 to mark stale)"
-                .to_owned());
+        let singles: Vec<(PurgeKind, &str)> = (SINGLE_KINDS.into_iter())
+            .filter_map(|kind| Some((kind, one(kind.as_str())?)))
+            .collect();
+        if singles.len() + usize::from(!tags.is_empty()) != 1 {
+            return Err(PurgeQueryError::NotOneSelector);
         }
-        let target = if let Some(url) = one("url") {
-            PurgeTarget::Url(purge_key(url)?.as_str().to_owned())
-        } else if let Some(prefix) = one("prefix") {
-            PurgeTarget::Prefix(purge_key(prefix)?.as_str().to_owned())
-        } else if let Some(site) = one("site") {
-            PurgeTarget::Site(site_name(site)?)
-        } else {
-            PurgeTarget::Tags(tags)
+        let target = match singles.first() {
+            Some(&(kind, value)) => {
+                PurgeTarget::One(PurgeSelector::new(kind, normalised(kind, value)?))
+            }
+            None => PurgeTarget::Tags(tags),
         };
         Ok(PurgeRequest { target, soft })
     }
@@ -109,48 +145,52 @@ impl PurgeRequest {
     /// The selectors to run, and the field the answer echoes them under.
     fn selectors(&self) -> (Vec<PurgeSelector>, &'static str, Value) {
         match &self.target {
-            PurgeTarget::Url(url) => (vec![PurgeSelector::Url(url.clone())], "url", json!(url)),
+            PurgeTarget::One(selector) => (
+                vec![selector.clone()],
+                selector.kind().as_str(),
+                json!(selector.value()),
+            ),
             PurgeTarget::Tags(tags) => (
                 tags.iter().cloned().map(PurgeSelector::Tag).collect(),
                 "tags",
                 json!(tags),
             ),
-            PurgeTarget::Prefix(prefix) => {
-                let selector = PurgeSelector::Prefix(prefix.clone());
-                (vec![selector], "prefix", json!(prefix))
-            }
-            PurgeTarget::Site(site) => {
-                (vec![PurgeSelector::Site(site.clone())], "site", json!(site))
-            }
         }
+    }
+}
+
+/// A single selector's value as keys hold it: a URL or prefix keyed as a request for it
+/// would be, a site's host as [`site_name`] writes it.
+fn normalised(kind: PurgeKind, value: &str) -> Result<String, PurgeQueryError> {
+    match kind {
+        PurgeKind::Url | PurgeKind::Prefix => Ok(purge_key(value)?.as_str().to_owned()),
+        PurgeKind::Site => site_name(value),
+        PurgeKind::Tag => Ok(value.to_owned()),
     }
 }
 
 /// The cache key of `url`, an absolute `http://` or `https://` URL (see the admin module's
 /// docs, "Which URL a purge names").
-pub(crate) fn purge_key(url: &str) -> Result<CacheKey, String> {
-    let example = "e.g. http://example.com/path?query";
-    let uri: Uri = url
-        .parse()
-        .map_err(|e| format!("{url:?} is not a URL ({e}); give the absolute URL, {example}"))?;
+pub(crate) fn purge_key(url: &str) -> Result<CacheKey, PurgeUrlError> {
+    let uri: Uri = url.parse().map_err(|source| PurgeUrlError::NotAUrl {
+        url: url.to_owned(),
+        source,
+    })?;
     let scheme = match uri.scheme_str() {
-        Some(name) => ClientScheme::from_name(name)
-            .ok_or_else(|| format!("only http:// and https:// URLs are cached, not {name}://"))?,
-        None => {
-            return Err(format!(
-                "{url:?} has no scheme and host; give the absolute URL, {example}"
-            ));
+        Some(name) => {
+            ClientScheme::from_name(name).ok_or_else(|| PurgeUrlError::Scheme(name.to_owned()))?
         }
+        None => return Err(PurgeUrlError::NotAbsolute(url.to_owned())),
     };
     let mut parts = Request::new(()).into_parts().0;
     parts.uri = uri;
-    CacheKey::from_request(&parts, scheme).map_err(|e| e.to_string())
+    Ok(CacheKey::from_request(&parts, scheme)?)
 }
 
 /// `site=`'s host, as keys hold it (lower case, without a trailing dot), with the port
 /// given, if any, written canonically: `example.com` (every port), `example.com:8080`.
-fn site_name(site: &str) -> Result<String, String> {
-    let wrong = || format!("{site:?} is not a host name (e.g. example.com or example.com:8080)");
+fn site_name(site: &str) -> Result<String, PurgeQueryError> {
+    let wrong = || PurgeQueryError::NotAHost(site.to_owned());
     if site.is_empty() || site.contains(['/', '?', '#', '@', ' ']) {
         return Err(wrong());
     }
@@ -200,7 +240,8 @@ impl Proxy {
             // tags could not all be indexed (none was stored without some of its tags).
             body["unindexed"] = json!(self.cache.metrics.unindexed_tags());
         }
-        let nothing_for_url = purged == 0 && matches!(request.target, PurgeTarget::Url(_));
+        let nothing_for_url = purged == 0
+            && matches!(&request.target, PurgeTarget::One(s) if s.kind() == PurgeKind::Url);
         let status = if nothing_for_url {
             StatusCode::NOT_FOUND
         } else {
@@ -238,7 +279,7 @@ impl Proxy {
             .get(SOFT_PURGE)
             .is_some_and(|v| v.as_bytes() == b"1");
         let request = PurgeRequest {
-            target: PurgeTarget::Url(key.as_str().to_owned()),
+            target: PurgeTarget::One(PurgeSelector::Url(key.as_str().to_owned())),
             soft,
         };
         let done = self.purge(&request).await;
@@ -265,59 +306,96 @@ mod tests {
     fn purge_urls_map_to_the_keys_requests_get() {
         let key = |url| purge_key(url).map(|k| k.as_str().to_owned());
         assert_eq!(
-            key("http://Example.COM:80/a/../b?x=%7e").as_deref(),
-            Ok("http://example.com/b?x=~")
+            key("http://Example.COM:80/a/../b?x=%7e").ok().as_deref(),
+            Some("http://example.com/b?x=~")
         );
         assert_eq!(
-            key("http://example.com:8080/").as_deref(),
-            Ok("http://example.com:8080/")
+            key("http://example.com:8080/").ok().as_deref(),
+            Some("http://example.com:8080/")
         );
         // What came in over the TLS listener is keyed https://.
         assert_eq!(
-            key("HTTPS://example.com:443/").as_deref(),
-            Ok("https://example.com/")
+            key("HTTPS://example.com:443/").ok().as_deref(),
+            Some("https://example.com/")
         );
-        assert!(key("/just/a/path").is_err());
-        assert!(key("ftp://example.com/").is_err());
-        assert!(key("not a url").is_err());
+        assert!(matches!(
+            key("/just/a/path"),
+            Err(PurgeUrlError::NotAbsolute(_))
+        ));
+        assert!(matches!(key("ftp://example.com/"), Err(PurgeUrlError::Scheme(s)) if s == "ftp"));
+        assert!(matches!(
+            key("not a url"),
+            Err(PurgeUrlError::NotAUrl { .. })
+        ));
     }
 
     #[test]
     fn queries_name_exactly_one_selector() {
-        let parse = |q| PurgeRequest::from_query(Some(q));
+        let parse = |q| PurgeRequest::from_query(Some(q)).ok();
         let tags =
             |list: &[&str]| PurgeTarget::Tags(list.iter().map(|t| (*t).to_owned()).collect());
         assert_eq!(
             parse("tag=a&tag=b%20c").map(|r| r.target),
-            Ok(tags(&["a", "b", "c"]))
+            Some(tags(&["a", "b", "c"]))
         );
         assert_eq!(
             parse("prefix=http://Example.com/img/&soft=1"),
-            Ok(PurgeRequest {
-                target: PurgeTarget::Prefix("http://example.com/img/".to_owned()),
+            Some(PurgeRequest {
+                target: PurgeTarget::One(PurgeSelector::Prefix(
+                    "http://example.com/img/".to_owned()
+                )),
                 soft: true
             })
         );
         assert_eq!(
             parse("site=Example.COM:80").map(|r| r.target),
-            Ok(PurgeTarget::Site("example.com:80".to_owned()))
+            Some(PurgeTarget::One(PurgeSelector::Site(
+                "example.com:80".to_owned()
+            )))
+        );
+        assert_eq!(
+            parse("url=http://Example.com/x").map(|r| r.target),
+            Some(PurgeTarget::One(PurgeSelector::Url(
+                "http://example.com/x".to_owned()
+            )))
         );
         assert_eq!(
             parse("site=Example.COM.").map(|r| r.target),
-            Ok(PurgeTarget::Site("example.com".to_owned()))
+            Some(PurgeTarget::One(PurgeSelector::Site(
+                "example.com".to_owned()
+            )))
         );
-        for bad in [
-            "",
-            "tag=",
-            "tag=a&site=b",
-            "url=/x",
-            "soft=1",
-            "site=a/b",
-            "site=a:99999",
-            "site=a:",
-            "tag=a&soft=yes",
-        ] {
-            assert!(parse(bad).is_err(), "{bad:?}");
+        let error = |q| PurgeRequest::from_query(Some(q)).err();
+        for bad in ["", "tag=", "tag=a&site=b", "soft=1"] {
+            let refused = error(bad);
+            assert!(
+                matches!(refused, Some(PurgeQueryError::NotOneSelector)),
+                "{bad:?}: {refused:?}"
+            );
         }
+        for bad in ["site=a/b", "site=a:99999", "site=a:"] {
+            let refused = error(bad);
+            assert!(
+                matches!(&refused, Some(PurgeQueryError::NotAHost(site)) if bad.ends_with(site.as_str())),
+                "{bad:?}: {refused:?}"
+            );
+        }
+        let refused = error("url=/x");
+        assert!(
+            matches!(
+                refused,
+                Some(PurgeQueryError::Url(PurgeUrlError::NotAbsolute(_)))
+            ),
+            "{refused:?}"
+        );
+        let refused = error("tag=a&soft=yes");
+        assert!(
+            matches!(&refused, Some(PurgeQueryError::Soft(given)) if given == "yes"),
+            "{refused:?}"
+        );
+        assert_eq!(
+            refused.map(|e| e.to_string()).as_deref(),
+            Some("soft=\"yes\": give soft=1 or soft=0")
+        );
     }
 }

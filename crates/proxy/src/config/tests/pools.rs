@@ -145,7 +145,6 @@ fn bad_pools_are_refused_naming_the_key() {
             "servers = [{ url = \"http://a\", weight = 101 }]",
             "origin.servers",
         ),
-        ("balance = \"random\"", "origin.balance"),
         ("fail_timeout = \"0s\"", "origin.fail_timeout"),
         (
             "health_check = { path = \"healthz\" }",

@@ -81,13 +81,6 @@ fn every_invalid_site_or_rule_is_rejected_naming_its_index_and_field() {
             "site[0].origin.max_in_flight",
         ),
         (
-            second_site(&site(
-                r#"["b"]"#,
-                "[[site.rule]]\nadmission = \"sometimes\"\n",
-            )),
-            "site[1].rule[0].admission",
-        ),
-        (
             rule("path = \"/a\"\nglob = \"/b\"\nbypass = true"),
             "site[0].rule[0].glob",
         ),
@@ -162,10 +155,6 @@ fn every_invalid_site_or_rule_is_rejected_naming_its_index_and_field() {
             "site[0].rule[0].admission",
         ),
         (
-            "[[rule]]\nadmission = \"maybe\"\n".to_owned(),
-            "rule[0].admission",
-        ),
-        (
             format!(
                 "{}[[site.rule]]\nmethods = [\"GET\"]\n",
                 rule("bypass = true")
@@ -193,7 +182,35 @@ fn unknown_host_needs_sites_and_a_known_answer() {
         site(r#"["a"]"#, "")
     ));
     assert!(e.to_string().starts_with("server.unknown_host: "), "{e}");
-    assert_eq!(kind(&e), "invalid");
+    assert_eq!(kind(&e), "parse");
+}
+
+#[test]
+fn an_unknown_rule_admission_names_the_site_rule_and_field_and_the_answers() {
+    let cases = [
+        (
+            format!(
+                "{}{}",
+                site(r#"["a.example"]"#, ""),
+                site(r#"["b"]"#, "[[site.rule]]\nadmission = \"sometimes\"\n")
+            ),
+            "site[1].rule[0].admission: ",
+        ),
+        (
+            "[[rule]]\nadmission = \"maybe\"\n".to_owned(),
+            "rule[0].admission: ",
+        ),
+    ];
+    for (text, key) in &cases {
+        let shown = err(text).to_string();
+        assert!(
+            shown.starts_with(key),
+            "{text:?}: {shown:?} does not name {key}"
+        );
+        for answer in ["second-hit", "always", "never"] {
+            assert!(shown.contains(answer), "{shown:?} does not list {answer}");
+        }
+    }
 }
 
 #[test]

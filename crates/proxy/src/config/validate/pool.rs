@@ -9,7 +9,7 @@ use serde::Deserialize;
 use super::super::{
     Balance, HealthCheck, MAX_SERVERS, MAX_WEIGHT, OriginConfig, OriginServer, Retry, RetryReason,
 };
-use super::values::{choice, duration, invalid, positive_duration};
+use super::values::{duration, invalid, positive_duration};
 use super::{ConfigError, tls};
 
 /// One entry of `servers` as written: a URL, or a table with its weight.
@@ -89,7 +89,7 @@ pub(super) fn retry(raw: RawRetry, d: &Retry) -> Result<Retry, ConfigError> {
 pub(super) struct RawPool {
     pub(super) url: Option<String>,
     pub(super) servers: Option<Vec<RawServer>>,
-    pub(super) balance: Option<String>,
+    pub(super) balance: Option<Balance>,
     pub(super) max_fails: Option<u32>,
     pub(super) fail_timeout: Option<String>,
     pub(super) fail_statuses: Option<Vec<i64>>,
@@ -122,14 +122,10 @@ pub(super) fn validate_pool(raw: RawPool, d: &OriginConfig) -> Result<Pool, Conf
         }
         (None, None) => (d.url.clone(), d.servers.clone()),
     };
-    let balances = [
-        ("round-robin", Balance::RoundRobin),
-        ("consistent-hash", Balance::ConsistentHash),
-    ];
     Ok(Pool {
         url,
         servers,
-        balance: choice("origin.balance", raw.balance, d.balance, &balances)?,
+        balance: raw.balance.unwrap_or(d.balance),
         // Zero is allowed: nginx's "max_fails=0", failures never take a server out.
         max_fails: raw.max_fails.unwrap_or(d.max_fails),
         fail_timeout: positive_duration("origin.fail_timeout", raw.fail_timeout, d.fail_timeout)?,

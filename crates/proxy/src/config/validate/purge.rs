@@ -5,13 +5,13 @@ use ipnet::IpNet;
 use serde::Deserialize;
 
 use super::super::{ConfigError, MAX_TAG_LENGTH, PurgeConfig, TagSeparator, TagsConfig};
-use super::values::{RawSize, choice, invalid, parse_size, positive, within};
+use super::values::{RawSize, invalid, parse_size, positive, within};
 
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields, default, expecting = "a [tags] table")]
 pub(super) struct RawTags {
     header: Option<String>,
-    separator: Option<String>,
+    separator: Option<TagSeparator>,
     keep_header: Option<bool>,
     max_per_entry: Option<usize>,
     max_length: Option<usize>,
@@ -31,17 +31,7 @@ pub(super) fn validate_tags(raw: RawTags, d: TagsConfig) -> Result<TagsConfig, C
         Some(name) => HeaderName::from_bytes(name.as_bytes())
             .map_err(|_| invalid("tags.header", format!("{name:?} is not a valid field name")))?,
     };
-    let separators = [
-        ("space", TagSeparator::Space),
-        ("comma", TagSeparator::Comma),
-    ];
-    let default_separator = TagSeparator::of(&header);
-    let separator = choice(
-        "tags.separator",
-        raw.separator,
-        default_separator,
-        &separators,
-    )?;
+    let separator = raw.separator.unwrap_or_else(|| TagSeparator::of(&header));
     let max_length = raw.max_length.unwrap_or(d.max_length);
     Ok(TagsConfig {
         header,

@@ -5,12 +5,10 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use super::values::{
-    RawSize, choice, duration, invalid, parse_size, positive, positive_duration, within,
-};
+use super::values::{RawSize, duration, invalid, parse_size, positive, positive_duration, within};
 use crate::config::{
     ConfigError, MAX_BLOCKING_THREADS, MAX_MAX_HEADER_BYTES, MAX_MAX_HEADERS, MAX_WORKERS,
-    MIN_MAX_HEADER_BYTES, Runtime, ServerConfig, TlsConfig,
+    MIN_MAX_HEADER_BYTES, Runtime, ServerConfig, TlsConfig, UnknownHost,
 };
 
 /// `[server]` as serde reads it: `None` marks a key as absent.
@@ -30,14 +28,14 @@ pub(super) struct RawServer {
     max_concurrent_streams: Option<u32>,
     shutdown_timeout: Option<String>,
     workers: Option<usize>,
-    runtime: Option<String>,
+    runtime: Option<Runtime>,
     blocking_threads: Option<usize>,
     user: Option<String>,
     group: Option<String>,
     pid_file: Option<String>,
     tls: Option<super::tls::RawTls>,
     /// Read with the sites it is about (`validate`).
-    pub(super) unknown_host: Option<String>,
+    pub(super) unknown_host: Option<UnknownHost>,
 }
 
 /// Validates `[server]`, taking absent keys from `d` (except `unknown_host`, which
@@ -94,15 +92,7 @@ pub(super) fn validate_server(
             d.shutdown_timeout,
         )?,
         workers: workers(raw.workers, d.workers)?,
-        runtime: choice(
-            "server.runtime",
-            raw.runtime,
-            d.runtime,
-            &[
-                ("thread-per-core", Runtime::ThreadPerCore),
-                ("work-stealing", Runtime::WorkStealing),
-            ],
-        )?,
+        runtime: raw.runtime.unwrap_or(d.runtime),
         blocking_threads: within(
             "server.blocking_threads",
             raw.blocking_threads.unwrap_or(d.blocking_threads),

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use http::{Method, StatusCode};
 use serde::Deserialize;
 
-use super::values::{RawSize, choice, invalid, parse_size, positive_duration};
+use super::values::{RawSize, invalid, parse_size, positive_duration};
 use super::{RawOrigin, validate_origin};
 use crate::config::rules::{
     KeyShape, Lifetimes, MAX_RULES, PathMatch, QueryParams, Rule, RuleAdmission, Rules,
@@ -32,7 +32,7 @@ pub(super) struct RawRule {
     content_type: Option<Vec<String>>,
     min_size: Option<RawSize>,
     max_size: Option<RawSize>,
-    admission: Option<String>,
+    admission: Option<RuleAdmission>,
     bypass: Option<bool>,
     ignore_client_no_cache: Option<bool>,
     drop_query: Option<Vec<String>>,
@@ -66,7 +66,7 @@ fn at(prefix: &str, field: &str, reason: impl Into<String>) -> ConfigError {
 /// `server.unknown_host`: refused without sites, where every host is the default site's
 /// (an answer that is never given would suggest otherwise).
 pub(super) fn unknown_host(
-    raw: Option<String>,
+    raw: Option<UnknownHost>,
     has_sites: bool,
 ) -> Result<UnknownHost, ConfigError> {
     const KEY: &str = "server.unknown_host";
@@ -74,12 +74,7 @@ pub(super) fn unknown_host(
         let reason = "applies only with [[site]] sections; without them [origin] serves every host";
         return Err(invalid(KEY, reason.to_owned()));
     }
-    let answers = [
-        ("default", UnknownHost::Default),
-        ("421", UnknownHost::Misdirected),
-        ("404", UnknownHost::NotFound),
-    ];
-    choice(KEY, raw, ServerConfig::default().unknown_host, &answers)
+    Ok(raw.unwrap_or(ServerConfig::default().unknown_host))
 }
 
 /// The `[[site]]`s, each origin defaulting to `[origin]`'s values key by key.
@@ -297,15 +292,9 @@ fn rule_lifetimes(
 /// The rule's `admission`; `"second-hit"` needs a policy that keeps the filters.
 fn rule_admission(
     prefix: &str,
-    raw: Option<String>,
+    admission: Option<RuleAdmission>,
     policy: AdmissionPolicy,
 ) -> Result<Option<RuleAdmission>, ConfigError> {
-    let admissions = [
-        ("second-hit", Some(RuleAdmission::SecondHit)),
-        ("always", Some(RuleAdmission::Always)),
-        ("never", Some(RuleAdmission::Never)),
-    ];
-    let admission = choice("admission", raw, None, &admissions).map_err(|e| under(prefix, e))?;
     if admission == Some(RuleAdmission::SecondHit) && !policy.keeps_filters() {
         let reason = format!(
             r#""second-hit" needs the filters, which admission.policy = "{}" does not keep; use "second-hit" or "shadow" as the policy"#,

@@ -1,4 +1,4 @@
-//! Single values of the config: sizes, durations, choices and ranges, and the errors
+//! Single values of the config: sizes, durations and ranges, and the errors
 //! that name the key they belong to (split from `validate`, which walks the tables).
 
 use std::fmt;
@@ -43,29 +43,6 @@ impl<'de> Deserialize<'de> for RawSize {
 
 pub(super) fn invalid(key: &'static str, reason: String) -> ConfigError {
     ConfigError::Invalid { key, reason }
-}
-
-/// Maps the word given for `key` to its value, or the default when absent.
-pub(super) fn choice<T: Clone>(
-    key: &'static str,
-    raw: Option<String>,
-    default: T,
-    choices: &[(&str, T)],
-) -> Result<T, ConfigError> {
-    let Some(word) = raw else { return Ok(default) };
-    match choices.iter().find(|(name, _)| *name == word) {
-        Some((_, value)) => Ok(value.clone()),
-        None => {
-            let names: Vec<String> = choices
-                .iter()
-                .map(|(name, _)| format!("{name:?}"))
-                .collect();
-            Err(invalid(
-                key,
-                format!("{word:?} is not one of {}", names.join(", ")),
-            ))
-        }
-    }
 }
 
 /// The value given (or the default), rejecting zero for keys that must be positive.
@@ -149,20 +126,36 @@ pub(super) fn parse_error(text: &str, err: &toml::de::Error) -> ConfigError {
     ConfigError::Parse(format!("{key}: {} (line {line})", err.message().trim_end()))
 }
 
-/// The dotted key (`section.key`, or just `section`) whose key or value
-/// covers byte offset `pos`; `None` if the text does not parse as TOML.
+/// The dotted key whose key or value covers byte offset `pos`, as deep as it goes:
+/// `section.key`, `section.table.key`, or with the index of an array of tables
+/// (`site[1].rule[0].admission`); `None` if the text does not parse as TOML.
 pub(super) fn key_at(text: &str, pos: usize) -> Option<String> {
     let doc = toml::de::DeTable::parse(text).ok()?;
-    for (section, value) in doc.get_ref() {
-        if let toml::de::DeValue::Table(table) = value.get_ref() {
-            for (key, inner) in table {
-                if key.span().contains(&pos) || inner.span().contains(&pos) {
-                    return Some(format!("{}.{}", section.get_ref(), key.get_ref()));
-                }
-            }
+    key_in(doc.get_ref(), pos, "")
+}
+
+/// [`key_at`] within `table`, whose keys are under `prefix`.
+fn key_in(table: &toml::de::DeTable<'_>, pos: usize, prefix: &str) -> Option<String> {
+    for (key, value) in table {
+        let path = match prefix {
+            "" => key.get_ref().to_string(),
+            _ => format!("{prefix}.{}", key.get_ref()),
+        };
+        let deeper = match value.get_ref() {
+            toml::de::DeValue::Table(inner) => key_in(inner, pos, &path),
+            toml::de::DeValue::Array(items) => (items.iter().enumerate()).find_map(|(i, item)| {
+                let toml::de::DeValue::Table(inner) = item.get_ref() else {
+                    return None;
+                };
+                key_in(inner, pos, &format!("{path}[{i}]"))
+            }),
+            _ => None,
+        };
+        if deeper.is_some() {
+            return deeper;
         }
-        if section.span().contains(&pos) || value.span().contains(&pos) {
-            return Some(section.get_ref().to_string());
+        if key.span().contains(&pos) || value.span().contains(&pos) {
+            return Some(path);
         }
     }
     None
