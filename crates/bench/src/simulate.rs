@@ -29,6 +29,7 @@ use secondhit_admission::{
     Admission, FilterHash, FilterHasher, ObjectCount, Pending, Policy, ResponseInfo,
 };
 use secondhit_proxy::config::{AdmissionConfig, MaxObjectSize};
+use secondhit_store::StoreHash;
 use secondhit_store::index::{Fill, Index, Provenance};
 
 /// Bytes an entry file adds to its body: the 512-byte aligned preamble and key, and two
@@ -281,7 +282,7 @@ fn replay_admission(
         }
         let fill_id = i as u64;
         // The store names entries by an unkeyed hash, the filter by a keyed one — as in the proxy.
-        let key_hash = xxh3_128(&request.object.to_le_bytes());
+        let key_hash = StoreHash(xxh3_128(&request.object.to_le_bytes()));
         // A trace out of order never moves the clock back before its first request, and
         // one whose timestamps lie centuries apart stops at a century: `Duration` and
         // `Instant` arithmetic would overflow (and panic) past that.
@@ -309,7 +310,7 @@ fn replay_admission(
 /// A miss of an object small enough to store, as [`offer`] needs it.
 struct Miss {
     size: u64,
-    key_hash: u128,
+    key_hash: StoreHash,
     fill_id: u64,
 }
 
@@ -335,7 +336,7 @@ fn offer(index: &Index, admission: &dyn Admission, pending: Pending, miss: Miss)
     index.place(miss.key_hash, fill, Provenance::Live);
     index.commit_reservation(file_size, file_size);
     // As the proxy tells the policy of each fill it began (`rotate = "auto"` counts them).
-    admission.note_fill(miss.key_hash, decision);
+    admission.note_fill(decision);
     true
 }
 

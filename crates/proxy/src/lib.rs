@@ -55,6 +55,7 @@ pub(crate) mod admin;
 pub mod preflight;
 pub(crate) mod proxy;
 pub mod live;
+pub(crate) mod lost_hits;
 pub(crate) mod tee;
 pub(crate) mod access_log;
 pub mod cache_status;

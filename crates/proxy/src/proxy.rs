@@ -32,9 +32,9 @@
 //!
 //! Every request is counted in [`Metrics`] once its `Cache-Status` is final (in
 //! [`Proxy::handle`], beside the access log); the fill path counts admission decisions and
-//! the bytes admission kept off the disk, and every answer from storage is reported to the
-//! admission policy ([`crate::admission::Admission::note_served`]), which in shadow mode
-//! counts the hits second-hit would have lost.
+//! the bytes admission kept off the disk, and in shadow mode every fill and every answer
+//! from storage is reported to the ledger of entries second-hit would not have stored
+//! ([`crate::lost_hits::LostHits`]), which counts the hits second-hit would have lost.
 //!
 //! Submodules: `cache` (lookup with variants, revalidation, fills), `collapse` (one
 //! origin fetch per key at a time), `forward` (the miss
@@ -656,7 +656,8 @@ impl Proxy {
     /// Tells the admission policy that `found` answers a request from storage; counts the
     /// hit second-hit would have lost when the (shadow) policy says so.
     fn note_hit(&self, found: &Found, live: &Snapshot) {
-        if live.admission.policy.note_served(found.entry.key_hash()) {
+        let lost = live.lost_hits.as_ref();
+        if lost.is_some_and(|lost| lost.note_served(found.entry.key_hash())) {
             self.cache
                 .metrics
                 .count_shadow_hit_lost(found.entry.body_len);

@@ -24,6 +24,7 @@
 //! read; a fill's file work runs on blocking threads in a few calls (see
 //! `writer`), and removals use `tokio::fs`.
 
+use crate::StoreHash;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
@@ -61,12 +62,12 @@ pub(crate) enum HeaderError {
 }
 
 /// The file name of one fill, without directory or `.tmp` suffix.
-fn file_name(key_hash: u128, fill_id: u64) -> String {
+fn file_name(key_hash: StoreHash, fill_id: u64) -> String {
     format!("{key_hash:032x}-{fill_id:016x}")
 }
 
 /// Parses a name written by [`file_name`]; lower-case hex only, as written.
-pub(crate) fn parse_file_name(name: &str) -> Option<(u128, u64)> {
+pub(crate) fn parse_file_name(name: &str) -> Option<(StoreHash, u64)> {
     let (hash, fill) = name.split_once('-')?;
     let is_hex =
         |s: &str, len| s.len() == len && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
@@ -74,26 +75,26 @@ pub(crate) fn parse_file_name(name: &str) -> Option<(u128, u64)> {
         return None;
     }
     Some((
-        u128::from_str_radix(hash, 16).ok()?,
+        StoreHash(u128::from_str_radix(hash, 16).ok()?),
         u64::from_str_radix(fill, 16).ok()?,
     ))
 }
 
 /// `objects/a/bc/<name>` for one fill.
-pub(crate) fn object_path(objects: &Path, key_hash: u128, fill_id: u64) -> PathBuf {
+pub(crate) fn object_path(objects: &Path, key_hash: StoreHash, fill_id: u64) -> PathBuf {
     let name = file_name(key_hash, fill_id);
     objects.join(&name[0..1]).join(&name[1..3]).join(name)
 }
 
 /// `objects/ab/cd/<name>`: where earlier builds kept the fill, and where the
 /// start-up scan looks for files to move to [`object_path`].
-pub(crate) fn legacy_object_path(objects: &Path, key_hash: u128, fill_id: u64) -> PathBuf {
+pub(crate) fn legacy_object_path(objects: &Path, key_hash: StoreHash, fill_id: u64) -> PathBuf {
     let name = file_name(key_hash, fill_id);
     objects.join(&name[0..2]).join(&name[2..4]).join(name)
 }
 
 /// `tmp/<name>.tmp` for one fill.
-pub(crate) fn tmp_path(tmp: &Path, key_hash: u128, fill_id: u64) -> PathBuf {
+pub(crate) fn tmp_path(tmp: &Path, key_hash: StoreHash, fill_id: u64) -> PathBuf {
     tmp.join(format!("{}.tmp", file_name(key_hash, fill_id)))
 }
 
@@ -147,7 +148,7 @@ fn header_rest(buf: &[u8]) -> Result<(Preamble, usize), HeaderError> {
 /// Checks a decoded header against the file's name and length.
 fn check(
     h: &DecodedHeader,
-    key_hash: u128,
+    key_hash: StoreHash,
     fill_id: u64,
     file_len: u64,
 ) -> Result<(), HeaderError> {
@@ -242,7 +243,7 @@ fn read_at(file: &std::fs::File, buf: &mut [u8], offset: u64, wait: Wait) -> io:
 pub(crate) fn read_header_at(
     file: &std::fs::File,
     path: &Path,
-    (key_hash, fill_id): (u128, u64),
+    (key_hash, fill_id): (StoreHash, u64),
     file_len: u64,
     first_read: usize,
     wait: Wait,
@@ -268,7 +269,7 @@ pub(crate) fn read_header_at(
 pub(crate) fn read_header_sync(
     file: &std::fs::File,
     path: &Path,
-    key_hash: u128,
+    key_hash: StoreHash,
     fill_id: u64,
 ) -> Result<DecodedHeader, HeaderError> {
     let file_len = file
@@ -562,7 +563,7 @@ mod tests {
 
     #[test]
     fn names_round_trip_and_reject_strangers() {
-        let (h, f) = (0x0123_4567_89ab_cdef_0011_2233_4455_6677u128, 42u64);
+        let (h, f) = (StoreHash(0x0123_4567_89ab_cdef_0011_2233_4455_6677), 42u64);
         let name = file_name(h, f);
         assert_eq!(name, "0123456789abcdef0011223344556677-000000000000002a");
         assert_eq!(parse_file_name(&name), Some((h, f)));

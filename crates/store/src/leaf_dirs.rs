@@ -6,6 +6,7 @@
 //! filesystem short of inodes) and forgets its bit; a fill's commit makes a directory
 //! again when its rename finds it gone (`disk::commit`), whoever removed it.
 
+use crate::StoreHash;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Directories under `objects/`: the first three hex digits of a key hash name them.
@@ -26,14 +27,14 @@ impl LeafDirs {
     }
 
     /// Whether the directory of `key_hash`'s entries is known to exist.
-    pub(super) fn known(&self, key_hash: u128) -> bool {
+    pub(super) fn known(&self, key_hash: StoreHash) -> bool {
         let (word, bit) = slot(key_hash);
         // Relaxed: a stale miss only costs one check on disk.
         self.bits[word].load(Ordering::Relaxed) & bit != 0
     }
 
     /// Notes that the directory of `key_hash`'s entries exists.
-    pub(super) fn learn(&self, key_hash: u128) {
+    pub(super) fn learn(&self, key_hash: StoreHash) {
         let (word, bit) = slot(key_hash);
         self.bits[word].fetch_or(bit, Ordering::Relaxed);
     }
@@ -41,7 +42,7 @@ impl LeafDirs {
 
 impl LeafDirs {
     /// Notes that the directory of `key_hash`'s entries was removed.
-    pub(super) fn forget(&self, key_hash: u128) {
+    pub(super) fn forget(&self, key_hash: StoreHash) {
         let (word, bit) = slot(key_hash);
         self.bits[word].fetch_and(!bit, Ordering::Relaxed);
     }
@@ -49,8 +50,8 @@ impl LeafDirs {
 
 /// The word and bit of `key_hash`'s directory: its top 12 bits, which are the first
 /// three hex digits of its file name.
-fn slot(key_hash: u128) -> (usize, u64) {
-    let leaf = (key_hash >> 116) as usize;
+fn slot(key_hash: StoreHash) -> (usize, u64) {
+    let leaf = (key_hash.0 >> 116) as usize;
     (leaf / 64, 1 << (leaf % 64))
 }
 
@@ -71,13 +72,13 @@ mod tests {
             let path = disk::object_path(Path::new("/o"), h, 1);
             path.parent().map(Path::to_path_buf)
         };
-        assert_eq!(parent(hash), parent(same_dir));
-        assert_ne!(parent(hash), parent(next_dir));
-        assert!(!dirs.known(hash));
-        dirs.learn(hash);
-        assert!(dirs.known(same_dir));
-        assert!(!dirs.known(next_dir));
-        dirs.forget(same_dir);
-        assert!(!dirs.known(hash));
+        assert_eq!(parent(StoreHash(hash)), parent(StoreHash(same_dir)));
+        assert_ne!(parent(StoreHash(hash)), parent(StoreHash(next_dir)));
+        assert!(!dirs.known(StoreHash(hash)));
+        dirs.learn(StoreHash(hash));
+        assert!(dirs.known(StoreHash(same_dir)));
+        assert!(!dirs.known(StoreHash(next_dir)));
+        dirs.forget(StoreHash(same_dir));
+        assert!(!dirs.known(StoreHash(hash)));
     }
 }

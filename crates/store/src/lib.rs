@@ -74,6 +74,7 @@ mod error;
 mod fence;
 mod handover;
 mod hot;
+mod ids;
 mod inline_io;
 /// The index and its eviction alone: the simulator replays workloads through it, so that
 /// its evictions are the store's.
@@ -107,13 +108,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tracing::{debug, info, warn};
-use xxhash_rust::xxh3::xxh3_128;
 
 pub use catalog::PurgeSelector;
 pub use dropped::{DroppedFills, FillDrop};
 pub use entry::EntryMeta;
 pub use error::StoreError;
 pub use fence::FillTicket;
+pub use ids::StoreHash;
 pub use purge::PurgeMode;
 pub use read::StoredEntry;
 pub use space::{DiskStats, Trouble};
@@ -313,7 +314,7 @@ impl Inner {
         }
     }
 
-    fn object_path(&self, key_hash: u128, fill_id: u64) -> PathBuf {
+    fn object_path(&self, key_hash: StoreHash, fill_id: u64) -> PathBuf {
         disk::object_path(&self.objects, key_hash, fill_id)
     }
 
@@ -329,7 +330,7 @@ impl Inner {
     /// evicting cannot help: the index is empty, or other fills' reservations
     /// leave no room even in an empty cache (checked first, so a hopeless fill
     /// does not empty the cache before it fails).
-    fn victim_for(&self, bytes: u64) -> Option<(u128, Fill)> {
+    fn victim_for(&self, bytes: u64) -> Option<(StoreHash, Fill)> {
         if !self.index.could_fit(bytes) {
             return None;
         }
@@ -382,7 +383,7 @@ impl Inner {
     /// and gives its bytes back to the budget.
     /// Returns the inodes that freed: the file's, and its directories' when it was the
     /// last entry in them.
-    async fn unlink(&self, key_hash: u128, fill: Fill) -> u64 {
+    async fn unlink(&self, key_hash: StoreHash, fill: Fill) -> u64 {
         self.memory.forget(key_hash);
         self.catalog.forget(key_hash, fill.fill_id);
         let path = self.object_path(key_hash, fill.fill_id);
@@ -393,7 +394,7 @@ impl Inner {
     }
 
     /// The blocking twin of [`Inner::unlink`], for the scan thread.
-    fn unlink_sync(&self, key_hash: u128, fill: Fill) {
+    fn unlink_sync(&self, key_hash: StoreHash, fill: Fill) {
         self.memory.forget(key_hash);
         self.catalog.forget(key_hash, fill.fill_id);
         let path = self.object_path(key_hash, fill.fill_id);
@@ -404,7 +405,7 @@ impl Inner {
 
     /// After `dirs` directories of `key_hash`'s entry were removed: a fill of the key
     /// must make its directory again.
-    fn forget_leaf_dir(&self, key_hash: u128, dirs: u64) {
+    fn forget_leaf_dir(&self, key_hash: StoreHash, dirs: u64) {
         if dirs > 0 {
             self.leaf_dirs.forget(key_hash);
         }
@@ -417,7 +418,7 @@ impl Inner {
     /// count it once).
     /// Once the store closed for a hand-over, the file is left alone: the next owner
     /// verifies it as it serves it.
-    async fn discard(&self, key_hash: u128, fill_id: u64, damage: Damage, reason: &str) {
+    async fn discard(&self, key_hash: StoreHash, fill_id: u64, damage: Damage, reason: &str) {
         let path = self.object_path(key_hash, fill_id);
         let Some(_step) = self.gate.step() else {
             debug!(path = %path.display(), reason, "damaged cache file left to the directory's next owner");
@@ -517,12 +518,12 @@ impl Store {
     }
 
     /// Stable, unkeyed xxh3-128 of the key string: names the entry forever.
-    pub fn key_hash(key: &str) -> u128 {
-        xxh3_128(key.as_bytes())
+    pub fn key_hash(key: &str) -> StoreHash {
+        StoreHash::of(key)
     }
 
     /// True if the index holds an entry for this key hash (recency unchanged).
-    pub fn contains(&self, key_hash: u128) -> bool {
+    pub fn contains(&self, key_hash: StoreHash) -> bool {
         self.inner.index.contains(key_hash)
     }
 
@@ -656,7 +657,7 @@ impl Store {
     pub async fn lookup(
         &self,
         key: &str,
-        key_hash: u128,
+        key_hash: StoreHash,
     ) -> Result<Option<StoredEntry>, StoreError> {
         let inner = &self.inner;
         if inner.gate.closing() {
@@ -704,7 +705,7 @@ impl Store {
     pub async fn begin_fill(
         &self,
         key: &str,
-        key_hash: u128,
+        key_hash: StoreHash,
         meta: &EntryMeta,
         declared_len: Option<u64>,
         max_len: u64,

@@ -16,6 +16,7 @@
 //!
 //! An entry whose metadata slot has no room for the mark is removed instead.
 
+use crate::StoreHash;
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -109,7 +110,7 @@ impl Store {
     async fn unlink_after_answer(
         &self,
         selector: &PurgeSelector,
-        taken: Vec<(u128, Fill)>,
+        taken: Vec<(StoreHash, Fill)>,
     ) -> Result<(), StoreError> {
         let inner = &self.inner;
         let (owned, recorded) = (Arc::clone(inner), selector.clone());
@@ -148,7 +149,7 @@ impl Store {
 
     /// Takes the entries of `batch` that `selector` still selects out of the index (and
     /// the memory tier and the catalog); the caller unlinks their files.
-    fn take_out(&self, selector: &PurgeSelector, batch: &[u128]) -> Vec<(u128, Fill)> {
+    fn take_out(&self, selector: &PurgeSelector, batch: &[StoreHash]) -> Vec<(StoreHash, Fill)> {
         let inner = &self.inner;
         let mut taken = Vec::with_capacity(batch.len());
         for &key_hash in batch {
@@ -171,11 +172,11 @@ impl Store {
     async fn purge_batch(
         &self,
         selector: &PurgeSelector,
-        batch: &[u128],
+        batch: &[StoreHash],
         at: SystemTime,
     ) -> Result<u64, StoreError> {
         let inner = &self.inner;
-        let selected: Vec<(u128, u64)> = batch
+        let selected: Vec<(StoreHash, u64)> = batch
             .iter()
             .filter_map(|&key_hash| Some((key_hash, inner.catalog.selected(key_hash, selector)?)))
             .collect();
@@ -211,7 +212,7 @@ impl Store {
 }
 
 /// Marks one entry stale as of `at`; blocking.
-fn mark_stale(inner: &Inner, (key_hash, fill_id): (u128, u64), at: SystemTime) -> Marked {
+fn mark_stale(inner: &Inner, (key_hash, fill_id): (StoreHash, u64), at: SystemTime) -> Marked {
     let path = inner.object_path(key_hash, fill_id);
     match update::write_meta(inner, &path, (key_hash, fill_id), Payload::Purged(at)) {
         Ok(Outcome::Written) => Marked::Stale,
@@ -230,7 +231,7 @@ fn mark_stale(inner: &Inner, (key_hash, fill_id): (u128, u64), at: SystemTime) -
 
 /// Unlinks the files of entries already out of the index and gives their bytes back;
 /// blocking. With `cache.fsync = true`, each directory is synced once.
-fn unlink_all(inner: &Inner, taken: &[(u128, Fill)]) -> Result<(), StoreError> {
+fn unlink_all(inner: &Inner, taken: &[(StoreHash, Fill)]) -> Result<(), StoreError> {
     let mut dirs = Vec::new();
     for &(key_hash, fill) in taken {
         let path = inner.object_path(key_hash, fill.fill_id);

@@ -12,6 +12,7 @@
 //! file and verifying its header (and a small body) is in `open`; this module turns
 //! what it opened into a [`StoredEntry`] and its streams.
 
+use crate::StoreHash;
 use std::any::Any;
 use std::io;
 use std::sync::Arc;
@@ -74,7 +75,7 @@ pub struct StoredEntry {
     body_offset: u64,
     source: Source,
     /// With `fill_id`, names the file for discards and metadata updates.
-    pub(super) key_hash: u128,
+    pub(super) key_hash: StoreHash,
     pub(super) fill_id: u64,
     /// To discard the entry if its body fails the checksum. `None` for a copy from the
     /// memory tier, whose body was verified before it got there and is never read from a
@@ -111,14 +112,14 @@ struct BodyState {
 
 impl StoredEntry {
     /// The store hash of the entry's key: its name in the store.
-    pub fn key_hash(&self) -> u128 {
+    pub fn key_hash(&self) -> StoreHash {
         self.key_hash
     }
 
     /// Wraps an entry opened by [`Inner::open_entry`].
     pub(super) fn open(
         opened: OpenEntry,
-        key_hash: u128,
+        key_hash: StoreHash,
         fill_id: u64,
         inner: Arc<Inner>,
     ) -> StoredEntry {
@@ -148,7 +149,7 @@ impl StoredEntry {
     }
 
     /// An entry served from the memory tier's copy `hot` of fill `hot.fill_id`.
-    pub(super) fn from_memory(hot: &HotEntry, key_hash: u128) -> StoredEntry {
+    pub(super) fn from_memory(hot: &HotEntry, key_hash: StoreHash) -> StoredEntry {
         StoredEntry {
             meta: Arc::clone(&hot.meta),
             body_len: hot.body.len() as u64,

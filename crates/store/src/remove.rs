@@ -1,5 +1,6 @@
 //! Invalidation (RFC 9111 §4.4): removing a key's entry for good.
 
+use crate::StoreHash;
 use std::path::Path;
 
 use tracing::debug;
@@ -20,7 +21,7 @@ impl Store {
     /// key's files of earlier runs that it has not indexed yet are unlinked
     /// here too, so a crash before the scan gets to them cannot bring them
     /// back. Errors with `Closed` once the store closed for a hand-over.
-    pub async fn remove(&self, key: &str, key_hash: u128) -> Result<bool, StoreError> {
+    pub async fn remove(&self, key: &str, key_hash: StoreHash) -> Result<bool, StoreError> {
         let _step = self.inner.gate.step().ok_or(StoreError::Closed)?;
         let removed = self.remove_indexed(key, key_hash).await?;
         // After the removal is registered with the scan (in `remove_indexed`),
@@ -31,7 +32,7 @@ impl Store {
     }
 
     /// Takes the key's entry out of the index and unlinks its file.
-    async fn remove_indexed(&self, key: &str, key_hash: u128) -> Result<bool, StoreError> {
+    async fn remove_indexed(&self, key: &str, key_hash: StoreHash) -> Result<bool, StoreError> {
         let inner = &self.inner;
         // Fences first: a fill that commits after this point is checked
         // against them, and one that committed before is in the index below.
@@ -74,7 +75,7 @@ impl Store {
     /// it goes by the hash in the name and does not open the files. It looks in the
     /// `objects/ab/cd/` of earlier builds first, then in `objects/a/bc/`, so a file the
     /// scan moves between the two meanwhile is found in one of them.
-    async fn remove_unscanned(&self, key_hash: u128) -> Result<bool, StoreError> {
+    async fn remove_unscanned(&self, key_hash: StoreHash) -> Result<bool, StoreError> {
         let inner = &self.inner;
         let mut removed = false;
         for any in [
@@ -92,7 +93,11 @@ impl Store {
     }
 
     /// [`Store::remove_unscanned`] in one directory.
-    async fn remove_unscanned_in(&self, dir: &Path, key_hash: u128) -> Result<bool, StoreError> {
+    async fn remove_unscanned_in(
+        &self,
+        dir: &Path,
+        key_hash: StoreHash,
+    ) -> Result<bool, StoreError> {
         let inner = &self.inner;
         let mut items = match tokio::fs::read_dir(dir).await {
             Ok(items) => items,

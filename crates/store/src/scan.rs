@@ -37,6 +37,7 @@
 //! closing it for a hand-over, which waits for the file in hand (each file is a step of
 //! the store's `handover::Gate`).
 
+use crate::StoreHash;
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -60,14 +61,14 @@ pub(crate) struct ScanGate {
     scanning: AtomicBool,
     /// Key hash → fill ids begun by this run while the scan runs (none for a
     /// key this run only removed); `None` once it has finished.
-    live: Mutex<Option<HashMap<u128, Vec<u64>>>>,
+    live: Mutex<Option<HashMap<StoreHash, Vec<u64>>>>,
     /// The purges made while the scan runs; taken after `live`'s lock, never before.
     purges: Mutex<Vec<PurgeSelector>>,
 }
 
 /// A file the scan is about to index, as the catalog records it.
 pub(crate) struct Scanned<'a> {
-    pub key_hash: u128,
+    pub key_hash: StoreHash,
     pub fill: Fill,
     pub key: &'a str,
     pub tags: &'a [String],
@@ -110,14 +111,14 @@ impl ScanGate {
         live.is_some()
     }
 
-    fn live(&self) -> MutexGuard<'_, Option<HashMap<u128, Vec<u64>>>> {
+    fn live(&self) -> MutexGuard<'_, Option<HashMap<StoreHash, Vec<u64>>>> {
         // Every critical section is one map operation (or a map lookup and an
         // index insert, which cannot fail half-way): poison carries no meaning.
         self.live.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Marks `key_hash` as touched by this run, then applies `f` to its fill ids.
-    fn claim(&self, key_hash: u128, f: impl FnOnce(&mut Vec<u64>)) {
+    fn claim(&self, key_hash: StoreHash, f: impl FnOnce(&mut Vec<u64>)) {
         if !self.scanning.load(Ordering::Acquire) {
             return;
         }
@@ -127,13 +128,13 @@ impl ScanGate {
     }
 
     /// Records a fill of this run; call before its temp file is created.
-    pub(crate) fn register_fill(&self, key_hash: u128, fill_id: u64) {
+    pub(crate) fn register_fill(&self, key_hash: StoreHash, fill_id: u64) {
         self.claim(key_hash, |ids| ids.push(fill_id));
     }
 
     /// Records a removal of a key: the scan then removes the key's files it
     /// has not indexed yet, as it does for a key with a fill of this run.
-    pub(crate) fn register_removal(&self, key_hash: u128) {
+    pub(crate) fn register_removal(&self, key_hash: StoreHash) {
         self.claim(key_hash, |_| {});
     }
 
@@ -145,11 +146,11 @@ impl ScanGate {
     /// True when the scan, reaching this file, would remove it because a fill
     /// or a removal of its key in this run supersedes it (false once the scan
     /// has finished: by then it has done so).
-    pub(crate) fn superseded(&self, key_hash: u128, fill_id: u64) -> bool {
+    pub(crate) fn superseded(&self, key_hash: StoreHash, fill_id: u64) -> bool {
         matches!(self.verdict(key_hash, fill_id), Verdict::Superseded)
     }
 
-    fn verdict(&self, key_hash: u128, fill_id: u64) -> Verdict {
+    fn verdict(&self, key_hash: StoreHash, fill_id: u64) -> Verdict {
         match self.live().as_ref().and_then(|live| live.get(&key_hash)) {
             None => Verdict::Free,
             Some(ids) if ids.contains(&fill_id) => Verdict::Ours,
@@ -374,7 +375,7 @@ fn move_legacy(inner: &Inner, from: &Path, place: &Path, tally: &mut Tally) -> b
 /// An entry file the scan found, named for its key and fill.
 struct EntryFile<'a> {
     path: &'a Path,
-    key_hash: u128,
+    key_hash: StoreHash,
     fill_id: u64,
 }
 
@@ -467,11 +468,17 @@ mod tests {
         let gate = ScanGate::new();
         let index = Index::new(u64::MAX);
         let fill = |fill_id| Fill { fill_id, size: 1 };
-        gate.register_fill(1, 50);
-        assert!(matches!(gate.verdict(1, 50), Verdict::Ours));
+        gate.register_fill(StoreHash(1), 50);
+        assert!(matches!(gate.verdict(StoreHash(1), 50), Verdict::Ours));
         // Any other file of a key this run has filled is older: removed, never indexed.
-        assert!(matches!(gate.verdict(1, 49), Verdict::Superseded));
-        assert!(matches!(gate.verdict(1, 51), Verdict::Superseded));
+        assert!(matches!(
+            gate.verdict(StoreHash(1), 49),
+            Verdict::Superseded
+        ));
+        assert!(matches!(
+            gate.verdict(StoreHash(1), 51),
+            Verdict::Superseded
+        ));
         let catalog = Catalog::new(u64::MAX);
         let scanned = |key_hash, fill_id| Scanned {
             key_hash,
@@ -479,17 +486,26 @@ mod tests {
             key: "http://a/",
             tags: &[],
         };
-        assert_eq!(gate.place(&index, &catalog, &scanned(1, 49)), Placed::Lost);
-        assert!(matches!(gate.verdict(2, 7), Verdict::Free));
-        assert_eq!(gate.place(&index, &catalog, &scanned(2, 7)), Placed::New);
+        assert_eq!(
+            gate.place(&index, &catalog, &scanned(StoreHash(1), 49)),
+            Placed::Lost
+        );
+        assert!(matches!(gate.verdict(StoreHash(2), 7), Verdict::Free));
+        assert_eq!(
+            gate.place(&index, &catalog, &scanned(StoreHash(2), 7)),
+            Placed::New
+        );
         // A purge during the scan keeps the files it selects out.
         assert!(gate.register_purge(&PurgeSelector::Site("a".to_owned())));
-        assert_eq!(gate.place(&index, &catalog, &scanned(3, 8)), Placed::Lost);
+        assert_eq!(
+            gate.place(&index, &catalog, &scanned(StoreHash(3), 8)),
+            Placed::Lost
+        );
         assert!(!gate.complete());
         gate.finish();
         assert!(gate.complete());
         // After the scan nothing is recorded.
-        gate.register_fill(3, 1);
+        gate.register_fill(StoreHash(3), 1);
         assert!(gate.live().is_none());
     }
 }

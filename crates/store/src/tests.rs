@@ -130,7 +130,7 @@ async fn put_many_quickly(dir: &Path, keys: usize) {
 }
 
 /// The names of the files of `hash` in the directory of `any` (a path in it).
-fn key_files_beside(any: &Path, hash: u128) -> Vec<String> {
+fn key_files_beside(any: &Path, hash: StoreHash) -> Vec<String> {
     let prefix = format!("{hash:032x}-");
     std::fs::read_dir(any.parent().unwrap())
         .into_iter()
@@ -141,7 +141,7 @@ fn key_files_beside(any: &Path, hash: u128) -> Vec<String> {
 }
 
 /// Where a layout keeps a fill: `disk::object_path` or `disk::legacy_object_path`.
-type Layout = fn(&Path, u128, u64) -> PathBuf;
+type Layout = fn(&Path, StoreHash, u64) -> PathBuf;
 
 /// Opens the store in `dir` (holding `k0`, `k1`, … up to `keys`) and removes each key
 /// while the start-up scan runs, checking as each `remove` returns that no file of the
@@ -546,7 +546,7 @@ async fn futures_and_streams_are_send() {
     fn assert_send<T: Send>(_: &T) {}
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path()).await;
-    assert_send(&store.lookup("k", 1));
+    assert_send(&store.lookup("k", StoreHash(1)));
     let m = meta(200);
     let begin = store.begin_fill(
         "k",

@@ -6,6 +6,7 @@
 //! a restart after a crash mid-write. The body, the preamble and the file's
 //! length are never touched, so the byte budget is unaffected.
 
+use crate::StoreHash;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
@@ -111,7 +112,7 @@ impl Store {
 pub(super) fn write_meta(
     inner: &Inner,
     path: &Path,
-    (key_hash, fill_id): (u128, u64),
+    (key_hash, fill_id): (StoreHash, u64),
     payload: Payload,
 ) -> Result<Outcome, StoreError> {
     let _serialized = inner

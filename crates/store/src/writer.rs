@@ -10,6 +10,7 @@
 //! flush, fsync and rename a small fill spent most of its CPU time on threads waking
 //! each other (`benches/RESULTS.md`, "a fill's file work in few calls").
 
+use crate::StoreHash;
 use std::io::{self, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -88,7 +89,7 @@ impl Drop for Reservation {
 /// the fill id, and ends the registration on drop, committed or not.
 struct Registration {
     inner: Arc<Inner>,
-    key_hash: u128,
+    key_hash: StoreHash,
 }
 
 impl Registration {
@@ -96,7 +97,7 @@ impl Registration {
     /// and the fill id, or `PurgedInFlight` when a removal after the ticket selects it.
     fn begin(
         inner: &Arc<Inner>,
-        (key_hash, key, tags): (u128, &str, &[String]),
+        (key_hash, key, tags): (StoreHash, &str, &[String]),
         ticket: FillTicket,
     ) -> Result<(Registration, u64), StoreError> {
         let began = (inner.fences).begin((key_hash, key, tags), ticket, &inner.next_fill_id);
@@ -122,7 +123,7 @@ impl Drop for Registration {
 pub struct EntryWriter {
     inner: Arc<Inner>,
     key: String,
-    key_hash: u128,
+    key_hash: StoreHash,
     /// The entry's cache tags, recorded in the catalog when it commits.
     tags: Vec<String>,
     /// Body fields are filled in by `finish`.
@@ -168,7 +169,7 @@ impl std::fmt::Debug for EntryWriter {
 pub(super) async fn begin(
     inner: &Arc<Inner>,
     key: &str,
-    key_hash: u128,
+    key_hash: StoreHash,
     meta: &EntryMeta,
     declared_len: Option<u64>,
     max_len: u64,
@@ -244,7 +245,7 @@ pub(super) async fn begin(
 
 impl EntryWriter {
     /// The store hash of the key this fill is for (the entry's name once committed).
-    pub fn key_hash(&self) -> u128 {
+    pub fn key_hash(&self) -> StoreHash {
         self.key_hash
     }
 

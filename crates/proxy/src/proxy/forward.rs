@@ -247,8 +247,10 @@ pub(super) async fn fill(
         }
     };
     if let Ok(writer) = &began {
-        let policy = &exchange.live.admission.policy;
-        policy.note_fill(writer.key_hash(), decision);
+        exchange.live.admission.policy.note_fill(decision);
+        if let Some(lost) = &exchange.live.lost_hits {
+            lost.note_fill(writer.key_hash(), decision);
+        }
     }
     // Not storable: the slot is freed now (below, or here), and for a reason of the
     // response's own the key is passed uncollapsed for a while.
@@ -443,7 +445,7 @@ fn log_too_large(key: &CacheKey, origin: &OriginResponse, limit: u64) {
         return;
     };
     // The key's store hash, folded to 64 bits, picks its slot.
-    let hash = key.store_hash();
+    let hash = key.store_hash().0;
     if ONCE
         .get_or_init(OncePerKey::new)
         .first((hash ^ (hash >> 64)) as u64)

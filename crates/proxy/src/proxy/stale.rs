@@ -200,7 +200,9 @@ fn not_modified(
         .ttl(fresh.ttl_seconds(now));
     let outcome = match kept {
         Ok(()) => {
-            live.admission.policy.note_served(found.entry.key_hash());
+            if let Some(lost) = &live.lost_hits {
+                lost.note_served(found.entry.key_hash());
+            }
             outcome
         }
         Err(reason) => outcome.detail(Detail::NotStored(reason)),

@@ -3,6 +3,7 @@
 //! mapped) and verified whole, with page-cache-only reads on the calling thread first
 //! and a blocking thread only when the disk must be read.
 
+use crate::StoreHash;
 use std::io;
 use std::sync::Arc;
 
@@ -77,7 +78,7 @@ impl Inner {
     pub(crate) async fn open_entry(
         self: &Arc<Self>,
         key: &str,
-        (key_hash, fill_id): (u128, u64),
+        (key_hash, fill_id): (StoreHash, u64),
         held: Option<Arc<OpenFile>>,
         read_whole_below: u64,
     ) -> Result<Option<OpenEntry>, StoreError> {
@@ -129,7 +130,7 @@ impl Inner {
     pub(crate) fn keep_copies(
         self: &Arc<Self>,
         key: &str,
-        (key_hash, fill_id): (u128, u64),
+        (key_hash, fill_id): (StoreHash, u64),
         epoch: u64,
         opened: OpenEntry,
     ) -> StoredEntry {
@@ -175,7 +176,7 @@ impl Inner {
     fn open_sync(
         &self,
         key: &str,
-        ids: (u128, u64),
+        ids: (StoreHash, u64),
         held: Option<&OpenFile>,
         read_whole_below: u64,
         wait: Wait,
@@ -196,7 +197,7 @@ impl Inner {
     /// `benches/RESULTS.md`, "no `fstat` per held-file hit".)
     fn reopen_sync(
         &self,
-        (key_hash, fill_id): (u128, u64),
+        (key_hash, fill_id): (StoreHash, u64),
         held: &OpenFile,
         read_whole_below: u64,
         wait: Wait,
@@ -219,7 +220,7 @@ impl Inner {
     fn first_open_sync(
         &self,
         key: &str,
-        (key_hash, fill_id): (u128, u64),
+        (key_hash, fill_id): (StoreHash, u64),
         read_whole_below: u64,
         wait: Wait,
     ) -> Result<Opened, StoreError> {
