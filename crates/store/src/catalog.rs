@@ -19,7 +19,6 @@
 //! Tags are matched exactly, as strings: purging `a` never purges an entry tagged only
 //! `ab` (unlike prefix or substring matching).
 
-use crate::StoreHash;
 use std::collections::{BTreeSet, HashMap};
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -34,6 +33,7 @@ const SHARDS: usize = super::index::SHARDS;
 /// Members a purge takes from a reverse map under one lock.
 pub(crate) const BATCH: usize = 512;
 
+use crate::StoreHash;
 use crate::settings::TAG_OVERHEAD;
 
 /// What a purge selects.

@@ -24,7 +24,6 @@
 //! read; a fill's file work runs on blocking threads in a few calls (see
 //! `writer`), and removals use `tokio::fs`.
 
-use crate::StoreHash;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
@@ -32,6 +31,7 @@ use tracing::{debug, warn};
 
 use super::entry::{self, DecodedHeader, EntryError, PREAMBLE_LEN, Preamble};
 use super::{Store, StoreError};
+use crate::StoreHash;
 
 /// Sub-directory holding committed entries.
 pub(crate) const OBJECTS: &str = "objects";

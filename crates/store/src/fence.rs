@@ -30,13 +30,13 @@
 //! than the fill's ticket when it begins, and the index insert when it commits); hits
 //! never take it, and fills are far rarer than hits.
 
-use crate::StoreHash;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use super::catalog::PurgeSelector;
 use super::index::{Fill, Index, Placed, Provenance};
+use crate::StoreHash;
 
 /// Removals and purges remembered for requests on their way to the origin: far more than
 /// can happen within one origin round trip, at a few dozen bytes each.

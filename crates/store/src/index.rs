@@ -71,12 +71,13 @@
 //! The byte counters are plain counters that publish no other memory, so they
 //! use `Relaxed`; the budget check is one atomic read-modify-write on `used`.
 
-use crate::StoreHash;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use shard::{Queue, Shard};
+
+use crate::StoreHash;
 
 pub mod ghost;
 mod shard;

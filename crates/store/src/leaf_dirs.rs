@@ -6,8 +6,9 @@
 //! filesystem short of inodes) and forgets its bit; a fill's commit makes a directory
 //! again when its rename finds it gone (`disk::commit`), whoever removed it.
 
-use crate::StoreHash;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::StoreHash;
 
 /// Directories under `objects/`: the first three hex digits of a key hash name them.
 const LEAVES: usize = 1 << 12;

@@ -23,7 +23,6 @@
 //! and `epoch`, so an evicted, replaced, removed or discarded file is closed when it
 //! leaves the disk store (its space is freed then, not when the handle would age out).
 
-use crate::StoreHash;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -33,6 +32,7 @@ use quick_cache::sync::Cache;
 use super::entry::{EntryMeta, Preamble};
 use super::hot::HotEntry;
 use super::thread_copies::{self, Stamps};
+use crate::StoreHash;
 
 /// An entry file, open, with its header verified when it was opened.
 #[derive(Debug)]

@@ -16,7 +16,6 @@
 //!
 //! An entry whose metadata slot has no room for the mark is removed instead.
 
-use crate::StoreHash;
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -27,6 +26,7 @@ use super::disk::{self, Damage};
 use super::index::Fill;
 use super::update::{self, Outcome, Payload};
 use super::{Inner, Store, StoreError};
+use crate::StoreHash;
 
 /// What a purge does with the entries it selects.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -12,7 +12,6 @@
 //! file and verifying its header (and a small body) is in `open`; this module turns
 //! what it opened into a [`StoredEntry`] and its streams.
 
-use crate::StoreHash;
 use std::any::Any;
 use std::io;
 use std::sync::Arc;
@@ -25,6 +24,7 @@ use super::derived::Derived;
 use super::disk::{self, Damage, Wait};
 use super::entry::EntryMeta;
 use super::hot::HotEntry;
+use crate::StoreHash;
 
 /// Bodies read from disk stream in chunks of at most one block of the block table.
 #[cfg(test)]

@@ -1,11 +1,11 @@
 //! Invalidation (RFC 9111 §4.4): removing a key's entry for good.
 
-use crate::StoreHash;
 use std::path::Path;
 
 use tracing::debug;
 
 use super::{Store, StoreError, disk};
+use crate::StoreHash;
 
 impl Store {
     /// Removes the entry of `key`: takes it out of the index and unlinks its

@@ -37,7 +37,6 @@
 //! closing it for a hand-over, which waits for the file in hand (each file is a step of
 //! the store's `handover::Gate`).
 
-use crate::StoreHash;
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -52,6 +51,7 @@ use super::disk::{self, HeaderError};
 use super::entry::DecodedHeader;
 use super::index::{Fill, Index, Placed, Provenance};
 use super::{Inner, StoreError};
+use crate::StoreHash;
 
 /// Coordinates the scan with the fills that begin while it runs.
 #[derive(Debug)]

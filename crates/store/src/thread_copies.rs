@@ -18,12 +18,12 @@
 //! copy made from an entry the tier was about to drop carries the stamp from before the
 //! drop's raise and is never served after the drop.
 
-use crate::StoreHash;
 use std::cell::RefCell;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::hot::HotEntry;
+use crate::StoreHash;
 
 /// Copies one thread keeps (direct-mapped by key hash).
 pub(super) const SLOTS: usize = 32;

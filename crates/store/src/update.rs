@@ -6,7 +6,6 @@
 //! a restart after a crash mid-write. The body, the preamble and the file's
 //! length are never touched, so the byte budget is unaffected.
 
-use crate::StoreHash;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
@@ -18,6 +17,7 @@ use tracing::debug;
 use super::disk::{self, Damage, HeaderError};
 use super::entry::{self, EntryMeta};
 use super::{Inner, Store, StoreError, StoredEntry, map_entry_error};
+use crate::StoreHash;
 
 /// What an update writes.
 pub(super) enum Payload {

@@ -10,7 +10,6 @@
 //! flush, fsync and rename a small fill spent most of its CPU time on threads waking
 //! each other (`benches/RESULTS.md`, "a fill's file work in few calls").
 
-use crate::StoreHash;
 use std::io::{self, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -26,6 +25,7 @@ use super::handover::{Gate, OpenFill, Step};
 use super::index::{Fill, Placed};
 use super::tail::FillTail;
 use super::{FillDrop, Inner, StoreError, disk, map_entry_error};
+use crate::StoreHash;
 
 /// Body bytes kept in memory before they are written in one blocking call: large
 /// enough that a long body costs few calls, small enough that many fills at once hold

@@ -8,9 +8,10 @@
 //! low bits chose the shard), which halves the memory; two keys sharing them are as
 //! likely as any 64-bit collision, and would only skip one probation.
 
-use crate::StoreHash;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use crate::StoreHash;
 
 /// The evicted keys of one shard, oldest first.
 #[derive(Default)]

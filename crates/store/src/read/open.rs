@@ -3,7 +3,6 @@
 //! mapped) and verified whole, with page-cache-only reads on the calling thread first
 //! and a blocking thread only when the disk must be read.
 
-use crate::StoreHash;
 use std::io;
 use std::sync::Arc;
 
@@ -18,6 +17,7 @@ use super::super::mapped;
 use super::super::memory::OpenFile;
 use super::super::{Inner, StoreError};
 use super::StoredEntry;
+use crate::StoreHash;
 
 /// An entry file, opened, with its header verified.
 pub(crate) struct OpenEntry {
