@@ -29,8 +29,8 @@ use secondhit_admission::{
     Admission, FilterHash, FilterHasher, ObjectCount, Pending, Policy, ResponseInfo,
 };
 use secondhit_proxy::config::{AdmissionConfig, MaxObjectSize};
-use secondhit_store::StoreHash;
 use secondhit_store::index::{Fill, Index, Provenance};
+use secondhit_store::{FillId, StoreHash};
 
 /// Bytes an entry file adds to its body: the 512-byte aligned preamble and key, and two
 /// metadata slots of the minimum 1 KiB (see `store::entry`); typical for the synthetic
@@ -280,7 +280,7 @@ fn replay_admission(
         if let Some(later) = later {
             ahead[i % PREFETCH_AHEAD] = later;
         }
-        let fill_id = i as u64;
+        let fill_id = FillId(i as u64);
         // The store names entries by an unkeyed hash, the filter by a keyed one — as in the proxy.
         let key_hash = StoreHash(xxh3_128(&request.object.to_le_bytes()));
         // A trace out of order never moves the clock back before its first request, and
@@ -311,7 +311,7 @@ fn replay_admission(
 struct Miss {
     size: u64,
     key_hash: StoreHash,
-    fill_id: u64,
+    fill_id: FillId,
 }
 
 /// Offers a miss for storage as the proxy does: admission's second phase, then a place

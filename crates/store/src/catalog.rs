@@ -33,8 +33,8 @@ const SHARDS: usize = super::index::SHARDS;
 /// Members a purge takes from a reverse map under one lock.
 pub(crate) const BATCH: usize = 512;
 
-use crate::StoreHash;
 use crate::settings::TAG_OVERHEAD;
+use crate::{FillId, FillRef, StoreHash};
 
 /// What a purge selects.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -129,7 +129,7 @@ enum Map {
 /// What the catalog keeps about one entry.
 #[derive(Debug)]
 struct Record {
-    fill_id: u64,
+    fill_id: FillId,
     key: Box<str>,
     tags: Box<[Box<str>]>,
     /// What its tags are charged in the tag budget.
@@ -221,7 +221,7 @@ impl Catalog {
     /// a purge of it miss the entry. The budget is held by refusing to store what does not
     /// [`fit`](Catalog::fits), so it is passed only by fills that started together, or at
     /// start-up when `tags.max_memory` was lowered.
-    pub(crate) fn insert(&self, key_hash: StoreHash, fill_id: u64, key: &str, tags: &[String]) {
+    pub(crate) fn insert(&self, key_hash: StoreHash, fill_id: FillId, key: &str, tags: &[String]) {
         let mut records = self.record_shard(key_hash);
         if let Some(old) = records.remove(&key_hash) {
             self.unlink_record(key_hash, &old);
@@ -263,10 +263,13 @@ impl Catalog {
         self.tag_bytes.fetch_sub(record.tag_cost, Relaxed);
     }
 
-    /// Forgets the record of `key_hash` if it is of `fill_id`.
-    pub(crate) fn forget(&self, key_hash: StoreHash, fill_id: u64) {
+    /// Forgets the record of `fill.key` if it is of `fill.fill`.
+    pub(crate) fn forget(&self, fill: FillRef) {
+        let key_hash = fill.key;
         let mut records = self.record_shard(key_hash);
-        if records.get(&key_hash).is_some_and(|r| r.fill_id == fill_id)
+        if records
+            .get(&key_hash)
+            .is_some_and(|r| r.fill_id == fill.fill)
             && let Some(record) = records.remove(&key_hash)
         {
             self.unlink_record(key_hash, &record);
@@ -274,7 +277,7 @@ impl Catalog {
     }
 
     /// The fill of `key_hash` when its entry is one `selector` selects.
-    pub(crate) fn selected(&self, key_hash: StoreHash, selector: &PurgeSelector) -> Option<u64> {
+    pub(crate) fn selected(&self, key_hash: StoreHash, selector: &PurgeSelector) -> Option<FillId> {
         let records = self.record_shard(key_hash);
         let record = records.get(&key_hash)?;
         selector
@@ -331,22 +334,22 @@ mod tests {
     #[test]
     fn tags_match_exactly_never_by_prefix_or_substring() {
         let catalog = Catalog::new(u64::MAX);
-        catalog.insert(StoreHash(1), 10, "http://a/1", &tags(&["a"]));
-        catalog.insert(StoreHash(2), 20, "http://a/2", &tags(&["ab", "xa"]));
+        catalog.insert(StoreHash(1), FillId(10), "http://a/1", &tags(&["a"]));
+        catalog.insert(StoreHash(2), FillId(20), "http://a/2", &tags(&["ab", "xa"]));
         let tag = PurgeSelector::Tag("a".to_owned());
         assert_eq!(catalog.members(&tag, None), hashes(&[1]));
-        assert_eq!(catalog.selected(StoreHash(1), &tag), Some(10));
+        assert_eq!(catalog.selected(StoreHash(1), &tag), Some(FillId(10)));
         assert_eq!(catalog.selected(StoreHash(2), &tag), None);
     }
 
     #[test]
     fn sites_prefixes_and_variants_find_their_entries() {
         let catalog = Catalog::new(u64::MAX);
-        catalog.insert(StoreHash(1), 1, "http://a/img/1", &[]);
-        catalog.insert(StoreHash(2), 1, "https://a/img/2", &[]);
-        catalog.insert(StoreHash(3), 1, "http://a:8080/img/3", &[]);
-        catalog.insert(StoreHash(4), 1, "http://a/v vary=01-02", &[]);
-        catalog.insert(StoreHash(5), 1, "http://a/v", &[]);
+        catalog.insert(StoreHash(1), FillId(1), "http://a/img/1", &[]);
+        catalog.insert(StoreHash(2), FillId(1), "https://a/img/2", &[]);
+        catalog.insert(StoreHash(3), FillId(1), "http://a:8080/img/3", &[]);
+        catalog.insert(StoreHash(4), FillId(1), "http://a/v vary=01-02", &[]);
+        catalog.insert(StoreHash(5), FillId(1), "http://a/v", &[]);
         let site = PurgeSelector::Site("a".to_owned());
         let found: Vec<StoreHash> = (1..=5)
             .map(StoreHash)
@@ -377,17 +380,23 @@ mod tests {
     #[test]
     fn forgetting_names_the_fill_and_empties_the_maps() {
         let catalog = Catalog::new(u64::MAX);
-        catalog.insert(StoreHash(1), 10, "http://a/1", &tags(&["t"]));
+        catalog.insert(StoreHash(1), FillId(10), "http://a/1", &tags(&["t"]));
         // A newer fill replaces the record; the unlink of the older one leaves it.
-        catalog.insert(StoreHash(1), 11, "http://a/1", &tags(&["u"]));
-        catalog.forget(StoreHash(1), 10);
+        catalog.insert(StoreHash(1), FillId(11), "http://a/1", &tags(&["u"]));
+        catalog.forget(FillRef {
+            key: StoreHash(1),
+            fill: FillId(10),
+        });
         assert_eq!(catalog.tags(StoreHash(1)), Some(tags(&["u"])));
         assert!(
             catalog
                 .members(&PurgeSelector::Tag("t".to_owned()), None)
                 .is_empty()
         );
-        catalog.forget(StoreHash(1), 11);
+        catalog.forget(FillRef {
+            key: StoreHash(1),
+            fill: FillId(11),
+        });
         assert_eq!(catalog.tags(StoreHash(1)), None);
         assert_eq!(catalog.tag_bytes(), 0);
         for map in [&catalog.by_tag, &catalog.by_site, &catalog.by_url] {
@@ -401,15 +410,21 @@ mod tests {
         let catalog = Catalog::new(3 * one);
         let two = tags(&["a", "b"]);
         assert!(catalog.fits(&two));
-        catalog.insert(StoreHash(1), 1, "http://a/1", &two);
+        catalog.insert(StoreHash(1), FillId(1), "http://a/1", &two);
         assert!(!catalog.fits(&tags(&["c", "d"])));
         assert!(catalog.fits(&tags(&["c"])));
         // Two fills that started together may pass it; neither loses a tag.
-        catalog.insert(StoreHash(2), 1, "http://a/2", &tags(&["c", "d"]));
+        catalog.insert(StoreHash(2), FillId(1), "http://a/2", &tags(&["c", "d"]));
         assert_eq!(catalog.tags(StoreHash(2)), Some(tags(&["c", "d"])));
         assert_eq!(catalog.tag_bytes(), 4 * one);
-        catalog.forget(StoreHash(1), 1);
-        catalog.forget(StoreHash(2), 1);
+        catalog.forget(FillRef {
+            key: StoreHash(1),
+            fill: FillId(1),
+        });
+        catalog.forget(FillRef {
+            key: StoreHash(2),
+            fill: FillId(1),
+        });
         assert_eq!(catalog.tag_bytes(), 0);
         assert!(catalog.fits(&tags(&["e", "f", "g"])));
     }
@@ -421,7 +436,7 @@ mod tests {
         for hash in 0..total {
             catalog.insert(
                 StoreHash(hash),
-                1,
+                FillId(1),
                 &format!("http://a/{hash}"),
                 &tags(&["t"]),
             );

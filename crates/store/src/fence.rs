@@ -36,7 +36,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use super::catalog::PurgeSelector;
 use super::index::{Fill, Index, Placed, Provenance};
-use crate::StoreHash;
+use crate::{FillId, StoreHash};
 
 /// Removals and purges remembered for requests on their way to the origin: far more than
 /// can happen within one origin round trip, at a few dozen bytes each.
@@ -51,7 +51,7 @@ pub struct FillTicket(u64);
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Began {
     /// Registered, with this fill id.
-    Registered(u64),
+    Registered(FillId),
     /// A removal or purge after the fill's ticket selects it: not registered.
     Fenced,
 }
@@ -171,7 +171,7 @@ impl Fences {
                 pending.tags.push(tag.as_str().into());
             }
         }
-        Began::Registered(next_fill_id.fetch_add(1, Ordering::Relaxed))
+        Began::Registered(FillId(next_fill_id.fetch_add(1, Ordering::Relaxed)))
     }
 
     /// Forgets a fill that committed or was dropped; with the key's last fill
@@ -234,7 +234,7 @@ impl Fences {
         if state
             .keys
             .get(&key_hash)
-            .is_some_and(|p| fill.fill_id < p.removed_below)
+            .is_some_and(|p| fill.fill_id.0 < p.removed_below)
         {
             return Placed::Lost;
         }
@@ -250,7 +250,7 @@ impl Fences {
 mod tests {
     use super::*;
 
-    fn registered(began: Began) -> u64 {
+    fn registered(began: Began) -> FillId {
         match began {
             Began::Registered(fill_id) => fill_id,
             Began::Fenced => panic!("fenced"),

@@ -24,3 +24,26 @@ impl fmt::LowerHex for StoreHash {
         fmt::LowerHex::fmt(&self.0, f)
     }
 }
+
+/// The id of one fill: every fill of a key gets its own, in the order fills begin, so that
+/// when two fills of a key race the newer wins wherever it finishes, and removing a
+/// loser's (or an evicted) file never touches the winner's. Part of the entry's file name.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FillId(pub u64);
+
+/// As it appears in entry file names: 16 lowercase hex digits with `{:016x}`.
+impl fmt::LowerHex for FillId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::LowerHex::fmt(&self.0, f)
+    }
+}
+
+/// One fill of one key: what names an entry's file, and what a removal, an unlink or a
+/// copy in memory must match so that it never touches another fill of the same key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FillRef {
+    /// The key's store hash.
+    pub key: StoreHash,
+    /// The fill's id.
+    pub fill: FillId,
+}

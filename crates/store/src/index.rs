@@ -77,7 +77,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use shard::{Queue, Shard};
 
-use crate::StoreHash;
+use crate::{FillId, FillRef, StoreHash};
 
 pub mod ghost;
 mod shard;
@@ -113,7 +113,7 @@ pub const GHOST_TENTHS: u64 = 9;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Fill {
     /// Names the file, with the key hash.
-    pub fill_id: u64,
+    pub fill_id: FillId,
     /// Length of the entry file in bytes (header and body).
     pub size: u64,
 }
@@ -407,16 +407,16 @@ impl Index {
         Placed::New
     }
 
-    /// Removes the entry of `key_hash` if it is still `fill_id` (a newer fill
+    /// Removes the entry of `fill.key` if it is still `fill.fill` (a newer fill
     /// may have replaced it). The caller unlinks the file, then releases its
     /// bytes with [`Index::release_object`].
-    pub fn remove(&self, key_hash: StoreHash, fill_id: u64) -> Option<Fill> {
-        let mut shard = self.shard_to_change(key_hash);
-        let (queue, slot) = shard.find(&key_hash)?;
-        if slot.fill.fill_id != fill_id {
+    pub fn remove(&self, fill: FillRef) -> Option<Fill> {
+        let mut shard = self.shard_to_change(fill.key);
+        let (queue, slot) = shard.find(&fill.key)?;
+        if slot.fill.fill_id != fill.fill {
             return None;
         }
-        shard.queue(queue).pop(&key_hash)?;
+        shard.queue(queue).pop(&fill.key)?;
         self.left(queue, slot.fill);
         Some(slot.fill)
     }

@@ -61,7 +61,7 @@ mod tests {
     use std::path::Path;
 
     use super::*;
-    use crate::disk;
+    use crate::{FillId, FillRef, disk};
 
     #[test]
     fn a_bit_stands_for_the_directory_the_entry_path_names() {
@@ -69,8 +69,12 @@ mod tests {
         let hash = 0xabc0_0000_0000_0000_0000_0000_0000_0042_u128;
         let same_dir = 0xabcf_ffff_0000_0000_0000_0000_0000_0000_u128;
         let next_dir = 0xabd0_0000_0000_0000_0000_0000_0000_0042_u128;
-        let parent = |h| {
-            let path = disk::object_path(Path::new("/o"), h, 1);
+        let parent = |key| {
+            let fill = FillRef {
+                key,
+                fill: FillId(1),
+            };
+            let path = disk::object_path(Path::new("/o"), fill);
             path.parent().map(Path::to_path_buf)
         };
         assert_eq!(parent(StoreHash(hash)), parent(StoreHash(same_dir)));

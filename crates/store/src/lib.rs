@@ -114,7 +114,7 @@ pub use dropped::{DroppedFills, FillDrop};
 pub use entry::EntryMeta;
 pub use error::StoreError;
 pub use fence::FillTicket;
-pub use ids::StoreHash;
+pub use ids::{FillId, FillRef, StoreHash};
 pub use purge::PurgeMode;
 pub use read::StoredEntry;
 pub use space::{DiskStats, Trouble};
@@ -314,8 +314,8 @@ impl Inner {
         }
     }
 
-    fn object_path(&self, key_hash: StoreHash, fill_id: u64) -> PathBuf {
-        disk::object_path(&self.objects, key_hash, fill_id)
+    fn object_path(&self, fill: FillRef) -> PathBuf {
+        disk::object_path(&self.objects, fill)
     }
 
     fn count_damage(&self, damage: Damage) {
@@ -385,8 +385,14 @@ impl Inner {
     /// last entry in them.
     async fn unlink(&self, key_hash: StoreHash, fill: Fill) -> u64 {
         self.memory.forget(key_hash);
-        self.catalog.forget(key_hash, fill.fill_id);
-        let path = self.object_path(key_hash, fill.fill_id);
+        self.catalog.forget(FillRef {
+            key: key_hash,
+            fill: fill.fill_id,
+        });
+        let path = self.object_path(FillRef {
+            key: key_hash,
+            fill: fill.fill_id,
+        });
         let dirs = disk::remove_entry_quietly(&path).await;
         self.forget_leaf_dir(key_hash, dirs);
         self.index.release_object(fill.size);
@@ -396,8 +402,14 @@ impl Inner {
     /// The blocking twin of [`Inner::unlink`], for the scan thread.
     fn unlink_sync(&self, key_hash: StoreHash, fill: Fill) {
         self.memory.forget(key_hash);
-        self.catalog.forget(key_hash, fill.fill_id);
-        let path = self.object_path(key_hash, fill.fill_id);
+        self.catalog.forget(FillRef {
+            key: key_hash,
+            fill: fill.fill_id,
+        });
+        let path = self.object_path(FillRef {
+            key: key_hash,
+            fill: fill.fill_id,
+        });
         let dirs = disk::remove_entry_quietly_sync(&path);
         self.forget_leaf_dir(key_hash, dirs);
         self.index.release_object(fill.size);
@@ -418,20 +430,20 @@ impl Inner {
     /// count it once).
     /// Once the store closed for a hand-over, the file is left alone: the next owner
     /// verifies it as it serves it.
-    async fn discard(&self, key_hash: StoreHash, fill_id: u64, damage: Damage, reason: &str) {
-        let path = self.object_path(key_hash, fill_id);
+    async fn discard(&self, fill_ref: FillRef, damage: Damage, reason: &str) {
+        let path = self.object_path(fill_ref);
         let Some(_step) = self.gate.step() else {
             debug!(path = %path.display(), reason, "damaged cache file left to the directory's next owner");
             return;
         };
-        let Some(fill) = self.index.remove(key_hash, fill_id) else {
+        let Some(fill) = self.index.remove(fill_ref) else {
             debug!(path = %path.display(), reason, "damaged cache file already out of the index");
             return;
         };
         warn!(path = %path.display(), reason, "removing damaged cache entry");
-        self.memory.forget(key_hash);
+        self.memory.forget(fill_ref.key);
         self.count_damage(damage);
-        self.unlink(key_hash, fill).await;
+        self.unlink(fill_ref.key, fill).await;
     }
 }
 
@@ -670,25 +682,23 @@ impl Store {
         let Some((fill, index_version)) = inner.index.touch(key_hash) else {
             return Ok(None);
         };
-        let fill_id = fill.fill_id;
-        if let Some(hot) = inner.memory.get(key, (key_hash, fill_id), index_version) {
+        let fill_ref = FillRef {
+            key: key_hash,
+            fill: fill.fill_id,
+        };
+        if let Some(hot) = inner.memory.get(key, fill_ref, index_version) {
             return Ok(Some(StoredEntry::from_memory(&hot, key_hash)));
         }
         let epoch = inner.memory.epoch();
         let whole_below = (inner.opts.verify_whole_below).max(inner.memory.read_whole_below());
-        let held = inner.memory.get_open(key, key_hash, fill_id);
+        let held = inner.memory.get_open(key, key_hash, fill_ref.fill);
         // Boxed: the file path's future is large, and a hit from memory never needs it;
         // inline, every request's future would carry (and move) its size.
-        let opening = Box::pin(inner.open_entry(key, (key_hash, fill_id), held, whole_below));
+        let opening = Box::pin(inner.open_entry(key, fill_ref, held, whole_below));
         let Some(opened) = opening.await? else {
             return Ok(None);
         };
-        Ok(Some(inner.keep_copies(
-            key,
-            (key_hash, fill_id),
-            epoch,
-            opened,
-        )))
+        Ok(Some(inner.keep_copies(key, fill_ref, epoch, opened)))
     }
 
     /// Starts a fill: reserves room in the budget for the header and

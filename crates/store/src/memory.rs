@@ -32,13 +32,13 @@ use quick_cache::sync::Cache;
 use super::entry::{EntryMeta, Preamble};
 use super::hot::HotEntry;
 use super::thread_copies::{self, Stamps};
-use crate::StoreHash;
+use crate::{FillId, FillRef, StoreHash};
 
 /// An entry file, open, with its header verified when it was opened.
 #[derive(Debug)]
 pub(super) struct OpenFile {
     /// The fill the file holds.
-    pub(super) fill_id: u64,
+    pub(super) fill_id: FillId,
     /// The full key, compared on every use: the map is keyed by its hash.
     pub(super) key: Box<str>,
     /// The file's metadata as it was read and verified.
@@ -126,20 +126,19 @@ impl MemoryTier {
     pub(super) fn get(
         &self,
         key: &str,
-        (key_hash, fill_id): (StoreHash, u64),
+        fill_ref: FillRef,
         index_version: Option<u64>,
     ) -> Option<Arc<HotEntry>> {
         let entries = self.entries.as_ref()?;
-        let stamp = self.stamps.read(key_hash);
-        let ids = (key_hash, fill_id);
-        if let Some(copy) = thread_copies::get(&self.stamps, key, ids, stamp, index_version) {
+        let stamp = self.stamps.read(fill_ref.key);
+        if let Some(copy) = thread_copies::get(&self.stamps, key, fill_ref, stamp, index_version) {
             return Some(copy);
         }
-        let entry = entries.get(&key_hash)?;
-        if entry.fill_id != fill_id || &*entry.key != key {
+        let entry = entries.get(&fill_ref.key)?;
+        if entry.fill_id != fill_ref.fill || &*entry.key != key {
             return None;
         }
-        thread_copies::offer(&self.stamps, (key_hash, stamp), index_version, &entry);
+        thread_copies::offer(&self.stamps, (fill_ref.key, stamp), index_version, &entry);
         Some(entry)
     }
 
@@ -161,7 +160,7 @@ impl MemoryTier {
         &self,
         key: &str,
         key_hash: StoreHash,
-        fill_id: u64,
+        fill_id: FillId,
     ) -> Option<Arc<OpenFile>> {
         let open = self.open_files.as_ref()?.get(&key_hash)?;
         (open.fill_id == fill_id && &*open.key == key).then_some(open)

@@ -5,7 +5,7 @@ use std::path::Path;
 use tracing::debug;
 
 use super::{Store, StoreError, disk};
-use crate::StoreHash;
+use crate::{FillId, FillRef, StoreHash};
 
 impl Store {
     /// Removes the entry of `key`: takes it out of the index and unlinks its
@@ -41,10 +41,14 @@ impl Store {
         let Some(fill) = inner.index.peek(key_hash) else {
             return Ok(false);
         };
+        let indexed = FillRef {
+            key: key_hash,
+            fill: fill.fill_id,
+        };
         // Only the key's own entry is removed: the file must be read to tell.
         let read_whole_below = 0;
         if inner
-            .open_entry(key, (key_hash, fill.fill_id), None, read_whole_below)
+            .open_entry(key, indexed, None, read_whole_below)
             .await?
             .is_none()
         {
@@ -52,12 +56,12 @@ impl Store {
         }
         // `None` if evicted or replaced by a newer fill since the peek: then
         // whoever took it out unlinks its file.
-        let Some(fill) = inner.index.remove(key_hash, fill.fill_id) else {
+        let Some(fill) = inner.index.remove(indexed) else {
             return Ok(false);
         };
         inner.memory.forget(key_hash);
-        inner.catalog.forget(key_hash, fill.fill_id);
-        let path = inner.object_path(key_hash, fill.fill_id);
+        inner.catalog.forget(indexed);
+        let path = inner.object_path(indexed);
         let removed = disk::remove_file(&path).await;
         inner.index.release_object(fill.size);
         removed?;
@@ -79,8 +83,17 @@ impl Store {
         let inner = &self.inner;
         let mut removed = false;
         for any in [
-            disk::legacy_object_path(&inner.objects, key_hash, 0),
-            inner.object_path(key_hash, 0),
+            disk::legacy_object_path(
+                &inner.objects,
+                FillRef {
+                    key: key_hash,
+                    fill: FillId(0),
+                },
+            ),
+            inner.object_path(FillRef {
+                key: key_hash,
+                fill: FillId(0),
+            }),
         ] {
             if let Some(dir) = any.parent() {
                 removed |= self.remove_unscanned_in(dir, key_hash).await?;
@@ -110,12 +123,12 @@ impl Store {
         let mut removed = false;
         while let Some(item) = items.next_entry().await.map_err(disk::io_err(dir))? {
             let name = item.file_name();
-            let Some((hash, fill_id)) = name.to_str().and_then(disk::parse_file_name) else {
+            let Some(found) = name.to_str().and_then(disk::parse_file_name) else {
                 continue;
             };
-            if hash == key_hash
-                && indexed != Some(fill_id)
-                && inner.scan.superseded(key_hash, fill_id)
+            if found.key == key_hash
+                && indexed != Some(found.fill)
+                && inner.scan.superseded(key_hash, found.fill)
             {
                 let path = item.path();
                 disk::remove_file(&path).await?;

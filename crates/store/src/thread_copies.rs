@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::hot::HotEntry;
-use crate::StoreHash;
+use crate::{FillRef, StoreHash};
 
 /// Copies one thread keeps (direct-mapped by key hash).
 pub(super) const SLOTS: usize = 32;
@@ -119,13 +119,13 @@ fn slot_of(key_hash: StoreHash) -> usize {
 pub(super) fn get(
     stamps: &Stamps,
     key: &str,
-    (key_hash, fill_id): (StoreHash, u64),
+    fill_ref: FillRef,
     stamp: u64,
     index_version: Option<u64>,
 ) -> Option<Arc<HotEntry>> {
     COPIES.with_borrow_mut(|slots| {
-        let copy = slots.get_mut(slot_of(key_hash))?.copy.as_mut()?;
-        if !copy.is_of(stamps, key, key_hash, stamp) || copy.entry.fill_id != fill_id {
+        let copy = slots.get_mut(slot_of(fill_ref.key))?.copy.as_mut()?;
+        if !copy.is_of(stamps, key, fill_ref.key, stamp) || copy.entry.fill_id != fill_ref.fill {
             return None;
         }
         copy.index_version = index_version;

@@ -25,7 +25,7 @@ use super::handover::{Gate, OpenFill, Step};
 use super::index::{Fill, Placed};
 use super::tail::FillTail;
 use super::{FillDrop, Inner, StoreError, disk, map_entry_error};
-use crate::StoreHash;
+use crate::{FillId, FillRef, StoreHash};
 
 /// Body bytes kept in memory before they are written in one blocking call: large
 /// enough that a long body costs few calls, small enough that many fills at once hold
@@ -99,7 +99,7 @@ impl Registration {
         inner: &Arc<Inner>,
         (key_hash, key, tags): (StoreHash, &str, &[String]),
         ticket: FillTicket,
-    ) -> Result<(Registration, u64), StoreError> {
+    ) -> Result<(Registration, FillId), StoreError> {
         let began = (inner.fences).begin((key_hash, key, tags), ticket, &inner.next_fill_id);
         let Began::Registered(fill_id) = began else {
             return Err(StoreError::PurgedInFlight);
@@ -196,12 +196,23 @@ pub(super) async fn begin(
     let reservation = Reservation::take(inner, initial).await.map_err(refused)?;
     // Before the file exists, so the scan can tell this run's files from old ones.
     inner.scan.register_fill(key_hash, fill_id);
-    let tmp_path = disk::tmp_path(&inner.tmp, key_hash, fill_id);
+    let tmp_path = disk::tmp_path(
+        &inner.tmp,
+        FillRef {
+            key: key_hash,
+            fill: fill_id,
+        },
+    );
     // The entry's `objects/a/bc/`, made in the same file call as the temp file the first
     // time this run fills into it: a cache filling from empty would otherwise pay a
     // second call (on the blocking pool, a second hand-off) per fill until most of its
     // 4096 directories exist.
-    let parent = (!inner.leaf_dirs.known(key_hash)).then(|| inner.object_path(key_hash, fill_id));
+    let parent = (!inner.leaf_dirs.known(key_hash)).then(|| {
+        inner.object_path(FillRef {
+            key: key_hash,
+            fill: fill_id,
+        })
+    });
     let file = {
         let (path, fsync) = (tmp_path.clone(), inner.fsync_each());
         let block = inner.space.block_size();
@@ -386,7 +397,10 @@ impl EntryWriter {
         let table = std::mem::replace(&mut self.block_hasher, BlockHasher::new()).finish();
         let front = entry::encode_preamble(&self.preamble, self.key.as_bytes());
         let (key_hash, fill_id) = (self.key_hash, self.preamble.fill_id);
-        let dest = self.inner.object_path(key_hash, fill_id);
+        let dest = self.inner.object_path(FillRef {
+            key: key_hash,
+            fill: fill_id,
+        });
         let size = self.preamble.file_len();
         let fsync = self.inner.fsync_each();
         // The rest of the body, the table and the commit: one blocking call.

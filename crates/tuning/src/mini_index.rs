@@ -266,6 +266,7 @@ mod tests {
     use rand::{RngExt, SeedableRng};
 
     use super::*;
+    use secondhit_store::FillId;
     use secondhit_store::SMALL_SHARE;
     use secondhit_store::index::{Fill, Index, Provenance};
 
@@ -304,7 +305,7 @@ mod tests {
                 index.release_object(evicted.size);
             }
             let fill = Fill {
-                fill_id: i as u64,
+                fill_id: FillId(i as u64),
                 size,
             };
             index.place(key_hash, fill, Provenance::Live);
