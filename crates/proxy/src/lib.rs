@@ -49,7 +49,7 @@ pub mod fuzzing;
 pub mod lifecycle;
 pub mod upgrade;
 /// What the live miss-ratio estimates cost each request (`benches/observe.rs`).
-pub use tuning::observe_cost;
+pub use tuning::{ObserveLoad, observe_cost};
 pub mod server;
 pub(crate) mod admin;
 pub mod preflight;

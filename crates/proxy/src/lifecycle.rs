@@ -141,8 +141,8 @@ impl Reloader {
                 self.parts.admission.replace(admission);
                 let policy = next.admission.policy;
                 self.parts.store.keep_ghost(policy.stores_first_sights());
-                let lost_hits = LostHits::for_policy(policy, &self.parts.store);
-                (self.parts.admission.current(), lost_hits)
+                let lost = LostHits::for_policy(policy, &self.parts.store);
+                (self.parts.admission.current(), lost)
             }
             None => (current.admission.clone(), current.lost_hits.clone()),
         };

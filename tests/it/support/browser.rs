@@ -52,7 +52,7 @@ pub(crate) async fn chromium(binary: &Path, profile: &Path, url: &str, extra: &[
 
 /// Takes a screenshot of `url` at `width`×`height` into `png` (a profile in `profile`), and
 /// checks that a PNG was written.
-pub async fn screenshot(
+pub(crate) async fn screenshot(
     binary: &Path,
     profile: &Path,
     url: &str,
@@ -70,7 +70,7 @@ pub async fn screenshot(
 
 /// The Chromium binary for a browser test; fails the test, naming what to install, where
 /// there is none.
-pub fn required_chromium() -> PathBuf {
+pub(crate) fn required_chromium() -> PathBuf {
     let browser = find_chromium();
     let install =
         "no chromium, chromium-browser or google-chrome on PATH: apt-get install chromium";
@@ -80,7 +80,7 @@ pub fn required_chromium() -> PathBuf {
 
 /// Keeps `dir` (not removed when the test ends) and prints where `what`'s screenshot and
 /// DOM, the files `png` and `dom` in it, can be opened.
-pub fn keep_for_viewing(dir: tempfile::TempDir, what: &str, png: &str, dom: &str) {
+pub(crate) fn keep_for_viewing(dir: tempfile::TempDir, what: &str, png: &str, dom: &str) {
     let kept = dir.keep();
     eprintln!(
         "{what}: screenshot {} (DOM beside it: {})",
