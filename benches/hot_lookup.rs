@@ -25,7 +25,7 @@ use std::time::{Duration, Instant, SystemTime};
 use http::{HeaderMap, HeaderValue, StatusCode};
 use secondhit_proxy::config::Fsync;
 use secondhit_store::entry::EntryMeta;
-use secondhit_store::{Store, StoreOptions, mapped};
+use secondhit_store::{Store, StoreHash, StoreOptions, mapped};
 
 const SPREAD: usize = 1000;
 const LARGE: usize = 100 * 1024;
@@ -75,7 +75,7 @@ async fn put(store: &Store, key: &str, len: usize) {
 }
 
 /// Looks `key` up and does with it what a response does; false if it is not there.
-async fn hit(store: &Store, key: &str, hash: u128) -> bool {
+async fn hit(store: &Store, key: &str, hash: StoreHash) -> bool {
     let Ok(Some(entry)) = store.lookup(key, hash).await else {
         return false;
     };
@@ -138,7 +138,7 @@ impl Case {
 }
 
 /// Runs `threads` threads of lookups of the keys `case` names.
-fn run(store: &Arc<Store>, threads: usize, keys: &Arc<Vec<(String, u128)>>, case: Case) {
+fn run(store: &Arc<Store>, threads: usize, keys: &Arc<Vec<(String, StoreHash)>>, case: Case) {
     let start = Arc::new(Barrier::new(threads));
     let handles: Vec<_> = (0..threads)
         .map(|thread| {
@@ -216,7 +216,7 @@ fn main() {
     })
     .expect("the store opens");
     let store = Arc::new(store);
-    let keys: Arc<Vec<(String, u128)>> = Arc::new(
+    let keys: Arc<Vec<(String, StoreHash)>> = Arc::new(
         (0..=SPREAD + 2)
             .map(|i| {
                 let key = format!("GET http://bench.test/object/{i}");

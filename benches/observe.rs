@@ -7,6 +7,8 @@
 //!
 //! Run: `cargo bench --features bench --bench observe`.
 
+use secondhit_proxy::ObserveLoad;
+
 const GIB: u64 = 1 << 30;
 const SIZE: u64 = 64 * 1024;
 const REQUESTS: usize = 2_000_000;
@@ -17,8 +19,12 @@ fn main() {
         // A catalog of ten caches' worth of objects.
         let catalog = 10 * max_size / SIZE;
         for threads in [1, 4] {
-            let (rate, ended, nanos) =
-                secondhit_proxy::observe_cost(max_size, SIZE, (catalog, REQUESTS, threads));
+            let load = ObserveLoad {
+                catalog,
+                requests: REQUESTS,
+                threads,
+            };
+            let (rate, ended, nanos) = secondhit_proxy::observe_cost(max_size, SIZE, load);
             println!(
                 "cache {:>5} GiB, rate 1/{:<6.0} (ended 1/{:<6.0}) threads {threads}: {nanos:6.1} ns per call",
                 max_size / GIB,

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use http::{HeaderMap, StatusCode};
 use secondhit_proxy::config::Fsync;
-use secondhit_store::{EntryMeta, PurgeMode, PurgeSelector, Store, StoreOptions};
+use secondhit_store::{EntryMeta, PurgeMode, PurgeSelector, Store, StoreHash, StoreOptions};
 
 fn meta(tags: &[&str]) -> EntryMeta {
     EntryMeta {
@@ -71,7 +71,7 @@ async fn look_up_until(
 /// How long after `started` every one of a thousand sampled tagged entries is a miss.
 async fn all_gone(store: Arc<Store>, entries: usize, started: Instant) -> Duration {
     let step = (entries / 1000).max(1);
-    let sample: Vec<u128> = (0..entries)
+    let sample: Vec<StoreHash> = (0..entries)
         .step_by(step)
         .map(|i| Store::key_hash(&format!("http://bench.test/tagged/{i}")))
         .collect();

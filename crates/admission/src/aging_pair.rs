@@ -474,7 +474,7 @@ impl Admission for AgingPair {
     }
 
     /// Counts a fill the filter's own admission led to, for `rotate = "auto"`.
-    fn note_fill(&self, _entry: u128, decision: Decision) {
+    fn note_fill(&self, decision: Decision) {
         if decision == Decision::Admit(AdmitReason::SeenBefore) {
             self.shared.count_fill();
         }

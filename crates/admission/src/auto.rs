@@ -101,10 +101,10 @@ impl Admission for Auto {
 
     /// The pair counts the fills of keys it had seen (`rotate = "auto"`), in either mode;
     /// a fill under `always` may be a first sight, which the pair does not count.
-    fn note_fill(&self, entry: u128, decision: Decision) {
+    fn note_fill(&self, decision: Decision) {
         if decision == Decision::Admit(AdmitReason::AutoSeenBefore) {
             self.pair
-                .note_fill(entry, Decision::Admit(AdmitReason::SeenBefore));
+                .note_fill(Decision::Admit(AdmitReason::SeenBefore));
         }
     }
 }

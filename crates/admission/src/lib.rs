@@ -68,7 +68,7 @@ pub use auto::{Auto, AutoMode};
 pub use bloom::FilterParams;
 pub use live::LiveAdmission;
 pub use persist::{SNAPSHOT_FILE, Snapshots};
-pub use shadow::{Shadow, StoredCheck};
+pub use shadow::Shadow;
 pub use stats::{FilterStats, PairStats, RecentRotation, RotationCounts, SpareState};
 
 /// 128-bit keyed hash of a cache key, the only thing admission sees.
@@ -420,19 +420,13 @@ pub trait Admission: Send + Sync {
     fn prefetch(&self, hash: FilterHash) {
         let _ = hash;
     }
-    /// A fill of the store entry named `entry` (its store hash) began under `decision`.
-    /// The shadow policy keeps track of the entry (see [`Shadow`]), and the filter pair
-    /// counts the fills of keys it admitted, by which `rotate = "auto"` sizes its
-    /// generations; called once per fill, off the hit path.
-    fn note_fill(&self, entry: u128, decision: Decision) {
-        let _ = (entry, decision);
-    }
-    /// The store entry named `entry` answered a request. True when this policy would not
-    /// have had the entry — the shadow policy's "hit lost" — after which the entry counts
-    /// as one it has. Called on every hit: the default is a no-op.
-    fn note_served(&self, entry: u128) -> bool {
-        let _ = entry;
-        false
+    /// A fill began under `decision`: the filter pair counts the fills of keys it
+    /// admitted, by which `rotate = "auto"` sizes its generations. Called once per fill,
+    /// off the hit path. Which entry it was is no concern of a policy: the entries second
+    /// hit would not have stored are tracked by the proxy, which knows the store's names
+    /// for them (see [`Shadow`]).
+    fn note_fill(&self, decision: Decision) {
+        let _ = decision;
     }
 }
 
@@ -551,16 +545,14 @@ pub struct Assembled {
 /// Builds what the server needs from `[admission]` (config validation already checked its
 /// values): resolves the seed in `state_dir`, builds the policy (`build`), and restores
 /// the snapshot of the filter pair it keeps, if any. `objects` counts the objects in the
-/// disk cache, for `rotate = "auto"`; `stored` tells whether the store still holds an
-/// entry, for the shadow policy's bookkeeping.
+/// disk cache, for `rotate = "auto"`.
 pub fn assemble(
     config: &AdmissionConfig,
     state_dir: &Path,
     objects: ObjectCount,
-    stored: StoredCheck,
 ) -> Result<Assembled, AdmissionError> {
     let seed = resolve_seed(config.seed.as_deref(), state_dir)?;
-    let Built { policy, pair, auto } = build(config, objects, stored);
+    let Built { policy, pair, auto } = build(config, objects);
     let snapshots = pair.map(|pair| {
         let snapshots = Arc::new(Snapshots::new(pair, state_dir, seed, config.snapshot_every));
         snapshots.restore();
@@ -602,7 +594,7 @@ struct Built {
 /// snapshotted alike) watched by a [`Shadow`] that stores everything; `auto` the same
 /// pair behind an [`Auto`] switch. Nothing is used before `assemble` restores the pair's
 /// snapshot.
-fn build(config: &AdmissionConfig, objects: ObjectCount, stored: StoredCheck) -> Built {
+fn build(config: &AdmissionConfig, objects: ObjectCount) -> Built {
     let (policy, pair, auto) = match config.policy {
         AdmissionPolicy::Always => (Policy::new(Arc::new(AlwaysAdmit)), None, None),
         AdmissionPolicy::SecondHit => {
@@ -611,7 +603,7 @@ fn build(config: &AdmissionConfig, objects: ObjectCount, stored: StoredCheck) ->
         }
         AdmissionPolicy::Shadow => {
             let pair = pair_from_config(config, objects);
-            let shadow = Shadow::new(pair.clone(), stored);
+            let shadow = Shadow::new(pair.clone());
             (Policy::new(Arc::new(shadow)), Some(pair), None)
         }
         AdmissionPolicy::Auto => {
@@ -633,10 +625,9 @@ pub(crate) fn from_config(config: &AdmissionConfig) -> Policy {
 
 /// Just the policy named by `[admission]`, fresh and without snapshots, with `objects`
 /// counting the cache's objects for `rotate = "auto"`: for the bench, which builds and
-/// compares policies itself (the simulator counts the entries of its own index). Without a
-/// store to ask, a shadow policy takes every entry for gone (it counts no lost hits).
+/// compares policies itself (the simulator counts the entries of its own index).
 pub fn from_config_counting(config: &AdmissionConfig, objects: ObjectCount) -> Policy {
-    build(config, objects, Arc::new(|_| false)).policy
+    build(config, objects).policy
 }
 
 /// `policy = "auto"` as `build` makes it (the filter pair `[admission]` describes behind

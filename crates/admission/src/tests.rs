@@ -130,8 +130,7 @@ fn assemble_keeps_snapshots_for_filters_only() {
         ..AdmissionConfig::default()
     };
     let objects: ObjectCount = Arc::new(|| 50_000);
-    let stored: StoredCheck = Arc::new(|_| true);
-    let built = assemble(&config, dir.path(), objects.clone(), stored.clone()).unwrap();
+    let built = assemble(&config, dir.path(), objects.clone()).unwrap();
     assert_eq!(built.stats.kind(), AdmissionPolicy::SecondHit.into());
     // rotate = "auto": two keys per object the cache holds, before any steering.
     assert_eq!(
@@ -141,11 +140,11 @@ fn assemble_keeps_snapshots_for_filters_only() {
     let snapshots = built.snapshots.unwrap();
     assert_eq!(snapshots.path(), dir.path().join(SNAPSHOT_FILE));
     config.policy = AdmissionPolicy::Always;
-    let always = assemble(&config, dir.path(), objects.clone(), stored.clone()).unwrap();
+    let always = assemble(&config, dir.path(), objects.clone()).unwrap();
     assert!(always.snapshots.is_none());
     // Shadow keeps the same pair, snapshotted like second-hit's.
     config.policy = AdmissionPolicy::Shadow;
-    let shadow = assemble(&config, dir.path(), objects, stored).unwrap();
+    let shadow = assemble(&config, dir.path(), objects).unwrap();
     assert_eq!(shadow.stats.kind(), AdmissionPolicy::Shadow.into());
     assert!(shadow.stats.filter_stats().is_some());
     assert!(shadow.snapshots.is_some());

@@ -33,6 +33,7 @@ use secondhit_admission::{
 };
 use secondhit_proxy::config::{AdmissionConfig, MaxObjectSize};
 use secondhit_store::index::{Fill, Index, Provenance};
+use secondhit_store::{FillId, StoreHash};
 
 mod auto;
 
@@ -384,7 +385,7 @@ impl Replay {
         for (i, request) in workload.requests.iter().enumerate() {
             let filter_hash = hashes.next(i);
             // The store names entries by an unkeyed hash, the filter by a keyed one — as in the proxy.
-            let key_hash = xxh3_128(&request.object.to_le_bytes());
+            let key_hash = StoreHash(xxh3_128(&request.object.to_le_bytes()));
             // A trace out of order never moves the clock back before its first request, and
             // one whose timestamps lie centuries apart stops at a century: `Duration` and
             // `Instant` arithmetic would overflow (and panic) past that.
@@ -406,7 +407,7 @@ impl Replay {
             let miss = Miss {
                 size: request.size,
                 key_hash,
-                fill_id: i as u64,
+                fill_id: FillId(i as u64),
             };
             let written = !hit && storable && offer(&index, admission.as_ref(), pending, miss);
             if written {
@@ -415,7 +416,12 @@ impl Replay {
             observe(request, Served { hit, written });
         }
         let requests = workload.requests.len() as u64;
-        let report = tally.report(stats.kind().as_str(), requests, started, stats.memory_bytes());
+        let report = tally.report(
+            stats.kind().as_str(),
+            requests,
+            started,
+            stats.memory_bytes(),
+        );
         (report, auto.map(|auto| auto.run()))
     }
 }
@@ -467,8 +473,8 @@ impl<'a> Prefetched<'a> {
 /// A miss of an object small enough to store, as [`offer`] needs it.
 struct Miss {
     size: u64,
-    key_hash: u128,
-    fill_id: u64,
+    key_hash: StoreHash,
+    fill_id: FillId,
 }
 
 /// Offers a miss for storage as the proxy does: admission's second phase, then a place
@@ -493,7 +499,7 @@ fn offer(index: &Index, admission: &dyn Admission, pending: Pending, miss: Miss)
     index.place(miss.key_hash, fill, Provenance::Live);
     index.commit_reservation(file_size, file_size);
     // As the proxy tells the policy of each fill it began (`rotate = "auto"` counts them).
-    admission.note_fill(miss.key_hash, decision);
+    admission.note_fill(decision);
     true
 }
 

@@ -29,7 +29,7 @@ use std::fmt;
 use http::request::Parts;
 use http::uri::Authority;
 
-use crate::store::Store;
+use crate::store::{Store, StoreHash};
 
 mod shape;
 
@@ -106,7 +106,7 @@ pub(crate) struct CacheKey {
     /// Byte offset in `text` where the path starts (just after the authority).
     path_start: usize,
     /// Unkeyed xxh3-128 of `text`: the entry's name in the store.
-    store_hash: u128,
+    store_hash: StoreHash,
 }
 
 impl CacheKey {
@@ -197,7 +197,7 @@ impl CacheKey {
     }
 
     /// The unkeyed xxh3-128 of the key string that names the entry in the store.
-    pub(crate) fn store_hash(&self) -> u128 {
+    pub(crate) fn store_hash(&self) -> StoreHash {
         self.store_hash
     }
 }

@@ -49,12 +49,13 @@ pub mod fuzzing;
 pub mod lifecycle;
 pub mod upgrade;
 /// What the live miss-ratio estimates cost each request (`benches/observe.rs`).
-pub use tuning::observe_cost;
+pub use tuning::{ObserveLoad, observe_cost};
 pub mod server;
 pub(crate) mod admin;
 pub mod preflight;
 pub(crate) mod proxy;
 pub mod live;
+pub(crate) mod lost_hits;
 pub(crate) mod tee;
 pub(crate) mod access_log;
 pub mod cache_status;

@@ -36,6 +36,7 @@ use crate::admission::{AdmissionError, Assembled};
 use crate::config::{AdmissionConfig, Config, ConfigError};
 use crate::live::{Certificate, Snapshot};
 use crate::logging::LogReload;
+use crate::lost_hits::LostHits;
 use crate::origin::OriginError;
 use crate::server::tls::{self, CertificateError};
 use crate::sites::Sites;
@@ -132,7 +133,7 @@ impl Reloader {
                 Arc::new(Tuning::following(&current.tuning, &next, now))
             }
         };
-        let admission = match built.admission {
+        let (admission, lost_hits) = match built.admission {
             Some(admission) => {
                 if let Some(auto) = &admission.auto {
                     auto.set_mode(mode_of(tuning.current()));
@@ -140,9 +141,10 @@ impl Reloader {
                 self.parts.admission.replace(admission);
                 let policy = next.admission.policy;
                 self.parts.store.keep_ghost(policy.stores_first_sights());
-                self.parts.admission.current()
+                let lost = LostHits::for_policy(policy, &self.parts.store);
+                (self.parts.admission.current(), lost)
             }
-            None => current.admission.clone(),
+            None => (current.admission.clone(), current.lost_hits.clone()),
         };
         (self.parts.store).set_write_rate(next.admission.max_write_rate.unwrap_or(0));
         let log_level_changed = next.log.level != running.log.level;
@@ -152,6 +154,7 @@ impl Reloader {
             settings: Arc::new(next),
             sites: built.sites,
             admission,
+            lost_hits,
             tuning,
             access_log: built.access_log,
             certificates: built.certificates,

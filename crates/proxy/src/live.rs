@@ -23,6 +23,7 @@ use crate::access_log::AccessLog;
 use crate::admission::Assembled;
 use crate::config::rules::Lifetimes;
 use crate::config::{CertificateFiles, Config};
+use crate::lost_hits::LostHits;
 use crate::policy::Rules;
 use crate::sites::Sites;
 use crate::tuning::Tuning;
@@ -35,6 +36,9 @@ pub struct Snapshot {
     pub sites: Arc<Sites>,
     /// The admission policy every GET/HEAD key is checked against, with its hasher.
     pub admission: Arc<Assembled>,
+    /// The entries stored that second-hit would not have stored, under the shadow policy
+    /// (built with `admission`, and replaced with it).
+    pub(crate) lost_hits: Option<Arc<LostHits>>,
     /// The miss-ratio estimates each hit and storable miss feeds, and `policy = "auto"`
     /// chooses by; rebuilt by a reload only when what they model changed.
     pub(crate) tuning: Arc<Tuning>,
@@ -63,6 +67,7 @@ impl Snapshot {
             settings: Arc::new(settings),
             sites: self.sites.clone(),
             admission: self.admission.clone(),
+            lost_hits: self.lost_hits.clone(),
             tuning: self.tuning.clone(),
             access_log: self.access_log.clone(),
             certificates: self.certificates.clone(),

@@ -32,9 +32,9 @@
 //!
 //! Every request is counted in [`Metrics`] once its `Cache-Status` is final (in
 //! [`Proxy::handle`], beside the access log); the fill path counts admission decisions and
-//! the bytes admission kept off the disk, and every answer from storage is reported to the
-//! admission policy ([`crate::admission::Admission::note_served`]), which in shadow mode
-//! counts the hits second-hit would have lost.
+//! the bytes admission kept off the disk, and in shadow mode every fill and every answer
+//! from storage is reported to the ledger of entries second-hit would not have stored
+//! ([`crate::lost_hits::LostHits`]), which counts the hits second-hit would have lost.
 //!
 //! Submodules: `cache` (lookup with variants, revalidation, fills), `collapse` (one
 //! origin fetch per key at a time), `forward` (the miss
@@ -185,14 +185,18 @@ struct Cacheable<'s> {
 
 /// How [`Proxy::look_up`] ended.
 enum Looked<'s> {
-    /// An entry to answer from; `collapsed`: found after waiting for another request's
-    /// fill, which was a miss of this kind.
-    Found {
-        found: Box<Found>,
-        collapsed: Option<Forward>,
-    },
+    /// An entry to answer from.
+    Found(FoundEntry),
     /// Nothing to answer from: fetch.
     Missed(Miss<'s>),
+}
+
+/// The entry a lookup found, and how it came to be there.
+struct FoundEntry {
+    /// The entry.
+    found: Box<Found>,
+    /// Found after waiting for another request's fill, which was a miss of this kind.
+    collapsed: Option<Forward>,
 }
 
 /// Everything a request needs, shared by all connections. A clone shares all of it (each
@@ -418,13 +422,13 @@ impl Proxy {
             Plan::Pass(outcome) => return Box::pin(self.pass_through(ask, body, outcome)).await,
         };
         match self.look_up(ask, &cacheable).await? {
-            Looked::Found { found, collapsed } => {
+            Looked::Found(entry) => {
                 // A request for a stored object: what the estimates replay (a hit there
                 // or not, as each modelled cache decides).
                 if let Some(hash) = cacheable.admitting.hash() {
-                    ask.live.tuning.observe(hash, found.entry.body_len);
+                    ask.live.tuning.observe(hash, entry.found.entry.body_len);
                 }
-                (self.answer_found(ask, body, &cacheable, (found, collapsed))).await
+                (self.answer_found(ask, body, &cacheable, entry)).await
             }
             Looked::Missed(miss) => Box::pin(self.fetch(ask, body, &cacheable.key, miss)).await,
         }
@@ -509,7 +513,7 @@ impl Proxy {
         let mut waited_for_a_drop = false;
         loop {
             let (marker, forward) = match self.cache.lookup(key, &ask.head.headers).await {
-                Lookup::Found(found) => return Ok(Looked::Found { found, collapsed }),
+                Lookup::Found(found) => return Ok(Looked::Found(FoundEntry { found, collapsed })),
                 Lookup::Miss | Lookup::VaryMiss(_) if directives.only_if_cached => {
                     return Err(ProxyError::OnlyIfCached);
                 }
@@ -549,25 +553,25 @@ impl Proxy {
         }
     }
 
-    /// Answers from the entry the lookup `found`: a fresh hit (or the answer of the fill
-    /// this request waited for, `collapsed`), a stale one the client or
+    /// Answers from the entry the lookup found: a fresh hit (or the answer of the fill
+    /// this request waited for, `entry.collapsed`), a stale one the client or
     /// `stale-while-revalidate` accepts, or else a revalidation with the origin.
     async fn answer_found(
         &self,
         ask: &Ask<'_>,
         body: Incoming,
         cacheable: &Cacheable<'_>,
-        (found, collapsed): (Box<Found>, Option<Forward>),
+        entry: FoundEntry,
     ) -> Result<Answer, ProxyError> {
         let (head, key) = (ask.head, &cacheable.key);
         let now = crate::clock::now();
         let freshness = self
             .cache
-            .freshness(ask.live, ask.lifetimes(), &found.entry);
+            .freshness(ask.live, ask.lifetimes(), &entry.found.entry);
         if head.headers.contains_key(AUTHORIZATION) && !freshness.shareable_with_credentials() {
             // RFC 9111 §3.5: only a response declared shareable may answer credentials.
             let miss = Miss {
-                marker: found.marker,
+                marker: entry.found.marker,
                 forward: Forward::Request,
                 admission: READMIT,
                 rules: None,
@@ -576,11 +580,10 @@ impl Proxy {
             return Box::pin(self.fetch(ask, body, key, miss)).await;
         }
         let directives = &cacheable.directives;
-        let (found, forward) =
-            match self.reuse(ask, found, &freshness, directives, (collapsed, now)) {
-                Ok(answer) => return Ok(answer),
-                Err(stale) => stale,
-            };
+        let (found, forward) = match self.reuse(ask, entry, &freshness, directives, now) {
+            Ok(answer) => return Ok(answer),
+            Err(stale) => stale,
+        };
         if directives.only_if_cached {
             return Err(ProxyError::OnlyIfCached);
         }
@@ -601,21 +604,21 @@ impl Proxy {
             let outcome = Outcome::forward(forward);
             return Box::pin(self.pass_through(ask, body, outcome)).await;
         }
-        let stale = (found, &**freshness);
-        Box::pin(self.revalidate(ask, key, stale, forward)).await
+        Box::pin(self.revalidate(ask, key, found, &freshness, forward)).await
     }
 
-    /// Answers from `found` when its freshness allows, as the request's `directives` see
-    /// it at `now`; else hands the entry back with why it goes forward (`stale`, or the
-    /// request's own directives).
+    /// Answers from the found `entry` when its freshness allows, as the request's
+    /// `directives` see it at `now`; else hands the entry back with why it goes forward
+    /// (`stale`, or the request's own directives).
     fn reuse(
         &self,
         ask: &Ask<'_>,
-        found: Box<Found>,
+        entry: FoundEntry,
         freshness: &crate::policy::freshness::StoredFreshness,
         directives: &RequestDirectives,
-        (collapsed, now): (Option<Forward>, SystemTime),
+        now: SystemTime,
     ) -> Result<Answer, (Box<Found>, Forward)> {
+        let FoundEntry { found, collapsed } = entry;
         let ttl = freshness.ttl_seconds(now);
         let outcome = match freshness.reuse(directives, now) {
             Reuse::Fresh => match (collapsed, freshness.rule_lifetime()) {
@@ -656,7 +659,8 @@ impl Proxy {
     /// Tells the admission policy that `found` answers a request from storage; counts the
     /// hit second-hit would have lost when the (shadow) policy says so.
     fn note_hit(&self, found: &Found, live: &Snapshot) {
-        if live.admission.policy.note_served(found.entry.key_hash()) {
+        let lost = live.lost_hits.as_ref();
+        if lost.is_some_and(|lost| lost.note_served(found.entry.key_hash())) {
             self.cache
                 .metrics
                 .count_shadow_hit_lost(found.entry.body_len);

@@ -88,6 +88,7 @@ use crate::admin::{self, Admin};
 use crate::admission::{self, LiveAdmission};
 use crate::config::{AdmissionConfig, Config, ServerConfig};
 use crate::live::{Live, Snapshot};
+use crate::lost_hits::LostHits;
 use crate::metrics::Metrics;
 use crate::proxy::{self, Proxy};
 use crate::sites::Sites;
@@ -207,7 +208,8 @@ impl Server {
             snapshots: None,
             auto: None,
         };
-        prepared.finish(store, assembled)
+        // No shadow ledger: `[admission]` does not name the policy that runs.
+        prepared.finish(store, assembled, None)
     }
 
     /// The address actually bound (useful with port 0).
@@ -375,14 +377,17 @@ impl Prepared {
         let store = open_store(&self.config, lock_timeout)?;
         // Reads the filter snapshot synchronously, like the store's open above.
         let assembled = assemble_admission(&self.config.admission, &store)?;
-        self.finish(store, assembled)
+        let lost_hits = LostHits::for_policy(self.config.admission.policy, &store);
+        self.finish(store, assembled, lost_hits)
     }
 
-    /// Builds the proxy around an open store and `admission`.
+    /// Builds the proxy around an open store and `admission`, with the shadow policy's
+    /// ledger when it runs.
     fn finish(
         self,
         store: Arc<Store>,
         admission: admission::Assembled,
+        lost_hits: Option<Arc<LostHits>>,
     ) -> Result<Server, StartError> {
         let config = &self.config;
         let admission = Arc::new(LiveAdmission::new(admission));
@@ -390,6 +395,7 @@ impl Prepared {
             settings: Arc::new(config.clone()),
             sites: self.sites,
             admission: admission.current(),
+            lost_hits,
             tuning: Arc::new(Tuning::new(config, tokio::time::Instant::now().into_std())),
             access_log: self.access_log,
             certificates: self.certificates,
@@ -532,13 +538,7 @@ pub(crate) fn assemble_admission(
         let store = store.clone();
         Arc::new(move || store.objects_when_full())
     };
-    let stored: admission::StoredCheck = {
-        // Weak: the policy lives as long as the proxy, which must not keep the store
-        // (and its directory lock) alive by itself.
-        let store = Arc::downgrade(store);
-        Arc::new(move |entry| store.upgrade().is_some_and(|s| s.contains(entry)))
-    };
-    admission::assemble(config, &store.state_dir(), objects, stored)
+    admission::assemble(config, &store.state_dir(), objects)
 }
 
 /// Opens the cache directory named by `[cache]`, waiting up to `lock_timeout` for its lock.

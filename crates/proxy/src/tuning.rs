@@ -305,17 +305,29 @@ fn build(config: &Config, rate: f64, now: Instant) -> Estimator {
     Estimator::new(&settings, &config.admission, cache, now)
 }
 
-/// What the estimates cost the request path, for `benches/observe.rs`: each of `threads`
-/// threads calls `Tuning::observe` (as a hit or a storable miss does) for `requests`
-/// keys of `size` bytes drawn from a catalog of `catalog`, on a cache of `max_size` bytes
-/// sampled at the rate the proxy would choose once it has seen the size. Returns that
-/// rate, the rate at the end (the replay budget may have lowered it) and the mean
-/// nanoseconds a call took on its thread.
-pub fn observe_cost(
-    max_size: u64,
-    size: u64,
-    (catalog, requests, threads): (u64, usize, usize),
-) -> (f64, f64, f64) {
+/// The load [`observe_cost`] puts on the estimates.
+#[derive(Clone, Copy, Debug)]
+pub struct ObserveLoad {
+    /// Distinct keys the requests are drawn from.
+    pub catalog: u64,
+    /// Calls each thread makes.
+    pub requests: usize,
+    /// Threads calling at once.
+    pub threads: usize,
+}
+
+/// What the estimates cost the request path, for `benches/observe.rs`: each of
+/// `load.threads` threads calls `Tuning::observe` (as a hit or a storable miss does) for
+/// `load.requests` keys of `size` bytes drawn from a catalog of `load.catalog`, on a
+/// cache of `max_size` bytes sampled at the rate the proxy would choose once it has seen
+/// the size. Returns that rate, the rate at the end (the replay budget may have lowered
+/// it) and the mean nanoseconds a call took on its thread.
+pub fn observe_cost(max_size: u64, size: u64, load: ObserveLoad) -> (f64, f64, f64) {
+    let ObserveLoad {
+        catalog,
+        requests,
+        threads,
+    } = load;
     let mut config = Config::default();
     config.cache.max_size = max_size;
     let now = Instant::now();

@@ -34,6 +34,7 @@ const SHARDS: usize = super::index::SHARDS;
 pub(crate) const BATCH: usize = 512;
 
 use crate::settings::TAG_OVERHEAD;
+use crate::{FillId, FillRef, StoreHash};
 
 /// What a purge selects.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -208,7 +209,7 @@ enum Map {
 /// What the catalog keeps about one entry.
 #[derive(Debug)]
 struct Record {
-    fill_id: u64,
+    fill_id: FillId,
     key: Box<str>,
     tags: Box<[Box<str>]>,
     /// What its tags are charged in the tag budget.
@@ -216,12 +217,12 @@ struct Record {
 }
 
 /// A reverse map: name → the key hashes of the entries under it.
-type Groups = Box<[Mutex<HashMap<Box<str>, BTreeSet<u128>>>]>;
+type Groups = Box<[Mutex<HashMap<Box<str>, BTreeSet<StoreHash>>>]>;
 
 /// The catalog (see the module docs).
 #[derive(Debug)]
 pub(crate) struct Catalog {
-    records: Box<[Mutex<HashMap<u128, Record>>]>,
+    records: Box<[Mutex<HashMap<StoreHash, Record>>]>,
     by_tag: Groups,
     by_site: Groups,
     by_url: Groups,
@@ -252,8 +253,8 @@ impl Catalog {
         }
     }
 
-    fn record_shard(&self, key_hash: u128) -> MutexGuard<'_, HashMap<u128, Record>> {
-        lock(&self.records[key_hash as usize % SHARDS])
+    fn record_shard(&self, key_hash: StoreHash) -> MutexGuard<'_, HashMap<StoreHash, Record>> {
+        lock(&self.records[key_hash.0 as usize % SHARDS])
     }
 
     fn map(&self, map: Map) -> &Groups {
@@ -268,12 +269,12 @@ impl Catalog {
         &self,
         map: Map,
         name: &str,
-    ) -> MutexGuard<'_, HashMap<Box<str>, BTreeSet<u128>>> {
+    ) -> MutexGuard<'_, HashMap<Box<str>, BTreeSet<StoreHash>>> {
         let shard = xxh3_64(name.as_bytes()) as usize % SHARDS;
         lock(&self.map(map)[shard])
     }
 
-    fn join(&self, map: Map, name: &str, key_hash: u128) {
+    fn join(&self, map: Map, name: &str, key_hash: StoreHash) {
         let mut shard = self.group_shard(map, name);
         match shard.get_mut(name) {
             Some(members) => {
@@ -285,7 +286,7 @@ impl Catalog {
         }
     }
 
-    fn leave(&self, map: Map, name: &str, key_hash: u128) {
+    fn leave(&self, map: Map, name: &str, key_hash: StoreHash) {
         let mut shard = self.group_shard(map, name);
         if let Some(members) = shard.get_mut(name) {
             members.remove(&key_hash);
@@ -300,7 +301,7 @@ impl Catalog {
     /// a purge of it miss the entry. The budget is held by refusing to store what does not
     /// [`fit`](Catalog::fits), so it is passed only by fills that started together, or at
     /// start-up when `tags.max_memory` was lowered.
-    pub(crate) fn insert(&self, key_hash: u128, fill_id: u64, key: &str, tags: &[String]) {
+    pub(crate) fn insert(&self, key_hash: StoreHash, fill_id: FillId, key: &str, tags: &[String]) {
         let mut records = self.record_shard(key_hash);
         if let Some(old) = records.remove(&key_hash) {
             self.unlink_record(key_hash, &old);
@@ -331,7 +332,7 @@ impl Catalog {
     }
 
     /// Takes `record` out of the reverse maps and gives back its tags' charge.
-    fn unlink_record(&self, key_hash: u128, record: &Record) {
+    fn unlink_record(&self, key_hash: StoreHash, record: &Record) {
         self.leave(Map::Site, host(authority(&record.key)), key_hash);
         if let Some(base) = base_url(&record.key) {
             self.leave(Map::Url, base, key_hash);
@@ -342,10 +343,13 @@ impl Catalog {
         self.tag_bytes.fetch_sub(record.tag_cost, Relaxed);
     }
 
-    /// Forgets the record of `key_hash` if it is of `fill_id`.
-    pub(crate) fn forget(&self, key_hash: u128, fill_id: u64) {
+    /// Forgets the record of `fill.key` if it is of `fill.fill`.
+    pub(crate) fn forget(&self, fill: FillRef) {
+        let key_hash = fill.key;
         let mut records = self.record_shard(key_hash);
-        if records.get(&key_hash).is_some_and(|r| r.fill_id == fill_id)
+        if records
+            .get(&key_hash)
+            .is_some_and(|r| r.fill_id == fill.fill)
             && let Some(record) = records.remove(&key_hash)
         {
             self.unlink_record(key_hash, &record);
@@ -353,7 +357,7 @@ impl Catalog {
     }
 
     /// The fill of `key_hash` when its entry is one `selector` selects.
-    pub(crate) fn selected(&self, key_hash: u128, selector: &PurgeSelector) -> Option<u64> {
+    pub(crate) fn selected(&self, key_hash: StoreHash, selector: &PurgeSelector) -> Option<FillId> {
         let records = self.record_shard(key_hash);
         let record = records.get(&key_hash)?;
         selector
@@ -363,7 +367,11 @@ impl Catalog {
 
     /// Up to [`BATCH`] key hashes from the reverse map `selector` searches, in order,
     /// after `after` (from the start when `None`); a superset of the entries selected.
-    pub(crate) fn members(&self, selector: &PurgeSelector, after: Option<u128>) -> Vec<u128> {
+    pub(crate) fn members(
+        &self,
+        selector: &PurgeSelector,
+        after: Option<StoreHash>,
+    ) -> Vec<StoreHash> {
         let (map, name) = selector.group();
         let shard = self.group_shard(map, name);
         let Some(members) = shard.get(name) else {
@@ -379,7 +387,7 @@ impl Catalog {
 
     /// The tags recorded for `key_hash` (for tests and statistics).
     #[cfg(test)]
-    pub(crate) fn tags(&self, key_hash: u128) -> Option<Vec<String>> {
+    pub(crate) fn tags(&self, key_hash: StoreHash) -> Option<Vec<String>> {
         let records = self.record_shard(key_hash);
         let record = records.get(&key_hash)?;
         Some(record.tags.iter().map(|t| t.to_string()).collect())
@@ -399,61 +407,77 @@ mod tests {
         list.iter().map(|t| (*t).to_owned()).collect()
     }
 
+    fn hashes(list: &[u128]) -> Vec<StoreHash> {
+        list.iter().copied().map(StoreHash).collect()
+    }
+
     #[test]
     fn tags_match_exactly_never_by_prefix_or_substring() {
         let catalog = Catalog::new(u64::MAX);
-        catalog.insert(1, 10, "http://a/1", &tags(&["a"]));
-        catalog.insert(2, 20, "http://a/2", &tags(&["ab", "xa"]));
+        catalog.insert(StoreHash(1), FillId(10), "http://a/1", &tags(&["a"]));
+        catalog.insert(StoreHash(2), FillId(20), "http://a/2", &tags(&["ab", "xa"]));
         let tag = PurgeSelector::Tag("a".to_owned());
-        assert_eq!(catalog.members(&tag, None), vec![1]);
-        assert_eq!(catalog.selected(1, &tag), Some(10));
-        assert_eq!(catalog.selected(2, &tag), None);
+        assert_eq!(catalog.members(&tag, None), hashes(&[1]));
+        assert_eq!(catalog.selected(StoreHash(1), &tag), Some(FillId(10)));
+        assert_eq!(catalog.selected(StoreHash(2), &tag), None);
     }
 
     #[test]
     fn sites_prefixes_and_variants_find_their_entries() {
         let catalog = Catalog::new(u64::MAX);
-        catalog.insert(1, 1, "http://a/img/1", &[]);
-        catalog.insert(2, 1, "https://a/img/2", &[]);
-        catalog.insert(3, 1, "http://a:8080/img/3", &[]);
-        catalog.insert(4, 1, "http://a/v vary=01-02", &[]);
-        catalog.insert(5, 1, "http://a/v", &[]);
+        catalog.insert(StoreHash(1), FillId(1), "http://a/img/1", &[]);
+        catalog.insert(StoreHash(2), FillId(1), "https://a/img/2", &[]);
+        catalog.insert(StoreHash(3), FillId(1), "http://a:8080/img/3", &[]);
+        catalog.insert(StoreHash(4), FillId(1), "http://a/v vary=01-02", &[]);
+        catalog.insert(StoreHash(5), FillId(1), "http://a/v", &[]);
         let site = PurgeSelector::Site("a".to_owned());
-        let found: Vec<u128> = (1..=5)
+        let found: Vec<StoreHash> = (1..=5)
+            .map(StoreHash)
             .filter(|&h| catalog.selected(h, &site).is_some())
             .collect();
-        assert_eq!(found, vec![1, 2, 3, 4, 5]);
+        assert_eq!(found, hashes(&[1, 2, 3, 4, 5]));
         let default_port = PurgeSelector::Site("a:80".to_owned());
-        let found: Vec<u128> = (1..=5)
+        let found: Vec<StoreHash> = (1..=5)
+            .map(StoreHash)
             .filter(|&h| catalog.selected(h, &default_port).is_some())
             .collect();
-        assert_eq!(found, vec![1, 4, 5]);
+        assert_eq!(found, hashes(&[1, 4, 5]));
         let prefix = PurgeSelector::Prefix("http://a/img/".to_owned());
-        assert_eq!(catalog.members(&prefix, None), vec![1, 2, 3, 4, 5]);
-        let found: Vec<u128> = (1..=5)
+        assert_eq!(catalog.members(&prefix, None), hashes(&[1, 2, 3, 4, 5]));
+        let found: Vec<StoreHash> = (1..=5)
+            .map(StoreHash)
             .filter(|&h| catalog.selected(h, &prefix).is_some())
             .collect();
-        assert_eq!(found, vec![1]);
+        assert_eq!(found, hashes(&[1]));
         let url = PurgeSelector::Url("http://a/v".to_owned());
-        assert_eq!(catalog.members(&url, None), vec![4]);
-        assert!(catalog.selected(5, &url).is_some() && catalog.selected(4, &url).is_some());
+        assert_eq!(catalog.members(&url, None), hashes(&[4]));
+        assert!(
+            catalog.selected(StoreHash(5), &url).is_some()
+                && catalog.selected(StoreHash(4), &url).is_some()
+        );
     }
 
     #[test]
     fn forgetting_names_the_fill_and_empties_the_maps() {
         let catalog = Catalog::new(u64::MAX);
-        catalog.insert(1, 10, "http://a/1", &tags(&["t"]));
+        catalog.insert(StoreHash(1), FillId(10), "http://a/1", &tags(&["t"]));
         // A newer fill replaces the record; the unlink of the older one leaves it.
-        catalog.insert(1, 11, "http://a/1", &tags(&["u"]));
-        catalog.forget(1, 10);
-        assert_eq!(catalog.tags(1), Some(tags(&["u"])));
+        catalog.insert(StoreHash(1), FillId(11), "http://a/1", &tags(&["u"]));
+        catalog.forget(FillRef {
+            key: StoreHash(1),
+            fill: FillId(10),
+        });
+        assert_eq!(catalog.tags(StoreHash(1)), Some(tags(&["u"])));
         assert!(
             catalog
                 .members(&PurgeSelector::Tag("t".to_owned()), None)
                 .is_empty()
         );
-        catalog.forget(1, 11);
-        assert_eq!(catalog.tags(1), None);
+        catalog.forget(FillRef {
+            key: StoreHash(1),
+            fill: FillId(11),
+        });
+        assert_eq!(catalog.tags(StoreHash(1)), None);
         assert_eq!(catalog.tag_bytes(), 0);
         for map in [&catalog.by_tag, &catalog.by_site, &catalog.by_url] {
             assert!(map.iter().all(|shard| lock(shard).is_empty()));
@@ -466,15 +490,21 @@ mod tests {
         let catalog = Catalog::new(3 * one);
         let two = tags(&["a", "b"]);
         assert!(catalog.fits(&two));
-        catalog.insert(1, 1, "http://a/1", &two);
+        catalog.insert(StoreHash(1), FillId(1), "http://a/1", &two);
         assert!(!catalog.fits(&tags(&["c", "d"])));
         assert!(catalog.fits(&tags(&["c"])));
         // Two fills that started together may pass it; neither loses a tag.
-        catalog.insert(2, 1, "http://a/2", &tags(&["c", "d"]));
-        assert_eq!(catalog.tags(2), Some(tags(&["c", "d"])));
+        catalog.insert(StoreHash(2), FillId(1), "http://a/2", &tags(&["c", "d"]));
+        assert_eq!(catalog.tags(StoreHash(2)), Some(tags(&["c", "d"])));
         assert_eq!(catalog.tag_bytes(), 4 * one);
-        catalog.forget(1, 1);
-        catalog.forget(2, 1);
+        catalog.forget(FillRef {
+            key: StoreHash(1),
+            fill: FillId(1),
+        });
+        catalog.forget(FillRef {
+            key: StoreHash(2),
+            fill: FillId(1),
+        });
         assert_eq!(catalog.tag_bytes(), 0);
         assert!(catalog.fits(&tags(&["e", "f", "g"])));
     }
@@ -484,7 +514,12 @@ mod tests {
         let catalog = Catalog::new(u64::MAX);
         let total = BATCH as u128 * 2 + 7;
         for hash in 0..total {
-            catalog.insert(hash, 1, &format!("http://a/{hash}"), &tags(&["t"]));
+            catalog.insert(
+                StoreHash(hash),
+                FillId(1),
+                &format!("http://a/{hash}"),
+                &tags(&["t"]),
+            );
         }
         let tag = PurgeSelector::Tag("t".to_owned());
         let (mut seen, mut after) = (0, None);

@@ -31,6 +31,7 @@ use tracing::{debug, warn};
 
 use super::entry::{self, DecodedHeader, EntryError, PREAMBLE_LEN, Preamble};
 use super::{Store, StoreError};
+use crate::{FillId, FillRef, StoreHash};
 
 /// Sub-directory holding committed entries.
 pub(crate) const OBJECTS: &str = "objects";
@@ -71,40 +72,40 @@ pub(crate) enum HeaderError {
 }
 
 /// The file name of one fill, without directory or `.tmp` suffix.
-fn file_name(key_hash: u128, fill_id: u64) -> String {
-    format!("{key_hash:032x}-{fill_id:016x}")
+fn file_name(fill: FillRef) -> String {
+    format!("{:032x}-{:016x}", fill.key, fill.fill)
 }
 
 /// Parses a name written by [`file_name`]; lower-case hex only, as written.
-pub(crate) fn parse_file_name(name: &str) -> Option<(u128, u64)> {
+pub(crate) fn parse_file_name(name: &str) -> Option<FillRef> {
     let (hash, fill) = name.split_once('-')?;
     let is_hex =
         |s: &str, len| s.len() == len && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
     if !is_hex(hash, 32) || !is_hex(fill, 16) {
         return None;
     }
-    Some((
-        u128::from_str_radix(hash, 16).ok()?,
-        u64::from_str_radix(fill, 16).ok()?,
-    ))
+    Some(FillRef {
+        key: StoreHash(u128::from_str_radix(hash, 16).ok()?),
+        fill: FillId(u64::from_str_radix(fill, 16).ok()?),
+    })
 }
 
 /// `objects/a/bc/<name>` for one fill.
-pub(crate) fn object_path(objects: &Path, key_hash: u128, fill_id: u64) -> PathBuf {
-    let name = file_name(key_hash, fill_id);
+pub(crate) fn object_path(objects: &Path, fill: FillRef) -> PathBuf {
+    let name = file_name(fill);
     objects.join(&name[0..1]).join(&name[1..3]).join(name)
 }
 
 /// `objects/ab/cd/<name>`: where earlier builds kept the fill, and where the
 /// start-up scan looks for files to move to [`object_path`].
-pub(crate) fn legacy_object_path(objects: &Path, key_hash: u128, fill_id: u64) -> PathBuf {
-    let name = file_name(key_hash, fill_id);
+pub(crate) fn legacy_object_path(objects: &Path, fill: FillRef) -> PathBuf {
+    let name = file_name(fill);
     objects.join(&name[0..2]).join(&name[2..4]).join(name)
 }
 
 /// `tmp/<name>.tmp` for one fill.
-pub(crate) fn tmp_path(tmp: &Path, key_hash: u128, fill_id: u64) -> PathBuf {
-    tmp.join(format!("{}.tmp", file_name(key_hash, fill_id)))
+pub(crate) fn tmp_path(tmp: &Path, fill: FillRef) -> PathBuf {
+    tmp.join(format!("{}.tmp", file_name(fill)))
 }
 
 /// Wraps an `io::Error` with the path it concerns.
@@ -150,8 +151,8 @@ fn header_rest(buf: &[u8]) -> Result<(Preamble, usize), HeaderError> {
 /// Checks a decoded header against the file's name and length.
 fn check(
     h: &DecodedHeader,
-    key_hash: u128,
-    fill_id: u64,
+    key_hash: StoreHash,
+    fill_id: FillId,
     file_len: u64,
 ) -> Result<(), HeaderError> {
     if Store::key_hash(&h.key) != key_hash {
@@ -245,7 +246,7 @@ fn read_at(file: &std::fs::File, buf: &mut [u8], offset: u64, wait: Wait) -> io:
 pub(crate) fn read_header_at(
     file: &std::fs::File,
     path: &Path,
-    (key_hash, fill_id): (u128, u64),
+    fill_ref: FillRef,
     file_len: u64,
     first_read: usize,
     wait: Wait,
@@ -261,7 +262,7 @@ pub(crate) fn read_header_at(
         read_exact_at(file, &mut buf[start..], start as u64, wait).map_err(read_err(path))?;
     }
     let header = entry::decode_header(&buf[..header_len]).map_err(decode_err)?;
-    check(&header, key_hash, fill_id, file_len)?;
+    check(&header, fill_ref.key, fill_ref.fill, file_len)?;
     Ok((header, buf))
 }
 
@@ -271,15 +272,13 @@ pub(crate) fn read_header_at(
 pub(crate) fn read_header_sync(
     file: &std::fs::File,
     path: &Path,
-    key_hash: u128,
-    fill_id: u64,
+    fill: FillRef,
 ) -> Result<DecodedHeader, HeaderError> {
     let file_len = file
         .metadata()
         .map_err(|e| HeaderError::Io(io_err(path)(e)))?
         .len();
-    let ids = (key_hash, fill_id);
-    read_header_at(file, path, ids, file_len, PREAMBLE_LEN, Wait::Disk).map(|(header, _)| header)
+    read_header_at(file, path, fill, file_len, PREAMBLE_LEN, Wait::Disk).map(|(header, _)| header)
 }
 
 /// Fails unless `tmp` and `objects` are on one filesystem: a fill is committed
@@ -590,13 +589,16 @@ mod tests {
 
     #[test]
     fn names_round_trip_and_reject_strangers() {
-        let (h, f) = (0x0123_4567_89ab_cdef_0011_2233_4455_6677u128, 42u64);
-        let name = file_name(h, f);
+        let fill = FillRef {
+            key: StoreHash(0x0123_4567_89ab_cdef_0011_2233_4455_6677),
+            fill: FillId(42),
+        };
+        let name = file_name(fill);
         assert_eq!(name, "0123456789abcdef0011223344556677-000000000000002a");
-        assert_eq!(parse_file_name(&name), Some((h, f)));
-        let p = object_path(Path::new("/c/objects"), h, f);
+        assert_eq!(parse_file_name(&name), Some(fill));
+        let p = object_path(Path::new("/c/objects"), fill);
         assert_eq!(p, Path::new("/c/objects/0/12").join(&name));
-        let legacy = legacy_object_path(Path::new("/c/objects"), h, f);
+        let legacy = legacy_object_path(Path::new("/c/objects"), fill);
         assert_eq!(legacy, Path::new("/c/objects/01/23").join(&name));
         for bad in [
             "",

@@ -81,6 +81,8 @@ mod meta;
 use meta::decode_meta;
 pub(crate) use meta::encode_meta;
 
+use crate::FillId;
+
 /// First eight bytes of every entry file.
 const MAGIC: [u8; 8] = *b"SCNDHIT\0";
 /// The format version this module writes and reads.
@@ -191,7 +193,7 @@ pub(crate) struct Preamble {
     /// xxh3-64 of the body; zero until the fill finishes.
     pub body_hash: u64,
     /// The fill that wrote this file (also in its name).
-    pub fill_id: u64,
+    pub fill_id: FillId,
 }
 
 impl Preamble {
@@ -251,7 +253,7 @@ pub(crate) fn encode_preamble(p: &Preamble, key: &[u8]) -> [u8; PREAMBLE_LEN] {
     out[16..20].copy_from_slice(&p.slot_capacity.to_le_bytes());
     out[24..32].copy_from_slice(&p.body_len.to_le_bytes());
     out[32..40].copy_from_slice(&p.body_hash.to_le_bytes());
-    out[40..48].copy_from_slice(&p.fill_id.to_le_bytes());
+    out[40..48].copy_from_slice(&p.fill_id.0.to_le_bytes());
     let sum = header_checksum(&out[..56], key);
     out[56..64].copy_from_slice(&sum.to_le_bytes());
     out
@@ -262,7 +264,7 @@ pub(crate) fn encode_preamble(p: &Preamble, key: &[u8]) -> [u8; PREAMBLE_LEN] {
 pub(crate) fn encode_header(
     key: &str,
     meta: &EntryMeta,
-    fill_id: u64,
+    fill_id: FillId,
 ) -> Result<(Preamble, Vec<u8>), EntryError> {
     if key.len() > MAX_KEY_LEN {
         return Err(EntryError::TooLarge {
@@ -347,7 +349,7 @@ pub(crate) fn decode_preamble(buf: &[u8]) -> Result<Preamble, EntryError> {
         slot_capacity,
         body_len: r.u64()?,
         body_hash: r.u64()?,
-        fill_id: r.u64()?,
+        fill_id: FillId(r.u64()?),
     };
     if key_len as usize > MAX_KEY_LEN {
         return Err(EntryError::Invalid("key length"));

@@ -36,6 +36,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use super::catalog::PurgeSelector;
 use super::index::{Fill, Index, Placed, Provenance};
+use crate::{FillId, StoreHash};
 
 /// Removals and purges remembered for requests on their way to the origin: far more than
 /// can happen within one origin round trip, at a few dozen bytes each.
@@ -50,7 +51,7 @@ pub struct FillTicket(u64);
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Began {
     /// Registered, with this fill id.
-    Registered(u64),
+    Registered(FillId),
     /// A removal or purge after the fill's ticket selects it: not registered.
     Fenced,
 }
@@ -72,7 +73,7 @@ struct Pending {
 #[derive(Debug)]
 enum Removed {
     /// One key.
-    Key(u128),
+    Key(StoreHash),
     /// What a purge selects.
     Selected(PurgeSelector),
 }
@@ -87,7 +88,7 @@ struct Recent {
 /// The pending keys and the recent removals, under one lock.
 #[derive(Debug, Default)]
 struct State {
-    keys: HashMap<u128, Pending>,
+    keys: HashMap<StoreHash, Pending>,
     recent: VecDeque<Recent>,
     /// Tickets below this are older than every remembered removal.
     forgotten_below: u64,
@@ -104,7 +105,11 @@ impl State {
     }
 
     /// Whether a removal after `ticket` selects the fill of `key` with `tags`.
-    fn fenced(&self, ticket: FillTicket, (key_hash, key, tags): (u128, &str, &[String])) -> bool {
+    fn fenced(
+        &self,
+        ticket: FillTicket,
+        (key_hash, key, tags): (StoreHash, &str, &[String]),
+    ) -> bool {
         if ticket.0 < self.forgotten_below {
             return true;
         }
@@ -148,7 +153,7 @@ impl Fences {
     /// hand out unique ids (the scan raises it without the lock).
     pub(crate) fn begin(
         &self,
-        (key_hash, key, tags): (u128, &str, &[String]),
+        (key_hash, key, tags): (StoreHash, &str, &[String]),
         ticket: FillTicket,
         next_fill_id: &AtomicU64,
     ) -> Began {
@@ -166,12 +171,12 @@ impl Fences {
                 pending.tags.push(tag.as_str().into());
             }
         }
-        Began::Registered(next_fill_id.fetch_add(1, Ordering::Relaxed))
+        Began::Registered(FillId(next_fill_id.fetch_add(1, Ordering::Relaxed)))
     }
 
     /// Forgets a fill that committed or was dropped; with the key's last fill
     /// in progress, the key and its fence are forgotten too.
-    pub(crate) fn end(&self, key_hash: u128) {
+    pub(crate) fn end(&self, key_hash: StoreHash) {
         let mut state = self.state();
         if let Some(pending) = state.keys.get_mut(&key_hash) {
             pending.fills -= 1;
@@ -183,7 +188,7 @@ impl Fences {
 
     /// Records a removal of `key_hash`: every fill of it in progress now has an
     /// id below the next one `next_fill_id` hands out, and so has every ticket taken.
-    pub(crate) fn remove(&self, key_hash: u128, next_fill_id: &AtomicU64) {
+    pub(crate) fn remove(&self, key_hash: StoreHash, next_fill_id: &AtomicU64) {
         let mut state = self.state();
         let below = next_fill_id.load(Ordering::Relaxed);
         if let Some(pending) = state.keys.get_mut(&key_hash) {
@@ -222,14 +227,14 @@ impl Fences {
     pub(crate) fn place(
         &self,
         index: &Index,
-        (key_hash, fill): (u128, Fill),
+        (key_hash, fill): (StoreHash, Fill),
         placed: impl FnOnce(),
     ) -> Placed {
         let state = self.state();
         if state
             .keys
             .get(&key_hash)
-            .is_some_and(|p| fill.fill_id < p.removed_below)
+            .is_some_and(|p| fill.fill_id.0 < p.removed_below)
         {
             return Placed::Lost;
         }
@@ -245,7 +250,7 @@ impl Fences {
 mod tests {
     use super::*;
 
-    fn registered(began: Began) -> u64 {
+    fn registered(began: Began) -> FillId {
         match began {
             Began::Registered(fill_id) => fill_id,
             Began::Fenced => panic!("fenced"),
@@ -259,19 +264,29 @@ mod tests {
         let next = AtomicU64::new(10);
         let fill = |fill_id| Fill { fill_id, size: 1 };
         // A removal without fills in progress fences no fill in progress.
-        fences.remove(1, &next);
+        fences.remove(StoreHash(1), &next);
         assert!(fences.state().keys.is_empty());
         let now = Fences::ticket(&next);
-        let before = registered(fences.begin((1, "k1", &[]), now, &next));
-        fences.remove(1, &next);
-        let after = registered(fences.begin((1, "k1", &[]), Fences::ticket(&next), &next));
-        assert_eq!(fences.place(&index, (1, fill(before)), || {}), Placed::Lost);
-        assert_eq!(fences.place(&index, (1, fill(after)), || {}), Placed::New);
+        let before = registered(fences.begin((StoreHash(1), "k1", &[]), now, &next));
+        fences.remove(StoreHash(1), &next);
+        let after =
+            registered(fences.begin((StoreHash(1), "k1", &[]), Fences::ticket(&next), &next));
+        assert_eq!(
+            fences.place(&index, (StoreHash(1), fill(before)), || {}),
+            Placed::Lost
+        );
+        assert_eq!(
+            fences.place(&index, (StoreHash(1), fill(after)), || {}),
+            Placed::New
+        );
         // Other keys are not fenced.
-        let other = registered(fences.begin((2, "k2", &[]), now, &next));
-        assert_eq!(fences.place(&index, (2, fill(other)), || {}), Placed::New);
+        let other = registered(fences.begin((StoreHash(2), "k2", &[]), now, &next));
+        assert_eq!(
+            fences.place(&index, (StoreHash(2), fill(other)), || {}),
+            Placed::New
+        );
         for key in [1, 1, 2] {
-            fences.end(key);
+            fences.end(StoreHash(key));
         }
         assert!(fences.state().keys.is_empty());
     }
@@ -285,14 +300,17 @@ mod tests {
         let tagged = ["a".to_owned()];
         let near = ["ab".to_owned()];
         let now = Fences::ticket(&next);
-        let a = registered(fences.begin((1, "http://h/1", &tagged), now, &next));
-        let ab = registered(fences.begin((2, "http://h/2", &near), now, &next));
+        let a = registered(fences.begin((StoreHash(1), "http://h/1", &tagged), now, &next));
+        let ab = registered(fences.begin((StoreHash(2), "http://h/2", &near), now, &next));
         let tag = PurgeSelector::Tag("a".to_owned());
         assert_eq!(fences.fence_selected(&tag, &next), 1);
-        assert_eq!(fences.place(&index, (1, fill(a)), || {}), Placed::Lost);
+        assert_eq!(
+            fences.place(&index, (StoreHash(1), fill(a)), || {}),
+            Placed::Lost
+        );
         let mut recorded = false;
         assert_eq!(
-            fences.place(&index, (2, fill(ab)), || recorded = true),
+            fences.place(&index, (StoreHash(2), fill(ab)), || recorded = true),
             Placed::New
         );
         assert!(recorded, "an indexed fill is recorded under the lock");
@@ -305,23 +323,29 @@ mod tests {
         let tagged = ["a".to_owned()];
         let sent = Fences::ticket(&next);
         fences.fence_selected(&PurgeSelector::Tag("a".to_owned()), &next);
-        fences.remove(7, &next);
+        fences.remove(StoreHash(7), &next);
         let begin = |key_hash, key, tags: &[String], ticket| {
             fences.begin((key_hash, key, tags), ticket, &next)
         };
-        assert_eq!(begin(1, "http://h/1", &tagged, sent), Began::Fenced);
-        assert_eq!(begin(7, "http://h/7", &[], sent), Began::Fenced);
+        assert_eq!(
+            begin(StoreHash(1), "http://h/1", &tagged, sent),
+            Began::Fenced
+        );
+        assert_eq!(begin(StoreHash(7), "http://h/7", &[], sent), Began::Fenced);
         let prefix = PurgeSelector::Prefix("http://h/p/".to_owned());
         fences.fence_selected(&prefix, &next);
-        assert_eq!(begin(3, "http://h/p/3", &[], sent), Began::Fenced);
+        assert_eq!(
+            begin(StoreHash(3), "http://h/p/3", &[], sent),
+            Began::Fenced
+        );
         // Not selected, or requested after the purge: it begins.
         assert!(matches!(
-            begin(2, "http://h/2", &[], sent),
+            begin(StoreHash(2), "http://h/2", &[], sent),
             Began::Registered(_)
         ));
         let later = Fences::ticket(&next);
         assert!(matches!(
-            begin(1, "http://h/1", &tagged, later),
+            begin(StoreHash(1), "http://h/1", &tagged, later),
             Began::Registered(_)
         ));
         assert!(fences.state().keys.len() == 2);
@@ -333,12 +357,12 @@ mod tests {
         let next = AtomicU64::new(1);
         let old = Fences::ticket(&next);
         for key_hash in 0..RECENT as u128 {
-            fences.remove(1000 + key_hash, &next);
+            fences.remove(StoreHash(1000 + key_hash), &next);
         }
-        let begin = |ticket| fences.begin((5, "http://h/5", &[]), ticket, &next);
+        let begin = |ticket| fences.begin((StoreHash(5), "http://h/5", &[]), ticket, &next);
         // Every remembered removal selects other keys: the old ticket still begins.
         assert!(matches!(begin(old), Began::Registered(_)));
-        fences.remove(99_999, &next);
+        fences.remove(StoreHash(99_999), &next);
         // One removal was forgotten: what it selected is no longer known.
         assert_eq!(begin(old), Began::Fenced);
         assert!(matches!(begin(Fences::ticket(&next)), Began::Registered(_)));

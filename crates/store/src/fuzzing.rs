@@ -60,7 +60,7 @@ fn wrap_entry(data: &[u8], slot: Slot) -> Option<Vec<u8>> {
         slot_capacity: u32::try_from(capacity).ok()?,
         body_len: 0,
         body_hash: 0,
-        fill_id: 7,
+        fill_id: crate::FillId(7),
     };
     let encoded = entry::encode_slot(payload, 1, preamble.slot_capacity).ok()?;
     let mut front = vec![0u8; usize::try_from(preamble.header_len()).ok()?];

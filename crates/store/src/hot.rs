@@ -9,6 +9,7 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 
 use super::derived::Derived;
 use super::entry::EntryMeta;
+use crate::FillId;
 
 /// Bytes counted for an entry beyond its body, key and header bytes: the map
 /// slot, the `Arc`, the metadata struct and the header map's tables.
@@ -18,7 +19,7 @@ const ENTRY_OVERHEAD: u64 = 256;
 #[derive(Debug)]
 pub(super) struct HotEntry {
     /// The fill this is a copy of.
-    pub(super) fill_id: u64,
+    pub(super) fill_id: FillId,
     /// The full key, compared on every use: the map is keyed by its hash.
     pub(super) key: Box<str>,
     /// The entry's metadata as it was read with the body.
@@ -106,7 +107,7 @@ mod tests {
         secret.set_sensitive(true);
         headers.append("x-secret", secret);
         let original = HotEntry {
-            fill_id: 7,
+            fill_id: FillId(7),
             key: "GET http://example.test/a".into(),
             meta: Arc::new(EntryMeta {
                 request_time: SystemTime::UNIX_EPOCH,
@@ -123,7 +124,7 @@ mod tests {
             derived: Derived::default(),
         };
         let copy = original.unshared();
-        assert_eq!(copy.fill_id, 7);
+        assert_eq!(copy.fill_id, FillId(7));
         assert_eq!(copy.key, original.key);
         assert_eq!(*copy.meta, *original.meta);
         assert_eq!((copy.body_hash, copy.body_offset), (99, 4096));

@@ -77,6 +77,8 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use shard::{Queue, Shard};
 
+use crate::{FillId, FillRef, StoreHash};
+
 pub mod ghost;
 mod shard;
 
@@ -111,7 +113,7 @@ pub const GHOST_TENTHS: u64 = 9;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Fill {
     /// Names the file, with the key hash.
-    pub fill_id: u64,
+    pub fill_id: FillId,
     /// Length of the entry file in bytes (header and body).
     pub size: u64,
 }
@@ -204,29 +206,31 @@ pub struct Index {
 mod absent {
     use std::cell::Cell;
 
+    use crate::StoreHash;
+
     /// Keys remembered per thread; a power of two.
     const SLOTS: usize = 16;
 
     /// An absent key: its index, its hash, and its shard's version when it was looked up.
-    type Memo = Option<(u64, u128, u64)>;
+    type Memo = Option<(u64, StoreHash, u64)>;
 
     thread_local! {
         static ABSENT: Cell<[Memo; SLOTS]> = const { Cell::new([None; SLOTS]) };
     }
 
     /// The slot a key's memo takes: bits of its hash the shard is not chosen by.
-    fn slot(key_hash: u128) -> usize {
-        (key_hash >> 64) as usize & (SLOTS - 1)
+    fn slot(key_hash: StoreHash) -> usize {
+        (key_hash.0 >> 64) as usize & (SLOTS - 1)
     }
 
     /// Whether this thread found `key_hash` of index `id` absent at `version`.
-    pub(super) fn known(id: u64, key_hash: u128, version: u64) -> bool {
+    pub(super) fn known(id: u64, key_hash: StoreHash, version: u64) -> bool {
         let memo = ABSENT.with(|memos| memos.get()[slot(key_hash)]);
         memo == Some((id, key_hash, version))
     }
 
     /// Notes that `key_hash` of index `id` was absent at `version`.
-    pub(super) fn remember(id: u64, key_hash: u128, version: u64) {
+    pub(super) fn remember(id: u64, key_hash: StoreHash, version: u64) {
         ABSENT.with(|memos| {
             let mut all = memos.get();
             all[slot(key_hash)] = Some((id, key_hash, version));
@@ -267,13 +271,13 @@ impl Index {
         }
     }
 
-    fn shard(&self, key_hash: u128) -> MutexGuard<'_, Shard> {
-        self.lock(key_hash as usize % SHARDS)
+    fn shard(&self, key_hash: StoreHash) -> MutexGuard<'_, Shard> {
+        self.lock(key_hash.0 as usize % SHARDS)
     }
 
     /// The shard of `key_hash`, locked to change which fill a key has or a count.
-    fn shard_to_change(&self, key_hash: u128) -> MutexGuard<'_, Shard> {
-        self.lock_to_change(key_hash as usize % SHARDS)
+    fn shard_to_change(&self, key_hash: StoreHash) -> MutexGuard<'_, Shard> {
+        self.lock_to_change(key_hash.0 as usize % SHARDS)
     }
 
     /// Shard `shard_no`, locked, its version raised before anything changes: a reader
@@ -308,8 +312,8 @@ impl Index {
     /// (`absent`): while the version is unchanged nothing was placed in the shard, so
     /// the key's next misses on this thread (a URL passed through again and again) take
     /// no lock either.
-    pub fn touch(&self, key_hash: u128) -> Option<(Fill, Option<u64>)> {
-        let shard_no = key_hash as usize % SHARDS;
+    pub fn touch(&self, key_hash: StoreHash) -> Option<(Fill, Option<u64>)> {
+        let shard_no = key_hash.0 as usize % SHARDS;
         let version = self.versions[shard_no].0.load(Acquire);
         if absent::known(self.id, key_hash, version) {
             return None;
@@ -326,19 +330,19 @@ impl Index {
 
     /// Whether nothing changed a fill or a count in the shard of `key_hash` since
     /// [`Index::touch`] gave `version`.
-    pub fn unchanged_since(&self, key_hash: u128, version: u64) -> bool {
-        self.versions[key_hash as usize % SHARDS].0.load(Acquire) == version
+    pub fn unchanged_since(&self, key_hash: StoreHash, version: u64) -> bool {
+        self.versions[key_hash.0 as usize % SHARDS].0.load(Acquire) == version
     }
 
     /// The indexed fill of `key_hash`; no hit is counted.
-    pub fn peek(&self, key_hash: u128) -> Option<Fill> {
+    pub fn peek(&self, key_hash: StoreHash) -> Option<Fill> {
         self.shard(key_hash)
             .find(&key_hash)
             .map(|(_, slot)| slot.fill)
     }
 
     /// True if `key_hash` has an entry; no hit is counted.
-    pub fn contains(&self, key_hash: u128) -> bool {
+    pub fn contains(&self, key_hash: StoreHash) -> bool {
         self.shard(key_hash).find(&key_hash).is_some()
     }
 
@@ -348,7 +352,7 @@ impl Index {
     /// another goes to the new end of the replaced one's queue and keeps its hits
     /// (they were the key's, not the file's). A scanned fill goes to the small queue's
     /// old end, and one replacing another keeps the replaced one's place.
-    pub fn place(&self, key_hash: u128, fill: Fill, provenance: Provenance) -> Placed {
+    pub fn place(&self, key_hash: StoreHash, fill: Fill, provenance: Provenance) -> Placed {
         let scanned = provenance == Provenance::Scanned;
         let mut shard = self.shard_to_change(key_hash);
         let old = shard.find(&key_hash);
@@ -403,16 +407,16 @@ impl Index {
         Placed::New
     }
 
-    /// Removes the entry of `key_hash` if it is still `fill_id` (a newer fill
+    /// Removes the entry of `fill.key` if it is still `fill.fill` (a newer fill
     /// may have replaced it). The caller unlinks the file, then releases its
     /// bytes with [`Index::release_object`].
-    pub fn remove(&self, key_hash: u128, fill_id: u64) -> Option<Fill> {
-        let mut shard = self.shard_to_change(key_hash);
-        let (queue, slot) = shard.find(&key_hash)?;
-        if slot.fill.fill_id != fill_id {
+    pub fn remove(&self, fill: FillRef) -> Option<Fill> {
+        let mut shard = self.shard_to_change(fill.key);
+        let (queue, slot) = shard.find(&fill.key)?;
+        if slot.fill.fill_id != fill.fill {
             return None;
         }
-        shard.queue(queue).pop(&key_hash)?;
+        shard.queue(queue).pop(&fill.key)?;
         self.left(queue, slot.fill);
         Some(slot.fill)
     }
@@ -433,7 +437,7 @@ impl Index {
 
     /// Removes the next entry in eviction order (see the module docs) and counts an
     /// eviction. The caller unlinks the file, then releases its bytes.
-    pub fn pop_victim(&self) -> Option<(u128, Fill)> {
+    pub fn pop_victim(&self) -> Option<(StoreHash, Fill)> {
         // Decided once per eviction, as in S3-FIFO: entries moving to the main queue
         // shrink the small one, but the walk goes on until it evicts.
         let small = self.small_bytes.load(Relaxed);
@@ -505,8 +509,8 @@ impl Index {
 
     /// The shard whose tail in `queue` has the smallest stamp, with that tail's key
     /// and stamp.
-    fn oldest_tail(&self, queue: Queue) -> Option<(usize, u128, u64)> {
-        let mut oldest: Option<(usize, u128, u64)> = None;
+    fn oldest_tail(&self, queue: Queue) -> Option<(usize, StoreHash, u64)> {
+        let mut oldest: Option<(usize, StoreHash, u64)> = None;
         for no in 0..SHARDS {
             let mut shard = self.lock(no);
             if let Some((&key, slot)) = shard.queue(queue).peek_lru()

@@ -8,6 +8,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::StoreHash;
+
 /// Directories under `objects/`: the first three hex digits of a key hash name them.
 const LEAVES: usize = 1 << 12;
 
@@ -26,14 +28,14 @@ impl LeafDirs {
     }
 
     /// Whether the directory of `key_hash`'s entries is known to exist.
-    pub(super) fn known(&self, key_hash: u128) -> bool {
+    pub(super) fn known(&self, key_hash: StoreHash) -> bool {
         let (word, bit) = slot(key_hash);
         // Relaxed: a stale miss only costs one check on disk.
         self.bits[word].load(Ordering::Relaxed) & bit != 0
     }
 
     /// Notes that the directory of `key_hash`'s entries exists.
-    pub(super) fn learn(&self, key_hash: u128) {
+    pub(super) fn learn(&self, key_hash: StoreHash) {
         let (word, bit) = slot(key_hash);
         self.bits[word].fetch_or(bit, Ordering::Relaxed);
     }
@@ -41,7 +43,7 @@ impl LeafDirs {
 
 impl LeafDirs {
     /// Notes that the directory of `key_hash`'s entries was removed.
-    pub(super) fn forget(&self, key_hash: u128) {
+    pub(super) fn forget(&self, key_hash: StoreHash) {
         let (word, bit) = slot(key_hash);
         self.bits[word].fetch_and(!bit, Ordering::Relaxed);
     }
@@ -49,8 +51,8 @@ impl LeafDirs {
 
 /// The word and bit of `key_hash`'s directory: its top 12 bits, which are the first
 /// three hex digits of its file name.
-fn slot(key_hash: u128) -> (usize, u64) {
-    let leaf = (key_hash >> 116) as usize;
+fn slot(key_hash: StoreHash) -> (usize, u64) {
+    let leaf = (key_hash.0 >> 116) as usize;
     (leaf / 64, 1 << (leaf % 64))
 }
 
@@ -59,7 +61,7 @@ mod tests {
     use std::path::Path;
 
     use super::*;
-    use crate::disk;
+    use crate::{FillId, FillRef, disk};
 
     #[test]
     fn a_bit_stands_for_the_directory_the_entry_path_names() {
@@ -67,17 +69,21 @@ mod tests {
         let hash = 0xabc0_0000_0000_0000_0000_0000_0000_0042_u128;
         let same_dir = 0xabcf_ffff_0000_0000_0000_0000_0000_0000_u128;
         let next_dir = 0xabd0_0000_0000_0000_0000_0000_0000_0042_u128;
-        let parent = |h| {
-            let path = disk::object_path(Path::new("/o"), h, 1);
+        let parent = |key| {
+            let fill = FillRef {
+                key,
+                fill: FillId(1),
+            };
+            let path = disk::object_path(Path::new("/o"), fill);
             path.parent().map(Path::to_path_buf)
         };
-        assert_eq!(parent(hash), parent(same_dir));
-        assert_ne!(parent(hash), parent(next_dir));
-        assert!(!dirs.known(hash));
-        dirs.learn(hash);
-        assert!(dirs.known(same_dir));
-        assert!(!dirs.known(next_dir));
-        dirs.forget(same_dir);
-        assert!(!dirs.known(hash));
+        assert_eq!(parent(StoreHash(hash)), parent(StoreHash(same_dir)));
+        assert_ne!(parent(StoreHash(hash)), parent(StoreHash(next_dir)));
+        assert!(!dirs.known(StoreHash(hash)));
+        dirs.learn(StoreHash(hash));
+        assert!(dirs.known(StoreHash(same_dir)));
+        assert!(!dirs.known(StoreHash(next_dir)));
+        dirs.forget(StoreHash(same_dir));
+        assert!(!dirs.known(StoreHash(hash)));
     }
 }

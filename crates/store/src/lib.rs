@@ -74,6 +74,7 @@ mod error;
 mod fence;
 mod handover;
 mod hot;
+mod ids;
 mod inline_io;
 /// The index and its eviction alone: the simulator replays workloads through it, so that
 /// its evictions are the store's.
@@ -107,7 +108,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tracing::{debug, info, warn};
-use xxhash_rust::xxh3::xxh3_128;
 
 pub use catalog::{PurgeKind, PurgeSelector, UnknownPurgeKind};
 pub use disk::Damage;
@@ -115,6 +115,7 @@ pub use dropped::{DroppedFills, FillDrop};
 pub use entry::EntryMeta;
 pub use error::StoreError;
 pub use fence::FillTicket;
+pub use ids::{FillId, FillRef, StoreHash};
 pub use purge::PurgeMode;
 pub use read::StoredEntry;
 pub use space::{DiskStats, Trouble};
@@ -313,8 +314,8 @@ impl Inner {
         }
     }
 
-    fn object_path(&self, key_hash: u128, fill_id: u64) -> PathBuf {
-        disk::object_path(&self.objects, key_hash, fill_id)
+    fn object_path(&self, fill: FillRef) -> PathBuf {
+        disk::object_path(&self.objects, fill)
     }
 
     fn count_damage(&self, damage: Damage) {
@@ -329,7 +330,7 @@ impl Inner {
     /// evicting cannot help: the index is empty, or other fills' reservations
     /// leave no room even in an empty cache (checked first, so a hopeless fill
     /// does not empty the cache before it fails).
-    fn victim_for(&self, bytes: u64) -> Option<(u128, Fill)> {
+    fn victim_for(&self, bytes: u64) -> Option<(StoreHash, Fill)> {
         if !self.index.could_fit(bytes) {
             return None;
         }
@@ -382,10 +383,16 @@ impl Inner {
     /// and gives its bytes back to the budget.
     /// Returns the inodes that freed: the file's, and its directories' when it was the
     /// last entry in them.
-    async fn unlink(&self, key_hash: u128, fill: Fill) -> u64 {
+    async fn unlink(&self, key_hash: StoreHash, fill: Fill) -> u64 {
         self.memory.forget(key_hash);
-        self.catalog.forget(key_hash, fill.fill_id);
-        let path = self.object_path(key_hash, fill.fill_id);
+        self.catalog.forget(FillRef {
+            key: key_hash,
+            fill: fill.fill_id,
+        });
+        let path = self.object_path(FillRef {
+            key: key_hash,
+            fill: fill.fill_id,
+        });
         let dirs = disk::remove_entry_quietly(&path).await;
         self.forget_leaf_dir(key_hash, dirs);
         self.index.release_object(fill.size);
@@ -393,10 +400,16 @@ impl Inner {
     }
 
     /// The blocking twin of [`Inner::unlink`], for the scan thread.
-    fn unlink_sync(&self, key_hash: u128, fill: Fill) {
+    fn unlink_sync(&self, key_hash: StoreHash, fill: Fill) {
         self.memory.forget(key_hash);
-        self.catalog.forget(key_hash, fill.fill_id);
-        let path = self.object_path(key_hash, fill.fill_id);
+        self.catalog.forget(FillRef {
+            key: key_hash,
+            fill: fill.fill_id,
+        });
+        let path = self.object_path(FillRef {
+            key: key_hash,
+            fill: fill.fill_id,
+        });
         let dirs = disk::remove_entry_quietly_sync(&path);
         self.forget_leaf_dir(key_hash, dirs);
         self.index.release_object(fill.size);
@@ -404,7 +417,7 @@ impl Inner {
 
     /// After `dirs` directories of `key_hash`'s entry were removed: a fill of the key
     /// must make its directory again.
-    fn forget_leaf_dir(&self, key_hash: u128, dirs: u64) {
+    fn forget_leaf_dir(&self, key_hash: StoreHash, dirs: u64) {
         if dirs > 0 {
             self.leaf_dirs.forget(key_hash);
         }
@@ -417,20 +430,20 @@ impl Inner {
     /// count it once).
     /// Once the store closed for a hand-over, the file is left alone: the next owner
     /// verifies it as it serves it.
-    async fn discard(&self, key_hash: u128, fill_id: u64, damage: Damage, reason: &str) {
-        let path = self.object_path(key_hash, fill_id);
+    async fn discard(&self, fill_ref: FillRef, damage: Damage, reason: &str) {
+        let path = self.object_path(fill_ref);
         let Some(_step) = self.gate.step() else {
             debug!(path = %path.display(), reason, "damaged cache file left to the directory's next owner");
             return;
         };
-        let Some(fill) = self.index.remove(key_hash, fill_id) else {
+        let Some(fill) = self.index.remove(fill_ref) else {
             debug!(path = %path.display(), reason, "damaged cache file already out of the index");
             return;
         };
         warn!(path = %path.display(), reason, "removing damaged cache entry");
-        self.memory.forget(key_hash);
+        self.memory.forget(fill_ref.key);
         self.count_damage(damage);
-        self.unlink(key_hash, fill).await;
+        self.unlink(fill_ref.key, fill).await;
     }
 }
 
@@ -517,12 +530,12 @@ impl Store {
     }
 
     /// Stable, unkeyed xxh3-128 of the key string: names the entry forever.
-    pub fn key_hash(key: &str) -> u128 {
-        xxh3_128(key.as_bytes())
+    pub fn key_hash(key: &str) -> StoreHash {
+        StoreHash::of(key)
     }
 
     /// True if the index holds an entry for this key hash (recency unchanged).
-    pub fn contains(&self, key_hash: u128) -> bool {
+    pub fn contains(&self, key_hash: StoreHash) -> bool {
         self.inner.index.contains(key_hash)
     }
 
@@ -656,7 +669,7 @@ impl Store {
     pub async fn lookup(
         &self,
         key: &str,
-        key_hash: u128,
+        key_hash: StoreHash,
     ) -> Result<Option<StoredEntry>, StoreError> {
         let inner = &self.inner;
         if inner.gate.closing() {
@@ -669,25 +682,23 @@ impl Store {
         let Some((fill, index_version)) = inner.index.touch(key_hash) else {
             return Ok(None);
         };
-        let fill_id = fill.fill_id;
-        if let Some(hot) = inner.memory.get(key, (key_hash, fill_id), index_version) {
+        let fill_ref = FillRef {
+            key: key_hash,
+            fill: fill.fill_id,
+        };
+        if let Some(hot) = inner.memory.get(key, fill_ref, index_version) {
             return Ok(Some(StoredEntry::from_memory(&hot, key_hash)));
         }
         let epoch = inner.memory.epoch();
         let whole_below = (inner.opts.verify_whole_below).max(inner.memory.read_whole_below());
-        let held = inner.memory.get_open(key, key_hash, fill_id);
+        let held = inner.memory.get_open(key, key_hash, fill_ref.fill);
         // Boxed: the file path's future is large, and a hit from memory never needs it;
         // inline, every request's future would carry (and move) its size.
-        let opening = Box::pin(inner.open_entry(key, (key_hash, fill_id), held, whole_below));
+        let opening = Box::pin(inner.open_entry(key, fill_ref, held, whole_below));
         let Some(opened) = opening.await? else {
             return Ok(None);
         };
-        Ok(Some(inner.keep_copies(
-            key,
-            (key_hash, fill_id),
-            epoch,
-            opened,
-        )))
+        Ok(Some(inner.keep_copies(key, fill_ref, epoch, opened)))
     }
 
     /// Starts a fill: reserves room in the budget for the header and
@@ -704,7 +715,7 @@ impl Store {
     pub async fn begin_fill(
         &self,
         key: &str,
-        key_hash: u128,
+        key_hash: StoreHash,
         meta: &EntryMeta,
         declared_len: Option<u64>,
         max_len: u64,

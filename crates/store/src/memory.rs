@@ -32,12 +32,13 @@ use quick_cache::sync::Cache;
 use super::entry::{EntryMeta, Preamble};
 use super::hot::HotEntry;
 use super::thread_copies::{self, Stamps};
+use crate::{FillId, FillRef, StoreHash};
 
 /// An entry file, open, with its header verified when it was opened.
 #[derive(Debug)]
 pub(super) struct OpenFile {
     /// The fill the file holds.
-    pub(super) fill_id: u64,
+    pub(super) fill_id: FillId,
     /// The full key, compared on every use: the map is keyed by its hash.
     pub(super) key: Box<str>,
     /// The file's metadata as it was read and verified.
@@ -54,8 +55,8 @@ pub(super) struct OpenFile {
 #[derive(Clone, Copy, Debug)]
 struct ByBytes;
 
-impl Weighter<u128, Arc<HotEntry>> for ByBytes {
-    fn weight(&self, _key_hash: &u128, entry: &Arc<HotEntry>) -> u64 {
+impl Weighter<StoreHash, Arc<HotEntry>> for ByBytes {
+    fn weight(&self, _key_hash: &StoreHash, entry: &Arc<HotEntry>) -> u64 {
         entry.weight()
     }
 }
@@ -63,9 +64,9 @@ impl Weighter<u128, Arc<HotEntry>> for ByBytes {
 /// Hot entries by store key hash, within a byte budget.
 pub(super) struct MemoryTier {
     /// `None` when `cache.memory_size` is 0: the tier is off.
-    entries: Option<Cache<u128, Arc<HotEntry>, ByBytes>>,
+    entries: Option<Cache<StoreHash, Arc<HotEntry>, ByBytes>>,
     /// `None` when `cache.open_files` is 0: no file is kept open between hits.
-    open_files: Option<Cache<u128, Arc<OpenFile>>>,
+    open_files: Option<Cache<StoreHash, Arc<OpenFile>>>,
     /// Bodies longer than this are not offered (`cache.memory_max_object_size`).
     max_object: u64,
     /// `cache.memory_size`, for statistics.
@@ -125,20 +126,19 @@ impl MemoryTier {
     pub(super) fn get(
         &self,
         key: &str,
-        (key_hash, fill_id): (u128, u64),
+        fill_ref: FillRef,
         index_version: Option<u64>,
     ) -> Option<Arc<HotEntry>> {
         let entries = self.entries.as_ref()?;
-        let stamp = self.stamps.read(key_hash);
-        let ids = (key_hash, fill_id);
-        if let Some(copy) = thread_copies::get(&self.stamps, key, ids, stamp, index_version) {
+        let stamp = self.stamps.read(fill_ref.key);
+        if let Some(copy) = thread_copies::get(&self.stamps, key, fill_ref, stamp, index_version) {
             return Some(copy);
         }
-        let entry = entries.get(&key_hash)?;
-        if entry.fill_id != fill_id || &*entry.key != key {
+        let entry = entries.get(&fill_ref.key)?;
+        if entry.fill_id != fill_ref.fill || &*entry.key != key {
             return None;
         }
-        thread_copies::offer(&self.stamps, (key_hash, stamp), index_version, &entry);
+        thread_copies::offer(&self.stamps, (fill_ref.key, stamp), index_version, &entry);
         Some(entry)
     }
 
@@ -148,7 +148,7 @@ impl MemoryTier {
     pub(super) fn get_unchanged(
         &self,
         key: &str,
-        key_hash: u128,
+        key_hash: StoreHash,
         unchanged: impl FnOnce(u64) -> bool,
     ) -> Option<Arc<HotEntry>> {
         self.entries.as_ref()?;
@@ -159,8 +159,8 @@ impl MemoryTier {
     pub(super) fn get_open(
         &self,
         key: &str,
-        key_hash: u128,
-        fill_id: u64,
+        key_hash: StoreHash,
+        fill_id: FillId,
     ) -> Option<Arc<OpenFile>> {
         let open = self.open_files.as_ref()?.get(&key_hash)?;
         (open.fill_id == fill_id && &*open.key == key).then_some(open)
@@ -181,7 +181,7 @@ impl MemoryTier {
     /// removes it; if after, the update had raised the epoch before the drop, so
     /// the check after the insert sees it and removes the copy itself. All three
     /// epoch accesses are SeqCst so neither side can miss the other.
-    pub(super) fn offer(&self, epoch: u64, key_hash: u128, entry: HotEntry) {
+    pub(super) fn offer(&self, epoch: u64, key_hash: StoreHash, entry: HotEntry) {
         let Some(entries) = &self.entries else {
             return;
         };
@@ -194,7 +194,7 @@ impl MemoryTier {
     /// Offers a file opened, and its header verified, after [`MemoryTier::epoch`]
     /// returned `epoch`; kept unless a metadata update ran since (see
     /// [`MemoryTier::offer`]).
-    pub(super) fn offer_open(&self, epoch: u64, key_hash: u128, open: OpenFile) {
+    pub(super) fn offer_open(&self, epoch: u64, key_hash: StoreHash, open: OpenFile) {
         let Some(open_files) = &self.open_files else {
             return;
         };
@@ -205,12 +205,12 @@ impl MemoryTier {
     /// or during the insert); the argument is in [`MemoryTier::offer`].
     fn insert_unless_updated<V, W>(
         &self,
-        map: &Cache<u128, Arc<V>, W>,
+        map: &Cache<StoreHash, Arc<V>, W>,
         epoch: u64,
-        key_hash: u128,
+        key_hash: StoreHash,
         value: V,
     ) where
-        W: Weighter<u128, Arc<V>> + Clone,
+        W: Weighter<StoreHash, Arc<V>> + Clone,
     {
         if self.epoch() != epoch {
             return;
@@ -228,7 +228,7 @@ impl MemoryTier {
     /// copy, then checks that the file is still held ([`MemoryTier::holds_file`]). If
     /// that check comes before this drops the file, the offer came before too, and
     /// the copy is dropped here after it; if after, the lookup drops its copy itself.
-    pub(super) fn forget(&self, key_hash: u128) {
+    pub(super) fn forget(&self, key_hash: StoreHash) {
         if let Some(open_files) = &self.open_files {
             open_files.remove(&key_hash);
         }
@@ -240,14 +240,14 @@ impl MemoryTier {
     }
 
     /// Whether the file this tier holds open for `key_hash` is `file`.
-    pub(super) fn holds_file(&self, key_hash: u128, file: &Arc<std::fs::File>) -> bool {
+    pub(super) fn holds_file(&self, key_hash: StoreHash, file: &Arc<std::fs::File>) -> bool {
         let held = self.open_files.as_ref().and_then(|o| o.peek(&key_hash));
         held.is_some_and(|held| Arc::ptr_eq(&held.file, file))
     }
 
     /// Drops the copy and the open file of `key_hash` after its metadata was
     /// rewritten in place.
-    pub(super) fn forget_updated(&self, key_hash: u128) {
+    pub(super) fn forget_updated(&self, key_hash: StoreHash) {
         self.epoch.fetch_add(1, Ordering::SeqCst);
         self.forget(key_hash);
     }

@@ -26,6 +26,7 @@ use super::disk::{self, Damage};
 use super::index::Fill;
 use super::update::{self, Outcome, Payload};
 use super::{Inner, Store, StoreError};
+use crate::{FillRef, StoreHash};
 
 /// What a purge does with the entries it selects.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -109,7 +110,7 @@ impl Store {
     async fn unlink_after_answer(
         &self,
         selector: &PurgeSelector,
-        taken: Vec<(u128, Fill)>,
+        taken: Vec<(StoreHash, Fill)>,
     ) -> Result<(), StoreError> {
         let inner = &self.inner;
         let (owned, recorded) = (Arc::clone(inner), selector.clone());
@@ -148,7 +149,7 @@ impl Store {
 
     /// Takes the entries of `batch` that `selector` still selects out of the index (and
     /// the memory tier and the catalog); the caller unlinks their files.
-    fn take_out(&self, selector: &PurgeSelector, batch: &[u128]) -> Vec<(u128, Fill)> {
+    fn take_out(&self, selector: &PurgeSelector, batch: &[StoreHash]) -> Vec<(StoreHash, Fill)> {
         let inner = &self.inner;
         let mut taken = Vec::with_capacity(batch.len());
         for &key_hash in batch {
@@ -157,9 +158,15 @@ impl Store {
             };
             inner.scan.register_removal(key_hash);
             // `None`: evicted or replaced since; whoever took it out unlinks it.
-            if let Some(fill) = inner.index.remove(key_hash, fill_id) {
+            if let Some(fill) = inner.index.remove(FillRef {
+                key: key_hash,
+                fill: fill_id,
+            }) {
                 inner.memory.forget(key_hash);
-                inner.catalog.forget(key_hash, fill_id);
+                inner.catalog.forget(FillRef {
+                    key: key_hash,
+                    fill: fill_id,
+                });
                 taken.push((key_hash, fill));
             }
         }
@@ -171,13 +178,18 @@ impl Store {
     async fn purge_batch(
         &self,
         selector: &PurgeSelector,
-        batch: &[u128],
+        batch: &[StoreHash],
         at: SystemTime,
     ) -> Result<u64, StoreError> {
         let inner = &self.inner;
-        let selected: Vec<(u128, u64)> = batch
+        let selected: Vec<FillRef> = batch
             .iter()
-            .filter_map(|&key_hash| Some((key_hash, inner.catalog.selected(key_hash, selector)?)))
+            .filter_map(|&key| {
+                Some(FillRef {
+                    key,
+                    fill: inner.catalog.selected(key, selector)?,
+                })
+            })
             .collect();
         if selected.is_empty() {
             return Ok(0);
@@ -186,21 +198,21 @@ impl Store {
         let marked = super::blocking(&inner.objects, move || {
             Ok(selected
                 .into_iter()
-                .map(|ids| (ids, mark_stale(&owned, ids, at)))
+                .map(|fill| (fill, mark_stale(&owned, fill, at)))
                 .collect::<Vec<_>>())
         })
         .await?;
         let mut count = 0;
-        for ((key_hash, fill_id), outcome) in marked {
+        for (fill_ref, outcome) in marked {
             match outcome {
                 Marked::Stale => count += 1,
                 Marked::Gone => {}
                 Marked::Remove(Some((damage, reason))) => {
-                    inner.discard(key_hash, fill_id, damage, &reason).await;
+                    inner.discard(fill_ref, damage, &reason).await;
                 }
                 Marked::Remove(None) => {
-                    if let Some(fill) = inner.index.remove(key_hash, fill_id) {
-                        inner.unlink(key_hash, fill).await;
+                    if let Some(fill) = inner.index.remove(fill_ref) {
+                        inner.unlink(fill_ref.key, fill).await;
                         count += 1;
                     }
                 }
@@ -211,9 +223,9 @@ impl Store {
 }
 
 /// Marks one entry stale as of `at`; blocking.
-fn mark_stale(inner: &Inner, (key_hash, fill_id): (u128, u64), at: SystemTime) -> Marked {
-    let path = inner.object_path(key_hash, fill_id);
-    match update::write_meta(inner, &path, (key_hash, fill_id), Payload::Purged(at)) {
+fn mark_stale(inner: &Inner, fill_ref: FillRef, at: SystemTime) -> Marked {
+    let path = inner.object_path(fill_ref);
+    match update::write_meta(inner, &path, fill_ref, Payload::Purged(at)) {
         Ok(Outcome::Written) => Marked::Stale,
         Ok(Outcome::Gone) => Marked::Gone,
         Ok(Outcome::Damaged(damage, reason)) => Marked::Remove(Some((damage, reason))),
@@ -230,10 +242,13 @@ fn mark_stale(inner: &Inner, (key_hash, fill_id): (u128, u64), at: SystemTime) -
 
 /// Unlinks the files of entries already out of the index and gives their bytes back;
 /// blocking. With `cache.fsync = true`, each directory is synced once.
-fn unlink_all(inner: &Inner, taken: &[(u128, Fill)]) -> Result<(), StoreError> {
+fn unlink_all(inner: &Inner, taken: &[(StoreHash, Fill)]) -> Result<(), StoreError> {
     let mut dirs = Vec::new();
     for &(key_hash, fill) in taken {
-        let path = inner.object_path(key_hash, fill.fill_id);
+        let path = inner.object_path(FillRef {
+            key: key_hash,
+            fill: fill.fill_id,
+        });
         let removed_dirs = disk::remove_entry_quietly_sync(&path);
         inner.forget_leaf_dir(key_hash, removed_dirs);
         inner.index.release_object(fill.size);

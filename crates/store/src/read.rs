@@ -24,6 +24,7 @@ use super::derived::Derived;
 use super::disk::{self, Damage, Wait};
 use super::entry::EntryMeta;
 use super::hot::HotEntry;
+use crate::{FillRef, StoreHash};
 
 /// Bodies read from disk stream in chunks of at most one block of the block table.
 #[cfg(test)]
@@ -73,9 +74,8 @@ pub struct StoredEntry {
     /// File offset of the body (the header's length), where reads start.
     body_offset: u64,
     source: Source,
-    /// With `fill_id`, names the file for discards and metadata updates.
-    pub(super) key_hash: u128,
-    pub(super) fill_id: u64,
+    /// The fill read: names the file for discards and metadata updates.
+    pub(super) fill: FillRef,
     /// To discard the entry if its body fails the checksum. `None` for a copy from the
     /// memory tier, whose body was verified before it got there and is never read from a
     /// file: without it, every such hit would write the store's one reference count,
@@ -91,7 +91,7 @@ impl std::fmt::Debug for StoredEntry {
         f.debug_struct("StoredEntry")
             .field("meta", &self.meta)
             .field("body_len", &self.body_len)
-            .field("fill_id", &self.fill_id)
+            .field("fill", &self.fill)
             .finish_non_exhaustive()
     }
 }
@@ -111,17 +111,12 @@ struct BodyState {
 
 impl StoredEntry {
     /// The store hash of the entry's key: its name in the store.
-    pub fn key_hash(&self) -> u128 {
-        self.key_hash
+    pub fn key_hash(&self) -> StoreHash {
+        self.fill.key
     }
 
     /// Wraps an entry opened by [`Inner::open_entry`].
-    pub(super) fn open(
-        opened: OpenEntry,
-        key_hash: u128,
-        fill_id: u64,
-        inner: Arc<Inner>,
-    ) -> StoredEntry {
+    pub(super) fn open(opened: OpenEntry, fill: FillRef, inner: Arc<Inner>) -> StoredEntry {
         let OpenEntry {
             preamble,
             meta,
@@ -140,23 +135,24 @@ impl StoredEntry {
             body_hash: preamble.body_hash,
             body_offset: preamble.header_len(),
             source,
-            key_hash,
-            fill_id,
+            fill,
             inner: Some(inner),
             derived,
         }
     }
 
     /// An entry served from the memory tier's copy `hot` of fill `hot.fill_id`.
-    pub(super) fn from_memory(hot: &HotEntry, key_hash: u128) -> StoredEntry {
+    pub(super) fn from_memory(hot: &HotEntry, key_hash: StoreHash) -> StoredEntry {
         StoredEntry {
             meta: Arc::clone(&hot.meta),
             body_len: hot.body.len() as u64,
             body_hash: hot.body_hash,
             body_offset: hot.body_offset,
             source: Source::Memory(hot.body.clone()),
-            key_hash,
-            fill_id: hot.fill_id,
+            fill: FillRef {
+                key: key_hash,
+                fill: hot.fill_id,
+            },
             inner: None,
             derived: Arc::clone(&hot.derived),
         }
@@ -168,7 +164,7 @@ impl StoredEntry {
             return None;
         };
         Some(HotEntry {
-            fill_id: self.fill_id,
+            fill_id: self.fill.fill,
             key: key.into(),
             meta: Arc::clone(&self.meta),
             body: body.clone(),
@@ -421,8 +417,6 @@ async fn read_file(
 async fn discard(entry: &StoredEntry, damage: Damage, reason: &str) {
     // Only an entry read from its file reaches this, and it always has the store.
     if let Some(inner) = &entry.inner {
-        inner
-            .discard(entry.key_hash, entry.fill_id, damage, reason)
-            .await;
+        inner.discard(entry.fill, damage, reason).await;
     }
 }

@@ -5,6 +5,7 @@ use std::path::Path;
 use tracing::debug;
 
 use super::{Store, StoreError, disk};
+use crate::{FillId, FillRef, StoreHash};
 
 impl Store {
     /// Removes the entry of `key`: takes it out of the index and unlinks its
@@ -20,7 +21,7 @@ impl Store {
     /// key's files of earlier runs that it has not indexed yet are unlinked
     /// here too, so a crash before the scan gets to them cannot bring them
     /// back. Errors with `Closed` once the store closed for a hand-over.
-    pub async fn remove(&self, key: &str, key_hash: u128) -> Result<bool, StoreError> {
+    pub async fn remove(&self, key: &str, key_hash: StoreHash) -> Result<bool, StoreError> {
         let _step = self.inner.gate.step().ok_or(StoreError::Closed)?;
         let removed = self.remove_indexed(key, key_hash).await?;
         // After the removal is registered with the scan (in `remove_indexed`),
@@ -31,7 +32,7 @@ impl Store {
     }
 
     /// Takes the key's entry out of the index and unlinks its file.
-    async fn remove_indexed(&self, key: &str, key_hash: u128) -> Result<bool, StoreError> {
+    async fn remove_indexed(&self, key: &str, key_hash: StoreHash) -> Result<bool, StoreError> {
         let inner = &self.inner;
         // Fences first: a fill that commits after this point is checked
         // against them, and one that committed before is in the index below.
@@ -40,10 +41,14 @@ impl Store {
         let Some(fill) = inner.index.peek(key_hash) else {
             return Ok(false);
         };
+        let indexed = FillRef {
+            key: key_hash,
+            fill: fill.fill_id,
+        };
         // Only the key's own entry is removed: the file must be read to tell.
         let read_whole_below = 0;
         if inner
-            .open_entry(key, (key_hash, fill.fill_id), None, read_whole_below)
+            .open_entry(key, indexed, None, read_whole_below)
             .await?
             .is_none()
         {
@@ -51,12 +56,12 @@ impl Store {
         }
         // `None` if evicted or replaced by a newer fill since the peek: then
         // whoever took it out unlinks its file.
-        let Some(fill) = inner.index.remove(key_hash, fill.fill_id) else {
+        let Some(fill) = inner.index.remove(indexed) else {
             return Ok(false);
         };
         inner.memory.forget(key_hash);
-        inner.catalog.forget(key_hash, fill.fill_id);
-        let path = inner.object_path(key_hash, fill.fill_id);
+        inner.catalog.forget(indexed);
+        let path = inner.object_path(indexed);
         let removed = disk::remove_file(&path).await;
         inner.index.release_object(fill.size);
         removed?;
@@ -74,12 +79,21 @@ impl Store {
     /// it goes by the hash in the name and does not open the files. It looks in the
     /// `objects/ab/cd/` of earlier builds first, then in `objects/a/bc/`, so a file the
     /// scan moves between the two meanwhile is found in one of them.
-    async fn remove_unscanned(&self, key_hash: u128) -> Result<bool, StoreError> {
+    async fn remove_unscanned(&self, key_hash: StoreHash) -> Result<bool, StoreError> {
         let inner = &self.inner;
         let mut removed = false;
         for any in [
-            disk::legacy_object_path(&inner.objects, key_hash, 0),
-            inner.object_path(key_hash, 0),
+            disk::legacy_object_path(
+                &inner.objects,
+                FillRef {
+                    key: key_hash,
+                    fill: FillId(0),
+                },
+            ),
+            inner.object_path(FillRef {
+                key: key_hash,
+                fill: FillId(0),
+            }),
         ] {
             if let Some(dir) = any.parent() {
                 removed |= self.remove_unscanned_in(dir, key_hash).await?;
@@ -92,7 +106,11 @@ impl Store {
     }
 
     /// [`Store::remove_unscanned`] in one directory.
-    async fn remove_unscanned_in(&self, dir: &Path, key_hash: u128) -> Result<bool, StoreError> {
+    async fn remove_unscanned_in(
+        &self,
+        dir: &Path,
+        key_hash: StoreHash,
+    ) -> Result<bool, StoreError> {
         let inner = &self.inner;
         let mut items = match tokio::fs::read_dir(dir).await {
             Ok(items) => items,
@@ -105,12 +123,12 @@ impl Store {
         let mut removed = false;
         while let Some(item) = items.next_entry().await.map_err(disk::io_err(dir))? {
             let name = item.file_name();
-            let Some((hash, fill_id)) = name.to_str().and_then(disk::parse_file_name) else {
+            let Some(found) = name.to_str().and_then(disk::parse_file_name) else {
                 continue;
             };
-            if hash == key_hash
-                && indexed != Some(fill_id)
-                && inner.scan.superseded(key_hash, fill_id)
+            if found.key == key_hash
+                && indexed != Some(found.fill)
+                && inner.scan.superseded(key_hash, found.fill)
             {
                 let path = item.path();
                 disk::remove_file(&path).await?;

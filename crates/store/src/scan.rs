@@ -51,6 +51,7 @@ use super::disk::{self, HeaderError};
 use super::entry::DecodedHeader;
 use super::index::{Fill, Index, Placed, Provenance};
 use super::{Inner, StoreError};
+use crate::{FillId, FillRef, StoreHash};
 
 /// Coordinates the scan with the fills that begin while it runs.
 #[derive(Debug)]
@@ -60,14 +61,14 @@ pub(crate) struct ScanGate {
     scanning: AtomicBool,
     /// Key hash → fill ids begun by this run while the scan runs (none for a
     /// key this run only removed); `None` once it has finished.
-    live: Mutex<Option<HashMap<u128, Vec<u64>>>>,
+    live: Mutex<Option<HashMap<StoreHash, Vec<FillId>>>>,
     /// The purges made while the scan runs; taken after `live`'s lock, never before.
     purges: Mutex<Vec<PurgeSelector>>,
 }
 
 /// A file the scan is about to index, as the catalog records it.
 pub(crate) struct Scanned<'a> {
-    pub key_hash: u128,
+    pub key_hash: StoreHash,
     pub fill: Fill,
     pub key: &'a str,
     pub tags: &'a [String],
@@ -110,14 +111,14 @@ impl ScanGate {
         live.is_some()
     }
 
-    fn live(&self) -> MutexGuard<'_, Option<HashMap<u128, Vec<u64>>>> {
+    fn live(&self) -> MutexGuard<'_, Option<HashMap<StoreHash, Vec<FillId>>>> {
         // Every critical section is one map operation (or a map lookup and an
         // index insert, which cannot fail half-way): poison carries no meaning.
         self.live.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Marks `key_hash` as touched by this run, then applies `f` to its fill ids.
-    fn claim(&self, key_hash: u128, f: impl FnOnce(&mut Vec<u64>)) {
+    fn claim(&self, key_hash: StoreHash, f: impl FnOnce(&mut Vec<FillId>)) {
         if !self.scanning.load(Ordering::Acquire) {
             return;
         }
@@ -127,13 +128,13 @@ impl ScanGate {
     }
 
     /// Records a fill of this run; call before its temp file is created.
-    pub(crate) fn register_fill(&self, key_hash: u128, fill_id: u64) {
+    pub(crate) fn register_fill(&self, key_hash: StoreHash, fill_id: FillId) {
         self.claim(key_hash, |ids| ids.push(fill_id));
     }
 
     /// Records a removal of a key: the scan then removes the key's files it
     /// has not indexed yet, as it does for a key with a fill of this run.
-    pub(crate) fn register_removal(&self, key_hash: u128) {
+    pub(crate) fn register_removal(&self, key_hash: StoreHash) {
         self.claim(key_hash, |_| {});
     }
 
@@ -145,11 +146,11 @@ impl ScanGate {
     /// True when the scan, reaching this file, would remove it because a fill
     /// or a removal of its key in this run supersedes it (false once the scan
     /// has finished: by then it has done so).
-    pub(crate) fn superseded(&self, key_hash: u128, fill_id: u64) -> bool {
+    pub(crate) fn superseded(&self, key_hash: StoreHash, fill_id: FillId) -> bool {
         matches!(self.verdict(key_hash, fill_id), Verdict::Superseded)
     }
 
-    fn verdict(&self, key_hash: u128, fill_id: u64) -> Verdict {
+    fn verdict(&self, key_hash: StoreHash, fill_id: FillId) -> Verdict {
         match self.live().as_ref().and_then(|live| live.get(&key_hash)) {
             None => Verdict::Free,
             Some(ids) if ids.contains(&fill_id) => Verdict::Ours,
@@ -310,15 +311,19 @@ fn remove_invalid(inner: &Inner, path: &Path, reason: &str, tally: &mut Tally) {
 
 /// Verifies one file's header and indexes it, or removes it.
 fn scan_file(inner: &Inner, path: &Path, name: OsString, tally: &mut Tally) {
-    let Some((key_hash, fill_id)) = name.to_str().and_then(disk::parse_file_name) else {
+    let Some(found) = name.to_str().and_then(disk::parse_file_name) else {
         remove_invalid(inner, path, "not an entry file name", tally);
         return;
     };
+    let FillRef {
+        key: key_hash,
+        fill: fill_id,
+    } = found;
     // The name must also sit in its own `a/bc/` directory, or in the `ab/cd/` of earlier
     // builds, from where it moves to its place.
-    let place = inner.object_path(key_hash, fill_id);
+    let place = inner.object_path(found);
     if place != path {
-        if disk::legacy_object_path(&inner.objects, key_hash, fill_id) != path {
+        if disk::legacy_object_path(&inner.objects, found) != path {
             remove_invalid(inner, path, "not an entry file name in its place", tally);
             return;
         }
@@ -346,11 +351,7 @@ fn scan_file(inner: &Inner, path: &Path, name: OsString, tally: &mut Tally) {
         }
         Verdict::Free => {}
     }
-    let file = EntryFile {
-        path,
-        key_hash,
-        fill_id,
-    };
+    let file = EntryFile { path, fill: found };
     let Some(header) = checked_header(inner, &file, tally) else {
         return;
     };
@@ -374,21 +375,16 @@ fn move_legacy(inner: &Inner, from: &Path, place: &Path, tally: &mut Tally) -> b
 /// An entry file the scan found, named for its key and fill.
 struct EntryFile<'a> {
     path: &'a Path,
-    key_hash: u128,
-    fill_id: u64,
+    fill: FillRef,
 }
 
 /// The header of `file` when it checks out; else `None`, after removing the file when it
 /// is damaged or of an older format.
 fn checked_header(inner: &Inner, file: &EntryFile<'_>, tally: &mut Tally) -> Option<DecodedHeader> {
-    let EntryFile {
-        path,
-        key_hash,
-        fill_id,
-    } = *file;
+    let EntryFile { path, fill } = *file;
     let header = std::fs::File::open(path)
         .map_err(|e| HeaderError::Io(disk::io_err(path)(e)))
-        .and_then(|file| disk::read_header_sync(&file, path, key_hash, fill_id));
+        .and_then(|file| disk::read_header_sync(&file, path, fill));
     match header {
         Ok(header) => Some(header),
         Err(HeaderError::Damaged(disk::Damage::Outdated, reason)) => {
@@ -424,13 +420,15 @@ fn checked_header(inner: &Inner, file: &EntryFile<'_>, tally: &mut Tally) -> Opt
 fn index_file(inner: &Inner, file: &EntryFile<'_>, header: &DecodedHeader, tally: &mut Tally) {
     let EntryFile {
         path,
-        key_hash,
-        fill_id,
+        fill: FillRef {
+            key: key_hash,
+            fill: fill_id,
+        },
     } = *file;
     // `read_header_sync` checked that this is the file's length.
     let size = header.preamble.file_len();
     // Fill ids of this run stay above every valid id on disk, keeping names unique.
-    (inner.next_fill_id).fetch_max(fill_id.saturating_add(1), Ordering::Relaxed);
+    (inner.next_fill_id).fetch_max(fill_id.0.saturating_add(1), Ordering::Relaxed);
     if !inner.reserve_sync(size) {
         debug!(path = %path.display(), size, "removing cache file: beyond cache.max_size");
         tally.over_budget += 1;
@@ -467,11 +465,20 @@ mod tests {
         let gate = ScanGate::new();
         let index = Index::new(u64::MAX);
         let fill = |fill_id| Fill { fill_id, size: 1 };
-        gate.register_fill(1, 50);
-        assert!(matches!(gate.verdict(1, 50), Verdict::Ours));
+        gate.register_fill(StoreHash(1), FillId(50));
+        assert!(matches!(
+            gate.verdict(StoreHash(1), FillId(50)),
+            Verdict::Ours
+        ));
         // Any other file of a key this run has filled is older: removed, never indexed.
-        assert!(matches!(gate.verdict(1, 49), Verdict::Superseded));
-        assert!(matches!(gate.verdict(1, 51), Verdict::Superseded));
+        assert!(matches!(
+            gate.verdict(StoreHash(1), FillId(49)),
+            Verdict::Superseded
+        ));
+        assert!(matches!(
+            gate.verdict(StoreHash(1), FillId(51)),
+            Verdict::Superseded
+        ));
         let catalog = Catalog::new(u64::MAX);
         let scanned = |key_hash, fill_id| Scanned {
             key_hash,
@@ -479,17 +486,29 @@ mod tests {
             key: "http://a/",
             tags: &[],
         };
-        assert_eq!(gate.place(&index, &catalog, &scanned(1, 49)), Placed::Lost);
-        assert!(matches!(gate.verdict(2, 7), Verdict::Free));
-        assert_eq!(gate.place(&index, &catalog, &scanned(2, 7)), Placed::New);
+        assert_eq!(
+            gate.place(&index, &catalog, &scanned(StoreHash(1), FillId(49))),
+            Placed::Lost
+        );
+        assert!(matches!(
+            gate.verdict(StoreHash(2), FillId(7)),
+            Verdict::Free
+        ));
+        assert_eq!(
+            gate.place(&index, &catalog, &scanned(StoreHash(2), FillId(7))),
+            Placed::New
+        );
         // A purge during the scan keeps the files it selects out.
         assert!(gate.register_purge(&PurgeSelector::Site("a".to_owned())));
-        assert_eq!(gate.place(&index, &catalog, &scanned(3, 8)), Placed::Lost);
+        assert_eq!(
+            gate.place(&index, &catalog, &scanned(StoreHash(3), FillId(8))),
+            Placed::Lost
+        );
         assert!(!gate.complete());
         gate.finish();
         assert!(gate.complete());
         // After the scan nothing is recorded.
-        gate.register_fill(3, 1);
+        gate.register_fill(StoreHash(3), FillId(1));
         assert!(gate.live().is_none());
     }
 }

@@ -130,7 +130,7 @@ async fn put_many_quickly(dir: &Path, keys: usize) {
 }
 
 /// The names of the files of `hash` in the directory of `any` (a path in it).
-fn key_files_beside(any: &Path, hash: u128) -> Vec<String> {
+fn key_files_beside(any: &Path, hash: StoreHash) -> Vec<String> {
     let prefix = format!("{hash:032x}-");
     std::fs::read_dir(any.parent().unwrap())
         .into_iter()
@@ -141,7 +141,7 @@ fn key_files_beside(any: &Path, hash: u128) -> Vec<String> {
 }
 
 /// Where a layout keeps a fill: `disk::object_path` or `disk::legacy_object_path`.
-type Layout = fn(&Path, u128, u64) -> PathBuf;
+type Layout = fn(&Path, FillRef) -> PathBuf;
 
 /// Opens the store in `dir` (holding `k0`, `k1`, … up to `keys`) and removes each key
 /// while the start-up scan runs, checking as each `remove` returns that no file of the
@@ -158,7 +158,11 @@ async fn remove_each_during_the_scan(dir: &Path, keys: usize, layouts: &[Layout]
         // Its answer may be false if the scan itself unlinked the file first.
         store.remove(&key, hash).await.unwrap();
         for layout in layouts {
-            let left = key_files_beside(&layout(&objects, hash, 0), hash);
+            let any_fill = FillRef {
+                key: hash,
+                fill: FillId(0),
+            };
+            let left = key_files_beside(&layout(&objects, any_fill), hash);
             assert!(left.is_empty(), "{key} still on disk: {left:?}");
         }
     }
@@ -204,7 +208,7 @@ fn last_body_byte(file: &[u8]) -> usize {
 
 /// The file `entry` was read from.
 fn entry_path(store: &Store, entry: &StoredEntry) -> PathBuf {
-    store.inner.object_path(entry.key_hash, entry.fill_id)
+    store.inner.object_path(entry.fill)
 }
 
 /// True if a lookup of `key` misses.
@@ -462,7 +466,11 @@ async fn reopen_finds_entries_and_clears_tmp() {
         put(&store, "k", &data).await;
     }
     // A fill cut short by a crash: its writer never ran Drop.
-    let cut = disk::tmp_path(&dir.path().join("tmp"), Store::key_hash("cut"), 1);
+    let cut = FillRef {
+        key: Store::key_hash("cut"),
+        fill: FillId(1),
+    };
+    let cut = disk::tmp_path(&dir.path().join("tmp"), cut);
     std::fs::write(cut, b"partial").unwrap();
     std::fs::create_dir(dir.path().join("tmp/stray-dir")).unwrap();
     std::fs::write(dir.path().join("tmp/stray-dir/x"), b"x").unwrap();
@@ -546,7 +554,7 @@ async fn futures_and_streams_are_send() {
     fn assert_send<T: Send>(_: &T) {}
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path()).await;
-    assert_send(&store.lookup("k", 1));
+    assert_send(&store.lookup("k", StoreHash(1)));
     let m = meta(200);
     let begin = store.begin_fill(
         "k",

@@ -23,6 +23,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::hot::HotEntry;
+use crate::{FillRef, StoreHash};
 
 /// Copies one thread keeps (direct-mapped by key hash).
 pub(super) const SLOTS: usize = 32;
@@ -55,19 +56,19 @@ impl Stamps {
         }
     }
 
-    fn of(&self, key_hash: u128) -> &AtomicU64 {
+    fn of(&self, key_hash: StoreHash) -> &AtomicU64 {
         // The high half: the low bits pick the index's and the tier's shards.
-        &self.stamps[(key_hash >> 64) as usize % STAMPS]
+        &self.stamps[(key_hash.0 >> 64) as usize % STAMPS]
     }
 
     /// The stamp of `key_hash`, read before the tier's entry is.
-    pub(super) fn read(&self, key_hash: u128) -> u64 {
+    pub(super) fn read(&self, key_hash: StoreHash) -> u64 {
         // SeqCst with `bump`: see the module's comment.
         self.of(key_hash).load(Ordering::SeqCst)
     }
 
     /// Makes every copy of `key_hash` unservable; call after the tier's entry is dropped.
-    pub(super) fn bump(&self, key_hash: u128) {
+    pub(super) fn bump(&self, key_hash: StoreHash) {
         self.of(key_hash).fetch_add(1, Ordering::SeqCst);
     }
 }
@@ -76,7 +77,7 @@ impl Stamps {
 struct ThreadCopy {
     /// The tier it was copied from.
     tier: u64,
-    key_hash: u128,
+    key_hash: StoreHash,
     /// The key's stamp before the tier's entry was read.
     stamp: u64,
     /// Once the index counts the entry's hits as full: the index shard's version from
@@ -86,7 +87,7 @@ struct ThreadCopy {
 }
 
 impl ThreadCopy {
-    fn is_of(&self, stamps: &Stamps, key: &str, key_hash: u128, stamp: u64) -> bool {
+    fn is_of(&self, stamps: &Stamps, key: &str, key_hash: StoreHash, stamp: u64) -> bool {
         self.tier == stamps.tier
             && self.key_hash == key_hash
             && self.stamp == stamp
@@ -99,7 +100,7 @@ impl ThreadCopy {
 struct Slot {
     copy: Option<ThreadCopy>,
     /// The key (tier, hash) that missed on this slot last, and how often in a row.
-    candidate: (u64, u128),
+    candidate: (u64, StoreHash),
     seen: u8,
 }
 
@@ -108,8 +109,8 @@ thread_local! {
     static COPIES: RefCell<Vec<Slot>> = const { RefCell::new(Vec::new()) };
 }
 
-fn slot_of(key_hash: u128) -> usize {
-    (key_hash >> 96) as usize % SLOTS
+fn slot_of(key_hash: StoreHash) -> usize {
+    (key_hash.0 >> 96) as usize % SLOTS
 }
 
 /// This thread's copy of fill `fill_id` of `key`, if it has one whose stamp is still
@@ -118,13 +119,13 @@ fn slot_of(key_hash: u128) -> usize {
 pub(super) fn get(
     stamps: &Stamps,
     key: &str,
-    (key_hash, fill_id): (u128, u64),
+    fill_ref: FillRef,
     stamp: u64,
     index_version: Option<u64>,
 ) -> Option<Arc<HotEntry>> {
     COPIES.with_borrow_mut(|slots| {
-        let copy = slots.get_mut(slot_of(key_hash))?.copy.as_mut()?;
-        if !copy.is_of(stamps, key, key_hash, stamp) || copy.entry.fill_id != fill_id {
+        let copy = slots.get_mut(slot_of(fill_ref.key))?.copy.as_mut()?;
+        if !copy.is_of(stamps, key, fill_ref.key, stamp) || copy.entry.fill_id != fill_ref.fill {
             return None;
         }
         copy.index_version = index_version;
@@ -139,7 +140,7 @@ pub(super) fn get(
 pub(super) fn get_unchanged(
     stamps: &Stamps,
     key: &str,
-    key_hash: u128,
+    key_hash: StoreHash,
     unchanged: impl FnOnce(u64) -> bool,
 ) -> Option<Arc<HotEntry>> {
     COPIES.with_borrow(|slots| {
@@ -161,7 +162,7 @@ pub(super) fn get_unchanged(
 /// or at once when the slot held a stale copy of it.
 pub(super) fn offer(
     stamps: &Stamps,
-    (key_hash, stamp): (u128, u64),
+    (key_hash, stamp): (StoreHash, u64),
     index_version: Option<u64>,
     entry: &HotEntry,
 ) {

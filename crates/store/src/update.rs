@@ -17,6 +17,7 @@ use tracing::debug;
 use super::disk::{self, Damage, HeaderError};
 use super::entry::{self, EntryMeta};
 use super::{Inner, Store, StoreError, StoredEntry, map_entry_error};
+use crate::FillRef;
 
 /// What an update writes.
 pub(super) enum Payload {
@@ -76,9 +77,9 @@ impl Store {
             meta: Box::new(meta.clone()),
             encoded,
         };
-        let (key_hash, fill_id) = (entry.key_hash, entry.fill_id);
+        let fill = entry.fill;
         let inner = Arc::clone(&self.inner);
-        let path = inner.object_path(key_hash, fill_id);
+        let path = inner.object_path(fill);
         // All the file work in one blocking task: a handful of small
         // positioned reads and writes and an fsync.
         let task = {
@@ -86,7 +87,7 @@ impl Store {
             // The step lasts as long as the write, even if this future is dropped.
             tokio::task::spawn_blocking(move || {
                 let _step = step;
-                write_meta(&inner, &path, (key_hash, fill_id), payload)
+                write_meta(&inner, &path, fill, payload)
             })
         };
         let outcome = task
@@ -100,7 +101,7 @@ impl Store {
             }
             Outcome::Damaged(damage, reason) => {
                 let inner = &self.inner;
-                inner.discard(key_hash, fill_id, damage, &reason).await;
+                inner.discard(fill, damage, &reason).await;
                 Ok(false)
             }
         }
@@ -111,7 +112,7 @@ impl Store {
 pub(super) fn write_meta(
     inner: &Inner,
     path: &Path,
-    (key_hash, fill_id): (u128, u64),
+    fill_ref: FillRef,
     payload: Payload,
 ) -> Result<Outcome, StoreError> {
     let _serialized = inner
@@ -131,13 +132,13 @@ pub(super) fn write_meta(
     // unlink the file, and writing to an unlinked file harms nothing.
     if inner
         .index
-        .peek(key_hash)
-        .is_none_or(|fill| fill.fill_id != fill_id)
+        .peek(fill_ref.key)
+        .is_none_or(|fill| fill.fill_id != fill_ref.fill)
     {
         return Ok(Outcome::Gone);
     }
     // Read again under the lock: the slot that is current now, not at lookup.
-    let header = match disk::read_header_sync(&file, path, key_hash, fill_id) {
+    let header = match disk::read_header_sync(&file, path, fill_ref) {
         Ok(header) => header,
         Err(HeaderError::Damaged(damage, reason)) => return Ok(Outcome::Damaged(damage, reason)),
         Err(HeaderError::Io(e)) => return Err(e),
@@ -160,7 +161,7 @@ pub(super) fn write_meta(
     // the file finds from now on, even if the fsync below fails or the caller stopped
     // waiting for this task, so the held file and the copy with the old metadata
     // must go whatever follows.
-    inner.memory.forget_updated(key_hash);
+    inner.memory.forget_updated(fill_ref.key);
     inner.changed();
     if inner.fsync_each() {
         // The file's length and name are unchanged: its data is all to sync.

@@ -25,6 +25,7 @@ use super::handover::{Gate, OpenFill, Step};
 use super::index::{Fill, Placed};
 use super::tail::FillTail;
 use super::{FillDrop, Inner, StoreError, disk, map_entry_error};
+use crate::{FillRef, StoreHash};
 
 /// Body bytes kept in memory before they are written in one blocking call: large
 /// enough that a long body costs few calls, small enough that many fills at once hold
@@ -88,17 +89,17 @@ impl Drop for Reservation {
 /// the fill id, and ends the registration on drop, committed or not.
 struct Registration {
     inner: Arc<Inner>,
-    key_hash: u128,
+    key_hash: StoreHash,
 }
 
 impl Registration {
     /// Registers a fill of `key_hash` requested at `ticket`; returns the registration
-    /// and the fill id, or `PurgedInFlight` when a removal after the ticket selects it.
+    /// and the fill, or `PurgedInFlight` when a removal after the ticket selects it.
     fn begin(
         inner: &Arc<Inner>,
-        (key_hash, key, tags): (u128, &str, &[String]),
+        (key_hash, key, tags): (StoreHash, &str, &[String]),
         ticket: FillTicket,
-    ) -> Result<(Registration, u64), StoreError> {
+    ) -> Result<(Registration, FillRef), StoreError> {
         let began = (inner.fences).begin((key_hash, key, tags), ticket, &inner.next_fill_id);
         let Began::Registered(fill_id) = began else {
             return Err(StoreError::PurgedInFlight);
@@ -107,7 +108,11 @@ impl Registration {
             inner: Arc::clone(inner),
             key_hash,
         };
-        Ok((registration, fill_id))
+        let fill = FillRef {
+            key: key_hash,
+            fill: fill_id,
+        };
+        Ok((registration, fill))
     }
 }
 
@@ -122,7 +127,7 @@ impl Drop for Registration {
 pub struct EntryWriter {
     inner: Arc<Inner>,
     key: String,
-    key_hash: u128,
+    key_hash: StoreHash,
     /// The entry's cache tags, recorded in the catalog when it commits.
     tags: Vec<String>,
     /// Body fields are filled in by `finish`.
@@ -168,7 +173,7 @@ impl std::fmt::Debug for EntryWriter {
 pub(super) async fn begin(
     inner: &Arc<Inner>,
     key: &str,
-    key_hash: u128,
+    key_hash: StoreHash,
     meta: &EntryMeta,
     declared_len: Option<u64>,
     max_len: u64,
@@ -179,8 +184,8 @@ pub(super) async fn begin(
     }
     let open = Gate::open_fill(inner).ok_or(StoreError::Closed)?;
     let step = inner.gate.fill_step().ok_or(StoreError::Closed)?;
-    let (registration, fill_id) = Registration::begin(inner, (key_hash, key, &meta.tags), ticket)?;
-    let (preamble, header) = entry::encode_header(key, meta, fill_id).map_err(map_entry_error)?;
+    let (registration, fill) = Registration::begin(inner, (key_hash, key, &meta.tags), ticket)?;
+    let (preamble, header) = entry::encode_header(key, meta, fill.fill).map_err(map_entry_error)?;
     let initial = file_len(preamble.header_len(), declared_len.unwrap_or(0));
     // A fill refused for disk trouble is counted; a failed file operation backs off.
     let refused = |error: StoreError| {
@@ -194,13 +199,13 @@ pub(super) async fn begin(
     // it comes first: on a disk short of inodes it evicts to make room for them.
     let reservation = Reservation::take(inner, initial).await.map_err(refused)?;
     // Before the file exists, so the scan can tell this run's files from old ones.
-    inner.scan.register_fill(key_hash, fill_id);
-    let tmp_path = disk::tmp_path(&inner.tmp, key_hash, fill_id);
+    inner.scan.register_fill(key_hash, fill.fill);
+    let tmp_path = disk::tmp_path(&inner.tmp, fill);
     // The entry's `objects/a/bc/`, made in the same file call as the temp file the first
     // time this run fills into it: a cache filling from empty would otherwise pay a
     // second call (on the blocking pool, a second hand-off) per fill until most of its
     // 4096 directories exist.
-    let parent = (!inner.leaf_dirs.known(key_hash)).then(|| inner.object_path(key_hash, fill_id));
+    let parent = (!inner.leaf_dirs.known(key_hash)).then(|| inner.object_path(fill));
     let file = {
         let (path, fsync) = (tmp_path.clone(), inner.fsync_each());
         let block = inner.space.block_size();
@@ -244,7 +249,7 @@ pub(super) async fn begin(
 
 impl EntryWriter {
     /// The store hash of the key this fill is for (the entry's name once committed).
-    pub fn key_hash(&self) -> u128 {
+    pub fn key_hash(&self) -> StoreHash {
         self.key_hash
     }
 
@@ -385,7 +390,10 @@ impl EntryWriter {
         let table = std::mem::replace(&mut self.block_hasher, BlockHasher::new()).finish();
         let front = entry::encode_preamble(&self.preamble, self.key.as_bytes());
         let (key_hash, fill_id) = (self.key_hash, self.preamble.fill_id);
-        let dest = self.inner.object_path(key_hash, fill_id);
+        let dest = self.inner.object_path(FillRef {
+            key: key_hash,
+            fill: fill_id,
+        });
         let size = self.preamble.file_len();
         let fsync = self.inner.fsync_each();
         // The rest of the body, the table and the commit: one blocking call.

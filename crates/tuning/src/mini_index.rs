@@ -18,7 +18,7 @@ use std::sync::atomic::AtomicU64;
 
 #[cfg(doc)]
 use secondhit_store::SMALL_SHARE;
-use secondhit_store::{GHOST_TENTHS, Ghost, MAX_HITS};
+use secondhit_store::{GHOST_TENTHS, Ghost, MAX_HITS, StoreHash};
 
 /// One cached object.
 #[derive(Clone, Copy, Debug)]
@@ -254,9 +254,10 @@ impl MiniIndex {
     }
 }
 
-/// The store's ghost keeps the high 64 bits of a key hash; a sample key is 64 bits.
-fn ghost_key(key: u64) -> u128 {
-    u128::from(key) << 64
+/// The store's ghost keeps the high 64 bits of a store hash; a sample key is 64 bits,
+/// which stands for the store hash of the object it samples.
+fn ghost_key(key: u64) -> StoreHash {
+    StoreHash(u128::from(key) << 64)
 }
 
 #[cfg(test)]
@@ -265,6 +266,7 @@ mod tests {
     use rand::{RngExt, SeedableRng};
 
     use super::*;
+    use secondhit_store::FillId;
     use secondhit_store::SMALL_SHARE;
     use secondhit_store::index::{Fill, Index, Provenance};
 
@@ -292,7 +294,7 @@ mod tests {
         index.keep_ghost(ghost);
         let mut hits = Vec::with_capacity(trace.len());
         for (i, &(key, size)) in trace.iter().enumerate() {
-            let key_hash = u128::from(key) << 64 | u128::from(key);
+            let key_hash = StoreHash(u128::from(key) << 64 | u128::from(key));
             let hit = index.touch(key_hash).is_some();
             hits.push(hit);
             if hit {
@@ -303,7 +305,7 @@ mod tests {
                 index.release_object(evicted.size);
             }
             let fill = Fill {
-                fill_id: i as u64,
+                fill_id: FillId(i as u64),
                 size,
             };
             index.place(key_hash, fill, Provenance::Live);

@@ -167,18 +167,40 @@ pub(super) struct Timing {
     pub ticket: FillTicket,
 }
 
+/// What a response is judged by: the live settings and the `lifetimes` of the request's
+/// site rule.
+#[derive(Clone, Copy)]
+pub(super) struct Judging<'a> {
+    /// The settings the request loaded.
+    pub(super) live: &'a Snapshot,
+    /// The lifetimes of the request's site rule.
+    pub(super) lifetimes: &'a Lifetimes,
+}
+
+/// The start of an exchange with the origin, before its answer: [`Timing::start`].
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Started {
+    /// When the request was sent.
+    request: SystemTime,
+    /// Taken just before the request was sent.
+    ticket: FillTicket,
+}
+
 impl Timing {
     /// The start of an exchange with the origin: now, and a ticket from `store`.
-    pub(super) fn start(store: &Store) -> (SystemTime, FillTicket) {
-        (crate::clock::now(), store.fill_ticket())
+    pub(super) fn start(store: &Store) -> Started {
+        Started {
+            request: crate::clock::now(),
+            ticket: store.fill_ticket(),
+        }
     }
 
     /// The exchange started at `started`, its head arriving now.
-    pub(super) fn answered((request, ticket): (SystemTime, FillTicket)) -> Timing {
+    pub(super) fn answered(started: Started) -> Timing {
         Timing {
-            request,
+            request: started.request,
             response: crate::clock::now(),
-            ticket,
+            ticket: started.ticket,
         }
     }
 }
@@ -281,7 +303,7 @@ impl Cache {
     /// alone ([`Cache::keep_refreshed`]).
     pub(super) async fn revalidate(
         &self,
-        (live, lifetimes): (&Snapshot, &Lifetimes),
+        judging: Judging<'_>,
         key: &CacheKey,
         origin: &OriginRequest<'_>,
         request: &HeaderMap,
@@ -310,7 +332,7 @@ impl Cache {
             });
         };
         let kept = self
-            .keep_refreshed((live, lifetimes), key, request, &found, &refreshed.stored)
+            .keep_refreshed(judging, key, request, &found, &refreshed.stored)
             .await;
         found.entry.meta = Arc::new(refreshed.for_this_request());
         Ok(Revalidated::NotModified {
@@ -326,7 +348,7 @@ impl Cache {
     /// fields (`private`, `no-store`...) the origin meant for one request.
     async fn keep_refreshed(
         &self,
-        judging: (&Snapshot, &Lifetimes),
+        judging: Judging<'_>,
         key: &CacheKey,
         request: &HeaderMap,
         found: &Found,
@@ -356,11 +378,12 @@ impl Cache {
     /// `cache.max_object_size`, and cache tags that can all be indexed (`[tags]`).
     pub(super) fn storable<'o>(
         &self,
-        (live, lifetimes): (&Snapshot, &Lifetimes),
+        judging: Judging<'_>,
         request: &HeaderMap,
         origin: &'o OriginResponse,
         response_time: SystemTime,
     ) -> Result<Storable<'o>, NotStored> {
+        let Judging { live, lifetimes } = judging;
         let rules = live.cache_rules(lifetimes);
         policy::storability(request, &origin.head, response_time, &rules)?;
         let max_len = live.max_object_size();
@@ -489,7 +512,7 @@ impl Cache {
 /// `Cache-Control` is left out: a client's `no-store` keeps its own exchange out of the
 /// cache, but it does not make the stored response unstorable for everyone.
 fn refreshed_storability(
-    (live, lifetimes): (&Snapshot, &Lifetimes),
+    judging: Judging<'_>,
     request: &HeaderMap,
     stored: &EntryMeta,
 ) -> Result<(), NotStored> {
@@ -504,7 +527,7 @@ fn refreshed_storability(
         &credentials,
         &head,
         stored.response_time,
-        &live.cache_rules(lifetimes),
+        &judging.live.cache_rules(judging.lifetimes),
     )
 }
 

@@ -61,7 +61,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 use crate::policy::{NotStored, UnindexedTags};
-use crate::store::FillDrop;
+use crate::store::{FillDrop, StoreHash};
 
 /// How long a key whose answer was not storable is passed without collapsing: long
 /// enough to cover a burst of requests, short enough that a URL that becomes cacheable
@@ -96,7 +96,7 @@ struct Shard(Mutex<Slots>);
 /// The map behind one shard's mutex.
 #[derive(Default)]
 struct Slots {
-    map: HashMap<u128, Slot>,
+    map: HashMap<StoreHash, Slot>,
     /// `Slot::Refused` entries in `map`, expired ones included.
     refused: usize,
     /// When expired `Refused` entries may next be swept out (at most once per
@@ -138,7 +138,7 @@ pub(super) enum Fetching {
 /// The holder of a key's slot; dropping it frees the slot and wakes every follower.
 pub(super) struct Leader {
     collapser: Arc<Collapser>,
-    hash: u128,
+    hash: StoreHash,
     /// Set by [`Leader::not_storable`]: the slot is left as `Refused`, not freed.
     refused: bool,
     /// The slot was already freed (or refused): by then it may be another leader's.
@@ -188,7 +188,7 @@ impl Default for Collapser {
 impl Collapser {
     /// The role of a miss of `hash`: leader if the slot is free and `may_lead`, follower
     /// if it is taken, alone otherwise.
-    pub(super) fn join(self: &Arc<Self>, hash: u128, may_lead: bool) -> Role {
+    pub(super) fn join(self: &Arc<Self>, hash: StoreHash, may_lead: bool) -> Role {
         if memo::refused(self.id, hash) {
             return Role::Alone;
         }
@@ -234,7 +234,7 @@ impl Collapser {
     /// The slot of `hash` if it is free (a background refresh takes it so), `None` if
     /// a fill or refresh of the key is in flight, or its last answer was refused (a
     /// refresh would most likely be refused too).
-    pub(super) fn try_lead(self: &Arc<Self>, hash: u128) -> Option<Leader> {
+    pub(super) fn try_lead(self: &Arc<Self>, hash: StoreHash) -> Option<Leader> {
         match self.join(hash, true) {
             Role::Leader(leader) => Some(leader),
             Role::Follower(_) | Role::Alone => None,
@@ -242,8 +242,8 @@ impl Collapser {
     }
 
     /// The slots of `hash`'s shard.
-    fn lock(&self, hash: u128) -> MutexGuard<'_, Slots> {
-        let shard = &self.shards[hash as usize & (SHARDS - 1)];
+    fn lock(&self, hash: StoreHash) -> MutexGuard<'_, Slots> {
+        let shard = &self.shards[hash.0 as usize & (SHARDS - 1)];
         // A poisoned lock only means another thread panicked while holding it; the map
         // itself is always consistent (one insert or remove per critical section).
         shard.0.lock().unwrap_or_else(PoisonError::into_inner)
@@ -256,7 +256,7 @@ impl Slots {
 
     /// Leaves `hash` refused for `REFUSED_FOR`, if there is room, and returns until when;
     /// frees it otherwise.
-    fn refuse(&mut self, hash: u128, now: Instant) -> Option<Instant> {
+    fn refuse(&mut self, hash: StoreHash, now: Instant) -> Option<Instant> {
         if self.refused >= Self::MAX_REFUSED && self.next_sweep.is_none_or(|next| now >= next) {
             self.map
                 .retain(|_, slot| !matches!(slot, Slot::Refused(until) if *until <= now));
@@ -286,25 +286,25 @@ mod memo {
     use super::*;
 
     /// A key's refusal: its collapser, its hash, and until when.
-    type Memo = Option<(u64, u128, Instant)>;
+    type Memo = Option<(u64, StoreHash, Instant)>;
 
     thread_local! {
         static REFUSED: Cell<[Memo; MEMO_SLOTS]> = const { Cell::new([None; MEMO_SLOTS]) };
     }
 
     /// The slot a key's memo takes: bits of its hash the shard is not chosen by.
-    fn slot(hash: u128) -> usize {
-        (hash >> 64) as usize & (MEMO_SLOTS - 1)
+    fn slot(hash: StoreHash) -> usize {
+        (hash.0 >> 64) as usize & (MEMO_SLOTS - 1)
     }
 
     /// Whether this thread knows `hash` of collapser `id` refused now.
-    pub(super) fn refused(id: u64, hash: u128) -> bool {
+    pub(super) fn refused(id: u64, hash: StoreHash) -> bool {
         let memo = REFUSED.with(|memos| memos.get()[slot(hash)]);
         matches!(memo, Some((of, key, until)) if of == id && key == hash && Instant::now() < until)
     }
 
     /// Notes that `hash` of collapser `id` is refused until `until`.
-    pub(super) fn remember(id: u64, hash: u128, until: Instant) {
+    pub(super) fn remember(id: u64, hash: StoreHash, until: Instant) {
         REFUSED.with(|memos| {
             let mut all = memos.get();
             all[slot(hash)] = Some((id, hash, until));
@@ -430,11 +430,11 @@ mod tests {
             (FillDrop::OriginError, false, Waited::Dropped),
         ] {
             let collapser = Arc::new(Collapser::default());
-            let Role::Leader(leader) = collapser.join(1, true) else {
+            let Role::Leader(leader) = collapser.join(StoreHash(1), true) else {
                 panic!("the first miss leads");
             };
             let followers: Vec<_> = (0..3)
-                .map(|_| match collapser.join(1, true) {
+                .map(|_| match collapser.join(StoreHash(1), true) {
                     Role::Follower(follower) => tokio::spawn(follower.wait_until(far_off())),
                     _ => panic!("later misses follow"),
                 })
@@ -447,7 +447,7 @@ mod tests {
                     "{dropped:?}"
                 );
             }
-            let next = collapser.join(1, true);
+            let next = collapser.join(StoreHash(1), true);
             assert_eq!(
                 matches!(next, Role::Alone),
                 refused,
@@ -459,10 +459,10 @@ mod tests {
     #[tokio::test]
     async fn a_committed_fill_releases_its_followers_to_look_again() {
         let collapser = Arc::new(Collapser::default());
-        let Role::Leader(leader) = collapser.join(1, true) else {
+        let Role::Leader(leader) = collapser.join(StoreHash(1), true) else {
             panic!("the first miss leads");
         };
-        let Role::Follower(follower) = collapser.join(1, true) else {
+        let Role::Follower(follower) = collapser.join(StoreHash(1), true) else {
             panic!("the second miss follows");
         };
         let waiting = tokio::spawn(follower.wait_until(far_off()));
@@ -473,21 +473,21 @@ mod tests {
     #[tokio::test]
     async fn followers_wait_for_the_leader_of_their_key_only() {
         let collapser = Arc::new(Collapser::default());
-        let Role::Leader(leader) = collapser.join(1, true) else {
+        let Role::Leader(leader) = collapser.join(StoreHash(1), true) else {
             panic!("the first miss leads");
         };
-        let Role::Follower(follower) = collapser.join(1, true) else {
+        let Role::Follower(follower) = collapser.join(StoreHash(1), true) else {
             panic!("the second miss of the key follows");
         };
         assert!(
-            matches!(collapser.join(2, true), Role::Leader(_)),
+            matches!(collapser.join(StoreHash(2), true), Role::Leader(_)),
             "another key is not held up"
         );
         let waiting = tokio::spawn(follower.wait_until(far_off()));
         drop(leader);
         assert_eq!(waiting.await.expect("follower task"), Waited::Released);
         assert!(
-            collapser.try_lead(1).is_some(),
+            collapser.try_lead(StoreHash(1)).is_some(),
             "the slot is free once the leader is gone"
         );
     }
@@ -495,19 +495,25 @@ mod tests {
     #[tokio::test]
     async fn a_miss_that_may_not_lead_takes_no_slot() {
         let collapser = Arc::new(Collapser::default());
-        assert!(matches!(collapser.join(7, false), Role::Alone));
-        let _leader = collapser.try_lead(7).expect("still free");
-        assert!(matches!(collapser.join(7, false), Role::Follower(_)));
-        assert!(collapser.try_lead(7).is_none(), "one refresh per key");
+        assert!(matches!(collapser.join(StoreHash(7), false), Role::Alone));
+        let _leader = collapser.try_lead(StoreHash(7)).expect("still free");
+        assert!(matches!(
+            collapser.join(StoreHash(7), false),
+            Role::Follower(_)
+        ));
+        assert!(
+            collapser.try_lead(StoreHash(7)).is_none(),
+            "one refresh per key"
+        );
     }
 
     #[tokio::test]
     async fn a_key_whose_answer_was_not_storable_is_passed_without_waiting() {
         let collapser = Arc::new(Collapser::default());
-        let Role::Leader(leader) = collapser.join(9, true) else {
+        let Role::Leader(leader) = collapser.join(StoreHash(9), true) else {
             panic!("leads");
         };
-        let Role::Follower(follower) = collapser.join(9, true) else {
+        let Role::Follower(follower) = collapser.join(StoreHash(9), true) else {
             panic!("follows");
         };
         leader.not_storable(NotStored::NoStore);
@@ -517,15 +523,15 @@ mod tests {
             "its followers are told at once"
         );
         assert!(
-            matches!(collapser.join(9, true), Role::Alone),
+            matches!(collapser.join(StoreHash(9), true), Role::Alone),
             "the next miss neither leads nor waits"
         );
-        let Role::Leader(leader) = collapser.join(10, true) else {
+        let Role::Leader(leader) = collapser.join(StoreHash(10), true) else {
             panic!("leads");
         };
         leader.not_storable(NotStored::Authorization);
         assert!(
-            matches!(collapser.join(10, true), Role::Leader(_)),
+            matches!(collapser.join(StoreHash(10), true), Role::Leader(_)),
             "a refusal for the request's own credentials is not remembered"
         );
     }
@@ -535,17 +541,17 @@ mod tests {
         let mut slots = Slots::default();
         let now = Instant::now();
         for hash in 0..Slots::MAX_REFUSED as u128 {
-            assert!(slots.refuse(hash, now).is_some());
+            assert!(slots.refuse(StoreHash(hash), now).is_some());
         }
-        assert_eq!(slots.refuse(u128::MAX, now), None);
+        assert_eq!(slots.refuse(StoreHash(u128::MAX), now), None);
         assert_eq!(slots.refused, Slots::MAX_REFUSED);
         assert!(
-            !slots.map.contains_key(&u128::MAX),
+            !slots.map.contains_key(&StoreHash(u128::MAX)),
             "no room: not remembered"
         );
         // Once they expired, a sweep makes room.
         slots.next_sweep = None;
-        slots.refuse(u128::MAX, now + REFUSED_FOR);
+        slots.refuse(StoreHash(u128::MAX), now + REFUSED_FOR);
         assert_eq!(slots.refused, 1);
         assert_eq!(slots.map.len(), 1);
     }
@@ -558,18 +564,18 @@ mod tests {
         let worker = std::thread::spawn({
             let collapser = collapser.clone();
             move || {
-                let Role::Leader(leader) = collapser.join(5, true) else {
+                let Role::Leader(leader) = collapser.join(StoreHash(5), true) else {
                     panic!("leads");
                 };
                 leader.not_storable(NotStored::NoStore);
                 to_main.send(false).expect("main waits");
                 from_main.recv().expect("main says when");
-                let alone = matches!(collapser.join(5, true), Role::Alone);
+                let alone = matches!(collapser.join(StoreHash(5), true), Role::Alone);
                 to_main.send(alone).expect("main waits");
             }
         });
         assert_eq!(from_worker.recv(), Ok(false), "refused");
-        let held = collapser.lock(5);
+        let held = collapser.lock(StoreHash(5));
         to_worker.send(()).expect("the worker waits");
         // Taking the lock would block until it is dropped below, past this wait.
         let answered = from_worker.recv_timeout(Duration::from_secs(10));
@@ -577,7 +583,7 @@ mod tests {
         worker.join().expect("the worker thread");
         assert_eq!(answered, Ok(true), "passed while the shard's lock was held");
         assert!(
-            matches!(collapser.join(5, true), Role::Alone),
+            matches!(collapser.join(StoreHash(5), true), Role::Alone),
             "a thread without the memo finds the refusal in the map"
         );
     }
@@ -586,10 +592,15 @@ mod tests {
     fn a_thread_forgets_a_refusal_once_it_expired() {
         let collapser = Arc::new(Collapser::default());
         let past = Instant::now() - REFUSED_FOR;
-        assert!(collapser.lock(6).refuse(6, past - REFUSED_FOR).is_some());
-        memo::remember(collapser.id, 6, past);
         assert!(
-            matches!(collapser.join(6, true), Role::Leader(_)),
+            collapser
+                .lock(StoreHash(6))
+                .refuse(StoreHash(6), past - REFUSED_FOR)
+                .is_some()
+        );
+        memo::remember(collapser.id, StoreHash(6), past);
+        assert!(
+            matches!(collapser.join(StoreHash(6), true), Role::Leader(_)),
             "an expired refusal neither passes nor holds the next miss"
         );
     }
@@ -597,8 +608,8 @@ mod tests {
     #[tokio::test]
     async fn a_follower_gives_up_after_the_timeout() {
         let collapser = Arc::new(Collapser::default());
-        let _leader = collapser.try_lead(3).expect("free");
-        let Role::Follower(follower) = collapser.join(3, true) else {
+        let _leader = collapser.try_lead(StoreHash(3)).expect("free");
+        let Role::Follower(follower) = collapser.join(StoreHash(3), true) else {
             panic!("follows");
         };
         assert_eq!(

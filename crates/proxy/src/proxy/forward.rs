@@ -12,7 +12,7 @@ use http::{HeaderMap, Method, Response, StatusCode, request, response};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
-use super::cache::{Cache, Marker, Storable, Timing};
+use super::cache::{Cache, Judging, Marker, Storable, Timing};
 use super::collapse::{Fetching, Leader};
 use super::respond::{self, Cut};
 use super::routing::{Admitting, RuleCheck};
@@ -247,8 +247,10 @@ pub(super) async fn fill(
         }
     };
     if let Ok(writer) = &began {
-        let policy = &exchange.live.admission.policy;
-        policy.note_fill(writer.key_hash(), decision);
+        exchange.live.admission.policy.note_fill(decision);
+        if let Some(lost) = &exchange.live.lost_hits {
+            lost.note_fill(writer.key_hash(), decision);
+        }
     }
     // Not storable: the slot is freed now (below, or here), and for a reason of the
     // response's own the key is passed uncollapsed for a while.
@@ -267,7 +269,7 @@ pub(super) async fn fill(
         ..
     } = origin;
     let counted = counted.map(|counter| (cache.metrics.clone(), counter));
-    let (stored, body) = tee(cache, exchange.key, began, leader, (body, framing), counted).await;
+    let (stored, body) = tee(cache, exchange.key, began, leader, body, framing, counted).await;
     Teed {
         head,
         framing,
@@ -297,7 +299,10 @@ fn judge<'o>(
         Err(NotStored::Range)
     } else {
         cache.storable(
-            (live, exchange.lifetimes),
+            Judging {
+                live,
+                lifetimes: exchange.lifetimes,
+            },
             request,
             origin,
             exchange.timing.response,
@@ -387,7 +392,8 @@ async fn tee(
     key: &CacheKey,
     began: Result<EntryWriter, Detail>,
     leader: Option<Leader>,
-    (body, framing): (origin::ReadTimeout, BodyFraming),
+    body: origin::ReadTimeout,
+    framing: BodyFraming,
     counted: Option<(Arc<Metrics>, ByteCounter)>,
 ) -> (Result<(), Detail>, TeeBody<origin::ReadTimeout>) {
     let passthrough = |body| {
@@ -443,7 +449,7 @@ fn log_too_large(key: &CacheKey, origin: &OriginResponse, limit: u64) {
         return;
     };
     // The key's store hash, folded to 64 bits, picks its slot.
-    let hash = key.store_hash();
+    let hash = key.store_hash().0;
     if ONCE
         .get_or_init(OncePerKey::new)
         .first((hash ^ (hash >> 64)) as u64)
@@ -518,14 +524,15 @@ impl<'a> Exchange<'a> {
     /// forward for `forward` with `timing`: re-admitted without asking the policy, and
     /// always for the whole object.
     pub(super) fn revalidation(
-        (live, lifetimes): (&'a Snapshot, &'a Lifetimes),
-        (key, marker): (&'a CacheKey, Option<&'a Marker>),
+        judging: Judging<'a>,
+        key: &'a CacheKey,
+        marker: Option<&'a Marker>,
         forward: Forward,
         timing: Timing,
     ) -> Exchange<'a> {
         Exchange {
-            live,
-            lifetimes,
+            live: judging.live,
+            lifetimes: judging.lifetimes,
             key,
             marker,
             forward,

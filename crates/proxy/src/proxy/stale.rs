@@ -8,12 +8,11 @@ use std::time::SystemTime;
 
 use http::{Method, StatusCode, request};
 
-use super::cache::{Cache, Found, Lookup, Revalidated};
+use super::cache::{Cache, Found, Judging, Lookup, Revalidated};
 use super::collapse::Leader;
 use super::forward::{self, Exchange, Teed, drain};
 use super::origin_request::OriginRequest;
 use super::{Answer, Ask, Proxy, respond};
-use crate::config::rules::Lifetimes;
 use crate::key::CacheKey;
 use crate::live::Snapshot;
 use crate::origin::OriginError;
@@ -38,7 +37,8 @@ impl Proxy {
         &self,
         ask: &Ask<'_>,
         key: &CacheKey,
-        (found, freshness): (Box<Found>, &StoredFreshness),
+        found: Box<Found>,
+        freshness: &StoredFreshness,
         forward: Forward,
     ) -> Result<Answer, ProxyError> {
         let (head, live, origin) = (ask.head, &**ask.live, ask.origin()?);
@@ -52,9 +52,12 @@ impl Proxy {
         let marker = found.marker.clone();
         let entry_ref = (found.entry.meta.clone(), found.entry.body_len);
         // Keep what is needed to serve stale if the origin fails.
-        let lifetimes = ask.lifetimes();
+        let judging = Judging {
+            live,
+            lifetimes: ask.lifetimes(),
+        };
         let outcome = (self.cache)
-            .revalidate((live, lifetimes), key, &origin, &head.headers, found)
+            .revalidate(judging, key, &origin, &head.headers, found)
             .await;
         let purged = |answer: Answer| purged_detail(answer, freshness.purged());
         match outcome {
@@ -63,7 +66,7 @@ impl Proxy {
                 upstream,
                 kept,
             }) => {
-                let answer = not_modified(head, *found, (forward, kept), (live, lifetimes), now);
+                let answer = not_modified(head, *found, forward, kept, judging, now);
                 Ok(purged(answer).with_upstream(upstream))
             }
             Ok(Revalidated::Replaced { response, timing }) => {
@@ -74,12 +77,8 @@ impl Proxy {
                 {
                     return Ok(serve_stale(found, Detail::stale_if_error(window)));
                 }
-                let exchange = Exchange::revalidation(
-                    (live, lifetimes),
-                    (key, marker.as_ref()),
-                    forward,
-                    timing,
-                );
+                let exchange =
+                    Exchange::revalidation(judging, key, marker.as_ref(), forward, timing);
                 let answer = self.answer_from_origin(head, response, exchange, None);
                 Ok(purged(answer.await))
             }
@@ -137,15 +136,19 @@ impl Proxy {
         let (cache, key, live) = (self.cache.clone(), key.clone(), Arc::clone(ask.live));
         let (request, lifetimes) = (ask.head.headers.clone(), ask.lifetimes().clone());
         tokio::spawn(async move {
-            let judging = (&*live, &lifetimes);
-            refresh(
-                &cache,
+            let judging = Judging {
+                live: &live,
+                lifetimes: &lifetimes,
+            };
+            let refresh_of = Refresh {
+                cache: &cache,
                 judging,
-                (&origin, &request),
-                &key,
-                (&stored, leader),
-            )
-            .await;
+                origin: &origin,
+                request: &request,
+                key: &key,
+                stored: &stored,
+            };
+            refresh(refresh_of, leader).await;
         });
     }
 }
@@ -190,17 +193,21 @@ fn unreachable_allows(
 fn not_modified(
     head: &request::Parts,
     found: Found,
-    (forward, kept): (Forward, Result<(), NotStored>),
-    (live, lifetimes): (&Snapshot, &Lifetimes),
+    forward: Forward,
+    kept: Result<(), NotStored>,
+    judging: Judging<'_>,
     now: SystemTime,
 ) -> Answer {
+    let Judging { live, lifetimes } = judging;
     let fresh = StoredFreshness::new(&found.entry.meta, &live.cache_rules(lifetimes));
     let outcome = Outcome::forward(forward)
         .fwd_status(StatusCode::NOT_MODIFIED)
         .ttl(fresh.ttl_seconds(now));
     let outcome = match kept {
         Ok(()) => {
-            live.admission.policy.note_served(found.entry.key_hash());
+            if let Some(lost) = &live.lost_hits {
+                lost.note_served(found.entry.key_hash());
+            }
             outcome
         }
         Err(reason) => outcome.detail(Detail::NotStored(reason)),
@@ -220,17 +227,32 @@ fn purged_detail(mut answer: Answer, purged: bool) -> Answer {
     answer
 }
 
+/// What a background refresh of a stored response needs (`stale-while-revalidate`).
+struct Refresh<'a> {
+    cache: &'a Cache,
+    judging: Judging<'a>,
+    /// The origin the entry is revalidated with.
+    origin: &'a OriginRequest<'a>,
+    /// The headers of the client request that was served stale.
+    request: &'a http::HeaderMap,
+    key: &'a CacheKey,
+    /// The response headers that were served stale: only that entry is refreshed.
+    stored: &'a http::HeaderMap,
+}
+
 /// The background half of `stale-while-revalidate`: revalidates the stored response
 /// for `key` with `origin` (for a client that sent `request` headers) and stores
 /// whatever the origin answers, reading the body to its end. `leader` holds the key's
 /// slot until then (until the new entry is committed).
-async fn refresh(
-    cache: &Cache,
-    judging: (&Snapshot, &Lifetimes),
-    (origin, request): (&OriginRequest<'_>, &http::HeaderMap),
-    key: &CacheKey,
-    (stored, leader): (&http::HeaderMap, Leader),
-) {
+async fn refresh(refresh: Refresh<'_>, leader: Leader) {
+    let Refresh {
+        cache,
+        judging,
+        origin,
+        request,
+        key,
+        stored,
+    } = refresh;
     let (found, marker) = match cache.lookup(key, request).await {
         // Only if it is still the response that was served stale.
         Lookup::Found(found) if &found.entry.meta.response_headers == stored => {
@@ -248,7 +270,7 @@ async fn refresh(
         }
     };
     // No client reads this exchange's Cache-Status; `fwd=stale` is what it would say.
-    let exchange = Exchange::revalidation(judging, (key, marker.as_ref()), Forward::Stale, timing);
+    let exchange = Exchange::revalidation(judging, key, marker.as_ref(), Forward::Stale, timing);
     let Teed { stored, body, .. } = forward::fill(
         cache,
         &Method::GET,

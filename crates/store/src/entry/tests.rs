@@ -28,7 +28,7 @@ fn meta() -> EntryMeta {
 }
 
 fn header(key: &str) -> (Preamble, Vec<u8>) {
-    encode_header(key, &meta(), 7).unwrap()
+    encode_header(key, &meta(), FillId(7)).unwrap()
 }
 
 /// Writes a slot with `seq` and `payload` at `offset`, as a revalidation would.
@@ -183,7 +183,7 @@ fn credentials_are_refused() {
         m.request_headers
             .append(name, HeaderValue::from_static("secret"));
         assert_eq!(
-            encode_header("k", &m, 1).unwrap_err(),
+            encode_header("k", &m, FillId(1)).unwrap_err(),
             EntryError::Credentials
         );
     }
@@ -193,7 +193,7 @@ fn credentials_are_refused() {
 fn oversized_key_is_refused() {
     let key = "k".repeat(MAX_KEY_LEN + 1);
     assert!(matches!(
-        encode_header(&key, &meta(), 1),
+        encode_header(&key, &meta(), FillId(1)),
         Err(EntryError::TooLarge { what: "key", .. })
     ));
 }
@@ -246,7 +246,7 @@ proptest::proptest! {
         cut in proptest::arbitrary::any::<proptest::sample::Index>(),
         truncate in proptest::arbitrary::any::<bool>(),
     ) {
-        let (_, mut buf) = encode_header(&key, &meta(), 7).expect("encodes");
+        let (_, mut buf) = encode_header(&key, &meta(), FillId(7)).expect("encodes");
         for (at, value) in edits {
             let at = at.index(buf.len());
             buf[at] = value;

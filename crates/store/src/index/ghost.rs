@@ -11,6 +11,8 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
+use crate::StoreHash;
+
 /// The evicted keys of one shard, oldest first.
 #[derive(Default)]
 pub struct Ghost {
@@ -28,7 +30,7 @@ pub struct Ghost {
 impl Ghost {
     /// Remembers `key`, evicted with `size` bytes, and forgets this shard's oldest keys
     /// while all shards' members (`total`) add up to more than `capacity` bytes.
-    pub fn remember(&mut self, key: u128, size: u64, total: &AtomicU64, capacity: u64) {
+    pub fn remember(&mut self, key: StoreHash, size: u64, total: &AtomicU64, capacity: u64) {
         let key = fingerprint(key);
         self.turns += 1;
         if let Some((_, old_size)) = self.members.insert(key, (self.turns, size)) {
@@ -69,7 +71,7 @@ impl Ghost {
     }
 
     /// Forgets `key`, taking its bytes out of `total`; true if it was remembered.
-    pub fn take(&mut self, key: u128, total: &AtomicU64) -> bool {
+    pub fn take(&mut self, key: StoreHash, total: &AtomicU64) -> bool {
         if self.members.is_empty() {
             return false;
         }
@@ -94,8 +96,8 @@ impl Ghost {
 }
 
 /// What the ghost keeps of a key hash.
-fn fingerprint(key: u128) -> u64 {
-    (key >> 64) as u64
+fn fingerprint(key: StoreHash) -> u64 {
+    (key.0 >> 64) as u64
 }
 
 #[cfg(test)]
@@ -103,10 +105,11 @@ mod tests {
     use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
     use super::Ghost;
+    use crate::StoreHash;
 
     /// A key hash whose fingerprint is `n`.
-    fn key(n: u64) -> u128 {
-        u128::from(n) << 64
+    fn key(n: u64) -> StoreHash {
+        StoreHash(u128::from(n) << 64)
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! One shard of the index: its keys, each in one of the two queues.
 
+use crate::StoreHash;
 use lru::LruCache;
 
 use super::Slot;
@@ -18,9 +19,9 @@ pub(super) enum Queue {
 /// queue evicted.
 pub(super) struct Shard {
     /// The small queue's entries of this shard, in stamp order.
-    pub(super) small: LruCache<u128, Slot>,
+    pub(super) small: LruCache<StoreHash, Slot>,
     /// The main queue's entries of this shard, in stamp order.
-    pub(super) main: LruCache<u128, Slot>,
+    pub(super) main: LruCache<StoreHash, Slot>,
     /// Keys the small queue evicted unhit, not indexed any more.
     pub(super) ghost: Ghost,
 }
@@ -36,7 +37,7 @@ impl Shard {
     }
 
     /// The entries of `queue`.
-    pub(super) fn queue(&mut self, queue: Queue) -> &mut LruCache<u128, Slot> {
+    pub(super) fn queue(&mut self, queue: Queue) -> &mut LruCache<StoreHash, Slot> {
         match queue {
             Queue::Small => &mut self.small,
             Queue::Main => &mut self.main,
@@ -56,7 +57,7 @@ impl Shard {
     }
 
     /// The key's queue and slot.
-    pub(super) fn find(&self, key: &u128) -> Option<(Queue, Slot)> {
+    pub(super) fn find(&self, key: &StoreHash) -> Option<(Queue, Slot)> {
         self.lookup_order().into_iter().find_map(|queue| {
             let entries = match queue {
                 Queue::Small => &self.small,
@@ -67,7 +68,7 @@ impl Shard {
     }
 
     /// The key's slot, to count a hit.
-    pub(super) fn slot_mut(&mut self, key: &u128) -> Option<&mut Slot> {
+    pub(super) fn slot_mut(&mut self, key: &StoreHash) -> Option<&mut Slot> {
         let (first, second) = match self.lookup_order() {
             [Queue::Small, _] => (&mut self.small, &mut self.main),
             [Queue::Main, _] => (&mut self.main, &mut self.small),

@@ -3,13 +3,13 @@
 
 use super::*;
 
-fn fill(fill_id: u64, size: u64) -> Fill {
+fn fill(fill_id: FillId, size: u64) -> Fill {
     Fill { fill_id, size }
 }
 
 /// Pops everything, returning the keys in eviction order.
 fn drain(index: &Index) -> Vec<u128> {
-    std::iter::from_fn(|| index.pop_victim().map(|(k, _)| k)).collect()
+    std::iter::from_fn(|| index.pop_victim().map(|(k, _)| k.0)).collect()
 }
 
 #[test]
@@ -47,14 +47,16 @@ const UNHIT: u64 = 1000;
 fn eviction_walks_the_small_queue_in_global_fill_order_then_the_main_one() {
     let index = Index::new(u64::MAX);
     // Far more keys than shards, so every shard holds several.
-    let keys: Vec<u128> = (0..200u128).map(|i| i * 0x9e37_79b9_7f4a_7c15).collect();
+    let keys: Vec<StoreHash> = (0..200u128)
+        .map(|i| StoreHash(i * 0x9e37_79b9_7f4a_7c15))
+        .collect();
     // Hit every third key, newest first: hits move nothing, so the order of the hits
     // does not matter.
-    let touched: Vec<u128> = keys.iter().copied().step_by(3).rev().collect();
+    let touched: Vec<StoreHash> = keys.iter().copied().step_by(3).rev().collect();
     for (i, &k) in keys.iter().enumerate() {
         let size = if touched.contains(&k) { 1 } else { UNHIT };
         assert_eq!(
-            index.place(k, fill(i as u64, size), Provenance::Live),
+            index.place(k, fill(FillId(i as u64), size), Provenance::Live),
             Placed::New
         );
     }
@@ -64,7 +66,10 @@ fn eviction_walks_the_small_queue_in_global_fill_order_then_the_main_one() {
     // The small queue's walk moves the hit keys to the main queue (their hit spent) and
     // evicts the others in fill order; then the main queue's, in the order they moved.
     let untouched = keys.iter().copied().filter(|k| !touched.contains(k));
-    let expected: Vec<u128> = untouched.chain(keys.iter().copied().step_by(3)).collect();
+    let expected: Vec<u128> = untouched
+        .chain(keys.iter().copied().step_by(3))
+        .map(|k| k.0)
+        .collect();
     assert_eq!(drain(&index), expected);
     assert_eq!(index.len(), 0);
     assert_eq!(index.counts().evictions, 200);
@@ -74,20 +79,24 @@ fn eviction_walks_the_small_queue_in_global_fill_order_then_the_main_one() {
 fn the_small_queue_is_walked_only_while_over_its_share() {
     let index = Index::new(u64::MAX);
     for key in 1..=9u128 {
-        index.place(key, fill(key as u64, 10), Provenance::Live);
-        index.touch(key);
+        index.place(
+            StoreHash(key),
+            fill(FillId(key as u64), 10),
+            Provenance::Live,
+        );
+        index.touch(StoreHash(key));
     }
-    index.place(10, fill(10, 10), Provenance::Live);
+    index.place(StoreHash(10), fill(FillId(10), 10), Provenance::Live);
     // All in the small queue: its walk moves 1 to 9 to the main queue and evicts 10.
     assert_eq!(drain_one(&index), Some(10));
     // 10 bytes of 100 are not over a tenth: the main queue gives up 1 (its hit was
     // spent moving), though 11 is newer and was never hit.
-    index.place(11, fill(11, 10), Provenance::Live);
+    index.place(StoreHash(11), fill(FillId(11), 10), Provenance::Live);
     assert_eq!(drain_one(&index), Some(1));
     // 30 bytes of 110 are: 11 goes, and 12 stays.
-    index.place(12, fill(12, 20), Provenance::Live);
+    index.place(StoreHash(12), fill(FillId(12), 20), Provenance::Live);
     assert_eq!(drain_one(&index), Some(11));
-    assert!(index.contains(12));
+    assert!(index.contains(StoreHash(12)));
 }
 
 #[test]
@@ -96,13 +105,17 @@ fn far_below_its_budget_the_index_still_walks_the_small_queue_first() {
     // of the indexed bytes, so the hit entry in the main queue outlives every fill not
     // hit; a share of the budget would walk the main queue and evict it at once.
     let index = Index::new(1 << 30);
-    index.place(0, fill(0, 100), Provenance::Live);
-    index.touch(0);
+    index.place(StoreHash(0), fill(FillId(0), 100), Provenance::Live);
+    index.touch(StoreHash(0));
     for key in 1..=50u128 {
-        index.place(key, fill(key as u64, 100), Provenance::Live);
+        index.place(
+            StoreHash(key),
+            fill(FillId(key as u64), 100),
+            Provenance::Live,
+        );
     }
     for key in 1..=50 {
-        index.touch(0);
+        index.touch(StoreHash(0));
         assert_eq!(drain_one(&index), Some(key));
     }
     assert_eq!(drain(&index), vec![0]);
@@ -114,15 +127,19 @@ fn each_hit_in_the_main_queue_buys_one_pass_up_to_seven() {
     // Hit once in the small queue, 1 to 5 move to the main queue with no hits when
     // the first eviction walks it; 0, filled last and not hit, is the one evicted.
     for key in (1..6u128).chain([0]) {
-        index.place(key, fill(key as u64, 1), Provenance::Live);
+        index.place(
+            StoreHash(key),
+            fill(FillId(key as u64), 1),
+            Provenance::Live,
+        );
         if key > 0 {
-            index.touch(key);
+            index.touch(StoreHash(key));
         }
     }
     assert_eq!(drain_one(&index), Some(0));
     for (key, hits) in [(1u128, 9), (2, 7), (3, 2), (4, 0), (5, 1)] {
         for _ in 0..hits {
-            index.touch(key);
+            index.touch(StoreHash(key));
         }
     }
     // 4 goes first; then 5 (1 hit), 3 (2 hits); 1 and 2 both saturated at 7, so the
@@ -131,44 +148,53 @@ fn each_hit_in_the_main_queue_buys_one_pass_up_to_seven() {
 }
 
 fn drain_one(index: &Index) -> Option<u128> {
-    index.pop_victim().map(|(k, _)| k)
+    index.pop_victim().map(|(k, _)| k.0)
 }
 
 #[test]
 fn newer_fill_wins_and_live_beats_scanned() {
     let index = Index::new(u64::MAX);
     let k = 7;
-    assert_eq!(index.place(k, fill(5, 1), Provenance::Live), Placed::New);
-    assert_eq!(index.place(k, fill(4, 2), Provenance::Live), Placed::Lost);
     assert_eq!(
-        index.place(k, fill(6, 3), Provenance::Live),
-        Placed::Replaced(fill(5, 1))
+        index.place(StoreHash(k), fill(FillId(5), 1), Provenance::Live),
+        Placed::New
+    );
+    assert_eq!(
+        index.place(StoreHash(k), fill(FillId(4), 2), Provenance::Live),
+        Placed::Lost
+    );
+    assert_eq!(
+        index.place(StoreHash(k), fill(FillId(6), 3), Provenance::Live),
+        Placed::Replaced(fill(FillId(5), 1))
     );
     // A scanned file never displaces a live one, even with a higher id.
     assert_eq!(
-        index.place(k, fill(99, 4), Provenance::Scanned),
+        index.place(StoreHash(k), fill(FillId(99), 4), Provenance::Scanned),
         Placed::Lost
     );
-    assert_eq!(index.touch(k).map(|(found, _)| found), Some(fill(6, 3)));
+    assert_eq!(
+        index.touch(StoreHash(k)).map(|(found, _)| found),
+        Some(fill(FillId(6), 3))
+    );
     assert_eq!(index.len(), 1);
 
     let s = 8;
     assert_eq!(
-        index.place(s, fill(50, 1), Provenance::Scanned),
+        index.place(StoreHash(s), fill(FillId(50), 1), Provenance::Scanned),
         Placed::New
     );
     assert_eq!(
-        index.place(s, fill(40, 1), Provenance::Scanned),
+        index.place(StoreHash(s), fill(FillId(40), 1), Provenance::Scanned),
         Placed::Lost
     );
     assert_eq!(
-        index.place(s, fill(60, 2), Provenance::Scanned),
-        Placed::Replaced(fill(50, 1))
+        index.place(StoreHash(s), fill(FillId(60), 2), Provenance::Scanned),
+        Placed::Replaced(fill(FillId(50), 1))
     );
     // Any live fill beats a scanned one, even with a lower id (a clock that went back).
     assert_eq!(
-        index.place(s, fill(1, 3), Provenance::Live),
-        Placed::Replaced(fill(60, 2))
+        index.place(StoreHash(s), fill(FillId(1), 3), Provenance::Live),
+        Placed::Replaced(fill(FillId(60), 2))
     );
     assert_eq!(index.len(), 2);
 }
@@ -176,24 +202,42 @@ fn newer_fill_wins_and_live_beats_scanned() {
 #[test]
 fn scanned_entries_are_evicted_before_anything_touched_since_start() {
     let index = Index::new(u64::MAX);
-    index.place(1, fill(1, UNHIT), Provenance::Live);
-    index.place(2, fill(2, UNHIT), Provenance::Scanned);
-    index.place(3, fill(3, 1), Provenance::Scanned);
-    index.place(4, fill(4, UNHIT), Provenance::Live);
+    index.place(StoreHash(1), fill(FillId(1), UNHIT), Provenance::Live);
+    index.place(StoreHash(2), fill(FillId(2), UNHIT), Provenance::Scanned);
+    index.place(StoreHash(3), fill(FillId(3), 1), Provenance::Scanned);
+    index.place(StoreHash(4), fill(FillId(4), UNHIT), Provenance::Live);
     // A scanned entry that is hit moves to the main queue, behind the live ones.
-    index.touch(3);
+    index.touch(StoreHash(3));
     assert_eq!(drain(&index), vec![2, 1, 4, 3]);
 }
 
 #[test]
 fn remove_takes_only_the_named_fill() {
     let index = Index::new(u64::MAX);
-    index.place(1, fill(10, 5), Provenance::Live);
-    assert_eq!(index.remove(1, 9), None);
-    assert!(index.contains(1));
-    assert_eq!(index.remove(1, 10), Some(fill(10, 5)));
-    assert!(!index.contains(1));
-    assert_eq!(index.remove(1, 10), None);
+    index.place(StoreHash(1), fill(FillId(10), 5), Provenance::Live);
+    assert_eq!(
+        index.remove(FillRef {
+            key: StoreHash(1),
+            fill: FillId(9)
+        }),
+        None
+    );
+    assert!(index.contains(StoreHash(1)));
+    assert_eq!(
+        index.remove(FillRef {
+            key: StoreHash(1),
+            fill: FillId(10)
+        }),
+        Some(fill(FillId(10), 5))
+    );
+    assert!(!index.contains(StoreHash(1)));
+    assert_eq!(
+        index.remove(FillRef {
+            key: StoreHash(1),
+            fill: FillId(10)
+        }),
+        None
+    );
     assert_eq!(index.len(), 0);
     assert_eq!(index.counts().evictions, 0, "a removal is not an eviction");
 }
@@ -236,7 +280,7 @@ impl Model {
 
     /// S3-FIFO's eviction, written out: the small queue while it holds more than a
     /// tenth of the bytes (or the main one is empty), moving hit entries to the main one.
-    fn evict(&mut self) -> Option<(u128, Fill)> {
+    fn evict(&mut self) -> Option<(StoreHash, Fill)> {
         let bytes = |queue: &[(u128, Fill, u8)]| queue.iter().map(|e| e.1.size).sum::<u64>();
         let (small_bytes, main_bytes) = (bytes(&self.small), bytes(&self.main));
         let mut small = small_bytes > (small_bytes + main_bytes) / 10 || self.main.is_empty();
@@ -249,7 +293,7 @@ impl Model {
             }
             let (key, fill, hits) = self.queue(small).remove(0);
             match (hits, small) {
-                (0, _) => return Some((key, fill)),
+                (0, _) => return Some((StoreHash(key), fill)),
                 (_, true) => self.main.push((key, fill, 0)),
                 (hits, false) => self.main.push((key, fill, hits - 1)),
             }
@@ -271,7 +315,7 @@ fn matches_a_simple_model_under_random_operations() {
             let key = u128::from(rng.below(64)) * 0x1_0000_0001;
             match rng.below(4) {
                 0 => {
-                    let f = fill(next_id, rng.below(100));
+                    let f = fill(FillId(next_id), rng.below(100));
                     next_id += 1;
                     // A live refill keeps the key's queue and hits, at the new end.
                     let expected = match model.find(key) {
@@ -285,7 +329,7 @@ fn matches_a_simple_model_under_random_operations() {
                             Placed::New
                         }
                     };
-                    assert_eq!(index.place(key, f, Provenance::Live), expected);
+                    assert_eq!(index.place(StoreHash(key), f, Provenance::Live), expected);
                 }
                 1 => {
                     let expected = model.find(key).map(|(small, i)| {
@@ -293,15 +337,22 @@ fn matches_a_simple_model_under_random_operations() {
                         entry.2 = (entry.2 + 1).min(MAX_HITS);
                         entry.1
                     });
-                    assert_eq!(index.touch(key).map(|(found, _)| found), expected);
+                    assert_eq!(
+                        index.touch(StoreHash(key)).map(|(found, _)| found),
+                        expected
+                    );
                 }
                 2 => assert_eq!(index.pop_victim(), model.evict(), "seed {seed}"),
                 _ => {
                     let expected = model
                         .find(key)
                         .map(|(small, i)| model.queue(small).remove(i).1);
-                    let id = expected.map_or(0, |f| f.fill_id);
-                    assert_eq!(index.remove(key, id), expected);
+                    let fill = expected.map_or(FillId(0), |f| f.fill_id);
+                    let at = FillRef {
+                        key: StoreHash(key),
+                        fill,
+                    };
+                    assert_eq!(index.remove(at), expected);
                 }
             }
             let entries = model.small.len() + model.main.len();
@@ -320,7 +371,7 @@ proptest::proptest! {
     ) {
         let index = Index::new(budget);
         for (i, &(key, size)) in requests.iter().enumerate() {
-            if index.touch(key).is_some() {
+            if index.touch(StoreHash(key)).is_some() {
                 continue;
             }
             let mut fits = true;
@@ -334,7 +385,7 @@ proptest::proptest! {
                 }
             }
             proptest::prop_assert!(fits, "{size} <= {budget} always fits an empty cache");
-            index.place(key, fill(i as u64, size), Provenance::Live);
+            index.place(StoreHash(key), fill(FillId(i as u64), size), Provenance::Live);
             index.commit_reservation(size, size);
             let counts = index.counts();
             proptest::prop_assert!(counts.object_bytes + counts.reserved_bytes <= budget);
@@ -353,11 +404,11 @@ proptest::proptest! {
         let index = Index::new(u64::MAX);
         for (i, &hit) in hit.iter().enumerate() {
             let size = if hit { 1 } else { UNHIT };
-            index.place(i as u128 * STRIDE, fill(i as u64, size), Provenance::Live);
+            index.place(StoreHash(i as u128 * STRIDE), fill(FillId(i as u64), size), Provenance::Live);
         }
         for (i, &hit) in hit.iter().enumerate() {
             if hit {
-                index.touch(i as u128 * STRIDE);
+                index.touch(StoreHash(i as u128 * STRIDE));
             }
         }
         let order = drain(&index);
@@ -382,7 +433,11 @@ fn objects_when_full_extrapolates_the_mean_entry_size() {
     );
     for key in 0..4u128 {
         assert!(index.try_reserve(500));
-        index.place(key, fill(key as u64 + 1, 500), Provenance::Live);
+        index.place(
+            StoreHash(key),
+            fill(FillId(key as u64 + 1), 500),
+            Provenance::Live,
+        );
         index.commit_reservation(500, 500);
     }
     // 4 entries of 500 bytes in 2,000 bytes: a full 10,000-byte cache holds 20.
@@ -401,10 +456,18 @@ fn with_ten_evicted_unhit(ghost: bool) -> Index {
     let index = Index::new(10_000);
     index.keep_ghost(ghost);
     for n in 1..=9u128 {
-        index.place(spread(n), fill(n as u64, 10), Provenance::Live);
-        index.touch(spread(n));
+        index.place(
+            StoreHash(spread(n)),
+            fill(FillId(n as u64), 10),
+            Provenance::Live,
+        );
+        index.touch(StoreHash(spread(n)));
     }
-    index.place(spread(10), fill(10, 10), Provenance::Live);
+    index.place(
+        StoreHash(spread(10)),
+        fill(FillId(10), 10),
+        Provenance::Live,
+    );
     assert_eq!(drain_one(&index), Some(spread(10)));
     index
 }
@@ -414,10 +477,18 @@ fn with_the_ghost_on_a_key_evicted_unhit_is_filled_again_into_the_main_queue() {
     for ghost in [false, true] {
         let index = with_ten_evicted_unhit(ghost);
         assert_eq!(
-            index.place(spread(10), fill(20, 10), Provenance::Live),
+            index.place(
+                StoreHash(spread(10)),
+                fill(FillId(20), 10),
+                Provenance::Live
+            ),
             Placed::New
         );
-        index.place(spread(11), fill(21, 20), Provenance::Live);
+        index.place(
+            StoreHash(spread(11)),
+            fill(FillId(21), 20),
+            Provenance::Live,
+        );
         // The small queue is over its share: its oldest unhit entry goes. With the
         // ghost, 10 skipped the small queue and 11 is its only entry.
         let expected = if ghost { spread(11) } else { spread(10) };
@@ -430,8 +501,16 @@ fn turning_the_ghost_off_forgets_the_keys_it_remembered() {
     let index = with_ten_evicted_unhit(true);
     index.keep_ghost(false);
     index.keep_ghost(true);
-    index.place(spread(10), fill(20, 10), Provenance::Live);
-    index.place(spread(11), fill(21, 20), Provenance::Live);
+    index.place(
+        StoreHash(spread(10)),
+        fill(FillId(20), 10),
+        Provenance::Live,
+    );
+    index.place(
+        StoreHash(spread(11)),
+        fill(FillId(21), 20),
+        Provenance::Live,
+    );
     assert_eq!(
         drain_one(&index),
         Some(spread(10)),
@@ -445,11 +524,11 @@ fn the_ghost_forgets_keys_past_nine_tenths_of_the_budget() {
     let index = Index::new(1000);
     index.keep_ghost(true);
     // Keys of shard 0, evicted unhit in this order.
-    let keys: Vec<u128> = (1..=3u128).map(|n| n << 64).collect();
+    let keys: Vec<StoreHash> = (1..=3u128).map(|n| StoreHash(n << 64)).collect();
     for (i, &key) in keys.iter().enumerate() {
-        index.place(key, fill(i as u64, 400), Provenance::Live);
+        index.place(key, fill(FillId(i as u64), 400), Provenance::Live);
     }
-    assert_eq!(drain(&index), keys);
+    assert_eq!(drain(&index), keys.iter().map(|k| k.0).collect::<Vec<_>>());
     assert_eq!(
         index.counts().ghost_keys,
         2,
@@ -457,58 +536,78 @@ fn the_ghost_forgets_keys_past_nine_tenths_of_the_budget() {
     );
     // The first key was forgotten, the others are remembered.
     for (i, &key) in keys.iter().enumerate() {
-        index.place(key, fill(10 + i as u64, 400), Provenance::Live);
+        index.place(key, fill(FillId(10 + i as u64), 400), Provenance::Live);
     }
     let new = 99 << 64;
-    index.place(new, fill(20, 400), Provenance::Live);
+    index.place(StoreHash(new), fill(FillId(20), 400), Provenance::Live);
     // Small queue: the forgotten first key and the new one; main: the other two.
-    assert_eq!(drain(&index), vec![keys[0], new, keys[1], keys[2]]);
+    assert_eq!(drain(&index), vec![keys[0].0, new, keys[1].0, keys[2].0]);
 }
 
 #[test]
 fn a_full_count_gives_a_version_that_every_change_of_its_shard_ends() {
     let index = Index::new(1 << 20);
     let (key, neighbour) = (3u128, 3 + SHARDS as u128);
-    index.place(key, fill(1, 100), Provenance::Live);
+    index.place(StoreHash(key), fill(FillId(1), 100), Provenance::Live);
     // The count fills on the MAX_HITS-th hit; only then is there nothing left to count.
     for _ in 1..MAX_HITS {
-        assert_eq!(index.touch(key).map(|(_, version)| version), Some(None));
+        assert_eq!(
+            index.touch(StoreHash(key)).map(|(_, version)| version),
+            Some(None)
+        );
     }
-    let (_, Some(version)) = index.touch(key).unwrap() else {
+    let (_, Some(version)) = index.touch(StoreHash(key)).unwrap() else {
         panic!("a full count gives a version");
     };
-    assert!(index.unchanged_since(key, version));
+    assert!(index.unchanged_since(StoreHash(key), version));
     // Hits change nothing.
-    index.touch(key);
-    index.touch(neighbour);
-    assert!(index.unchanged_since(key, version));
+    index.touch(StoreHash(key));
+    index.touch(StoreHash(neighbour));
+    assert!(index.unchanged_since(StoreHash(key), version));
     // A fill of another key of the shard does.
-    index.place(neighbour, fill(2, 100), Provenance::Live);
-    assert!(!index.unchanged_since(key, version));
+    index.place(StoreHash(neighbour), fill(FillId(2), 100), Provenance::Live);
+    assert!(!index.unchanged_since(StoreHash(key), version));
 
-    let (_, Some(version)) = index.touch(key).unwrap() else {
+    let (_, Some(version)) = index.touch(StoreHash(key)).unwrap() else {
         panic!("the count is still full");
     };
-    assert!(index.remove(neighbour, 2).is_some());
-    assert!(!index.unchanged_since(key, version));
+    assert!(
+        index
+            .remove(FillRef {
+                key: StoreHash(neighbour),
+                fill: FillId(2)
+            })
+            .is_some()
+    );
+    assert!(!index.unchanged_since(StoreHash(key), version));
 
-    let (_, Some(version)) = index.touch(key).unwrap() else {
+    let (_, Some(version)) = index.touch(StoreHash(key)).unwrap() else {
         panic!("the count is still full");
     };
     // An eviction pass spends counts and moves entries.
     index.pop_victim();
-    assert!(!index.unchanged_since(key, version));
+    assert!(!index.unchanged_since(StoreHash(key), version));
 }
 
 #[test]
 fn a_key_found_absent_is_found_once_placed() {
     let index = Index::new(u64::MAX);
-    assert_eq!(index.touch(42), None);
-    assert_eq!(index.touch(42), None, "still absent");
-    index.place(42, fill(1, 10), Provenance::Live);
-    assert_eq!(index.touch(42).map(|(found, _)| found), Some(fill(1, 10)));
-    assert!(index.remove(42, 1).is_some());
-    assert_eq!(index.touch(42), None, "gone once removed");
+    assert_eq!(index.touch(StoreHash(42)), None);
+    assert_eq!(index.touch(StoreHash(42)), None, "still absent");
+    index.place(StoreHash(42), fill(FillId(1), 10), Provenance::Live);
+    assert_eq!(
+        index.touch(StoreHash(42)).map(|(found, _)| found),
+        Some(fill(FillId(1), 10))
+    );
+    assert!(
+        index
+            .remove(FillRef {
+                key: StoreHash(42),
+                fill: FillId(1)
+            })
+            .is_some()
+    );
+    assert_eq!(index.touch(StoreHash(42)), None, "gone once removed");
 }
 
 #[test]
@@ -519,14 +618,16 @@ fn a_key_found_absent_again_on_a_thread_takes_no_lock() {
     let worker = std::thread::spawn({
         let index = index.clone();
         move || {
-            let first = index.touch(7);
+            let first = index.touch(StoreHash(7));
             to_main.send(first.is_none()).expect("main waits");
             from_main.recv().expect("main says when");
-            to_main.send(index.touch(7).is_none()).expect("main waits");
+            to_main
+                .send(index.touch(StoreHash(7)).is_none())
+                .expect("main waits");
         }
     });
     assert_eq!(from_worker.recv(), Ok(true), "absent");
-    let held = index.shard(7);
+    let held = index.shard(StoreHash(7));
     to_worker.send(()).expect("the worker waits");
     // Taking the lock would block until it is dropped below, past this wait.
     let answered = from_worker.recv_timeout(std::time::Duration::from_secs(10));

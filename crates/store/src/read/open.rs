@@ -17,6 +17,7 @@ use super::super::mapped;
 use super::super::memory::OpenFile;
 use super::super::{Inner, StoreError};
 use super::StoredEntry;
+use crate::{FillId, FillRef};
 
 /// An entry file, opened, with its header verified.
 pub(crate) struct OpenEntry {
@@ -39,7 +40,7 @@ pub(crate) struct OpenEntry {
 impl OpenEntry {
     /// The open file and its verified header, for the memory tier to hold, if this
     /// lookup opened it (`None` if the tier held it already).
-    fn to_hold(&self, key: &str, fill_id: u64) -> Option<OpenFile> {
+    fn to_hold(&self, key: &str, fill_id: FillId) -> Option<OpenFile> {
         self.fresh.then(|| OpenFile {
             fill_id,
             key: key.into(),
@@ -77,14 +78,13 @@ impl Inner {
     pub(crate) async fn open_entry(
         self: &Arc<Self>,
         key: &str,
-        (key_hash, fill_id): (u128, u64),
+        fill_ref: FillRef,
         held: Option<Arc<OpenFile>>,
         read_whole_below: u64,
     ) -> Result<Option<OpenEntry>, StoreError> {
-        let ids = (key_hash, fill_id);
         let tried = self.open_sync(
             key,
-            ids,
+            fill_ref,
             held.as_deref(),
             read_whole_below,
             Wait::CachedOnly,
@@ -92,9 +92,15 @@ impl Inner {
         let opened = match tried {
             Err(e) if e.would_block() => {
                 let (inner, key) = (Arc::clone(self), key.to_owned());
-                let path = self.object_path(key_hash, fill_id);
+                let path = self.object_path(fill_ref);
                 crate::blocking(&path, move || {
-                    inner.open_sync(&key, ids, held.as_deref(), read_whole_below, Wait::Disk)
+                    inner.open_sync(
+                        &key,
+                        fill_ref,
+                        held.as_deref(),
+                        read_whole_below,
+                        Wait::Disk,
+                    )
                 })
                 .await
             }
@@ -106,8 +112,8 @@ impl Inner {
                 // Evicted or replaced meanwhile (then the index no longer names
                 // it), or removed behind our back (then forget it here).
                 debug!(key, "indexed cache file vanished");
-                if let Some(fill) = self.index.remove(key_hash, fill_id) {
-                    self.memory.forget(key_hash);
+                if let Some(fill) = self.index.remove(fill_ref) {
+                    self.memory.forget(fill_ref.key);
                     self.index.release_object(fill.size);
                 }
                 Ok(None)
@@ -117,7 +123,7 @@ impl Inner {
                 Ok(None)
             }
             Opened::Damaged(damage, reason) => {
-                self.discard(key_hash, fill_id, damage, &reason).await;
+                self.discard(fill_ref, damage, &reason).await;
                 Ok(None)
             }
         }
@@ -129,22 +135,22 @@ impl Inner {
     pub(crate) fn keep_copies(
         self: &Arc<Self>,
         key: &str,
-        (key_hash, fill_id): (u128, u64),
+        fill_ref: FillRef,
         epoch: u64,
         opened: OpenEntry,
     ) -> StoredEntry {
         let mut offered = false;
-        if let Some(hold) = opened.to_hold(key, fill_id) {
-            self.memory.offer_open(epoch, key_hash, hold);
+        if let Some(hold) = opened.to_hold(key, fill_ref.fill) {
+            self.memory.offer_open(epoch, fill_ref.key, hold);
             offered = true;
         }
         let held = (!opened.fresh).then(|| Arc::clone(&opened.file));
-        let entry = StoredEntry::open(opened, key_hash, fill_id, Arc::clone(self));
+        let entry = StoredEntry::open(opened, fill_ref, Arc::clone(self));
         let mut copied = false;
         if entry.body_len < self.memory.read_whole_below()
             && let Some(hot) = entry.hot_copy(key)
         {
-            self.memory.offer(epoch, key_hash, hot);
+            self.memory.offer(epoch, fill_ref.key, hot);
             (offered, copied) = (true, true);
         }
         // Only after an offer: a hit that offered nothing (the common case on a held
@@ -155,7 +161,8 @@ impl Inner {
             // or its unlinked file (and the file's disk space) until the tier evicts
             // them. Every removal from the index comes before its forget, so this check
             // sees it.
-            let left_index = self.index.peek(key_hash).map(|f| f.fill_id) != Some(fill_id);
+            let left_index =
+                self.index.peek(fill_ref.key).map(|f| f.fill_id) != Some(fill_ref.fill);
             // A copy made through a held file whose metadata was rewritten meanwhile:
             // the update may have raised the epoch before `epoch` was read and dropped
             // the held file (with its old metadata) only after this lookup took it, so
@@ -163,9 +170,9 @@ impl Inner {
             // copy (`MemoryTier::forget`), so either it drops this copy or this check
             // sees the file gone.
             let held_dropped =
-                copied && held.is_some_and(|file| !self.memory.holds_file(key_hash, &file));
+                copied && held.is_some_and(|file| !self.memory.holds_file(fill_ref.key, &file));
             if left_index || held_dropped {
-                self.memory.forget(key_hash);
+                self.memory.forget(fill_ref.key);
             }
         }
         entry
@@ -175,14 +182,14 @@ impl Inner {
     fn open_sync(
         &self,
         key: &str,
-        ids: (u128, u64),
+        fill_ref: FillRef,
         held: Option<&OpenFile>,
         read_whole_below: u64,
         wait: Wait,
     ) -> Result<Opened, StoreError> {
         match held {
-            Some(held) => self.reopen_sync(ids, held, read_whole_below, wait),
-            None => self.first_open_sync(key, ids, read_whole_below, wait),
+            Some(held) => self.reopen_sync(fill_ref, held, read_whole_below, wait),
+            None => self.first_open_sync(key, fill_ref, read_whole_below, wait),
         }
     }
 
@@ -196,13 +203,13 @@ impl Inner {
     /// `benches/RESULTS.md`, "no `fstat` per held-file hit".)
     fn reopen_sync(
         &self,
-        (key_hash, fill_id): (u128, u64),
+        fill_ref: FillRef,
         held: &OpenFile,
         read_whole_below: u64,
         wait: Wait,
     ) -> Result<Opened, StoreError> {
         // Only errors name the file: a hit builds no path.
-        let path = || self.object_path(key_hash, fill_id);
+        let path = || self.object_path(fill_ref);
         let opened = OpenEntry {
             preamble: held.preamble,
             meta: Arc::clone(&held.meta),
@@ -219,11 +226,11 @@ impl Inner {
     fn first_open_sync(
         &self,
         key: &str,
-        (key_hash, fill_id): (u128, u64),
+        fill_ref: FillRef,
         read_whole_below: u64,
         wait: Wait,
     ) -> Result<Opened, StoreError> {
-        let path = self.object_path(key_hash, fill_id);
+        let path = self.object_path(fill_ref);
         let file = match std::fs::File::open(&path) {
             Ok(file) => file,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Opened::Vanished),
@@ -231,9 +238,8 @@ impl Inner {
         };
         let file_len = file.metadata().map_err(io_err(&path))?.len();
         // A file no longer than one first read is read whole: header and body at once.
-        let ids = (key_hash, fill_id);
         let (header, bytes) =
-            match disk::read_header_at(&file, &path, ids, file_len, FIRST_READ, wait) {
+            match disk::read_header_at(&file, &path, fill_ref, file_len, FIRST_READ, wait) {
                 Ok(read) => read,
                 Err(HeaderError::Damaged(damage, reason)) => {
                     return Ok(Opened::Damaged(damage, reason));

@@ -8,8 +8,8 @@ use super::*;
 fn to_earlier_layout(objects: &Path) {
     for path in files(objects) {
         let name = path.file_name().and_then(|n| n.to_str()).unwrap();
-        let (hash, fill_id) = disk::parse_file_name(name).unwrap();
-        let legacy = disk::legacy_object_path(objects, hash, fill_id);
+        let fill = disk::parse_file_name(name).unwrap();
+        let legacy = disk::legacy_object_path(objects, fill);
         std::fs::create_dir_all(legacy.parent().unwrap()).unwrap();
         std::fs::rename(&path, &legacy).unwrap();
     }
@@ -64,8 +64,8 @@ async fn the_scan_moves_files_of_the_earlier_layout_to_their_place_and_they_read
     assert_eq!(files(&objects).len(), 40);
     for path in files(&objects) {
         let name = path.file_name().and_then(|n| n.to_str()).unwrap();
-        let (hash, fill_id) = disk::parse_file_name(name).unwrap();
-        assert_eq!(path, disk::object_path(&objects, hash, fill_id));
+        let fill = disk::parse_file_name(name).unwrap();
+        assert_eq!(path, disk::object_path(&objects, fill));
     }
     let left = top_dirs(&objects);
     assert!(left.iter().all(|name| name.len() == 1), "{left:?}");

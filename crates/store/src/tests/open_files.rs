@@ -212,14 +212,33 @@ async fn a_fill_replaced_while_its_lookup_reads_it_is_neither_held_nor_copied() 
     // A lookup's steps, with a newer fill committed between the read and the offers.
     let epoch = inner.memory.epoch();
     let opened = inner
-        .open_entry("k", (hash, fill_id), None, 64 * 1024)
+        .open_entry(
+            "k",
+            FillRef {
+                key: hash,
+                fill: fill_id,
+            },
+            None,
+            64 * 1024,
+        )
         .await
         .unwrap()
         .unwrap();
-    let old_path = inner.object_path(hash, fill_id);
+    let old_path = inner.object_path(FillRef {
+        key: hash,
+        fill: fill_id,
+    });
     put(&store, "k", &body(4000, 2)).await;
     assert!(!old_path.exists(), "the replaced file is unlinked");
-    let entry = inner.keep_copies("k", (hash, fill_id), epoch, opened);
+    let entry = inner.keep_copies(
+        "k",
+        FillRef {
+            key: hash,
+            fill: fill_id,
+        },
+        epoch,
+        opened,
+    );
     // This lookup still answers with what it read, but nothing of the old fill stays.
     assert_eq!(entry.body_in_memory().map(|b| b.len()), Some(3000));
     drop(entry);
@@ -260,7 +279,15 @@ async fn a_copy_made_through_a_held_file_while_its_metadata_is_rewritten_is_not_
     assert!(held.is_some(), "the first lookup held the file");
     // A lookup that found no copy reads through the held file (the old metadata)...
     let opened = inner
-        .open_entry("k", (hash, fill_id), held, 64 * 1024)
+        .open_entry(
+            "k",
+            FillRef {
+                key: hash,
+                fill: fill_id,
+            },
+            held,
+            64 * 1024,
+        )
         .await
         .unwrap()
         .unwrap();
@@ -271,7 +298,15 @@ async fn a_copy_made_through_a_held_file_while_its_metadata_is_rewritten_is_not_
     assert!(store.update_meta(&found, &refreshed()).await.unwrap());
     drop(found);
     let epoch = inner.memory.epoch();
-    let entry = inner.keep_copies("k", (hash, fill_id), epoch, opened);
+    let entry = inner.keep_copies(
+        "k",
+        FillRef {
+            key: hash,
+            fill: fill_id,
+        },
+        epoch,
+        opened,
+    );
     assert_eq!(
         entry.meta.as_ref(),
         &meta(200),
@@ -292,10 +327,17 @@ async fn a_metadata_update_nobody_waits_for_still_drops_the_held_file() {
     let store = open_with(holding(dir.path(), 16)).await;
     let path = put_and_hold(&store, "k", &body(5000, 1)).await;
     let (hash, found) = (Store::key_hash("k"), entry(&store, "k").await);
-    let fill_id = found.fill_id;
+    let fill_id = found.fill.fill;
     let file = std::fs::File::open(&path).unwrap();
     let sequence = || {
-        let header = disk::read_header_sync(&file, &path, hash, fill_id);
+        let header = disk::read_header_sync(
+            &file,
+            &path,
+            FillRef {
+                key: hash,
+                fill: fill_id,
+            },
+        );
         header.map(|header| header.sequence).unwrap_or(0)
     };
     let before = sequence();
