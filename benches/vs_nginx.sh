@@ -37,6 +37,40 @@
 # default `cache.fsync`: the hits' req/s and latency, and CPU per request of either
 # kind; what fills do to the hits beside them).
 #
+# The CDN mix (cdn-mix, not in the default CASES: 10-25 s a replay on the 2-core VM, so
+# about 2 minutes per N with 3 rounds, and each replay writes about 250 MiB to $TMPDIR's
+# filesystem, which must count writes in /proc/PID/io: not a tmpfs): one trace, made
+# once per script run with a fixed seed by benches/cdn_mix/trace.py ($CDN_REQUESTS requests, a
+# Zipf($CDN_ZIPF) catalog of $CDN_CATALOG popular objects mixed with one-off URLs so that
+# 70% of the distinct URLs are requested once, lognormal sizes of median 16 KiB and mean
+# 48 KiB cut to 1 KiB .. 1 MiB, seed $CDN_SEED; sparse files at the origin), replayed
+# whole once per run by wrk with benches/cdn_mix/replay.lua: each wrk thread takes every
+# T-th request of the trace and sends its share in order, the next request to whichever
+# of its connections is free. Each run starts a new proxy on a new, empty cache of
+# $CDN_CACHE_PERCENT% of the trace's unique bytes, stopped after the run: nginx with
+# `proxy_cache_min_uses 2` (nginx's admit-on-second-request; proxy_cache_lock off, its
+# default), secondhit with the default `second-hit` admission (and `min_free = 0`, since
+# nginx keeps no disk floor), alternating, $ROUNDS times. A second table gives, per
+# proxy, medians of req/s, p50 and p99, CPU per request and requests per CPU second (as
+# above, but counting every process of nginx's, its cache manager's evictions included,
+# and nginx's master runs on the proxy CPUs too), the request and byte hit ratios (from
+# each answer's X-Cache-Status, nginx's $upstream_cache_status, or secondhit's
+# Cache-Status, `hit` or `collapsed`: served without an origin request of its own;
+# counted by wrk, so neither proxy logs), the bytes each proxy wrote to files during the
+# run (write_bytes in /proc/PID/io of all its processes: the pages it dirtied in the page
+# cache, which reach the disk unless deleted first, counted the same way for both
+# whichever process or thread writes; nginx's temporary files of large uncached answers
+# included, which the table counts beside it), and the bytes of entry files in the cache
+# directory at the end, and their mean and peak over the run, sampled each second (the
+# cache starts empty; nginx's cache manager enforces max_size only when it wakes, at
+# most every 10 s when nothing has expired, so nginx's cache stands above it between
+# its passes); "spread" is (max - min) / median of the rounds' CPU per request.
+# secondhit's memory tier (cache.memory_size, 64 MiB by default) holds copies of entries
+# on disk only, so it adds no hits. With BASELINE_BIN, that build replays too, after
+# secondhit in each round. PROFILE does not apply to it. CDN_NGINX_CACHE_OPTIONS adds
+# parameters to nginx's proxy_cache_path (e.g. "manager_files=1000"); CDN_TIMEOUT (600s)
+# bounds a replay, one that never gets all its answers ends there and says so.
+#
 # CPUs: on a machine with 16 or more CPUs the defaults are ORIGIN_CPUS="0 1",
 # PROXY_CPUS="2 .. 9", LOAD_CPUS="10 .. 15" and WORKERS="1 4 8". On fewer (the 2-core VM)
 # they are PROXY_CPUS="0 1", ORIGIN_CPUS="1", LOAD_CPUS="1" and WORKERS="1 2": with N = 2
@@ -71,6 +105,7 @@
 # inodes slowly for minutes after many files were removed, this script's own included.
 #
 # Run:  bash benches/vs_nginx.sh            (about 15 minutes with the defaults)
+#       WORKERS=1 CASES=cdn-mix ROUNDS=3 bash benches/vs_nginx.sh
 #       WORKERS=1 CASES="hit-1k pass-1k" ROUNDS=5 DURATION=10s bash benches/vs_nginx.sh
 #       BASELINE_BIN=<the build before a change> bash benches/vs_nginx.sh
 #       PROFILE=1 WORKERS="1 4" CASES=pass-1k ROUNDS=1 bash benches/vs_nginx.sh
@@ -81,6 +116,12 @@ ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-10s}
 RSS_SECONDS=${RSS_SECONDS:-60}
 CASES=${CASES:-"hit-1k hit-100k hit-10k-keys hit-10k-files pass-1k first-sight-1k miss-1k miss-1k-fsync miss-1k-nofsync hit-during-fills"}
+CDN_REQUESTS=${CDN_REQUESTS:-60000}
+CDN_CATALOG=${CDN_CATALOG:-12000}
+CDN_ZIPF=${CDN_ZIPF:-0.9}
+CDN_SEED=${CDN_SEED:-1}
+CDN_CACHE_PERCENT=${CDN_CACHE_PERCENT:-10}
+CDN_TIMEOUT=${CDN_TIMEOUT:-600s}
 if (($(nproc) >= 16)); then
   ORIGIN_CPUS=${ORIGIN_CPUS:-"0 1"}
   PROXY_CPUS=${PROXY_CPUS:-"2 3 4 5 6 7 8 9"}
@@ -160,6 +201,12 @@ for i in range(10000):
         f.write(block)
 PY
 cp "$WORK/www/one-1k" "$WORK/www/pass/one-1k"
+if [[ " $CASES " == *" cdn-mix "* ]]; then
+  # "distinct once_share unique_bytes trace_bytes cache_bytes"
+  python3 benches/cdn_mix/trace.py "$WORK" "$CDN_REQUESTS" "$CDN_CATALOG" "$CDN_ZIPF" \
+    "$CDN_SEED" "$CDN_CACHE_PERCENT" >"$WORK/cdn-trace.info"
+  read -r CDN_DISTINCT CDN_ONCE CDN_UNIQUE_BYTES CDN_TRACE_BYTES CDN_CACHE_BYTES <"$WORK/cdn-trace.info"
+fi
 
 # The part of an nginx config every instance shares: files named after $1, one worker
 # on each of the CPUs $2.., no access log, sendfile without tcp_nopush.
@@ -470,17 +517,186 @@ print("%.0f %.2f %.2f %.2f %.2f" % (rps, ms("50%"), ms("99%"), user + system, us
 PY
 }
 
+# --- the CDN mix: a new proxy on an empty cache for each replay ---------------
+# nginx's config for the CDN mix: N workers ($1) on port $2, cache directory $3 of
+# $CDN_CACHE_BYTES, admitting on a key's second request.
+cdn_nginx_config() {
+  local n=$1 port=$2 dir=$3
+  nginx_preamble cdn-nginx "${PROXY_LIST[@]:0:$n}"
+  cat <<EOF
+  proxy_temp_path $WORK/tmp-cdn-proxy;
+  proxy_cache_path $dir levels=1:2 keys_zone=cdn:32m max_size=$CDN_CACHE_BYTES inactive=1d use_temp_path=off ${CDN_NGINX_CACHE_OPTIONS:-};
+  upstream origin { server 127.0.0.1:$ORIGIN_PORT; keepalive 128; }
+  server {
+    listen 127.0.0.1:$port;
+    proxy_http_version 1.1;
+    proxy_set_header Connection "";
+    location / {
+      proxy_pass http://origin;
+      proxy_cache cdn;
+      # Stored on its second request, as secondhit's second-hit admission stores.
+      proxy_cache_min_uses 2;
+      # Counted by wrk (benches/cdn_mix/replay.lua): no access log to write.
+      add_header X-Cache-Status \$upstream_cache_status;
+    }
+  }
+}
+EOF
+}
+
+# Sums field $1 of /proc/PID/$2 ("stat": a field number; "io": a line's name) over the
+# processes $3...
+proc_sum() {
+  local field=$1 file=$2 pid total=0 value
+  shift 2
+  for pid in "$@"; do
+    if [[ $file == stat ]]; then
+      value=$(awk -v f="$field" '{print $f}' "/proc/$pid/stat")
+    else
+      value=$(awk -v f="$field:" '$1 == f {print $2}' "/proc/$pid/io")
+    fi
+    total=$((total + value))
+  done
+  echo "$total"
+}
+
+# One replay of the CDN trace through proxy $2 (nginx, secondhit or baseline) with N
+# workers ($1), on a new, empty cache, round $3. Prints "req/s p50_ms p99_ms cpu_us
+# usr_us hit_% byte_hit_% written_bytes stored_bytes mean_stored_bytes peak_stored_bytes
+# collapsed nginx_temp_files".
+cdn_run() {
+  local n=$1 who=$2 round=$3
+  local cpus=("${PROXY_LIST[@]:0:$1}") port dir pids=() master="" bin tries
+  local threads=$((${#LOAD_LIST[@]} < 2 * n ? ${#LOAD_LIST[@]} : 2 * n)) connections=$((64 * n))
+  port=$(free_port)
+  dir="$WORK/cdn-cache-$who"
+  rm -rf "$dir" "$WORK/cdn-nginx-error.log"
+  if [[ $who == nginx ]]; then
+    mkdir -p "$WORK/tmp-cdn-nginx" "$WORK/tmp-cdn-proxy"
+    cdn_nginx_config "$n" "$port" "$dir" >"$WORK/cdn-nginx.conf"
+    # The master and the cache manager on the proxy's CPUs too, as secondhit's threads are.
+    taskset -c "$(commas "${cpus[@]}")" nginx -c "$WORK/cdn-nginx.conf" -p "$WORK" \
+      -e "$WORK/cdn-nginx-error.log" &
+    master=$!
+    PIDS+=("$master")
+    wait_for_port "$port"
+    # The workers and the cache manager (it evicts); the cache loader has nothing to load.
+    for tries in $(seq 1 50); do
+      mapfile -t pids < <(pgrep -P "$master" -f "worker process|cache manager" || true)
+      ((${#pids[@]} == n + 1)) && break
+      sleep 0.1
+    done
+    if ((${#pids[@]} != n + 1)); then
+      echo "vs_nginx: cdn-mix: nginx started ${#pids[@]} workers and cache managers, not $((n + 1))" >&2
+      exit 1
+    fi
+    pids+=("$master")
+  else
+    bin=$SECONDHIT_BIN
+    [[ $who == baseline ]] && bin=$BASELINE_BIN
+    secondhit_config "$n" "$port" "cdn-cache-$who" "max_size = $CDN_CACHE_BYTES
+min_free = 0" second-hit >"$WORK/cdn-$who.toml"
+    taskset -c "$(commas "${cpus[@]}")" "$bin" serve --config "$WORK/cdn-$who.toml" \
+      >"$WORK/cdn-$who.log" 2>&1 &
+    pids=($!)
+    PIDS+=($!)
+    wait_for_port "$port"
+  fi
+  # Nothing dirty left by the run before (secondhit's syncfs would write it back).
+  sync -f "$WORK"
+  local user_before system_before written_before
+  user_before=$(proc_sum 14 stat "${pids[@]}")
+  system_before=$(proc_sum 15 stat "${pids[@]}")
+  written_before=$(proc_sum write_bytes io "${pids[@]}")
+  rm -f "$WORK/cdn-done-"*
+  # The entry files: nginx's level directories, secondhit's objects/ (not its filter state).
+  local entries=$dir/objects
+  [[ -n $master ]] && entries=$dir
+  # Their bytes each second, beside wrk: nginx's cache manager evicts at most every 10 s,
+  # so the peak shows how far above max_size its cache stood.
+  taskset -c "$(commas "${LOAD_LIST[@]}")" bash -c 'while sleep 1; do
+      find "$1" -type f -printf "%s\n" 2>/dev/null | awk "{s += \$1} END {print s + 0}"
+    done' _ "$entries" >"$WORK/cdn-stored.samples" &
+  local sampler=$!
+  PIDS+=("$sampler")
+  taskset -c "$(commas "${LOAD_LIST[@]}")" wrk -t"$threads" -c"$connections" -d"$CDN_TIMEOUT" \
+    --timeout 10s --latency -s benches/cdn_mix/replay.lua "http://127.0.0.1:$port/" \
+    -- "$WORK/cdn-trace.txt" "$threads" "$WORK/cdn-done-" >"$WORK/wrk.out"
+  kill "$sampler"
+  wait "$sampler" 2>/dev/null || true
+  local user system written stored mean peak temp_files=0
+  user=$(($(proc_sum 14 stat "${pids[@]}") - user_before))
+  system=$(($(proc_sum 15 stat "${pids[@]}") - system_before))
+  written=$(($(proc_sum write_bytes io "${pids[@]}") - written_before))
+  stored=$(find "$entries" -type f -printf '%s\n' | awk '{s += $1} END {print s + 0}')
+  # "mean peak" of the samples and the end.
+  read -r mean peak < <(echo "$stored" | cat "$WORK/cdn-stored.samples" - |
+    awk '{s += $1; n++; if ($1 > m) m = $1} END {printf "%d %d\n", s / n, m}')
+  if [[ -n $master ]]; then
+    kill "$master"
+    wait "$master" 2>/dev/null || true
+    temp_files=$(grep -c "buffered to a temporary file" "$WORK/cdn-nginx-error.log" || true)
+  else
+    kill "${pids[0]}"
+    wait "${pids[0]}" 2>/dev/null || true
+  fi
+  rm -rf "$dir"
+  python3 - "$WORK/wrk.out" "$user $system" "$CLOCK_TICKS" "$written $stored $mean $peak $temp_files" \
+    "$who, N=$n, round $round" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+def ms(label):
+    m = re.search(r"^\s*%s\s+([\d.]+)(us|ms|s)\s*$" % label, text, re.M)
+    return float(m.group(1)) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[m.group(2)]
+rps = float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1))
+requests = int(re.search(r"(\d+) requests in", text).group(1))
+expected, answered, hits, collapsed, body, hit_body, failed = (
+    int(x) for x in re.search(r"^cdn-mix tally: (.*)$", text, re.M).group(1).split())
+if answered != expected or failed:
+    print("vs_nginx: cdn-mix (%s): %d of %d requests answered, %d not 200; wrk: %s"
+          % (sys.argv[5], answered, expected, failed,
+             " ".join(re.findall(r"^\s*(Socket errors.*|Non-2xx.*)$", text, re.M))),
+          file=sys.stderr)
+user, system = (int(x) * 1e6 / int(sys.argv[3]) / max(requests, 1) for x in sys.argv[2].split())
+written, stored, mean, peak, temp_files = sys.argv[4].split()
+print("%.0f %.2f %.2f %.2f %.2f %.2f %.2f %s %s %s %s %d %s" % (
+    rps, ms("50%"), ms("99%"), user + system, user, 100.0 * hits / max(answered, 1),
+    100.0 * hit_body / max(body, 1), written, stored, mean, peak, collapsed, temp_files))
+PY
+}
+
+# $ROUNDS replays per proxy, alternating, for N workers ($1), into $CDN_RESULTS.
+cdn_rounds() {
+  local n=$1 round who row
+  for round in $(seq 1 "$ROUNDS"); do
+    for who in nginx secondhit ${BASELINE_BIN:+baseline}; do
+      row=$(cdn_run "$n" "$who" "$round")
+      echo "$n $who $row" >>"$CDN_RESULTS"
+      echo "  N=$n cdn-mix round $round/$ROUNDS: $who $row" >&2
+    done
+  done
+}
+
 RESULTS="$WORK/results"
+CDN_RESULTS="$WORK/cdn-results"
 : >"$RESULTS"
+: >"$CDN_RESULTS"
 RSS_LINES=()
 for n in $WORKERS; do
   start_proxies "$n"
-  warm
-  # On the warmed cache: the resident memory over $RSS_SECONDS s of 10k-key hits.
-  rss_start=$(rss_kib_of "${PID[secondhit]}")
-  run_wrk "$n" "${PORT[secondhit]}" hit-10k-keys "${RSS_SECONDS}s" "${PID[secondhit]}" >/dev/null
-  RSS_LINES+=("$n $rss_start $(rss_kib_of "${PID[secondhit]}")")
+  # The CDN mix starts proxies of its own: warming and the RSS run are for the others.
+  if [[ " $CASES " != " cdn-mix " ]]; then
+    warm
+    # On the warmed cache: the resident memory over $RSS_SECONDS s of 10k-key hits.
+    rss_start=$(rss_kib_of "${PID[secondhit]}")
+    run_wrk "$n" "${PORT[secondhit]}" hit-10k-keys "${RSS_SECONDS}s" "${PID[secondhit]}" >/dev/null
+    RSS_LINES+=("$n $rss_start $(rss_kib_of "${PID[secondhit]}")")
+  fi
   for case_name in $CASES; do
+    if [[ $case_name == cdn-mix ]]; then
+      cdn_rounds "$n"
+      continue
+    fi
     name=secondhit
     case "$case_name" in
       hit-10k-files) name=files ;;
@@ -530,6 +746,8 @@ for row in rows:
 def med(n, case, server, column):
     return statistics.median(
         float(r[column]) for r in rows if r[0] == n and r[1] == case and r[2] == server)
+if not rows:
+    sys.exit(0)
 print("N  case             nginx req/s   p50 ms   p99 ms  cpu us  usr us   secondhit req/s"
       "   p50 ms   p99 ms  cpu us  usr us   ratio  per-core   threads")
 for n, case in keys:
@@ -561,6 +779,45 @@ for line in sys.argv[3:]:
     print("N=%d: secondhit RSS over %ss of 10k-key hits: %.1f MiB -> %.1f MiB (%+.1f%%)" % (
         n, sys.argv[2], start / 1024, end / 1024, 100.0 * (end - start) / start))
 PY
+
+# The CDN mix's table (see "The CDN mix" above).
+if [[ -s "$CDN_RESULTS" ]]; then
+  python3 - "$CDN_RESULTS" "$CDN_REQUESTS" "$CDN_CATALOG" "$CDN_ZIPF" "$CDN_SEED" "$CDN_DISTINCT" \
+    "$CDN_ONCE" "$CDN_UNIQUE_BYTES" "$CDN_TRACE_BYTES" "$CDN_CACHE_BYTES" "$CDN_CACHE_PERCENT" "$ROUNDS" <<'PY'
+import statistics, sys
+rows = [line.split() for line in open(sys.argv[1]) if line.strip()]
+requests, catalog, zipf, seed, distinct, once, unique, trace_bytes, cache, percent, rounds = sys.argv[2:]
+mib = lambda b: float(b) / 2**20
+print()
+print("cdn-mix: %s requests (catalog %s, zipf %s, seed %s), %s distinct URLs, %.0f%% of them "
+      "requested once, %.0f MiB unique, %.0f MiB in all; caches of %.1f MiB (%s%%); medians of %s"
+      % (requests, catalog, zipf, seed, distinct, 100 * float(once), mib(unique),
+         mib(trace_bytes), mib(cache), percent, rounds))
+print("N  proxy        req/s   p50 ms   p99 ms  cpu us  usr us  req/cpu-s  spread   hit %"
+      "  byte hit %  written MiB  stored MiB  mean MiB  peak MiB")
+medians = {}
+for n in dict.fromkeys(r[0] for r in rows):
+    for who in dict.fromkeys(r[1] for r in rows):
+        runs = [[float(x) for x in r[2:]] for r in rows if r[0] == n and r[1] == who]
+        if not runs:
+            continue
+        m = [statistics.median(column) for column in zip(*runs)]
+        medians[n, who] = m
+        cpu = [run[3] for run in runs]
+        print("%-2s %-9s %8.0f %8.2f %8.2f %7.2f %7.2f %10.0f %6.1f%% %7.2f %11.2f %12.1f %11.1f"
+              " %9.1f %9.1f" % (n, who, m[0], m[1], m[2], m[3], m[4], 1e6 / m[3],
+                                100 * (max(cpu) - min(cpu)) / m[3], m[5], m[6], mib(m[7]),
+                                mib(m[8]), mib(m[9]), mib(m[10])))
+        if who == "nginx" and max(run[12] for run in runs) > 0:
+            print("   (nginx buffered up to %d answers a run to temporary files: in its written MiB)"
+                  % max(run[12] for run in runs))
+    ng, sh = medians.get((n, "nginx")), medians.get((n, "secondhit"))
+    if ng and sh:
+        print("   secondhit / nginx: %.2fx the requests per CPU second, p99 %.2fx, %.2fx the bytes "
+              "written, byte hit ratio %+.2f points" % (
+                  ng[3] / sh[3], sh[2] / ng[2], sh[7] / max(ng[7], 1), sh[6] - ng[6]))
+PY
+fi
 
 # Each profiled run's top symbols and its shares by binary (see "Profiles" above).
 if [[ -n "${PROFILE:-}" ]]; then
