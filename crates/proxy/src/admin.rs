@@ -370,7 +370,10 @@ impl Admin {
         }
         match (request.uri().path(), readable, method == Method::POST) {
             ("/metrics", true, _) => self.metrics(),
-            ("/livez", true, _) => json_response(health::live()),
+            ("/livez", true, _) => {
+                let (status, value) = health::live();
+                json_response(status, value)
+            }
             ("/readyz" | "/healthz", true, _) => self.ready().await,
             ("/stats", true, _) => self.stats(),
             ("/purge", _, true) => self.purge(request.uri()).await,
@@ -412,7 +415,8 @@ impl Admin {
     async fn ready(&self) -> Response<AdminBody> {
         let draining =
             (self.stopping.as_ref()).is_some_and(|stop| stop.has_changed().unwrap_or(true));
-        json_response(health::ready(&self.store, &self.live.load_full(), draining).await)
+        let (status, value) = health::ready(&self.store, &self.live.load_full(), draining).await;
+        json_response(status, value)
     }
 
     fn stats(&self) -> Response<AdminBody> {
@@ -434,7 +438,7 @@ impl Admin {
         // Through a `Value`, whose objects keep their keys sorted, as the document always
         // had them.
         match serde_json::to_value(&document) {
-            Ok(value) => json_response((StatusCode::OK, value)),
+            Ok(value) => json_response(StatusCode::OK, value),
             Err(error) => {
                 tracing::warn!(%error, "cannot encode the stats");
                 text(
@@ -478,14 +482,14 @@ impl Admin {
     }
 }
 
-/// A `text/plain` response.
 /// A JSON document on one line, ended by a newline.
-fn json_response((status, value): (StatusCode, serde_json::Value)) -> Response<AdminBody> {
+fn json_response(status: StatusCode, value: serde_json::Value) -> Response<AdminBody> {
     let mut body = value.to_string();
     body.push('\n');
     with_type(status, "application/json", body.into())
 }
 
+/// A `text/plain` response.
 fn text(status: StatusCode, body: &str) -> Response<AdminBody> {
     with_type(
         status,

@@ -271,7 +271,8 @@ impl Server {
     fn new(
         url: &Uri,
         connector: &Connector,
-        (max_idle, timeouts): (usize, pool::Timeouts),
+        max_idle: usize,
+        timeouts: pool::Timeouts,
         health: &Health,
     ) -> Result<Server, OriginError> {
         let authority = (url.authority().cloned())
@@ -363,9 +364,9 @@ impl Origin {
             first_byte: config.first_byte_timeout,
         };
         // As many idle connections per server as requests may wait for a head at once.
-        let per_server = (config.max_in_flight, timeouts);
+        let max_idle = config.max_in_flight;
         let servers = (pool.iter())
-            .map(|server| Server::new(&server.url, &connector, per_server, health))
+            .map(|server| Server::new(&server.url, &connector, max_idle, timeouts, health))
             .map(|server| server.map(Arc::new))
             .collect::<Result<Box<[_]>, _>>()?;
         let urls: Vec<String> = servers.iter().map(|s| s.state.url().to_owned()).collect();

@@ -289,7 +289,7 @@ impl Server {
         let syncs = tokio::spawn(self.store.clone().sync_periodically());
         let epochs = tokio::spawn(epochs::run(self.live.clone()));
         let tls_listener = tls.as_ref().map(|tls| &tls.listener);
-        let how = accept_until(&mut accepting, (&self.listener, tls_listener), stop).await;
+        let how = accept_until(&mut accepting, &self.listener, tls_listener, stop).await;
         drop(self.listener);
         drop(tls);
         // Stops the other workers' accept loops and the admin listener, and tells every
@@ -298,11 +298,10 @@ impl Server {
         let deadline = tokio::time::Instant::now() + timeout;
         let background = [periodic, syncs];
         if how == Stop::Handover {
-            let parts = (&self.admission, &*self.store);
-            hand_over(parts, timeout, &background).await;
+            hand_over(&self.admission, &self.store, timeout, &background).await;
         }
         tracing::info!("shutting down: no new connections; waiting for open ones");
-        drain(accepting.graceful, &self.fills, (timeout, deadline)).await;
+        drain(accepting.graceful, &self.fills, timeout, deadline).await;
         for worker in workers {
             worker.finished().await;
         }
@@ -451,7 +450,8 @@ fn register(
 /// Accepts on `plain` and `tls` until `stop` completes; returns why it did.
 async fn accept_until(
     accepting: &mut accept::Accepting,
-    (plain, tls): (&TcpListener, Option<&TcpListener>),
+    plain: &TcpListener,
+    tls: Option<&TcpListener>,
     stop: impl Future<Output = Stop>,
 ) -> Stop {
     let mut how = Stop::Shutdown;
@@ -469,7 +469,8 @@ async fn accept_until(
 /// commit, syncs and releases the directory's lock. The connections go on, answered
 /// from the origin, unstored.
 async fn hand_over(
-    (admission, store): (&Arc<LiveAdmission>, &Store),
+    admission: &Arc<LiveAdmission>,
+    store: &Store,
     shutdown_timeout: Duration,
     background: &[tokio::task::JoinHandle<()>],
 ) {
@@ -489,7 +490,8 @@ async fn hand_over(
 async fn drain(
     graceful: GracefulShutdown,
     fills: &Fills,
-    (timeout, deadline): (Duration, tokio::time::Instant),
+    timeout: Duration,
+    deadline: tokio::time::Instant,
 ) {
     if tokio::time::timeout_at(deadline, graceful.shutdown())
         .await

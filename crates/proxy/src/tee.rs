@@ -546,7 +546,8 @@ impl<B> TeeBody<B> {
     pub(crate) fn with_fill(
         inner: B,
         writer: EntryWriter,
-        (key, fills): (&str, &Fills),
+        key: &str,
+        fills: &Fills,
         ended: impl FnOnce(Option<FillDrop>) + Send + 'static,
         counted: Option<(Arc<Metrics>, ByteCounter)>,
     ) -> TeeBody<B>

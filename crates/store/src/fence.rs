@@ -104,12 +104,13 @@ impl State {
         self.recent.push_back(Recent { below, removed });
     }
 
-    /// Whether a removal after `ticket` selects the fill of `key` with `tags`.
-    fn fenced(
-        &self,
-        ticket: FillTicket,
-        (key_hash, key, tags): (StoreHash, &str, &[String]),
-    ) -> bool {
+    /// Whether a removal after `ticket` selects `fill`.
+    fn fenced(&self, ticket: FillTicket, fill: FillOf<'_>) -> bool {
+        let FillOf {
+            hash: key_hash,
+            key,
+            tags,
+        } = fill;
         if ticket.0 < self.forgotten_below {
             return true;
         }
@@ -122,6 +123,17 @@ impl State {
                 Removed::Selected(selector) => selector.matches(key, tags),
             })
     }
+}
+
+/// What a fill is of, as a removal selects it: the key's store hash, the key and its tags.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct FillOf<'a> {
+    /// The key's store hash.
+    pub(crate) hash: StoreHash,
+    /// The cache key.
+    pub(crate) key: &'a str,
+    /// The response's cache tags.
+    pub(crate) tags: &'a [String],
 }
 
 /// Key hash → fills in progress and fence, for keys with fills in progress; and the
@@ -153,20 +165,20 @@ impl Fences {
     /// hand out unique ids (the scan raises it without the lock).
     pub(crate) fn begin(
         &self,
-        (key_hash, key, tags): (StoreHash, &str, &[String]),
+        fill: FillOf<'_>,
         ticket: FillTicket,
         next_fill_id: &AtomicU64,
     ) -> Began {
         let mut state = self.state();
-        if state.fenced(ticket, (key_hash, key, tags)) {
+        if state.fenced(ticket, fill) {
             return Began::Fenced;
         }
-        let pending = state.keys.entry(key_hash).or_default();
+        let pending = state.keys.entry(fill.hash).or_default();
         pending.fills += 1;
         if pending.key.is_empty() {
-            pending.key = key.into();
+            pending.key = fill.key.into();
         }
-        for tag in tags {
+        for tag in fill.tags {
             if !pending.tags.iter().any(|t| **t == **tag) {
                 pending.tags.push(tag.as_str().into());
             }
@@ -227,7 +239,8 @@ impl Fences {
     pub(crate) fn place(
         &self,
         index: &Index,
-        (key_hash, fill): (StoreHash, Fill),
+        key_hash: StoreHash,
+        fill: Fill,
         placed: impl FnOnce(),
     ) -> Placed {
         let state = self.state();
@@ -250,6 +263,15 @@ impl Fences {
 mod tests {
     use super::*;
 
+    /// What a fill of `hash`'s key `key` with `tags` is of.
+    fn of<'a>(hash: u128, key: &'a str, tags: &'a [String]) -> FillOf<'a> {
+        FillOf {
+            hash: StoreHash(hash),
+            key,
+            tags,
+        }
+    }
+
     fn registered(began: Began) -> FillId {
         match began {
             Began::Registered(fill_id) => fill_id,
@@ -267,22 +289,21 @@ mod tests {
         fences.remove(StoreHash(1), &next);
         assert!(fences.state().keys.is_empty());
         let now = Fences::ticket(&next);
-        let before = registered(fences.begin((StoreHash(1), "k1", &[]), now, &next));
+        let before = registered(fences.begin(of(1, "k1", &[]), now, &next));
         fences.remove(StoreHash(1), &next);
-        let after =
-            registered(fences.begin((StoreHash(1), "k1", &[]), Fences::ticket(&next), &next));
+        let after = registered(fences.begin(of(1, "k1", &[]), Fences::ticket(&next), &next));
         assert_eq!(
-            fences.place(&index, (StoreHash(1), fill(before)), || {}),
+            fences.place(&index, StoreHash(1), fill(before), || {}),
             Placed::Lost
         );
         assert_eq!(
-            fences.place(&index, (StoreHash(1), fill(after)), || {}),
+            fences.place(&index, StoreHash(1), fill(after), || {}),
             Placed::New
         );
         // Other keys are not fenced.
-        let other = registered(fences.begin((StoreHash(2), "k2", &[]), now, &next));
+        let other = registered(fences.begin(of(2, "k2", &[]), now, &next));
         assert_eq!(
-            fences.place(&index, (StoreHash(2), fill(other)), || {}),
+            fences.place(&index, StoreHash(2), fill(other), || {}),
             Placed::New
         );
         for key in [1, 1, 2] {
@@ -300,17 +321,17 @@ mod tests {
         let tagged = ["a".to_owned()];
         let near = ["ab".to_owned()];
         let now = Fences::ticket(&next);
-        let a = registered(fences.begin((StoreHash(1), "http://h/1", &tagged), now, &next));
-        let ab = registered(fences.begin((StoreHash(2), "http://h/2", &near), now, &next));
+        let a = registered(fences.begin(of(1, "http://h/1", &tagged), now, &next));
+        let ab = registered(fences.begin(of(2, "http://h/2", &near), now, &next));
         let tag = PurgeSelector::Tag("a".to_owned());
         assert_eq!(fences.fence_selected(&tag, &next), 1);
         assert_eq!(
-            fences.place(&index, (StoreHash(1), fill(a)), || {}),
+            fences.place(&index, StoreHash(1), fill(a), || {}),
             Placed::Lost
         );
         let mut recorded = false;
         assert_eq!(
-            fences.place(&index, (StoreHash(2), fill(ab)), || recorded = true),
+            fences.place(&index, StoreHash(2), fill(ab), || recorded = true),
             Placed::New
         );
         assert!(recorded, "an indexed fill is recorded under the lock");
@@ -324,8 +345,8 @@ mod tests {
         let sent = Fences::ticket(&next);
         fences.fence_selected(&PurgeSelector::Tag("a".to_owned()), &next);
         fences.remove(StoreHash(7), &next);
-        let begin = |key_hash, key, tags: &[String], ticket| {
-            fences.begin((key_hash, key, tags), ticket, &next)
+        let begin = |key_hash: StoreHash, key, tags: &[String], ticket| {
+            fences.begin(of(key_hash.0, key, tags), ticket, &next)
         };
         assert_eq!(
             begin(StoreHash(1), "http://h/1", &tagged, sent),
@@ -359,7 +380,7 @@ mod tests {
         for key_hash in 0..RECENT as u128 {
             fences.remove(StoreHash(1000 + key_hash), &next);
         }
-        let begin = |ticket| fences.begin((StoreHash(5), "http://h/5", &[]), ticket, &next);
+        let begin = |ticket| fences.begin(of(5, "http://h/5", &[]), ticket, &next);
         // Every remembered removal selects other keys: the old ticket still begins.
         assert!(matches!(begin(old), Began::Registered(_)));
         fences.remove(StoreHash(99_999), &next);

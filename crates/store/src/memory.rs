@@ -138,7 +138,7 @@ impl MemoryTier {
         if entry.fill_id != fill_ref.fill || &*entry.key != key {
             return None;
         }
-        thread_copies::offer(&self.stamps, (fill_ref.key, stamp), index_version, &entry);
+        thread_copies::offer(&self.stamps, fill_ref.key, stamp, index_version, &entry);
         Some(entry)
     }
 

@@ -258,7 +258,7 @@ impl Space {
             return Verdict::BackingOff(cause, retry_in);
         }
         let inodes = if new_fill { INODES_PER_FILL } else { 0 };
-        let Some(reading) = self.fresh_reading(&mut state, (bytes, inodes), now) else {
+        let Some(reading) = self.fresh_reading(&mut state, bytes, inodes, now) else {
             // No reading: nothing to keep; the writes themselves will tell.
             return Verdict::Room;
         };
@@ -294,7 +294,8 @@ impl Space {
     fn fresh_reading(
         &self,
         state: &mut State,
-        (bytes, inodes): (u64, u64),
+        bytes: u64,
+        inodes: u64,
         now: Instant,
     ) -> Option<Reading> {
         let stale = state.reread

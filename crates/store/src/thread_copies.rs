@@ -162,7 +162,8 @@ pub(super) fn get_unchanged(
 /// or at once when the slot held a stale copy of it.
 pub(super) fn offer(
     stamps: &Stamps,
-    (key_hash, stamp): (StoreHash, u64),
+    key_hash: StoreHash,
+    stamp: u64,
     index_version: Option<u64>,
     entry: &HotEntry,
 ) {

@@ -20,7 +20,7 @@ use xxhash_rust::xxh3::Xxh3Default;
 
 use super::entry::blocks::BlockHasher;
 use super::entry::{self, EntryMeta, Preamble, file_len};
-use super::fence::{Began, FillTicket};
+use super::fence::{Began, FillOf, FillTicket};
 use super::handover::{Gate, OpenFill, Step};
 use super::index::{Fill, Placed};
 use super::tail::FillTail;
@@ -93,14 +93,15 @@ struct Registration {
 }
 
 impl Registration {
-    /// Registers a fill of `key_hash` requested at `ticket`; returns the registration
-    /// and the fill, or `PurgedInFlight` when a removal after the ticket selects it.
+    /// Registers `fill` requested at `ticket`; returns the registration and the fill's
+    /// reference, or `PurgedInFlight` when a removal after the ticket selects it.
     fn begin(
         inner: &Arc<Inner>,
-        (key_hash, key, tags): (StoreHash, &str, &[String]),
+        fill: FillOf<'_>,
         ticket: FillTicket,
     ) -> Result<(Registration, FillRef), StoreError> {
-        let began = (inner.fences).begin((key_hash, key, tags), ticket, &inner.next_fill_id);
+        let key_hash = fill.hash;
+        let began = (inner.fences).begin(fill, ticket, &inner.next_fill_id);
         let Began::Registered(fill_id) = began else {
             return Err(StoreError::PurgedInFlight);
         };
@@ -184,7 +185,12 @@ pub(super) async fn begin(
     }
     let open = Gate::open_fill(inner).ok_or(StoreError::Closed)?;
     let step = inner.gate.fill_step().ok_or(StoreError::Closed)?;
-    let (registration, fill) = Registration::begin(inner, (key_hash, key, &meta.tags), ticket)?;
+    let of = FillOf {
+        hash: key_hash,
+        key,
+        tags: &meta.tags,
+    };
+    let (registration, fill) = Registration::begin(inner, of, ticket)?;
     let (preamble, header) = entry::encode_header(key, meta, fill.fill).map_err(map_entry_error)?;
     let initial = file_len(preamble.header_len(), declared_len.unwrap_or(0));
     // A fill refused for disk trouble is counted; a failed file operation backs off.
@@ -418,7 +424,7 @@ impl EntryWriter {
                 .catalog
                 .insert(key_hash, fill_id, &self.key, &self.tags)
         };
-        let won = match inner.fences.place(&inner.index, (key_hash, fill), record) {
+        let won = match inner.fences.place(&inner.index, key_hash, fill, record) {
             Placed::New => true,
             Placed::Replaced(old) => {
                 inner.unlink(key_hash, old).await;

@@ -99,7 +99,7 @@ impl Slot {
         self.claimed.store(number + 1, Ordering::Relaxed);
         // No hold: a generation installed directly has no predecessor of this run whose
         // length would measure a burst.
-        self.write(number, start, (target, 0), inserts);
+        self.write(number, start, target, 0, inserts);
     }
 
     /// Forgets which generation the slot was for (restore, before any check runs).
@@ -137,11 +137,12 @@ impl Slot {
                 Err(actual) => seen = actual,
             }
         }
-        self.write(number, start, target(), 0);
+        let (target, hold) = target();
+        self.write(number, start, target, hold, 0);
         true
     }
 
-    fn write(&self, number: u64, start: i64, (target, hold): (u64, i64), inserts: u64) {
+    fn write(&self, number: u64, start: i64, target: u64, hold: i64, inserts: u64) {
         self.start.store(start, Ordering::Relaxed);
         self.target.store(target, Ordering::Relaxed);
         self.hold.store(hold, Ordering::Relaxed);

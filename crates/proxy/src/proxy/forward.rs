@@ -423,8 +423,14 @@ async fn tee(
                     leader.fill_ended(dropped);
                 }
             };
-            let fill = (key.as_str(), &cache.fills);
-            let body = TeeBody::with_fill(body, writer, fill, ended, counted.clone());
+            let body = TeeBody::with_fill(
+                body,
+                writer,
+                key.as_str(),
+                &cache.fills,
+                ended,
+                counted.clone(),
+            );
             (Ok(()), body)
         }
         Err(detail) => (Err(detail), passthrough(body)),

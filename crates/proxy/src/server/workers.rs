@@ -118,7 +118,7 @@ async fn serve(sockets: Registered, shared: Arc<Shared>, fills: Fills, grace: Du
         .await;
     drop(sockets);
     let deadline = tokio::time::Instant::now() + grace;
-    super::drain(accepting.graceful, &fills, (grace, deadline)).await;
+    super::drain(accepting.graceful, &fills, grace, deadline).await;
 }
 
 /// A worker's running thread.
