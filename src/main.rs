@@ -1,6 +1,6 @@
 //! The `secondhit` command line: `serve`, `check-config`, `completions` and `man`, and with
 //! the `bench` feature (on by default) `bench` and `simulate`; the work happens in the
-//! library.
+//! crates: `secondhit-proxy`, and `secondhit-bench` for those two.
 
 mod man;
 

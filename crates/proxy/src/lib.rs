@@ -1,11 +1,7 @@
-//! secondhit: a reverse-proxy cache that writes an object to disk only on its second request.
-//!
-//! Most URLs a cache sees are requested once and never again ("one-hit wonders").
-//! Writing them to disk wastes disk bandwidth and pushes useful objects out.
-//! secondhit remembers every requested cache key in a rotating pair of aging Bloom
-//! filters and stores a response only when its key was seen before within the
-//! window the pair remembers (Maggs & Sitaraman, "Algorithmic Nuggets in Content
-//! Delivery", SIGCOMM CCR 2015).
+//! The reverse proxy of secondhit: config, server, request path, origin client, admin
+//! listener, metrics and logs. It builds on the crates below it: `secondhit-store` (the
+//! cache), `secondhit-admission` (the filters and policies) and `secondhit-tuning` (the
+//! live miss-ratio estimates), named `store` and `admission` inside this crate.
 //!
 //! # Layers
 //!
@@ -13,32 +9,26 @@
 //! after it (`tests/it/layers.rs` checks this, and that no files name each other in a
 //! circle). A request travels `server` → `proxy` (which loads the [`live`] snapshot once
 //! and runs its stages: route, look up, answer from storage, or fetch and fill through
-//! `tee`) → `hygiene`, `sites`, `key`, `admission`, [`store`], `policy`, `range`, [`origin`];
-//! `proxy::Answer` carries its response with its `outcome::Outcome`, which `cache_status`,
-//! `metrics` and `access_log` render once. `tuning` (above `admission` and `store`) holds
-//! the miniature simulations that estimate what each admission setting would miss, for
-//! `admission.policy = "auto"`. `docs/design.md` walks one hit and one miss
-//! through the functions they pass, and says where new features go.
+//! `tee`) → `hygiene`, `sites`, `key`, `admission`, `store`, `policy`, `range`, [`origin`];
+//! `proxy::Answer` carries its response with its [`outcome::Outcome`], which
+//! [`cache_status`], `metrics` and `access_log` render once. [`tuning`] runs the estimates
+//! of `secondhit-tuning` for `admission.policy = "auto"`. `docs/design.md` walks one hit
+//! and one miss through the functions they pass, and says where new features go.
 //!
 //! # The public surface
 //!
-//! The library is not published; its users are the `secondhit` binary, the integration
-//! tests in `tests/it/` and the benchmarks in `benches/`. Public for them, and only for
-//! them:
+//! Not published; its users are the `secondhit` binary, the bench crate, the integration
+//! tests in `tests/it/` and the benchmarks in `benches/`:
 //!
-//! - [`config::Config`] and [`server::Server`] (`bind`, `start`, `run`, `local_addr`,
-//!   `admin_addr`, `store`, `live`, `live_parts`): what `secondhit serve` does and what
-//!   the tests start; [`lifecycle`] (signals, [`lifecycle::Reloader`]), [`logging`] and
-//!   [`preflight`] for the binary; [`upgrade`], the hand-off SIGUSR2 starts, for the
-//!   binary and [`lifecycle`].
+//! - [`config::Config`] and [`server::Server`]: what `secondhit serve` does and what the
+//!   tests start; [`lifecycle`], [`logging`], [`preflight`], [`upgrade`] and [`build`] for
+//!   the binary.
 //! - [`live::Live`]: the view a running proxy reads, which the tests swap settings in.
-//! - [`store::Store`] on its own: the store's integration tests drive it without HTTP.
-//! - [`admission::AgingPair`] and its parameters: the filter benchmark measures it alone.
 //! - [`origin::tls`]: `check-config` tests the origin's TLS settings with it.
 //! - [`clock`]: the integration tests make the proxy's wall clock follow tokio's (paused)
 //!   clock with [`clock::follow_tokio_time`].
-//! - `bench` (feature `bench`): the `bench` and `simulate` commands.
-//! - `man`: the man pages `secondhit man` writes.
+//! - [`cache_status`], [`outcome`] and [`tuning`]: the bench reads `Cache-Status` back and
+//!   runs `auto` in the simulator.
 //! - `fuzzing` (feature `fuzzing`): the entry points of the fuzz targets in `fuzz/`.
 //!
 //! Every other module is crate-private.
