@@ -144,8 +144,15 @@ async fn new_pid(path: &Path, old: u32) -> u32 {
 struct Upgraded(u32);
 
 impl Upgraded {
+    /// Whether the process still runs: a zombie has exited, whether or not whoever
+    /// inherited it (the old process is gone) has reaped it yet.
     fn alive(&self) -> bool {
-        Path::new(&format!("/proc/{}", self.0)).exists()
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{}/stat", self.0)) else {
+            return false;
+        };
+        // The state follows the command name, which ends at the last ')'.
+        let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next());
+        !matches!(state, Some("Z" | "X"))
     }
 
     fn signal(&self, signal: &str) {
