@@ -151,7 +151,9 @@ impl Upgraded {
             return false;
         };
         // The state follows the command name, which ends at the last ')'.
-        let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next());
+        let state = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next());
         !matches!(state, Some("Z" | "X"))
     }
 
