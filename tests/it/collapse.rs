@@ -95,6 +95,25 @@ async fn concurrent_first_requests_make_one_origin_fetch_under_always() {
     );
 }
 
+/// A small body arrives whole with its head and is stored in one file call, with no
+/// stream to follow: the requests waiting for it still get all of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_collapsed_onto_a_small_fill_get_the_whole_body() {
+    let body = body_bytes(3_000, 11);
+    let (origin, proxy) = slow_origin_storing_all(&body).await;
+    let seen = wave(&proxy, "/small", &[]).await;
+    one_fill_served_all(&seen, &body);
+    assert_eq!(origin.count("/small"), 1);
+    proxy.wait_committed(1).await;
+    let calls = proxy.store.stats().fill_calls;
+    assert_eq!(
+        calls.worker + calls.pool,
+        1,
+        "stored in one call: {calls:?}"
+    );
+    proxy.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn under_second_hit_the_second_wave_makes_one_origin_fetch() {
     let body = body_bytes(50_000, 8);

@@ -17,6 +17,10 @@ async fn origin() -> TestOrigin {
                 declared: 100_000,
                 sent: body_bytes(30_000, 1),
             },
+            "/small-cut" => ReplyBody::CutAfter {
+                declared: 5_000,
+                sent: body_bytes(2_000, 4),
+            },
             "/stall" => ReplyBody::Stall {
                 declared: 100_000,
                 sent: body_bytes(10_000, 2),
@@ -63,6 +67,31 @@ async fn assert_one_drop(proxy: &TestProxy, reason: FillDrop) {
     assert_eq!(dropped.get(reason), 1, "{dropped:?}");
     assert_eq!(dropped.total(), 1, "{dropped:?}");
     assert_eq!(proxy.store.stats().committed_fills, 0);
+}
+
+/// A small body is stored in one call only when all of its declared length came with the
+/// head: one cut short streams into its fill, which is dropped, and nothing is stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_body_shorter_than_its_content_length_is_not_stored() {
+    let origin = origin().await;
+    let proxy = proxy(&origin).await;
+    let response = begin_fill(&proxy, "/small-cut").await;
+    assert!(
+        response.bytes().await.is_err(),
+        "the client sees the body cut"
+    );
+    assert_one_drop(&proxy, FillDrop::OriginError).await;
+    assert!(proxy.entry_files().is_empty());
+    crate::support::wait_until(
+        || format!("temp files left: {:?}", proxy.temp_files()),
+        || proxy.temp_files().is_empty(),
+    )
+    .await;
+    // Asked again, it is a miss: the head alone says so (the origin cuts it again).
+    let again = client().get(proxy.url("/small-cut")).send().await;
+    let again = support::ParsedCacheStatus::from_headers(again.expect("a head").headers());
+    assert!(!again.hit, "{again:?}");
+    assert_eq!(origin.count("/small-cut"), 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

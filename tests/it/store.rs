@@ -1,7 +1,7 @@
 //! The disk store end to end: byte budget and LRU eviction, restart (clean and after
 //! SIGKILL), damaged entries and ranges of them, the directory lock, and refills racing
-//! eviction, and entry files held open under churn. Real sockets on 127.0.0.1, real files
-//! in temp directories.
+//! eviction, entry files held open under churn, and small bodies stored in one file
+//! call. Real sockets on 127.0.0.1, real files in temp directories.
 //!
 //! Requests carry a fixed `Host`, so keys stay the same when a restarted proxy listens on
 //! another port.
@@ -17,3 +17,4 @@ mod mapped;
 mod open_files;
 mod ranges;
 mod restart;
+mod whole;

@@ -101,6 +101,15 @@ impl Fills {
         }
     }
 
+    /// Runs `fill`, the work of a fill outside a tee (a whole body stored in one call),
+    /// as one of these fills: a graceful shutdown waits for it too.
+    pub(crate) fn spawn<T: Send + 'static>(
+        &self,
+        fill: impl Future<Output = T> + Send + 'static,
+    ) -> tokio::task::JoinHandle<T> {
+        self.tasks.spawn(fill)
+    }
+
     /// Waits until every fill in flight has ended, committed or dropped; fills started
     /// meanwhile are waited for too.
     pub(crate) async fn wait(&self) {
@@ -745,7 +754,13 @@ fn coalesce(
 /// fill was dropped.
 async fn commit(writer: EntryWriter, key: &str) -> Option<FillDrop> {
     // A failed commit is counted by `finish` itself.
-    let error = match writer.finish().await {
+    committed(key, writer.finish().await)
+}
+
+/// Logs how the commit of the fill of `key` went (the store counted it); `None` when it
+/// is in place, else why the fill was dropped.
+pub(crate) fn committed(key: &str, commit: Result<(), StoreError>) -> Option<FillDrop> {
+    let error = match commit {
         Ok(()) => {
             tracing::debug!(key = %key, "fill committed");
             return None;

@@ -59,6 +59,20 @@ pub(super) struct InlineGate {
     stalled: AtomicU64,
     /// Filesystem syncs running now ([`InlineGate::syncing`]).
     syncs: AtomicUsize,
+    /// See [`FillCalls::worker`]. Relaxed: a plain counter.
+    on_worker: AtomicU64,
+    /// See [`FillCalls::pool`]. Relaxed: a plain counter.
+    on_pool: AtomicU64,
+}
+
+/// A fill's file calls so far, by where they ran: a small fill makes one or two, and each
+/// on the pool costs a hand-off to a blocking thread and back.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FillCalls {
+    /// Calls run on the worker that serves the fill.
+    pub worker: u64,
+    /// Calls sent to the blocking pool.
+    pub pool: u64,
 }
 
 /// Holds the gate closed while a filesystem sync runs: see [`InlineGate::syncing`].
@@ -80,6 +94,21 @@ impl InlineGate {
             window_start: AtomicU64::new(0),
             stalled: AtomicU64::new(0),
             syncs: AtomicUsize::new(0),
+            on_worker: AtomicU64::new(0),
+            on_pool: AtomicU64::new(0),
+        }
+    }
+
+    /// Counts a file call sent to the blocking pool.
+    pub(super) fn count_pooled(&self) {
+        self.on_pool.fetch_add(1, Relaxed);
+    }
+
+    /// The file calls counted so far.
+    pub(super) fn calls(&self) -> FillCalls {
+        FillCalls {
+            worker: self.on_worker.load(Relaxed),
+            pool: self.on_pool.load(Relaxed),
         }
     }
 
@@ -131,6 +160,7 @@ impl InlineGate {
 
     /// Runs `job` on this thread and notes how it went (see [`InlineGate::ran`]).
     pub(super) fn run<T>(&self, began: Instant, job: impl FnOnce() -> T) -> T {
+        self.on_worker.fetch_add(1, Relaxed);
         let switches = voluntary_switches();
         let done = job();
         self.ran(began, Instant::now(), || voluntary_switches() != switches);

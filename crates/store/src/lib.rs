@@ -3,7 +3,8 @@
 //!
 //! - **Fills.** A fill is written to `tmp/` by an [`EntryWriter`] and exists
 //!   only after [`EntryWriter::finish`] has renamed it into `objects/` and
-//!   indexed it; dropping the writer aborts the fill. Entries are named by an
+//!   indexed it; dropping the writer aborts the fill ([`Store::store_whole`] does all
+//!   of that in one file call for a body already complete). Entries are named by an
 //!   unkeyed xxh3-128 of the key string ([`Store::key_hash`]), stable across
 //!   restarts, and carry the full key so a hash collision is a miss, never a
 //!   wrong object. Every fill has its own fill id, so when two fills of one key
@@ -116,11 +117,12 @@ pub use entry::EntryMeta;
 pub use error::StoreError;
 pub use fence::FillTicket;
 pub use ids::{FillId, FillRef, StoreHash};
+pub use inline_io::FillCalls;
 pub use purge::PurgeMode;
 pub use read::StoredEntry;
 pub use space::{DiskStats, Trouble};
 pub use tail::FillTail;
-pub use writer::EntryWriter;
+pub use writer::{EntryWriter, WholeFill};
 
 use crate::settings::Fsync;
 use error::map_entry_error;
@@ -209,6 +211,8 @@ pub struct StoreStats {
     pub write_budget_refused: u64,
     /// Free space on the cache's filesystem, and fills refused or failed for lack of it.
     pub disk: DiskStats,
+    /// File calls of fills, on the worker and on the blocking pool (see `inline_io`).
+    pub fill_calls: FillCalls,
 }
 
 /// The on-disk cache. Cheap to share: the proxy holds it in an `Arc`.
@@ -278,6 +282,15 @@ struct Inner {
     gate: handover::Gate,
 }
 
+/// What a fill of `key` (whose hash is `key_hash`) with `meta` is, as removals select it.
+fn fill_of<'a>(key: &'a str, key_hash: StoreHash, meta: &'a EntryMeta) -> fence::FillOf<'a> {
+    fence::FillOf {
+        hash: key_hash,
+        key,
+        tags: &meta.tags,
+    }
+}
+
 /// Runs `job` on the blocking pool; a job that panicked is an I/O error on `path`.
 async fn blocking<T: Send + 'static>(
     path: &std::path::Path,
@@ -299,6 +312,7 @@ impl Inner {
         if self.inline_io.open_at(began) {
             return self.inline_io.run(began, job);
         }
+        self.inline_io.count_pooled();
         blocking(path, job).await
     }
 
@@ -653,6 +667,7 @@ impl Store {
             syncs: inner.syncs.load(Ordering::Relaxed),
             write_budget_refused: inner.write_budget.refused(),
             disk: inner.space.stats(Instant::now()),
+            fill_calls: inner.inline_io.calls(),
         }
     }
 
@@ -721,16 +736,29 @@ impl Store {
         max_len: u64,
         ticket: FillTicket,
     ) -> Result<EntryWriter, StoreError> {
-        writer::begin(
-            &self.inner,
-            key,
-            key_hash,
-            meta,
-            declared_len,
-            max_len,
-            ticket,
-        )
-        .await
+        let fill = fill_of(key, key_hash, meta);
+        writer::begin(&self.inner, fill, meta, declared_len, max_len, ticket).await
+    }
+
+    /// Stores `body`, complete, as [`Store::begin_fill`] followed by
+    /// [`EntryWriter::finish`] would, with the same guarantees, but makes the entry's
+    /// directory (the first time), creates, writes, fsyncs (as configured) and renames
+    /// its file in one file call: each call is a hand-off to the blocking pool whenever
+    /// fills use it (see `inline_io`). For a body that arrived whole with its head.
+    /// Errors as [`Store::begin_fill`] does for a fill not begun (counted as refused as
+    /// it counts them); a fill that began and then failed is [`WholeFill::Dropped`],
+    /// counted as a failed [`EntryWriter::finish`] is.
+    pub async fn store_whole(
+        &self,
+        key: &str,
+        key_hash: StoreHash,
+        meta: &EntryMeta,
+        body: bytes::Bytes,
+        max_len: u64,
+        ticket: FillTicket,
+    ) -> Result<WholeFill, StoreError> {
+        let fill = fill_of(key, key_hash, meta);
+        writer::store_whole(&self.inner, fill, meta, body, max_len, ticket).await
     }
 
     /// A ticket for a request about to go to the origin, for the fill of its answer: a

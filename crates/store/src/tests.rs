@@ -14,6 +14,7 @@ mod purge_log;
 mod range;
 mod remove;
 mod update;
+mod whole;
 
 use std::io;
 use std::path::Path;

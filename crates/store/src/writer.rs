@@ -9,14 +9,19 @@
 //! the pool is a hand-off to a blocking thread and back, and with one per write, seek,
 //! flush, fsync and rename a small fill spent most of its CPU time on threads waking
 //! each other (`benches/RESULTS.md`, "a fill's file work in few calls").
+//!
+//! A body complete before the fill begins needs only one call ([`store_whole`]): the
+//! same bookkeeping before it ([`start`]) and after it ([`place`]), with the create, the
+//! writes and the commit in between run as one.
 
 use std::io::{self, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use bytes::Bytes;
 use tracing::{debug, warn};
-use xxhash_rust::xxh3::Xxh3Default;
+use xxhash_rust::xxh3::{Xxh3Default, xxh3_64};
 
 use super::entry::blocks::BlockHasher;
 use super::entry::{self, EntryMeta, Preamble, file_len};
@@ -170,67 +175,151 @@ impl std::fmt::Debug for EntryWriter {
     }
 }
 
-/// See [`super::Store::begin_fill`].
-pub(super) async fn begin(
+/// What every fill holds from its start to its end, however it writes its file: made
+/// by [`start`], before the first file call.
+struct Started {
+    /// Counted open until the fill ends, so a hand-over gives it its grace.
+    open: OpenFill,
+    /// Held through the first file call (a whole fill's only one, and its indexing).
+    step: Step,
+    /// Held until the fill ends, so a removal of the key meanwhile fences it.
+    registration: Registration,
+    fill: FillRef,
+    /// Body fields zero until the body is known.
+    preamble: Preamble,
+    /// Preamble, key and metadata, as the temp file begins.
+    header: Vec<u8>,
+    /// Covers the header and the declared length.
+    reservation: Reservation,
+    tmp_path: PathBuf,
+    /// The entry's path when its `objects/a/bc/` must be made in the first file call.
+    parent: Option<PathBuf>,
+}
+
+/// The bookkeeping of a fill before its first file call: the size check, the fence
+/// registration, the header and the reservation (which, refused for disk trouble, is
+/// counted: [`refused`]).
+async fn start(
     inner: &Arc<Inner>,
-    key: &str,
-    key_hash: StoreHash,
+    fill: FillOf<'_>,
     meta: &EntryMeta,
     declared_len: Option<u64>,
     max_len: u64,
     ticket: FillTicket,
-) -> Result<EntryWriter, StoreError> {
+) -> Result<Started, StoreError> {
     if declared_len.is_some_and(|d| d > max_len) {
         return Err(StoreError::TooLarge { limit: max_len });
     }
     let open = Gate::open_fill(inner).ok_or(StoreError::Closed)?;
     let step = inner.gate.fill_step().ok_or(StoreError::Closed)?;
-    let of = FillOf {
-        hash: key_hash,
-        key,
-        tags: &meta.tags,
-    };
-    let (registration, fill) = Registration::begin(inner, of, ticket)?;
+    let (key, key_hash) = (fill.key, fill.hash);
+    let (registration, fill) = Registration::begin(inner, fill, ticket)?;
     let (preamble, header) = entry::encode_header(key, meta, fill.fill).map_err(map_entry_error)?;
     let initial = file_len(preamble.header_len(), declared_len.unwrap_or(0));
-    // A fill refused for disk trouble is counted; a failed file operation backs off.
-    let refused = |error: StoreError| {
-        if error.trouble().is_some() {
-            inner.space.note(&error);
-            inner.space.count_refused();
-        }
-        error
-    };
     // The reservation counts the directories' inodes too (`space::INODES_PER_FILL`), so
     // it comes first: on a disk short of inodes it evicts to make room for them.
-    let reservation = Reservation::take(inner, initial).await.map_err(refused)?;
+    let reservation = (Reservation::take(inner, initial).await).map_err(|e| refused(inner, e))?;
     // Before the file exists, so the scan can tell this run's files from old ones.
     inner.scan.register_fill(key_hash, fill.fill);
-    let tmp_path = disk::tmp_path(&inner.tmp, fill);
     // The entry's `objects/a/bc/`, made in the same file call as the temp file the first
     // time this run fills into it: a cache filling from empty would otherwise pay a
     // second call (on the blocking pool, a second hand-off) per fill until most of its
     // 4096 directories exist.
     let parent = (!inner.leaf_dirs.known(key_hash)).then(|| inner.object_path(fill));
-    let file = {
-        let (path, fsync) = (tmp_path.clone(), inner.fsync_each());
-        let block = inner.space.block_size();
-        let made_parent = parent.is_some();
-        let held = Arc::clone(&step);
-        let created = inner.fill_io(&tmp_path, move || {
-            // The step lasts as long as the file call, even if this future is dropped.
-            let _held = held;
-            if let Some(dest) = &parent {
-                disk::make_parent(dest, fsync)?;
-            }
-            disk::create_tmp(&path, initial, &header, block)
-        });
-        let file = created.await.map_err(refused)?;
-        if made_parent {
-            inner.leaf_dirs.learn(key_hash);
+    Ok(Started {
+        open,
+        step,
+        registration,
+        fill,
+        preamble,
+        header,
+        reservation,
+        tmp_path: disk::tmp_path(&inner.tmp, fill),
+        parent,
+    })
+}
+
+/// A fill refused before it began for `error`: counted when it is disk trouble, and a
+/// failed file operation backs off.
+fn refused(inner: &Inner, error: StoreError) -> StoreError {
+    if error.trouble().is_some() {
+        inner.space.note(&error);
+        inner.space.count_refused();
+    }
+    error
+}
+
+/// Makes the entry's directory when `parent` names it, then creates the temp file
+/// `tmp` with `header`, room allocated for `len` bytes: the first work of every fill's
+/// first file call. Blocking.
+fn create(
+    parent: Option<&Path>,
+    tmp: &Path,
+    len: u64,
+    header: &[u8],
+    on: FileOptions,
+) -> Result<std::fs::File, StoreError> {
+    if let Some(dest) = parent {
+        disk::make_parent(dest, on.fsync)?;
+    }
+    disk::create_tmp(tmp, len, header, on.block)
+}
+
+/// How a fill's file calls write: with fsyncs or not, and the filesystem's block size.
+#[derive(Clone, Copy)]
+struct FileOptions {
+    fsync: bool,
+    block: Option<u64>,
+}
+
+impl FileOptions {
+    fn of(inner: &Inner) -> FileOptions {
+        FileOptions {
+            fsync: inner.fsync_each(),
+            block: inner.space.block_size(),
         }
-        file
-    };
+    }
+}
+
+/// After a first file call that made the entry's directory (`made`), the store knows it.
+fn learn_parent(inner: &Inner, key_hash: StoreHash, made: bool) {
+    if made {
+        inner.leaf_dirs.learn(key_hash);
+    }
+}
+
+/// See [`super::Store::begin_fill`].
+pub(super) async fn begin(
+    inner: &Arc<Inner>,
+    fill: FillOf<'_>,
+    meta: &EntryMeta,
+    declared_len: Option<u64>,
+    max_len: u64,
+    ticket: FillTicket,
+) -> Result<EntryWriter, StoreError> {
+    let (key, key_hash) = (fill.key, fill.hash);
+    let started = start(inner, fill, meta, declared_len, max_len, ticket).await?;
+    let Started {
+        open,
+        step,
+        registration,
+        preamble,
+        header,
+        reservation,
+        tmp_path,
+        parent,
+        ..
+    } = started;
+    let made_parent = parent.is_some();
+    let (path, on) = (tmp_path.clone(), FileOptions::of(inner));
+    let len = reservation.bytes;
+    let created = inner.fill_io(&tmp_path, move || {
+        // The step lasts as long as the file call, even if this future is dropped.
+        let _held = step;
+        create(parent.as_deref(), &path, len, &header, on)
+    });
+    let file = created.await.map_err(|e| refused(inner, e))?;
+    learn_parent(inner, key_hash, made_parent);
     // From here on the writer's Drop removes the temp file on any error.
     Ok(EntryWriter {
         inner: Arc::clone(inner),
@@ -251,6 +340,193 @@ pub(super) async fn begin(
         _registration: registration,
         _open: open,
     })
+}
+
+/// How a fill of a whole body ([`super::Store::store_whole`]) ended, once it began.
+#[derive(Debug)]
+pub enum WholeFill {
+    /// Its entry is in place: committed, or it lost to a newer fill or a removal of the
+    /// key, as [`EntryWriter::finish`] says.
+    Committed,
+    /// Its file could not be written or renamed: counted as dropped, as a failed
+    /// [`EntryWriter::finish`] is.
+    Dropped(StoreError),
+}
+
+/// See [`super::Store::store_whole`].
+pub(super) async fn store_whole(
+    inner: &Arc<Inner>,
+    fill: FillOf<'_>,
+    meta: &EntryMeta,
+    body: Bytes,
+    max_len: u64,
+    ticket: FillTicket,
+) -> Result<WholeFill, StoreError> {
+    let len = body.len() as u64;
+    let (key, key_hash, tags) = (fill.key, fill.hash, fill.tags);
+    let started = start(inner, fill, meta, Some(len), max_len, ticket).await?;
+    let Started {
+        open: _open,
+        step,
+        registration: _registration,
+        fill,
+        mut preamble,
+        header,
+        mut reservation,
+        tmp_path,
+        parent,
+    } = started;
+    let table = seal(&mut preamble, &body);
+    let out = Commit::of(inner, fill, &tmp_path, &preamble, key);
+    let (size, dest) = (out.size, out.dest.clone());
+    let made_parent = parent.is_some();
+    let on = FileOptions::of(inner);
+    let held = Arc::clone(&step);
+    // The whole fill in one file call; its outer error is the create's (a fill refused,
+    // as `begin` counts it), its inner one the rest's (a fill dropped).
+    let written = inner.fill_io(&tmp_path, move || {
+        let _held = held;
+        let file = create(parent.as_deref(), &out.tmp, size, &header, on)?;
+        let committed = out.write_out(&file, &body, &table);
+        if committed.is_err() {
+            // Not an entry: nothing of it may stay behind.
+            disk::remove_quietly_sync(&out.tmp);
+        }
+        Ok(committed)
+    });
+    let written = written.await.map_err(|e| refused(inner, e))?;
+    learn_parent(inner, key_hash, made_parent);
+    if written.is_ok() {
+        let (body_len, dest) = (len, &dest);
+        let renamed = Renamed {
+            fill,
+            size,
+            body_len,
+            key,
+            tags,
+            dest,
+        };
+        place(inner, &mut reservation, renamed).await;
+    }
+    // Held to here: the rename, and the unlink of the file that loses.
+    drop(step);
+    count_end(inner, &written);
+    Ok(match written {
+        Ok(()) => WholeFill::Committed,
+        Err(error) => WholeFill::Dropped(error),
+    })
+}
+
+/// Sets the body fields of `preamble` for the whole `body`, and returns its block table.
+fn seal(preamble: &mut Preamble, body: &[u8]) -> Vec<u8> {
+    preamble.body_len = body.len() as u64;
+    preamble.body_hash = xxh3_64(body);
+    let mut blocks = BlockHasher::new();
+    blocks.update(body);
+    blocks.finish()
+}
+
+/// The last file work of a fill, whose body is known: where its temp file goes and the
+/// preamble that makes it whole.
+struct Commit {
+    tmp: PathBuf,
+    dest: PathBuf,
+    /// The preamble with the body's length and checksum, written over the first one.
+    front: [u8; entry::PREAMBLE_LEN],
+    /// The file's length once whole.
+    size: u64,
+    fsync: bool,
+}
+
+impl Commit {
+    /// The commit of `fill`, written to `tmp` and described by `preamble` (body fields
+    /// set), of `key`.
+    fn of(inner: &Inner, fill: FillRef, tmp: &Path, preamble: &Preamble, key: &str) -> Commit {
+        Commit {
+            tmp: tmp.to_owned(),
+            dest: inner.object_path(fill),
+            front: entry::encode_preamble(preamble, key.as_bytes()),
+            size: preamble.file_len(),
+            fsync: inner.fsync_each(),
+        }
+    }
+
+    /// Appends the body's `rest` and the block `table` to `file`, then commits it
+    /// ([`disk::commit`]: length check, preamble, fsyncs as configured, rename).
+    /// Blocking.
+    fn write_out(&self, file: &std::fs::File, rest: &[u8], table: &[u8]) -> Result<(), StoreError> {
+        let mut out = file;
+        (out.write_all(rest).and_then(|()| out.write_all(table)))
+            .map_err(disk::io_err(&self.tmp))?;
+        disk::commit(
+            file,
+            &self.tmp,
+            &self.dest,
+            &self.front,
+            self.size,
+            self.fsync,
+        )
+    }
+}
+
+/// A fill's file, renamed into `objects/`, to be indexed by [`place`].
+struct Renamed<'a> {
+    fill: FillRef,
+    /// The file's length.
+    size: u64,
+    body_len: u64,
+    key: &'a str,
+    tags: &'a [String],
+    /// Where it lies now.
+    dest: &'a Path,
+}
+
+/// Indexes a fill renamed into `objects/` as the key's newest entry (not yet hit): its
+/// reservation becomes the entry's size, and it takes the key's place unless a newer
+/// fill or a removal since it began did (see `fence`); the file that loses is unlinked.
+/// Counts the fill as committed when it won.
+async fn place(inner: &Arc<Inner>, reservation: &mut Reservation, renamed: Renamed<'_>) {
+    let Renamed {
+        fill: FillRef {
+            key: key_hash,
+            fill: fill_id,
+        },
+        size,
+        ..
+    } = renamed;
+    inner.changed();
+    reservation.commit(size);
+    let fill = Fill { fill_id, size };
+    let record = || (inner.catalog).insert(key_hash, fill_id, renamed.key, renamed.tags);
+    let won = match inner.fences.place(&inner.index, key_hash, fill, record) {
+        Placed::New => true,
+        Placed::Replaced(old) => {
+            inner.unlink(key_hash, old).await;
+            true
+        }
+        Placed::Lost => {
+            inner.unlink(key_hash, fill).await;
+            false
+        }
+    };
+    if won {
+        // Bytes before the count: a reader that sees the count (Acquire) sees the bytes too.
+        (inner.committed_body_bytes).fetch_add(renamed.body_len, Ordering::Relaxed);
+        inner.committed.fetch_add(1, Ordering::Release);
+    }
+    debug!(path = %renamed.dest.display(), won, "fill finished");
+}
+
+/// Counts how a fill that began ended: a commit ends any back-off; a failure backs off
+/// for disk trouble and counts the fill as dropped ([`FillDrop::of`] the error).
+fn count_end(inner: &Inner, ended: &Result<(), StoreError>) {
+    match ended {
+        Ok(()) => inner.space.succeeded(),
+        Err(error) => {
+            inner.space.note(error);
+            inner.dropped.count(FillDrop::of(error));
+        }
+    }
 }
 
 impl EntryWriter {
@@ -367,13 +643,7 @@ impl EntryWriter {
     /// ([`FillDrop::of`] the error).
     pub async fn finish(mut self) -> Result<(), StoreError> {
         let committed = self.commit().await;
-        match &committed {
-            Ok(()) => self.inner.space.succeeded(),
-            Err(error) => {
-                self.inner.space.note(error);
-                self.inner.dropped.count(FillDrop::of(error));
-            }
-        }
+        count_end(&self.inner, &committed);
         committed
     }
 
@@ -394,55 +664,29 @@ impl EntryWriter {
         }
         self.preamble.body_hash = self.hasher.digest();
         let table = std::mem::replace(&mut self.block_hasher, BlockHasher::new()).finish();
-        let front = entry::encode_preamble(&self.preamble, self.key.as_bytes());
-        let (key_hash, fill_id) = (self.key_hash, self.preamble.fill_id);
-        let dest = self.inner.object_path(FillRef {
-            key: key_hash,
-            fill: fill_id,
-        });
-        let size = self.preamble.file_len();
-        let fsync = self.inner.fsync_each();
+        let fill = FillRef {
+            key: self.key_hash,
+            fill: self.preamble.fill_id,
+        };
+        let out = Commit::of(&self.inner, fill, &self.tmp_path, &self.preamble, &self.key);
+        let (size, dest) = (out.size, out.dest.clone());
         // The rest of the body, the table and the commit: one blocking call.
         let rest = std::mem::take(&mut self.unwritten);
-        let (tmp, renamed_to) = (self.tmp_path.clone(), dest.clone());
         let renamed = self
-            .on_file(&step, move |mut file| {
-                (file.write_all(&rest).and_then(|()| file.write_all(&table)))
-                    .map_err(disk::io_err(&tmp))?;
-                disk::commit(file, &tmp, &renamed_to, &front, size, fsync)
-            })
+            .on_file(&step, move |file| out.write_out(file, &rest, &table))
             .await;
         self.release_held();
         renamed?;
         self.renamed = true;
-        self.inner.changed();
-        self.reservation.commit(size);
-        let inner = &self.inner;
-        let fill = Fill { fill_id, size };
-        let record = || {
-            inner
-                .catalog
-                .insert(key_hash, fill_id, &self.key, &self.tags)
+        let renamed = Renamed {
+            fill,
+            size,
+            body_len: received,
+            key: &self.key,
+            tags: &self.tags,
+            dest: &dest,
         };
-        let won = match inner.fences.place(&inner.index, key_hash, fill, record) {
-            Placed::New => true,
-            Placed::Replaced(old) => {
-                inner.unlink(key_hash, old).await;
-                true
-            }
-            Placed::Lost => {
-                inner.unlink(key_hash, fill).await;
-                false
-            }
-        };
-        if won {
-            // Bytes before the count: a reader that sees the count (Acquire) sees the bytes too.
-            inner
-                .committed_body_bytes
-                .fetch_add(received, Ordering::Relaxed);
-            inner.committed.fetch_add(1, Ordering::Release);
-        }
-        debug!(path = %dest.display(), won, "fill finished");
+        place(&self.inner, &mut self.reservation, renamed).await;
         Ok(())
     }
 }

@@ -441,6 +441,16 @@ fn store_and_disk(out: &mut DescriptorEncoder, store: &StoreStats) -> fmt::Resul
         "Fills not stored, or dropped as they grew, because the minute's admission.max_write_rate was spent",
         store.write_budget_refused,
     )?;
+    let calls = store.fill_calls;
+    counter_family(
+        out,
+        "secondhit_store_fill_calls",
+        "File calls of fills, by where they ran: on the worker, or handed to the blocking pool (after the disk stalled, while the filesystem syncs, with cache.fsync = true)",
+        &[
+            ([("on", "worker")], calls.worker),
+            ([("on", "pool")], calls.pool),
+        ],
+    )?;
     disk_space(out, &store.disk)
 }
 

@@ -2,12 +2,13 @@
 //! (`origin.read_timeout`) and a client's upload (`origin.body_read_timeout`, which also
 //! needs `origin.body_min_rate`).
 
+use std::collections::VecDeque;
 use std::fmt;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use http_body::{Body, Frame, SizeHint};
 use tokio::time::{Instant, Sleep};
 
@@ -99,6 +100,8 @@ pub struct ReadTimeout<B = super::PooledBody> {
     ticked: usize,
     /// Data bytes since the last tick.
     since_tick: u64,
+    /// What [`ReadTimeout::peek_whole`] read ahead, served before anything else.
+    ahead: VecDeque<Result<Frame<Bytes>, BoxError>>,
 }
 
 /// Timer ticks per read timeout (see [`ReadTimeout`]).
@@ -118,6 +121,7 @@ impl<B> ReadTimeout<B> {
             oldest: 0,
             ticked: 0,
             since_tick: 0,
+            ahead: VecDeque::new(),
         }
     }
 
@@ -153,6 +157,79 @@ impl<B> ReadTimeout<B> {
     }
 }
 
+impl<B> ReadTimeout<B>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: Into<BoxError>,
+{
+    /// The whole body, when it is `len` bytes and all of them have arrived already: reads
+    /// ahead, without waiting for the network, what the connection holds, up to `len`
+    /// bytes, and keeps it to be read again, so the body streams as if never peeked at.
+    /// `None` when more is to come, or the body failed or ended short.
+    ///
+    /// The connection's task hands over one read at a time (the first of a fresh
+    /// connection is 8 KiB, head included), so when the body has no next frame yet this
+    /// task yields once to let it read on: bytes already in the socket's buffer arrive
+    /// then, and only a body still on its way ends the peek.
+    pub async fn peek_whole(&mut self, len: u64) -> Option<Bytes> {
+        let mut seen = self.ahead_len();
+        let mut failed = self.ahead.iter().any(Result::is_err);
+        let mut yielded = false;
+        while seen < len && !failed {
+            // Polled once, never waited for.
+            let inner = &mut self.inner;
+            let polled =
+                std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut *inner).poll_frame(cx)));
+            let frame = match polled.await {
+                Poll::Ready(Some(frame)) => frame.map_err(Into::into),
+                Poll::Ready(None) => break,
+                Poll::Pending if !yielded => {
+                    yielded = true;
+                    tokio::task::yield_now().await;
+                    continue;
+                }
+                Poll::Pending => break,
+            };
+            yielded = false;
+            match &frame {
+                Ok(frame) => {
+                    let data_len = frame.data_ref().map_or(0, |data| data.len() as u64);
+                    self.since_tick = self.since_tick.saturating_add(data_len);
+                    seen += data_len;
+                }
+                Err(_) => failed = true,
+            }
+            self.ahead.push_back(frame);
+        }
+        if seen != len || failed || !self.inner.is_end_stream() {
+            return None;
+        }
+        let mut data = self
+            .ahead
+            .iter()
+            .filter_map(|frame| frame.as_ref().ok()?.data_ref());
+        match (data.next(), data.next()) {
+            (None, _) => Some(Bytes::new()),
+            (Some(only), None) => Some(only.clone()),
+            (Some(first), Some(second)) => {
+                let mut whole = BytesMut::with_capacity(usize::try_from(len).ok()?);
+                for part in [first, second].into_iter().chain(data) {
+                    whole.extend_from_slice(part);
+                }
+                Some(whole.freeze())
+            }
+        }
+    }
+
+    /// Data bytes read ahead and not yet read again.
+    fn ahead_len(&self) -> u64 {
+        let frames = self.ahead.iter().filter_map(|frame| frame.as_ref().ok());
+        frames
+            .map(|frame| frame.data_ref().map_or(0, |data| data.len() as u64))
+            .sum()
+    }
+}
+
 impl<B> Body for ReadTimeout<B>
 where
     B: Body<Data = Bytes> + Unpin,
@@ -166,6 +243,9 @@ where
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = &mut *self;
+        if let Some(frame) = this.ahead.pop_front() {
+            return Poll::Ready(Some(frame));
+        }
         if let Poll::Ready(frame) = Pin::new(&mut this.inner).poll_frame(cx) {
             if let Some(Ok(frame)) = &frame {
                 let len = frame.data_ref().map_or(0, |data| data.len() as u64);
@@ -189,11 +269,17 @@ where
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        self.ahead.is_empty() && self.inner.is_end_stream()
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
+        let (hint, ahead) = (self.inner.size_hint(), self.ahead_len());
+        let mut sum = SizeHint::new();
+        sum.set_lower(hint.lower().saturating_add(ahead));
+        if let Some(upper) = hint.upper() {
+            sum.set_upper(upper.saturating_add(ahead));
+        }
+        sum
     }
 }
 
@@ -239,5 +325,75 @@ mod tests {
             .expect_err("silence is an error");
         assert!(error.to_string().contains("origin.read_timeout"), "{error}");
         assert!(silent.elapsed() >= timeout, "{:?}", silent.elapsed());
+    }
+
+    /// A body that hands out its steps in order: data, or `None` for one poll that finds
+    /// nothing yet (as a connection whose next read has not run).
+    struct Scripted(VecDeque<Option<&'static [u8]>>);
+
+    impl Body for Scripted {
+        type Data = Bytes;
+        type Error = std::io::Error;
+
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+            match self.0.pop_front() {
+                Some(Some(data)) => Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(data))))),
+                Some(None) => {
+                    cx.waker().wake_by_ref();
+                    Poll::Pending
+                }
+                None => Poll::Ready(None),
+            }
+        }
+
+        fn is_end_stream(&self) -> bool {
+            self.0.is_empty()
+        }
+
+        // Exact, as a body of declared length is.
+        fn size_hint(&self) -> SizeHint {
+            SizeHint::with_exact(self.0.iter().flatten().map(|data| data.len() as u64).sum())
+        }
+    }
+
+    fn scripted(steps: &[Option<&'static [u8]>]) -> ReadTimeout<Scripted> {
+        let body = Scripted(steps.iter().copied().collect());
+        ReadTimeout::new(body, Duration::from_secs(5), "origin.read_timeout")
+    }
+
+    /// A peek finds the whole body when all of it is there, or comes after one pause of
+    /// the connection; either way the body then streams exactly as it would have.
+    #[tokio::test]
+    async fn a_peek_finds_a_whole_body_and_leaves_it_to_stream() {
+        let one_pause: &[Option<&'static [u8]>] = &[Some(b"abc"), None, Some(b"defg")];
+        for steps in [&[Some(&b"abc"[..]), Some(b"defg")][..], one_pause] {
+            let mut body = scripted(steps);
+            let whole = body.peek_whole(7).await;
+            assert_eq!(whole.as_deref(), Some(&b"abcdefg"[..]), "{steps:?}");
+            assert_eq!(body.size_hint().exact(), Some(7));
+            assert!(!body.is_end_stream(), "the frames are still to be read");
+            let streamed = body.collect().await.unwrap().to_bytes();
+            assert_eq!(streamed, Bytes::from_static(b"abcdefg"));
+        }
+    }
+
+    /// A body still on its way after a pause, or shorter than asked, is not whole, and
+    /// what was peeked at streams all the same.
+    #[tokio::test]
+    async fn a_peek_of_a_body_still_coming_or_short_finds_nothing_and_loses_nothing() {
+        let still_coming: &[Option<&'static [u8]>] = &[Some(b"abc"), None, None, Some(b"defg")];
+        let mut body = scripted(still_coming);
+        assert_eq!(body.peek_whole(7).await, None);
+        let streamed = body.collect().await.unwrap().to_bytes();
+        assert_eq!(streamed, Bytes::from_static(b"abcdefg"));
+        let mut short = scripted(&[Some(b"abc")]);
+        assert_eq!(short.peek_whole(7).await, None);
+        assert_eq!(
+            short.collect().await.unwrap().to_bytes(),
+            Bytes::from_static(b"abc")
+        );
     }
 }

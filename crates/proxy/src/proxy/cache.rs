@@ -14,6 +14,7 @@
 use std::sync::Arc;
 use std::time::SystemTime;
 
+use bytes::Bytes;
 use http::header::{ACCEPT_ENCODING, AUTHORIZATION, CONTENT_LENGTH, RANGE, VARY};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 
@@ -28,7 +29,9 @@ use crate::policy::freshness::StoredFreshness;
 use crate::policy::vary::{self, VarySpec};
 use crate::policy::{self, NotStored, Rules, UnindexedTags, validation};
 use crate::range::{self, RangeAnswer};
-use crate::store::{EntryMeta, EntryWriter, FillTicket, Store, StoreError, StoredEntry};
+use crate::store::{
+    EntryMeta, EntryWriter, FillTicket, Store, StoreError, StoreHash, StoredEntry, WholeFill,
+};
 use crate::tee::Fills;
 
 /// The field of a marker entry that holds the variant set's nonce (never sent to clients:
@@ -220,6 +223,37 @@ pub(super) struct Cache {
 pub(super) struct Storable<'o> {
     origin: &'o OriginResponse,
     tags: Vec<String>,
+    /// Its whole body, when that came with the head ([`Storable::with_whole`]).
+    whole: Option<Bytes>,
+}
+
+impl Storable<'_> {
+    /// This response with `whole`, its whole body when that came with its head: stored
+    /// in one file call rather than streamed.
+    pub(super) fn with_whole(mut self, whole: Option<Bytes>) -> Self {
+        self.whole = whole;
+        self
+    }
+}
+
+/// A fill that began ([`Cache::begin_fill`]).
+pub(super) enum Began {
+    /// The body is to stream into this writer as it arrives. Boxed: the writer is large,
+    /// and moves into its task anyway.
+    Streaming(Box<EntryWriter>),
+    /// The whole body was at hand and the fill ended already: stored under this key hash
+    /// (the variant's, when the response varies), or dropped.
+    Whole(StoreHash, WholeFill),
+}
+
+impl Began {
+    /// The store hash of the key the fill is for.
+    pub(super) fn key_hash(&self) -> StoreHash {
+        match self {
+            Began::Streaming(writer) => writer.key_hash(),
+            Began::Whole(hash, _) => *hash,
+        }
+    }
 }
 
 impl Cache {
@@ -395,27 +429,82 @@ impl Cache {
         let tags = super::tags::of(&origin.head.headers, &live.settings.tags);
         let tags = tags.map_err(NotStored::Tags)?;
         match self.store.tags_fit(&tags) {
-            true => Ok(Storable { origin, tags }),
+            true => Ok(Storable {
+                origin,
+                tags,
+                whole: None,
+            }),
             false => Err(NotStored::Tags(UnindexedTags::MemoryFull)),
         }
     }
 
     /// Starts the fill of `storable`, the response to a GET of `key` with `request`
-    /// headers, for a body of at most `live`'s `cache.max_object_size`, with the cache
-    /// tags [`Cache::storable`] read: under the variant's key when the response varies
-    /// (writing a new marker when the URL has none for these fields), under `key` itself
-    /// otherwise.
+    /// headers, for a body of at most `live`'s `cache.max_object_size`, under the key
+    /// and with the metadata of [`Cache::fill_entry`]. A body that came whole with the
+    /// head ([`Storable::with_whole`]) is stored at once, in one file call
+    /// ([`Store::store_whole`]); any other streams into the fill's writer.
     pub(super) async fn begin_fill(
+        &self,
+        key: &CacheKey,
+        marker: Option<&Marker>,
+        request: &HeaderMap,
+        mut storable: Storable<'_>,
+        timing: Timing,
+        live: &Snapshot,
+    ) -> Result<Began, StoreError> {
+        let max_len = live.max_object_size();
+        let declared = match storable.origin.framing {
+            BodyFraming::Length(length) => Some(length),
+            _ => None,
+        };
+        let whole = storable.whole.take();
+        let (fill_key, meta) = self
+            .fill_entry(key, marker, request, storable, timing)
+            .await?;
+        let hash = fill_key.store_hash();
+        let Some(body) = whole else {
+            let writer = (self.store)
+                .begin_fill(
+                    fill_key.as_str(),
+                    hash,
+                    &meta,
+                    declared,
+                    max_len,
+                    timing.ticket,
+                )
+                .await?;
+            return Ok(Began::Streaming(Box::new(writer)));
+        };
+        let store = Arc::clone(&self.store);
+        // A fill's task, as a streamed fill's writer is: a graceful shutdown waits for it,
+        // and a client that leaves meanwhile cannot stop it between its file's rename and
+        // its indexing.
+        let stored = self.fills.spawn(async move {
+            let (key, ticket) = (fill_key.as_str(), timing.ticket);
+            store
+                .store_whole(key, hash, &meta, body, max_len, ticket)
+                .await
+        });
+        let ended = stored.await.map_err(|error| StoreError::Io {
+            path: self.store.objects_dir(),
+            source: std::io::Error::other(error),
+        })?;
+        Ok(Began::Whole(hash, ended?))
+    }
+
+    /// What the fill of `storable`, the response to a GET of `key` with `request`
+    /// headers, is stored as: under the variant's key when the response varies (writing
+    /// a new marker when the URL has none for these fields), under `key` itself
+    /// otherwise; with the cache tags [`Cache::storable`] read.
+    async fn fill_entry(
         &self,
         key: &CacheKey,
         marker: Option<&Marker>,
         request: &HeaderMap,
         storable: Storable<'_>,
         timing: Timing,
-        live: &Snapshot,
-    ) -> Result<EntryWriter, StoreError> {
-        let max_len = live.max_object_size();
-        let Storable { origin, tags } = storable;
+    ) -> Result<(CacheKey, EntryMeta), StoreError> {
+        let Storable { origin, tags, .. } = storable;
         let head = &origin.head;
         let fill_key = match VarySpec::of(&head.headers) {
             VarySpec::Fields(fields) => {
@@ -439,21 +528,7 @@ impl Cache {
             request_headers: HeaderMap::new(),
             purged: None,
         };
-        let declared = match origin.framing {
-            BodyFraming::Length(length) => Some(length),
-            _ => None,
-        };
-        let hash = fill_key.store_hash();
-        self.store
-            .begin_fill(
-                fill_key.as_str(),
-                hash,
-                &meta,
-                declared,
-                max_len,
-                timing.ticket,
-            )
-            .await
+        Ok((fill_key, meta))
     }
 
     /// Stores a new marker for `key` (a fresh nonce, so older variants are orphaned),
@@ -490,12 +565,20 @@ impl Cache {
             tags: Vec::new(),
             purged: None,
         };
-        let writer = self
-            .store
-            .begin_fill(key.as_str(), key.store_hash(), &meta, Some(0), 0, ticket)
+        let stored = (self.store)
+            .store_whole(
+                key.as_str(),
+                key.store_hash(),
+                &meta,
+                Bytes::new(),
+                0,
+                ticket,
+            )
             .await?;
-        writer.finish().await?;
-        Ok(marker)
+        match stored {
+            WholeFill::Committed => Ok(marker),
+            WholeFill::Dropped(error) => Err(error),
+        }
     }
 
     /// Removes what is stored for `key` (its marker, and so all its variants).

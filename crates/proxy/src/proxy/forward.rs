@@ -10,9 +10,9 @@ use std::sync::{Arc, OnceLock};
 use http::header::RANGE;
 use http::{HeaderMap, Method, Response, StatusCode, request, response};
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
+use hyper::body::{Body as _, Incoming};
 
-use super::cache::{Cache, Judging, Marker, Storable, Timing};
+use super::cache::{Began, Cache, Judging, Marker, Storable, Timing};
 use super::collapse::{Fetching, Leader};
 use super::respond::{self, Cut};
 use super::routing::{Admitting, RuleCheck};
@@ -31,7 +31,7 @@ use crate::policy::validation;
 use crate::policy::{NotStored, UnindexedTags};
 use crate::proxy::error::ProxyError;
 use crate::range::{self, PartsBody, RangeAnswer};
-use crate::store::{EntryWriter, StoreError, Trouble};
+use crate::store::{StoreError, Trouble, WholeFill};
 use crate::tee::TeeBody;
 
 impl Proxy {
@@ -214,8 +214,9 @@ pub(super) struct Teed {
 
 /// Offers `origin`, the answer to a `method` request with `request` headers, for
 /// storage: when it is storable (RFC 9111 policy, framing, size; only whole answers to a
-/// GET) and `exchange.admission` admits it, a fill begins and the body is teed into it.
-/// Every origin answer to a GET/HEAD of a cacheable key goes through here, the client's
+/// GET) and `exchange.admission` admits it, a fill begins and the body is teed into it;
+/// a small body that arrived whole with the head ([`whole_at_head`]) is stored at once,
+/// in one file call, and then streams to the client from memory. Every origin answer to a GET/HEAD of a cacheable key goes through here, the client's
 /// and the background refresh's alike, so this is where admission decisions are counted:
 /// each decision applied to a storable response, the body bytes of those it rejected
 /// (as they stream), and in shadow mode the fills second-hit would not have written.
@@ -228,28 +229,30 @@ pub(super) async fn fill(
     method: &Method,
     request: &HeaderMap,
     exchange: &Exchange<'_>,
-    origin: OriginResponse,
+    mut origin: OriginResponse,
     leader: Option<Leader>,
 ) -> Teed {
+    let whole = whole_at_head(method, exchange, &mut origin).await;
     let (verdict, decision) = judge(cache, method, request, exchange, &origin);
     let began = match (verdict, decision) {
         (Err(reason), _) => Err(Detail::NotStored(reason)),
         (Ok(_), Decision::Reject(reason)) => Err(Detail::Admission(reason)),
         (Ok(storable), Decision::Admit(_)) => {
-            // Boxed, as the commit below: starting a fill (a marker write, the entry's
-            // file) is about 2 KiB of future state, and every GET answered from the
-            // origin, stored or not, would carry it and copy it on each move; an admitted
-            // fill, which writes to disk, affords the allocation.
+            // Boxed: starting a fill (a marker write, the entry's file) is about 2 KiB of
+            // future state, and every GET answered from the origin, stored or not, would
+            // carry it and copy it on each move; an admitted fill, which writes to disk,
+            // affords the allocation.
             let (marker, timing, live) = (exchange.marker, exchange.timing, exchange.live);
+            let storable = storable.with_whole(whole);
             let began = cache.begin_fill(exchange.key, marker, request, storable, timing, live);
             let began = Box::pin(began).await;
             began.map_err(|error| not_started(cache, exchange.key, error))
         }
     };
-    if let Ok(writer) = &began {
+    if let Ok(began) = &began {
         exchange.live.admission.policy.note_fill(decision);
         if let Some(lost) = &exchange.live.lost_hits {
-            lost.note_fill(writer.key_hash(), decision);
+            lost.note_fill(began.key_hash(), decision);
         }
     }
     // Not storable: the slot is freed now (below, or here), and for a reason of the
@@ -269,13 +272,42 @@ pub(super) async fn fill(
         ..
     } = origin;
     let counted = counted.map(|counter| (cache.metrics.clone(), counter));
-    let (stored, body) = tee(cache, exchange.key, began, leader, body, framing, counted).await;
+    let (stored, body) = tee(cache, exchange.key, began, leader, body, counted);
     Teed {
         head,
         framing,
         stored,
         admitted: Detail::of_admitted(decision),
         body,
+    }
+}
+
+/// The largest body stored in one file call when it arrived whole with its head
+/// ([`Store::store_whole`](crate::store::Store::store_whole)): held in memory for the
+/// call, and small enough that the hand-off the call saves still weighs against the
+/// body's own write.
+const WHOLE_AT_HEAD: u64 = 64 * 1024;
+
+/// The body of `origin`, the answer to a `method` request, when it may be stored in one
+/// file call: a GET's body of a declared length up to [`WHOLE_AT_HEAD`] that has all
+/// arrived with the head. The body still streams to the client as it is. Not looked for
+/// where the answer will not be stored whatever it is: admission planned to reject it
+/// and no site rule may overrule that at the response, or the exchange is not for a
+/// whole object.
+async fn whole_at_head(
+    method: &Method,
+    exchange: &Exchange<'_>,
+    origin: &mut OriginResponse,
+) -> Option<bytes::Bytes> {
+    let may_admit = exchange.admission.planned().is_admit() || exchange.rules.is_some();
+    let whole_get = method == Method::GET && !exchange.range_forwarded;
+    match origin.framing {
+        BodyFraming::Length(len)
+            if len <= WHOLE_AT_HEAD && whole_get && may_admit && !exchange.collapse_timed_out =>
+        {
+            origin.body.peek_whole(len).await
+        }
+        _ => None,
     }
 }
 
@@ -371,7 +403,7 @@ fn not_started(cache: &Cache, key: &CacheKey, error: StoreError) -> Detail {
 /// Which of the body's bytes count as writes (second-hit would have) avoided.
 fn writes_avoided(
     cache: &Cache,
-    began: &Result<EntryWriter, Detail>,
+    began: &Result<Began, Detail>,
     decision: Decision,
 ) -> Option<ByteCounter> {
     match (began, decision) {
@@ -384,16 +416,15 @@ fn writes_avoided(
     }
 }
 
-/// The origin's `body`, teed into the fill that `began` (committed at once when there is
-/// no body); `leader` is told how the fill ended, and the body's data bytes are added to
-/// `counted`, if any. `Ok`: stored, else why not.
-async fn tee(
+/// The origin's `body`, teed into the fill that `began` (or, for a fill that stored the
+/// whole body already, passed on); `leader` is told how the fill ended, and the body's
+/// data bytes are added to `counted`, if any. `Ok`: stored, else why not.
+fn tee(
     cache: &Cache,
     key: &CacheKey,
-    began: Result<EntryWriter, Detail>,
+    began: Result<Began, Detail>,
     leader: Option<Leader>,
     body: origin::ReadTimeout,
-    framing: BodyFraming,
     counted: Option<(Arc<Metrics>, ByteCounter)>,
 ) -> (Result<(), Detail>, TeeBody<origin::ReadTimeout>) {
     let passthrough = |body| {
@@ -403,29 +434,30 @@ async fn tee(
             None => body,
         }
     };
-    match began {
-        Ok(writer) if framing == BodyFraming::Length(0) => {
-            // No body to tee (a 204 is not even polled): commit it now.
-            let committed = Box::pin(writer.finish()).await.map_err(|error| {
-                if error.trouble().is_some() {
-                    tracing::debug!(key = %key, %error, "cannot store an empty body");
-                    return trouble_detail(&error);
-                }
-                tracing::warn!(key = %key, %error, "cannot store an empty body");
-                Detail::StoreError
-            });
-            (committed, passthrough(body))
+    // Told how the fill ended: its followers find the entry, or all fetch at once.
+    let ended = move |dropped| {
+        if let Some(leader) = leader {
+            leader.fill_ended(dropped);
         }
-        Ok(writer) => {
-            // Told how the fill ended: its followers find the entry, or all fetch at once.
-            let ended = move |dropped| {
-                if let Some(leader) = leader {
-                    leader.fill_ended(dropped);
-                }
+    };
+    match began {
+        Ok(Began::Whole(_, stored)) => {
+            let commit = match stored {
+                WholeFill::Committed => Ok(()),
+                WholeFill::Dropped(error) => Err(error),
             };
+            ended(crate::tee::committed(key.as_str(), commit));
+            // Counted whole now, as a streamed fill's pump counts what it reads, whether
+            // or not the client reads it all.
+            if let Some((metrics, counter)) = &counted {
+                metrics.add_bytes(*counter, body.size_hint().lower());
+            }
+            (Ok(()), TeeBody::passthrough(body))
+        }
+        Ok(Began::Streaming(writer)) => {
             let body = TeeBody::with_fill(
                 body,
-                writer,
+                *writer,
                 key.as_str(),
                 &cache.fills,
                 ended,
