@@ -78,10 +78,9 @@ impl<IO> ResponseBody<IO> {
     /// the response said it persists, the request went out whole, and the server sent
     /// nothing past the body. `None` otherwise, and after the first call.
     pub fn take_connection(&mut self) -> Option<Connection<IO>> {
-        match self.state {
-            State::Done => self.conn.take(),
-            _ => None,
-        }
+        let mut conn = self.conn.take_if(|_| self.state == State::Done)?;
+        conn.trim();
+        Some(conn)
     }
 
     /// The body has ended cleanly: keeps the connection only if it can be used again.

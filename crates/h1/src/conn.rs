@@ -18,6 +18,9 @@ const FIRST_READ: usize = 8 * 1024;
 /// The most one read asks for.
 const MAX_READ: usize = 256 * 1024;
 
+/// The most read buffer an idle connection keeps.
+const IDLE_BUFFER: usize = 64 * 1024;
+
 /// A read is given at least this much room; less spare capacity is topped up first.
 const MIN_ROOM: usize = 1024;
 
@@ -110,6 +113,16 @@ impl<IO: AsyncRead + Unpin> Connection<IO> {
             self.next_read *= 2;
         }
         Poll::Ready(Ok(n))
+    }
+}
+
+impl<IO> Connection<IO> {
+    /// Lets go of a large read buffer before the connection idles: a large body grew it,
+    /// and an idle connection should not hold on to that.
+    pub(crate) fn trim(&mut self) {
+        if self.read_buf.capacity() > IDLE_BUFFER {
+            self.read_buf = BytesMut::new();
+        }
     }
 }
 
