@@ -9,8 +9,8 @@
 //! variables, and its time limits are a connect timeout, a time to the response head
 //! (`first_byte`) and a read timeout *between* body bytes ([`ReadTimeout`]), never a
 //! whole-response timeout, which would cut large downloads. A request that failed on
-//! one server of a pool before any answer may go to the next (`retry`). It is hyper's HTTP/1.1 client connection with a pool of its own (`pool`),
-//! not reqwest: the proxy already has `http` types in hand, and reqwest's URL parsing,
+//! one server of a pool before any answer may go to the next (`retry`). It is hyper's HTTP/1.1 client connection with a pool of its own (`pool`)
+//! (with the feature `lean-h1`, `secondhit-h1`'s connection instead), not reqwest: the proxy already has `http` types in hand, and reqwest's URL parsing,
 //! redirect and retry layers are paid by every pass-through request (`benches/RESULTS.md`,
 //! "origin client without reqwest").
 //!

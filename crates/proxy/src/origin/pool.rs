@@ -1,5 +1,7 @@
-//! The origin's connection pool: HTTP/1.1 connections (hyper's `client::conn::http1`),
-//! each run by a task of its own and kept open between requests.
+//! The origin's connection pool: HTTP/1.1 connections kept open between requests. By
+//! default they are hyper's `client::conn::http1`, each run by a task of its own
+//! (`hyper_h1`); with the feature `lean-h1`, they are `secondhit-h1`'s, driven by the
+//! request that holds them (`lean_h1`).
 //!
 //! Why not hyper-util's pooled client, which this replaced: it serves any number of
 //! origins, so every request looked its origin up in a keyed map, raced the checkout
@@ -8,11 +10,12 @@
 //! (`benches/RESULTS.md`, "origin pool"). Each server of an origin pool (`origin.servers`) has
 //! one of these, so it is a list.
 //!
-//! The connections stay in tasks of their own rather than being driven by the request
-//! that holds them: measured both ways, driving them inline cost less in user space but
-//! more in the kernel, because each request then wrote to the origin on its own instead
-//! of in a burst with the other requests of the same scheduler pass, and the origin
-//! process was woken more often.
+//! hyper's connections stay in tasks of their own rather than being driven by the
+//! request that holds them: measured both ways, driving them inline cost less in user
+//! space but more in the kernel, because each request then wrote to the origin on its own
+//! instead of in a burst with the other requests of the same scheduler pass, and the
+//! origin process was woken more often. The `lean-h1` client is the other candidate of
+//! that comparison, built to be measured against it (`benches/vs_nginx.sh`).
 //!
 //! Each worker (`server.workers`) keeps its own idle connections, whose tasks run on its
 //! runtime: a request goes out on a connection of its own worker, so its exchange with
@@ -23,12 +26,14 @@
 //! a shared count moves its cache line between cores on every request.
 //!
 //! A connection goes back to the pool when its response body has ended; one whose body
-//! was dropped halfway or broke is not pooled, and hyper closes it. A pooled connection
-//! is taken only once it takes another request: one still sending an upload that the
-//! origin answered early is passed over, so no request waits behind it. A connection that the origin closed, or that waited longer than
-//! [`IDLE_TIMEOUT`], is dropped when it is taken or by the sweep every [`SWEEP_EVERY`]. A
-//! request that found its pooled connection closed before the request was written goes
-//! out on another one: nothing was sent.
+//! was dropped halfway or broke is not pooled, and is closed. A pooled connection is
+//! taken only once it takes another request: with hyper, one still sending an upload that
+//! the origin answered early is passed over, so no request waits behind it; `lean-h1`
+//! stops sending such an upload, closes its connection, and reads the rest of the
+//! client's body to drop it. A connection that the origin
+//! closed, or that waited longer than [`IDLE_TIMEOUT`], is dropped when it is taken or by
+//! the sweep every [`SWEEP_EVERY`]. A request that found its pooled connection closed
+//! before the request was written goes out on another one: nothing was sent.
 //!
 //! Opening a connection (TCP, TLS and all) has `origin.connect_timeout`, and the answer's
 //! head `origin.first_byte_timeout` ([`first_byte`]). A failure says which of the kinds
@@ -40,18 +45,24 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{Request, Response, StatusCode, Uri};
+use http::{Request, Response, Uri};
 use http_body::{Body, Frame, SizeHint};
-use hyper::body::Incoming;
-use hyper::client::conn::http1;
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use tokio::time::Instant;
 use tower_service::Service;
 
-use super::first_byte;
 use super::{OriginError, ReadTimedOut, RequestBody};
 use crate::config::RetryReason;
+
+#[cfg(not(feature = "lean-h1"))]
+mod hyper_h1;
+#[cfg(not(feature = "lean-h1"))]
+use hyper_h1 as client;
+#[cfg(feature = "lean-h1")]
+mod lean_h1;
+#[cfg(feature = "lean-h1")]
+use lean_h1 as client;
 
 /// How long an unused connection is kept open (what hyper-util's pooled client kept).
 const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
@@ -62,9 +73,6 @@ const SWEEP_EVERY: Duration = Duration::from_secs(10);
 
 /// Idle lists, one per worker up to this many.
 const LISTS: usize = 64;
-
-/// Where requests go on one connection; its connection task does the I/O.
-type Sender = http1::SendRequest<RequestBody>;
 
 /// Connections to one origin server, and how to open new ones.
 pub(super) struct Pool {
@@ -81,9 +89,14 @@ pub(super) struct Timeouts {
     pub(super) first_byte: Duration,
 }
 
+/// Opens connections: TCP with the connect timeout, and TLS for `https://`.
+type Connector = HttpsConnector<HttpConnector>;
+
+/// What [`Connector`] opens: a TCP stream, or TLS over one.
+type Io = hyper_rustls::MaybeHttpsStream<hyper_util::rt::TokioIo<tokio::net::TcpStream>>;
+
 struct Shared {
-    /// Opens connections: TCP with the connect timeout, and TLS for `https://`.
-    connector: HttpsConnector<HttpConnector>,
+    connector: Connector,
     /// Per worker ([`crate::worker::index`] modulo [`LISTS`]): its idle connections.
     lists: Box<[Arc<List>]>,
 }
@@ -99,10 +112,28 @@ struct List {
 struct Idle {
     /// Oldest first: taken from the end (the connection used last is the likeliest to
     /// be open still), pruned by the sweep.
-    senders: Vec<(Sender, Instant)>,
+    conns: Vec<(client::Conn, Instant)>,
     /// Whether the sweep task runs (started with the first connection pooled, from
     /// inside the runtime).
     sweeping: bool,
+}
+
+/// What an idle connection can do now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Usable {
+    /// It takes a request.
+    Ready,
+    /// It is still finishing its last exchange: it may take one later.
+    #[cfg_attr(
+        feature = "lean-h1",
+        expect(
+            dead_code,
+            reason = "secondhit-h1 connections are never busy when idle"
+        )
+    )]
+    Busy,
+    /// The origin closed it, or it is unusable: dropped.
+    Closed,
 }
 
 impl Pool {
@@ -135,59 +166,15 @@ impl Pool {
     pub(super) async fn send(
         &self,
         origin: &Uri,
-        mut request: Request<RequestBody>,
+        request: Request<RequestBody>,
     ) -> Result<Response<PooledBody>, Failed> {
         let list = &self.shared.lists[crate::worker::index() % LISTS];
-        let progress = first_byte::watch(&mut request);
-        loop {
-            let (mut sender, reused) = match list.take() {
-                Some(sender) => (sender, true),
-                None => match self.connect(origin).await {
-                    Ok(sender) => (sender, false),
-                    Err(error) => return Err(Failed::unsent(error, request)),
-                },
-            };
-            // A new connection takes requests once its task has run.
-            if sender.ready().await.is_err() {
-                if reused {
-                    continue;
-                }
-                let closed = "the new origin connection closed before the request was sent";
-                return Err(Failed::unsent(OriginError::Connect(closed.into()), request));
-            }
-            let sending = sender.try_send_request(request);
-            let first_byte = self.timeouts.first_byte;
-            let Some(sent) = first_byte::within(sending, progress.as_deref(), first_byte).await
-            else {
-                return Err(Failed::timed_out(first_byte));
-            };
-            match sent {
-                // The proxy forwards no upgrade: a switch nobody asked for breaks the
-                // exchange, and relayed it would end the client's connection.
-                Ok(response) if response.status() == StatusCode::SWITCHING_PROTOCOLS => {
-                    return Err(Failed::switched());
-                }
-                Ok(response) => {
-                    let list = Arc::downgrade(list);
-                    return Ok(response.map(|body| PooledBody {
-                        body,
-                        sender: Some(sender),
-                        list,
-                    }));
-                }
-                Err(mut failed) => match failed.take_message() {
-                    // The origin closed the idle connection before the request was
-                    // written: nothing was sent, so it goes out on another one.
-                    Some(unsent) if reused => request = unsent,
-                    _ => return Err(Failed::sent(failed.into_error())),
-                },
-            }
-        }
+        client::send(self, list, origin, request).await
     }
 
     /// Opens a connection within `origin.connect_timeout` (the connector's own limit
     /// covers the TCP handshake only, not TLS).
-    async fn connect(&self, origin: &Uri) -> Result<Sender, OriginError> {
+    async fn connect(&self, origin: &Uri) -> Result<client::Conn, OriginError> {
         let connect_timeout = self.timeouts.connect;
         match tokio::time::timeout(connect_timeout, self.shared.connect(origin)).await {
             Ok(connected) => connected,
@@ -241,8 +228,13 @@ impl Failed {
         }
     }
 
-    /// The exchange failed after (some of) the request was written.
-    fn sent(error: hyper::Error) -> Failed {
+    /// The exchange failed with `error` after (some of) the request was written: the
+    /// server's failure of kind `reason` (`None`: not the server's), unless the upload
+    /// was cut for its pace, which is the client's.
+    fn sent<E>(error: E, reason: Option<RetryReason>) -> Failed
+    where
+        E: std::error::Error + Send + Sync + 'static,
+    {
         if let Some(slow) = super::upload::cut_for_pace(&error) {
             return Failed {
                 error: OriginError::RequestBodyTimeout(slow),
@@ -250,21 +242,24 @@ impl Failed {
                 reason: None,
             };
         }
-        let reason = if error.is_user() {
-            // The client's body failed as it streamed: no server would do better.
-            None
-        } else if error.is_parse() {
-            Some(RetryReason::InvalidHeader)
-        } else {
-            // Reset, closed (a reused connection the server closed under the request),
-            // or cut before a complete head.
-            Some(RetryReason::Error)
-        };
         Failed {
             error: OriginError::Protocol(error.into()),
             unsent: None,
             reason,
         }
+    }
+}
+
+impl Shared {
+    /// Opens a new connection to `origin`: TCP, TLS for `https://`, and the client's own
+    /// setting up.
+    async fn connect(&self, origin: &Uri) -> Result<client::Conn, OriginError> {
+        let mut connector = self.connector.clone();
+        let io = connector
+            .call(origin.clone())
+            .await
+            .map_err(OriginError::connect)?;
+        client::open(io).await
     }
 }
 
@@ -279,60 +274,42 @@ impl List {
     /// that is still finishing its exchange (the rest of an upload that the origin
     /// answered early) stays for later, so that no request waits behind it; one that
     /// closed or waited too long is dropped (its task then closes it).
-    fn take(&self) -> Option<Sender> {
+    fn take(&self) -> Option<client::Conn> {
         let mut idle = self.lock();
-        let mut at = idle.senders.len();
+        let mut at = idle.conns.len();
         while at > 0 {
             at -= 1;
-            let (sender, since) = &idle.senders[at];
-            if sender.is_closed() || since.elapsed() >= IDLE_TIMEOUT {
-                idle.senders.remove(at);
-            } else if sender.is_ready() {
-                return Some(idle.senders.remove(at).0);
+            let (conn, since) = &mut idle.conns[at];
+            let usable = match since.elapsed() >= IDLE_TIMEOUT {
+                true => Usable::Closed,
+                false => client::usable(conn),
+            };
+            match usable {
+                Usable::Closed => drop(idle.conns.remove(at)),
+                Usable::Ready => return Some(idle.conns.remove(at).0),
+                Usable::Busy => {}
             }
         }
         None
     }
 
-    /// Keeps `sender` for a later request, unless its connection closed or the list is
-    /// full.
-    fn put(self: &Arc<Self>, sender: Sender) {
-        if sender.is_closed() {
+    /// Keeps `conn` for a later request, unless it closed or the list is full.
+    fn put(self: &Arc<Self>, conn: client::Conn) {
+        if !client::may_keep(&conn) {
             return;
         }
         let now = Instant::now();
         let mut idle = self.lock();
-        if idle.senders.len() >= self.max_idle {
+        if idle.conns.len() >= self.max_idle {
             return;
         }
-        idle.senders.push((sender, now));
+        idle.conns.push((conn, now));
         if !idle.sweeping
             && let Ok(runtime) = tokio::runtime::Handle::try_current()
         {
             idle.sweeping = true;
             runtime.spawn(sweep(Arc::downgrade(self)));
         }
-    }
-}
-
-impl Shared {
-    /// Opens a new connection to `origin` and starts its task.
-    async fn connect(&self, origin: &Uri) -> Result<Sender, OriginError> {
-        let mut connector = self.connector.clone();
-        let io = connector
-            .call(origin.clone())
-            .await
-            .map_err(OriginError::connect)?;
-        let (sender, connection) = http1::handshake(io)
-            .await
-            .map_err(|error| OriginError::Connect(error.into()))?;
-        tokio::spawn(async move {
-            // A failure also reaches the request or body that was using the connection.
-            if let Err(error) = connection.await {
-                tracing::debug!(%error, "origin connection ended");
-            }
-        });
-        Ok(sender)
     }
 }
 
@@ -347,9 +324,9 @@ async fn sweep(list: Weak<List>) {
         let now = Instant::now();
         let closing: Vec<_> = list
             .lock()
-            .senders
-            .extract_if(.., |(sender, since)| {
-                sender.is_closed() || now.duration_since(*since) >= IDLE_TIMEOUT
+            .conns
+            .extract_if(.., |(conn, since)| {
+                now.duration_since(*since) >= IDLE_TIMEOUT || client::usable(conn) == Usable::Closed
             })
             .collect();
         // Dropped outside the lock; each connection's task then closes its socket.
@@ -357,43 +334,45 @@ async fn sweep(list: Weak<List>) {
     }
 }
 
-/// A response body from the origin, holding its connection's sender: the connection
-/// goes back to the pool when the body has ended, and is closed if the body is dropped
-/// before its end or fails.
+/// A response body from the origin, holding its connection: the connection goes back to
+/// the pool when the body has ended, and is closed if the body is dropped before its end
+/// or fails.
 pub struct PooledBody {
-    body: Incoming,
-    /// `None` once it went back to the pool, or the body broke.
-    sender: Option<Sender>,
+    body: client::Incoming,
+    /// Whatever else holds the connection (hyper's sender).
+    held: client::Held,
     /// The idle list the connection goes back to: its worker's. Weak: a body outliving
     /// the proxy (a download in flight at shutdown) does not keep the pool alive.
     list: Weak<List>,
 }
 
 impl PooledBody {
+    fn new(body: client::Incoming, held: client::Held, list: Weak<List>) -> PooledBody {
+        PooledBody { body, held, list }
+    }
+
     /// Pools the connection again.
     fn release(&mut self) {
-        if let Some(sender) = self.sender.take()
+        if let Some(conn) = client::give_back(&mut self.body, &mut self.held)
             && let Some(list) = self.list.upgrade()
         {
-            list.put(sender);
+            list.put(conn);
         }
     }
 }
 
 impl Body for PooledBody {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = client::BodyError;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
-        let frame = Pin::new(&mut self.body).poll_frame(cx);
-        match &frame {
-            Poll::Ready(None) => self.release(),
-            // A broken body leaves its connection mid-message: never reused.
-            Poll::Ready(Some(Err(_))) => self.sender = None,
-            Poll::Ready(Some(Ok(_))) | Poll::Pending => {}
+    ) -> Poll<Option<Result<Frame<Bytes>, client::BodyError>>> {
+        let this = &mut *self;
+        let frame = Pin::new(&mut this.body).poll_frame(cx);
+        if client::frees(&this.body, &mut this.held, &frame) {
+            this.release();
         }
         frame
     }
@@ -421,15 +400,24 @@ impl Drop for PooledBody {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hyper_util::rt::TokioIo;
     use tokio::net::{TcpListener, TcpStream};
 
-    /// A sender on a new connection to `listener`'s address, its task running.
-    async fn sender(addr: std::net::SocketAddr) -> Sender {
+    /// A connection to `addr`, ready for a request (hyper's: its task running).
+    #[cfg(not(feature = "lean-h1"))]
+    async fn connection(addr: std::net::SocketAddr) -> client::Conn {
         let stream = TcpStream::connect(addr).await.unwrap();
-        let (sender, connection) = http1::handshake(TokioIo::new(stream)).await.unwrap();
+        let io = hyper_util::rt::TokioIo::new(stream);
+        let (mut sender, connection) = hyper::client::conn::http1::handshake(io).await.unwrap();
         tokio::spawn(connection);
+        sender.ready().await.unwrap();
         sender
+    }
+
+    /// A connection to `addr`, ready for a request.
+    #[cfg(feature = "lean-h1")]
+    async fn connection(addr: std::net::SocketAddr) -> client::Conn {
+        let stream = TcpStream::connect(addr).await.unwrap();
+        secondhit_h1::Connection::new(tokio_util::either::Either::Left(stream))
     }
 
     #[tokio::test]
@@ -448,11 +436,9 @@ mod tests {
             max_idle: 2,
         });
         for _ in 0..3 {
-            let mut sender = sender(addr).await;
-            sender.ready().await.unwrap();
-            list.put(sender);
+            list.put(connection(addr).await);
         }
-        assert_eq!(list.lock().senders.len(), 2, "the third is not kept");
+        assert_eq!(list.lock().conns.len(), 2, "the third is not kept");
         assert!(list.take().is_some());
         assert!(list.take().is_some());
         assert!(list.take().is_none());

@@ -122,7 +122,7 @@ fn copy_frame(frame: &Frame<Bytes>) -> Option<Frame<Bytes>> {
 /// The upload's own failure behind a failed exchange with the origin: the body streaming
 /// after the read-ahead was cut for its pace, which is the client's fault (408), not the
 /// origin's.
-pub(super) fn cut_for_pace(error: &hyper::Error) -> Option<ReadTimedOut> {
+pub(super) fn cut_for_pace(error: &(dyn std::error::Error + 'static)) -> Option<ReadTimedOut> {
     let mut cause = std::error::Error::source(error);
     while let Some(e) = cause {
         if let Some(slow) = e.downcast_ref::<ReadTimedOut>() {

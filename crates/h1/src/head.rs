@@ -1,0 +1,265 @@
+//! Heads: a request's written out, a response's parsed, and the framing each implies
+//! (RFC 9112 §6).
+
+use std::mem::MaybeUninit;
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use http::header::{CONNECTION, CONTENT_LENGTH, TRANSFER_ENCODING};
+use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Version, request, response};
+use http_body::Body;
+
+use crate::conn::{Limits, MAX_HEADERS};
+use crate::error::{Error, Framing};
+
+/// How a request's body goes out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Upload {
+    /// No body at all.
+    Empty,
+    /// Exactly this many bytes.
+    Length(u64),
+    /// The chunked coding.
+    Chunked,
+}
+
+/// Writes the head of a request with `parts` and `body` into `dst`: origin-form target,
+/// the fields as given, in order (less any `Transfer-Encoding`: the framing is this
+/// crate's), then `Content-Length` or `Transfer-Encoding: chunked` when the fields do not
+/// frame the body already. Returns how the body goes out.
+pub(crate) fn encode_request<B: Body>(
+    parts: &request::Parts,
+    body: &B,
+    dst: &mut BytesMut,
+) -> Result<Upload, Error> {
+    let target = parts
+        .uri
+        .path_and_query()
+        .map_or("/", |target| target.as_str());
+    let headers = &parts.headers;
+    let mut size = parts.method.as_str().len() + target.len() + 64;
+    size += (headers.iter()).fold(0, |n, (name, value)| {
+        n + name.as_str().len() + value.len() + 4
+    });
+    dst.reserve(size);
+    dst.put_slice(parts.method.as_str().as_bytes());
+    dst.put_u8(b' ');
+    dst.put_slice(target.as_bytes());
+    dst.put_slice(b" HTTP/1.1\r\n");
+    for (name, value) in headers {
+        if name != TRANSFER_ENCODING {
+            put_field(dst, name.as_str().as_bytes(), value.as_bytes());
+        }
+    }
+    let upload = match content_length(headers) {
+        Ok(Some(length)) if body.is_end_stream() && length > 0 => {
+            return Err(Error::RequestBodyLength);
+        }
+        Ok(Some(length)) => Upload::Length(length),
+        Ok(None) if body.is_end_stream() => Upload::Empty,
+        Ok(None) => match body.size_hint().exact() {
+            Some(length) => {
+                let value = HeaderValue::from(length);
+                put_field(dst, b"content-length", value.as_bytes());
+                Upload::Length(length)
+            }
+            None => {
+                put_field(dst, b"transfer-encoding", b"chunked");
+                Upload::Chunked
+            }
+        },
+        Err(_) => return Err(Error::RequestBodyLength),
+    };
+    dst.put_slice(b"\r\n");
+    Ok(upload)
+}
+
+fn put_field(dst: &mut BytesMut, name: &[u8], value: &[u8]) {
+    dst.put_slice(name);
+    dst.put_slice(b": ");
+    dst.put_slice(value);
+    dst.put_slice(b"\r\n");
+}
+
+/// The `Content-Length` of `headers`: `None` without one, an error when a value is no
+/// number or the values differ (RFC 9112 §6.3, rule 5).
+fn content_length(headers: &HeaderMap) -> Result<Option<u64>, Framing> {
+    let mut length = None;
+    for value in headers.get_all(CONTENT_LENGTH) {
+        for part in value.as_bytes().split(|&b| b == b',') {
+            let n = parse_decimal(part.trim_ascii()).ok_or(Framing::ContentLength)?;
+            if length.is_some_and(|seen| seen != n) {
+                return Err(Framing::ContentLength);
+            }
+            length = Some(n);
+        }
+    }
+    Ok(length)
+}
+
+/// Digits only (no sign, no space), within a `u64`.
+fn parse_decimal(digits: &[u8]) -> Option<u64> {
+    if digits.is_empty() {
+        return None;
+    }
+    digits.iter().try_fold(0u64, |n, &b| {
+        let digit = b.checked_sub(b'0').filter(|d| *d < 10)?;
+        n.checked_mul(10)?.checked_add(u64::from(digit))
+    })
+}
+
+/// How a response's body is delimited (RFC 9112 §6.3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Delimit {
+    /// Exactly this many bytes (zero: none, as for HEAD, 204 and 304).
+    Length(u64),
+    /// The chunked coding.
+    Chunked,
+    /// Until the server closes the connection.
+    UntilClose,
+}
+
+/// A final response head, read.
+pub(crate) struct ResponseHead {
+    pub(crate) parts: response::Parts,
+    pub(crate) delimit: Delimit,
+    /// Whether the connection may take another request after this response, as far as
+    /// the head says: persistent (RFC 9112 §9.3), and framed unambiguously.
+    pub(crate) persistent: bool,
+}
+
+/// Reads a final response head from the front of `buf`, skipping interim (1xx) ones:
+/// `None` while it is incomplete. `method` is the request's, which decides whether the
+/// answer has a body.
+pub(crate) fn parse_response(
+    buf: &mut BytesMut,
+    limits: Limits,
+    method: &Method,
+) -> Result<Option<ResponseHead>, Error> {
+    loop {
+        let mut slots = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
+        let mut response = httparse::Response::new(&mut []);
+        let slots = &mut slots[..limits.max_headers];
+        let len = match httparse::ParserConfig::default().parse_response_with_uninit_headers(
+            &mut response,
+            buf,
+            slots,
+        ) {
+            Ok(httparse::Status::Complete(len)) if len > limits.max_head_bytes => {
+                return Err(Error::HeadTooLarge(limits.max_head_bytes));
+            }
+            Ok(httparse::Status::Complete(len)) => len,
+            Ok(httparse::Status::Partial) if buf.len() > limits.max_head_bytes => {
+                return Err(Error::HeadTooLarge(limits.max_head_bytes));
+            }
+            Ok(httparse::Status::Partial) => return Ok(None),
+            Err(error) => return Err(error.into()),
+        };
+        let code = response.code.unwrap_or_default();
+        if code == 101 {
+            return Err(Error::SwitchingProtocols);
+        }
+        if (100..200).contains(&code) {
+            buf.advance(len);
+            continue;
+        }
+        let status = StatusCode::from_u16(code).map_err(|_| httparse::Error::Status)?;
+        let version = match response.version {
+            Some(0) => Version::HTTP_10,
+            _ => Version::HTTP_11,
+        };
+        // Where each field lies in the head, so that the values can share its bytes.
+        let base = buf.as_ptr() as usize;
+        let mut at = [(0usize, 0usize, 0usize, 0usize); MAX_HEADERS];
+        let count = response.headers.len();
+        for (slot, field) in at.iter_mut().zip(response.headers.iter()) {
+            let name = field.name.as_ptr() as usize - base;
+            let value = field.value.as_ptr() as usize - base;
+            *slot = (name, field.name.len(), value, field.value.len());
+        }
+        let head = buf.split_to(len).freeze();
+        let headers = fields(&head, &at[..count])?;
+        return finish(status, version, headers, method).map(Some);
+    }
+}
+
+/// The header map of `head`, whose fields lie at `at` (name start and length, value start
+/// and length); the values share the head's bytes.
+fn fields(head: &Bytes, at: &[(usize, usize, usize, usize)]) -> Result<HeaderMap, Error> {
+    let mut headers = HeaderMap::with_capacity(at.len());
+    for &(name, name_len, value, value_len) in at {
+        let name = HeaderName::from_bytes(&head[name..name + name_len])
+            .map_err(|_| httparse::Error::HeaderName)?;
+        let value = HeaderValue::from_maybe_shared(head.slice(value..value + value_len))
+            .map_err(|_| httparse::Error::HeaderValue)?;
+        headers.append(name, value);
+    }
+    Ok(headers)
+}
+
+/// The head's framing and persistence, from its status, version and fields.
+fn finish(
+    status: StatusCode,
+    version: Version,
+    headers: HeaderMap,
+    method: &Method,
+) -> Result<ResponseHead, Error> {
+    let mut persistent = is_persistent(version, &headers);
+    let bodiless = *method == Method::HEAD
+        || status == StatusCode::NO_CONTENT
+        || status == StatusCode::NOT_MODIFIED;
+    let delimit = if bodiless {
+        Delimit::Length(0)
+    } else if headers.contains_key(TRANSFER_ENCODING) {
+        if version == Version::HTTP_10 {
+            return Err(Framing::TransferEncodingInHttp10.into());
+        }
+        // Both fields: the coding wins (rule 3), but a message framed two ways may be
+        // read differently by whoever sent it, so the connection is not used again.
+        if headers.contains_key(CONTENT_LENGTH) {
+            persistent = false;
+        }
+        match last_coding_is_chunked(&headers) {
+            true => Delimit::Chunked,
+            false => Delimit::UntilClose,
+        }
+    } else {
+        match content_length(&headers)? {
+            Some(length) => Delimit::Length(length),
+            None => Delimit::UntilClose,
+        }
+    };
+    let persistent = persistent && delimit != Delimit::UntilClose;
+    let mut parts = response::Response::new(()).into_parts().0;
+    parts.status = status;
+    parts.version = version;
+    parts.headers = headers;
+    Ok(ResponseHead {
+        parts,
+        delimit,
+        persistent,
+    })
+}
+
+/// Whether the last coding `Transfer-Encoding` lists is `chunked`.
+fn last_coding_is_chunked(headers: &HeaderMap) -> bool {
+    let last_line = headers.get_all(TRANSFER_ENCODING).iter().next_back();
+    let last_coding = last_line.and_then(|value| value.as_bytes().rsplit(|&b| b == b',').next());
+    last_coding.is_some_and(|coding| coding.trim_ascii().eq_ignore_ascii_case(b"chunked"))
+}
+
+/// Whether the connection persists after a message of `version` with `headers` (RFC 9112
+/// §9.3): HTTP/1.1 unless `close` is among the connection options, HTTP/1.0 only with
+/// `keep-alive` among them (and no `close`).
+pub(crate) fn is_persistent(version: Version, headers: &HeaderMap) -> bool {
+    let mut keep_alive = false;
+    for value in headers.get_all(CONNECTION) {
+        for option in value.as_bytes().split(|&b| b == b',') {
+            let option = option.trim_ascii();
+            if option.eq_ignore_ascii_case(b"close") {
+                return false;
+            }
+            keep_alive |= option.eq_ignore_ascii_case(b"keep-alive");
+        }
+    }
+    version == Version::HTTP_11 || keep_alive
+}

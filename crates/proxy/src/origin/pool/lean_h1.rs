@@ -1,0 +1,231 @@
+//! The pool's connections as `secondhit-h1` drives them (feature `lean-h1`): no task per
+//! connection and no channel; the request's own task writes the request and reads the
+//! response head, and whoever reads the body reads the rest from the socket. An idle
+//! connection is only a socket in its list, so the origin closing it is seen when it is
+//! taken or swept, not at once.
+
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http::{Request, Response, Uri};
+use http_body::{Body, Frame, SizeHint};
+use http_body_util::BodyExt;
+use hyper_rustls::MaybeHttpsStream;
+use hyper_util::rt::TokioIo;
+use secondhit_h1::{Connection, ResponseBody};
+use tokio::net::TcpStream;
+use tokio_util::either::Either;
+
+use super::super::first_byte;
+use super::super::{OriginError, RequestBody};
+use super::{Failed, Io, List, Pool, PooledBody, Usable};
+use crate::body::BoxError;
+use crate::config::RetryReason;
+
+/// The stream the connector opened, out of hyper's wrappers: TCP, or TLS over it.
+type Stream = Either<TcpStream, Box<tokio_rustls::client::TlsStream<TokioIo<TokioIo<TcpStream>>>>>;
+
+/// One connection to the origin.
+pub(super) type Conn = Connection<Stream>;
+
+/// What an idle connection can do now: take a request, unless the origin closed it or
+/// sent something unasked.
+pub(super) fn usable(conn: &mut Conn) -> Usable {
+    match conn.is_open() {
+        true => Usable::Ready,
+        false => Usable::Closed,
+    }
+}
+
+/// Whether a connection whose body ended may be pooled: always (the body gives it back
+/// only when it can take another request; a close since is seen when it is taken).
+pub(super) fn may_keep(_: &Conn) -> bool {
+    true
+}
+
+/// [`Pool::send`] on `secondhit-h1` connections, from `list`.
+pub(super) async fn send(
+    pool: &Pool,
+    list: &Arc<List>,
+    origin: &Uri,
+    mut request: Request<RequestBody>,
+) -> Result<Response<PooledBody>, Failed> {
+    let progress = first_byte::watch(&mut request);
+    let rest = Unsent::wrap(&mut request);
+    loop {
+        let (conn, reused) = match list.take() {
+            Some(conn) => (conn, true),
+            None => match pool.connect(origin).await {
+                Ok(conn) => (conn, false),
+                Err(error) => return Err(Failed::unsent(error, request)),
+            },
+        };
+        let idempotent = request.method().is_idempotent();
+        let first_byte = pool.timeouts.first_byte;
+        let sending = conn.send(request);
+        let Some(sent) = first_byte::within(sending, progress.as_deref(), first_byte).await else {
+            return Err(Failed::timed_out(first_byte));
+        };
+        match sent {
+            Ok(response) => {
+                if let Some(rest) = rest.as_ref().and_then(Unsent::take) {
+                    tokio::spawn(discard(rest));
+                }
+                let list = Arc::downgrade(list);
+                return Ok(response.map(|body| PooledBody::new(body, (), list)));
+            }
+            Err(failed) => request = again(failed, reused, idempotent)?,
+        }
+    }
+}
+
+/// The request of a failed exchange, to send on another connection: when the origin
+/// closed a pooled connection under it before any answer, and none of it was written or
+/// it may be repeated (an idempotent method, RFC 9112 §9.3.1, whose body was not taken).
+fn again(
+    failed: secondhit_h1::SendError<RequestBody>,
+    reused: bool,
+    idempotent: bool,
+) -> Result<Request<RequestBody>, Failed> {
+    let (error, unsent) = failed.into_parts();
+    let nothing_back = match error {
+        secondhit_h1::Error::NothingReceived { written, .. } => Some(written),
+        _ => None,
+    };
+    match (unsent, nothing_back) {
+        (Some(unsent), Some(written)) if reused && (!written || idempotent) => Ok(unsent),
+        (Some(unsent), Some(false)) => {
+            let closed = "the new origin connection closed before the request was sent";
+            Err(Failed::unsent(OriginError::Connect(closed.into()), unsent))
+        }
+        _ => Err(sent_failed(error)),
+    }
+}
+
+/// Where a request body left before its end is kept.
+type Rest = Arc<Mutex<Option<RequestBody>>>;
+
+/// A request body that, dropped before its end (the origin answered before the upload
+/// ended, and `secondhit-h1` stops sending it), leaves the rest of itself behind.
+struct Unsent {
+    /// `None` only once dropped.
+    body: Option<RequestBody>,
+    rest: Rest,
+}
+
+impl Unsent {
+    /// Wraps the body of `request` when it has one; where its rest will be.
+    fn wrap(request: &mut Request<RequestBody>) -> Option<Rest> {
+        if request.body().is_end_stream() {
+            return None;
+        }
+        let rest = Rest::default();
+        let body = std::mem::replace(request.body_mut(), super::super::empty_body());
+        let unsent = Unsent {
+            body: Some(body),
+            rest: Arc::clone(&rest),
+        };
+        *request.body_mut() = unsent.boxed_unsync();
+        Some(rest)
+    }
+
+    /// The rest of the body, when it was left before its end.
+    fn take(rest: &Rest) -> Option<RequestBody> {
+        rest.lock().unwrap_or_else(PoisonError::into_inner).take()
+    }
+}
+
+impl Body for Unsent {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        match self.body.as_mut() {
+            Some(body) => Pin::new(body).poll_frame(cx),
+            None => Poll::Ready(None),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.as_ref().is_none_or(Body::is_end_stream)
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body
+            .as_ref()
+            .map_or_else(SizeHint::default, Body::size_hint)
+    }
+}
+
+impl Drop for Unsent {
+    fn drop(&mut self) {
+        if let Some(body) = self.body.take().filter(|body| !body.is_end_stream()) {
+            *self.rest.lock().unwrap_or_else(PoisonError::into_inner) = Some(body);
+        }
+    }
+}
+
+/// Reads the rest of an upload the origin answered early to its end (or its first
+/// error), and drops it: the client may finish sending it and keep its connection, as
+/// nginx discards a request body it no longer needs, rather than have its connection
+/// closed under the upload. Its pace limits (`origin.body_read_timeout`,
+/// `origin.body_min_rate`) still bound how long that takes.
+async fn discard(mut rest: RequestBody) {
+    while let Some(Ok(_)) = rest.frame().await {}
+}
+
+/// The exchange failed after (some of) the request was written.
+fn sent_failed(error: secondhit_h1::Error) -> Failed {
+    use secondhit_h1::Error;
+    let reason = match &error {
+        // The proxy forwards no upgrade: a switch nobody asked for breaks the exchange.
+        Error::SwitchingProtocols => return Failed::switched(),
+        // The client's body failed as it streamed: no server would do better.
+        Error::RequestBody(_) | Error::RequestBodyLength => None,
+        Error::BadHead(_) | Error::HeadTooLarge(_) | Error::Framing(_) => {
+            Some(RetryReason::InvalidHeader)
+        }
+        // Reset, closed, or cut before a complete head.
+        _ => Some(RetryReason::Error),
+    };
+    Failed::sent(error, reason)
+}
+
+/// A connection over `io`, out of hyper's wrappers.
+pub(super) async fn open(io: Io) -> Result<Conn, OriginError> {
+    let stream = match io {
+        MaybeHttpsStream::Http(tcp) => Either::Left(tcp.into_inner()),
+        MaybeHttpsStream::Https(tls) => Either::Right(Box::new(tls.into_inner())),
+    };
+    Ok(Connection::new(stream))
+}
+
+/// A response body's own type: it reads from its connection.
+pub(super) type Incoming = ResponseBody<Stream>;
+
+/// What a [`PooledBody`] holds beside its body: nothing, the body holds its connection.
+pub(super) type Held = ();
+
+/// The body's error.
+pub(super) type BodyError = secondhit_h1::Error;
+
+/// Whether the body's connection is free after `frame`: at the body's last frame
+/// already, so that it is free for the next request even if the body's reader never
+/// asks again.
+pub(super) fn frees(
+    body: &Incoming,
+    _: &mut Held,
+    frame: &Poll<Option<Result<Frame<Bytes>, BodyError>>>,
+) -> bool {
+    frame.is_ready() && body.is_end_stream()
+}
+
+/// The connection of a body that has ended, when it can take another request.
+pub(super) fn give_back(body: &mut Incoming, _: &mut Held) -> Option<Conn> {
+    body.take_connection()
+}
