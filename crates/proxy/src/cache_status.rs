@@ -19,8 +19,6 @@
 //! `hit` (which the metrics would count as served from storage alone); a follower that
 //! had to fetch for itself after all carries no `collapsed` (the RFC omits it when false).
 
-use std::fmt::Write;
-
 use http::HeaderValue;
 
 pub use crate::header_names::CACHE_STATUS;
@@ -32,25 +30,22 @@ pub const CACHE_NAME: &str = "secondhit";
 
 /// The header value, e.g. `secondhit; fwd=uri-miss; stored`.
 pub fn header_value(outcome: &Outcome) -> HeaderValue {
-    // One allocation: the numbers are written in place, and the text becomes the value's
-    // bytes without a copy.
-    let mut text = String::with_capacity(64);
-    write(outcome, &mut text);
-    // Only static tokens and integers are ever appended, all visible ASCII.
-    HeaderValue::from_maybe_shared(bytes::Bytes::from(text))
-        .unwrap_or_else(|_| HeaderValue::from_static(CACHE_NAME))
+    // Written in the thread's scratch text and copied out at its size: one allocation,
+    // the value's own, which every response needs.
+    crate::header_text::with_scratch(|text| {
+        write(outcome, text);
+        // Only static tokens and integers are ever appended, all visible ASCII.
+        HeaderValue::from_str(text).unwrap_or_else(|_| HeaderValue::from_static(CACHE_NAME))
+    })
 }
 
 /// Appends the header's text to `out` (the access log writes it without a header value).
 pub fn write(outcome: &Outcome, out: &mut String) {
     out.push_str(CACHE_NAME);
-    // Writing to a String cannot fail.
     match outcome {
         Outcome::Hit { ttl, stale } => {
             out.push_str("; hit");
-            if let Some(ttl) = ttl {
-                let _ = write!(out, "; ttl={ttl}");
-            }
+            push_ttl(out, *ttl);
             if let Some(detail) = stale {
                 out.push_str("; detail=");
                 out.push_str(detail.as_str());
@@ -67,11 +62,10 @@ pub fn write(outcome: &Outcome, out: &mut String) {
             out.push_str("; fwd=");
             out.push_str(why.as_str());
             if let Some(status) = origin_status {
-                let _ = write!(out, "; fwd-status={}", status.as_u16());
+                out.push_str("; fwd-status=");
+                out.push_str(itoa::Buffer::new().format(status.as_u16()));
             }
-            if let Some(ttl) = ttl {
-                let _ = write!(out, "; ttl={ttl}");
-            }
+            push_ttl(out, *ttl);
             if *stored {
                 out.push_str("; stored");
             }
@@ -87,6 +81,15 @@ pub fn write(outcome: &Outcome, out: &mut String) {
             out.push_str("; detail=");
             out.push_str(detail.as_str());
         }
+    }
+}
+
+/// Appends `; ttl=<ttl>` when there is one (with `itoa`: `write!` costs several times
+/// more, on every response).
+fn push_ttl(out: &mut String, ttl: Option<i64>) {
+    if let Some(ttl) = ttl {
+        out.push_str("; ttl=");
+        out.push_str(itoa::Buffer::new().format(ttl));
     }
 }
 

@@ -25,6 +25,7 @@ use http::header::{FORWARDED, HOST, VIA};
 use http::uri::{Authority, Scheme};
 use http::{HeaderMap, HeaderName, HeaderValue, Version, request};
 
+use crate::header_text::{push_ip, with_scratch};
 use crate::key::ClientScheme;
 
 /// The pseudonym this proxy uses in `Via` (RFC 9110 §7.6.3: a received-by name), as a
@@ -315,9 +316,14 @@ impl Forwarding {
         append_to_list(headers, VIA, self.via.clone());
         // An IPv4 client on a dual-stack socket appears as ::ffff:a.b.c.d.
         let client = self.client.to_canonical();
-        // The value's own bytes, without a copy (`TryFrom<String>`).
-        if let Ok(client) = HeaderValue::try_from(client.to_string()) {
-            append_to_list(headers, X_FORWARDED_FOR, client);
+        // The address is formatted once, and both fields are copied out of the thread's
+        // scratch text at their size: one allocation each, the values' own.
+        let client_text = with_scratch(|text| {
+            push_ip(text, client);
+            HeaderValue::from_str(text)
+        });
+        if let Ok(client_text) = &client_text {
+            append_to_list(headers, X_FORWARDED_FOR, client_text.clone());
         }
         let proto = HeaderValue::from_static(self.proto.as_str());
         headers.insert(X_FORWARDED_PROTO, proto);
@@ -325,28 +331,33 @@ impl Forwarding {
             Some(host) => headers.insert(X_FORWARDED_HOST, host.clone()),
             None => headers.remove(X_FORWARDED_HOST),
         };
-        self.apply_forwarded(headers, client);
+        let client_text = client_text
+            .as_ref()
+            .ok()
+            .and_then(|text| text.to_str().ok());
+        self.apply_forwarded(headers, client, client_text);
     }
 
     /// Rewrites `Forwarded` (RFC 7239 §4) as `X-Forwarded-*` are treated: the chain of
     /// earlier hops (their `for` and `by`) kept and this hop's element appended, while the
     /// client's `host`, `proto` and other parameters are dropped, since nothing vouches
     /// for them and an origin would read them as this hop's. A value that is not a valid
-    /// `Forwarded` is replaced by this hop's element alone.
-    fn apply_forwarded(&self, headers: &mut HeaderMap, client: IpAddr) {
-        let mut value = String::with_capacity(64);
-        if let Some(earlier) = earlier_forwarded_hops(headers) {
-            for hop in earlier {
-                value.push_str(&hop);
+    /// `Forwarded` is replaced by this hop's element alone. `client_text`: `client` as
+    /// text, when already formatted.
+    fn apply_forwarded(&self, headers: &mut HeaderMap, client: IpAddr, client_text: Option<&str>) {
+        let earlier = earlier_forwarded_hops(headers);
+        let value = with_scratch(|value| {
+            for hop in earlier.iter().flatten() {
+                value.push_str(hop);
                 value.push_str(", ");
             }
-        }
-        let own = value.len();
-        self.write_forwarded_element(&mut value, client);
-        // The kept pairs were valid in a field value, and ours are tokens or quoted
-        // strings: the join is a valid value; should it not be, ours alone is sent.
-        let own_alone = || HeaderValue::from_str(&value[own..]);
-        match HeaderValue::from_str(&value).or_else(|_| own_alone()) {
+            let own = value.len();
+            self.write_forwarded_element(value, client, client_text);
+            // The kept pairs were valid in a field value, and ours are tokens or quoted
+            // strings: the join is a valid value; should it not be, ours alone is sent.
+            HeaderValue::from_str(value).or_else(|_| HeaderValue::from_str(&value[own..]))
+        });
+        match value {
             Ok(value) => {
                 headers.insert(FORWARDED, value);
             }
@@ -357,15 +368,20 @@ impl Forwarding {
     }
 
     /// Writes this hop's `Forwarded` element to `out`: `for=<client>;host=<host>;proto=<scheme>`,
-    /// `host` left out when the client named none.
-    fn write_forwarded_element(&self, out: &mut String, client: IpAddr) {
-        use std::fmt::Write as _;
+    /// `host` left out when the client named none. `client_text`: `client` as text, when
+    /// already formatted.
+    fn write_forwarded_element(&self, out: &mut String, client: IpAddr, client_text: Option<&str>) {
         // An IPv6 address is bracketed and, as ':' is no token character, quoted (§6).
-        // Writing to a String cannot fail.
-        let _ = match client {
-            IpAddr::V4(v4) => write!(out, "for={v4}"),
-            IpAddr::V6(v6) => write!(out, "for=\"[{v6}]\""),
+        let (open, close) = match client {
+            IpAddr::V4(_) => ("for=", ""),
+            IpAddr::V6(_) => ("for=\"[", "]\""),
         };
+        out.push_str(open);
+        match client_text {
+            Some(text) => out.push_str(text),
+            None => push_ip(out, client),
+        }
+        out.push_str(close);
         if let Some(host) = (self.host.as_ref()).and_then(|host| host.to_str().ok()) {
             out.push_str(";host=");
             push_forwarded_value(out, host);
@@ -476,6 +492,12 @@ fn push_forwarded_value(out: &mut String, text: &str) {
         return;
     }
     out.push('"');
+    // The usual host (`name:port`) has nothing to escape: pushed whole.
+    if !text.contains(['"', '\\']) {
+        out.push_str(text);
+        out.push('"');
+        return;
+    }
     for c in text.chars() {
         if c == '"' || c == '\\' {
             out.push('\\');

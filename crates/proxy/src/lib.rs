@@ -63,6 +63,7 @@ pub mod logging;
 pub mod config;
 pub(crate) mod body;
 mod header_names;
+mod header_text;
 mod crypto;
 pub mod clock;
 pub mod build;

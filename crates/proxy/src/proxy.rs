@@ -161,6 +161,14 @@ impl<'a> Ask<'a> {
     }
 }
 
+/// The future `make` returns, on the heap. The allocation comes first, so that the
+/// compiler builds the future in it (the release build does); `Box::pin(make())` builds
+/// it on the stack and copies all of it, several KiB for a path that reaches the origin.
+fn boxed<F: std::future::Future>(make: impl FnOnce() -> F) -> std::pin::Pin<Box<F>> {
+    let slot = Box::new_uninit();
+    Box::into_pin(Box::write(slot, make()))
+}
+
 /// What [`Proxy::plan`] found a GET/HEAD to be.
 enum Plan<'s> {
     /// The cache may answer it: look it up.
@@ -371,11 +379,12 @@ impl Proxy {
     }
 
     /// Routes a checked request: the hit path inline, everything that goes to the origin
-    /// boxed (`Box::pin(..).await`). Why boxed: hyper moves each request's future into its
+    /// boxed ([`boxed`], built in place on the heap). Why boxed: hyper moves each request's future into its
     /// connection state, and an async fn's future is as large as its largest branch; with
     /// the miss, pass and revalidation paths inline a hit would carry (and copy) their
     /// state. Boxing them, and the store's file read, keeps a hit's future small
-    /// (`benches/RESULTS.md`, "origin paths boxed"); a miss pays one allocation.
+    /// (`benches/RESULTS.md`, "origin paths boxed"); a miss pays one allocation, and no
+    /// copy of its future (`benches/RESULTS.md`, "the client side trimmed by profile").
     async fn route(
         &self,
         head: &request::Parts,
@@ -409,17 +418,17 @@ impl Proxy {
         let head = ask.head;
         if head.method.as_str() == "PURGE" {
             // Answered here whoever sends it: a purge is never the origin's business.
-            return Box::pin(self.purge_method(ask)).await;
+            return boxed(|| self.purge_method(ask)).await;
         }
         if head.method != Method::GET && head.method != Method::HEAD {
-            return Box::pin(self.unsafe_or_other(ask, body)).await;
+            return boxed(|| self.unsafe_or_other(ask, body)).await;
         }
         // A body is there unless the head said none: an HTTP/1 `Content-Length: 0` or
         // none at all, an HTTP/2 HEADERS frame that ended the stream.
         let has_body = !body.is_end_stream();
         let cacheable = match self.plan(ask, has_body)? {
             Plan::Cache(cacheable) => cacheable,
-            Plan::Pass(outcome) => return Box::pin(self.pass_through(ask, body, outcome)).await,
+            Plan::Pass(outcome) => return boxed(|| self.pass_through(ask, body, outcome)).await,
         };
         match self.look_up(ask, &cacheable).await? {
             Looked::Found(entry) => {
@@ -430,7 +439,7 @@ impl Proxy {
                 }
                 (self.answer_found(ask, body, &cacheable, entry)).await
             }
-            Looked::Missed(miss) => Box::pin(self.fetch(ask, body, &cacheable.key, miss)).await,
+            Looked::Missed(miss) => boxed(|| self.fetch(ask, body, &cacheable.key, miss)).await,
         }
     }
 
@@ -577,7 +586,7 @@ impl Proxy {
                 rules: None,
                 fetching: Fetching::Alone,
             };
-            return Box::pin(self.fetch(ask, body, key, miss)).await;
+            return boxed(|| self.fetch(ask, body, key, miss)).await;
         }
         let directives = &cacheable.directives;
         let (found, forward) = match self.reuse(ask, entry, &freshness, directives, now) {
@@ -602,9 +611,9 @@ impl Proxy {
         if head.method == Method::HEAD {
             // Revalidating for a HEAD would fetch a body nobody reads; ask the origin.
             let outcome = Outcome::forward(forward);
-            return Box::pin(self.pass_through(ask, body, outcome)).await;
+            return boxed(|| self.pass_through(ask, body, outcome)).await;
         }
-        Box::pin(self.revalidate(ask, key, found, &freshness, forward)).await
+        boxed(|| self.revalidate(ask, key, found, &freshness, forward)).await
     }
 
     /// Answers from the found `entry` when its freshness allows, as the request's
@@ -696,10 +705,14 @@ impl Proxy {
     ) -> Result<Answer, ProxyError> {
         let to_origin = ask.origin()?;
         let body = crate::origin::client_body(body);
+        // A copy of the client's fields (their values shared, not copied): hyper's client
+        // consumes the origin request's, while the access log and invalidation read the
+        // client's after the answer.
         let (method, headers) = (ask.head.method.clone(), ask.head.headers.clone());
         let origin = to_origin.send(method, headers, body).await?;
         let outcome = outcome.fwd_status(origin.head.status);
         let upstream = origin.upstream;
+        // Boxed: every answer, from the origin or from storage, has the one body type.
         let body = origin.body.map_err(BoxError::from).boxed_unsync();
         let response = Response::from_parts(origin.head, body);
         Ok(Answer::new(response, outcome).with_upstream(upstream))

@@ -122,6 +122,9 @@ impl Proxy {
 /// validators (which would let the origin answer 304, leaving nothing to store) and
 /// without a range that is cut from the whole object, when the answer `may_store`.
 fn origin_headers(head: &request::Parts, may_store: bool, whole_for_range: bool) -> HeaderMap {
+    // A copy of the client's fields (their values shared, not copied): hyper's client
+    // consumes the origin request's, while the fill (`Vary`), the client's validators and
+    // range, and the access log read the client's after the answer.
     let mut headers = head.headers.clone();
     if may_store && (whole_for_range || !headers.contains_key(RANGE)) {
         validation::whole_object_request(&mut headers, None);
@@ -194,6 +197,7 @@ where
     B: hyper::body::Body<Data = bytes::Bytes> + Send + 'static,
     B::Error: Into<BoxError>,
 {
+    // One allocation: every answer, from the origin or from storage, has the one body type.
     body.map_err(Into::into).boxed_unsync()
 }
 

@@ -15,6 +15,7 @@ use hyper::body::Frame;
 use super::Answer;
 use super::cache::Found;
 use crate::body::{BoxError, ProxyBody};
+use crate::header_text::decimal;
 use crate::outcome::Outcome;
 use crate::policy::freshness::StoredFreshness;
 use crate::policy::validation;
@@ -42,9 +43,10 @@ fn response_from_store(
     let entry = found.entry;
     let mut head = Response::new(()).into_parts().0;
     head.status = entry.meta.status;
+    // A copy: the entry stays stored for the next hit, and hyper consumes the response's.
     head.headers = entry.meta.response_headers.clone();
-    head.headers
-        .insert(AGE, HeaderValue::from(freshness.age(now).as_secs()));
+    let age = decimal(freshness.age(now).as_secs());
+    head.headers.insert(AGE, age);
     let len = entry.body_len;
     // Conditionals select among representations: only a successful response has one.
     if head.status.is_success()
@@ -53,7 +55,7 @@ fn response_from_store(
         let head = validation::not_modified_head(head);
         return Response::from_parts(head, empty());
     }
-    head.headers.insert(CONTENT_LENGTH, HeaderValue::from(len));
+    head.headers.insert(CONTENT_LENGTH, decimal(len));
     if request.method == Method::HEAD {
         return Response::from_parts(head, empty());
     }
@@ -156,7 +158,7 @@ pub(super) fn cut(head: &mut response::Parts, ranged: RangeAnswer, len: u64) -> 
             head.status = StatusCode::RANGE_NOT_SATISFIABLE;
             let headers = &mut head.headers;
             headers.insert(CONTENT_RANGE, range::unsatisfied_range(len));
-            headers.insert(CONTENT_LENGTH, HeaderValue::from(0u64));
+            headers.insert(CONTENT_LENGTH, HeaderValue::from_static("0"));
             Cut::Nothing
         }
     }
@@ -168,7 +170,7 @@ fn part_head(head: &mut response::Parts, first: u64, last: u64, len: u64) {
     head.status = StatusCode::PARTIAL_CONTENT;
     let headers = &mut head.headers;
     headers.insert(CONTENT_RANGE, range::content_range(first, last, len));
-    headers.insert(CONTENT_LENGTH, HeaderValue::from(last - first + 1));
+    headers.insert(CONTENT_LENGTH, decimal(last - first + 1));
 }
 
 /// Makes `head`, a 200 for a whole object of `len` bytes, the head of the 206
@@ -180,7 +182,7 @@ fn multipart_head(head: &mut response::Parts, parts: &[(u64, u64)], len: u64) ->
     head.status = StatusCode::PARTIAL_CONTENT;
     headers.insert(CONTENT_TYPE, multipart.content_type());
     let length = multipart.content_length(parts);
-    headers.insert(CONTENT_LENGTH, HeaderValue::from(length));
+    headers.insert(CONTENT_LENGTH, decimal(length));
     multipart
 }
 
