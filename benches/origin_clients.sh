@@ -7,8 +7,7 @@
 # Candidates ($CLIENTS, default all that can be built): hyper-task (hyper's
 # client::conn::http1, connection future spawned: what secondhit does today),
 # hyper-inline (the same, driven inside the request's task), pingora (pingora-core's
-# HTTP/1 client session) and lean (crates/h1; skipped while that crate is missing, and
-# its Cargo feature must be wired, see benches/origin_clients/Cargo.toml). The binary's
+# HTTP/1 client session) and lean (crates/h1, the product's own). The binary's
 # module doc (benches/origin_clients/src/main.rs) says what they share.
 #
 # Workload: an nginx origin on $ORIGIN_CPUS answers /pass/one-1k and any path under
