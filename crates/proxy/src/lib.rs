@@ -1,8 +1,8 @@
 //! The reverse proxy of secondhit: config, server, request path, origin client, admin
 //! listener, metrics and logs. It builds on the crates below it: `secondhit-store` (the
 //! cache), `secondhit-admission` (the filters and policies) and `secondhit-tuning` (the
-//! live miss-ratio estimates), named `store` and `admission` inside this crate; with the
-//! feature `lean-h1`, also on `secondhit-h1` (a lean HTTP/1.1 client for the origin).
+//! live miss-ratio estimates), named `store` and `admission` inside this crate, and
+//! `secondhit-h1` (the HTTP/1.1 client of its origin connections).
 //!
 //! # Layers
 //!

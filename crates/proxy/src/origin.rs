@@ -1,4 +1,4 @@
-//! The origin client: pooled hyper connections to the origin in the config, over TCP
+//! The origin client: pooled HTTP/1.1 connections to the origin in the config, over TCP
 //! for an `http://` origin and TLS for an `https://` one ([`tls`] says what its
 //! certificate is verified against). The origin may be a pool of servers
 //! (`origin.servers`): `balance` picks one per request among those [`health`] keeps
@@ -9,10 +9,11 @@
 //! variables, and its time limits are a connect timeout, a time to the response head
 //! (`first_byte`) and a read timeout *between* body bytes ([`ReadTimeout`]), never a
 //! whole-response timeout, which would cut large downloads. A request that failed on
-//! one server of a pool before any answer may go to the next (`retry`). It is hyper's HTTP/1.1 client connection with a pool of its own (`pool`)
-//! (with the feature `lean-h1`, `secondhit-h1`'s connection instead), not reqwest: the proxy already has `http` types in hand, and reqwest's URL parsing,
-//! redirect and retry layers are paid by every pass-through request (`benches/RESULTS.md`,
-//! "origin client without reqwest").
+//! one server of a pool before any answer may go to the next (`retry`). It is
+//! `secondhit-h1`'s client connection with a pool of its own (`pool`), not reqwest: the
+//! proxy already has `http` types in hand, and reqwest's URL parsing, redirect and retry
+//! layers are paid by every pass-through request (`benches/RESULTS.md`, "origin client
+//! without reqwest").
 //!
 //! Hop-by-hop headers (RFC 9110 §7.6.1) are removed in both directions here, so the
 //! proxy only ever sees end-to-end fields.

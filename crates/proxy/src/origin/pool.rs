@@ -1,7 +1,6 @@
-//! The origin's connection pool: HTTP/1.1 connections kept open between requests. By
-//! default they are hyper's `client::conn::http1`, each run by a task of its own
-//! (`hyper_h1`); with the feature `lean-h1`, they are `secondhit-h1`'s, driven by the
-//! request that holds them (`lean_h1`).
+//! The origin's connection pool: HTTP/1.1 connections kept open between requests,
+//! `secondhit-h1`'s, driven by the request that holds them ([`exchange`]): no task per
+//! connection and no channel between the request and its connection.
 //!
 //! Why not hyper-util's pooled client, which this replaced: it serves any number of
 //! origins, so every request looked its origin up in a keyed map, raced the checkout
@@ -10,30 +9,27 @@
 //! (`benches/RESULTS.md`, "origin pool"). Each server of an origin pool (`origin.servers`) has
 //! one of these, so it is a list.
 //!
-//! hyper's connections stay in tasks of their own rather than being driven by the
-//! request that holds them: measured both ways, driving them inline cost less in user
-//! space but more in the kernel, because each request then wrote to the origin on its own
-//! instead of in a burst with the other requests of the same scheduler pass, and the
-//! origin process was woken more often. The `lean-h1` client is the other candidate of
-//! that comparison, built to be measured against it (`benches/vs_nginx.sh`).
+//! Why not hyper's `client::conn::http1`, which this replaced: each of its connections
+//! runs in a task of its own, so every request paid a channel send, a handshake with
+//! that task and two wakes; measured against it and against pingora's client, this one
+//! cost the least CPU per pass-through (`benches/RESULTS.md`, "origin clients").
 //!
-//! Each worker (`server.workers`) keeps its own idle connections, whose tasks run on its
-//! runtime: a request goes out on a connection of its own worker, so its exchange with
-//! the origin never wakes another thread. Workers beyond [`LISTS`] share lists. Each list
+//! Each worker (`server.workers`) keeps its own idle connections: a request goes out on a
+//! connection of its own worker, so its exchange with the origin never wakes another
+//! thread. Workers beyond [`LISTS`] share lists. Each list
 //! is an allocation of its own with its own limit (the most idle connections kept is per
 //! worker), so that nothing a request writes to take and give back its connection (the
 //! list's lock, its count, the body's handle on the list) is written by another worker:
 //! a shared count moves its cache line between cores on every request.
 //!
 //! A connection goes back to the pool when its response body has ended; one whose body
-//! was dropped halfway or broke is not pooled, and is closed. A pooled connection is
-//! taken only once it takes another request: with hyper, one still sending an upload that
-//! the origin answered early is passed over, so no request waits behind it; `lean-h1`
-//! stops sending such an upload, closes its connection, and reads the rest of the
-//! client's body to drop it. A connection that the origin
-//! closed, or that waited longer than [`IDLE_TIMEOUT`], is dropped when it is taken or by
-//! the sweep every [`SWEEP_EVERY`]. A request that found its pooled connection closed
-//! before the request was written goes out on another one: nothing was sent.
+//! was dropped halfway or broke is not pooled, and is closed. An upload that the origin
+//! answered before its end is not sent further: its connection is closed, and the rest of
+//! the client's body is read and dropped. An idle connection is only a socket in its
+//! list, so one that the origin closed, or that waited longer than [`IDLE_TIMEOUT`], is
+//! dropped when it is taken or by the sweep every [`SWEEP_EVERY`], not at once. A request
+//! whose pooled connection the origin closed before any answer goes out again on another
+//! one when nothing of it was written, or when it may be repeated ([`exchange`]).
 //!
 //! Opening a connection (TCP, TLS and all) has `origin.connect_timeout`, and the answer's
 //! head `origin.first_byte_timeout` ([`first_byte`]). A failure says which of the kinds
@@ -55,14 +51,7 @@ use tower_service::Service;
 use super::{OriginError, ReadTimedOut, RequestBody};
 use crate::config::RetryReason;
 
-#[cfg(not(feature = "lean-h1"))]
-mod hyper_h1;
-#[cfg(not(feature = "lean-h1"))]
-use hyper_h1 as client;
-#[cfg(feature = "lean-h1")]
-mod lean_h1;
-#[cfg(feature = "lean-h1")]
-use lean_h1 as client;
+mod exchange;
 
 /// How long an unused connection is kept open (what hyper-util's pooled client kept).
 const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
@@ -112,28 +101,10 @@ struct List {
 struct Idle {
     /// Oldest first: taken from the end (the connection used last is the likeliest to
     /// be open still), pruned by the sweep.
-    conns: Vec<(client::Conn, Instant)>,
+    conns: Vec<(exchange::Conn, Instant)>,
     /// Whether the sweep task runs (started with the first connection pooled, from
     /// inside the runtime).
     sweeping: bool,
-}
-
-/// What an idle connection can do now.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Usable {
-    /// It takes a request.
-    Ready,
-    /// It is still finishing its last exchange: it may take one later.
-    #[cfg_attr(
-        feature = "lean-h1",
-        expect(
-            dead_code,
-            reason = "secondhit-h1 connections are never busy when idle"
-        )
-    )]
-    Busy,
-    /// The origin closed it, or it is unusable: dropped.
-    Closed,
 }
 
 impl Pool {
@@ -169,12 +140,12 @@ impl Pool {
         request: Request<RequestBody>,
     ) -> Result<Response<PooledBody>, Failed> {
         let list = &self.shared.lists[crate::worker::index() % LISTS];
-        client::send(self, list, origin, request).await
+        exchange::send(self, list, origin, request).await
     }
 
     /// Opens a connection within `origin.connect_timeout` (the connector's own limit
     /// covers the TCP handshake only, not TLS).
-    async fn connect(&self, origin: &Uri) -> Result<client::Conn, OriginError> {
+    async fn connect(&self, origin: &Uri) -> Result<exchange::Conn, OriginError> {
         let connect_timeout = self.timeouts.connect;
         match tokio::time::timeout(connect_timeout, self.shared.connect(origin)).await {
             Ok(connected) => connected,
@@ -253,13 +224,13 @@ impl Failed {
 impl Shared {
     /// Opens a new connection to `origin`: TCP, TLS for `https://`, and the client's own
     /// setting up.
-    async fn connect(&self, origin: &Uri) -> Result<client::Conn, OriginError> {
+    async fn connect(&self, origin: &Uri) -> Result<exchange::Conn, OriginError> {
         let mut connector = self.connector.clone();
         let io = connector
             .call(origin.clone())
             .await
             .map_err(OriginError::connect)?;
-        client::open(io).await
+        exchange::open(io).await
     }
 }
 
@@ -270,34 +241,23 @@ impl List {
         self.idle.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The most recently used idle connection that takes a request now, if any. One
-    /// that is still finishing its exchange (the rest of an upload that the origin
-    /// answered early) stays for later, so that no request waits behind it; one that
-    /// closed or waited too long is dropped (its task then closes it).
-    fn take(&self) -> Option<client::Conn> {
+    /// The most recently used idle connection that takes a request now, if any; those
+    /// taken before it that the origin closed, or that waited too long, are dropped
+    /// (closed).
+    fn take(&self) -> Option<exchange::Conn> {
         let mut idle = self.lock();
-        let mut at = idle.conns.len();
-        while at > 0 {
-            at -= 1;
-            let (conn, since) = &mut idle.conns[at];
-            let usable = match since.elapsed() >= IDLE_TIMEOUT {
-                true => Usable::Closed,
-                false => client::usable(conn),
-            };
-            match usable {
-                Usable::Closed => drop(idle.conns.remove(at)),
-                Usable::Ready => return Some(idle.conns.remove(at).0),
-                Usable::Busy => {}
+        while let Some((mut conn, since)) = idle.conns.pop() {
+            if since.elapsed() < IDLE_TIMEOUT && conn.is_open() {
+                return Some(conn);
             }
         }
         None
     }
 
-    /// Keeps `conn` for a later request, unless it closed or the list is full.
-    fn put(self: &Arc<Self>, conn: client::Conn) {
-        if !client::may_keep(&conn) {
-            return;
-        }
+    /// Keeps `conn` for a later request, unless the list is full. A connection is given
+    /// back only when it can take another request; a close since is seen when it is
+    /// taken.
+    fn put(self: &Arc<Self>, conn: exchange::Conn) {
         let now = Instant::now();
         let mut idle = self.lock();
         if idle.conns.len() >= self.max_idle {
@@ -326,10 +286,10 @@ async fn sweep(list: Weak<List>) {
             .lock()
             .conns
             .extract_if(.., |(conn, since)| {
-                now.duration_since(*since) >= IDLE_TIMEOUT || client::usable(conn) == Usable::Closed
+                now.duration_since(*since) >= IDLE_TIMEOUT || !conn.is_open()
             })
             .collect();
-        // Dropped outside the lock; each connection's task then closes its socket.
+        // Dropped, and so closed, outside the lock.
         drop(closing);
     }
 }
@@ -338,22 +298,21 @@ async fn sweep(list: Weak<List>) {
 /// the pool when the body has ended, and is closed if the body is dropped before its end
 /// or fails.
 pub struct PooledBody {
-    body: client::Incoming,
-    /// Whatever else holds the connection (hyper's sender).
-    held: client::Held,
+    body: exchange::Incoming,
     /// The idle list the connection goes back to: its worker's. Weak: a body outliving
     /// the proxy (a download in flight at shutdown) does not keep the pool alive.
     list: Weak<List>,
 }
 
 impl PooledBody {
-    fn new(body: client::Incoming, held: client::Held, list: Weak<List>) -> PooledBody {
-        PooledBody { body, held, list }
+    fn new(body: exchange::Incoming, list: Weak<List>) -> PooledBody {
+        PooledBody { body, list }
     }
 
-    /// Pools the connection again.
+    /// Pools the connection again, when the body has ended and left it able to take
+    /// another request.
     fn release(&mut self) {
-        if let Some(conn) = client::give_back(&mut self.body, &mut self.held)
+        if let Some(conn) = self.body.take_connection()
             && let Some(list) = self.list.upgrade()
         {
             list.put(conn);
@@ -363,15 +322,17 @@ impl PooledBody {
 
 impl Body for PooledBody {
     type Data = Bytes;
-    type Error = client::BodyError;
+    type Error = exchange::BodyError;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, client::BodyError>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, exchange::BodyError>>> {
         let this = &mut *self;
         let frame = Pin::new(&mut this.body).poll_frame(cx);
-        if client::frees(&this.body, &mut this.held, &frame) {
+        // Free at the body's last frame already, for the next request, even if the
+        // body's reader never asks again.
+        if frame.is_ready() && this.body.is_end_stream() {
             this.release();
         }
         frame
@@ -402,20 +363,8 @@ mod tests {
     use super::*;
     use tokio::net::{TcpListener, TcpStream};
 
-    /// A connection to `addr`, ready for a request (hyper's: its task running).
-    #[cfg(not(feature = "lean-h1"))]
-    async fn connection(addr: std::net::SocketAddr) -> client::Conn {
-        let stream = TcpStream::connect(addr).await.unwrap();
-        let io = hyper_util::rt::TokioIo::new(stream);
-        let (mut sender, connection) = hyper::client::conn::http1::handshake(io).await.unwrap();
-        tokio::spawn(connection);
-        sender.ready().await.unwrap();
-        sender
-    }
-
     /// A connection to `addr`, ready for a request.
-    #[cfg(feature = "lean-h1")]
-    async fn connection(addr: std::net::SocketAddr) -> client::Conn {
+    async fn connection(addr: std::net::SocketAddr) -> exchange::Conn {
         let stream = TcpStream::connect(addr).await.unwrap();
         secondhit_h1::Connection::new(tokio_util::either::Either::Left(stream))
     }

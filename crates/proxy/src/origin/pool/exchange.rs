@@ -1,8 +1,5 @@
-//! The pool's connections as `secondhit-h1` drives them (feature `lean-h1`): no task per
-//! connection and no channel; the request's own task writes the request and reads the
-//! response head, and whoever reads the body reads the rest from the socket. An idle
-//! connection is only a socket in its list, so the origin closing it is seen when it is
-//! taken or swept, not at once.
+//! One exchange on a pooled connection: the request's own task writes the request and
+//! reads the response head, and whoever reads the body reads the rest from the socket.
 
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -20,7 +17,7 @@ use tokio_util::either::Either;
 
 use super::super::first_byte;
 use super::super::{OriginError, RequestBody};
-use super::{Failed, Io, List, Pool, PooledBody, Usable};
+use super::{Failed, Io, List, Pool, PooledBody};
 use crate::body::BoxError;
 use crate::config::RetryReason;
 
@@ -29,21 +26,6 @@ type Stream = Either<TcpStream, Box<tokio_rustls::client::TlsStream<TokioIo<Toki
 
 /// One connection to the origin.
 pub(super) type Conn = Connection<Stream>;
-
-/// What an idle connection can do now: take a request, unless the origin closed it or
-/// sent something unasked.
-pub(super) fn usable(conn: &mut Conn) -> Usable {
-    match conn.is_open() {
-        true => Usable::Ready,
-        false => Usable::Closed,
-    }
-}
-
-/// Whether a connection whose body ended may be pooled: always (the body gives it back
-/// only when it can take another request; a close since is seen when it is taken).
-pub(super) fn may_keep(_: &Conn) -> bool {
-    true
-}
 
 /// [`Pool::send`] on `secondhit-h1` connections, from `list`.
 pub(super) async fn send(
@@ -54,11 +36,16 @@ pub(super) async fn send(
 ) -> Result<Response<PooledBody>, Failed> {
     let progress = first_byte::watch(&mut request);
     let rest = Unsent::wrap(&mut request);
+    // The failure of a written request being sent again: if no new connection opens,
+    // the server is gone, and that failure (not the connect's) is what `origin.retry`
+    // weighs, as it would have without the second try.
+    let mut resending: Option<secondhit_h1::Error> = None;
     loop {
         let (conn, reused) = match list.take() {
             Some(conn) => (conn, true),
             None => match pool.connect(origin).await {
                 Ok(conn) => (conn, false),
+                Err(_) if let Some(first) = resending => return Err(sent_failed(first)),
                 Err(error) => return Err(Failed::unsent(error, request)),
             },
         };
@@ -74,9 +61,9 @@ pub(super) async fn send(
                     tokio::spawn(discard(rest));
                 }
                 let list = Arc::downgrade(list);
-                return Ok(response.map(|body| PooledBody::new(body, (), list)));
+                return Ok(response.map(|body| PooledBody::new(body, list)));
             }
-            Err(failed) => request = again(failed, reused, idempotent)?,
+            Err(failed) => (request, resending) = again(failed, reused, idempotent)?,
         }
     }
 }
@@ -84,18 +71,20 @@ pub(super) async fn send(
 /// The request of a failed exchange, to send on another connection: when the origin
 /// closed a pooled connection under it before any answer, and none of it was written or
 /// it may be repeated (an idempotent method, RFC 9112 §9.3.1, whose body was not taken).
+/// Beside it, the failure when some of it had been written.
 fn again(
     failed: secondhit_h1::SendError<RequestBody>,
     reused: bool,
     idempotent: bool,
-) -> Result<Request<RequestBody>, Failed> {
+) -> Result<(Request<RequestBody>, Option<secondhit_h1::Error>), Failed> {
     let (error, unsent) = failed.into_parts();
     let nothing_back = match error {
         secondhit_h1::Error::NothingReceived { written, .. } => Some(written),
         _ => None,
     };
     match (unsent, nothing_back) {
-        (Some(unsent), Some(written)) if reused && (!written || idempotent) => Ok(unsent),
+        (Some(unsent), Some(false)) if reused => Ok((unsent, None)),
+        (Some(unsent), Some(true)) if reused && idempotent => Ok((unsent, Some(error))),
         (Some(unsent), Some(false)) => {
             let closed = "the new origin connection closed before the request was sent";
             Err(Failed::unsent(OriginError::Connect(closed.into()), unsent))
@@ -208,24 +197,5 @@ pub(super) async fn open(io: Io) -> Result<Conn, OriginError> {
 /// A response body's own type: it reads from its connection.
 pub(super) type Incoming = ResponseBody<Stream>;
 
-/// What a [`PooledBody`] holds beside its body: nothing, the body holds its connection.
-pub(super) type Held = ();
-
 /// The body's error.
 pub(super) type BodyError = secondhit_h1::Error;
-
-/// Whether the body's connection is free after `frame`: at the body's last frame
-/// already, so that it is free for the next request even if the body's reader never
-/// asks again.
-pub(super) fn frees(
-    body: &Incoming,
-    _: &mut Held,
-    frame: &Poll<Option<Result<Frame<Bytes>, BodyError>>>,
-) -> bool {
-    frame.is_ready() && body.is_end_stream()
-}
-
-/// The connection of a body that has ended, when it can take another request.
-pub(super) fn give_back(body: &mut Incoming, _: &mut Held) -> Option<Conn> {
-    body.take_connection()
-}
