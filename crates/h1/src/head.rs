@@ -2,6 +2,7 @@
 //! (RFC 9112 §6).
 
 use std::mem::MaybeUninit;
+use std::ops::Range;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use http::header::{CONNECTION, CONTENT_LENGTH, TRANSFER_ENCODING};
@@ -167,29 +168,29 @@ pub(crate) fn parse_response(
             Some(0) => Version::HTTP_10,
             _ => Version::HTTP_11,
         };
-        // Where each field lies in the head, so that the values can share its bytes.
+        // The names now, and where each value lies in the head, so that the values can
+        // share its bytes once it is split off. A list as long as the head's fields: an
+        // array of `MAX_HEADERS` would be zeroed on every response.
         let base = buf.as_ptr() as usize;
-        let mut at = [(0usize, 0usize, 0usize, 0usize); MAX_HEADERS];
-        let count = response.headers.len();
-        for (slot, field) in at.iter_mut().zip(response.headers.iter()) {
-            let name = field.name.as_ptr() as usize - base;
+        let mut named = Vec::with_capacity(response.headers.len());
+        for field in response.headers.iter() {
+            let name = HeaderName::from_bytes(field.name.as_bytes())
+                .map_err(|_| httparse::Error::HeaderName)?;
             let value = field.value.as_ptr() as usize - base;
-            *slot = (name, field.name.len(), value, field.value.len());
+            named.push((name, value..value + field.value.len()));
         }
         let head = buf.split_to(len).freeze();
-        let headers = fields(&head, &at[..count])?;
+        let headers = fields(&head, named)?;
         return finish(status, version, headers, method).map(Some);
     }
 }
 
-/// The header map of `head`, whose fields lie at `at` (name start and length, value start
-/// and length); the values share the head's bytes.
-fn fields(head: &Bytes, at: &[(usize, usize, usize, usize)]) -> Result<HeaderMap, Error> {
-    let mut headers = HeaderMap::with_capacity(at.len());
-    for &(name, name_len, value, value_len) in at {
-        let name = HeaderName::from_bytes(&head[name..name + name_len])
-            .map_err(|_| httparse::Error::HeaderName)?;
-        let value = HeaderValue::from_maybe_shared(head.slice(value..value + value_len))
+/// The header map of `head` with the fields `named` (each name, and where its value lies
+/// in `head`); the values share the head's bytes.
+fn fields(head: &Bytes, named: Vec<(HeaderName, Range<usize>)>) -> Result<HeaderMap, Error> {
+    let mut headers = HeaderMap::with_capacity(named.len());
+    for (name, value) in named {
+        let value = HeaderValue::from_maybe_shared(head.slice(value))
             .map_err(|_| httparse::Error::HeaderValue)?;
         headers.append(name, value);
     }

@@ -185,9 +185,17 @@ fn last_coding_is_chunked(headers: &HeaderMap) -> bool {
 
 /// Removes hop-by-hop fields (RFC 9110 §7.6.1): the fixed list and every field named in `Connection`.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    // One pass over the (few) names present, comparing standard names by tag, instead of
-    // seven hashed lookups: most messages carry none of these fields.
-    if !headers.keys().any(|name| HOP_BY_HOP.contains(name)) {
+    // One pass over the (few) names present, noting which of the fixed list are there:
+    // most messages carry none of them, or only `Connection`, and each removal is a
+    // hashed lookup. A match on the text (by length first) costs less than comparing
+    // each name with the seven.
+    let mut present = 0u8;
+    for name in headers.keys() {
+        if let Some(at) = hop_by_hop_index(name) {
+            present |= 1 << at;
+        }
+    }
+    if present == 0 {
         return;
     }
     // Most `Connection` lines name only options that are no field here (`keep-alive`,
@@ -201,8 +209,24 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
             headers.remove(name);
         }
     }
-    for name in HOP_BY_HOP {
-        headers.remove(name);
+    for (at, name) in HOP_BY_HOP.iter().enumerate() {
+        if present & 1 << at != 0 {
+            headers.remove(name);
+        }
+    }
+}
+
+/// Where `name` is in [`HOP_BY_HOP`], if it is there.
+fn hop_by_hop_index(name: &HeaderName) -> Option<usize> {
+    match name.as_str() {
+        "connection" => Some(0),
+        "keep-alive" => Some(1),
+        "proxy-connection" => Some(2),
+        "te" => Some(3),
+        "trailer" => Some(4),
+        "transfer-encoding" => Some(5),
+        "upgrade" => Some(6),
+        _ => None,
     }
 }
 
@@ -217,7 +241,7 @@ fn connection_options(headers: &HeaderMap) -> impl Iterator<Item = &str> {
 /// The hop-by-hop fields of RFC 9110 §7.6.1 (and the obsolete `Keep-Alive` and
 /// `Proxy-Connection`), as names ready to look up: every request runs through them, and
 /// a name given as text would be parsed again each time.
-const HOP_BY_HOP: [HeaderName; 7] = [
+static HOP_BY_HOP: [HeaderName; 7] = [
     CONNECTION,
     HeaderName::from_static("keep-alive"),
     HeaderName::from_static("proxy-connection"),
@@ -568,6 +592,27 @@ mod tests {
             builder = builder.header(*name, *value);
         }
         builder.body(()).expect("test response").into_parts().0
+    }
+
+    #[test]
+    fn every_hop_by_hop_field_and_only_those_are_stripped() {
+        for (at, name) in HOP_BY_HOP.iter().enumerate() {
+            assert_eq!(hop_by_hop_index(name), Some(at), "{name}");
+        }
+        let mut headers = HeaderMap::new();
+        for name in &HOP_BY_HOP {
+            headers.append(name, HeaderValue::from_static("x"));
+        }
+        headers.insert(
+            CONNECTION,
+            HeaderValue::from_static("keep-alive, x-private"),
+        );
+        headers.insert("x-private", HeaderValue::from_static("1"));
+        headers.insert("x-kept", HeaderValue::from_static("1"));
+        headers.insert(http::header::ETAG, HeaderValue::from_static("\"a\""));
+        strip_hop_by_hop(&mut headers);
+        let left: Vec<_> = headers.keys().map(HeaderName::as_str).collect();
+        assert_eq!(left, ["x-kept", "etag"]);
     }
 
     #[test]

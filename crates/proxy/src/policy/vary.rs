@@ -107,7 +107,7 @@ pub(crate) fn selector(fields: &[HeaderName], request: &HeaderMap) -> u128 {
 /// (language tags, §12.5.4 with RFC 4647; charset names, §8.3.2), so that requests
 /// differing only in the case or spacing of those members share a variant. Every other
 /// field is compared exactly: `Cookie` or a token in a custom field may be case-sensitive.
-const CASE_INSENSITIVE_LISTS: [HeaderName; 2] = [ACCEPT_LANGUAGE, ACCEPT_CHARSET];
+static CASE_INSENSITIVE_LISTS: [HeaderName; 2] = [ACCEPT_LANGUAGE, ACCEPT_CHARSET];
 
 /// Every line of `name`, byte for byte, each ended by a carriage return (which no value
 /// holds): lines are not joined, so nothing a client writes can equal another spelling.
