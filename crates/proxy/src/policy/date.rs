@@ -45,6 +45,77 @@ const DAYS: [&str; 14] = [
 pub(crate) fn parse(text: &str, now: SystemTime) -> Option<SystemTime> {
     // Only the field's surrounding whitespace (OWS, not part of the value) is dropped.
     let text = text.trim_matches([' ', '\t']);
+    let (year, month, day, seconds) = imf_fixdate(text.as_bytes()).or_else(|| fields(text, now))?;
+    let days = days_from_epoch(year, month, day);
+    let offset = Duration::from_secs(days.unsigned_abs() * 86_400);
+    let midnight = if days >= 0 {
+        SystemTime::UNIX_EPOCH.checked_add(offset)?
+    } else {
+        SystemTime::UNIX_EPOCH.checked_sub(offset)?
+    };
+    midnight.checked_add(Duration::from_secs(seconds))
+}
+
+/// A valid date's year, month (0-based), day and second of the day.
+type Fields = (u64, usize, u64, u64);
+
+/// The fields of `text` when it is an IMF-fixdate laid out exactly (29 bytes,
+/// `Sun, 06 Nov 1994 08:49:37 GMT`, names in any case) and valid; `None` otherwise, for
+/// [`fields`] to read. Every response's `Date` is read, several times, and nearly all
+/// are this form: read by position, it costs a tenth of splitting it into fields.
+fn imf_fixdate(text: &[u8]) -> Option<Fields> {
+    let [d0, d1, d2, b',', b' ', day @ .., b' ', g, m, t] = text else {
+        return None;
+    };
+    let [
+        day0,
+        day1,
+        b' ',
+        m0,
+        m1,
+        m2,
+        b' ',
+        y0,
+        y1,
+        y2,
+        y3,
+        b' ',
+        time @ ..,
+    ] = day
+    else {
+        return None;
+    };
+    let [h0, h1, b':', n0, n1, b':', s0, s1] = time else {
+        return None;
+    };
+    let day_name = [*d0, *d1, *d2];
+    let gmt = [*g, *m, *t];
+    if !gmt.eq_ignore_ascii_case(b"gmt")
+        || !DAYS[..7]
+            .iter()
+            .any(|d| d.as_bytes().eq_ignore_ascii_case(&day_name))
+    {
+        return None;
+    }
+    let month = MONTHS
+        .iter()
+        .position(|name| name.as_bytes().eq_ignore_ascii_case(&[*m0, *m1, *m2]))?;
+    let digits = |ds: &[u8]| {
+        ds.iter().try_fold(0u64, |n, &b| {
+            b.is_ascii_digit().then(|| n * 10 + u64::from(b - b'0'))
+        })
+    };
+    let year = digits(&[*y0, *y1, *y2, *y3])?;
+    let day = digits(&[*day0, *day1]).filter(|d| *d >= 1 && *d <= days_in_month(year, month))?;
+    let hours = digits(&[*h0, *h1]).filter(|h| *h < 24)?;
+    let minutes = digits(&[*n0, *n1]).filter(|m| *m < 60)?;
+    let seconds = digits(&[*s0, *s1]).filter(|s| *s < 60)?;
+    Some((year, month, day, hours * 3600 + minutes * 60 + seconds))
+}
+
+/// The fields of `text` in any of the three forms, if it is a valid date; `now` places an
+/// RFC 850 two-digit year.
+fn fields(text: &str, now: SystemTime) -> Option<Fields> {
     let (day_name, rest) = text.split_once(' ')?;
     // The comma tells the forms apart: IMF-fixdate and RFC 850 have it, asctime has not.
     let (day_name, comma) = match day_name.strip_suffix(',') {
@@ -55,8 +126,7 @@ pub(crate) fn parse(text: &str, now: SystemTime) -> Option<SystemTime> {
         return None;
     }
     // Split on each single space: a run of spaces leaves an empty field, which no form has.
-    // Into an array, not a `Vec`: every response's `Date` is parsed, and no form has more
-    // than five fields.
+    // Into an array, not a `Vec`: no form has more than five fields.
     let mut fields = [""; 5];
     let mut count = 0;
     for field in rest.split(' ') {
@@ -101,14 +171,7 @@ pub(crate) fn parse(text: &str, now: SystemTime) -> Option<SystemTime> {
     if clock.next().is_some() {
         return None;
     }
-    let days = days_from_epoch(year, month, day);
-    let offset = Duration::from_secs(days.unsigned_abs() * 86_400);
-    let midnight = if days >= 0 {
-        SystemTime::UNIX_EPOCH.checked_add(offset)?
-    } else {
-        SystemTime::UNIX_EPOCH.checked_sub(offset)?
-    };
-    midnight.checked_add(Duration::from_secs(seconds))
+    Some((year, month, day, seconds))
 }
 
 /// `GMT`, in any case.
@@ -268,6 +331,39 @@ mod tests {
             at("Sun, 06 Nov 2094 08:49:37 GMT").is_some(),
             "the same date, well formed"
         );
+    }
+
+    proptest::proptest! {
+        /// What the fixed-layout reading of IMF-fixdate makes of a text laid out as one,
+        /// valid or not (names in any case or none, out-of-range numbers, other bytes in
+        /// the digits), is what the general reading makes of it.
+        #[test]
+        fn the_fixed_layout_reading_agrees_with_the_general_one(
+            day_name in "sun|mon|tue|wed|thu|fri|sat|sux",
+            day in "[0-3][0-9]|[0-9 +a]{2}",
+            month in "jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec|jux",
+            year in "[0-9]{4}|[0-9]{3}[a ]",
+            hours in "[0-2][0-9]|[0-9 ]{2}",
+            minutes in "[0-6][0-9]|[0-9a]{2}",
+            seconds in "[0-6][0-9]",
+            gmt in "gmt|gmx",
+            upper in proptest::collection::vec(proptest::bool::ANY, 29),
+        ) {
+            let text: String = format!("{day_name}, {day} {month} {year} {hours}:{minutes}:{seconds} {gmt}")
+                .chars()
+                .zip(upper)
+                .map(|(c, upper)| if upper { c.to_ascii_uppercase() } else { c })
+                .collect();
+            let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_790_000_000);
+            proptest::prop_assert_eq!(text.len(), 29);
+            let general = fields(&text, now);
+            match imf_fixdate(text.as_bytes()) {
+                Some(fixed) => proptest::prop_assert_eq!(Some(fixed), general, "{}", text),
+                // Refused by position: the general reading refuses it too, or reads it
+                // (a one-digit day after a space) where `parse` falls back to it.
+                None => proptest::prop_assert_eq!(parse(&text, now).is_some(), general.is_some()),
+            }
+        }
     }
 
     #[test]
