@@ -88,18 +88,32 @@ fn imf_fixdate(text: &[u8]) -> Option<Fields> {
     let [h0, h1, b':', n0, n1, b':', s0, s1] = time else {
         return None;
     };
-    let day_name = [*d0, *d1, *d2];
-    let gmt = [*g, *m, *t];
-    if !gmt.eq_ignore_ascii_case(b"gmt")
-        || !DAYS[..7]
-            .iter()
-            .any(|d| d.as_bytes().eq_ignore_ascii_case(&day_name))
-    {
+    // Or-ing 0x20 lower-cases an ASCII letter and maps nothing else onto one: compared
+    // with lower-case names, it is a case-insensitive comparison.
+    let lower = |a: u8, b: u8, c: u8| [a | 0x20, b | 0x20, c | 0x20];
+    let day_name = lower(*d0, *d1, *d2);
+    let is_day = matches!(
+        &day_name,
+        b"mon" | b"tue" | b"wed" | b"thu" | b"fri" | b"sat" | b"sun"
+    );
+    if !is_day || lower(*g, *m, *t) != *b"gmt" {
         return None;
     }
-    let month = MONTHS
-        .iter()
-        .position(|name| name.as_bytes().eq_ignore_ascii_case(&[*m0, *m1, *m2]))?;
+    let month = match &lower(*m0, *m1, *m2) {
+        b"jan" => 0,
+        b"feb" => 1,
+        b"mar" => 2,
+        b"apr" => 3,
+        b"may" => 4,
+        b"jun" => 5,
+        b"jul" => 6,
+        b"aug" => 7,
+        b"sep" => 8,
+        b"oct" => 9,
+        b"nov" => 10,
+        b"dec" => 11,
+        _ => return None,
+    };
     let digits = |ds: &[u8]| {
         ds.iter().try_fold(0u64, |n, &b| {
             b.is_ascii_digit().then(|| n * 10 + u64::from(b - b'0'))
