@@ -558,21 +558,22 @@ fn via_value(version: Version) -> HeaderValue {
 /// line into one (RFC 9110 §5.3 makes that equivalent), because some consumers of
 /// `X-Forwarded-For` read only the first line.
 fn append_to_list(headers: &mut HeaderMap, name: HeaderName, member: HeaderValue) {
-    if !headers.contains_key(&name) {
-        headers.insert(name, member);
-        return;
-    }
-    let lines = (headers.get_all(&name).iter().map(HeaderValue::as_bytes))
-        .chain(std::iter::once(member.as_bytes()));
+    // One hashed lookup: most requests carry none of these lists yet.
+    let mut lines = match headers.entry(name) {
+        http::header::Entry::Vacant(vacant) => {
+            vacant.insert(member);
+            return;
+        }
+        http::header::Entry::Occupied(lines) => lines,
+    };
+    let joined = joined((lines.iter().map(HeaderValue::as_bytes)).chain([member.as_bytes()]));
     // Existing values were valid field values and so is `member`, so the join is one
     // too; should that ever fail, the old lines are kept and ours added.
-    match joined(lines) {
+    match joined {
         Some(value) => {
-            headers.insert(name, value);
+            lines.insert(value);
         }
-        None => {
-            headers.append(name, member);
-        }
+        None => lines.append(member),
     }
 }
 
