@@ -29,6 +29,7 @@ mod filters;
 mod ghost;
 mod lifecycle;
 mod multi_node;
+mod one_call_fills;
 mod origin_failures;
 mod origin_limits;
 mod origin_pool;

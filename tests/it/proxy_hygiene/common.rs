@@ -124,6 +124,12 @@ impl Conn {
         raw
     }
 
+    /// Goes away as a client that gave up does: ends its side of the connection (the
+    /// proxy reads end of input with its request still open), and reads on.
+    pub(crate) async fn leave(&mut self) {
+        self.reader.get_mut().shutdown().await.expect("shutdown");
+    }
+
     /// Whether the proxy closes the connection (end of input or reset) within PATIENCE.
     pub(crate) async fn closed(&mut self) -> bool {
         let mut rest = Vec::new();

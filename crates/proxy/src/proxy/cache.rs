@@ -241,18 +241,64 @@ pub(super) enum Began {
     /// The body is to stream into this writer as it arrives. Boxed: the writer is large,
     /// and moves into its task anyway.
     Streaming(Box<EntryWriter>),
-    /// The whole body was at hand and the fill ended already: stored under this key hash
-    /// (the variant's, when the response varies), or dropped.
-    Whole(StoreHash, WholeFill),
+    /// The whole body is at hand, to be stored in one file call ([`WholeBody::store`]).
+    /// Boxed: the metadata is large, and moves into its task anyway.
+    Whole(Box<WholeBody>),
 }
 
-impl Began {
-    /// The store hash of the key the fill is for.
+/// A whole body and what it is stored as, before its one file call
+/// ([`Store::store_whole`]).
+pub(super) struct WholeBody {
+    /// The entry's key: the variant's, when the response varies.
+    key: CacheKey,
+    meta: EntryMeta,
+    body: Bytes,
+    max_len: u64,
+    ticket: FillTicket,
+}
+
+impl WholeBody {
+    /// The store hash of the entry's key.
     pub(super) fn key_hash(&self) -> StoreHash {
-        match self {
-            Began::Streaming(writer) => writer.key_hash(),
-            Began::Whole(hash, _) => *hash,
-        }
+        self.key.store_hash()
+    }
+
+    /// The body's length.
+    pub(super) fn len(&self) -> u64 {
+        self.body.len() as u64
+    }
+
+    /// Stores the body in one file call in a fill's task of `cache`, then hands how that
+    /// went to `ended`, in the same task, and returns what `ended` made of it. The task
+    /// outlives this future: a graceful shutdown waits for it, and a client that leaves
+    /// meanwhile (this future dropped) splits neither the file's rename from its indexing
+    /// nor the call from `ended`, which the requests collapsed onto the fill wait for. An
+    /// error: the task failed.
+    pub(super) async fn store<T: Send + 'static>(
+        self,
+        cache: &Cache,
+        ended: impl FnOnce(Result<WholeFill, StoreError>) -> T + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let store = Arc::clone(&cache.store);
+        let task = cache.fills.spawn(async move {
+            let WholeBody {
+                key,
+                meta,
+                body,
+                max_len,
+                ticket,
+            } = self;
+            let (hash, key) = (key.store_hash(), key.as_str());
+            ended(
+                store
+                    .store_whole(key, hash, &meta, body, max_len, ticket)
+                    .await,
+            )
+        });
+        task.await.map_err(|error| StoreError::Io {
+            path: cache.store.objects_dir(),
+            source: std::io::Error::other(error),
+        })
     }
 }
 
@@ -441,8 +487,8 @@ impl Cache {
     /// Starts the fill of `storable`, the response to a GET of `key` with `request`
     /// headers, for a body of at most `live`'s `cache.max_object_size`, under the key
     /// and with the metadata of [`Cache::fill_entry`]. A body that came whole with the
-    /// head ([`Storable::with_whole`]) is stored at once, in one file call
-    /// ([`Store::store_whole`]); any other streams into the fill's writer.
+    /// head ([`Storable::with_whole`]) is to be stored in one file call
+    /// ([`WholeBody::store`]); any other streams into the fill's writer.
     pub(super) async fn begin_fill(
         &self,
         key: &CacheKey,
@@ -461,12 +507,11 @@ impl Cache {
         let (fill_key, meta) = self
             .fill_entry(key, marker, request, storable, timing)
             .await?;
-        let hash = fill_key.store_hash();
         let Some(body) = whole else {
             let writer = (self.store)
                 .begin_fill(
                     fill_key.as_str(),
-                    hash,
+                    fill_key.store_hash(),
                     &meta,
                     declared,
                     max_len,
@@ -475,21 +520,13 @@ impl Cache {
                 .await?;
             return Ok(Began::Streaming(Box::new(writer)));
         };
-        let store = Arc::clone(&self.store);
-        // A fill's task, as a streamed fill's writer is: a graceful shutdown waits for it,
-        // and a client that leaves meanwhile cannot stop it between its file's rename and
-        // its indexing.
-        let stored = self.fills.spawn(async move {
-            let (key, ticket) = (fill_key.as_str(), timing.ticket);
-            store
-                .store_whole(key, hash, &meta, body, max_len, ticket)
-                .await
-        });
-        let ended = stored.await.map_err(|error| StoreError::Io {
-            path: self.store.objects_dir(),
-            source: std::io::Error::other(error),
-        })?;
-        Ok(Began::Whole(hash, ended?))
+        Ok(Began::Whole(Box::new(WholeBody {
+            key: fill_key,
+            meta,
+            body,
+            max_len,
+            ticket: timing.ticket,
+        })))
     }
 
     /// What the fill of `storable`, the response to a GET of `key` with `request`
@@ -565,17 +602,16 @@ impl Cache {
             tags: Vec::new(),
             purged: None,
         };
-        let stored = (self.store)
-            .store_whole(
-                key.as_str(),
-                key.store_hash(),
-                &meta,
-                Bytes::new(),
-                0,
-                ticket,
-            )
-            .await?;
-        match stored {
+        let marker_entry = WholeBody {
+            key: key.clone(),
+            meta,
+            body: Bytes::new(),
+            max_len: 0,
+            ticket,
+        };
+        // In a fill's task, as a variant's fill is: a client that leaves meanwhile cannot
+        // leave the marker's file renamed into place but not indexed.
+        match marker_entry.store(self, |stored| stored).await?? {
             WholeFill::Committed => Ok(marker),
             WholeFill::Dropped(error) => Err(error),
         }

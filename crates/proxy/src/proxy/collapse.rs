@@ -9,7 +9,9 @@
 //!
 //! When the slot is freed, and what followers then do:
 //! - The leader's response is storable and admitted: the slot is held by the fill's writer
-//!   task until the entry is committed (or the fill dropped), so followers find the entry.
+//!   task (or, for a body that came whole with its head, the task of its one file call)
+//!   until the entry is committed (or the fill dropped), so followers find the entry,
+//!   whether or not the leader's client stayed.
 //!   Followers wait for the *whole* download, not its first bytes: for an object of
 //!   several MiB from a slow origin that is the origin's transfer time, bounded by
 //!   `cache.collapse_timeout` (a follower past it fetches for itself, uncached:

@@ -10,19 +10,20 @@ use std::sync::{Arc, OnceLock};
 use http::header::RANGE;
 use http::{HeaderMap, Method, Response, StatusCode, request, response};
 use http_body_util::BodyExt;
-use hyper::body::{Body as _, Incoming};
+use hyper::body::Incoming;
 
-use super::cache::{Began, Cache, Judging, Marker, Storable, Timing};
+use super::cache::{Began, Cache, Judging, Marker, Storable, Timing, WholeBody};
 use super::collapse::{Fetching, Leader};
 use super::respond::{self, Cut};
 use super::routing::{Admitting, RuleCheck};
 use super::{Answer, Ask, Proxy};
-use crate::admission::{AdmitReason, Decision};
+use crate::admission::{AdmitReason, Assembled, Decision};
 use crate::body::{BoxError, ProxyBody};
 use crate::config::rules::Lifetimes;
 use crate::key::CacheKey;
 use crate::live::Snapshot;
 use crate::logging::throttle::{OncePerKey, Throttle};
+use crate::lost_hits::LostHits;
 use crate::metrics::{ByteCounter, Metrics};
 use crate::origin::{self, BodyFraming, OriginResponse};
 use crate::outcome::ErrorKind;
@@ -31,7 +32,7 @@ use crate::policy::validation;
 use crate::policy::{NotStored, UnindexedTags};
 use crate::proxy::error::ProxyError;
 use crate::range::{self, PartsBody, RangeAnswer};
-use crate::store::{StoreError, Trouble, WholeFill};
+use crate::store::{EntryWriter, StoreError, StoreHash, Trouble, WholeFill};
 use crate::tee::TeeBody;
 
 impl Proxy {
@@ -250,39 +251,130 @@ pub(super) async fn fill(
             let storable = storable.with_whole(whole);
             let began = cache.begin_fill(exchange.key, marker, request, storable, timing, live);
             let began = Box::pin(began).await;
-            began.map_err(|error| not_started(cache, exchange.key, error))
+            began.map_err(|error| not_started(&cache.metrics, exchange.key, error))
         }
     };
-    if let Ok(began) = &began {
-        exchange.live.admission.policy.note_fill(decision);
-        if let Some(lost) = &exchange.live.lost_hits {
-            lost.note_fill(began.key_hash(), decision);
-        }
-    }
-    // Not storable: the slot is freed now (below, or here), and for a reason of the
-    // response's own the key is passed uncollapsed for a while.
-    let leader = match (&began, leader) {
-        (Err(Detail::NotStored(reason)), Some(leader)) => {
-            leader.not_storable(*reason);
-            None
-        }
-        (_, leader) => leader,
-    };
-    let counted = writes_avoided(cache, &began, decision);
     let OriginResponse {
         head,
         body,
         framing,
         ..
     } = origin;
-    let counted = counted.map(|counter| (cache.metrics.clone(), counter));
-    let (stored, body) = tee(cache, exchange.key, began, leader, body, counted);
+    let (stored, body) = match began {
+        Ok(Began::Whole(whole)) => {
+            let stored = store_whole(cache, exchange, decision, *whole, leader).await;
+            (stored, TeeBody::passthrough(body))
+        }
+        Ok(Began::Streaming(writer)) => {
+            let leader = Notes::of(exchange.live, decision).began(Ok(writer.key_hash()), leader);
+            let counted = writes_avoided(&cache.metrics, Ok(()), decision);
+            let counted = counted.map(|counter| (cache.metrics.clone(), counter));
+            tee(cache, exchange.key, Ok(writer), leader, body, counted)
+        }
+        Err(detail) => {
+            let leader = Notes::of(exchange.live, decision).began(Err(&detail), leader);
+            let counted = writes_avoided(&cache.metrics, Err(&detail), decision);
+            let counted = counted.map(|counter| (cache.metrics.clone(), counter));
+            tee(cache, exchange.key, Err(detail), leader, body, counted)
+        }
+    };
     Teed {
         head,
         framing,
         stored,
         admitted: Detail::of_admitted(decision),
         body,
+    }
+}
+
+/// Whom a fill that began, or could not, is told of: the admission policy and the
+/// ledger of hits second-hit would have lost (its decision), the key's collapse slot.
+struct Notes<'a> {
+    admission: &'a Assembled,
+    lost_hits: Option<&'a LostHits>,
+    decision: Decision,
+}
+
+impl<'a> Notes<'a> {
+    /// The notes of a fill under `decision` with `live`'s admission.
+    fn of(live: &'a Snapshot, decision: Decision) -> Notes<'a> {
+        Notes {
+            admission: &live.admission,
+            lost_hits: live.lost_hits.as_deref(),
+            decision,
+        }
+    }
+
+    /// Notes that a fill of the entry `began` (its key hash) began, or why it did not,
+    /// and returns `leader`, the key's collapse slot, for the fill to hold: the slot of
+    /// an answer not storable is freed here, and for a reason of the response's own the
+    /// key is passed uncollapsed for a while; without a fill, dropping the slot frees it.
+    fn began(&self, began: Result<StoreHash, &Detail>, leader: Option<Leader>) -> Option<Leader> {
+        match began {
+            Ok(hash) => {
+                self.admission.policy.note_fill(self.decision);
+                if let Some(lost) = self.lost_hits {
+                    lost.note_fill(hash, self.decision);
+                }
+                leader
+            }
+            Err(Detail::NotStored(reason)) => {
+                if let Some(leader) = leader {
+                    leader.not_storable(*reason);
+                }
+                None
+            }
+            Err(_) => leader,
+        }
+    }
+}
+
+/// Stores `whole`, the body that came with the head, in one file call in its fill's
+/// task, which then does, in the same task, what the request does for a streamed fill:
+/// notes the fill (or why it did not begin), counts it, and tells `leader` how it ended.
+/// A client that leaves while the call waits for the disk takes none of that with it:
+/// the entry, its counts and the requests collapsed onto it end as if it had stayed.
+/// The body's bytes are counted whole, as the pump of a streamed fill counts what it
+/// reads whether or not the client reads it all. `Ok`: stored, else why not.
+async fn store_whole(
+    cache: &Cache,
+    exchange: &Exchange<'_>,
+    decision: Decision,
+    whole: WholeBody,
+    leader: Option<Leader>,
+) -> Result<(), Detail> {
+    let (metrics, key) = (Arc::clone(&cache.metrics), exchange.key.clone());
+    let admission = Arc::clone(&exchange.live.admission);
+    let lost_hits = exchange.live.lost_hits.clone();
+    let (hash, len) = (whole.key_hash(), whole.len());
+    let ended = move |stored: Result<WholeFill, StoreError>| {
+        let notes = Notes {
+            admission: &admission,
+            lost_hits: lost_hits.as_deref(),
+            decision,
+        };
+        let commit = match stored {
+            Ok(WholeFill::Committed) => Ok(()),
+            Ok(WholeFill::Dropped(error)) => Err(error),
+            Err(error) => {
+                let detail = not_started(&metrics, &key, error);
+                notes.began(Err(&detail), leader);
+                return Err(detail);
+            }
+        };
+        let leader = notes.began(Ok(hash), leader);
+        if let Some(counter) = writes_avoided(&metrics, Ok(()), decision) {
+            metrics.add_bytes(counter, len);
+        }
+        let dropped = crate::tee::committed(key.as_str(), commit);
+        if let Some(leader) = leader {
+            leader.fill_ended(dropped);
+        }
+        Ok(())
+    };
+    match whole.store(cache, ended).await {
+        Ok(stored) => stored,
+        Err(error) => Err(not_started(&cache.metrics, exchange.key, error)),
     }
 }
 
@@ -368,7 +460,7 @@ fn judge<'o>(
 }
 
 /// The `detail` of a fill of `key` that could not start for `error`, logged and counted.
-fn not_started(cache: &Cache, key: &CacheKey, error: StoreError) -> Detail {
+fn not_started(metrics: &Metrics, key: &CacheKey, error: StoreError) -> Detail {
     match error {
         // Larger than the whole budget: no eviction can make room, so this is the
         // object's size, not a failure of the store.
@@ -393,83 +485,66 @@ fn not_started(cache: &Cache, key: &CacheKey, error: StoreError) -> Detail {
         error if error.trouble().is_some() => {
             // The store logs disk trouble once per back-off period, not per fill.
             tracing::debug!(key = %key, %error, "disk cannot take the fill; proxying uncached");
-            cache.metrics.count_error(ErrorKind::FillNotStarted);
+            metrics.count_error(ErrorKind::FillNotStarted);
             trouble_detail(&error)
         }
         error => {
             tracing::warn!(key = %key, %error, "cannot start fill; proxying uncached");
-            cache.metrics.count_error(ErrorKind::FillNotStarted);
+            metrics.count_error(ErrorKind::FillNotStarted);
             Detail::StoreError
         }
     }
 }
 
-/// Which of the body's bytes count as writes (second-hit would have) avoided.
+/// Which of the body's bytes count as writes (second-hit would have) avoided, for a fill
+/// that began (`Ok`) or did not, and why; a fill second-hit would not have written is
+/// counted here.
 fn writes_avoided(
-    cache: &Cache,
-    began: &Result<Began, Detail>,
+    metrics: &Metrics,
+    began: Result<(), &Detail>,
     decision: Decision,
 ) -> Option<ByteCounter> {
     match (began, decision) {
         (Err(Detail::Admission(_)), _) => Some(ByteCounter::WritesAvoided),
-        (Ok(_), Decision::Admit(AdmitReason::Shadowed(_))) => {
-            cache.metrics.count_shadow_write_avoided();
+        (Ok(()), Decision::Admit(AdmitReason::Shadowed(_))) => {
+            metrics.count_shadow_write_avoided();
             Some(ByteCounter::ShadowWritesAvoided)
         }
         _ => None,
     }
 }
 
-/// The origin's `body`, teed into the fill that `began` (or, for a fill that stored the
-/// whole body already, passed on); `leader` is told how the fill ended, and the body's
-/// data bytes are added to `counted`, if any. `Ok`: stored, else why not.
+/// The origin's `body`, teed into the fill that `began` streaming (or passed on, when
+/// none began); `leader` is told how the fill ended, and the body's data bytes are added
+/// to `counted`, if any. `Ok`: stored, else why not.
 fn tee(
     cache: &Cache,
     key: &CacheKey,
-    began: Result<Began, Detail>,
+    began: Result<Box<EntryWriter>, Detail>,
     leader: Option<Leader>,
     body: origin::ReadTimeout,
     counted: Option<(Arc<Metrics>, ByteCounter)>,
 ) -> (Result<(), Detail>, TeeBody<origin::ReadTimeout>) {
-    let passthrough = |body| {
-        let body = TeeBody::passthrough(body);
-        match counted.clone() {
-            Some((metrics, counter)) => body.counting(metrics, counter),
-            None => body,
-        }
-    };
-    // Told how the fill ended: its followers find the entry, or all fetch at once.
-    let ended = move |dropped| {
-        if let Some(leader) = leader {
-            leader.fill_ended(dropped);
-        }
-    };
     match began {
-        Ok(Began::Whole(_, stored)) => {
-            let commit = match stored {
-                WholeFill::Committed => Ok(()),
-                WholeFill::Dropped(error) => Err(error),
+        Ok(writer) => {
+            // Told how the fill ended: its followers find the entry, or all fetch at once.
+            let ended = move |dropped| {
+                if let Some(leader) = leader {
+                    leader.fill_ended(dropped);
+                }
             };
-            ended(crate::tee::committed(key.as_str(), commit));
-            // Counted whole now, as a streamed fill's pump counts what it reads, whether
-            // or not the client reads it all.
-            if let Some((metrics, counter)) = &counted {
-                metrics.add_bytes(*counter, body.size_hint().lower());
-            }
-            (Ok(()), TeeBody::passthrough(body))
-        }
-        Ok(Began::Streaming(writer)) => {
-            let body = TeeBody::with_fill(
-                body,
-                *writer,
-                key.as_str(),
-                &cache.fills,
-                ended,
-                counted.clone(),
-            );
+            let body =
+                TeeBody::with_fill(body, *writer, key.as_str(), &cache.fills, ended, counted);
             (Ok(()), body)
         }
-        Err(detail) => (Err(detail), passthrough(body)),
+        Err(detail) => {
+            let body = TeeBody::passthrough(body);
+            let body = match counted {
+                Some((metrics, counter)) => body.counting(metrics, counter),
+                None => body,
+            };
+            (Err(detail), body)
+        }
     }
 }
 
