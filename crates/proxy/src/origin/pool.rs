@@ -13,6 +13,9 @@
 //! runs in a task of its own, so every request paid a channel send, a handshake with
 //! that task and two wakes; measured against it and against pingora's client, this one
 //! cost the least CPU per pass-through (`benches/RESULTS.md`, "origin clients").
+//! What hyper's connection tasks did by being tasks, this pool does by yielding once
+//! before a request is written ([`exchange`]): the requests of one scheduler pass go out
+//! together, so that their answers come back together.
 //!
 //! Each worker (`server.workers`) keeps its own idle connections: a request goes out on a
 //! connection of its own worker, so its exchange with the origin never wakes another
