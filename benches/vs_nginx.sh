@@ -67,7 +67,7 @@
 # its passes); "spread" is (max - min) / median of the rounds' CPU per request.
 # secondhit's memory tier (cache.memory_size, 64 MiB by default) holds copies of entries
 # on disk only, so it adds no hits. With BASELINE_BIN, that build replays too, after
-# secondhit in each round. PROFILE does not apply to it. CDN_NGINX_CACHE_OPTIONS adds
+# nginx, taking turns with secondhit at going first. PROFILE does not apply to it. CDN_NGINX_CACHE_OPTIONS adds
 # parameters to nginx's proxy_cache_path (e.g. "manager_files=1000"); CDN_TIMEOUT (600s)
 # bounds a replay, one that never gets all its answers ends there and says so.
 #
@@ -665,11 +665,24 @@ print("%.0f %.2f %.2f %.2f %.2f %.2f %.2f %s %s %s %s %d %s" % (
 PY
 }
 
+# The secondhit builds of round $1 in the order they run: with a baseline, the two take
+# turns going first, since the one run first in a round measured a few per cent more in
+# some cases, whichever build it was (benches/RESULTS.md, "the order bias of hit-100k").
+builds_in_turn() {
+  if [[ -z "${BASELINE_BIN:-}" ]]; then
+    echo secondhit
+  elif (($1 % 2 == 1)); then
+    echo secondhit baseline
+  else
+    echo baseline secondhit
+  fi
+}
+
 # $ROUNDS replays per proxy, alternating, for N workers ($1), into $CDN_RESULTS.
 cdn_rounds() {
   local n=$1 round who row
   for round in $(seq 1 "$ROUNDS"); do
-    for who in nginx secondhit ${BASELINE_BIN:+baseline}; do
+    for who in nginx $(builds_in_turn "$round"); do
       row=$(cdn_run "$n" "$who" "$round")
       echo "$n $who $row" >>"$CDN_RESULTS"
       echo "  N=$n cdn-mix round $round/$ROUNDS: $who $row" >&2
@@ -707,17 +720,17 @@ for n in $WORKERS; do
     for round in $(seq 1 "$ROUNDS"); do
       # shellcheck disable=SC2086 # one PID per nginx worker
       nginx_row=$(run_wrk "$n" "$NGINX_PORT" "$case_name" "$DURATION" $NGINX_WORKERS)
-      secondhit_row=$(run_wrk "$n" "${PORT[$name]}" "$case_name" "$DURATION" "${PID[$name]}")
       echo "$n $case_name nginx $nginx_row -" >>"$RESULTS"
-      echo "$n $case_name secondhit $secondhit_row $(threads_of "${PID[$name]}")" >>"$RESULTS"
       # Each round's figures as they come (req/s p50 p99 cpu-us usr-us), so a run cut short
       # still shows what it measured.
-      echo "  N=$n $case_name round $round/$ROUNDS: nginx $nginx_row, secondhit $secondhit_row" >&2
-      if [[ -n "${BASELINE_BIN:-}" ]]; then
-        baseline_row=$(run_wrk "$n" "${PORT[base-$name]}" "$case_name" "$DURATION" "${PID[base-$name]}")
-        echo "$n $case_name baseline $baseline_row $(threads_of "${PID[base-$name]}")" >>"$RESULTS"
-        echo "  N=$n $case_name round $round/$ROUNDS: baseline $baseline_row" >&2
-      fi
+      echo "  N=$n $case_name round $round/$ROUNDS: nginx $nginx_row" >&2
+      for who in $(builds_in_turn "$round"); do
+        key=$name
+        [[ $who == baseline ]] && key=base-$name
+        row=$(run_wrk "$n" "${PORT[$key]}" "$case_name" "$DURATION" "${PID[$key]}")
+        echo "$n $case_name $who $row $(threads_of "${PID[$key]}")" >>"$RESULTS"
+        echo "  N=$n $case_name round $round/$ROUNDS: $who $row" >&2
+      done
       if [[ $case_name == pass-1k && -n "${PID[bare]:-}" ]]; then
         bare_row=$(run_wrk "$n" "${PORT[bare]}" "$case_name" "$DURATION" "${PID[bare]}")
         echo "$n $case_name bare $bare_row $(threads_of "${PID[bare]}")" >>"$RESULTS"
