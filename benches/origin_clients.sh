@@ -82,10 +82,6 @@ for tool in nginx wrk taskset python3 cargo; do
     exit 2
   fi
 done
-commas() {
-  local IFS=,
-  echo "$*"
-}
 read -r -a ORIGIN_LIST <<<"$ORIGIN_CPUS"
 FEATURES=()
 for client in $CLIENTS; do
@@ -96,16 +92,10 @@ for client in $CLIENTS; do
   esac
 done
 
-WORK=$(mktemp -d -t secondhit-origin-clients.XXXXXX)
-# nginx started as root serves files as an unprivileged user: let it read them.
-chmod 755 "$WORK"
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+BENCH_NAME=origin_clients
+# shellcheck source=benches/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+bench_workdir origin-clients
 
 # --- build statistics --------------------------------------------------------
 if [[ -n "${BUILD_STATS:-}" ]]; then
@@ -139,20 +129,6 @@ if [[ -z "${ORIGIN_CLIENTS_BIN:-}" ]]; then
   ORIGIN_CLIENTS_BIN=$PACKAGE/target/release/origin_clients
 fi
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-wait_for_port() {
-  for _ in $(seq 1 100); do
-    if python3 -c "import socket; socket.create_connection(('127.0.0.1',$1),0.2)" 2>/dev/null; then
-      return 0
-    fi
-    sleep 0.1
-  done
-  echo "origin_clients: nothing listens on port $1" >&2
-  cat "$WORK"/*.log >&2 || true
-  exit 1
-}
 # The part of an nginx config both nginx share: files named after $1, one worker on each
 # of the CPUs $2.., no access log, connections kept for the whole run.
 nginx_preamble() {
@@ -161,7 +137,7 @@ nginx_preamble() {
   cat <<EOF
 daemon off;
 worker_processes $#;
-worker_cpu_affinity $(python3 -c 'import sys; print(" ".join(bin(1 << int(c))[2:] for c in sys.argv[1:]))' "$@");
+worker_cpu_affinity $(cpu_masks "$@");
 pid $WORK/$name.pid;
 error_log $WORK/$name-error.log warn;
 events { worker_connections 16384; }

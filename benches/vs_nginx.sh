@@ -165,29 +165,10 @@ for bin in BASELINE_BIN BARE_BIN; do
   fi
 done
 
-WORK=$(mktemp -d -t secondhit-vs-nginx.XXXXXX)
-# nginx started as root serves files as an unprivileged user: let it read them.
-chmod 755 "$WORK"
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-[[ -n "${KEEP:-}" ]] && trap - EXIT
-
-# A free loopback port: bind port 0 and report what the kernel chose.
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-# nginx's worker_cpu_affinity: a bit mask per CPU given, in binary, CPU 0 rightmost.
-cpu_masks() { python3 -c 'import sys; print(" ".join(bin(1 << int(c))[2:] for c in sys.argv[1:]))' "$@"; }
-# "0 1 2" -> "0,1,2", for taskset.
-commas() {
-  local IFS=,
-  echo "$*"
-}
+BENCH_NAME=vs_nginx
+# shellcheck source=benches/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+bench_workdir vs-nginx
 
 # --- the origin and its content --------------------------------------------
 mkdir -p "$WORK/www/k" "$WORK/www/pass"
@@ -274,17 +255,6 @@ mkdir -p "$WORK/tmp-origin"
 taskset -c "$(commas "${ORIGIN_LIST[@]}")" nginx -c "$WORK/origin.conf" -p "$WORK" -e "$WORK/origin-error.log" &
 PIDS+=($!)
 
-wait_for_port() {
-  for _ in $(seq 1 100); do
-    if python3 -c "import socket,sys; socket.create_connection(('127.0.0.1',$1),0.2)" 2>/dev/null; then
-      return 0
-    fi
-    sleep 0.1
-  done
-  echo "vs_nginx: nothing listens on port $1" >&2
-  cat "$WORK"/*.log >&2 || true
-  exit 1
-}
 wait_for_port "$ORIGIN_PORT"
 
 # --- one set of proxies per worker count ------------------------------------
