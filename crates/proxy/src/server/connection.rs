@@ -6,8 +6,9 @@
 //! and an HTTP/2 connection with no open stream, would be kept for ever: clients that
 //! only connected, or only sent the preface, could hold every connection slot.
 //! [`drive`] therefore watches each connection's [`Activity`]: a request counts from its
-//! head until its response body ended (or was dropped), which costs two uncontended
-//! atomic updates per request and no clock read. A timer ticks [`IDLE_TICKS`] times per
+//! head until its response body ended, was dropped or, when its length is known, handed
+//! out its last byte, which costs two uncontended atomic updates per request and no clock
+//! read. A timer ticks [`IDLE_TICKS`] times per
 //! `idle_timeout`; after that many ticks in a row with no request open and none started,
 //! the connection is shut down gracefully — HTTP/1 closes it (or after the response in
 //! flight), HTTP/2 sends GOAWAY and closes once its streams are done. So an idle
@@ -132,18 +133,12 @@ impl Serving {
             let version = request.version();
             requests.saw(version);
             async move {
-                let response = proxy.handle(request, peer, scheme).await;
-                let mut response = response.map(|body| TrackedBody {
-                    body,
-                    open: None,
-                    handed_out: false,
-                });
-                if open.0.closes_after(version) {
+                let mut response = proxy.handle(request, peer, scheme).await;
+                if open.activity.closes_after(version) {
                     let close = HeaderValue::from_static("close");
                     response.headers_mut().insert(CONNECTION, close);
                 }
-                response.body_mut().open = Some(open);
-                Ok::<_, Infallible>(response)
+                Ok::<_, Infallible>(response.map(|body| TrackedBody::new(body, open)))
             }
         });
         let io = HeadGuard::new(io, token, self.limits, self.header_read_timeout);
@@ -189,11 +184,14 @@ pub(super) struct Activity {
 }
 
 impl Activity {
-    /// Marks a request as open until the returned guard drops.
+    /// Marks a request as open until the returned guard drops or is closed.
     pub(super) fn request(self: &Arc<Self>) -> OpenRequest {
         self.open.fetch_add(1, Ordering::Relaxed);
         self.used.store(true, Ordering::Relaxed);
-        OpenRequest(self.clone())
+        OpenRequest {
+            activity: self.clone(),
+            open: true,
+        }
     }
 
     /// No request open now, and none started since the last look.
@@ -224,12 +222,24 @@ impl Activity {
     }
 }
 
-/// An open request of a connection (see [`Activity::request`]).
-pub(super) struct OpenRequest(Arc<Activity>);
+/// An open request of a connection (see [`Activity::request`]), until closed or dropped.
+pub(super) struct OpenRequest {
+    activity: Arc<Activity>,
+    open: bool,
+}
+
+impl OpenRequest {
+    /// The request no longer counts as open (once, however often it is called).
+    fn close(&mut self) {
+        if std::mem::take(&mut self.open) {
+            self.activity.open.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
 
 impl Drop for OpenRequest {
     fn drop(&mut self) {
-        self.0.open.fetch_sub(1, Ordering::Relaxed);
+        self.close();
     }
 }
 
@@ -239,24 +249,45 @@ impl Drop for OpenRequest {
 /// next one.
 struct TrackedBody {
     body: ProxyBody,
-    /// Released when the body ends: hyper may keep the body a while after its last frame.
-    open: Option<OpenRequest>,
+    /// Closed when the body ends: hyper may keep the body a while after its last frame.
+    request: OpenRequest,
+    /// Data bytes still to come, when the body's length is known: the request ends with
+    /// its last byte, not when hyper next polls the body. A body teed into a fill learns
+    /// its end only from the fill's pump, which may run after the client has read it all.
+    left: Option<u64>,
     /// A frame was handed out and hyper has not asked for the next one yet.
     handed_out: bool,
 }
 
 impl TrackedBody {
-    fn send_progress(&self) -> Option<&SendProgress> {
-        self.open.as_ref().map(|open| &*open.0.send)
+    fn new(body: ProxyBody, request: OpenRequest) -> TrackedBody {
+        TrackedBody {
+            left: body.size_hint().exact(),
+            body,
+            request,
+            handed_out: false,
+        }
+    }
+
+    fn send_progress(&self) -> &SendProgress {
+        &self.request.activity.send
+    }
+
+    /// Counts `sent` data bytes against the known length, closing the request at its end.
+    fn sent(&mut self, sent: usize) {
+        if let Some(left) = &mut self.left {
+            *left = left.saturating_sub(sent as u64);
+            if *left == 0 {
+                self.request.close();
+            }
+        }
     }
 }
 
 impl Drop for TrackedBody {
     fn drop(&mut self) {
-        if self.handed_out
-            && let Some(progress) = self.send_progress()
-        {
-            progress.frame_taken(false);
+        if self.handed_out {
+            self.send_progress().frame_taken(false);
         }
     }
 }
@@ -270,20 +301,19 @@ impl Body for TrackedBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = self.get_mut();
-        if std::mem::take(&mut this.handed_out)
-            && let Some(progress) = this.send_progress()
-        {
-            progress.frame_taken(true);
+        if std::mem::take(&mut this.handed_out) {
+            this.send_progress().frame_taken(true);
         }
         let polled = Pin::new(&mut this.body).poll_frame(cx);
         match &polled {
-            Poll::Ready(Some(Ok(_))) => {
-                if let Some(progress) = this.send_progress() {
-                    progress.frame_handed_out();
-                    this.handed_out = true;
+            Poll::Ready(Some(Ok(frame))) => {
+                this.send_progress().frame_handed_out();
+                this.handed_out = true;
+                if let Some(data) = frame.data_ref() {
+                    this.sent(data.len());
                 }
             }
-            Poll::Ready(None | Some(Err(_))) => this.open = None,
+            Poll::Ready(None | Some(Err(_))) => this.request.close(),
             Poll::Pending => {}
         }
         polled
@@ -627,5 +657,81 @@ impl Wake for SideWaker {
     fn wake_by_ref(self: &Arc<Self>) {
         self.woken.store(true, Ordering::Release);
         self.task.wake();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use http_body_util::BodyExt;
+
+    use super::*;
+
+    /// A body that hands out `frame` and then waits for ever, declaring `hint`.
+    struct FrameThenWait {
+        frame: Option<Bytes>,
+        hint: SizeHint,
+    }
+
+    impl Body for FrameThenWait {
+        type Data = Bytes;
+        type Error = BoxError;
+
+        fn poll_frame(
+            self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+            match self.get_mut().frame.take() {
+                Some(data) => Poll::Ready(Some(Ok(Frame::data(data)))),
+                None => Poll::Pending,
+            }
+        }
+
+        fn size_hint(&self) -> SizeHint {
+            self.hint
+        }
+    }
+
+    /// A tracked body of `data`, declaring its exact length or none, and its connection.
+    fn tracked(data: &'static [u8], exact: bool) -> (Pin<Box<TrackedBody>>, Arc<Activity>) {
+        let hint = match exact {
+            true => SizeHint::with_exact(data.len() as u64),
+            false => SizeHint::default(),
+        };
+        let body = FrameThenWait {
+            frame: Some(Bytes::from_static(data)),
+            hint,
+        };
+        let activity = Arc::new(Activity::default());
+        let body = TrackedBody::new(body.boxed_unsync(), activity.request());
+        (Box::pin(body), activity)
+    }
+
+    fn poll(body: &mut Pin<Box<TrackedBody>>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        body.as_mut()
+            .poll_frame(&mut Context::from_waker(Waker::noop()))
+    }
+
+    #[test]
+    fn a_body_of_known_length_closes_its_request_with_its_last_byte() {
+        let (mut body, activity) = tracked(b"whole", true);
+        assert!(activity.has_open_request());
+        assert!(matches!(poll(&mut body), Poll::Ready(Some(Ok(_)))));
+        assert!(
+            !activity.has_open_request(),
+            "every declared byte was handed out, though the body has not said it ended"
+        );
+        assert!(poll(&mut body).is_pending());
+        drop(body);
+        assert_eq!(activity.open.load(Ordering::Relaxed), 0, "closed only once");
+    }
+
+    #[test]
+    fn a_body_of_unknown_length_keeps_its_request_open_until_it_ends() {
+        let (mut body, activity) = tracked(b"part", false);
+        assert!(matches!(poll(&mut body), Poll::Ready(Some(Ok(_)))));
+        assert!(poll(&mut body).is_pending());
+        assert!(activity.has_open_request());
+        drop(body);
+        assert!(!activity.has_open_request());
     }
 }
