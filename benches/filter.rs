@@ -177,9 +177,22 @@ fn bench_size(c: &mut Criterion, label: &str, n: u64) {
     group.warm_up_time(Duration::from_secs(1));
     group.measurement_time(Duration::from_secs(3));
 
+    bench_pair(&mut group, keys, &mut next, params);
+    bench_peers(&mut group, keys, &mut next, n);
+    bench_floor(&mut group, keys, &mut next, params);
+    group.finish();
+}
+
+/// The product's aging pair: one check at a time, pipelined, and pipelined on two threads.
+fn bench_pair(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    keys: Keys,
+    next: &mut u64,
+    params: FilterParams,
+) {
     let max_age = Duration::from_secs(3600);
     let pair = AgingPair::new(params, max_age, Rotation::Fill, Instant::now());
-    measure(&mut group, "secondhit_pair", keys, &mut next, |k| {
+    measure(group, "secondhit_pair", keys, next, |k| {
         pair.check_and_record(k).is_admit()
     });
     // The same, pipelined as a trace replay does it: the key `AHEAD` operations on is
@@ -187,8 +200,8 @@ fn bench_size(c: &mut Criterion, label: &str, n: u64) {
     group.bench_function("secondhit_pair_pipelined", |b| {
         b.iter_custom(|ops| {
             let started = Instant::now();
-            run_pipelined(&pair, keys, next, ops);
-            next += ops;
+            run_pipelined(&pair, keys, *next, ops);
+            *next += ops;
             started.elapsed()
         })
     });
@@ -201,69 +214,79 @@ fn bench_size(c: &mut Criterion, label: &str, n: u64) {
                 for (thread, share) in [(0, ops / 2), (1, ops - ops / 2)] {
                     let pair = &pair;
                     // Far apart in the stream: the threads draw independent keys.
-                    let from = next + thread * (1 << 40);
+                    let from = *next + thread * (1 << 40);
                     threads.spawn(move || run_pipelined(pair, keys, from, share));
                 }
             });
-            next += ops;
+            *next += ops;
             started.elapsed()
         })
     });
-    drop(pair);
+}
+
+/// The Bloom filter crates the pair was measured against, each on the same keys.
+fn bench_peers(group: &mut BenchmarkGroup<'_, WallTime>, keys: Keys, next: &mut u64, n: u64) {
     let mut fast = fastbloom::BloomFilter::with_false_pos(0.01).expected_items(n as usize);
-    measure(&mut group, "fastbloom", keys, &mut next, |k| {
+    measure(group, "fastbloom", keys, next, |k| {
         let seen = fast.contains_hash(k.0 as u64);
         fast.insert_hash(k.0 as u64);
         seen
     });
     drop(fast);
     let atomic = fastbloom::AtomicBloomFilter::with_false_pos(0.01).expected_items(n as usize);
-    measure(&mut group, "fastbloom_atomic", keys, &mut next, |k| {
+    measure(group, "fastbloom_atomic", keys, next, |k| {
         let seen = atomic.contains_hash(k.0 as u64);
         atomic.insert_hash(k.0 as u64);
         seen
     });
     drop(atomic);
     let mut sbbf = sbbf_rs_safe::Filter::new(10, n as usize);
-    measure(&mut group, "sbbf_rs_safe", keys, &mut next, |k| {
+    measure(group, "sbbf_rs_safe", keys, next, |k| {
         let seen = sbbf.contains_hash(k.0 as u64);
         sbbf.insert_hash(k.0 as u64);
         seen
     });
     drop(sbbf);
-    {
-        // As many 64-byte lines as the pair's two filters. Line `l` holds, in its first word,
-        // the next line of one random cycle through all lines (Sattolo's shuffle), for the
-        // dependent chain; every line is written, so all are mapped.
-        let lines = (2 * params.filter_bytes() / 64) as usize;
-        let mut order: Vec<usize> = (0..lines).collect();
-        for i in (1..lines).rev() {
-            let j = ((u128::from(mix(i as u64)) * i as u128) >> 64) as usize;
-            order.swap(i, j);
-        }
-        let mut array = vec![[0u64; 8]; lines];
-        for (i, &line) in order.iter().enumerate() {
-            array[line][0] = order[(i + 1) % lines] as u64;
-        }
-        group.bench_function("random_read_floor", |b| {
-            b.iter(|| {
-                next += 1;
-                let h = (keys.key(next).0 >> 64) as u64;
-                let line = ((u128::from(h) * lines as u128) >> 64) as usize;
-                black_box(array[line][1])
-            })
-        });
-        // Each read's address comes from the previous read: one full miss per operation, as
-        // a request pays it when nothing else is in flight.
-        let mut at = 0usize;
-        group.bench_function("random_read_latency", |b| {
-            b.iter(|| {
-                at = array[at][0] as usize;
-                black_box(at)
-            })
-        });
+}
+
+/// The memory floor under the filters: a random read of a line as large as the pair's two
+/// filters, independent and then dependent.
+fn bench_floor(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    keys: Keys,
+    next: &mut u64,
+    params: FilterParams,
+) {
+    // As many 64-byte lines as the pair's two filters. Line `l` holds, in its first word,
+    // the next line of one random cycle through all lines (Sattolo's shuffle), for the
+    // dependent chain; every line is written, so all are mapped.
+    let lines = (2 * params.filter_bytes() / 64) as usize;
+    let mut order: Vec<usize> = (0..lines).collect();
+    for i in (1..lines).rev() {
+        let j = ((u128::from(mix(i as u64)) * i as u128) >> 64) as usize;
+        order.swap(i, j);
     }
-    group.finish();
+    let mut array = vec![[0u64; 8]; lines];
+    for (i, &line) in order.iter().enumerate() {
+        array[line][0] = order[(i + 1) % lines] as u64;
+    }
+    group.bench_function("random_read_floor", |b| {
+        b.iter(|| {
+            *next += 1;
+            let h = (keys.key(*next).0 >> 64) as u64;
+            let line = ((u128::from(h) * lines as u128) >> 64) as usize;
+            black_box(array[line][1])
+        })
+    });
+    // Each read's address comes from the previous read: one full miss per operation, as
+    // a request pays it when nothing else is in flight.
+    let mut at = 0usize;
+    group.bench_function("random_read_latency", |b| {
+        b.iter(|| {
+            at = array[at][0] as usize;
+            black_box(at)
+        })
+    });
 }
 
 fn filters(c: &mut Criterion) {

@@ -114,18 +114,7 @@ async fn soak(args: &Args) -> std::io::Result<bool> {
     let until = started + Duration::from_secs_f64(args.minutes * 60.0);
     let tally = Arc::new(Tally::default());
     let base = format!("http://{}", proxy.addr);
-    let clients: Vec<_> = (0..args.clients)
-        .map(|id| {
-            tokio::spawn(clients::run(
-                id,
-                id % 2 == 1,
-                base.clone(),
-                Arc::clone(&origin),
-                Arc::clone(&tally),
-                until,
-            ))
-        })
-        .collect();
+    let clients = start_clients(args.clients, &base, &origin, &tally, until);
     let mut samples: Vec<(u64, u32, Sample)> = Vec::new();
     let sample = |proxy: &Proxy| {
         if let (Some(s), Some(pid)) = (proxy.sample(), proxy.pid()) {
@@ -164,6 +153,28 @@ async fn soak(args: &Args) -> std::io::Result<bool> {
         let _ = temp.keep();
     }
     Ok(violations.is_empty())
+}
+
+/// Starts `count` clients of `base` until `until`, every other one on HTTP/2.
+fn start_clients(
+    count: usize,
+    base: &str,
+    origin: &Arc<Origin>,
+    tally: &Arc<Tally>,
+    until: Instant,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    (0..count)
+        .map(|id| {
+            tokio::spawn(clients::run(
+                id,
+                id % 2 == 1,
+                base.to_owned(),
+                Arc::clone(origin),
+                Arc::clone(tally),
+                until,
+            ))
+        })
+        .collect()
 }
 
 /// The result table (Markdown), with memory and open files per process.

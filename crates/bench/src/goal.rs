@@ -287,47 +287,63 @@ pub fn run_workload(
     let jobs: Vec<(usize, usize)> = (0..CACHE_SHARES.len())
         .flat_map(|size| (0..POLICIES.len()).map(move |policy| (size, policy)))
         .collect();
-    type Run = (PolicyReport, Option<AutoRun>);
-    let results: Mutex<Vec<Option<Run>>> = Mutex::new(vec![None; jobs.len()]);
+    let results: Mutex<Vec<Option<GoalRun>>> = Mutex::new(vec![None; jobs.len()]);
     let next = AtomicUsize::new(0);
-    let run_job = |job: usize| {
-        let (size, policy) = jobs[job];
-        let max_size = CacheSize::OfUniqueBytes(CACHE_SHARES[size]).resolve(unique_bytes);
-        let mut config = config_sized_to_cache(workload, max_size);
-        if let Some(epoch) = auto_epoch {
-            config.admission.auto_epoch = epoch;
-        }
-        let cache = SimCache {
-            max_size,
-            max_object_size: config.cache.max_object_size,
-        };
-        let hasher = simulation_hasher(&config);
-        match POLICIES[policy] {
-            "auto" => {
-                let (report, run) =
-                    simulate::simulate_auto(workload, &config.admission, &hasher, cache);
-                Some((report, Some(run)))
-            }
-            name => simulate::simulate(workload, name, &config.admission, &hasher, cache)
-                .map(|report| (report, None)),
-        }
-    };
     std::thread::scope(|scope| {
         for _ in 0..threads.max(1) {
             scope.spawn(|| {
                 loop {
                     let job = next.fetch_add(1, Ordering::Relaxed);
-                    if job >= jobs.len() {
+                    let Some(&(size, policy)) = jobs.get(job) else {
                         break;
-                    }
-                    let report = run_job(job);
+                    };
+                    let run = run_goal_job(workload, unique_bytes, auto_epoch, size, policy);
                     let mut results = results.lock().unwrap_or_else(|e| e.into_inner());
-                    results[job] = report;
+                    results[job] = run;
                 }
             });
         }
     });
-    let mut results = results.into_inner().unwrap_or_else(|e| e.into_inner());
+    let results = results.into_inner().unwrap_or_else(|e| e.into_inner());
+    cells_of(results, label)
+}
+
+/// One policy's run in a goal cell, with what `auto` did when it is `auto`.
+type GoalRun = (PolicyReport, Option<AutoRun>);
+
+/// Runs policy `policy` of [`POLICIES`] at size `size` of [`CACHE_SHARES`]; `None` for a
+/// policy the simulator does not know.
+fn run_goal_job(
+    workload: &Workload,
+    unique_bytes: u64,
+    auto_epoch: Option<std::time::Duration>,
+    size: usize,
+    policy: usize,
+) -> Option<GoalRun> {
+    let max_size = CacheSize::OfUniqueBytes(CACHE_SHARES[size]).resolve(unique_bytes);
+    let mut config = config_sized_to_cache(workload, max_size);
+    if let Some(epoch) = auto_epoch {
+        config.admission.auto_epoch = epoch;
+    }
+    let cache = SimCache {
+        max_size,
+        max_object_size: config.cache.max_object_size,
+    };
+    let hasher = simulation_hasher(&config);
+    match POLICIES[policy] {
+        "auto" => {
+            let (report, run) =
+                simulate::simulate_auto(workload, &config.admission, &hasher, cache);
+            Some((report, Some(run)))
+        }
+        name => simulate::simulate(workload, name, &config.admission, &hasher, cache)
+            .map(|report| (report, None)),
+    }
+}
+
+/// The cells of `label`, one per size, from `results` laid out size by size, policy by
+/// policy.
+fn cells_of(mut results: Vec<Option<GoalRun>>, label: &str) -> Result<Vec<GoalCell>, String> {
     CACHE_SHARES
         .iter()
         .enumerate()

@@ -132,23 +132,7 @@ pub fn recommend(
     let (generation, sized, expected_urls) = generation_stage(workload, &base, cache_size)?;
     let (max_age, config, second_hit, max_age_reason) =
         max_age_stage(workload, sized, cache_size, &generation, &trace)?;
-    let always = if limit_raised {
-        // The curve's `always` ran under the old limit; compare at the same one.
-        let report = run_simulation(
-            workload,
-            &["always".to_owned()],
-            &config,
-            CacheSize::Bytes(cache_size),
-        )?;
-        report.policy("always").cloned()
-    } else {
-        curve
-            .iter()
-            .find(|report| report.cache_size_bytes == cache_size)
-            .and_then(|report| report.policy("always"))
-            .cloned()
-    }
-    .ok_or("no always row at the chosen size")?;
+    let always = always_at(workload, &curve, &config, cache_size, limit_raised)?;
     let published = best_published(workload, &config, cache_size)?;
     let stage = policy::choose(workload, &config, cache_size, &second_hit, &always)?;
     let mut recommendation = Recommendation {
@@ -173,6 +157,33 @@ pub fn recommend(
     };
     recommendation.fragment = fragment::write(&recommendation);
     Ok(recommendation)
+}
+
+/// The `always` row at `cache_size`: the curve's, or run again under `config` when the
+/// object size limit was raised (the curve's ran under the old limit).
+fn always_at(
+    workload: &Workload,
+    curve: &[Report],
+    config: &Config,
+    cache_size: u64,
+    limit_raised: bool,
+) -> Result<PolicyReport, String> {
+    let always = if limit_raised {
+        let report = run_simulation(
+            workload,
+            &["always".to_owned()],
+            config,
+            CacheSize::Bytes(cache_size),
+        )?;
+        report.policy("always").cloned()
+    } else {
+        curve
+            .iter()
+            .find(|report| report.cache_size_bytes == cache_size)
+            .and_then(|report| report.policy("always"))
+            .cloned()
+    };
+    always.ok_or_else(|| "no always row at the chosen size".to_owned())
 }
 
 /// Stage 2: `second-hit` with each generation candidate at `cache_size` (see the module
