@@ -399,7 +399,7 @@ async fn fills_resume_once_other_files_stop_filling_the_disk() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fills_evict_for_inodes_and_leave_no_empty_directories_behind() {
+async fn on_a_disk_short_of_inodes_fills_evict_for_inodes_and_leave_no_empty_directories_behind() {
     // Few inodes, a floor of about a third of them: every new key's `objects/ab/cd/`
     // takes inodes too, which evictions must give back or fills stop for good.
     let Some(fs) = Tmpfs::mount("disk_full::inode_churn", "size=64m,nr_inodes=300") else {

@@ -12,7 +12,8 @@
 //! from empty makes each directory once, and a `mkdir` costs about what the fill's own
 //! file does, so more directories would make most early fills pay twice, and each
 //! holds an inode and a block whether it has one file or thousands (`benches/RESULTS.md`,
-//! "4,096 entry directories"). Earlier builds used `objects/ab/cd/`, 65,536
+//! "4,096 entry directories"). An eviction leaves its directory in place unless the
+//! filesystem is short of inodes. Earlier builds used `objects/ab/cd/`, 65,536
 //! directories; the start-up scan moves their files ([`legacy_object_path`]). Every
 //! fill has its own name, so removing a file can never delete a newer fill of
 //! the same key. `tmp/` sits beside `objects/` so the commit is one `rename` on
@@ -335,21 +336,25 @@ pub(crate) async fn remove_file(path: &Path) -> Result<(), StoreError> {
 }
 
 /// Removes the entry file at `path` (`objects/a/bc/<name>`) as
-/// [`remove_quietly_sync`] does, then its directories `objects/a/bc/` and `objects/a/` if that left them
-/// empty, so that evictions give back the inodes directories hold, not only the files'
-/// (a filesystem short of inodes would otherwise fill up with empty directories).
-/// Returns how many directories it removed. A fill committing into a directory removed
-/// here makes it again ([`commit`]).
-pub(crate) async fn remove_entry_quietly(path: &Path) -> u64 {
+/// [`remove_quietly_sync`] does and, with `dirs`, then its directories `objects/a/bc/`
+/// and `objects/a/` if that left them empty, so that evictions give back the inodes
+/// directories hold, not only the files' (on a filesystem short of inodes, which
+/// `Space::inodes_scarce` tells). Returns how many directories it removed. A fill
+/// committing into a directory removed here makes it again ([`commit`]).
+pub(crate) async fn remove_entry_quietly(path: &Path, dirs: bool) -> u64 {
     let owned = path.to_owned();
-    let removed = tokio::task::spawn_blocking(move || remove_entry_quietly_sync(&owned)).await;
+    let removed =
+        tokio::task::spawn_blocking(move || remove_entry_quietly_sync(&owned, dirs)).await;
     removed.unwrap_or(0)
 }
 
 /// The blocking work of [`remove_entry_quietly`], also for the scan thread.
-pub(crate) fn remove_entry_quietly_sync(path: &Path) -> u64 {
+pub(crate) fn remove_entry_quietly_sync(path: &Path, dirs: bool) -> u64 {
     remove_quietly_sync(path);
     let mut removed = 0;
+    if !dirs {
+        return removed;
+    }
     // `rmdir` removes only an empty directory: a directory still in use stays.
     for dir in path.ancestors().skip(1).take(2) {
         if std::fs::remove_dir(dir).is_err() {

@@ -2,8 +2,8 @@
 //! filesystem about its directory only the first time one is used, not on every fill.
 //! One bit per directory: 4,096 of them, 512 bytes.
 //!
-//! An eviction removes a directory it leaves empty (its inode is worth having back on a
-//! filesystem short of inodes) and forgets its bit; a fill's commit makes a directory
+//! On a filesystem short of inodes, an eviction removes a directory it leaves empty (its
+//! inode is worth having back there) and forgets its bit; a fill's commit makes a directory
 //! again when its rename finds it gone (`disk::commit`), whoever removed it.
 
 use std::sync::atomic::{AtomicU64, Ordering};

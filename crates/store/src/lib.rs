@@ -407,7 +407,7 @@ impl Inner {
             key: key_hash,
             fill: fill.fill_id,
         });
-        let dirs = disk::remove_entry_quietly(&path).await;
+        let dirs = disk::remove_entry_quietly(&path, self.space.inodes_scarce()).await;
         self.forget_leaf_dir(key_hash, dirs);
         self.index.release_object(fill.size);
         1 + dirs
@@ -424,7 +424,7 @@ impl Inner {
             key: key_hash,
             fill: fill.fill_id,
         });
-        let dirs = disk::remove_entry_quietly_sync(&path);
+        let dirs = disk::remove_entry_quietly_sync(&path, self.space.inodes_scarce());
         self.forget_leaf_dir(key_hash, dirs);
         self.index.release_object(fill.size);
     }

@@ -244,12 +244,13 @@ fn mark_stale(inner: &Inner, fill_ref: FillRef, at: SystemTime) -> Marked {
 /// blocking. With `cache.fsync = true`, each directory is synced once.
 fn unlink_all(inner: &Inner, taken: &[(StoreHash, Fill)]) -> Result<(), StoreError> {
     let mut dirs = Vec::new();
+    let remove_dirs = inner.space.inodes_scarce();
     for &(key_hash, fill) in taken {
         let path = inner.object_path(FillRef {
             key: key_hash,
             fill: fill.fill_id,
         });
-        let removed_dirs = disk::remove_entry_quietly_sync(&path);
+        let removed_dirs = disk::remove_entry_quietly_sync(&path, remove_dirs);
         inner.forget_leaf_dir(key_hash, removed_dirs);
         inner.index.release_object(fill.size);
         if inner.fsync_each()

@@ -45,6 +45,8 @@ pub(super) const BACKOFF_MAX: Duration = Duration::from_secs(30);
 /// it must make them (it reserves before it makes them, so that a disk short of
 /// inodes evicts for them rather than refusing the fill at the `mkdir`).
 pub(super) const INODES_PER_FILL: u64 = 3;
+/// Directories under `objects/` at most: 16 of `objects/a/` and 4,096 of `objects/a/bc/`.
+const ENTRY_DIRS: u64 = 16 + 4096;
 
 /// Throttles the line about a failing `statvfs`, which every fill would otherwise write.
 static STATVFS_LOG: Throttle = Throttle::new();
@@ -364,6 +366,21 @@ impl Space {
             reading.spent -= i128::from(round_up(size, reading.block));
             reading.spent_inodes -= i128::from(inodes);
         }
+    }
+
+    /// Whether an eviction should remove the directories it leaves empty: only while the
+    /// filesystem's free inodes (as last read, with what was taken and freed since) are
+    /// within twice [`ENTRY_DIRS`] of the inode floor. Elsewhere the directories stay: a
+    /// small cache spread over 4,096 of them empties one at most evictions, and the next
+    /// fill into it made it again, an `rmdir` and a `mkdir` per entry that churned the
+    /// filesystem's inode table (`benches/RESULTS.md`, "the CDN mix's directory churn").
+    pub(super) fn inodes_scarce(&self) -> bool {
+        let Some(reading) = self.state().reading else {
+            return false;
+        };
+        let (_, free_inodes) = reading.estimated_free();
+        let keep_above = i128::from(reading.inode_floor) + 2 * i128::from(ENTRY_DIRS);
+        free_inodes.is_some_and(|free| free < keep_above)
     }
 
     /// The error refusing a reservation `shortfall` short of the floor.

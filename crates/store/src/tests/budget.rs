@@ -177,3 +177,31 @@ async fn after_a_reopen_entries_hit_since_their_fill_outlive_the_others() {
     assert_eq!((stats.objects, stats.evictions), (4, 3));
     assert!(stats.bytes <= 100_000);
 }
+
+#[tokio::test]
+async fn evictions_leave_their_directories_on_a_disk_with_inodes_to_spare() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_with(StoreOptions {
+        max_size: 100_000,
+        ..options(dir.path())
+    })
+    .await;
+    // Each entry is about 24.5 KB with its header: the fifth evicts the first.
+    for i in 0..4 {
+        put(&store, &format!("k{i}"), &body(22_000, i)).await;
+    }
+    let objects = dir.path().join("objects");
+    let dirs: Vec<PathBuf> = (files(&objects).iter())
+        .map(|file| file.parent().unwrap().to_owned())
+        .collect();
+    put(&store, "k4", &body(22_000, 4)).await;
+    assert_eq!(store.stats().evictions, 1);
+    assert_eq!(files(&objects).len(), 4);
+    for dir in &dirs {
+        assert!(
+            dir.is_dir(),
+            "{} is kept for the next fill into it",
+            dir.display()
+        );
+    }
+}
