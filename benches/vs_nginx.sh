@@ -187,6 +187,13 @@ if [[ " $CASES " == *" cdn-mix "* ]]; then
   python3 benches/cdn_mix/trace.py "$WORK" "$CDN_REQUESTS" "$CDN_CATALOG" "$CDN_ZIPF" \
     "$CDN_SEED" "$CDN_CACHE_PERCENT" >"$WORK/cdn-trace.info"
   read -r CDN_DISTINCT CDN_ONCE CDN_UNIQUE_BYTES CDN_TRACE_BYTES CDN_CACHE_BYTES <"$WORK/cdn-trace.info"
+  # On ext4 without a journal, creating a file looks up every inode freed in the last
+  # minute, and secondhit's evictions free thousands a replay while nginx's cache manager
+  # hardly evicts within one (docs/guide/bench.md, "The CDN mix").
+  cdn_device=$(basename "$(findmnt -no SOURCE -T "$WORK" 2>/dev/null || true)")
+  if [[ -n $cdn_device && $(cat "/sys/fs/ext4/$cdn_device/journal_task" 2>/dev/null) == "<none>" ]]; then
+    echo "$BENCH_NAME: note: $WORK is on ext4 without a journal ($cdn_device): cdn-mix's file creations cost more there" >&2
+  fi
 fi
 
 # The part of an nginx config every instance shares: files named after $1, one worker
