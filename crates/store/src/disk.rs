@@ -72,9 +72,46 @@ pub(crate) enum HeaderError {
     Io(StoreError),
 }
 
+/// Bytes of a fill's file name: 32 hex digits, `-`, 16 hex digits.
+const NAME_LEN: usize = 49;
+
+/// The file name of one fill, without directory or `.tmp` suffix, as bytes: written
+/// digit by digit: a stored miss builds two or three paths, and `format!`'s hex cost more
+/// than the rest of its path work (`benches/RESULTS.md`, "fill paths").
+fn name_bytes(fill: FillRef) -> [u8; NAME_LEN] {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut name = [b'-'; NAME_LEN];
+    let key = fill.key.0;
+    for (at, digit) in name[..32].iter_mut().enumerate() {
+        *digit = HEX[((key >> (4 * (31 - at))) & 0xf) as usize];
+    }
+    let id = fill.fill.0;
+    for (at, digit) in name[33..].iter_mut().enumerate() {
+        *digit = HEX[((id >> (4 * (15 - at))) & 0xf) as usize];
+    }
+    name
+}
+
 /// The file name of one fill, without directory or `.tmp` suffix.
 fn file_name(fill: FillRef) -> String {
-    format!("{:032x}-{:016x}", fill.key, fill.fill)
+    String::from_utf8_lossy(&name_bytes(fill)).into_owned()
+}
+
+/// `dir`, then each of `parts` as one more component: what `Path::join` of each would
+/// make, in one allocation.
+fn path_of(dir: &Path, parts: &[&[u8]]) -> PathBuf {
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    let dir = dir.as_os_str().as_bytes();
+    let len = parts.iter().map(|part| part.len() + 1).sum::<usize>();
+    let mut path = Vec::with_capacity(dir.len() + len);
+    path.extend_from_slice(dir);
+    for part in parts {
+        if !path.is_empty() && !path.ends_with(b"/") {
+            path.push(b'/');
+        }
+        path.extend_from_slice(part);
+    }
+    PathBuf::from(std::ffi::OsString::from_vec(path))
 }
 
 /// Parses a name written by [`file_name`]; lower-case hex only, as written.
@@ -93,8 +130,8 @@ pub(crate) fn parse_file_name(name: &str) -> Option<FillRef> {
 
 /// `objects/a/bc/<name>` for one fill.
 pub(crate) fn object_path(objects: &Path, fill: FillRef) -> PathBuf {
-    let name = file_name(fill);
-    objects.join(&name[0..1]).join(&name[1..3]).join(name)
+    let name = name_bytes(fill);
+    path_of(objects, &[&name[0..1], &name[1..3], &name])
 }
 
 /// `objects/ab/cd/<name>`: where earlier builds kept the fill, and where the
@@ -106,7 +143,10 @@ pub(crate) fn legacy_object_path(objects: &Path, fill: FillRef) -> PathBuf {
 
 /// `tmp/<name>.tmp` for one fill.
 pub(crate) fn tmp_path(tmp: &Path, fill: FillRef) -> PathBuf {
-    tmp.join(format!("{}.tmp", file_name(fill)))
+    let mut name = [0u8; NAME_LEN + 4];
+    name[..NAME_LEN].copy_from_slice(&name_bytes(fill));
+    name[NAME_LEN..].copy_from_slice(b".tmp");
+    path_of(tmp, &[&name])
 }
 
 /// Wraps an `io::Error` with the path it concerns.
@@ -613,6 +653,26 @@ mod tests {
             &format!("{name}.tmp"),
         ] {
             assert_eq!(parse_file_name(bad), None, "{bad}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn paths_are_what_joining_the_formatted_name_makes(
+            key: u128,
+            id: u64,
+            dir in "(/?[a-z.]{0,3}){0,3}/?",
+        ) {
+            let fill = FillRef { key: StoreHash(key), fill: FillId(id) };
+            let name = format!("{key:032x}-{id:016x}");
+            proptest::prop_assert_eq!(file_name(fill), name.clone());
+            let dir = Path::new(&dir);
+            let object = object_path(dir, fill);
+            let joined = dir.join(&name[0..1]).join(&name[1..3]).join(&name);
+            proptest::prop_assert_eq!(object.as_os_str(), joined.as_os_str());
+            let tmp = tmp_path(dir, fill);
+            let joined = dir.join(format!("{name}.tmp"));
+            proptest::prop_assert_eq!(tmp.as_os_str(), joined.as_os_str());
         }
     }
 }
