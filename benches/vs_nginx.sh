@@ -60,7 +60,9 @@
 # run (write_bytes in /proc/PID/io of all its processes: the pages it dirtied in the page
 # cache, which reach the disk unless deleted first, counted the same way for both
 # whichever process or thread writes; nginx's temporary files of large uncached answers
-# included, which the table counts beside it), and the bytes of entry files in the cache
+# included, which the table counts beside it), of those the bytes that reached the disk
+# ("on disk": write_bytes less cancelled_write_bytes, the pages of files deleted before
+# they were written back), and the bytes of entry files in the cache
 # directory at the end, and their mean and peak over the run, sampled each second (the
 # cache starts empty; nginx's cache manager enforces max_size only when it wakes, at
 # most every 10 s when nothing has expired, so nginx's cache stands above it between
@@ -581,10 +583,11 @@ min_free = 0" second-hit >"$WORK/cdn-$who.toml"
   fi
   # Nothing dirty left by the run before (secondhit's syncfs would write it back).
   sync -f "$WORK"
-  local user_before system_before written_before
+  local user_before system_before written_before cancelled_before
   user_before=$(proc_sum 14 stat "${pids[@]}")
   system_before=$(proc_sum 15 stat "${pids[@]}")
   written_before=$(proc_sum write_bytes io "${pids[@]}")
+  cancelled_before=$(proc_sum cancelled_write_bytes io "${pids[@]}")
   rm -f "$WORK/cdn-done-"*
   # The entry files: nginx's level directories, secondhit's objects/ (not its filter state).
   local entries=$dir/objects
@@ -601,10 +604,11 @@ min_free = 0" second-hit >"$WORK/cdn-$who.toml"
     -- "$WORK/cdn-trace.txt" "$threads" "$WORK/cdn-done-" >"$WORK/wrk.out"
   kill "$sampler"
   wait "$sampler" 2>/dev/null || true
-  local user system written stored mean peak temp_files=0
+  local user system written cancelled stored mean peak temp_files=0
   user=$(($(proc_sum 14 stat "${pids[@]}") - user_before))
   system=$(($(proc_sum 15 stat "${pids[@]}") - system_before))
   written=$(($(proc_sum write_bytes io "${pids[@]}") - written_before))
+  cancelled=$(($(proc_sum cancelled_write_bytes io "${pids[@]}") - cancelled_before))
   stored=$(find "$entries" -type f -printf '%s\n' | awk '{s += $1} END {print s + 0}')
   # "mean peak" of the samples and the end.
   read -r mean peak < <(echo "$stored" | cat "$WORK/cdn-stored.samples" - |
@@ -618,7 +622,7 @@ min_free = 0" second-hit >"$WORK/cdn-$who.toml"
     wait "${pids[0]}" 2>/dev/null || true
   fi
   rm -rf "$dir"
-  python3 - "$WORK/wrk.out" "$user $system" "$CLOCK_TICKS" "$written $stored $mean $peak $temp_files" \
+  python3 - "$WORK/wrk.out" "$user $system" "$CLOCK_TICKS" "$written $stored $mean $peak $temp_files $cancelled" \
     "$who, N=$n, round $round" <<'PY'
 import re, sys
 text = open(sys.argv[1]).read()
@@ -635,10 +639,11 @@ if answered != expected or failed:
              " ".join(re.findall(r"^\s*(Socket errors.*|Non-2xx.*)$", text, re.M))),
           file=sys.stderr)
 user, system = (int(x) * 1e6 / int(sys.argv[3]) / max(requests, 1) for x in sys.argv[2].split())
-written, stored, mean, peak, temp_files = sys.argv[4].split()
-print("%.0f %.2f %.2f %.2f %.2f %.2f %.2f %s %s %s %s %d %s" % (
+written, stored, mean, peak, temp_files, cancelled = sys.argv[4].split()
+print("%.0f %.2f %.2f %.2f %.2f %.2f %.2f %s %s %s %s %d %s %d" % (
     rps, ms("50%"), ms("99%"), user + system, user, 100.0 * hits / max(answered, 1),
-    100.0 * hit_body / max(body, 1), written, stored, mean, peak, collapsed, temp_files))
+    100.0 * hit_body / max(body, 1), written, stored, mean, peak, collapsed, temp_files,
+    int(written) - int(cancelled)))
 PY
 }
 
@@ -784,7 +789,7 @@ print("cdn-mix: %s requests (catalog %s, zipf %s, seed %s), %s distinct URLs, %.
       % (requests, catalog, zipf, seed, distinct, 100 * float(once), mib(unique),
          mib(trace_bytes), mib(cache), percent, rounds))
 print("N  proxy        req/s   p50 ms   p99 ms  cpu us  usr us  req/cpu-s  spread   hit %"
-      "  byte hit %  written MiB  stored MiB  mean MiB  peak MiB")
+      "  byte hit %  written MiB  on disk MiB  stored MiB  mean MiB  peak MiB")
 medians = {}
 for n in dict.fromkeys(r[0] for r in rows):
     for who in dict.fromkeys(r[1] for r in rows):
@@ -794,18 +799,19 @@ for n in dict.fromkeys(r[0] for r in rows):
         m = [statistics.median(column) for column in zip(*runs)]
         medians[n, who] = m
         cpu = [run[3] for run in runs]
-        print("%-2s %-9s %8.0f %8.2f %8.2f %7.2f %7.2f %10.0f %6.1f%% %7.2f %11.2f %12.1f %11.1f"
-              " %9.1f %9.1f" % (n, who, m[0], m[1], m[2], m[3], m[4], 1e6 / m[3],
-                                100 * (max(cpu) - min(cpu)) / m[3], m[5], m[6], mib(m[7]),
-                                mib(m[8]), mib(m[9]), mib(m[10])))
+        print("%-2s %-9s %8.0f %8.2f %8.2f %7.2f %7.2f %10.0f %6.1f%% %7.2f %11.2f %12.1f %12.1f"
+              " %11.1f %9.1f %9.1f" % (n, who, m[0], m[1], m[2], m[3], m[4], 1e6 / m[3],
+                                       100 * (max(cpu) - min(cpu)) / m[3], m[5], m[6],
+                                       mib(m[7]), mib(m[13]), mib(m[8]), mib(m[9]), mib(m[10])))
         if who == "nginx" and max(run[12] for run in runs) > 0:
             print("   (nginx buffered up to %d answers a run to temporary files: in its written MiB)"
                   % max(run[12] for run in runs))
     ng, sh = medians.get((n, "nginx")), medians.get((n, "secondhit"))
     if ng and sh:
         print("   secondhit / nginx: %.2fx the requests per CPU second, p99 %.2fx, %.2fx the bytes "
-              "written, byte hit ratio %+.2f points" % (
-                  ng[3] / sh[3], sh[2] / ng[2], sh[7] / max(ng[7], 1), sh[6] - ng[6]))
+              "written (%.2fx on disk), byte hit ratio %+.2f points" % (
+                  ng[3] / sh[3], sh[2] / ng[2], sh[7] / max(ng[7], 1), sh[13] / max(ng[13], 1),
+                  sh[6] - ng[6]))
 PY
 fi
 
