@@ -93,6 +93,7 @@ fn name_bytes(fill: FillRef) -> [u8; NAME_LEN] {
 }
 
 /// The file name of one fill, without directory or `.tmp` suffix.
+#[cfg(test)]
 fn file_name(fill: FillRef) -> String {
     String::from_utf8_lossy(&name_bytes(fill)).into_owned()
 }
@@ -114,7 +115,7 @@ fn path_of(dir: &Path, parts: &[&[u8]]) -> PathBuf {
     PathBuf::from(std::ffi::OsString::from_vec(path))
 }
 
-/// Parses a name written by [`file_name`]; lower-case hex only, as written.
+/// Parses a name written by [`name_bytes`]; lower-case hex only, as written.
 pub(crate) fn parse_file_name(name: &str) -> Option<FillRef> {
     let (hash, fill) = name.split_once('-')?;
     let is_hex =
@@ -137,8 +138,8 @@ pub(crate) fn object_path(objects: &Path, fill: FillRef) -> PathBuf {
 /// `objects/ab/cd/<name>`: where earlier builds kept the fill, and where the
 /// start-up scan looks for files to move to [`object_path`].
 pub(crate) fn legacy_object_path(objects: &Path, fill: FillRef) -> PathBuf {
-    let name = file_name(fill);
-    objects.join(&name[0..2]).join(&name[2..4]).join(name)
+    let name = name_bytes(fill);
+    path_of(objects, &[&name[0..2], &name[2..4], &name])
 }
 
 /// `tmp/<name>.tmp` for one fill.
@@ -670,6 +671,9 @@ mod tests {
             let object = object_path(dir, fill);
             let joined = dir.join(&name[0..1]).join(&name[1..3]).join(&name);
             proptest::prop_assert_eq!(object.as_os_str(), joined.as_os_str());
+            let legacy = legacy_object_path(dir, fill);
+            let joined = dir.join(&name[0..2]).join(&name[2..4]).join(&name);
+            proptest::prop_assert_eq!(legacy.as_os_str(), joined.as_os_str());
             let tmp = tmp_path(dir, fill);
             let joined = dir.join(format!("{name}.tmp"));
             proptest::prop_assert_eq!(tmp.as_os_str(), joined.as_os_str());

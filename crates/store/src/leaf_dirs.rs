@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::StoreHash;
 
 /// Directories under `objects/`: the first three hex digits of a key hash name them.
-const LEAVES: usize = 1 << 12;
+pub(crate) const LEAVES: usize = 1 << 12;
 
 /// One bit per `objects/a/bc/`, set once it is known to exist.
 #[derive(Debug)]

@@ -45,8 +45,8 @@ pub(super) const BACKOFF_MAX: Duration = Duration::from_secs(30);
 /// it must make them (it reserves before it makes them, so that a disk short of
 /// inodes evicts for them rather than refusing the fill at the `mkdir`).
 pub(super) const INODES_PER_FILL: u64 = 3;
-/// Directories under `objects/` at most: 16 of `objects/a/` and 4,096 of `objects/a/bc/`.
-const ENTRY_DIRS: u64 = 16 + 4096;
+/// Directories under `objects/` at most: 16 of `objects/a/` and the 4,096 of `objects/a/bc/`.
+const ENTRY_DIRS: u64 = 16 + crate::leaf_dirs::LEAVES as u64;
 
 /// Throttles the line about a failing `statvfs`, which every fill would otherwise write.
 static STATVFS_LOG: Throttle = Throttle::new();

@@ -8,12 +8,11 @@
 //! [`drive`] therefore watches each connection's [`Activity`]: a request counts from its
 //! head until its response body ended, was dropped or, when its length is known, handed
 //! out its last byte, which costs two uncontended atomic updates per request and no clock
-//! read. A timer ticks [`IDLE_TICKS`] times per
-//! `idle_timeout`; after that many ticks in a row with no request open and none started,
-//! the connection is shut down gracefully — HTTP/1 closes it (or after the response in
-//! flight), HTTP/2 sends GOAWAY and closes once its streams are done. So an idle
-//! connection is closed between `idle_timeout` and `idle_timeout` plus one tick after its
-//! last response ended.
+//! read. A timer ticks [`IDLE_TICKS`] times per `idle_timeout`; after that many ticks in
+//! a row with no request open and none started, the connection is shut down gracefully —
+//! HTTP/1 closes it (or after the response in flight), HTTP/2 sends GOAWAY and closes once
+//! its streams are done. So an idle connection is closed between `idle_timeout` and
+//! `idle_timeout` plus one tick after its last response ended.
 //!
 //! A response body still streaming is not idle, and a graceful shutdown (a reap's or the
 //! stop's) lets it finish: only the connection's reuse is lost.
