@@ -15,4 +15,5 @@ mod hop_by_hop;
 mod http2;
 mod limits;
 mod max_forwards;
+mod one_connection;
 mod request_body;

@@ -74,7 +74,7 @@ pub(crate) fn encode_request<B: Body>(
     Ok(upload)
 }
 
-fn put_field(dst: &mut BytesMut, name: &[u8], value: &[u8]) {
+pub(crate) fn put_field(dst: &mut BytesMut, name: &[u8], value: &[u8]) {
     dst.put_slice(name);
     dst.put_slice(b": ");
     dst.put_slice(value);
@@ -83,7 +83,7 @@ fn put_field(dst: &mut BytesMut, name: &[u8], value: &[u8]) {
 
 /// The `Content-Length` of `headers`: `None` without one, an error when a value is no
 /// number or the values differ (RFC 9112 §6.3, rule 5).
-fn content_length(headers: &HeaderMap) -> Result<Option<u64>, Framing> {
+pub(crate) fn content_length(headers: &HeaderMap) -> Result<Option<u64>, Framing> {
     let mut length = None;
     for value in headers.get_all(CONTENT_LENGTH) {
         for part in value.as_bytes().split(|&b| b == b',') {

@@ -25,6 +25,7 @@
 //! TLS, pooling and timeouts (the caller's: it wraps the stream and the futures).
 
 // Top-down: each module uses only those below it.
+pub mod server;
 mod send;
 mod body;
 mod head;

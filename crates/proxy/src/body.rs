@@ -16,3 +16,47 @@ pub(crate) fn full_body(bytes: Bytes) -> ProxyBody {
         .map_err(|never| match never {})
         .boxed_unsync()
 }
+
+/// A client's request body as the server took it in: hyper's, or none at all (the lean
+/// HTTP/1 path, `server::lean`, serves only requests whose head frames no body).
+#[derive(Debug)]
+pub(crate) struct ClientBody(Option<hyper::body::Incoming>);
+
+impl ClientBody {
+    /// No body: the head framed none.
+    pub(crate) fn none() -> ClientBody {
+        ClientBody(None)
+    }
+}
+
+impl From<hyper::body::Incoming> for ClientBody {
+    fn from(body: hyper::body::Incoming) -> ClientBody {
+        ClientBody(Some(body))
+    }
+}
+
+impl http_body::Body for ClientBody {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, hyper::Error>>> {
+        match &mut self.get_mut().0 {
+            Some(body) => std::pin::Pin::new(body).poll_frame(cx),
+            None => std::task::Poll::Ready(None),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.0.as_ref().is_none_or(http_body::Body::is_end_stream)
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        match &self.0 {
+            Some(body) => body.size_hint(),
+            None => http_body::SizeHint::with_exact(0),
+        }
+    }
+}

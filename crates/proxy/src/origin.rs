@@ -27,11 +27,11 @@ use http::uri::Scheme;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Uri, Version, response};
 use http_body_util::BodyExt;
 use http_body_util::combinators::UnsyncBoxBody;
-use hyper::body::Incoming;
+
 use hyper_util::client::legacy::connect::HttpConnector;
 use tokio::time::Instant;
 
-use crate::body::BoxError;
+use crate::body::{BoxError, ClientBody};
 use crate::config::{HostHeader, OriginConfig, RetryReason};
 use crate::metrics::Metrics;
 use health::{Attempt, FailStatuses, Health, Passive, ServerState};
@@ -121,7 +121,11 @@ impl OriginError {
 pub type RequestBody = UnsyncBoxBody<Bytes, BoxError>;
 
 /// The client's request body, passed on as it streams.
-pub fn client_body(body: Incoming) -> RequestBody {
+pub(crate) fn client_body(body: ClientBody) -> RequestBody {
+    if http_body::Body::is_end_stream(&body) {
+        // Boxes nothing.
+        return empty_body();
+    }
     body.map_err(BoxError::from).boxed_unsync()
 }
 

@@ -67,11 +67,11 @@ use std::time::{Instant, SystemTime};
 use http::header::{AUTHORIZATION, HOST, RANGE, REFERER, USER_AGENT};
 use http::{Method, Request, Response, request};
 use http_body_util::BodyExt;
-use hyper::body::{Body as _, Incoming};
+use hyper::body::Body as _;
 
 use crate::access_log::Record;
 use crate::admission::Decision;
-use crate::body::{BoxError, ProxyBody};
+use crate::body::{BoxError, ClientBody, ProxyBody};
 use crate::cache_status::{self, CACHE_STATUS};
 use crate::config::rules::Lifetimes;
 use crate::hygiene::{self, ClientConnection};
@@ -264,7 +264,7 @@ impl Proxy {
     /// ([`crate::access_log::AccessLog::wrap_body`]).
     pub(crate) async fn handle(
         &self,
-        request: Request<Incoming>,
+        request: Request<ClientBody>,
         peer: SocketAddr,
         scheme: ClientScheme,
     ) -> Response<ProxyBody> {
@@ -333,7 +333,7 @@ impl Proxy {
     async fn check_and_route(
         &self,
         head: &mut request::Parts,
-        body: Incoming,
+        body: ClientBody,
         client: ClientConnection,
         live: &Arc<Snapshot>,
         sent_target: &mut Option<http::Uri>,
@@ -389,7 +389,7 @@ impl Proxy {
         &self,
         head: &request::Parts,
         client: ClientConnection,
-        body: Incoming,
+        body: ClientBody,
         live: &Arc<Snapshot>,
     ) -> Result<Answer, ProxyError> {
         let site = match routing::site_of(&live.sites, head) {
@@ -414,7 +414,7 @@ impl Proxy {
     }
 
     /// [`Proxy::route`] once the site is known.
-    async fn serve_site(&self, ask: &Ask<'_>, body: Incoming) -> Result<Answer, ProxyError> {
+    async fn serve_site(&self, ask: &Ask<'_>, body: ClientBody) -> Result<Answer, ProxyError> {
         let head = ask.head;
         if head.method.as_str() == "PURGE" {
             // Answered here whoever sends it: a purge is never the origin's business.
@@ -568,7 +568,7 @@ impl Proxy {
     async fn answer_found(
         &self,
         ask: &Ask<'_>,
-        body: Incoming,
+        body: ClientBody,
         cacheable: &Cacheable<'_>,
         entry: FoundEntry,
     ) -> Result<Answer, ProxyError> {
@@ -678,7 +678,7 @@ impl Proxy {
 
     /// Passes a request of another method through; a non-error answer to an unsafe
     /// method invalidates what it names.
-    async fn unsafe_or_other(&self, ask: &Ask<'_>, body: Incoming) -> Result<Answer, ProxyError> {
+    async fn unsafe_or_other(&self, ask: &Ask<'_>, body: ClientBody) -> Result<Answer, ProxyError> {
         let answer = (self.pass_through(ask, body, Outcome::forward(Forward::Method))).await?;
         let (head, client, site) = (ask.head, ask.client, ask.site);
         let response = &answer.response;
@@ -700,7 +700,7 @@ impl Proxy {
     async fn pass_through(
         &self,
         ask: &Ask<'_>,
-        body: Incoming,
+        body: ClientBody,
         outcome: Outcome,
     ) -> Result<Answer, ProxyError> {
         let to_origin = ask.origin()?;

@@ -80,9 +80,25 @@ impl Conn {
             .expect("a response within PATIENCE")
     }
 
-    async fn read_response(&mut self) -> Raw {
-        let mut line = String::new();
-        self.reader.read_line(&mut line).await.expect("status line");
+    /// Reads the head of one response to a HEAD request (no body follows), within
+    /// PATIENCE.
+    pub(crate) async fn head_response(&mut self) -> Raw {
+        let read = async {
+            let mut line = String::new();
+            let (status, headers) = self.read_head(&mut line).await;
+            Raw {
+                status,
+                headers,
+                body: Vec::new(),
+            }
+        };
+        tokio::time::timeout(PATIENCE, read)
+            .await
+            .expect("a response within PATIENCE")
+    }
+
+    async fn read_head(&mut self, line: &mut String) -> (u16, Vec<(String, String)>) {
+        self.reader.read_line(line).await.expect("status line");
         let status = line
             .split(' ')
             .nth(1)
@@ -91,7 +107,7 @@ impl Conn {
         let mut headers = Vec::new();
         loop {
             line.clear();
-            self.reader.read_line(&mut line).await.expect("field line");
+            self.reader.read_line(line).await.expect("field line");
             let field = line.trim_end();
             if field.is_empty() {
                 break;
@@ -99,6 +115,12 @@ impl Conn {
             let (name, value) = field.split_once(':').expect("name: value");
             headers.push((name.to_ascii_lowercase(), value.trim().to_owned()));
         }
+        (status, headers)
+    }
+
+    async fn read_response(&mut self) -> Raw {
+        let mut line = String::new();
+        let (status, headers) = self.read_head(&mut line).await;
         let mut raw = Raw {
             status,
             headers,

@@ -10,7 +10,6 @@ use std::sync::{Arc, OnceLock};
 use http::header::RANGE;
 use http::{HeaderMap, Method, Response, StatusCode, request, response};
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
 
 use super::cache::{Began, Cache, Judging, Marker, Storable, Timing, WholeBody};
 use super::collapse::{Fetching, Leader};
@@ -18,7 +17,7 @@ use super::respond::{self, Cut};
 use super::routing::{Admitting, RuleCheck};
 use super::{Answer, Ask, Proxy};
 use crate::admission::{AdmitReason, Assembled, Decision};
-use crate::body::{BoxError, ProxyBody};
+use crate::body::{BoxError, ClientBody, ProxyBody};
 use crate::config::rules::Lifetimes;
 use crate::key::CacheKey;
 use crate::live::Snapshot;
@@ -40,7 +39,7 @@ impl Proxy {
     pub(super) async fn fetch(
         &self,
         ask: &Ask<'_>,
-        body: Incoming,
+        body: ClientBody,
         key: &CacheKey,
         miss: Miss<'_>,
     ) -> Result<Answer, ProxyError> {

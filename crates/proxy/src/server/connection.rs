@@ -36,17 +36,16 @@
 use std::convert::Infallible;
 use std::future::{Future, poll_fn};
 use std::net::SocketAddr;
-use std::pin::Pin;
+use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::Stream;
-use futures_util::task::AtomicWaker;
 use http::header::CONNECTION;
-use http::{HeaderValue, Request, Version};
+use http::{HeaderValue, Request, Response, Version};
 use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
@@ -57,8 +56,10 @@ use tokio::sync::watch;
 use tokio::time::{Instant, MissedTickBehavior};
 
 use super::head_guard::{self, HeadGuard};
+use super::lean;
 use super::send_watch::{SendProgress, Watched};
-use crate::body::{BoxError, ProxyBody};
+use super::side_waker::SideWaker;
+use crate::body::{BoxError, ClientBody, ProxyBody};
 use crate::hygiene::{ConnectionToken, REJECTION_FIELD};
 use crate::key::ClientScheme;
 use crate::proxy::Proxy;
@@ -118,36 +119,90 @@ impl Serving {
     ) where
         IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
-        let proxy = self.proxy.clone();
         let activity = Arc::new(Activity::default());
-        let requests = activity.clone();
-        let service = service_fn(move |mut request: Request<Incoming>| {
-            // Only a head carrying the marker needs the token that proves it ours
-            // (`hygiene::check_request`): most requests skip the extension map's allocation.
-            if request.headers().contains_key(REJECTION_FIELD) {
-                request.extensions_mut().insert(token);
-            }
-            let proxy = proxy.clone();
-            let open = requests.request();
-            let version = request.version();
-            requests.saw(version);
-            async move {
-                let mut response = proxy.handle(request, peer, scheme).await;
-                if open.activity.closes_after(version) {
-                    let close = HeaderValue::from_static("close");
-                    response.headers_mut().insert(CONNECTION, close);
-                }
-                Ok::<_, Infallible>(response.map(|body| TrackedBody::new(body, open)))
-            }
+        let answering = Arc::new(Answering {
+            proxy: self.proxy.clone(),
+            requests: activity.clone(),
+            token,
+            peer,
+            scheme,
         });
         let io = HeadGuard::new(io, token, self.limits, self.header_read_timeout);
         let io = Watched::new(io, activity.send.clone());
-        let connection = self.builder.serve_connection(TokioIo::new(io), service);
-        let close = |connection: Pin<&mut _>| auto::Connection::graceful_shutdown(connection);
+        let closing = AtomicBool::new(false);
+        let connection = self.connection(io, answering, &closing);
+        let close = |_: Pin<&mut _>| closing.store(true, Ordering::Relaxed);
         let ended = drive(connection, close, activity, self.timeouts(), signals);
         if let Err(error) = ended.await {
             tracing::debug!(%peer, %error, "connection ended with an error");
         }
+    }
+
+    /// The connection `io`, served on the lean path (`lean`) until it meets a request that
+    /// path does not serve, then by hyper; `closing` asks it to shut down gracefully.
+    async fn connection<IO>(
+        &self,
+        io: IO,
+        answering: Arc<Answering>,
+        closing: &AtomicBool,
+    ) -> Result<(), BoxError>
+    where
+        IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let limits = secondhit_h1::Limits {
+            max_headers: self.limits.max_headers,
+            max_head_bytes: self.limits.max_head_bytes,
+        };
+        let answer = |request| answering.answer(request);
+        let (io, read) = match lean::serve(io, limits, closing, answer).await? {
+            lean::Ended::Closed => return Ok(()),
+            lean::Ended::HandOver(io, read) => (io, read),
+        };
+        let service = service_fn(move |request: Request<Incoming>| {
+            let answering = answering.clone();
+            async move { Ok::<_, Infallible>(answering.answer(request.map(ClientBody::from)).await) }
+        });
+        let io = TokioIo::new(lean::Prefixed::new(read, io));
+        let mut connection = pin!(self.builder.serve_connection(io, service));
+        let mut shut_down = false;
+        poll_fn(|cx| {
+            if !shut_down && closing.load(Ordering::Relaxed) {
+                shut_down = true;
+                connection.as_mut().graceful_shutdown();
+            }
+            connection.as_mut().poll(cx)
+        })
+        .await
+    }
+}
+
+/// What answers a connection's requests, whichever server read them.
+struct Answering {
+    proxy: Arc<Proxy>,
+    requests: Arc<Activity>,
+    token: ConnectionToken,
+    peer: SocketAddr,
+    scheme: ClientScheme,
+}
+
+impl Answering {
+    /// The proxy's answer to `request`, its body tracked, with `Connection: close` once
+    /// the connection drains.
+    async fn answer(&self, mut request: Request<ClientBody>) -> Response<TrackedBody> {
+        // Only a head carrying the marker needs the token that proves it ours
+        // (`hygiene::check_request`): most requests skip the extension map's allocation.
+        if request.headers().contains_key(REJECTION_FIELD) {
+            request.extensions_mut().insert(self.token);
+        }
+        let open = self.requests.request();
+        let version = request.version();
+        self.requests.saw(version);
+        let mut response = self.proxy.handle(request, self.peer, self.scheme).await;
+        if open.activity.closes_after(version) {
+            let close = HeaderValue::from_static("close");
+            response.headers_mut().insert(CONNECTION, close);
+        }
+        response.map(|body| TrackedBody::new(body, open))
     }
 }
 
@@ -246,7 +301,7 @@ impl Drop for OpenRequest {
 /// so that a connection streaming a response is neither idle nor reaped; and tells the
 /// connection's [`SendProgress`] when it handed out a frame and when hyper asked for the
 /// next one.
-struct TrackedBody {
+pub(super) struct TrackedBody {
     body: ProxyBody,
     /// Closed when the body ends: hyper may keep the body a while after its last frame.
     request: OpenRequest,
@@ -626,37 +681,6 @@ fn quiet_timer(period: Duration) -> tokio::time::Interval {
     let mut timer = tokio::time::interval_at(Instant::now() + tick, tick);
     timer.set_missed_tick_behavior(MissedTickBehavior::Delay);
     timer
-}
-
-/// The waker the idle timer and the signals of one connection are polled with: it
-/// records that one of them fired, then wakes the connection's task.
-struct SideWaker {
-    /// Set when woken; true at first, so that the first poll registers them all.
-    woken: AtomicBool,
-    /// The connection's task.
-    task: AtomicWaker,
-}
-
-impl SideWaker {
-    /// A side waker marked as woken, so that the first poll registers the timer and the
-    /// signals.
-    fn new() -> Arc<SideWaker> {
-        Arc::new(SideWaker {
-            woken: AtomicBool::new(true),
-            task: AtomicWaker::new(),
-        })
-    }
-}
-
-impl Wake for SideWaker {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.woken.store(true, Ordering::Release);
-        self.task.wake();
-    }
 }
 
 #[cfg(test)]
