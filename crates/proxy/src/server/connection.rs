@@ -127,7 +127,6 @@ impl Serving {
             peer,
             scheme,
         });
-        let io = HeadGuard::new(io, token, self.limits, self.header_read_timeout);
         let io = Watched::new(io, activity.send.clone());
         let closing = AtomicBool::new(false);
         let connection = self.connection(io, answering, &closing);
@@ -139,7 +138,13 @@ impl Serving {
     }
 
     /// The connection `io`, served on the lean path (`lean`) until it meets a request that
-    /// path does not serve, then by hyper; `closing` asks it to shut down gracefully.
+    /// path does not serve, then by hyper behind the head guard; `closing` asks it to shut
+    /// down gracefully.
+    ///
+    /// The guard stands only in front of hyper: the lean path serves no request whose body
+    /// framing could be ambiguous (it has no body), and keeps the header read timeout
+    /// itself, so its heads are parsed once. The guard begins at the head the lean path
+    /// handed over, which is where it would have been in sync had it seen every byte.
     async fn connection<IO>(
         &self,
         io: IO,
@@ -149,20 +154,26 @@ impl Serving {
     where
         IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
-        let limits = secondhit_h1::Limits {
-            max_headers: self.limits.max_headers,
-            max_head_bytes: self.limits.max_head_bytes,
+        let limits = lean::Limits {
+            head: secondhit_h1::Limits {
+                max_headers: self.limits.max_headers,
+                max_head_bytes: self.limits.max_head_bytes,
+            },
+            header_read_timeout: self.header_read_timeout,
         };
         let answer = |request| answering.answer(request);
         let (io, read) = match lean::serve(io, limits, closing, answer).await? {
             lean::Ended::Closed => return Ok(()),
             lean::Ended::HandOver(io, read) => (io, read),
         };
+        let token = answering.token;
         let service = service_fn(move |request: Request<Incoming>| {
             let answering = answering.clone();
             async move { Ok::<_, Infallible>(answering.answer(request.map(ClientBody::from)).await) }
         });
-        let io = TokioIo::new(lean::Prefixed::new(read, io));
+        let io = lean::Prefixed::new(read, io);
+        let io = HeadGuard::new(io, token, self.limits, self.header_read_timeout);
+        let io = TokioIo::new(io);
         let mut connection = pin!(self.builder.serve_connection(io, service));
         let mut shut_down = false;
         poll_fn(|cx| {

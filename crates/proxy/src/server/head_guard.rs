@@ -1,6 +1,10 @@
 //! The connection guard: rejects HTTP/1 request heads whose body framing is ambiguous,
 //! before hyper parses them.
 //!
+//! It stands in front of hyper only: a connection begins on the lean HTTP/1.1 path
+//! (`server::lean`), whose requests have no body, and the guard begins at the head that
+//! path hands hyper, with its own first-head deadline from then.
+//!
 //! RFC 9112 §6.3 says a request with both `Content-Length` and `Transfer-Encoding` is
 //! a request-smuggling vector that a server should answer with 400. hyper 1.x instead
 //! drops the `Content-Length`, decodes the body as chunked and closes the connection

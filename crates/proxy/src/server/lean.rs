@@ -8,8 +8,10 @@
 //! first request it does not serve (a body, `Expect`, `Upgrade`, `TE`, `CONNECT`, HTTP/1.0
 //! or HTTP/2, or a head it cannot parse) hands the connection, with every byte read so far
 //! ([`Prefixed`]), to hyper, which serves it to its end as it would have from the start;
-//! so hyper still answers and refuses everything unusual. Heads have passed the head
-//! guard either way, and its timeout and limits apply to both.
+//! so hyper still answers and refuses everything unusual. The head guard (`head_guard`)
+//! stands in front of hyper only, from the head handed over on: this path's heads frame
+//! no body, so none can be ambiguous, and each is parsed once. This path keeps
+//! `server.header_read_timeout` itself ([`HeadClock`]).
 //!
 //! What a response looks like is hyper's: the same framing fields (`Content-Length` from
 //! the body's known length, else chunked; none for HEAD, 204 and 304 bodies), `Date`,
@@ -32,9 +34,21 @@ use http::Request;
 use http_body::Body;
 use secondhit_h1::server::{self, Framing, ReadRequest};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::time::Sleep;
 
 use super::side_waker::SideWaker;
 use crate::body::{BoxError, ClientBody};
+
+/// The limits of the lean path.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Limits {
+    /// A head's size and fields: a head over them is handed over (hyper refuses it).
+    pub(super) head: secondhit_h1::Limits,
+    /// `server.header_read_timeout`: the first head must be whole that long after the
+    /// connection began, a later one that long after this path began to wait for its
+    /// rest.
+    pub(super) header_read_timeout: Duration,
+}
 
 /// How a lean connection ended.
 pub(super) enum Ended<IO> {
@@ -62,7 +76,7 @@ const DIRECT: usize = 16 * 1024;
 /// down gracefully: it closes between requests, or after the response in flight.
 pub(super) async fn serve<IO, F, A, B>(
     mut io: IO,
-    limits: secondhit_h1::Limits,
+    limits: Limits,
     closing: &AtomicBool,
     answer: A,
 ) -> Result<Ended<IO>, BoxError>
@@ -75,27 +89,34 @@ where
     let mut input = BytesMut::with_capacity(READ_SIZE);
     let mut out = BytesMut::new();
     let watch = Watch::new();
+    let mut head_clock = HeadClock::new(limits.header_read_timeout);
     loop {
         let read = match input.is_empty() {
             // Nothing to parse yet (the usual case after a response).
             true => ReadRequest::Incomplete,
-            false => server::read_request(&mut input, limits),
+            false => server::read_request(&mut input, limits.head),
         };
         let (parts, persistent) = match read {
             ReadRequest::Bodiless { parts, persistent } => (parts, persistent),
             ReadRequest::Other => return Ok(Ended::HandOver(io, input.freeze())),
-            ReadRequest::Incomplete => match read_more(&mut io, &mut input, closing).await? {
-                Read::More => continue,
-                Read::Closing => {
-                    io.shutdown().await?;
-                    return Ok(Ended::Closed);
+            ReadRequest::Incomplete => {
+                match read_more(&mut io, &mut input, closing, &mut head_clock).await? {
+                    Read::More => continue,
+                    Read::Closing => {
+                        io.shutdown().await?;
+                        return Ok(Ended::Closed);
+                    }
+                    Read::End => return Ok(Ended::Closed),
                 }
-                Read::End => return Ok(Ended::Closed),
-            },
+            }
         };
+        head_clock.head_read();
         let method = parts.method.clone();
         let asked = answer(Request::from_parts(parts, ClientBody::none()));
-        let Some(response) = watch.wait(&mut io, &mut input, limits, pin!(asked)).await else {
+        let Some(response) = watch
+            .wait(&mut io, &mut input, limits.head, pin!(asked))
+            .await
+        else {
             return Ok(Ended::Closed);
         };
         let (head, body) = response.into_parts();
@@ -107,7 +128,7 @@ where
         let sending = Sending {
             io: &mut io,
             input: &mut input,
-            limits,
+            limits: limits.head,
             out: &mut out,
             watch: &watch,
         };
@@ -135,21 +156,72 @@ enum Read {
     End,
 }
 
-/// Reads more bytes into `input`, unless the connection is closing between requests.
+/// Reads more bytes into `input`, unless the connection is closing between requests; an
+/// error when a head is overdue.
 async fn read_more<IO: AsyncRead + Unpin>(
     io: &mut IO,
     input: &mut BytesMut,
     closing: &AtomicBool,
+    head_clock: &mut HeadClock,
 ) -> io::Result<Read> {
+    if !input.is_empty() {
+        head_clock.head_begun();
+    }
     input.reserve(READ_SIZE);
     poll_fn(|cx| {
         if input.is_empty() && closing.load(Ordering::Relaxed) {
             return Poll::Ready(Ok(Read::Closing));
         }
-        let n = std::task::ready!(tokio_util::io::poll_read_buf(Pin::new(&mut *io), cx, input))?;
-        Poll::Ready(Ok(if n == 0 { Read::End } else { Read::More }))
+        match tokio_util::io::poll_read_buf(Pin::new(&mut *io), cx, input) {
+            Poll::Ready(Ok(0)) => Poll::Ready(Ok(Read::End)),
+            Poll::Ready(Ok(_)) => Poll::Ready(Ok(Read::More)),
+            Poll::Ready(Err(error)) => Poll::Ready(Err(error)),
+            Poll::Pending => head_clock.poll_overdue(cx),
+        }
     })
     .await
+}
+
+/// The deadline of the head being read (`server.header_read_timeout`), armed only while
+/// one is due: a timer is made when a read leaves a head incomplete, never for a head
+/// that comes whole, as most do.
+struct HeadClock {
+    timeout: Duration,
+    deadline: Option<Pin<Box<Sleep>>>,
+}
+
+impl HeadClock {
+    /// The clock of a connection that has just begun: its first head is due.
+    fn new(timeout: Duration) -> HeadClock {
+        HeadClock {
+            timeout,
+            deadline: Some(Box::pin(tokio::time::sleep(timeout))),
+        }
+    }
+
+    /// Part of a head came: it is due from now, unless it already was.
+    fn head_begun(&mut self) {
+        if self.deadline.is_none() {
+            self.deadline = Some(Box::pin(tokio::time::sleep(self.timeout)));
+        }
+    }
+
+    /// A head was read whole: none is due.
+    fn head_read(&mut self) {
+        self.deadline = None;
+    }
+
+    /// Pending, or the error that ends a connection whose head is overdue.
+    fn poll_overdue<T>(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<T>> {
+        let overdue = (self.deadline.as_mut()).is_some_and(|d| d.as_mut().poll(cx).is_ready());
+        if !overdue {
+            return Poll::Pending;
+        }
+        Poll::Ready(Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            "no request head within server.header_read_timeout",
+        )))
+    }
 }
 
 /// The client's side of a connection while the lean path waits on something else: what
