@@ -86,15 +86,22 @@ pub(crate) fn put_field(dst: &mut BytesMut, name: &[u8], value: &[u8]) {
 pub(crate) fn content_length(headers: &HeaderMap) -> Result<Option<u64>, Framing> {
     let mut length = None;
     for value in headers.get_all(CONTENT_LENGTH) {
-        for part in value.as_bytes().split(|&b| b == b',') {
-            let n = parse_decimal(part.trim_ascii()).ok_or(Framing::ContentLength)?;
-            if length.is_some_and(|seen| seen != n) {
-                return Err(Framing::ContentLength);
-            }
-            length = Some(n);
-        }
+        add_length(value, &mut length)?;
     }
     Ok(length)
+}
+
+/// Reads one `Content-Length` line into `length`, the lines before it already there: an
+/// error when a value is no number or differs from one seen.
+pub(crate) fn add_length(value: &HeaderValue, length: &mut Option<u64>) -> Result<(), Framing> {
+    for part in value.as_bytes().split(|&b| b == b',') {
+        let n = parse_decimal(part.trim_ascii()).ok_or(Framing::ContentLength)?;
+        if length.is_some_and(|seen| seen != n) {
+            return Err(Framing::ContentLength);
+        }
+        *length = Some(n);
+    }
+    Ok(())
 }
 
 /// Digits only (no sign, no space), within a `u64`.
@@ -254,13 +261,33 @@ fn last_coding_is_chunked(headers: &HeaderMap) -> bool {
 pub(crate) fn is_persistent(version: Version, headers: &HeaderMap) -> bool {
     let mut keep_alive = false;
     for value in headers.get_all(CONNECTION) {
-        for option in value.as_bytes().split(|&b| b == b',') {
-            let option = option.trim_ascii();
-            if option.eq_ignore_ascii_case(b"close") {
-                return false;
-            }
-            keep_alive |= option.eq_ignore_ascii_case(b"keep-alive");
+        let options = connection_options(value.as_bytes());
+        if options.close {
+            return false;
         }
+        keep_alive |= options.keep_alive;
     }
     version == Version::HTTP_11 || keep_alive
+}
+
+/// The persistence options one `Connection` line lists.
+pub(crate) struct ConnectionOptions {
+    /// `close`.
+    pub(crate) close: bool,
+    /// `keep-alive`.
+    pub(crate) keep_alive: bool,
+}
+
+/// The persistence options `value`, a `Connection` line, lists.
+pub(crate) fn connection_options(value: &[u8]) -> ConnectionOptions {
+    let mut options = ConnectionOptions {
+        close: false,
+        keep_alive: false,
+    };
+    for option in value.split(|&b| b == b',') {
+        let option = option.trim_ascii();
+        options.close |= option.eq_ignore_ascii_case(b"close");
+        options.keep_alive |= option.eq_ignore_ascii_case(b"keep-alive");
+    }
+    options
 }

@@ -13,13 +13,13 @@ use std::mem::MaybeUninit;
 use std::ops::Range;
 
 use bytes::{BufMut, Bytes, BytesMut};
-use http::header::{CONTENT_LENGTH, DATE, TRANSFER_ENCODING};
+use http::header::{CONNECTION, CONTENT_LENGTH, DATE, TRANSFER_ENCODING};
 use http::response;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri, Version, request};
 use http_body::SizeHint;
 
 use crate::conn::{Limits, MAX_HEADERS};
-use crate::head::{content_length, is_persistent, put_field};
+use crate::head::{add_length, connection_options, put_field};
 
 /// What the front of a connection's buffer holds.
 // Large by value on purpose: the head moves straight into the request, and a box would
@@ -93,6 +93,7 @@ pub fn read_request(buf: &mut BytesMut, limits: Limits) -> ReadRequest {
     let base = buf.as_ptr() as usize;
     let target = offset(base, target.as_bytes());
     let mut named = Vec::with_capacity(request.headers.len());
+    let mut close = false;
     for field in request.headers.iter() {
         let Ok(name) = HeaderName::from_bytes(field.name.as_bytes()) else {
             return ReadRequest::Other;
@@ -100,13 +101,19 @@ pub fn read_request(buf: &mut BytesMut, limits: Limits) -> ReadRequest {
         if NOT_LEAN.contains(&name) {
             return ReadRequest::Other;
         }
+        if name == CONNECTION {
+            close |= connection_options(field.value).close;
+        }
         named.push((name, offset(base, field.value)));
     }
     let Some(parts) = build(buf, len, method, target, named) else {
         return ReadRequest::Other;
     };
-    let persistent = is_persistent(Version::HTTP_11, &parts.headers);
-    ReadRequest::Bodiless { parts, persistent }
+    // HTTP/1.1: persistent unless `close` is among the connection options (RFC 9112 §9.3).
+    ReadRequest::Bodiless {
+        parts,
+        persistent: !close,
+    }
 }
 
 /// Where `part` lies in the buffer that starts at `base`.
@@ -198,56 +205,83 @@ pub fn encode_response(
     dst: &mut BytesMut,
 ) -> Result<Encoded, BadLength> {
     let status = parts.status;
-    let headers = &parts.headers;
-    let mut size = 64 + date.len();
-    size += (headers.iter()).fold(0, |n, (name, value)| {
-        n + name.as_str().len() + value.len() + 4
-    });
-    dst.reserve(size);
+    dst.reserve(96 + date.len() + parts.headers.len() * FIELD_GUESS);
     put_status_line(status, dst);
+    let own = put_fields(&parts.headers, dst)?;
     let has_body = !(*method == Method::HEAD
         || status == StatusCode::NO_CONTENT
         || status == StatusCode::NOT_MODIFIED
         || status.is_informational());
     let empty = body.exact() == Some(0);
-    let length = content_length(headers).map_err(|_| BadLength)?;
-    let framing = match (length, body.exact()) {
+    let framing = match (own.length, body.exact()) {
         (_, _) if !has_body => Framing::None,
         (Some(_), Some(0)) | (None, Some(0)) => Framing::None,
         (_, Some(known)) => Framing::Length(known),
         (Some(length), None) => Framing::Length(length),
         (None, None) => Framing::Chunked,
     };
-    for (name, value) in headers {
-        if name == TRANSFER_ENCODING || name == CONTENT_LENGTH {
-            continue;
-        }
-        put_field(dst, name.as_str().as_bytes(), value.as_bytes());
-    }
     match framing {
         Framing::Length(length) => put_length(length, dst),
         Framing::Chunked => put_field(dst, b"transfer-encoding", b"chunked"),
         // A HEAD answer keeps the length the GET would have had.
         Framing::None if *method == Method::HEAD => {
-            if let Some(length) = length.or(body.exact().filter(|_| !empty)) {
+            if let Some(length) = own.length.or(body.exact().filter(|_| !empty)) {
                 put_length(length, dst);
             }
         }
         Framing::None if has_body => put_field(dst, b"content-length", b"0"),
         Framing::None => {}
     }
-    let says_close = is_close(headers);
-    if close && !says_close {
+    if close && !own.close {
         put_field(dst, b"connection", b"close");
     }
-    if !headers.contains_key(DATE) {
+    if !own.date {
         put_field(dst, b"date", date);
     }
     dst.put_slice(b"\r\n");
     Ok(Encoded {
         framing,
-        close: close || says_close,
+        close: close || own.close,
     })
+}
+
+/// Bytes a field line takes on average, to reserve room for a head at once.
+const FIELD_GUESS: usize = 48;
+
+/// What the head's framing needs of a response's own fields.
+struct OwnFields {
+    /// Its `Content-Length`.
+    length: Option<u64>,
+    /// `close` is among its connection options.
+    close: bool,
+    /// It has a `Date`.
+    date: bool,
+}
+
+/// Writes the response's fields but its framing ones, and notes what the framing needs of
+/// them: one pass, no lookup.
+fn put_fields(headers: &HeaderMap, dst: &mut BytesMut) -> Result<OwnFields, BadLength> {
+    let mut own = OwnFields {
+        length: None,
+        close: false,
+        date: false,
+    };
+    for (name, value) in headers {
+        if *name == CONTENT_LENGTH {
+            add_length(value, &mut own.length).map_err(|_| BadLength)?;
+            continue;
+        }
+        if *name == TRANSFER_ENCODING {
+            continue;
+        }
+        if *name == CONNECTION {
+            own.close |= connection_options(value.as_bytes()).close;
+        } else if *name == DATE {
+            own.date = true;
+        }
+        put_field(dst, name.as_str().as_bytes(), value.as_bytes());
+    }
+    Ok(own)
 }
 
 fn put_status_line(status: StatusCode, dst: &mut BytesMut) {
@@ -270,11 +304,6 @@ fn put_length(length: u64, dst: &mut BytesMut) {
         b"content-length",
         itoa::Buffer::new().format(length).as_bytes(),
     );
-}
-
-/// Whether `close` is among the connection options of `headers`.
-fn is_close(headers: &HeaderMap) -> bool {
-    !is_persistent(Version::HTTP_11, headers)
 }
 
 /// Writes the framing of one chunk of `len` bytes (the chunked coding's size line); the

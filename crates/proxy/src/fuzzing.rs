@@ -38,6 +38,104 @@ pub use secondhit_store::fuzzing::{purge_log, store_entry};
 /// The moment the targets that need a clock read: 2026-11-29T00:00:00Z.
 const NOW: Duration = Duration::from_secs(1_795_910_400);
 
+/// The lean HTTP/1.1 path's head reader (`secondhit_h1::server::read_request`, as
+/// `server::lean` calls it). `data[0]` picks the limits, `data[1]` the size of the reads
+/// the rest of `data` arrives in. Asserts that the heads it reads, and where it stops to
+/// hand the connection to hyper, do not depend on how the bytes were cut into reads; that
+/// no head it reads frames a body or asks for more than a head; and that the heads it read
+/// followed by what it left are the input, byte for byte, so that hyper, taking over,
+/// starts exactly where it stopped.
+pub fn lean_heads(data: &[u8]) {
+    let [limit, cut, input @ ..] = data else {
+        return;
+    };
+    let limits = secondhit_h1::Limits {
+        max_head_bytes: 64 << (limit % 8),
+        max_headers: [1, 8, 100][usize::from(limit / 8 % 3)],
+    };
+    let whole = read_heads(input, input.len().max(1), limits);
+    let split = read_heads(input, usize::from(*cut).max(1), limits);
+    assert!(whole == split, "reads of {cut} bytes");
+    let mut again = whole.consumed.clone();
+    again.extend_from_slice(&whole.left);
+    assert!(again == input, "nothing read twice, nothing lost");
+    for head in &whole.heads {
+        for name in [
+            "content-length",
+            "transfer-encoding",
+            "expect",
+            "upgrade",
+            "te",
+        ] {
+            assert!(!head.headers.contains_key(name), "a {name} head was read");
+        }
+        assert!(head.method != Method::CONNECT && head.version == Version::HTTP_11);
+    }
+}
+
+/// What the lean reader made of an input.
+#[derive(PartialEq)]
+struct LeanRead {
+    heads: Vec<LeanHead>,
+    /// The bytes of the heads read, in order.
+    consumed: Vec<u8>,
+    /// What was left for hyper (or unfinished at the end of the input).
+    left: Vec<u8>,
+    handed_over: bool,
+}
+
+#[derive(PartialEq)]
+struct LeanHead {
+    method: Method,
+    uri: http::Uri,
+    version: Version,
+    headers: HeaderMap,
+    persistent: bool,
+}
+
+/// Feeds `input` to the lean reader in reads of `piece` bytes, as `server::lean` does.
+fn read_heads(input: &[u8], piece: usize, limits: secondhit_h1::Limits) -> LeanRead {
+    use secondhit_h1::server::{ReadRequest, read_request};
+    let mut read = LeanRead {
+        heads: Vec::new(),
+        consumed: Vec::new(),
+        left: Vec::new(),
+        handed_over: false,
+    };
+    let mut buf = bytes::BytesMut::new();
+    for part in input.chunks(piece) {
+        buf.extend_from_slice(part);
+        loop {
+            let before = buf.clone();
+            match read_request(&mut buf, limits) {
+                ReadRequest::Bodiless { parts, persistent } => {
+                    let taken = before.len() - buf.len();
+                    assert!(before[taken..] == buf[..], "only the head is taken");
+                    read.consumed.extend_from_slice(&before[..taken]);
+                    read.heads.push(LeanHead {
+                        method: parts.method,
+                        uri: parts.uri,
+                        version: parts.version,
+                        headers: parts.headers,
+                        persistent,
+                    });
+                }
+                ReadRequest::Incomplete => break,
+                ReadRequest::Other => {
+                    assert!(before == buf, "a head handed over is left whole");
+                    read.handed_over = true;
+                    read.left = buf.to_vec();
+                    read.left
+                        .extend_from_slice(&input[read.consumed.len() + read.left.len()..]);
+                    return read;
+                }
+            }
+        }
+    }
+    read.left = buf.to_vec();
+    read
+}
+
 /// The head guard's framing scanner (`server::head_guard::scanner`, chunked bodies
 /// included). `data[0]` and `data[1]` pick the limits, `data[2]` the size of the reads the
 /// rest of `data` arrives in. Asserts that what the scanner releases to hyper by the end of
@@ -591,6 +689,11 @@ mod tests {
     #[test]
     fn the_head_guard_releases_the_same_bytes_however_the_kept_inputs_are_cut() {
         replay("head_guard", super::head_guard);
+    }
+
+    #[test]
+    fn the_lean_reader_stops_at_the_same_head_however_the_kept_inputs_are_cut() {
+        replay("lean_heads", super::lean_heads);
     }
 
     #[test]
