@@ -515,6 +515,41 @@ async fn a_later_head_that_stops_halfway_is_disconnected() {
     assert_eq!(origin.count("/second"), 0);
 }
 
+/// A head begun while the request before it is still being answered is timed from its
+/// first bytes too: the connection ends `header_read_timeout` after them, before the slow
+/// answer would have come.
+#[tokio::test(start_paused = true)]
+async fn a_head_begun_during_a_slow_answer_is_timed_from_its_first_bytes() {
+    let origin = origin().await;
+    let proxy = TestProxy::start(origin.addr, |c| {
+        c.server.header_read_timeout = Duration::from_millis(300);
+        c.server.idle_timeout = Duration::from_secs(600);
+    })
+    .await;
+    let mut stream = TcpStream::connect(proxy.addr).await.expect("connect");
+    stream
+        .write_all(b"GET /slow HTTP/1.1\r\nHost: a\r\n\r\n")
+        .await
+        .expect("first head");
+    // The origin answers /slow 1.5 s later; the next head begins meanwhile and stops.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let begun = tokio::time::Instant::now();
+    stream
+        .write_all(b"GET /second HTTP/1.1\r\nHost: a\r\n")
+        .await
+        .expect("partial second head");
+    let rest = read_to_close(&mut stream)
+        .await
+        .expect("the proxy must close the connection");
+    assert!(
+        begun.elapsed() < Duration::from_millis(1000),
+        "closed {:?} after the second head began, not at its timeout",
+        begun.elapsed()
+    );
+    assert!(rest.is_empty(), "the slow answer never came: {rest:?}");
+    assert_eq!(origin.count("/second"), 0);
+}
+
 /// A proxy storing everything, its body streamed from disk (no memory tier), with
 /// `send_timeout` and timeouts the tests outlast otherwise; and an origin whose `/big` is
 /// 8 MB, far more than socket buffers hold.

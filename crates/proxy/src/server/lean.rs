@@ -45,8 +45,9 @@ pub(super) struct Limits {
     /// A head's size and fields: a head over them is handed over (hyper refuses it).
     pub(super) head: secondhit_h1::Limits,
     /// `server.header_read_timeout`: the first head must be whole that long after the
-    /// connection began, a later one that long after this path began to wait for its
-    /// rest.
+    /// connection began, a later one that long after its first bytes came (bytes that
+    /// came in the read of the head before it count from when that head was answered:
+    /// a pipelining client's heads do not each arm a timer).
     pub(super) header_read_timeout: Duration,
 }
 
@@ -114,7 +115,13 @@ where
         let method = parts.method.clone();
         let asked = answer(Request::from_parts(parts, ClientBody::none()));
         let Some(response) = watch
-            .wait(&mut io, &mut input, limits.head, pin!(asked))
+            .wait(
+                &mut io,
+                &mut input,
+                limits.head,
+                &mut head_clock,
+                pin!(asked),
+            )
             .await
         else {
             return Ok(Ended::Closed);
@@ -131,6 +138,7 @@ where
             limits: limits.head,
             out: &mut out,
             watch: &watch,
+            head_clock: &mut head_clock,
         };
         if !sending.body(body, encoded.framing).await? {
             return Ok(Ended::Closed);
@@ -242,12 +250,13 @@ impl Watch {
     }
 
     /// Waits for `future`, watching the client; `None` when it left or its connection
-    /// failed.
+    /// failed. A head begun meanwhile is due from its first bytes (`head_clock`).
     async fn wait<IO, F>(
         &self,
         io: &mut IO,
         input: &mut BytesMut,
         limits: secondhit_h1::Limits,
+        head_clock: &mut HeadClock,
         mut future: Pin<&mut F>,
     ) -> Option<F::Output>
     where
@@ -270,11 +279,15 @@ impl Watch {
                 input.reserve(READ_SIZE);
                 match tokio_util::io::poll_read_buf(Pin::new(&mut *io), &mut side_cx, input) {
                     Poll::Ready(Ok(0) | Err(_)) => return Poll::Ready(None),
-                    Poll::Ready(Ok(_)) => {}
+                    Poll::Ready(Ok(_)) => head_clock.head_begun(),
                     Poll::Pending => break,
                 }
             }
-            Poll::Pending
+            // A head begun meanwhile and overdue ends the connection, answer or not.
+            match head_clock.poll_overdue::<()>(&mut side_cx) {
+                Poll::Ready(_) => Poll::Ready(None),
+                Poll::Pending => Poll::Pending,
+            }
         })
         .await
     }
@@ -289,6 +302,7 @@ struct Sending<'a, IO> {
     /// The head, then the small frames of the body gathered behind it.
     out: &'a mut BytesMut,
     watch: &'a Watch,
+    head_clock: &'a mut HeadClock,
 }
 
 impl<IO: AsyncRead + AsyncWrite + Unpin> Sending<'_, IO> {
@@ -350,7 +364,13 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Sending<'_, IO> {
         let next = poll_fn(|cx| body.as_mut().poll_frame(cx));
         Ok(self
             .watch
-            .wait(self.io, self.input, self.limits, pin!(next))
+            .wait(
+                self.io,
+                self.input,
+                self.limits,
+                self.head_clock,
+                pin!(next),
+            )
             .await)
     }
 
