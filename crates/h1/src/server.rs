@@ -41,8 +41,8 @@ pub enum ReadRequest {
 }
 
 /// Fields whose presence takes a request off this path: body framing, and what changes
-/// what follows the head.
-const NOT_LEAN: [HeaderName; 5] = [
+/// what follows the head. A `static`: a `const` would be built and dropped at each use.
+static NOT_LEAN: [HeaderName; 5] = [
     CONTENT_LENGTH,
     TRANSFER_ENCODING,
     http::header::EXPECT,
@@ -84,12 +84,12 @@ pub fn read_request(buf: &mut BytesMut, limits: Limits) -> ReadRequest {
     if method == Method::CONNECT {
         return ReadRequest::Other;
     }
-    // Names and where each value lies, so that values and target share the head's bytes
-    // once it is split off.
     // hyper's limit (`MAX_URI_LEN`): it answers 414 beyond it.
     if target.len() > MAX_TARGET_BYTES {
         return ReadRequest::Other;
     }
+    // Names and where each value lies, so that values and target share the head's bytes
+    // once it is split off.
     let base = buf.as_ptr() as usize;
     let target = offset(base, target.as_bytes());
     let mut named = Vec::with_capacity(request.headers.len());
@@ -143,6 +143,7 @@ fn build(
     Some(parts)
 }
 
+/// The parts of the head `head`, the target and the values sharing its bytes.
 fn parts_of(
     head: &Bytes,
     method: Method,
@@ -193,8 +194,10 @@ pub struct BadLength;
 /// Writes the head of the response `parts` to a `method` request into `dst`, with the
 /// framing its body needs (its `size_hint`, or the `Content-Length` it carries), a `Date`
 /// of `date` when it has none, and `Connection: close` when `close` and it says nothing
-/// of the kind; returns that framing. As hyper's server writes heads: a `Content-Length`
-/// the body's known length makes is trusted; one on an empty body is dropped but for a
+/// of the kind; returns that framing. As hyper's server writes heads, with one
+/// difference: the body's known length is written as its `Content-Length` (the response's
+/// own value is used only when the body's length is unknown, where hyper writes the
+/// response's value either way); a `Content-Length` on an empty body is dropped but for a
 /// HEAD request's; a `Transfer-Encoding` is replaced by this side's own framing.
 pub fn encode_response(
     parts: &response::Parts,

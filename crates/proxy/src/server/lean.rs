@@ -411,10 +411,12 @@ enum BodyLength {
     Short,
 }
 
-/// Writes all of `out`, then empties it.
+/// Writes all of `out`, then empties it. Flushed too: a TLS stream may hold records back
+/// when the socket is full, and nothing else would push them out before the next write.
 async fn flush<IO: AsyncWrite + Unpin>(io: &mut IO, out: &mut BytesMut) -> Result<(), BoxError> {
     io.write_all(out).await?;
     out.clear();
+    io.flush().await?;
     Ok(())
 }
 
@@ -435,7 +437,8 @@ async fn write_both<IO: AsyncWrite + Unpin>(
         data.advance(n - from_out);
     }
     out.clear();
-    io.write_all(&data).await
+    io.write_all(&data).await?;
+    io.flush().await
 }
 
 thread_local! {
