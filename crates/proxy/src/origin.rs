@@ -27,7 +27,6 @@ use http::uri::Scheme;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Uri, Version, response};
 use http_body_util::BodyExt;
 use http_body_util::combinators::UnsyncBoxBody;
-
 use hyper_util::client::legacy::connect::HttpConnector;
 use tokio::time::Instant;
 

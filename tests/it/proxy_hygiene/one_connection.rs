@@ -117,3 +117,23 @@ async fn http_1_0_and_http_2_clients_are_served_by_hyper_from_their_first_reques
     assert_eq!(response.version(), reqwest::Version::HTTP_2);
     assert_eq!(response.bytes().await.expect("body").as_ref(), b"GET /new ");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_more_pipelined_requests_than_one_head_holds_are_all_answered_in_order() {
+    let origin = echo_origin().await;
+    let proxy = TestProxy::start(origin.addr, |c| {
+        // The smallest head limit: the proxy reads ahead at most this much while it
+        // answers, and must still find every request after it in the socket.
+        c.server.max_header_bytes = 8 * 1024;
+    })
+    .await;
+    let mut conn = Conn::open(&proxy).await;
+    let paths: Vec<String> = (0..1000).map(|i| format!("/p{i}")).collect();
+    let batch: String = paths.iter().map(|path| get(path)).collect();
+    assert!(batch.len() > 3 * 8 * 1024, "{} bytes", batch.len());
+    conn.write(batch.as_bytes()).await;
+    for path in &paths {
+        let response = conn.response().await;
+        assert_eq!(response.body, format!("GET {path} ").as_bytes());
+    }
+}
