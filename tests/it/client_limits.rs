@@ -465,22 +465,27 @@ async fn client_that_never_finishes_its_head_is_disconnected() {
     assert_eq!(origin.count("/x"), 0);
 }
 
-/// A later head is timed from its first byte: after one answered request, a head that
-/// stops halfway ends the connection at `header_read_timeout`, long before the idle
-/// timeout would.
-#[tokio::test(start_paused = true)]
-async fn a_later_head_that_stops_halfway_is_disconnected() {
-    let origin = origin().await;
+/// A proxy whose heads are due 300 ms after they begin (and idle connections kept far
+/// longer), and a connection to it that has sent one whole head, for `path`.
+async fn after_one_head(origin: &TestOrigin, path: &str) -> (TestProxy, TcpStream) {
     let proxy = TestProxy::start(origin.addr, |c| {
         c.server.header_read_timeout = Duration::from_millis(300);
         c.server.idle_timeout = Duration::from_secs(600);
     })
     .await;
     let mut stream = TcpStream::connect(proxy.addr).await.expect("connect");
-    stream
-        .write_all(b"GET /first HTTP/1.1\r\nHost: a\r\n\r\n")
-        .await
-        .expect("first head");
+    let head = format!("GET {path} HTTP/1.1\r\nHost: a\r\n\r\n");
+    stream.write_all(head.as_bytes()).await.expect("first head");
+    (proxy, stream)
+}
+
+/// A later head is timed from its first byte: after one answered request, a head that
+/// stops halfway ends the connection at `header_read_timeout`, long before the idle
+/// timeout would.
+#[tokio::test(start_paused = true)]
+async fn a_later_head_that_stops_halfway_is_disconnected() {
+    let origin = origin().await;
+    let (_proxy, mut stream) = after_one_head(&origin, "/first").await;
     // The whole first answer: its head, then the 5 bytes its Content-Length names.
     let mut answer = Vec::new();
     let mut chunk = [0u8; 4096];
@@ -521,16 +526,7 @@ async fn a_later_head_that_stops_halfway_is_disconnected() {
 #[tokio::test(start_paused = true)]
 async fn a_head_begun_during_a_slow_answer_is_timed_from_its_first_bytes() {
     let origin = origin().await;
-    let proxy = TestProxy::start(origin.addr, |c| {
-        c.server.header_read_timeout = Duration::from_millis(300);
-        c.server.idle_timeout = Duration::from_secs(600);
-    })
-    .await;
-    let mut stream = TcpStream::connect(proxy.addr).await.expect("connect");
-    stream
-        .write_all(b"GET /slow HTTP/1.1\r\nHost: a\r\n\r\n")
-        .await
-        .expect("first head");
+    let (_proxy, mut stream) = after_one_head(&origin, "/slow").await;
     // The origin answers /slow 1.5 s later; the next head begins meanwhile and stops.
     tokio::time::sleep(Duration::from_millis(100)).await;
     let begun = tokio::time::Instant::now();

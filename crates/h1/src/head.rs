@@ -81,6 +81,23 @@ pub(crate) fn put_field(dst: &mut BytesMut, name: &[u8], value: &[u8]) {
     dst.put_slice(b"\r\n");
 }
 
+/// Writes `n` in hexadecimal (a chunk size).
+pub(crate) fn put_hex(dst: &mut BytesMut, n: usize) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut digits = [0u8; 16];
+    let mut at = digits.len();
+    let mut rest = n;
+    loop {
+        at -= 1;
+        digits[at] = DIGITS[rest & 0xf];
+        rest >>= 4;
+        if rest == 0 {
+            break;
+        }
+    }
+    dst.put_slice(&digits[at..]);
+}
+
 /// The `Content-Length` of `headers`: `None` without one, an error when a value is no
 /// number or the values differ (RFC 9112 §6.3, rule 5).
 pub(crate) fn content_length(headers: &HeaderMap) -> Result<Option<u64>, Framing> {

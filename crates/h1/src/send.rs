@@ -277,7 +277,7 @@ impl Writer {
             Upload::Length(length) if self.taken > length => return Err(Error::RequestBodyLength),
             Upload::Length(_) => self.push(data),
             Upload::Chunked => {
-                put_hex(&mut self.tail, data.len());
+                head::put_hex(&mut self.tail, data.len());
                 self.tail.put_slice(b"\r\n");
                 self.queued += self.tail.len();
                 self.push(data);
@@ -363,21 +363,4 @@ impl Writer {
             self.queue.pop_front();
         }
     }
-}
-
-/// Writes `n` in hexadecimal (a chunk size).
-fn put_hex(dst: &mut BytesMut, n: usize) {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut digits = [0u8; 16];
-    let mut at = digits.len();
-    let mut rest = n;
-    loop {
-        at -= 1;
-        digits[at] = DIGITS[rest & 0xf];
-        rest >>= 4;
-        if rest == 0 {
-            break;
-        }
-    }
-    dst.put_slice(&digits[at..]);
 }

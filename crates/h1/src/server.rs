@@ -19,7 +19,7 @@ use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri, Version,
 use http_body::SizeHint;
 
 use crate::conn::{Limits, MAX_HEADERS};
-use crate::head::{add_length, connection_options, put_field};
+use crate::head::{add_length, connection_options, put_field, put_hex};
 
 /// What the front of a connection's buffer holds.
 // Large by value on purpose: the head moves straight into the request, and a box would
@@ -312,18 +312,7 @@ fn put_length(length: u64, dst: &mut BytesMut) {
 /// Writes the framing of one chunk of `len` bytes (the chunked coding's size line); the
 /// data and [`CHUNK_END`] follow it.
 pub fn put_chunk_size(len: usize, dst: &mut BytesMut) {
-    let mut digits = [0u8; 16];
-    let mut at = digits.len();
-    let mut n = len;
-    loop {
-        at -= 1;
-        digits[at] = b"0123456789abcdef"[n & 15];
-        n >>= 4;
-        if n == 0 {
-            break;
-        }
-    }
-    dst.put_slice(&digits[at..]);
+    put_hex(dst, len);
     dst.put_slice(b"\r\n");
 }
 
