@@ -111,7 +111,12 @@ pub(crate) fn content_length(headers: &HeaderMap) -> Result<Option<u64>, Framing
 /// Reads one `Content-Length` line into `length`, the lines before it already there: an
 /// error when a value is no number or differs from one seen.
 pub(crate) fn add_length(value: &HeaderValue, length: &mut Option<u64>) -> Result<(), Framing> {
-    for part in value.as_bytes().split(|&b| b == b',') {
+    add_length_bytes(value.as_bytes(), length)
+}
+
+/// [`add_length`] of a line's bytes.
+fn add_length_bytes(value: &[u8], length: &mut Option<u64>) -> Result<(), Framing> {
+    for part in value.split(|&b| b == b',') {
         let n = parse_decimal(part.trim_ascii()).ok_or(Framing::ContentLength)?;
         if length.is_some_and(|seen| seen != n) {
             return Err(Framing::ContentLength);
@@ -194,18 +199,21 @@ pub(crate) fn parse_response(
         };
         // The names now, and where each value lies in the head, so that the values can
         // share its bytes once it is split off. A list as long as the head's fields: an
-        // array of `MAX_HEADERS` would be zeroed on every response.
+        // array of `MAX_HEADERS` would be zeroed on every response. The fields that frame
+        // the body are read on the way, not looked up in the map afterwards.
         let base = buf.as_ptr() as usize;
         let mut named = Vec::with_capacity(response.headers.len());
+        let mut framing = FramingFields::default();
         for field in response.headers.iter() {
             let name = HeaderName::from_bytes(field.name.as_bytes())
                 .map_err(|_| httparse::Error::HeaderName)?;
+            framing.read(&name, field.value);
             let value = field.value.as_ptr() as usize - base;
             named.push((name, value..value + field.value.len()));
         }
         let head = buf.split_to(len).freeze();
         let headers = fields(&head, named)?;
-        return finish(status, version, headers, method).map(Some);
+        return finish(status, version, headers, &framing, method).map(Some);
     }
 }
 
@@ -221,34 +229,89 @@ fn fields(head: &Bytes, named: Vec<(HeaderName, Range<usize>)>) -> Result<Header
     Ok(headers)
 }
 
-/// The head's framing and persistence, from its status, version and fields.
+/// What a response head's `Content-Length`, `Transfer-Encoding` and `Connection` lines
+/// say, read line by line as the head is parsed.
+struct FramingFields {
+    /// The `Content-Length`, or why it is none: an error only matters when the body is
+    /// framed by it.
+    length: Result<Option<u64>, Framing>,
+    /// Whether a `Transfer-Encoding` line was there.
+    transfer_encoding: bool,
+    /// Whether the last coding of the last `Transfer-Encoding` line is `chunked`.
+    last_coding_chunked: bool,
+    /// The persistence options all `Connection` lines list.
+    connection: ConnectionOptions,
+}
+
+impl Default for FramingFields {
+    fn default() -> FramingFields {
+        FramingFields {
+            length: Ok(None),
+            transfer_encoding: false,
+            last_coding_chunked: false,
+            connection: ConnectionOptions {
+                close: false,
+                keep_alive: false,
+            },
+        }
+    }
+}
+
+impl FramingFields {
+    /// Takes in one field line.
+    fn read(&mut self, name: &HeaderName, value: &[u8]) {
+        if name == CONTENT_LENGTH {
+            if let Ok(length) = &mut self.length
+                && let Err(error) = add_length_bytes(value, length)
+            {
+                self.length = Err(error);
+            }
+        } else if name == TRANSFER_ENCODING {
+            self.transfer_encoding = true;
+            self.last_coding_chunked = last_coding_is_chunked(value);
+        } else if name == CONNECTION {
+            let options = connection_options(value);
+            self.connection.close |= options.close;
+            self.connection.keep_alive |= options.keep_alive;
+        }
+    }
+
+    /// Whether the connection persists after a message of `version` with these fields
+    /// (RFC 9112 §9.3): see [`is_persistent`].
+    fn persistent(&self, version: Version) -> bool {
+        !self.connection.close && (version == Version::HTTP_11 || self.connection.keep_alive)
+    }
+}
+
+/// The head's framing and persistence, from its status, version and framing fields.
 fn finish(
     status: StatusCode,
     version: Version,
     headers: HeaderMap,
+    framing: &FramingFields,
     method: &Method,
 ) -> Result<ResponseHead, Error> {
-    let mut persistent = is_persistent(version, &headers);
+    let mut persistent = framing.persistent(version);
     let bodiless = *method == Method::HEAD
         || status == StatusCode::NO_CONTENT
         || status == StatusCode::NOT_MODIFIED;
     let delimit = if bodiless {
         Delimit::Length(0)
-    } else if headers.contains_key(TRANSFER_ENCODING) {
+    } else if framing.transfer_encoding {
         if version == Version::HTTP_10 {
             return Err(Framing::TransferEncodingInHttp10.into());
         }
         // Both fields: the coding wins (rule 3), but a message framed two ways may be
         // read differently by whoever sent it, so the connection is not used again.
-        if headers.contains_key(CONTENT_LENGTH) {
+        if !matches!(framing.length, Ok(None)) {
             persistent = false;
         }
-        match last_coding_is_chunked(&headers) {
+        match framing.last_coding_chunked {
             true => Delimit::Chunked,
             false => Delimit::UntilClose,
         }
     } else {
-        match content_length(&headers)? {
+        match framing.length? {
             Some(length) => Delimit::Length(length),
             None => Delimit::UntilClose,
         }
@@ -265,10 +328,9 @@ fn finish(
     })
 }
 
-/// Whether the last coding `Transfer-Encoding` lists is `chunked`.
-fn last_coding_is_chunked(headers: &HeaderMap) -> bool {
-    let last_line = headers.get_all(TRANSFER_ENCODING).iter().next_back();
-    let last_coding = last_line.and_then(|value| value.as_bytes().rsplit(|&b| b == b',').next());
+/// Whether the last coding a `Transfer-Encoding` line lists is `chunked`.
+fn last_coding_is_chunked(line: &[u8]) -> bool {
+    let last_coding = line.rsplit(|&b| b == b',').next();
     last_coding.is_some_and(|coding| coding.trim_ascii().eq_ignore_ascii_case(b"chunked"))
 }
 

@@ -314,73 +314,64 @@ impl Forwarding {
     /// ours in `Connection` to have them stripped).
     pub(crate) fn apply(&self, headers: &mut HeaderMap) {
         append_to_list(headers, VIA, self.via.clone());
-        // An IPv4 client on a dual-stack socket appears as ::ffff:a.b.c.d.
-        let client = self.client.to_canonical();
-        // The address is formatted once, and both fields are copied out of the thread's
-        // scratch text at their size: one allocation each, the values' own.
-        let client_text = with_scratch(|text| {
-            push_ip(text, client);
-            HeaderValue::from_str(text)
-        });
-        if let Ok(client_text) = &client_text {
-            append_to_list(headers, X_FORWARDED_FOR, client_text.clone());
-        }
+        let own = self.own_values();
+        append_to_list(headers, X_FORWARDED_FOR, own.client_text);
         let proto = HeaderValue::from_static(self.proto.as_str());
         headers.insert(X_FORWARDED_PROTO, proto);
         match &self.host {
             Some(host) => headers.insert(X_FORWARDED_HOST, host.clone()),
             None => headers.remove(X_FORWARDED_HOST),
         };
-        let client_text = client_text
-            .as_ref()
-            .ok()
-            .and_then(|text| text.to_str().ok());
-        self.apply_forwarded(headers, client, client_text);
+        apply_forwarded(headers, own.element);
     }
 
-    /// Rewrites `Forwarded` (RFC 7239 §4) as `X-Forwarded-*` are treated: the chain of
-    /// earlier hops (their `for` and `by`) kept and this hop's element appended, while the
-    /// client's `host`, `proto` and other parameters are dropped, since nothing vouches
-    /// for them and an origin would read them as this hop's. A value that is not a valid
-    /// `Forwarded` is replaced by this hop's element alone. `client_text`: `client` as
-    /// text, when already formatted.
-    fn apply_forwarded(&self, headers: &mut HeaderMap, client: IpAddr, client_text: Option<&str>) {
-        let earlier = earlier_forwarded_hops(headers);
-        let value = with_scratch(|value| {
-            for hop in earlier.iter().flatten() {
-                value.push_str(hop);
-                value.push_str(", ");
+    /// The client's address and this hop's `Forwarded` element as field values: those of
+    /// the thread's last request when it came from the same client for the same host and
+    /// scheme (the next request on a keep-alive connection), else formatted anew.
+    fn own_values(&self) -> OwnValues {
+        LAST_OWN_VALUES.with(|last| {
+            let mut last = last.borrow_mut();
+            if let Some((forwarding, values)) = last.as_ref()
+                && (forwarding.client, forwarding.proto) == (self.client, self.proto)
+                && forwarding.host == self.host
+            {
+                return values.clone();
             }
-            let own = value.len();
-            self.write_forwarded_element(value, client, client_text);
-            // The kept pairs were valid in a field value, and ours are tokens or quoted
-            // strings: the join is a valid value; should it not be, ours alone is sent.
-            HeaderValue::from_str(value).or_else(|_| HeaderValue::from_str(&value[own..]))
-        });
-        match value {
-            Ok(value) => {
-                headers.insert(FORWARDED, value);
+            let values = self.format_own_values();
+            *last = Some((self.clone(), values.clone()));
+            values
+        })
+    }
+
+    /// [`Forwarding::own_values`], formatted.
+    fn format_own_values(&self) -> OwnValues {
+        // An IPv4 client on a dual-stack socket appears as ::ffff:a.b.c.d.
+        let client = self.client.to_canonical();
+        with_scratch(|text| {
+            push_ip(text, client);
+            let client_len = text.len();
+            self.write_forwarded_element(text, client, client_len);
+            // An address and an element of tokens and quoted strings are valid values.
+            OwnValues {
+                client_text: HeaderValue::from_str(&text[..client_len])
+                    .unwrap_or_else(|_| HeaderValue::from_static("unknown")),
+                element: HeaderValue::from_str(&text[client_len..])
+                    .unwrap_or_else(|_| HeaderValue::from_static("for=unknown")),
             }
-            Err(_) => {
-                headers.remove(FORWARDED);
-            }
-        }
+        })
     }
 
     /// Writes this hop's `Forwarded` element to `out`: `for=<client>;host=<host>;proto=<scheme>`,
-    /// `host` left out when the client named none. `client_text`: `client` as text, when
-    /// already formatted.
-    fn write_forwarded_element(&self, out: &mut String, client: IpAddr, client_text: Option<&str>) {
+    /// `host` left out when the client named none. `out` begins with `client` as text,
+    /// `client_len` bytes.
+    fn write_forwarded_element(&self, out: &mut String, client: IpAddr, client_len: usize) {
         // An IPv6 address is bracketed and, as ':' is no token character, quoted (§6).
         let (open, close) = match client {
             IpAddr::V4(_) => ("for=", ""),
             IpAddr::V6(_) => ("for=\"[", "]\""),
         };
         out.push_str(open);
-        match client_text {
-            Some(text) => out.push_str(text),
-            None => push_ip(out, client),
-        }
+        out.extend_from_within(..client_len);
         out.push_str(close);
         if let Some(host) = (self.host.as_ref()).and_then(|host| host.to_str().ok()) {
             out.push_str(";host=");
@@ -389,6 +380,43 @@ impl Forwarding {
         out.push_str(";proto=");
         out.push_str(self.proto.as_str());
     }
+}
+
+/// This hop's own forwarding values, formatted once for a run of requests from one client.
+#[derive(Clone)]
+struct OwnValues {
+    /// The client's address, appended to `X-Forwarded-For`.
+    client_text: HeaderValue,
+    /// This hop's `Forwarded` element.
+    element: HeaderValue,
+}
+
+thread_local! {
+    /// The last request's forwarding and its own values, on this thread.
+    static LAST_OWN_VALUES: std::cell::RefCell<Option<(Forwarding, OwnValues)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Rewrites `Forwarded` (RFC 7239 §4) as `X-Forwarded-*` are treated: the chain of
+/// earlier hops (their `for` and `by`) kept and this hop's `element` appended, while the
+/// client's `host`, `proto` and other parameters are dropped, since nothing vouches
+/// for them and an origin would read them as this hop's. A value that is not a valid
+/// `Forwarded` is replaced by this hop's element alone.
+fn apply_forwarded(headers: &mut HeaderMap, element: HeaderValue) {
+    let value = match earlier_forwarded_hops(headers) {
+        Some(earlier) if !earlier.is_empty() => with_scratch(|value| {
+            for hop in &earlier {
+                value.push_str(hop);
+                value.push_str(", ");
+            }
+            value.push_str(element.to_str().unwrap_or_default());
+            // The kept pairs were valid in a field value, and ours are tokens or quoted
+            // strings: the join is a valid value; should it not be, ours alone is sent.
+            HeaderValue::from_str(value).unwrap_or(element)
+        }),
+        _ => element,
+    };
+    headers.insert(FORWARDED, value);
 }
 
 /// The earlier hops of the request's `Forwarded` (RFC 7239 §4): for each element, its
@@ -455,11 +483,38 @@ fn split_unquoted(text: &str, separator: u8) -> Option<Vec<&str>> {
 
 /// True if `text` is a token (RFC 9110 §5.6.2).
 fn is_token(text: &str) -> bool {
-    !text.is_empty()
-        && text
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+    !text.is_empty() && text.bytes().all(|b| TCHAR[usize::from(b)])
 }
+
+/// The token characters (RFC 9110 §5.6.2) by value: one load a byte, as every forwarded
+/// request's host is checked.
+static TCHAR: [bool; 256] = {
+    let mut tchar = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        tchar[b] = c.is_ascii_alphanumeric()
+            || matches!(
+                c,
+                b'!' | b'#'
+                    | b'$'
+                    | b'%'
+                    | b'&'
+                    | b'\''
+                    | b'*'
+                    | b'+'
+                    | b'-'
+                    | b'.'
+                    | b'^'
+                    | b'_'
+                    | b'`'
+                    | b'|'
+                    | b'~'
+            );
+        b += 1;
+    }
+    tchar
+};
 
 /// True if `text` is one quoted string (RFC 9110 §5.6.4), its closing quote unescaped.
 fn is_quoted_string(text: &str) -> bool {
@@ -493,7 +548,7 @@ fn push_forwarded_value(out: &mut String, text: &str) {
     }
     out.push('"');
     // The usual host (`name:port`) has nothing to escape: pushed whole.
-    if !text.contains(['"', '\\']) {
+    if !text.bytes().any(|b| b == b'"' || b == b'\\') {
         out.push_str(text);
         out.push('"');
         return;

@@ -300,19 +300,36 @@ fn normalise_host(parts: &mut Parts, default_port: u16) -> Result<(), KeyError> 
 /// Checked without parsing or allocating, because every request builds a key; anything
 /// else takes the general path.
 pub(crate) fn is_normal_authority(raw: &str, default_port: u16) -> bool {
-    let (host, port) = match raw.split_once(':') {
-        Some((host, port)) => (host, Some(port)),
-        None => (raw, None),
-    };
-    let host_is_normal = !host.is_empty()
-        && !host.ends_with('.')
-        && host.bytes().all(|b| NORMAL_HOST_BYTE[usize::from(b)]);
-    let port_is_normal = port.is_none_or(|port| {
-        !port.starts_with('0')
-            && port.bytes().all(|b| b.is_ascii_digit())
-            && port.parse::<u16>().is_ok_and(|port| port != default_port)
-    });
-    host_is_normal && port_is_normal
+    // One pass over the bytes: this runs several times for every request.
+    let bytes = raw.as_bytes();
+    let host_len = (bytes.iter())
+        .position(|&b| !NORMAL_HOST_BYTE[usize::from(b)])
+        .unwrap_or(bytes.len());
+    let (host, rest) = bytes.split_at(host_len);
+    if host.last().is_none_or(|&b| b == b'.') {
+        return false;
+    }
+    match rest.split_first() {
+        None => true,
+        Some((b':', port)) => is_normal_port(port, default_port),
+        Some(_) => false,
+    }
+}
+
+/// True when `digits` is a port written canonically (a decimal `u16` with no leading
+/// zero) other than `default_port`.
+fn is_normal_port(digits: &[u8], default_port: u16) -> bool {
+    if digits.is_empty() || digits.len() > 5 || digits[0] == b'0' {
+        return false;
+    }
+    let mut port = 0u32;
+    for &b in digits {
+        if !b.is_ascii_digit() {
+            return false;
+        }
+        port = port * 10 + u32::from(b - b'0');
+    }
+    u16::try_from(port).is_ok_and(|port| port != default_port)
 }
 
 /// The bytes of a normal host, `[a-z0-9.-]`, by value: one load a byte, for every
@@ -472,6 +489,27 @@ mod tests {
                 if is_normal_authority(&raw, default_port) {
                     prop_assert_eq!(normalise_authority(&raw, default_port).ok(), Some(raw.clone()));
                 }
+            }
+        }
+
+        /// The one-pass check answers as the rule reads: a host of `[a-z0-9.-]` not
+        /// ending in '.', then nothing or ':' and a canonical port other than the default.
+        #[test]
+        fn the_authority_check_is_the_rule_as_written(raw in "[a-z0-9.-]{0,8}(:(80|080|0|65535|65536|99999|[0-9]{0,6}))?|[a-zA-Z0-9.:@\\[\\]-]{0,12}") {
+            for default_port in [80, 443] {
+                let (host, port) = match raw.split_once(':') {
+                    Some((host, port)) => (host, Some(port)),
+                    None => (raw.as_str(), None),
+                };
+                let host_is_normal = !host.is_empty()
+                    && !host.ends_with('.')
+                    && host.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.');
+                let port_is_normal = port.is_none_or(|port| {
+                    !port.starts_with('0')
+                        && port.bytes().all(|b| b.is_ascii_digit())
+                        && port.parse::<u16>().is_ok_and(|port| port != default_port)
+                });
+                prop_assert_eq!(is_normal_authority(&raw, default_port), host_is_normal && port_is_normal, "{}", raw);
             }
         }
 

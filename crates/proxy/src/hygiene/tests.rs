@@ -42,6 +42,15 @@ fn check(version: Version, uri: &str, headers: &[(&str, &str)]) -> Result<(), Re
 }
 
 #[test]
+fn the_token_characters_are_those_rfc_9110_lists() {
+    for b in 0..=u8::MAX {
+        let listed = b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+        assert_eq!(TCHAR[usize::from(b)], listed, "byte {b:#04x}");
+    }
+    assert!(is_token("127.0.0.1") && !is_token("127.0.0.1:80") && !is_token(""));
+}
+
+#[test]
 fn one_host_is_required_in_http_1_1_and_optional_elsewhere() {
     assert_eq!(check(Version::HTTP_11, "/", &[("host", "a")]), Ok(()));
     assert_eq!(
@@ -284,6 +293,68 @@ fn forwarded_keeps_earlier_hops_and_appends_this_one_with_its_own_host_and_proto
         request.headers.get(FORWARDED).expect("forwarded"),
         "for=198.51.100.7;proto=http"
     );
+}
+
+#[test]
+fn each_request_gets_its_own_clients_host_and_scheme_after_another_ones() {
+    // One thread forwards these in turn, as a worker does; each differs from the one
+    // before in one thing only, and the values formatted for the last must not be reused.
+    let a = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1));
+    let b = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 2));
+    let turns = [
+        (
+            a,
+            "one.example",
+            ClientScheme::Http,
+            "for=192.0.2.1;host=one.example;proto=http",
+        ),
+        (
+            a,
+            "one.example",
+            ClientScheme::Http,
+            "for=192.0.2.1;host=one.example;proto=http",
+        ),
+        (
+            b,
+            "one.example",
+            ClientScheme::Http,
+            "for=192.0.2.2;host=one.example;proto=http",
+        ),
+        (
+            b,
+            "two.example",
+            ClientScheme::Http,
+            "for=192.0.2.2;host=two.example;proto=http",
+        ),
+        (
+            b,
+            "two.example",
+            ClientScheme::Https,
+            "for=192.0.2.2;host=two.example;proto=https",
+        ),
+        (
+            a,
+            "two.example",
+            ClientScheme::Https,
+            "for=192.0.2.1;host=two.example;proto=https",
+        ),
+    ];
+    for (client, host, scheme, expected) in turns {
+        let mut request = head(Version::HTTP_11, "/", &[("host", host)]);
+        forward_over(&mut request, client, scheme);
+        let field = |name| {
+            request
+                .headers
+                .get(name)
+                .expect("set")
+                .to_str()
+                .expect("ASCII")
+        };
+        assert_eq!(field(FORWARDED), expected);
+        assert_eq!(field(X_FORWARDED_FOR), client.to_string());
+        assert_eq!(field(X_FORWARDED_HOST), host);
+        assert_eq!(field(X_FORWARDED_PROTO), scheme.as_str());
+    }
 }
 
 #[test]
