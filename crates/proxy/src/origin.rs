@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::header::{CONNECTION, CONTENT_LENGTH, HOST, TE, TRAILER, TRANSFER_ENCODING, UPGRADE};
-use http::uri::Scheme;
+use http::uri::{PathAndQuery, Scheme};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Uri, Version, response};
 use http_body_util::BodyExt;
 use http_body_util::combinators::UnsyncBoxBody;
@@ -443,7 +443,7 @@ impl Origin {
     pub async fn send(
         &self,
         method: Method,
-        path_and_query: &str,
+        path_and_query: PathAndQuery,
         mut headers: HeaderMap,
         client_host: HeaderValue,
         body: RequestBody,
@@ -452,11 +452,12 @@ impl Origin {
         // Hashed by the URL the cache key names (host and normalised target): a key
         // always goes to the same server.
         let key = match self.balancer.hashes() {
-            true => [client_host.as_bytes(), path_and_query.as_bytes()].concat(),
+            true => [client_host.as_bytes(), path_and_query.as_str().as_bytes()].concat(),
             false => Vec::new(),
         };
-        // Origin-form: the connection already goes to the origin.
-        let uri = Uri::try_from(path_and_query).map_err(|e| OriginError::Protocol(e.into()))?;
+        // Origin-form: the connection already goes to the origin. The client's target was
+        // parsed on arrival and is not parsed again.
+        let uri = Uri::from(path_and_query);
         // Before a permit: a client that trickles its body holds no origin capacity.
         let keep = self.retry.may_resend(&method, self.servers.len());
         let ahead = upload::read_ahead(body, self.upload, keep).await?;

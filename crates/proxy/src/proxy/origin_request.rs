@@ -85,7 +85,7 @@ impl<'a> OriginRequest<'a> {
             SiteRef::Borrowed(site) => site,
             SiteRef::Owned(site) => site,
         };
-        let (target, host) = (self.target.as_str(), self.host.clone());
+        let (target, host) = (self.target.clone(), self.host.clone());
         site.origin.send(method, target, headers, host, body).await
     }
 
