@@ -330,7 +330,9 @@ impl Forwarding {
     /// scheme (the next request on a keep-alive connection), else formatted anew.
     fn own_values(&self) -> OwnValues {
         LAST_OWN_VALUES.with(|last| {
-            let mut last = last.borrow_mut();
+            let Ok(mut last) = last.try_borrow_mut() else {
+                return self.format_own_values();
+            };
             if let Some((forwarding, values)) = last.as_ref()
                 && (forwarding.client, forwarding.proto) == (self.client, self.proto)
                 && forwarding.host == self.host
