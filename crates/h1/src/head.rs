@@ -370,3 +370,6 @@ pub(crate) fn connection_options(value: &[u8]) -> ConnectionOptions {
     }
     options
 }
+
+#[cfg(test)]
+mod tests;
