@@ -65,13 +65,13 @@ pub(super) fn watch(request: &mut Request<RequestBody>) -> Option<Arc<Progress>>
 }
 
 /// Waits for `sending` while the server keeps within `timeout` of owing the next step;
-/// `None` when it did not.
+/// `None` when it did not. `sending` is pinned by the caller: an async fn keeps its
+/// arguments for its whole life, so a future taken by value would be held twice.
 pub(super) async fn within<F: Future>(
-    sending: F,
+    mut sending: Pin<&mut F>,
     progress: Option<&Progress>,
     timeout: Duration,
 ) -> Option<F::Output> {
-    let mut sending = std::pin::pin!(sending);
     let mut from = Instant::now();
     loop {
         if let Ok(done) = tokio::time::timeout_at(from + timeout, &mut sending).await {
@@ -142,13 +142,13 @@ mod tests {
     async fn a_silent_server_is_given_up_on_after_the_timeout() {
         let start = Instant::now();
         let never = std::future::pending::<()>();
-        assert_eq!(within(never, None, TIMEOUT).await, None);
+        assert_eq!(within(std::pin::pin!(never), None, TIMEOUT).await, None);
         assert_eq!(start.elapsed(), TIMEOUT);
         let answer = async {
             tokio::time::sleep(TIMEOUT / 2).await;
             7
         };
-        assert_eq!(within(answer, None, TIMEOUT).await, Some(7));
+        assert_eq!(within(std::pin::pin!(answer), None, TIMEOUT).await, Some(7));
     }
 
     #[tokio::test(start_paused = true)]
@@ -162,7 +162,10 @@ mod tests {
             read.to_bytes().len()
         };
         let start = Instant::now();
-        assert_eq!(within(server, Some(&progress), TIMEOUT).await, Some(10));
+        assert_eq!(
+            within(std::pin::pin!(server), Some(&progress), TIMEOUT).await,
+            Some(10)
+        );
         assert!(start.elapsed() > TIMEOUT * 5);
     }
 
@@ -177,7 +180,10 @@ mod tests {
             std::future::pending::<()>().await
         };
         let start = Instant::now();
-        assert_eq!(within(server, Some(&progress), TIMEOUT).await, None);
+        assert_eq!(
+            within(std::pin::pin!(server), Some(&progress), TIMEOUT).await,
+            None
+        );
         assert!(start.elapsed() <= TIMEOUT + Duration::from_millis(10));
     }
 

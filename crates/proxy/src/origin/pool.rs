@@ -137,13 +137,14 @@ impl Pool {
     /// new one to `origin` (scheme and authority), and returns the response head. The
     /// body holds the connection until it ends. A failure to open a connection gives the
     /// request back ([`Failed::unsent`]): nothing of it was sent, so it may go elsewhere.
-    pub(super) async fn send(
-        &self,
-        origin: &Uri,
+    pub(super) fn send<'a>(
+        &'a self,
+        origin: &'a Uri,
         request: Request<RequestBody>,
-    ) -> Result<Response<PooledBody>, Failed> {
+    ) -> impl Future<Output = Result<Response<PooledBody>, Failed>> + 'a {
+        // Not an async fn of its own: a wrapper's state would hold the exchange's again.
         let list = &self.shared.lists[crate::worker::index() % LISTS];
-        exchange::send(self, list, origin, request).await
+        exchange::send(self, list, origin, request)
     }
 
     /// Opens a connection within `origin.connect_timeout` (the connector's own limit

@@ -57,7 +57,7 @@ pub(super) async fn send(
         // each wake fewer times (`benches/RESULTS.md`, "the origin's requests sent at the
         // end of the scheduler pass").
         tokio::task::yield_now().await;
-        let sending = conn.send(request);
+        let sending = std::pin::pin!(conn.send(request));
         let Some(sent) = first_byte::within(sending, progress.as_deref(), first_byte).await else {
             return Err(Failed::timed_out(first_byte));
         };
