@@ -23,15 +23,24 @@ pub(crate) enum Upload {
     Chunked,
 }
 
+/// A request head as written.
+pub(crate) struct RequestHead {
+    /// How the body goes out.
+    pub(crate) upload: Upload,
+    /// The request's `Connection` asks to close the connection after the exchange.
+    pub(crate) close: bool,
+}
+
 /// Writes the head of a request with `parts` and `body` into `dst`: origin-form target,
 /// the fields as given, in order (less any `Transfer-Encoding`: the framing is this
 /// crate's), then `Content-Length` or `Transfer-Encoding: chunked` when the fields do not
-/// frame the body already. Returns how the body goes out.
+/// frame the body already. `Content-Length` and `Connection` are read in the pass that
+/// writes the fields.
 pub(crate) fn encode_request<B: Body>(
     parts: &request::Parts,
     body: &B,
     dst: &mut BytesMut,
-) -> Result<Upload, Error> {
+) -> Result<RequestHead, Error> {
     let target = parts
         .uri
         .path_and_query()
@@ -46,12 +55,23 @@ pub(crate) fn encode_request<B: Body>(
     dst.put_u8(b' ');
     dst.put_slice(target.as_bytes());
     dst.put_slice(b" HTTP/1.1\r\n");
+    let (mut length, mut close) = (Ok(None), false);
     for (name, value) in headers {
-        if name != TRANSFER_ENCODING {
-            put_field(dst, name.as_str().as_bytes(), value.as_bytes());
+        if name == TRANSFER_ENCODING {
+            continue;
         }
+        if name == CONTENT_LENGTH {
+            if let Ok(seen) = &mut length
+                && let Err(error) = add_length(value, seen)
+            {
+                length = Err(error);
+            }
+        } else if name == CONNECTION {
+            close |= connection_options(value.as_bytes()).close;
+        }
+        put_field(dst, name.as_str().as_bytes(), value.as_bytes());
     }
-    let upload = match content_length(headers) {
+    let upload = match length {
         Ok(Some(length)) if body.is_end_stream() && length > 0 => {
             return Err(Error::RequestBodyLength);
         }
@@ -71,7 +91,7 @@ pub(crate) fn encode_request<B: Body>(
         Err(_) => return Err(Error::RequestBodyLength),
     };
     dst.put_slice(b"\r\n");
-    Ok(upload)
+    Ok(RequestHead { upload, close })
 }
 
 pub(crate) fn put_field(dst: &mut BytesMut, name: &[u8], value: &[u8]) {
@@ -96,16 +116,6 @@ pub(crate) fn put_hex(dst: &mut BytesMut, n: usize) {
         }
     }
     dst.put_slice(&digits[at..]);
-}
-
-/// The `Content-Length` of `headers`: `None` without one, an error when a value is no
-/// number or the values differ (RFC 9112 §6.3, rule 5).
-pub(crate) fn content_length(headers: &HeaderMap) -> Result<Option<u64>, Framing> {
-    let mut length = None;
-    for value in headers.get_all(CONTENT_LENGTH) {
-        add_length(value, &mut length)?;
-    }
-    Ok(length)
 }
 
 /// Reads one `Content-Length` line into `length`, the lines before it already there: an
@@ -277,7 +287,8 @@ impl FramingFields {
     }
 
     /// Whether the connection persists after a message of `version` with these fields
-    /// (RFC 9112 §9.3): see [`is_persistent`].
+    /// (RFC 9112 §9.3): HTTP/1.1 unless `close` is among the connection options, HTTP/1.0
+    /// only with `keep-alive` among them (and no `close`).
     fn persistent(&self, version: Version) -> bool {
         !self.connection.close && (version == Version::HTTP_11 || self.connection.keep_alive)
     }
@@ -332,21 +343,6 @@ fn finish(
 fn last_coding_is_chunked(line: &[u8]) -> bool {
     let last_coding = line.rsplit(|&b| b == b',').next();
     last_coding.is_some_and(|coding| coding.trim_ascii().eq_ignore_ascii_case(b"chunked"))
-}
-
-/// Whether the connection persists after a message of `version` with `headers` (RFC 9112
-/// §9.3): HTTP/1.1 unless `close` is among the connection options, HTTP/1.0 only with
-/// `keep-alive` among them (and no `close`).
-pub(crate) fn is_persistent(version: Version, headers: &HeaderMap) -> bool {
-    let mut keep_alive = false;
-    for value in headers.get_all(CONNECTION) {
-        let options = connection_options(value.as_bytes());
-        if options.close {
-            return false;
-        }
-        keep_alive |= options.keep_alive;
-    }
-    version == Version::HTTP_11 || keep_alive
 }
 
 /// The persistence options one `Connection` line lists.

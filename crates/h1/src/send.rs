@@ -51,16 +51,16 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Connection<IO> {
         B::Error: Into<BoxError>,
     {
         let (parts, mut body) = request.into_parts();
-        let upload = match head::encode_request(&parts, &body, &mut self.write_buf) {
-            Ok(upload) => upload,
+        let written = match head::encode_request(&parts, &body, &mut self.write_buf) {
+            Ok(written) => written,
             Err(error) => {
                 let request = Request::from_parts(parts, body);
                 return Err(SendError::new(error, Some(request)));
             }
         };
-        let closes = !head::is_persistent(http::Version::HTTP_11, &parts.headers);
+        let closes = written.close;
         let mut exchange = Exchange {
-            writer: Some(Writer::new(self.write_buf.split().freeze(), upload)),
+            writer: Some(Writer::new(self.write_buf.split().freeze(), written.upload)),
             written: 0,
             body_taken: false,
             received: false,

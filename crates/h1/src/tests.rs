@@ -393,6 +393,33 @@ async fn connection_close_and_http_1_0_without_keep_alive_end_the_connection() {
 }
 
 #[tokio::test]
+async fn a_request_that_asks_to_close_does_not_leave_its_connection_for_another() {
+    for (connection, reused) in [
+        (None, true),
+        (Some("close"), false),
+        (Some("keep-alive, Close"), false),
+    ] {
+        let (conn, _server) = server(|mut stream| async move {
+            read_head(&mut stream).await;
+            let answer = b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nx";
+            stream.write_all(answer).await.expect("answer");
+            let _ = stream.read(&mut [0u8; 64]).await;
+        })
+        .await;
+        let mut request = get("/");
+        if let Some(value) = connection {
+            let value = value.parse().expect("a value");
+            request
+                .headers_mut()
+                .insert(http::header::CONNECTION, value);
+        }
+        let (_, data, conn) = exchange(conn, request).await;
+        assert_eq!(data, b"x");
+        assert_eq!(conn.is_some(), reused, "{connection:?}");
+    }
+}
+
+#[tokio::test]
 async fn a_reset_mid_body_is_an_error_and_so_is_a_close() {
     for reset in [true, false] {
         let (conn, _server) = server(move |mut stream| async move {
