@@ -19,8 +19,12 @@
 # secondhit's ratio to nginx in req/s and in
 # requests per CPU second ("per-core": nginx's cpu us over secondhit's, which does not
 # depend on whether wrk could keep the proxy busy); and secondhit's thread count during
-# the last run of each case. A first run of $RSS_SECONDS seconds of 10k-key hits, right
-# after warming, reports secondhit's resident memory at its start and end.
+# the last run of each case. A second table lists each proxy's rounds: CPU per request,
+# their spread ((max - min) / median) and the share of the proxy CPUs' time the
+# hypervisor took in each ("steal", from /proc/stat; 0 on bare metal); a case whose
+# rounds spread over 15% gets a line saying whether steal can explain it. A first run
+# of $RSS_SECONDS seconds of 10k-key hits, right after warming, reports secondhit's
+# resident memory at its start and end.
 #
 # Cases: hit-1k (one 1 KiB object), hit-100k (one 100 KiB object), hit-10k-keys
 # (uniformly over the 10,000 objects; a wrk Lua script picks the path), hit-10k-files
@@ -418,9 +422,19 @@ cpu_ticks_of() {
   echo "$user $system"
 }
 CLOCK_TICKS=$(getconf CLK_TCK)
+# Prints "steal total": the ticks the hypervisor took from CPUs $1... (steal, /proc/stat's
+# eighth count), and all their ticks, so far.
+steal_ticks_of() {
+  local cpus=" $* "
+  awk -v cpus="$cpus" '$1 ~ /^cpu[0-9]+$/ && index(cpus, " " substr($1, 4) " ") {
+    for (i = 2; i <= NF; i++) total += $i
+    steal += $9
+  } END { print steal + 0, total + 0 }' /proc/stat
+}
 rss_kib_of() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 
-# Prints "req/s p50_ms p99_ms cpu_us usr_us" (CPU and user CPU per request) for one wrk run with N workers ($1)
+# Prints "req/s p50_ms p99_ms cpu_us usr_us steal_%" (CPU and user CPU per request, and the
+# share of the proxy CPUs' time the hypervisor took) for one wrk run with N workers ($1)
 # against port $2, case $3, for $4, charging the CPU time of the processes $5...; with
 # PROFILE_TO set, `perf record`s those processes into that file for the run.
 run_wrk() {
@@ -451,6 +465,7 @@ run_wrk() {
     miss-* | hit-during-fills) sync -f "$WORK" ;;
   esac
   read -r user_before system_before < <(cpu_ticks_of "$@")
+  read -r steal_before all_before < <(steal_ticks_of "${PROXY_LIST[@]:0:$n}")
   local recorder=""
   if [[ -n "${PROFILE_TO:-}" ]]; then
     perf record -q -e cpu-clock -F "$PROFILE_HZ" -p "$(commas "$@")" -o "$PROFILE_TO" \
@@ -468,17 +483,19 @@ run_wrk() {
     echo "vs_nginx: the fills' wrk failed for $case_name on port $port" >&2
   fi
   read -r user_after system_after < <(cpu_ticks_of "$@")
+  read -r steal_after all_after < <(steal_ticks_of "${PROXY_LIST[@]:0:$n}")
   if [[ -n "$recorder" ]] && ! wait "$recorder"; then
     echo "vs_nginx: perf record failed for $case_name on port $port" >&2
   fi
   local who="secondhit on port $port"
   [[ $port == "$NGINX_PORT" ]] && who="nginx"
   python3 - "$WORK/wrk.out" "$((user_after - user_before)) $((system_after - system_before))" \
-    "$CLOCK_TICKS" "$case_name, $who" $fills_out <<'PY'
+    "$CLOCK_TICKS" "$case_name, $who" "$((steal_after - steal_before)) $((all_after - all_before))" \
+    $fills_out <<'PY'
 import re, sys
 text = open(sys.argv[1]).read()
 # With a second wrk's output (the fills of hit-during-fills): its requests share the CPU.
-others = [open(path).read() for path in sys.argv[5:]]
+others = [open(path).read() for path in sys.argv[6:]]
 def ms(label):
     m = re.search(r"^\s*%s\s+([\d.]+)(us|ms|s)\s*$" % label, text, re.M)
     value, unit = float(m.group(1)), m.group(2)
@@ -492,7 +509,9 @@ for t in [text] + others:
         # misses with an error status (benches/RESULTS.md, 2026-11-27).
         print("wrk saw %s error responses (%s)" % (errors.group(1), sys.argv[4]), file=sys.stderr)
 user, system = (int(x) * 1e6 / int(sys.argv[3]) / max(requests, 1) for x in sys.argv[2].split())
-print("%.0f %.2f %.2f %.2f %.2f" % (rps, ms("50%"), ms("99%"), user + system, user))
+stolen, ticks = (int(x) for x in sys.argv[5].split())
+steal = 100.0 * stolen / max(ticks, 1)
+print("%.0f %.2f %.2f %.2f %.2f %.1f" % (rps, ms("50%"), ms("99%"), user + system, user, steal))
 PY
 }
 
@@ -703,7 +722,7 @@ for n in $WORKERS; do
       # shellcheck disable=SC2086 # one PID per nginx worker
       nginx_row=$(run_wrk "$n" "$NGINX_PORT" "$case_name" "$DURATION" $NGINX_WORKERS)
       echo "$n $case_name nginx $nginx_row -" >>"$RESULTS"
-      # Each round's figures as they come (req/s p50 p99 cpu-us usr-us), so a run cut short
+      # Each round's figures as they come (req/s p50 p99 cpu-us usr-us steal-%), so a run cut short
       # still shows what it measured.
       echo "  N=$n $case_name round $round/$ROUNDS: nginx $nginx_row" >&2
       for who in $(builds_in_turn "$round"); do
@@ -748,7 +767,7 @@ print("N  case             nginx req/s   p50 ms   p99 ms  cpu us  usr us   secon
 for n, case in keys:
     ng, sh = med(n, case, "nginx", 3), med(n, case, "secondhit", 3)
     ng_cpu, sh_cpu = med(n, case, "nginx", 6), med(n, case, "secondhit", 6)
-    threads = [r[8] for r in rows if r[0] == n and r[1] == case and r[2] == "secondhit"][-1]
+    threads = [r[9] for r in rows if r[0] == n and r[1] == case and r[2] == "secondhit"][-1]
     print("%-2s %-15s %12.0f %8.2f %8.2f %7.2f %7.2f %17.0f %8.2f %8.2f %7.2f %7.2f %7.2f %9.2f %9s"
           % (n, case, ng, med(n, case, "nginx", 4), med(n, case, "nginx", 5), ng_cpu,
              med(n, case, "nginx", 7), sh, med(n, case, "secondhit", 4),
@@ -769,6 +788,29 @@ for other, title in (("baseline", "baseline"), ("bare", "bare hyper")):
             n, case, med(n, case, other, 3), other_cpu, med(n, case, other, 7),
             med(n, case, "secondhit", 3), sh_cpu, med(n, case, "secondhit", 7),
             100.0 * (sh_cpu - other_cpu) / other_cpu))
+# Each proxy's rounds: how far their CPU per request spread, and, where over 15%, how
+# much of the proxy CPUs' time the hypervisor took in them (steal), the one cause of
+# spread this script can see; a spread without it has a cause it does not see.
+print()
+print("N  case             proxy      cpu us per round            spread  steal % per round")
+wide = []
+for n, case in keys:
+    for server in ("nginx", "secondhit", "baseline", "bare"):
+        mine = [r for r in rows if r[0] == n and r[1] == case and r[2] == server]
+        if not mine:
+            continue
+        cpu = [float(r[6]) for r in mine]
+        steal = [float(r[8]) for r in mine]
+        spread = 100.0 * (max(cpu) - min(cpu)) / statistics.median(cpu)
+        print("%-2s %-15s  %-9s  %-26s %5.0f%%  %s" % (
+            n, case, server, " ".join("%.2f" % c for c in cpu), spread,
+            " ".join("%.1f" % s for s in steal)))
+        if spread > 15:
+            wide.append((n, case, server, spread, max(steal)))
+for n, case, server, spread, steal in wide:
+    why = ("the hypervisor took up to %.1f%% of the proxy CPUs' time in a round" % steal
+           if steal >= 1 else "no steal over 1%: a cause this script does not see")
+    print("N=%s %s, %s: rounds spread %.0f%% (over 15%%); %s" % (n, case, server, spread, why))
 for line in sys.argv[3:]:
     n, start, end = (int(x) for x in line.split())
     print("N=%d: secondhit RSS over %ss of 10k-key hits: %.1f MiB -> %.1f MiB (%+.1f%%)" % (
