@@ -19,7 +19,8 @@
 # secondhit's ratio to nginx in req/s and in
 # requests per CPU second ("per-core": nginx's cpu us over secondhit's, which does not
 # depend on whether wrk could keep the proxy busy); and secondhit's thread count during
-# the last run of each case. A second table lists each proxy's rounds: CPU per request,
+# the last run of each case. A second table lists each proxy's rounds (the CDN mix has a
+# table of its own, below): CPU per request,
 # their spread ((max - min) / median) and the share of the proxy CPUs' time the
 # hypervisor took in each ("steal", from /proc/stat; 0 on bare metal); a case whose
 # rounds spread over 15% gets a line saying whether steal can explain it. A first run
