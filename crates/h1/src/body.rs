@@ -53,6 +53,8 @@ pub struct ResponseBody<IO> {
     state: State,
     /// Whether the connection may take another request once this body has ended.
     reusable: bool,
+    /// How the response delimited it.
+    delimit: Delimit,
 }
 
 impl<IO> ResponseBody<IO> {
@@ -67,11 +69,18 @@ impl<IO> ResponseBody<IO> {
             conn: Some(conn),
             state,
             reusable,
+            delimit,
         };
         if body.state == State::Done {
             body.ended();
         }
         body
+    }
+
+    /// How the response delimited this body: for a HEAD request or a 204 or 304 answer,
+    /// a length of zero whatever its fields say.
+    pub fn delimit(&self) -> Delimit {
+        self.delimit
     }
 
     /// The connection, when the body has ended cleanly and it can take another request:

@@ -149,7 +149,7 @@ fn parse_decimal(digits: &[u8]) -> Option<u64> {
 
 /// How a response's body is delimited (RFC 9112 §6.3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Delimit {
+pub enum Delimit {
     /// Exactly this many bytes (zero: none, as for HEAD, 204 and 304).
     Length(u64),
     /// The chunked coding.
@@ -212,17 +212,22 @@ pub(crate) fn parse_response(
         // array of `MAX_HEADERS` would be zeroed on every response. The fields that frame
         // the body are read on the way, not looked up in the map afterwards.
         let base = buf.as_ptr() as usize;
+        // The hop-by-hop fields are read here and not passed on (RFC 9110 §7.6.1).
         let mut named = Vec::with_capacity(response.headers.len());
         let mut framing = FramingFields::default();
         for field in response.headers.iter() {
             let name = HeaderName::from_bytes(field.name.as_bytes())
                 .map_err(|_| httparse::Error::HeaderName)?;
             framing.read(&name, field.value);
+            if is_hop_by_hop(&name) {
+                continue;
+            }
             let value = field.value.as_ptr() as usize - base;
             named.push((name, value..value + field.value.len()));
         }
         let head = buf.split_to(len).freeze();
-        let headers = fields(&head, named)?;
+        let mut headers = fields(&head, named)?;
+        framing.strip(&mut headers);
         return finish(status, version, headers, &framing, method).map(Some);
     }
 }
@@ -251,6 +256,8 @@ struct FramingFields {
     last_coding_chunked: bool,
     /// The persistence options all `Connection` lines list.
     connection: ConnectionOptions,
+    /// The other options they list, lower-cased: the names of more hop-by-hop fields.
+    named_by_connection: Vec<String>,
 }
 
 impl Default for FramingFields {
@@ -263,6 +270,7 @@ impl Default for FramingFields {
                 close: false,
                 keep_alive: false,
             },
+            named_by_connection: Vec::new(),
         }
     }
 }
@@ -283,6 +291,24 @@ impl FramingFields {
             let options = connection_options(value);
             self.connection.close |= options.close;
             self.connection.keep_alive |= options.keep_alive;
+            let others = (value.split(|&b| b == b','))
+                .map(<[u8]>::trim_ascii)
+                .filter(|option| !option.is_empty() && !is_persistence_option(option));
+            let others = others.map(|option| String::from_utf8_lossy(option).to_lowercase());
+            self.named_by_connection.extend(others);
+        }
+    }
+
+    /// Removes from `headers` what only framed this hop's message: the fields the
+    /// `Connection` lines named, and a `Content-Length` that a transfer coding overrode
+    /// (relayed, it would cut the body short and the next hop would take the cut as
+    /// complete: RFC 9112 §6.3, rule 3).
+    fn strip(&self, headers: &mut HeaderMap) {
+        for name in &self.named_by_connection {
+            headers.remove(name.as_str());
+        }
+        if self.transfer_encoding && !matches!(self.length, Ok(None)) {
+            headers.remove(CONTENT_LENGTH);
         }
     }
 
@@ -337,6 +363,26 @@ fn finish(
         delimit,
         persistent,
     })
+}
+
+/// Whether `name` is a hop-by-hop field of RFC 9110 §7.6.1, or the obsolete `Keep-Alive`
+/// or `Proxy-Connection`: it concerns only the connection it came on.
+fn is_hop_by_hop(name: &HeaderName) -> bool {
+    matches!(
+        name.as_str(),
+        "connection"
+            | "keep-alive"
+            | "proxy-connection"
+            | "te"
+            | "trailer"
+            | "transfer-encoding"
+            | "upgrade"
+    )
+}
+
+/// Whether `option`, one of a `Connection` line's, is `close` or `keep-alive`.
+fn is_persistence_option(option: &[u8]) -> bool {
+    option.eq_ignore_ascii_case(b"close") || option.eq_ignore_ascii_case(b"keep-alive")
 }
 
 /// Whether the last coding a `Transfer-Encoding` line lists is `chunked`.

@@ -14,6 +14,12 @@
 //! closes. A response with both `Transfer-Encoding` and `Content-Length` is read as chunked
 //! and its connection is not used again. Interim answers (100, 103) are skipped.
 //!
+//! A response head comes back with its end-to-end fields only: the hop-by-hop ones (RFC
+//! 9110 §7.6.1: `Connection`, the fields it names, `Keep-Alive`, `Proxy-Connection`, `TE`,
+//! `Trailer`, `Transfer-Encoding`, `Upgrade`) and a `Content-Length` that a transfer
+//! coding overrode are read for the framing and persistence, and not passed on;
+//! [`ResponseBody::delimit`] says how the body was framed.
+//!
 //! When a body has ended cleanly and its connection can take another request (the
 //! response persists, RFC 9112 §9.3; the request went out whole; nothing came past the
 //! body), [`ResponseBody::take_connection`] hands it back; pooling it is the caller's
@@ -35,6 +41,7 @@ mod error;
 pub use body::ResponseBody;
 pub use conn::{Connection, Limits, MAX_HEADERS};
 pub use error::{BoxError, Error, Framing, SendError};
+pub use head::Delimit;
 
 #[cfg(test)]
 mod tests;

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{CONNECTION, CONTENT_LENGTH, HOST, TE, TRAILER, TRANSFER_ENCODING, UPGRADE};
+use http::header::{CONNECTION, HOST, TE, TRAILER, TRANSFER_ENCODING, UPGRADE};
 use http::uri::{PathAndQuery, Scheme};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Uri, Version, response};
 use http_body_util::BodyExt;
@@ -140,50 +140,21 @@ pub fn empty_body() -> RequestBody {
 pub enum BodyFraming {
     /// `Content-Length`: a short body is detected as an error.
     Length(u64),
-    /// Chunked or HTTP/2 framing: the end is explicit.
+    /// Chunked: the end is explicit.
     Delimited,
     /// Ends when the connection closes, so a cut connection looks complete.
     UntilClose,
 }
 
-/// Reads the framing of a response head received from the origin.
-fn body_framing(head: &response::Parts) -> BodyFraming {
-    // 204 and 304 never have a body, whatever the fields say (RFC 9112 §6.3, rule 1).
-    if head.status == http::StatusCode::NO_CONTENT || head.status == http::StatusCode::NOT_MODIFIED
-    {
-        return BodyFraming::Length(0);
+impl BodyFraming {
+    /// The framing of a body as the origin connection read it.
+    fn of(delimit: secondhit_h1::Delimit) -> BodyFraming {
+        match delimit {
+            secondhit_h1::Delimit::Length(length) => BodyFraming::Length(length),
+            secondhit_h1::Delimit::Chunked => BodyFraming::Delimited,
+            secondhit_h1::Delimit::UntilClose => BodyFraming::UntilClose,
+        }
     }
-    // `Transfer-Encoding` overrides `Content-Length` (rule 3), as hyper decodes it: the
-    // body is chunked when chunked is the last coding, else it runs until close.
-    if head.headers.contains_key(TRANSFER_ENCODING) {
-        return match last_coding_is_chunked(&head.headers) {
-            true => BodyFraming::Delimited,
-            false => BodyFraming::UntilClose,
-        };
-    }
-    if let Some(length) = head
-        .headers
-        .get(CONTENT_LENGTH)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|text| text.trim().parse::<u64>().ok())
-    {
-        return BodyFraming::Length(length);
-    }
-    if head.version >= Version::HTTP_2 {
-        BodyFraming::Delimited
-    } else {
-        BodyFraming::UntilClose
-    }
-}
-
-/// Whether the last coding `Transfer-Encoding` lists is `chunked` (RFC 9112 §6.3, rule
-/// 3): the body is then delimited by its last chunk.
-fn last_coding_is_chunked(headers: &HeaderMap) -> bool {
-    let last_line = headers.get_all(TRANSFER_ENCODING).iter().next_back();
-    let last_coding = last_line
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.rsplit(',').next());
-    last_coding.is_some_and(|coding| coding.trim().eq_ignore_ascii_case("chunked"))
 }
 
 /// Removes hop-by-hop fields (RFC 9110 §7.6.1): the fixed list and every field named in `Connection`.
@@ -474,15 +445,10 @@ impl Origin {
         let answered = self.to_a_server(request, replay, client_host, &key).await;
         drop(permit);
         let (response, upstream) = answered?;
+        // The connection read the framing and the hop-by-hop fields, and passed on only
+        // the end-to-end ones.
         let (mut head, body) = response.into_parts();
-        let framing = body_framing(&head);
-        if head.headers.contains_key(TRANSFER_ENCODING) {
-            // The transfer coding framed the body and its `Content-Length` was ignored:
-            // relayed, the length would cut the body short and the client would take
-            // the cut as complete (RFC 9112 §6.3, rule 3: a proxy removes it).
-            head.headers.remove(CONTENT_LENGTH);
-        }
-        strip_hop_by_hop(&mut head.headers);
+        let framing = BodyFraming::of(body.delimit());
         // The protocol version is per connection: the client's connection has its own
         // (an HTTP/1.0 origin must not turn the client's HTTP/1.1 response into 1.0).
         head.version = Version::default();
@@ -590,14 +556,6 @@ impl Origin {
 mod tests {
     use super::*;
 
-    fn head(version: Version, headers: &[(&str, &str)]) -> response::Parts {
-        let mut builder = http::Response::builder().version(version);
-        for (name, value) in headers {
-            builder = builder.header(*name, *value);
-        }
-        builder.body(()).expect("test response").into_parts().0
-    }
-
     #[test]
     fn every_hop_by_hop_field_and_only_those_are_stripped() {
         for (at, name) in HOP_BY_HOP.iter().enumerate() {
@@ -617,44 +575,6 @@ mod tests {
         strip_hop_by_hop(&mut headers);
         let left: Vec<_> = headers.keys().map(HeaderName::as_str).collect();
         assert_eq!(left, ["x-kept", "etag"]);
-    }
-
-    #[test]
-    fn framing_is_read_from_the_head() {
-        assert_eq!(
-            body_framing(&head(Version::HTTP_11, &[("content-length", "12")])),
-            BodyFraming::Length(12)
-        );
-        assert_eq!(
-            body_framing(&head(Version::HTTP_11, &[("transfer-encoding", "chunked")])),
-            BodyFraming::Delimited
-        );
-        assert_eq!(
-            body_framing(&head(Version::HTTP_11, &[])),
-            BodyFraming::UntilClose
-        );
-        let both = [("content-length", "3"), ("transfer-encoding", "chunked")];
-        assert_eq!(
-            body_framing(&head(Version::HTTP_11, &both)),
-            BodyFraming::Delimited,
-            "chunked overrides the length"
-        );
-        let not_last = [
-            ("transfer-encoding", "chunked, gzip"),
-            ("content-length", "3"),
-        ];
-        assert_eq!(
-            body_framing(&head(Version::HTTP_11, &not_last)),
-            BodyFraming::UntilClose,
-            "a body whose last coding is not chunked ends at close"
-        );
-        assert_eq!(
-            body_framing(&head(Version::HTTP_2, &[])),
-            BodyFraming::Delimited
-        );
-        let mut no_content = head(Version::HTTP_11, &[]);
-        no_content.status = http::StatusCode::NO_CONTENT;
-        assert_eq!(body_framing(&no_content), BodyFraming::Length(0));
     }
 
     #[test]

@@ -99,3 +99,54 @@ fn persistence_follows_the_version_and_every_connection_line() {
         (Delimit::UntilClose, false)
     );
 }
+
+/// The names of the fields [`parse_response`] passes on from `head`, in order.
+fn passed_on(head: &str) -> Vec<String> {
+    let mut buf = BytesMut::from(head);
+    let head = (parse_response(&mut buf, Limits::default(), &Method::GET))
+        .expect("a valid head")
+        .expect("a whole head");
+    let names = head
+        .parts
+        .headers
+        .keys()
+        .map(|name| name.as_str().to_owned());
+    names.collect()
+}
+
+#[test]
+fn the_hop_by_hop_fields_frame_and_persist_the_message_and_are_not_passed_on() {
+    let head = "HTTP/1.1 200 OK\r\nConnection: keep-alive\r\nKeep-Alive: timeout=5\r\n\
+        Proxy-Connection: close\r\nTE: trailers\r\nTrailer: x-sum\r\nUpgrade: h2c\r\n\
+        Transfer-Encoding: chunked\r\nETag: \"a\"\r\nX-Kept: 1\r\n\r\n";
+    assert_eq!(passed_on(head), ["etag", "x-kept"]);
+    assert_eq!(
+        framed(head),
+        (Delimit::Chunked, true),
+        "read before they were dropped"
+    );
+    let close = "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\n";
+    assert_eq!(passed_on(close), ["content-length"]);
+    assert_eq!(framed(close), (Delimit::Length(2), false));
+}
+
+#[test]
+fn the_fields_a_connection_line_names_are_not_passed_on_whatever_their_case() {
+    let head = "HTTP/1.1 200 OK\r\nConnection: Keep-Alive, X-Trace\r\nConnection: ,close , \
+        X-Secret\r\nx-trace: 1\r\nX-SECRET: 2\r\nX-Kept: 3\r\nContent-Length: 0\r\n\r\n";
+    let mut left = passed_on(head);
+    left.sort();
+    assert_eq!(left, ["content-length", "x-kept"]);
+}
+
+#[test]
+fn a_length_a_transfer_coding_overrode_is_not_passed_on_and_one_that_frames_is() {
+    for length in ["3", "abc"] {
+        let head = format!(
+            "HTTP/1.1 200 OK\r\nContent-Length: {length}\r\nTransfer-Encoding: chunked\r\n\r\n"
+        );
+        assert_eq!(passed_on(&head), Vec::<String>::new(), "{length}");
+    }
+    let head = "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nX-Kept: 1\r\n\r\n";
+    assert_eq!(passed_on(head), ["content-length", "x-kept"]);
+}

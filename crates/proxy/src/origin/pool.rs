@@ -313,6 +313,11 @@ impl PooledBody {
         PooledBody { body, list }
     }
 
+    /// How the response delimited the body.
+    pub(super) fn delimit(&self) -> secondhit_h1::Delimit {
+        self.body.delimit()
+    }
+
     /// Pools the connection again, when the body has ended and left it able to take
     /// another request.
     fn release(&mut self) {
