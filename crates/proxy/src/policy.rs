@@ -183,6 +183,12 @@ pub(crate) fn storability(
     if VarySpec::of(&response.headers) == VarySpec::Star {
         return Err(NotStored::VaryStar);
     }
+    // A status that may be given a heuristic lifetime, with a validator: storable
+    // whatever its lifetime (stale, it is revalidated), which is then not worked out
+    // here for a response admission may yet refuse.
+    if freshness::heuristic_status(status) && validation::has_validator(&response.headers) {
+        return Ok(());
+    }
     let (lifetime, source) =
         freshness::lifetime(status, &response.headers, &cc, response_time, rules);
     // A rule's `ttl_by_status` is the operator's explicit freshness.
@@ -242,6 +248,34 @@ mod tests {
         let understood = [("cache-control", "must-understand, no-store, max-age=60")];
         assert_eq!(verdict(200, &understood), Ok(()));
         assert_eq!(verdict(404, &understood), Ok(()));
+    }
+
+    #[test]
+    fn a_validator_makes_a_heuristic_status_storable_whatever_its_lifetime_and_no_other() {
+        let lifetimes: [&[(&str, &str)]; 5] = [
+            &[],
+            &[("cache-control", "max-age=0")],
+            &[("cache-control", "no-cache, max-age=60")],
+            &[("expires", "Sun, 01 Nov 2026 00:00:00 GMT")],
+            &[("expires", "0")],
+        ];
+        let validators = [
+            ("etag", "\"a\""),
+            ("last-modified", "Sun, 01 Nov 2026 00:00:00 GMT"),
+        ];
+        for status in [200, 203, 204, 300, 301, 308] {
+            for lifetime in lifetimes {
+                for validator in validators {
+                    let headers = [lifetime, &[validator]].concat();
+                    assert_eq!(verdict(status, &headers), Ok(()), "{status} {headers:?}");
+                }
+            }
+        }
+        // Not a status given a heuristic lifetime: a validator alone does not store it.
+        for (status, validator) in [(404, validators[0]), (302, validators[1])] {
+            let refused = verdict(status, &[validator]);
+            assert_eq!(refused, Err(NotStored::NotCacheable), "{status}");
+        }
     }
 
     #[test]
