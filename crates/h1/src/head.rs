@@ -8,6 +8,7 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use http::header::{CONNECTION, CONTENT_LENGTH, TRANSFER_ENCODING};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Version, request, response};
 use http_body::Body;
+use smallvec::SmallVec;
 
 use crate::conn::{Limits, MAX_HEADERS};
 use crate::error::{Error, Framing};
@@ -147,6 +148,11 @@ fn parse_decimal(digits: &[u8]) -> Option<u64> {
     })
 }
 
+/// A head's field names, each with where its value lies in the head, read before the
+/// head is split off the buffer so that the values can share its bytes. Held inline for
+/// the number of fields most heads have, not allocated each time.
+pub(crate) type Named = SmallVec<[(HeaderName, Range<usize>); 16]>;
+
 /// How a response's body is delimited (RFC 9112 §6.3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Delimit {
@@ -207,13 +213,11 @@ pub(crate) fn parse_response(
             Some(0) => Version::HTTP_10,
             _ => Version::HTTP_11,
         };
-        // The names now, and where each value lies in the head, so that the values can
-        // share its bytes once it is split off. A list as long as the head's fields: an
-        // array of `MAX_HEADERS` would be zeroed on every response. The fields that frame
-        // the body are read on the way, not looked up in the map afterwards.
+        // The names now, and where each value lies in the head ([`Named`]). The fields
+        // that frame the body are read on the way, not looked up in the map afterwards;
+        // the hop-by-hop ones are read and not passed on (RFC 9110 §7.6.1).
         let base = buf.as_ptr() as usize;
-        // The hop-by-hop fields are read here and not passed on (RFC 9110 §7.6.1).
-        let mut named = Vec::with_capacity(response.headers.len());
+        let mut named = Named::new();
         let mut framing = FramingFields::default();
         for field in response.headers.iter() {
             let name = HeaderName::from_bytes(field.name.as_bytes())
@@ -226,7 +230,7 @@ pub(crate) fn parse_response(
             named.push((name, value..value + field.value.len()));
         }
         let head = buf.split_to(len).freeze();
-        let mut headers = fields(&head, named)?;
+        let mut headers = fields(&head, &mut named)?;
         framing.strip(&mut headers);
         return finish(status, version, headers, &framing, method).map(Some);
     }
@@ -234,9 +238,9 @@ pub(crate) fn parse_response(
 
 /// The header map of `head` with the fields `named` (each name, and where its value lies
 /// in `head`); the values share the head's bytes.
-fn fields(head: &Bytes, named: Vec<(HeaderName, Range<usize>)>) -> Result<HeaderMap, Error> {
+fn fields(head: &Bytes, named: &mut Named) -> Result<HeaderMap, Error> {
     let mut headers = HeaderMap::with_capacity(named.len());
-    for (name, value) in named {
+    for (name, value) in named.drain(..) {
         let value = HeaderValue::from_maybe_shared(head.slice(value))
             .map_err(|_| httparse::Error::HeaderValue)?;
         headers.append(name, value);

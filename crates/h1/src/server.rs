@@ -19,7 +19,7 @@ use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri, Version,
 use http_body::SizeHint;
 
 use crate::conn::{Limits, MAX_HEADERS};
-use crate::head::{add_length, connection_options, put_field, put_hex};
+use crate::head::{Named, add_length, connection_options, put_field, put_hex};
 
 /// What the front of a connection's buffer holds.
 // Large by value on purpose: the head moves straight into the request, and a box would
@@ -92,7 +92,7 @@ pub fn read_request(buf: &mut BytesMut, limits: Limits) -> ReadRequest {
     // once it is split off.
     let base = buf.as_ptr() as usize;
     let target = offset(base, target.as_bytes());
-    let mut named = Vec::with_capacity(request.headers.len());
+    let mut named = Named::new();
     let mut close = false;
     for field in request.headers.iter() {
         let Ok(name) = HeaderName::from_bytes(field.name.as_bytes()) else {
@@ -106,7 +106,7 @@ pub fn read_request(buf: &mut BytesMut, limits: Limits) -> ReadRequest {
         }
         named.push((name, offset(base, field.value)));
     }
-    let Some(parts) = build(buf, len, method, target, named) else {
+    let Some(parts) = build(buf, len, method, target, &mut named) else {
         return ReadRequest::Other;
     };
     // HTTP/1.1: persistent unless `close` is among the connection options (RFC 9112 §9.3).
@@ -129,7 +129,7 @@ fn build(
     len: usize,
     method: Method,
     target: Range<usize>,
-    named: Vec<(HeaderName, Range<usize>)>,
+    named: &mut Named,
 ) -> Option<request::Parts> {
     let head = buf.split_to(len).freeze();
     let Some(parts) = parts_of(&head, method, target, named) else {
@@ -148,12 +148,12 @@ fn parts_of(
     head: &Bytes,
     method: Method,
     target: Range<usize>,
-    named: Vec<(HeaderName, Range<usize>)>,
+    named: &mut Named,
 ) -> Option<request::Parts> {
     let uri = Uri::from_maybe_shared(head.slice(target)).ok()?;
     // Room for the fields a proxy adds (forwarding, `Via`) without growing the map.
     let mut headers = HeaderMap::with_capacity(named.len() + ROOM_TO_ADD);
-    for (name, value) in named {
+    for (name, value) in named.drain(..) {
         let value = HeaderValue::from_maybe_shared(head.slice(value)).ok()?;
         headers.append(name, value);
     }

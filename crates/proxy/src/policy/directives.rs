@@ -14,8 +14,11 @@
 //! `s-maxage="60"`, `no-store=3`) is ignored as if absent (§2.2: values that violate the
 //! inferred types are not to be consumed), the rest of the field still applying.
 
+use std::borrow::Cow;
+
 use http::header::CACHE_CONTROL;
 use http::{HeaderMap, HeaderName};
+use smallvec::SmallVec;
 
 /// The largest delta-seconds a cache must represent; larger values and overflows
 /// become this (RFC 9111 §1.2.2).
@@ -37,8 +40,9 @@ pub(crate) use crate::header_names::CDN_CACHE_CONTROL;
 /// targeted field that replaces them).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Directives {
-    /// Lower-cased name and unquoted value of each directive.
-    list: Vec<(String, Option<String>)>,
+    /// Lower-cased name and unquoted value of each directive. Held inline up to four, and
+    /// the names this cache knows are not copied: most messages carry a few of those.
+    list: SmallVec<[(Name, Option<String>); 4]>,
     /// True when they came from a targeted field, which also overrides `Expires`.
     targeted: bool,
 }
@@ -65,7 +69,7 @@ impl Directives {
 
     /// Parses all `Cache-Control` fields of `headers`; unreadable fields are skipped.
     pub(crate) fn parse(headers: &HeaderMap) -> Directives {
-        let mut list = Vec::new();
+        let mut list = SmallVec::new();
         for value in headers.get_all(CACHE_CONTROL) {
             if let Ok(text) = value.to_str() {
                 split_directives(text, &mut list);
@@ -135,7 +139,7 @@ fn targeted(headers: &HeaderMap, name: &HeaderName) -> Option<Directives> {
         .iter()
         .filter_map(|(key, member)| {
             let name = key.as_str();
-            member_value(name, member).map(|value| (name.to_owned(), value))
+            member_value(name, member).map(|value| (name_of(name), value))
         })
         .collect();
     Some(Directives {
@@ -229,8 +233,39 @@ pub(super) fn parse_delta_seconds(text: &str) -> Seconds {
     )
 }
 
+/// A directive's name, lower-cased.
+type Name = Cow<'static, str>;
+
+/// The directives this cache acts on, and the common ones it does not.
+const KNOWN: [&str; 16] = [
+    "max-age",
+    "s-maxage",
+    "no-cache",
+    "no-store",
+    "private",
+    "public",
+    "must-revalidate",
+    "proxy-revalidate",
+    "must-understand",
+    "no-transform",
+    "immutable",
+    "stale-while-revalidate",
+    "stale-if-error",
+    "max-stale",
+    "min-fresh",
+    "only-if-cached",
+];
+
+/// `name` lower-cased: one of [`KNOWN`] as it is, any other copied.
+fn name_of(name: &str) -> Name {
+    match KNOWN.iter().find(|known| known.eq_ignore_ascii_case(name)) {
+        Some(known) => Cow::Borrowed(known),
+        None => Cow::Owned(name.to_ascii_lowercase()),
+    }
+}
+
 /// Splits one field value into directives, honouring quoted strings.
-fn split_directives(text: &str, out: &mut Vec<(String, Option<String>)>) {
+fn split_directives(text: &str, out: &mut SmallVec<[(Name, Option<String>); 4]>) {
     let mut rest = text;
     while !rest.is_empty() {
         let (item, tail) = next_item(rest);
@@ -244,7 +279,7 @@ fn split_directives(text: &str, out: &mut Vec<(String, Option<String>)>) {
             None => (item, None),
         };
         if !name.is_empty() {
-            out.push((name.to_ascii_lowercase(), value));
+            out.push((name_of(name), value));
         }
     }
 }
@@ -304,8 +339,10 @@ mod tests {
         let cc = parse(&[
             "Public, MAX-AGE=\"60\"",
             "no-cache=\"set-cookie, x-a\", s-maxage=5",
+            "X-Other=1, Must-Revalidate, immutable",
         ]);
         assert!(cc.has("public"));
+        assert!(cc.has("x-other") && cc.has("must-revalidate") && cc.has("immutable"));
         assert_eq!(cc.seconds("max-age"), Some(Seconds::Valid(60)));
         assert_eq!(cc.seconds("s-maxage"), Some(Seconds::Valid(5)));
         assert!(cc.has("no-cache"));
