@@ -2,6 +2,7 @@
 //! the `bench` feature (on by default) `bench` and `simulate`; the work happens in the
 //! crates: `secondhit-proxy`, and `secondhit-bench` for those two.
 
+mod alloc;
 mod man;
 
 use std::net::SocketAddr;
@@ -21,9 +22,9 @@ use secondhit_proxy::upgrade::{Handoff, Upgrader};
 
 /// mimalloc instead of the system allocator: a request allocates and frees dozens of
 /// small buffers (header maps, bytes, futures), and glibc's malloc spent more CPU time on
-/// them (`benches/RESULTS.md`, "mimalloc as the allocator").
+/// them (`benches/RESULTS.md`, "mimalloc as the allocator"). Called as [`alloc`] says.
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: alloc::MiMalloc = alloc::MiMalloc;
 
 /// How often the memory-release thread asks mimalloc to return freed memory.
 const RELEASE_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
