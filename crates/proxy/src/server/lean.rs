@@ -275,8 +275,12 @@ impl Watch {
             }
             let mut side_cx = Context::from_waker(&self.waker);
             // Read on only while a head could still be short: the rest waits in the socket.
+            // Into the room the buffer has left: the request being answered still shares
+            // the buffer's memory, so asking for more would allocate another.
             while input.len() <= limits.max_head_bytes {
-                input.reserve(READ_SIZE);
+                if input.len() == input.capacity() {
+                    input.reserve(READ_SIZE);
+                }
                 match tokio_util::io::poll_read_buf(Pin::new(&mut *io), &mut side_cx, input) {
                     Poll::Ready(Ok(0) | Err(_)) => return Poll::Ready(None),
                     Poll::Ready(Ok(_)) => head_clock.head_begun(),
