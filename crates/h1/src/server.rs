@@ -15,11 +15,11 @@ use std::ops::Range;
 use bytes::{BufMut, Bytes, BytesMut};
 use http::header::{CONNECTION, CONTENT_LENGTH, DATE, TRANSFER_ENCODING};
 use http::response;
-use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri, Version, request};
+use http::{HeaderMap, HeaderName, Method, StatusCode, Uri, Version, request};
 use http_body::SizeHint;
 
 use crate::conn::{Limits, MAX_HEADERS};
-use crate::head::{Named, add_length, connection_options, put_field, put_hex};
+use crate::head::{Named, add_length, connection_options, parsed_field_value, put_field, put_hex};
 
 /// What the front of a connection's buffer holds.
 // Large by value on purpose: the head moves straight into the request, and a box would
@@ -154,7 +154,7 @@ fn parts_of(
     // Room for the fields a proxy adds (forwarding, `Via`) without growing the map.
     let mut headers = HeaderMap::with_capacity(named.len() + ROOM_TO_ADD);
     for (name, value) in named.drain(..) {
-        let value = HeaderValue::from_maybe_shared(head.slice(value)).ok()?;
+        let value = parsed_field_value(head.slice(value))?;
         headers.append(name, value);
     }
     let mut parts = request::Request::new(()).into_parts().0;

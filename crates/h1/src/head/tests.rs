@@ -150,3 +150,42 @@ fn a_length_a_transfer_coding_overrode_is_not_passed_on_and_one_that_frames_is()
     let head = "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nX-Kept: 1\r\n\r\n";
     assert_eq!(passed_on(head), ["content-length", "x-kept"]);
 }
+
+#[test]
+fn values_of_ascii_and_of_bytes_from_0x80_are_passed_on_as_they_came() {
+    let mut buf = BytesMut::from(
+        &b"HTTP/1.1 200 OK\r\nX-A: a\tb \"c\"\r\nX-B: caf\xe9\r\nContent-Length: 0\r\n\r\n"[..],
+    );
+    let head = (parse_response(&mut buf, Limits::default(), &Method::GET))
+        .expect("a valid head")
+        .expect("a whole head");
+    let headers = &head.parts.headers;
+    assert_eq!(headers["x-a"].as_bytes(), b"a\tb \"c\"");
+    assert_eq!(headers["x-b"].as_bytes(), b"caf\xe9");
+}
+
+proptest::proptest! {
+    /// What [`parsed_field_value`] rests on: every field value `httparse` takes is one
+    /// `http` takes.
+    #[test]
+    fn every_field_value_httparse_takes_is_one_http_takes(
+        // Mostly bytes a value may hold, so that most heads parse, and now and then any.
+        value in proptest::collection::vec(proptest::prop_oneof![
+            4 => 0x20u8..0x7f,
+            2 => 0x80u8..=0xff,
+            1 => proptest::strategy::Just(b'\t'),
+            1 => proptest::prelude::any::<u8>(),
+        ], 0..48),
+    ) {
+        let mut head = b"HTTP/1.1 200 OK\r\nx-v: ".to_vec();
+        head.extend_from_slice(&value);
+        head.extend_from_slice(b"\r\n\r\n");
+        let mut fields = [httparse::EMPTY_HEADER; 4];
+        let mut response = httparse::Response::new(&mut fields);
+        if let Ok(httparse::Status::Complete(_)) = response.parse(&head) {
+            for field in response.headers.iter() {
+                proptest::prop_assert!(HeaderValue::from_bytes(field.value).is_ok(), "{:?}", field.value);
+            }
+        }
+    }
+}
