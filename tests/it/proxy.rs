@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::support::{
-    self, Reply, ReplyBody, TestOrigin, TestProxy, body_bytes, client, get, send,
+    self, Reply, ReplyBody, TestOrigin, TestProxy, body_bytes, client, get, refusing_address, send,
 };
 use secondhit_proxy::config::{AdmissionPolicy, FilterSizing, MaxObjectSize};
 
@@ -350,12 +350,8 @@ async fn origin_reset_mid_body_aborts_the_client_and_stores_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn origin_down_is_a_502() {
-    // Bind and drop a listener so the port is closed.
-    let closed = std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr");
-    let proxy = TestProxy::start(closed, |_| {}).await;
+    let (_held, refusing) = refusing_address();
+    let proxy = TestProxy::start(refusing, |_| {}).await;
     let seen = get(&proxy.url("/x")).await;
     assert_eq!(seen.status, 502);
     assert_eq!(seen.cache.detail.as_deref(), Some("origin-unreachable"));

@@ -1,7 +1,7 @@
 //! RFC 9211: the `Cache-Status` entry this cache adds to every response.
 
 use super::common::*;
-use crate::support::{Reply, Seen, TestOrigin, TestProxy};
+use crate::support::{Reply, Seen, TestOrigin, TestProxy, refusing_address};
 
 /// GETs are fresh for 100 s; `/missing` is a 404 with `max-age=0`; other methods get 201.
 /// Every answer carries an upstream cache's own `Cache-Status`.
@@ -49,11 +49,8 @@ async fn every_response_has_exactly_one_entry_of_ours() {
     assert_ours_only(&get_with(&proxy, "/one", &[]).await);
     assert_ours_only(&request(&proxy, "POST", "/one", &[]).await);
     assert_ours_only(&get_with(&proxy, "/missing", &[]).await);
-    let closed = std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr");
-    let down = TestProxy::start(closed, |_| {}).await;
+    let (_held, refusing) = refusing_address();
+    let down = TestProxy::start(refusing, |_| {}).await;
     let error = get_with(&down, "/x", &[]).await;
     assert_eq!(error.status, 502);
     assert_eq!(error.cache.entries, 1);

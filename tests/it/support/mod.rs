@@ -16,6 +16,20 @@ use std::time::Duration;
 
 use http::HeaderMap;
 
+/// An address on 127.0.0.1 where connections are refused for as long as the returned
+/// socket lives: the socket holds the port, bound but not listening. A listener bound and
+/// dropped leaves a port that a test running beside it may be given next, and a proxy
+/// pointed at it then reached that test's server.
+pub(crate) fn refusing_address() -> (socket2::Socket, std::net::SocketAddr) {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
+        .expect("a TCP socket");
+    let loopback = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+    socket.bind(&loopback.into()).expect("bind to 127.0.0.1:0");
+    let address = socket.local_addr().expect("bound address");
+    let address = address.as_socket().expect("an IP address");
+    (socket, address)
+}
+
 /// How long a test waits for something that should happen promptly before failing.
 /// Generous, because only a failing test waits it out: on a loaded 2-core machine
 /// (full-suite runs of 140–446 s instead of 45) responses of the debug build took over
