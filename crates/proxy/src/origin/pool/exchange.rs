@@ -69,7 +69,13 @@ pub(super) async fn send(
                 let list = Arc::downgrade(list);
                 return Ok(response.map(|body| PooledBody::new(body, list)));
             }
-            Err(failed) => (request, resending) = again(failed, reused, idempotent)?,
+            // The first failure of a request written to this server is the one
+            // `origin.retry` weighs, however many connections to it fail after it.
+            Err(failed) => match again(failed, reused, idempotent) {
+                Ok((unsent, failure)) => (request, resending) = (unsent, resending.or(failure)),
+                Err(_) if let Some(first) = resending => return Err(sent_failed(first)),
+                Err(failed) => return Err(failed),
+            },
         }
     }
 }
