@@ -308,14 +308,17 @@ impl FramingFields {
             self.transfer_encoding = true;
             self.last_coding_chunked = last_coding_is_chunked(value);
         } else if name == CONNECTION {
-            let options = connection_options(value);
-            self.connection.close |= options.close;
-            self.connection.keep_alive |= options.keep_alive;
-            let others = (value.split(|&b| b == b','))
-                .map(<[u8]>::trim_ascii)
-                .filter(|option| !option.is_empty() && !is_persistence_option(option));
-            let others = others.map(|option| String::from_utf8_lossy(option).to_lowercase());
-            self.named_by_connection.extend(others);
+            // One pass: the persistence options, and the names of the other fields.
+            for option in value.split(|&b| b == b',').map(<[u8]>::trim_ascii) {
+                if option.eq_ignore_ascii_case(b"close") {
+                    self.connection.close = true;
+                } else if option.eq_ignore_ascii_case(b"keep-alive") {
+                    self.connection.keep_alive = true;
+                } else if !option.is_empty() {
+                    let name = String::from_utf8_lossy(option).to_lowercase();
+                    self.named_by_connection.push(name);
+                }
+            }
         }
     }
 
@@ -398,11 +401,6 @@ fn is_hop_by_hop(name: &HeaderName) -> bool {
             | "transfer-encoding"
             | "upgrade"
     )
-}
-
-/// Whether `option`, one of a `Connection` line's, is `close` or `keep-alive`.
-fn is_persistence_option(option: &[u8]) -> bool {
-    option.eq_ignore_ascii_case(b"close") || option.eq_ignore_ascii_case(b"keep-alive")
 }
 
 /// Whether the last coding a `Transfer-Encoding` line lists is `chunked`.

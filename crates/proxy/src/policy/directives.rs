@@ -42,7 +42,7 @@ pub(crate) use crate::header_names::CDN_CACHE_CONTROL;
 pub(crate) struct Directives {
     /// Lower-cased name and unquoted value of each directive. Held inline up to four, and
     /// the names this cache knows are not copied: most messages carry a few of those.
-    list: SmallVec<[(Name, Option<String>); 4]>,
+    list: List,
     /// True when they came from a targeted field, which also overrides `Expires`.
     targeted: bool,
 }
@@ -236,6 +236,9 @@ pub(super) fn parse_delta_seconds(text: &str) -> Seconds {
 /// A directive's name, lower-cased.
 type Name = Cow<'static, str>;
 
+/// Each directive's name and unquoted value, inline up to four.
+type List = SmallVec<[(Name, Option<String>); 4]>;
+
 /// The directives this cache acts on, and the common ones it does not.
 const KNOWN: [&str; 16] = [
     "max-age",
@@ -265,7 +268,7 @@ fn name_of(name: &str) -> Name {
 }
 
 /// Splits one field value into directives, honouring quoted strings.
-fn split_directives(text: &str, out: &mut SmallVec<[(Name, Option<String>); 4]>) {
+fn split_directives(text: &str, out: &mut List) {
     let mut rest = text;
     while !rest.is_empty() {
         let (item, tail) = next_item(rest);
