@@ -215,7 +215,8 @@ mod absent {
     type Memo = Option<(u64, StoreHash, u64)>;
 
     thread_local! {
-        static ABSENT: Cell<[Memo; SLOTS]> = const { Cell::new([None; SLOTS]) };
+        // A cell per slot: a look or a note copies one memo, not all of them.
+        static ABSENT: [Cell<Memo>; SLOTS] = const { [const { Cell::new(None) }; SLOTS] };
     }
 
     /// The slot a key's memo takes: bits of its hash the shard is not chosen by.
@@ -225,17 +226,13 @@ mod absent {
 
     /// Whether this thread found `key_hash` of index `id` absent at `version`.
     pub(super) fn known(id: u64, key_hash: StoreHash, version: u64) -> bool {
-        let memo = ABSENT.with(|memos| memos.get()[slot(key_hash)]);
+        let memo = ABSENT.with(|memos| memos[slot(key_hash)].get());
         memo == Some((id, key_hash, version))
     }
 
     /// Notes that `key_hash` of index `id` was absent at `version`.
     pub(super) fn remember(id: u64, key_hash: StoreHash, version: u64) {
-        ABSENT.with(|memos| {
-            let mut all = memos.get();
-            all[slot(key_hash)] = Some((id, key_hash, version));
-            memos.set(all);
-        });
+        ABSENT.with(|memos| memos[slot(key_hash)].set(Some((id, key_hash, version))));
     }
 }
 

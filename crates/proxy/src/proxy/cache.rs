@@ -16,7 +16,7 @@ use std::time::SystemTime;
 
 use bytes::Bytes;
 use http::header::{ACCEPT_ENCODING, AUTHORIZATION, CONTENT_LENGTH, RANGE, VARY};
-use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
+use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, response};
 
 use super::origin_request::OriginRequest;
 use crate::config::rules::Lifetimes;
@@ -221,7 +221,10 @@ pub(super) struct Cache {
 
 /// An origin response [`Cache::storable`] found storable, with the cache tags it read.
 pub(super) struct Storable<'o> {
-    origin: &'o OriginResponse,
+    /// The response's status and end-to-end fields.
+    head: &'o response::Parts,
+    /// How its body is delimited.
+    framing: BodyFraming,
     tags: Vec<String>,
     /// Its whole body, when that came with the head ([`Storable::with_whole`]).
     whole: Option<Bytes>,
@@ -460,23 +463,24 @@ impl Cache {
         &self,
         judging: Judging<'_>,
         request: &HeaderMap,
-        origin: &'o OriginResponse,
+        (head, framing): (&'o response::Parts, BodyFraming),
         response_time: SystemTime,
     ) -> Result<Storable<'o>, NotStored> {
         let Judging { live, lifetimes } = judging;
         let rules = live.cache_rules(lifetimes);
-        policy::storability(request, &origin.head, response_time, &rules)?;
+        policy::storability(request, head, response_time, &rules)?;
         let max_len = live.max_object_size();
-        match origin.framing {
+        match framing {
             BodyFraming::UntilClose => return Err(NotStored::NoLength),
             BodyFraming::Length(length) if length > max_len => return Err(NotStored::TooLarge),
             BodyFraming::Length(_) | BodyFraming::Delimited => {}
         }
-        let tags = super::tags::of(&origin.head.headers, &live.settings.tags);
+        let tags = super::tags::of(&head.headers, &live.settings.tags);
         let tags = tags.map_err(NotStored::Tags)?;
         match self.store.tags_fit(&tags) {
             true => Ok(Storable {
-                origin,
+                head,
+                framing,
                 tags,
                 whole: None,
             }),
@@ -499,7 +503,7 @@ impl Cache {
         live: &Snapshot,
     ) -> Result<Began, StoreError> {
         let max_len = live.max_object_size();
-        let declared = match storable.origin.framing {
+        let declared = match storable.framing {
             BodyFraming::Length(length) => Some(length),
             _ => None,
         };
@@ -541,8 +545,7 @@ impl Cache {
         storable: Storable<'_>,
         timing: Timing,
     ) -> Result<(CacheKey, EntryMeta), StoreError> {
-        let Storable { origin, tags, .. } = storable;
-        let head = &origin.head;
+        let Storable { head, tags, .. } = storable;
         let fill_key = match VarySpec::of(&head.headers) {
             VarySpec::Fields(fields) => {
                 let marker = match marker {

@@ -291,7 +291,8 @@ mod memo {
     type Memo = Option<(u64, StoreHash, Instant)>;
 
     thread_local! {
-        static REFUSED: Cell<[Memo; MEMO_SLOTS]> = const { Cell::new([None; MEMO_SLOTS]) };
+        // A cell per slot: a look or a note copies one memo, not all of them.
+        static REFUSED: [Cell<Memo>; MEMO_SLOTS] = const { [const { Cell::new(None) }; MEMO_SLOTS] };
     }
 
     /// The slot a key's memo takes: bits of its hash the shard is not chosen by.
@@ -301,17 +302,13 @@ mod memo {
 
     /// Whether this thread knows `hash` of collapser `id` refused now.
     pub(super) fn refused(id: u64, hash: StoreHash) -> bool {
-        let memo = REFUSED.with(|memos| memos.get()[slot(hash)]);
+        let memo = REFUSED.with(|memos| memos[slot(hash)].get());
         matches!(memo, Some((of, key, until)) if of == id && key == hash && Instant::now() < until)
     }
 
     /// Notes that `hash` of collapser `id` is refused until `until`.
     pub(super) fn remember(id: u64, hash: StoreHash, until: Instant) {
-        REFUSED.with(|memos| {
-            let mut all = memos.get();
-            all[slot(hash)] = Some((id, hash, until));
-            memos.set(all);
-        });
+        REFUSED.with(|memos| memos[slot(hash)].set(Some((id, hash, until))));
     }
 }
 

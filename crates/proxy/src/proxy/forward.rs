@@ -24,7 +24,7 @@ use crate::live::Snapshot;
 use crate::logging::throttle::{OncePerKey, Throttle};
 use crate::lost_hits::LostHits;
 use crate::metrics::{ByteCounter, Metrics};
-use crate::origin::{self, BodyFraming, OriginResponse};
+use crate::origin::{self, BodyFraming, OriginResponse, ReadTimeout};
 use crate::outcome::ErrorKind;
 use crate::outcome::{Detail, Forward, Outcome};
 use crate::policy::validation;
@@ -242,8 +242,8 @@ pub(super) async fn fill(
     mut origin: OriginResponse,
     leader: Option<Leader>,
 ) -> Teed {
-    let whole = whole_at_head(method, exchange, &mut origin).await;
-    let (verdict, decision) = judge(cache, method, request, exchange, &origin);
+    let answer = (&origin.head, origin.framing);
+    let (verdict, decision) = judge(cache, method, request, exchange, answer);
     let began = match (verdict, decision) {
         (Err(reason), _) => Err(Detail::NotStored(reason)),
         (Ok(_), Decision::Reject(reason)) => Err(Detail::Admission(reason)),
@@ -253,6 +253,7 @@ pub(super) async fn fill(
             // carry it and copy it on each move; an admitted fill, which writes to disk,
             // affords the allocation.
             let (marker, timing, live) = (exchange.marker, exchange.timing, exchange.live);
+            let whole = whole_at_head(origin.framing, &mut origin.body).await;
             let storable = storable.with_whole(whole);
             let began = cache.begin_fill(exchange.key, marker, request, storable, timing, live);
             let began = Box::pin(began).await;
@@ -389,25 +390,13 @@ async fn store_whole(
 /// body's own write.
 const WHOLE_AT_HEAD: u64 = 64 * 1024;
 
-/// The body of `origin`, the answer to a `method` request, when it may be stored in one
-/// file call: a GET's body of a declared length up to [`WHOLE_AT_HEAD`] that has all
-/// arrived with the head. The body still streams to the client as it is. Not looked for
-/// where the answer will not be stored whatever it is: admission planned to reject it
-/// and no site rule may overrule that at the response, or the exchange is not for a
-/// whole object.
-async fn whole_at_head(
-    method: &Method,
-    exchange: &Exchange<'_>,
-    origin: &mut OriginResponse,
-) -> Option<bytes::Bytes> {
-    let may_admit = exchange.admission.planned().is_admit() || exchange.rules.is_some();
-    let whole_get = method == Method::GET && !exchange.range_forwarded;
-    match origin.framing {
-        BodyFraming::Length(len)
-            if len <= WHOLE_AT_HEAD && whole_get && may_admit && !exchange.collapse_timed_out =>
-        {
-            origin.body.peek_whole(len).await
-        }
+/// The whole body of an answer being stored, when it may be stored in one file call:
+/// a body of a declared length up to [`WHOLE_AT_HEAD`] that has all arrived with the
+/// head. The body still streams to the client as it is. Looked for only once the answer
+/// is storable and admitted: reading ahead costs an answer passed on for nothing.
+async fn whole_at_head(framing: BodyFraming, body: &mut ReadTimeout) -> Option<bytes::Bytes> {
+    match framing {
+        BodyFraming::Length(len) if len <= WHOLE_AT_HEAD => body.peek_whole(len).await,
         _ => None,
     }
 }
@@ -421,7 +410,7 @@ fn judge<'o>(
     method: &Method,
     request: &HeaderMap,
     exchange: &Exchange<'_>,
-    origin: &'o OriginResponse,
+    (head, framing): (&'o response::Parts, BodyFraming),
 ) -> (Result<Storable<'o>, NotStored>, Decision) {
     let live = exchange.live;
     let verdict = if method != Method::GET {
@@ -437,19 +426,19 @@ fn judge<'o>(
                 lifetimes: exchange.lifetimes,
             },
             request,
-            origin,
+            (head, framing),
             exchange.timing.response,
         )
     };
     if let Err(reason) = &verdict {
         match *reason {
-            NotStored::TooLarge => log_too_large(exchange.key, origin, live.max_object_size()),
+            NotStored::TooLarge => log_too_large(exchange.key, framing, live.max_object_size()),
             NotStored::Tags(unindexed) => note_unindexed(cache, exchange.key, unindexed),
             _ => {}
         }
         return (verdict, exchange.admission.planned());
     }
-    let length = match origin.framing {
+    let length = match framing {
         BodyFraming::Length(length) => Some(length),
         _ => None,
     };
@@ -459,7 +448,7 @@ fn judge<'o>(
         live.tuning.observe(hash, length.unwrap_or(0));
     }
     let policy = &*live.admission.policy;
-    let decision = (exchange.admission).on_response(policy, exchange.rules, &origin.head, length);
+    let decision = (exchange.admission).on_response(policy, exchange.rules, head, length);
     cache.metrics.count_decision(decision);
     (verdict, decision)
 }
@@ -565,9 +554,9 @@ fn trouble_detail(error: &StoreError) -> Detail {
 /// Says, once per key, that a response declared larger than `cache.max_object_size` is
 /// passed on and not stored, naming the limit: an operator whose large files all come
 /// back `too-large` learns which setting to raise.
-fn log_too_large(key: &CacheKey, origin: &OriginResponse, limit: u64) {
+fn log_too_large(key: &CacheKey, framing: BodyFraming, limit: u64) {
     static ONCE: OnceLock<OncePerKey> = OnceLock::new();
-    let BodyFraming::Length(length) = origin.framing else {
+    let BodyFraming::Length(length) = framing else {
         return;
     };
     // The key's store hash, folded to 64 bits, picks its slot.
