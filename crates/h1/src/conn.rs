@@ -7,6 +7,8 @@ use std::task::{Context, Poll, Waker, ready};
 use bytes::BytesMut;
 use tokio::io::{AsyncRead, ReadBuf};
 
+use crate::names::NameMemo;
+
 /// The most header fields a response head may have, whatever [`Limits::max_headers`] says:
 /// the parser's slots live on the stack.
 pub const MAX_HEADERS: usize = 128;
@@ -55,6 +57,9 @@ pub struct Connection<IO> {
     /// Where a request head is written; its allocation comes back once the head is sent.
     pub(crate) write_buf: BytesMut,
     pub(crate) limits: Limits,
+    /// The field names of the last response head, to read the next one's by; boxed, as
+    /// a connection is moved in and out of its pool on every exchange.
+    pub(crate) names: Box<NameMemo>,
     /// How much the next read asks for.
     next_read: usize,
 }
@@ -75,6 +80,7 @@ impl<IO: AsyncRead + Unpin> Connection<IO> {
                 max_headers: limits.max_headers.min(MAX_HEADERS),
                 ..limits
             },
+            names: Box::default(),
             next_read: FIRST_READ,
         }
     }

@@ -12,6 +12,7 @@ use smallvec::SmallVec;
 
 use crate::conn::{Limits, MAX_HEADERS};
 use crate::error::{Error, Framing};
+use crate::names::NameMemo;
 
 /// How a request's body goes out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -180,6 +181,7 @@ pub(crate) fn parse_response(
     buf: &mut BytesMut,
     limits: Limits,
     method: &Method,
+    names: &mut NameMemo,
 ) -> Result<Option<ResponseHead>, Error> {
     loop {
         let mut slots = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
@@ -219,9 +221,9 @@ pub(crate) fn parse_response(
         let base = buf.as_ptr() as usize;
         let mut named = Named::new();
         let mut framing = FramingFields::default();
-        for field in response.headers.iter() {
-            let name = HeaderName::from_bytes(field.name.as_bytes())
-                .map_err(|_| httparse::Error::HeaderName)?;
+        for (at, field) in response.headers.iter().enumerate() {
+            let name =
+                (names.name(at, field.name.as_bytes())).map_err(|_| httparse::Error::HeaderName)?;
             framing.read(&name, field.value);
             if is_hop_by_hop(&name) {
                 continue;

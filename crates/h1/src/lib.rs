@@ -6,7 +6,9 @@
 //! ends is seen), and returns a [`ResponseBody`] that reads the rest of the response from
 //! the stream. All of it runs in the task that polls it: no task per connection, no
 //! channel between the request and the socket. The read buffer is the connection's, kept
-//! across requests, and body frames are slices of it, not copies.
+//! across requests, and body frames are slices of it, not copies. A connection remembers
+//! the field names of its last response head, so a name that comes again at the same
+//! place, as the same bytes, is not parsed again.
 //!
 //! Framing follows RFC 9112 §6.3: no body for a HEAD request or a 1xx, 204 or 304 answer;
 //! chunked when `chunked` is the last transfer coding (its trailers become a trailers
@@ -36,6 +38,7 @@ mod send;
 mod body;
 mod head;
 mod conn;
+mod names;
 mod error;
 
 pub use body::ResponseBody;

@@ -129,8 +129,12 @@ impl Exchange<'_> {
                 }
             }
             if self.received
-                && let Some(head) =
-                    head::parse_response(&mut conn.read_buf, conn.limits, self.method)?
+                && let Some(head) = head::parse_response(
+                    &mut conn.read_buf,
+                    conn.limits,
+                    self.method,
+                    &mut conn.names,
+                )?
             {
                 return Poll::Ready(Ok(head));
             }

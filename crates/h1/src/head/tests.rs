@@ -3,7 +3,13 @@ use super::*;
 /// The framing and persistence [`parse_response`] reads from `head`, answering `method`.
 fn read(head: &str, method: Method) -> Result<(Delimit, bool), Error> {
     let mut buf = BytesMut::from(head);
-    let head = parse_response(&mut buf, Limits::default(), &method)?.expect("a whole head");
+    let head = parse_response(
+        &mut buf,
+        Limits::default(),
+        &method,
+        &mut NameMemo::default(),
+    )?
+    .expect("a whole head");
     Ok((head.delimit, head.persistent))
 }
 
@@ -100,12 +106,21 @@ fn persistence_follows_the_version_and_every_connection_line() {
     );
 }
 
+/// The head of the answer to a GET that `bytes` hold, a valid and whole one.
+fn whole_head(bytes: &[u8]) -> ResponseHead {
+    let mut buf = BytesMut::from(bytes);
+    let head = parse_response(
+        &mut buf,
+        Limits::default(),
+        &Method::GET,
+        &mut NameMemo::default(),
+    );
+    head.expect("a valid head").expect("a whole head")
+}
+
 /// The names of the fields [`parse_response`] passes on from `head`, in order.
 fn passed_on(head: &str) -> Vec<String> {
-    let mut buf = BytesMut::from(head);
-    let head = (parse_response(&mut buf, Limits::default(), &Method::GET))
-        .expect("a valid head")
-        .expect("a whole head");
+    let head = whole_head(head.as_bytes());
     let names = head
         .parts
         .headers
@@ -153,12 +168,9 @@ fn a_length_a_transfer_coding_overrode_is_not_passed_on_and_one_that_frames_is()
 
 #[test]
 fn values_of_ascii_and_of_bytes_from_0x80_are_passed_on_as_they_came() {
-    let mut buf = BytesMut::from(
-        &b"HTTP/1.1 200 OK\r\nX-A: a\tb \"c\"\r\nX-B: caf\xe9\r\nContent-Length: 0\r\n\r\n"[..],
+    let head = whole_head(
+        b"HTTP/1.1 200 OK\r\nX-A: a\tb \"c\"\r\nX-B: caf\xe9\r\nContent-Length: 0\r\n\r\n",
     );
-    let head = (parse_response(&mut buf, Limits::default(), &Method::GET))
-        .expect("a valid head")
-        .expect("a whole head");
     let headers = &head.parts.headers;
     assert_eq!(headers["x-a"].as_bytes(), b"a\tb \"c\"");
     assert_eq!(headers["x-b"].as_bytes(), b"caf\xe9");
