@@ -261,6 +261,11 @@ pub(crate) struct TestOrigin {
     _stop: oneshot::Sender<()>,
     /// Set by `go_down`: the listener is dropped and every open connection closed.
     down: watch::Sender<bool>,
+    /// The task that accepts connections; it drops the listener when it ends.
+    accepting: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// The origin's port once it went down: held bound and not listening, so that
+    /// connections to it are refused and no test running beside this one is handed it.
+    parked: Mutex<Option<socket2::Socket>>,
 }
 
 impl TestOrigin {
@@ -291,7 +296,7 @@ impl TestOrigin {
         let (stop, mut stopped) = oneshot::channel::<()>();
         let (down, down_seen) = watch::channel(false);
         let (c, r) = (counts.clone(), received.clone());
-        tokio::spawn(async move {
+        let accepting = tokio::spawn(async move {
             let mut listener_down = down_seen.clone();
             loop {
                 let (stream, _) = tokio::select! {
@@ -323,6 +328,8 @@ impl TestOrigin {
             received,
             _stop: stop,
             down,
+            accepting: Mutex::new(Some(accepting)),
+            parked: Mutex::new(None),
         }
     }
 
@@ -344,10 +351,27 @@ impl TestOrigin {
         .await
     }
 
-    /// Makes the origin unreachable: drops its listener (connections are refused) and
-    /// closes every open connection, then waits a moment so that clients' pools notice.
+    /// Makes the origin unreachable: drops its listener and closes every open
+    /// connection, binds its port again without listening (connections are refused, and
+    /// the port is not free for another test to be handed), then waits a moment so that
+    /// clients' pools notice.
     pub(crate) async fn go_down(&self) {
         self.down.send_replace(true);
+        let accepting = self.accepting.lock().expect("accepting").take();
+        if let Some(accepting) = accepting {
+            accepting.await.expect("the origin's accept loop ends");
+        }
+        let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
+            .expect("a TCP socket");
+        // The closed connections' TIME_WAIT would otherwise keep the port from binding.
+        socket.set_reuse_address(true).expect("SO_REUSEADDR");
+        if let Err(error) = socket.bind(&self.addr.into()) {
+            panic!(
+                "the downed origin's port {} was taken meanwhile: {error}",
+                self.addr
+            );
+        }
+        *self.parked.lock().expect("parked") = Some(socket);
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 
