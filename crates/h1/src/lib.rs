@@ -7,8 +7,9 @@
 //! the stream. All of it runs in the task that polls it: no task per connection, no
 //! channel between the request and the socket. The read buffer is the connection's, kept
 //! across requests, and body frames are slices of it, not copies. A connection remembers
-//! the field names of its last response head, so a name that comes again at the same
-//! place, as the same bytes, is not parsed again.
+//! the field names of its last response head ([`NameMemo`]), so a name that comes again at
+//! the same place, as the same bytes, is not parsed again; [`server::read_request`] takes
+//! one for the heads of a client's connection.
 //!
 //! Framing follows RFC 9112 §6.3: no body for a HEAD request or a 1xx, 204 or 304 answer;
 //! chunked when `chunked` is the last transfer coding (its trailers become a trailers
@@ -45,6 +46,7 @@ pub use body::ResponseBody;
 pub use conn::{Connection, Limits, MAX_HEADERS};
 pub use error::{BoxError, Error, Framing, SendError};
 pub use head::Delimit;
+pub use names::NameMemo;
 
 #[cfg(test)]
 mod tests;

@@ -1,6 +1,6 @@
-//! The field names of a connection's last response head, by position: a server sends
-//! much the same fields in the same order each time, and comparing a name's bytes with
-//! the last head's costs a fraction of parsing it again.
+//! The field names of a connection's last head, by position: a server, or a client on a
+//! keep-alive connection, sends much the same fields in the same order each time, and
+//! comparing a name's bytes with the last head's costs a fraction of parsing it again.
 
 use http::HeaderName;
 use http::header::InvalidHeaderName;
@@ -10,10 +10,10 @@ use http::header::InvalidHeaderName;
 const MAX_NAMES: usize = 32;
 const MAX_BYTES: usize = 1024;
 
-/// A connection's names of its last head: each as it came (its bytes in `raw`) and as
-/// parsed.
+/// The field names of the last head read on a connection: each as it came and as
+/// parsed. One per connection, handed to each read of a head on it.
 #[derive(Debug, Default)]
-pub(crate) struct NameMemo {
+pub struct NameMemo {
     raw: Vec<u8>,
     /// Each name's end in `raw` (it starts where the one before it ends), and the name.
     names: Vec<(usize, HeaderName)>,

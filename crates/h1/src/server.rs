@@ -20,6 +20,7 @@ use http_body::SizeHint;
 
 use crate::conn::{Limits, MAX_HEADERS};
 use crate::head::{Named, add_length, connection_options, parsed_field_value, put_field, put_hex};
+use crate::names::NameMemo;
 
 /// What the front of a connection's buffer holds.
 // Large by value on purpose: the head moves straight into the request, and a box would
@@ -56,8 +57,9 @@ const MAX_TARGET_BYTES: usize = (u16::MAX - 1) as usize;
 /// Fields a request's map has room for beyond its own.
 const ROOM_TO_ADD: usize = 8;
 
-/// Reads a request head from the front of `buf` (see [`ReadRequest`]).
-pub fn read_request(buf: &mut BytesMut, limits: Limits) -> ReadRequest {
+/// Reads a request head from the front of `buf` (see [`ReadRequest`]), its field names by
+/// `names`, the connection's memory of its last head's.
+pub fn read_request(buf: &mut BytesMut, limits: Limits, names: &mut NameMemo) -> ReadRequest {
     let mut slots = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
     let slots = &mut slots[..limits.max_headers.min(MAX_HEADERS)];
     let mut request = httparse::Request::new(&mut []);
@@ -94,8 +96,8 @@ pub fn read_request(buf: &mut BytesMut, limits: Limits) -> ReadRequest {
     let target = offset(base, target.as_bytes());
     let mut named = Named::new();
     let mut close = false;
-    for field in request.headers.iter() {
-        let Ok(name) = HeaderName::from_bytes(field.name.as_bytes()) else {
+    for (at, field) in request.headers.iter().enumerate() {
+        let Ok(name) = names.name(at, field.name.as_bytes()) else {
             return ReadRequest::Other;
         };
         if NOT_LEAN.contains(&name) {

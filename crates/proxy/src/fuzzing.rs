@@ -107,7 +107,7 @@ fn read_heads(input: &[u8], piece: usize, limits: secondhit_h1::Limits) -> LeanR
         buf.extend_from_slice(part);
         loop {
             let before = buf.clone();
-            match read_request(&mut buf, limits) {
+            match read_request(&mut buf, limits, &mut secondhit_h1::NameMemo::default()) {
                 ReadRequest::Bodiless { parts, persistent } => {
                     let taken = before.len() - buf.len();
                     assert!(before[taken..] == buf[..], "only the head is taken");

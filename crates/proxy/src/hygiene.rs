@@ -25,6 +25,7 @@ use http::header::{FORWARDED, HOST, VIA};
 use http::uri::{Authority, Scheme};
 use http::{HeaderMap, HeaderName, HeaderValue, Version, request};
 
+use crate::header_names::{length_bit, length_mask};
 use crate::header_text::{push_ip, with_scratch};
 use crate::key::ClientScheme;
 
@@ -575,7 +576,9 @@ pub(crate) fn strip_fields(headers: &mut HeaderMap, names: &[HeaderName]) {
             && (field.iter().zip(name))
                 .all(|(a, b)| a == b || (b"-_".contains(a) && b"-_".contains(b)))
     };
+    let lengths = length_mask(names);
     let stripped: Vec<HeaderName> = (headers.keys())
+        .filter(|field| lengths & length_bit(field) != 0)
         .filter(|field| names.iter().any(|name| same(field, name)))
         .cloned()
         .collect();

@@ -6,7 +6,7 @@ use http_body::SizeHint;
 use proptest::prelude::*;
 
 use super::{Encoded, Framing, ReadRequest, encode_response, put_chunk_size, read_request};
-use crate::Limits;
+use crate::{Limits, NameMemo};
 
 const DATE: &[u8] = b"Sun, 29 Nov 2026 21:00:00 GMT";
 
@@ -19,7 +19,40 @@ fn limits() -> Limits {
 
 fn read_bytes(bytes: &[u8]) -> (ReadRequest, BytesMut) {
     let mut buf = BytesMut::from(bytes);
-    (read_request(&mut buf, limits()), buf)
+    (
+        read_request(&mut buf, limits(), &mut NameMemo::default()),
+        buf,
+    )
+}
+
+#[test]
+fn heads_read_one_after_another_on_a_connection_each_keep_their_own_fields() {
+    let mut buf = BytesMut::from(
+        &b"GET /1 HTTP/1.1\r\nHost: a.test\r\nX-Trace: 1\r\nAccept: */*\r\n\r\n\
+           GET /2 HTTP/1.1\r\nHost: a.test\r\nX-Other: 2\r\nAccept: */*\r\n\r\n\
+           GET /3 HTTP/1.1\r\nhost: a.test\r\nX-Trace: 3\r\n\r\n"[..],
+    );
+    let mut names = NameMemo::default();
+    let mut fields = Vec::new();
+    for _ in 0..3 {
+        let read = read_request(&mut buf, limits(), &mut names);
+        let ReadRequest::Bodiless { parts, .. } = read else {
+            panic!("not read: {read:?}");
+        };
+        let named = parts.headers.iter().map(|(name, value)| {
+            let value = value.to_str().expect("ASCII");
+            format!("{name}={value}")
+        });
+        fields.push(named.collect::<Vec<_>>().join(" "));
+    }
+    assert_eq!(
+        fields,
+        [
+            "host=a.test x-trace=1 accept=*/*",
+            "host=a.test x-other=2 accept=*/*",
+            "host=a.test x-trace=3",
+        ]
+    );
 }
 
 #[test]
@@ -263,7 +296,7 @@ proptest! {
         bytes.extend_from_slice(&tail);
         let cut = cut.min(bytes.len());
         let mut buf = BytesMut::from(&bytes[..cut]);
-        match read_request(&mut buf, limits()) {
+        match read_request(&mut buf, limits(), &mut NameMemo::default()) {
             ReadRequest::Bodiless { parts, .. } => {
                 prop_assert_eq!(&buf[..], &bytes[head.len()..cut]);
                 prop_assert_eq!(parts.version, Version::HTTP_11);

@@ -13,7 +13,7 @@ use http::header::{
 use http::{HeaderMap, HeaderName, HeaderValue, response};
 
 use super::freshness::parse_date;
-use crate::header_names::CACHE_STATUS;
+use crate::header_names::{CACHE_STATUS, length_bit, length_mask};
 use crate::store::EntryMeta;
 
 /// True if the stored response has a validator the origin can be asked about.
@@ -28,7 +28,9 @@ pub(crate) fn has_validator(headers: &HeaderMap) -> bool {
 pub(crate) fn whole_object_request(headers: &mut HeaderMap, stored: Option<&HeaderMap>) {
     // One pass over the (few) names present, comparing standard names by tag, before
     // six hashed removals: most requests carry none of these fields.
-    if headers.keys().any(|name| NOT_WHOLE.contains(name)) {
+    let lengths = length_mask(&NOT_WHOLE);
+    let present = |name: &HeaderName| lengths & length_bit(name) != 0 && NOT_WHOLE.contains(name);
+    if headers.keys().any(present) {
         for name in &NOT_WHOLE {
             headers.remove(name);
         }

@@ -32,6 +32,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use bytes::{Buf, Bytes, BytesMut};
 use http::Request;
 use http_body::Body;
+use secondhit_h1::NameMemo;
 use secondhit_h1::server::{self, Framing, ReadRequest};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::time::Sleep;
@@ -91,11 +92,12 @@ where
     let mut out = BytesMut::new();
     let watch = Watch::new();
     let mut head_clock = HeadClock::new(limits.header_read_timeout);
+    let mut names = NameMemo::default();
     loop {
         let read = match input.is_empty() {
             // Nothing to parse yet (the usual case after a response).
             true => ReadRequest::Incomplete,
-            false => server::read_request(&mut input, limits.head),
+            false => server::read_request(&mut input, limits.head, &mut names),
         };
         let (parts, persistent) = match read {
             ReadRequest::Bodiless { parts, persistent } => (parts, persistent),
