@@ -31,6 +31,8 @@
 # (uniformly over the 10,000 objects; a wrk Lua script picks the path), hit-10k-files
 # (the same against a secondhit with its memory tier off, cache.memory_size = "0", so
 # every hit reads its file), pass-1k (no-store, so neither proxy stores it),
+# pass-1k-fields (not in the default CASES: pass-1k with the ten more fields a browser
+# sends, so each proxy's cost per request field shows),
 # first-sight-1k (a new URL on every request through a secondhit with the default
 # `second-hit` policy, which stores none of them, against nginx's `proxy_pass` of the
 # same URLs), miss-1k (a new URL on every request, each a 1 KiB answer that both
@@ -239,6 +241,21 @@ ORIGIN_PORT=$(free_port)
 }
 EOF
 } >"$WORK/origin.conf"
+
+# The fields a browser sends with a request for a page (Firefox's, less cookies), for
+# pass-1k-fields: a proxy's work per field shows beside the one `Host` wrk sends.
+BROWSER_FIELDS=(
+  -H "User-Agent: Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0"
+  -H "Accept: text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
+  -H "Accept-Language: en-US,en;q=0.5"
+  -H "Accept-Encoding: gzip, deflate, br"
+  -H "Referer: http://bench.test/index.html"
+  -H "Sec-Fetch-Dest: document"
+  -H "Sec-Fetch-Mode: navigate"
+  -H "Sec-Fetch-Site: same-origin"
+  -H "Upgrade-Insecure-Requests: 1"
+  -H "Priority: u=0, i"
+)
 
 cat >"$WORK/keys.lua" <<'EOF'
 -- Each request names one of the 10,000 objects, uniformly at random.
@@ -453,6 +470,7 @@ run_wrk() {
     hit-100k) url="/one-100k" ;;
     hit-10k-keys | hit-10k-files) url="/k/0" script=(-s "$WORK/keys.lua") ;;
     pass-1k) url="/pass/one-1k" ;;
+    pass-1k-fields) url="/pass/one-1k" script=("${BROWSER_FIELDS[@]}") ;;
     # A prefix of its own per run, so no run finds another's URLs stored.
     first-sight-1k | miss-1k | miss-1k-fsync | miss-1k-nofsync)
       url="/m/" script=(-s "$WORK/miss.lua") args=(-- "$port-$(date +%s%N)")
