@@ -5,9 +5,10 @@
 use http::HeaderName;
 use http::header::InvalidHeaderName;
 
-/// The most names remembered, and the most bytes of them: what a usual head has, so a
-/// connection's memory stays small whatever a server sends.
+/// The most names remembered: more than a usual head has, so a connection's memory
+/// stays small whatever its peer sends.
 const MAX_NAMES: usize = 32;
+/// The most bytes of names remembered, for the same reason.
 const MAX_BYTES: usize = 1024;
 
 /// The field names of the last head read on a connection: each as it came and as
