@@ -202,6 +202,12 @@ fn sizes_accept_units_and_plain_integers() {
     let c =
         Config::from_toml_str("[cache]\nmax_object_size = \"auto\"\nmax_size = \"1TiB\"").unwrap();
     assert_eq!(c.cache.max_object_bytes(), 256 * 1024 * 1024);
+    let c = Config::from_toml_str("[cache]\nverify_whole_below = \"16MiB\"").unwrap();
+    assert_eq!(c.cache.verify_whole_below, 16 * 1024 * 1024);
+}
+
+#[test]
+fn empty_and_zero_values_mean_none_at_once_or_off() {
     let c = Config::from_toml_str("[admission]\nseed = \"\"").unwrap();
     assert_eq!(c.admission.seed, None);
     // Zero means "fail at once" and "verify every body as it streams".
@@ -219,6 +225,17 @@ fn sizes_accept_units_and_plain_integers() {
         "off by default"
     );
     assert_eq!(c.cache.targeted_field, None, "off by default");
+    // Zero turns collapsing off, and lets no fill outlive its client.
+    let c =
+        Config::from_toml_str("[cache]\ncollapse_timeout = \"0s\"\nmax_orphan_fills = 0").unwrap();
+    assert_eq!(c.cache.collapse_timeout, Duration::ZERO);
+    assert_eq!(c.cache.max_orphan_fills, 0);
+    let c = Config::from_toml_str("[cache]\nstale_if_unreachable = \"10m\"").unwrap();
+    assert_eq!(c.cache.stale_if_unreachable, Duration::from_secs(600));
+}
+
+#[test]
+fn field_names_are_lowercased_and_url_and_method_overrides_are_stripped_by_default() {
     let c = Config::from_toml_str("[cache]\ntargeted_field = \"Secondhit-Cache-Control\"").unwrap();
     assert_eq!(
         c.cache
@@ -251,15 +268,6 @@ fn sizes_accept_units_and_plain_integers() {
     );
     let c = Config::from_toml_str("[cache]\nstrip_request_fields = []").unwrap();
     assert!(c.cache.strip_request_fields.is_empty());
-    // Zero turns collapsing off, and lets no fill outlive its client.
-    let c =
-        Config::from_toml_str("[cache]\ncollapse_timeout = \"0s\"\nmax_orphan_fills = 0").unwrap();
-    assert_eq!(c.cache.collapse_timeout, Duration::ZERO);
-    assert_eq!(c.cache.max_orphan_fills, 0);
-    let c = Config::from_toml_str("[cache]\nstale_if_unreachable = \"10m\"").unwrap();
-    assert_eq!(c.cache.stale_if_unreachable, Duration::from_secs(600));
-    let c = Config::from_toml_str("[cache]\nverify_whole_below = \"16MiB\"").unwrap();
-    assert_eq!(c.cache.verify_whole_below, 16 * 1024 * 1024);
 }
 
 #[test]

@@ -167,7 +167,7 @@ fn only_a_marker_with_the_connection_token_rejects() {
 }
 
 #[test]
-fn forwarding_fields_are_appended_or_set() {
+fn forwarding_fields_named_in_connection_are_replaced_by_the_proxys() {
     let mut request = head(
         Version::HTTP_10,
         "/",
@@ -189,7 +189,10 @@ fn forwarding_fields_are_appended_or_set() {
     assert_eq!(h.get(X_FORWARDED_PROTO).expect("xfp"), "http");
     assert_eq!(h.get(X_FORWARDED_HOST).expect("xfh"), "a.example");
     assert!(!h.contains_key(http::header::CONNECTION));
+}
 
+#[test]
+fn forwarding_fields_are_appended_to_with_the_client_unmapped_and_the_authority_as_host() {
     let mut request = head(
         Version::HTTP_2,
         "http://b.example/",
@@ -211,7 +214,10 @@ fn forwarding_fields_are_appended_or_set() {
         h.get(X_FORWARDED_HOST).expect("xfh from :authority"),
         "b.example"
     );
+}
 
+#[test]
+fn forwarding_fields_set_no_host_for_a_request_without_one() {
     let mut request = head(
         Version::HTTP_10,
         "/",
@@ -223,7 +229,10 @@ fn forwarding_fields_are_appended_or_set() {
         !request.headers.contains_key(X_FORWARDED_HOST),
         "no host: none forwarded"
     );
+}
 
+#[test]
+fn forwarding_fields_set_https_over_the_tls_listener_whatever_the_client_claimed() {
     // Over the TLS listener the scheme is https, whatever the client claimed.
     let mut request = head(
         Version::HTTP_11,

@@ -312,7 +312,7 @@ mod tests {
     }
 
     #[test]
-    fn equivalent_requests_share_a_selector() {
+    fn equivalent_accept_language_requests_share_a_selector() {
         let lang = fields("accept-language");
         let en = selector(&lang, &request(&[("accept-language", "en")]));
         assert_eq!(
@@ -339,6 +339,10 @@ mod tests {
                 "{other}"
             );
         }
+    }
+
+    #[test]
+    fn equivalent_accept_encoding_requests_share_a_selector() {
         let ae = fields("accept-encoding");
         let browser = selector(&ae, &request(&[("accept-encoding", "gzip, deflate, br")]));
         for same in [

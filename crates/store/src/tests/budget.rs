@@ -11,12 +11,6 @@ async fn fills_evict_the_oldest_entry_not_hit_to_stay_in_budget() {
         ..options(dir.path())
     })
     .await;
-    let sizes = || -> u64 {
-        files(&dir.path().join("objects"))
-            .iter()
-            .map(|p| std::fs::metadata(p).unwrap().len())
-            .sum()
-    };
     // Each entry is about 24.5 KB with its 2.5 KiB header: four fit, not five.
     for i in 0..4 {
         let key = format!("k{i}");
@@ -41,8 +35,23 @@ async fn fills_evict_the_oldest_entry_not_hit_to_stay_in_budget() {
         (stats.objects, stats.evictions, stats.reserved_bytes),
         (4, 1, 0)
     );
-    assert_eq!(stats.bytes, sizes());
+    assert_eq!(stats.bytes, object_file_bytes(dir.path()));
     assert!(stats.bytes <= 100_000);
+    grow_a_chunked_reservation_within_the_budget(&store, dir.path()).await;
+    refuse_more_than_the_whole_budget(&store, dir.path()).await;
+}
+
+/// The bytes of the entry files under `dir`'s `objects`.
+fn object_file_bytes(dir: &Path) -> u64 {
+    files(&dir.join("objects"))
+        .iter()
+        .map(|p| std::fs::metadata(p).unwrap().len())
+        .sum()
+}
+
+/// Streams a 60 KB chunked body into `store` (budget 100 KB, in `dir`), checking that its
+/// reservation grows as it goes, evicting as it grows, and is released at the end.
+async fn grow_a_chunked_reservation_within_the_budget(store: &Store, dir: &Path) {
     // A chunked body grows its reservation as it goes, evicting as it grows.
     let mut w = store
         .begin_fill(
@@ -57,11 +66,16 @@ async fn fills_evict_the_oldest_entry_not_hit_to_stay_in_budget() {
         .unwrap();
     for chunk in body(60_000, 5).chunks(7_000) {
         w.write(chunk).await.unwrap();
-        assert!(store.stats().reserved_bytes + sizes() <= 100_000);
+        assert!(store.stats().reserved_bytes + object_file_bytes(dir) <= 100_000);
     }
     w.finish().await.unwrap();
-    assert!(sizes() <= 100_000);
+    assert!(object_file_bytes(dir) <= 100_000);
     assert_eq!(store.stats().reserved_bytes, 0);
+}
+
+/// Checks that `store` (budget 100 KB, in `dir`) refuses a fill of the whole budget,
+/// declared or streamed, and keeps no reservation or temp file of it.
+async fn refuse_more_than_the_whole_budget(store: &Store, dir: &Path) {
     // More than the whole budget cannot be reserved, declared or streamed.
     let too_big = store
         .begin_fill(
@@ -92,7 +106,7 @@ async fn fills_evict_the_oldest_entry_not_hit_to_stay_in_budget() {
     assert!(matches!(over, Err(StoreError::NoSpace { .. })), "{over:?}");
     drop(w);
     assert_eq!(store.stats().reserved_bytes, 0);
-    assert!(files(&dir.path().join("tmp")).is_empty());
+    assert!(files(&dir.join("tmp")).is_empty());
 }
 
 #[tokio::test]

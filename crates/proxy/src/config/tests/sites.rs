@@ -62,9 +62,32 @@ fn sites_and_rules_load_with_their_origins_defaulting_to_origin() {
 
 #[test]
 fn every_invalid_site_or_rule_is_rejected_naming_its_index_and_field() {
-    let rule = |body: &str| site(r#"["a.example"]"#, &format!("[[site.rule]]\n{body}\n"));
+    let cases = [
+        invalid_sites(),
+        invalid_rule_matches_and_actions(),
+        invalid_rule_lifetimes_and_combinations(),
+    ]
+    .concat();
+    for (text, key) in &cases {
+        let e = err(text);
+        let shown = e.to_string();
+        assert!(
+            shown.starts_with(&format!("{key}: ")),
+            "{text:?}: {shown:?} does not name {key}"
+        );
+        assert_eq!(kind(&e), "invalid-at", "{text:?}: {shown}");
+    }
+}
+
+/// A site for `a.example` whose one `[[site.rule]]` has `body`.
+fn rule(body: &str) -> String {
+    site(r#"["a.example"]"#, &format!("[[site.rule]]\n{body}\n"))
+}
+
+/// Invalid sites (hosts, origin), each with the field its error must name.
+fn invalid_sites() -> Vec<(String, &'static str)> {
     let second_site = |second: &str| format!("{}{}", site(r#"["a.example"]"#, ""), second);
-    let cases: Vec<(String, &str)> = vec![
+    vec![
         (site("[]", ""), "site[0].hosts"),
         ("[[site]]\n".to_owned(), "site[0].hosts"),
         (site(r#"["a.example:8080"]"#, ""), "site[0].hosts"),
@@ -80,6 +103,13 @@ fn every_invalid_site_or_rule_is_rejected_naming_its_index_and_field() {
             "[[site]]\nhosts = [\"a\"]\n[site.origin]\nmax_in_flight = 0\n".to_owned(),
             "site[0].origin.max_in_flight",
         ),
+    ]
+}
+
+/// Rules with an invalid match (path, glob, methods, type, size) or action (bypass, key,
+/// admission), each with the field its error must name.
+fn invalid_rule_matches_and_actions() -> Vec<(String, &'static str)> {
+    vec![
         (
             rule("path = \"/a\"\nglob = \"/b\"\nbypass = true"),
             "site[0].rule[0].glob",
@@ -122,6 +152,13 @@ fn every_invalid_site_or_rule_is_rejected_naming_its_index_and_field() {
             "site[0].rule[0].keep_query",
         ),
         (rule("path = \"/a\""), "site[0].rule[0]"),
+    ]
+}
+
+/// Rules with invalid lifetimes, or valid alone but not with the policy or the rule beside
+/// them, each with the field its error must name.
+fn invalid_rule_lifetimes_and_combinations() -> Vec<(String, &'static str)> {
+    vec![
         (
             rule("default_ttl = \"soon\""),
             "site[0].rule[0].default_ttl",
@@ -161,16 +198,7 @@ fn every_invalid_site_or_rule_is_rejected_naming_its_index_and_field() {
             ),
             "site[0].rule[1]",
         ),
-    ];
-    for (text, key) in &cases {
-        let e = err(text);
-        let shown = e.to_string();
-        assert!(
-            shown.starts_with(&format!("{key}: ")),
-            "{text:?}: {shown:?} does not name {key}"
-        );
-        assert_eq!(kind(&e), "invalid-at", "{text:?}: {shown}");
-    }
+    ]
 }
 
 #[test]
