@@ -7,6 +7,7 @@ use crate::support::{
     Reply, TestOrigin, TestProxy, body_bytes, client, get, sample, scrape, send, send_until_hit,
     stats,
 };
+use std::collections::HashMap;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -46,8 +47,31 @@ async fn metrics_count_a_scripted_sequence_exactly() {
     })
     .await;
     let proxy = TestProxy::start(origin.addr, |_| {}).await;
-    let http = client();
+    run_the_scripted_sequence(&proxy).await;
 
+    let m = scrape(&proxy).await;
+    assert_requests_and_decisions_counted(&m);
+    assert_store_and_origin_counted(&m);
+    assert_filters_bytes_and_process_reported(&m);
+
+    // /stats agrees, and so does the hit ratio: 1 of 4 answerable requests.
+    let s = stats(&proxy).await;
+    assert_eq!(s["policy"], "second-hit");
+    assert_eq!(s["requests"]["hit"], 1);
+    assert_eq!(s["requests"]["pass"], 2);
+    assert_eq!(s["hit_ratio"], 0.25);
+    assert_eq!(s["admission"]["disk_writes_avoided_bytes"], 1000);
+    assert_eq!(s["store"]["objects"], 1);
+    assert_eq!(s["filters"]["configured"]["expected_urls"], 1_000_000);
+    assert_eq!(s["filters"]["configured"]["rotate"], "auto");
+    assert_eq!(s["filters"]["generation"], 0);
+    proxy.stop().await;
+}
+
+/// Sends the scripted sequence: /a seen first, stored, hit; a client no-store; a POST; and
+/// an unstorable /b, checking each one's outcome.
+async fn run_the_scripted_sequence(proxy: &TestProxy) {
+    let http = client();
     // 1. First sight: a miss, kept off the disk.
     let first = get(&proxy.url("/a")).await;
     assert_eq!(first.cache.detail.as_deref(), Some("first-sight"));
@@ -69,11 +93,13 @@ async fn metrics_count_a_scripted_sequence_exactly() {
     // 6. A response that may not be stored: a miss, but no admission decision.
     let unstorable = get(&proxy.url("/b")).await;
     assert_eq!(unstorable.cache.detail.as_deref(), Some("no-store"));
+}
 
-    let m = scrape(&proxy).await;
+/// Asserts the scripted sequence's requests by result and admission decisions in `m`.
+fn assert_requests_and_decisions_counted(m: &HashMap<String, f64>) {
     let requests = |result: &str| {
         sample(
-            &m,
+            m,
             &format!("secondhit_requests_total{{result=\"{result}\"}}"),
         )
     };
@@ -88,7 +114,7 @@ async fn metrics_count_a_scripted_sequence_exactly() {
     );
     let decision = |decision: &str, reason: &str| {
         sample(
-            &m,
+            m,
             &format!(
                 "secondhit_admission_decisions_total{{decision=\"{decision}\",reason=\"{reason}\"}}"
             ),
@@ -98,52 +124,61 @@ async fn metrics_count_a_scripted_sequence_exactly() {
     assert_eq!(decision("admit", "seen-before"), 1.0);
     assert_eq!(decision("admit", "always"), 0.0);
     assert_eq!(decision("admit", "already-stored"), 0.0);
-    assert_eq!(sample(&m, "secondhit_disk_write_bytes_total"), 1000.0);
+}
+
+/// Asserts the scripted sequence's disk writes, store contents and origin requests in `m`.
+fn assert_store_and_origin_counted(m: &HashMap<String, f64>) {
+    assert_eq!(sample(m, "secondhit_disk_write_bytes_total"), 1000.0);
     assert_eq!(
-        sample(&m, "secondhit_disk_writes_avoided_bytes_total"),
+        sample(m, "secondhit_disk_writes_avoided_bytes_total"),
         1000.0
     );
-    assert_eq!(sample(&m, "secondhit_store_objects"), 1.0);
+    assert_eq!(sample(m, "secondhit_store_objects"), 1.0);
     assert!(
-        sample(&m, "secondhit_store_bytes") > 1000.0,
+        sample(m, "secondhit_store_bytes") > 1000.0,
         "headers count too"
     );
-    assert_eq!(sample(&m, "secondhit_store_evictions_total"), 0.0);
+    assert_eq!(sample(m, "secondhit_store_evictions_total"), 0.0);
     // The hit read /a from its file: a copy in the memory tier, and the file held open.
-    assert!(sample(&m, "secondhit_store_memory_bytes") > 1000.0);
-    assert_eq!(sample(&m, "secondhit_store_open_files"), 1.0);
+    assert!(sample(m, "secondhit_store_memory_bytes") > 1000.0);
+    assert_eq!(sample(m, "secondhit_store_open_files"), 1.0);
     // Five requests reached the origin: two misses of /a, the no-store GET, the POST, /b.
     assert_eq!(
-        sample(&m, "secondhit_origin_request_duration_seconds_count"),
+        sample(m, "secondhit_origin_request_duration_seconds_count"),
         5.0
     );
     assert_eq!(
         sample(
-            &m,
+            m,
             "secondhit_origin_request_duration_seconds_bucket{le=\"+Inf\"}"
         ),
         5.0
     );
     assert_eq!(
-        sample(&m, "secondhit_errors_total{kind=\"origin-unreachable\"}"),
+        sample(m, "secondhit_errors_total{kind=\"origin-unreachable\"}"),
         0.0
     );
+}
+
+/// Asserts the filters, response bytes, build info and process metrics in `m` after the
+/// scripted sequence, and that no shadow metrics are exported.
+fn assert_filters_bytes_and_process_reported(m: &HashMap<String, f64>) {
     // The filters: /a and /b recorded, no rotation yet.
-    let keys = sample(&m, "secondhit_filter_estimated_keys{filter=\"current\"}");
+    let keys = sample(m, "secondhit_filter_estimated_keys{filter=\"current\"}");
     assert!((1.5..2.5).contains(&keys), "about two keys, got {keys}");
-    assert!(sample(&m, "secondhit_filter_fill_ratio{filter=\"current\"}") > 0.0);
+    assert!(sample(m, "secondhit_filter_fill_ratio{filter=\"current\"}") > 0.0);
     assert_eq!(
-        sample(&m, "secondhit_filter_rotations_total{cause=\"fill\"}"),
+        sample(m, "secondhit_filter_rotations_total{cause=\"fill\"}"),
         0.0
     );
-    assert!(sample(&m, "secondhit_filter_generation_age_seconds") >= 0.0);
-    assert!(sample(&m, "secondhit_filter_estimated_fp_rate") < 0.01);
+    assert!(sample(m, "secondhit_filter_generation_age_seconds") >= 0.0);
+    assert!(sample(m, "secondhit_filter_estimated_fp_rate") < 0.01);
     // Response bytes by result: the hit's 1000, and the two misses of /a.
     assert_eq!(
-        sample(&m, "secondhit_response_body_bytes_total{result=\"hit\"}"),
+        sample(m, "secondhit_response_body_bytes_total{result=\"hit\"}"),
         1000.0
     );
-    assert!(sample(&m, "secondhit_response_body_bytes_total{result=\"miss\"}") >= 2000.0);
+    assert!(sample(m, "secondhit_response_body_bytes_total{result=\"miss\"}") >= 2000.0);
     let version = env!("CARGO_PKG_VERSION");
     assert!(
         m.keys().any(|k| k.starts_with("secondhit_build_info{")
@@ -151,27 +186,14 @@ async fn metrics_count_a_scripted_sequence_exactly() {
             && k.contains(&format!("features=\"{}\"", env!("SECONDHIT_FEATURES")))),
         "build info names {version}"
     );
-    assert!(sample(&m, "process_open_fds") > 0.0);
-    assert!(sample(&m, "process_resident_memory_bytes") > 0.0);
-    assert!(sample(&m, "process_cpu_seconds_total") > 0.0);
-    assert!(sample(&m, "process_start_time_seconds") > 1.7e9);
+    assert!(sample(m, "process_open_fds") > 0.0);
+    assert!(sample(m, "process_resident_memory_bytes") > 0.0);
+    assert!(sample(m, "process_cpu_seconds_total") > 0.0);
+    assert!(sample(m, "process_start_time_seconds") > 1.7e9);
     assert!(
         !m.keys().any(|name| name.starts_with("secondhit_shadow_")),
         "shadow metrics only in shadow mode"
     );
-
-    // /stats agrees, and so does the hit ratio: 1 of 4 answerable requests.
-    let s = stats(&proxy).await;
-    assert_eq!(s["policy"], "second-hit");
-    assert_eq!(s["requests"]["hit"], 1);
-    assert_eq!(s["requests"]["pass"], 2);
-    assert_eq!(s["hit_ratio"], 0.25);
-    assert_eq!(s["admission"]["disk_writes_avoided_bytes"], 1000);
-    assert_eq!(s["store"]["objects"], 1);
-    assert_eq!(s["filters"]["configured"]["expected_urls"], 1_000_000);
-    assert_eq!(s["filters"]["configured"]["rotate"], "auto");
-    assert_eq!(s["filters"]["generation"], 0);
-    proxy.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -15,6 +15,7 @@ mod curve;
 use crate::support::browser::{chromium, keep_for_viewing, required_chromium, screenshot};
 use crate::support::{Reply, TestOrigin, TestProxy, body_bytes, client, get, send};
 use secondhit_proxy::config::FilterSizing;
+use std::path::Path;
 
 const TOKEN: &str = "page-token";
 
@@ -57,7 +58,38 @@ async fn the_page_renders_the_live_filters_rotations_and_decisions() {
         c.admission.sizing = FilterSizing::ExpectedUrls(8);
     })
     .await;
+    let truth = rotate_once_and_admit_one_url(&proxy).await;
 
+    let dir = tempfile::tempdir().expect("temp dir");
+    let url = format!("{}#token={TOKEN}", proxy.admin_url("/"));
+    let dom = chromium(
+        &browser,
+        &dir.path().join("profile"),
+        &url,
+        &["--dump-dom".to_owned()],
+    )
+    .await;
+    std::fs::write(dir.path().join("page.html"), &dom).expect("DOM written");
+
+    assert_eq!(text_of(&dom, "policy"), "second-hit");
+    let polls: u32 = dom
+        .split_once("data-polls=\"")
+        .and_then(|(_, rest)| rest.split('"').next())
+        .expect("the page polled /stats")
+        .parse()
+        .expect("a count");
+    assert!(polls >= 2, "the page polled {polls} times: {dom}");
+    assert_generations_as_stats_has_them(&dom, &truth["filters"]);
+    assert_operations_as_stats_has_them(&dom, &truth);
+    assert_rotation_decisions_and_model(&dom);
+
+    screenshot_under_traffic(&browser, &proxy, dir.path(), &url).await;
+    keep_for_viewing(dir, "admin page", "admin-page.png", "page.html");
+}
+
+/// Drives the scripted sequence (eight first sights rotate generation 0, one URL is
+/// admitted and hit, two more first sights) and returns `/stats` after it.
+async fn rotate_once_and_admit_one_url(proxy: &TestProxy) -> serde_json::Value {
     // 1. Eight first sights fill generation 0, and the eighth rotates it (cause: fill).
     for i in 0..8 {
         let seen = get(&proxy.url(&format!("/first/{i}"))).await;
@@ -81,51 +113,40 @@ async fn the_page_renders_the_live_filters_rotations_and_decisions() {
     let filters = &truth["filters"];
     assert_eq!(filters["rotations"]["fill"], 1, "{truth:#}");
     assert_eq!(filters["recent_rotations"][0]["cause"], "fill", "{truth:#}");
+    truth
+}
 
-    let dir = tempfile::tempdir().expect("temp dir");
-    let url = format!("{}#token={TOKEN}", proxy.admin_url("/"));
-    let dom = chromium(
-        &browser,
-        &dir.path().join("profile"),
-        &url,
-        &["--dump-dom".to_owned()],
-    )
-    .await;
-    std::fs::write(dir.path().join("page.html"), &dom).expect("DOM written");
-
-    assert_eq!(text_of(&dom, "policy"), "second-hit");
-    let polls: u32 = dom
-        .split_once("data-polls=\"")
-        .and_then(|(_, rest)| rest.split('"').next())
-        .expect("the page polled /stats")
-        .parse()
-        .expect("a count");
-    assert!(polls >= 2, "the page polled {polls} times: {dom}");
+/// Asserts that the page shows both generations as `/stats`'s `filters` has them.
+fn assert_generations_as_stats_has_them(dom: &str, filters: &serde_json::Value) {
     // The generations, as /stats has them (no request came in between).
     let current = &filters["current"];
     let previous = &filters["previous"];
     assert_eq!(
-        text_of(&dom, "current-fill"),
+        text_of(dom, "current-fill"),
         percent(current["fill_ratio"].as_f64().expect("fill"))
     );
     assert_eq!(
-        text_of(&dom, "previous-fill"),
+        text_of(dom, "previous-fill"),
         percent(previous["fill_ratio"].as_f64().expect("fill"))
     );
-    assert_eq!(text_of(&dom, "current-inserts"), "3");
+    assert_eq!(text_of(dom, "current-inserts"), "3");
     let previous_keys = previous["estimated_keys"].as_f64().expect("keys");
     assert_eq!(
-        text_of(&dom, "previous-keys"),
+        text_of(dom, "previous-keys"),
         format!(
             "{} of 8 ({})",
             previous_keys.round(),
             percent(previous_keys / 8.0)
         )
     );
-    assert!(text_of(&dom, "generation").ends_with("generation 1"));
+    assert!(text_of(dom, "generation").ends_with("generation 1"));
     // Both generations on the same basis: the filters' capacity, the target beside it.
-    let current_keys = text_of(&dom, "current-keys");
+    let current_keys = text_of(dom, "current-keys");
     assert!(current_keys.contains(" of 8 ("), "{current_keys}");
+}
+
+/// Asserts that the page's operations panel shows the requests and store of `truth` (`/stats`).
+fn assert_operations_as_stats_has_them(dom: &str, truth: &serde_json::Value) {
     // The operations panel, as /stats has it.
     let requests = &truth["requests"];
     let total: u64 = ["hit", "stale", "miss", "pass"]
@@ -133,59 +154,66 @@ async fn the_page_renders_the_live_filters_rotations_and_decisions() {
         .map(|r| requests[r].as_u64().expect("a count"))
         .sum();
     assert!(
-        text_of(&dom, "ops-requests").starts_with(&format!("{total}: hit {}", requests["hit"])),
+        text_of(dom, "ops-requests").starts_with(&format!("{total}: hit {}", requests["hit"])),
         "{}",
-        text_of(&dom, "ops-requests")
+        text_of(dom, "ops-requests")
     );
     let store = &truth["store"];
     assert!(
-        text_of(&dom, "ops-store").ends_with(&format!(", {} objects", store["objects"])),
+        text_of(dom, "ops-store").ends_with(&format!(", {} objects", store["objects"])),
         "{}",
-        text_of(&dom, "ops-store")
+        text_of(dom, "ops-store")
     );
     assert!(
-        text_of(&dom, "ops-origin").starts_with("p50 "),
+        text_of(dom, "ops-origin").starts_with("p50 "),
         "{}",
-        text_of(&dom, "ops-origin")
+        text_of(dom, "ops-origin")
     );
-    assert_eq!(text_of(&dom, "ops-errors"), "none");
+    assert_eq!(text_of(dom, "ops-errors"), "none");
     assert!(
-        text_of(&dom, "ops-memory").contains(" of 64.0 MiB ("),
+        text_of(dom, "ops-memory").contains(" of 64.0 MiB ("),
         "{}",
-        text_of(&dom, "ops-memory")
+        text_of(dom, "ops-memory")
     );
-    assert!(text_of(&dom, "ops-open-files").starts_with(&format!("{} of ", store["open_files"])));
+    assert!(text_of(dom, "ops-open-files").starts_with(&format!("{} of ", store["open_files"])));
     assert_eq!(
-        text_of(&dom, "series-req-hit-total"),
+        text_of(dom, "series-req-hit-total"),
         requests["hit"].to_string()
     );
+}
+
+/// Asserts that the page shows the one fill rotation, the decisions since start, a sizing
+/// model that agrees with the server's, and a fresh update.
+fn assert_rotation_decisions_and_model(dom: &str) {
     // The rotation and its timeline entry.
-    assert_eq!(text_of(&dom, "rotations-total"), "1");
+    assert_eq!(text_of(dom, "rotations-total"), "1");
     assert!(
-        text_of(&dom, "rotations-by-cause").starts_with("fill 1 · age 0 · forced 0"),
+        text_of(dom, "rotations-by-cause").starts_with("fill 1 · age 0 · forced 0"),
         "{}",
-        text_of(&dom, "rotations-by-cause")
+        text_of(dom, "rotations-by-cause")
     );
     assert_eq!(dom.matches("class=\"cause cause-fill\"").count(), 1);
     // Decisions since start: 11 first sights, 1 admitted, none re-admitted.
-    assert_eq!(text_of(&dom, "series-rejected-total"), "11");
-    assert_eq!(text_of(&dom, "series-admitted-total"), "1");
-    assert_eq!(text_of(&dom, "series-readmitted-total"), "0");
+    assert_eq!(text_of(dom, "series-rejected-total"), "11");
+    assert_eq!(text_of(dom, "series-admitted-total"), "1");
+    assert_eq!(text_of(dom, "series-readmitted-total"), "0");
     // The page's port of the sizing model agrees with the server's.
     assert_eq!(
-        attribute_of(&dom, "model-check", "data-match").as_deref(),
+        attribute_of(dom, "model-check", "data-match").as_deref(),
         Some("yes"),
         "{}",
-        text_of(&dom, "model-check")
+        text_of(dom, "model-check")
     );
     assert!(
-        text_of(&dom, "status").starts_with("updated"),
+        text_of(dom, "status").starts_with("updated"),
         "{}",
-        text_of(&dom, "status")
+        text_of(dom, "status")
     );
+}
 
-    // Traffic while the screenshot is taken, so its time series have a shape: a few hot
-    // URLs among many new ones.
+/// Takes the page's screenshot into `dir/admin-page.png` while traffic runs, so its time
+/// series have a shape: a few hot URLs among many new ones.
+async fn screenshot_under_traffic(browser: &Path, proxy: &TestProxy, dir: &Path, url: &str) {
     let traffic = {
         let urls: Vec<String> = (0..10_000)
             .map(|i| {
@@ -203,11 +231,10 @@ async fn the_page_renders_the_live_filters_rotations_and_decisions() {
             }
         })
     };
-    let profile = dir.path().join("profile");
-    let png = dir.path().join("admin-page.png");
-    screenshot(&browser, &profile, &url, &png, (1280, 800)).await;
+    let profile = dir.join("profile");
+    let png = dir.join("admin-page.png");
+    screenshot(browser, &profile, url, &png, (1280, 800)).await;
     traffic.abort();
-    keep_for_viewing(dir, "admin page", "admin-page.png", "page.html");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

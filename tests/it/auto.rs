@@ -57,53 +57,8 @@ async fn requests(proxy: &TestProxy, first: usize, count: usize, times: usize) {
 async fn auto_switches_to_always_when_the_traffic_turns_to_few_reuse() {
     let origin = cacheable_origin().await;
     let proxy = TestProxy::start(origin.addr, auto_config).await;
-
-    // One-hit wonders: both candidates miss everything, and `auto` keeps second-hit,
-    // which writes none of them.
-    requests(&proxy, 0, 150, 1).await;
-    end_epoch(&proxy.settings);
-    let before = stats(&proxy).await["admission"]["estimate"].clone();
-    assert_eq!(before["chosen"], "second-hit", "{before}");
-    assert_eq!(before["last_verdict"], "stay", "{before}");
-    assert!(miss_ratio(&before, "second-hit") > 0.99, "{before}");
-    assert!(miss_ratio(&before, "always") > 0.99, "{before}");
-    let second_hit = at_configured_size(&before, "second-hit");
-    let always = at_configured_size(&before, "always");
-    assert!(
-        always["written_bytes_per_second"].as_f64()
-            > second_hit["written_bytes_per_second"].as_f64(),
-        "always writes the one-hit wonders: {before}"
-    );
-    let first_sight = get(&proxy.url("/o/first")).await;
-    assert_eq!(
-        first_sight.cache.detail.as_deref(),
-        Some("auto-first-sight")
-    );
-
-    // Few reuse: each new object requested three times, soon. `always` misses one in
-    // three, second-hit two: `always` leads for one epoch, then runs.
-    requests(&proxy, 1000, 50, 3).await;
-    end_epoch(&proxy.settings);
-    let leading = stats(&proxy).await["admission"]["estimate"].clone();
-    assert_eq!(leading["last_verdict"], "leading", "{leading}");
-    assert_eq!(
-        leading["chosen"], "second-hit",
-        "one epoch is not enough: {leading}"
-    );
-    requests(&proxy, 2000, 50, 3).await;
-    end_epoch(&proxy.settings);
-    let after = stats(&proxy).await["admission"]["estimate"].clone();
-    assert_eq!(after["chosen"], "always", "{after}");
-    assert_eq!(after["last_verdict"], "switched", "{after}");
-    assert_eq!(after["switches"], 1, "{after}");
-    let (always, second_hit) = (
-        miss_ratio(&after, "always"),
-        miss_ratio(&after, "second-hit"),
-    );
-    assert!(
-        second_hit - always > 0.2,
-        "always {always} against second-hit {second_hit}: {after}"
-    );
+    one_hit_wonders_keep_second_hit(&proxy).await;
+    let always = few_reuse_switches_to_always_after_two_epochs(&proxy).await;
 
     // The proxy now stores a first sight, and says why.
     let stored = get(&proxy.url("/o/new")).await;
@@ -130,6 +85,62 @@ async fn auto_switches_to_always_when_the_traffic_turns_to_few_reuse() {
         "{factor_one}"
     );
     proxy.stop().await;
+}
+
+/// Sends one-hit wonders for an epoch and checks that `auto` keeps second-hit, which
+/// writes none of them, and says so on a first sight.
+async fn one_hit_wonders_keep_second_hit(proxy: &TestProxy) {
+    // One-hit wonders: both candidates miss everything, and `auto` keeps second-hit,
+    // which writes none of them.
+    requests(proxy, 0, 150, 1).await;
+    end_epoch(&proxy.settings);
+    let before = stats(proxy).await["admission"]["estimate"].clone();
+    assert_eq!(before["chosen"], "second-hit", "{before}");
+    assert_eq!(before["last_verdict"], "stay", "{before}");
+    assert!(miss_ratio(&before, "second-hit") > 0.99, "{before}");
+    assert!(miss_ratio(&before, "always") > 0.99, "{before}");
+    let second_hit = at_configured_size(&before, "second-hit");
+    let always = at_configured_size(&before, "always");
+    assert!(
+        always["written_bytes_per_second"].as_f64()
+            > second_hit["written_bytes_per_second"].as_f64(),
+        "always writes the one-hit wonders: {before}"
+    );
+    let first_sight = get(&proxy.url("/o/first")).await;
+    assert_eq!(
+        first_sight.cache.detail.as_deref(),
+        Some("auto-first-sight")
+    );
+}
+
+/// Sends few-reuse traffic for two epochs and checks that `always` leads after the first
+/// and is switched to after the second; returns `always`'s miss ratio then.
+async fn few_reuse_switches_to_always_after_two_epochs(proxy: &TestProxy) -> f64 {
+    // Few reuse: each new object requested three times, soon. `always` misses one in
+    // three, second-hit two: `always` leads for one epoch, then runs.
+    requests(proxy, 1000, 50, 3).await;
+    end_epoch(&proxy.settings);
+    let leading = stats(proxy).await["admission"]["estimate"].clone();
+    assert_eq!(leading["last_verdict"], "leading", "{leading}");
+    assert_eq!(
+        leading["chosen"], "second-hit",
+        "one epoch is not enough: {leading}"
+    );
+    requests(proxy, 2000, 50, 3).await;
+    end_epoch(&proxy.settings);
+    let after = stats(proxy).await["admission"]["estimate"].clone();
+    assert_eq!(after["chosen"], "always", "{after}");
+    assert_eq!(after["last_verdict"], "switched", "{after}");
+    assert_eq!(after["switches"], 1, "{after}");
+    let (always, second_hit) = (
+        miss_ratio(&after, "always"),
+        miss_ratio(&after, "second-hit"),
+    );
+    assert!(
+        second_hit - always > 0.2,
+        "always {always} against second-hit {second_hit}: {after}"
+    );
+    always
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

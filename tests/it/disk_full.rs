@@ -222,12 +222,25 @@ async fn fill_past_the_limit(
         "{count} objects: {stored} stored, {} committed, dropped {:?}, disk {:?}, evictions {}",
         stats.committed_fills, stats.dropped_fills, stats.disk, stats.evictions
     );
+    assert_full_disk_counted(&proxy, &stats, &outcomes, &objects).await;
+    stored_objects_are_hits_with_the_origins_bytes(&proxy, &objects, object_of).await;
+    proxy.stop().await;
+}
+
+/// Asserts that `stats` and `proxy`'s metrics show evictions, count every refused fill of
+/// `outcomes`, and drop fills for a full disk only among the chunked `objects` stored.
+async fn assert_full_disk_counted(
+    proxy: &TestProxy,
+    stats: &StoreStats,
+    outcomes: &[Outcome],
+    objects: &[&Outcome],
+) {
     // The disk filled up: entries were evicted to make room, as the budget never asked.
     assert!(stats.evictions > 0, "{stats:?}");
     // Every fill not started was counted as refused, and the metrics say so.
     let refused = outcomes.iter().filter(|o| o.refused()).count() as u64;
     assert_eq!(stats.disk.refused_fills, refused, "{stats:?}");
-    let metrics = scrape(&proxy).await;
+    let metrics = scrape(proxy).await;
     assert_eq!(
         sample(&metrics, "secondhit_disk_refused_fills_total"),
         refused as f64
@@ -247,6 +260,15 @@ async fn fill_past_the_limit(
         dropped.get(FillDrop::DiskFull) + dropped.get(FillDrop::StoreError) <= stored_chunked,
         "{dropped:?}, {stored_chunked} chunked fills stored"
     );
+}
+
+/// Requests again every one of `objects` that was stored, newest first, and asserts that
+/// each answers with the origin's bytes and that some are hits.
+async fn stored_objects_are_hits_with_the_origins_bytes(
+    proxy: &TestProxy,
+    objects: &[&Outcome],
+    object_of: fn(usize) -> Vec<u8>,
+) {
     // Objects still stored are hits, with the origin's bytes. Newest first: a re-fetch of
     // an evicted object stores it again and evicts the oldest, so in storing order every
     // survivor could be evicted just before its turn.
@@ -264,7 +286,6 @@ async fn fill_past_the_limit(
         hits += u64::from(again.cache.hit);
     }
     assert!(hits > 0, "no stored object was a hit");
-    proxy.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

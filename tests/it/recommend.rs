@@ -100,6 +100,23 @@ fn recommend_finds_the_settings_the_trace_was_built_for() {
     let text = std::fs::read_to_string(&fragment).expect("read fragment");
     println!("{text}");
     let config = Config::load(&fragment).expect("the fragment loads");
+    assert_the_settings_the_trace_was_built_for(&config, &text);
+    // auto was simulated too, and not proposed: it ran second-hit throughout (no trace
+    // here calls for always), so it gains nothing for the same writes.
+    assert!(stdout.contains("policy=auto"), "{stdout}");
+    // And it drops into a directory a config file includes, overriding the file's keys.
+    assert!(
+        stdout.contains("include"),
+        "says how to drop it in: {stdout}"
+    );
+    assert!(text.contains("conf.d"), "says how to drop it in: {text}");
+    assert_the_fragment_overrides_a_file_that_includes_it(dir.path(), &fragment, &config);
+    assert_the_picture_is_labelled(&picture);
+}
+
+/// Asserts that the recommended `config` (the fragment's `text`) has the settings
+/// [`write_known_trace`] was built for, each with the numbers behind it.
+fn assert_the_settings_the_trace_was_built_for(config: &Config, text: &str) {
     assert_eq!(
         config.admission.policy,
         AdmissionPolicy::SecondHit,
@@ -121,28 +138,6 @@ fn recommend_finds_the_settings_the_trace_was_built_for() {
         text.contains("No max_write_rate: second-hit writes"),
         "{text}"
     );
-    // auto was simulated too, and not proposed: it ran second-hit throughout (no trace
-    // here calls for always), so it gains nothing for the same writes.
-    assert!(stdout.contains("policy=auto"), "{stdout}");
-    // And it drops into a directory a config file includes, overriding the file's keys.
-    assert!(
-        stdout.contains("include"),
-        "says how to drop it in: {stdout}"
-    );
-    assert!(text.contains("conf.d"), "says how to drop it in: {text}");
-    let conf_d = dir.path().join("conf.d");
-    std::fs::create_dir(&conf_d).expect("conf.d");
-    std::fs::copy(&fragment, conf_d.join("50-recommend.toml")).expect("copy the fragment");
-    let main = dir.path().join("secondhit.toml");
-    std::fs::write(
-        &main,
-        "include = [\"conf.d/*.toml\"]\n[cache]\nmax_size = \"1GiB\"\n\
-         [admission]\npolicy = \"always\"\nexpected_urls = 7\nmax_age = \"1h\"\n",
-    )
-    .expect("write the main file");
-    let merged = Config::load(&main).expect("the main file and the fragment load");
-    assert_eq!(merged.admission, config.admission);
-    assert_eq!(merged.cache.max_size, config.cache.max_size);
     let two_percent = (HOT + WONDERS) * SIZE / 50;
     let max_size = config.cache.max_size;
     assert!(
@@ -158,8 +153,33 @@ fn recommend_finds_the_settings_the_trace_was_built_for() {
     ] {
         assert!(text.contains(why), "missing {why:?} in\n{text}");
     }
+}
 
-    let svg = std::fs::read_to_string(&picture).expect("read picture");
+/// Copies `fragment` into `dir`'s conf.d, and asserts that a main file including it and
+/// setting the same keys loads with the fragment's `config` for them.
+fn assert_the_fragment_overrides_a_file_that_includes_it(
+    dir: &Path,
+    fragment: &Path,
+    config: &Config,
+) {
+    let conf_d = dir.join("conf.d");
+    std::fs::create_dir(&conf_d).expect("conf.d");
+    std::fs::copy(fragment, conf_d.join("50-recommend.toml")).expect("copy the fragment");
+    let main = dir.join("secondhit.toml");
+    std::fs::write(
+        &main,
+        "include = [\"conf.d/*.toml\"]\n[cache]\nmax_size = \"1GiB\"\n\
+         [admission]\npolicy = \"always\"\nexpected_urls = 7\nmax_age = \"1h\"\n",
+    )
+    .expect("write the main file");
+    let merged = Config::load(&main).expect("the main file and the fragment load");
+    assert_eq!(merged.admission, config.admission);
+    assert_eq!(merged.cache.max_size, config.cache.max_size);
+}
+
+/// Asserts that the SVG at `picture` has its three charts' titles, policies and axes.
+fn assert_the_picture_is_labelled(picture: &Path) {
+    let svg = std::fs::read_to_string(picture).expect("read picture");
     for label in [
         "Byte hit ratio by cache size",
         "Bytes written to disk by cache size",

@@ -4,6 +4,7 @@
 //! files in place of the page's).
 
 use std::collections::BTreeSet;
+use std::path::Path;
 
 use secondhit_proxy::config::AdmissionPolicy;
 use serde_json::Value;
@@ -77,45 +78,16 @@ fn counted(before: &Value, after: &Value, what: &str, result: &str) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replayed_log_sends_its_own_requests_and_reports_the_proxys_hit_ratio() {
-    let origin = TestOrigin::start(|head| {
-        let path = head.uri.path();
-        if path.starts_with("/missing/") {
-            Reply::status(404, b"not here".to_vec())
-        } else {
-            Reply::ok("max-age=3600", vec![b'x'; 500 + path.len() * 10])
-        }
-    })
-    .await;
+    let origin = origin_with_missing_pages().await;
     let proxy = TestProxy::start(origin.addr, |c| {
         c.admission.policy = AdmissionPolicy::Always;
     })
     .await;
     let lines = generated_log();
     let dir = tempfile::tempdir().expect("temp dir");
-    let (log, json) = (
-        dir.path().join("access.jsonl"),
-        dir.path().join("replay.json"),
-    );
-    std::fs::write(&log, json_log(&lines)).expect("write log");
-    let args = guide_command(
-        &format!("http://{}", proxy.addr),
-        &log.to_string_lossy(),
-        &json.to_string_lossy(),
-    );
-    let before = support::stats(&proxy).await;
-    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_secondhit"))
-        .arg("bench")
-        .args(&args)
-        .output()
-        .await
-        .expect("run bench --target --trace");
-    let after = support::stats(&proxy).await;
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr),
-    );
-    assert!(output.status.success(), "{args:?}\n{stdout}\n{stderr}");
-    println!("{stdout}");
+    let json = dir.path().join("replay.json");
+    let (before, stdout, after) =
+        replay_as_the_guide_shows(&proxy, &lines, dir.path(), &json).await;
 
     // The origin saw the log's GET and HEAD requests, hosts included, and nothing else.
     let replayed: Vec<&Logged> = lines.iter().filter(|(m, ..)| *m != "POST").collect();
@@ -127,10 +99,9 @@ async fn a_replayed_log_sends_its_own_requests_and_reports_the_proxys_hit_ratio(
     assert_eq!(seen, expected, "{stdout}");
 
     // The report's hit ratio is the proxy's own, over the same requests.
-    let [hit, stale, miss, pass] =
+    let counts =
         ["hit", "stale", "miss", "pass"].map(|result| counted(&before, &after, "requests", result));
-    let [hit_bytes, stale_bytes, miss_bytes] =
-        ["hit", "stale", "miss"].map(|result| counted(&before, &after, "body_bytes", result));
+    let [hit, stale, miss, pass] = counts;
     assert_eq!(hit + stale + miss + pass, replayed.len() as u64);
     assert!(hit > 0 && miss > 0, "hits {hit}, misses {miss}");
     let ratio = hit as f64 / (hit + stale + miss) as f64;
@@ -143,8 +114,74 @@ async fn a_replayed_log_sends_its_own_requests_and_reports_the_proxys_hit_ratio(
     assert!(stdout.contains("client's view"), "{stdout}");
     assert!(stdout.contains("4 requests with other methods"), "{stdout}");
 
+    let bytes =
+        ["hit", "stale", "miss"].map(|result| counted(&before, &after, "body_bytes", result));
+    let origin_requests = origin.total() as u64;
+    assert_the_json_report_agrees(&json, counts, bytes, &replayed, origin_requests);
+}
+
+/// An origin that answers `/missing/…` with a 404 and anything else with a cacheable body
+/// whose length depends on the path.
+async fn origin_with_missing_pages() -> TestOrigin {
+    TestOrigin::start(|head| {
+        let path = head.uri.path();
+        if path.starts_with("/missing/") {
+            Reply::status(404, b"not here".to_vec())
+        } else {
+            Reply::ok("max-age=3600", vec![b'x'; 500 + path.len() * 10])
+        }
+    })
+    .await
+}
+
+/// Writes `lines` as a JSON log into `dir` and replays it against `proxy` with the guide's
+/// command (its report to `json`); returns `/stats` before, the command's output, and
+/// `/stats` after.
+async fn replay_as_the_guide_shows(
+    proxy: &TestProxy,
+    lines: &[Logged],
+    dir: &Path,
+    json: &Path,
+) -> (Value, String, Value) {
+    let log = dir.join("access.jsonl");
+    std::fs::write(&log, json_log(lines)).expect("write log");
+    let args = guide_command(
+        &format!("http://{}", proxy.addr),
+        &log.to_string_lossy(),
+        &json.to_string_lossy(),
+    );
+    let before = support::stats(proxy).await;
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_secondhit"))
+        .arg("bench")
+        .args(&args)
+        .output()
+        .await
+        .expect("run bench --target --trace");
+    let after = support::stats(proxy).await;
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr),
+    );
+    assert!(output.status.success(), "{args:?}\n{stdout}\n{stderr}");
+    println!("{stdout}");
+    (before, stdout.into_owned(), after)
+}
+
+/// Asserts that the `--json` report at `json` has the proxy's own request `counts` (hit,
+/// stale, miss, pass) and body `bytes` (hit, stale, miss) for the `replayed` requests, and
+/// the `origin_requests` the origin received.
+fn assert_the_json_report_agrees(
+    json: &Path,
+    counts: [u64; 4],
+    bytes: [u64; 3],
+    replayed: &[&Logged],
+    origin_requests: u64,
+) {
+    let [hit, stale, miss, pass] = counts;
+    let [hit_bytes, stale_bytes, miss_bytes] = bytes;
+    let ratio = hit as f64 / (hit + stale + miss) as f64;
     let report: Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).expect("--json written"))
+        serde_json::from_str(&std::fs::read_to_string(json).expect("--json written"))
             .expect("the report is JSON");
     let target = &report["policies"][0];
     assert_eq!(target["requests"], replayed.len() as u64);
@@ -163,7 +200,7 @@ async fn a_replayed_log_sends_its_own_requests_and_reports_the_proxys_hit_ratio(
         [hit, stale, miss, pass].map(Value::from).each_ref()
     );
     // The origin load the replay read from `Cache-Status` is what the origin received.
-    assert_eq!(target["origin_requests"], origin.total() as u64);
+    assert_eq!(target["origin_requests"], origin_requests);
     assert_eq!(report["replay"]["skipped_methods"], 4);
     assert_eq!(
         report["replay"]["responses"]["4xx"],

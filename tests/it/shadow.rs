@@ -23,30 +23,7 @@ async fn shadow_stores_everything_and_counts_what_second_hit_would_change() {
         c.admission.policy = AdmissionPolicy::Shadow
     })
     .await;
-    let http = client();
-
-    // /x: stored at first sight (second-hit would not have), then its first hit is one
-    // second-hit would have lost; the second hit is one it would have had.
-    let first = get(&proxy.url("/x")).await;
-    assert!(first.cache.stored, "stored like always: {:?}", first.cache);
-    assert_eq!(first.cache.detail, None, "no shadow detail in Cache-Status");
-    proxy.wait_committed(1).await;
-    assert!(get(&proxy.url("/x")).await.cache.hit);
-    assert!(get(&proxy.url("/x")).await.cache.hit);
-    // /y: the same, one lost hit.
-    assert!(get(&proxy.url("/y")).await.cache.stored);
-    proxy.wait_committed(2).await;
-    assert!(get(&proxy.url("/y")).await.cache.hit);
-    // /z: first requested with the client's no-store (recorded, not stored), then stored
-    // as second-hit would store it: no write avoided, no hit lost.
-    send(
-        http.get(proxy.url("/z"))
-            .header("cache-control", "no-store"),
-    )
-    .await;
-    assert!(get(&proxy.url("/z")).await.cache.stored);
-    proxy.wait_committed(3).await;
-    assert!(get(&proxy.url("/z")).await.cache.hit);
+    store_and_hit_like_always(&proxy).await;
     assert_eq!(
         origin.total(),
         4,
@@ -82,4 +59,33 @@ async fn shadow_stores_everything_and_counts_what_second_hit_would_change() {
     assert_eq!(s["shadow"]["hits_lost"], 2);
     assert!(s["filters"].is_object(), "the shadow pair is reported");
     proxy.stop().await;
+}
+
+/// Requests /x (stored at first sight, then hit twice), /y (stored at first sight, hit
+/// once) and /z (first with the client's no-store, then stored and hit) through `proxy`,
+/// checking that each is stored and hit as under `always`.
+async fn store_and_hit_like_always(proxy: &TestProxy) {
+    let http = client();
+    // /x: stored at first sight (second-hit would not have), then its first hit is one
+    // second-hit would have lost; the second hit is one it would have had.
+    let first = get(&proxy.url("/x")).await;
+    assert!(first.cache.stored, "stored like always: {:?}", first.cache);
+    assert_eq!(first.cache.detail, None, "no shadow detail in Cache-Status");
+    proxy.wait_committed(1).await;
+    assert!(get(&proxy.url("/x")).await.cache.hit);
+    assert!(get(&proxy.url("/x")).await.cache.hit);
+    // /y: the same, one lost hit.
+    assert!(get(&proxy.url("/y")).await.cache.stored);
+    proxy.wait_committed(2).await;
+    assert!(get(&proxy.url("/y")).await.cache.hit);
+    // /z: first requested with the client's no-store (recorded, not stored), then stored
+    // as second-hit would store it: no write avoided, no hit lost.
+    send(
+        http.get(proxy.url("/z"))
+            .header("cache-control", "no-store"),
+    )
+    .await;
+    assert!(get(&proxy.url("/z")).await.cache.stored);
+    proxy.wait_committed(3).await;
+    assert!(get(&proxy.url("/z")).await.cache.hit);
 }

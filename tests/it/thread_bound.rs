@@ -57,51 +57,16 @@ async fn threads_and_memory_stay_bounded_while_hundreds_of_misses_wait_for_a_slo
     })
     .await;
     let dir = tempfile::tempdir().expect("temp dir");
-    let config = format!(
-        "[server]\nlisten = \"127.0.0.1:0\"\nadmin_listen = \"off\"\nworkers = {WORKERS}\n\
-         blocking_threads = {BLOCKING_THREADS}\n\
-         [origin]\nurl = \"http://{}\"\n\
-         [cache]\ndir = \"{}\"\nfsync = false\n\
-         [admission]\npolicy = \"always\"\nseed = \"thread tests\"\n\
-         [log]\nformat = \"json\"\n",
-        origin.addr,
-        dir.path().join("cache").display(),
-    );
-    let config_path = dir.path().join("secondhit.toml");
-    std::fs::write(&config_path, config).expect("write config");
-    let serve = ServeProcess::start(&config_path).await;
+    let serve = serve_storing_everything(&origin, dir.path()).await;
     let pid = serve.child.id().expect("child pid");
     let rss_before = rss_kib(pid).expect("VmRSS of the proxy");
-    let base = format!("http://{}", serve.addr);
-    let client = client();
-    let mut misses = tokio::task::JoinSet::new();
-    for i in 0..MISSES {
-        let (client, url) = (client.clone(), format!("{base}/slow/{i}"));
-        misses.spawn(async move {
-            let response = client.get(url).send().await.expect("response head");
-            let status = response.status().as_u16();
-            (status, response.bytes().await.expect("whole body").len())
-        });
-    }
-    // Sample the thread count until every miss has its answer.
-    let mut most = 0;
-    let mut rss_peak = rss_before;
-    let mut busiest = BTreeMap::new();
-    let mut answered = Vec::new();
-    while answered.len() < MISSES {
-        let names = threads_of(pid);
-        let total: usize = names.values().sum();
-        rss_peak = rss_peak.max(rss_kib(pid).unwrap_or(0));
-        if total > most {
-            most = total;
-            busiest = names;
-        }
-        tokio::select! {
-            Some(done) = misses.join_next() => answered.push(done.expect("miss task")),
-            // Wall clock: it samples the process's threads and RSS from /proc as they are.
-            () = tokio::time::sleep(Duration::from_millis(20)) => {}
-        }
-    }
+    let misses = spawn_misses(&format!("http://{}", serve.addr));
+    let Sampled {
+        most,
+        busiest,
+        rss_peak,
+        answered,
+    } = sample_until_answered(pid, misses, rss_before).await;
     eprintln!(
         "at most {most} threads: {busiest:?}; RSS {rss_before} KiB before, {rss_peak} KiB at most"
     );
@@ -121,4 +86,84 @@ async fn threads_and_memory_stay_bounded_while_hundreds_of_misses_wait_for_a_slo
         "RSS grew from {rss_before} to {rss_peak} KiB while {MISSES} misses waited"
     );
     serve.kill().await;
+}
+
+/// Starts `secondhit serve` in front of `origin`, its cache and config in `dir`, with
+/// [`WORKERS`] workers, [`BLOCKING_THREADS`] blocking threads, and `policy = "always"`.
+async fn serve_storing_everything(origin: &TestOrigin, dir: &Path) -> ServeProcess {
+    let config = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\nadmin_listen = \"off\"\nworkers = {WORKERS}\n\
+         blocking_threads = {BLOCKING_THREADS}\n\
+         [origin]\nurl = \"http://{}\"\n\
+         [cache]\ndir = \"{}\"\nfsync = false\n\
+         [admission]\npolicy = \"always\"\nseed = \"thread tests\"\n\
+         [log]\nformat = \"json\"\n",
+        origin.addr,
+        dir.join("cache").display(),
+    );
+    let config_path = dir.join("secondhit.toml");
+    std::fs::write(&config_path, config).expect("write config");
+    ServeProcess::start(&config_path).await
+}
+
+/// Sends [`MISSES`] concurrent GETs of distinct URLs to `base`, each task answering with
+/// its status and body length.
+fn spawn_misses(base: &str) -> tokio::task::JoinSet<(u16, usize)> {
+    let client = client();
+    let mut misses = tokio::task::JoinSet::new();
+    for i in 0..MISSES {
+        let (client, url) = (client.clone(), format!("{base}/slow/{i}"));
+        misses.spawn(async move {
+            let response = client.get(url).send().await.expect("response head");
+            let status = response.status().as_u16();
+            (status, response.bytes().await.expect("whole body").len())
+        });
+    }
+    misses
+}
+
+/// What [`sample_until_answered`] saw of the proxy while the misses waited.
+struct Sampled {
+    /// The most threads the proxy had at once.
+    most: usize,
+    /// The proxy's threads by name when it had the most.
+    busiest: BTreeMap<String, usize>,
+    /// The largest resident set, in KiB.
+    rss_peak: u64,
+    /// Each miss's status and body length.
+    answered: Vec<(u16, usize)>,
+}
+
+/// Samples the threads and the resident set of process `pid` every 20 ms until every one
+/// of `misses` has its answer.
+async fn sample_until_answered(
+    pid: u32,
+    mut misses: tokio::task::JoinSet<(u16, usize)>,
+    rss_before: u64,
+) -> Sampled {
+    // Sample the thread count until every miss has its answer.
+    let mut most = 0;
+    let mut rss_peak = rss_before;
+    let mut busiest = BTreeMap::new();
+    let mut answered = Vec::new();
+    while answered.len() < MISSES {
+        let names = threads_of(pid);
+        let total: usize = names.values().sum();
+        rss_peak = rss_peak.max(rss_kib(pid).unwrap_or(0));
+        if total > most {
+            most = total;
+            busiest = names;
+        }
+        tokio::select! {
+            Some(done) = misses.join_next() => answered.push(done.expect("miss task")),
+            // Wall clock: it samples the process's threads and RSS from /proc as they are.
+            () = tokio::time::sleep(Duration::from_millis(20)) => {}
+        }
+    }
+    Sampled {
+        most,
+        busiest,
+        rss_peak,
+        answered,
+    }
 }

@@ -197,14 +197,7 @@ async fn an_upgrade_under_load_fails_no_request_and_hands_over_the_store_and_the
     write(dir.path(), &text);
     let mut old = ServeProcess::start(&dir.path().join("secondhit.toml")).await;
     let addr = old.addr.clone();
-    for i in 0..STORED {
-        let path = format!("/stored/{i}");
-        get(&addr, &path).await;
-        let second = get(&addr, &path).await;
-        assert!(second.cache.stored, "{path} stored: {:?}", second.cache);
-    }
-    let once = get(&addr, "/seen-once").await;
-    assert_eq!(once.cache.detail.as_deref(), Some("first-sight"));
+    store_some_and_see_one_once(&addr).await;
 
     let (stop, tally) = (Arc::new(AtomicBool::new(false)), Arc::new(Tally::default()));
     let clients: Vec<_> = (0..CONNECTIONS)
@@ -232,6 +225,34 @@ async fn an_upgrade_under_load_fails_no_request_and_hands_over_the_store_and_the
         || tally.verified() > handed + 500,
     )
     .await;
+    stop_the_load_and_assert_no_request_failed(&stop, clients, &tally).await;
+
+    old.wait_for_successor_log(mark, &["cache scan finished"])
+        .await;
+    assert_the_store_and_the_filters_were_handed_over(&addr).await;
+    new.terminate().await;
+    assert!(!pid_file.exists(), "the new process removes its pid file");
+}
+
+/// Stores [`STORED`] objects through the proxy at `addr` (each requested twice), and
+/// requests `/seen-once` once, so that the filters know it.
+async fn store_some_and_see_one_once(addr: &str) {
+    for i in 0..STORED {
+        let path = format!("/stored/{i}");
+        get(addr, &path).await;
+        let second = get(addr, &path).await;
+        assert!(second.cache.stored, "{path} stored: {:?}", second.cache);
+    }
+    let once = get(addr, "/seen-once").await;
+    assert_eq!(once.cache.detail.as_deref(), Some("first-sight"));
+}
+
+/// Stops the load's `clients`, waits for them, and asserts that `tally` has no failure.
+async fn stop_the_load_and_assert_no_request_failed(
+    stop: &AtomicBool,
+    clients: Vec<tokio::task::JoinHandle<()>>,
+    tally: &Tally,
+) {
     stop.store(true, Ordering::Relaxed);
     for client in clients {
         client.await.expect("a client task");
@@ -244,12 +265,14 @@ async fn an_upgrade_under_load_fails_no_request_and_hands_over_the_store_and_the
         tally.verified() + failures.len() as u64,
         &failures[..failures.len().min(5)]
     );
+}
 
-    old.wait_for_successor_log(mark, &["cache scan finished"])
-        .await;
+/// Asserts that the process now at `addr` hits every object stored before the upgrade
+/// with its body, and stores `/seen-once`, seen once before it, on its first request.
+async fn assert_the_store_and_the_filters_were_handed_over(addr: &str) {
     for i in 0..STORED {
         let path = format!("/stored/{i}");
-        let seen = get(&addr, &path).await;
+        let seen = get(addr, &path).await;
         assert!(
             seen.cache.hit,
             "{path} a hit after the upgrade: {:?}",
@@ -257,14 +280,12 @@ async fn an_upgrade_under_load_fails_no_request_and_hands_over_the_store_and_the
         );
         assert_eq!(seen.body, body_of(&path), "{path}'s body");
     }
-    let second = get(&addr, "/seen-once").await;
+    let second = get(addr, "/seen-once").await;
     assert!(
         second.cache.stored,
         "the key seen once before the upgrade is stored on its first request after it: {:?}",
         second.cache
     );
-    new.terminate().await;
-    assert!(!pid_file.exists(), "the new process removes its pid file");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -101,61 +101,17 @@ async fn deploy(tweak: impl FnOnce(&mut toml::Table)) -> Deployed {
     let serve = command(&commands, "cargo run --release -- ");
     let check = command(&commands, "curl ");
 
-    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/config/secondhit.toml");
-    let mut config: toml::Table = std::fs::read_to_string(example)
-        .expect("read the example config")
-        .parse()
-        .expect("the example config is TOML");
+    let mut config = example_config();
     // The walk-through's ports are the example config's.
-    let origin_url = get(&config, "origin", "url").to_owned();
-    let origin_port = origin_url.rsplit(':').next().expect("a port").to_owned();
-    assert!(
-        origin.contains(&format!(" {origin_port} ")),
-        "the origin command should listen where {origin_url} points: {origin}"
-    );
-    let listen = get(&config, "server", "listen").to_owned();
-    assert!(
-        check.contains(&format!("http://{listen}/")),
-        "the check should ask the proxy at {listen}: {check}"
-    );
-    let (check, expected) = check
-        .split_once("# three times:")
-        .expect("the check's comment says what the three GETs answer");
-    let expected: Vec<String> = expected.split(',').map(|e| e.trim().to_owned()).collect();
-    assert_eq!(expected, ["first-sight", "stored", "hit"]);
+    let (origin_port, listen) = ports_agreeing_with_the_config(&config, origin, check);
+    let (check, expected) = expected_answers(check);
 
     let dir = tempfile::tempdir().expect("temp dir");
     let files = dir.path().join("origin");
     let files = files.to_str().expect("a UTF-8 temp path");
     sh(&prepare.replace("/tmp/secondhit-origin", files)).await;
     assert!(Path::new(files).join("hello.txt").is_file());
-
-    let origin = origin
-        .replace("/tmp/secondhit-origin", files)
-        .replace(&format!(" {origin_port} "), " 0 ");
-    let origin = origin.trim_end().trim_end_matches('&');
-    // `exec`, so that killing the child on drop kills the server itself.
-    let mut server = tokio::process::Command::new("sh")
-        .args(["-c", &format!("exec {origin}")])
-        .env("PYTHONUNBUFFERED", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start the origin");
-    let mut lines = BufReader::new(server.stdout.take().expect("piped stdout")).lines();
-    // "Serving HTTP on 127.0.0.1 port 43567 (http://127.0.0.1:43567/) ..."
-    let serving = tokio::time::timeout(PATIENCE, lines.next_line())
-        .await
-        .expect("the origin announces itself")
-        .expect("read the origin's output")
-        .expect("a line");
-    let port = serving
-        .split(" port ")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .expect("the origin prints its port");
+    let (server, port) = start_the_origin(origin, files, &origin_port).await;
 
     let args = serve.trim_start_matches("cargo run --release -- ");
     assert_eq!(
@@ -188,6 +144,83 @@ async fn deploy(tweak: impl FnOnce(&mut toml::Table)) -> Deployed {
         check,
         expected,
     }
+}
+
+/// `config/secondhit.toml`, parsed.
+fn example_config() -> toml::Table {
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/config/secondhit.toml");
+    std::fs::read_to_string(example)
+        .expect("read the example config")
+        .parse()
+        .expect("the example config is TOML")
+}
+
+/// Asserts that the walk-through's `origin` command and `check` use the example `config`'s
+/// ports, and returns the origin's port and the proxy's `server.listen`.
+fn ports_agreeing_with_the_config(
+    config: &toml::Table,
+    origin: &str,
+    check: &str,
+) -> (String, String) {
+    let origin_url = get(config, "origin", "url").to_owned();
+    let origin_port = origin_url.rsplit(':').next().expect("a port").to_owned();
+    assert!(
+        origin.contains(&format!(" {origin_port} ")),
+        "the origin command should listen where {origin_url} points: {origin}"
+    );
+    let listen = get(config, "server", "listen").to_owned();
+    assert!(
+        check.contains(&format!("http://{listen}/")),
+        "the check should ask the proxy at {listen}: {check}"
+    );
+    (origin_port, listen)
+}
+
+/// The `check` command without its comment, and what its comment says the three GETs answer.
+fn expected_answers(check: &str) -> (&str, Vec<String>) {
+    let (check, expected) = check
+        .split_once("# three times:")
+        .expect("the check's comment says what the three GETs answer");
+    let expected: Vec<String> = expected.split(',').map(|e| e.trim().to_owned()).collect();
+    assert_eq!(expected, ["first-sight", "stored", "hit"]);
+    (check, expected)
+}
+
+/// Starts the walk-through's `origin` command serving `files` on a free port instead of
+/// `origin_port`, and returns it with the port it printed.
+async fn start_the_origin(
+    origin: &str,
+    files: &str,
+    origin_port: &str,
+) -> (tokio::process::Child, String) {
+    let origin = origin
+        .replace("/tmp/secondhit-origin", files)
+        .replace(&format!(" {origin_port} "), " 0 ");
+    let origin = origin.trim_end().trim_end_matches('&');
+    // `exec`, so that killing the child on drop kills the server itself.
+    let mut server = tokio::process::Command::new("sh")
+        .args(["-c", &format!("exec {origin}")])
+        .env("PYTHONUNBUFFERED", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start the origin");
+    let mut lines = BufReader::new(server.stdout.take().expect("piped stdout")).lines();
+    // "Serving HTTP on 127.0.0.1 port 43567 (http://127.0.0.1:43567/) ..."
+    let serving = tokio::time::timeout(PATIENCE, lines.next_line())
+        .await
+        .expect("the origin announces itself")
+        .expect("read the origin's output")
+        .expect("a line");
+    let port = serving
+        .split(" port ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .expect("the origin prints its port")
+        .to_owned();
+    (server, port)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -286,11 +319,7 @@ async fn the_admin_session_answers_as_shown() {
         .and_then(|rest| rest.split('"').next())
         .expect("the listening line names the admin listener");
     let session = admin_session();
-    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/config/secondhit.toml");
-    let config: toml::Table = std::fs::read_to_string(example)
-        .expect("read the example config")
-        .parse()
-        .expect("the example config is TOML");
+    let config = example_config();
     let admin_listen = get(&config, "server", "admin_listen");
     let moved = |text: &str| {
         text.replace(&deployed.listen, &deployed.proxy.addr)
@@ -318,26 +347,7 @@ async fn the_admin_session_answers_as_shown() {
         let output = sh(&format!("{assignments}{script}")).await;
         let seen: Vec<&str> = output.lines().collect();
         let mut shown: Vec<String> = shown.iter().map(|line| moved(line)).collect();
-        if command.starts_with("for i in 1 2 3") {
-            // The guide's third GET came before the commit and waited for the fill
-            // (`collapsed`, whose ttl depends on the second it was served in); a later one
-            // is a hit.
-            third_was_a_hit = seen.get(2).is_some_and(|l| l.contains("secondhit; hit"));
-            let collapsed = seen.get(2).is_some_and(|l| {
-                l.starts_with("cache-status: secondhit; fwd=uri-miss; ttl=")
-                    && l.ends_with("; collapsed")
-            });
-            if third_was_a_hit || collapsed {
-                shown[2] = seen[2].to_owned();
-            }
-        }
-        if command.contains("/metrics") && third_was_a_hit {
-            for line in &mut shown {
-                *line = line
-                    .replace("{result=\"hit\"} 0", "{result=\"hit\"} 1")
-                    .replace("{result=\"miss\"} 3", "{result=\"miss\"} 2");
-            }
-        }
+        allow_a_third_get_after_the_commit(command, &seen, &mut shown, &mut third_was_a_hit);
         if command.contains("/stats") {
             let json: serde_json::Value = serde_json::from_str(&output).expect("/stats is JSON");
             assert_eq!(json["policy"], "second-hit", "{json:#}");
@@ -347,4 +357,35 @@ async fn the_admin_session_answers_as_shown() {
     }
     let status = deployed.proxy.terminate().await;
     assert!(status.success(), "{status:?}");
+}
+
+/// Adjusts the guide's `shown` output of `command` to the `seen` one where the guide's
+/// third GET came before the second one's fill committed and the session's came after
+/// (`third_was_a_hit`, set by the three GETs' command): that GET, and the request counters.
+fn allow_a_third_get_after_the_commit(
+    command: &str,
+    seen: &[&str],
+    shown: &mut [String],
+    third_was_a_hit: &mut bool,
+) {
+    if command.starts_with("for i in 1 2 3") {
+        // The guide's third GET came before the commit and waited for the fill
+        // (`collapsed`, whose ttl depends on the second it was served in); a later one
+        // is a hit.
+        *third_was_a_hit = seen.get(2).is_some_and(|l| l.contains("secondhit; hit"));
+        let collapsed = seen.get(2).is_some_and(|l| {
+            l.starts_with("cache-status: secondhit; fwd=uri-miss; ttl=")
+                && l.ends_with("; collapsed")
+        });
+        if *third_was_a_hit || collapsed {
+            shown[2] = seen[2].to_owned();
+        }
+    }
+    if command.contains("/metrics") && *third_was_a_hit {
+        for line in shown {
+            *line = line
+                .replace("{result=\"hit\"} 0", "{result=\"hit\"} 1")
+                .replace("{result=\"miss\"} 3", "{result=\"miss\"} 2");
+        }
+    }
 }

@@ -1,25 +1,22 @@
 //! Damaged entry files are never served whole; they are removed and counted.
 
 use super::common::*;
-use crate::support::{self, TestProxy};
+use crate::support::{self, TestOrigin, TestProxy};
+use std::path::Path;
+
+/// An entry under cache.verify_whole_below (64 KiB): verified up front.
+const SMALL: usize = 4000;
+/// An entry streamed and verified block by block.
+const LARGE: usize = 300_000;
+/// The kinds of damage [`damage`] does.
+const KINDS: [&str; 4] = ["truncated", "header", "body", "zeroed"];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn damaged_entries_are_never_served_whole_and_are_removed_and_counted() {
-    const SMALL: usize = 4000; // under cache.verify_whole_below (64 KiB): verified up front
-    const LARGE: usize = 300_000; // streamed and verified block by block
     let origin = versioned_origin().await;
     let temp = tempfile::tempdir().expect("temp dir");
     let cache_dir = temp.path().join("cache");
-    // 4 kinds of damage x 5 entries (3 small, 2 large), and 2 undamaged controls.
-    let kinds = ["truncated", "header", "body", "zeroed"];
-    let mut damaged = Vec::new();
-    for kind in kinds {
-        for j in 0..5 {
-            let size = if j < 3 { SMALL } else { LARGE };
-            damaged.push((kind, j, format!("/{kind}-{j}-{size}")));
-        }
-    }
-    let controls = [format!("/control-0-{SMALL}"), format!("/control-1-{LARGE}")];
+    let (damaged, controls) = damaged_and_control_paths();
     let all: Vec<String> = damaged
         .iter()
         .map(|(_, _, p)| p.clone())
@@ -30,20 +27,7 @@ async fn damaged_entries_are_never_served_whole_and_are_removed_and_counted() {
     // Offline damage, file by file.
     let files = entry_files_by_path(&cache_dir);
     for (kind, j, path) in &damaged {
-        let file = &files[path];
-        let mut bytes = std::fs::read(file).expect("entry");
-        let len = bytes.len();
-        match *kind {
-            "truncated" => bytes.truncate([len - 1000, 30, len / 2, 100, len - 1][*j]),
-            // Magic, body length, checksum, key, metadata slot A.
-            "header" => bytes[[3, 24, 60, 66, 512 + 30][*j]] ^= 0x04,
-            "body" => {
-                let body_len = path.rsplit('-').next().and_then(|s| s.parse().ok());
-                bytes[len - body_len.unwrap_or(2) / 2] ^= 0x01;
-            }
-            _ => bytes.iter_mut().for_each(|b| *b = 0),
-        }
-        std::fs::write(file, bytes).expect("damage");
+        damage(&files[path], kind, *j, path);
     }
 
     // The files' own checks are under test: no memory tier, which would read the
@@ -63,32 +47,7 @@ async fn damaged_entries_are_never_served_whole_and_are_removed_and_counted() {
     );
     let b = base(&proxy);
     for (kind, j, path) in &damaged {
-        for attempt in 0..2 {
-            let cut_allowed = *kind == "body" && *j >= 3 && attempt == 0;
-            let response = match request(&b, path).send().await {
-                Ok(response) => response,
-                // The cut can come before hyper flushed the head: no response at all.
-                Err(error) if cut_allowed => {
-                    assert!(error.is_request(), "{path}: {error}");
-                    continue;
-                }
-                Err(error) => panic!("{path}: no response head: {error}"),
-            };
-            assert_eq!(response.status(), 200);
-            let cache = support::ParsedCacheStatus::from_headers(response.headers());
-            match response.bytes().await {
-                // Whatever arrives complete is exactly what the origin sent last.
-                Ok(body) => assert_eq!(body, object(path, origin.count(path)), "{path}"),
-                Err(_) => assert!(
-                    cache.hit && cut_allowed,
-                    "{path}: only a large damaged body may be cut, on its first hit"
-                ),
-            }
-            if attempt == 0 && *kind == "body" {
-                // A small damaged body is a plain miss; a large one starts as a hit and is cut.
-                assert_eq!(cache.hit, *j >= 3, "{path}: {cache:?}");
-            }
-        }
+        request_a_damaged_entry_twice(&b, &origin, kind, *j, path).await;
         assert!(
             !files[path].exists(),
             "{path}: the damaged file is still there"
@@ -105,6 +64,76 @@ async fn damaged_entries_are_never_served_whole_and_are_removed_and_counted() {
         let seen = fetch(&b, path).await;
         assert!(seen.cache.hit, "{path}");
         assert_eq!(origin.count(path), 1);
+    }
+}
+
+/// The paths to damage (4 kinds of damage x 5 entries, 3 small and 2 large, each with its
+/// kind and index) and 2 undamaged controls.
+fn damaged_and_control_paths() -> (Vec<(&'static str, usize, String)>, [String; 2]) {
+    let mut damaged = Vec::new();
+    for kind in KINDS {
+        for j in 0..5 {
+            let size = if j < 3 { SMALL } else { LARGE };
+            damaged.push((kind, j, format!("/{kind}-{j}-{size}")));
+        }
+    }
+    let controls = [format!("/control-0-{SMALL}"), format!("/control-1-{LARGE}")];
+    (damaged, controls)
+}
+
+/// Damages the entry `file` of `path` the `j`th way of `kind`: truncated, a header byte
+/// flipped, a body byte flipped, or zeroed.
+fn damage(file: &Path, kind: &str, j: usize, path: &str) {
+    let mut bytes = std::fs::read(file).expect("entry");
+    let len = bytes.len();
+    match kind {
+        "truncated" => bytes.truncate([len - 1000, 30, len / 2, 100, len - 1][j]),
+        // Magic, body length, checksum, key, metadata slot A.
+        "header" => bytes[[3, 24, 60, 66, 512 + 30][j]] ^= 0x04,
+        "body" => {
+            let body_len = path.rsplit('-').next().and_then(|s| s.parse().ok());
+            bytes[len - body_len.unwrap_or(2) / 2] ^= 0x01;
+        }
+        _ => bytes.iter_mut().for_each(|b| *b = 0),
+    }
+    std::fs::write(file, bytes).expect("damage");
+}
+
+/// Requests the damaged `path` twice through the proxy at `b`, and checks that whatever
+/// arrives complete is what the origin sent last, and that only a large body damaged in
+/// its body is cut, on its first hit.
+async fn request_a_damaged_entry_twice(
+    b: &str,
+    origin: &TestOrigin,
+    kind: &str,
+    j: usize,
+    path: &str,
+) {
+    for attempt in 0..2 {
+        let cut_allowed = kind == "body" && j >= 3 && attempt == 0;
+        let response = match request(b, path).send().await {
+            Ok(response) => response,
+            // The cut can come before hyper flushed the head: no response at all.
+            Err(error) if cut_allowed => {
+                assert!(error.is_request(), "{path}: {error}");
+                continue;
+            }
+            Err(error) => panic!("{path}: no response head: {error}"),
+        };
+        assert_eq!(response.status(), 200);
+        let cache = support::ParsedCacheStatus::from_headers(response.headers());
+        match response.bytes().await {
+            // Whatever arrives complete is exactly what the origin sent last.
+            Ok(body) => assert_eq!(body, object(path, origin.count(path)), "{path}"),
+            Err(_) => assert!(
+                cache.hit && cut_allowed,
+                "{path}: only a large damaged body may be cut, on its first hit"
+            ),
+        }
+        if attempt == 0 && kind == "body" {
+            // A small damaged body is a plain miss; a large one starts as a hit and is cut.
+            assert_eq!(cache.hit, j >= 3, "{path}: {cache:?}");
+        }
     }
 }
 

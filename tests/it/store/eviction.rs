@@ -1,5 +1,6 @@
 //! The byte budget: LRU eviction, and a refill racing the eviction of its key.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -98,28 +99,15 @@ async fn stored_body(store: &Store, key: &str) -> Option<Vec<u8>> {
     Some(chunks.concat())
 }
 
+/// The key the refill tests race against its own eviction.
+const RACED: &str = "http://cache.test/raced";
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refill_racing_the_eviction_of_its_key_leaves_the_newer_entry_intact() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let store = Arc::new(
-        Store::open(StoreOptions {
-            dir: dir.path().to_owned(),
-            fsync: Fsync::Off,
-            max_size: 200_000,
-            lock_timeout: Duration::from_secs(5),
-            verify_whole_below: 64 * 1024,
-            // Off: these tests are about the files; the memory tier has tests of its own.
-            memory_size: 0,
-            memory_max_object_size: 0,
-            open_files: 16,
-            min_free: 0,
-            tag_memory: u64::MAX,
-            max_write_rate: 0,
-        })
-        .expect("open store"),
-    );
+    let store = open_store_of_200_kb(dir.path());
     let objects = dir.path().join("objects");
-    let key = "http://cache.test/raced";
+    let key = RACED;
     let hash = Store::key_hash(key);
 
     // Step by step: v2 is being written while v1 is evicted, then v2 commits.
@@ -154,35 +142,69 @@ async fn a_refill_racing_the_eviction_of_its_key_leaves_the_newer_entry_intact()
 
     // Concurrently: each round refills the key while other fills force evictions.
     for round in 0..40u8 {
-        let refill = {
-            let store = store.clone();
-            tokio::spawn(async move { put(&store, key, &body_bytes(20_000, round)).await })
-        };
-        let pressure = {
-            let store = store.clone();
-            tokio::spawn(async move {
-                for i in 0..3 {
-                    let other = format!("http://cache.test/pressure-{round}-{i}");
-                    put(&store, &other, &[round; 25_000]).await;
-                }
-            })
-        };
-        refill.await.expect("refill");
-        pressure.await.expect("pressure");
+        refill_under_eviction_pressure(&store, round).await;
         // The key holds this round's body, or nothing if it was evicted since.
         if let Some(body) = stored_body(&store, key).await {
             assert_eq!(body, body_bytes(20_000, round), "round {round}");
         }
-        let files = files_under(&objects);
-        let name = format!("{hash:032x}");
-        let of_key = files
-            .iter()
-            .filter(|p| p.to_string_lossy().contains(&name))
-            .count();
-        assert!(of_key <= usize::from(store.contains(hash)), "round {round}");
-        // Every file is indexed, and nothing indexed is missing.
-        assert_eq!(files.len() as u64, store.stats().objects, "round {round}");
-        assert!(objects_bytes(dir.path()) <= 200_000);
+        assert_files_and_index_agree(&store, dir.path(), round);
     }
     assert!(store.stats().evictions > 40);
+}
+
+/// Opens a store in `dir` with a 200 KB budget, no fsync and no memory tier.
+fn open_store_of_200_kb(dir: &Path) -> Arc<Store> {
+    Arc::new(
+        Store::open(StoreOptions {
+            dir: dir.to_owned(),
+            fsync: Fsync::Off,
+            max_size: 200_000,
+            lock_timeout: Duration::from_secs(5),
+            verify_whole_below: 64 * 1024,
+            // Off: these tests are about the files; the memory tier has tests of its own.
+            memory_size: 0,
+            memory_max_object_size: 0,
+            open_files: 16,
+            min_free: 0,
+            tag_memory: u64::MAX,
+            max_write_rate: 0,
+        })
+        .expect("open store"),
+    )
+}
+
+/// Refills [`RACED`] with round `round`'s body while three other fills force evictions,
+/// concurrently, and waits for all of them.
+async fn refill_under_eviction_pressure(store: &Arc<Store>, round: u8) {
+    let refill = {
+        let store = store.clone();
+        tokio::spawn(async move { put(&store, RACED, &body_bytes(20_000, round)).await })
+    };
+    let pressure = {
+        let store = store.clone();
+        tokio::spawn(async move {
+            for i in 0..3 {
+                let other = format!("http://cache.test/pressure-{round}-{i}");
+                put(&store, &other, &[round; 25_000]).await;
+            }
+        })
+    };
+    refill.await.expect("refill");
+    pressure.await.expect("pressure");
+}
+
+/// Asserts that [`RACED`] has a file only while indexed, that every file under `dir` is
+/// indexed and nothing indexed is missing, and that the files keep within the budget.
+fn assert_files_and_index_agree(store: &Store, dir: &Path, round: u8) {
+    let hash = Store::key_hash(RACED);
+    let files = files_under(&dir.join("objects"));
+    let name = format!("{hash:032x}");
+    let of_key = files
+        .iter()
+        .filter(|p| p.to_string_lossy().contains(&name))
+        .count();
+    assert!(of_key <= usize::from(store.contains(hash)), "round {round}");
+    // Every file is indexed, and nothing indexed is missing.
+    assert_eq!(files.len() as u64, store.stats().objects, "round {round}");
+    assert!(objects_bytes(dir) <= 200_000);
 }

@@ -187,8 +187,6 @@ async fn a_hot_body_changed_or_cut_behind_the_store_is_served_as_verified_then_r
 /// sends, which hyper continues): pipelined responses still arrive whole and in order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mapped_bodies_to_a_slow_reader_arrive_whole_and_in_order() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
     let origin = versioned_origin().await;
     let temp = tempfile::tempdir().expect("temp dir");
     let cache_dir = temp.path().join("cache");
@@ -201,17 +199,33 @@ async fn mapped_bodies_to_a_slow_reader_arrive_whole_and_in_order() {
         assert!(fetch(&b, large).await.cache.hit, "hot, so mapped");
     }
 
+    // More than the proxy's socket can hold (up to 4 MiB on loopback) before the
+    // client reads it, so some of a body waits in the proxy.
+    let order = [large, small, large, large, small, large, large, small];
+    let received = pipeline_to_a_slow_reader(proxy.addr, &order).await;
+    responses_are_whole_and_in_order(&received, &order);
+    assert_eq!(
+        origin.count(large),
+        1,
+        "every answer of it came from the cache"
+    );
+    proxy.stop().await;
+}
+
+/// Sends GETs of `order` pipelined on one connection to `addr` (the last with
+/// `Connection: close`), and reads everything the proxy answers through a small receive
+/// window, a kilobyte at a time.
+async fn pipeline_to_a_slow_reader(addr: std::net::SocketAddr, order: &[&str]) -> Vec<u8> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
     // A small receive window: the proxy's socket fills long before the body is sent.
     let socket = tokio::net::TcpSocket::new_v4().expect("socket");
     socket.set_recv_buffer_size(4096).expect("receive buffer");
-    let mut stream = socket.connect(proxy.addr).await.expect("connect");
+    let mut stream = socket.connect(addr).await.expect("connect");
     let ask = |path: &str, last: bool| {
         let close = if last { "Connection: close\r\n" } else { "" };
         format!("GET {path} HTTP/1.1\r\nHost: {HOST}\r\n{close}\r\n")
     };
-    // More than the proxy's socket can hold (up to 4 MiB on loopback) before the
-    // client reads it, so some of a body waits in the proxy.
-    let order = [large, small, large, large, small, large, large, small];
     let asked: String = (order.iter().enumerate())
         .map(|(n, path)| ask(path, n == order.len() - 1))
         .collect();
@@ -226,9 +240,14 @@ async fn mapped_bodies_to_a_slow_reader_arrive_whole_and_in_order() {
         received.extend_from_slice(&piece[..n]);
         tokio::task::yield_now().await;
     }
+    received
+}
 
-    let mut rest = &received[..];
-    for path in order {
+/// Asserts that `received` is a 200 response per path of `order`, in that order, each
+/// with the path's whole body, and nothing after them.
+fn responses_are_whole_and_in_order(received: &[u8], order: &[&str]) {
+    let mut rest = received;
+    for &path in order {
         let head_end = rest
             .windows(4)
             .position(|w| w == b"\r\n\r\n")
@@ -255,10 +274,4 @@ async fn mapped_bodies_to_a_slow_reader_arrive_whole_and_in_order() {
         "{} bytes after the last response",
         rest.len()
     );
-    assert_eq!(
-        origin.count(large),
-        1,
-        "every answer of it came from the cache"
-    );
-    proxy.stop().await;
 }

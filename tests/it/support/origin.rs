@@ -440,16 +440,7 @@ fn build_reply(reply: Reply) -> Response<BoxBody<Bytes, std::io::Error>> {
         }
         ReplyBody::CutAfter { declared, sent } => {
             builder = builder.header("content-length", declared);
-            let head_and_part = futures_util::stream::iter([Ok(Frame::data(Bytes::from(sent)))]);
-            // Fail only after the head and the first bytes are surely on the wire.
-            let reset = futures_util::stream::once(async {
-                tokio::time::sleep(Duration::from_millis(200)).await;
-                Err(std::io::Error::new(
-                    std::io::ErrorKind::ConnectionReset,
-                    "scripted reset",
-                ))
-            });
-            StreamBody::new(futures_util::StreamExt::chain(head_and_part, reset)).boxed()
+            reset_after(sent)
         }
         ReplyBody::Stall { declared, sent } => {
             builder = builder.header("content-length", declared);
@@ -459,38 +450,62 @@ fn build_reply(reply: Reply) -> Response<BoxBody<Bytes, std::io::Error>> {
         }
         ReplyBody::Slow { data, chunk, pause } => {
             builder = builder.header("content-length", data.len());
-            let pieces: Vec<Bytes> = data
-                .chunks(chunk.max(1))
-                .map(Bytes::copy_from_slice)
-                .collect();
-            let paced = futures_util::StreamExt::then(
-                futures_util::stream::iter(pieces),
-                move |piece| async move {
-                    tokio::time::sleep(pause).await;
-                    Ok(Frame::data(piece))
-                },
-            );
-            StreamBody::new(paced).boxed()
+            paced_body(&data, chunk, pause)
         }
         ReplyBody::Metered { data, chunk, meter } => {
             builder = builder.header("content-length", data.len());
-            let pieces: Vec<Bytes> = data
-                .chunks(chunk.max(1))
-                .map(Bytes::copy_from_slice)
-                .collect();
-            let ends = EndsMeter(meter);
-            let counted =
-                futures_util::StreamExt::map(futures_util::stream::iter(pieces), move |piece| {
-                    ends.0.sent.fetch_add(piece.len(), Ordering::SeqCst);
-                    Ok(Frame::data(piece))
-                });
-            StreamBody::new(counted).boxed()
+            metered_body(&data, chunk, meter)
         }
         ReplyBody::Empty => http_body_util::Empty::new()
             .map_err(|never| match never {})
             .boxed(),
     };
     builder.body(body).expect("scripted reply")
+}
+
+/// A body of `sent` that then fails with a connection reset.
+fn reset_after(sent: Vec<u8>) -> BoxBody<Bytes, std::io::Error> {
+    let head_and_part = futures_util::stream::iter([Ok(Frame::data(Bytes::from(sent)))]);
+    // Fail only after the head and the first bytes are surely on the wire.
+    let reset = futures_util::stream::once(async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        Err(std::io::Error::new(
+            std::io::ErrorKind::ConnectionReset,
+            "scripted reset",
+        ))
+    });
+    StreamBody::new(futures_util::StreamExt::chain(head_and_part, reset)).boxed()
+}
+
+/// A body of `data` in pieces of `chunk` bytes, with `pause` before each.
+fn paced_body(data: &[u8], chunk: usize, pause: Duration) -> BoxBody<Bytes, std::io::Error> {
+    let pieces: Vec<Bytes> = data
+        .chunks(chunk.max(1))
+        .map(Bytes::copy_from_slice)
+        .collect();
+    let paced = futures_util::StreamExt::then(
+        futures_util::stream::iter(pieces),
+        move |piece| async move {
+            tokio::time::sleep(pause).await;
+            Ok(Frame::data(piece))
+        },
+    );
+    StreamBody::new(paced).boxed()
+}
+
+/// A body of `data` in pieces of `chunk` bytes, each counted into `meter` as it is taken,
+/// and `meter` marked ended when the body is dropped.
+fn metered_body(data: &[u8], chunk: usize, meter: Arc<Meter>) -> BoxBody<Bytes, std::io::Error> {
+    let pieces: Vec<Bytes> = data
+        .chunks(chunk.max(1))
+        .map(Bytes::copy_from_slice)
+        .collect();
+    let ends = EndsMeter(meter);
+    let counted = futures_util::StreamExt::map(futures_util::stream::iter(pieces), move |piece| {
+        ends.0.sent.fetch_add(piece.len(), Ordering::SeqCst);
+        Ok(Frame::data(piece))
+    });
+    StreamBody::new(counted).boxed()
 }
 
 /// An origin that answers every connection with fixed raw bytes and then closes it:
