@@ -105,36 +105,13 @@ where
             ReadRequest::Incomplete => {
                 match read_more(&mut io, &mut input, closing, &mut head_clock).await? {
                     Read::More => continue,
-                    Read::Closing => {
-                        io.shutdown().await?;
-                        return Ok(Ended::Closed);
-                    }
                     Read::End => return Ok(Ended::Closed),
                 }
             }
         };
         head_clock.head_read();
         let method = parts.method.clone();
-        let asked = answer(Request::from_parts(parts, ClientBody::none()));
-        let Some(response) = watch
-            .wait(
-                &mut io,
-                &mut input,
-                limits.head,
-                &mut head_clock,
-                pin!(asked),
-            )
-            .await
-        else {
-            return Ok(Ended::Closed);
-        };
-        let (head, body) = response.into_parts();
-        let close = !persistent || closing.load(Ordering::Relaxed);
-        let encoded = with_date(|date| {
-            server::encode_response(&head, &method, body.size_hint(), close, date, &mut out)
-        })?;
-        drop(head);
-        let sending = Sending {
+        let mut sending = Sending {
             io: &mut io,
             input: &mut input,
             limits: limits.head,
@@ -142,6 +119,16 @@ where
             watch: &watch,
             head_clock: &mut head_clock,
         };
+        let asked = answer(Request::from_parts(parts, ClientBody::none()));
+        let Some(response) = sending.answer(pin!(asked)).await else {
+            return Ok(Ended::Closed);
+        };
+        let (head, body) = response.into_parts();
+        let close = !persistent || closing.load(Ordering::Relaxed);
+        let encoded = with_date(|date| {
+            server::encode_response(&head, &method, body.size_hint(), close, date, sending.out)
+        })?;
+        drop(head);
         if !sending.body(body, encoded.framing).await? {
             return Ok(Ended::Closed);
         }
@@ -160,15 +147,14 @@ where
 enum Read {
     /// Bytes came.
     More,
-    /// The connection is to close and no head has begun.
-    Closing,
-    /// The client closed (a head it began is dropped, as hyper does).
+    /// The connection is closed: the client closed it (a head it began is dropped, as
+    /// hyper does), or it was to close and no head had begun (and is shut down).
     End,
 }
 
-/// Reads more bytes into `input`, unless the connection is closing between requests; an
-/// error when a head is overdue.
-async fn read_more<IO: AsyncRead + Unpin>(
+/// Reads more bytes into `input`, unless the connection is closing between requests (it
+/// is then shut down); an error when a head is overdue.
+async fn read_more<IO: AsyncRead + AsyncWrite + Unpin>(
     io: &mut IO,
     input: &mut BytesMut,
     closing: &AtomicBool,
@@ -178,18 +164,26 @@ async fn read_more<IO: AsyncRead + Unpin>(
         head_clock.head_begun();
     }
     input.reserve(READ_SIZE);
-    poll_fn(|cx| {
+    // `None`: closing between requests.
+    let read = poll_fn(|cx| {
         if input.is_empty() && closing.load(Ordering::Relaxed) {
-            return Poll::Ready(Ok(Read::Closing));
+            return Poll::Ready(Ok(None));
         }
         match tokio_util::io::poll_read_buf(Pin::new(&mut *io), cx, input) {
-            Poll::Ready(Ok(0)) => Poll::Ready(Ok(Read::End)),
-            Poll::Ready(Ok(_)) => Poll::Ready(Ok(Read::More)),
+            Poll::Ready(Ok(0)) => Poll::Ready(Ok(Some(Read::End))),
+            Poll::Ready(Ok(_)) => Poll::Ready(Ok(Some(Read::More))),
             Poll::Ready(Err(error)) => Poll::Ready(Err(error)),
             Poll::Pending => head_clock.poll_overdue(cx),
         }
     })
-    .await
+    .await?;
+    match read {
+        Some(read) => Ok(read),
+        None => {
+            io.shutdown().await?;
+            Ok(Read::End)
+        }
+    }
 }
 
 /// The deadline of the head being read (`server.header_read_timeout`), armed only while
@@ -312,6 +306,16 @@ struct Sending<'a, IO> {
 }
 
 impl<IO: AsyncRead + AsyncWrite + Unpin> Sending<'_, IO> {
+    /// Waits for `future`, the answer, watching the client ([`Watch::wait`]); not an
+    /// async fn, whose state would hold the wait's again.
+    fn answer<'s, F: Future>(
+        &'s mut self,
+        future: Pin<&'s mut F>,
+    ) -> impl Future<Output = Option<F::Output>> + 's {
+        let (io, input, head_clock) = (&mut *self.io, &mut *self.input, &mut *self.head_clock);
+        self.watch.wait(io, input, self.limits, head_clock, future)
+    }
+
     /// Writes the head and `body` framed as `framing`: small frames are gathered while the
     /// body has more at once, and written when it has to wait. A body of known length is
     /// dropped at its last byte, as hyper does: a body teed into a fill may learn its end
