@@ -33,13 +33,41 @@ pub(crate) struct RequestHead {
     pub(crate) close: bool,
 }
 
-/// Writes the head of a request with `parts` and `body` into `dst`: origin-form target,
-/// the fields as given, in order (less any `Transfer-Encoding`: the framing is this
-/// crate's), then `Content-Length` or `Transfer-Encoding: chunked` when the fields do not
-/// frame the body already. `Content-Length` and `Connection` are read in the pass that
-/// writes the fields.
+/// Field lines written after a request's own fields, as they are: fields a proxy adds to
+/// every request of a client (`Via`, `X-Forwarded-For`, ...), encoded once and written
+/// without a field map. Valid by construction: only names and values of the `http`
+/// crate's checked types go in.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FieldLines(Bytes);
+
+impl FieldLines {
+    /// No lines.
+    pub const NONE: FieldLines = FieldLines(Bytes::new());
+
+    /// The lines of `fields`, in order.
+    pub fn new<'a>(fields: impl IntoIterator<Item = (&'a HeaderName, &'a HeaderValue)>) -> Self {
+        let mut lines = BytesMut::new();
+        for (name, value) in fields {
+            put_field(&mut lines, name.as_str().as_bytes(), value.as_bytes());
+        }
+        FieldLines(lines.freeze())
+    }
+
+    /// The lines as written: each `name: value` and CRLF.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+/// Writes the head of a request with `parts`, then the `added` lines, and `body` into
+/// `dst`: origin-form target, the fields as given, in order (less any
+/// `Transfer-Encoding`: the framing is this crate's), then `Content-Length` or
+/// `Transfer-Encoding: chunked` when the fields do not frame the body already.
+/// `Content-Length` and `Connection` are read in the pass that writes the fields (the
+/// `added` lines carry neither).
 pub(crate) fn encode_request<B: Body>(
     parts: &request::Parts,
+    added: &FieldLines,
     body: &B,
     dst: &mut BytesMut,
 ) -> Result<RequestHead, Error> {
@@ -48,7 +76,7 @@ pub(crate) fn encode_request<B: Body>(
         .path_and_query()
         .map_or("/", |target| target.as_str());
     let headers = &parts.headers;
-    let mut size = parts.method.as_str().len() + target.len() + 64;
+    let mut size = parts.method.as_str().len() + target.len() + added.0.len() + 64;
     size += (headers.iter()).fold(0, |n, (name, value)| {
         n + name.as_str().len() + value.len() + 4
     });
@@ -73,6 +101,7 @@ pub(crate) fn encode_request<B: Body>(
         }
         put_field(dst, name.as_str().as_bytes(), value.as_bytes());
     }
+    dst.put_slice(&added.0);
     let upload = match length {
         Ok(Some(length)) if body.is_end_stream() && length > 0 => {
             return Err(Error::RequestBodyLength);

@@ -15,7 +15,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use crate::body::ResponseBody;
 use crate::conn::Connection;
 use crate::error::{BoxError, Error, SendError};
-use crate::head::{self, ResponseHead, Upload};
+use crate::head::{self, FieldLines, ResponseHead, Upload};
 
 /// Bytes of the request queued before the body is asked for more.
 const HIGH_WATER: usize = 64 * 1024;
@@ -33,10 +33,10 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Connection<IO> {
     /// once that has ended, when it can take another request).
     ///
     /// The target is written in origin form, the fields as given and in their order (the
-    /// caller has set `Host`), except `Transfer-Encoding`: the body is framed by its
-    /// `Content-Length` field when it has one, else by its exact size when known, else
-    /// chunked; a body that is at its end from the start is not framed at all. Request
-    /// trailers are not sent.
+    /// caller has set `Host`), except `Transfer-Encoding`, then the `added` lines: the
+    /// body is framed by its `Content-Length` field when it has one, else by its exact
+    /// size when known, else chunked; a body that is at its end from the start is not
+    /// framed at all. Request trailers are not sent.
     ///
     /// The response head is read while the body is still being written, so an early
     /// answer (a 413, say) is seen: the rest of the body is then not sent (it is dropped),
@@ -45,13 +45,14 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Connection<IO> {
     pub async fn send<B>(
         mut self,
         request: Request<B>,
+        added: &FieldLines,
     ) -> Result<Response<ResponseBody<IO>>, SendError<B>>
     where
         B: Body<Data = Bytes> + Unpin,
         B::Error: Into<BoxError>,
     {
         let (parts, mut body) = request.into_parts();
-        let written = match head::encode_request(&parts, &body, &mut self.write_buf) {
+        let written = match head::encode_request(&parts, added, &body, &mut self.write_buf) {
             Ok(written) => written,
             Err(error) => {
                 let request = Request::from_parts(parts, body);

@@ -15,7 +15,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::{BoxError, Connection, Error, Framing, Limits, ResponseBody};
+use crate::{BoxError, Connection, Error, FieldLines, Framing, Limits, ResponseBody};
 
 /// How long a test waits for something that should happen at once.
 const PATIENCE: Duration = Duration::from_secs(10);
@@ -112,7 +112,10 @@ where
     B: Body<Data = Bytes> + Unpin,
     B::Error: Into<BoxError>,
 {
-    let response = conn.send(request).await.expect("a response");
+    let response = conn
+        .send(request, &FieldLines::NONE)
+        .await
+        .expect("a response");
     let status = response.status();
     let mut body = response.into_body();
     let (data, _) = read_body(&mut body).await.expect("a whole body");
@@ -140,7 +143,10 @@ impl Body for Fed {
 async fn a_content_length_body_is_read_and_its_connection_takes_the_next_request() {
     const ANSWER: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-A: 1\r\nX-A: 2\r\n\r\nhello";
     let (conn, server) = answering(&[ANSWER, ANSWER]).await;
-    let response = conn.send(get("/one?q=1")).await.expect("a response");
+    let response = conn
+        .send(get("/one?q=1"), &FieldLines::NONE)
+        .await
+        .expect("a response");
     assert_eq!(response.status(), StatusCode::OK);
     assert_eq!(response.version(), Version::HTTP_11);
     let repeated: Vec<_> = response.headers().get_all("x-a").iter().collect();
@@ -162,11 +168,42 @@ async fn a_content_length_body_is_read_and_its_connection_takes_the_next_request
 }
 
 #[tokio::test]
+async fn added_lines_follow_the_requests_fields_and_precede_its_framing() {
+    const ANSWER: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
+    let (conn, server) = answering(&[ANSWER]).await;
+    let (via, from) = (
+        http::header::VIA,
+        http::HeaderName::from_static("x-forwarded-for"),
+    );
+    let (proxy, client) = (
+        http::HeaderValue::from_static("1.1 proxy"),
+        http::HeaderValue::from_static("192.0.2.1"),
+    );
+    let added = FieldLines::new([(&via, &proxy), (&from, &client)]);
+    assert_eq!(
+        added.as_bytes(),
+        b"via: 1.1 proxy\r\nx-forwarded-for: 192.0.2.1\r\n"
+    );
+    let upload = request(Method::POST, "/up", Full::new(Bytes::from_static(b"hi")));
+    let response = conn.send(upload, &added).await.expect("a response");
+    assert_eq!(response.status(), StatusCode::OK);
+    drop(response);
+    let heads = server.await.expect("the server");
+    let expected = "POST /up HTTP/1.1\r\nhost: test\r\nvia: 1.1 proxy\r\n\
+                    x-forwarded-for: 192.0.2.1\r\ncontent-length: 2\r\n\r\n";
+    assert_eq!(heads[0], expected);
+}
+
+#[tokio::test]
 async fn a_chunked_body_with_extensions_and_trailers_is_decoded() {
     const ANSWER: &[u8] = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n\
         5;name=value\r\nhello\r\n6\r\n world\r\n0\r\nX-Checksum: abc\r\n\r\n";
     let (conn, _server) = answering(&[ANSWER]).await;
-    let mut body = conn.send(get("/")).await.expect("a response").into_body();
+    let mut body = conn
+        .send(get("/"), &FieldLines::NONE)
+        .await
+        .expect("a response")
+        .into_body();
     let (data, trailers) = read_body(&mut body).await.expect("the body");
     assert_eq!(data, b"hello world");
     let trailers = trailers.expect("a trailers frame");
@@ -223,7 +260,7 @@ async fn head_204_and_304_answers_have_no_body_whatever_their_fields_say() {
     const NEXT: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nnext";
     let (conn, _server) = answering(&[HEAD, NO_CONTENT, NOT_MODIFIED, NEXT]).await;
     let response = conn
-        .send(request(Method::HEAD, "/", Empty::new()))
+        .send(request(Method::HEAD, "/", Empty::new()), &FieldLines::NONE)
         .await
         .expect("HEAD");
     let mut body = response.into_body();
@@ -243,7 +280,10 @@ async fn interim_answers_before_the_final_one_are_skipped() {
         HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n\
         HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
     let (conn, _server) = answering(&[ANSWER]).await;
-    let response = conn.send(get("/")).await.expect("a response");
+    let response = conn
+        .send(get("/"), &FieldLines::NONE)
+        .await
+        .expect("a response");
     assert_eq!(response.status(), StatusCode::OK);
     assert!(
         response.headers().get("link").is_none(),
@@ -277,11 +317,13 @@ async fn an_early_answer_during_an_upload_is_seen_and_the_upload_stops() {
     feed.send(Bytes::from_static(b"upload"))
         .await
         .expect("feed");
-    let response =
-        tokio::time::timeout(PATIENCE, conn.send(request(Method::POST, "/up", Fed(fed))))
-            .await
-            .expect("the answer comes while the upload is open")
-            .expect("a response");
+    let response = tokio::time::timeout(
+        PATIENCE,
+        conn.send(request(Method::POST, "/up", Fed(fed)), &FieldLines::NONE),
+    )
+    .await
+    .expect("the answer comes while the upload is open")
+    .expect("a response");
     assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
     // Fed after the answer: never sent.
     let _ = feed.send(Bytes::from_static(b"later")).await;
@@ -351,7 +393,10 @@ async fn a_request_body_longer_than_its_content_length_is_refused() {
     let mut long = request(Method::PUT, "/", Full::new(Bytes::from_static(b"longer")));
     long.headers_mut()
         .insert("content-length", "3".parse().expect("a value"));
-    let failed = conn.send(long).await.expect_err("refused");
+    let failed = conn
+        .send(long, &FieldLines::NONE)
+        .await
+        .expect_err("refused");
     assert!(
         matches!(failed.error(), Error::RequestBodyLength),
         "{failed:?}"
@@ -432,7 +477,11 @@ async fn a_reset_mid_body_is_an_error_and_so_is_a_close() {
             }
         })
         .await;
-        let mut body = conn.send(get("/")).await.expect("a head").into_body();
+        let mut body = conn
+            .send(get("/"), &FieldLines::NONE)
+            .await
+            .expect("a head")
+            .into_body();
         let error = read_body(&mut body).await.expect_err("a cut body");
         assert!(matches!(error, Error::BodyCut(_)), "{error:?}");
         assert!(body.take_connection().is_none());
@@ -484,7 +533,10 @@ async fn bad_heads_and_framing_are_errors() {
             let _ = stream.read(&mut [0u8; 64]).await;
         })
         .await;
-        let failed = conn.send(get("/")).await.expect_err("an error");
+        let failed = conn
+            .send(get("/"), &FieldLines::NONE)
+            .await
+            .expect_err("an error");
         assert!(
             expected(failed.error()),
             "{}: {failed:?}",
@@ -493,7 +545,11 @@ async fn bad_heads_and_framing_are_errors() {
     }
     let (conn, _server) =
         answering(&[b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"]).await;
-    let mut body = conn.send(get("/")).await.expect("a head").into_body();
+    let mut body = conn
+        .send(get("/"), &FieldLines::NONE)
+        .await
+        .expect("a head")
+        .into_body();
     let error = read_body(&mut body).await.expect_err("a bad chunk size");
     assert!(
         matches!(error, Error::Framing(Framing::ChunkSize)),
@@ -518,7 +574,10 @@ async fn a_head_over_the_limits_is_refused() {
         max_head_bytes: 512,
     };
     let conn = Connection::with_limits(stream.io, limits);
-    let failed = conn.send(get("/")).await.expect_err("too large");
+    let failed = conn
+        .send(get("/"), &FieldLines::NONE)
+        .await
+        .expect_err("too large");
     assert!(
         matches!(failed.error(), Error::HeadTooLarge(512)),
         "{failed:?}"
@@ -531,7 +590,10 @@ async fn a_close_before_any_answer_gives_the_request_back() {
         read_head(&mut stream).await;
     })
     .await;
-    let failed = conn.send(get("/again")).await.expect_err("no answer");
+    let failed = conn
+        .send(get("/again"), &FieldLines::NONE)
+        .await
+        .expect_err("no answer");
     let (error, request) = failed.into_parts();
     assert!(
         matches!(error, Error::NothingReceived { written: true, .. }),
@@ -551,7 +613,10 @@ async fn a_close_mid_head_is_an_error() {
             .expect("part");
     })
     .await;
-    let failed = conn.send(get("/")).await.expect_err("a cut head");
+    let failed = conn
+        .send(get("/"), &FieldLines::NONE)
+        .await
+        .expect_err("a cut head");
     let (error, request) = failed.into_parts();
     assert!(matches!(error, Error::HeadCut(_)), "{error:?}");
     assert!(request.is_none(), "something was received");
@@ -587,7 +652,11 @@ async fn a_body_dropped_halfway_closes_the_connection() {
         stream.read(&mut [0u8; 64]).await.map_err(|e| e.kind())
     })
     .await;
-    let mut body = conn.send(get("/")).await.expect("a head").into_body();
+    let mut body = conn
+        .send(get("/"), &FieldLines::NONE)
+        .await
+        .expect("a head")
+        .into_body();
     let frame = body.frame().await.expect("a frame").expect("data");
     assert_eq!(frame.into_data().ok().as_deref(), Some(&b"first"[..]));
     drop(body);

@@ -25,6 +25,8 @@ use http::header::{FORWARDED, HOST, VIA};
 use http::uri::{Authority, Scheme};
 use http::{HeaderMap, HeaderName, HeaderValue, Version, request};
 
+use secondhit_h1::FieldLines;
+
 use crate::header_names::{length_bit, length_mask};
 use crate::header_text::{push_ip, with_scratch};
 use crate::key::ClientScheme;
@@ -310,39 +312,69 @@ impl Forwarding {
         self.host.as_ref()
     }
 
-    /// Adds the fields to `headers`, the headers of a request about to be sent to the
-    /// origin (the client's, hop-by-hop fields already removed, so a client cannot name
-    /// ours in `Connection` to have them stripped).
-    pub(crate) fn apply(&self, headers: &mut HeaderMap) {
-        append_to_list(headers, VIA, self.via.clone());
-        let own = self.own_values();
-        append_to_list(headers, X_FORWARDED_FOR, own.client_text);
-        let proto = HeaderValue::from_static(self.proto.as_str());
-        headers.insert(X_FORWARDED_PROTO, proto);
-        match &self.host {
-            Some(host) => headers.insert(X_FORWARDED_HOST, host.clone()),
-            None => headers.remove(X_FORWARDED_HOST),
-        };
-        apply_forwarded(headers, own.element);
+    /// The fields for a request about to be sent to the origin with `headers` (the
+    /// client's, hop-by-hop fields already removed, so a client cannot name ours in
+    /// `Connection` to have them stripped), as lines written after those: the client's
+    /// lines of these fields are taken out of `headers`, and extended (`Via`,
+    /// `X-Forwarded-For`, `Forwarded`) or replaced (`X-Forwarded-*`) in ours. Lines, not
+    /// map entries: most requests carry none of these fields, and theirs are then the
+    /// lines of the thread's last request, encoded once (`benches/RESULTS.md`,
+    /// "forwarding fields as lines").
+    pub(crate) fn lines(&self, headers: &mut HeaderMap) -> FieldLines {
+        if !carries_forwarding_fields(headers) {
+            return self.with_own_values(|own| own.lines.clone());
+        }
+        let (client_text, element) =
+            self.with_own_values(|own| (own.client_text.clone(), own.element.clone()));
+        let via = appended(headers, &VIA, &self.via);
+        let forwarded_for = appended(headers, &X_FORWARDED_FOR, &client_text);
+        headers.remove(X_FORWARDED_PROTO);
+        headers.remove(X_FORWARDED_HOST);
+        let forwarded = forwarded_value(headers, element);
+        self.encode(&via, &forwarded_for, &forwarded)
     }
 
-    /// The client's address and this hop's `Forwarded` element as field values: those of
-    /// the thread's last request when it came from the same client for the same host and
-    /// scheme (the next request on a keep-alive connection), else formatted anew.
-    fn own_values(&self) -> OwnValues {
+    /// The lines of `via`, `forwarded_for`, this hop's `X-Forwarded-Proto` and
+    /// `X-Forwarded-Host` (none when the client named no host), and `forwarded`.
+    fn encode(
+        &self,
+        via: &HeaderValue,
+        forwarded_for: &HeaderValue,
+        forwarded: &HeaderValue,
+    ) -> FieldLines {
+        let [via_name, for_name, proto_name, host_name, forwarded_name] = &FORWARDING_FIELDS;
+        let proto = HeaderValue::from_static(self.proto.as_str());
+        let host = (self.host.as_ref()).map(|host| (host_name, host));
+        let lines = [
+            (via_name, via),
+            (for_name, forwarded_for),
+            (proto_name, &proto),
+        ];
+        FieldLines::new(
+            lines
+                .into_iter()
+                .chain(host)
+                .chain([(forwarded_name, forwarded)]),
+        )
+    }
+
+    /// `read` of this hop's own values: those of the thread's last request when it came
+    /// from the same client for the same host, scheme and protocol (the next request on a
+    /// keep-alive connection), else formatted anew.
+    fn with_own_values<T>(&self, read: impl FnOnce(&OwnValues) -> T) -> T {
         LAST_OWN_VALUES.with(|last| {
             let Ok(mut last) = last.try_borrow_mut() else {
-                return self.format_own_values();
+                return read(&self.format_own_values());
             };
             if let Some((forwarding, values)) = last.as_ref()
                 && (forwarding.client, forwarding.proto) == (self.client, self.proto)
                 && forwarding.host == self.host
+                && forwarding.via == self.via
             {
-                return values.clone();
+                return read(values);
             }
-            let values = self.format_own_values();
-            *last = Some((self.clone(), values.clone()));
-            values
+            let (_, values) = last.insert((self.clone(), self.format_own_values()));
+            read(values)
         })
     }
 
@@ -355,11 +387,14 @@ impl Forwarding {
             let client_len = text.len();
             self.write_forwarded_element(text, client, client_len);
             // An address and an element of tokens and quoted strings are valid values.
+            let client_text = HeaderValue::from_str(&text[..client_len])
+                .unwrap_or_else(|_| HeaderValue::from_static("unknown"));
+            let element = HeaderValue::from_str(&text[client_len..])
+                .unwrap_or_else(|_| HeaderValue::from_static("for=unknown"));
             OwnValues {
-                client_text: HeaderValue::from_str(&text[..client_len])
-                    .unwrap_or_else(|_| HeaderValue::from_static("unknown")),
-                element: HeaderValue::from_str(&text[client_len..])
-                    .unwrap_or_else(|_| HeaderValue::from_static("for=unknown")),
+                lines: self.encode(&self.via, &client_text, &element),
+                client_text,
+                element,
             }
         })
     }
@@ -386,12 +421,13 @@ impl Forwarding {
 }
 
 /// This hop's own forwarding values, formatted once for a run of requests from one client.
-#[derive(Clone)]
 struct OwnValues {
     /// The client's address, appended to `X-Forwarded-For`.
     client_text: HeaderValue,
     /// This hop's `Forwarded` element.
     element: HeaderValue,
+    /// The lines of a request that carries no forwarding fields of its own.
+    lines: FieldLines,
 }
 
 thread_local! {
@@ -400,12 +436,13 @@ thread_local! {
         const { std::cell::RefCell::new(None) };
 }
 
-/// Rewrites `Forwarded` (RFC 7239 §4) as `X-Forwarded-*` are treated: the chain of
-/// earlier hops (their `for` and `by`) kept and this hop's `element` appended, while the
-/// client's `host`, `proto` and other parameters are dropped, since nothing vouches
-/// for them and an origin would read them as this hop's. A value that is not a valid
-/// `Forwarded` is replaced by this hop's element alone.
-fn apply_forwarded(headers: &mut HeaderMap, element: HeaderValue) {
+/// The `Forwarded` (RFC 7239 §4) to send for a request with `headers`, whose lines of it
+/// are taken out, treated as `X-Forwarded-*` are: the chain of earlier hops (their `for`
+/// and `by`) kept and this hop's `element` appended, while the client's `host`, `proto`
+/// and other parameters are dropped, since nothing vouches for them and an origin would
+/// read them as this hop's. A value that is not a valid `Forwarded` is replaced by this
+/// hop's element alone.
+fn forwarded_value(headers: &mut HeaderMap, element: HeaderValue) -> HeaderValue {
     let value = match earlier_forwarded_hops(headers) {
         Some(earlier) if !earlier.is_empty() => with_scratch(|value| {
             for hop in &earlier {
@@ -419,7 +456,8 @@ fn apply_forwarded(headers: &mut HeaderMap, element: HeaderValue) {
         }),
         _ => element,
     };
-    headers.insert(FORWARDED, value);
+    headers.remove(FORWARDED);
+    value
 }
 
 /// The earlier hops of the request's `Forwarded` (RFC 7239 §4): for each element, its
@@ -614,9 +652,8 @@ fn via_value(version: Version) -> HeaderValue {
     }
 }
 
-/// Appends `member` to the comma-separated list `name`, folding every existing field
-/// line into one (RFC 9110 §5.3 makes that equivalent), because some consumers of
-/// `X-Forwarded-For` read only the first line.
+/// Appends `member` to the comma-separated list `name` in place, folding every existing
+/// field line into one, as [`appended`] does for a request's lists.
 fn append_to_list(headers: &mut HeaderMap, name: HeaderName, member: HeaderValue) {
     // One hashed lookup: most requests carry none of these lists yet.
     let mut lines = match headers.entry(name) {
@@ -635,6 +672,34 @@ fn append_to_list(headers: &mut HeaderMap, name: HeaderName, member: HeaderValue
         }
         None => lines.append(member),
     }
+}
+
+/// The fields whose client lines [`Forwarding::lines`] takes out of a request, in the
+/// order it writes its own.
+static FORWARDING_FIELDS: [HeaderName; 5] = [
+    VIA,
+    X_FORWARDED_FOR,
+    X_FORWARDED_PROTO,
+    X_FORWARDED_HOST,
+    FORWARDED,
+];
+
+/// Whether `headers` has a line of any of [`FORWARDING_FIELDS`].
+fn carries_forwarding_fields(headers: &HeaderMap) -> bool {
+    let lengths = length_mask(&FORWARDING_FIELDS);
+    (headers.keys()).any(|name| lengths & length_bit(name) != 0 && FORWARDING_FIELDS.contains(name))
+}
+
+/// `member` appended to the comma-separated list `name` of `headers`, whose lines are
+/// taken out: all of them folded into one value (RFC 9110 §5.3 makes that equivalent),
+/// because some consumers of `X-Forwarded-For` read only the first line.
+fn appended(headers: &mut HeaderMap, name: &HeaderName, member: &HeaderValue) -> HeaderValue {
+    let lines = headers.get_all(name).iter().map(HeaderValue::as_bytes);
+    let value = joined(lines.chain([member.as_bytes()]));
+    headers.remove(name);
+    // Valid lines and a valid member join into a valid value; should that ever fail,
+    // ours alone is sent.
+    value.unwrap_or_else(|| member.clone())
 }
 
 /// Removes every line of the list `name` from `headers` and returns them as one value,

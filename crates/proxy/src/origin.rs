@@ -34,6 +34,7 @@ use crate::body::{BoxError, ClientBody};
 use crate::config::{HostHeader, OriginConfig, RetryReason};
 use crate::metrics::Metrics;
 use health::{Attempt, FailStatuses, Health, Passive, ServerState};
+pub use secondhit_h1::FieldLines;
 
 mod balance;
 mod first_byte;
@@ -409,13 +410,15 @@ impl Origin {
 
     /// Sends a request and returns the response head with its streaming body.
     ///
-    /// `headers` are the client's end-to-end headers (hop-by-hop fields are removed here);
-    /// `client_host` is what the client named as host, sent on when `host_header = "client"`.
+    /// `headers` are the client's end-to-end headers (hop-by-hop fields are removed here),
+    /// `added` the lines written after them (this proxy's forwarding fields); `client_host`
+    /// is what the client named as host, sent on when `host_header = "client"`.
     pub async fn send(
         &self,
         method: Method,
         path_and_query: PathAndQuery,
         mut headers: HeaderMap,
+        added: &FieldLines,
         client_host: HeaderValue,
         body: RequestBody,
     ) -> Result<OriginResponse, OriginError> {
@@ -442,7 +445,7 @@ impl Origin {
         let permit = (self.in_flight.acquire(self.queue_timeout))
             .await
             .map_err(|in_flight::Busy| OriginError::Busy(self.queue_timeout))?;
-        let answered = self.to_a_server(request, replay, client_host, &key).await;
+        let answered = (self.to_a_server(request, added, replay, client_host, &key)).await;
         drop(permit);
         let (response, upstream) = answered?;
         // The connection read the framing and the hop-by-hop fields, and passed on only
@@ -466,12 +469,13 @@ impl Origin {
     /// Sends `request` to a server in rotation that the balancer picks for `key`, and to
     /// the next one while a connection cannot be opened (nothing was sent: nginx's
     /// `proxy_next_upstream error`) or while `origin.retry` sends a failed request on
-    /// (from `replay`, its copy), each server at most once. Fails at once, unsent, when
-    /// no server is in rotation. Returns the response head and who answered it (its
-    /// status is filled in by the caller).
+    /// (from `replay`, its copy), each server at most once, each time with the `added`
+    /// lines. Fails at once, unsent, when no server is in rotation. Returns the response
+    /// head and who answered it (its status is filled in by the caller).
     async fn to_a_server(
         &self,
         mut request: Request<RequestBody>,
+        added: &FieldLines,
         replay: Option<retry::Replay>,
         client_host: HeaderValue,
         key: &[u8],
@@ -496,7 +500,7 @@ impl Origin {
                 HostHeader::Origin => server.origin_host.clone(),
             };
             request.headers_mut().insert(HOST, host);
-            let failed = match self.attempt(server, request).await {
+            let failed = match self.attempt(server, request, added).await {
                 Ok((response, header_time)) => {
                     let upstream = Upstream {
                         addr: server.addr.clone(),
@@ -523,16 +527,18 @@ impl Origin {
         }
     }
 
-    /// Sends `request` to `server`, and records how it went in the server's health and
-    /// the origin's latency: the response head and the time to it, or the failure.
+    /// Sends `request`, then the `added` lines, to `server`, and records how it went in
+    /// the server's health and the origin's latency: the response head and the time to
+    /// it, or the failure.
     async fn attempt(
         &self,
         server: &Server,
         request: Request<RequestBody>,
+        added: &FieldLines,
     ) -> Result<(http::Response<PooledBody>, Duration), pool::Failed> {
         // Timed from here: the wait for a permit is this proxy's queue, not the origin's.
         let sent = Instant::now();
-        let result = server.pool.send(&server.address, request).await;
+        let result = server.pool.send(&server.address, request, added).await;
         let elapsed = sent.elapsed();
         self.metrics.observe_origin(elapsed);
         let attempt = match &result {

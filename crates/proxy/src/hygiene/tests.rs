@@ -34,7 +34,19 @@ fn forward_over(request: &mut request::Parts, client: IpAddr, scheme: ClientSche
     crate::origin::strip_hop_by_hop(&mut request.headers);
     let connection = ClientConnection { ip: client, scheme };
     let forwarding = Forwarding::of(request, connection);
-    forwarding.apply(&mut request.headers);
+    let lines = forwarding.lines(&mut request.headers);
+    read_lines(&mut request.headers, &lines);
+}
+
+/// `lines` read into `headers` as an origin reads them: each line a field, in order.
+fn read_lines(headers: &mut HeaderMap, lines: &FieldLines) {
+    for line in lines.as_bytes().split_inclusive(|&b| b == b'\n') {
+        let line = line.strip_suffix(b"\r\n").expect("CRLF line ends");
+        let colon = line.iter().position(|&b| b == b':').expect("a field line");
+        let value = line[colon + 1..].strip_prefix(b" ").expect("a space after the colon");
+        let name = HeaderName::from_bytes(&line[..colon]).expect("a field name");
+        headers.append(name, HeaderValue::from_bytes(value).expect("a field value"));
+    }
 }
 
 fn check(version: Version, uri: &str, headers: &[(&str, &str)]) -> Result<(), Rejection> {
@@ -363,6 +375,24 @@ fn each_request_gets_its_own_clients_host_and_scheme_after_another_ones() {
         assert_eq!(field(X_FORWARDED_FOR), client.to_string());
         assert_eq!(field(X_FORWARDED_HOST), host);
         assert_eq!(field(X_FORWARDED_PROTO), scheme.as_str());
+    }
+}
+
+#[test]
+fn each_request_gets_the_via_of_its_own_protocol_after_another_ones() {
+    // The same client, host and scheme in turn: only the protocol differs, and the lines
+    // encoded for the one before must not be reused.
+    let client = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1));
+    for (version, via) in [
+        (Version::HTTP_10, "1.0 secondhit"),
+        (Version::HTTP_11, "1.1 secondhit"),
+        (Version::HTTP_11, "1.1 secondhit"),
+        (Version::HTTP_10, "1.0 secondhit"),
+    ] {
+        let mut request = head(version, "/", &[("host", "one.example")]);
+        forward(&mut request, client);
+        let sent: Vec<_> = request.headers.get_all(VIA).iter().collect();
+        assert_eq!(sent, [via], "{version:?}");
     }
 }
 

@@ -16,7 +16,7 @@ use http::{HeaderValue, Request, Uri};
 use http_body_util::{BodyExt, Limited};
 use tokio::time::MissedTickBehavior;
 
-use super::{Server, empty_body};
+use super::{FieldLines, Server, empty_body};
 use crate::config::HealthCheck;
 
 /// Of a probe's answer, at most this much body is read (so that its connection can be
@@ -63,7 +63,8 @@ async fn probe(server: &Server, check: &HealthCheck) -> (bool, String) {
         USER_AGENT,
         HeaderValue::from_static("secondhit-health-check"),
     );
-    let sending = server.pool.send(&server.address, request);
+    let added = FieldLines::NONE;
+    let sending = server.pool.send(&server.address, request, &added);
     let response = match tokio::time::timeout(timeout, sending).await {
         Err(_) => {
             return (

@@ -69,8 +69,8 @@ impl<'a> OriginRequest<'a> {
     }
 
     /// Sends `method` with `headers` (the client's end-to-end fields, as the caller
-    /// shaped them) and `body` to the origin, adding the forwarding fields and removing
-    /// those it strips.
+    /// shaped them) and `body` to the origin, with the forwarding fields after them
+    /// ([`Forwarding::lines`]) and without those it strips.
     pub(super) async fn send(
         &self,
         method: Method,
@@ -80,13 +80,16 @@ impl<'a> OriginRequest<'a> {
         if let Some(strip) = &self.strip {
             crate::hygiene::strip_fields(&mut headers, strip);
         }
-        self.forwarding.apply(&mut headers);
+        let added = self.forwarding.lines(&mut headers);
         let site = match &self.site {
             SiteRef::Borrowed(site) => site,
             SiteRef::Owned(site) => site,
         };
         let (target, host) = (self.target.clone(), self.host.clone());
-        site.origin.send(method, target, headers, host, body).await
+        (site
+            .origin
+            .send(method, target, headers, &added, host, body))
+        .await
     }
 
     /// The same request, holding its site for as long as it is kept.

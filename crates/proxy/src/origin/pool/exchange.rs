@@ -16,7 +16,7 @@ use tokio::net::TcpStream;
 use tokio_util::either::Either;
 
 use super::super::first_byte;
-use super::super::{OriginError, RequestBody};
+use super::super::{FieldLines, OriginError, RequestBody};
 use super::{Failed, Io, List, Pool, PooledBody};
 use crate::body::BoxError;
 use crate::config::RetryReason;
@@ -27,11 +27,13 @@ type Stream = Either<TcpStream, Box<tokio_rustls::client::TlsStream<TokioIo<Toki
 /// One connection to the origin.
 pub(super) type Conn = Connection<Stream>;
 
-/// [`Pool::send`] on `secondhit-h1` connections, from `list`.
+/// [`Pool::send`] on `secondhit-h1` connections, from `list`: `request` and then the
+/// `added` lines to `origin`.
 pub(super) async fn send(
     pool: &Pool,
     list: &Arc<List>,
     origin: &Uri,
+    added: &FieldLines,
     mut request: Request<RequestBody>,
 ) -> Result<Response<PooledBody>, Failed> {
     let progress = first_byte::watch(&mut request);
@@ -57,7 +59,7 @@ pub(super) async fn send(
         // each wake fewer times (`benches/RESULTS.md`, "the origin's requests sent at the
         // end of the scheduler pass").
         tokio::task::yield_now().await;
-        let sending = std::pin::pin!(conn.send(request));
+        let sending = std::pin::pin!(conn.send(request, added));
         let Some(sent) = first_byte::within(sending, progress.as_deref(), first_byte).await else {
             return Err(Failed::timed_out(first_byte));
         };
