@@ -43,7 +43,9 @@ fn read_lines(headers: &mut HeaderMap, lines: &FieldLines) {
     for line in lines.as_bytes().split_inclusive(|&b| b == b'\n') {
         let line = line.strip_suffix(b"\r\n").expect("CRLF line ends");
         let colon = line.iter().position(|&b| b == b':').expect("a field line");
-        let value = line[colon + 1..].strip_prefix(b" ").expect("a space after the colon");
+        let value = line[colon + 1..]
+            .strip_prefix(b" ")
+            .expect("a space after the colon");
         let name = HeaderName::from_bytes(&line[..colon]).expect("a field name");
         headers.append(name, HeaderValue::from_bytes(value).expect("a field value"));
     }

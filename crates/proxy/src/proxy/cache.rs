@@ -230,12 +230,39 @@ pub(super) struct Storable<'o> {
     whole: Option<Bytes>,
 }
 
-impl Storable<'_> {
+impl<'o> Storable<'o> {
     /// This response with `whole`, its whole body when that came with its head: stored
     /// in one file call rather than streamed.
     pub(super) fn with_whole(mut self, whole: Option<Bytes>) -> Self {
         self.whole = whole;
         self
+    }
+
+    /// What was found, without the borrow of the head: for a fill that takes the
+    /// response with it ([`Detached::attach`]).
+    pub(super) fn detach(self) -> Detached {
+        Detached {
+            framing: self.framing,
+            tags: self.tags,
+        }
+    }
+}
+
+/// A [`Storable`] without its head.
+pub(super) struct Detached {
+    framing: BodyFraming,
+    tags: Vec<String>,
+}
+
+impl Detached {
+    /// The storable response again, with `head`, the head it was found of.
+    pub(super) fn attach(self, head: &response::Parts) -> Storable<'_> {
+        Storable {
+            head,
+            framing: self.framing,
+            tags: self.tags,
+            whole: None,
+        }
     }
 }
 

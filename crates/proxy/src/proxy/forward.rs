@@ -5,13 +5,14 @@
 //! for the client's own validators, and the client's range (or ascending ranges, as
 //! `multipart/byteranges`) cut out of a whole object fetched to be stored.
 
+use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
 
 use http::header::RANGE;
 use http::{HeaderMap, Method, Response, StatusCode, request, response};
 use http_body_util::BodyExt;
 
-use super::cache::{Began, Cache, Judging, Marker, Storable, Timing, WholeBody};
+use super::cache::{Began, Cache, Detached, Judging, Marker, Storable, Timing, WholeBody};
 use super::collapse::{Fetching, Leader};
 use super::respond::{self, Cut};
 use super::routing::{Admitting, RuleCheck};
@@ -107,7 +108,10 @@ impl Proxy {
     ) -> Answer {
         let (method, request) = (&head.method, &head.headers);
         let upstream = origin.upstream.clone();
-        let teed = fill(&self.cache, method, request, &exchange, origin, leader).await;
+        let teed = match fill(&self.cache, method, request, &exchange, origin, leader) {
+            Filling::Now(teed) => teed,
+            Filling::Beginning(beginning) => beginning.await,
+        };
         let miss = Outcome::forward(exchange.forward).fwd_status(teed.head.status);
         let outcome = match (teed.stored, teed.admitted) {
             (Ok(()), Some(admitted)) => miss.stored().detail(admitted),
@@ -224,69 +228,126 @@ pub(super) struct Teed {
 
 /// Offers `origin`, the answer to a `method` request with `request` headers, for
 /// storage: when it is storable (RFC 9111 policy, framing, size; only whole answers to a
-/// GET) and `exchange.admission` admits it, a fill begins and the body is teed into it;
-/// a small body that arrived whole with the head ([`whole_at_head`]) is stored at once,
-/// in one file call, and then streams to the client from memory. Every origin answer to a GET/HEAD of a cacheable key goes through here, the client's
-/// and the background refresh's alike, so this is where admission decisions are counted:
-/// each decision applied to a storable response, the body bytes of those it rejected
-/// (as they stream), and in shadow mode the fills second-hit would not have written.
+/// GET) and `exchange.admission` admits it, a fill begins and the body is teed into it
+/// ([`Filling::Beginning`]); a small body that arrived whole with the head
+/// ([`whole_at_head`]) is stored at once, in one file call, and then streams to the
+/// client from memory. Every origin answer to a GET/HEAD of a cacheable key goes through
+/// here, the client's and the background refresh's alike, so this is where admission
+/// decisions are counted: each decision applied to a storable response, the body bytes
+/// of those it rejected (as they stream), and in shadow mode the fills second-hit would
+/// not have written.
 ///
 /// `leader` holds the key's collapse slot: the fill keeps it until the entry is committed
 /// (or the fill dropped), so that the requests waiting for it find the entry; without a
 /// fill it is dropped here, and they go to the origin at once.
-pub(super) async fn fill(
-    cache: &Cache,
+pub(super) fn fill<'a>(
+    cache: &'a Cache,
     method: &Method,
-    request: &HeaderMap,
-    exchange: &Exchange<'_>,
-    mut origin: OriginResponse,
+    request: &'a HeaderMap,
+    exchange: &'a Exchange<'a>,
+    origin: OriginResponse,
     leader: Option<Leader>,
-) -> Teed {
+) -> Filling<'a> {
     let answer = (&origin.head, origin.framing);
     let (verdict, decision) = judge(cache, method, request, exchange, answer);
-    let began = match (verdict, decision) {
-        (Err(reason), _) => Err(Detail::NotStored(reason)),
-        (Ok(_), Decision::Reject(reason)) => Err(Detail::Admission(reason)),
+    let detail = match (verdict, decision) {
+        (Err(reason), _) => Detail::NotStored(reason),
+        (Ok(_), Decision::Reject(reason)) => Detail::Admission(reason),
         (Ok(storable), Decision::Admit(_)) => {
-            // Boxed: starting a fill (a marker write, the entry's file) is about 2 KiB of
-            // future state, and every GET answered from the origin, stored or not, would
-            // carry it and copy it on each move; an admitted fill, which writes to disk,
-            // affords the allocation.
-            let (marker, timing, live) = (exchange.marker, exchange.timing, exchange.live);
-            let whole = whole_at_head(origin.framing, &mut origin.body).await;
-            let storable = storable.with_whole(whole);
-            let began = cache.begin_fill(exchange.key, marker, request, storable, timing, live);
-            let began = Box::pin(began).await;
-            began.map_err(|error| not_started(&cache.metrics, exchange.key, error))
+            let storable = storable.detach();
+            let answer = (origin, storable);
+            let filling = || admitted(cache, request, exchange, decision, answer, leader);
+            return Filling::Beginning(super::boxed(filling));
         }
     };
-    let OriginResponse {
-        head,
-        body,
-        framing,
-        ..
-    } = origin;
-    let (stored, body) = match began {
+    Filling::Now(unfilled(cache, exchange, decision, origin, detail, leader))
+}
+
+/// What [`fill`] made of an origin's answer. Returned by value, not boxed: most answers
+/// are teed at once, and a box would be one more allocation on each of them.
+#[expect(clippy::large_enum_variant)]
+pub(super) enum Filling<'a> {
+    /// No fill begins: the answer, teed at once.
+    Now(Teed),
+    /// The answer is admitted for storage: the fill's beginning (a marker write, the
+    /// entry's file, a whole body's one file call), to await. Boxed, and only here: that
+    /// state is about 2 KiB, and every answer's future would otherwise carry it and copy
+    /// it on each move, while a fill, which writes to disk, affords the allocation.
+    Beginning(Pin<Box<dyn Future<Output = Teed> + Send + 'a>>),
+}
+
+/// The fill of `origin`, a storable answer admitted under `decision`: a body that came
+/// whole with the head is stored at once, any other teed into the fill as it streams; an
+/// answer whose fill cannot begin is passed on as [`unfilled`] passes it.
+async fn admitted(
+    cache: &Cache,
+    request: &HeaderMap,
+    exchange: &Exchange<'_>,
+    decision: Decision,
+    (mut origin, storable): (OriginResponse, Detached),
+    leader: Option<Leader>,
+) -> Teed {
+    let (marker, timing, live) = (exchange.marker, exchange.timing, exchange.live);
+    let whole = whole_at_head(origin.framing, &mut origin.body).await;
+    let storable = storable.attach(&origin.head).with_whole(whole);
+    let began = cache.begin_fill(exchange.key, marker, request, storable, timing, live);
+    let (stored, body) = match began.await {
         Ok(Began::Whole(whole)) => {
             let stored = store_whole(cache, exchange, decision, *whole, leader).await;
-            (stored, TeeBody::passthrough(body))
+            (stored, TeeBody::passthrough(origin.body))
         }
         Ok(Began::Streaming(writer)) => {
             let leader = Notes::of(exchange.live, decision).began(Ok(writer.key_hash()), leader);
             let counted = writes_avoided(&cache.metrics, Ok(()), decision);
             let counted = counted.map(|counter| (cache.metrics.clone(), counter));
-            tee(cache, exchange.key, Ok(writer), leader, body, counted)
+            tee(
+                cache,
+                exchange.key,
+                Ok(writer),
+                leader,
+                origin.body,
+                counted,
+            )
         }
-        Err(detail) => {
-            let leader = Notes::of(exchange.live, decision).began(Err(&detail), leader);
-            let counted = writes_avoided(&cache.metrics, Err(&detail), decision);
-            let counted = counted.map(|counter| (cache.metrics.clone(), counter));
-            tee(cache, exchange.key, Err(detail), leader, body, counted)
+        Err(error) => {
+            let detail = not_started(&cache.metrics, exchange.key, error);
+            return unfilled(cache, exchange, decision, origin, detail, leader);
         }
     };
     Teed {
-        head,
-        framing,
+        head: origin.head,
+        framing: origin.framing,
+        stored,
+        admitted: Detail::of_admitted(decision),
+        body,
+    }
+}
+
+/// `origin` passed on without a fill, for `detail`: admission and the collapse slot
+/// (`leader`) are told why, and the body's bytes counted as writes avoided when that is
+/// what `decision` made them.
+fn unfilled(
+    cache: &Cache,
+    exchange: &Exchange<'_>,
+    decision: Decision,
+    origin: OriginResponse,
+    detail: Detail,
+    leader: Option<Leader>,
+) -> Teed {
+    let leader = Notes::of(exchange.live, decision).began(Err(&detail), leader);
+    let counted = writes_avoided(&cache.metrics, Err(&detail), decision);
+    let counted = counted.map(|counter| (cache.metrics.clone(), counter));
+    let (stored, body) = tee(
+        cache,
+        exchange.key,
+        Err(detail),
+        leader,
+        origin.body,
+        counted,
+    );
+    Teed {
+        head: origin.head,
+        framing: origin.framing,
         stored,
         admitted: Detail::of_admitted(decision),
         body,

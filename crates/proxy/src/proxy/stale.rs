@@ -10,7 +10,7 @@ use http::{Method, StatusCode, request};
 
 use super::cache::{Cache, Found, Judging, Lookup, Revalidated};
 use super::collapse::Leader;
-use super::forward::{self, Exchange, Teed, drain};
+use super::forward::{self, Exchange, Filling, Teed, drain};
 use super::origin_request::OriginRequest;
 use super::{Answer, Ask, Proxy, respond};
 use crate::key::CacheKey;
@@ -271,15 +271,18 @@ async fn refresh(refresh: Refresh<'_>, leader: Leader) {
     };
     // No client reads this exchange's Cache-Status; `fwd=stale` is what it would say.
     let exchange = Exchange::revalidation(judging, key, marker.as_ref(), Forward::Stale, timing);
-    let Teed { stored, body, .. } = forward::fill(
+    let filling = forward::fill(
         cache,
         &Method::GET,
         request,
         &exchange,
         response,
         Some(leader),
-    )
-    .await;
+    );
+    let Teed { stored, body, .. } = match filling {
+        Filling::Now(teed) => teed,
+        Filling::Beginning(beginning) => beginning.await,
+    };
     if let Err(detail) = stored {
         tracing::debug!(key = %key, reason = detail.as_str(), "background refresh not stored");
         return;
