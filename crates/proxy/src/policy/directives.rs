@@ -261,6 +261,11 @@ const KNOWN: [&str; 16] = [
 
 /// `name` lower-cased: one of [`KNOWN`] as it is, any other copied.
 fn name_of(name: &str) -> Name {
+    // Exactly first: nearly every origin sends them lower-case, and an exact comparison
+    // rules most names out by length alone.
+    if let Some(known) = KNOWN.iter().find(|known| **known == name) {
+        return Cow::Borrowed(known);
+    }
     match KNOWN.iter().find(|known| known.eq_ignore_ascii_case(name)) {
         Some(known) => Cow::Borrowed(known),
         None => Cow::Owned(name.to_ascii_lowercase()),
