@@ -47,8 +47,9 @@ impl FieldLines {
     /// The lines of `fields`, in order.
     pub fn new<'a>(fields: impl IntoIterator<Item = (&'a HeaderName, &'a HeaderValue)>) -> Self {
         let mut lines = BytesMut::new();
+        let mut writer = FieldWriter(&mut lines);
         for (name, value) in fields {
-            put_field(&mut lines, name.as_str().as_bytes(), value.as_bytes());
+            writer.field(name, value);
         }
         FieldLines(lines.freeze())
     }
@@ -56,6 +57,41 @@ impl FieldLines {
     /// The lines as written: each `name: value` and CRLF.
     pub fn as_bytes(&self) -> &[u8] {
         &self.0
+    }
+}
+
+/// Fields a request is sent with after its own: written straight into the connection's
+/// buffer as the head is, once for each time the request is sent.
+pub trait AddFields {
+    /// About how many bytes [`AddFields::write`] writes: room is made for them first.
+    fn size(&self) -> usize;
+
+    /// Writes the fields through `out`.
+    fn write(&self, out: &mut FieldWriter<'_>);
+}
+
+impl AddFields for FieldLines {
+    fn size(&self) -> usize {
+        self.0.len()
+    }
+
+    fn write(&self, out: &mut FieldWriter<'_>) {
+        out.lines(self);
+    }
+}
+
+/// Where [`AddFields`] writes: field lines of checked names and values only.
+pub struct FieldWriter<'b>(&'b mut BytesMut);
+
+impl FieldWriter<'_> {
+    /// Writes the line of `name` and `value`.
+    pub fn field(&mut self, name: &HeaderName, value: &HeaderValue) {
+        put_field(self.0, name.as_str().as_bytes(), value.as_bytes());
+    }
+
+    /// Writes `lines` as they are.
+    pub fn lines(&mut self, lines: &FieldLines) {
+        self.0.put_slice(&lines.0);
     }
 }
 
@@ -67,7 +103,7 @@ impl FieldLines {
 /// `added` lines carry neither).
 pub(crate) fn encode_request<B: Body>(
     parts: &request::Parts,
-    added: &FieldLines,
+    added: &dyn AddFields,
     body: &B,
     dst: &mut BytesMut,
 ) -> Result<RequestHead, Error> {
@@ -76,7 +112,7 @@ pub(crate) fn encode_request<B: Body>(
         .path_and_query()
         .map_or("/", |target| target.as_str());
     let headers = &parts.headers;
-    let mut size = parts.method.as_str().len() + target.len() + added.0.len() + 64;
+    let mut size = parts.method.as_str().len() + target.len() + added.size() + 64;
     size += (headers.iter()).fold(0, |n, (name, value)| {
         n + name.as_str().len() + value.len() + 4
     });
@@ -101,7 +137,7 @@ pub(crate) fn encode_request<B: Body>(
         }
         put_field(dst, name.as_str().as_bytes(), value.as_bytes());
     }
-    dst.put_slice(&added.0);
+    added.write(&mut FieldWriter(dst));
     let upload = match length {
         Ok(Some(length)) if body.is_end_stream() && length > 0 => {
             return Err(Error::RequestBodyLength);

@@ -45,7 +45,7 @@ mod error;
 pub use body::ResponseBody;
 pub use conn::{Connection, Limits, MAX_HEADERS};
 pub use error::{BoxError, Error, Framing, SendError};
-pub use head::{Delimit, FieldLines};
+pub use head::{AddFields, Delimit, FieldLines, FieldWriter};
 pub use names::NameMemo;
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use crate::body::ResponseBody;
 use crate::conn::Connection;
 use crate::error::{BoxError, Error, SendError};
-use crate::head::{self, FieldLines, ResponseHead, Upload};
+use crate::head::{self, AddFields, ResponseHead, Upload};
 
 /// Bytes of the request queued before the body is asked for more.
 const HIGH_WATER: usize = 64 * 1024;
@@ -45,7 +45,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Connection<IO> {
     pub async fn send<B>(
         mut self,
         request: Request<B>,
-        added: &FieldLines,
+        added: &(dyn AddFields + Sync),
     ) -> Result<Response<ResponseBody<IO>>, SendError<B>>
     where
         B: Body<Data = Bytes> + Unpin,

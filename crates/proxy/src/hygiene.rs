@@ -20,6 +20,7 @@
 //! fields `cache.strip_request_fields` names, however `-` and `_` are spelled.
 
 use std::net::IpAddr;
+use std::sync::LazyLock;
 
 use http::header::{FORWARDED, HOST, VIA};
 use http::uri::{Authority, Scheme};
@@ -312,24 +313,21 @@ impl Forwarding {
         self.host.as_ref()
     }
 
-    /// The fields for a request about to be sent to the origin with `headers` (the
-    /// client's, hop-by-hop fields already removed, so a client cannot name ours in
-    /// `Connection` to have them stripped), as lines written after those: the client's
-    /// lines of these fields are taken out of `headers`, and extended (`Via`,
-    /// `X-Forwarded-For`, `Forwarded`) or replaced (`X-Forwarded-*`) in ours. Lines, not
-    /// map entries: most requests carry none of these fields, and theirs are then the
-    /// lines of the thread's last request, encoded once (`benches/RESULTS.md`,
-    /// "forwarding fields as lines").
-    pub(crate) fn lines(&self, headers: &mut HeaderMap) -> FieldLines {
-        if !carries_forwarding_fields(headers) {
+    /// The forwarding fields of a request to the origin for the client's `headers`
+    /// (hop-by-hop fields already removed, so a client cannot name ours in `Connection` to
+    /// have them stripped), as lines to write after the client's other fields (its lines
+    /// of these are left out: [`is_forwarding_field`]). They extend the client's (`Via`,
+    /// `X-Forwarded-For`, `Forwarded`) or replace them (`X-Forwarded-*`); for the many
+    /// requests that carry none, they are the lines of the thread's last request, encoded
+    /// once (`benches/RESULTS.md`, "forwarding fields as lines").
+    pub(crate) fn lines(&self, headers: &HeaderMap) -> FieldLines {
+        if !headers.keys().any(is_forwarding_field) {
             return self.with_own_values(|own| own.lines.clone());
         }
         let (client_text, element) =
             self.with_own_values(|own| (own.client_text.clone(), own.element.clone()));
         let via = appended(headers, &VIA, &self.via);
         let forwarded_for = appended(headers, &X_FORWARDED_FOR, &client_text);
-        headers.remove(X_FORWARDED_PROTO);
-        headers.remove(X_FORWARDED_HOST);
         let forwarded = forwarded_value(headers, element);
         self.encode(&via, &forwarded_for, &forwarded)
     }
@@ -436,14 +434,14 @@ thread_local! {
         const { std::cell::RefCell::new(None) };
 }
 
-/// The `Forwarded` (RFC 7239 §4) to send for a request with `headers`, whose lines of it
-/// are taken out, treated as `X-Forwarded-*` are: the chain of earlier hops (their `for`
+/// The `Forwarded` (RFC 7239 §4) to send for a request with `headers`, treated as
+/// `X-Forwarded-*` are: the chain of earlier hops (their `for`
 /// and `by`) kept and this hop's `element` appended, while the client's `host`, `proto`
 /// and other parameters are dropped, since nothing vouches for them and an origin would
 /// read them as this hop's. A value that is not a valid `Forwarded` is replaced by this
 /// hop's element alone.
-fn forwarded_value(headers: &mut HeaderMap, element: HeaderValue) -> HeaderValue {
-    let value = match earlier_forwarded_hops(headers) {
+fn forwarded_value(headers: &HeaderMap, element: HeaderValue) -> HeaderValue {
+    match earlier_forwarded_hops(headers) {
         Some(earlier) if !earlier.is_empty() => with_scratch(|value| {
             for hop in &earlier {
                 value.push_str(hop);
@@ -455,9 +453,7 @@ fn forwarded_value(headers: &mut HeaderMap, element: HeaderValue) -> HeaderValue
             HeaderValue::from_str(value).unwrap_or(element)
         }),
         _ => element,
-    };
-    headers.remove(FORWARDED);
-    value
+    }
 }
 
 /// The earlier hops of the request's `Forwarded` (RFC 7239 §4): for each element, its
@@ -603,25 +599,34 @@ fn push_forwarded_value(out: &mut String, text: &str) {
     out.push('"');
 }
 
-/// Removes every field `names` names from `headers`, however its `-` and `_` are spelled:
-/// CGI, PHP and the frameworks on them see `X_Original_URL` as `X-Original-URL` (both
-/// are `HTTP_X_ORIGINAL_URL`).
-pub(crate) fn strip_fields(headers: &mut HeaderMap, names: &[HeaderName]) {
-    // Names are lower case in a `HeaderMap`, so bytes compare but for `-` against `_`.
-    let same = |field: &HeaderName, name: &HeaderName| {
-        let (field, name) = (field.as_str().as_bytes(), name.as_str().as_bytes());
-        field.len() == name.len()
-            && (field.iter().zip(name))
-                .all(|(a, b)| a == b || (b"-_".contains(a) && b"-_".contains(b)))
-    };
-    let lengths = length_mask(names);
-    let stripped: Vec<HeaderName> = (headers.keys())
-        .filter(|field| lengths & length_bit(field) != 0)
-        .filter(|field| names.iter().any(|name| same(field, name)))
-        .cloned()
-        .collect();
-    for field in stripped {
-        headers.remove(field);
+/// The fields a list of names removes from requests, however their `-` and `_` are
+/// spelled: CGI, PHP and the frameworks on them see `X_Original_URL` as `X-Original-URL`
+/// (both are `HTTP_X_ORIGINAL_URL`).
+pub(crate) struct Stripped<'n> {
+    names: &'n [HeaderName],
+    /// Their lengths ([`length_mask`]), which rule most fields out at once.
+    lengths: u64,
+}
+
+impl<'n> Stripped<'n> {
+    /// The fields `names` removes.
+    pub(crate) fn of(names: &'n [HeaderName]) -> Stripped<'n> {
+        Stripped {
+            names,
+            lengths: length_mask(names),
+        }
+    }
+
+    /// Whether `field` is one of them.
+    pub(crate) fn strips(&self, field: &HeaderName) -> bool {
+        // Names are lower case in a `HeaderMap`, so bytes compare but for `-` against `_`.
+        let same = |name: &HeaderName| {
+            let (field, name) = (field.as_str().as_bytes(), name.as_str().as_bytes());
+            field.len() == name.len()
+                && (field.iter().zip(name))
+                    .all(|(a, b)| a == b || (b"-_".contains(a) && b"-_".contains(b)))
+        };
+        self.lengths & length_bit(field) != 0 && self.names.iter().any(same)
     }
 }
 
@@ -684,22 +689,21 @@ static FORWARDING_FIELDS: [HeaderName; 5] = [
     FORWARDED,
 ];
 
-/// Whether `headers` has a line of any of [`FORWARDING_FIELDS`].
-fn carries_forwarding_fields(headers: &HeaderMap) -> bool {
-    let lengths = length_mask(&FORWARDING_FIELDS);
-    (headers.keys()).any(|name| lengths & length_bit(name) != 0 && FORWARDING_FIELDS.contains(name))
+/// Whether `name` is one of the forwarding fields, which a request to the origin carries
+/// as [`Forwarding::lines`] writes them, not as the client sent them.
+pub(crate) fn is_forwarding_field(name: &HeaderName) -> bool {
+    static LENGTHS: LazyLock<u64> = LazyLock::new(|| length_mask(&FORWARDING_FIELDS));
+    *LENGTHS & length_bit(name) != 0 && FORWARDING_FIELDS.contains(name)
 }
 
-/// `member` appended to the comma-separated list `name` of `headers`, whose lines are
-/// taken out: all of them folded into one value (RFC 9110 §5.3 makes that equivalent),
-/// because some consumers of `X-Forwarded-For` read only the first line.
-fn appended(headers: &mut HeaderMap, name: &HeaderName, member: &HeaderValue) -> HeaderValue {
+/// `member` appended to the comma-separated list `name` of `headers`: all its lines
+/// folded into one value (RFC 9110 §5.3 makes that equivalent), because some consumers
+/// of `X-Forwarded-For` read only the first line.
+fn appended(headers: &HeaderMap, name: &HeaderName, member: &HeaderValue) -> HeaderValue {
     let lines = headers.get_all(name).iter().map(HeaderValue::as_bytes);
-    let value = joined(lines.chain([member.as_bytes()]));
-    headers.remove(name);
     // Valid lines and a valid member join into a valid value; should that ever fail,
     // ours alone is sent.
-    value.unwrap_or_else(|| member.clone())
+    joined(lines.chain([member.as_bytes()])).unwrap_or_else(|| member.clone())
 }
 
 /// Removes every line of the list `name` from `headers` and returns them as one value,

@@ -34,7 +34,7 @@ use crate::body::{BoxError, ClientBody};
 use crate::config::{HostHeader, OriginConfig, RetryReason};
 use crate::metrics::Metrics;
 use health::{Attempt, FailStatuses, Health, Passive, ServerState};
-pub use secondhit_h1::FieldLines;
+pub use secondhit_h1::{AddFields, FieldLines, FieldWriter};
 
 mod balance;
 mod first_byte;
@@ -418,7 +418,7 @@ impl Origin {
         method: Method,
         path_and_query: PathAndQuery,
         mut headers: HeaderMap,
-        added: &FieldLines,
+        added: &(dyn AddFields + Sync),
         client_host: HeaderValue,
         body: RequestBody,
     ) -> Result<OriginResponse, OriginError> {
@@ -475,7 +475,7 @@ impl Origin {
     async fn to_a_server(
         &self,
         mut request: Request<RequestBody>,
-        added: &FieldLines,
+        added: &(dyn AddFields + Sync),
         replay: Option<retry::Replay>,
         client_host: HeaderValue,
         key: &[u8],
@@ -534,7 +534,7 @@ impl Origin {
         &self,
         server: &Server,
         request: Request<RequestBody>,
-        added: &FieldLines,
+        added: &(dyn AddFields + Sync),
     ) -> Result<(http::Response<PooledBody>, Duration), pool::Failed> {
         // Timed from here: the wait for a permit is this proxy's queue, not the origin's.
         let sent = Instant::now();

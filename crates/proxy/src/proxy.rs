@@ -99,7 +99,7 @@ use routing::{Admitting, RuleCheck};
 /// asking the filter.
 const READMIT: Admitting = Admitting::AlreadyStored;
 use max_forwards::Hop;
-use origin_request::OriginRequest;
+use origin_request::{OriginRequest, Shape};
 
 /// A response and what became of its request. Every stage of the request path returns
 /// one, and [`Proxy::handle`] renders the outcome — `Cache-Status`, the request counters
@@ -705,11 +705,8 @@ impl Proxy {
     ) -> Result<Answer, ProxyError> {
         let to_origin = ask.origin()?;
         let body = crate::origin::client_body(body);
-        // A copy of the client's fields (their values shared, not copied): hyper's client
-        // consumes the origin request's, while the access log and invalidation read the
-        // client's after the answer.
-        let (method, headers) = (ask.head.method.clone(), ask.head.headers.clone());
-        let origin = to_origin.send(method, headers, body).await?;
+        let (method, headers) = (ask.head.method.clone(), &ask.head.headers);
+        let origin = (to_origin.send(method, headers, Shape::AsSent, body)).await?;
         let outcome = outcome.fwd_status(origin.head.status);
         let upstream = origin.upstream;
         // Boxed: every answer, from the origin or from storage, has the one body type.

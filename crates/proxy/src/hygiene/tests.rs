@@ -34,13 +34,17 @@ fn forward_over(request: &mut request::Parts, client: IpAddr, scheme: ClientSche
     crate::origin::strip_hop_by_hop(&mut request.headers);
     let connection = ClientConnection { ip: client, scheme };
     let forwarding = Forwarding::of(request, connection);
-    let lines = forwarding.lines(&mut request.headers);
-    read_lines(&mut request.headers, &lines);
+    let ours = forwarding.lines(&request.headers);
+    let theirs = (request.headers.iter()).filter(|(name, _)| !is_forwarding_field(name));
+    let mut sent = FieldLines::new(theirs).as_bytes().to_vec();
+    sent.extend_from_slice(ours.as_bytes());
+    request.headers = read_lines(&sent);
 }
 
-/// `lines` read into `headers` as an origin reads them: each line a field, in order.
-fn read_lines(headers: &mut HeaderMap, lines: &FieldLines) {
-    for line in lines.as_bytes().split_inclusive(|&b| b == b'\n') {
+/// The fields of `lines`, read as an origin reads them: each line a field, in order.
+fn read_lines(lines: &[u8]) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    for line in lines.split_inclusive(|&b| b == b'\n') {
         let line = line.strip_suffix(b"\r\n").expect("CRLF line ends");
         let colon = line.iter().position(|&b| b == b':').expect("a field line");
         let value = line[colon + 1..]
@@ -49,6 +53,7 @@ fn read_lines(headers: &mut HeaderMap, lines: &FieldLines) {
         let name = HeaderName::from_bytes(&line[..colon]).expect("a field name");
         headers.append(name, HeaderValue::from_bytes(value).expect("a field value"));
     }
+    headers
 }
 
 fn check(version: Version, uri: &str, headers: &[(&str, &str)]) -> Result<(), Rejection> {
@@ -466,8 +471,11 @@ fn stripped_fields_go_however_dashes_and_underscores_are_spelled() {
         HeaderName::from_static("x-original-url"),
         HeaderName::from_static("x_forwarded-prefix"),
     ];
-    strip_fields(&mut headers, &names);
-    let mut kept: Vec<&str> = headers.keys().map(HeaderName::as_str).collect();
+    let stripped = Stripped::of(&names);
+    let mut kept: Vec<&str> = (headers.keys())
+        .filter(|name| !stripped.strips(name))
+        .map(HeaderName::as_str)
+        .collect();
     kept.sort_unstable();
     assert_eq!(kept, ["accept", "x-original-urls"]);
 }

@@ -51,7 +51,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use tokio::time::Instant;
 use tower_service::Service;
 
-use super::{FieldLines, OriginError, ReadTimedOut, RequestBody};
+use super::{AddFields, OriginError, ReadTimedOut, RequestBody};
 use crate::config::RetryReason;
 
 mod exchange;
@@ -141,7 +141,7 @@ impl Pool {
         &'a self,
         origin: &'a Uri,
         request: Request<RequestBody>,
-        added: &'a FieldLines,
+        added: &'a (dyn AddFields + Sync),
     ) -> impl Future<Output = Result<Response<PooledBody>, Failed>> + 'a {
         // Not an async fn of its own: a wrapper's state would hold the exchange's again.
         let list = &self.shared.lists[crate::worker::index() % LISTS];

@@ -21,28 +21,30 @@ pub(crate) fn has_validator(headers: &HeaderMap) -> bool {
     headers.contains_key(ETAG) || headers.contains_key(LAST_MODIFIED)
 }
 
-/// Turns the client's headers into those of a request for the whole stored object:
-/// its own conditionals and ranges are removed (the answer must be storable), and
-/// when `stored` is given, its validators are added (§4.3.1): `If-None-Match` with
-/// the entity tag, `If-Modified-Since` with `Last-Modified`.
-pub(crate) fn whole_object_request(headers: &mut HeaderMap, stored: Option<&HeaderMap>) {
-    // One pass over the (few) names present, comparing standard names by tag, before
-    // six hashed removals: most requests carry none of these fields.
-    let lengths = length_mask(&NOT_WHOLE);
-    let present = |name: &HeaderName| lengths & length_bit(name) != 0 && NOT_WHOLE.contains(name);
-    if headers.keys().any(present) {
-        for name in &NOT_WHOLE {
-            headers.remove(name);
-        }
-    }
-    let Some(stored) = stored else { return };
-    if let Some(etag) = stored.get(ETAG) {
-        headers.insert(IF_NONE_MATCH, etag.clone());
-    }
-    if let Some(modified) = stored.get(LAST_MODIFIED) {
-        headers.insert(IF_MODIFIED_SINCE, modified.clone());
-    }
+/// Whether `name` is one of the client's fields that would make the origin's answer
+/// other than the whole object, which a request for the whole object (to store)
+/// leaves out: its conditionals and its range.
+pub(crate) fn is_not_whole(name: &HeaderName) -> bool {
+    // The lengths first, comparing standard names by tag after: most names are none of
+    // these.
+    static LENGTHS: std::sync::LazyLock<u64> = std::sync::LazyLock::new(|| length_mask(&NOT_WHOLE));
+    *LENGTHS & length_bit(name) != 0 && NOT_WHOLE.contains(name)
 }
+
+/// The conditionals that ask the origin whether `stored` (a stored response's fields)
+/// is still current (RFC 9111 §4.3.1): `If-None-Match` with its `ETag`,
+/// `If-Modified-Since` with its `Last-Modified`.
+pub(crate) fn stored_validators(
+    stored: &HeaderMap,
+) -> impl Iterator<Item = (&HeaderName, &HeaderValue)> {
+    let [if_none_match, if_modified_since] = &VALIDATOR_NAMES;
+    let etag = stored.get(ETAG).map(|etag| (if_none_match, etag));
+    let modified = (stored.get(LAST_MODIFIED)).map(|modified| (if_modified_since, modified));
+    etag.into_iter().chain(modified)
+}
+
+/// The names of [`stored_validators`].
+static VALIDATOR_NAMES: [HeaderName; 2] = [IF_NONE_MATCH, IF_MODIFIED_SINCE];
 
 /// The client's fields that would make the origin's answer other than the whole object:
 /// its conditionals and its range.

@@ -18,7 +18,7 @@ use bytes::Bytes;
 use http::header::{ACCEPT_ENCODING, AUTHORIZATION, CONTENT_LENGTH, RANGE, VARY};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, response};
 
-use super::origin_request::OriginRequest;
+use super::origin_request::{OriginRequest, Shape};
 use crate::config::rules::Lifetimes;
 use crate::key::CacheKey;
 use crate::live::Snapshot;
@@ -688,9 +688,8 @@ async fn fetch_whole(
     request: &HeaderMap,
     validators_of: Option<&HeaderMap>,
 ) -> Result<(OriginResponse, Timing), OriginError> {
-    let mut headers = request.clone();
-    validation::whole_object_request(&mut headers, validators_of);
     let started = Timing::start(store);
-    let response = (origin.send(Method::GET, headers, crate::origin::empty_body())).await?;
+    let (shape, empty) = (Shape::Whole(validators_of), crate::origin::empty_body());
+    let response = (origin.send(Method::GET, request, shape, empty)).await?;
     Ok((response, Timing::answered(started)))
 }

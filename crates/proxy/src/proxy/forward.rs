@@ -14,6 +14,7 @@ use http_body_util::BodyExt;
 
 use super::cache::{Began, Cache, Detached, Judging, Marker, Storable, Timing, WholeBody};
 use super::collapse::{Fetching, Leader};
+use super::origin_request::Shape;
 use super::respond::{self, Cut};
 use super::routing::{Admitting, RuleCheck};
 use super::{Answer, Ask, Proxy};
@@ -63,12 +64,19 @@ impl Proxy {
         // Byte ranges of an object about to be stored are fetched whole and answered from
         // it; any other range is passed to the origin and not stored.
         let whole_for_range = may_store && range::is_answerable_range(&head.headers);
-        let headers = origin_headers(head, may_store, whole_for_range);
-        let mut range_forwarded = headers.contains_key(RANGE);
+        let ranged = head.headers.contains_key(RANGE);
+        // The client's validators are held back too, which would let the origin answer
+        // 304, leaving nothing to store.
+        let shape = match may_store && (whole_for_range || !ranged) {
+            true => Shape::Whole(None),
+            false => Shape::AsSent,
+        };
+        let mut range_forwarded = ranged && matches!(shape, Shape::AsSent);
         let to_origin = ask.origin()?;
         let started = Timing::start(&self.cache.store);
         let body = origin::client_body(body);
-        let mut origin = (to_origin.send(head.method.clone(), headers, body)).await?;
+        let sending = to_origin.send(head.method.clone(), &head.headers, shape, body);
+        let mut origin = sending.await?;
         if whole_for_range
             && matches!(origin.framing, BodyFraming::Length(len) if len > live.max_object_size())
         {
@@ -77,7 +85,8 @@ impl Proxy {
             drop(origin);
             range_forwarded = true;
             let empty = origin::empty_body();
-            origin = (to_origin.send(Method::GET, head.headers.clone(), empty)).await?;
+            let sending = to_origin.send(Method::GET, &head.headers, Shape::AsSent, empty);
+            origin = sending.await?;
         }
         let exchange = Exchange {
             live,
@@ -126,20 +135,6 @@ impl Proxy {
         tokio::task::yield_now().await;
         Answer::new(relay(head, teed, exchange.range_forwarded), outcome).with_upstream(upstream)
     }
-}
-
-/// The headers of a GET/HEAD miss's request to the origin: the client's, without its
-/// validators (which would let the origin answer 304, leaving nothing to store) and
-/// without a range that is cut from the whole object, when the answer `may_store`.
-fn origin_headers(head: &request::Parts, may_store: bool, whole_for_range: bool) -> HeaderMap {
-    // A copy of the client's fields (their values shared, not copied): hyper's client
-    // consumes the origin request's, while the fill (`Vary`), the client's validators and
-    // range, and the access log read the client's after the answer.
-    let mut headers = head.headers.clone();
-    if may_store && (whole_for_range || !headers.contains_key(RANGE)) {
-        validation::whole_object_request(&mut headers, None);
-    }
-    headers
 }
 
 /// The client's response to `head` from the origin's `teed` answer: a 304 when the

@@ -16,7 +16,7 @@ use tokio::net::TcpStream;
 use tokio_util::either::Either;
 
 use super::super::first_byte;
-use super::super::{FieldLines, OriginError, RequestBody};
+use super::super::{AddFields, OriginError, RequestBody};
 use super::{Failed, Io, List, Pool, PooledBody};
 use crate::body::BoxError;
 use crate::config::RetryReason;
@@ -33,7 +33,7 @@ pub(super) async fn send(
     pool: &Pool,
     list: &Arc<List>,
     origin: &Uri,
-    added: &FieldLines,
+    added: &(dyn AddFields + Sync),
     mut request: Request<RequestBody>,
 ) -> Result<Response<PooledBody>, Failed> {
     let progress = first_byte::watch(&mut request);
