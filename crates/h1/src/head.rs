@@ -80,12 +80,19 @@ impl AddFields for FieldLines {
     }
 }
 
-/// Where [`AddFields`] writes: field lines of checked names and values only.
+/// Where [`AddFields`] writes: field lines of checked names and values only, and none
+/// that frames the message or names connection options.
 pub struct FieldWriter<'b>(&'b mut BytesMut);
 
 impl FieldWriter<'_> {
-    /// Writes the line of `name` and `value`.
+    /// Writes the line of `name` and `value`; nothing for `Content-Length`,
+    /// `Transfer-Encoding` or `Connection`, which only the request's own fields carry,
+    /// where the framing of its body is read from: a second framing written unread would
+    /// let the origin read the body otherwise than it was sent.
     pub fn field(&mut self, name: &HeaderName, value: &HeaderValue) {
+        if name == CONTENT_LENGTH || name == TRANSFER_ENCODING || name == CONNECTION {
+            return;
+        }
         put_field(self.0, name.as_str().as_bytes(), value.as_bytes());
     }
 
@@ -100,7 +107,7 @@ impl FieldWriter<'_> {
 /// `Transfer-Encoding`: the framing is this crate's), then `Content-Length` or
 /// `Transfer-Encoding: chunked` when the fields do not frame the body already.
 /// `Content-Length` and `Connection` are read in the pass that writes the fields (the
-/// `added` lines carry neither).
+/// `added` lines carry neither: [`FieldWriter::field`]).
 pub(crate) fn encode_request<B: Body>(
     parts: &request::Parts,
     added: &dyn AddFields,

@@ -168,7 +168,7 @@ async fn a_content_length_body_is_read_and_its_connection_takes_the_next_request
 }
 
 #[tokio::test]
-async fn added_lines_follow_the_requests_fields_and_precede_its_framing() {
+async fn added_lines_follow_the_requests_fields_and_never_frame_it() {
     const ANSWER: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
     let (conn, server) = answering(&[ANSWER]).await;
     let (via, from) = (
@@ -179,7 +179,20 @@ async fn added_lines_follow_the_requests_fields_and_precede_its_framing() {
         http::HeaderValue::from_static("1.1 proxy"),
         http::HeaderValue::from_static("192.0.2.1"),
     );
-    let added = FieldLines::new([(&via, &proxy), (&from, &client)]);
+    // Framing and connection fields are the request's own: an added one is not written.
+    let framing = [
+        (http::header::CONTENT_LENGTH, "99"),
+        (http::header::TRANSFER_ENCODING, "chunked"),
+        (http::header::CONNECTION, "close"),
+    ]
+    .map(|(name, value)| (name, http::HeaderValue::from_static(value)));
+    let framing = framing.iter().map(|(name, value)| (name, value));
+    let added = FieldLines::new(
+        [(&via, &proxy)]
+            .into_iter()
+            .chain(framing)
+            .chain([(&from, &client)]),
+    );
     assert_eq!(
         added.as_bytes(),
         b"via: 1.1 proxy\r\nx-forwarded-for: 192.0.2.1\r\n"

@@ -16,8 +16,8 @@
 //! and `X-Forwarded-Host`, and appends this hop's element to `Forwarded` (RFC 7239),
 //! keeping only the earlier elements' `for` and `by`, on each request sent to the origin
 //! on a client's behalf.
-//! [`add_response_via`] appends `Via` to every response. [`strip_fields`] removes the
-//! fields `cache.strip_request_fields` names, however `-` and `_` are spelled.
+//! [`add_response_via`] appends `Via` to every response. [`Stripped`] names the fields
+//! `cache.strip_request_fields` removes, however `-` and `_` are spelled.
 
 use std::net::IpAddr;
 use std::sync::LazyLock;
@@ -435,11 +435,11 @@ thread_local! {
 }
 
 /// The `Forwarded` (RFC 7239 §4) to send for a request with `headers`, treated as
-/// `X-Forwarded-*` are: the chain of earlier hops (their `for`
-/// and `by`) kept and this hop's `element` appended, while the client's `host`, `proto`
-/// and other parameters are dropped, since nothing vouches for them and an origin would
-/// read them as this hop's. A value that is not a valid `Forwarded` is replaced by this
-/// hop's element alone.
+/// `X-Forwarded-*` are: the chain of earlier hops (their `for` and `by`) kept and this
+/// hop's `element` appended, while the client's `host`, `proto` and other parameters
+/// are dropped, since nothing vouches for them and an origin would read them as this
+/// hop's. A value that is not a valid `Forwarded` is replaced by this hop's element
+/// alone.
 fn forwarded_value(headers: &HeaderMap, element: HeaderValue) -> HeaderValue {
     match earlier_forwarded_hops(headers) {
         Some(earlier) if !earlier.is_empty() => with_scratch(|value| {
@@ -679,8 +679,8 @@ fn append_to_list(headers: &mut HeaderMap, name: HeaderName, member: HeaderValue
     }
 }
 
-/// The fields whose client lines [`Forwarding::lines`] takes out of a request, in the
-/// order it writes its own.
+/// The forwarding fields, in the order [`Forwarding::lines`] writes them: a request to
+/// the origin carries the client's lines of these only as extended or replaced there.
 static FORWARDING_FIELDS: [HeaderName; 5] = [
     VIA,
     X_FORWARDED_FOR,

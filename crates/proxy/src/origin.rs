@@ -410,9 +410,11 @@ impl Origin {
 
     /// Sends a request and returns the response head with its streaming body.
     ///
-    /// `headers` are the client's end-to-end headers (hop-by-hop fields are removed here),
-    /// `added` the lines written after them (this proxy's forwarding fields); `client_host`
-    /// is what the client named as host, sent on when `host_header = "client"`.
+    /// `headers` are the request's own fields (hop-by-hop fields are removed here, and
+    /// `Host` is set per server), `added` the fields written after them, as they are (the
+    /// request path's: the client's end-to-end fields and this proxy's forwarding
+    /// fields); `client_host` is what the client named as host, sent on when
+    /// `host_header = "client"`.
     pub async fn send(
         &self,
         method: Method,

@@ -65,8 +65,9 @@ impl Proxy {
         // it; any other range is passed to the origin and not stored.
         let whole_for_range = may_store && range::is_answerable_range(&head.headers);
         let ranged = head.headers.contains_key(RANGE);
-        // The client's validators are held back too, which would let the origin answer
-        // 304, leaving nothing to store.
+        // A whole object to store is asked for without the client's range (cut from it
+        // here) and without its validators, which would let the origin answer 304,
+        // leaving nothing to store.
         let shape = match may_store && (whole_for_range || !ranged) {
             true => Shape::Whole(None),
             false => Shape::AsSent,
