@@ -133,7 +133,7 @@ impl Proxy {
         // together too, so the client's side is woken fewer times (`benches/RESULTS.md`,
         // "responses from the origin sent at the end of the scheduler pass"). Hits are
         // not held back: there it cost more than it saved.
-        tokio::task::yield_now().await;
+        crate::worker::end_of_pass().await;
         Answer::new(relay(head, teed, exchange.range_forwarded), outcome).with_upstream(upstream)
     }
 }

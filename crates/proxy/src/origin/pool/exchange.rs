@@ -58,7 +58,7 @@ pub(super) async fn send(
         // together and their answers come back together, so this worker and the origin
         // each wake fewer times (`benches/RESULTS.md`, "the origin's requests sent at the
         // end of the scheduler pass").
-        tokio::task::yield_now().await;
+        crate::worker::end_of_pass().await;
         let sending = std::pin::pin!(conn.send(request, added));
         let Some(sent) = first_byte::within(sending, progress.as_deref(), first_byte).await else {
             return Err(Failed::timed_out(first_byte));
