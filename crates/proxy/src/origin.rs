@@ -252,6 +252,24 @@ pub struct OriginResponse {
     pub body: ReadTimeout,
 }
 
+/// The `Host` line of the request to one server, then the caller's `added` lines: the
+/// request's own field map then needs no entry (and, for most requests, no allocation).
+struct HostFirst<'a> {
+    host: &'a HeaderValue,
+    added: &'a (dyn AddFields + Sync),
+}
+
+impl AddFields for HostFirst<'_> {
+    fn size(&self) -> usize {
+        "Host: \r\n".len() + self.host.len() + self.added.size()
+    }
+
+    fn write(&self, out: &mut FieldWriter<'_>) {
+        out.field(&HOST, self.host);
+        self.added.write(out);
+    }
+}
+
 /// One server of the pool: its connections, where they go, and its health.
 struct Server {
     /// Connections to it, kept open between requests.
@@ -410,10 +428,10 @@ impl Origin {
 
     /// Sends a request and returns the response head with its streaming body.
     ///
-    /// `headers` are the request's own fields (hop-by-hop fields are removed here, and
-    /// `Host` is set per server), `added` the fields written after them, as they are (the
-    /// request path's: the client's end-to-end fields and this proxy's forwarding
-    /// fields); `client_host` is what the client named as host, sent on when
+    /// `headers` are the request's own fields (hop-by-hop fields are removed here), then
+    /// the `Host` line chosen per server, then `added`, the fields written after them, as
+    /// they are (the request path's: the client's end-to-end fields and this proxy's
+    /// forwarding fields); `client_host` is what the client named as host, sent on when
     /// `host_header = "client"`.
     pub async fn send(
         &self,
@@ -498,11 +516,11 @@ impl Origin {
             tried |= 1 << index;
             let server = &self.servers[index];
             let host = match self.host_header {
-                HostHeader::Client => client_host.clone(),
-                HostHeader::Origin => server.origin_host.clone(),
+                HostHeader::Client => &client_host,
+                HostHeader::Origin => &server.origin_host,
             };
-            request.headers_mut().insert(HOST, host);
-            let failed = match self.attempt(server, request, added).await {
+            let added = HostFirst { host, added };
+            let failed = match self.attempt(server, request, &added).await {
                 Ok((response, header_time)) => {
                     let upstream = Upstream {
                         addr: server.addr.clone(),

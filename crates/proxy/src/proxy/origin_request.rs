@@ -136,7 +136,7 @@ impl<'a> OriginRequest<'a> {
     /// Written from the client's own map, not a copy of it: each field is written once,
     /// as it goes out (`benches/RESULTS.md`, "the origin request from the client's
     /// fields"). The request's map holds only what the origin client reads: the
-    /// `Content-Length` that frames a body, and the `Host` it sets per server.
+    /// `Content-Length` that frames a body (`Origin::send` writes `Host` per server).
     pub(super) async fn send(
         &self,
         method: Method,
