@@ -51,6 +51,18 @@ fn spawn_memory_release() {
     }
 }
 
+/// Turns transparent huge pages off for this process. mimalloc asks for them on its
+/// arenas, and it hands the pages of freed buffers back to the system (after a delay, and
+/// every [`RELEASE_EVERY`]): each buffer later carved from such a page then faulted in a
+/// whole 2 MiB page, zeroed, and on the CDN mix that zeroing was a tenth of the proxy's
+/// CPU time (`benches/RESULTS.md`, "huge pages off"). Set before the runtime starts, so no
+/// worker faults one in; a failure only costs that time, and is logged.
+fn without_huge_pages() {
+    if let Err(error) = rustix::thread::disable_transparent_huge_pages(true) {
+        tracing::warn!(%error, "cannot turn transparent huge pages off for this process; freed memory reused costs a zeroed huge page");
+    }
+}
+
 /// What `--version` prints after the name: the version, the git commit the binary was built
 /// from ("unknown" when it was built outside a git checkout) and the cargo features built
 /// in ("none" for `--no-default-features`), from `build.rs`.
@@ -257,6 +269,7 @@ fn serve(path: Option<PathBuf>) -> ExitCode {
         }
     };
     let upgrader = upgrader(&listeners);
+    without_huge_pages();
     spawn_memory_release();
     let runtime = match secondhit_proxy::server::runtime::build(&config.server) {
         Ok(runtime) => runtime,

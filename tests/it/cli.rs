@@ -211,6 +211,32 @@ async fn serve_proxies_and_caches_then_stops_on_sigterm() {
     assert!(status.success(), "graceful shutdown exits 0: {status:?}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_turns_transparent_huge_pages_off_for_its_process() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = write_config(
+        dir.path(),
+        &format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\nadmin_listen = \"off\"\n\
+             [origin]\nurl = \"http://127.0.0.1:9\"\n\
+             [cache]\ndir = \"{}\"\n\
+             [log]\nformat = \"json\"\n",
+            dir.path().join("cache").display()
+        ),
+    );
+    let serve = ServeProcess::start(&config).await;
+    let pid = serve.child.id().expect("a running child");
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("its status");
+    // Linux shows the process's flag here since 5.0.
+    let thp = status
+        .lines()
+        .find_map(|line| line.strip_prefix("THP_enabled:"))
+        .expect("a THP_enabled line in /proc/PID/status (Linux 5.0 or later)");
+    assert_eq!(thp.trim(), "0", "{status}");
+    let status = serve.terminate().await;
+    assert!(status.success(), "graceful shutdown exits 0: {status:?}");
+}
+
 /// The commit `git` names for the source tree's HEAD, or "unknown" without git.
 fn head_commit() -> String {
     Command::new("git")
