@@ -54,7 +54,8 @@
 # whole once per run by wrk with benches/cdn_mix/replay.lua: each wrk thread takes every
 # T-th request of the trace and sends its share in order, the next request to whichever
 # of its connections is free. Each run starts a new proxy on a new, empty cache of
-# $CDN_CACHE_PERCENT% of the trace's unique bytes, stopped after the run: nginx with
+# $CDN_CACHE_PERCENT% of the trace's unique bytes (a directory of its own, removed only at
+# the end of the script), stopped after the run: nginx with
 # `proxy_cache_min_uses 2` (nginx's admit-on-second-request; proxy_cache_lock off, its
 # default), secondhit with the default `second-hit` admission (and `min_free = 0`, since
 # nginx keeps no disk floor), alternating, $ROUNDS times. A second table gives, per
@@ -586,8 +587,11 @@ cdn_run() {
   local cpus=("${PROXY_LIST[@]:0:$1}") port dir pids=() master="" bin tries
   local threads=$((${#LOAD_LIST[@]} < 2 * n ? ${#LOAD_LIST[@]} : 2 * n)) connections=$((64 * n))
   port=$(free_port)
-  dir="$WORK/cdn-cache-$who"
-  rm -rf "$dir" "$WORK/cdn-nginx-error.log"
+  # A directory of its own for each round, removed only with $WORK at the end: deleting a
+  # round's thousands of entries just before the next round made that round's file
+  # creations pass over them where ext4 has no journal (see the note printed at the start).
+  dir="$WORK/cdn-cache-$who-$n-$round"
+  rm -rf "$WORK/cdn-nginx-error.log"
   if [[ $who == nginx ]]; then
     mkdir -p "$WORK/tmp-cdn-nginx" "$WORK/tmp-cdn-proxy"
     cdn_nginx_config "$n" "$port" "$dir" >"$WORK/cdn-nginx.conf"
@@ -611,7 +615,7 @@ cdn_run() {
   else
     bin=$SECONDHIT_BIN
     [[ $who == baseline ]] && bin=$BASELINE_BIN
-    secondhit_config "$n" "$port" "cdn-cache-$who" "max_size = $CDN_CACHE_BYTES
+    secondhit_config "$n" "$port" "cdn-cache-$who-$n-$round" "max_size = $CDN_CACHE_BYTES
 min_free = 0" second-hit >"$WORK/cdn-$who.toml"
     taskset -c "$(commas "${cpus[@]}")" "$bin" serve --config "$WORK/cdn-$who.toml" \
       >"$WORK/cdn-$who.log" 2>&1 &
@@ -659,7 +663,6 @@ min_free = 0" second-hit >"$WORK/cdn-$who.toml"
     kill "${pids[0]}"
     wait "${pids[0]}" 2>/dev/null || true
   fi
-  rm -rf "$dir"
   python3 - "$WORK/wrk.out" "$user $system" "$CLOCK_TICKS" "$written $stored $mean $peak $temp_files $cancelled" \
     "$who, N=$n, round $round" <<'PY'
 import re, sys
