@@ -36,10 +36,12 @@ pub(crate) use secondhit_tuning::{Estimate, Point};
 /// estimate turns noisy (the rate ends between this and twice it).
 pub(crate) const TARGET_OBJECTS: f64 = 500.0;
 
-/// The replays' CPU bound (`ReplayBudget`): 2,000 sampled requests a second cost a few
-/// milliseconds of CPU a second; past that the rate halves down to 1/32, at which the
-/// estimates cost about 1% of a 1 KiB hit's CPU whatever the traffic
-/// (`benches/RESULTS.md`).
+/// The replays' CPU bound (`ReplayBudget`): past 2,000 sampled requests a second the rate
+/// halves, down to 1/32, at which the estimates cost about 1% of a 1 KiB hit's CPU
+/// whatever the traffic. What a sampled request costs depends on what else the CPU's
+/// caches hold: 2–3.5 µs alone (`benches/estimator.rs`), and on the CDN mix, inside the
+/// proxy, the estimates took 6% of its CPU (`benches/RESULTS.md`, "what the live
+/// miss-ratio estimates cost the CDN mix").
 pub(crate) const REPLAY_BUDGET: ReplayBudget = ReplayBudget {
     per_second: 2_000,
     least_rate: 1.0 / 32.0,
