@@ -35,6 +35,9 @@ pub struct AdmissionConfig {
     pub auto_epoch: Duration,
     /// What `policy = "auto"` minimises.
     pub optimize: Optimize,
+    /// Time the miss-ratio estimates' replays may take in each second before they sample
+    /// fewer keys (down to a least rate): their bound on the request path's CPU.
+    pub estimate_budget: Duration,
 }
 
 impl Default for AdmissionConfig {
@@ -51,6 +54,8 @@ impl Default for AdmissionConfig {
             max_write_rate: None,
             auto_epoch: Duration::from_secs(300),
             optimize: Optimize::Bytes,
+            // Half a percent of one core.
+            estimate_budget: Duration::from_millis(5),
         }
     }
 }

@@ -91,14 +91,16 @@ pub struct EstimatorConfig {
     pub replay_budget: Option<ReplayBudget>,
 }
 
-/// A bound on the CPU the replays take on the request path: when more than `per_second`
-/// sampled requests arrive within a second (of the clock [`Estimator::observe`] is given),
-/// the rate halves, but never below `least_rate`, where a request costs little whatever
-/// the traffic; a rate above it costs only while the traffic is light.
+/// A bound on the CPU the replays take on the request path: when the replays within a
+/// second (of the clock [`Estimator::observe`] is given) took more than `per_second` of
+/// time, measured around each replay, the rate halves, but never below `least_rate`, where
+/// a request costs little whatever the traffic; a rate above it costs only while the
+/// traffic is light. Time, not a count of replays: what one costs depends on the CPU, the
+/// miniatures' size and what else the CPU's caches hold.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ReplayBudget {
-    /// Sampled requests a second before the rate halves.
-    pub per_second: u64,
+    /// Time the replays may take in a second before the rate halves.
+    pub per_second: Duration,
     /// The rate the budget lowers no further.
     pub least_rate: f64,
 }
@@ -151,8 +153,8 @@ struct State {
     past_totals: (f64, f64),
     /// Whether the key or replay budget has lowered the rate (a higher one would not fit).
     capped: bool,
-    /// The second the replay budget counts in, and the replays counted in it.
-    replays: (Duration, u64),
+    /// The second the replay budget counts in, and the time its replays took.
+    replays: (Duration, Duration),
 }
 
 impl Estimator {
@@ -201,7 +203,7 @@ impl Estimator {
                 miniatures,
                 past_totals: (0.0, 0.0),
                 capped: false,
-                replays: (Duration::ZERO, 0),
+                replays: (Duration::ZERO, Duration::ZERO),
             }),
         }
     }
@@ -231,7 +233,7 @@ impl Estimator {
     }
 
     /// Replays a sampled request through every miniature, and lowers the rate if the
-    /// miniatures hold too many keys.
+    /// miniatures hold too many keys or the replays take more than their budget.
     fn replay(&self, key: u64, size: u64, now: Instant) {
         let at = now.saturating_duration_since(self.started);
         let mut state = self.lock();
@@ -239,33 +241,37 @@ impl Estimator {
         if !self.sampler.keeps(key) {
             return;
         }
+        // The budget's clock is the machine's, whatever clock `now` is read from.
+        let started = Instant::now();
         let State {
             scale, miniatures, ..
         } = &mut *state;
         for miniature in miniatures.iter_mut() {
             miniature.request(key, size, at, scale);
         }
-        if state.keys() > self.max_keys || self.over_replay_budget(&mut state, at) {
+        let took = started.elapsed();
+        if state.keys() > self.max_keys || self.over_replay_budget(&mut state, at, took) {
             state.capped = true;
             self.lower_rate(&mut state);
         }
     }
 
-    /// Counts a replay at `at` against the replay budget; true when the second's count
-    /// passed it and halving the rate keeps it at or above the budget's least rate.
-    fn over_replay_budget(&self, state: &mut State, at: Duration) -> bool {
+    /// Counts a replay at `at` that `took` this long against the replay budget; true when
+    /// the second's replays took more than it and halving the rate keeps it at or above
+    /// the budget's least rate.
+    fn over_replay_budget(&self, state: &mut State, at: Duration, took: Duration) -> bool {
         let Some(budget) = self.replay_budget else {
             return false;
         };
-        let (since, count) = &mut state.replays;
+        let (since, spent) = &mut state.replays;
         if at.saturating_sub(*since) >= Duration::from_secs(1) {
-            (*since, *count) = (at, 0);
+            (*since, *spent) = (at, Duration::ZERO);
         }
-        *count += 1;
-        if *count <= budget.per_second || self.sampler.rate() / 2.0 < budget.least_rate {
+        *spent += took;
+        if *spent <= budget.per_second || self.sampler.rate() / 2.0 < budget.least_rate {
             return false;
         }
-        *count = 0;
+        *spent = Duration::ZERO;
         true
     }
 

@@ -48,6 +48,8 @@ async fn proxy_with_small_cache() -> (TestOrigin, TestProxy) {
         c.cache.max_size = MAX_SIZE;
         // No epoch ends during the test: the estimates only add up what it sends.
         c.admission.auto_epoch = std::time::Duration::from_secs(24 * 3600);
+        // Nor does the replays' CPU bound lower the rate: every key stays sampled.
+        c.admission.estimate_budget = std::time::Duration::from_secs(1);
     })
     .await;
     (origin, proxy)

@@ -293,6 +293,7 @@ mod tests {
         "admission.max_write_rate",
         "admission.auto_epoch",
         "admission.optimize",
+        "admission.estimate_budget",
         "log.level",
         "log.access_log",
         "log.access_format",

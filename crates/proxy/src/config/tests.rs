@@ -116,6 +116,7 @@ const FULL: &str = r#"
     rotate = "fill"
     seed = "s3cret"
     snapshot_every = "5m"
+    estimate_budget = "2ms"
     [log]
     level = "WARN"
     format = "json"
@@ -173,6 +174,7 @@ fn full_file_from_disk_gives_typed_values() {
     assert_eq!(c.admission.min_generation_age, Duration::from_secs(150));
     assert_eq!(c.admission.seed.as_deref(), Some("s3cret"));
     assert_eq!(c.admission.snapshot_every, Duration::from_secs(300));
+    assert_eq!(c.admission.estimate_budget, Duration::from_millis(2));
     assert_eq!(c.log.level, "warn");
     assert_eq!(c.log.format, LogFormat::Json);
     assert_eq!(

@@ -137,6 +137,7 @@ struct RawAdmission {
     max_write_rate: Option<RawWriteRate>,
     auto_epoch: Option<String>,
     optimize: Option<Optimize>,
+    estimate_budget: Option<String>,
 }
 
 /// `admission.max_write_rate` as written: a size a second, or a drive's rated writes.
@@ -509,6 +510,11 @@ fn validate_admission(
         max_write_rate: raw.max_write_rate.map(write_rate).transpose()?,
         auto_epoch: positive_duration("admission.auto_epoch", raw.auto_epoch, d.auto_epoch)?,
         optimize: raw.optimize.unwrap_or(d.optimize),
+        estimate_budget: duration(
+            "admission.estimate_budget",
+            raw.estimate_budget,
+            d.estimate_budget,
+        )?,
     })
 }
 
