@@ -12,8 +12,8 @@
 //! while it is more than twice what is needed, and rebuilt higher, starting its counts
 //! afresh, when it is less than half of it and no budget lowered it. The key budget
 //! (`EstimatorConfig::max_keys`) caps it whatever the traffic, and so does the replays'
-//! CPU budget (`admission.estimate_budget`) down to 1/32: a small cache under heavy traffic is
-//! sampled less than its accuracy asks, rather than cost the requests more.
+//! CPU budget (`admission.estimate_budget`) down to 1/32: a small cache under heavy
+//! traffic is sampled less than its accuracy asks, rather than cost the requests more.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Mutex, MutexGuard, PoisonError};
