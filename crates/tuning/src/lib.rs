@@ -241,15 +241,16 @@ impl Estimator {
         if !self.sampler.keeps(key) {
             return;
         }
-        // The budget's clock is the machine's, whatever clock `now` is read from.
-        let started = Instant::now();
+        // The budget's clock is the machine's, whatever clock `now` is read from; read
+        // only under a budget (the simulator has none).
+        let started = self.replay_budget.map(|_| Instant::now());
         let State {
             scale, miniatures, ..
         } = &mut *state;
         for miniature in miniatures.iter_mut() {
             miniature.request(key, size, at, scale);
         }
-        let took = started.elapsed();
+        let took = started.map_or(Duration::ZERO, |started| started.elapsed());
         if state.keys() > self.max_keys || self.over_replay_budget(&mut state, at, took) {
             state.capped = true;
             self.lower_rate(&mut state);
