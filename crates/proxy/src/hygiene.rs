@@ -28,6 +28,7 @@ use http::{HeaderMap, HeaderName, HeaderValue, Version, request};
 
 use secondhit_h1::FieldLines;
 
+use crate::fields;
 use crate::header_names::{length_bit, length_mask};
 use crate::header_text::{push_ip, with_scratch};
 use crate::key::ClientScheme;
@@ -164,7 +165,7 @@ impl std::fmt::Debug for ConnectionToken {
 /// Checks a request head before anything else sees it, and removes [`REJECTION_FIELD`].
 pub(crate) fn check_request(head: &mut request::Parts) -> Result<(), Rejection> {
     // `remove` drops every line of the field, so a forged one never travels on.
-    if let Some(marker) = head.headers.remove(REJECTION_FIELD)
+    if let Some(marker) = fields::remove(&mut head.headers, &REJECTION_FIELD)
         && let Some(token) = head.extensions.get::<ConnectionToken>()
         && let Some(reason) = synthesized_rejection(&marker, token)
     {
@@ -187,7 +188,7 @@ fn synthesized_rejection(marker: &HeaderValue, token: &ConnectionToken) -> Optio
 
 /// The `Host` rules of RFC 9112 §3.2 and §3.2.2.
 fn check_host(head: &request::Parts) -> Result<(), Rejection> {
-    let mut hosts = head.headers.get_all(HOST).iter();
+    let mut hosts = fields::all(&head.headers, &HOST);
     let host = hosts.next();
     if hosts.next().is_some() {
         return Err(Rejection::SeveralHosts);
@@ -296,7 +297,7 @@ pub(crate) struct Forwarding {
 impl Forwarding {
     /// The forwarding fields for the request `head` from `client`.
     pub(crate) fn of(head: &request::Parts, client: ClientConnection) -> Forwarding {
-        let host = head.headers.get(HOST).cloned().or_else(|| {
+        let host = fields::first(&head.headers, &HOST).cloned().or_else(|| {
             let authority = head.uri.authority()?;
             HeaderValue::from_str(authority.as_str()).ok()
         });
@@ -464,7 +465,7 @@ fn forwarded_value(headers: &HeaderMap, element: HeaderValue) -> HeaderValue {
 /// empty elements are skipped.
 fn earlier_forwarded_hops(headers: &HeaderMap) -> Option<Vec<String>> {
     let mut hops = Vec::new();
-    for line in headers.get_all(FORWARDED) {
+    for line in fields::all(headers, &FORWARDED) {
         for element in split_unquoted(line.to_str().ok()?, b',')? {
             let mut names: Vec<String> = Vec::new();
             let mut kept: Vec<&str> = Vec::new();
@@ -700,7 +701,7 @@ pub(crate) fn is_forwarding_field(name: &HeaderName) -> bool {
 /// folded into one value (RFC 9110 §5.3 makes that equivalent), because some consumers
 /// of `X-Forwarded-For` read only the first line.
 fn appended(headers: &HeaderMap, name: &HeaderName, member: &HeaderValue) -> HeaderValue {
-    let lines = headers.get_all(name).iter().map(HeaderValue::as_bytes);
+    let lines = fields::all(headers, name).map(HeaderValue::as_bytes);
     // Valid lines and a valid member join into a valid value; should that ever fail,
     // ours alone is sent.
     joined(lines.chain([member.as_bytes()])).unwrap_or_else(|| member.clone())
@@ -711,9 +712,9 @@ fn appended(headers: &HeaderMap, name: &HeaderName, member: &HeaderValue) -> Hea
 /// its own (HAProxy's `option forwardfor`) rather than extended the client's. `None`
 /// when there is none, or (never for valid lines) when the join is no valid value.
 pub(crate) fn take_list(headers: &mut HeaderMap, name: &HeaderName) -> Option<HeaderValue> {
-    if headers.get_all(name).iter().nth(1).is_none() {
+    if fields::all(headers, name).nth(1).is_none() {
         // One line or none, the usual case: moved out, not copied.
-        return headers.remove(name);
+        return fields::remove(headers, name);
     }
     let value = joined(headers.get_all(name).iter().map(HeaderValue::as_bytes));
     headers.remove(name);

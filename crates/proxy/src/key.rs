@@ -275,7 +275,7 @@ pub(crate) fn normalise_target(
 /// RFC 9112 §3.2.2), and a `Host` the check let through as the same (`h:443` beside
 /// `https://h`) may still differ in the port this listener's scheme leaves out.
 fn normalise_host(parts: &mut Parts, default_port: u16) -> Result<(), KeyError> {
-    let Some(host) = parts.headers.get(http::header::HOST) else {
+    let Some(host) = crate::fields::first(&parts.headers, &http::header::HOST) else {
         return Ok(());
     };
     let text = match parts.uri.authority() {

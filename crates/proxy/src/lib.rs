@@ -62,6 +62,7 @@ pub mod tuning;
 pub mod logging;
 pub mod config;
 pub(crate) mod body;
+mod fields;
 mod header_names;
 mod header_text;
 mod crypto;

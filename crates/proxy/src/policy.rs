@@ -31,6 +31,7 @@ use http::header::{AUTHORIZATION, SET_COOKIE};
 use http::{HeaderMap, HeaderName, StatusCode, response};
 
 use crate::config::rules::Lifetimes;
+use crate::fields;
 use directives::Directives;
 use freshness::{LifetimeSource, RequestDirectives};
 use vary::VarySpec;
@@ -174,10 +175,10 @@ pub(crate) fn storability(
     let shareable = ["public", "s-maxage", "must-revalidate"]
         .iter()
         .any(|d| cc.has(d));
-    if request.contains_key(AUTHORIZATION) && !shareable {
+    if fields::has(request, &AUTHORIZATION) && !shareable {
         return Err(NotStored::Authorization);
     }
-    if response.headers.contains_key(SET_COOKIE) {
+    if fields::has(&response.headers, &SET_COOKIE) {
         return Err(NotStored::SetCookie);
     }
     if VarySpec::of(&response.headers) == VarySpec::Star {

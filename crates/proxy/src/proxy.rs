@@ -74,6 +74,7 @@ use crate::admission::Decision;
 use crate::body::{BoxError, ClientBody, ProxyBody};
 use crate::cache_status::{self, CACHE_STATUS};
 use crate::config::rules::Lifetimes;
+use crate::fields;
 use crate::hygiene::{self, ClientConnection};
 use crate::key::{CacheKey, ClientScheme};
 use crate::live::{Live, Snapshot};
@@ -577,7 +578,7 @@ impl Proxy {
         let freshness = self
             .cache
             .freshness(ask.live, ask.lifetimes(), &entry.found.entry);
-        if head.headers.contains_key(AUTHORIZATION) && !freshness.shareable_with_credentials() {
+        if fields::has(&head.headers, &AUTHORIZATION) && !freshness.shareable_with_credentials() {
             // RFC 9111 §3.5: only a response declared shareable may answer credentials.
             let miss = Miss {
                 marker: entry.found.marker,
@@ -660,7 +661,7 @@ impl Proxy {
         let head = ask.head;
         let may_lead = head.method == Method::GET
             && decision.is_admit()
-            && (!head.headers.contains_key(RANGE)
+            && (!fields::has(&head.headers, &RANGE)
                 || crate::range::is_answerable_range(&head.headers));
         self.collapser.join(key.store_hash(), may_lead)
     }

@@ -62,7 +62,7 @@ pub(crate) fn ascending(parts: &[(u64, u64)]) -> bool {
 }
 
 fn range_text(request: &HeaderMap) -> Option<&str> {
-    request.get(RANGE).and_then(|v| v.to_str().ok())
+    crate::fields::first(request, &RANGE).and_then(|v| v.to_str().ok())
 }
 
 /// Decides how to answer `request` from an object of `len` bytes whose validators

@@ -20,6 +20,8 @@ use http::header::CACHE_CONTROL;
 use http::{HeaderMap, HeaderName};
 use smallvec::SmallVec;
 
+use crate::fields;
+
 /// The largest delta-seconds a cache must represent; larger values and overflows
 /// become this (RFC 9111 §1.2.2).
 pub(crate) const MAX_DELTA_SECONDS: u64 = 2_147_483_648;
@@ -70,7 +72,7 @@ impl Directives {
     /// Parses all `Cache-Control` fields of `headers`; unreadable fields are skipped.
     pub(crate) fn parse(headers: &HeaderMap) -> Directives {
         let mut list = SmallVec::new();
-        for value in headers.get_all(CACHE_CONTROL) {
+        for value in fields::all(headers, &CACHE_CONTROL) {
             if let Ok(text) = value.to_str() {
                 split_directives(text, &mut list);
             }
@@ -121,7 +123,7 @@ impl Directives {
 /// Dictionary (RFC 9213 §2.2). Its lines are joined with commas, as RFC 8941 §4.2 combines
 /// them. Each member is read as [`member_value`] says; parameters are ignored (§2.2).
 fn targeted(headers: &HeaderMap, name: &HeaderName) -> Option<Directives> {
-    let mut lines = headers.get_all(name).iter().peekable();
+    let mut lines = fields::all(headers, name).peekable();
     lines.peek()?;
     let mut joined = Vec::new();
     for line in lines {

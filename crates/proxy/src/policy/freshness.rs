@@ -19,6 +19,7 @@ use http::{HeaderMap, HeaderValue, StatusCode};
 
 use super::Rules;
 use super::directives::{Directives, Seconds, parse_delta_seconds};
+use crate::fields;
 use crate::store::EntryMeta;
 
 /// Statuses that are cacheable by default and not errors (RFC 9110 §15.1 lists 404,
@@ -132,7 +133,7 @@ pub(crate) fn lifetime(
     if let Some(ttl) = rules.lifetimes.default_ttl {
         return (ttl, LifetimeSource::DefaultTtl);
     }
-    if let Some(modified) = headers.get(LAST_MODIFIED).and_then(parse_date)
+    if let Some(modified) = fields::first(headers, &LAST_MODIFIED).and_then(parse_date)
         && let Ok(since) = date.duration_since(modified)
     {
         let lifetime = (since / 10).min(rules.heuristic_max);
@@ -154,7 +155,7 @@ fn explicit_lifetime(headers: &HeaderMap, cc: &Directives, date: SystemTime) -> 
         return Some(explicit(seconds));
     }
     // A targeted field overrides Expires as well as Cache-Control (RFC 9213 §2.1).
-    let mut expires = headers.get_all(EXPIRES).iter();
+    let mut expires = fields::all(headers, &EXPIRES);
     if cc.is_targeted() {
         return None;
     }
@@ -186,9 +187,7 @@ pub(crate) fn initial_age(
 /// lines or commas), when it is delta-seconds, capped at 2^31 like any (§1.2.2). Anything
 /// else (`40abc`, `+40`, `4 0`) is invalid and the field is ignored: zero.
 fn age_value(headers: &HeaderMap) -> Duration {
-    let first = headers
-        .get_all(AGE)
-        .iter()
+    let first = fields::all(headers, &AGE)
         // An unreadable line reads as an invalid member.
         .flat_map(|line| line.to_str().unwrap_or("?").split(','))
         .map(str::trim)
@@ -202,7 +201,7 @@ fn age_value(headers: &HeaderMap) -> Duration {
 
 /// The `Date` field, if valid.
 fn date_value(headers: &HeaderMap) -> Option<SystemTime> {
-    headers.get(DATE).and_then(parse_date)
+    fields::first(headers, &DATE).and_then(parse_date)
 }
 
 /// An HTTP-date in any of its three forms, if valid ([`super::date`]).
@@ -234,9 +233,7 @@ impl RequestDirectives {
     pub(crate) fn parse(headers: &HeaderMap) -> RequestDirectives {
         let cc = Directives::parse(headers);
         let pragma_no_cache = cc.is_empty()
-            && headers
-                .get_all(PRAGMA)
-                .iter()
+            && fields::all(headers, &PRAGMA)
                 .filter_map(|v| v.to_str().ok())
                 .any(|v| {
                     v.split(',')

@@ -13,12 +13,13 @@ use http::header::{
 use http::{HeaderMap, HeaderName, HeaderValue, response};
 
 use super::freshness::parse_date;
+use crate::fields;
 use crate::header_names::{CACHE_STATUS, length_bit, length_mask};
 use crate::store::EntryMeta;
 
 /// True if the stored response has a validator the origin can be asked about.
 pub(crate) fn has_validator(headers: &HeaderMap) -> bool {
-    headers.contains_key(ETAG) || headers.contains_key(LAST_MODIFIED)
+    fields::has(headers, &ETAG) || fields::has(headers, &LAST_MODIFIED)
 }
 
 /// Whether `name` is one of the client's fields that would make the origin's answer
@@ -38,8 +39,9 @@ pub(crate) fn stored_validators(
     stored: &HeaderMap,
 ) -> impl Iterator<Item = (&HeaderName, &HeaderValue)> {
     let [if_none_match, if_modified_since] = &VALIDATOR_NAMES;
-    let etag = stored.get(ETAG).map(|etag| (if_none_match, etag));
-    let modified = (stored.get(LAST_MODIFIED)).map(|modified| (if_modified_since, modified));
+    let etag = fields::first(stored, &ETAG).map(|etag| (if_none_match, etag));
+    let modified =
+        fields::first(stored, &LAST_MODIFIED).map(|modified| (if_modified_since, modified));
     etag.into_iter().chain(modified)
 }
 
@@ -60,7 +62,7 @@ static NOT_WHOLE: [HeaderName; 6] = [
 /// True if the request has preconditions this cache does not evaluate (`If-Match`,
 /// `If-Unmodified-Since`): such requests go to the origin, which owns the state.
 pub(crate) fn has_origin_preconditions(request: &HeaderMap) -> bool {
-    request.contains_key(IF_MATCH) || request.contains_key(IF_UNMODIFIED_SINCE)
+    fields::has(request, &IF_MATCH) || fields::has(request, &IF_UNMODIFIED_SINCE)
 }
 
 /// True if the client's `If-None-Match` / `If-Modified-Since` is satisfied by the
@@ -68,7 +70,7 @@ pub(crate) fn has_origin_preconditions(request: &HeaderMap) -> bool {
 /// evaluated in the order of §13.2.2: `If-Modified-Since` only without `If-None-Match`,
 /// against `Last-Modified`, else `Date`, as RFC 9111 §4.3.2 has a cache do).
 pub(crate) fn client_not_modified(request: &HeaderMap, stored: &HeaderMap) -> bool {
-    if request.contains_key(IF_NONE_MATCH) {
+    if fields::has(request, &IF_NONE_MATCH) {
         let Some(condition) = request.typed_get::<IfNoneMatch>() else {
             return false;
         };
@@ -79,14 +81,16 @@ pub(crate) fn client_not_modified(request: &HeaderMap, stored: &HeaderMap) -> bo
         };
     }
     // The stored date is parsed only when the client asks: most requests are unconditional.
+    if !fields::has(request, &IF_MODIFIED_SINCE) {
+        return false;
+    }
     let Some(since) = request.typed_get::<IfModifiedSince>() else {
         return false;
     };
     // Without Last-Modified, the stored Date (RFC 9111 §4.3.2): the response was current
     // then, so the representation has not changed since an earlier client date.
-    let stored_date = stored
-        .get(LAST_MODIFIED)
-        .or_else(|| stored.get(DATE))
+    let stored_date = fields::first(stored, &LAST_MODIFIED)
+        .or_else(|| fields::first(stored, &DATE))
         .and_then(parse_date);
     match stored_date {
         Some(modified) => !since.is_modified(modified),

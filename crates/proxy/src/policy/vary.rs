@@ -33,7 +33,7 @@ impl VarySpec {
     /// Reads every `Vary` field of a response.
     pub(crate) fn of(headers: &HeaderMap) -> VarySpec {
         let mut fields = Vec::new();
-        for value in headers.get_all(VARY) {
+        for value in crate::fields::all(headers, &VARY) {
             let Ok(text) = value.to_str() else {
                 // An unreadable Vary cannot be matched: treat it like `*`.
                 return VarySpec::Star;
@@ -201,7 +201,7 @@ impl Accepted {
     fn of(request: &HeaderMap) -> Accepted {
         let mut listed = Vec::new();
         let mut present = false;
-        for value in request.get_all(ACCEPT_ENCODING) {
+        for value in crate::fields::all(request, &ACCEPT_ENCODING) {
             present = true;
             // A line that is not ASCII names no coding this cache could match.
             let Ok(text) = value.to_str() else { continue };
@@ -263,7 +263,7 @@ fn canonical_coding(coding: &str) -> String {
 /// `Content-Encoding` that is not ASCII is acceptable to none.
 pub(crate) fn accepts_coding(request: &HeaderMap, response: &HeaderMap) -> bool {
     let mut codings = Vec::new();
-    for value in response.get_all(CONTENT_ENCODING) {
+    for value in crate::fields::all(response, &CONTENT_ENCODING) {
         let Ok(text) = value.to_str() else {
             return false;
         };

@@ -20,6 +20,7 @@ use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, response};
 
 use super::origin_request::{OriginRequest, Shape};
 use crate::config::rules::Lifetimes;
+use crate::fields;
 use crate::key::CacheKey;
 use crate::live::Snapshot;
 use crate::metrics::Metrics;
@@ -92,7 +93,7 @@ async fn verified_for_range(entry: &mut StoredEntry, request: &HeaderMap) -> boo
 fn range_to_verify(entry: &StoredEntry, request: &HeaderMap) -> Option<(u64, u64)> {
     // Cheapest test first: a hit from memory has nothing to read ahead.
     if entry.body_in_memory().is_some()
-        || !request.contains_key(RANGE)
+        || !fields::has(request, &RANGE)
         || entry.meta.status != StatusCode::OK
     {
         return None;
@@ -666,7 +667,7 @@ fn refreshed_storability(
     stored: &EntryMeta,
 ) -> Result<(), NotStored> {
     let mut credentials = HeaderMap::new();
-    if let Some(authorization) = request.get(AUTHORIZATION) {
+    if let Some(authorization) = fields::first(request, &AUTHORIZATION) {
         credentials.insert(AUTHORIZATION, authorization.clone());
     }
     let mut head = http::Response::new(()).into_parts().0;

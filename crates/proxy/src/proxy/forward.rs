@@ -64,7 +64,7 @@ impl Proxy {
         // Byte ranges of an object about to be stored are fetched whole and answered from
         // it; any other range is passed to the origin and not stored.
         let whole_for_range = may_store && range::is_answerable_range(&head.headers);
-        let ranged = head.headers.contains_key(RANGE);
+        let ranged = crate::fields::has(&head.headers, &RANGE);
         // A whole object to store is asked for without the client's range (cut from it
         // here) and without its validators, which would let the origin answer 304,
         // leaving nothing to store.

@@ -151,7 +151,7 @@ impl<'a> OriginRequest<'a> {
             forwarding: self.forwarding.lines(client),
         };
         let mut headers = HeaderMap::new();
-        for length in client.get_all(CONTENT_LENGTH) {
+        for length in crate::fields::all(client, &CONTENT_LENGTH) {
             headers.append(CONTENT_LENGTH, length.clone());
         }
         let site = match &self.site {

@@ -9,6 +9,7 @@ use super::Answer;
 use super::respond;
 use crate::admission::{Admission, AdmitReason, Decision, FilterHash, Pending, ResponseInfo};
 use crate::config::Rules;
+use crate::fields;
 use crate::outcome::{Detail, Outcome};
 use crate::sites::rule::Matched;
 use crate::sites::{Site, Sites};
@@ -18,7 +19,7 @@ use crate::sites::{Site, Sites};
 /// names (`server.unknown_host`). The site is then held for the whole exchange.
 pub(super) fn site_of(sites: &Sites, head: &request::Parts) -> Result<Arc<Site>, StatusCode> {
     let authority = (head.uri.authority().map(|a| a.as_str()))
-        .or_else(|| head.headers.get(HOST).and_then(|host| host.to_str().ok()))
+        .or_else(|| fields::first(&head.headers, &HOST).and_then(|host| host.to_str().ok()))
         .unwrap_or("");
     sites.route(authority).cloned()
 }
@@ -81,7 +82,7 @@ impl Admitting {
         };
         let response = ResponseInfo {
             size: length,
-            content_type: head.headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()),
+            content_type: fields::first(&head.headers, &CONTENT_TYPE).and_then(|v| v.to_str().ok()),
             status: head.status.as_u16(),
         };
         let decision = policy.on_response(pending, &response);

@@ -28,7 +28,7 @@ const STRONG_DATE_MARGIN: Duration = Duration::from_secs(60);
 /// Whether the request's `If-Range` lets a range be served from the representation whose
 /// response fields are `stored`. `None`: the request has no `If-Range`.
 pub(super) fn holds(request: &HeaderMap, stored: &HeaderMap) -> Option<bool> {
-    let mut fields = request.get_all(IF_RANGE).iter();
+    let mut fields = crate::fields::all(request, &IF_RANGE);
     let field = fields.next()?;
     if fields.next().is_some() {
         return Some(false);
@@ -63,7 +63,7 @@ fn is_entity_tag(text: &str) -> bool {
 
 /// The stored `ETag` when it is one strong entity tag.
 fn strong_etag(stored: &HeaderMap) -> Option<&str> {
-    let mut tags = stored.get_all(ETAG).iter();
+    let mut tags = crate::fields::all(stored, &ETAG);
     let tag = tags.next()?.to_str().ok()?.trim();
     (tags.next().is_none() && is_entity_tag(tag)).then_some(tag)
 }

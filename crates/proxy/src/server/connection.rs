@@ -202,7 +202,7 @@ impl Answering {
     async fn answer(&self, mut request: Request<ClientBody>) -> Response<TrackedBody> {
         // Only a head carrying the marker needs the token that proves it ours
         // (`hygiene::check_request`): most requests skip the extension map's allocation.
-        if request.headers().contains_key(REJECTION_FIELD) {
+        if crate::fields::has(request.headers(), &REJECTION_FIELD) {
             request.extensions_mut().insert(self.token);
         }
         let open = self.requests.request();
