@@ -1,11 +1,11 @@
 //! Field lookups in the small header maps of the request path.
 //!
 //! `HeaderMap::get` hashes the name before it probes, and a request is asked for
-//! twenty-odd fields, most of them absent. A map of a few names says a name is absent
-//! sooner by comparing its names in turn (a known name compares as one byte); only a name
-//! present is then looked up by hash. Larger maps are looked up by hash alone. The
-//! answers are those of `get`, `get_all`, `contains_key` and `remove` in every case (the
-//! tests compare them).
+//! twenty-odd fields, most of them absent. A map of a few names answers sooner by
+//! comparing its names in turn (a known name compares as one byte): [`has`] and [`first`]
+//! hash nothing there, and [`all`] and [`remove`] hash only a name present. Larger maps
+//! are looked up by hash alone. The answers are those of `contains_key`, `get`, `get_all`
+//! and `remove` in every case (the tests compare them).
 
 use http::header;
 use http::{HeaderMap, HeaderName, HeaderValue};
@@ -27,8 +27,12 @@ pub(crate) fn has(headers: &HeaderMap, name: &HeaderName) -> bool {
 
 /// The first line of `name` in `headers` (`HeaderMap::get`).
 pub(crate) fn first<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Option<&'a HeaderValue> {
-    if absent_from_small(headers, name) {
-        None
+    if headers.keys_len() <= SCAN_UP_TO {
+        // A name's lines come in turn, its first line first.
+        headers
+            .iter()
+            .find(|(key, _)| *key == name)
+            .map(|(_, value)| value)
     } else {
         headers.get(name)
     }

@@ -125,9 +125,7 @@ impl CacheKey {
         let raw_authority = match parts.uri.authority() {
             Some(authority) => authority.as_str(),
             None => {
-                let host = parts
-                    .headers
-                    .get(http::header::HOST)
+                let host = crate::fields::first(&parts.headers, &http::header::HOST)
                     .ok_or(KeyError::MissingHost)?;
                 host.to_str().map_err(|_| {
                     KeyError::InvalidHost(String::from_utf8_lossy(host.as_bytes()).into_owned())
