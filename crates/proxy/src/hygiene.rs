@@ -377,7 +377,7 @@ impl Forwarding {
         })
     }
 
-    /// [`Forwarding::own_values`], formatted.
+    /// This hop's own values ([`OwnValues`]), formatted.
     fn format_own_values(&self) -> OwnValues {
         // An IPv4 client on a dual-stack socket appears as ::ffff:a.b.c.d.
         let client = self.client.to_canonical();

@@ -2,8 +2,7 @@
 //!
 //! [`Exporter`] registers one collector with a prometheus-client `Registry`. On each
 //! scrape the collector reads the request path's [`Metrics`], the store's
-//! [`StoreStats`](crate::store::StoreStats) and the filter pair's
-//! [`PairStats`](crate::admission::PairStats), and writes them through the library's
+//! [`StoreStats`] and the filter pair's [`PairStats`], and writes them through the library's
 //! descriptor and metric encoders, so names, types, label escaping and the text format
 //! are the library's. The output is the OpenMetrics text format
 //! ([`CONTENT_TYPE`]), which Prometheus reads natively; a counter's samples carry the

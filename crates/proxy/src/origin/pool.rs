@@ -35,7 +35,7 @@
 //! one when nothing of it was written, or when it may be repeated ([`exchange`]).
 //!
 //! Opening a connection (TCP, TLS and all) has `origin.connect_timeout`, and the answer's
-//! head `origin.first_byte_timeout` ([`first_byte`]). A failure says which of the kinds
+//! head `origin.first_byte_timeout` ([`first_byte`](super::first_byte)). A failure says which of the kinds
 //! `origin.retry` names it is ([`Failed::reason`]).
 
 use std::pin::Pin;
@@ -77,7 +77,7 @@ pub(super) struct Pool {
 pub(super) struct Timeouts {
     /// `origin.connect_timeout`: TCP, TLS and the HTTP/1 handshake together.
     pub(super) connect: Duration,
-    /// `origin.first_byte_timeout` ([`first_byte`]).
+    /// `origin.first_byte_timeout` ([`first_byte`](super::first_byte)).
     pub(super) first_byte: Duration,
 }
 
