@@ -50,6 +50,11 @@ mod upload;
 pub use pool::PooledBody;
 pub use read_timeout::{ReadTimedOut, ReadTimeout};
 
+/// An origin response's body, boxed. It holds its connection and its timer, and it moves
+/// through every layer between the origin client and the client's response: unboxed,
+/// each move copied all of it (`benches/RESULTS.md`, "the origin's body boxed").
+pub type OriginBody = Box<ReadTimeout>;
+
 /// Failure to get a response head from the origin; `error::error_response` maps it to 502/504.
 #[derive(Debug, thiserror::Error)]
 pub enum OriginError {
@@ -249,7 +254,7 @@ pub struct OriginResponse {
     /// How the origin delimited the body, read before `Transfer-Encoding` was removed.
     pub framing: BodyFraming,
     /// The body, streamed frame by frame.
-    pub body: ReadTimeout,
+    pub body: OriginBody,
 }
 
 /// The `Host` line of the request to one server, then the caller's `added` lines: the
@@ -481,7 +486,11 @@ impl Origin {
                 ..upstream
             },
             head,
-            body: ReadTimeout::new(body, self.read_timeout, "origin.read_timeout"),
+            body: Box::new(ReadTimeout::new(
+                body,
+                self.read_timeout,
+                "origin.read_timeout",
+            )),
             framing,
         })
     }

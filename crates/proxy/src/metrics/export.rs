@@ -1,10 +1,10 @@
 //! `/metrics`: every metric, read at scrape time and encoded by prometheus-client.
 //!
 //! [`Exporter`] registers one collector with a prometheus-client `Registry`. On each
-//! scrape the collector reads the request path's [`Metrics`], the store's
-//! [`StoreStats`] and the filter pair's [`PairStats`], and writes them through the library's
-//! descriptor and metric encoders, so names, types, label escaping and the text format
-//! are the library's. The output is the OpenMetrics text format
+//! scrape the collector reads the request path's [`Metrics`], the store's [`StoreStats`]
+//! and the filter pair's [`PairStats`], and writes them through the library's descriptor
+//! and metric encoders, so names, types, label escaping and the text format are the
+//! library's. The output is the OpenMetrics text format
 //! ([`CONTENT_TYPE`]), which Prometheus reads natively; a counter's samples carry the
 //! `_total` suffix there (the descriptors name the family without it).
 //!

@@ -35,8 +35,8 @@
 //! one when nothing of it was written, or when it may be repeated ([`exchange`]).
 //!
 //! Opening a connection (TCP, TLS and all) has `origin.connect_timeout`, and the answer's
-//! head `origin.first_byte_timeout` ([`first_byte`](super::first_byte)). A failure says which of the kinds
-//! `origin.retry` names it is ([`Failed::reason`]).
+//! head `origin.first_byte_timeout` ([`first_byte`](super::first_byte)). A failure says
+//! which of the kinds `origin.retry` names it is ([`Failed::reason`]).
 
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};

@@ -183,7 +183,7 @@ fn streamable(ranged: RangeAnswer) -> RangeAnswer {
 }
 
 /// The bytes `cut` names, cut out of the whole object's `body` as it streams in.
-fn cut_body(body: TeeBody<origin::ReadTimeout>, cut: Cut) -> ProxyBody {
+fn cut_body(body: TeeBody<origin::OriginBody>, cut: Cut) -> ProxyBody {
     match cut {
         Cut::Whole => boxed(body),
         Cut::Part(first, last) => boxed(PartsBody::range(body, first, last)),
@@ -219,7 +219,7 @@ pub(super) struct Teed {
     /// admitted it ([`Detail::of_admitted`]).
     pub(super) admitted: Option<Detail>,
     /// The body to read: it feeds the fill, when there is one, as it is read.
-    pub(super) body: TeeBody<origin::ReadTimeout>,
+    pub(super) body: TeeBody<origin::OriginBody>,
 }
 
 /// Offers `origin`, the answer to a `method` request with `request` headers, for
@@ -259,9 +259,7 @@ pub(super) fn fill<'a>(
     Filling::Now(unfilled(cache, exchange, decision, origin, detail, leader))
 }
 
-/// What [`fill`] made of an origin's answer. Returned by value, not boxed: most answers
-/// are teed at once, and a box would be one more allocation on each of them.
-#[expect(clippy::large_enum_variant)]
+/// What [`fill`] made of an origin's answer.
 pub(super) enum Filling<'a> {
     /// No fill begins: the answer, teed at once.
     Now(Teed),
@@ -573,9 +571,9 @@ fn tee(
     key: &CacheKey,
     began: Result<Box<EntryWriter>, Detail>,
     leader: Option<Leader>,
-    body: origin::ReadTimeout,
+    body: origin::OriginBody,
     counted: Option<(Arc<Metrics>, ByteCounter)>,
-) -> (Result<(), Detail>, TeeBody<origin::ReadTimeout>) {
+) -> (Result<(), Detail>, TeeBody<origin::OriginBody>) {
     match began {
         Ok(writer) => {
             // Told how the fill ended: its followers find the entry, or all fetch at once.
