@@ -280,9 +280,11 @@ impl Proxy {
             ip: peer.ip(),
             scheme,
         };
-        let routed = self
-            .check_and_route(&mut head, body, client, &live, &mut sent_target)
-            .await;
+        // Boxed, so that this future stays small: each request's future is moved twice on
+        // its way to the connection, and with the routing's state inline each move copied
+        // about 2 KiB (`benches/RESULTS.md`, "the routing's future boxed").
+        let routed =
+            boxed(|| self.check_and_route(&mut head, body, client, &live, &mut sent_target)).await;
         let answer = match routed {
             Ok(answer) => answer,
             Err(error) => {
@@ -380,12 +382,12 @@ impl Proxy {
     }
 
     /// Routes a checked request: the hit path inline, everything that goes to the origin
-    /// boxed ([`boxed`], built in place on the heap). Why boxed: hyper moves each request's future into its
-    /// connection state, and an async fn's future is as large as its largest branch; with
-    /// the miss, pass and revalidation paths inline a hit would carry (and copy) their
-    /// state. Boxing them, and the store's file read, keeps a hit's future small
-    /// (`benches/RESULTS.md`, "origin paths boxed"); a miss pays one allocation, and no
-    /// copy of its future (`benches/RESULTS.md`, "the client side trimmed by profile").
+    /// boxed ([`boxed`], built in place on the heap). Why boxed: an async fn's future is as
+    /// large as its largest branch; with the miss, pass and revalidation paths inline a hit
+    /// would carry their state. Boxing them, and the store's file read, keeps a hit's
+    /// future small (`benches/RESULTS.md`, "origin paths boxed"); a miss pays one more
+    /// allocation than a hit, and no copy of its future (`benches/RESULTS.md`, "the client
+    /// side trimmed by profile"). [`Proxy::handle`] boxes this routing's future in turn.
     async fn route(
         &self,
         head: &request::Parts,
