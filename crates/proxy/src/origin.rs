@@ -567,8 +567,13 @@ impl Origin {
     ) -> Result<(http::Response<PooledBody>, Duration), pool::Failed> {
         // Timed from here: the wait for a permit is this proxy's queue, not the origin's.
         let sent = Instant::now();
-        let result = server.pool.send(&server.address, request, added).await;
-        let elapsed = sent.elapsed();
+        let result = server
+            .pool
+            .send(&server.address, request, added, sent)
+            .await;
+        // One reading of the clock for the latency and the server's health.
+        let now = Instant::now();
+        let elapsed = now.saturating_duration_since(sent);
         self.metrics.observe_origin(elapsed);
         let attempt = match &result {
             Ok(response) => Attempt::Answered(response.status().as_u16()),
@@ -582,7 +587,7 @@ impl Origin {
             Err(failed) if failed.error.is_the_servers() => Attempt::Broke,
             Err(_) => Attempt::Abandoned,
         };
-        server.state.record(elapsed, attempt, self.passive);
+        server.state.record(elapsed, now, attempt, self.passive);
         result.map(|response| (response, elapsed))
     }
 }

@@ -64,15 +64,16 @@ pub(super) fn watch(request: &mut Request<RequestBody>) -> Option<Arc<Progress>>
     Some(progress)
 }
 
-/// Waits for `sending` while the server keeps within `timeout` of owing the next step;
-/// `None` when it did not. `sending` is pinned by the caller: an async fn keeps its
-/// arguments for its whole life, so a future taken by value would be held twice.
+/// Waits for `sending`, handed to the connection at `from`, while the server keeps within
+/// `timeout` of owing the next step; `None` when it did not. `sending` is pinned by the
+/// caller: an async fn keeps its arguments for its whole life, so a future taken by value
+/// would be held twice.
 pub(super) async fn within<F: Future>(
     mut sending: Pin<&mut F>,
     progress: Option<&Progress>,
+    mut from: Instant,
     timeout: Duration,
 ) -> Option<F::Output> {
-    let mut from = Instant::now();
     loop {
         if let Ok(done) = tokio::time::timeout_at(from + timeout, &mut sending).await {
             return Some(done);
@@ -142,13 +143,19 @@ mod tests {
     async fn a_silent_server_is_given_up_on_after_the_timeout() {
         let start = Instant::now();
         let never = std::future::pending::<()>();
-        assert_eq!(within(std::pin::pin!(never), None, TIMEOUT).await, None);
+        assert_eq!(
+            within(std::pin::pin!(never), None, Instant::now(), TIMEOUT).await,
+            None
+        );
         assert_eq!(start.elapsed(), TIMEOUT);
         let answer = async {
             tokio::time::sleep(TIMEOUT / 2).await;
             7
         };
-        assert_eq!(within(std::pin::pin!(answer), None, TIMEOUT).await, Some(7));
+        assert_eq!(
+            within(std::pin::pin!(answer), None, Instant::now(), TIMEOUT).await,
+            Some(7)
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -163,7 +170,13 @@ mod tests {
         };
         let start = Instant::now();
         assert_eq!(
-            within(std::pin::pin!(server), Some(&progress), TIMEOUT).await,
+            within(
+                std::pin::pin!(server),
+                Some(&progress),
+                Instant::now(),
+                TIMEOUT
+            )
+            .await,
             Some(10)
         );
         assert!(start.elapsed() > TIMEOUT * 5);
@@ -181,7 +194,13 @@ mod tests {
         };
         let start = Instant::now();
         assert_eq!(
-            within(std::pin::pin!(server), Some(&progress), TIMEOUT).await,
+            within(
+                std::pin::pin!(server),
+                Some(&progress),
+                Instant::now(),
+                TIMEOUT
+            )
+            .await,
             None
         );
         assert!(start.elapsed() <= TIMEOUT + Duration::from_millis(10));

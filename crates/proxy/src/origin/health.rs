@@ -232,15 +232,22 @@ impl ServerState {
         until == 0 || (until != UNTIL_PROBE && self.now_ms() >= until)
     }
 
-    /// Records one request's outcome in the server's figures, and counts it toward
-    /// taking the server out where it is a failure of the server. `passive`: the pool's
-    /// rule, `None` where failures never take the server out.
-    pub(crate) fn record(&self, elapsed: Duration, attempt: Attempt, passive: Option<Passive>) {
+    /// Records one request's outcome, which took `elapsed` and ended `now`, in the
+    /// server's figures, and counts it toward taking the server out where it is a failure
+    /// of the server. `passive`: the pool's rule, `None` where failures never take the
+    /// server out.
+    pub(crate) fn record(
+        &self,
+        elapsed: Duration,
+        now: Instant,
+        attempt: Attempt,
+        passive: Option<Passive>,
+    ) {
         let shard = self.shard();
         shard.requests.fetch_add(1, Ordering::Relaxed);
         shard.latency.observe(elapsed);
         if let Attempt::Answered(_) = attempt {
-            self.answered.store(self.now_ms(), Ordering::Relaxed);
+            self.answered.store(self.ms_at(now), Ordering::Relaxed);
         }
         if !attempt.failed() {
             return;
@@ -249,7 +256,6 @@ impl ServerState {
         let Some(rule) = passive.filter(|rule| rule.max_fails > 0 && attempt.counts(rule)) else {
             return;
         };
-        let now = Instant::now();
         let out = {
             let mut window = self.window.lock().unwrap_or_else(PoisonError::into_inner);
             if now.saturating_duration_since(window.1) >= rule.fail_timeout || window.0 == 0 {
@@ -265,7 +271,7 @@ impl ServerState {
         if out {
             let until = match rule.until_probe {
                 true => UNTIL_PROBE,
-                false => self.now_ms().saturating_add(millis(rule.fail_timeout)),
+                false => self.ms_at(now).saturating_add(millis(rule.fail_timeout)),
             };
             let was_up = self.is_up();
             self.down_until.store(until, Ordering::Relaxed);
@@ -352,14 +358,19 @@ mod tests {
     async fn max_fails_within_fail_timeout_take_a_server_out_for_fail_timeout() {
         let health = Health::new();
         let server = health.server("http://a");
-        server.record(Duration::ZERO, Attempt::Broke, Some(RULE));
+        server.record(Duration::ZERO, Instant::now(), Attempt::Broke, Some(RULE));
         assert!(server.is_up(), "one failure of two allowed");
         // The window has passed: the count starts again.
         tokio::time::advance(Duration::from_secs(11)).await;
-        server.record(Duration::ZERO, Attempt::Broke, Some(RULE));
+        server.record(Duration::ZERO, Instant::now(), Attempt::Broke, Some(RULE));
         assert!(server.is_up());
-        server.record(Duration::ZERO, Attempt::Answered(200), Some(RULE));
-        server.record(Duration::ZERO, Attempt::Broke, Some(RULE));
+        server.record(
+            Duration::ZERO,
+            Instant::now(),
+            Attempt::Answered(200),
+            Some(RULE),
+        );
+        server.record(Duration::ZERO, Instant::now(), Attempt::Broke, Some(RULE));
         assert!(!server.is_up(), "two failures within fail_timeout");
         tokio::time::advance(Duration::from_secs(9)).await;
         assert!(!server.is_up());
@@ -378,7 +389,7 @@ mod tests {
             until_probe: true,
             ..RULE
         };
-        server.record(Duration::ZERO, Attempt::Broke, Some(rule));
+        server.record(Duration::ZERO, Instant::now(), Attempt::Broke, Some(rule));
         tokio::time::advance(Duration::from_secs(60)).await;
         assert!(!server.is_up());
         server.probed(true, "200");
@@ -387,7 +398,7 @@ mod tests {
         assert!(!server.is_up());
         // Without a rule (a pool of one server), failures never take it out.
         server.probed(true, "200");
-        server.record(Duration::ZERO, Attempt::Broke, None);
+        server.record(Duration::ZERO, Instant::now(), Attempt::Broke, None);
         assert!(server.is_up());
     }
 
@@ -399,16 +410,16 @@ mod tests {
             ..RULE
         };
         server.probed(false, "503");
-        server.record(Duration::ZERO, Attempt::Broke, Some(probed));
-        server.record(Duration::ZERO, Attempt::Broke, Some(probed));
+        server.record(Duration::ZERO, Instant::now(), Attempt::Broke, Some(probed));
+        server.record(Duration::ZERO, Instant::now(), Attempt::Broke, Some(probed));
         server.adopt(Some(probed), true);
         assert!(!server.is_up(), "probes still decide");
         server.adopt(Some(RULE), false);
         assert!(!server.is_up(), "out for fail_timeout from the reload");
         tokio::time::advance(RULE.fail_timeout).await;
         assert!(server.is_up());
-        server.record(Duration::ZERO, Attempt::Broke, Some(probed));
-        server.record(Duration::ZERO, Attempt::Broke, Some(probed));
+        server.record(Duration::ZERO, Instant::now(), Attempt::Broke, Some(probed));
+        server.record(Duration::ZERO, Instant::now(), Attempt::Broke, Some(probed));
         server.adopt(None, false);
         assert!(server.is_up(), "a pool of one is never out by failures");
     }
@@ -422,14 +433,34 @@ mod tests {
             fail_statuses: FailStatuses::new(&[502, 503, 504]),
             ..RULE
         };
-        server.record(Duration::ZERO, Attempt::Answered(500), Some(rule));
-        server.record(Duration::ZERO, Attempt::Answered(404), Some(rule));
-        server.record(Duration::ZERO, Attempt::Abandoned, Some(rule));
+        server.record(
+            Duration::ZERO,
+            Instant::now(),
+            Attempt::Answered(500),
+            Some(rule),
+        );
+        server.record(
+            Duration::ZERO,
+            Instant::now(),
+            Attempt::Answered(404),
+            Some(rule),
+        );
+        server.record(
+            Duration::ZERO,
+            Instant::now(),
+            Attempt::Abandoned,
+            Some(rule),
+        );
         assert!(
             server.is_up(),
             "500, 404 and an abandoned request do not count"
         );
-        server.record(Duration::ZERO, Attempt::Answered(503), Some(rule));
+        server.record(
+            Duration::ZERO,
+            Instant::now(),
+            Attempt::Answered(503),
+            Some(rule),
+        );
         assert!(!server.is_up(), "503 is one of fail_statuses");
         let sample = &health.samples()[0];
         assert_eq!(
@@ -467,17 +498,22 @@ mod tests {
         let asked = Instant::now();
         assert!(!server.answered_since(asked), "nothing answered yet");
         tokio::time::advance(Duration::from_millis(5)).await;
-        server.record(Duration::ZERO, Attempt::Answered(200), Some(rule));
+        server.record(
+            Duration::ZERO,
+            Instant::now(),
+            Attempt::Answered(200),
+            Some(rule),
+        );
         assert!(server.answered_since(asked));
         assert!(!server.answered_since(Instant::now()), "nothing since now");
-        server.record(Duration::ZERO, Attempt::Slow, Some(rule));
+        server.record(Duration::ZERO, Instant::now(), Attempt::Slow, Some(rule));
         assert!(server.is_up(), "a slow URL takes no server out");
         assert_eq!(
             health.samples()[0].failures,
             1,
             "but is a failure in its figures"
         );
-        server.record(Duration::ZERO, Attempt::Broke, Some(rule));
+        server.record(Duration::ZERO, Instant::now(), Attempt::Broke, Some(rule));
         assert!(!server.is_up());
     }
 }

@@ -137,15 +137,17 @@ impl Pool {
     /// new one to `origin` (scheme and authority), and returns the response head. The
     /// body holds the connection until it ends. A failure to open a connection gives the
     /// request back ([`Failed::unsent`]): nothing of it was sent, so it may go elsewhere.
+    /// `now`: the clock as the caller read it when it began the request.
     pub(super) fn send<'a>(
         &'a self,
         origin: &'a Uri,
         request: Request<RequestBody>,
         added: &'a (dyn AddFields + Sync),
+        now: Instant,
     ) -> impl Future<Output = Result<Response<PooledBody>, Failed>> + 'a {
         // Not an async fn of its own: a wrapper's state would hold the exchange's again.
         let list = &self.shared.lists[crate::worker::index() % LISTS];
-        exchange::send(self, list, origin, added, request)
+        exchange::send(self, list, origin, added, request, now)
     }
 
     /// Opens a connection within `origin.connect_timeout` (the connector's own limit
@@ -246,13 +248,13 @@ impl List {
         self.idle.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The most recently used idle connection that takes a request now, if any; those
+    /// The most recently used idle connection that takes a request `now`, if any; those
     /// taken before it that the origin closed, or that waited too long, are dropped
     /// (closed).
-    fn take(&self) -> Option<exchange::Conn> {
+    fn take(&self, now: Instant) -> Option<exchange::Conn> {
         let mut idle = self.lock();
         while let Some((mut conn, since)) = idle.conns.pop() {
-            if since.elapsed() < IDLE_TIMEOUT && conn.is_open() {
+            if now.saturating_duration_since(since) < IDLE_TIMEOUT && conn.is_open() {
                 return Some(conn);
             }
         }
@@ -398,8 +400,8 @@ mod tests {
             list.put(connection(addr).await);
         }
         assert_eq!(list.lock().conns.len(), 2, "the third is not kept");
-        assert!(list.take().is_some());
-        assert!(list.take().is_some());
-        assert!(list.take().is_none());
+        assert!(list.take(Instant::now()).is_some());
+        assert!(list.take(Instant::now()).is_some());
+        assert!(list.take(Instant::now()).is_none());
     }
 }

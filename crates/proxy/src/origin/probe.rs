@@ -14,7 +14,7 @@ use std::sync::{Arc, Weak};
 use http::header::{HOST, USER_AGENT};
 use http::{HeaderValue, Request, Uri};
 use http_body_util::{BodyExt, Limited};
-use tokio::time::MissedTickBehavior;
+use tokio::time::{Instant, MissedTickBehavior};
 
 use super::{FieldLines, Server, empty_body};
 use crate::config::HealthCheck;
@@ -64,7 +64,7 @@ async fn probe(server: &Server, check: &HealthCheck) -> (bool, String) {
         HeaderValue::from_static("secondhit-health-check"),
     );
     let added = FieldLines::NONE;
-    let sending = server.pool.send(&server.address, request, &added);
+    let sending = (server.pool).send(&server.address, request, &added, Instant::now());
     let response = match tokio::time::timeout(timeout, sending).await {
         Err(_) => {
             return (

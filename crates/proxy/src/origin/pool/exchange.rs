@@ -13,6 +13,7 @@ use hyper_rustls::MaybeHttpsStream;
 use hyper_util::rt::TokioIo;
 use secondhit_h1::{Connection, ResponseBody};
 use tokio::net::TcpStream;
+use tokio::time::Instant;
 use tokio_util::either::Either;
 
 use super::super::first_byte;
@@ -28,13 +29,14 @@ type Stream = Either<TcpStream, Box<tokio_rustls::client::TlsStream<TokioIo<Toki
 pub(super) type Conn = Connection<Stream>;
 
 /// [`Pool::send`] on `secondhit-h1` connections, from `list`: `request` and then the
-/// `added` lines to `origin`.
+/// `added` lines to `origin`. `began`: when the caller began the request.
 pub(super) async fn send(
     pool: &Pool,
     list: &Arc<List>,
     origin: &Uri,
     added: &(dyn AddFields + Sync),
     mut request: Request<RequestBody>,
+    began: Instant,
 ) -> Result<Response<PooledBody>, Failed> {
     let progress = first_byte::watch(&mut request);
     let rest = Unsent::wrap(&mut request);
@@ -42,8 +44,11 @@ pub(super) async fn send(
     // the server is gone, and that failure (not the connect's) is what `origin.retry`
     // weighs, as it would have without the second try.
     let mut resending: Option<secondhit_h1::Error> = None;
+    // The clock as last read: the caller's reading serves the first try on a pooled
+    // connection, where nothing but this scheduler pass came between.
+    let mut now = Some(began);
     loop {
-        let (conn, reused) = match list.take() {
+        let (conn, reused) = match list.take(now.unwrap_or_else(Instant::now)) {
             Some(conn) => (conn, true),
             None => match pool.connect(origin).await {
                 Ok(conn) => (conn, false),
@@ -60,7 +65,11 @@ pub(super) async fn send(
         // end of the scheduler pass").
         crate::worker::end_of_pass().await;
         let sending = std::pin::pin!(conn.send(request, added));
-        let Some(sent) = first_byte::within(sending, progress.as_deref(), first_byte).await else {
+        // Timed from the caller's start only on a pooled connection: a new one's connect
+        // is not the server's time to answer.
+        let from = now.take().filter(|_| reused).unwrap_or_else(Instant::now);
+        let within = first_byte::within(sending, progress.as_deref(), from, first_byte);
+        let Some(sent) = within.await else {
             return Err(Failed::timed_out(first_byte));
         };
         match sent {
