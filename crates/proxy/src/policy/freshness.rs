@@ -14,7 +14,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use http::header::{AGE, DATE, EXPIRES, LAST_MODIFIED, PRAGMA};
+use http::header::{AGE, CACHE_CONTROL, DATE, EXPIRES, LAST_MODIFIED, PRAGMA};
 use http::{HeaderMap, HeaderValue, StatusCode};
 
 use super::Rules;
@@ -231,6 +231,10 @@ impl RequestDirectives {
     /// Directives with invalid values are ignored: a malformed request limit must not
     /// turn a hit into a miss or the reverse.
     pub(crate) fn parse(headers: &HeaderMap) -> RequestDirectives {
+        // Most requests carry neither field, and a request is read for them up to twice.
+        if !fields::has(headers, &CACHE_CONTROL) && !fields::has(headers, &PRAGMA) {
+            return RequestDirectives::default();
+        }
         let cc = Directives::parse(headers);
         let pragma_no_cache = cc.is_empty()
             && fields::all(headers, &PRAGMA)
@@ -477,6 +481,31 @@ mod tests {
             map.append(*name, HeaderValue::from_str(value).expect("test header"));
         }
         map
+    }
+
+    #[test]
+    fn request_directives_come_from_cache_control_else_pragma() {
+        let parse = |pairs: &[(&'static str, String)]| RequestDirectives::parse(&headers(pairs));
+        let none = parse(&[("accept", "*/*".into())]);
+        assert!(!none.no_cache && !none.no_store && !none.only_if_cached);
+        assert_eq!(
+            (none.max_age, none.max_stale, none.min_fresh),
+            (None, None, None)
+        );
+        assert!(parse(&[("pragma", "x, No-Cache".into())]).no_cache);
+        let cc = parse(&[
+            ("cache-control", "no-store, max-age=5, max-stale".into()),
+            ("pragma", "no-cache".into()),
+        ]);
+        assert!(
+            cc.no_store && !cc.no_cache,
+            "Pragma counts only without Cache-Control"
+        );
+        assert_eq!(cc.max_age, Some(Duration::from_secs(5)));
+        assert_eq!(cc.max_stale, Some(None));
+        let cc = parse(&[("cache-control", "min-fresh=7, only-if-cached".into())]);
+        assert!(cc.only_if_cached);
+        assert_eq!(cc.min_fresh, Some(Duration::from_secs(7)));
     }
 
     fn life(
