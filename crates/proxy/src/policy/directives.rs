@@ -42,8 +42,9 @@ pub(crate) use crate::header_names::CDN_CACHE_CONTROL;
 /// targeted field that replaces them).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Directives {
-    /// Lower-cased name and unquoted value of each directive. Held inline up to four, and
-    /// the names this cache knows are not copied: most messages carry a few of those.
+    /// Lower-cased name of each directive, and its value read as delta-seconds, the only
+    /// reading of a value this cache makes. Held inline up to four, and the names this
+    /// cache knows are not copied: most messages carry a few of those.
     list: List,
     /// True when they came from a targeted field, which also overrides `Expires`.
     targeted: bool,
@@ -98,9 +99,7 @@ impl Directives {
     pub(crate) fn seconds(&self, name: &str) -> Option<Seconds> {
         let mut found: Option<Seconds> = None;
         for (_, value) in self.list.iter().filter(|(n, _)| n == name) {
-            let parsed = value
-                .as_deref()
-                .map_or(Seconds::Invalid, parse_delta_seconds);
+            let parsed = value.unwrap_or(Seconds::Invalid);
             found = match found {
                 None => Some(parsed),
                 Some(previous) if previous == parsed => Some(previous),
@@ -115,7 +114,7 @@ impl Directives {
     /// (`max-stale`): `Some(None)` when present without a value.
     pub(crate) fn optional_seconds(&self, name: &str) -> Option<Option<Seconds>> {
         let (_, value) = self.list.iter().find(|(n, _)| n == name)?;
-        Some(value.as_deref().map(parse_delta_seconds))
+        Some(*value)
     }
 }
 
@@ -141,7 +140,8 @@ fn targeted(headers: &HeaderMap, name: &HeaderName) -> Option<Directives> {
         .iter()
         .filter_map(|(key, member)| {
             let name = key.as_str();
-            member_value(name, member).map(|value| (name_of(name), value))
+            let value = member_value(name, member)?;
+            Some((name_of(name), value.as_deref().map(parse_delta_seconds)))
         })
         .collect();
     Some(Directives {
@@ -238,8 +238,8 @@ pub(super) fn parse_delta_seconds(text: &str) -> Seconds {
 /// A directive's name, lower-cased.
 type Name = Cow<'static, str>;
 
-/// Each directive's name and unquoted value, inline up to four.
-type List = SmallVec<[(Name, Option<String>); 4]>;
+/// Each directive's name and value as delta-seconds, inline up to four.
+type List = SmallVec<[(Name, Option<Seconds>); 4]>;
 
 /// The directives this cache acts on, and the common ones it does not.
 const KNOWN: [&str; 16] = [
@@ -285,7 +285,7 @@ fn split_directives(text: &str, out: &mut List) {
             continue;
         }
         let (name, value) = match item.split_once('=') {
-            Some((name, value)) => (name.trim(), Some(unquote(value.trim()))),
+            Some((name, value)) => (name.trim(), Some(value_seconds(value.trim()))),
             None => (item, None),
         };
         if !name.is_empty() {
@@ -308,6 +308,16 @@ fn next_item(text: &str) -> (&str, &str) {
         }
     }
     (text, "")
+}
+
+/// A directive's value, a token or a quoted string (`max-age=5` and `max-age="5"` mean
+/// the same), read as delta-seconds; copied only to remove escapes.
+fn value_seconds(value: &str) -> Seconds {
+    match value.strip_prefix('"').and_then(|v| v.strip_suffix('"')) {
+        Some(inner) if !inner.contains('\\') => parse_delta_seconds(inner),
+        Some(_) => parse_delta_seconds(&unquote(value)),
+        None => parse_delta_seconds(value),
+    }
 }
 
 /// Removes surrounding double quotes and backslash escapes of a quoted string.
@@ -357,6 +367,13 @@ mod tests {
         assert_eq!(cc.seconds("s-maxage"), Some(Seconds::Valid(5)));
         assert!(cc.has("no-cache"));
         assert!(!cc.has("x-a"), "a comma inside quotes does not split");
+        let escaped = parse(&[r#"max-age="6\0", s-maxage="7"#]);
+        assert_eq!(escaped.seconds("max-age"), Some(Seconds::Valid(60)));
+        assert_eq!(
+            escaped.seconds("s-maxage"),
+            Some(Seconds::Invalid),
+            "an unterminated quoted string is no number"
+        );
     }
 
     #[test]
