@@ -18,6 +18,7 @@ mod admin_page;
 // Drives the bench harness and `secondhit simulate`, which exist only with the `bench` feature.
 #[cfg(feature = "bench")]
 mod bench;
+mod callgrind_rig;
 mod cli;
 mod client_limits;
 mod collapse;
