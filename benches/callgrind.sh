@@ -50,7 +50,8 @@ mkdir -p "$WORK/www/pass" "$WORK/tmp-origin"
 head -c 1024 /dev/urandom | base64 -w0 | head -c 1024 >"$WORK/www/one-1k"
 cp "$WORK/www/one-1k" "$WORK/www/pass/one-1k"
 ORIGIN_PORT=$(free_port)
-cat >"$WORK/origin.conf" <<EOF
+{
+  cat <<EOF
 daemon off;
 worker_processes 1;
 pid $WORK/origin.pid;
@@ -61,15 +62,10 @@ http {
   sendfile on;
   keepalive_requests 1000000;
   client_body_temp_path $WORK/tmp-origin;
-  server {
-    listen 127.0.0.1:$ORIGIN_PORT;
-    root $WORK/www;
-    location / { expires 2h; }
-    location /pass/ { add_header Cache-Control "no-store" always; }
-    location /m/ { rewrite ^ /one-1k break; expires 2h; }
-  }
-}
 EOF
+  origin_server "$ORIGIN_PORT"
+  echo "}"
+} >"$WORK/origin.conf"
 nginx -c "$WORK/origin.conf" -p "$WORK" -e "$WORK/origin-error.log" &
 PIDS+=($!)
 wait_for_port "$ORIGIN_PORT"

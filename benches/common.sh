@@ -37,6 +37,21 @@ wait_for_port() {
   exit 1
 }
 
+# The origin's server block on loopback port $1, serving $WORK/www: everything with
+# `expires 2h`, a `no-store` answer under /pass/, and any /m/ name as the 1 KiB object.
+origin_server() {
+  cat <<EOF
+  server {
+    listen 127.0.0.1:$1;
+    root $WORK/www;
+    location / { expires 2h; }
+    location /pass/ { add_header Cache-Control "no-store" always; }
+    # Any /m/ name is the 1 KiB object: every URL of the miss cases exists.
+    location /m/ { rewrite ^ /one-1k break; expires 2h; }
+  }
+EOF
+}
+
 # nginx's worker_cpu_affinity: a bit mask per CPU given, in binary, CPU 0 rightmost.
 cpu_masks() { python3 -c 'import sys; print(" ".join(bin(1 << int(c))[2:] for c in sys.argv[1:]))' "$@"; }
 

@@ -230,17 +230,8 @@ EOF
 ORIGIN_PORT=$(free_port)
 {
   nginx_preamble origin "${ORIGIN_LIST[@]}"
-  cat <<EOF
-  server {
-    listen 127.0.0.1:$ORIGIN_PORT;
-    root $WORK/www;
-    location / { expires 2h; }
-    location /pass/ { add_header Cache-Control "no-store" always; }
-    # Any /m/ name is the 1 KiB object: every URL of the miss cases exists.
-    location /m/ { rewrite ^ /one-1k break; expires 2h; }
-  }
-}
-EOF
+  origin_server "$ORIGIN_PORT"
+  echo "}"
 } >"$WORK/origin.conf"
 
 # The fields a browser sends with a request for a page (Firefox's, less cookies), for
