@@ -3,7 +3,7 @@
 # figure where timed runs on a shared VM spread more than a change moves them (results and
 # their history: benches/RESULTS.md, the entries that name "the callgrind rig").
 #
-# One worker in front of an nginx origin (the objects and locations of vs_nginx.sh), under
+# One worker in front of an nginx origin (the 1 KiB object and locations of vs_nginx.sh's), under
 # `valgrind --tool=callgrind` with counting off; per case: $WARM requests to warm, then
 # counting on for $REQUESTS sequential requests on one keep-alive connection, then off.
 # The count is the whole process's (every thread, the runtime's included) over those
