@@ -139,23 +139,25 @@ mod tests {
         http_body_util::StreamBody::new(frames.boxed()).boxed_unsync()
     }
 
+    /// [`within`] of `TIMEOUT`, the request handed to the connection now.
+    async fn within_from_now<F: Future>(
+        sending: Pin<&mut F>,
+        progress: Option<&Progress>,
+    ) -> Option<F::Output> {
+        within(sending, progress, Instant::now(), TIMEOUT).await
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_silent_server_is_given_up_on_after_the_timeout() {
         let start = Instant::now();
         let never = std::future::pending::<()>();
-        assert_eq!(
-            within(std::pin::pin!(never), None, Instant::now(), TIMEOUT).await,
-            None
-        );
+        assert_eq!(within_from_now(std::pin::pin!(never), None).await, None);
         assert_eq!(start.elapsed(), TIMEOUT);
         let answer = async {
             tokio::time::sleep(TIMEOUT / 2).await;
             7
         };
-        assert_eq!(
-            within(std::pin::pin!(answer), None, Instant::now(), TIMEOUT).await,
-            Some(7)
-        );
+        assert_eq!(within_from_now(std::pin::pin!(answer), None).await, Some(7));
     }
 
     #[tokio::test(start_paused = true)]
@@ -170,13 +172,7 @@ mod tests {
         };
         let start = Instant::now();
         assert_eq!(
-            within(
-                std::pin::pin!(server),
-                Some(&progress),
-                Instant::now(),
-                TIMEOUT
-            )
-            .await,
+            within_from_now(std::pin::pin!(server), Some(&progress)).await,
             Some(10)
         );
         assert!(start.elapsed() > TIMEOUT * 5);
@@ -194,13 +190,7 @@ mod tests {
         };
         let start = Instant::now();
         assert_eq!(
-            within(
-                std::pin::pin!(server),
-                Some(&progress),
-                Instant::now(),
-                TIMEOUT
-            )
-            .await,
+            within_from_now(std::pin::pin!(server), Some(&progress)).await,
             None
         );
         assert!(start.elapsed() <= TIMEOUT + Duration::from_millis(10));
