@@ -337,8 +337,6 @@ pub struct Origin {
     /// which (as in nginx) is never taken out by failures: it is all there is.
     passive: Option<Passive>,
     host_header: HostHeader,
-    /// `origin.read_timeout`: between bytes of a response body.
-    read_timeout: Duration,
     /// Which failed requests go to another server (`origin.retry`).
     retry: retry::Policy,
     /// Bounds requests waiting for a response head (`origin.max_in_flight`); the permit is
@@ -385,6 +383,7 @@ impl Origin {
         let timeouts = pool::Timeouts {
             connect: config.connect_timeout,
             first_byte: config.first_byte_timeout,
+            read: config.read_timeout,
         };
         // As many idle connections per server as requests may wait for a head at once.
         let max_idle = config.max_in_flight;
@@ -411,7 +410,6 @@ impl Origin {
             passive,
             servers,
             host_header: config.host_header,
-            read_timeout: config.read_timeout,
             retry: retry::Policy::new(&config.retry),
             in_flight: Arc::new(in_flight::InFlight::new(config.max_in_flight)),
             queue_timeout: config.queue_timeout,
@@ -460,7 +458,8 @@ impl Origin {
         // Before a permit: a client that trickles its body holds no origin capacity.
         let keep = self.retry.may_resend(&method, self.servers.len());
         let ahead = upload::read_ahead(body, self.upload, keep).await?;
-        let mut request = Request::new(ahead.body);
+        // Boxed: it moves through four layers to the connection, each move a pointer's.
+        let mut request = Box::new(Request::new(ahead.body));
         *request.method_mut() = method;
         *request.uri_mut() = uri;
         *request.headers_mut() = headers;
@@ -476,7 +475,7 @@ impl Origin {
         // The connection read the framing and the hop-by-hop fields, and passed on only
         // the end-to-end ones.
         let (mut head, body) = response.into_parts();
-        let framing = BodyFraming::of(body.delimit());
+        let framing = BodyFraming::of(body.get_ref().delimit());
         // The protocol version is per connection: the client's connection has its own
         // (an HTTP/1.0 origin must not turn the client's HTTP/1.1 response into 1.0).
         head.version = Version::default();
@@ -486,11 +485,7 @@ impl Origin {
                 ..upstream
             },
             head,
-            body: Box::new(ReadTimeout::new(
-                body,
-                self.read_timeout,
-                "origin.read_timeout",
-            )),
+            body,
             framing,
         })
     }
@@ -503,12 +498,12 @@ impl Origin {
     /// head and who answered it (its status is filled in by the caller).
     async fn to_a_server(
         &self,
-        mut request: Request<RequestBody>,
+        mut request: Box<Request<RequestBody>>,
         added: &(dyn AddFields + Sync),
         replay: Option<retry::Replay>,
         client_host: HeaderValue,
         key: &[u8],
-    ) -> Result<(http::Response<PooledBody>, Upstream), OriginError> {
+    ) -> Result<(http::Response<OriginBody>, Upstream), OriginError> {
         let (mut tried, mut sent) = (0u64, 0u32);
         let (mut earlier, mut retrying) = (Vec::new(), None);
         let mut last_error = None;
@@ -543,10 +538,10 @@ impl Origin {
             };
             let reason = failed.reason;
             request = match (failed.unsent, reason, &replay) {
-                (Some(unsent), _, _) => *unsent,
+                (Some(unsent), _, _) => unsent,
                 (None, Some(reason), Some(replay)) if self.retry.allows(reason, sent + 1) => {
                     sent += 1;
-                    replay.request()
+                    Box::new(replay.request())
                 }
                 _ => return Err(failed.error),
             };
@@ -562,9 +557,9 @@ impl Origin {
     async fn attempt(
         &self,
         server: &Server,
-        request: Request<RequestBody>,
+        request: Box<Request<RequestBody>>,
         added: &(dyn AddFields + Sync),
-    ) -> Result<(http::Response<PooledBody>, Duration), pool::Failed> {
+    ) -> Result<(http::Response<OriginBody>, Duration), pool::Failed> {
         // Timed from here: the wait for a permit is this proxy's queue, not the origin's.
         let sent = Instant::now();
         let result = server

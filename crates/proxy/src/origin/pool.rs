@@ -51,7 +51,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use tokio::time::Instant;
 use tower_service::Service;
 
-use super::{AddFields, OriginError, ReadTimedOut, RequestBody};
+use super::{AddFields, OriginBody, OriginError, ReadTimedOut, RequestBody};
 use crate::config::RetryReason;
 
 mod exchange;
@@ -79,6 +79,8 @@ pub(super) struct Timeouts {
     pub(super) connect: Duration,
     /// `origin.first_byte_timeout` ([`first_byte`](super::first_byte)).
     pub(super) first_byte: Duration,
+    /// `origin.read_timeout`: between bytes of a response body.
+    pub(super) read: Duration,
 }
 
 /// Opens connections: TCP with the connect timeout, and TLS for `https://`.
@@ -135,16 +137,16 @@ impl Pool {
 
     /// Sends `request` (origin-form target, `Host` set) on a pooled connection, or on a
     /// new one to `origin` (scheme and authority), and returns the response head. The
-    /// body holds the connection until it ends. A failure to open a connection gives the
+    /// body, boxed with its `origin.read_timeout`, holds the connection until it ends. A failure to open a connection gives the
     /// request back ([`Failed::unsent`]): nothing of it was sent, so it may go elsewhere.
     /// `now`: the clock as the caller read it when it began the request.
     pub(super) fn send<'a>(
         &'a self,
         origin: &'a Uri,
-        request: Request<RequestBody>,
+        request: Box<Request<RequestBody>>,
         added: &'a (dyn AddFields + Sync),
         now: Instant,
-    ) -> impl Future<Output = Result<Response<PooledBody>, Failed>> + 'a {
+    ) -> impl Future<Output = Result<Response<OriginBody>, Failed>> + 'a {
         // Not an async fn of its own: a wrapper's state would hold the exchange's again.
         let list = &self.shared.lists[crate::worker::index() % LISTS];
         exchange::send(self, list, origin, added, request, now)
@@ -176,10 +178,10 @@ pub(super) struct Failed {
 }
 
 impl Failed {
-    fn unsent(error: OriginError, request: Request<RequestBody>) -> Failed {
+    fn unsent(error: OriginError, request: Box<Request<RequestBody>>) -> Failed {
         Failed {
             error,
-            unsent: Some(Box::new(request)),
+            unsent: Some(request),
             reason: Some(RetryReason::Unsent),
         }
     }

@@ -52,7 +52,7 @@ async fn probe_every(server: Weak<Server>, check: HealthCheck) {
 /// One probe: whether it passed, and what it saw.
 async fn probe(server: &Server, check: &HealthCheck) -> (bool, String) {
     let timeout = check.timeout;
-    let mut request = Request::new(empty_body());
+    let mut request = Box::new(Request::new(empty_body()));
     match Uri::try_from(check.path.as_str()) {
         Ok(uri) => *request.uri_mut() = uri,
         Err(error) => return (false, format!("health_check.path: {error}")),

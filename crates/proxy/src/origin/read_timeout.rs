@@ -125,6 +125,11 @@ impl<B> ReadTimeout<B> {
         }
     }
 
+    /// The body it times.
+    pub(super) fn get_ref(&self) -> &B {
+        &self.inner
+    }
+
     /// Also fails when the body averages under `rate` over its timeout (zero: only
     /// silence fails).
     pub(super) fn with_min_rate(mut self, rate: MinRate) -> ReadTimeout<B> {

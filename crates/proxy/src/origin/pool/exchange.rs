@@ -17,7 +17,7 @@ use tokio::time::Instant;
 use tokio_util::either::Either;
 
 use super::super::first_byte;
-use super::super::{AddFields, OriginError, RequestBody};
+use super::super::{AddFields, OriginBody, OriginError, ReadTimeout, RequestBody};
 use super::{Failed, Io, List, Pool, PooledBody};
 use crate::body::BoxError;
 use crate::config::RetryReason;
@@ -35,9 +35,9 @@ pub(super) async fn send(
     list: &Arc<List>,
     origin: &Uri,
     added: &(dyn AddFields + Sync),
-    mut request: Request<RequestBody>,
+    mut request: Box<Request<RequestBody>>,
     began: Instant,
-) -> Result<Response<PooledBody>, Failed> {
+) -> Result<Response<OriginBody>, Failed> {
     let progress = first_byte::watch(&mut request);
     let rest = Unsent::wrap(&mut request);
     // The failure of a written request being sent again: if no new connection opens,
@@ -64,7 +64,7 @@ pub(super) async fn send(
         // each wake fewer times (`benches/RESULTS.md`, "the origin's requests sent at the
         // end of the scheduler pass").
         crate::worker::end_of_pass().await;
-        let sending = std::pin::pin!(conn.send(request, added));
+        let sending = std::pin::pin!(conn.send(*request, added));
         // Timed from the caller's start only on a pooled connection: a new one's connect
         // is not the server's time to answer.
         let from = now.take().filter(|_| reused).unwrap_or_else(Instant::now);
@@ -78,12 +78,20 @@ pub(super) async fn send(
                     tokio::spawn(discard(rest));
                 }
                 let list = Arc::downgrade(list);
-                return Ok(response.map(|body| PooledBody::new(body, list)));
+                // Boxed here, with its read timer: the response then moves up through the
+                // origin's layers as a pointer, not as the connection it holds.
+                let read = pool.timeouts.read;
+                return Ok(response.map(|body| {
+                    let body = PooledBody::new(body, list);
+                    Box::new(ReadTimeout::new(body, read, "origin.read_timeout"))
+                }));
             }
             // The first failure of a request written to this server is the one
             // `origin.retry` weighs, however many connections to it fail after it.
             Err(failed) => match again(failed, reused, idempotent) {
-                Ok((unsent, failure)) => (request, resending) = (unsent, resending.or(failure)),
+                Ok((unsent, failure)) => {
+                    (request, resending) = (Box::new(unsent), resending.or(failure));
+                }
                 Err(_) if let Some(first) = resending => return Err(sent_failed(first)),
                 Err(failed) => return Err(failed),
             },
@@ -110,7 +118,10 @@ fn again(
         (Some(unsent), Some(true)) if reused && idempotent => Ok((unsent, Some(error))),
         (Some(unsent), Some(false)) => {
             let closed = "the new origin connection closed before the request was sent";
-            Err(Failed::unsent(OriginError::Connect(closed.into()), unsent))
+            Err(Failed::unsent(
+                OriginError::Connect(closed.into()),
+                Box::new(unsent),
+            ))
         }
         _ => Err(sent_failed(error)),
     }
