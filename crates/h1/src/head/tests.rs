@@ -201,3 +201,21 @@ proptest::proptest! {
         }
     }
 }
+
+proptest::proptest! {
+    /// A field line is written whole after what the buffer held, whether or not the
+    /// buffer had to grow for it.
+    #[test]
+    fn a_field_line_is_written_after_the_buffer_whether_or_not_it_grows(
+        before in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64),
+        room in 0usize..96,
+        name in proptest::collection::vec(b'a'..=b'z', 0..40),
+        value in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..80),
+    ) {
+        let mut dst = BytesMut::with_capacity(before.len() + room);
+        dst.extend_from_slice(&before);
+        put_field(&mut dst, &name, &value);
+        let expected = [&before[..], &name, b": ", &value, b"\r\n"].concat();
+        proptest::prop_assert_eq!(&dst[..], &expected[..]);
+    }
+}
