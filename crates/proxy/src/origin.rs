@@ -37,6 +37,7 @@ use health::{Attempt, FailStatuses, Health, Passive, ServerState};
 pub use secondhit_h1::{AddFields, FieldLines, FieldWriter};
 
 mod balance;
+mod deadline;
 mod first_byte;
 pub mod health;
 mod in_flight;

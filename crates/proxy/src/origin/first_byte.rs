@@ -11,7 +11,7 @@
 //! stopped process: the kernel still completes handshakes) is given up on after the
 //! timeout, where the time between body bytes (`origin.read_timeout`) can stay long.
 
-use std::future::Future;
+use std::future::{Future, poll_fn};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
@@ -24,6 +24,7 @@ use http_body_util::BodyExt;
 use tokio::time::Instant;
 
 use super::RequestBody;
+use super::deadline::Board;
 use crate::body::BoxError;
 
 /// Who the exchange waits for, as a request body's frames are taken.
@@ -73,9 +74,20 @@ pub(super) async fn within<F: Future>(
     progress: Option<&Progress>,
     mut from: Instant,
     timeout: Duration,
+    board: &Arc<Board>,
 ) -> Option<F::Output> {
     loop {
-        if let Ok(done) = tokio::time::timeout_at(from + timeout, &mut sending).await {
+        // Set at the first wait only: an answer ready at once needs no deadline.
+        let mut deadline = None;
+        let answered = poll_fn(|cx| {
+            if let Poll::Ready(done) = sending.as_mut().poll(cx) {
+                return Poll::Ready(Some(done));
+            }
+            let deadline = deadline.get_or_insert_with(|| board.set(from + timeout, cx.waker()));
+            deadline.poll_passed(cx).map(|()| None)
+        })
+        .await;
+        if let Some(done) = answered {
             return Some(done);
         }
         let now = Instant::now();
@@ -144,7 +156,8 @@ mod tests {
         sending: Pin<&mut F>,
         progress: Option<&Progress>,
     ) -> Option<F::Output> {
-        within(sending, progress, Instant::now(), TIMEOUT).await
+        let board = Arc::new(Board::default());
+        within(sending, progress, Instant::now(), TIMEOUT, &board).await
     }
 
     #[tokio::test(start_paused = true)]

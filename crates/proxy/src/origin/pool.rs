@@ -51,7 +51,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use tokio::time::Instant;
 use tower_service::Service;
 
-use super::{AddFields, OriginBody, OriginError, ReadTimedOut, RequestBody};
+use super::{AddFields, OriginBody, OriginError, ReadTimedOut, RequestBody, deadline};
 use crate::config::RetryReason;
 
 mod exchange;
@@ -100,6 +100,8 @@ struct List {
     idle: Mutex<Idle>,
     /// The most idle connections this list keeps.
     max_idle: usize,
+    /// The response heads its exchanges wait for (`origin.first_byte_timeout`).
+    deadlines: Arc<deadline::Board>,
 }
 
 #[derive(Default)]
@@ -124,6 +126,7 @@ impl Pool {
             Arc::new(List {
                 idle: Mutex::default(),
                 max_idle,
+                deadlines: Arc::default(),
             })
         };
         Pool {
@@ -397,6 +400,7 @@ mod tests {
         let list = Arc::new(List {
             idle: Mutex::default(),
             max_idle: 2,
+            deadlines: Arc::default(),
         });
         for _ in 0..3 {
             list.put(connection(addr).await);

@@ -68,7 +68,8 @@ pub(super) async fn send(
         // Timed from the caller's start only on a pooled connection: a new one's connect
         // is not the server's time to answer.
         let from = now.take().filter(|_| reused).unwrap_or_else(Instant::now);
-        let within = first_byte::within(sending, progress.as_deref(), from, first_byte);
+        let deadlines = &list.deadlines;
+        let within = first_byte::within(sending, progress.as_deref(), from, first_byte, deadlines);
         let Some(sent) = within.await else {
             return Err(Failed::timed_out(first_byte));
         };
