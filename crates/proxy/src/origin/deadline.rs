@@ -2,9 +2,9 @@
 //! (`origin.first_byte_timeout`).
 //!
 //! A `tokio::time::Sleep` per request took a place in the runtime's timer wheel, under its
-//! lock, at the exchange's first wait and gave it back at the answer: about 550
-//! instructions of a pass-through's 33,000 (`benches/RESULTS.md`, "one timer for the
-//! response heads"). Here a deadline is a slot on a [`Board`] and a clone of its task's
+//! lock, at the exchange's first wait and gave it back at the answer, a cost the
+//! pass-through's profile showed (`benches/RESULTS.md`, "one timer for the response
+//! heads"). Here a deadline is a slot on a [`Board`] and a clone of its task's
 //! waker, and one task per board, its watcher, sleeps toward the earliest deadline. The
 //! watcher is re-armed when it wakes, or when a deadline comes before the one it sleeps
 //! toward. Deadlines a fixed timeout after each request's start come after those before
