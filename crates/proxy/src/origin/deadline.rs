@@ -58,23 +58,28 @@ impl Board {
             waker: waker.clone(),
             passed: false,
         });
-        let start = !inner.watching;
         let earlier = inner.armed.is_none_or(|armed| at < armed);
         if earlier {
             inner.armed = Some(at);
         }
-        inner.watching = true;
         let poke = earlier.then(|| inner.watcher.take()).flatten();
+        self.watch_if_unwatched(inner);
+        if let Some(watcher) = poke {
+            watcher.wake();
+        }
+        Deadline { board: self, key }
+    }
+
+    /// Starts a watcher on this runtime when none runs, and lets go of `inner`.
+    fn watch_if_unwatched(self: &Arc<Board>, mut inner: MutexGuard<'_, Inner>) {
+        let start = !inner.watching;
+        inner.watching = true;
         drop(inner);
         if start {
             // The guard is made here, not in the task: a task dropped before its first
             // poll (its runtime shutting down) still marks the board unwatched.
             tokio::spawn(watch(Watching(Arc::downgrade(self))));
         }
-        if let Some(watcher) = poke {
-            watcher.wake();
-        }
-        Deadline { board: self, key }
     }
 
     /// The watcher's look at `now`: marks the deadlines that passed and wakes their
@@ -98,13 +103,17 @@ impl Board {
         earliest
     }
 
-    /// The watcher has ended (its runtime is shutting down): the next deadline set starts
-    /// another.
+    /// The watcher has ended (its runtime is shutting down). The tasks still waiting are
+    /// woken: the first of them polled on a live runtime starts another watcher there
+    /// ([`Deadline::poll_passed`]), as will the next deadline set.
     fn unwatched(&self) {
         let mut inner = self.lock();
         inner.watching = false;
         inner.watcher = None;
         inner.armed = None;
+        for (_, slot) in inner.slots.iter().filter(|(_, slot)| !slot.passed) {
+            slot.waker.wake_by_ref();
+        }
     }
 }
 
@@ -123,12 +132,14 @@ impl Drop for Board {
 
 /// A deadline on a [`Board`]; dropped, it leaves the board.
 pub(super) struct Deadline<'b> {
-    board: &'b Board,
+    board: &'b Arc<Board>,
     key: usize,
 }
 
 impl Deadline<'_> {
     /// Ready once the deadline has passed; until then, the task of `cx` is the one woken.
+    /// A board left without a watcher (its runtime ended while this one runs) gets one
+    /// on this runtime.
     pub(super) fn poll_passed(&mut self, cx: &Context<'_>) -> Poll<()> {
         let mut inner = self.board.lock();
         let Some(slot) = inner.slots.get_mut(self.key) else {
@@ -138,6 +149,10 @@ impl Deadline<'_> {
             return Poll::Ready(());
         }
         slot.waker.clone_from(cx.waker());
+        if !inner.watching {
+            inner.armed = None;
+            self.board.watch_if_unwatched(inner);
+        }
         Poll::Pending
     }
 }
@@ -288,6 +303,36 @@ mod tests {
         let board = Arc::new(Board::default());
         passes_on_a_new_runtime(&board);
         passes_on_a_new_runtime(&board);
+    }
+
+    #[test]
+    fn a_deadline_waited_for_on_one_runtime_passes_after_its_watcher_went_with_another() {
+        let board = Arc::new(Board::default());
+        let first = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("runtime");
+        // The watcher starts on the first runtime, which then stops being driven.
+        first.block_on(async {
+            let far = board.set(Instant::now() + Duration::from_secs(3600), Waker::noop());
+            tokio::task::yield_now().await;
+            drop(far);
+        });
+        let other = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_time()
+            .build()
+            .expect("runtime");
+        let shared = Arc::clone(&board);
+        let waiting = other.spawn(async move {
+            passes(&shared, Instant::now() + Duration::from_millis(100)).await;
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        // Its watcher goes with it, and the task on the other runtime is told.
+        drop(first);
+        let passed =
+            other.block_on(async { tokio::time::timeout(Duration::from_secs(10), waiting).await });
+        assert!(matches!(passed, Ok(Ok(()))), "{passed:?}");
     }
 
     #[test]
