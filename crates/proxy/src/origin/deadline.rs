@@ -8,8 +8,8 @@
 //! waker, and one task per board, its watcher, sleeps toward the earliest deadline. The
 //! watcher is re-armed when it wakes, or when a deadline comes before the one it sleeps
 //! toward. Deadlines a fixed timeout after each request's start come after those before
-//! them, and most are gone (answered) before they pass, so under steady load the watcher
-//! wakes about once a timeout.
+//! them, so a new request's deadline does not re-arm the watcher while an earlier one
+//! is armed, answered or not.
 
 use std::future::Future as _;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
