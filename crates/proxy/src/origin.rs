@@ -525,7 +525,10 @@ impl Origin {
                 HostHeader::Origin => &server.origin_host,
             };
             let added = HostFirst { host, added };
-            let failed = match self.attempt(server, request, &added).await {
+            // Timed from here: the wait for a permit is this proxy's queue, not the origin's.
+            let began = Instant::now();
+            let result = (server.pool.send(&server.address, request, &added, began)).await;
+            let failed = match self.record(server, began, result) {
                 Ok((response, header_time)) => {
                     let upstream = Upstream {
                         addr: server.addr.clone(),
@@ -552,21 +555,16 @@ impl Origin {
         }
     }
 
-    /// Sends `request`, then the `added` lines, to `server`, and records how it went in
-    /// the server's health and the origin's latency: the response head and the time to
-    /// it, or the failure.
-    async fn attempt(
+    /// Records how a request sent to `server` at `sent` went, in the server's health and
+    /// the origin's latency: the response head and the time to it, or the failure. Not
+    /// part of an async fn of its own around the send: that would be one more future
+    /// between the request and the connection, its state moved and matched at each poll.
+    fn record(
         &self,
         server: &Server,
-        request: Box<Request<RequestBody>>,
-        added: &(dyn AddFields + Sync),
+        sent: Instant,
+        result: Result<http::Response<OriginBody>, pool::Failed>,
     ) -> Result<(http::Response<OriginBody>, Duration), pool::Failed> {
-        // Timed from here: the wait for a permit is this proxy's queue, not the origin's.
-        let sent = Instant::now();
-        let result = server
-            .pool
-            .send(&server.address, request, added, sent)
-            .await;
         // One reading of the clock for the latency and the server's health.
         let now = Instant::now();
         let elapsed = now.saturating_duration_since(sent);
