@@ -63,10 +63,13 @@ fn the_callgrind_rig_counts_each_cases_instructions_per_request() {
             .map_or(0, |(_, n)| *n)
     };
     // A request through the proxy is thousands of instructions; a stored miss does all a
-    // pass-through does and writes an entry, and a hit reaches no origin.
+    // pass-through does and writes an entry, and a hit neither reaches the origin nor
+    // writes. Not hit against pass-through: over five requests of this debug build a
+    // hit's first reads of the store weigh about what a pass-through's exchange does
+    // (194,245 against 185,796 in one CI run), so their order says nothing.
     assert!(count("pass-1k") > 5_000, "{stdout}");
     assert!(count("miss-1k") > count("pass-1k"), "{stdout}");
-    assert!(count("hit-1k") < count("pass-1k"), "{stdout}");
+    assert!(count("hit-1k") < count("miss-1k"), "{stdout}");
     assert!(count("pass-1k-fields") > count("pass-1k"), "{stdout}");
     for case in CASES {
         let kept = dir.path().join(format!("{case}.callgrind"));
