@@ -140,9 +140,10 @@ impl Pool {
 
     /// Sends `request` (origin-form target, `Host` set) on a pooled connection, or on a
     /// new one to `origin` (scheme and authority), and returns the response head. The
-    /// body, boxed with its `origin.read_timeout`, holds the connection until it ends. A failure to open a connection gives the
-    /// request back ([`Failed::unsent`]): nothing of it was sent, so it may go elsewhere.
-    /// `now`: the clock as the caller read it when it began the request.
+    /// body, boxed with its `origin.read_timeout`, holds the connection until it ends. A
+    /// failure to open a connection gives the request back ([`Failed::unsent`]): nothing
+    /// of it was sent, so it may go elsewhere. `now`: the clock as the caller read it
+    /// when it began the request.
     pub(super) fn send<'a>(
         &'a self,
         origin: &'a Uri,
