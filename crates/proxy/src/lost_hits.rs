@@ -27,6 +27,8 @@
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
+use foldhash::quality::RandomState;
+
 use crate::admission::settings::AdmissionPolicy;
 use crate::admission::{AdmitReason, Decision};
 use crate::store::{Store, StoreHash};
@@ -48,7 +50,7 @@ pub(crate) struct LostHits {
 
 /// The set of entries second-hit would not have, and when to sweep it next.
 struct Ledger {
-    entries: HashSet<StoreHash>,
+    entries: HashSet<StoreHash, RandomState>,
     /// Sweep once the set reaches this size.
     sweep_at: usize,
 }
@@ -71,7 +73,7 @@ impl LostHits {
     fn new(stored: Stored) -> LostHits {
         LostHits {
             ledger: Mutex::new(Ledger {
-                entries: HashSet::new(),
+                entries: HashSet::default(),
                 sweep_at: SWEEP_FLOOR,
             }),
             stored,

@@ -19,6 +19,7 @@ pub(crate) mod rule;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use foldhash::quality::RandomState;
 use http::StatusCode;
 
 pub(crate) use crate::config::Rules;
@@ -43,9 +44,9 @@ pub struct Site {
 pub struct Sites {
     sites: Vec<Arc<Site>>,
     /// Exact host (lower-case, no port) → index in `sites`.
-    exact: HashMap<Box<str>, usize>,
+    exact: HashMap<Box<str>, usize, RandomState>,
     /// `example.com` for `*.example.com` → index in `sites`.
-    wildcard: HashMap<Box<str>, usize>,
+    wildcard: HashMap<Box<str>, usize, RandomState>,
     /// What a host no site names gets: a site, or a status.
     unknown: Result<Arc<Site>, StatusCode>,
     /// The origin servers' health, by URL: the next `Sites` a reload builds takes it
@@ -77,7 +78,7 @@ impl Sites {
             (false, UnknownHost::Misdirected) => Err(StatusCode::MISDIRECTED_REQUEST),
             (false, UnknownHost::NotFound) => Err(StatusCode::NOT_FOUND),
         };
-        let (mut exact, mut wildcard) = (HashMap::new(), HashMap::new());
+        let (mut exact, mut wildcard) = (HashMap::default(), HashMap::default());
         let mut sites = Vec::with_capacity(config.sites.len());
         for (index, site) in config.sites.iter().enumerate() {
             for host in &site.hosts {

@@ -24,6 +24,7 @@ use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
+use foldhash::quality::RandomState;
 use xxhash_rust::xxh3::xxh3_64;
 
 /// Shards of each map; as many as the index has, for the same reason (two operations on
@@ -217,12 +218,12 @@ struct Record {
 }
 
 /// A reverse map: name → the key hashes of the entries under it.
-type Groups = Box<[Mutex<HashMap<Box<str>, BTreeSet<StoreHash>>>]>;
+type Groups = Box<[Mutex<HashMap<Box<str>, BTreeSet<StoreHash>, RandomState>>]>;
 
 /// The catalog (see the module docs).
 #[derive(Debug)]
 pub(crate) struct Catalog {
-    records: Box<[Mutex<HashMap<StoreHash, Record>>]>,
+    records: Box<[Mutex<HashMap<StoreHash, Record, RandomState>>]>,
     by_tag: Groups,
     by_site: Groups,
     by_url: Groups,
@@ -253,7 +254,10 @@ impl Catalog {
         }
     }
 
-    fn record_shard(&self, key_hash: StoreHash) -> MutexGuard<'_, HashMap<StoreHash, Record>> {
+    fn record_shard(
+        &self,
+        key_hash: StoreHash,
+    ) -> MutexGuard<'_, HashMap<StoreHash, Record, RandomState>> {
         lock(&self.records[key_hash.0 as usize % SHARDS])
     }
 
@@ -269,7 +273,7 @@ impl Catalog {
         &self,
         map: Map,
         name: &str,
-    ) -> MutexGuard<'_, HashMap<Box<str>, BTreeSet<StoreHash>>> {
+    ) -> MutexGuard<'_, HashMap<Box<str>, BTreeSet<StoreHash>, RandomState>> {
         let shard = xxh3_64(name.as_bytes()) as usize % SHARDS;
         lock(&self.map(map)[shard])
     }

@@ -34,6 +34,8 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
+use foldhash::quality::RandomState;
+
 use super::catalog::PurgeSelector;
 use super::index::{Fill, Index, Placed, Provenance};
 use crate::{FillId, StoreHash};
@@ -88,7 +90,7 @@ struct Recent {
 /// The pending keys and the recent removals, under one lock.
 #[derive(Debug, Default)]
 struct State {
-    keys: HashMap<StoreHash, Pending>,
+    keys: HashMap<StoreHash, Pending, RandomState>,
     recent: VecDeque<Recent>,
     /// Tickets below this are older than every remembered removal.
     forgotten_below: u64,

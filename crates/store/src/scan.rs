@@ -44,6 +44,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Instant;
 
+use foldhash::quality::RandomState;
 use tracing::{debug, info, warn};
 
 use super::catalog::{Catalog, PurgeSelector};
@@ -53,6 +54,9 @@ use super::index::{Fill, Index, Placed, Provenance};
 use super::{Inner, StoreError};
 use crate::{FillId, FillRef, StoreHash};
 
+/// Key hash → the fill ids begun for it while the scan runs.
+type Live = HashMap<StoreHash, Vec<FillId>, RandomState>;
+
 /// Coordinates the scan with the fills that begin while it runs.
 #[derive(Debug)]
 pub(crate) struct ScanGate {
@@ -61,7 +65,7 @@ pub(crate) struct ScanGate {
     scanning: AtomicBool,
     /// Key hash → fill ids begun by this run while the scan runs (none for a
     /// key this run only removed); `None` once it has finished.
-    live: Mutex<Option<HashMap<StoreHash, Vec<FillId>>>>,
+    live: Mutex<Option<Live>>,
     /// The purges made while the scan runs; taken after `live`'s lock, never before.
     purges: Mutex<Vec<PurgeSelector>>,
 }
@@ -89,7 +93,7 @@ impl ScanGate {
     pub(crate) fn new() -> ScanGate {
         ScanGate {
             scanning: AtomicBool::new(true),
-            live: Mutex::new(Some(HashMap::new())),
+            live: Mutex::new(Some(Live::default())),
             purges: Mutex::new(Vec::new()),
         }
     }
@@ -111,7 +115,7 @@ impl ScanGate {
         live.is_some()
     }
 
-    fn live(&self) -> MutexGuard<'_, Option<HashMap<StoreHash, Vec<FillId>>>> {
+    fn live(&self) -> MutexGuard<'_, Option<Live>> {
         // Every critical section is one map operation (or a map lookup and an
         // index insert, which cannot fail half-way): poison carries no meaning.
         self.live.lock().unwrap_or_else(PoisonError::into_inner)

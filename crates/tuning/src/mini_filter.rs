@@ -20,6 +20,8 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
+use foldhash::quality::RandomState;
+
 use secondhit_admission::settings::RotateMode;
 use secondhit_admission::{AUTO_FLOOR, BURST_HOLD_SHARE, steer};
 
@@ -75,8 +77,8 @@ impl Generations {
 /// The miniature pair: see the module docs.
 pub(super) struct MiniFilter {
     sizing: Generations,
-    current: HashSet<u64>,
-    previous: HashSet<u64>,
+    current: HashSet<u64, RandomState>,
+    previous: HashSet<u64, RandomState>,
     /// When the current generation began (time since the estimator's start).
     started: Duration,
     /// New keys it took.
@@ -99,8 +101,8 @@ impl MiniFilter {
         };
         MiniFilter {
             sizing,
-            current: HashSet::new(),
-            previous: HashSet::new(),
+            current: HashSet::default(),
+            previous: HashSet::default(),
             started: now,
             inserts: 0,
             fills: 0,

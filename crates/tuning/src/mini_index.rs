@@ -16,6 +16,8 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::AtomicU64;
 
+use foldhash::quality::RandomState;
+
 #[cfg(doc)]
 use secondhit_store::SMALL_SHARE;
 use secondhit_store::{GHOST_TENTHS, Ghost, MAX_HITS, StoreHash};
@@ -41,7 +43,7 @@ struct GhostOf {
 
 /// The miniature index: see the module docs.
 pub(super) struct MiniIndex {
-    entries: HashMap<u64, Entry>,
+    entries: HashMap<u64, Entry, RandomState>,
     small: VecDeque<(u64, u64)>,
     main: VecDeque<(u64, u64)>,
     small_bytes: u64,
@@ -60,7 +62,7 @@ impl MiniIndex {
     /// sights).
     pub(super) fn new(capacity: u64, small_divisor: u64, ghost: bool) -> MiniIndex {
         MiniIndex {
-            entries: HashMap::new(),
+            entries: HashMap::default(),
             small: VecDeque::new(),
             main: VecDeque::new(),
             small_bytes: 0,

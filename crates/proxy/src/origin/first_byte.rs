@@ -24,7 +24,7 @@ use http_body_util::BodyExt;
 use tokio::time::Instant;
 
 use super::RequestBody;
-use super::deadline::Board;
+use super::deadline::{Board, Deadline};
 use crate::body::BoxError;
 
 /// Who the exchange waits for, as a request body's frames are taken.
@@ -78,13 +78,20 @@ pub(super) async fn within<F: Future>(
 ) -> Option<F::Output> {
     loop {
         // Set at the first wait only: an answer ready at once needs no deadline.
-        let mut deadline = None;
+        let mut deadline: Option<Deadline<'_>> = None;
         let answered = poll_fn(|cx| {
             if let Poll::Ready(done) = sending.as_mut().poll(cx) {
                 return Poll::Ready(Some(done));
             }
-            let deadline = deadline.get_or_insert_with(|| board.set(from + timeout, cx.waker()));
-            deadline.poll_passed(cx).map(|()| None)
+            match &mut deadline {
+                Some(deadline) => deadline.poll_passed(cx).map(|()| None),
+                None => {
+                    // Not looked at yet: the board wakes this task once the watcher,
+                    // which `set` wakes for an earlier deadline, sees it passed.
+                    deadline = Some(board.set(from + timeout, cx.waker()));
+                    Poll::Pending
+                }
+            }
         })
         .await;
         if let Some(done) = answered {

@@ -60,6 +60,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
+use foldhash::quality::RandomState;
 use tokio::sync::watch;
 
 use crate::policy::{NotStored, UnindexedTags};
@@ -98,7 +99,7 @@ struct Shard(Mutex<Slots>);
 /// The map behind one shard's mutex.
 #[derive(Default)]
 struct Slots {
-    map: HashMap<StoreHash, Slot>,
+    map: HashMap<StoreHash, Slot, RandomState>,
     /// `Slot::Refused` entries in `map`, expired ones included.
     refused: usize,
     /// When expired `Refused` entries may next be swept out (at most once per

@@ -11,6 +11,8 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
+use foldhash::quality::RandomState;
+
 use crate::StoreHash;
 
 /// The evicted keys of one shard, oldest first.
@@ -20,7 +22,7 @@ pub struct Ghost {
     /// count: a key taken out of `members` (a refill) leaves its turn here to be skipped.
     order: VecDeque<(u64, u64)>,
     /// The remembered keys: their turn and size.
-    members: HashMap<u64, (u64, u64)>,
+    members: HashMap<u64, (u64, u64), RandomState>,
     /// Sum of the members' sizes (their part of the shared total).
     bytes: u64,
     /// The last turn handed out.
