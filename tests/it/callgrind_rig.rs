@@ -66,7 +66,7 @@ fn the_callgrind_rig_counts_each_cases_instructions_per_request() {
     // pass-through does and writes an entry, and a hit neither reaches the origin nor
     // writes. Not hit against pass-through: over five requests of this debug build a
     // hit's first reads of the store weigh about what a pass-through's exchange does
-    // (194,245 against 185,796 in one CI run), so their order says nothing.
+    // (`benches/RESULTS.md`, "the callgrind rig's test"), so their order says nothing.
     assert!(count("pass-1k") > 5_000, "{stdout}");
     assert!(count("miss-1k") > count("pass-1k"), "{stdout}");
     assert!(count("hit-1k") < count("miss-1k"), "{stdout}");
