@@ -80,6 +80,12 @@
 # nginx, taking turns with secondhit at going first. PROFILE does not apply to it. CDN_NGINX_CACHE_OPTIONS adds
 # parameters to nginx's proxy_cache_path (e.g. "manager_files=1000"); CDN_TIMEOUT (600s)
 # bounds a replay, one that never gets all its answers ends there and says so.
+# CDN_SECONDHIT_CACHE_PERCENT (default $CDN_CACHE_PERCENT) sizes secondhit's cache apart
+# from nginx's max_size: a replay that ends before nginx's cache manager first wakes
+# leaves nginx's cache unbounded, and setting secondhit's to nginx's peak compares the
+# two at equal disk. CDN_SECONDHIT_CACHE_OPTIONS adds lines to secondhit's [cache] table
+# (e.g. "fsync = false": nginx never syncs its cache files, and the kernel's flusher
+# threads, whose CPU no process is charged, write them back).
 #
 # CPUs: on a machine with 16 or more CPUs the defaults are ORIGIN_CPUS="0 1",
 # PROXY_CPUS="2 .. 9", LOAD_CPUS="10 .. 15" and WORKERS="1 4 8". On fewer (the 2-core VM)
@@ -131,6 +137,7 @@ CDN_CATALOG=${CDN_CATALOG:-12000}
 CDN_ZIPF=${CDN_ZIPF:-0.9}
 CDN_SEED=${CDN_SEED:-1}
 CDN_CACHE_PERCENT=${CDN_CACHE_PERCENT:-10}
+CDN_SECONDHIT_CACHE_PERCENT=${CDN_SECONDHIT_CACHE_PERCENT:-$CDN_CACHE_PERCENT}
 CDN_TIMEOUT=${CDN_TIMEOUT:-600s}
 if (($(nproc) >= 16)); then
   ORIGIN_CPUS=${ORIGIN_CPUS:-"0 1"}
@@ -197,6 +204,8 @@ if [[ " $CASES " == *" cdn-mix "* ]]; then
   python3 benches/cdn_mix/trace.py "$WORK" "$CDN_REQUESTS" "$CDN_CATALOG" "$CDN_ZIPF" \
     "$CDN_SEED" "$CDN_CACHE_PERCENT" >"$WORK/cdn-trace.info"
   read -r CDN_DISTINCT CDN_ONCE CDN_UNIQUE_BYTES CDN_TRACE_BYTES CDN_CACHE_BYTES <"$WORK/cdn-trace.info"
+  CDN_SECONDHIT_CACHE_BYTES=$(awk -v u="$CDN_UNIQUE_BYTES" -v p="$CDN_SECONDHIT_CACHE_PERCENT" \
+    'BEGIN {printf "%d", u * p / 100}')
   # On ext4 without a journal, creating a file looks up every inode freed in the last
   # minute, and secondhit's evictions free thousands a replay while nginx's cache manager
   # hardly evicts within one (docs/guide/bench.md, "The CDN mix").
@@ -606,8 +615,9 @@ cdn_run() {
   else
     bin=$SECONDHIT_BIN
     [[ $who == baseline ]] && bin=$BASELINE_BIN
-    secondhit_config "$n" "$port" "cdn-cache-$who-$n-$round" "max_size = $CDN_CACHE_BYTES
-min_free = 0" second-hit >"$WORK/cdn-$who.toml"
+    secondhit_config "$n" "$port" "cdn-cache-$who-$n-$round" "max_size = $CDN_SECONDHIT_CACHE_BYTES
+min_free = 0
+${CDN_SECONDHIT_CACHE_OPTIONS:-}" second-hit >"$WORK/cdn-$who.toml"
     taskset -c "$(commas "${cpus[@]}")" "$bin" serve --config "$WORK/cdn-$who.toml" \
       >"$WORK/cdn-$who.log" 2>&1 &
     pids=($!)
@@ -845,16 +855,22 @@ PY
 # The CDN mix's table (see "The CDN mix" above).
 if [[ -s "$CDN_RESULTS" ]]; then
   python3 - "$CDN_RESULTS" "$CDN_REQUESTS" "$CDN_CATALOG" "$CDN_ZIPF" "$CDN_SEED" "$CDN_DISTINCT" \
-    "$CDN_ONCE" "$CDN_UNIQUE_BYTES" "$CDN_TRACE_BYTES" "$CDN_CACHE_BYTES" "$CDN_CACHE_PERCENT" "$ROUNDS" <<'PY'
+    "$CDN_ONCE" "$CDN_UNIQUE_BYTES" "$CDN_TRACE_BYTES" "$CDN_CACHE_BYTES" "$CDN_CACHE_PERCENT" "$ROUNDS" \
+    "$CDN_SECONDHIT_CACHE_BYTES" "$CDN_SECONDHIT_CACHE_PERCENT" <<'PY'
 import statistics, sys
 rows = [line.split() for line in open(sys.argv[1]) if line.strip()]
-requests, catalog, zipf, seed, distinct, once, unique, trace_bytes, cache, percent, rounds = sys.argv[2:]
+(requests, catalog, zipf, seed, distinct, once, unique, trace_bytes, cache, percent, rounds,
+ secondhit_cache, secondhit_percent) = sys.argv[2:]
 mib = lambda b: float(b) / 2**20
+caches = "caches of %.1f MiB (%s%%)" % (mib(cache), percent)
+if secondhit_cache != cache:
+    caches = "nginx's max_size %.1f MiB (%s%%), secondhit's %.1f MiB (%s%%)" % (
+        mib(cache), percent, mib(secondhit_cache), secondhit_percent)
 print()
 print("cdn-mix: %s requests (catalog %s, zipf %s, seed %s), %s distinct URLs, %.0f%% of them "
-      "requested once, %.0f MiB unique, %.0f MiB in all; caches of %.1f MiB (%s%%); medians of %s"
+      "requested once, %.0f MiB unique, %.0f MiB in all; %s; medians of %s"
       % (requests, catalog, zipf, seed, distinct, 100 * float(once), mib(unique),
-         mib(trace_bytes), mib(cache), percent, rounds))
+         mib(trace_bytes), caches, rounds))
 print("N  proxy        req/s   p50 ms   p99 ms  cpu us  usr us  req/cpu-s  spread   hit %"
       "  byte hit %  written MiB  on disk MiB  stored MiB  mean MiB  peak MiB")
 medians = {}
