@@ -120,6 +120,16 @@ impl MemoryTier {
         }
     }
 
+    /// Whether a body long enough to be mapped is copied into this tier on a hit that
+    /// opened its file, rather than only on one through the file an earlier hit left open:
+    /// only when this tier holds no files, which stand for that first hit. The copy costs
+    /// a page allocation and a copy of every byte beside the send, for nothing when the
+    /// object is not hit again from the disk (`benches/RESULTS.md`, "large bodies copied
+    /// on their second hit from the disk").
+    pub(super) fn maps_on_first_open(&self) -> bool {
+        self.open_files.is_none()
+    }
+
     /// The copy of fill `fill_id` of `key`, if this tier holds it: this thread's own
     /// copy of it when it has one ([`thread_copies`]). The index named `fill_id` at
     /// `index_version` (from `Index::touch`).

@@ -147,7 +147,13 @@ impl Inner {
         let held = (!opened.fresh).then(|| Arc::clone(&opened.file));
         let entry = StoredEntry::open(opened, fill_ref, Arc::clone(self));
         let mut copied = false;
-        if entry.body_len < self.memory.read_whole_below()
+        // A long body read whole on its file's first opening was read to be verified,
+        // into the heap: the tier takes its mapped copy on a hit through the held file.
+        let for_tier = entry.body_len < mapped::MAPPED_BODY_MIN
+            || held.is_some()
+            || self.memory.maps_on_first_open();
+        if for_tier
+            && entry.body_len < self.memory.read_whole_below()
             && let Some(hot) = entry.hot_copy(key)
         {
             self.memory.offer(epoch, fill_ref.key, hot);
@@ -262,7 +268,8 @@ impl Inner {
 
     /// Reads and verifies the whole body of `opened` if it is shorter than
     /// `read_whole_below` (into a sealed memory file, if it is large and bound for the
-    /// memory tier); `first_read` is what was read from the file's start already.
+    /// memory tier: see `MemoryTier::maps_on_first_open`); `first_read` is what was read
+    /// from the file's start already.
     fn read_body_sync(
         &self,
         path: impl Fn() -> std::path::PathBuf,
@@ -277,6 +284,7 @@ impl Inner {
         }
         if preamble.body_len >= mapped::MAPPED_BODY_MIN
             && preamble.body_len < self.memory.read_whole_below()
+            && (!opened.fresh || self.memory.maps_on_first_open())
         {
             // A large body for the memory tier is copied into a sealed memory file
             // (see `mapped`), reading the disk, which only a blocking thread may wait for.

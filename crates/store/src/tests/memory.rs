@@ -24,14 +24,59 @@ async fn body_of(store: &Store, key: &str) -> Option<(EntryMeta, Vec<u8>)> {
     Some((meta, out))
 }
 
-/// Stores `data` under `key`, reads it once (which offers it to the memory tier)
+/// Stores `data` under `key`, reads it twice (the second read, through the file the
+/// first held open, offers even a body long enough to be mapped to the memory tier)
 /// and returns the path of its file.
 async fn put_and_promote(store: &Store, key: &str, data: &[u8]) -> PathBuf {
     put(store, key, data).await;
+    drop(entry(store, key).await);
     let found = entry(store, key).await;
     let path = entry_path(store, &found);
     drop(found);
     path
+}
+
+#[tokio::test]
+async fn a_mappable_body_is_copied_on_its_second_hit_from_the_disk_and_a_short_one_on_its_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_with(with_memory(dir.path(), 1 << 20)).await;
+    let long_len = usize::try_from(crate::mapped::MAPPED_BODY_MIN).unwrap();
+    let (short, long) = (body(5000, 1), body(long_len, 2));
+    put(&store, "short", &short).await;
+    put(&store, "long", &long).await;
+    drop(entry(&store, "short").await);
+    assert!(
+        entry(&store, "long").await.body_in_memory().is_some(),
+        "the first hit reads and verifies the body whole all the same"
+    );
+    let stats = store.stats();
+    assert_eq!(
+        (stats.memory_objects, stats.open_files),
+        (1, 2),
+        "{stats:?}"
+    );
+    // Through the held file: copied.
+    drop(entry(&store, "long").await);
+    assert_eq!(store.stats().memory_objects, 2);
+    // Served from the copy, with its file gone behind the store's back.
+    std::fs::remove_file(entry_path(&store, &entry(&store, "long").await)).unwrap();
+    assert_eq!(body_of(&store, "long").await, Some((meta(200), long)));
+    assert_eq!(body_of(&store, "short").await, Some((meta(200), short)));
+}
+
+#[tokio::test]
+async fn without_held_files_a_mappable_body_is_copied_on_its_first_hit() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_with(StoreOptions {
+        open_files: 0,
+        ..with_memory(dir.path(), 1 << 20)
+    })
+    .await;
+    let data = body(100_000, 3);
+    put(&store, "k", &data).await;
+    assert!(entry(&store, "k").await.body_in_memory().is_some());
+    assert_eq!(store.stats().memory_objects, 1);
+    assert_eq!(body_of(&store, "k").await, Some((meta(200), data)));
 }
 
 #[tokio::test]
@@ -193,19 +238,18 @@ async fn a_damaged_file_is_never_promoted() {
     let dir = tempfile::tempdir().unwrap();
     let store = open_with(with_memory(dir.path(), 1 << 20)).await;
     let data = body(100_000, 7);
-    put(&store, "k", &data).await;
+    let path = put_and_promote(&store, "k", &data).await;
+    // Forget the copy and the held file by replacing the entry's metadata, then damage
+    // the body before the next read.
     let found = entry(&store, "k").await;
-    let path = entry_path(&store, &found);
+    assert!(store.update_meta(&found, &meta(200)).await.unwrap());
     drop(found);
-    // That first lookup promoted it; forget the copy by replacing the entry's
-    // metadata, then damage the body before the next read.
-    let found_again = entry(&store, "k").await;
-    assert!(store.update_meta(&found_again, &meta(200)).await.unwrap());
-    drop(found_again);
     let mut bytes = std::fs::read(&path).unwrap();
     let last = last_body_byte(&bytes);
     bytes[last] ^= 0x01;
     std::fs::write(&path, &bytes).unwrap();
+    // The file's first opening reads the body whole (for the tier's sake, though it is
+    // not copied there yet) and finds the damage before any byte is served.
     assert!(missing(&store, "k").await, "a damaged body is a miss");
     let stats = store.stats();
     assert_eq!(stats.memory_objects, 0, "{stats:?}");
