@@ -48,7 +48,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use futures_util::Stream;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
@@ -76,7 +76,8 @@ pub(crate) const CLIENT_LAG_BYTES: usize = 4 * 1024 * 1024;
 /// The most a detached client reads from the fill's file at once.
 const TAIL_READ_BYTES: usize = 256 * 1024;
 
-/// Frames already queued are written together up to this many bytes.
+/// A long queue of frames has the writer's progress published after each this many
+/// bytes of it, and a shorter one once it is drained.
 const WRITE_BATCH_BYTES: usize = 256 * 1024;
 
 /// How the pump's side of a fill ended, sent to the writer task. A feed dropped without
@@ -672,9 +673,10 @@ async fn write_fill(
     key: Arc<str>,
     progress: watch::Sender<Written>,
 ) -> Option<FillDrop> {
-    let mut given = 0u64;
-    while let Some(first) = frames.recv().await {
-        let (data, permits) = coalesce(first, &mut frames);
+    let (mut given, mut unpublished) = (0u64, 0usize);
+    // Frame by frame: the writer gathers what it is given into batches of its own, so
+    // joining the frames first would only copy every byte once more.
+    while let Some((data, permit)) = frames.recv().await {
         if let Err(error) = writer.write(&data).await {
             // Returning drops the receivers too, which tells the pump.
             let reason = FillDrop::of(&error);
@@ -683,9 +685,13 @@ async fn write_fill(
             abandon(writer, reason, &key, Some(&error));
             return Some(reason);
         }
-        drop(permits);
+        drop(permit);
         given += data.len() as u64;
-        progress.send_replace(Written::Writing(writer.written()));
+        unpublished += data.len();
+        if frames.is_empty() || unpublished >= WRITE_BATCH_BYTES {
+            progress.send_replace(Written::Writing(writer.written()));
+            unpublished = 0;
+        }
     }
     // The pump signals the end before it drops the frame sender, so by now the signal
     // is either there or will never come.
@@ -716,38 +722,6 @@ impl Written {
             Written::Writing(n) | Written::Committed(n) | Written::Dropped(n) => n,
         }
     }
-}
-
-/// Joins `first` and the frames already queued behind it (up to [`WRITE_BATCH_BYTES`])
-/// into one write, with their permits, which are to be dropped once it is written: each
-/// write is a trip to the blocking pool, which costs more than copying the frames
-/// together.
-fn coalesce(
-    first: (Bytes, OwnedSemaphorePermit),
-    frames: &mut mpsc::UnboundedReceiver<(Bytes, OwnedSemaphorePermit)>,
-) -> (Bytes, Vec<OwnedSemaphorePermit>) {
-    let (first, first_permit) = first;
-    let mut queued = vec![first];
-    let mut permits = vec![first_permit];
-    let mut queued_len = queued[0].len();
-    while queued_len < WRITE_BATCH_BYTES {
-        let Ok((more, permit)) = frames.try_recv() else {
-            break;
-        };
-        queued_len += more.len();
-        queued.push(more);
-        permits.push(permit);
-    }
-    let data = if queued.len() == 1 {
-        queued.swap_remove(0)
-    } else {
-        let mut joined = BytesMut::with_capacity(queued_len);
-        queued
-            .iter()
-            .for_each(|frame| joined.extend_from_slice(frame));
-        joined.freeze()
-    };
-    (data, permits)
 }
 
 /// Commits the whole body written to `writer`; `None` when it is in place, else why the
