@@ -238,18 +238,23 @@ async fn a_damaged_file_is_never_promoted() {
     let dir = tempfile::tempdir().unwrap();
     let store = open_with(with_memory(dir.path(), 1 << 20)).await;
     let data = body(100_000, 7);
-    let path = put_and_promote(&store, "k", &data).await;
-    // Forget the copy and the held file by replacing the entry's metadata, then damage
-    // the body before the next read.
+    put(&store, "k", &data).await;
+    // The first hit verifies the body whole and holds the file, copying nothing yet.
     let found = entry(&store, "k").await;
-    assert!(store.update_meta(&found, &meta(200)).await.unwrap());
+    let path = entry_path(&store, &found);
     drop(found);
+    let stats = store.stats();
+    assert_eq!(
+        (stats.memory_objects, stats.open_files),
+        (0, 1),
+        "{stats:?}"
+    );
+    // Damaged in place, so the held descriptor reads the damage: the next hit copies the
+    // body into a memory file through it, and the copy's checksum finds the damage.
     let mut bytes = std::fs::read(&path).unwrap();
     let last = last_body_byte(&bytes);
     bytes[last] ^= 0x01;
     std::fs::write(&path, &bytes).unwrap();
-    // The file's first opening reads the body whole (for the tier's sake, though it is
-    // not copied there yet) and finds the damage before any byte is served.
     assert!(missing(&store, "k").await, "a damaged body is a miss");
     let stats = store.stats();
     assert_eq!(stats.memory_objects, 0, "{stats:?}");
