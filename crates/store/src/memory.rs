@@ -120,14 +120,17 @@ impl MemoryTier {
         }
     }
 
-    /// Whether a body long enough to be mapped is copied into this tier on a hit that
-    /// opened its file, rather than only on one through the file an earlier hit left open:
-    /// only when this tier holds no files, which stand for that first hit. The copy costs
-    /// a page allocation and a copy of every byte beside the send, for nothing when the
-    /// object is not hit again from the disk (`benches/RESULTS.md`, "large bodies copied
-    /// on their second hit from the disk").
-    pub(super) fn maps_on_first_open(&self) -> bool {
-        self.open_files.is_none()
+    /// Whether this tier takes a copy of a body of `body_len` bytes read by a hit that
+    /// opened its file (`opened_here`) or read it through one held open. A body long
+    /// enough to be mapped is copied only through a held file, the record of a first hit,
+    /// unless this tier holds no files: the copy costs a page allocation and a copy of
+    /// every byte beside the send, for nothing when the object is not hit again from the
+    /// disk (`benches/RESULTS.md`, "large bodies copied on their second hit from the disk").
+    pub(super) fn takes_copy(&self, body_len: u64, opened_here: bool) -> bool {
+        body_len < self.read_whole_below()
+            && (body_len < super::mapped::MAPPED_BODY_MIN
+                || !opened_here
+                || self.open_files.is_none())
     }
 
     /// The copy of fill `fill_id` of `key`, if this tier holds it: this thread's own

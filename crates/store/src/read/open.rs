@@ -147,13 +147,7 @@ impl Inner {
         let held = (!opened.fresh).then(|| Arc::clone(&opened.file));
         let entry = StoredEntry::open(opened, fill_ref, Arc::clone(self));
         let mut copied = false;
-        // A long body read whole on its file's first opening was read to be verified,
-        // into the heap: the tier takes its mapped copy on a hit through the held file.
-        let for_tier = entry.body_len < mapped::MAPPED_BODY_MIN
-            || held.is_some()
-            || self.memory.maps_on_first_open();
-        if for_tier
-            && entry.body_len < self.memory.read_whole_below()
+        if self.memory.takes_copy(entry.body_len, held.is_none())
             && let Some(hot) = entry.hot_copy(key)
         {
             self.memory.offer(epoch, fill_ref.key, hot);
@@ -268,7 +262,7 @@ impl Inner {
 
     /// Reads and verifies the whole body of `opened` if it is shorter than
     /// `read_whole_below` (into a sealed memory file, if it is large and bound for the
-    /// memory tier: see `MemoryTier::maps_on_first_open`); `first_read` is what was read
+    /// memory tier: see `MemoryTier::takes_copy`); `first_read` is what was read
     /// from the file's start already.
     fn read_body_sync(
         &self,
@@ -283,8 +277,7 @@ impl Inner {
             return Ok(Opened::Entry(Box::new(opened)));
         }
         if preamble.body_len >= mapped::MAPPED_BODY_MIN
-            && preamble.body_len < self.memory.read_whole_below()
-            && (!opened.fresh || self.memory.maps_on_first_open())
+            && self.memory.takes_copy(preamble.body_len, opened.fresh)
         {
             // A large body for the memory tier is copied into a sealed memory file
             // (see `mapped`), reading the disk, which only a blocking thread may wait for.
