@@ -581,7 +581,8 @@ proc_sum() {
 # One replay of the CDN trace through proxy $2 (nginx, secondhit or baseline) with N
 # workers ($1), on a new, empty cache, round $3. Prints "req/s p50_ms p99_ms cpu_us
 # usr_us hit_% byte_hit_% written_bytes stored_bytes mean_stored_bytes peak_stored_bytes
-# collapsed nginx_temp_files".
+# collapsed nginx_temp_files written_less_cancelled_bytes steal_%" (steal: the share of the
+# proxy CPUs' time the hypervisor took during the replay).
 cdn_run() {
   local n=$1 who=$2 round=$3
   local cpus=("${PROXY_LIST[@]:0:$1}") port dir pids=() master="" bin tries
@@ -644,11 +645,13 @@ ${CDN_SECONDHIT_CACHE_OPTIONS:-}" second-hit >"$WORK/cdn-$who.toml"
   taskset -c "$(commas "${LOAD_LIST[@]}")" bash -c 'while sleep 1; do
       find "$1" -type f -printf "%s\n" 2>/dev/null | awk "{s += \$1} END {print s + 0}"
     done' _ "$entries" >"$WORK/cdn-stored.samples" &
-  local sampler=$!
+  local sampler=$! steal_before all_before steal_after all_after
   PIDS+=("$sampler")
+  read -r steal_before all_before < <(steal_ticks_of "${cpus[@]}")
   taskset -c "$(commas "${LOAD_LIST[@]}")" wrk -t"$threads" -c"$connections" -d"$CDN_TIMEOUT" \
     --timeout 10s --latency -s benches/cdn_mix/replay.lua "http://127.0.0.1:$port/" \
     -- "$WORK/cdn-trace.txt" "$threads" "$WORK/cdn-done-" >"$WORK/wrk.out"
+  read -r steal_after all_after < <(steal_ticks_of "${cpus[@]}")
   kill "$sampler"
   wait "$sampler" 2>/dev/null || true
   local user system written cancelled stored mean peak temp_files=0
@@ -677,7 +680,7 @@ ${CDN_SECONDHIT_CACHE_OPTIONS:-}" second-hit >"$WORK/cdn-$who.toml"
     wait "${pids[0]}" 2>/dev/null || true
   fi
   python3 - "$WORK/wrk.out" "$user $system" "$CLOCK_TICKS" "$written $stored $mean $peak $temp_files $cancelled" \
-    "$who, N=$n, round $round" <<'PY'
+    "$who, N=$n, round $round" "$((steal_after - steal_before)) $((all_after - all_before))" <<'PY'
 import re, sys
 text = open(sys.argv[1]).read()
 def ms(label):
@@ -694,10 +697,11 @@ if answered != expected or failed:
           file=sys.stderr)
 user, system = (int(x) * 1e6 / int(sys.argv[3]) / max(requests, 1) for x in sys.argv[2].split())
 written, stored, mean, peak, temp_files, cancelled = sys.argv[4].split()
-print("%.0f %.2f %.2f %.2f %.2f %.2f %.2f %s %s %s %s %d %s %d" % (
+stolen, ticks = (int(x) for x in sys.argv[6].split())
+print("%.0f %.2f %.2f %.2f %.2f %.2f %.2f %s %s %s %s %d %s %d %.1f" % (
     rps, ms("50%"), ms("99%"), user + system, user, 100.0 * hits / max(answered, 1),
     100.0 * hit_body / max(body, 1), written, stored, mean, peak, collapsed, temp_files,
-    int(written) - int(cancelled)))
+    int(written) - int(cancelled), 100.0 * stolen / max(ticks, 1)))
 PY
 }
 
@@ -873,7 +877,7 @@ print("cdn-mix: %s requests (catalog %s, zipf %s, seed %s), %s distinct URLs, %.
          mib(trace_bytes), caches, rounds))
 print("N  proxy        req/s   p50 ms   p99 ms  cpu us  usr us  req/cpu-s  spread   hit %"
       "  byte hit %  written MiB  on disk MiB  stored MiB  mean MiB  peak MiB")
-medians = {}
+medians, rounds_of = {}, []
 for n in dict.fromkeys(r[0] for r in rows):
     for who in dict.fromkeys(r[1] for r in rows):
         runs = [[float(x) for x in r[2:]] for r in rows if r[0] == n and r[1] == who]
@@ -882,6 +886,7 @@ for n in dict.fromkeys(r[0] for r in rows):
         m = [statistics.median(column) for column in zip(*runs)]
         medians[n, who] = m
         cpu = [run[3] for run in runs]
+        rounds_of.append((n, who, cpu, [run[14] for run in runs]))
         print("%-2s %-9s %8.0f %8.2f %8.2f %7.2f %7.2f %10.0f %6.1f%% %7.2f %11.2f %12.1f %12.1f"
               " %11.1f %9.1f %9.1f" % (n, who, m[0], m[1], m[2], m[3], m[4], 1e6 / m[3],
                                        100 * (max(cpu) - min(cpu)) / m[3], m[5], m[6],
@@ -895,6 +900,18 @@ for n in dict.fromkeys(r[0] for r in rows):
               "written (%.2fx on disk), byte hit ratio %+.2f points" % (
                   ng[3] / sh[3], sh[2] / ng[2], sh[7] / max(ng[7], 1), sh[13] / max(ng[13], 1),
                   sh[6] - ng[6]))
+# Each proxy's rounds, as in the table of the other cases: a spread over 15% gets a line
+# saying whether the hypervisor's steal can explain it.
+print("N  proxy      cpu us per round                  steal % per round")
+for n, who, cpu, steal in rounds_of:
+    print("%-2s %-9s  %-33s %s" % (n, who, " ".join("%.2f" % c for c in cpu),
+                                     " ".join("%.1f" % s for s in steal)))
+for n, who, cpu, steal in rounds_of:
+    spread = 100.0 * (max(cpu) - min(cpu)) / statistics.median(cpu)
+    if spread > 15:
+        why = ("the hypervisor took up to %.1f%% of the proxy CPUs' time in a round" % max(steal)
+               if max(steal) >= 1 else "no steal over 1%: a cause this script does not see")
+        print("N=%s cdn-mix, %s: rounds spread %.0f%% (over 15%%); %s" % (n, who, spread, why))
 PY
 fi
 
