@@ -558,6 +558,14 @@ impl Index {
         fits
     }
 
+    /// How many bytes of entries must go before `bytes` more fit in the budget as it
+    /// stands (0 when they fit).
+    pub fn shortfall(&self, bytes: u64) -> u64 {
+        (self.used.load(Relaxed))
+            .saturating_add(bytes)
+            .saturating_sub(self.max_bytes)
+    }
+
     /// True if `bytes` would fit once every entry were evicted, i.e. beside the
     /// reservations alone.
     pub fn could_fit(&self, bytes: u64) -> bool {

@@ -161,6 +161,12 @@ impl InlineGate {
     /// Runs `job` on this thread and notes how it went (see [`InlineGate::ran`]).
     pub(super) fn run<T>(&self, began: Instant, job: impl FnOnce() -> T) -> T {
         self.on_worker.fetch_add(1, Relaxed);
+        self.timed(began, job)
+    }
+
+    /// Runs `job` on this thread and notes how it went, as [`InlineGate::run`] does, but
+    /// not counted among the fills' calls: an eviction's unlinks (`evict`).
+    pub(super) fn timed<T>(&self, began: Instant, job: impl FnOnce() -> T) -> T {
         let switches = voluntary_switches();
         let done = job();
         self.ran(began, Instant::now(), || voluntary_switches() != switches);

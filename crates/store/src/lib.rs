@@ -72,6 +72,7 @@ mod disk;
 mod dropped;
 pub mod entry;
 mod error;
+mod evict;
 mod fence;
 mod handover;
 mod hot;
@@ -364,17 +365,11 @@ impl Inner {
     }
 
     /// Reserves `bytes` of the budget, evicting entries in the index's order
-    /// (unlinking each before its bytes count as free) until they fit; then keeps the
+    /// (unlinking them before their bytes count as free: `evict`) until they fit; then keeps the
     /// filesystem's free space above `cache.min_free` the same way (`space`). For a
     /// `new_fill`, its inodes count too, and a back-off after failed writes refuses it.
     async fn reserve(&self, bytes: u64, new_fill: bool) -> Result<(), StoreError> {
-        while !self.index.try_reserve(bytes) {
-            let (key_hash, fill) = self.victim_for(bytes).ok_or(StoreError::NoSpace {
-                needed: bytes,
-                max_size: self.index.max_bytes(),
-            })?;
-            self.unlink(key_hash, fill).await;
-        }
+        self.reserve_budget(bytes).await?;
         let floor = self.keep_floor(bytes, new_fill).await;
         if floor.is_err() {
             self.index.release_reservation(bytes);

@@ -219,3 +219,94 @@ async fn evictions_leave_their_directories_on_a_disk_with_inodes_to_spare() {
         );
     }
 }
+
+/// A store of 100 KB budget in `dir` syncing as `fsync` says, with eight entries of
+/// 7,000 bytes of body (k0, the oldest, to k7) and room for fewer than five more.
+async fn eight_small_entries(dir: &Path, fsync: Fsync) -> Store {
+    let store = open_with(StoreOptions {
+        max_size: 100_000,
+        fsync,
+        ..options(dir)
+    })
+    .await;
+    for i in 0..8u8 {
+        put(&store, &format!("k{i}"), &body(7_000, i)).await;
+    }
+    store
+}
+
+/// Begins a fill of a 40,000-byte body under `key`: several small entries must go first.
+async fn begin_big(store: &Store, key: &str) -> Result<EntryWriter, StoreError> {
+    let hash = Store::key_hash(key);
+    let meta = meta(200);
+    (store.begin_fill(key, hash, &meta, Some(40_000), MAX, store.fill_ticket())).await
+}
+
+#[tokio::test]
+async fn a_fill_that_needs_several_victims_has_their_files_gone_before_it_begins() {
+    let dir = tempfile::tempdir().unwrap();
+    // No fsync: the victims' unlinks run on this thread, as the fills' own calls do.
+    let store = eight_small_entries(dir.path(), Fsync::Off).await;
+    let calls = store.stats().fill_calls;
+    let mut writer = begin_big(&store, "big").await.unwrap();
+    let stats = store.stats();
+    let evicted = stats.evictions as usize;
+    assert!(
+        evicted >= 2,
+        "a 40 KB fill takes several 9.6 KB entries: {evicted}"
+    );
+    for i in 0..8 {
+        let kept = store.contains(Store::key_hash(&format!("k{i}")));
+        assert_eq!(kept, i >= evicted, "the oldest go first: k{i}");
+    }
+    // The files are gone before the bytes count as free, and the unlinks are not
+    // counted as the fill's own calls (one: the create).
+    assert_eq!(files(&dir.path().join("objects")).len(), 8 - evicted);
+    assert_eq!(stats.bytes, object_file_bytes(dir.path()));
+    let (now, before) = (stats.fill_calls, calls);
+    assert_eq!(now.worker + now.pool, before.worker + before.pool + 1);
+    writer.write(&body(40_000, 9)).await.unwrap();
+    writer.finish().await.unwrap();
+    let stats = store.stats();
+    assert_eq!(
+        (stats.reserved_bytes, stats.bytes),
+        (0, object_file_bytes(dir.path()))
+    );
+    assert!(stats.bytes <= 100_000);
+}
+
+#[tokio::test]
+async fn a_fill_dropped_while_its_victims_are_unlinked_leaves_the_budget_true() {
+    let dir = tempfile::tempdir().unwrap();
+    // fsync per fill: every file call, the victims' unlinks too, goes to the blocking
+    // pool, so the fill waits for them there.
+    let store = eight_small_entries(dir.path(), Fsync::EachFill).await;
+    let mut begin = Box::pin(begin_big(&store, "big"));
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    // Its client leaves while the fill waits: the future is dropped.
+    if let std::task::Poll::Ready(writer) = begin.as_mut().poll(&mut cx) {
+        drop(writer);
+    }
+    drop(begin);
+    // The pool finishes the unlinks on its own: wait for the files to match the index.
+    let objects = dir.path().join("objects");
+    for _ in 0..500 {
+        if files(&objects).len() as u64 == store.stats().objects {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let stats = store.stats();
+    assert!(stats.evictions >= 2, "{}", stats.evictions);
+    assert_eq!(files(&objects).len() as u64, stats.objects);
+    assert_eq!(
+        (stats.reserved_bytes, stats.bytes),
+        (0, object_file_bytes(dir.path())),
+        "no bytes held for files gone or for the dropped fill"
+    );
+    // The budget has its room back: a fill of the same size begins and commits.
+    let mut writer = begin_big(&store, "big").await.unwrap();
+    writer.write(&body(40_000, 9)).await.unwrap();
+    writer.finish().await.unwrap();
+    assert!(store.contains(Store::key_hash("big")));
+}
