@@ -45,7 +45,15 @@ impl Inner {
     pub(super) async fn reserve_budget(&self, bytes: u64) -> Result<(), StoreError> {
         while !self.index.try_reserve(bytes) {
             let (victims, refused) = self.victims_for(bytes);
-            self.unlink_victims(victims).await;
+            if victims.is_empty() && refused.is_none() {
+                // Room came free between the two looks (another worker's fill ended):
+                // look again, after letting the rest of this worker run.
+                tokio::task::yield_now().await;
+                continue;
+            }
+            if !victims.is_empty() {
+                self.unlink_victims(victims).await;
+            }
             if let Some(refused) = refused {
                 return Err(refused);
             }
@@ -75,9 +83,6 @@ impl Inner {
     /// Unlinks the files of `victims`, already out of the index, in one file call, and
     /// then gives their bytes back.
     async fn unlink_victims(&self, victims: Vec<(StoreHash, Fill)>) {
-        if victims.is_empty() {
-            return;
-        }
         let paths: Vec<PathBuf> = (victims.iter())
             .map(|&(key, fill)| {
                 self.memory.forget(key);
