@@ -85,7 +85,12 @@
 # leaves nginx's cache unbounded, and setting secondhit's to nginx's peak compares the
 # two at equal disk. CDN_SECONDHIT_CACHE_OPTIONS adds lines to secondhit's [cache] table
 # (e.g. "fsync = false": nginx never syncs its cache files, and the kernel's flusher
-# threads, whose CPU no process is charged, write them back).
+# threads, whose CPU no process is charged, write them back). CDN_LATENCY_LOGS=1 turns on
+# both proxies' access logs in the replays and ends with a table of each proxy's request
+# times by its own clock, by class (nginx: hits and misses; secondhit: hits, first sights,
+# stored misses, stored misses of 256 KiB and more), over all rounds: where the slow
+# requests are. Writing the logs costs both proxies CPU, so such a run's CPU figures are
+# not comparable with a run without them.
 #
 # CPUs: on a machine with 16 or more CPUs the defaults are ORIGIN_CPUS="0 1",
 # PROXY_CPUS="2 .. 9", LOAD_CPUS="10 .. 15" and WORKERS="1 4 8". On fewer (the 2-core VM)
@@ -291,7 +296,7 @@ wait_for_port "$ORIGIN_PORT"
 
 # --- one set of proxies per worker count ------------------------------------
 # A secondhit config: N workers ($1), port $2, cache directory $3, extra [cache] line $4,
-# admission policy $5.
+# admission policy $5, access log $6 (a file; default none).
 secondhit_config() {
   cat <<EOF
 [server]
@@ -308,7 +313,8 @@ $4
 policy = "$5"
 [log]
 level = "warn"
-access_log = "off"
+access_log = "${6:-off}"
+access_format = '\$request_time "\$cache_status" \$body_bytes_sent'
 EOF
 }
 
@@ -543,6 +549,7 @@ cdn_nginx_config() {
   nginx_preamble cdn-nginx "${PROXY_LIST[@]:0:$n}"
   cat <<EOF
   proxy_temp_path $WORK/tmp-cdn-proxy;
+  log_format cdnlatency '\$request_time \$upstream_cache_status \$body_bytes_sent';
   proxy_cache_path $dir levels=1:2 keys_zone=cdn:32m max_size=$CDN_CACHE_BYTES inactive=1d use_temp_path=off ${CDN_NGINX_CACHE_OPTIONS:-};
   upstream origin { server 127.0.0.1:$ORIGIN_PORT; keepalive 128; }
   server {
@@ -554,8 +561,9 @@ cdn_nginx_config() {
       proxy_cache cdn;
       # Stored on its second request, as secondhit's second-hit admission stores.
       proxy_cache_min_uses 2;
-      # Counted by wrk (benches/cdn_mix/replay.lua): no access log to write.
+      # Counted by wrk (benches/cdn_mix/replay.lua): no access log to write, unless asked.
       add_header X-Cache-Status \$upstream_cache_status;
+      ${CDN_NGINX_ACCESS_LOG:-}
     }
   }
 }
@@ -592,6 +600,12 @@ cdn_run() {
   # round's thousands of entries just before the next round made that round's file
   # creations pass over them where ext4 has no journal (see the note printed at the start).
   dir="$WORK/cdn-cache-$who-$n-$round"
+  # Each replay's access log, with CDN_LATENCY_LOGS (read at the end: cdn_latency_table).
+  local latency_log="" CDN_NGINX_ACCESS_LOG=""
+  if [[ -n ${CDN_LATENCY_LOGS:-} ]]; then
+    latency_log="$WORK/cdn-latency-$n-$who-$round.log"
+    CDN_NGINX_ACCESS_LOG="access_log $latency_log cdnlatency;"
+  fi
   rm -rf "$WORK/cdn-nginx-error.log"
   if [[ $who == nginx ]]; then
     mkdir -p "$WORK/tmp-cdn-nginx" "$WORK/tmp-cdn-proxy"
@@ -618,7 +632,7 @@ cdn_run() {
     [[ $who == baseline ]] && bin=$BASELINE_BIN
     secondhit_config "$n" "$port" "cdn-cache-$who-$n-$round" "max_size = $CDN_SECONDHIT_CACHE_BYTES
 min_free = 0
-${CDN_SECONDHIT_CACHE_OPTIONS:-}" second-hit >"$WORK/cdn-$who.toml"
+${CDN_SECONDHIT_CACHE_OPTIONS:-}" second-hit "$latency_log" >"$WORK/cdn-$who.toml"
     taskset -c "$(commas "${cpus[@]}")" "$bin" serve --config "$WORK/cdn-$who.toml" \
       >"$WORK/cdn-$who.log" 2>&1 &
     pids=($!)
@@ -912,6 +926,49 @@ for n, who, cpu, steal in rounds_of:
         why = ("the hypervisor took up to %.1f%% of the proxy CPUs' time in a round" % max(steal)
                if max(steal) >= 1 else "no steal over 1%: a cause this script does not see")
         print("N=%s cdn-mix, %s: rounds spread %.0f%% (over 15%%); %s" % (n, who, spread, why))
+PY
+fi
+
+# With CDN_LATENCY_LOGS: each proxy's request times by its own clock, by class, over all
+# rounds (nginx's $request_time counts whole milliseconds; secondhit's from the head's
+# arrival to the last byte handed to the socket).
+if [[ -n ${CDN_LATENCY_LOGS:-} ]] && compgen -G "$WORK/cdn-latency-*.log" >/dev/null; then
+  python3 - "$WORK"/cdn-latency-*.log <<'PY'
+import collections, os, re, sys
+times = collections.defaultdict(list)
+for path in sys.argv[1:]:
+    n, who = os.path.basename(path).split("-")[2:4]
+    for line in open(path):
+        if who == "nginx":
+            fields = line.split()
+            if len(fields) < 3:
+                continue
+            ms, status, size = float(fields[0]) * 1000, fields[1], int(fields[2])
+            kinds = ["hits" if status == "HIT" else "misses"]
+        else:
+            m = re.match(r'(\S+) "([^"]*)" (\d+)', line)
+            if not m:
+                continue
+            ms, status, size = float(m.group(1)) * 1000, m.group(2), int(m.group(3))
+            if "fwd=" not in status:
+                kinds = ["hits"]
+            elif "stored" in status:
+                kinds = ["stored misses"] + (["stored, 256 KiB and more"] if size >= 256 * 1024 else [])
+            elif "first-sight" in status:
+                kinds = ["first sights"]
+            else:
+                kinds = ["other forwarded"]
+        for kind in ["all"] + kinds:
+            times[n, who, kind].append(ms)
+def at(values, share):
+    return values[min(len(values) - 1, int(share * len(values)))]
+print()
+print("cdn-mix request times by each proxy's own clock (access logs on), ms")
+print("N  proxy      class                          requests      p50      p90      p99")
+for (n, who, kind), values in sorted(times.items()):
+    values.sort()
+    print("%-2s %-9s  %-28s %10d %8.2f %8.2f %8.2f" % (
+        n, who, kind, len(values), at(values, 0.5), at(values, 0.9), at(values, 0.99)))
 PY
 fi
 
