@@ -4,15 +4,16 @@
 //!
 //! Each unlink used to be a hop to the blocking pool and back, awaited before the next
 //! victim was chosen, and a stored miss answers its client only once its fill has begun:
-//! a fill that needed a dozen victims waited a dozen turns of its worker's run queue
-//! before its client saw a byte (`benches/RESULTS.md`, "evictions in one file call").
+//! a fill that needed a dozen victims waited for a dozen hand-offs to a blocking thread
+//! and back before its client saw a byte (`benches/RESULTS.md`, "evictions in one file
+//! call").
 
 use std::path::PathBuf;
 use std::time::Instant;
 
 use super::index::Fill;
 use super::{Inner, StoreError, disk};
-use crate::{FillRef, StoreHash};
+use crate::StoreHash;
 
 /// The most victims unlinked on the worker in one call: a larger batch (a large fill in a
 /// cache of small entries) goes to the blocking pool whole, so that it never stalls the
@@ -84,15 +85,7 @@ impl Inner {
     /// then gives their bytes back.
     async fn unlink_victims(&self, victims: Vec<(StoreHash, Fill)>) {
         let paths: Vec<PathBuf> = (victims.iter())
-            .map(|&(key, fill)| {
-                self.memory.forget(key);
-                let fill_ref = FillRef {
-                    key,
-                    fill: fill.fill_id,
-                };
-                self.catalog.forget(fill_ref);
-                self.object_path(fill_ref)
-            })
+            .map(|&(key, fill)| self.forget_fill(key, fill))
             .collect();
         let inline = victims.len() <= INLINE_VICTIMS;
         let mut evicted = Evicted {

@@ -388,20 +388,24 @@ impl Inner {
         true
     }
 
+    /// Forgets a fill about to be unlinked, in the memory tier and the tag catalog, and
+    /// returns its file's path.
+    fn forget_fill(&self, key_hash: StoreHash, fill: Fill) -> PathBuf {
+        self.memory.forget(key_hash);
+        let fill_ref = FillRef {
+            key: key_hash,
+            fill: fill.fill_id,
+        };
+        self.catalog.forget(fill_ref);
+        self.object_path(fill_ref)
+    }
+
     /// Unlinks an entry file already taken out of the index (or never put in)
     /// and gives its bytes back to the budget.
     /// Returns the inodes that freed: the file's, and its directories' when it was the
     /// last entry in them.
     async fn unlink(&self, key_hash: StoreHash, fill: Fill) -> u64 {
-        self.memory.forget(key_hash);
-        self.catalog.forget(FillRef {
-            key: key_hash,
-            fill: fill.fill_id,
-        });
-        let path = self.object_path(FillRef {
-            key: key_hash,
-            fill: fill.fill_id,
-        });
+        let path = self.forget_fill(key_hash, fill);
         let dirs = disk::remove_entry_quietly(&path, self.space.inodes_scarce()).await;
         self.forget_leaf_dir(key_hash, dirs);
         self.index.release_object(fill.size);
@@ -410,15 +414,7 @@ impl Inner {
 
     /// The blocking twin of [`Inner::unlink`], for the scan thread.
     fn unlink_sync(&self, key_hash: StoreHash, fill: Fill) {
-        self.memory.forget(key_hash);
-        self.catalog.forget(FillRef {
-            key: key_hash,
-            fill: fill.fill_id,
-        });
-        let path = self.object_path(FillRef {
-            key: key_hash,
-            fill: fill.fill_id,
-        });
+        let path = self.forget_fill(key_hash, fill);
         let dirs = disk::remove_entry_quietly_sync(&path, self.space.inodes_scarce());
         self.forget_leaf_dir(key_hash, dirs);
         self.index.release_object(fill.size);
