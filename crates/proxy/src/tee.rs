@@ -54,6 +54,7 @@ use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
 use tokio_util::task::TaskTracker;
+use tokio_util::task::task_tracker::TrackedFuture;
 
 use crate::body::BoxError;
 use crate::logging::throttle::Throttle;
@@ -103,12 +104,20 @@ impl Fills {
     }
 
     /// Runs `fill`, the work of a fill outside a tee (a whole body stored in one call),
-    /// as one of these fills: a graceful shutdown waits for it too.
-    pub(crate) fn spawn<T: Send + 'static>(
-        &self,
-        fill: impl Future<Output = T> + Send + 'static,
-    ) -> tokio::task::JoinHandle<T> {
-        self.tasks.spawn(fill)
+    /// as one of these fills, in the task that awaits it: a graceful shutdown waits for
+    /// it too, and if the awaiting future is dropped first (its client left), the rest
+    /// of `fill` runs on in a task of its own, never cut short. Not a task from the
+    /// start: the spawn and the wake back would each wait for the other tasks of the
+    /// scheduler pass, with the client's answer waiting behind them.
+    pub(crate) fn run_here<F>(&self, fill: F) -> RunHere<F>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        RunHere {
+            fill: Some(Box::pin(self.tasks.track_future(fill))),
+            tasks: self.tasks.clone(),
+        }
     }
 
     /// Waits until every fill in flight has ended, committed or dropped; fills started
@@ -118,6 +127,49 @@ impl Fills {
         self.tasks.wait().await;
         // Open again, for a caller that stopped waiting and serves on.
         self.tasks.reopen();
+    }
+}
+
+/// The future of [`Fills::run_here`].
+pub(crate) struct RunHere<F: Future + Send + 'static>
+where
+    F::Output: Send + 'static,
+{
+    /// `None` once it ended.
+    fill: Option<Pin<Box<TrackedFuture<F>>>>,
+    /// Where the rest goes when this is dropped before the end.
+    tasks: TaskTracker,
+}
+
+impl<F: Future + Send + 'static> Future for RunHere<F>
+where
+    F::Output: Send + 'static,
+{
+    type Output = F::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let Some(fill) = self.fill.as_mut() else {
+            // Polled after its end: as a fused future, it waits for ever.
+            return Poll::Pending;
+        };
+        let done = ready!(fill.as_mut().poll(cx));
+        self.fill = None;
+        Poll::Ready(done)
+    }
+}
+
+impl<F: Future + Send + 'static> Drop for RunHere<F>
+where
+    F::Output: Send + 'static,
+{
+    fn drop(&mut self) {
+        // Still tracked, so a graceful shutdown waits for it. Without a runtime (it is
+        // shutting down) it is dropped, as a task of its own would be.
+        if let Some(fill) = self.fill.take()
+            && tokio::runtime::Handle::try_current().is_ok()
+        {
+            drop(self.tasks.spawn(fill));
+        }
     }
 }
 
@@ -785,4 +837,56 @@ fn abandon(writer: EntryWriter, reason: FillDrop, key: &str, error: Option<&Stor
         }
     }
     writer.abandon(reason);
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
+
+    use futures_util::FutureExt;
+    use tokio::sync::oneshot;
+
+    use super::Fills;
+
+    #[tokio::test]
+    async fn a_fill_run_here_that_is_ready_answers_in_the_first_poll() {
+        let fills = Fills::new(1);
+        assert_eq!(fills.run_here(async { 7 }).now_or_never(), Some(7));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_fill_run_here_runs_on_to_its_end_when_its_waiter_is_dropped() {
+        let fills = Fills::new(1);
+        let (go, gate) = oneshot::channel::<()>();
+        let ended = Arc::new(AtomicBool::new(false));
+        let fill = {
+            let ended = Arc::clone(&ended);
+            async move {
+                let _ = gate.await;
+                ended.store(true, Ordering::SeqCst);
+            }
+        };
+        let mut waiting = Box::pin(fills.run_here(fill));
+        assert!(futures_util::poll!(waiting.as_mut()).is_pending());
+        // The client leaves: its future is dropped with the fill half done.
+        drop(waiting);
+        assert!(go.send(()).is_ok(), "the fill still waits for its signal");
+        fills.wait().await;
+        assert!(ended.load(Ordering::SeqCst));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_graceful_shutdown_waits_for_a_fill_run_here() {
+        let fills = Fills::new(1);
+        let (go, gate) = oneshot::channel::<()>();
+        let waiter = tokio::spawn(fills.run_here(async move { gate.await.is_ok() }));
+        tokio::task::yield_now().await;
+        let early = tokio::time::timeout(Duration::from_secs(60), fills.wait()).await;
+        assert!(early.is_err(), "the shutdown did not wait for the fill");
+        assert!(go.send(()).is_ok());
+        fills.wait().await;
+        assert!(matches!(waiter.await, Ok(true)));
+    }
 }

@@ -299,19 +299,20 @@ impl WholeBody {
         self.body.len() as u64
     }
 
-    /// Stores the body in one file call in a fill's task of `cache`, then hands how that
-    /// went to `ended`, in the same task, and returns what `ended` made of it. The task
+    /// Stores the body in one file call as a fill of `cache` ([`Fills::run_here`]), then
+    /// hands how that went to `ended` and returns what `ended` made of it. The fill
     /// outlives this future: a graceful shutdown waits for it, and a client that leaves
     /// meanwhile (this future dropped) splits neither the file's rename from its indexing
-    /// nor the call from `ended`, which the requests collapsed onto the fill wait for. An
-    /// error: the task failed.
+    /// nor the call from `ended`, which the requests collapsed onto the fill wait for.
+    ///
+    /// [`Fills::run_here`]: crate::tee::Fills::run_here
     pub(super) async fn store<T: Send + 'static>(
         self,
         cache: &Cache,
         ended: impl FnOnce(Result<WholeFill, StoreError>) -> T + Send + 'static,
-    ) -> Result<T, StoreError> {
+    ) -> T {
         let store = Arc::clone(&cache.store);
-        let task = cache.fills.spawn(async move {
+        let fill = async move {
             let WholeBody {
                 key,
                 meta,
@@ -325,11 +326,8 @@ impl WholeBody {
                     .store_whole(key, hash, &meta, body, max_len, ticket)
                     .await,
             )
-        });
-        task.await.map_err(|error| StoreError::Io {
-            path: cache.store.objects_dir(),
-            source: std::io::Error::other(error),
-        })
+        };
+        cache.fills.run_here(fill).await
     }
 }
 
@@ -640,9 +638,9 @@ impl Cache {
             max_len: 0,
             ticket,
         };
-        // In a fill's task, as a variant's fill is: a client that leaves meanwhile cannot
-        // leave the marker's file renamed into place but not indexed.
-        match marker_entry.store(self, |stored| stored).await?? {
+        // As a fill, as a variant's fill is: a client that leaves meanwhile cannot leave
+        // the marker's file renamed into place but not indexed.
+        match marker_entry.store(self, |stored| stored).await? {
             WholeFill::Committed => Ok(marker),
             WholeFill::Dropped(error) => Err(error),
         }

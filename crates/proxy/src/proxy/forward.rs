@@ -128,12 +128,10 @@ impl Proxy {
             (Ok(()), None) => miss.stored(),
             (Err(detail), _) => miss.detail(detail),
         };
-        // Answered once the other tasks of this scheduler pass have run: the origin's
-        // answers of one pass come back together, and their responses then leave
-        // together too, so the client's side is woken fewer times (`benches/RESULTS.md`,
-        // "responses from the origin sent at the end of the scheduler pass"). Hits are
-        // not held back: there it cost more than it saved.
-        crate::worker::end_of_pass().await;
+        // Answered at once, not held to the end of the scheduler pass: with the lean
+        // server that wait no longer saved CPU, and it held every forwarded answer
+        // behind the pass's other tasks (`benches/RESULTS.md`, "forwarded answers no
+        // longer held to the end of the pass").
         Answer::new(relay(head, teed, exchange.range_forwarded), outcome).with_upstream(upstream)
     }
 }
@@ -433,10 +431,7 @@ async fn store_whole(
         }
         Ok(())
     };
-    match whole.store(cache, ended).await {
-        Ok(stored) => stored,
-        Err(error) => Err(not_started(&cache.metrics, exchange.key, error)),
-    }
+    whole.store(cache, ended).await
 }
 
 /// The largest body stored in one file call when it arrived whole with its head
