@@ -314,7 +314,7 @@ policy = "$5"
 [log]
 level = "warn"
 access_log = "${6:-off}"
-access_format = '\$request_time "\$cache_status" \$body_bytes_sent'
+access_format = '\$request_time "\$cache_status" \$body_bytes_sent \$upstream_header_time'
 EOF
 }
 
@@ -549,7 +549,7 @@ cdn_nginx_config() {
   nginx_preamble cdn-nginx "${PROXY_LIST[@]:0:$n}"
   cat <<EOF
   proxy_temp_path $WORK/tmp-cdn-proxy;
-  log_format cdnlatency '\$request_time \$upstream_cache_status \$body_bytes_sent';
+  log_format cdnlatency '\$request_time \$upstream_cache_status \$body_bytes_sent \$upstream_header_time';
   proxy_cache_path $dir levels=1:2 keys_zone=cdn:32m max_size=$CDN_CACHE_BYTES inactive=1d use_temp_path=off ${CDN_NGINX_CACHE_OPTIONS:-};
   upstream origin { server 127.0.0.1:$ORIGIN_PORT; keepalive 128; }
   server {
@@ -931,25 +931,28 @@ fi
 
 # With CDN_LATENCY_LOGS: each proxy's request times by its own clock, by class, over all
 # rounds (nginx's $request_time counts whole milliseconds; secondhit's from the head's
-# arrival to the last byte handed to the socket).
+# arrival to the last byte handed to the socket), and beside them the origin's header
+# time of the forwarded ones ($upstream_header_time in both).
 if [[ -n ${CDN_LATENCY_LOGS:-} ]] && compgen -G "$WORK/cdn-latency-*.log" >/dev/null; then
   python3 - "$WORK"/cdn-latency-*.log <<'PY'
 import collections, os, re, sys
 times = collections.defaultdict(list)
+# The origin's header time of the forwarded requests (the 4th field; "-" for a hit).
+origin = collections.defaultdict(list)
 for path in sys.argv[1:]:
     n, who = os.path.basename(path).split("-")[2:4]
     for line in open(path):
         if who == "nginx":
             fields = line.split()
-            if len(fields) < 3:
+            if len(fields) < 4:
                 continue
-            ms, status, size = float(fields[0]) * 1000, fields[1], int(fields[2])
+            ms, status, size, header = float(fields[0]) * 1000, fields[1], int(fields[2]), fields[3]
             kinds = ["hits" if status == "HIT" else "misses"]
         else:
-            m = re.match(r'(\S+) "([^"]*)" (\d+)', line)
+            m = re.match(r'(\S+) "([^"]*)" (\d+) (\S+)', line)
             if not m:
                 continue
-            ms, status, size = float(m.group(1)) * 1000, m.group(2), int(m.group(3))
+            ms, status, size, header = float(m.group(1)) * 1000, m.group(2), int(m.group(3)), m.group(4)
             if "fwd=" not in status:
                 kinds = ["hits"]
             elif "stored" in status:
@@ -958,17 +961,26 @@ for path in sys.argv[1:]:
                 kinds = ["first sights"]
             else:
                 kinds = ["other forwarded"]
+        # nginx gives one time per upstream tried ("0.001, 0.002"); the last answered.
+        header = header.split(",")[-1].strip()
         for kind in ["all"] + kinds:
             times[n, who, kind].append(ms)
+            if header not in ("-", ""):
+                origin[n, who, kind].append(float(header) * 1000)
 def at(values, share):
     return values[min(len(values) - 1, int(share * len(values)))]
-print()
-print("cdn-mix request times by each proxy's own clock (access logs on), ms")
-print("N  proxy      class                          requests      p50      p90      p99")
-for (n, who, kind), values in sorted(times.items()):
+def three(values):
+    if not values:
+        return "%8s %8s %8s" % ("-", "-", "-")
     values.sort()
-    print("%-2s %-9s  %-28s %10d %8.2f %8.2f %8.2f" % (
-        n, who, kind, len(values), at(values, 0.5), at(values, 0.9), at(values, 0.99)))
+    return "%8.2f %8.2f %8.2f" % (at(values, 0.5), at(values, 0.9), at(values, 0.99))
+print()
+print("cdn-mix request times by each proxy's own clock (access logs on), ms; then the")
+print("origin's header time (request sent to response head read) of the forwarded ones")
+print("N  proxy      class                          requests      p50      p90      p99   origin p50      p90      p99")
+for (n, who, kind), values in sorted(times.items()):
+    print("%-2s %-9s  %-28s %10d %s   %s" % (
+        n, who, kind, len(values), three(values), three(origin[n, who, kind])))
 PY
 fi
 
