@@ -35,6 +35,8 @@ use bytes::Bytes;
 use memmap2::{Mmap, MmapOptions};
 use xxhash_rust::xxh3::{Xxh3Default, xxh3_64};
 
+use super::disk::{self, Wait};
+
 /// Bodies at least this long are held as sealed memory files rather than heap copies:
 /// below it a copy into the socket costs less than the mapping's page-table work
 /// and the second system call (head, then body) that sending from a file takes.
@@ -108,13 +110,16 @@ pub(super) enum Copied {
 /// Copies the `len` body bytes at `offset` of the entry file `file` into a new memory
 /// file, hashing them on the way, and, when their xxh3-64 is `body_hash`, seals that
 /// file against every change and maps it read-only (module docs). A file shorter than
-/// `offset + len` is an `UnexpectedEof` error. Blocks on the disk: call it where waiting
-/// is allowed.
+/// `offset + len` is an `UnexpectedEof` error. Reads as `wait` allows: with
+/// [`Wait::CachedOnly`] (on a worker), a part the page cache does not hold fails the
+/// copy with `WouldBlock`, to be made again on a blocking thread. The rest is memory
+/// work, which a worker may do.
 pub(super) fn sealed_copy(
     file: &File,
     offset: u64,
     len: u64,
     body_hash: u64,
+    wait: Wait,
 ) -> io::Result<Copied> {
     use rustix::fs::{MemfdFlags, SealFlags};
     use std::os::unix::fs::FileExt;
@@ -134,7 +139,7 @@ pub(super) fn sealed_copy(
     let mut done = 0usize;
     while done < len_usize {
         let chunk = &mut buf[..COPY_CHUNK.min(len_usize - done)];
-        file.read_exact_at(chunk, offset + done as u64)?;
+        disk::read_exact_at(file, chunk, offset + done as u64, wait)?;
         hasher.update(chunk);
         copy.write_all_at(chunk, done as u64)?;
         done += chunk.len();
@@ -218,7 +223,13 @@ mod tests {
         // More than one copy chunk, from an offset inside a page.
         let (offset, len) = (5_000u64, 550_000u64);
         let expected = &content[5_000..555_000];
-        let body = copied(sealed_copy(&file, offset, len, xxh3_64(expected)));
+        let body = copied(sealed_copy(
+            &file,
+            offset,
+            len,
+            xxh3_64(expected),
+            Wait::Disk,
+        ));
         assert_eq!(&body[..], expected);
 
         let slice = body.slice(1_000..71_000);
@@ -246,7 +257,13 @@ mod tests {
     fn a_sealed_copy_cannot_be_changed_through_its_file() {
         let content = vec![7u8; 100_000];
         let (_dir, file) = file_of(&content);
-        let body = copied(sealed_copy(&file, 0, 100_000, xxh3_64(&content)));
+        let body = copied(sealed_copy(
+            &file,
+            0,
+            100_000,
+            xxh3_64(&content),
+            Wait::Disk,
+        ));
         let (copy, _) = file_span(&body).expect("registered");
         let write = std::os::unix::fs::FileExt::write_at(&copy, b"x", 10);
         assert!(write.is_err(), "a write to the sealed copy is refused");
@@ -260,10 +277,10 @@ mod tests {
         let (_dir, file) = file_of(&content);
         let wrong = xxh3_64(&content) ^ 1;
         assert!(matches!(
-            sealed_copy(&file, 0, 80_000, wrong),
+            sealed_copy(&file, 0, 80_000, wrong, Wait::Disk),
             Ok(Copied::Mismatch)
         ));
-        let short = sealed_copy(&file, 1_000, 80_000, xxh3_64(&content));
+        let short = sealed_copy(&file, 1_000, 80_000, xxh3_64(&content), Wait::Disk);
         assert_eq!(
             short.err().map(|e| e.kind()),
             Some(io::ErrorKind::UnexpectedEof)
@@ -273,7 +290,34 @@ mod tests {
     #[test]
     fn an_empty_body_copies_to_nothing() {
         let (_dir, file) = file_of(b"header only");
-        let body = copied(sealed_copy(&file, 11, 0, xxh3_64(&[])));
+        let body = copied(sealed_copy(&file, 11, 0, xxh3_64(&[]), Wait::Disk));
         assert!(body.is_empty());
+    }
+
+    #[test]
+    fn a_sealed_copy_from_the_page_cache_is_made_on_the_worker_or_refused_as_would_block() {
+        let content: Vec<u8> = (0..300_000u32).map(|i| (i % 241) as u8).collect();
+        // Just written: its pages are in the page cache.
+        let (_dir, file) = file_of(&content);
+        let (hash, wrong) = (xxh3_64(&content), xxh3_64(&content) ^ 1);
+        let mut probe = [0u8; 16];
+        // A filesystem without page-cache-only reads refuses every such read, and the
+        // copy with it; one with them makes the copy without waiting.
+        match disk::read_exact_at(&file, &mut probe, 0, Wait::CachedOnly) {
+            Ok(()) => {
+                let body = copied(sealed_copy(&file, 0, 300_000, hash, Wait::CachedOnly));
+                assert_eq!(&body[..], &content[..]);
+                let damaged = sealed_copy(&file, 0, 300_000, wrong, Wait::CachedOnly);
+                assert!(matches!(damaged, Ok(Copied::Mismatch)));
+            }
+            Err(e) => {
+                assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
+                let refused = sealed_copy(&file, 0, 300_000, hash, Wait::CachedOnly);
+                assert_eq!(
+                    refused.err().map(|e| e.kind()),
+                    Some(io::ErrorKind::WouldBlock)
+                );
+            }
+        }
     }
 }

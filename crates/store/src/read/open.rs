@@ -280,12 +280,9 @@ impl Inner {
             && self.memory.takes_copy(preamble.body_len, opened.fresh)
         {
             // A large body for the memory tier is copied into a sealed memory file
-            // (see `mapped`), reading the disk, which only a blocking thread may wait for.
-            if wait == Wait::CachedOnly {
-                return Err(io_err(&path())(io::ErrorKind::WouldBlock.into()));
-            }
+            // (see `mapped`): here from the page cache, or else on a blocking thread.
             let (offset, len) = (preamble.header_len(), preamble.body_len);
-            let body = match mapped::sealed_copy(file, offset, len, preamble.body_hash) {
+            let body = match mapped::sealed_copy(file, offset, len, preamble.body_hash, wait) {
                 Ok(mapped::Copied::Body(body)) => body,
                 Ok(mapped::Copied::Mismatch) => {
                     let reason = "body checksum mismatch".to_owned();
