@@ -130,8 +130,7 @@ impl Proxy {
         };
         // Answered at once, not held to the end of the scheduler pass: with the lean
         // server that wait no longer saved CPU, and it held every forwarded answer
-        // behind the pass's other tasks (`benches/RESULTS.md`, "forwarded answers no
-        // longer held to the end of the pass").
+        // behind the pass's other tasks (`benches/RESULTS.md`, "the twelfth session").
         Answer::new(relay(head, teed, exchange.range_forwarded), outcome).with_upstream(upstream)
     }
 }
