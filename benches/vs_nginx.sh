@@ -88,8 +88,9 @@
 # threads, whose CPU no process is charged, write them back). CDN_LATENCY_LOGS=1 turns on
 # both proxies' access logs in the replays and ends with a table of each proxy's request
 # times by its own clock, by class (nginx: hits and misses; secondhit: hits, first sights,
-# stored misses, stored misses of 256 KiB and more), over all rounds: where the slow
-# requests are. Writing the logs costs both proxies CPU, so such a run's CPU figures are
+# stored misses, stored misses of 256 KiB and more), over all rounds, and beside them the
+# origin's header time of the forwarded ones: where the slow requests are, and whether
+# they waited for the origin or inside the proxy. Writing the logs costs both proxies CPU, so such a run's CPU figures are
 # not comparable with a run without them.
 #
 # CPUs: on a machine with 16 or more CPUs the defaults are ORIGIN_CPUS="0 1",
@@ -600,7 +601,7 @@ cdn_run() {
   # round's thousands of entries just before the next round made that round's file
   # creations pass over them where ext4 has no journal (see the note printed at the start).
   dir="$WORK/cdn-cache-$who-$n-$round"
-  # Each replay's access log, with CDN_LATENCY_LOGS (read at the end: cdn_latency_table).
+  # Each replay's access log, with CDN_LATENCY_LOGS (read at the end of the script).
   local latency_log="" CDN_NGINX_ACCESS_LOG=""
   if [[ -n ${CDN_LATENCY_LOGS:-} ]]; then
     latency_log="$WORK/cdn-latency-$n-$who-$round.log"
@@ -946,7 +947,8 @@ for path in sys.argv[1:]:
             fields = line.split()
             if len(fields) < 4:
                 continue
-            ms, status, size, header = float(fields[0]) * 1000, fields[1], int(fields[2]), fields[3]
+            # Several upstreams tried: "0.001, 0.002", split by the spaces too.
+            ms, status, size, header = float(fields[0]) * 1000, fields[1], int(fields[2]), " ".join(fields[3:])
             kinds = ["hits" if status == "HIT" else "misses"]
         else:
             m = re.match(r'(\S+) "([^"]*)" (\d+) (\S+)', line)
