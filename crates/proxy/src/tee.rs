@@ -1,12 +1,14 @@
 //! The tee: one origin body streamed to the client and, at the same time, to disk.
 //!
 //! Without a fill, [`TeeBody`] is the origin's body as it is (optionally counting its
-//! bytes). With a fill, a *pump* task reads the origin at the origin's pace and hands
-//! each data frame (a `Bytes` clone is a reference count, not a copy) to a writer task
-//! that appends it to the [`EntryWriter`], and each frame to the client through a second
-//! queue. The fill does not wait for the client: a client that is slow, or reads
-//! nothing for a while, would otherwise hold the fill, and every request collapsed onto
-//! it, to its own pace.
+//! bytes). With a fill, a *pump* reads the origin at the origin's pace and hands each
+//! data frame (a `Bytes` clone is a reference count, not a copy) to a writer task that
+//! appends it to the [`EntryWriter`], and each frame to the client through a second
+//! queue. The pump has a task of its own, and the client's body polls it too before it
+//! looks at its queue ([`SharedPump`]), so a frame the client is waiting for is read
+//! and written in one poll of the client's task. The fill does not wait for the client:
+//! a client that is slow, or reads nothing for a while, would otherwise hold the fill,
+//! and every request collapsed onto it, to its own pace; the pump's task drives it then.
 //!
 //! Both queues are bounded in *bytes* by semaphores whose permits a frame takes for its
 //! length and gives back once written (to disk) or taken (by the client):
@@ -45,11 +47,12 @@
 //! admission kept off the disk, whatever the body's framing.
 
 use std::pin::Pin;
-use std::sync::Arc;
-use std::task::{Context, Poll, ready};
+use std::sync::{Arc, Mutex, TryLockError};
+use std::task::{Context, Poll, Wake, Waker, ready};
 
 use bytes::Bytes;
 use futures_util::Stream;
+use futures_util::task::AtomicWaker;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
@@ -450,6 +453,124 @@ impl Pump {
     }
 }
 
+/// A fill's pump, polled by whichever comes first of its own task ([`PumpTask`]) and
+/// the client's body ([`TeeBody`]), each woken by whatever wakes the pump.
+///
+/// When the origin sends a frame, the client's task is woken first and reads the frame
+/// through the pump in the same poll that writes it to the client. With the pump in a
+/// task alone, the frame waited for the pump's task and then for the client's, each
+/// behind the other tasks of the scheduler pass. The pump's own task still drives it
+/// whenever the client does not poll (its socket is full, it was detached, or it left),
+/// so the fill never waits for the client.
+struct SharedPump {
+    /// The pump's future; `None` once it ended.
+    pump: Mutex<Option<Pin<Box<dyn Future<Output = ()> + Send>>>>,
+    /// The pump's own task.
+    task: AtomicWaker,
+    /// The client's task, while its body is there to poll the pump.
+    client: AtomicWaker,
+}
+
+impl SharedPump {
+    fn new(pump: impl Future<Output = ()> + Send + 'static) -> Arc<SharedPump> {
+        Arc::new(SharedPump {
+            pump: Mutex::new(Some(Box::pin(pump))),
+            task: AtomicWaker::new(),
+            client: AtomicWaker::new(),
+        })
+    }
+
+    /// Polls the pump unless another poll of it is under way; true once it has ended.
+    fn poll_once(self: &Arc<Self>) -> bool {
+        let mut slot = match self.pump.try_lock() {
+            Ok(slot) => slot,
+            // The other poller is at it, and will be woken with this one.
+            Err(TryLockError::WouldBlock) => return false,
+            // A poll of the pump panicked: what is left of it is dropped, which abandons
+            // the fill as a pump that gave up would.
+            Err(TryLockError::Poisoned(poisoned)) => {
+                *poisoned.into_inner() = None;
+                return true;
+            }
+        };
+        let Some(pump) = slot.as_mut() else {
+            return true;
+        };
+        let waker = Waker::from(Arc::clone(self));
+        if pump
+            .as_mut()
+            .poll(&mut Context::from_waker(&waker))
+            .is_pending()
+        {
+            return false;
+        }
+        *slot = None;
+        true
+    }
+
+    /// The client's poll of the pump, to be woken by it; true once the pump has ended,
+    /// after which the client needs it no more.
+    fn poll_for_client(self: &Arc<Self>, client: &Waker) -> bool {
+        self.client.register(client);
+        let ended = self.poll_once();
+        if ended {
+            self.client.take();
+            // The pump's task ends once it sees the end.
+            self.task.wake();
+        }
+        ended
+    }
+}
+
+impl Wake for SharedPump {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    /// The client first, so that it reads what woke the pump as it arrives.
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.client.wake();
+        self.task.wake();
+    }
+}
+
+/// The task that drives a [`SharedPump`] whenever its client does not, to the pump's end.
+struct PumpTask(Arc<SharedPump>);
+
+impl Future for PumpTask {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        self.0.task.register(cx.waker());
+        match self.0.poll_once() {
+            true => Poll::Ready(()),
+            false => Poll::Pending,
+        }
+    }
+}
+
+impl Drop for PumpTask {
+    /// A task dropped before the pump ended (its runtime shut down) drops the pump too:
+    /// what it holds registered wakes this pump, so it would otherwise keep itself.
+    fn drop(&mut self) {
+        let pump = match self.0.pump.lock() {
+            Ok(mut slot) => slot.take(),
+            Err(poisoned) => poisoned.into_inner().take(),
+        };
+        drop(pump);
+    }
+}
+
+/// The client body's hold on its fill's [`SharedPump`]: once the body is dropped, the
+/// pump wakes only its own task.
+struct ClientsPump(Arc<SharedPump>);
+
+impl Drop for ClientsPump {
+    fn drop(&mut self) {
+        self.0.client.take();
+    }
+}
+
 /// The client's view of a fill: the frames queued for it, then, once detached, the
 /// fill's file.
 enum Reading {
@@ -574,6 +695,8 @@ enum Source<B> {
     /// A fill's pump, through [`client_frames`].
     Fill {
         frames: Pin<Box<dyn Stream<Item = Result<Frame<Bytes>, BoxError>> + Send>>,
+        /// The fill's pump, polled before `frames` while it runs; `None` once it ended.
+        pump: Option<ClientsPump>,
         /// The origin body's size hint.
         hint: SizeHint,
         ended: bool,
@@ -645,11 +768,13 @@ impl<B> TeeBody<B> {
             orphan: None,
             counted,
         };
-        fills.tasks.spawn(pump.run(inner));
+        let pump = SharedPump::new(pump.run(inner));
+        fills.tasks.spawn(PumpTask(pump.clone()));
         let file = file.map(|tail| (tail, written));
         TeeBody {
             source: Source::Fill {
                 frames: Box::pin(client_frames(client, file)),
+                pump: Some(ClientsPump(pump)),
                 hint,
                 ended: false,
             },
@@ -686,7 +811,17 @@ where
                 polled.map(|frame| frame.map_err(Into::into))
             }
             Source::Fill { ended: true, .. } => None,
-            Source::Fill { frames, ended, .. } => {
+            Source::Fill {
+                frames,
+                pump,
+                ended,
+                ..
+            } => {
+                if let Some(ClientsPump(shared)) = pump
+                    && shared.poll_for_client(cx.waker())
+                {
+                    *pump = None;
+                }
                 let polled = ready!(frames.as_mut().poll_next(cx));
                 *ended = polled.is_none();
                 polled
@@ -848,7 +983,129 @@ mod tests {
     use futures_util::FutureExt;
     use tokio::sync::oneshot;
 
-    use super::Fills;
+    use super::{Fills, PumpTask, SharedPump, TeeBody};
+    use crate::config::Fsync;
+    use crate::store::{EntryMeta, Store, StoreOptions};
+
+    use bytes::Bytes;
+    use http::{HeaderMap, StatusCode};
+    use http_body::Frame;
+    use http_body_util::{BodyExt, StreamBody};
+    use std::convert::Infallible;
+    use std::time::SystemTime;
+    use tokio::sync::mpsc;
+
+    /// A store in `dir` with room to spare, and nothing that runs beside the fills.
+    fn store_in(dir: &std::path::Path) -> Store {
+        let options = StoreOptions {
+            dir: dir.to_path_buf(),
+            fsync: Fsync::Off,
+            max_size: 64 << 20,
+            lock_timeout: Duration::ZERO,
+            verify_whole_below: 0,
+            memory_size: 0,
+            memory_max_object_size: 0,
+            open_files: 0,
+            min_free: 0,
+            tag_memory: 1 << 20,
+            max_write_rate: 0,
+        };
+        Store::open(options).expect("the store opens")
+    }
+
+    /// A body whose frames the test sends one by one, and that ends when the sender is
+    /// dropped.
+    fn origin() -> (
+        mpsc::UnboundedSender<Bytes>,
+        StreamBody<impl futures_util::Stream<Item = Result<Frame<Bytes>, Infallible>> + Unpin>,
+    ) {
+        let (frames, receiver) = mpsc::unbounded_channel::<Bytes>();
+        let stream = futures_util::stream::unfold(receiver, |mut receiver| async move {
+            let data = receiver.recv().await?;
+            Some((Ok(Frame::data(data)), receiver))
+        });
+        (frames, StreamBody::new(Box::pin(stream)))
+    }
+
+    /// A fill of `key` in `store`, teed from `body`, counted in `fills`.
+    async fn teed<B>(store: &Store, fills: &Fills, key: &str, body: B) -> TeeBody<B>
+    where
+        B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
+        B::Error: Into<crate::body::BoxError>,
+    {
+        let now = SystemTime::now();
+        let meta = EntryMeta {
+            request_time: now,
+            response_time: now,
+            status: StatusCode::OK,
+            response_headers: HeaderMap::new(),
+            request_headers: HeaderMap::new(),
+            tags: Vec::new(),
+            purged: None,
+        };
+        let hash = Store::key_hash(key);
+        let writer = store.begin_fill(key, hash, &meta, None, 1 << 20, store.fill_ticket());
+        let writer = writer.await.expect("the fill begins");
+        TeeBody::with_fill(body, writer, key, fills, |_| {}, None)
+    }
+
+    #[tokio::test]
+    async fn a_fill_hands_its_client_a_frame_in_the_poll_that_reads_it_from_the_origin() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (store, fills) = (store_in(dir.path()), Fills::new(1));
+        let (frames, body) = origin();
+        let mut body = teed(&store, &fills, "k", body).await;
+        assert!(frames.send(Bytes::from_static(b"first")).is_ok());
+        // No yield in between: the pump's own task has not run.
+        let first = body.frame().now_or_never();
+        let data = first.and_then(|f| f?.ok()?.into_data().ok());
+        assert_eq!(data.as_deref(), Some(&b"first"[..]));
+        assert!(body.frame().now_or_never().is_none(), "nothing more yet");
+        assert!(frames.send(Bytes::from_static(b"second")).is_ok());
+        let second = body.frame().now_or_never();
+        let data = second.and_then(|f| f?.ok()?.into_data().ok());
+        assert_eq!(data.as_deref(), Some(&b"second"[..]));
+        drop(frames);
+        assert!(
+            body.frame().await.is_none(),
+            "the body ends with the origin's"
+        );
+        fills.wait().await;
+        assert_eq!(store.stats().committed_fills, 1);
+    }
+
+    #[tokio::test]
+    async fn a_fill_whose_client_stops_polling_is_read_to_its_end_by_its_own_task() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (store, fills) = (store_in(dir.path()), Fills::new(1));
+        let (frames, body) = origin();
+        let mut body = teed(&store, &fills, "k", body).await;
+        assert!(frames.send(Bytes::from_static(b"first")).is_ok());
+        assert!(body.frame().now_or_never().is_some());
+        // The client is still there but polls no more (its socket is full).
+        assert!(frames.send(Bytes::from_static(b"second")).is_ok());
+        drop(frames);
+        fills.wait().await;
+        assert_eq!(store.stats().committed_fills, 1);
+        assert_eq!(store.stats().committed_bytes, 11);
+        drop(body);
+    }
+
+    #[test]
+    fn a_pump_task_dropped_before_the_pump_ended_drops_the_pump() {
+        let held = Arc::new(());
+        let pump = {
+            let held = Arc::clone(&held);
+            async move {
+                let _held = held;
+                std::future::pending::<()>().await;
+            }
+        };
+        let task = PumpTask(SharedPump::new(pump));
+        assert_eq!(Arc::strong_count(&held), 2);
+        drop(task);
+        assert_eq!(Arc::strong_count(&held), 1, "the pump was dropped");
+    }
 
     #[tokio::test]
     async fn a_fill_run_here_that_is_ready_answers_in_the_first_poll() {
