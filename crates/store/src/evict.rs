@@ -1,19 +1,92 @@
 //! Eviction to make room for a fill's reservation: the victims one shortfall takes are
-//! popped from the index together and their files unlinked in one file call, on the
-//! worker while `inline_io`'s gate is open, as the fills' own file calls are.
+//! popped from the index together and their files unlinked in one file call. While the
+//! files still being unlinked stay within a sixteenth of the budget ([`Behind`]), their
+//! bytes count as free at once and the call runs on the blocking pool, not awaited: the
+//! fill begins, and its client gets the response head, without waiting for the unlinks,
+//! and the worker does not stall on them. Beyond that share the call is awaited before
+//! the bytes count as free, on the worker while `inline_io`'s gate is open, as the
+//! fills' own file calls are.
 //!
 //! Each unlink used to be a hop to the blocking pool and back, awaited before the next
 //! victim was chosen, and a stored miss answers its client only once its fill has begun:
 //! a fill that needed a dozen victims waited for a dozen hand-offs to a blocking thread
 //! and back before its client saw a byte (`benches/RESULTS.md`, "evictions in one file
-//! call").
+//! call"); and one call on the worker still held it up, with the worker's other
+//! requests (`benches/RESULTS.md`, "where a stored miss's body waited").
 
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
+
+use tokio::sync::Notify;
 
 use super::index::Fill;
 use super::{Inner, StoreError, disk};
 use crate::StoreHash;
+
+/// The evicted files still being unlinked may stand beyond the budget by up to one part
+/// in `BEHIND_SHARE` of it, and at most [`BEHIND_MAX`]; a reservation whose victims would
+/// pass that waits for their unlinks.
+const BEHIND_SHARE: u64 = 16;
+
+/// See [`BEHIND_SHARE`]: on a large cache, a disk slow to unlink must not leave gigabytes
+/// beyond the budget.
+const BEHIND_MAX: u64 = 256 * 1024 * 1024;
+
+/// Evicted files whose unlinks run on the blocking pool behind the fills that evicted
+/// them: their bytes already count as free, so the cache's files may stand above the
+/// budget by these bytes until the unlinks end.
+#[derive(Debug, Default)]
+pub(super) struct Behind {
+    bytes: AtomicU64,
+    /// Notified as each batch's unlinks end.
+    done: Notify,
+}
+
+impl Behind {
+    /// Takes `bytes` under the cap of a budget of `max_bytes`; false when they do not fit.
+    fn take(&self, bytes: u64, max_bytes: u64) -> bool {
+        let cap = (max_bytes / BEHIND_SHARE).min(BEHIND_MAX);
+        let add = |behind: u64| behind.checked_add(bytes).filter(|&total| total <= cap);
+        (self.bytes)
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, add)
+            .is_ok()
+    }
+
+    /// Bytes of evicted files not yet unlinked.
+    pub(super) fn bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Acquire)
+    }
+
+    /// Waits until no evicted file is left to unlink.
+    pub(super) async fn settled(&self) {
+        loop {
+            let done = self.done.notified();
+            if self.bytes() == 0 {
+                return;
+            }
+            done.await;
+        }
+    }
+}
+
+/// One batch's share of [`Behind`], given back when dropped: once its unlinks ended, or
+/// if they never ran.
+struct BehindBatch {
+    inner: Arc<Inner>,
+    bytes: u64,
+}
+
+impl Drop for BehindBatch {
+    fn drop(&mut self) {
+        self.inner
+            .behind
+            .bytes
+            .fetch_sub(self.bytes, Ordering::AcqRel);
+        self.inner.behind.done.notify_waiters();
+    }
+}
 
 /// The most victims unlinked on the worker in one call: a larger batch (a large fill in a
 /// cache of small entries) goes to the blocking pool whole, so that it never stalls the
@@ -41,9 +114,10 @@ impl Drop for Evicted<'_> {
 }
 
 impl Inner {
-    /// Reserves `bytes` of the budget, evicting entries in the index's order (the files
-    /// of each batch unlinked before their bytes count as free) until they fit.
-    pub(super) async fn reserve_budget(&self, bytes: u64) -> Result<(), StoreError> {
+    /// Reserves `bytes` of the budget, evicting entries in the index's order until they
+    /// fit: the files of each batch unlinked behind the fill ([`Inner::unlink_behind`]),
+    /// or before their bytes count as free when too many are already behind.
+    pub(super) async fn reserve_budget(self: &Arc<Self>, bytes: u64) -> Result<(), StoreError> {
         while !self.index.try_reserve(bytes) {
             let (victims, refused) = self.victims_for(bytes);
             if victims.is_empty() && refused.is_none() {
@@ -52,7 +126,9 @@ impl Inner {
                 tokio::task::yield_now().await;
                 continue;
             }
-            if !victims.is_empty() {
+            if !victims.is_empty()
+                && let Err(victims) = self.unlink_behind(victims)
+            {
                 self.unlink_victims(victims).await;
             }
             if let Some(refused) = refused {
@@ -79,6 +155,48 @@ impl Inner {
             victims.push((key_hash, fill));
         }
         (victims, None)
+    }
+
+    /// Gives the bytes of `victims`, already out of the index, back at once, and
+    /// unlinks their files in one call on the blocking pool, not awaited: a fill that
+    /// evicts is not held up by the unlinks, nor is the worker. `Err` gives the victims
+    /// back when their bytes would take [`Behind`] past its cap, or a hand-over is
+    /// closing the store, for the caller to unlink before their bytes count as free.
+    fn unlink_behind(
+        self: &Arc<Self>,
+        victims: Vec<(StoreHash, Fill)>,
+    ) -> Result<(), Vec<(StoreHash, Fill)>> {
+        let bytes = victims.iter().map(|(_, fill)| fill.size).sum();
+        if !self.behind.take(bytes, self.index.max_bytes()) {
+            return Err(victims);
+        }
+        let batch = BehindBatch {
+            inner: Arc::clone(self),
+            bytes,
+        };
+        // Held by the unlinks, so that a hand-over waits for them before the next owner
+        // opens the directory.
+        let Some(step) = self.gate.fill_step() else {
+            return Err(victims);
+        };
+        let paths: Vec<(StoreHash, PathBuf)> = (victims.iter())
+            .map(|&(key, fill)| (key, self.forget_fill(key, fill)))
+            .collect();
+        for (_, fill) in &victims {
+            self.index.release_object(fill.size);
+        }
+        let dirs = self.space.inodes_scarce();
+        // Not awaited, and a panicked job removed what it removed: the next start-up
+        // scan finds the rest, as after a crash.
+        drop(tokio::task::spawn_blocking(move || {
+            let _step = step;
+            for (key_hash, path) in &paths {
+                let removed = disk::remove_entry_quietly_sync(path, dirs);
+                batch.inner.forget_leaf_dir(*key_hash, removed);
+            }
+            drop(batch);
+        }));
+        Ok(())
     }
 
     /// Unlinks the files of `victims`, already out of the index, in one file call, and

@@ -93,6 +93,12 @@ impl Gate {
         Arc::clone(&self.steps).try_read_owned().ok().map(Arc::new)
     }
 
+    /// Whether a step is under way (a test's view: closing would wait for it).
+    #[cfg(test)]
+    pub(crate) fn stepped(&self) -> bool {
+        self.steps.try_write().is_err()
+    }
+
     /// Counts a new fill open; `None` once closing began.
     pub(crate) fn open_fill(inner: &Arc<super::Inner>) -> Option<OpenFill> {
         let gate = &inner.gate;

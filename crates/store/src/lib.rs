@@ -278,6 +278,8 @@ struct Inner {
     write_budget: write_budget::WriteBudget,
     /// Whether fills run their file work on the worker (see `inline_io`).
     inline_io: inline_io::InlineGate,
+    /// Evicted files still being unlinked (see `evict`).
+    behind: evict::Behind,
     /// The steps that write the cache directory, and its lock: held until the store
     /// closes for a hand-over ([`Store::close_for_handover`]) or the last `Arc` drops.
     gate: handover::Gate,
@@ -365,10 +367,11 @@ impl Inner {
     }
 
     /// Reserves `bytes` of the budget, evicting entries in the index's order
-    /// (unlinking them before their bytes count as free: `evict`) until they fit; then keeps the
+    /// (their files unlinked behind the fill, or before their bytes count as free: `evict`)
+    /// until they fit; then keeps the
     /// filesystem's free space above `cache.min_free` the same way (`space`). For a
     /// `new_fill`, its inodes count too, and a back-off after failed writes refuses it.
-    async fn reserve(&self, bytes: u64, new_fill: bool) -> Result<(), StoreError> {
+    async fn reserve(self: &Arc<Self>, bytes: u64, new_fill: bool) -> Result<(), StoreError> {
         self.reserve_budget(bytes).await?;
         let floor = self.keep_floor(bytes, new_fill).await;
         if floor.is_err() {
@@ -508,6 +511,7 @@ impl Store {
             space: space::Space::new(opts.dir.clone(), opts.min_free),
             write_budget: write_budget::WriteBudget::new(opts.max_write_rate),
             inline_io: inline_io::InlineGate::new(!opts.fsync.each_change()),
+            behind: evict::Behind::default(),
             gate: handover::Gate::new(lock),
             opts,
         });
@@ -638,7 +642,7 @@ impl Store {
         let (memory_max_bytes, open_files_max) = inner.memory.limits();
         StoreStats {
             objects: counts.objects,
-            bytes: counts.object_bytes,
+            bytes: counts.object_bytes + inner.behind.bytes(),
             reserved_bytes: counts.reserved_bytes,
             max_bytes: inner.index.max_bytes(),
             evictions: counts.evictions,
@@ -750,6 +754,13 @@ impl Store {
     ) -> Result<WholeFill, StoreError> {
         let fill = fill_of(key, key_hash, meta);
         writer::store_whole(&self.inner, fill, meta, body, max_len, ticket).await
+    }
+
+    /// Waits until the files of the entries evicted so far are unlinked: a fill's
+    /// victims may still be on disk, unlinked on the blocking pool, once the fill began
+    /// (see [`StoreStats::bytes`]).
+    pub async fn unlinks_done(&self) {
+        self.inner.behind.settled().await;
     }
 
     /// A ticket for a request about to go to the origin, for the fill of its answer: a

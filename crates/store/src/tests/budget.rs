@@ -245,7 +245,8 @@ async fn begin_big(store: &Store, key: &str) -> Result<EntryWriter, StoreError> 
 #[tokio::test]
 async fn a_fill_that_needs_several_victims_has_their_files_gone_before_it_begins() {
     let dir = tempfile::tempdir().unwrap();
-    // No fsync: the victims' unlinks run on this thread, as the fills' own calls do.
+    // The victims take more than a sixteenth of the 100 KB budget, so they are unlinked
+    // before the fill begins. No fsync: on this thread, as the fills' own calls are.
     let store = eight_small_entries(dir.path(), Fsync::Off).await;
     let calls = store.stats().fill_calls;
     let mut writer = begin_big(&store, "big").await.unwrap();
@@ -309,4 +310,149 @@ async fn a_fill_dropped_while_its_victims_are_unlinked_leaves_the_budget_true() 
     writer.write(&body(40_000, 9)).await.unwrap();
     writer.finish().await.unwrap();
     assert!(store.contains(Store::key_hash("big")));
+}
+
+/// A runtime with one blocking thread, for a test that holds it ([`hold_the_pool`]).
+fn runtime_of_one_blocking_thread() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .max_blocking_threads(1)
+        .build()
+        .unwrap()
+}
+
+/// Occupies the blocking pool's one thread until the sender is used or dropped; the
+/// handle ends after that.
+async fn hold_the_pool() -> (std::sync::mpsc::Sender<()>, tokio::task::JoinHandle<()>) {
+    let (started, running) = tokio::sync::oneshot::channel();
+    let (release, held) = std::sync::mpsc::channel::<()>();
+    let blocker = tokio::task::spawn_blocking(move || {
+        let _ = started.send(());
+        let _ = held.recv();
+    });
+    running.await.unwrap();
+    (release, blocker)
+}
+
+/// A store of 1 MB budget in `dir`, without fsync, filled with entries of 7,000 bytes of
+/// body (k0, the oldest, first) until less than 40 KB is left; and their number.
+async fn nearly_full(dir: &Path) -> (Store, usize) {
+    let store = open_with(StoreOptions {
+        max_size: 1_000_000,
+        fsync: Fsync::Off,
+        ..options(dir)
+    })
+    .await;
+    // About 9.6 KB each with the header.
+    let mut kept = 0;
+    while store.stats().bytes < 960_000 {
+        put(&store, &format!("k{kept}"), &body(7_000, kept)).await;
+        kept += 1;
+    }
+    assert_eq!(store.stats().evictions, 0);
+    (store, usize::from(kept))
+}
+
+/// A fill begun in a [`nearly_full`] store while the blocking pool is held.
+struct Held {
+    dir: tempfile::TempDir,
+    store: Store,
+    /// The entries before the fill.
+    kept: usize,
+    /// Lets the pool go.
+    release: std::sync::mpsc::Sender<()>,
+    blocker: tokio::task::JoinHandle<()>,
+    writer: EntryWriter,
+}
+
+/// Begins a fill of 40,000 bytes in a [`nearly_full`] store, which evicts k0, while the
+/// blocking pool's one thread is held: k0's unlink waits behind it, the fill does not.
+async fn big_fill_with_the_pool_held() -> Held {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, kept) = nearly_full(dir.path()).await;
+    let (release, blocker) = hold_the_pool().await;
+    let writer = begin_big(&store, "big").await.unwrap();
+    Held {
+        dir,
+        store,
+        kept,
+        release,
+        blocker,
+        writer,
+    }
+}
+
+#[test]
+fn a_fill_whose_victims_fit_in_a_sixteenth_of_the_budget_begins_before_their_files_go() {
+    runtime_of_one_blocking_thread().block_on(async {
+        let Held {
+            dir,
+            store,
+            kept,
+            release,
+            blocker,
+            mut writer,
+        } = big_fill_with_the_pool_held().await;
+        let objects = dir.path().join("objects");
+        let stats = store.stats();
+        assert_eq!(stats.evictions, 1);
+        assert!(
+            !store.contains(Store::key_hash("k0")),
+            "k0 is out of the index"
+        );
+        assert_eq!(files(&objects).len(), kept, "k0's file is still there");
+        assert_eq!(stats.bytes, object_file_bytes(dir.path()), "and counted");
+
+        release.send(()).unwrap();
+        blocker.await.unwrap();
+        store.unlinks_done().await;
+        assert_eq!(files(&objects).len(), kept - 1);
+        assert_eq!(store.stats().bytes, object_file_bytes(dir.path()));
+        writer.write(&body(40_000, 9)).await.unwrap();
+        writer.finish().await.unwrap();
+        let stats = store.stats();
+        assert_eq!(
+            (stats.reserved_bytes, stats.bytes),
+            (0, object_file_bytes(dir.path()))
+        );
+        assert!(stats.bytes <= 1_000_000);
+    });
+}
+
+#[test]
+fn a_hand_over_waits_for_the_unlinks_behind_a_fill() {
+    runtime_of_one_blocking_thread().block_on(async {
+        let Held {
+            dir,
+            store,
+            kept,
+            release,
+            blocker,
+            mut writer,
+        } = big_fill_with_the_pool_held().await;
+        let objects = dir.path().join("objects");
+        writer.write(&body(40_000, 9)).await.unwrap();
+        writer.finish().await.unwrap();
+
+        assert!(
+            store.inner.gate.stepped(),
+            "k0's unlink holds a step of the gate"
+        );
+        let mut close = Box::pin(store.close_for_handover(Duration::from_secs(2)));
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        assert!(
+            close.as_mut().poll(&mut cx).is_pending(),
+            "the hand-over waits while k0's unlink cannot run"
+        );
+        assert_eq!(files(&objects).len(), kept + 1);
+        release.send(()).unwrap();
+        blocker.await.unwrap();
+        close.await.unwrap();
+        // The next owner finds k0's file gone.
+        assert_eq!(files(&objects).len(), kept);
+        assert!(files(&objects).iter().all(|f| {
+            !f.to_string_lossy()
+                .contains(&format!("{:032x}", Store::key_hash("k0")))
+        }));
+    });
 }
