@@ -14,9 +14,10 @@
 //! call"); and one call on the worker still held it up, with the worker's other
 //! requests (`benches/RESULTS.md`, "where a stored miss's body waited").
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
 use tokio::sync::Notify;
@@ -40,18 +41,46 @@ const BEHIND_MAX: u64 = 256 * 1024 * 1024;
 #[derive(Debug, Default)]
 pub(super) struct Behind {
     bytes: AtomicU64,
+    /// The batches whose unlinks are under way, by number, and the next number: a
+    /// batch numbered below a [`Behind::mark`] began before it.
+    batches: Mutex<Batches>,
     /// Notified as each batch's unlinks end.
     done: Notify,
 }
 
+/// See [`Behind::batches`].
+#[derive(Debug, Default)]
+struct Batches {
+    next: u64,
+    pending: BTreeSet<u64>,
+}
+
 impl Behind {
-    /// Takes `bytes` under the cap of a budget of `max_bytes`; false when they do not fit.
-    fn take(&self, bytes: u64, max_bytes: u64) -> bool {
+    /// Takes `bytes` under the cap of a budget of `max_bytes` for a new batch, and
+    /// returns its number; `None` when they do not fit.
+    fn take(&self, bytes: u64, max_bytes: u64) -> Option<u64> {
         let cap = (max_bytes / BEHIND_SHARE).min(BEHIND_MAX);
         let add = |behind: u64| behind.checked_add(bytes).filter(|&total| total <= cap);
         (self.bytes)
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, add)
-            .is_ok()
+            .ok()?;
+        let mut batches = self.lock();
+        let number = batches.next;
+        batches.next += 1;
+        batches.pending.insert(number);
+        Some(number)
+    }
+
+    /// Ends batch `number`, of `bytes`.
+    fn end(&self, number: u64, bytes: u64) {
+        self.lock().pending.remove(&number);
+        self.bytes.fetch_sub(bytes, Ordering::AcqRel);
+        self.done.notify_waiters();
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Batches> {
+        // The set is whole at every step, so a panic elsewhere never spoils it.
+        self.batches.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Bytes of evicted files not yet unlinked.
@@ -59,11 +88,17 @@ impl Behind {
         self.bytes.load(Ordering::Acquire)
     }
 
-    /// Waits until no evicted file is left to unlink.
-    pub(super) async fn settled(&self) {
+    /// The point the batches begun so far are before, for [`Behind::wait_before`].
+    pub(super) fn mark(&self) -> u64 {
+        self.lock().next
+    }
+
+    /// Waits until the unlinks of every batch begun before `mark` have ended; batches
+    /// begun since are not waited for, so fills that go on evicting cannot hold it up.
+    pub(super) async fn wait_before(&self, mark: u64) {
         loop {
             let done = self.done.notified();
-            if self.bytes() == 0 {
+            if (self.lock().pending.first()).is_none_or(|&first| first >= mark) {
                 return;
             }
             done.await;
@@ -71,20 +106,17 @@ impl Behind {
     }
 }
 
-/// One batch's share of [`Behind`], given back when dropped: once its unlinks ended, or
-/// if they never ran.
+/// One batch of [`Behind`], ended when dropped: once its unlinks ended, or if they never
+/// ran.
 struct BehindBatch {
     inner: Arc<Inner>,
+    number: u64,
     bytes: u64,
 }
 
 impl Drop for BehindBatch {
     fn drop(&mut self) {
-        self.inner
-            .behind
-            .bytes
-            .fetch_sub(self.bytes, Ordering::AcqRel);
-        self.inner.behind.done.notify_waiters();
+        self.inner.behind.end(self.number, self.bytes);
     }
 }
 
@@ -167,11 +199,12 @@ impl Inner {
         victims: Vec<(StoreHash, Fill)>,
     ) -> Result<(), Vec<(StoreHash, Fill)>> {
         let bytes = victims.iter().map(|(_, fill)| fill.size).sum();
-        if !self.behind.take(bytes, self.index.max_bytes()) {
+        let Some(number) = self.behind.take(bytes, self.index.max_bytes()) else {
             return Err(victims);
-        }
+        };
         let batch = BehindBatch {
             inner: Arc::clone(self),
+            number,
             bytes,
         };
         // Held by the unlinks, so that a hand-over waits for them before the next owner
@@ -224,5 +257,34 @@ impl Inner {
                 .await
                 .unwrap_or_default(),
         };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use futures_util::FutureExt;
+
+    use super::Behind;
+
+    #[test]
+    fn a_wait_for_the_batches_before_a_mark_is_not_held_by_later_ones() {
+        let behind = Behind::default();
+        let first = behind.take(10, 1_600).unwrap();
+        let mark = behind.mark();
+        let later = behind.take(10, 1_600).unwrap();
+        assert!(behind.wait_before(mark).now_or_never().is_none());
+        behind.end(first, 10);
+        assert!(behind.wait_before(mark).now_or_never().is_some());
+        assert_eq!(behind.bytes(), 10);
+        behind.end(later, 10);
+        assert_eq!(behind.bytes(), 0);
+    }
+
+    #[test]
+    fn batches_behind_stay_within_a_sixteenth_of_the_budget() {
+        let behind = Behind::default();
+        assert!(behind.take(100, 1_600).is_some());
+        assert!(behind.take(1, 1_600).is_none(), "100 of 1,600 taken already");
+        assert_eq!(behind.bytes(), 100);
     }
 }

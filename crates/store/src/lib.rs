@@ -760,7 +760,8 @@ impl Store {
     /// victims may still be on disk, unlinked on the blocking pool, once the fill began
     /// (see [`StoreStats::bytes`]).
     pub async fn unlinks_done(&self) {
-        self.inner.behind.settled().await;
+        let behind = &self.inner.behind;
+        behind.wait_before(behind.mark()).await;
     }
 
     /// A ticket for a request about to go to the origin, for the fill of its answer: a

@@ -98,6 +98,11 @@ impl Store {
         if !unreachable.is_empty() {
             self.unlink_after_answer(selector, unreachable).await?;
         }
+        // An entry the purge selects that eviction took out of the index first may still
+        // have its file on disk, unlinked behind a fill (`evict`), which a stop now would
+        // leave for the next start to index again: the purge answers once it is gone.
+        let behind = &inner.behind;
+        behind.wait_before(behind.mark()).await;
         drop(step);
         debug!(?selector, ?mode, purged, "purged");
         Ok(purged)

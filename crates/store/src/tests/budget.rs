@@ -456,3 +456,32 @@ fn a_hand_over_waits_for_the_unlinks_behind_a_fill() {
         }));
     });
 }
+
+#[test]
+fn a_purge_answers_once_the_files_of_entries_evicted_before_it_are_gone() {
+    runtime_of_one_blocking_thread().block_on(async {
+        let Held {
+            dir,
+            store,
+            kept,
+            release,
+            blocker,
+            writer,
+        } = big_fill_with_the_pool_held().await;
+        let objects = dir.path().join("objects");
+        // k0 left the index for the fill, and its file waits to be unlinked.
+        let selector = PurgeSelector::Url("k0".to_owned());
+        let mut purge = Box::pin(store.purge(&selector, PurgeMode::Remove));
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        assert!(
+            purge.as_mut().poll(&mut cx).is_pending(),
+            "the purge waits while k0's file is there"
+        );
+        assert_eq!(files(&objects).len(), kept);
+        release.send(()).unwrap();
+        blocker.await.unwrap();
+        assert_eq!(purge.await.unwrap(), 0, "k0 was no longer indexed");
+        assert_eq!(files(&objects).len(), kept - 1, "k0's file is gone");
+        drop(writer);
+    });
+}
