@@ -284,7 +284,10 @@ mod tests {
     fn batches_behind_stay_within_a_sixteenth_of_the_budget() {
         let behind = Behind::default();
         assert!(behind.take(100, 1_600).is_some());
-        assert!(behind.take(1, 1_600).is_none(), "100 of 1,600 taken already");
+        assert!(
+            behind.take(1, 1_600).is_none(),
+            "100 of 1,600 taken already"
+        );
         assert_eq!(behind.bytes(), 100);
     }
 }
