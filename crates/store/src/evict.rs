@@ -14,7 +14,7 @@
 //! call"); and one call on the worker still held it up, with the worker's other
 //! requests (`benches/RESULTS.md`, "where a stored miss's body waited").
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -48,27 +48,33 @@ pub(super) struct Behind {
     done: Notify,
 }
 
-/// See [`Behind::batches`].
+/// See [`Behind::batches`]: each pending batch with the keys of its victims.
 #[derive(Debug, Default)]
 struct Batches {
     next: u64,
-    pending: BTreeSet<u64>,
+    pending: BTreeMap<u64, Vec<StoreHash>>,
 }
 
 impl Behind {
-    /// Takes `bytes` under the cap of a budget of `max_bytes` for a new batch, and
-    /// returns its number; `None` when they do not fit.
-    fn take(&self, bytes: u64, max_bytes: u64) -> Option<u64> {
+    /// Takes `bytes` under the cap of a budget of `max_bytes` for a new batch unlinking
+    /// the files of `keys`, and returns its number; `None` when they do not fit.
+    fn take(&self, bytes: u64, max_bytes: u64, keys: Vec<StoreHash>) -> Option<u64> {
         let cap = (max_bytes / BEHIND_SHARE).min(BEHIND_MAX);
         let add = |behind: u64| behind.checked_add(bytes).filter(|&total| total <= cap);
         (self.bytes)
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, add)
             .ok()?;
+        Some(self.enter(keys))
+    }
+
+    /// Registers a batch unlinking the files of `keys`, whose bytes do not count here
+    /// (they are given back once the batch's unlinks end), and returns its number.
+    fn enter(&self, keys: Vec<StoreHash>) -> u64 {
         let mut batches = self.lock();
         let number = batches.next;
         batches.next += 1;
-        batches.pending.insert(number);
-        Some(number)
+        batches.pending.insert(number, keys);
+        number
     }
 
     /// Ends batch `number`, of `bytes`.
@@ -98,11 +104,21 @@ impl Behind {
     pub(super) async fn wait_before(&self, mark: u64) {
         loop {
             let done = self.done.notified();
-            if (self.lock().pending.first()).is_none_or(|&first| first >= mark) {
+            if (self.lock().pending.first_key_value()).is_none_or(|(&first, _)| first >= mark) {
                 return;
             }
             done.await;
         }
+    }
+
+    /// The mark past the last pending batch unlinking a file of `key`, for
+    /// [`Behind::wait_before`]; `None` when no pending batch unlinks one.
+    pub(super) fn mark_past(&self, key: StoreHash) -> Option<u64> {
+        let batches = self.lock();
+        let mut holding = batches.pending.iter().rev();
+        holding
+            .find(|(_, keys)| keys.contains(&key))
+            .map(|(&number, _)| number + 1)
     }
 }
 
@@ -199,7 +215,8 @@ impl Inner {
         victims: Vec<(StoreHash, Fill)>,
     ) -> Result<(), Vec<(StoreHash, Fill)>> {
         let bytes = victims.iter().map(|(_, fill)| fill.size).sum();
-        let Some(number) = self.behind.take(bytes, self.index.max_bytes()) else {
+        let keys = victims.iter().map(|&(key, _)| key).collect();
+        let Some(number) = self.behind.take(bytes, self.index.max_bytes(), keys) else {
             return Err(victims);
         };
         let batch = BehindBatch {
@@ -234,11 +251,18 @@ impl Inner {
 
     /// Unlinks the files of `victims`, already out of the index, in one file call, and
     /// then gives their bytes back.
-    async fn unlink_victims(&self, victims: Vec<(StoreHash, Fill)>) {
+    async fn unlink_victims(self: &Arc<Self>, victims: Vec<(StoreHash, Fill)>) {
         let paths: Vec<PathBuf> = (victims.iter())
             .map(|&(key, fill)| self.forget_fill(key, fill))
             .collect();
         let inline = victims.len() <= INLINE_VICTIMS;
+        // Registered with [`Behind`] (its bytes counted by `Evicted` instead), so that a
+        // removal of one of the victims' keys waits for their unlinks too.
+        let _batch = BehindBatch {
+            number: (self.behind).enter(victims.iter().map(|&(key, _)| key).collect()),
+            inner: Arc::clone(self),
+            bytes: 0,
+        };
         let mut evicted = Evicted {
             inner: self,
             victims,
@@ -265,13 +289,14 @@ mod tests {
     use futures_util::FutureExt;
 
     use super::Behind;
+    use crate::StoreHash;
 
     #[test]
     fn a_wait_for_the_batches_before_a_mark_is_not_held_by_later_ones() {
         let behind = Behind::default();
-        let first = behind.take(10, 1_600).unwrap();
+        let first = behind.take(10, 1_600, Vec::new()).unwrap();
         let mark = behind.mark();
-        let later = behind.take(10, 1_600).unwrap();
+        let later = behind.take(10, 1_600, Vec::new()).unwrap();
         assert!(behind.wait_before(mark).now_or_never().is_none());
         behind.end(first, 10);
         assert!(behind.wait_before(mark).now_or_never().is_some());
@@ -283,11 +308,26 @@ mod tests {
     #[test]
     fn batches_behind_stay_within_a_sixteenth_of_the_budget() {
         let behind = Behind::default();
-        assert!(behind.take(100, 1_600).is_some());
+        assert!(behind.take(100, 1_600, Vec::new()).is_some());
         assert!(
-            behind.take(1, 1_600).is_none(),
+            behind.take(1, 1_600, Vec::new()).is_none(),
             "100 of 1,600 taken already"
         );
         assert_eq!(behind.bytes(), 100);
+    }
+
+    #[test]
+    fn the_mark_for_a_key_is_past_the_last_batch_unlinking_its_file() {
+        let behind = Behind::default();
+        let first = behind
+            .take(10, 1_600, vec![StoreHash(7), StoreHash(8)])
+            .unwrap();
+        let second = behind.enter(vec![StoreHash(8)]);
+        behind.take(10, 1_600, vec![StoreHash(9)]).unwrap();
+        assert_eq!(behind.mark_past(StoreHash(7)), Some(first + 1));
+        assert_eq!(behind.mark_past(StoreHash(8)), Some(second + 1));
+        assert_eq!(behind.mark_past(StoreHash(6)), None);
+        behind.end(second, 0);
+        assert_eq!(behind.mark_past(StoreHash(8)), Some(first + 1));
     }
 }

@@ -20,7 +20,9 @@ impl Store {
     /// that begin after it commit normally. While the start-up scan runs, the
     /// key's files of earlier runs that it has not indexed yet are unlinked
     /// here too, so a crash before the scan gets to them cannot bring them
-    /// back. Errors with `Closed` once the store closed for a hand-over.
+    /// back; and it waits for the unlink of a file of the key that eviction took out
+    /// of the index before this call looked. Errors with `Closed` once the store
+    /// closed for a hand-over.
     pub async fn remove(&self, key: &str, key_hash: StoreHash) -> Result<bool, StoreError> {
         let _step = self.inner.gate.step().ok_or(StoreError::Closed)?;
         let removed = self.remove_indexed(key, key_hash).await?;
@@ -28,6 +30,13 @@ impl Store {
         // the scan indexes no file of the key any more, so what is left of
         // earlier runs is exactly what this finds.
         let unscanned = !self.inner.scan.complete() && self.remove_unscanned(key_hash).await?;
+        // A file of the key that eviction took out of the index may still be on disk,
+        // its unlink under way (`evict`), which a stop now would leave for the next start
+        // to index again: the removal answers once it is gone.
+        let behind = &self.inner.behind;
+        if let Some(mark) = behind.mark_past(key_hash) {
+            behind.wait_before(mark).await;
+        }
         Ok(removed || unscanned)
     }
 

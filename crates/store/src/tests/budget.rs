@@ -485,3 +485,39 @@ fn a_purge_answers_once_the_files_of_entries_evicted_before_it_are_gone() {
         drop(writer);
     });
 }
+
+#[test]
+fn a_removal_answers_once_the_file_of_its_key_evicted_before_it_is_gone() {
+    runtime_of_one_blocking_thread().block_on(async {
+        let Held {
+            dir,
+            store,
+            kept,
+            release,
+            blocker,
+            writer,
+        } = big_fill_with_the_pool_held().await;
+        let objects = dir.path().join("objects");
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        let absent = store.remove("absent", Store::key_hash("absent"));
+        assert!(
+            matches!(
+                Box::pin(absent).as_mut().poll(&mut cx),
+                std::task::Poll::Ready(Ok(false))
+            ),
+            "a key with no file behind does not wait"
+        );
+        // k0 left the index for the fill, and its file waits to be unlinked.
+        let mut remove = Box::pin(store.remove("k0", Store::key_hash("k0")));
+        assert!(
+            remove.as_mut().poll(&mut cx).is_pending(),
+            "the removal waits while k0's file is there"
+        );
+        assert_eq!(files(&objects).len(), kept);
+        release.send(()).unwrap();
+        blocker.await.unwrap();
+        assert!(!remove.await.unwrap(), "k0 was no longer indexed");
+        assert_eq!(files(&objects).len(), kept - 1, "k0's file is gone");
+        drop(writer);
+    });
+}
