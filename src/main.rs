@@ -247,6 +247,8 @@ fn print_outcome(outcome: Result<String, String>) -> ExitCode {
 }
 
 fn serve(path: Option<PathBuf>) -> ExitCode {
+    // While this is the only thread: the table then grows without a wait.
+    let descriptors = secondhit_proxy::server::reserve_descriptor_table();
     // First: a process an upgrade started must answer on its pipe whatever happens next.
     let handoff = match Handoff::from_env() {
         None => None,
@@ -261,6 +263,12 @@ fn serve(path: Option<PathBuf>) -> ExitCode {
         None => Config::default(),
     };
     let log_reload = secondhit_proxy::logging::init(&config.log);
+    match descriptors {
+        Ok(room) => tracing::debug!(room, "descriptor table grown ahead"),
+        Err(error) => {
+            tracing::warn!(%error, "cannot grow the descriptor table ahead: the first time the process needs more than 64, 128, 256, ... descriptors, the system call that needs the room waits for the kernel, with the requests of its worker")
+        }
+    }
     let listeners = match open_listeners(&config) {
         Ok(listeners) => listeners,
         Err(error) => {

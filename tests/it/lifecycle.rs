@@ -147,6 +147,31 @@ async fn sigterm_saves_the_filters_and_the_next_start_remembers_a_key() {
     node.stop().await;
 }
 
+/// The value of the `/proc/<pid>/<file>` line that begins with `label`, its first word.
+fn proc_value(pid: u32, file: &str, label: &str) -> String {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/{file}")).expect("a /proc file");
+    let line = text.lines().find(|line| line.starts_with(label));
+    let rest = line.map(|line| &line[label.len()..]).expect(label);
+    rest.split_whitespace().next().expect(label).to_owned()
+}
+
+/// Grown while the process has one thread, the table never makes a worker wait for the
+/// kernel to grow it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_starts_with_a_descriptor_table_as_large_as_its_open_file_limit() {
+    let node = Running::start(&[]).await;
+    let pid = node.serve.child.id().expect("running");
+    let limit = proc_value(pid, "limits", "Max open files");
+    let expected = limit
+        .parse::<u64>()
+        .map_or(65_536, |limit| limit.min(65_536));
+    let slots: u64 = proc_value(pid, "status", "FDSize:")
+        .parse()
+        .expect("FDSize");
+    assert!(slots >= expected, "{slots} slots, for a limit of {limit}");
+    node.stop().await;
+}
+
 const ALWAYS: (&str, &str) = ("admission", "policy = \"always\"");
 
 /// The work-stealing runtime, the option beside thread per core: it serves, stores, and

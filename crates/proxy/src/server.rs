@@ -74,6 +74,7 @@ mod zero_copy;
 
 pub use epochs::end_epoch;
 pub use listeners::{Listeners, WorkerSockets};
+pub use open_files::reserve_descriptor_table;
 pub use start_error::StartError;
 
 use std::future::Future;

@@ -7,6 +7,8 @@
 //! it with `sendfile`), so `cache.memory_size` can account for up to one descriptor per
 //! that many bytes beside the held files.
 
+use std::os::fd::RawFd;
+
 use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
 use tracing::{debug, warn};
 
@@ -23,22 +25,8 @@ use crate::store::mapped::MAPPED_BODY_MIN;
 /// `select(2)`, which nothing here uses, while the hard limit is what the operator
 /// (or the systemd unit's `LimitNOFILE`) granted.
 pub(super) fn budget(configured: usize, mapped: u64) -> usize {
-    let Rlimit { current, maximum } = getrlimit(Resource::Nofile);
-    if current != maximum {
-        match setrlimit(
-            Resource::Nofile,
-            Rlimit {
-                current: maximum,
-                maximum,
-            },
-        ) {
-            Ok(()) => debug!(
-                ?current,
-                ?maximum,
-                "open-file limit raised to the hard limit"
-            ),
-            Err(error) => debug!(%error, "open-file limit left as it was"),
-        }
+    if let Err(error) = raise_soft_limit() {
+        debug!(%error, "open-file limit left as it was");
     }
     // `None`: unlimited.
     let Some(limit) = getrlimit(Resource::Nofile).current else {
@@ -73,6 +61,51 @@ pub(super) fn budget(configured: usize, mapped: u64) -> usize {
     configured
 }
 
+/// Raises the open-file soft limit to the hard one (see [`budget`]).
+fn raise_soft_limit() -> rustix::io::Result<()> {
+    let Rlimit { current, maximum } = getrlimit(Resource::Nofile);
+    if current != maximum {
+        let raised = Rlimit {
+            current: maximum,
+            maximum,
+        };
+        setrlimit(Resource::Nofile, raised)?;
+        debug!(
+            ?current,
+            ?maximum,
+            "open-file limit raised to the hard limit"
+        );
+    }
+    Ok(())
+}
+
+/// The most descriptors [`reserve_descriptor_table`] makes room for: the systemd unit's
+/// `LimitNOFILE`, a table of half a megabyte in the kernel.
+const TABLE_RESERVE_MAX: u64 = 65_536;
+
+/// Raises the open-file soft limit to the hard one and has the kernel make room in the
+/// process's descriptor table for that many descriptors (at most 65,536),
+/// returning how many. Call it while the process has a single thread.
+///
+/// The kernel grows the table by doubling it, when a new descriptor does not fit, and
+/// never shrinks it; in a process of several threads each growth waits for an RCU grace
+/// period, tens of milliseconds, in the system call that needed the room: on a worker,
+/// with every request of that worker (`benches/RESULTS.md`, "the descriptor table grown
+/// at start"). With one thread it does not wait.
+pub fn reserve_descriptor_table() -> std::io::Result<u64> {
+    raise_soft_limit()?;
+    let limit = getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX);
+    let room = limit.min(TABLE_RESERVE_MAX);
+    let Ok(highest) = RawFd::try_from(room.saturating_sub(1)) else {
+        return Ok(0);
+    };
+    let null = std::fs::File::open("/dev/null")?;
+    // The lowest free descriptor at or above `highest`: the table grows to hold it, and
+    // keeps that size once it is closed.
+    drop(rustix::io::fcntl_dupfd_cloexec(&null, highest)?);
+    Ok(room)
+}
+
 /// How many bodies the memory tier of `memory_size` bytes may hold mapped, each with
 /// its entry file open: none when it keeps no body of [`MAPPED_BODY_MIN`] or more.
 pub(super) fn mapped_bodies(memory_size: u64, memory_max_object_size: u64) -> u64 {
@@ -85,6 +118,22 @@ pub(super) fn mapped_bodies(memory_size: u64, memory_max_object_size: u64) -> u6
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The slots of this process's descriptor table, from `/proc/self/status`.
+    fn table_size() -> u64 {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let line = status.lines().find(|line| line.starts_with("FDSize:"));
+        line.and_then(|line| line["FDSize:".len()..].trim().parse().ok())
+            .unwrap()
+    }
+
+    #[test]
+    fn the_descriptor_table_is_grown_to_the_open_file_limit_at_most_the_cap() {
+        let room = reserve_descriptor_table().unwrap();
+        let limit = getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX);
+        assert_eq!(room, limit.min(TABLE_RESERVE_MAX));
+        assert!(table_size() >= room, "{} slots for {room}", table_size());
+    }
 
     #[test]
     fn held_files_and_mapped_bodies_stay_within_half_the_open_file_limit() {
