@@ -38,13 +38,14 @@ wait_for_port() {
 }
 
 # The origin's server block on loopback port $1, serving $WORK/www: everything with
-# `expires 2h`, a `no-store` answer under /pass/, and any /m/ name as the 1 KiB object.
+# `expires 2h` (and $ORIGIN_EXTRA, directives of that location), a `no-store` answer
+# under /pass/, and any /m/ name as the 1 KiB object.
 origin_server() {
   cat <<EOF
   server {
     listen 127.0.0.1:$1;
     root $WORK/www;
-    location / { expires 2h; }
+    location / { expires 2h; ${ORIGIN_EXTRA:-} }
     location /pass/ { add_header Cache-Control "no-store" always; }
     # Any /m/ name is the 1 KiB object: every URL of the miss cases exists.
     location /m/ { rewrite ^ /one-1k break; expires 2h; }

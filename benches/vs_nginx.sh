@@ -91,7 +91,12 @@
 # stored misses, stored misses of 256 KiB and more), over all rounds, and beside them the
 # origin's header time of the forwarded ones: where the slow requests are, and whether
 # they waited for the origin or inside the proxy. Writing the logs costs both proxies CPU, so such a run's CPU figures are
-# not comparable with a run without them.
+# not comparable with a run without them. CDN_CLIENT_TIMES=1 times each request on wrk's
+# side as well (the origin then names each answer's path in an `X-Path` field, which both
+# proxies store, and wrk's Lua does more work a request) and ends with a table of those
+# times by class over all rounds, beside the longest wait between two answers in a
+# replay: what a client saw, and which class was slow, where wrk's own histogram has no
+# class.
 #
 # CPUs: on a machine with 16 or more CPUs the defaults are ORIGIN_CPUS="0 1",
 # PROXY_CPUS="2 .. 9", LOAD_CPUS="10 .. 15" and WORKERS="1 4 8". On fewer (the 2-core VM)
@@ -243,6 +248,10 @@ EOF
 }
 
 ORIGIN_PORT=$(free_port)
+if [[ -n ${CDN_CLIENT_TIMES:-} ]]; then
+  # Read by benches/cdn_mix/replay.lua to find each answer's request.
+  ORIGIN_EXTRA='add_header X-Path $uri;'
+fi
 {
   nginx_preamble origin "${ORIGIN_LIST[@]}"
   origin_server "$ORIGIN_PORT"
@@ -665,8 +674,12 @@ ${CDN_SECONDHIT_CACHE_OPTIONS:-}" second-hit "$latency_log" >"$WORK/cdn-$who.tom
   read -r steal_before all_before < <(steal_ticks_of "${cpus[@]}")
   taskset -c "$(commas "${LOAD_LIST[@]}")" wrk -t"$threads" -c"$connections" -d"$CDN_TIMEOUT" \
     --timeout 10s --latency -s benches/cdn_mix/replay.lua "http://127.0.0.1:$port/" \
-    -- "$WORK/cdn-trace.txt" "$threads" "$WORK/cdn-done-" >"$WORK/wrk.out"
+    -- "$WORK/cdn-trace.txt" "$threads" "$WORK/cdn-done-" ${CDN_CLIENT_TIMES:+"$WORK/cdn-times-"} >"$WORK/wrk.out"
   read -r steal_after all_after < <(steal_ticks_of "${cpus[@]}")
+  local times
+  for times in "$WORK"/cdn-times-*; do
+    [[ -e $times ]] && mv "$times" "$WORK/cdn-client-$n-$who-$round-${times##*-}.txt"
+  done
   kill "$sampler"
   wait "$sampler" 2>/dev/null || true
   local user system written cancelled stored mean peak temp_files=0
@@ -983,6 +996,58 @@ print("N  proxy      class                          requests      p50      p90  
 for (n, who, kind), values in sorted(times.items()):
     print("%-2s %-9s  %-28s %10d %s   %s" % (
         n, who, kind, len(values), three(values), three(origin[n, who, kind])))
+PY
+fi
+
+# With CDN_CLIENT_TIMES: each request's time on wrk's side, by class, over all rounds,
+# and the longest time between two answers in a replay (a stall of the proxy shows there).
+if [[ -n ${CDN_CLIENT_TIMES:-} ]] && compgen -G "$WORK/cdn-client-*.txt" >/dev/null; then
+  python3 - "$WORK"/cdn-client-*.txt <<'PY'
+import collections, os, sys
+times = collections.defaultdict(list)
+ends = collections.defaultdict(list)
+unmatched = collections.Counter()
+for path in sys.argv[1:]:
+    n, who, round_ = os.path.basename(path).split("-")[2:5]
+    for line in open(path):
+        fields = line.split()
+        if len(fields) < 4:
+            continue
+        us, size, status, end = float(fields[0]), int(fields[1]), fields[2], float(fields[3])
+        ends[n, who, round_].append(end)
+        if us < 0:
+            unmatched[n, who] += 1
+            continue
+        if who == "nginx":
+            kind = "hits" if status == "HIT" else "misses"
+        elif "fwd=" not in status:
+            kind = "hits"
+        elif "stored" in status:
+            kind = "stored misses"
+        elif "first-sight" in status:
+            kind = "first sights"
+        else:
+            kind = "other forwarded"
+        for k in ("all", kind):
+            times[n, who, k].append(us / 1000)
+gaps = collections.defaultdict(list)
+for (n, who, _), stamps in ends.items():
+    stamps.sort()
+    gaps[n, who].append(max((b - a for a, b in zip(stamps, stamps[1:])), default=0) / 1000)
+def at(values, share):
+    return values[min(len(values) - 1, int(share * len(values)))]
+print()
+print("cdn-mix request times on wrk's side (request written to last byte read), ms, all rounds;")
+print("the longest wait between two answers, ms, per round")
+print("N  proxy      class               requests      p50      p90      p99    p99.9   longest waits")
+for (n, who, kind), values in sorted(times.items()):
+    values.sort()
+    waits = " ".join("%.1f" % g for g in gaps[n, who]) if kind == "all" else ""
+    print("%-2s %-9s  %-16s %11d %8.2f %8.2f %8.2f %8.2f   %s" % (
+        n, who, kind, len(values), at(values, 0.5), at(values, 0.9), at(values, 0.99),
+        at(values, 0.999), waits))
+for (n, who), count in sorted(unmatched.items()):
+    print("N=%s %s: %d answers without an X-Path of a request sent, not timed" % (n, who, count))
 PY
 fi
 

@@ -1,6 +1,6 @@
 -- The CDN mix's trace replayed once through a proxy, for benches/vs_nginx.sh (cdn-mix).
 --
---   wrk -tT -cC -d<cap> --latency -s replay.lua URL -- TRACE T MARKER
+--   wrk -tT -cC -d<cap> --latency -s replay.lua URL -- TRACE T MARKER [TIMES]
 --
 -- Thread i of T sends the trace's requests i, i+T, i+2T, ... (one path a line in TRACE)
 -- in order, each to whichever of its connections is free next, and counts each answer by
@@ -8,8 +8,29 @@
 -- or a miss answered from another request's fill: collapsed). Once a thread has all its
 -- answers it creates MARKER<i>; the thread that finds every marker there interrupts wrk,
 -- which then reports within about 0.2 s instead of at the end of -d.
+--
+-- With TIMES, each thread also writes TIMES<i>: a line per answer with the microseconds
+-- from its request's start to its last byte, its body's bytes, its cache status (spaces
+-- as underscores) and the monotonic clock at its end, in microseconds. wrk's histogram
+-- has no class; this does. The origin must name each answer's path in `X-Path` (wrk
+-- does not say which connection answered): the request of an answer is the earliest
+-- one of that path still unanswered.
 
 local threads = {}
+
+local ffi = require("ffi")
+ffi.cdef([[
+typedef struct { long tv_sec; long tv_nsec; } replay_timespec;
+int clock_gettime(int clock, replay_timespec *now);
+]])
+local timespec = ffi.new("replay_timespec")
+local CLOCK_MONOTONIC = 1
+local function now_us()
+  ffi.C.clock_gettime(CLOCK_MONOTONIC, timespec)
+  return tonumber(timespec.tv_sec) * 1e6 + tonumber(timespec.tv_nsec) / 1e3
+end
+-- With TIMES: each share's path, the starts of the unanswered requests by path, the lines.
+local times, paths, starts, lines = nil, {}, {}, {}
 
 setup = function(thread)
   table.insert(threads, thread)
@@ -23,6 +44,11 @@ local thread_count, marker
 expected, answered, hits, collapsed, bytes, hit_bytes, failed = 0, 0, 0, 0, 0, 0, 0
 
 local function finished()
+  if times then
+    local out = assert(io.open(times .. id, "w"))
+    out:write(table.concat(lines, "\n"), "\n")
+    out:close()
+  end
   local mark = assert(io.open(marker .. id, "w"))
   mark:close()
   for i = 1, thread_count do
@@ -42,11 +68,12 @@ local function finished()
 end
 
 init = function(args)
-  thread_count, marker = tonumber(args[2]), args[3]
+  thread_count, marker, times = tonumber(args[2]), args[3], args[4]
   local line = 0
   for path in io.lines(args[1]) do
     if line % thread_count == id - 1 then
       share[#share + 1] = wrk.format("GET", path)
+      paths[#paths + 1] = path
     end
     line = line + 1
   end
@@ -73,6 +100,12 @@ request = function()
     return share[1] or wrk.format("GET", "/")
   end
   taken = taken + 1
+  if times then
+    -- wrk starts the request's clock right after this returns.
+    local path = paths[taken]
+    starts[path] = starts[path] or {}
+    table.insert(starts[path], now_us())
+  end
   return share[taken]
 end
 
@@ -81,6 +114,13 @@ response = function(status, headers, body)
   bytes = bytes + #body
   local nginx = headers["X-Cache-Status"]
   local secondhit = headers["cache-status"] or headers["Cache-Status"] or ""
+  if times then
+    local ended, path = now_us(), headers["X-Path"] or headers["x-path"]
+    local began = path and starts[path] and table.remove(starts[path], 1)
+    local status_text = (nginx or secondhit):gsub(" ", "_")
+    lines[#lines + 1] = string.format("%.1f %d %s %.0f", began and ended - began or -1, #body,
+      status_text ~= "" and status_text or "-", ended)
+  end
   if nginx == "HIT" or secondhit:find("^secondhit; hit") then
     hits = hits + 1
     hit_bytes = hit_bytes + #body
