@@ -46,6 +46,7 @@
 //! counters ([`TeeBody::counting`], or the pump for a fill): how the proxy measures what
 //! admission kept off the disk, whatever the body's framing.
 
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, TryLockError};
 use std::task::{Context, Poll, Wake, Waker, ready};
@@ -486,8 +487,8 @@ impl SharedPump {
             Ok(slot) => slot,
             // The other poller is at it, and will be woken with this one.
             Err(TryLockError::WouldBlock) => return false,
-            // A poll of the pump panicked: what is left of it is dropped, which abandons
-            // the fill as a pump that gave up would.
+            // A panic escaped a poll of the pump (each poll catches its own): what is
+            // left of it is dropped, which abandons the fill as a pump that gave up would.
             Err(TryLockError::Poisoned(poisoned)) => {
                 *poisoned.into_inner() = None;
                 return true;
@@ -497,12 +498,16 @@ impl SharedPump {
             return true;
         };
         let waker = Waker::from(Arc::clone(self));
-        if pump
-            .as_mut()
-            .poll(&mut Context::from_waker(&waker))
-            .is_pending()
-        {
-            return false;
+        let mut cx = Context::from_waker(&waker);
+        // Caught, so that a panic in the pump ends the fill, not the connection of the
+        // client whose body polled it: the pump is dropped at once (nothing of it is
+        // polled again), and the client's queue ends without its last frame, as when the
+        // pump had a task of its own.
+        let polled = std::panic::catch_unwind(AssertUnwindSafe(|| pump.as_mut().poll(&mut cx)));
+        match polled {
+            Ok(Poll::Pending) => return false,
+            Ok(Poll::Ready(())) => {}
+            Err(_) => tracing::error!("a fill's pump panicked: the fill is abandoned"),
         }
         *slot = None;
         true
@@ -1072,6 +1077,29 @@ mod tests {
         );
         fills.wait().await;
         assert_eq!(store.stats().committed_fills, 1);
+    }
+
+    #[tokio::test]
+    async fn a_pump_that_panics_ends_its_client_body_with_an_error_and_commits_nothing() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (store, fills) = (store_in(dir.path()), Fills::new(1));
+        let (frames, body) = origin();
+        let body = body.map_frame(|frame| {
+            assert!(frame.data_ref().is_none_or(|data| &data[..] != b"boom"));
+            frame
+        });
+        let mut body = teed(&store, &fills, "k", body).await;
+        assert!(frames.send(Bytes::from_static(b"first")).is_ok());
+        assert!(body.frame().now_or_never().is_some());
+        // The client's own poll reads this one through the pump, which panics.
+        assert!(frames.send(Bytes::from_static(b"boom")).is_ok());
+        let next = body.frame().now_or_never();
+        assert!(
+            matches!(next, Some(Some(Err(_)))),
+            "the body ends with an error"
+        );
+        fills.wait().await;
+        assert_eq!(store.stats().committed_fills, 0);
     }
 
     #[tokio::test]
