@@ -143,7 +143,15 @@ fn main() -> ExitCode {
     });
     match Cli::parse().command {
         #[cfg(feature = "bench")]
-        Command::Bench(args) => print_outcome(secondhit_bench::cli::bench(&args)),
+        Command::Bench(args) => {
+            // Its proxy and clients run in this process, and it times them: see `serve`.
+            if let Err(error) = secondhit_proxy::server::reserve_descriptor_table() {
+                eprintln!(
+                    "secondhit bench: cannot grow the descriptor table ahead ({error}): some latencies may include the kernel's waits to grow it"
+                );
+            }
+            print_outcome(secondhit_bench::cli::bench(&args))
+        }
         #[cfg(feature = "bench")]
         Command::Simulate(args) => print_outcome(secondhit_bench::cli::simulate(&args)),
         Command::Serve(file) => serve(file.path()),
