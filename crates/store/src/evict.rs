@@ -14,12 +14,14 @@
 //! call"); and one call on the worker still held it up, with the worker's other
 //! requests (`benches/RESULTS.md`, "where a stored miss's body waited").
 
-use std::collections::BTreeMap;
+use std::collections::hash_map::Entry;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
+use foldhash::quality::RandomState;
 use tokio::sync::Notify;
 
 use super::index::Fill;
@@ -48,11 +50,20 @@ pub(super) struct Behind {
     done: Notify,
 }
 
-/// See [`Behind::batches`]: each pending batch with the keys of its victims.
+/// See [`Behind::batches`]: each pending batch with the keys of its victims, and by key
+/// the last pending batch unlinking a file of it and how many do.
 #[derive(Debug, Default)]
 struct Batches {
     next: u64,
     pending: BTreeMap<u64, Vec<StoreHash>>,
+    keys: HashMap<StoreHash, KeyBatches, RandomState>,
+}
+
+/// See [`Batches::keys`].
+#[derive(Debug)]
+struct KeyBatches {
+    last: u64,
+    count: u32,
 }
 
 impl Behind {
@@ -73,13 +84,32 @@ impl Behind {
         let mut batches = self.lock();
         let number = batches.next;
         batches.next += 1;
+        for &key in &keys {
+            let by_key = batches.keys.entry(key).or_insert(KeyBatches {
+                last: number,
+                count: 0,
+            });
+            by_key.last = number;
+            by_key.count += 1;
+        }
         batches.pending.insert(number, keys);
         number
     }
 
     /// Ends batch `number`, of `bytes`.
     fn end(&self, number: u64, bytes: u64) {
-        self.lock().pending.remove(&number);
+        {
+            let mut batches = self.lock();
+            let batches = &mut *batches;
+            for key in batches.pending.remove(&number).unwrap_or_default() {
+                if let Entry::Occupied(mut by_key) = batches.keys.entry(key) {
+                    by_key.get_mut().count -= 1;
+                    if by_key.get().count == 0 {
+                        by_key.remove();
+                    }
+                }
+            }
+        }
         self.bytes.fetch_sub(bytes, Ordering::AcqRel);
         self.done.notify_waiters();
     }
@@ -111,14 +141,11 @@ impl Behind {
         }
     }
 
-    /// The mark past the last pending batch unlinking a file of `key`, for
+    /// A mark past every pending batch unlinking a file of `key` (past the last batch
+    /// that took one of its files, while any of them is pending), for
     /// [`Behind::wait_before`]; `None` when no pending batch unlinks one.
     pub(super) fn mark_past(&self, key: StoreHash) -> Option<u64> {
-        let batches = self.lock();
-        let mut holding = batches.pending.iter().rev();
-        holding
-            .find(|(_, keys)| keys.contains(&key))
-            .map(|(&number, _)| number + 1)
+        self.lock().keys.get(&key).map(|by_key| by_key.last + 1)
     }
 }
 
@@ -317,7 +344,7 @@ mod tests {
     }
 
     #[test]
-    fn the_mark_for_a_key_is_past_the_last_batch_unlinking_its_file() {
+    fn the_mark_for_a_key_is_past_every_batch_unlinking_a_file_of_it() {
         let behind = Behind::default();
         let first = behind
             .take(10, 1_600, vec![StoreHash(7), StoreHash(8)])
@@ -328,6 +355,13 @@ mod tests {
         assert_eq!(behind.mark_past(StoreHash(8)), Some(second + 1));
         assert_eq!(behind.mark_past(StoreHash(6)), None);
         behind.end(second, 0);
-        assert_eq!(behind.mark_past(StoreHash(8)), Some(first + 1));
+        let mark = behind.mark_past(StoreHash(8));
+        assert!(
+            mark.is_some_and(|mark| mark > first),
+            "first unlinks one still"
+        );
+        behind.end(first, 10);
+        assert_eq!(behind.mark_past(StoreHash(8)), None);
+        assert_eq!(behind.mark_past(StoreHash(7)), None);
     }
 }
