@@ -294,6 +294,16 @@ fn fill_of<'a>(key: &'a str, key_hash: StoreHash, meta: &'a EntryMeta) -> fence:
     }
 }
 
+/// A panic's message, when it has one.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
+    if let Some(text) = panic.downcast_ref::<&str>() {
+        return text;
+    }
+    panic
+        .downcast_ref::<String>()
+        .map_or("no message", String::as_str)
+}
+
 /// Runs `job` on the blocking pool; a job that panicked is an I/O error on `path`.
 async fn blocking<T: Send + 'static>(
     path: &std::path::Path,
@@ -313,7 +323,16 @@ impl Inner {
     ) -> Result<T, StoreError> {
         let began = std::time::Instant::now();
         if self.inline_io.open_at(began) {
-            return self.inline_io.run(began, job);
+            // A job that panics here fails as it would on the pool: the fill is dropped,
+            // and the client's task that runs it goes on.
+            let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                self.inline_io.run(began, job)
+            }));
+            return ran.unwrap_or_else(|panic| {
+                let what = panic_message(panic.as_ref());
+                let source = std::io::Error::other(format!("the file call panicked: {what}"));
+                Err(disk::io_err(path)(source))
+            });
         }
         self.inline_io.count_pooled();
         blocking(path, job).await

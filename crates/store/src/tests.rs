@@ -619,6 +619,40 @@ async fn a_second_open_of_the_directory_fails_while_the_first_holds_it() {
 }
 
 #[tokio::test]
+async fn a_file_call_that_panics_fails_as_an_io_error_on_the_worker_as_on_the_pool() {
+    let dir = tempfile::tempdir().unwrap();
+    // Batched syncs, as by default: with a sync per fill no call runs on the worker.
+    let store = open_with(StoreOptions {
+        fsync: Fsync::Every(Duration::from_secs(3600)),
+        ..options(dir.path())
+    })
+    .await;
+    let path = dir.path().join("tmp").join("panicking");
+    let panicking = || -> Result<(), StoreError> { panic!("a file call's bug") };
+    assert!(store.inner.inline_io.open_at(std::time::Instant::now()));
+    let on_worker = store.inner.fill_io(&path, panicking).await;
+    let now = std::time::Instant::now();
+    let slow = super::inline_io::STALL_BUDGET * 2;
+    store.inner.inline_io.ran(now - slow, now, || true);
+    assert!(!store.inner.inline_io.open_at(std::time::Instant::now()));
+    let on_pool = store.inner.fill_io(&path, panicking).await;
+    for (place, result) in [("worker", on_worker), ("pool", on_pool)] {
+        match result {
+            Err(StoreError::Io { path: at, source }) => {
+                assert_eq!(at, path, "{place}");
+                assert!(
+                    source.to_string().contains("a file call's bug"),
+                    "{place}: {source}"
+                );
+            }
+            other => panic!("on the {place}: {other:?}"),
+        }
+    }
+    put(&store, "after", b"still fills").await;
+    assert_eq!(store.stats().committed_fills, 1);
+}
+
+#[tokio::test]
 async fn after_a_slow_file_call_fills_commit_through_the_blocking_pool() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path()).await;
