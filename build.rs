@@ -1,6 +1,8 @@
 //! Build information for `secondhit --version`: the git commit the binary is built from and
 //! the cargo features built in, passed to the compiler as `SECONDHIT_COMMIT` and
-//! `SECONDHIT_FEATURES`. Plain `git` and no crates, so the script itself builds in moments.
+//! `SECONDHIT_FEATURES`; and `cfg(tests_as_root)` when the build runs as root, without
+//! which the tests that need root are ignored, each saying so. Plain `git` and no
+//! crates, so the script itself builds in moments.
 
 use std::path::Path;
 use std::process::Command;
@@ -15,7 +17,23 @@ fn main() {
         .unwrap_or_else(|| "unknown".to_owned());
     println!("cargo::rustc-env=SECONDHIT_COMMIT={commit}");
     println!("cargo::rustc-env=SECONDHIT_FEATURES={}", features());
+    println!("cargo::rustc-check-cfg=cfg(tests_as_root)");
+    if building_as_root() {
+        println!("cargo::rustc-cfg=tests_as_root");
+    }
+    // `sudo` and `su` set it: a build under another user runs this script again.
+    println!("cargo::rerun-if-env-changed=USER");
     watch_head();
+}
+
+/// Whether this script runs as root (the effective uid on the `Uid:` line of
+/// `/proc/self/status`): the tests build as they run, so they run as root too.
+fn building_as_root() -> bool {
+    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
+        return false;
+    };
+    let uids = status.lines().find_map(|line| line.strip_prefix("Uid:"));
+    uids.and_then(|ids| ids.split_whitespace().nth(1)) == Some("0")
 }
 
 /// The features cargo enabled (`CARGO_FEATURE_*`), comma-separated, or "none".

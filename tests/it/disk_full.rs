@@ -1,8 +1,8 @@
 //! A cache directory on a small tmpfs, filled past its size or its inodes under load:
 //! every client gets the origin's whole body, no temp file is left behind, hits go on
 //! being served, and `Cache-Status` says `stored` only for fills that began (each of
-//! which then either committed or was counted as dropped). Mounting needs root; without
-//! it each test prints a SKIP line and returns.
+//! which then either committed or was counted as dropped). Mounting needs root: built as
+//! another user, `cargo test` lists these tests as ignored, saying so.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -21,25 +21,21 @@ struct Tmpfs {
 }
 
 impl Tmpfs {
-    /// Mounts a tmpfs with `options` (e.g. `size=4m`), or prints why not and returns `None`.
-    fn mount(test: &str, options: &str) -> Option<Tmpfs> {
+    /// Mounts a tmpfs with `options` (e.g. `size=4m`); panics, saying why, if it cannot.
+    fn mount(options: &str) -> Tmpfs {
         let dir = tempfile::tempdir().expect("mount point");
-        let mounted = Command::new("mount")
+        let out = Command::new("mount")
             .args(["-t", "tmpfs", "-o", options, "tmpfs"])
             .arg(dir.path())
-            .output();
-        match mounted {
-            Ok(out) if out.status.success() => Some(Tmpfs { dir }),
-            Ok(out) => {
-                let why = String::from_utf8_lossy(&out.stderr);
-                eprintln!("SKIP {test}: cannot mount a tmpfs ({}): {why}", out.status);
-                None
-            }
-            Err(error) => {
-                eprintln!("SKIP {test}: cannot run mount: {error}");
-                None
-            }
-        }
+            .output()
+            .expect("mount, to mount a tmpfs (util-linux)");
+        let why = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success(),
+            "cannot mount a tmpfs ({}): {why}; these tests need root with CAP_SYS_ADMIN",
+            out.status
+        );
+        Tmpfs { dir }
     }
 
     fn path(&self) -> &Path {
@@ -289,10 +285,12 @@ async fn stored_objects_are_hits_with_the_origins_bytes(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(tests_as_root),
+    ignore = "needs root to mount a tmpfs: run cargo test as root (.ci/run does)"
+)]
 async fn a_cache_on_a_full_disk_serves_every_client_whole_and_keeps_its_hits() {
-    let Some(fs) = Tmpfs::mount("disk_full::space", "size=3m") else {
-        return;
-    };
+    let fs = Tmpfs::mount("size=3m");
     // About 14 MB of objects on a 3 MiB filesystem.
     fill_past_the_limit(&fs, 150, object, |_| {}).await;
 }
@@ -325,21 +323,25 @@ fn prepare_inodes(fs: &Tmpfs, proxy: &TestProxy, count: usize) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(tests_as_root),
+    ignore = "needs root to mount a tmpfs: run cargo test as root (.ci/run does)"
+)]
 async fn a_cache_out_of_inodes_serves_every_client_whole_and_keeps_its_hits() {
     // Plenty of bytes, few inodes.
-    let Some(fs) = Tmpfs::mount("disk_full::inodes", "size=64m,nr_inodes=4000") else {
-        return;
-    };
+    let fs = Tmpfs::mount("size=64m,nr_inodes=4000");
     const COUNT: usize = 200;
     let small = |i: usize| body_bytes(1_000 + (i * 37) % 3_000, i as u8);
     fill_past_the_limit(&fs, COUNT, small, |proxy| prepare_inodes(&fs, proxy, COUNT)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(tests_as_root),
+    ignore = "needs root to mount a tmpfs: run cargo test as root (.ci/run does)"
+)]
 async fn fills_evict_entries_to_keep_min_free_on_the_disk() {
-    let Some(fs) = Tmpfs::mount("disk_full::min_free", "size=8m") else {
-        return;
-    };
+    let fs = Tmpfs::mount("size=8m");
     const FLOOR: u64 = 3 * 1024 * 1024;
     let origin = origin(object).await;
     let proxy = proxy(&origin, &fs.path().join("cache"), FLOOR).await;
@@ -369,10 +371,12 @@ async fn fills_evict_entries_to_keep_min_free_on_the_disk() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(tests_as_root),
+    ignore = "needs root to mount a tmpfs: run cargo test as root (.ci/run does)"
+)]
 async fn fills_resume_once_other_files_stop_filling_the_disk() {
-    let Some(fs) = Tmpfs::mount("disk_full::recovery", "size=4m") else {
-        return;
-    };
+    let fs = Tmpfs::mount("size=4m");
     let origin = origin(object).await;
     let proxy = proxy(&origin, &fs.path().join("cache"), 256 * 1024).await;
     proxy.wait_scanned().await;
@@ -420,12 +424,14 @@ async fn fills_resume_once_other_files_stop_filling_the_disk() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(tests_as_root),
+    ignore = "needs root to mount a tmpfs: run cargo test as root (.ci/run does)"
+)]
 async fn on_a_disk_short_of_inodes_fills_evict_for_inodes_and_leave_no_empty_directories_behind() {
     // Few inodes, a floor of about a third of them: every new key's `objects/ab/cd/`
     // takes inodes too, which evictions must give back or fills stop for good.
-    let Some(fs) = Tmpfs::mount("disk_full::inode_churn", "size=64m,nr_inodes=300") else {
-        return;
-    };
+    let fs = Tmpfs::mount("size=64m,nr_inodes=300");
     let small = |i: usize| body_bytes(1_000 + (i * 37) % 3_000, i as u8);
     let origin = origin(small).await;
     let proxy = proxy(&origin, &fs.path().join("cache"), 20 * 1024 * 1024).await;
@@ -466,10 +472,12 @@ async fn on_a_disk_short_of_inodes_fills_evict_for_inodes_and_leave_no_empty_dir
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(tests_as_root),
+    ignore = "needs root to mount a tmpfs: run cargo test as root (.ci/run does)"
+)]
 async fn the_filters_are_saved_at_shutdown_on_a_disk_filled_to_the_last_byte() {
-    let Some(fs) = Tmpfs::mount("disk_full::snapshot", "size=16m") else {
-        return;
-    };
+    let fs = Tmpfs::mount("size=16m");
     let origin = origin(object).await;
     let cache_dir = fs.path().join("cache");
     let second_hit = |c: &mut secondhit_proxy::config::Config| {

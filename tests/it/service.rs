@@ -122,18 +122,15 @@ async fn an_inherited_descriptor_that_is_no_socket_is_refused_at_start() {
     );
 }
 
-/// The uid and gid of `nobody`, when this test runs as root and the user exists.
-fn root_and_nobody() -> Option<(u32, u32)> {
-    if !nix::unistd::Uid::effective().is_root() {
-        eprintln!("SKIP: dropping privileges needs root; this test runs as a user");
-        return None;
-    }
+/// The uid and gid of `nobody`, the user the root test drops privileges to.
+fn nobody() -> (u32, u32) {
+    assert!(
+        nix::unistd::Uid::effective().is_root(),
+        "dropping privileges needs root, but this test was built as root and runs as a user"
+    );
     match nix::unistd::User::from_name("nobody") {
-        Ok(Some(user)) => Some((user.uid.as_raw(), user.gid.as_raw())),
-        _ => {
-            eprintln!("SKIP: no user \"nobody\" on this machine to drop privileges to");
-            None
-        }
+        Ok(Some(user)) => (user.uid.as_raw(), user.gid.as_raw()),
+        other => panic!("no user \"nobody\" on this machine to drop privileges to: {other:?}"),
     }
 }
 
@@ -151,10 +148,12 @@ fn ids(pid: u32, field: &str) -> Vec<u32> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(tests_as_root),
+    ignore = "needs root to drop privileges: run cargo test as root (.ci/run does)"
+)]
 async fn started_as_root_it_binds_then_runs_and_writes_as_the_configured_user() {
-    let Some((uid, gid)) = root_and_nobody() else {
-        return;
-    };
+    let (uid, gid) = nobody();
     let origin = TestOrigin::start(|_| Reply::ok("max-age=60", b"served".to_vec())).await;
     let dir = tempfile::tempdir().expect("temp dir");
     // The service's directory belongs to its user, as a package would set it up.
@@ -199,10 +198,12 @@ async fn started_as_root_it_binds_then_runs_and_writes_as_the_configured_user() 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(tests_as_root),
+    ignore = "needs root to drop privileges: run cargo test as root (.ci/run does)"
+)]
 async fn a_cache_dir_the_user_cannot_write_is_refused_by_check_config_and_serve() {
-    let Some((uid, _)) = root_and_nobody() else {
-        return;
-    };
+    let (uid, _) = nobody();
     let dir = tempfile::tempdir().expect("temp dir");
     // A cache directory owned by root, mode 0755: nobody may not write it.
     std::fs::create_dir(dir.path().join("cache")).expect("cache dir");
