@@ -251,6 +251,29 @@ pub(crate) fn read_exact_at(
     Ok(())
 }
 
+/// `O_NOATIME` for `OpenOptionsExt::custom_flags`: the entry files' reads leave their
+/// access time alone. Under `relatime`, the default, the first read after a write would
+/// update it, and on a journaled filesystem that update can wait for a commit's I/O: a
+/// hit read from the page cache on the worker, with `RWF_NOWAIT`, waited so.
+#[cfg(target_os = "linux")]
+const NO_ATIME: i32 = rustix::fs::OFlags::NOATIME.bits() as i32;
+
+/// Opens the entry file at `path` for reading, without access-time updates ([`NO_ATIME`])
+/// where the file is the process's own, as the kernel requires; others are opened
+/// without it.
+pub(crate) fn open_entry(path: &Path) -> io::Result<std::fs::File> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut options = std::fs::OpenOptions::new();
+        match options.read(true).custom_flags(NO_ATIME).open(path) {
+            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::PERM.raw_os_error()) => {}
+            opened => return opened,
+        }
+    }
+    std::fs::File::open(path)
+}
+
 /// One positioned read (see [`read_exact_at`]).
 #[cfg(target_os = "linux")]
 fn read_at(file: &std::fs::File, buf: &mut [u8], offset: u64, wait: Wait) -> io::Result<usize> {
@@ -434,18 +457,18 @@ pub(crate) fn create_tmp(
 ) -> Result<std::fs::File, StoreError> {
     let reserved = reserved_by_write(len, header.len() as u64, block);
     // Readable too: a client that fell behind its fill reads the body back from it.
-    let created = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .open(path)
-        .and_then(|mut file| {
-            if !reserved {
-                preallocate(&file, len)?;
-            }
-            file.write_all(header)?;
-            Ok(file)
-        });
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true).write(true).create_new(true);
+    // New, so the process's own: reads back leave the access time alone ([`NO_ATIME`]).
+    #[cfg(target_os = "linux")]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, NO_ATIME);
+    let created = options.open(path).and_then(|mut file| {
+        if !reserved {
+            preallocate(&file, len)?;
+        }
+        file.write_all(header)?;
+        Ok(file)
+    });
     created.map_err(|error| {
         remove_quietly_sync(path);
         io_err(path)(error)
@@ -610,6 +633,35 @@ mod tests {
         );
         assert!(!reserved_by_write(3600, 2500, None));
         assert!(!reserved_by_write(3600, 2500, Some(0)));
+    }
+
+    /// Whether descriptor `file` was opened with `O_NOATIME`, from the octal `flags:` of
+    /// its `/proc/self/fdinfo` entry.
+    #[cfg(target_os = "linux")]
+    fn opened_without_atime(file: &std::fs::File) -> bool {
+        use std::os::fd::AsRawFd;
+        let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", file.as_raw_fd()));
+        let info = info.expect("fdinfo");
+        let flags = info.lines().find_map(|line| line.strip_prefix("flags:"));
+        let flags = u32::from_str_radix(flags.expect("a flags line").trim(), 8).unwrap();
+        flags & rustix::fs::OFlags::NOATIME.bits() != 0
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn entry_files_are_read_and_created_without_access_time_updates() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("entry.tmp");
+        let created = create_tmp(&path, 100, b"header", None).unwrap();
+        assert!(opened_without_atime(&created), "created");
+        assert!(opened_without_atime(&open_entry(&path).unwrap()), "opened");
+        // The kernel's rule: the flag only on the process's own files (another's is
+        // opened without it, by `open_entry`'s fallback).
+        let plain = std::fs::File::open(&path).unwrap();
+        assert!(
+            !opened_without_atime(&plain),
+            "a plain open has no such flag"
+        );
     }
 
     #[cfg(target_os = "linux")]

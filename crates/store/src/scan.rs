@@ -386,7 +386,7 @@ struct EntryFile<'a> {
 /// is damaged or of an older format.
 fn checked_header(inner: &Inner, file: &EntryFile<'_>, tally: &mut Tally) -> Option<DecodedHeader> {
     let EntryFile { path, fill } = *file;
-    let header = std::fs::File::open(path)
+    let header = disk::open_entry(path)
         .map_err(|e| HeaderError::Io(disk::io_err(path)(e)))
         .and_then(|file| disk::read_header_sync(&file, path, fill));
     match header {

@@ -231,7 +231,7 @@ impl Inner {
         wait: Wait,
     ) -> Result<Opened, StoreError> {
         let path = self.object_path(fill_ref);
-        let file = match std::fs::File::open(&path) {
+        let file = match disk::open_entry(&path) {
             Ok(file) => file,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Opened::Vanished),
             Err(e) => return Err(io_err(&path)(e)),
