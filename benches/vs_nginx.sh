@@ -96,7 +96,12 @@
 # proxies store, and wrk's Lua does more work a request) and ends with a table of those
 # times by class over all rounds, beside the longest wait between two answers in a
 # replay: what a client saw, and which class was slow, where wrk's own histogram has no
-# class.
+# class. CDN_DIRTY_BACKGROUND_BYTES=<bytes> (root) sets the kernel's
+# vm.dirty_background_bytes to it for the replays, and puts the old setting back after
+# them: by default the kernel writes a dirty page back only 30 s after it was dirtied, so
+# nginx's cache files are written back after a 4 s replay, while secondhit's
+# `cache.fsync = "1s"` writes its own back within it, each second; with a few MiB here
+# both proxies' files are written back during the replay.
 #
 # CPUs: on a machine with 16 or more CPUs the defaults are ORIGIN_CPUS="0 1",
 # PROXY_CPUS="2 .. 9", LOAD_CPUS="10 .. 15" and WORKERS="1 4 8". On fewer (the 2-core VM)
@@ -747,6 +752,30 @@ builds_in_turn() {
 }
 
 # $ROUNDS replays per proxy, alternating, for N workers ($1), into $CDN_RESULTS.
+# CDN_DIRTY_BACKGROUND_BYTES, for the replays: the old settings are kept here and put
+# back by usual_writeback, on any exit too.
+WRITEBACK_SAVED=()
+early_writeback() {
+  [[ -z ${CDN_DIRTY_BACKGROUND_BYTES:-} ]] && return 0
+  WRITEBACK_SAVED=("$(cat /proc/sys/vm/dirty_background_bytes)" "$(cat /proc/sys/vm/dirty_background_ratio)")
+  trap 'usual_writeback; [[ -n "${KEEP:-}" ]] || bench_cleanup' EXIT
+  if ! echo "$CDN_DIRTY_BACKGROUND_BYTES" >/proc/sys/vm/dirty_background_bytes; then
+    echo "vs_nginx: cannot set vm.dirty_background_bytes to $CDN_DIRTY_BACKGROUND_BYTES (CDN_DIRTY_BACKGROUND_BYTES needs root)" >&2
+    exit 1
+  fi
+}
+
+usual_writeback() {
+  ((${#WRITEBACK_SAVED[@]})) || return 0
+  # Writing one of the pair zeroes the other: bytes if they were set, else the ratio.
+  if ((WRITEBACK_SAVED[0] > 0)); then
+    echo "${WRITEBACK_SAVED[0]}" >/proc/sys/vm/dirty_background_bytes
+  else
+    echo "${WRITEBACK_SAVED[1]}" >/proc/sys/vm/dirty_background_ratio
+  fi
+  WRITEBACK_SAVED=()
+}
+
 cdn_rounds() {
   local n=$1 round who row
   for round in $(seq 1 "$ROUNDS"); do
@@ -775,7 +804,9 @@ for n in $WORKERS; do
   fi
   for case_name in $CASES; do
     if [[ $case_name == cdn-mix ]]; then
+      early_writeback
       cdn_rounds "$n"
+      usual_writeback
       continue
     fi
     name=secondhit
