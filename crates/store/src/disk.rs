@@ -274,6 +274,27 @@ pub(crate) fn open_entry(path: &Path) -> io::Result<std::fs::File> {
     std::fs::File::open(path)
 }
 
+/// Creates the file at `path`, readable too (a client that fell behind its fill reads the
+/// body back from it), with [`NO_ATIME`] where the kernel allows it. The kernel checks that
+/// flag once the file exists, so a refusal (a filesystem that gives new files another
+/// owner) removes it before the plain create.
+fn create_new(path: &Path) -> io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let create = |flags: i32| {
+        let mut options = std::fs::OpenOptions::new();
+        options.read(true).write(true).create_new(true);
+        options.custom_flags(flags).open(path)
+    };
+    #[cfg(target_os = "linux")]
+    match create(NO_ATIME) {
+        Err(e) if e.raw_os_error() == Some(rustix::io::Errno::PERM.raw_os_error()) => {
+            remove_quietly_sync(path);
+        }
+        created => return created,
+    }
+    create(0)
+}
+
 /// One positioned read (see [`read_exact_at`]).
 #[cfg(target_os = "linux")]
 fn read_at(file: &std::fs::File, buf: &mut [u8], offset: u64, wait: Wait) -> io::Result<usize> {
@@ -456,13 +477,7 @@ pub(crate) fn create_tmp(
     block: Option<u64>,
 ) -> Result<std::fs::File, StoreError> {
     let reserved = reserved_by_write(len, header.len() as u64, block);
-    // Readable too: a client that fell behind its fill reads the body back from it.
-    let mut options = std::fs::OpenOptions::new();
-    options.read(true).write(true).create_new(true);
-    // New, so the process's own: reads back leave the access time alone ([`NO_ATIME`]).
-    #[cfg(target_os = "linux")]
-    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, NO_ATIME);
-    let created = options.open(path).and_then(|mut file| {
+    let created = create_new(path).and_then(|mut file| {
         if !reserved {
             preallocate(&file, len)?;
         }
