@@ -226,13 +226,10 @@ async fn serve_turns_transparent_huge_pages_off_for_its_process() {
     );
     let serve = ServeProcess::start(&config).await;
     let pid = serve.child.id().expect("a running child");
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("its status");
     // Linux shows the process's flag here since 5.0.
-    let thp = status
-        .lines()
-        .find_map(|line| line.strip_prefix("THP_enabled:"))
+    let thp = crate::support::procfs::line(pid, "status", "THP_enabled:")
         .expect("a THP_enabled line in /proc/PID/status (Linux 5.0 or later)");
-    assert_eq!(thp.trim(), "0", "{status}");
+    assert_eq!(thp, "0");
     let status = serve.terminate().await;
     assert!(status.success(), "graceful shutdown exits 0: {status:?}");
 }

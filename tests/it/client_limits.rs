@@ -33,12 +33,8 @@ const ACK: u8 = 0x1;
 /// How many connections a test may open: `wanted`, or fewer when the open-file limit
 /// (each connection is two descriptors in this process: client and proxy side) is low.
 fn connections(wanted: usize) -> usize {
-    let limit = std::fs::read_to_string("/proc/self/limits")
-        .ok()
-        .and_then(|text| {
-            let line = text.lines().find(|l| l.starts_with("Max open files"))?;
-            line.split_whitespace().nth(3)?.parse::<usize>().ok()
-        })
+    let limit = crate::support::procfs::value("self", "limits", "Max open files")
+        .and_then(|soft| soft.parse::<usize>().ok())
         .unwrap_or(1024);
     // Other tests of the binary run at the same time: use at most a quarter.
     let fits = limit / 4 / 2;

@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
+use crate::support::procfs;
 use crate::support::serve::ServeProcess;
 use crate::support::{Reply, Seen, TestOrigin, client, send};
 
@@ -147,27 +148,18 @@ async fn sigterm_saves_the_filters_and_the_next_start_remembers_a_key() {
     node.stop().await;
 }
 
-/// The value of the `/proc/<pid>/<file>` line that begins with `label`, its first word.
-fn proc_value(pid: u32, file: &str, label: &str) -> String {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/{file}")).expect("a /proc file");
-    let line = text.lines().find(|line| line.starts_with(label));
-    let rest = line.map(|line| &line[label.len()..]).expect(label);
-    rest.split_whitespace().next().expect(label).to_owned()
-}
-
 /// Grown while the process has one thread, the table never makes a worker wait for the
 /// kernel to grow it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_starts_with_a_descriptor_table_as_large_as_its_open_file_limit() {
     let node = Running::start(&[]).await;
     let pid = node.serve.child.id().expect("running");
-    let limit = proc_value(pid, "limits", "Max open files");
+    let limit = procfs::value(pid, "limits", "Max open files").expect("the open-file limit");
     let expected = limit
         .parse::<u64>()
         .map_or(65_536, |limit| limit.min(65_536));
-    let slots: u64 = proc_value(pid, "status", "FDSize:")
-        .parse()
-        .expect("FDSize");
+    let slots = procfs::value(pid, "status", "FDSize:").expect("FDSize");
+    let slots: u64 = slots.parse().expect("a number of slots");
     assert!(slots >= expected, "{slots} slots, for a limit of {limit}");
     node.stop().await;
 }

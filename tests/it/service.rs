@@ -136,13 +136,8 @@ fn nobody() -> (u32, u32) {
 
 /// The real and effective ids on the `Uid:` or `Gid:` line of `/proc/<pid>/status`.
 fn ids(pid: u32, field: &str) -> Vec<u32> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
-    let line = status
-        .lines()
-        .find(|line| line.starts_with(field))
-        .expect("field in status");
+    let line = crate::support::procfs::line(pid, "status", field).expect("field in status");
     line.split_whitespace()
-        .skip(1)
         .map(|id| id.parse().expect("numeric id"))
         .collect()
 }

@@ -26,9 +26,9 @@ const RSS_GROWTH_PER_MISS_KIB: u64 = 256;
 
 /// The resident set size of process `pid` in KiB (`VmRSS` in `/proc/<pid>/status`).
 fn rss_kib(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|line| line.starts_with("VmRSS:"))?;
-    line.split_whitespace().nth(1)?.parse().ok()
+    crate::support::procfs::value(pid, "status", "VmRSS:")?
+        .parse()
+        .ok()
 }
 
 /// The names (`comm`) of the threads of process `pid`, with how many carry each.

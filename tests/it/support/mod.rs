@@ -3,6 +3,7 @@
 
 pub(crate) mod browser;
 mod origin;
+pub(crate) mod procfs;
 mod proxy;
 pub(crate) mod serve;
 pub(crate) mod shell;
